@@ -1,0 +1,183 @@
+package schema
+
+import (
+	"encoding/json"
+	"regexp"
+	"time"
+)
+
+// Version is the schema version this code writes and folds.
+const Version = 1
+
+// Limits of the contract. MaxEventBytes is a default: services may lower it.
+const (
+	DefaultMaxEventBytes = 256 << 10
+	MaxBatchEvents       = 1000
+	MaxIDLen             = 128
+	// MaxJSONDepth bounds nesting of any decoded document.
+	MaxJSONDepth = 64
+)
+
+// Envelope is one stored event (DESIGN.md section 3).
+type Envelope struct {
+	SchemaVersion int             `json:"schemaVersion"`
+	SessionID     string          `json:"sessionId"`
+	Seq           uint64          `json:"seq"`
+	EventID       string          `json:"eventId"`
+	Time          time.Time       `json:"time"`
+	Type          string          `json:"type"`
+	TurnID        string          `json:"turnId,omitempty"`
+	StepID        string          `json:"stepId,omitempty"`
+	AttemptID     string          `json:"attemptId,omitempty"`
+	ToolCallID    string          `json:"toolCallId,omitempty"`
+	Ignorable     bool            `json:"ignorable"`
+	Synthetic     bool            `json:"synthetic"`
+	Data          json.RawMessage `json:"data"`
+}
+
+var (
+	sessionIDRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+	itemIDRe    = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
+	typeRe      = regexp.MustCompile(`^[a-z][a-z0-9_-]*(/[a-z][a-z0-9_-]*)+$`)
+)
+
+// ValidSessionID reports whether id can name a session (and so a subject token).
+func ValidSessionID(id string) bool { return sessionIDRe.MatchString(id) }
+
+// ValidItemID reports whether id is a valid event, turn, step, attempt,
+// tool call, approval, compaction or job id.
+func ValidItemID(id string) bool { return itemIDRe.MatchString(id) }
+
+// ValidTypeName reports whether t is shaped like an event type ("noun/verb").
+func ValidTypeName(t string) bool { return len(t) <= 64 && typeRe.MatchString(t) }
+
+// DataMap decodes e.Data into a generic map; nil data gives an empty map.
+func (e *Envelope) decodeData(v any) error {
+	if len(e.Data) == 0 || string(e.Data) == "null" {
+		return strictUnmarshal([]byte("{}"), v)
+	}
+	return strictUnmarshal(e.Data, v)
+}
+
+// DecodeData decodes the event's data into v, refusing unknown fields.
+func (e *Envelope) DecodeData(v any) error { return e.decodeData(v) }
+
+// Data types, one per event type with data (DESIGN.md section 3 table).
+
+type Parent struct {
+	SessionID  string `json:"sessionId"`
+	SeedLength uint64 `json:"seedLength"`
+	Depth      int    `json:"depth"`
+}
+
+type SessionCreated struct {
+	Title     string            `json:"title,omitempty"`
+	Agent     string            `json:"agent,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Workspace string            `json:"workspace,omitempty"`
+	Parent    *Parent           `json:"parent,omitempty"`
+}
+
+type Reason struct {
+	Reason string `json:"reason"`
+}
+
+type SessionResumed struct {
+	By string `json:"by"`
+}
+
+type TurnStarted struct {
+	Input json.RawMessage `json:"input,omitempty"`
+}
+
+type OptReason struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+type AttemptStarted struct {
+	Model string `json:"model,omitempty"`
+}
+
+type Message struct {
+	Content json.RawMessage `json:"content"`
+	Usage   json.RawMessage `json:"usage,omitempty"`
+}
+
+type ToolRequested struct {
+	Name       string          `json:"name"`
+	Input      json.RawMessage `json:"input"`
+	Idempotent bool            `json:"idempotent,omitempty"`
+}
+
+type ToolResult struct {
+	Status string          `json:"status"`
+	Output json.RawMessage `json:"output,omitempty"`
+}
+
+type ApprovalRequested struct {
+	ApprovalID string `json:"approvalId"`
+	ToolCallID string `json:"toolCallId,omitempty"`
+	Prompt     string `json:"prompt"`
+}
+
+type ApprovalDecided struct {
+	ApprovalID string `json:"approvalId"`
+	Decision   string `json:"decision"`
+	By         string `json:"by,omitempty"`
+}
+
+type CompactionStarted struct {
+	CompactionID string `json:"compactionId"`
+	ThroughSeq   uint64 `json:"throughSeq"`
+}
+
+type CompactionEnded struct {
+	CompactionID string `json:"compactionId"`
+	Summary      string `json:"summary"`
+	ThroughSeq   uint64 `json:"throughSeq"`
+}
+
+type CompactionAborted struct {
+	CompactionID string `json:"compactionId"`
+	Reason       string `json:"reason"`
+}
+
+type GoalUpdated struct {
+	Revision      int             `json:"revision"`
+	Objective     string          `json:"objective"`
+	Acceptance    json.RawMessage `json:"acceptance,omitempty"`
+	Phase         string          `json:"phase,omitempty"`
+	Budget        json.RawMessage `json:"budget,omitempty"`
+	Status        string          `json:"status"`
+	BlockedReason string          `json:"blockedReason,omitempty"`
+}
+
+type JobStarted struct {
+	JobID   string          `json:"jobId"`
+	Command json.RawMessage `json:"command,omitempty"`
+}
+
+type JobEnded struct {
+	JobID    string `json:"jobId"`
+	Status   string `json:"status"`
+	ExitCode *int   `json:"exitCode,omitempty"`
+}
+
+// Closed names one item a repair closed.
+type Closed struct {
+	Kind string `json:"kind"`
+	ID   string `json:"id"`
+	// TurnID scopes steps and attempts.
+	TurnID string `json:"turnId,omitempty"`
+}
+
+type RepairApplied struct {
+	Reason         string     `json:"reason"`
+	Closed         []Closed   `json:"closed"`
+	LeaseExpiredAt *time.Time `json:"leaseExpiredAt,omitempty"`
+	PlannedAtSeq   uint64     `json:"plannedAtSeq,omitempty"`
+}
+
+type ForkCommitted struct {
+	SeedLength uint64 `json:"seedLength"`
+}

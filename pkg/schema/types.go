@@ -1,0 +1,352 @@
+package schema
+
+import (
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+)
+
+// Event type names (DESIGN.md section 3).
+const (
+	TypeSessionCreated    = "session/created"
+	TypeSessionPaused     = "session/paused"
+	TypeSessionResumed    = "session/resumed"
+	TypeSessionClosed     = "session/closed"
+	TypeTurnStarted       = "turn/started"
+	TypeTurnEnded         = "turn/ended"
+	TypeStepStarted       = "step/started"
+	TypeStepEnded         = "step/ended"
+	TypeAttemptStarted    = "attempt/started"
+	TypeMessageAssistant  = "message/assistant"
+	TypeAttemptInterrupt  = "attempt/interrupted"
+	TypeMessageUser       = "message/user"
+	TypeToolRequested     = "tool/requested"
+	TypeToolStarted       = "tool/started"
+	TypeToolResult        = "tool/result"
+	TypeApprovalRequested = "approval/requested"
+	TypeApprovalDecided   = "approval/decided"
+	TypeCompactionStarted = "compaction/started"
+	TypeCompactionEnded   = "compaction/ended"
+	TypeCompactionAborted = "compaction/aborted"
+	TypeGoalUpdated       = "goal/updated"
+	TypeJobStarted        = "job/started"
+	TypeJobEnded          = "job/ended"
+	TypeRepairApplied     = "repair/applied"
+	TypeForkCommitted     = "fork/committed"
+)
+
+// Enumerated data values.
+const (
+	TurnCompleted   = "completed"
+	TurnInterrupted = "interrupted"
+	TurnAborted     = "aborted"
+	TurnFailed      = "failed"
+
+	ToolOK             = "ok"
+	ToolError          = "error"
+	ToolNotStarted     = "not_started"
+	ToolOutcomeUnknown = "outcome_unknown"
+
+	DecisionApproved = "approved"
+	DecisionDenied   = "denied"
+	DecisionExpired  = "expired"
+
+	JobExited   = "exited"
+	JobFailed   = "failed"
+	JobOrphaned = "orphaned"
+
+	WorkspaceShared   = "shared"
+	WorkspaceIsolated = "isolated"
+)
+
+// ID names an envelope id field.
+type ID int
+
+const (
+	IDTurn ID = 1 << iota
+	IDStep
+	IDAttempt
+	IDToolCall
+)
+
+// Spec is what the registry knows about one event type.
+type Spec struct {
+	Type string
+	// Required envelope ids.
+	IDs ID
+	// OptionalTurn: turnId may be given (message/user, jobs, compactions).
+	OptionalTurn bool
+	// ServiceOnly types are written by sessionlog's own services
+	// (repairer, forker), never accepted from an agent.
+	ServiceOnly bool
+	// check decodes and validates data.
+	check func(e *Envelope) error
+}
+
+func oneOf(field, v string, allowed ...string) error {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	return fmt.Errorf("data.%s must be one of %v, got %q", field, allowed, v)
+}
+
+func need(field, v string) error {
+	if v == "" {
+		return fmt.Errorf("data.%s is required", field)
+	}
+	return nil
+}
+
+func needID(field, v string) error {
+	if v == "" {
+		return fmt.Errorf("data.%s is required", field)
+	}
+	if !ValidItemID(v) {
+		return fmt.Errorf("data.%s %q is not a valid id", field, truncate(v))
+	}
+	return nil
+}
+
+func needJSON(field string, v json.RawMessage) error {
+	if len(v) == 0 || string(v) == "null" {
+		return fmt.Errorf("data.%s is required", field)
+	}
+	return nil
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+func dataCheck[T any](validate func(*T) error) func(e *Envelope) error {
+	return func(e *Envelope) error {
+		var v T
+		if err := e.decodeData(&v); err != nil {
+			return fmt.Errorf("data: %v", err)
+		}
+		if validate == nil {
+			return nil
+		}
+		return validate(&v)
+	}
+}
+
+var registry = map[string]*Spec{}
+
+func register(s *Spec) { registry[s.Type] = s }
+
+func init() {
+	register(&Spec{Type: TypeSessionCreated, check: dataCheck(func(d *SessionCreated) error {
+		if d.Workspace != "" {
+			if err := oneOf("workspace", d.Workspace, WorkspaceShared, WorkspaceIsolated); err != nil {
+				return err
+			}
+		}
+		if p := d.Parent; p != nil {
+			if !ValidSessionID(p.SessionID) {
+				return fmt.Errorf("data.parent.sessionId %q is not a valid session id", truncate(p.SessionID))
+			}
+			if p.SeedLength < 1 || p.Depth < 1 {
+				return fmt.Errorf("data.parent needs seedLength >= 1 and depth >= 1")
+			}
+		}
+		return nil
+	})})
+	register(&Spec{Type: TypeSessionPaused, check: dataCheck(func(d *Reason) error { return need("reason", d.Reason) })})
+	register(&Spec{Type: TypeSessionResumed, check: dataCheck(func(d *SessionResumed) error { return need("by", d.By) })})
+	register(&Spec{Type: TypeSessionClosed, check: dataCheck(func(d *Reason) error { return need("reason", d.Reason) })})
+	register(&Spec{Type: TypeTurnStarted, IDs: IDTurn, check: dataCheck[TurnStarted](nil)})
+	register(&Spec{Type: TypeTurnEnded, IDs: IDTurn, check: dataCheck(func(d *Reason) error {
+		return oneOf("reason", d.Reason, TurnCompleted, TurnInterrupted, TurnAborted, TurnFailed)
+	})})
+	register(&Spec{Type: TypeStepStarted, IDs: IDTurn | IDStep, check: dataCheck[OptReason](nil)})
+	register(&Spec{Type: TypeStepEnded, IDs: IDTurn | IDStep, check: dataCheck[OptReason](nil)})
+	register(&Spec{Type: TypeAttemptStarted, IDs: IDTurn | IDAttempt, check: dataCheck[AttemptStarted](nil)})
+	register(&Spec{Type: TypeMessageAssistant, IDs: IDTurn | IDAttempt, check: dataCheck(func(d *Message) error { return needJSON("content", d.Content) })})
+	register(&Spec{Type: TypeAttemptInterrupt, IDs: IDTurn | IDAttempt, check: dataCheck(func(d *Reason) error { return need("reason", d.Reason) })})
+	register(&Spec{Type: TypeMessageUser, OptionalTurn: true, check: dataCheck(func(d *Message) error { return needJSON("content", d.Content) })})
+	register(&Spec{Type: TypeToolRequested, IDs: IDTurn | IDToolCall, check: dataCheck(func(d *ToolRequested) error {
+		return firstErr(need("name", d.Name), needJSON("input", d.Input))
+	})})
+	register(&Spec{Type: TypeToolStarted, IDs: IDTurn | IDToolCall, check: dataCheck[struct{}](nil)})
+	register(&Spec{Type: TypeToolResult, IDs: IDTurn | IDToolCall, check: dataCheck(func(d *ToolResult) error {
+		return oneOf("status", d.Status, ToolOK, ToolError, ToolNotStarted, ToolOutcomeUnknown)
+	})})
+	register(&Spec{Type: TypeApprovalRequested, IDs: IDTurn, check: dataCheck(func(d *ApprovalRequested) error {
+		err := firstErr(needID("approvalId", d.ApprovalID), need("prompt", d.Prompt))
+		if err == nil && d.ToolCallID != "" && !ValidItemID(d.ToolCallID) {
+			err = fmt.Errorf("data.toolCallId %q is not a valid id", truncate(d.ToolCallID))
+		}
+		return err
+	})})
+	register(&Spec{Type: TypeApprovalDecided, IDs: IDTurn, check: dataCheck(func(d *ApprovalDecided) error {
+		return firstErr(needID("approvalId", d.ApprovalID), oneOf("decision", d.Decision, DecisionApproved, DecisionDenied, DecisionExpired))
+	})})
+	register(&Spec{Type: TypeCompactionStarted, OptionalTurn: true, check: dataCheck(func(d *CompactionStarted) error {
+		return needID("compactionId", d.CompactionID)
+	})})
+	register(&Spec{Type: TypeCompactionEnded, OptionalTurn: true, check: dataCheck(func(d *CompactionEnded) error {
+		return firstErr(needID("compactionId", d.CompactionID), need("summary", d.Summary))
+	})})
+	register(&Spec{Type: TypeCompactionAborted, OptionalTurn: true, check: dataCheck(func(d *CompactionAborted) error {
+		return firstErr(needID("compactionId", d.CompactionID), need("reason", d.Reason))
+	})})
+	register(&Spec{Type: TypeGoalUpdated, check: dataCheck(func(d *GoalUpdated) error {
+		if d.Revision < 1 {
+			return fmt.Errorf("data.revision must be >= 1")
+		}
+		return firstErr(need("objective", d.Objective), oneOf("status", d.Status, "active", "paused", "blocked", "done"))
+	})})
+	register(&Spec{Type: TypeJobStarted, OptionalTurn: true, check: dataCheck(func(d *JobStarted) error { return needID("jobId", d.JobID) })})
+	register(&Spec{Type: TypeJobEnded, OptionalTurn: true, check: dataCheck(func(d *JobEnded) error {
+		return firstErr(needID("jobId", d.JobID), oneOf("status", d.Status, JobExited, JobFailed, JobOrphaned))
+	})})
+	register(&Spec{Type: TypeRepairApplied, ServiceOnly: true, check: dataCheck(func(d *RepairApplied) error { return need("reason", d.Reason) })})
+	register(&Spec{Type: TypeForkCommitted, ServiceOnly: true, check: dataCheck(func(d *ForkCommitted) error {
+		if d.SeedLength < 1 {
+			return fmt.Errorf("data.seedLength must be >= 1")
+		}
+		return nil
+	})})
+}
+
+// Lookup returns the spec of a known type.
+func Lookup(typ string) (*Spec, bool) {
+	s, ok := registry[typ]
+	return s, ok
+}
+
+// Types returns every registered type name.
+func Types() []string {
+	out := make([]string, 0, len(registry))
+	for t := range registry {
+		out = append(out, t)
+	}
+	return out
+}
+
+// Known reports whether this reader can fold e: a registered type, or an
+// unknown one marked ignorable.
+func Known(e *Envelope) bool {
+	_, ok := registry[e.Type]
+	return ok || e.Ignorable
+}
+
+// Origin says who writes an event; agents may not write service events.
+type Origin int
+
+const (
+	OriginAgent Origin = iota
+	OriginService
+)
+
+// ValidateOptions tunes Validate.
+type ValidateOptions struct {
+	Origin        Origin
+	MaxEventBytes int
+	// Stored: the event came from the log, so seq, time and schemaVersion
+	// must already be set.
+	Stored bool
+}
+
+// Validate checks one event against the registry. It returns an *Error with
+// CodeInvalidEvent, CodeUnknownType or CodeTooLarge.
+func Validate(e *Envelope, opt ValidateOptions) error {
+	bad := func(format string, args ...any) error { return Errorf(CodeInvalidEvent, format, args...) }
+	if opt.MaxEventBytes > 0 && len(e.Data) > opt.MaxEventBytes {
+		return Errorf(CodeTooLarge, "data is %d bytes, limit %d", len(e.Data), opt.MaxEventBytes)
+	}
+	if e.SchemaVersion > Version {
+		return Errorf(CodeInvalidEvent, "schemaVersion %d is newer than %d", e.SchemaVersion, Version)
+	}
+	if opt.Stored {
+		if e.SchemaVersion != Version {
+			return bad("schemaVersion %d, want %d", e.SchemaVersion, Version)
+		}
+		if e.Seq == 0 {
+			return bad("seq is required")
+		}
+		if e.Time.IsZero() {
+			return bad("time is required")
+		}
+		if !ValidSessionID(e.SessionID) {
+			return bad("sessionId %q is not a valid session id", truncate(e.SessionID))
+		}
+	}
+	if e.EventID == "" && opt.Stored {
+		return bad("eventId is required")
+	}
+	if e.EventID != "" && !ValidItemID(e.EventID) {
+		return bad("eventId %q is not a valid id (%s, at most %d)", truncate(e.EventID), itemIDRe, MaxIDLen)
+	}
+	if e.Type == "" {
+		return bad("type is required")
+	}
+	if !ValidTypeName(e.Type) {
+		return bad("type %q is not a valid type name", truncate(e.Type))
+	}
+	if opt.Origin == OriginAgent && e.Synthetic {
+		return bad("synthetic events are written only by sessionlog services")
+	}
+	for _, f := range []struct{ name, v string }{{"turnId", e.TurnID}, {"stepId", e.StepID}, {"attemptId", e.AttemptID}, {"toolCallId", e.ToolCallID}} {
+		if f.v != "" && !ValidItemID(f.v) {
+			return bad("%s %q is not a valid id", f.name, truncate(f.v))
+		}
+	}
+	if len(e.Data) > 0 && !utf8.Valid(e.Data) {
+		return bad("data is not valid UTF-8")
+	}
+	spec, ok := registry[e.Type]
+	if !ok {
+		if !e.Ignorable {
+			return Errorf(CodeUnknownType, "unknown event type %q (not ignorable)", truncate(e.Type))
+		}
+		if len(e.Data) > 0 {
+			if err := CheckJSON(e.Data, MaxJSONDepth); err != nil {
+				return bad("data: %v", err)
+			}
+		}
+		return nil
+	}
+	if e.Ignorable {
+		return bad("type %q is a known required type and cannot be marked ignorable", e.Type)
+	}
+	if opt.Origin == OriginAgent && spec.ServiceOnly {
+		return bad("type %q is written only by sessionlog services", e.Type)
+	}
+	check := func(id ID, name, v string) error {
+		switch {
+		case spec.IDs&id != 0 && v == "":
+			return bad("%s requires %s", e.Type, name)
+		case spec.IDs&id == 0 && v != "" && !(id == IDTurn && spec.OptionalTurn):
+			return bad("%s does not take %s", e.Type, name)
+		}
+		return nil
+	}
+	if err := firstErr(
+		check(IDTurn, "turnId", e.TurnID),
+		check(IDStep, "stepId", e.StepID),
+		check(IDAttempt, "attemptId", e.AttemptID),
+		check(IDToolCall, "toolCallId", e.ToolCallID),
+	); err != nil {
+		return err
+	}
+	if err := spec.check(e); err != nil {
+		return bad("%s: %v", e.Type, err)
+	}
+	return nil
+}
+
+func truncate(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}

@@ -1,0 +1,248 @@
+package session
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// ReducerVersion changes whenever Apply folds any event differently.
+// Read models built by another version are rebuilt.
+const ReducerVersion = 1
+
+// Tool call phases.
+const (
+	PhaseRequested = "requested"
+	PhaseStarted   = "started"
+	PhaseDone      = "done"
+)
+
+// Item is one open or closed piece of work, identified within its session.
+type Item struct {
+	ID       string `json:"id"`
+	TurnID   string `json:"turnId,omitempty"`
+	StartSeq uint64 `json:"startSeq"`
+	EndSeq   uint64 `json:"endSeq,omitempty"`
+}
+
+// Open reports whether the item has not ended.
+func (i *Item) Open() bool { return i.EndSeq == 0 }
+
+// ToolCall is a tool call and its phase.
+type ToolCall struct {
+	Item
+	Name       string `json:"name"`
+	Idempotent bool   `json:"idempotent,omitempty"`
+	Phase      string `json:"phase"`
+	StartedSeq uint64 `json:"startedSeq,omitempty"`
+	Status     string `json:"status,omitempty"`
+}
+
+// Approval is an approval request and its decision.
+type Approval struct {
+	Item
+	ToolCallID string `json:"toolCallId,omitempty"`
+	Prompt     string `json:"prompt"`
+	Decision   string `json:"decision,omitempty"`
+}
+
+// Compaction is a compaction and its outcome.
+type Compaction struct {
+	Item
+	ThroughSeq uint64 `json:"throughSeq"`
+	Outcome    string `json:"outcome,omitempty"` // ended / aborted
+}
+
+// Goal is the latest goal/updated.
+type Goal struct {
+	schema.GoalUpdated
+	Seq uint64 `json:"seq"`
+}
+
+// Turn is the open or last turn.
+type Turn struct {
+	Item
+	Reason string `json:"reason,omitempty"`
+}
+
+// State is the fold of a session's events 1..LastSeq.
+type State struct {
+	SessionID   string                `json:"sessionId"`
+	LastSeq     uint64                `json:"lastSeq"`
+	LastEventID string                `json:"lastEventId,omitempty"`
+	LastTime    time.Time             `json:"lastTime"`
+	CreatedAt   time.Time             `json:"createdAt"`
+	Meta        schema.SessionCreated `json:"meta"`
+
+	Paused      bool   `json:"paused,omitempty"`
+	PauseReason string `json:"pauseReason,omitempty"`
+	Closed      bool   `json:"closed,omitempty"`
+	CloseReason string `json:"closeReason,omitempty"`
+	// Forking: a fork child whose own fork/committed has not arrived.
+	Forking bool `json:"forking,omitempty"`
+
+	Turn     *Turn `json:"turn,omitempty"`     // the open turn
+	LastTurn *Turn `json:"lastTurn,omitempty"` // the last ended turn
+	Turns    int   `json:"turns"`
+
+	Steps       map[string]*Item       `json:"steps,omitempty"`    // key turnId/stepId, open steps only
+	Attempts    map[string]*Item       `json:"attempts,omitempty"` // key turnId/attemptId, all attempts
+	Tools       map[string]*ToolCall   `json:"tools,omitempty"`
+	Approvals   map[string]*Approval   `json:"approvals,omitempty"`
+	Compactions map[string]*Compaction `json:"compactions,omitempty"`
+	Jobs        map[string]*Item       `json:"jobs,omitempty"`
+	Goal        *Goal                  `json:"goal,omitempty"`
+
+	// Summary of the last successful compaction.
+	Compacted     *Compaction `json:"compacted,omitempty"`
+	Repairs       int         `json:"repairs,omitempty"`
+	LastRepairSeq uint64      `json:"lastRepairSeq,omitempty"`
+	// ForkCommittedSeq is the seq of this session's own fork/committed.
+	ForkCommittedSeq uint64 `json:"forkCommittedSeq,omitempty"`
+
+	usedTurns map[string]struct{}
+}
+
+// New returns the empty state of a session that has no events.
+func New(sessionID string) *State {
+	return &State{SessionID: sessionID}
+}
+
+// Exists reports whether the session has any event.
+func (s *State) Exists() bool { return s.LastSeq > 0 }
+
+func key(turn, id string) string { return turn + "/" + id }
+
+// Clone returns a deep copy (via JSON; states are small).
+func (s *State) Clone() *State {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("session: clone: %v", err))
+	}
+	c, err := UnmarshalState(b)
+	if err != nil {
+		panic(fmt.Sprintf("session: clone: %v", err))
+	}
+	return c
+}
+
+type stateJSON struct {
+	*stateAlias
+	UsedTurns []string `json:"usedTurns,omitempty"`
+}
+type stateAlias State
+
+// MarshalJSON includes the set of used turn ids (kept sorted for a stable checksum).
+func (s *State) MarshalJSON() ([]byte, error) {
+	used := make([]string, 0, len(s.usedTurns))
+	for t := range s.usedTurns {
+		used = append(used, t)
+	}
+	sort.Strings(used)
+	return json.Marshal(stateJSON{stateAlias: (*stateAlias)(s), UsedTurns: used})
+}
+
+// UnmarshalState decodes a state written by MarshalJSON.
+func UnmarshalState(b []byte) (*State, error) {
+	s := &State{}
+	j := stateJSON{stateAlias: (*stateAlias)(s)}
+	if err := json.Unmarshal(b, &j); err != nil {
+		return nil, err
+	}
+	if len(j.UsedTurns) > 0 {
+		s.usedTurns = make(map[string]struct{}, len(j.UsedTurns))
+		for _, t := range j.UsedTurns {
+			s.usedTurns[t] = struct{}{}
+		}
+	}
+	return s, nil
+}
+
+// OpenKind names a kind of open work.
+type OpenKind string
+
+const (
+	OpenTurn           OpenKind = "turn"
+	OpenStep           OpenKind = "step"
+	OpenAttempt        OpenKind = "attempt"
+	OpenToolNotStarted OpenKind = "tool_requested"
+	OpenToolStarted    OpenKind = "tool_started"
+	OpenApproval       OpenKind = "approval"
+	OpenCompaction     OpenKind = "compaction"
+	OpenJob            OpenKind = "job"
+)
+
+// OpenItem is one piece of open work.
+type OpenItem struct {
+	Kind     OpenKind `json:"kind"`
+	ID       string   `json:"id"`
+	TurnID   string   `json:"turnId,omitempty"`
+	StartSeq uint64   `json:"startSeq"`
+	// Idempotent is set for tool calls whose request said so.
+	Idempotent bool `json:"idempotent,omitempty"`
+}
+
+// OpenWork lists every open item except the turn itself, ordered by the seq
+// that opened it: the deterministic order repairs close them in.
+func (s *State) OpenWork() []OpenItem {
+	var out []OpenItem
+	for _, it := range s.Steps {
+		out = append(out, OpenItem{Kind: OpenStep, ID: it.ID, TurnID: it.TurnID, StartSeq: it.StartSeq})
+	}
+	for _, it := range s.Attempts {
+		if !it.Open() {
+			continue
+		}
+		out = append(out, OpenItem{Kind: OpenAttempt, ID: it.ID, TurnID: it.TurnID, StartSeq: it.StartSeq})
+	}
+	for _, t := range s.Tools {
+		switch t.Phase {
+		case PhaseRequested:
+			out = append(out, OpenItem{Kind: OpenToolNotStarted, ID: t.ID, TurnID: t.TurnID, StartSeq: t.StartSeq, Idempotent: t.Idempotent})
+		case PhaseStarted:
+			out = append(out, OpenItem{Kind: OpenToolStarted, ID: t.ID, TurnID: t.TurnID, StartSeq: t.StartSeq, Idempotent: t.Idempotent})
+		}
+	}
+	for _, a := range s.Approvals {
+		if a.Open() {
+			out = append(out, OpenItem{Kind: OpenApproval, ID: a.ID, TurnID: a.TurnID, StartSeq: a.StartSeq})
+		}
+	}
+	for _, c := range s.Compactions {
+		if c.Open() {
+			out = append(out, OpenItem{Kind: OpenCompaction, ID: c.ID, TurnID: c.TurnID, StartSeq: c.StartSeq})
+		}
+	}
+	for _, j := range s.Jobs {
+		if j.Open() {
+			out = append(out, OpenItem{Kind: OpenJob, ID: j.ID, TurnID: j.TurnID, StartSeq: j.StartSeq})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].StartSeq != out[j].StartSeq {
+			return out[i].StartSeq < out[j].StartSeq
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// HasOpenWork reports whether a turn, step, attempt, tool call, approval,
+// compaction or job is open.
+func (s *State) HasOpenWork() bool {
+	return s.Turn != nil || len(s.OpenWork()) > 0
+}
+
+// openInTurn lists what is still open in turn t.
+func (s *State) openInTurn(t string) []OpenItem {
+	var out []OpenItem
+	for _, it := range s.OpenWork() {
+		if it.TurnID == t {
+			out = append(out, it)
+		}
+	}
+	return out
+}
