@@ -1,0 +1,330 @@
+package logstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// AppendRequest is one atomic append to one session.
+type AppendRequest struct {
+	SessionID string
+	// ExpectedStreamSeq is the stream sequence of the session's last event
+	// (0: the session must have no event). It is sent as the plain
+	// per-subject Nats-Expected-Last-Subject-Sequence on the first message.
+	ExpectedStreamSeq uint64
+	// Events are complete envelopes (schemaVersion, sessionId, seq,
+	// eventId, time set), contiguous in seq.
+	Events []schema.Envelope
+}
+
+// AppendResult describes a committed append.
+type AppendResult struct {
+	FirstSeq, LastSeq uint64
+	// StreamSeq is the stream sequence of the last event.
+	StreamSeq uint64
+	// Duplicate: every event was already stored before this request.
+	Duplicate bool
+}
+
+// Sentinels; errors.Is matches them on the code alone.
+var (
+	ErrConflict       = &schema.Error{Code: schema.CodeConflict, Index: -1}
+	ErrNotCommitted   = &schema.Error{Code: schema.CodeNotCommitted, Index: -1}
+	ErrOutcomeUnknown = &schema.Error{Code: schema.CodeOutcomeUnknown, Index: -1}
+)
+
+// ConflictError: the session's tail was not the expected one, so nothing
+// of this request was stored.
+type ConflictError struct {
+	Tail     Tail
+	Expected uint64
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("conflict: expected the session's last event at stream seq %d, it is seq %d at stream seq %d", e.Expected, e.Tail.Seq, e.Tail.StreamSeq)
+}
+
+// Unwrap exposes the contract error (code conflict, currentSeq).
+func (e *ConflictError) Unwrap() error {
+	cur := e.Tail.Seq
+	return &schema.Error{Code: schema.CodeConflict, Message: e.Error(), Index: -1, CurrentSeq: &cur}
+}
+
+// FaultStage names a point where tests inject faults.
+type FaultStage string
+
+// FaultAck runs after JetStream answered an append: a non-nil error from
+// the hook throws the answer away, as if the reply was lost in transit.
+const FaultAck FaultStage = "ack"
+
+// outcome is the classification of one publish attempt.
+type outcome int
+
+const (
+	committed outcome = iota
+	duplicate
+	wrongSeq
+	refused  // definite: nothing stored
+	retrying // definite for this attempt, but retryable (inflight limit, no responders)
+	unknown  // sent, no answer
+)
+
+func classify(err error) outcome {
+	if err == nil {
+		return committed
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+			return wrongSeq
+		case jetstreamext.JSErrCodeBatchPublishDuplicateMsgID:
+			return duplicate
+		case jetstreamext.JSErrCodeAtomicPublishTooManyInflight, jetstreamext.JSErrCodeBatchPublishTooManyInflight:
+			return retrying
+		}
+		if apiErr.Code == 503 {
+			return retrying
+		}
+		return refused
+	}
+	switch {
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):
+		return retrying
+	case errors.Is(err, nats.ErrMaxPayload), errors.Is(err, nats.ErrBadSubject):
+		return refused
+	}
+	return unknown
+}
+
+func (s *Store) messages(req *AppendRequest, subject string) ([]*nats.Msg, error) {
+	msgs := make([]*nats.Msg, len(req.Events))
+	for i := range req.Events {
+		e := &req.Events[i]
+		body, err := schema.Encode(e)
+		if err != nil {
+			return nil, schema.Errorf(schema.CodeInvalidEvent, "encode event %d: %v", i, err).WithIndex(i)
+		}
+		if len(body) > s.cfg.MaxEventBytes {
+			return nil, schema.Errorf(schema.CodeTooLarge, "event is %d bytes, limit %d", len(body), s.cfg.MaxEventBytes).WithIndex(i)
+		}
+		m := nats.NewMsg(subject)
+		m.Data = body
+		m.Header.Set(HeaderMsgID, MsgID(req.SessionID, e.EventID))
+		m.Header.Set(HeaderType, e.Type)
+		m.Header.Set(HeaderSeq, strconv.FormatUint(e.Seq, 10))
+		m.Header.Set(HeaderSchema, strconv.Itoa(e.SchemaVersion))
+		if i == 0 {
+			// An expectation on a later message of the same subject fails
+			// the batch (10164): only the first carries it.
+			m.Header.Set(HeaderExpectedSeq, strconv.FormatUint(req.ExpectedStreamSeq, 10))
+		}
+		msgs[i] = m
+	}
+	return msgs, nil
+}
+
+// publish sends the messages once: a plain publish for one event, an
+// atomic batch otherwise. It returns the stream seq of the last message.
+func (s *Store) publish(ctx context.Context, msgs []*nats.Msg) (uint64, bool, error) {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	if len(msgs) == 1 {
+		ack, err := s.js.PublishMsg(ctx, msgs[0], jetstream.WithRetryAttempts(0))
+		if err != nil {
+			return 0, false, err
+		}
+		return ack.Sequence, ack.Duplicate, nil
+	}
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return 0, false, fmt.Errorf("%w: waiting for a batch slot: %w", errRefusedLocally, ctx.Err())
+	}
+	defer func() { <-s.sem }()
+	b, err := jetstreamext.NewBatchPublisher(s.js, jetstreamext.BatchFlowControl{AckFirst: false})
+	if err != nil {
+		return 0, false, fmt.Errorf("%w: %w", errRefusedLocally, err)
+	}
+	for _, m := range msgs[:len(msgs)-1] {
+		if err := b.AddMsg(m); err != nil {
+			// The commit was never sent: the server abandons the batch.
+			_ = b.Discard()
+			return 0, false, fmt.Errorf("%w: %w", errRefusedLocally, err)
+		}
+	}
+	ack, err := b.CommitMsg(ctx, msgs[len(msgs)-1])
+	if err != nil {
+		return 0, false, err
+	}
+	return ack.Sequence, false, nil
+}
+
+// errRefusedLocally marks failures before the commit left this process.
+var errRefusedLocally = errors.New("not sent")
+
+// Append stores the events of req atomically, after the session's event at
+// req.ExpectedStreamSeq. It returns a *ConflictError (code conflict), an
+// error with code not_committed or too_large (nothing stored), or one with
+// code outcome_unknown (sent; no answer could be had, retry the same
+// request). Unknown outcomes are first resolved here: the same messages are
+// re-sent (same Nats-Msg-Id) and, where the stream answers "wrong last
+// sequence", the stored events after the expected position are compared
+// by event id.
+func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResult, error) {
+	if len(req.Events) == 0 {
+		return AppendResult{}, schema.Errorf(schema.CodeBadRequest, "no events")
+	}
+	if len(req.Events) > schema.MaxBatchEvents {
+		return AppendResult{}, schema.Errorf(schema.CodeTooLarge, "%d events, at most %d per append", len(req.Events), schema.MaxBatchEvents)
+	}
+	loc, err := Locate(req.SessionID)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	msgs, err := s.messages(&req, loc.Subject)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	res := AppendResult{FirstSeq: req.Events[0].Seq, LastSeq: req.Events[len(req.Events)-1].Seq}
+	var lastErr error
+	for attempt := 0; ; attempt++ {
+		streamSeq, dup, err := s.publish(ctx, msgs)
+		if err == nil && s.cfg.FaultHook != nil {
+			if herr := s.cfg.FaultHook(FaultAck); herr != nil {
+				err = herr
+			}
+		}
+		oc := classify(err)
+		if errors.Is(err, errRefusedLocally) {
+			oc = retrying
+		}
+		switch oc {
+		case committed:
+			res.StreamSeq, res.Duplicate = streamSeq, dup && attempt == 0
+			s.committed(req, res)
+			return res, nil
+		case duplicate, wrongSeq:
+			r, rerr := s.resolve(ctx, &req, loc)
+			if rerr == nil {
+				r.Duplicate = attempt == 0
+				s.committed(req, r)
+				return r, nil
+			}
+			if errors.Is(rerr, errNotYet) && oc == wrongSeq {
+				// Wrong last sequence and nothing after the expected
+				// position: the expectation itself is off.
+				t, terr := s.Tail(ctx, req.SessionID)
+				if terr != nil {
+					rerr = terr
+				} else {
+					rerr = &ConflictError{Tail: t, Expected: req.ExpectedStreamSeq}
+				}
+			}
+			if errors.Is(rerr, ErrConflict) {
+				s.tails.Delete(req.SessionID)
+				return AppendResult{}, rerr
+			}
+			lastErr = rerr
+		case refused:
+			if attempt == 0 {
+				return AppendResult{}, notCommitted(err)
+			}
+			// A refusal of a re-send says nothing of the first attempt.
+			lastErr = err
+		case retrying:
+			if attempt == 0 {
+				return AppendResult{}, notCommitted(err)
+			}
+			lastErr = err
+		case unknown:
+			lastErr = err
+		}
+		if attempt+1 >= s.cfg.ResolveAttempts {
+			break
+		}
+		// The first attempt may still land; the re-send carries the same
+		// ids and expectation, so at most one of them is stored.
+		select {
+		case <-ctx.Done():
+			return AppendResult{}, outcomeUnknown(ctx.Err())
+		case <-time.After(backoff(attempt)):
+		}
+		if r, rerr := s.resolve(ctx, &req, loc); rerr == nil {
+			s.committed(req, r)
+			return r, nil
+		} else if errors.Is(rerr, ErrConflict) {
+			s.tails.Delete(req.SessionID)
+			return AppendResult{}, rerr
+		}
+	}
+	s.tails.Delete(req.SessionID)
+	return AppendResult{}, outcomeUnknown(lastErr)
+}
+
+func backoff(attempt int) time.Duration {
+	d := 50 * time.Millisecond << attempt
+	if d > 2*time.Second {
+		d = 2 * time.Second
+	}
+	return d
+}
+
+func notCommitted(err error) error {
+	return &schema.Error{Code: schema.CodeNotCommitted, Message: fmt.Sprintf("nothing was stored: %v", err), Index: -1}
+}
+
+func outcomeUnknown(err error) error {
+	return &schema.Error{Code: schema.CodeOutcomeUnknown, Message: fmt.Sprintf("sent, but no acknowledgement came back: %v; retry the same request", err), Index: -1}
+}
+
+func (s *Store) committed(req AppendRequest, res AppendResult) {
+	last := req.Events[len(req.Events)-1]
+	s.tails.Put(req.SessionID, Tail{Seq: res.LastSeq, StreamSeq: res.StreamSeq, EventID: last.EventID})
+}
+
+// errNotYet: the events are not stored after the expected position (yet).
+var errNotYet = errors.New("logstore: not stored yet")
+
+// resolve decides from the stored log whether req is committed: the first
+// message of the session after the expected position carries the request's
+// first event id (committed), another id (conflict: the position is taken,
+// so this request can never commit), or there is none (not yet).
+func (s *Store) resolve(ctx context.Context, req *AppendRequest, loc Location) (AppendResult, error) {
+	first, err := s.NextAfter(ctx, req.SessionID, req.ExpectedStreamSeq)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if first == nil {
+		return AppendResult{}, errNotYet
+	}
+	if eventIDOf(first.Header.Get(HeaderMsgID)) != req.Events[0].EventID {
+		t, terr := s.Tail(ctx, req.SessionID)
+		if terr != nil {
+			return AppendResult{}, terr
+		}
+		return AppendResult{}, &ConflictError{Tail: t, Expected: req.ExpectedStreamSeq}
+	}
+	res := AppendResult{FirstSeq: req.Events[0].Seq, LastSeq: req.Events[len(req.Events)-1].Seq, StreamSeq: first.StreamSeq}
+	// An atomic batch is stored contiguously; confirm its last event.
+	if n := len(req.Events); n > 1 {
+		last, err := s.NextAfter(ctx, req.SessionID, first.StreamSeq+uint64(n)-2)
+		if err != nil {
+			return AppendResult{}, err
+		}
+		if last == nil || eventIDOf(last.Header.Get(HeaderMsgID)) != req.Events[n-1].EventID {
+			return AppendResult{}, fmt.Errorf("logstore: batch of %d found at stream seq %d but its last event is missing", n, first.StreamSeq)
+		}
+		res.StreamSeq = last.StreamSeq
+	}
+	return res, nil
+}

@@ -1,0 +1,105 @@
+package logstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// Lease is the value of a session's key in SESSION_LEASES.
+type Lease struct {
+	Holder    string    `json:"holder"`
+	RenewedAt time.Time `json:"renewedAt"`
+}
+
+// Claim is the value of a session's key in SESSION_CLAIMS: a holder once
+// claimed the session's liveness, so its lease expiry means it is gone.
+type Claim struct {
+	Holder    string    `json:"holder"`
+	ClaimedAt time.Time `json:"claimedAt"`
+}
+
+// LeaseKV is the lease bucket (the repairer watches it).
+func (s *Store) LeaseKV() jetstream.KeyValue { return s.kv }
+
+// ClaimKV is the claim bucket.
+func (s *Store) ClaimKV() jetstream.KeyValue { return s.claims }
+
+// GetLease returns the live lease of a session, or nil.
+func (s *Store) GetLease(ctx context.Context, sessionID string) (*Lease, uint64, error) {
+	e, err := s.kv.Get(ctx, sessionID)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	var l Lease
+	if err := json.Unmarshal(e.Value(), &l); err != nil {
+		return nil, 0, fmt.Errorf("logstore: lease %s: %w", sessionID, err)
+	}
+	return &l, e.Revision(), nil
+}
+
+// GetClaim returns the session's claim, or nil if no holder ever named it.
+func (s *Store) GetClaim(ctx context.Context, sessionID string) (*Claim, error) {
+	e, err := s.claims.Get(ctx, sessionID)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var c Claim
+	if err := json.Unmarshal(e.Value(), &c); err != nil {
+		return nil, fmt.Errorf("logstore: claim %s: %w", sessionID, err)
+	}
+	return &c, nil
+}
+
+// RenewLease takes or renews the session's lease for holder with the
+// store's lease TTL, and records the claim the first time. kv.Update would
+// drop the per-key TTL, so a renewal is a publish to the key's subject with
+// the per-subject expected sequence and a message TTL.
+func (s *Store) RenewLease(ctx context.Context, sessionID, holder string, now time.Time) error {
+	if !schema.ValidSessionID(sessionID) {
+		return schema.Errorf(schema.CodeBadRequest, "invalid session id")
+	}
+	val, _ := json.Marshal(Lease{Holder: holder, RenewedAt: now.UTC()})
+	ttl := s.cfg.LeaseTTL
+	for try := 0; try < 3; try++ {
+		_, rev, err := s.GetLease(ctx, sessionID)
+		if err != nil {
+			return err
+		}
+		if rev == 0 {
+			if _, err = s.kv.Create(ctx, sessionID, val, jetstream.KeyTTL(ttl)); err == nil {
+				c, _ := json.Marshal(Claim{Holder: holder, ClaimedAt: now.UTC()})
+				if _, err := s.claims.Put(ctx, sessionID, c); err != nil {
+					return fmt.Errorf("logstore: claim %s: %w", sessionID, err)
+				}
+				return nil
+			}
+			if errors.Is(err, jetstream.ErrKeyExists) {
+				continue
+			}
+			return fmt.Errorf("logstore: lease %s: %w", sessionID, err)
+		}
+		_, err = s.js.Publish(ctx, "$KV."+LeaseBucket+"."+sessionID, val,
+			jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(ttl))
+		if err == nil {
+			return nil
+		}
+		if classify(err) == wrongSeq {
+			continue
+		}
+		return fmt.Errorf("logstore: renew lease %s: %w", sessionID, err)
+	}
+	return fmt.Errorf("logstore: lease %s: too much contention", sessionID)
+}

@@ -1,0 +1,199 @@
+package logstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+func events(sid string, from uint64, n int, prefix string) []schema.Envelope {
+	out := make([]schema.Envelope, n)
+	for i := range out {
+		seq := from + uint64(i)
+		typ, data := schema.TypeMessageUser, `{"content":"hi"}`
+		if seq == 1 {
+			typ, data = schema.TypeSessionCreated, `{}`
+		}
+		out[i] = schema.Envelope{SchemaVersion: 1, SessionID: sid, Seq: seq, EventID: fmt.Sprintf("%s-%d", prefix, seq),
+			Time: time.Now().UTC(), Type: typ, Data: []byte(data)}
+	}
+	return out
+}
+
+func open(t *testing.T, nc *nats.Conn, cfg logstore.Config) *logstore.Store {
+	t.Helper()
+	s, err := logstore.Open(context.Background(), nc, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestLocate(t *testing.T) {
+	for _, bad := range []string{"", "a.b", "a*", "a>", "a b", string(make([]byte, 129))} {
+		if _, err := logstore.Locate(bad); schema.CodeOf(err) != schema.CodeBadRequest {
+			t.Errorf("Locate(%q) = %v, want bad_request", bad, err)
+		}
+	}
+	loc, err := logstore.Locate("s-1")
+	if err != nil || loc.Subject != "sessions.ev.s-1" || loc.Stream != "SESSIONS" {
+		t.Fatalf("Locate = %+v, %v", loc, err)
+	}
+}
+
+func TestAppendReadConflict(t *testing.T) {
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv)
+	st := open(t, nc, logstore.Config{})
+	// Provisioning twice is idempotent.
+	open(t, nc, logstore.Config{})
+	ctx := context.Background()
+
+	r, err := st.Append(ctx, logstore.AppendRequest{SessionID: "s1", Events: events("s1", 1, 1, "e")})
+	if err != nil || r.FirstSeq != 1 || r.LastSeq != 1 || r.Duplicate {
+		t.Fatalf("first append = %+v, %v", r, err)
+	}
+	r2, err := st.Append(ctx, logstore.AppendRequest{SessionID: "s1", ExpectedStreamSeq: r.StreamSeq, Events: events("s1", 2, 10, "e")})
+	if err != nil || r2.LastSeq != 11 {
+		t.Fatalf("batch append = %+v, %v", r2, err)
+	}
+	// Same expectation again with other ids: conflict, with the current seq.
+	_, err = st.Append(ctx, logstore.AppendRequest{SessionID: "s1", ExpectedStreamSeq: r.StreamSeq, Events: events("s1", 2, 1, "other")})
+	var ce *logstore.ConflictError
+	if !errors.As(err, &ce) || ce.Tail.Seq != 11 || !errors.Is(err, logstore.ErrConflict) {
+		t.Fatalf("conflict append = %v", err)
+	}
+	var se *schema.Error
+	if !errors.As(err, &se) || se.CurrentSeq == nil || *se.CurrentSeq != 11 {
+		t.Fatalf("conflict error lacks currentSeq: %#v", se)
+	}
+	// A retry of a committed request: duplicate, committed.
+	r3, err := st.Append(ctx, logstore.AppendRequest{SessionID: "s1", ExpectedStreamSeq: r.StreamSeq, Events: events("s1", 2, 10, "e")})
+	if err != nil || !r3.Duplicate || r3.StreamSeq != r2.StreamSeq {
+		t.Fatalf("retry of batch = %+v, %v (want duplicate at %d)", r3, err, r2.StreamSeq)
+	}
+	r4, err := st.Append(ctx, logstore.AppendRequest{SessionID: "s1", Events: events("s1", 1, 1, "e")})
+	if err != nil || !r4.Duplicate {
+		t.Fatalf("retry of single = %+v, %v", r4, err)
+	}
+	evs, tail, err := st.ReadEvents(ctx, "s1", 0)
+	if err != nil || len(evs) != 11 || tail.Seq != 11 {
+		t.Fatalf("read = %d events, tail %+v, %v", len(evs), tail, err)
+	}
+	for i, e := range evs {
+		if e.Seq != uint64(i+1) {
+			t.Fatalf("event %d has seq %d", i, e.Seq)
+		}
+	}
+	// Too many events, too large.
+	if _, err := st.Append(ctx, logstore.AppendRequest{SessionID: "s2", Events: events("s2", 1, 1001, "e")}); schema.CodeOf(err) != schema.CodeTooLarge {
+		t.Fatalf("1001 events: %v", err)
+	}
+	big := events("s2", 1, 1, "e")
+	big[0].Data = []byte(`{"title":"` + string(make([]byte, 0)) + fmt.Sprintf("%0300000d", 0) + `"}`)
+	if _, err := st.Append(ctx, logstore.AppendRequest{SessionID: "s2", Events: big}); schema.CodeOf(err) != schema.CodeTooLarge {
+		t.Fatalf("large event: %v", err)
+	}
+	if tail, _ := st.Tail(ctx, "s2"); tail.Exists() {
+		t.Fatalf("refused appends stored something: %+v", tail)
+	}
+}
+
+// A lost acknowledgement is resolved by re-sending with the same ids: a
+// single node answers "wrong last sequence", a replicated stream answers
+// "duplicate"; both must come out committed, stored once.
+func TestLostAckResolved(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		nodes int
+	}{{"R1", 1}, {"R3", 3}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var url string
+			if tc.nodes == 1 {
+				url = natstest.RunServer(t).ClientURL()
+			} else {
+				c := natstest.RunCluster(t, 3)
+				url = c.URLs()
+			}
+			nc, err := nats.Connect(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			var drop atomic.Int32
+			st := open(t, nc, logstore.Config{Replicas: tc.nodes, FaultHook: func(s logstore.FaultStage) error {
+				if s == logstore.FaultAck && drop.Add(-1) >= 0 {
+					return errors.New("injected: ack lost")
+				}
+				return nil
+			}})
+			ctx := context.Background()
+			for _, n := range []int{1, 5} {
+				sid := fmt.Sprintf("lost-%d", n)
+				drop.Store(1)
+				r, err := st.Append(ctx, logstore.AppendRequest{SessionID: sid, Events: events(sid, 1, n, "e")})
+				if err != nil || r.Duplicate || r.LastSeq != uint64(n) {
+					t.Fatalf("%d events: %+v, %v", n, r, err)
+				}
+				evs, _, err := st.ReadEvents(ctx, sid, 0)
+				if err != nil || len(evs) != n {
+					t.Fatalf("stored %d events, want %d (%v)", len(evs), n, err)
+				}
+				// Every ack lost: outcome unknown, still stored once.
+				sid2 := sid + "-x"
+				drop.Store(100)
+				_, err = st.Append(ctx, logstore.AppendRequest{SessionID: sid2, Events: events(sid2, 1, n, "e")})
+				// The re-send is answered by the stream ("wrong last sequence"
+				// or duplicate) and the read finds the ids: committed.
+				if err != nil {
+					t.Fatalf("all acks lost: %v", err)
+				}
+				evs, _, _ = st.ReadEvents(ctx, sid2, 0)
+				if len(evs) != n {
+					t.Fatalf("stored %d, want %d", len(evs), n)
+				}
+			}
+		})
+	}
+}
+
+func TestLease(t *testing.T) {
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv)
+	st := open(t, nc, logstore.Config{LeaseTTL: time.Second})
+	ctx := context.Background()
+	if err := st.RenewLease(ctx, "s1", "agent-1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 4; i++ {
+		time.Sleep(400 * time.Millisecond)
+		if err := st.RenewLease(ctx, "s1", "agent-1", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l, _, err := st.GetLease(ctx, "s1"); err != nil || l == nil || l.Holder != "agent-1" {
+		t.Fatalf("renewed lease = %+v, %v", l, err)
+	}
+	natstest.CheckFor(t, 5*time.Second, 50*time.Millisecond, func() error {
+		if l, _, _ := st.GetLease(ctx, "s1"); l != nil {
+			return errors.New("lease still live")
+		}
+		return nil
+	})
+	if c, err := st.GetClaim(ctx, "s1"); err != nil || c == nil || c.Holder != "agent-1" {
+		t.Fatalf("claim = %+v, %v", c, err)
+	}
+	// A lease can be taken again after it expired.
+	if err := st.RenewLease(ctx, "s1", "agent-2", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,343 @@
+package logstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionlog/sessionlog/internal/lru"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// Defaults.
+const (
+	DefaultDuplicates    = 2 * time.Minute
+	DefaultLeaseTTL      = 30 * time.Second
+	DefaultTailCacheSize = 100_000
+	// DefaultMaxInflightBatches stays below the server's default limit of
+	// 50 open atomic batches per stream (error 10210).
+	DefaultMaxInflightBatches = 40
+	DefaultResolveAttempts    = 5
+	DefaultRequestTimeout     = 5 * time.Second
+)
+
+// Config configures a Store.
+type Config struct {
+	// Replicas of the SESSIONS stream and the lease bucket: 1 embedded, 3 in a cluster.
+	Replicas   int
+	Duplicates time.Duration
+	LeaseTTL   time.Duration
+	// MaxEventBytes bounds one event's envelope; the stream's MaxMsgSize
+	// is set a little above it for headers.
+	MaxEventBytes int
+	TailCacheSize int
+	// MaxInflightBatches bounds concurrent atomic batches from this store.
+	MaxInflightBatches int
+	// ResolveAttempts is how often an append with no answer is re-sent
+	// (same message ids) before it is reported outcome_unknown.
+	ResolveAttempts int
+	RequestTimeout  time.Duration
+	// NoProvision skips creating or updating the stream and bucket
+	// (services that must not hold stream-admin rights).
+	NoProvision bool
+	Logger      *slog.Logger
+	// FaultHook injects faults in tests (see FaultStage); nil in production.
+	FaultHook func(FaultStage) error
+}
+
+func (c *Config) defaults() {
+	if c.Replicas <= 0 {
+		c.Replicas = 1
+	}
+	if c.Duplicates <= 0 {
+		c.Duplicates = DefaultDuplicates
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.MaxEventBytes <= 0 {
+		c.MaxEventBytes = schema.DefaultMaxEventBytes
+	}
+	if c.TailCacheSize <= 0 {
+		c.TailCacheSize = DefaultTailCacheSize
+	}
+	if c.MaxInflightBatches <= 0 {
+		c.MaxInflightBatches = DefaultMaxInflightBatches
+	}
+	if c.ResolveAttempts <= 0 {
+		c.ResolveAttempts = DefaultResolveAttempts
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Store is the JetStream adapter. It is safe for concurrent use.
+type Store struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	cfg    Config
+	kv     jetstream.KeyValue
+	claims jetstream.KeyValue
+	sem    chan struct{}
+	tails  *lru.Cache[string, Tail]
+	log    *slog.Logger
+}
+
+// StreamConfig is the SESSIONS stream of the contract.
+func StreamConfig(cfg Config) jetstream.StreamConfig {
+	cfg.defaults()
+	return jetstream.StreamConfig{
+		Name:               StreamName,
+		Subjects:           []string{SubjectPrefix + "*"},
+		Storage:            jetstream.FileStorage,
+		Replicas:           cfg.Replicas,
+		Duplicates:         cfg.Duplicates,
+		AllowAtomicPublish: true,
+		AllowDirect:        true,
+		DenyDelete:         true,
+		MaxMsgs:            -1,
+		MaxBytes:           -1,
+		MaxAge:             0,
+		MaxMsgsPerSubject:  -1,
+		MaxMsgSize:         int32(cfg.MaxEventBytes + 64<<10),
+		Discard:            jetstream.DiscardNew,
+		Retention:          jetstream.LimitsPolicy,
+	}
+}
+
+// Open connects the adapter to nc and, unless cfg.NoProvision, creates or
+// updates the stream and buckets (idempotent).
+func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
+	cfg.defaults()
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(cfg.RequestTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("logstore: %w", err)
+	}
+	s := &Store{
+		nc: nc, js: js, cfg: cfg,
+		sem:   make(chan struct{}, cfg.MaxInflightBatches),
+		tails: lru.New[string, Tail](cfg.TailCacheSize),
+		log:   cfg.Logger,
+	}
+	if !cfg.NoProvision {
+		if err := s.provision(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if s.kv, err = js.KeyValue(ctx, LeaseBucket); err != nil {
+		return nil, fmt.Errorf("logstore: lease bucket: %w", err)
+	}
+	if s.claims, err = js.KeyValue(ctx, ClaimBucket); err != nil {
+		return nil, fmt.Errorf("logstore: claim bucket: %w", err)
+	}
+	return s, nil
+}
+
+func (s *Store) provision(ctx context.Context) error {
+	if _, err := s.js.CreateOrUpdateStream(ctx, StreamConfig(s.cfg)); err != nil {
+		return fmt.Errorf("logstore: provision stream %s: %w", StreamName, err)
+	}
+	// Per-key TTLs need limit markers; the marker TTL is how long a watcher
+	// can still see that a lease expired.
+	if _, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:         LeaseBucket,
+		Description:    "sessionlog session leases: key = session id, per-key TTL = lease TTL",
+		History:        1,
+		Storage:        jetstream.FileStorage,
+		Replicas:       s.cfg.Replicas,
+		LimitMarkerTTL: time.Hour,
+	}); err != nil {
+		return fmt.Errorf("logstore: provision bucket %s: %w", LeaseBucket, err)
+	}
+	if _, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      ClaimBucket,
+		Description: "sessionlog: sessions whose liveness a holder has claimed (no TTL)",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    s.cfg.Replicas,
+	}); err != nil {
+		return fmt.Errorf("logstore: provision bucket %s: %w", ClaimBucket, err)
+	}
+	return nil
+}
+
+// JetStream exposes the context for consumers (projector, repairer watch).
+func (s *Store) JetStream() jetstream.JetStream { return s.js }
+
+// Conn is the NATS connection.
+func (s *Store) Conn() *nats.Conn { return s.nc }
+
+// Config returns the effective configuration.
+func (s *Store) Config() Config { return s.cfg }
+
+// Tail is the last event of a session as the stream leader has it.
+type Tail struct {
+	// Seq is the session seq (envelope seq) of the last event, 0 if none.
+	Seq uint64
+	// StreamSeq is the stream sequence of that event: the value of
+	// Nats-Expected-Last-Subject-Sequence for the next append.
+	StreamSeq uint64
+	EventID   string
+}
+
+// Exists reports whether the session has any event.
+func (t Tail) Exists() bool { return t.StreamSeq > 0 }
+
+type msgGetRequest struct {
+	Seq     uint64 `json:"seq,omitempty"`
+	LastFor string `json:"last_by_subj,omitempty"`
+	NextFor string `json:"next_by_subj,omitempty"`
+}
+
+type storedMsg struct {
+	Subject  string    `json:"subject"`
+	Sequence uint64    `json:"seq"`
+	Header   []byte    `json:"hdrs,omitempty"`
+	Data     []byte    `json:"data,omitempty"`
+	Time     time.Time `json:"time"`
+}
+
+type msgGetResponse struct {
+	Type    string              `json:"type"`
+	Error   *jetstream.APIError `json:"error,omitempty"`
+	Message *storedMsg          `json:"message,omitempty"`
+}
+
+// Msg is one stored event as read from the stream.
+type Msg struct {
+	StreamSeq uint64
+	Subject   string
+	Header    nats.Header
+	Data      []byte
+}
+
+// msgGet asks the stream leader ($JS.API.STREAM.MSG.GET, never Direct Get,
+// which any replica answers and which can be stale on R3).
+func (s *Store) msgGet(ctx context.Context, stream string, req msgGetRequest) (*Msg, error) {
+	b, _ := json.Marshal(req)
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	reply, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, b)
+	if err != nil {
+		return nil, err
+	}
+	var resp msgGetResponse
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return nil, fmt.Errorf("logstore: msg get: %w", err)
+	}
+	if resp.Error != nil {
+		if resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
+			return nil, nil
+		}
+		return nil, resp.Error
+	}
+	if resp.Message == nil {
+		return nil, jetstream.ErrInvalidJetStreamResponse
+	}
+	m := &Msg{StreamSeq: resp.Message.Sequence, Subject: resp.Message.Subject, Data: resp.Message.Data}
+	if len(resp.Message.Header) > 0 {
+		if m.Header, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
+			return nil, fmt.Errorf("logstore: msg get headers: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (s *Store) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.cfg.RequestTimeout)
+}
+
+func tailOf(m *Msg) (Tail, error) {
+	if m == nil {
+		return Tail{}, nil
+	}
+	seq, err := strconv.ParseUint(m.Header.Get(HeaderSeq), 10, 64)
+	if err != nil {
+		// Fall back to the body for events stored without SL-Seq.
+		e, derr := schema.Decode(m.Data)
+		if derr != nil {
+			return Tail{}, fmt.Errorf("logstore: tail at stream seq %d: %w", m.StreamSeq, derr)
+		}
+		seq = e.Seq
+	}
+	return Tail{Seq: seq, StreamSeq: m.StreamSeq, EventID: eventIDOf(m.Header.Get(HeaderMsgID))}, nil
+}
+
+func eventIDOf(msgID string) string {
+	for i := 0; i < len(msgID); i++ {
+		if msgID[i] == ':' {
+			return msgID[i+1:]
+		}
+	}
+	return msgID
+}
+
+// Tail reads the session's last event from the stream leader.
+func (s *Store) Tail(ctx context.Context, sessionID string) (Tail, error) {
+	loc, err := Locate(sessionID)
+	if err != nil {
+		return Tail{}, err
+	}
+	m, err := s.msgGet(ctx, loc.Stream, msgGetRequest{LastFor: loc.Subject})
+	if err != nil {
+		return Tail{}, fmt.Errorf("logstore: tail %s: %w", sessionID, err)
+	}
+	t, err := tailOf(m)
+	if err == nil {
+		s.tails.Put(sessionID, t)
+	}
+	return t, err
+}
+
+// CachedTail returns the tail this store last saw for a session, if any.
+// It may be stale when another process appended since; the per-subject
+// check catches that and Append drops the entry.
+func (s *Store) CachedTail(sessionID string) (Tail, bool) { return s.tails.Get(sessionID) }
+
+// ForgetTail drops the cached tail of a session.
+func (s *Store) ForgetTail(sessionID string) { s.tails.Delete(sessionID) }
+
+// NextAfter returns the first stored message of the session with stream
+// sequence > after, from the leader; nil when there is none.
+func (s *Store) NextAfter(ctx context.Context, sessionID string, after uint64) (*Msg, error) {
+	loc, err := Locate(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return s.msgGet(ctx, loc.Stream, msgGetRequest{Seq: after + 1, NextFor: loc.Subject})
+}
+
+// MsgAt returns the stored message at a stream sequence, from the leader.
+func (s *Store) MsgAt(ctx context.Context, stream string, seq uint64) (*Msg, error) {
+	return s.msgGet(ctx, stream, msgGetRequest{Seq: seq})
+}
+
+// LastStreamSeq is the stream's last sequence (for catch-up checks).
+func (s *Store) LastStreamSeq(ctx context.Context, stream string) (uint64, error) {
+	st, err := s.js.Stream(ctx, stream)
+	if err != nil {
+		return 0, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.LastSeq, nil
+}
+
+// ErrStop ends a ReadSession walk early without error.
+var ErrStop = errors.New("logstore: stop")

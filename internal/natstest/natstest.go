@@ -1,0 +1,230 @@
+// Package natstest starts real embedded nats-servers with JetStream for
+// tests and benchmarks: a single node, or a cluster on loopback with fixed
+// route ports and the full route list on every node.
+package natstest
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// TB is the part of testing.TB the helpers need.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	TempDir() string
+	Cleanup(func())
+}
+
+var _ TB = (testing.TB)(nil)
+
+// Options returns embedded-server options for a JetStream node storing in dir.
+func Options(dir string) *server.Options {
+	return &server.Options{
+		Host:      "127.0.0.1",
+		Port:      -1,
+		NoLog:     true,
+		NoSigs:    true,
+		JetStream: true,
+		StoreDir:  dir,
+		// Keep in-flight atomic batches from limiting benchmarks and tests.
+		JetStreamLimits: server.JSLimitOpts{MaxBatchInflightPerStream: 1000, MaxBatchInflightTotal: 4000},
+	}
+}
+
+// Start starts a server with opts and waits until it accepts connections.
+func Start(opts *server.Options) (*server.Server, error) {
+	s, err := server.NewServer(opts)
+	if err != nil {
+		return nil, err
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Shutdown()
+		return nil, fmt.Errorf("natstest: server not ready")
+	}
+	return s, nil
+}
+
+// RunServer starts a single JetStream node in a temporary directory; it is
+// shut down when the test ends.
+func RunServer(t TB) *server.Server {
+	t.Helper()
+	return RunServerDir(t, t.TempDir())
+}
+
+// RunServerDir starts a single JetStream node storing in dir.
+func RunServerDir(t TB, dir string) *server.Server {
+	t.Helper()
+	s, err := Start(Options(dir))
+	if err != nil {
+		t.Fatalf("natstest: %v", err)
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	return s
+}
+
+// Connect connects to s.
+func Connect(t TB, s *server.Server, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(s.ClientURL(), opts...)
+	if err != nil {
+		t.Fatalf("natstest: connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// Cluster is a JetStream cluster on loopback.
+type Cluster struct {
+	Name    string
+	Servers []*server.Server
+	Opts    []*server.Options
+	t       TB
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// RunCluster starts n JetStream nodes as one cluster and waits for a meta leader.
+func RunCluster(t TB, n int) *Cluster {
+	t.Helper()
+	c := &Cluster{Name: fmt.Sprintf("C%d", time.Now().UnixNano()%100000), t: t}
+	ports := make([]int, n)
+	var routes []*url.URL
+	for i := range ports {
+		p, err := FreePort()
+		if err != nil {
+			t.Fatalf("natstest: %v", err)
+		}
+		ports[i] = p
+		u, _ := url.Parse(fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+		routes = append(routes, u)
+	}
+	for i := 0; i < n; i++ {
+		o := Options(t.TempDir())
+		o.ServerName = fmt.Sprintf("S-%d", i+1)
+		o.Cluster.Name = c.Name
+		o.Cluster.Host = "127.0.0.1"
+		o.Cluster.Port = ports[i]
+		o.Routes = routes
+		c.Opts = append(c.Opts, o)
+		s, err := Start(o)
+		if err != nil {
+			t.Fatalf("natstest: node %d: %v", i, err)
+		}
+		c.Servers = append(c.Servers, s)
+	}
+	t.Cleanup(c.Shutdown)
+	c.WaitMetaLeader()
+	return c
+}
+
+// Shutdown stops every node.
+func (c *Cluster) Shutdown() {
+	for _, s := range c.Servers {
+		if s != nil {
+			s.Shutdown()
+		}
+	}
+}
+
+// URLs is the client URL list of every running node.
+func (c *Cluster) URLs() string {
+	var u []string
+	for _, s := range c.Servers {
+		if s != nil && s.Running() {
+			u = append(u, s.ClientURL())
+		}
+	}
+	return strings.Join(u, ",")
+}
+
+// WaitMetaLeader waits until the cluster elected a JetStream meta leader.
+func (c *Cluster) WaitMetaLeader() {
+	c.t.Helper()
+	CheckFor(c.t, 20*time.Second, 50*time.Millisecond, func() error {
+		for _, s := range c.Servers {
+			if s != nil && s.Running() && s.JetStreamIsLeader() {
+				return nil
+			}
+		}
+		return fmt.Errorf("no meta leader")
+	})
+}
+
+// StreamLeader returns the index of the node leading stream in account $G.
+func (c *Cluster) StreamLeader(stream string) int {
+	for i, s := range c.Servers {
+		if s != nil && s.Running() && s.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+			return i
+		}
+	}
+	return -1
+}
+
+// WaitStreamLeader waits until stream has a leader.
+func (c *Cluster) WaitStreamLeader(stream string) int {
+	c.t.Helper()
+	CheckFor(c.t, 20*time.Second, 50*time.Millisecond, func() error {
+		if c.StreamLeader(stream) < 0 {
+			return fmt.Errorf("stream %s has no leader", stream)
+		}
+		return nil
+	})
+	return c.StreamLeader(stream)
+}
+
+// Restart starts node i again on its directory.
+func (c *Cluster) Restart(i int) {
+	c.t.Helper()
+	if s := c.Servers[i]; s != nil {
+		s.Shutdown()
+		s.WaitForShutdown()
+	}
+	o := c.Opts[i].Clone()
+	s, err := Start(o)
+	if err != nil {
+		c.t.Fatalf("natstest: restart node %d: %v", i, err)
+	}
+	c.Servers[i] = s
+}
+
+// CheckFor polls f until it returns nil or the deadline passes.
+func CheckFor(t TB, total, every time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(total)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = f(); err == nil {
+			return
+		}
+		time.Sleep(every)
+	}
+	t.Fatalf("natstest: timed out after %v: %v", total, err)
+}
+
+// TempDir returns a temporary directory for non-test callers (benchmarks
+// run from the command line).
+func TempDir(prefix string) (string, func(), error) {
+	d, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", nil, err
+	}
+	return d, func() { os.RemoveAll(d) }, nil
+}
