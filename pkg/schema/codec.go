@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
+	"sort"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -90,10 +93,109 @@ func strictUnmarshal(b []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return cleanJSONErr(err)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("trailing data")
 	}
 	return nil
+}
+
+// exactUnmarshal is strictUnmarshal for documents of the log (envelopes and
+// their data), which are stored as written: encoding/json matches object
+// keys to fields case-insensitively, so {"type":"a","Type":"b"} would read
+// as "b" here and as "a" in most other readers. It refuses keys that are
+// not spelled exactly as a field.
+func exactUnmarshal(b []byte, v any) error {
+	if err := strictUnmarshal(b, v); err != nil {
+		return err
+	}
+	return exactNames(b, reflect.TypeOf(v), "")
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// exactNames checks that every object key of raw names a field of t exactly.
+// raw has already been decoded into t, so only spelling is left to check.
+func exactNames(raw []byte, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
+		return nil
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return nil // null
+		}
+		var fields map[string]reflect.Type
+		if t.Kind() == reflect.Struct {
+			fields = map[string]reflect.Type{}
+			jsonFields(t, fields)
+		}
+		keys := make([]string, 0, len(obj))
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			ft := t
+			if fields != nil {
+				var ok bool
+				if ft, ok = fields[k]; !ok {
+					return fmt.Errorf("json: unknown field %q", path+k)
+				}
+			} else {
+				ft = t.Elem()
+			}
+			if err := exactNames(obj[k], ft, path+k+"."); err != nil {
+				return err
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		var arr []json.RawMessage
+		if json.Unmarshal(raw, &arr) != nil {
+			return nil // null, or []byte as a base64 string
+		}
+		for _, v := range arr {
+			if err := exactNames(v, t.Elem(), path); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// jsonFields collects the JSON names of struct t's fields, as encoding/json
+// names them (tags, embedded structs).
+func jsonFields(t reflect.Type, out map[string]reflect.Type) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				jsonFields(ft, out)
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if _, dup := out[name]; !dup {
+			out[name] = f.Type
+		}
+	}
 }
 
 func cleanJSONErr(err error) error {
@@ -116,10 +218,6 @@ func Unmarshal(b []byte, v any) error {
 	return strictUnmarshal(b, v)
 }
 
-type versionProbe struct {
-	SchemaVersion *int `json:"schemaVersion"`
-}
-
 // Decode reads a stored event: checks the JSON, refuses a newer schema
 // version (ErrNewerSchema), upcasts an older one through the migration
 // chain, and decodes the v1 envelope strictly. It does not Validate.
@@ -128,13 +226,16 @@ func Decode(b []byte) (Envelope, error) {
 	if err := CheckJSON(b, MaxJSONDepth); err != nil {
 		return e, fmt.Errorf("schema: decode: %w", err)
 	}
-	var p versionProbe
-	if err := json.Unmarshal(b, &p); err != nil {
-		return e, fmt.Errorf("schema: decode: %w", cleanJSONErr(err))
+	// Probe the version by its exact key: v0 documents have none.
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(b, &probe); err != nil || probe == nil {
+		return e, errors.New("schema: decode: an event is a JSON object")
 	}
 	v := 0
-	if p.SchemaVersion != nil {
-		v = *p.SchemaVersion
+	if raw, ok := probe["schemaVersion"]; ok {
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return e, fmt.Errorf("schema: decode: schemaVersion: %w", cleanJSONErr(err))
+		}
 	}
 	if v > Version {
 		return e, fmt.Errorf("%w: event has schemaVersion %d, this reader knows %d", ErrNewerSchema, v, Version)
@@ -146,7 +247,7 @@ func Decode(b []byte) (Envelope, error) {
 		}
 		b = up
 	}
-	if err := strictUnmarshal(b, &e); err != nil {
+	if err := exactUnmarshal(b, &e); err != nil {
 		return e, fmt.Errorf("schema: decode: %w", err)
 	}
 	return e, nil

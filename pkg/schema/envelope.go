@@ -51,16 +51,14 @@ func ValidItemID(id string) bool { return itemIDRe.MatchString(id) }
 // ValidTypeName reports whether t is shaped like an event type ("noun/verb").
 func ValidTypeName(t string) bool { return len(t) <= 64 && typeRe.MatchString(t) }
 
-// DataMap decodes e.Data into a generic map; nil data gives an empty map.
-func (e *Envelope) decodeData(v any) error {
+// DecodeData decodes the event's data into v, refusing unknown fields and
+// keys not spelled exactly as a field. Absent or null data reads as {}.
+func (e *Envelope) DecodeData(v any) error {
 	if len(e.Data) == 0 || string(e.Data) == "null" {
 		return strictUnmarshal([]byte("{}"), v)
 	}
-	return strictUnmarshal(e.Data, v)
+	return exactUnmarshal(e.Data, v)
 }
-
-// DecodeData decodes the event's data into v, refusing unknown fields.
-func (e *Envelope) DecodeData(v any) error { return e.decodeData(v) }
 
 // Data types, one per event type with data (DESIGN.md section 3 table).
 

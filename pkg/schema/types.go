@@ -1,9 +1,10 @@
 package schema
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"unicode/utf8"
 )
 
 // Event type names (DESIGN.md section 3).
@@ -109,6 +110,13 @@ func needID(field, v string) error {
 	return nil
 }
 
+func needSeq(field string, v uint64) error {
+	if v < 1 {
+		return fmt.Errorf("data.%s must be >= 1", field)
+	}
+	return nil
+}
+
 func needJSON(field string, v json.RawMessage) error {
 	if len(v) == 0 || string(v) == "null" {
 		return fmt.Errorf("data.%s is required", field)
@@ -128,7 +136,7 @@ func firstErr(errs ...error) error {
 func dataCheck[T any](validate func(*T) error) func(e *Envelope) error {
 	return func(e *Envelope) error {
 		var v T
-		if err := e.decodeData(&v); err != nil {
+		if err := e.DecodeData(&v); err != nil {
 			return fmt.Errorf("data: %v", err)
 		}
 		if validate == nil {
@@ -190,10 +198,10 @@ func init() {
 		return firstErr(needID("approvalId", d.ApprovalID), oneOf("decision", d.Decision, DecisionApproved, DecisionDenied, DecisionExpired))
 	})})
 	register(&Spec{Type: TypeCompactionStarted, OptionalTurn: true, check: dataCheck(func(d *CompactionStarted) error {
-		return needID("compactionId", d.CompactionID)
+		return firstErr(needID("compactionId", d.CompactionID), needSeq("throughSeq", d.ThroughSeq))
 	})})
 	register(&Spec{Type: TypeCompactionEnded, OptionalTurn: true, check: dataCheck(func(d *CompactionEnded) error {
-		return firstErr(needID("compactionId", d.CompactionID), need("summary", d.Summary))
+		return firstErr(needID("compactionId", d.CompactionID), need("summary", d.Summary), needSeq("throughSeq", d.ThroughSeq))
 	})})
 	register(&Spec{Type: TypeCompactionAborted, OptionalTurn: true, check: dataCheck(func(d *CompactionAborted) error {
 		return firstErr(needID("compactionId", d.CompactionID), need("reason", d.Reason))
@@ -208,12 +216,22 @@ func init() {
 	register(&Spec{Type: TypeJobEnded, OptionalTurn: true, check: dataCheck(func(d *JobEnded) error {
 		return firstErr(needID("jobId", d.JobID), oneOf("status", d.Status, JobExited, JobFailed, JobOrphaned))
 	})})
-	register(&Spec{Type: TypeRepairApplied, ServiceOnly: true, check: dataCheck(func(d *RepairApplied) error { return need("reason", d.Reason) })})
-	register(&Spec{Type: TypeForkCommitted, ServiceOnly: true, check: dataCheck(func(d *ForkCommitted) error {
-		if d.SeedLength < 1 {
-			return fmt.Errorf("data.seedLength must be >= 1")
+	register(&Spec{Type: TypeRepairApplied, ServiceOnly: true, check: dataCheck(func(d *RepairApplied) error {
+		if err := need("reason", d.Reason); err != nil {
+			return err
+		}
+		if d.Closed == nil {
+			return fmt.Errorf("data.closed is required (a list, possibly empty)")
+		}
+		for i, c := range d.Closed {
+			if err := firstErr(need(fmt.Sprintf("closed[%d].kind", i), c.Kind), needID(fmt.Sprintf("closed[%d].id", i), c.ID)); err != nil {
+				return err
+			}
 		}
 		return nil
+	})})
+	register(&Spec{Type: TypeForkCommitted, ServiceOnly: true, check: dataCheck(func(d *ForkCommitted) error {
+		return needSeq("seedLength", d.SeedLength)
 	})})
 }
 
@@ -249,7 +267,9 @@ const (
 
 // ValidateOptions tunes Validate.
 type ValidateOptions struct {
-	Origin        Origin
+	Origin Origin
+	// MaxEventBytes bounds the encoded event; 0 means DefaultMaxEventBytes,
+	// a negative value no limit.
 	MaxEventBytes int
 	// Stored: the event came from the log, so seq, time and schemaVersion
 	// must already be set.
@@ -260,11 +280,18 @@ type ValidateOptions struct {
 // CodeInvalidEvent, CodeUnknownType or CodeTooLarge.
 func Validate(e *Envelope, opt ValidateOptions) error {
 	bad := func(format string, args ...any) error { return Errorf(CodeInvalidEvent, format, args...) }
-	if opt.MaxEventBytes > 0 && len(e.Data) > opt.MaxEventBytes {
-		return Errorf(CodeTooLarge, "data is %d bytes, limit %d", len(e.Data), opt.MaxEventBytes)
+	limit := opt.MaxEventBytes
+	if limit == 0 {
+		limit = DefaultMaxEventBytes
+	}
+	if limit > 0 && len(e.Data) > limit {
+		return Errorf(CodeTooLarge, "data is %d bytes, limit %d", len(e.Data), limit)
 	}
 	if e.SchemaVersion > Version {
-		return Errorf(CodeInvalidEvent, "schemaVersion %d is newer than %d", e.SchemaVersion, Version)
+		return bad("schemaVersion %d is newer than %d", e.SchemaVersion, Version)
+	}
+	if e.SchemaVersion < 0 {
+		return bad("schemaVersion %d is negative", e.SchemaVersion)
 	}
 	if opt.Stored {
 		if e.SchemaVersion != Version {
@@ -276,12 +303,17 @@ func Validate(e *Envelope, opt ValidateOptions) error {
 		if e.Time.IsZero() {
 			return bad("time is required")
 		}
-		if !ValidSessionID(e.SessionID) {
-			return bad("sessionId %q is not a valid session id", truncate(e.SessionID))
+		if e.SessionID == "" {
+			return bad("sessionId is required")
+		}
+		if e.EventID == "" {
+			return bad("eventId is required")
 		}
 	}
-	if e.EventID == "" && opt.Stored {
-		return bad("eventId is required")
+	// A request may leave the session id to the request; one that is given
+	// must be usable as a subject token.
+	if e.SessionID != "" && !ValidSessionID(e.SessionID) {
+		return bad("sessionId %q is not a valid session id (%s)", truncate(e.SessionID), sessionIDRe)
 	}
 	if e.EventID != "" && !ValidItemID(e.EventID) {
 		return bad("eventId %q is not a valid id (%s, at most %d)", truncate(e.EventID), itemIDRe, MaxIDLen)
@@ -300,18 +332,47 @@ func Validate(e *Envelope, opt ValidateOptions) error {
 			return bad("%s %q is not a valid id", f.name, truncate(f.v))
 		}
 	}
-	if len(e.Data) > 0 && !utf8.Valid(e.Data) {
-		return bad("data is not valid UTF-8")
+	if err := validData(e.Data); err != nil {
+		return bad("data: %v", err)
 	}
+	if err := validateType(e, opt); err != nil {
+		return err
+	}
+	if limit > 0 {
+		// The stored body is the encoded envelope, escapes included.
+		c := *e
+		b, err := Encode(&c)
+		if err != nil {
+			return bad("cannot encode: %v", err)
+		}
+		if len(b) > limit {
+			return Errorf(CodeTooLarge, "event is %d bytes encoded, limit %d", len(b), limit)
+		}
+	}
+	return nil
+}
+
+// validData: absent, null, or one well-formed JSON object.
+func validData(d json.RawMessage) error {
+	if len(d) == 0 {
+		return nil
+	}
+	if err := CheckJSON(d, MaxJSONDepth); err != nil {
+		return err
+	}
+	// CheckJSON passed: one value, so its first byte tells its kind.
+	if t := bytes.TrimLeft(d, " \t\r\n"); t[0] != '{' && t[0] != 'n' {
+		return errors.New("data must be a JSON object")
+	}
+	return nil
+}
+
+func validateType(e *Envelope, opt ValidateOptions) error {
+	bad := func(format string, args ...any) error { return Errorf(CodeInvalidEvent, format, args...) }
 	spec, ok := registry[e.Type]
 	if !ok {
 		if !e.Ignorable {
 			return Errorf(CodeUnknownType, "unknown event type %q (not ignorable)", truncate(e.Type))
-		}
-		if len(e.Data) > 0 {
-			if err := CheckJSON(e.Data, MaxJSONDepth); err != nil {
-				return bad("data: %v", err)
-			}
 		}
 		return nil
 	}

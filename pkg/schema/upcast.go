@@ -57,6 +57,10 @@ func upcastV0(doc map[string]json.RawMessage) (map[string]json.RawMessage, error
 		if n, ok := rename[k]; ok {
 			k = n
 		}
+		if _, dup := out[k]; dup {
+			// Both spellings present: which one wins would depend on map order.
+			return nil, fmt.Errorf("field %s is given twice (v0 and v1 spelling)", k)
+		}
 		out[k] = v
 	}
 	var typ string
@@ -74,6 +78,9 @@ func upcastV0(doc map[string]json.RawMessage) (map[string]json.RawMessage, error
 			d = map[string]json.RawMessage{}
 		}
 		if okRaw, has := d["ok"]; has {
+			if _, both := d["status"]; both {
+				return nil, fmt.Errorf("data has both ok and status")
+			}
 			var ok bool
 			if err := json.Unmarshal(okRaw, &ok); err != nil {
 				return nil, fmt.Errorf("data.ok: %w", err)
