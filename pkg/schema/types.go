@@ -84,6 +84,29 @@ type Spec struct {
 	check func(e *Envelope) error
 }
 
+type envelopeID struct {
+	id      ID
+	name, v string
+}
+
+func (e *Envelope) ids() [4]envelopeID {
+	return [4]envelopeID{{IDTurn, "turnId", e.TurnID}, {IDStep, "stepId", e.StepID}, {IDAttempt, "attemptId", e.AttemptID}, {IDToolCall, "toolCallId", e.ToolCallID}}
+}
+
+// CheckIDs checks that e carries exactly the envelope ids its type takes;
+// the error is an *Error with CodeInvalidEvent.
+func (s *Spec) CheckIDs(e *Envelope) error {
+	for _, f := range e.ids() {
+		switch {
+		case s.IDs&f.id != 0 && f.v == "":
+			return Errorf(CodeInvalidEvent, "%s requires %s", s.Type, f.name)
+		case s.IDs&f.id == 0 && f.v != "" && !(f.id == IDTurn && s.OptionalTurn):
+			return Errorf(CodeInvalidEvent, "%s does not take %s", s.Type, f.name)
+		}
+	}
+	return nil
+}
+
 func oneOf(field, v string, allowed ...string) error {
 	for _, a := range allowed {
 		if v == a {
@@ -327,7 +350,7 @@ func Validate(e *Envelope, opt ValidateOptions) error {
 	if opt.Origin == OriginAgent && e.Synthetic {
 		return bad("synthetic events are written only by sessionlog services")
 	}
-	for _, f := range []struct{ name, v string }{{"turnId", e.TurnID}, {"stepId", e.StepID}, {"attemptId", e.AttemptID}, {"toolCallId", e.ToolCallID}} {
+	for _, f := range e.ids() {
 		if f.v != "" && !ValidItemID(f.v) {
 			return bad("%s %q is not a valid id", f.name, truncate(f.v))
 		}
@@ -382,21 +405,7 @@ func validateType(e *Envelope, opt ValidateOptions) error {
 	if opt.Origin == OriginAgent && spec.ServiceOnly {
 		return bad("type %q is written only by sessionlog services", e.Type)
 	}
-	check := func(id ID, name, v string) error {
-		switch {
-		case spec.IDs&id != 0 && v == "":
-			return bad("%s requires %s", e.Type, name)
-		case spec.IDs&id == 0 && v != "" && !(id == IDTurn && spec.OptionalTurn):
-			return bad("%s does not take %s", e.Type, name)
-		}
-		return nil
-	}
-	if err := firstErr(
-		check(IDTurn, "turnId", e.TurnID),
-		check(IDStep, "stepId", e.StepID),
-		check(IDAttempt, "attemptId", e.AttemptID),
-		check(IDToolCall, "toolCallId", e.ToolCallID),
-	); err != nil {
+	if err := spec.CheckIDs(e); err != nil {
 		return err
 	}
 	if err := spec.check(e); err != nil {

@@ -34,15 +34,29 @@ func (s *State) Apply(e *schema.Envelope) error {
 		return err
 	}
 	mut()
-	s.LastSeq = e.Seq
-	if e.Seq == 0 {
-		s.LastSeq++
-	}
+	s.LastSeq++ // plan checked that e.Seq is 0 or LastSeq+1
 	s.LastEventID = e.EventID
 	if !e.Time.IsZero() {
 		s.LastTime = e.Time
 	}
 	return nil
+}
+
+// acceptedWhilePaused: the agent may only resume, update the goal or close a
+// paused session. Services may also finish what they do: the forker's
+// fork/committed (a fork of a repaired session ends its copy paused), and a
+// repair batch (marker, closers, turn/ended; it is paused already) for a
+// session paused with work still open, which nothing else could close.
+func acceptedWhilePaused(e *schema.Envelope) bool {
+	switch e.Type {
+	case schema.TypeSessionResumed, schema.TypeGoalUpdated, schema.TypeSessionClosed:
+		return true
+	case schema.TypeForkCommitted, schema.TypeRepairApplied,
+		schema.TypeAttemptInterrupt, schema.TypeToolResult, schema.TypeApprovalDecided,
+		schema.TypeJobEnded, schema.TypeCompactionAborted, schema.TypeStepEnded, schema.TypeTurnEnded:
+		return e.Synthetic
+	}
+	return false
 }
 
 // plan validates e against s and returns the mutation that folds it.
@@ -64,15 +78,11 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 	if s.Closed {
 		return nil, schema.Errorf(schema.CodeClosed, "session is closed (%s): nothing may follow", s.CloseReason)
 	}
-	if s.Forking && !e.Synthetic && e.Type != schema.TypeSessionClosed {
+	if s.Forking && !e.Synthetic {
 		return nil, schema.Errorf(schema.CodeForking, "session is a fork still being copied; wait for fork/committed")
 	}
-	if s.Paused {
-		switch e.Type {
-		case schema.TypeSessionResumed, schema.TypeGoalUpdated, schema.TypeSessionClosed:
-		default:
-			return nil, schema.Errorf(schema.CodePaused, "session is paused (%s): only session/resumed, goal/updated and session/closed are accepted", s.PauseReason)
-		}
+	if s.Paused && !acceptedWhilePaused(e) {
+		return nil, schema.Errorf(schema.CodePaused, "session is paused (%s): only session/resumed, goal/updated and session/closed are accepted", s.PauseReason)
 	}
 	spec, known := schema.Lookup(e.Type)
 	if !known {
@@ -80,6 +90,10 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 			return noop, nil
 		}
 		return nil, schema.Errorf(schema.CodeUnknownType, "unknown event type %q", e.Type)
+	}
+	// Validate checks ids too; the fold must not trust that it ran.
+	if err := spec.CheckIDs(e); err != nil {
+		return nil, err
 	}
 	// Events that name a turn must name the open one.
 	if e.TurnID != "" && e.Type != schema.TypeTurnStarted {
@@ -90,7 +104,6 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 			return nil, structure("%s names turn %s but the open turn is %s", e.Type, e.TurnID, s.Turn.ID)
 		}
 	}
-	_ = spec
 	seq := e.Seq
 	if seq == 0 {
 		seq = s.LastSeq + 1
@@ -114,9 +127,6 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 			s.Forking = d.Parent != nil
 		}, nil
 	case schema.TypeSessionPaused:
-		if s.Paused {
-			return nil, structure("session is already paused")
-		}
 		var d schema.Reason
 		if err := e.DecodeData(&d); err != nil {
 			return bad(err)
@@ -253,6 +263,8 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 			if t.Phase != PhaseRequested {
 				return nil, structure("tool/result not_started for call %s that was started: its outcome is unknown", e.ToolCallID)
 			}
+		default:
+			return bad(fmt.Errorf("unknown status %q", d.Status))
 		}
 		return func() { t.Phase, t.Status, t.EndSeq = PhaseDone, d.Status, seq }, nil
 
@@ -265,8 +277,12 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 			return nil, structure("approval %s was already requested at seq %d", d.ApprovalID, a.StartSeq)
 		}
 		if d.ToolCallID != "" {
-			if _, ok := s.Tools[d.ToolCallID]; !ok {
+			t, ok := s.Tools[d.ToolCallID]
+			switch {
+			case !ok:
 				return nil, structure("approval %s names tool call %s that was never requested", d.ApprovalID, d.ToolCallID)
+			case t.TurnID != e.TurnID:
+				return nil, structure("approval %s names tool call %s of turn %s", d.ApprovalID, d.ToolCallID, t.TurnID)
 			}
 		}
 		return func() {
@@ -397,12 +413,19 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 		if err := e.DecodeData(&d); err != nil {
 			return bad(err)
 		}
-		return func() {
-			if s.Forking && s.Meta.Parent != nil && d.SeedLength == s.Meta.Parent.SeedLength {
-				s.Forking = false
-				s.ForkCommittedSeq = seq
-			}
-		}, nil
+		if !s.Forking || s.Meta.Parent == nil {
+			return nil, structure("fork/committed in a session that is not being forked")
+		}
+		// A fork of a fork copies its parent's own, older fork/committed
+		// (with a shorter seed): only the one with this session's
+		// seedLength ends the copy.
+		switch own := s.Meta.Parent.SeedLength; {
+		case d.SeedLength > own:
+			return nil, structure("fork/committed seedLength %d is longer than this fork's seed %d", d.SeedLength, own)
+		case d.SeedLength < own:
+			return noop, nil
+		}
+		return func() { s.Forking, s.ForkCommittedSeq = false, seq }, nil
 	}
 	return nil, schema.Errorf(schema.CodeUnknownType, "no rule for event type %q", e.Type)
 }

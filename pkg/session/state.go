@@ -135,28 +135,38 @@ type stateJSON struct {
 }
 type stateAlias State
 
-// MarshalJSON includes the set of used turn ids (kept sorted for a stable checksum).
-func (s *State) MarshalJSON() ([]byte, error) {
+// MarshalJSON includes the set of used turn ids (kept sorted for a stable
+// checksum). A value receiver, so a State marshalled by value keeps them too.
+func (s State) MarshalJSON() ([]byte, error) {
 	used := make([]string, 0, len(s.usedTurns))
 	for t := range s.usedTurns {
 		used = append(used, t)
 	}
 	sort.Strings(used)
-	return json.Marshal(stateJSON{stateAlias: (*stateAlias)(s), UsedTurns: used})
+	return json.Marshal(stateJSON{stateAlias: (*stateAlias)(&s), UsedTurns: used})
 }
 
-// UnmarshalState decodes a state written by MarshalJSON.
-func UnmarshalState(b []byte) (*State, error) {
-	s := &State{}
+// UnmarshalJSON decodes a state written by MarshalJSON.
+func (s *State) UnmarshalJSON(b []byte) error {
+	*s = State{}
 	j := stateJSON{stateAlias: (*stateAlias)(s)}
 	if err := json.Unmarshal(b, &j); err != nil {
-		return nil, err
+		return err
 	}
 	if len(j.UsedTurns) > 0 {
 		s.usedTurns = make(map[string]struct{}, len(j.UsedTurns))
 		for _, t := range j.UsedTurns {
 			s.usedTurns[t] = struct{}{}
 		}
+	}
+	return nil
+}
+
+// UnmarshalState decodes a state written by MarshalJSON.
+func UnmarshalState(b []byte) (*State, error) {
+	s := &State{}
+	if err := json.Unmarshal(b, s); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
