@@ -1,0 +1,319 @@
+package repairer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
+)
+
+// Outcome is what one repair did.
+type Outcome struct {
+	SessionID string
+	// Repaired: the plan is committed (by this call, or already by
+	// another replica: Duplicate).
+	Repaired  bool
+	Duplicate bool
+	FirstSeq  uint64
+	LastSeq   uint64
+	Closed    []schema.Closed
+}
+
+// check evaluates one session for an automatic repair: claimed, lease gone
+// for longer than the grace period, something open.
+func (s *Service) check(ctx context.Context, id string, why trigger) {
+	mu := s.lock(id)
+	mu.Lock()
+	defer mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		if ctx.Err() != nil {
+			return
+		}
+		rec, err := s.st.LeaseRecord(ctx, id)
+		if err != nil {
+			s.failed(ctx, id, why, "lease", err)
+			return
+		}
+		now := s.now()
+		if rec.Live() {
+			// The watch will see the lease go. One whose TTL has run out
+			// but that the server has not removed yet is looked at again
+			// shortly, in case its marker was missed.
+			if exp := rec.ExpiresAt(); !exp.IsZero() && !now.Before(exp) {
+				s.wakeAt(id, now.Add(staleRecheck), why)
+			}
+			s.m.checks.WithLabelValues("live").Inc()
+			return
+		}
+		claim, err := s.st.ClaimKV().Get(ctx, id)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			// Never claimed (or repaired already): repaired only on demand.
+			s.m.checks.WithLabelValues("unclaimed").Inc()
+			s.forgetExpiry(id)
+			return
+		}
+		if err != nil {
+			s.failed(ctx, id, why, "claim", err)
+			return
+		}
+		expiredAt := s.expiryOf(id, rec)
+		if !expiredAt.IsZero() && now.Before(expiredAt.Add(s.cfg.Grace)) {
+			s.wakeAt(id, expiredAt.Add(s.cfg.Grace), why)
+			s.m.checks.WithLabelValues("grace").Inc()
+			return
+		}
+		var exp *time.Time
+		if !expiredAt.IsZero() {
+			exp = &expiredAt
+		}
+		out, err := s.repair(ctx, id, why, session.DefaultRepairReason, exp)
+		if errors.Is(err, logstore.ErrConflict) {
+			// Appended to after we read it: the holder is back, or another
+			// writer. Evaluate again from the new state.
+			s.m.lost.Inc()
+			s.log.Info("repair lost the sequence check; re-evaluating", "session", id, "attempt", attempt)
+			if attempt+1 >= maxConflicts {
+				s.wakeAt(id, s.now().Add(s.cfg.Grace+retryBackoff), why)
+				return
+			}
+			continue
+		}
+		if errors.Is(err, errNoSession) {
+			s.m.checks.WithLabelValues("no_events").Inc()
+			return
+		}
+		if err != nil {
+			s.failed(ctx, id, why, "repair", err)
+			return
+		}
+		if !out.Repaired {
+			s.m.checks.WithLabelValues("nothing_open").Inc()
+		} else {
+			s.m.checks.WithLabelValues("repaired").Inc()
+		}
+		// The session is paused with nothing open (or never will be
+		// repaired again): drop the claim unless the holder re-claimed it
+		// meanwhile (the revision guard). A holder that comes back creates
+		// a new lease and with it a new claim.
+		if out.Repaired {
+			if err := s.st.ClaimKV().Delete(ctx, id, jetstream.LastRevision(claim.Revision())); err != nil && ctx.Err() == nil {
+				s.log.Debug("repairer: claim kept", "session", id, "err", err)
+			}
+		}
+		s.forgetExpiry(id)
+		return
+	}
+}
+
+func (s *Service) failed(ctx context.Context, id string, why trigger, op string, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	s.m.errors.Inc()
+	s.log.Warn("repairer: evaluation failed; retrying later", "session", id, "op", op, "err", err)
+	if schema.CodeOf(err) == schema.CodeUnreadable {
+		// Retrying cannot help until a newer reader runs; sweeps look again.
+		return
+	}
+	s.wakeAt(id, s.now().Add(retryBackoff), why)
+}
+
+// expiryOf is the best known time the lease went: the last renewal seen +
+// TTL, or the time of its marker. Zero when unknown (the marker is gone:
+// long ago).
+func (s *Service) expiryOf(id string, rec logstore.LeaseRecord) time.Time {
+	s.mu.Lock()
+	at, ok := s.expiries[id]
+	s.mu.Unlock()
+	if rec.Revision == 0 {
+		if ok {
+			return at
+		}
+		return time.Time{}
+	}
+	if ok && !at.After(rec.Stored) {
+		return at
+	}
+	return rec.Stored
+}
+
+func (s *Service) forgetExpiry(id string) {
+	s.mu.Lock()
+	delete(s.expiries, id)
+	s.mu.Unlock()
+}
+
+var errNoSession = schema.Errorf(schema.CodeNotFound, "session has no events")
+
+// repair folds the session, plans and appends the plan in one batch with
+// the per-subject check against the tail the plan was made from.
+func (s *Service) repair(ctx context.Context, id string, why trigger, reason string, leaseExpiredAt *time.Time) (Outcome, error) {
+	out := Outcome{SessionID: id, Closed: []schema.Closed{}}
+	st, tail, err := s.fold(ctx, id)
+	if err != nil {
+		return out, err
+	}
+	if !tail.Exists() {
+		return out, errNoSession
+	}
+	plan := session.PlanRepair(st, session.RepairOptions{
+		KeepApprovalsPending: s.cfg.KeepApprovalsPending,
+		Reason:               reason,
+		LeaseExpiredAt:       leaseExpiredAt,
+		Now:                  s.now(),
+	})
+	if plan == nil {
+		return out, nil
+	}
+	res, err := s.st.Append(ctx, logstore.AppendRequest{SessionID: id, ExpectedStreamSeq: tail.StreamSeq, Events: plan})
+	if err != nil {
+		if errors.Is(err, logstore.ErrConflict) {
+			s.states.Delete(id)
+		}
+		return out, err
+	}
+	var applied schema.RepairApplied
+	if err := plan[0].DecodeData(&applied); err == nil {
+		out.Closed = applied.Closed
+	}
+	out.Repaired, out.Duplicate, out.FirstSeq, out.LastSeq = true, res.Duplicate, res.FirstSeq, res.LastSeq
+
+	// Keep the repaired state so the next sweep reads nothing.
+	next := st.Clone()
+	ok := true
+	for i := range plan {
+		if err := next.Apply(&plan[i]); err != nil {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		s.states.Put(id, folded{st: next, streamSeq: res.StreamSeq})
+	} else {
+		s.states.Delete(id)
+	}
+
+	if res.Duplicate {
+		// Another replica (or an earlier attempt of ours whose answer was
+		// lost) committed this very plan: it is counted there.
+		s.m.duplicates.Inc()
+		s.log.Info("repair already committed", "session", id, "firstSeq", res.FirstSeq, "lastSeq", res.LastSeq)
+		return out, nil
+	}
+	s.m.repaired.WithLabelValues(string(why)).Inc()
+	for _, c := range out.Closed {
+		s.m.closers.WithLabelValues(c.Kind).Inc()
+	}
+	if leaseExpiredAt != nil {
+		s.m.latency.Observe(s.now().Sub(*leaseExpiredAt).Seconds())
+	}
+	s.log.Info("session repaired", "session", id, "trigger", why, "firstSeq", res.FirstSeq, "lastSeq", res.LastSeq,
+		"closed", len(out.Closed), "plannedAtSeq", tail.Seq)
+	return out, nil
+}
+
+// fold returns the session's state as of the leader's tail, reading only
+// what was appended since the cached state. The returned state is shared:
+// callers must not mutate it.
+func (s *Service) fold(ctx context.Context, id string) (*session.State, logstore.Tail, error) {
+	cached, ok := s.states.Get(id)
+	var after uint64
+	if ok {
+		after = cached.streamSeq
+	}
+	var work *session.State
+	tail, err := s.st.ReadSession(ctx, id, after, func(m *logstore.Msg) error {
+		if work == nil {
+			if ok {
+				work = cached.st.Clone()
+			} else {
+				work = session.New(id)
+			}
+		}
+		e, err := schema.Decode(m.Data)
+		if err != nil {
+			return schema.Errorf(schema.CodeUnreadable, "session %s at stream seq %d: %v", id, m.StreamSeq, err)
+		}
+		if err := work.Apply(&e); err != nil {
+			return schema.Errorf(schema.CodeUnreadable, "session %s seq %d (%s) does not fold: %v", id, e.Seq, e.Type, err)
+		}
+		return nil
+	})
+	if err != nil {
+		s.states.Delete(id)
+		return nil, tail, err
+	}
+	if ok && tail.StreamSeq < after {
+		// The cache is ahead of the leader (cannot happen on a log that
+		// never truncates): start over.
+		s.states.Delete(id)
+		return s.fold(ctx, id)
+	}
+	if work == nil {
+		if ok {
+			return cached.st, tail, nil
+		}
+		work = session.New(id)
+	}
+	if work.LastSeq != tail.Seq {
+		s.states.Delete(id)
+		return nil, tail, fmt.Errorf("repairer: %s folded to seq %d but the tail is seq %d", id, work.LastSeq, tail.Seq)
+	}
+	s.states.Put(id, folded{st: work, streamSeq: tail.StreamSeq})
+	return work, tail, nil
+}
+
+// Repair repairs a session on demand (sessions.api.repair). Without force
+// a live lease is refused with conflict. A session that was never claimed
+// is repaired too: on demand is the only way it ever is.
+func (s *Service) Repair(ctx context.Context, id string, force bool) (Outcome, error) {
+	if !schema.ValidSessionID(id) {
+		return Outcome{}, schema.Errorf(schema.CodeBadRequest, "session id must match ^[A-Za-z0-9_-]{1,128}$")
+	}
+	mu := s.lock(id)
+	mu.Lock()
+	defer mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		rec, err := s.st.LeaseRecord(ctx, id)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if rec.Live() && !force {
+			return Outcome{}, schema.Errorf(schema.CodeConflict, "session %s is held by %q (lease renewed %s); use force to repair it anyway",
+				id, rec.Lease.Holder, rec.Stored.UTC().Format(time.RFC3339Nano))
+		}
+		claim, err := s.st.ClaimKV().Get(ctx, id)
+		if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return Outcome{}, err
+		}
+		var exp *time.Time
+		reason := "repair requested"
+		if rec.Live() {
+			reason = "forced repair"
+		} else if at := s.expiryOf(id, rec); !at.IsZero() {
+			exp = &at
+		}
+		out, err := s.repair(ctx, id, triggerDemand, reason, exp)
+		if errors.Is(err, logstore.ErrConflict) && attempt+1 < maxConflicts {
+			s.m.lost.Inc()
+			continue
+		}
+		if errors.Is(err, errNoSession) {
+			return out, schema.Errorf(schema.CodeNotFound, "session %s does not exist", id)
+		}
+		if err != nil {
+			return out, err
+		}
+		if out.Repaired && !rec.Live() && claim != nil {
+			_ = s.st.ClaimKV().Delete(ctx, id, jetstream.LastRevision(claim.Revision()))
+			s.forgetExpiry(id)
+		}
+		return out, nil
+	}
+}

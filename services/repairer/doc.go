@@ -1,0 +1,28 @@
+// Package repairer closes what dead agents left open (DESIGN.md section 6).
+//
+// A session is orphaned when it has open work, a holder once claimed it
+// (SESSION_CLAIMS has its key) and its lease in SESSION_LEASES has been
+// absent for longer than the grace period. The service learns of lease
+// expiry by watching the lease bucket (the server writes a marker with
+// Nats-Marker-Reason MaxAge when a per-key TTL runs out), waits out the
+// grace period, and checks again from the stored state before it acts; it
+// also sweeps every claimed session on start and periodically, so a
+// restart misses nothing.
+//
+// A repair is the plan of session.PlanRepair appended as one atomic batch
+// with the per-subject sequence check against the tail the plan was made
+// from. If the holder appended in between, the batch loses the check and
+// the session is evaluated again. The plan's event ids depend only on the
+// session and the seq it was planned against, so any number of replicas
+// may race: one batch commits, the others deduplicate into it or lose the
+// check, and the state is never repaired twice.
+//
+// After a committed automatic repair the session's claim is deleted
+// (guarded by its revision): the session is paused with nothing open, so
+// sweeps need not visit it again, and a holder that comes back creates a
+// new lease and with it a new claim. A forced repair of a session whose
+// lease is live leaves the claim, so the holder's later death is still
+// noticed.
+//
+// The same plan is served on demand on sessions.api.repair.
+package repairer

@@ -1,0 +1,61 @@
+package repairer
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	repaired   *prometheus.CounterVec // by trigger
+	closers    *prometheus.CounterVec // by kind
+	latency    prometheus.Histogram
+	lost       prometheus.Counter
+	duplicates prometheus.Counter
+	checks     *prometheus.CounterVec // by outcome
+	errors     prometheus.Counter
+	queue      prometheus.GaugeFunc
+}
+
+func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, error) {
+	m := &metrics{
+		repaired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sessionlog_repairer_sessions_repaired_total",
+			Help: "Repairs this replica committed, by trigger (lease_expiry, sweep, demand).",
+		}, []string{"trigger"}),
+		closers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sessionlog_repairer_closers_total",
+			Help: "Closing events committed, by the kind of item closed (attempt, tool_requested, tool_started, approval, job, compaction, step, turn).",
+		}, []string{"kind"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sessionlog_repairer_expiry_to_repair_seconds",
+			Help:    "Time from a lease's expiry to its committed repair (includes the grace period).",
+			Buckets: []float64{.1, .25, .5, 1, 2, 3, 5, 7.5, 10, 15, 30, 60, 120, 300},
+		}),
+		lost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sessionlog_repairer_lost_to_holder_total",
+			Help: "Repairs that lost the per-subject sequence check because the session was appended to after it was read (usually its holder came back).",
+		}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sessionlog_repairer_duplicates_total",
+			Help: "Repairs another replica (or an earlier attempt) had already committed.",
+		}),
+		checks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sessionlog_repairer_checks_total",
+			Help: "Sessions evaluated, by outcome.",
+		}, []string{"outcome"}),
+		errors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sessionlog_repairer_errors_total",
+			Help: "Evaluations that failed (retried later).",
+		}),
+		queue: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sessionlog_repairer_queue_length",
+			Help: "Sessions waiting to be evaluated.",
+		}, queueLen),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.repaired, m.closers, m.latency, m.lost, m.duplicates, m.checks, m.errors, m.queue} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}

@@ -1,0 +1,472 @@
+package repairer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/lru"
+	"github.com/sessionlog/sessionlog/pkg/session"
+)
+
+// Names and defaults.
+const (
+	ServiceName    = "sessionlog-repairer"
+	ServiceVersion = "1.0.0"
+	// QueueGroup is shared by every replica: each on-demand request goes to one.
+	QueueGroup = "sessionlog-repairer"
+
+	DefaultGrace          = 5 * time.Second
+	DefaultSweepInterval  = time.Minute
+	DefaultConcurrency    = 32
+	DefaultStateCacheSize = 10_000
+	// DefaultMaxDemand bounds on-demand requests served at once.
+	DefaultMaxDemand = 64
+
+	// maxConflicts bounds re-evaluations after lost sequence checks; a
+	// session that keeps changing has a live writer and waits for the
+	// next trigger.
+	maxConflicts = 3
+	// staleRecheck: a lease entry whose TTL has passed but that the server
+	// has not removed yet is looked at again this soon.
+	staleRecheck = 100 * time.Millisecond
+	retryBackoff = time.Second
+	stripes      = 256
+)
+
+// Config configures a Service.
+type Config struct {
+	Store      *logstore.Store
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	// Now is the clock (default time.Now); timers always use real time.
+	Now func() time.Time
+	// LeaseTTL is the TTL holders' leases are written with (default the
+	// store's); it dates an expiry when only the last renewal is known.
+	LeaseTTL time.Duration
+	// Grace is how long a lease must have been gone before the session is
+	// repaired. Zero repairs as soon as the lease is gone.
+	Grace time.Duration
+	// SweepInterval between sweeps of every claimed session (default
+	// DefaultSweepInterval; negative: sweep only on start).
+	SweepInterval time.Duration
+	// Concurrency is how many sessions are evaluated at once.
+	Concurrency int
+	// KeepApprovalsPending leaves pending approvals open (DESIGN.md 6).
+	KeepApprovalsPending bool
+	// StateCacheSize bounds the folded session states kept between checks.
+	StateCacheSize int
+	MaxDemand      int
+}
+
+// Service is the repairer.
+type Service struct {
+	cfg    Config
+	st     *logstore.Store
+	nc     *nats.Conn
+	log    *slog.Logger
+	m      *metrics
+	now    func() time.Time
+	states *lru.Cache[string, folded]
+	seed   maphash.Seed
+	locks  [stripes]sync.Mutex
+	demand chan struct{}
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	urgent   []item // lease expiries and their grace timers
+	sweepQ   []item // sweeps: behind every urgent item
+	queued   map[string]struct{}
+	timers   map[string]*wake
+	lastPut  map[string]time.Time // last renewal seen per lease key
+	expiries map[string]time.Time // best known expiry of a gone lease
+	stopping bool
+
+	running  atomic.Bool
+	ready    atomic.Bool
+	watching atomic.Bool
+	wg       sync.WaitGroup
+}
+
+// folded is a session state as of a stream position; never mutated after
+// it is cached.
+type folded struct {
+	st        *session.State
+	streamSeq uint64
+}
+
+type trigger string
+
+const (
+	triggerExpiry trigger = "lease_expiry"
+	triggerSweep  trigger = "sweep"
+	triggerDemand trigger = "demand"
+)
+
+type item struct {
+	id  string
+	why trigger
+}
+
+type wake struct {
+	at time.Time
+	t  *time.Timer
+}
+
+// New checks cfg and builds a Service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("repairer: Config.Store is required")
+	}
+	if cfg.Grace < 0 {
+		return nil, errors.New("repairer: Grace must be >= 0")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = cfg.Store.Config().LeaseTTL
+	}
+	if cfg.SweepInterval == 0 {
+		cfg.SweepInterval = DefaultSweepInterval
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = DefaultConcurrency
+	}
+	if cfg.StateCacheSize <= 0 {
+		cfg.StateCacheSize = DefaultStateCacheSize
+	}
+	if cfg.MaxDemand <= 0 {
+		cfg.MaxDemand = DefaultMaxDemand
+	}
+	s := &Service{
+		cfg:      cfg,
+		st:       cfg.Store,
+		nc:       cfg.Store.Conn(),
+		log:      cfg.Logger,
+		now:      cfg.Now,
+		states:   lru.New[string, folded](cfg.StateCacheSize),
+		seed:     maphash.MakeSeed(),
+		demand:   make(chan struct{}, cfg.MaxDemand),
+		queued:   map[string]struct{}{},
+		timers:   map[string]*wake{},
+		lastPut:  map[string]time.Time{},
+		expiries: map[string]time.Time{},
+	}
+	s.cond = sync.NewCond(&s.mu)
+	m, err := newMetrics(cfg.Registerer, func() float64 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return float64(len(s.urgent) + len(s.sweepQ))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("repairer: metrics: %w", err)
+	}
+	s.m = m
+	return s, nil
+}
+
+// Ready returns nil once the endpoint is served and the lease watch runs.
+func (s *Service) Ready() error {
+	switch {
+	case !s.ready.Load():
+		return errors.New("repairer: not started")
+	case !s.watching.Load():
+		return errors.New("repairer: lease watch not running")
+	case !s.nc.IsConnected():
+		return fmt.Errorf("repairer: nats %s", s.nc.Status())
+	}
+	return nil
+}
+
+// Run serves until ctx is cancelled, then stops and returns nil. A repair
+// cut short by the stop is harmless: its batch committed whole or not at
+// all, and the next run plans the same events again.
+func (s *Service) Run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return errors.New("repairer: already running")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	svc, err := micro.AddService(s.nc, micro.Config{
+		Name:        ServiceName,
+		Version:     ServiceVersion,
+		Description: "sessionlog repairer: closes what dead holders left open",
+		QueueGroup:  QueueGroup,
+	})
+	if err != nil {
+		return fmt.Errorf("repairer: add service: %w", err)
+	}
+	reqCtx := context.WithoutCancel(ctx)
+	if err := svc.AddEndpoint("repair", micro.HandlerFunc(func(r micro.Request) { s.dispatch(reqCtx, r) }),
+		micro.WithEndpointSubject(logstore.SubjectRepair)); err != nil {
+		_ = svc.Stop()
+		return fmt.Errorf("repairer: endpoint: %w", err)
+	}
+
+	for i := 0; i < s.cfg.Concurrency; i++ {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.worker(ctx)
+		}()
+	}
+	watchUp := make(chan struct{})
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		s.watchLoop(ctx, watchUp)
+	}()
+	go func() {
+		defer s.wg.Done()
+		// The first sweep starts once the watch runs, so an expiry falls
+		// either before the sweep's listing (found by it) or after the
+		// watch started (seen by it).
+		select {
+		case <-watchUp:
+		case <-ctx.Done():
+			return
+		}
+		s.sweepLoop(ctx)
+	}()
+	s.ready.Store(true)
+	s.log.Info("repairer running", "grace", s.cfg.Grace, "lease_ttl", s.cfg.LeaseTTL,
+		"sweep", s.cfg.SweepInterval, "concurrency", s.cfg.Concurrency)
+
+	<-ctx.Done()
+	s.ready.Store(false)
+	err = svc.Stop()
+	s.mu.Lock()
+	s.stopping = true
+	for id, w := range s.timers {
+		w.t.Stop()
+		delete(s.timers, id)
+	}
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	s.wg.Wait()
+	if err != nil {
+		s.log.Warn("repairer: stop", "err", err)
+	}
+	return nil
+}
+
+// watchLoop follows SESSION_LEASES: renewals date the next expiry, delete
+// and expiry markers schedule an evaluation after the grace period. If the
+// watch breaks it is re-created and a sweep covers what it may have missed.
+func (s *Service) watchLoop(ctx context.Context, up chan struct{}) {
+	first := true
+	for ctx.Err() == nil {
+		w, err := s.st.LeaseKV().WatchAll(ctx, jetstream.UpdatesOnly(), jetstream.MetaOnly())
+		if err != nil {
+			s.log.Warn("repairer: lease watch", "err", err)
+			s.watching.Store(false)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(retryBackoff):
+			}
+			continue
+		}
+		s.watching.Store(true)
+		if first {
+			close(up)
+			first = false
+		} else {
+			go s.sweep(ctx)
+		}
+		s.follow(ctx, w)
+		_ = w.Stop()
+		s.watching.Store(false)
+	}
+}
+
+func (s *Service) follow(ctx context.Context, w jetstream.KeyWatcher) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-w.Updates():
+			if !ok {
+				if ctx.Err() == nil {
+					s.log.Warn("repairer: lease watch closed; restarting it")
+				}
+				return
+			}
+			if e == nil {
+				continue
+			}
+			switch e.Operation() {
+			case jetstream.KeyValuePut:
+				s.mu.Lock()
+				s.lastPut[e.Key()] = e.Created()
+				delete(s.expiries, e.Key())
+				s.mu.Unlock()
+			case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
+				s.onLeaseGone(e.Key(), e.Created())
+			}
+		}
+	}
+}
+
+// onLeaseGone dates the expiry (the last renewal + TTL when this process
+// saw it: the marker itself can be written a little late) and wakes the
+// session's evaluation when the grace period ends.
+func (s *Service) onLeaseGone(id string, marker time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at := marker
+	if put, ok := s.lastPut[id]; ok {
+		if exp := put.Add(s.cfg.LeaseTTL); exp.Before(marker) {
+			at = exp
+		}
+		delete(s.lastPut, id)
+	}
+	s.expiries[id] = at
+	s.wakeAtLocked(id, at.Add(s.cfg.Grace), triggerExpiry)
+}
+
+func (s *Service) wakeAt(id string, at time.Time, why trigger) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.wakeAtLocked(id, at, why)
+}
+
+// wakeAtLocked queues id at time at. An earlier wake-up already set stays:
+// every evaluation derives what to do from the stored state and sets the
+// next wake-up itself.
+func (s *Service) wakeAtLocked(id string, at time.Time, why trigger) {
+	if s.stopping {
+		return
+	}
+	d := at.Sub(s.now())
+	if d <= 0 {
+		s.enqueueLocked(item{id, why})
+		return
+	}
+	if w, ok := s.timers[id]; ok {
+		if !w.at.After(at) {
+			return
+		}
+		w.t.Stop()
+	}
+	w := &wake{at: at}
+	w.t = time.AfterFunc(d, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.timers[id] == w {
+			delete(s.timers, id)
+		}
+		s.enqueueLocked(item{id, why})
+	})
+	s.timers[id] = w
+}
+
+func (s *Service) enqueueLocked(it item) {
+	if s.stopping {
+		return
+	}
+	if _, ok := s.queued[it.id]; ok {
+		return
+	}
+	s.queued[it.id] = struct{}{}
+	if it.why == triggerSweep {
+		s.sweepQ = append(s.sweepQ, it)
+	} else {
+		s.urgent = append(s.urgent, it)
+	}
+	s.cond.Signal()
+}
+
+func (s *Service) next() (item, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.urgent) == 0 && len(s.sweepQ) == 0 {
+		if s.stopping {
+			return item{}, false
+		}
+		s.cond.Wait()
+	}
+	if s.stopping {
+		return item{}, false
+	}
+	q := &s.urgent
+	if len(*q) == 0 {
+		q = &s.sweepQ
+	}
+	it := (*q)[0]
+	(*q)[0] = item{}
+	*q = (*q)[1:]
+	if len(*q) == 0 {
+		*q = nil // let a drained backlog's array go
+	}
+	delete(s.queued, it.id)
+	return it, true
+}
+
+func (s *Service) worker(ctx context.Context) {
+	for {
+		it, ok := s.next()
+		if !ok {
+			return
+		}
+		s.check(ctx, it.id, it.why)
+	}
+}
+
+func (s *Service) sweepLoop(ctx context.Context) {
+	s.sweep(ctx)
+	if s.cfg.SweepInterval < 0 {
+		return
+	}
+	t := time.NewTicker(s.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.sweep(ctx)
+		}
+	}
+}
+
+// sweep queues every claimed session: only those can be orphaned.
+func (s *Service) sweep(ctx context.Context) {
+	kl, err := s.st.ClaimKV().ListKeys(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("repairer: sweep", "err", err)
+		}
+		return
+	}
+	n := 0
+	for k := range kl.Keys() {
+		s.mu.Lock()
+		s.enqueueLocked(item{k, triggerSweep})
+		s.mu.Unlock()
+		n++
+	}
+	_ = kl.Stop()
+	s.log.Debug("repairer: sweep queued", "sessions", n)
+}
+
+// lock serializes the evaluations of one session in this process.
+func (s *Service) lock(id string) *sync.Mutex {
+	return &s.locks[maphash.String(s.seed, id)%stripes]
+}

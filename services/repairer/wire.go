@@ -1,0 +1,120 @@
+package repairer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// RepairRequest is the body of a request on sessions.api.repair.
+type RepairRequest struct {
+	SessionID string `json:"sessionId"`
+	Force     bool   `json:"force,omitempty"`
+}
+
+// RepairReply is the success reply (DESIGN.md section 8).
+type RepairReply struct {
+	SessionID string          `json:"sessionId"`
+	Repaired  bool            `json:"repaired"`
+	FirstSeq  uint64          `json:"firstSeq,omitempty"`
+	LastSeq   uint64          `json:"lastSeq,omitempty"`
+	Closed    []schema.Closed `json:"closed"`
+}
+
+// ErrorBody is the error reply: {"error":{...}}, the append error shape.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail carries a contract code.
+type ErrorDetail struct {
+	Code       schema.Code `json:"code"`
+	Message    string      `json:"message"`
+	CurrentSeq *uint64     `json:"currentSeq,omitempty"`
+}
+
+const demandTimeout = 30 * time.Second
+
+// dispatch serves a request on its own goroutine (micro calls an
+// endpoint's handler one request at a time) and replies by publishing
+// directly: micro.Request's bookkeeping is not safe from another goroutine.
+func (s *Service) dispatch(ctx context.Context, r micro.Request) {
+	m := &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Data: r.Data()}
+	s.demand <- struct{}{}
+	s.wg.Add(1)
+	go func() {
+		defer func() {
+			<-s.demand
+			s.wg.Done()
+		}()
+		ctx, cancel := context.WithTimeout(ctx, demandTimeout)
+		defer cancel()
+		s.handleRepair(ctx, m)
+	}()
+}
+
+func (s *Service) handleRepair(ctx context.Context, m *nats.Msg) {
+	var req RepairRequest
+	if err := schema.Unmarshal(m.Data, &req); err != nil {
+		s.respondErr(m.Reply, ErrorDetail{Code: schema.CodeBadRequest, Message: "request: " + err.Error()})
+		return
+	}
+	if req.SessionID == "" {
+		s.respondErr(m.Reply, ErrorDetail{Code: schema.CodeBadRequest, Message: "sessionId is required"})
+		return
+	}
+	out, err := s.Repair(ctx, req.SessionID, req.Force)
+	if err != nil {
+		s.respondErr(m.Reply, errorDetail(err))
+		return
+	}
+	body, _ := json.Marshal(RepairReply{SessionID: req.SessionID, Repaired: out.Repaired, FirstSeq: out.FirstSeq, LastSeq: out.LastSeq, Closed: out.Closed})
+	if m.Reply != "" {
+		if err := s.nc.Publish(m.Reply, body); err != nil {
+			s.log.Warn("repairer: reply", "err", err)
+		}
+	}
+}
+
+// errorDetail maps an error to the wire.
+func errorDetail(err error) ErrorDetail {
+	var se *schema.Error
+	if !errors.As(err, &se) {
+		return ErrorDetail{Code: schema.CodeInternal, Message: err.Error()}
+	}
+	d := ErrorDetail{Code: se.Code, Message: se.Message, CurrentSeq: se.CurrentSeq}
+	if d.Message == "" {
+		d.Message = string(se.Code)
+	}
+	return d
+}
+
+func (s *Service) respondErr(reply string, d ErrorDetail) {
+	if reply == "" {
+		return
+	}
+	body, _ := json.Marshal(ErrorBody{Error: d})
+	msg := nats.NewMsg(reply)
+	msg.Data = body
+	msg.Header.Set(micro.ErrorCodeHeader, string(d.Code))
+	desc := strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, d.Message)
+	if len(desc) > 512 {
+		desc = desc[:512]
+	}
+	msg.Header.Set(micro.ErrorHeader, desc)
+	if err := s.nc.PublishMsg(msg); err != nil {
+		s.log.Warn("repairer: reply", "err", err)
+	}
+}
