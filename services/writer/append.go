@@ -1,0 +1,368 @@
+package writer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
+)
+
+func (s *Service) handleAppend(ctx context.Context, m *nats.Msg) {
+	start := time.Now()
+	rep, err := s.Append(ctx, m.Data)
+	outcome, code := "committed", "ok"
+	switch {
+	case err != nil:
+		d := errorDetail(err)
+		outcome, code = "refused", string(d.Code)
+		if d.Code == schema.CodeOutcomeUnknown {
+			outcome = "unknown"
+		}
+		s.respondErr(m.Reply, d)
+	default:
+		if rep.Duplicate {
+			outcome = "duplicate"
+		}
+		s.respond(m.Reply, encodeOK(rep))
+	}
+	s.m.appends.WithLabelValues(outcome, code).Inc()
+	s.m.latency.Observe(time.Since(start).Seconds())
+}
+
+// Append handles one append request body and returns the reply or a
+// contract error (*schema.Error). It is what the endpoint runs; tests and
+// benchmarks may call it directly.
+func (s *Service) Append(ctx context.Context, body []byte) (AppendReply, error) {
+	var req AppendRequest
+	if err := schema.Unmarshal(body, &req); err != nil {
+		return AppendReply{}, schema.Errorf(schema.CodeBadRequest, "request is not a valid append request: %v", err)
+	}
+	p, err := s.prepare(&req)
+	if err != nil {
+		return AppendReply{}, err
+	}
+	mu := s.lock(req.SessionID)
+	mu.Lock()
+	rep, err := s.commit(ctx, &req, p)
+	mu.Unlock()
+	if err != nil {
+		return AppendReply{}, err
+	}
+	if req.Holder != "" {
+		s.renewAfterAppend(ctx, req.SessionID, req.Holder)
+	}
+	return rep, nil
+}
+
+// prepared is what prepare learned of a request.
+type prepared struct {
+	// expected is the required last seq (nil: after the tail).
+	expected *uint64
+	// clientIDs: every event id came from the client, so the request can
+	// be recognized when it is retried.
+	clientIDs bool
+}
+
+// prepare checks the request on its own and completes its events (all but
+// seq, which depends on the tail).
+func (s *Service) prepare(req *AppendRequest) (prepared, error) {
+	p := prepared{expected: req.ExpectedSeq, clientIDs: true}
+	if req.SessionID == "" {
+		return p, schema.Errorf(schema.CodeBadRequest, "sessionId is required")
+	}
+	if _, err := logstore.Locate(req.SessionID); err != nil {
+		return p, err
+	}
+	if req.Holder != "" && !schema.ValidItemID(req.Holder) {
+		return p, schema.Errorf(schema.CodeBadRequest, "holder must match ^[A-Za-z0-9_.:-]{1,128}$")
+	}
+	n := len(req.Events)
+	if n == 0 {
+		return p, schema.Errorf(schema.CodeBadRequest, "events is required: 1 to %d events", schema.MaxBatchEvents)
+	}
+	if n > schema.MaxBatchEvents {
+		return p, schema.Errorf(schema.CodeTooLarge, "%d events, at most %d per append", n, schema.MaxBatchEvents)
+	}
+	now := s.cfg.Now().UTC()
+	var ids map[string]int
+	if n > 1 {
+		ids = make(map[string]int, n)
+	}
+	for i := range req.Events {
+		e := &req.Events[i]
+		bad := func(format string, args ...any) error {
+			return schema.Errorf(schema.CodeInvalidEvent, format, args...).WithIndex(i)
+		}
+		switch e.SchemaVersion {
+		case 0:
+			e.SchemaVersion = schema.Version
+		case schema.Version:
+		default:
+			return p, bad("schemaVersion %d: this writer accepts only %d", e.SchemaVersion, schema.Version)
+		}
+		if e.SessionID == "" {
+			e.SessionID = req.SessionID
+		} else if e.SessionID != req.SessionID {
+			return p, bad("sessionId %q differs from the request's", clip(e.SessionID))
+		}
+		// A seq in a request is an expectation: the writer assigns seqs,
+		// and one given must be the one it would assign.
+		if e.Seq != 0 {
+			if i == 0 {
+				exp := e.Seq - 1
+				if p.expected != nil && *p.expected != exp {
+					return p, bad("seq %d contradicts expectedSeq %d", e.Seq, *p.expected)
+				}
+				p.expected = &exp
+			} else if prev := req.Events[i-1].Seq; prev == 0 || e.Seq != prev+1 {
+				return p, bad("seq %d does not follow the previous event's", e.Seq)
+			}
+		} else if i > 0 && req.Events[i-1].Seq != 0 {
+			return p, bad("seq missing after an event that gave one")
+		}
+		if e.EventID == "" {
+			e.EventID = ulid.Make().String()
+			p.clientIDs = false
+		}
+		if ids != nil {
+			if j, dup := ids[e.EventID]; dup {
+				return p, bad("eventId %s repeats event %d's", clip(e.EventID), j)
+			}
+			ids[e.EventID] = i
+		}
+		if e.Time.IsZero() {
+			e.Time = now
+		}
+		if err := schema.Validate(e, schema.ValidateOptions{Origin: schema.OriginAgent, MaxEventBytes: s.cfg.MaxEventBytes}); err != nil {
+			var se *schema.Error
+			if errors.As(err, &se) {
+				return p, se.WithIndex(i)
+			}
+			return p, bad("%v", err)
+		}
+	}
+	return p, nil
+}
+
+// commit runs under the session's lock: load the state, recognize a
+// retry, check the expectation and the structure, append.
+func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (AppendReply, error) {
+	reload := false
+	retries := 0
+	for {
+		ent, fresh, err := s.entryFor(ctx, req.SessionID, reload)
+		if err != nil {
+			return AppendReply{}, err
+		}
+		reload = false
+		if p.clientIDs {
+			rep, ok, err := s.duplicateOf(ctx, req, p, ent, fresh)
+			if err != nil {
+				return AppendReply{}, err
+			}
+			if ok {
+				return rep, nil
+			}
+		}
+		last := ent.state.LastSeq
+		if p.expected != nil && *p.expected != last {
+			// A cached state may be behind another writer's append:
+			// refuse only on what the stream leader says now.
+			if !fresh {
+				reload = true
+				continue
+			}
+			return AppendReply{}, conflict(last, fmt.Sprintf("expectedSeq %d, the session's last seq is %d", *p.expected, last))
+		}
+		next, err := s.check(ent.state, req)
+		if err != nil {
+			if !fresh {
+				reload = true
+				continue
+			}
+			return AppendReply{}, err
+		}
+		res, err := s.st.Append(ctx, logstore.AppendRequest{SessionID: req.SessionID, ExpectedStreamSeq: ent.tail.StreamSeq, Events: req.Events})
+		if err != nil {
+			if errors.Is(err, logstore.ErrConflict) {
+				// Another writer moved the tail. Reload: the next round
+				// answers an explicit expectation (conflict or duplicate)
+				// from the fresh state, or appends after the new tail.
+				if retries >= s.cfg.ConflictRetries {
+					var ce *logstore.ConflictError
+					cur := last
+					if errors.As(err, &ce) {
+						cur = ce.Tail.Seq
+					}
+					return AppendReply{}, conflict(cur, fmt.Sprintf("the session's tail kept moving (%d retries)", retries))
+				}
+				retries++
+				if p.expected == nil {
+					s.m.retries.Inc()
+				}
+				reload = true
+				continue
+			}
+			// Unknown or refused: the next request folds from the log.
+			s.cache.Delete(req.SessionID)
+			return AppendReply{}, err
+		}
+		if res.Duplicate {
+			// JetStream's duplicate window knew an id this writer did not
+			// remember: the event is stored, at its original position.
+			s.st.ForgetTail(req.SessionID)
+			s.cache.Delete(req.SessionID)
+			return s.duplicateInWindow(ctx, req, res)
+		}
+		// Commit the folded state only now that JetStream acknowledged.
+		if next != nil {
+			ent.state = next
+		} else if err := ent.state.Apply(&req.Events[0]); err != nil {
+			// Check passed under the same lock: this cannot happen, but
+			// a state that disagrees with the log must not be kept.
+			s.cache.Delete(req.SessionID)
+			s.log.Error("writer: committed event does not fold", "session", req.SessionID, "err", err)
+			return AppendReply{SessionID: req.SessionID, FirstSeq: res.FirstSeq, LastSeq: res.LastSeq, StreamSeq: res.StreamSeq}, nil
+		}
+		for i := range req.Events {
+			e := &req.Events[i]
+			ss := res.StreamSeq - uint64(len(req.Events)-1-i)
+			ent.remember(e.Seq, ss, e.EventID)
+		}
+		lastEv := &req.Events[len(req.Events)-1]
+		ent.tail = logstore.Tail{Seq: res.LastSeq, StreamSeq: res.StreamSeq, EventID: lastEv.EventID}
+		s.cache.Put(req.SessionID, ent)
+		s.m.events.Add(float64(len(req.Events)))
+		return AppendReply{SessionID: req.SessionID, FirstSeq: res.FirstSeq, LastSeq: res.LastSeq, StreamSeq: res.StreamSeq}, nil
+	}
+}
+
+// check assigns seqs after st.LastSeq and applies every event to a copy of
+// st, which it returns (st itself is unchanged until the append commits).
+// A single event is only checked, and nil returned: the common case pays
+// for no clone, and the event is applied to st after the commit.
+func (s *Service) check(st *session.State, req *AppendRequest) (*session.State, error) {
+	for i := range req.Events {
+		req.Events[i].Seq = st.LastSeq + 1 + uint64(i)
+	}
+	if len(req.Events) == 1 {
+		if err := st.Check(&req.Events[0]); err != nil {
+			return nil, indexed(err, 0)
+		}
+		return nil, nil // applied to st itself once committed
+	}
+	next := st.Clone()
+	for i := range req.Events {
+		if err := next.Apply(&req.Events[i]); err != nil {
+			return nil, indexed(err, i)
+		}
+	}
+	return next, nil
+}
+
+func indexed(err error, i int) error {
+	var se *schema.Error
+	if errors.As(err, &se) {
+		return se.WithIndex(i)
+	}
+	return schema.Errorf(schema.CodeStructure, "%v", err).WithIndex(i)
+}
+
+func conflict(cur uint64, msg string) error {
+	return &schema.Error{Code: schema.CodeConflict, Message: msg, Index: -1, CurrentSeq: &cur}
+}
+
+// duplicateOf reports whether every event of req is already stored: at
+// the seqs after an explicit expectation, or (without one) where the
+// remembered ids put them. A request that is partly stored reuses event
+// ids of other events: it is refused.
+func (s *Service) duplicateOf(ctx context.Context, req *AppendRequest, p prepared, ent *entry, fresh bool) (AppendReply, bool, error) {
+	n := len(req.Events)
+	var first uint64
+	if p.expected != nil {
+		first = *p.expected + 1
+		if ent.state.LastSeq < first+uint64(n)-1 {
+			return AppendReply{}, false, nil
+		}
+	} else {
+		r, ok := ent.find(req.Events[0].EventID)
+		if !ok {
+			return AppendReply{}, false, nil
+		}
+		first = r.seq
+	}
+	got := make([]stored, 0, n)
+	for i := range n {
+		r, ok := ent.at(first + uint64(i))
+		if !ok {
+			got = nil
+			break
+		}
+		got = append(got, r)
+	}
+	if got == nil {
+		if p.expected == nil {
+			return AppendReply{}, false, nil
+		}
+		// Older than the remembered ids: read them (a conflicting request,
+		// so not the hot path).
+		var err error
+		if got, err = s.storedAt(ctx, req.SessionID, first, n); err != nil {
+			return AppendReply{}, false, schema.Errorf(schema.CodeNotCommitted, "%v", err)
+		}
+	}
+	same := 0
+	for i := range got {
+		if i < n && got[i].eventID == req.Events[i].EventID {
+			same++
+		}
+	}
+	switch {
+	case same == n && len(got) == n:
+		last := got[n-1]
+		return AppendReply{SessionID: req.SessionID, FirstSeq: first, LastSeq: last.seq, StreamSeq: last.streamSeq, Duplicate: true}, true, nil
+	case same > 0:
+		return AppendReply{}, false, schema.Errorf(schema.CodeInvalidEvent, "eventIds of this request are stored at seqs %d.. with other events: event ids must be unique per event", first)
+	}
+	// Without an expectation, another event id could also be stored
+	// elsewhere in the session (an id reused for a new event).
+	if p.expected == nil {
+		return AppendReply{}, false, nil
+	}
+	for i := range req.Events {
+		if r, ok := ent.find(req.Events[i].EventID); ok {
+			return AppendReply{}, false, schema.Errorf(schema.CodeInvalidEvent, "eventId %s is already stored at seq %d", clip(r.eventID), r.seq).WithIndex(i)
+		}
+	}
+	return AppendReply{}, false, nil
+}
+
+// duplicateInWindow answers a one-event append that JetStream deduplicated:
+// the event is stored at res.StreamSeq.
+func (s *Service) duplicateInWindow(ctx context.Context, req *AppendRequest, res logstore.AppendResult) (AppendReply, error) {
+	loc, _ := logstore.Locate(req.SessionID)
+	m, err := s.st.MsgAt(ctx, loc.Stream, res.StreamSeq)
+	if err != nil || m == nil {
+		return AppendReply{}, schema.Errorf(schema.CodeOutcomeUnknown, "JetStream reported event %s as a duplicate at stream seq %d, which cannot be read: %v", req.Events[0].EventID, res.StreamSeq, err)
+	}
+	seq, err := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64)
+	if err != nil {
+		return AppendReply{}, schema.Errorf(schema.CodeOutcomeUnknown, "stored duplicate at stream seq %d has no seq header", res.StreamSeq)
+	}
+	return AppendReply{SessionID: req.SessionID, FirstSeq: seq, LastSeq: seq, StreamSeq: res.StreamSeq, Duplicate: true}, nil
+}
+
+func clip(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}

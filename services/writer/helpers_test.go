@@ -1,0 +1,197 @@
+package writer_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/writer"
+)
+
+// env is one embedded server, a store and a running writer.
+type env struct {
+	srv *server.Server
+	nc  *nats.Conn
+	st  *logstore.Store
+	w   *writer.Service
+	dir string
+}
+
+type envOpts struct {
+	store  logstore.Config
+	writer writer.Config
+	srv    *server.Server
+	url    string
+}
+
+func newEnv(t *testing.T, o envOpts) *env {
+	t.Helper()
+	e := &env{srv: o.srv}
+	url := o.url
+	if e.srv == nil && url == "" {
+		e.dir = t.TempDir()
+		e.srv = natstest.RunServerDir(t, e.dir)
+	}
+	if url == "" {
+		url = e.srv.ClientURL()
+	}
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	e.nc = nc
+	e.st, err = logstore.Open(context.Background(), nc, o.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.w = startWriter(t, e.st, o.writer)
+	return e
+}
+
+func startWriter(t *testing.T, st *logstore.Store, cfg writer.Config) *writer.Service {
+	t.Helper()
+	cfg.Store = st
+	w, err := writer.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("writer Run: %v", err)
+		}
+	})
+	natstest.CheckFor(t, 5*time.Second, 10*time.Millisecond, w.Ready)
+	return w
+}
+
+// reply is a decoded answer of the writer.
+type reply struct {
+	ok     writer.AppendReply
+	err    *writer.ErrorDetail
+	header string // Nats-Service-Error-Code
+}
+
+func (r reply) code() string {
+	if r.err == nil {
+		return "ok"
+	}
+	return string(r.err.Code)
+}
+
+func request(t *testing.T, nc *nats.Conn, subject string, body any) reply {
+	t.Helper()
+	var b []byte
+	switch v := body.(type) {
+	case string:
+		b = []byte(v)
+	case []byte:
+		b = v
+	default:
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := nc.Request(subject, b, 20*time.Second)
+	if err != nil {
+		t.Fatalf("request: %v", err)
+	}
+	return decodeReply(t, m)
+}
+
+func decodeReply(t *testing.T, m *nats.Msg) reply {
+	t.Helper()
+	var r reply
+	r.header = m.Header.Get(micro.ErrorCodeHeader)
+	if r.header != "" {
+		var eb writer.ErrorBody
+		if err := json.Unmarshal(m.Data, &eb); err != nil {
+			t.Fatalf("error reply %q: %v", m.Data, err)
+		}
+		if string(eb.Error.Code) != r.header {
+			t.Fatalf("error header %q, body code %q", r.header, eb.Error.Code)
+		}
+		r.err = &eb.Error
+		return r
+	}
+	if err := json.Unmarshal(m.Data, &r.ok); err != nil {
+		t.Fatalf("reply %q: %v", m.Data, err)
+	}
+	return r
+}
+
+func appendReq(t *testing.T, nc *nats.Conn, req map[string]any) reply {
+	t.Helper()
+	return request(t, nc, logstore.SubjectAppend, req)
+}
+
+func ev(typ string, kv ...any) map[string]any {
+	e := map[string]any{"type": typ}
+	for i := 0; i+1 < len(kv); i += 2 {
+		e[kv[i].(string)] = kv[i+1]
+	}
+	return e
+}
+
+func created() map[string]any { return ev(schema.TypeSessionCreated, "data", map[string]any{"title": "t"}) }
+
+func events(es ...map[string]any) []map[string]any { return es }
+
+// mustOK appends and fails the test unless the writer committed.
+func mustOK(t *testing.T, nc *nats.Conn, req map[string]any) writer.AppendReply {
+	t.Helper()
+	r := appendReq(t, nc, req)
+	if r.err != nil {
+		t.Fatalf("append %v: %s: %s", req, r.err.Code, r.err.Message)
+	}
+	return r.ok
+}
+
+func streamMsgs(t *testing.T, st *logstore.Store) uint64 {
+	t.Helper()
+	s, err := st.JetStream().Stream(context.Background(), logstore.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+func stored(t *testing.T, st *logstore.Store, sid string) []logstore.Event {
+	t.Helper()
+	evs, _, err := st.ReadEvents(context.Background(), sid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// checkContiguous checks seqs 1..n, once each.
+func checkContiguous(evs []logstore.Event) error {
+	for i, e := range evs {
+		if e.Seq != uint64(i+1) {
+			return fmt.Errorf("event %d has seq %d", i, e.Seq)
+		}
+	}
+	return nil
+}
+
+var errNotYet = errors.New("not yet")

@@ -1,0 +1,112 @@
+package writer
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// leaseMark is this process's last renewal of a session's lease.
+type leaseMark struct {
+	holder string
+	at     time.Time
+}
+
+// renewTimeout bounds a renewal done on the way to an append's reply.
+const renewTimeout = 2 * time.Second
+
+// renewAfterAppend renews the holder's lease after a committed append, at
+// most every third of the TTL per session, and always when the holder is
+// new to this process. A renewal that fails does not fail the append (it
+// is stored): it is logged and counted, and the next append tries again.
+func (s *Service) renewAfterAppend(ctx context.Context, sessionID, holder string) {
+	now := s.cfg.Now()
+	if m, ok := s.leases.Get(sessionID); ok && m.holder == holder && now.Sub(m.at) < s.cfg.LeaseTTL/3 {
+		return
+	}
+	// Mark first so concurrent appends of the session do not all renew.
+	s.leases.Put(sessionID, leaseMark{holder: holder, at: now})
+	ctx, cancel := context.WithTimeout(ctx, renewTimeout)
+	defer cancel()
+	if err := s.st.RenewLease(ctx, sessionID, holder, now); err != nil {
+		s.leases.Delete(sessionID)
+		s.m.renewals.WithLabelValues("error").Inc()
+		s.log.Warn("writer: lease renewal failed after a committed append", "session", sessionID, "holder", holder, "err", err)
+		return
+	}
+	s.m.renewals.WithLabelValues("ok").Inc()
+}
+
+// heartbeatMin is the shortest interval between two renewals a heartbeat
+// causes for the same holder: heartbeats are the agent's explicit liveness
+// signal and normally come every TTL/3, so each one renews; this floor only
+// keeps a heartbeat loop that spins from turning into a KV write storm.
+func (s *Service) heartbeatMin() time.Duration { return s.cfg.LeaseTTL / 10 }
+
+func (s *Service) handleHeartbeat(ctx context.Context, m *nats.Msg) {
+	rep, err := s.Heartbeat(ctx, m.Data)
+	if err != nil {
+		d := errorDetail(err)
+		s.m.heartbeats.WithLabelValues(string(d.Code)).Inc()
+		s.respondErr(m.Reply, d)
+		return
+	}
+	s.m.heartbeats.WithLabelValues("ok").Inc()
+	body := []byte(`{"sessionId":"` + rep.SessionID + `","holder":"` + rep.Holder + `","ttlMs":` + itoa(rep.TTLMs) + `}`)
+	s.respond(m.Reply, body)
+}
+
+// Heartbeat renews the holder's lease of an existing session. The reply's
+// ttlMs is how long the lease lasts from now.
+func (s *Service) Heartbeat(ctx context.Context, body []byte) (HeartbeatReply, error) {
+	var req HeartbeatRequest
+	if err := schema.Unmarshal(body, &req); err != nil {
+		return HeartbeatReply{}, schema.Errorf(schema.CodeBadRequest, "request is not a valid heartbeat request: %v", err)
+	}
+	if req.SessionID == "" {
+		return HeartbeatReply{}, schema.Errorf(schema.CodeBadRequest, "sessionId is required")
+	}
+	if _, err := logstore.Locate(req.SessionID); err != nil {
+		return HeartbeatReply{}, err
+	}
+	if req.Holder == "" || !schema.ValidItemID(req.Holder) {
+		return HeartbeatReply{}, schema.Errorf(schema.CodeBadRequest, "holder is required and must match ^[A-Za-z0-9_.:-]{1,128}$")
+	}
+	exists := false
+	if e, ok := s.cache.Get(req.SessionID); ok {
+		mu := s.lock(req.SessionID)
+		mu.Lock()
+		exists = e.state.Exists()
+		mu.Unlock()
+	}
+	if !exists {
+		t, err := s.st.Tail(ctx, req.SessionID)
+		if err != nil {
+			return HeartbeatReply{}, schema.Errorf(schema.CodeNotCommitted, "cannot read the session: %v", err)
+		}
+		if !t.Exists() {
+			return HeartbeatReply{}, schema.Errorf(schema.CodeNotFound, "session %s does not exist", req.SessionID)
+		}
+	}
+	now := s.cfg.Now()
+	ttl := s.cfg.LeaseTTL
+	if m, ok := s.leases.Get(req.SessionID); ok && m.holder == req.Holder && now.Sub(m.at) < s.heartbeatMin() {
+		return HeartbeatReply{SessionID: req.SessionID, Holder: req.Holder, TTLMs: (ttl - now.Sub(m.at)).Milliseconds()}, nil
+	}
+	if err := s.st.RenewLease(ctx, req.SessionID, req.Holder, now); err != nil {
+		s.m.renewals.WithLabelValues("error").Inc()
+		var se *schema.Error
+		if errors.As(err, &se) {
+			return HeartbeatReply{}, err
+		}
+		return HeartbeatReply{}, schema.Errorf(schema.CodeNotCommitted, "lease not renewed: %v", err)
+	}
+	s.m.renewals.WithLabelValues("ok").Inc()
+	s.leases.Put(req.SessionID, leaseMark{holder: req.Holder, at: now})
+	return HeartbeatReply{SessionID: req.SessionID, Holder: req.Holder, TTLMs: ttl.Milliseconds()}, nil
+}

@@ -1,0 +1,114 @@
+package writer
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// AppendRequest is the body of a request on sessions.api.append.
+type AppendRequest struct {
+	SessionID string `json:"sessionId"`
+	// ExpectedSeq: nil = after whatever the tail is; 0 = the session must
+	// not exist; n = its last seq must be n.
+	ExpectedSeq *uint64           `json:"expectedSeq,omitempty"`
+	Holder      string            `json:"holder,omitempty"`
+	Events      []schema.Envelope `json:"events"`
+}
+
+// AppendReply is the success reply.
+type AppendReply struct {
+	SessionID string `json:"sessionId"`
+	FirstSeq  uint64 `json:"firstSeq"`
+	LastSeq   uint64 `json:"lastSeq"`
+	StreamSeq uint64 `json:"streamSeq"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+// HeartbeatRequest is the body of a request on sessions.api.heartbeat.
+type HeartbeatRequest struct {
+	SessionID string `json:"sessionId"`
+	Holder    string `json:"holder"`
+}
+
+// HeartbeatReply says how long the lease lasts from now.
+type HeartbeatReply struct {
+	SessionID string `json:"sessionId"`
+	Holder    string `json:"holder"`
+	TTLMs     int64  `json:"ttlMs"`
+}
+
+// ErrorBody is the error reply: {"error":{...}}.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail carries a contract code (DESIGN.md section 4).
+type ErrorDetail struct {
+	Code       schema.Code `json:"code"`
+	Message    string      `json:"message"`
+	CurrentSeq *uint64     `json:"currentSeq,omitempty"`
+	Index      *int        `json:"index,omitempty"`
+}
+
+// encodeOK renders the success reply without reflection: it is sent once
+// per append.
+func encodeOK(r AppendReply) []byte {
+	b := make([]byte, 0, 96+len(r.SessionID))
+	b = append(b, `{"sessionId":`...)
+	b = strconv.AppendQuote(b, r.SessionID) // session ids are [A-Za-z0-9_-]
+	b = append(b, `,"firstSeq":`...)
+	b = strconv.AppendUint(b, r.FirstSeq, 10)
+	b = append(b, `,"lastSeq":`...)
+	b = strconv.AppendUint(b, r.LastSeq, 10)
+	b = append(b, `,"streamSeq":`...)
+	b = strconv.AppendUint(b, r.StreamSeq, 10)
+	b = append(b, `,"duplicate":`...)
+	b = strconv.AppendBool(b, r.Duplicate)
+	return append(b, '}')
+}
+
+// errorDetail maps an error to the wire, the one place that does.
+func errorDetail(err error) ErrorDetail {
+	var se *schema.Error
+	if !asSchemaError(err, &se) {
+		return ErrorDetail{Code: schema.CodeInternal, Message: err.Error()}
+	}
+	d := ErrorDetail{Code: se.Code, Message: se.Message, CurrentSeq: se.CurrentSeq}
+	if d.Message == "" {
+		d.Message = string(se.Code)
+	}
+	if se.Index >= 0 {
+		i := se.Index
+		d.Index = &i
+	}
+	return d
+}
+
+// errorMsg builds the reply message: the JSON body and the micro error
+// headers (Nats-Service-Error-Code carries the contract code).
+func errorMsg(reply string, d ErrorDetail) *nats.Msg {
+	body, _ := json.Marshal(ErrorBody{Error: d})
+	m := nats.NewMsg(reply)
+	m.Data = body
+	m.Header.Set(micro.ErrorCodeHeader, string(d.Code))
+	// A header value cannot hold a line break.
+	desc := strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, d.Message)
+	if len(desc) > 512 {
+		desc = desc[:512]
+	}
+	m.Header.Set(micro.ErrorHeader, desc)
+	return m
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

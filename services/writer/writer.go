@@ -1,0 +1,230 @@
+package writer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/lru"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// Names and defaults.
+const (
+	ServiceName    = "sessionlog-writer"
+	ServiceVersion = "1.0.0"
+	// QueueGroup is shared by every replica: each request goes to one.
+	QueueGroup = "sessionlog-writer"
+
+	DefaultStateCacheSize = 10_000
+	DefaultMaxConcurrent  = 1024
+	// DefaultConflictRetries bounds how often an append without
+	// expectedSeq is retried after another writer moved the tail.
+	DefaultConflictRetries = 10
+	// recentIDs is how many of a session's last event ids are kept to
+	// recognize a retried request without reading the log.
+	recentIDs = 64
+	stripes   = 4096
+)
+
+// Config configures the writer.
+type Config struct {
+	Store      *logstore.Store
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	Now        func() time.Time
+	// StateCacheSize bounds the sessions whose folded state is cached.
+	StateCacheSize int
+	// MaxEventBytes bounds one encoded event (default: the store's limit;
+	// never above it).
+	MaxEventBytes int
+	// LeaseTTL is the lease TTL used for throttling renewals (default: the
+	// store's LeaseTTL, which is what the KV entries get).
+	LeaseTTL time.Duration
+	// MaxConcurrent bounds requests handled at once.
+	MaxConcurrent int
+	// ConflictRetries bounds retries of appends without expectedSeq.
+	ConflictRetries int
+	// RequestTimeout bounds the store work of one request (default: the
+	// store's request timeout times its resolve attempts, plus slack).
+	RequestTimeout time.Duration
+}
+
+// Service is the writer.
+type Service struct {
+	cfg     Config
+	st      *logstore.Store
+	nc      *nats.Conn
+	log     *slog.Logger
+	m       *metrics
+	cache   *lru.Cache[string, *entry]
+	leases  *lru.Cache[string, leaseMark]
+	locks   [stripes]sync.Mutex
+	seed    maphash.Seed
+	sem     chan struct{}
+	wg      sync.WaitGroup
+	ready   atomic.Bool
+	running atomic.Bool
+}
+
+// New checks cfg and builds the service; Run starts it.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("writer: Config.Store is required")
+	}
+	sc := cfg.Store.Config()
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Registerer == nil {
+		cfg.Registerer = prometheus.NewRegistry()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.StateCacheSize <= 0 {
+		cfg.StateCacheSize = DefaultStateCacheSize
+	}
+	if cfg.MaxEventBytes <= 0 || cfg.MaxEventBytes > sc.MaxEventBytes {
+		cfg.MaxEventBytes = sc.MaxEventBytes
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = sc.LeaseTTL
+	}
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if cfg.ConflictRetries <= 0 {
+		cfg.ConflictRetries = DefaultConflictRetries
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = time.Duration(sc.ResolveAttempts+1)*sc.RequestTimeout + 5*time.Second
+	}
+	s := &Service{
+		cfg:    cfg,
+		st:     cfg.Store,
+		nc:     cfg.Store.Conn(),
+		log:    cfg.Logger,
+		cache:  lru.New[string, *entry](cfg.StateCacheSize),
+		leases: lru.New[string, leaseMark](cfg.StateCacheSize),
+		seed:   maphash.MakeSeed(),
+		sem:    make(chan struct{}, cfg.MaxConcurrent),
+	}
+	m, err := newMetrics(cfg.Registerer, func() float64 { return float64(s.cache.Len()) })
+	if err != nil {
+		return nil, fmt.Errorf("writer: metrics: %w", err)
+	}
+	s.m = m
+	return s, nil
+}
+
+// Ready returns nil once the endpoints are subscribed and NATS is connected.
+func (s *Service) Ready() error {
+	if !s.ready.Load() {
+		return errors.New("writer: not started")
+	}
+	if !s.nc.IsConnected() {
+		return fmt.Errorf("writer: nats %s", s.nc.Status())
+	}
+	return nil
+}
+
+// Run serves until ctx is cancelled, then stops taking requests, waits for
+// the ones in flight and returns nil.
+func (s *Service) Run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return errors.New("writer: already running")
+	}
+	// Requests in flight finish with their own context: cancelling Run
+	// must not turn an append that is being stored into an unknown one.
+	reqCtx := context.WithoutCancel(ctx)
+	svc, err := micro.AddService(s.nc, micro.Config{
+		Name:        ServiceName,
+		Version:     ServiceVersion,
+		Description: "sessionlog append path: validates, checks structure, appends to the session log",
+		QueueGroup:  QueueGroup,
+	})
+	if err != nil {
+		return fmt.Errorf("writer: add service: %w", err)
+	}
+	for _, ep := range []struct {
+		name, subject string
+		h            func(context.Context, *nats.Msg)
+	}{
+		{"append", logstore.SubjectAppend, s.handleAppend},
+		{"heartbeat", logstore.SubjectHeartbeat, s.handleHeartbeat},
+	} {
+		h := ep.h
+		if err := svc.AddEndpoint(ep.name, micro.HandlerFunc(func(r micro.Request) { s.dispatch(reqCtx, r, h) }),
+			micro.WithEndpointSubject(ep.subject)); err != nil {
+			_ = svc.Stop()
+			return fmt.Errorf("writer: endpoint %s: %w", ep.name, err)
+		}
+	}
+	s.ready.Store(true)
+	s.log.Info("writer serving", "append", logstore.SubjectAppend, "heartbeat", logstore.SubjectHeartbeat)
+	<-ctx.Done()
+	s.ready.Store(false)
+	err = svc.Stop()
+	s.wg.Wait()
+	if err != nil {
+		s.log.Warn("writer: stop", "err", err)
+	}
+	return nil
+}
+
+// dispatch hands a request to its own goroutine: micro calls handlers one
+// at a time per endpoint, and an append waits for JetStream. The reply is
+// published directly (with the micro error headers) rather than through
+// micro.Request, whose bookkeeping is not safe from another goroutine.
+func (s *Service) dispatch(ctx context.Context, r micro.Request, h func(context.Context, *nats.Msg)) {
+	m := &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Data: r.Data()}
+	s.sem <- struct{}{}
+	s.wg.Add(1)
+	s.m.inflight.Inc()
+	go func() {
+		defer func() {
+			s.m.inflight.Dec()
+			<-s.sem
+			s.wg.Done()
+		}()
+		ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+		defer cancel()
+		h(ctx, m)
+	}()
+}
+
+func (s *Service) respond(reply string, body []byte) {
+	if reply == "" {
+		return
+	}
+	if err := s.nc.Publish(reply, body); err != nil {
+		s.log.Warn("writer: reply", "err", err)
+	}
+}
+
+func (s *Service) respondErr(reply string, d ErrorDetail) {
+	if reply == "" {
+		return
+	}
+	if err := s.nc.PublishMsg(errorMsg(reply, d)); err != nil {
+		s.log.Warn("writer: reply", "err", err)
+	}
+}
+
+// lock serializes the appends of one session inside this process.
+func (s *Service) lock(sessionID string) *sync.Mutex {
+	return &s.locks[maphash.String(s.seed, sessionID)%stripes]
+}
+
+func asSchemaError(err error, target **schema.Error) bool { return errors.As(err, target) }
