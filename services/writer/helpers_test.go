@@ -148,7 +148,9 @@ func ev(typ string, kv ...any) map[string]any {
 	return e
 }
 
-func created() map[string]any { return ev(schema.TypeSessionCreated, "data", map[string]any{"title": "t"}) }
+func created() map[string]any {
+	return ev(schema.TypeSessionCreated, "data", map[string]any{"title": "t"})
+}
 
 func events(es ...map[string]any) []map[string]any { return es }
 

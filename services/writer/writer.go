@@ -159,7 +159,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	for _, ep := range []struct {
 		name, subject string
-		h            func(context.Context, *nats.Msg)
+		h             func(context.Context, *nats.Msg)
 	}{
 		{"append", logstore.SubjectAppend, s.handleAppend},
 		{"heartbeat", logstore.SubjectHeartbeat, s.handleHeartbeat},
