@@ -171,6 +171,9 @@ func (s *Service) repair(ctx context.Context, id string, why trigger, reason str
 	if plan == nil {
 		return out, nil
 	}
+	if hook := s.beforeAppend.Load(); hook != nil {
+		(*hook)(id)
+	}
 	res, err := s.st.Append(ctx, logstore.AppendRequest{SessionID: id, ExpectedStreamSeq: tail.StreamSeq, Events: plan})
 	if err != nil {
 		if errors.Is(err, logstore.ErrConflict) {

@@ -93,6 +93,10 @@ type Service struct {
 	expiries map[string]time.Time // best known expiry of a gone lease
 	stopping bool
 
+	// beforeAppend, if set (tests only), runs between planning a repair
+	// and appending it.
+	beforeAppend atomic.Pointer[func(id string)]
+
 	running  atomic.Bool
 	ready    atomic.Bool
 	watching atomic.Bool

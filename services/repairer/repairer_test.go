@@ -193,3 +193,367 @@ func counter(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+func (e *env) request(body string) (map[string]any, string) {
+	e.t.Helper()
+	m, err := e.nc.Request(logstore.SubjectRepair, []byte(body), 10*time.Second)
+	if err != nil {
+		e.t.Fatalf("request %s: %v", body, err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(m.Data, &out); err != nil {
+		e.t.Fatalf("reply %s: %v", m.Data, err)
+	}
+	return out, m.Header.Get("Nats-Service-Error-Code")
+}
+
+func errCode(reply map[string]any) string {
+	if e, ok := reply["error"].(map[string]any); ok {
+		c, _ := e["code"].(string)
+		return c
+	}
+	return ""
+}
+
+// A session whose holder never named itself makes no claim of liveness:
+// it is never repaired automatically (a sweep passes it by), only on demand.
+func TestNeverClaimedRepairedOnlyOnDemand(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(Config{Grace: testGrace, SweepInterval: 100 * time.Millisecond})
+	e.appendEvents("s-free", evCreated, evTurn, evRequested)
+	// Let several sweeps and a full TTL + grace pass.
+	deadline := time.Now().Add(testTTL + testGrace + 500*time.Millisecond)
+	for time.Now().Before(deadline) {
+		if e.fold("s-free").Paused {
+			t.Fatal("an unclaimed session was repaired automatically")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	reply, hdr := e.request(`{"sessionId":"s-free"}`)
+	if reply["repaired"] != true || hdr != "" {
+		t.Fatalf("on demand: %v (error header %q)", reply, hdr)
+	}
+	closed := reply["closed"].([]any)
+	if len(closed) != 2 || reply["firstSeq"].(float64) != 4 || reply["lastSeq"].(float64) != 7 {
+		t.Fatalf("reply %v", reply)
+	}
+	st := e.fold("s-free")
+	if !st.Paused || st.Tools["c1"].Status != schema.ToolNotStarted {
+		t.Fatalf("after demand: paused %v, c1 %s", st.Paused, st.Tools["c1"].Status)
+	}
+	// Nothing left: a second request repairs nothing.
+	reply, _ = e.request(`{"sessionId":"s-free"}`)
+	if reply["repaired"] != false || len(reply["closed"].([]any)) != 0 {
+		t.Fatalf("second demand: %v", reply)
+	}
+	if n := e.repairs("s-free"); n != 1 {
+		t.Fatalf("%d repairs", n)
+	}
+	if got := counter(t, r.svc.m.repaired.WithLabelValues(string(triggerDemand))); got != 1 {
+		t.Fatalf("demand repairs metric %v", got)
+	}
+}
+
+func TestDemandErrors(t *testing.T) {
+	e := newEnv(t)
+	e.start(Config{Grace: testGrace})
+	e.appendEvents("s-live", evCreated, evTurn)
+	e.claim("s-live", "agent-1")
+
+	for _, tc := range []struct{ name, body, code string }{
+		{"BadJSON", `{"sessionId":`, "bad_request"},
+		{"UnknownField", `{"sessionId":"s-live","forced":true}`, "bad_request"},
+		{"MissingID", `{}`, "bad_request"},
+		{"BadID", `{"sessionId":"a.b"}`, "bad_request"},
+		{"NotFound", `{"sessionId":"nope"}`, "not_found"},
+		{"LiveLease", `{"sessionId":"s-live"}`, "conflict"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reply, hdr := e.request(tc.body)
+			if errCode(reply) != tc.code || hdr != tc.code {
+				t.Fatalf("reply %v header %q, want %s", reply, hdr, tc.code)
+			}
+		})
+	}
+	if e.fold("s-live").Paused {
+		t.Fatal("refused requests changed the session")
+	}
+	reply, _ := e.request(`{"sessionId":"s-live","force":true}`)
+	if reply["repaired"] != true {
+		t.Fatalf("force: %v", reply)
+	}
+	if !e.fold("s-live").Paused {
+		t.Fatal("forced repair did not pause")
+	}
+	// A forced repair of a held session keeps its claim: the holder's
+	// later death is still noticed.
+	if c, _ := e.store.GetClaim(context.Background(), "s-live"); c == nil {
+		t.Fatal("forced repair dropped a live holder's claim")
+	}
+}
+
+// A holder that keeps renewing with a turn open is never repaired, however
+// many TTLs pass.
+func TestLiveHolderNeverRepaired(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(Config{Grace: 0, SweepInterval: 200 * time.Millisecond})
+	e.appendEvents("s-busy", evCreated, evTurn, evRequested, evStarted)
+	stop := time.Now().Add(5 * testTTL)
+	for time.Now().Before(stop) {
+		e.claim("s-busy", "agent-1")
+		time.Sleep(testTTL / 3)
+		if e.fold("s-busy").Paused {
+			t.Fatal("a live holder's session was repaired")
+		}
+	}
+	if got := counter(t, r.svc.m.checks.WithLabelValues("live")); got == 0 {
+		t.Fatal("the sweeps never looked at the session")
+	}
+	// Once it stops renewing, it is.
+	natstest.CheckFor(t, testTTL+2*time.Second, 20*time.Millisecond, func() error {
+		if !e.fold("s-busy").Paused {
+			return fmt.Errorf("not repaired")
+		}
+		return nil
+	})
+}
+
+// Sessions orphaned while no repairer ran are found by the sweep on start.
+func TestSweepOnStartFindsOrphans(t *testing.T) {
+	e := newEnv(t)
+	for i := 0; i < 10; i++ {
+		id := fmt.Sprintf("s-%d", i)
+		e.appendEvents(id, evCreated, evTurn)
+		e.claim(id, "agent")
+	}
+	// Wait until the leases are gone (markers written), then start.
+	natstest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		l, _, err := e.store.GetLease(context.Background(), "s-9")
+		if err != nil || l != nil {
+			return fmt.Errorf("lease still live (%v)", err)
+		}
+		return nil
+	})
+	time.Sleep(testGrace) // no watcher runs: this only lets the grace pass
+	r := e.start(Config{Grace: testGrace, SweepInterval: -1})
+	natstest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		for i := 0; i < 10; i++ {
+			if !e.fold(fmt.Sprintf("s-%d", i)).Paused {
+				return fmt.Errorf("s-%d not repaired", i)
+			}
+		}
+		return nil
+	})
+	if got := counter(t, r.svc.m.repaired.WithLabelValues(string(triggerSweep))); got != 10 {
+		t.Fatalf("sweep repairs %v, want 10", got)
+	}
+}
+
+// The sweep honours the grace period when it finds a lease that just went.
+func TestSweepWaitsForGrace(t *testing.T) {
+	e := newEnv(t)
+	e.appendEvents("s-1", evCreated, evTurn)
+	e.claim("s-1", "agent")
+	var gone time.Time
+	natstest.CheckFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+		l, _, err := e.store.GetLease(context.Background(), "s-1")
+		if err != nil || l != nil {
+			return fmt.Errorf("lease still live (%v)", err)
+		}
+		gone = time.Now()
+		return nil
+	})
+	grace := 1500 * time.Millisecond
+	e.start(Config{Grace: grace, SweepInterval: -1})
+	natstest.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		if !e.fold("s-1").Paused {
+			return fmt.Errorf("not repaired")
+		}
+		return nil
+	})
+	if d := time.Since(gone); d < grace-300*time.Millisecond {
+		t.Fatalf("repaired %v after the lease went, grace %v", d, grace)
+	}
+}
+
+// Every row of the table alone, and all at once, through the service.
+func TestEveryRowThroughService(t *testing.T) {
+	e := newEnv(t)
+	e.start(Config{Grace: testGrace})
+	rows := map[string][]string{
+		"attempt":    {`{"type":"attempt/started","turnId":"t1","attemptId":"a1"}`},
+		"requested":  {evRequested},
+		"started":    {evRequested, evStarted},
+		"approval":   {`{"type":"approval/requested","turnId":"t1","data":{"approvalId":"p1","prompt":"ok?"}}`},
+		"job":        {`{"type":"job/started","turnId":"t1","data":{"jobId":"j1"}}`},
+		"compaction": {`{"type":"compaction/started","data":{"compactionId":"k1","throughSeq":1}}`},
+		"step":       {`{"type":"step/started","turnId":"t1","stepId":"st1"}`},
+	}
+	var all []string
+	for name, evs := range rows {
+		e.appendEvents("row-"+name, append([]string{evCreated, evTurn}, evs...)...)
+		e.claim("row-"+name, "agent")
+		if name == "started" {
+			continue // its request is in "requested" already
+		}
+		all = append(all, evs...)
+	}
+	all = append(all, `{"type":"tool/requested","turnId":"t1","toolCallId":"c2","data":{"name":"sh","input":{}}}`,
+		`{"type":"tool/started","turnId":"t1","toolCallId":"c2"}`)
+	e.appendEvents("row-all", append([]string{evCreated, evTurn}, all...)...)
+	e.claim("row-all", "agent")
+	// Work outside a turn: a job after the turn ended.
+	e.appendEvents("row-outside", evCreated, evTurn, `{"type":"turn/ended","turnId":"t1","data":{"reason":"completed"}}`,
+		`{"type":"job/started","data":{"jobId":"bg"}}`)
+	e.claim("row-outside", "agent")
+
+	ids := []string{"row-all", "row-outside"}
+	for name := range rows {
+		ids = append(ids, "row-"+name)
+	}
+	natstest.CheckFor(t, testTTL+testGrace+3*time.Second, 20*time.Millisecond, func() error {
+		for _, id := range ids {
+			st := e.fold(id)
+			if !st.Paused || st.HasOpenWork() {
+				return fmt.Errorf("%s: paused %v open %v", id, st.Paused, st.OpenWork())
+			}
+		}
+		return nil
+	})
+	all2 := e.fold("row-all")
+	if all2.Tools["c1"].Status != schema.ToolNotStarted || all2.Tools["c2"].Status != schema.ToolOutcomeUnknown ||
+		all2.Approvals["p1"].Decision != schema.DecisionExpired || all2.Compactions["k1"].Outcome != "aborted" {
+		t.Fatalf("row-all closers: c1 %s c2 %s p1 %s k1 %s", all2.Tools["c1"].Status, all2.Tools["c2"].Status,
+			all2.Approvals["p1"].Decision, all2.Compactions["k1"].Outcome)
+	}
+	for _, id := range ids {
+		if n := e.repairs(id); n != 1 {
+			t.Fatalf("%s: %d repairs", id, n)
+		}
+	}
+}
+
+// The holder comes back and appends at the moment the repair does, both
+// against the tail it last saw: exactly one of them takes the position,
+// the other sees a conflict, and the log folds cleanly.
+func TestHolderAndRepairRace(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(Config{Grace: 0, SweepInterval: -1})
+	const n = 40
+	for i := 0; i < n; i++ {
+		e.appendEvents(fmt.Sprintf("race-%d", i), evCreated, evTurn, evRequested, evStarted)
+	}
+	var holderWon, holderLost int
+	for i := 0; i < n; i++ {
+		id := fmt.Sprintf("race-%d", i)
+		tail, err := e.store.Tail(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		result := schema.Envelope{SchemaVersion: 1, SessionID: id, Seq: tail.Seq + 1, EventID: "holder-result",
+			Time: time.Now().UTC(), Type: schema.TypeToolResult, TurnID: "t1", ToolCallID: "c1", Data: json.RawMessage(`{"status":"ok"}`)}
+		lostBefore := counter(t, r.svc.m.lost)
+		// Release the holder exactly when the repair, planned against the
+		// same tail, is about to append: both go for the same position.
+		release := make(chan struct{})
+		var once sync.Once
+		hook := func(string) { once.Do(func() { close(release) }) }
+		r.svc.beforeAppend.Store(&hook)
+		var wg sync.WaitGroup
+		var herr, rerr error
+		var out Outcome
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-release
+			_, herr = e.store.Append(context.Background(), logstore.AppendRequest{SessionID: id, ExpectedStreamSeq: tail.StreamSeq, Events: []schema.Envelope{result}})
+		}()
+		go func() {
+			defer wg.Done()
+			out, rerr = r.svc.Repair(context.Background(), id, true)
+		}()
+		wg.Wait()
+		r.svc.beforeAppend.Store(nil)
+		if rerr != nil {
+			t.Fatalf("%s: repair: %v", id, rerr)
+		}
+		st := e.fold(id) // fails the test if the log does not fold
+		if !st.Paused || st.HasOpenWork() || st.Repairs != 1 {
+			t.Fatalf("%s: paused %v open %v repairs %d", id, st.Paused, st.OpenWork(), st.Repairs)
+		}
+		lost := counter(t, r.svc.m.lost) > lostBefore
+		switch {
+		case herr == nil:
+			holderWon++
+			if !lost {
+				t.Fatalf("%s: the holder took the position the repair planned against, but the repair saw no conflict", id)
+			}
+			// The result is stored right after the tail; the repair was
+			// planned after it (directly, or after losing the check).
+			if st.Tools["c1"].Status != schema.ToolOK || out.FirstSeq != tail.Seq+2 {
+				t.Fatalf("%s: holder won but c1 is %s and the repair starts at %d", id, st.Tools["c1"].Status, out.FirstSeq)
+			}
+		case schema.CodeOf(herr) == schema.CodeConflict:
+			holderLost++
+			if lost {
+				t.Fatalf("%s: both the holder and the repair lost", id)
+			}
+			if st.Tools["c1"].Status != schema.ToolOutcomeUnknown || out.FirstSeq != tail.Seq+1 {
+				t.Fatalf("%s: repair won but c1 is %s, repair at %d", id, st.Tools["c1"].Status, out.FirstSeq)
+			}
+		default:
+			t.Fatalf("%s: holder append: %v", id, herr)
+		}
+	}
+	t.Logf("holder won %d, repair won %d", holderWon, holderLost)
+}
+
+// Several replicas race over the same orphans: every session is repaired
+// exactly once, and the replicas' counts add up to one repair each.
+func TestReplicasRepairEachSessionOnce(t *testing.T) {
+	for _, replicas := range []int{2, 3} {
+		t.Run(fmt.Sprintf("replicas=%d", replicas), func(t *testing.T) {
+			e := newEnv(t)
+			var rs []*running
+			for i := 0; i < replicas; i++ {
+				rs = append(rs, e.start(Config{Grace: testGrace, SweepInterval: 300 * time.Millisecond}))
+			}
+			const n = 200
+			for i := 0; i < n; i++ {
+				id := fmt.Sprintf("orphan-%d", i)
+				e.appendEvents(id, evCreated, evTurn, evRequested, evStarted)
+				e.claim(id, "agent")
+			}
+			natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+				total := 0.0
+				for _, r := range rs {
+					for _, why := range []trigger{triggerExpiry, triggerSweep} {
+						total += counter(t, r.svc.m.repaired.WithLabelValues(string(why)))
+					}
+				}
+				if total < n {
+					return fmt.Errorf("%v of %d repaired", total, n)
+				}
+				return nil
+			})
+			// Let stragglers (queued sweeps) finish, then count in the log.
+			time.Sleep(500 * time.Millisecond)
+			total := 0.0
+			for _, r := range rs {
+				for _, why := range []trigger{triggerExpiry, triggerSweep} {
+					total += counter(t, r.svc.m.repaired.WithLabelValues(string(why)))
+				}
+			}
+			if total != n {
+				t.Fatalf("replicas counted %v repairs of %d sessions", total, n)
+			}
+			for i := 0; i < n; i++ {
+				id := fmt.Sprintf("orphan-%d", i)
+				if got := e.repairs(id); got != 1 {
+					t.Fatalf("%s repaired %d times", id, got)
+				}
+				e.fold(id)
+			}
+		})
+	}
+}
