@@ -132,16 +132,23 @@ func (e *env) fold(id string) *session.State {
 	return st
 }
 
+// repairs counts the session's repair/applied events; the log must fold.
 func (e *env) repairs(id string) int {
 	e.t.Helper()
 	evs, _, err := e.store.ReadEvents(context.Background(), id, 0)
 	if err != nil {
-		e.t.Fatal(err)
+		e.t.Error(err)
+		return -1
 	}
 	n := 0
-	for _, ev := range evs {
+	st := session.New(id)
+	for i, ev := range evs {
 		if ev.Type == schema.TypeRepairApplied {
 			n++
+		}
+		if err := st.Apply(&evs[i].Envelope); err != nil {
+			e.t.Errorf("%s: seq %d does not fold: %v", id, ev.Seq, err)
+			return -1
 		}
 	}
 	return n
@@ -519,11 +526,15 @@ func TestReplicasRepairEachSessionOnce(t *testing.T) {
 				rs = append(rs, e.start(Config{Grace: testGrace, SweepInterval: 300 * time.Millisecond}))
 			}
 			const n = 200
-			for i := 0; i < n; i++ {
+			parallel(n, func(i int) {
 				id := fmt.Sprintf("orphan-%d", i)
-				e.appendEvents(id, evCreated, evTurn, evRequested, evStarted)
-				e.claim(id, "agent")
-			}
+				if _, err := e.tryAppend(id, evCreated, evTurn, evRequested, evStarted); err != nil {
+					t.Error(err)
+				}
+				if err := e.store.RenewLease(context.Background(), id, "agent", time.Now()); err != nil {
+					t.Error(err)
+				}
+			})
 			natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
 				total := 0.0
 				for _, r := range rs {
@@ -547,13 +558,32 @@ func TestReplicasRepairEachSessionOnce(t *testing.T) {
 			if total != n {
 				t.Fatalf("replicas counted %v repairs of %d sessions", total, n)
 			}
-			for i := 0; i < n; i++ {
+			parallel(n, func(i int) {
 				id := fmt.Sprintf("orphan-%d", i)
 				if got := e.repairs(id); got != 1 {
-					t.Fatalf("%s repaired %d times", id, got)
+					t.Errorf("%s repaired %d times", id, got)
 				}
-				e.fold(id)
-			}
+			})
 		})
 	}
+}
+
+// parallel runs f(0..n-1) on a few goroutines (test setup and checks).
+func parallel(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				f(i)
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
