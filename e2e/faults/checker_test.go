@@ -1,0 +1,359 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
+)
+
+// faultStored is one message of the final stream.
+type faultStored struct {
+	StreamSeq uint64
+	Env       schema.Envelope
+}
+
+// faultDump reads every message of the stream, in stream order, checking
+// that each is one well-formed event on the subject of its session with
+// headers that agree with its body.
+func faultDump(ctx context.Context, js jetstream.JetStream, stream string) (map[string][]faultStored, int, []string, error) {
+	var problems []string
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	out := map[string][]faultStored{}
+	last := info.State.LastSeq
+	if last == 0 {
+		return out, 0, nil, nil
+	}
+	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(2000))
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	defer it.Stop()
+	n := 0
+	for {
+		m, err := it.Next()
+		if err != nil {
+			return nil, n, problems, fmt.Errorf("dump at %d of %d: %w", n, last, err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return nil, n, problems, err
+		}
+		n++
+		sid, ok := logstore.SessionFromSubject(m.Subject())
+		e, derr := schema.Decode(m.Data())
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("stream seq %d: subject %q names no session", md.Sequence.Stream, m.Subject()))
+		case derr != nil:
+			problems = append(problems, fmt.Sprintf("stream seq %d: %v", md.Sequence.Stream, derr))
+		case e.SessionID != sid:
+			problems = append(problems, fmt.Sprintf("stream seq %d: event of %s on the subject of %s", md.Sequence.Stream, e.SessionID, sid))
+		case m.Headers().Get(logstore.HeaderMsgID) != logstore.MsgID(sid, e.EventID):
+			problems = append(problems, fmt.Sprintf("stream seq %d: Nats-Msg-Id %q for event %s", md.Sequence.Stream, m.Headers().Get(logstore.HeaderMsgID), e.EventID))
+		case m.Headers().Get(logstore.HeaderSeq) != strconv.FormatUint(e.Seq, 10) || m.Headers().Get(logstore.HeaderType) != e.Type:
+			problems = append(problems, fmt.Sprintf("stream seq %d: SL headers %q/%q disagree with seq %d type %s", md.Sequence.Stream, m.Headers().Get(logstore.HeaderSeq), m.Headers().Get(logstore.HeaderType), e.Seq, e.Type))
+		default:
+			if err := schema.Validate(&e, schema.ValidateOptions{Origin: schema.OriginService, Stored: true}); err != nil {
+				problems = append(problems, fmt.Sprintf("stream seq %d: stored event invalid: %v", md.Sequence.Stream, err))
+			}
+			out[sid] = append(out[sid], faultStored{StreamSeq: md.Sequence.Stream, Env: e})
+		}
+		if md.Sequence.Stream >= last {
+			return out, n, problems, nil
+		}
+	}
+}
+
+// faultReport is the checker's verdict.
+type faultReport struct {
+	Events, Sessions int
+	// Acked: events the fleet was told are committed.
+	Acked int
+	// Lost: acknowledged events missing from the stream (or not where
+	// the reply said). Dups: an event id stored twice, or a seq twice.
+	// Gaps: a session whose seqs are not 1..n.
+	Lost, Dups, Gaps int
+	// Unknown outcomes found committed / not committed; Partial ones are
+	// a broken atomic batch.
+	UnknownCommitted, UnknownNot, Partial int
+	// Phantom: stored events of a request the fleet was definitely told
+	// was not committed.
+	Phantom int
+	// Foreign: stored non-synthetic events no agent sent.
+	Foreign int
+	// Repairs.
+	Abandoned, AbandonedRepaired, RepairedLive, RepairedTwice int
+	Unfoldable                                                int
+	Problems                                                  []string
+}
+
+func (r *faultReport) problem(format string, args ...any) {
+	if len(r.Problems) < 50 {
+		r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+	}
+}
+
+// OK reports whether every guarantee held.
+func (r *faultReport) OK() bool {
+	return r.Lost == 0 && r.Dups == 0 && r.Gaps == 0 && r.Partial == 0 && r.Phantom == 0 &&
+		r.Foreign == 0 && r.RepairedTwice == 0 && r.Unfoldable == 0 && r.AbandonedRepaired == r.Abandoned && len(r.Problems) == 0
+}
+
+func (r *faultReport) String() string {
+	return fmt.Sprintf("events=%d sessions=%d acked=%d lost=%d dups=%d gaps=%d unknown_committed=%d unknown_not=%d partial=%d phantom=%d foreign=%d abandoned=%d repaired=%d repaired_live=%d repaired_twice=%d unfoldable=%d",
+		r.Events, r.Sessions, r.Acked, r.Lost, r.Dups, r.Gaps, r.UnknownCommitted, r.UnknownNot, r.Partial, r.Phantom,
+		r.Foreign, r.Abandoned, r.AbandonedRepaired, r.RepairedLive, r.RepairedTwice, r.Unfoldable)
+}
+
+// faultCheck holds the fleet's history against the stored sessions.
+func faultCheck(stored map[string][]faultStored, batches []*faultBatch, sessions map[string]*faultSessionRec, dumpProblems []string) *faultReport {
+	r := &faultReport{Sessions: len(stored)}
+	for _, p := range dumpProblems {
+		r.problem("%s", p)
+	}
+	type pos struct {
+		sid string
+		seq uint64
+		typ string
+	}
+	where := map[string]pos{} // sid:eventId -> position
+	for sid, evs := range stored {
+		r.Events += len(evs)
+		seen := map[string]bool{}
+		for i, s := range evs {
+			if want := uint64(i + 1); s.Env.Seq != want {
+				r.Gaps++
+				r.problem("%s: event %d of the stream order has seq %d (want %d)", sid, i, s.Env.Seq, want)
+				break
+			}
+		}
+		for _, s := range evs {
+			k := logstore.MsgID(sid, s.Env.EventID)
+			if seen[k] {
+				r.Dups++
+				r.problem("%s: event id %s stored twice", sid, s.Env.EventID)
+			}
+			seen[k] = true
+			where[k] = pos{sid, s.Env.Seq, s.Env.Type}
+		}
+		// Every stored session folds under the rules of pkg/session.
+		st := session.New(sid)
+		for i := range evs {
+			if err := st.Apply(&evs[i].Env); err != nil {
+				r.Unfoldable++
+				r.problem("%s: seq %d %s does not fold: %v", sid, evs[i].Env.Seq, evs[i].Env.Type, err)
+				break
+			}
+		}
+		repairs := 0
+		for _, s := range evs {
+			if s.Env.Type == schema.TypeRepairApplied {
+				repairs++
+			}
+		}
+		rec := sessions[sid]
+		switch {
+		case repairs > 1:
+			r.RepairedTwice++
+			r.problem("%s: %d repair/applied", sid, repairs)
+		case rec != nil && rec.Abandoned:
+			// counted below
+		case repairs == 1:
+			r.RepairedLive++
+		}
+		if rec != nil && rec.Abandoned && repairs == 1 && st.HasOpenWork() {
+			r.problem("%s: repaired but work is still open", sid)
+		}
+	}
+	for _, rec := range sessions {
+		if !rec.Abandoned {
+			continue
+		}
+		r.Abandoned++
+		n := 0
+		for _, s := range stored[rec.ID] {
+			if s.Env.Type == schema.TypeRepairApplied {
+				n++
+			}
+		}
+		if n == 1 {
+			r.AbandonedRepaired++
+		} else if n == 0 {
+			r.problem("%s: abandoned with open work and never repaired", rec.ID)
+		}
+	}
+	sent := map[string]bool{}
+	for _, b := range batches {
+		present := 0
+		for i, id := range b.EventIDs {
+			k := logstore.MsgID(b.Session, id)
+			sent[k] = true
+			p, ok := where[k]
+			if !ok {
+				continue
+			}
+			present++
+			if b.Outcome == faultCommitted {
+				if want := b.FirstSeq + uint64(i); p.seq != want || p.typ != b.Types[i] {
+					r.Lost++
+					r.problem("%s: %s %s acknowledged at seq %d, stored at seq %d as %s", b.Session, b.Types[i], id, want, p.seq, p.typ)
+				}
+			}
+		}
+		switch b.Outcome {
+		case faultCommitted:
+			r.Acked += len(b.EventIDs)
+			if present < len(b.EventIDs) {
+				r.Lost += len(b.EventIDs) - present
+				r.problem("%s: %d of %d acknowledged events %v missing (attempts %s)", b.Session, len(b.EventIDs)-present, len(b.EventIDs), b.Types, faultAttempts(b))
+			}
+		case faultUnknown:
+			switch present {
+			case 0:
+				r.UnknownNot++
+			case len(b.EventIDs):
+				r.UnknownCommitted++
+			default:
+				r.Partial++
+				r.problem("%s: batch %v stored %d of %d events", b.Session, b.Types, present, len(b.EventIDs))
+			}
+		case faultNotCommitted, "":
+			if present > 0 {
+				sawUnknown := false
+				for _, a := range b.Attempts {
+					switch a.Result {
+					case "timeout", "disconnected", string(schema.CodeOutcomeUnknown), "bad_reply":
+						sawUnknown = true
+					}
+				}
+				// Definite refusals after an unknown send are about that
+				// send only; a conflict is about the batch.
+				if !sawUnknown || b.Code != "" {
+					r.Phantom++
+					r.problem("%s: %v stored %d events though the batch ended %q (attempts %s)", b.Session, b.Types, present, b.Code, faultAttempts(b))
+				} else if present == len(b.EventIDs) {
+					r.UnknownCommitted++
+				} else {
+					r.Partial++
+				}
+			}
+		}
+	}
+	for sid, evs := range stored {
+		if sessions[sid] == nil {
+			continue // not the fleet's (a fork child, a hostile probe)
+		}
+		for _, s := range evs {
+			if !s.Env.Synthetic && !sent[logstore.MsgID(sid, s.Env.EventID)] {
+				r.Foreign++
+				r.problem("%s: seq %d %s %s was never sent by the fleet", sid, s.Env.Seq, s.Env.Type, s.Env.EventID)
+			}
+		}
+	}
+	sort.Strings(r.Problems)
+	return r
+}
+
+func faultAttempts(b *faultBatch) string {
+	var parts []string
+	for _, a := range b.Attempts {
+		parts = append(parts, fmt.Sprintf("%s@%s+%dms", a.Result, a.Start.Format("15:04:05.000"), a.End.Sub(a.Start).Milliseconds()))
+	}
+	return strings.Join(parts, ",")
+}
+
+// faultWindow is one fault, from injection until the cluster is whole.
+type faultWindow struct {
+	Name       string
+	Start, End time.Time
+}
+
+// faultUnavailable is the longest time within w during which no agent got
+// a committed reply: the gaps between consecutive acknowledgements that
+// overlap the window, clipped to it.
+func faultUnavailable(oks []time.Time, w faultWindow) (time.Duration, int) {
+	var longest time.Duration
+	acked := 0
+	prev := time.Time{}
+	for _, t := range oks {
+		if !t.Before(w.Start) && !t.After(w.End) {
+			acked++
+		}
+		if !prev.IsZero() && t.After(w.Start) && prev.Before(w.End) {
+			a, b := prev, t
+			if a.Before(w.Start) {
+				a = w.Start
+			}
+			if b.After(w.End) {
+				b = w.End
+			}
+			if d := b.Sub(a); d > longest {
+				longest = d
+			}
+		}
+		prev = t
+	}
+	// No acknowledgement after the last one inside the window.
+	if !prev.IsZero() && prev.Before(w.End) {
+		a := prev
+		if a.Before(w.Start) {
+			a = w.Start
+		}
+		if d := w.End.Sub(a); d > longest {
+			longest = d
+		}
+	}
+	return longest, acked
+}
+
+// faultAttemptStats summarizes what the sends were answered and how long
+// committed ones took.
+func faultAttemptStats(batches []*faultBatch) string {
+	results := map[string]int{}
+	var lat []time.Duration
+	for _, b := range batches {
+		for _, a := range b.Attempts {
+			results[a.Result]++
+			if a.Result == "ok" || a.Result == "duplicate" {
+				lat = append(lat, a.End.Sub(a.Start))
+			}
+		}
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	q := func(f float64) time.Duration {
+		if len(lat) == 0 {
+			return 0
+		}
+		return lat[int(f*float64(len(lat)-1))].Round(100 * time.Microsecond)
+	}
+	keys := make([]string, 0, len(results))
+	for k := range results {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, results[k]))
+	}
+	return fmt.Sprintf("%s latency_p50=%v p90=%v p99=%v max=%v", strings.Join(parts, " "), q(0.5), q(0.9), q(0.99), q(1))
+}

@@ -1,0 +1,575 @@
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
+)
+
+// The fleet: simulated agents that run realistic sessions through the
+// writer's wire contract (DESIGN.md section 4) and write down every
+// request, the event ids it carried and what they were told.
+
+// faultOutcome is what the client knows about a request in the end.
+type faultOutcome string
+
+const (
+	faultCommitted    faultOutcome = "committed"
+	faultNotCommitted faultOutcome = "not_committed"
+	faultUnknown      faultOutcome = "unknown"
+)
+
+// faultAttempt is one send of a request.
+type faultAttempt struct {
+	Start, End time.Time
+	// Result is "ok", "duplicate", a contract code, or a transport
+	// failure: "timeout" (sent, no answer: unknown), "no_responders"
+	// (nobody took it: not sent), "disconnected".
+	Result   string
+	FirstSeq uint64
+	LastSeq  uint64
+}
+
+// faultBatch is one logical append (all its attempts carry the same
+// event ids and expectation).
+type faultBatch struct {
+	Agent       int
+	Session     string
+	EventIDs    []string
+	Types       []string
+	ExpectedSeq uint64
+	Attempts    []faultAttempt
+	Outcome     faultOutcome
+	// Code is the definite refusal that ended the batch, if any.
+	Code              string
+	FirstSeq, LastSeq uint64
+}
+
+// faultSessionRec is what the client knows about one session.
+type faultSessionRec struct {
+	ID    string
+	Agent int
+	// Abandoned: the agent "crashed" with work open and never came back;
+	// the repairer must close the session exactly once.
+	Abandoned bool
+	// RepairedLive: the agent found its session repaired under it (its
+	// lease expired during a fault) and moved on.
+	RepairedLive bool
+	Closed       bool
+}
+
+// faultFleetConfig tunes the workload.
+type faultFleetConfig struct {
+	Agents int
+	// URLs returns the server list agent i connects with (each agent
+	// prefers a different node, as agents on many hosts would).
+	URLs func(i int) string
+	// Reader reloads a session after a conflict.
+	Reader *logstore.Store
+	// Think is the mean pause between two requests of one agent.
+	Think          time.Duration
+	RequestTimeout time.Duration
+	// Abandon: the share of sessions an agent walks away from with a tool
+	// call in flight, while AbandonUntil has not passed.
+	Abandon      float64
+	AbandonUntil time.Time
+	Seed         uint64
+}
+
+// faultFleet runs the agents and holds the history.
+type faultFleet struct {
+	cfg      faultFleetConfig
+	mu       sync.Mutex
+	batches  []*faultBatch
+	sessions map[string]*faultSessionRec
+	// oks are the arrival times of committed replies, fleet wide.
+	oks    []time.Time
+	errs   []string
+	events int // events acknowledged
+}
+
+func newFaultFleet(cfg faultFleetConfig) *faultFleet {
+	if cfg.Think <= 0 {
+		cfg.Think = 40 * time.Millisecond
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 4 * time.Second
+	}
+	return &faultFleet{cfg: cfg, sessions: map[string]*faultSessionRec{}}
+}
+
+func (f *faultFleet) errorf(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.errs) < 100 {
+		f.errs = append(f.errs, fmt.Sprintf(format, args...))
+	}
+}
+
+// Run runs every agent until stop is closed, then lets each finish its
+// session (close it) until ctx ends.
+func (f *faultFleet) Run(ctx context.Context, stop <-chan struct{}) {
+	var wg sync.WaitGroup
+	for i := 0; i < f.cfg.Agents; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a, err := newFaultAgent(f, i)
+			if err != nil {
+				f.errorf("agent %d: %v", i, err)
+				return
+			}
+			defer a.nc.Close()
+			a.run(ctx, stop)
+		}()
+	}
+	wg.Wait()
+}
+
+// faultAgent is one simulated agent.
+type faultAgent struct {
+	f      *faultFleet
+	id     int
+	holder string
+	nc     *nats.Conn
+	rng    *rand.Rand
+	stop   <-chan struct{}
+	n      int // sessions started
+
+	// The session in progress.
+	rec   *faultSessionRec
+	state *session.State
+	ids   int
+}
+
+func newFaultAgent(f *faultFleet, i int) (*faultAgent, error) {
+	nc, err := nats.Connect(f.cfg.URLs(i),
+		nats.Name(fmt.Sprintf("fault-agent-%d", i)),
+		nats.DontRandomize(), nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true),
+		nats.ReconnectWait(100*time.Millisecond), nats.Timeout(2*time.Second),
+		nats.PingInterval(time.Second), nats.MaxPingsOutstanding(3))
+	if err != nil {
+		return nil, err
+	}
+	return &faultAgent{f: f, id: i, holder: fmt.Sprintf("agent-%02d", i), nc: nc,
+		rng: rand.New(rand.NewPCG(f.cfg.Seed, uint64(i)))}, nil
+}
+
+func (a *faultAgent) stopping() bool {
+	select {
+	case <-a.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+var (
+	// errFaultLost: the session is gone for this agent (repaired under
+	// it, or refused); start another.
+	errFaultLost = errors.New("session lost")
+	// errFaultAbandon: the agent walks away (simulated crash).
+	errFaultAbandon = errors.New("abandoned")
+)
+
+func (a *faultAgent) run(ctx context.Context, stop <-chan struct{}) {
+	a.stop = stop
+	for !a.stopping() && ctx.Err() == nil {
+		a.n++
+		sid := fmt.Sprintf("f%02d-%03d-%s", a.id, a.n, strings.ToLower(ulid.Make().String()[20:]))
+		a.rec = &faultSessionRec{ID: sid, Agent: a.id}
+		a.state = session.New(sid)
+		a.f.mu.Lock()
+		a.f.sessions[sid] = a.rec
+		a.f.mu.Unlock()
+		err := a.session(ctx)
+		switch {
+		case errors.Is(err, errFaultAbandon):
+			a.rec.Abandoned = true
+		case err != nil && ctx.Err() == nil && !errors.Is(err, errFaultLost):
+			a.f.errorf("agent %d session %s: %v", a.id, sid, err)
+		}
+	}
+}
+
+// ev builds a request event.
+func (a *faultAgent) ev(typ string, set func(e *schema.Envelope), data any) schema.Envelope {
+	e := schema.Envelope{EventID: ulid.Make().String(), Type: typ}
+	if set != nil {
+		set(&e)
+	}
+	if data != nil {
+		b, err := json.Marshal(data)
+		if err != nil {
+			panic(err)
+		}
+		e.Data = b
+	} else {
+		e.Data = json.RawMessage(`{}`)
+	}
+	return e
+}
+
+func (a *faultAgent) next(prefix string) string {
+	a.ids++
+	return fmt.Sprintf("%s%d", prefix, a.ids)
+}
+
+func (a *faultAgent) think() {
+	d := time.Duration(a.rng.ExpFloat64() * float64(a.f.cfg.Think))
+	if d > 10*a.f.cfg.Think {
+		d = 10 * a.f.cfg.Think
+	}
+	time.Sleep(d)
+}
+
+func (a *faultAgent) chance(p float64) bool { return a.rng.Float64() < p }
+
+// mayAbandon decides whether the agent "crashes" here.
+func (a *faultAgent) mayAbandon() bool {
+	return !a.stopping() && time.Now().Before(a.f.cfg.AbandonUntil) && a.chance(a.f.cfg.Abandon)
+}
+
+func (a *faultAgent) blob(n int) string {
+	const chars = "abcdefghijklmnopqrstuvwxyz0123456789 \n{}\"\\é中"
+	var b strings.Builder
+	r := []rune(chars)
+	for b.Len() < n {
+		b.WriteRune(r[a.rng.IntN(len(r))])
+	}
+	return b.String()
+}
+
+// session runs one session: created, goal, a few turns with attempts,
+// tool calls, approvals, steps, jobs and compactions, then closed.
+func (a *faultAgent) session(ctx context.Context) error {
+	if err := a.append(ctx, a.ev(schema.TypeSessionCreated, nil, schema.SessionCreated{
+		Title: "fault fleet", Agent: a.holder, Labels: map[string]string{"suite": "faults"}, Workspace: schema.WorkspaceShared,
+	})); err != nil {
+		return err
+	}
+	rev := 1
+	if err := a.append(ctx, a.ev(schema.TypeGoalUpdated, nil, schema.GoalUpdated{Revision: rev, Objective: "finish the task", Status: "active"})); err != nil {
+		return err
+	}
+	turns := 2 + a.rng.IntN(4)
+	for t := 0; t < turns; t++ {
+		if err := a.turn(ctx); err != nil {
+			return err
+		}
+		if a.chance(0.3) {
+			rev++
+			if err := a.append(ctx, a.ev(schema.TypeGoalUpdated, nil, schema.GoalUpdated{Revision: rev, Objective: "finish the task", Phase: fmt.Sprintf("p%d", rev), Status: "active"})); err != nil {
+				return err
+			}
+		}
+		if a.stopping() {
+			break
+		}
+	}
+	if a.chance(0.8) || a.stopping() {
+		if err := a.append(ctx, a.ev(schema.TypeSessionClosed, nil, schema.Reason{Reason: "done"})); err != nil {
+			return err
+		}
+		a.rec.Closed = true
+	}
+	return nil
+}
+
+func (a *faultAgent) turn(ctx context.Context) error {
+	turn := a.next("t")
+	inTurn := func(e *schema.Envelope) { e.TurnID = turn }
+	if err := a.append(ctx,
+		a.ev(schema.TypeTurnStarted, inTurn, schema.TurnStarted{Input: json.RawMessage(`{"text":"go"}`)}),
+		a.ev(schema.TypeMessageUser, inTurn, schema.Message{Content: mustJSON(a.blob(40 + a.rng.IntN(400)))}),
+	); err != nil {
+		return err
+	}
+	var step string
+	if a.chance(0.4) {
+		step = a.next("st")
+		if err := a.append(ctx, a.ev(schema.TypeStepStarted, func(e *schema.Envelope) { e.TurnID, e.StepID = turn, step }, nil)); err != nil {
+			return err
+		}
+	}
+	var job string
+	if a.chance(0.15) {
+		job = a.next("j")
+		if err := a.append(ctx, a.ev(schema.TypeJobStarted, nil, schema.JobStarted{JobID: job, Command: mustJSON("make test")})); err != nil {
+			return err
+		}
+	}
+	rounds := 1 + a.rng.IntN(3)
+	for r := 0; r < rounds; r++ {
+		attempt := a.next("a")
+		inAttempt := func(e *schema.Envelope) { e.TurnID, e.AttemptID = turn, attempt }
+		if err := a.append(ctx, a.ev(schema.TypeAttemptStarted, inAttempt, schema.AttemptStarted{Model: "m-1"})); err != nil {
+			return err
+		}
+		if a.mayAbandon() {
+			return errFaultAbandon
+		}
+		a.think()
+		if a.chance(0.1) {
+			if err := a.append(ctx, a.ev(schema.TypeAttemptInterrupt, inAttempt, schema.Reason{Reason: "rate limited"})); err != nil {
+				return err
+			}
+			attempt = a.next("a")
+			if err := a.append(ctx, a.ev(schema.TypeAttemptStarted, inAttempt, schema.AttemptStarted{Model: "m-1"})); err != nil {
+				return err
+			}
+		}
+		if err := a.append(ctx, a.ev(schema.TypeMessageAssistant, inAttempt, schema.Message{
+			Content: mustJSON(a.blob(100 + a.rng.IntN(2000))), Usage: json.RawMessage(`{"in":100,"out":50}`),
+		})); err != nil {
+			return err
+		}
+		if a.chance(0.6) {
+			if err := a.tool(ctx, turn); err != nil {
+				return err
+			}
+		}
+	}
+	if step != "" {
+		if err := a.append(ctx, a.ev(schema.TypeStepEnded, func(e *schema.Envelope) { e.TurnID, e.StepID = turn, step }, schema.OptReason{Reason: "done"})); err != nil {
+			return err
+		}
+	}
+	if job != "" {
+		code := 0
+		if err := a.append(ctx, a.ev(schema.TypeJobEnded, nil, schema.JobEnded{JobID: job, Status: schema.JobExited, ExitCode: &code})); err != nil {
+			return err
+		}
+	}
+	if a.chance(0.2) {
+		c := a.next("c")
+		through := a.state.LastSeq
+		if err := a.append(ctx, a.ev(schema.TypeCompactionStarted, nil, schema.CompactionStarted{CompactionID: c, ThroughSeq: through})); err != nil {
+			return err
+		}
+		if a.mayAbandon() {
+			return errFaultAbandon
+		}
+		if a.chance(0.2) {
+			if err := a.append(ctx, a.ev(schema.TypeCompactionAborted, nil, schema.CompactionAborted{CompactionID: c, Reason: "model error"})); err != nil {
+				return err
+			}
+		} else if err := a.append(ctx, a.ev(schema.TypeCompactionEnded, nil, schema.CompactionEnded{CompactionID: c, Summary: a.blob(300), ThroughSeq: through})); err != nil {
+			return err
+		}
+	}
+	return a.append(ctx, a.ev(schema.TypeTurnEnded, func(e *schema.Envelope) { e.TurnID = turn }, schema.Reason{Reason: schema.TurnCompleted}))
+}
+
+func (a *faultAgent) tool(ctx context.Context, turn string) error {
+	call := a.next("call")
+	inCall := func(e *schema.Envelope) { e.TurnID, e.ToolCallID = turn, call }
+	req := a.ev(schema.TypeToolRequested, inCall, schema.ToolRequested{Name: "shell", Input: mustJSON(map[string]string{"cmd": "ls -la"})})
+	if a.chance(0.3) {
+		ap := a.next("ap")
+		if err := a.append(ctx, req, a.ev(schema.TypeApprovalRequested, func(e *schema.Envelope) { e.TurnID = turn }, schema.ApprovalRequested{ApprovalID: ap, ToolCallID: call, Prompt: "run ls?"})); err != nil {
+			return err
+		}
+		a.think()
+		if err := a.append(ctx, a.ev(schema.TypeApprovalDecided, func(e *schema.Envelope) { e.TurnID = turn }, schema.ApprovalDecided{ApprovalID: ap, Decision: schema.DecisionApproved, By: "user"})); err != nil {
+			return err
+		}
+	} else if err := a.append(ctx, req); err != nil {
+		return err
+	}
+	// Checkpoint policy: tool/started is durable before the side effect.
+	if err := a.append(ctx, a.ev(schema.TypeToolStarted, inCall, nil)); err != nil {
+		return err
+	}
+	if a.mayAbandon() {
+		return errFaultAbandon
+	}
+	a.think()
+	size := 50 + a.rng.IntN(4000)
+	if a.chance(0.02) {
+		size = 64 << 10
+	}
+	return a.append(ctx, a.ev(schema.TypeToolResult, inCall, schema.ToolResult{Status: schema.ToolOK, Output: mustJSON(a.blob(size))}))
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// faultWireReq / faultWireReply are the append contract, spelled here
+// independently of the writer's own types: the suite is a client.
+type faultWireReq struct {
+	SessionID   string            `json:"sessionId"`
+	ExpectedSeq *uint64           `json:"expectedSeq,omitempty"`
+	Holder      string            `json:"holder,omitempty"`
+	Events      []schema.Envelope `json:"events"`
+}
+
+type faultWireReply struct {
+	SessionID string `json:"sessionId"`
+	FirstSeq  uint64 `json:"firstSeq"`
+	LastSeq   uint64 `json:"lastSeq"`
+	StreamSeq uint64 `json:"streamSeq"`
+	Duplicate bool   `json:"duplicate"`
+	Error     *struct {
+		Code       string  `json:"code"`
+		Message    string  `json:"message"`
+		CurrentSeq *uint64 `json:"currentSeq"`
+	} `json:"error"`
+}
+
+// send makes one request and classifies its answer.
+func (a *faultAgent) send(ctx context.Context, body []byte) (faultWireReply, string) {
+	var r faultWireReply
+	rctx, cancel := context.WithTimeout(ctx, a.f.cfg.RequestTimeout)
+	defer cancel()
+	msg, err := a.nc.RequestWithContext(rctx, logstore.SubjectAppend, body)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return r, "no_responders"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, context.Canceled):
+		return r, "timeout"
+	case err != nil:
+		// Not connected: the request may or may not have left.
+		return r, "disconnected"
+	}
+	if err := json.Unmarshal(msg.Data, &r); err != nil {
+		return r, "bad_reply"
+	}
+	if r.Error != nil {
+		return r, r.Error.Code
+	}
+	if r.Duplicate {
+		return r, "duplicate"
+	}
+	return r, "ok"
+}
+
+// append sends events as one request and retries unknown outcomes with
+// the same event ids until the writer gives a definite answer. It returns
+// nil when committed, errFaultLost when the session was taken from the
+// agent, or ctx's error when the run ended first.
+func (a *faultAgent) append(ctx context.Context, events ...schema.Envelope) error {
+	exp := a.state.LastSeq
+	b := &faultBatch{Agent: a.id, Session: a.rec.ID, ExpectedSeq: exp}
+	for _, e := range events {
+		b.EventIDs = append(b.EventIDs, e.EventID)
+		b.Types = append(b.Types, e.Type)
+	}
+	a.f.mu.Lock()
+	a.f.batches = append(a.f.batches, b)
+	a.f.mu.Unlock()
+	body, _ := json.Marshal(faultWireReq{SessionID: a.rec.ID, ExpectedSeq: &exp, Holder: a.holder, Events: events})
+	sawUnknown := false
+	backoff := 50 * time.Millisecond
+	defer a.think()
+	for {
+		if ctx.Err() != nil {
+			a.f.mu.Lock()
+			b.Outcome = faultNotCommitted
+			if sawUnknown {
+				b.Outcome = faultUnknown
+			}
+			a.f.mu.Unlock()
+			return ctx.Err()
+		}
+		at := faultAttempt{Start: time.Now()}
+		r, res := a.send(ctx, body)
+		at.End, at.Result, at.FirstSeq, at.LastSeq = time.Now(), res, r.FirstSeq, r.LastSeq
+		a.f.mu.Lock()
+		b.Attempts = append(b.Attempts, at)
+		a.f.mu.Unlock()
+		switch res {
+		case "ok", "duplicate":
+			if r.FirstSeq != exp+1 || r.LastSeq != exp+uint64(len(events)) {
+				a.f.errorf("%s: reply seqs %d..%d, want %d..%d", a.rec.ID, r.FirstSeq, r.LastSeq, exp+1, exp+uint64(len(events)))
+			}
+			if res == "duplicate" && !sawUnknown {
+				a.f.errorf("%s: duplicate reply to a first send", a.rec.ID)
+			}
+			for i := range events {
+				e := events[i]
+				e.Seq = exp + 1 + uint64(i)
+				e.SessionID = a.rec.ID
+				if err := a.state.Apply(&e); err != nil {
+					a.f.errorf("%s: local fold of a committed %s: %v", a.rec.ID, e.Type, err)
+				}
+			}
+			a.f.mu.Lock()
+			b.Outcome, b.FirstSeq, b.LastSeq = faultCommitted, r.FirstSeq, r.LastSeq
+			a.f.oks = append(a.f.oks, at.End)
+			a.f.events += len(events)
+			a.f.mu.Unlock()
+			return nil
+		case "timeout", "disconnected", string(schema.CodeOutcomeUnknown), "bad_reply":
+			sawUnknown = true
+		case "no_responders", string(schema.CodeNotCommitted), string(schema.CodeInternal):
+			// Nothing stored by this send; an earlier one may still land,
+			// and the retry (same ids) settles it.
+		case string(schema.CodeConflict), string(schema.CodePaused), string(schema.CodeClosed):
+			// Someone else wrote the session: only the repairer does, when
+			// this agent's lease expired during a fault.
+			a.f.mu.Lock()
+			b.Outcome, b.Code = faultNotCommitted, res
+			a.f.mu.Unlock()
+			return a.lost(ctx, res)
+		default:
+			a.f.mu.Lock()
+			b.Outcome, b.Code = faultNotCommitted, res
+			a.f.mu.Unlock()
+			a.f.errorf("%s: %v refused with %s", a.rec.ID, b.Types, res)
+			return errFaultLost
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		if backoff < time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+// lost reloads the session after a refusal that says someone else wrote
+// it, and records a repair.
+func (a *faultAgent) lost(ctx context.Context, code string) error {
+	for ctx.Err() == nil {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		evs, _, err := a.f.cfg.Reader.ReadEvents(rctx, a.rec.ID, 0)
+		cancel()
+		if err != nil {
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		st := session.New(a.rec.ID)
+		for i := range evs {
+			if err := st.Apply(&evs[i].Envelope); err != nil {
+				a.f.errorf("%s: fold after %s: %v", a.rec.ID, code, err)
+				return errFaultLost
+			}
+		}
+		if st.Repairs > 0 {
+			a.rec.RepairedLive = true
+		} else {
+			a.f.errorf("%s: refused with %s but the session holds no repair (last seq %d, local %d)", a.rec.ID, code, st.LastSeq, a.state.LastSeq)
+		}
+		return errFaultLost
+	}
+	return ctx.Err()
+}

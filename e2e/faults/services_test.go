@@ -1,0 +1,114 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/services/repairer"
+	"github.com/sessionlog/sessionlog/services/writer"
+)
+
+// The services, each started as cmd would start it: New(Config), Run(ctx),
+// Ready().
+
+type faultService interface {
+	Run(ctx context.Context) error
+	Ready() error
+}
+
+type faultSvcEnv struct {
+	Store    *logstore.Store
+	Logger   *slog.Logger
+	Registry *prometheus.Registry
+	Spec     *faultSvcSpec
+}
+
+// faultRoles are the service roles in the order they are started.
+var faultRoles = []string{"writer", "repairer"}
+
+// faultNewService builds one service; the handler, if any, is served on
+// the child's HTTP address beside /readyz.
+func faultNewService(role string, env faultSvcEnv) (faultService, http.Handler, error) {
+	switch role {
+	case "writer":
+		s, err := writer.New(writer.Config{Store: env.Store, Logger: env.Logger, Registerer: env.Registry})
+		return s, nil, err
+	case "repairer":
+		s, err := repairer.New(repairer.Config{Store: env.Store, Logger: env.Logger, Registerer: env.Registry,
+			LeaseTTL: env.Spec.LeaseTTL, Grace: env.Spec.Grace, SweepInterval: env.Spec.Sweep})
+		return s, nil, err
+	}
+	return nil, nil, fmt.Errorf("unknown service %q", role)
+}
+
+func faultRunService(role string, spec *faultSvcSpec) error {
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("svc", spec.Instance)
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer cancel()
+	nc, err := nats.Connect(spec.URLs,
+		nats.Name("fault-"+spec.Instance),
+		nats.MaxReconnects(-1), nats.RetryOnFailedConnect(true), nats.ReconnectWait(100*time.Millisecond),
+		nats.Timeout(2*time.Second), nats.PingInterval(time.Second), nats.MaxPingsOutstanding(3))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	// Services hold no stream-admin rights in production: the harness
+	// provisions, they only open. Opening needs the cluster, which a
+	// fault may have taken away: retry.
+	var st *logstore.Store
+	for {
+		octx, ocancel := context.WithTimeout(ctx, 5*time.Second)
+		st, err = logstore.Open(octx, nc, logstore.Config{Replicas: faultNodes, NoProvision: true, LeaseTTL: spec.LeaseTTL, Logger: log})
+		ocancel()
+		if err == nil {
+			break
+		}
+		log.Warn("open store", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	reg := prometheus.NewRegistry()
+	svc, h, err := faultNewService(role, faultSvcEnv{Store: st, Logger: log, Registry: reg, Spec: spec})
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := svc.Ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	if h != nil {
+		mux.Handle("/", h)
+	}
+	ln, err := net.Listen("tcp", spec.HTTPAddr)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go hs.Serve(ln)
+	defer hs.Close()
+	err = svc.Run(ctx)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
