@@ -1,0 +1,264 @@
+package forker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/oklog/ulid/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// Names and defaults.
+const (
+	ServiceName    = "sessionlog-forker"
+	ServiceVersion = "1.0.0"
+	// QueueGroup is shared by every replica: each request goes to one.
+	QueueGroup = "sessionlog-forker"
+	// ForkBucket holds one record per copy in flight (key = child id).
+	ForkBucket = "SESSION_FORKS"
+
+	DefaultBatchSize     = schema.MaxBatchEvents
+	DefaultMaxConcurrent = 8
+	DefaultSweepEvery    = 30 * time.Second
+	DefaultStaleAfter    = 30 * time.Second
+	DefaultForkTimeout   = 30 * time.Minute
+	// AbandonReason is the session/closed reason of an abandoned copy.
+	AbandonReason = "fork abandoned"
+)
+
+// Config configures the forker.
+type Config struct {
+	Store      *logstore.Store
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	Now        func() time.Time
+	// NewID makes default child ids (default: a ULID).
+	NewID func() string
+	// BatchSize is the number of events per atomic batch (at most 1000).
+	BatchSize int
+	// MaxConcurrent bounds forks copied at once; more requests wait.
+	MaxConcurrent int
+	// SweepEvery is how often the forker looks for copies a crashed
+	// forker left behind (it also looks once at start).
+	SweepEvery time.Duration
+	// StaleAfter: a copy whose record has not been renewed for this long
+	// belongs to a forker that is gone, and is taken over. The copying
+	// forker renews the record every StaleAfter/3.
+	StaleAfter time.Duration
+	// ForkTimeout bounds one fork request's copy.
+	ForkTimeout time.Duration
+}
+
+// Service is the forker.
+type Service struct {
+	cfg      Config
+	st       *logstore.Store
+	log      *slog.Logger
+	m        *metrics
+	owner    string
+	kv       atomic.Pointer[jetstream.KeyValue]
+	sem      chan struct{}
+	wg       sync.WaitGroup
+	ready    atomic.Bool
+	mu       sync.Mutex
+	inflight map[string]struct{}
+}
+
+// New checks cfg and builds the service; Run starts it.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("forker: Config.Store is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Registerer == nil {
+		cfg.Registerer = prometheus.NewRegistry()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.NewID == nil {
+		cfg.NewID = func() string { return ulid.Make().String() }
+	}
+	if cfg.BatchSize <= 0 || cfg.BatchSize > schema.MaxBatchEvents {
+		cfg.BatchSize = DefaultBatchSize
+	}
+	if cfg.BatchSize < 2 {
+		// The last batch holds at least the last copy and fork/committed.
+		cfg.BatchSize = 2
+	}
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if cfg.SweepEvery <= 0 {
+		cfg.SweepEvery = DefaultSweepEvery
+	}
+	if cfg.StaleAfter <= 0 {
+		cfg.StaleAfter = DefaultStaleAfter
+	}
+	if cfg.ForkTimeout <= 0 {
+		cfg.ForkTimeout = DefaultForkTimeout
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Service{
+		cfg: cfg, st: cfg.Store, log: cfg.Logger.With("service", "forker"), m: m,
+		owner:    ulid.Make().String(),
+		sem:      make(chan struct{}, cfg.MaxConcurrent),
+		inflight: map[string]struct{}{},
+	}, nil
+}
+
+// Ready is nil once the endpoint is serving.
+func (s *Service) Ready() error {
+	if !s.ready.Load() {
+		return errors.New("forker: not serving yet")
+	}
+	return nil
+}
+
+// Run provisions the fork bucket, serves sessions.api.fork, finishes
+// copies left behind and keeps sweeping until ctx is cancelled; then it
+// stops taking requests, waits for the copies it runs and returns nil.
+func (s *Service) Run(ctx context.Context) error {
+	if err := s.openBucket(ctx); err != nil {
+		return err
+	}
+	svc, err := micro.AddService(s.st.Conn(), micro.Config{
+		Name:        ServiceName,
+		Version:     ServiceVersion,
+		Description: "copies a safe prefix of a session into a new session",
+		QueueGroup:  QueueGroup,
+	})
+	if err != nil {
+		return fmt.Errorf("forker: add service: %w", err)
+	}
+	work, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	err = svc.AddEndpoint("fork", micro.HandlerFunc(func(req micro.Request) { s.handle(work, req) }),
+		micro.WithEndpointSubject(logstore.SubjectFork))
+	if err != nil {
+		_ = svc.Stop()
+		return fmt.Errorf("forker: add endpoint: %w", err)
+	}
+	s.ready.Store(true)
+	s.log.Info("serving", "subject", logstore.SubjectFork)
+
+	sweepDone := make(chan struct{})
+	go func() {
+		defer close(sweepDone)
+		t := time.NewTicker(s.cfg.SweepEvery)
+		defer t.Stop()
+		for {
+			if err := s.Sweep(work); err != nil && work.Err() == nil {
+				s.log.Warn("sweep", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	<-ctx.Done()
+	s.ready.Store(false)
+	_ = svc.Stop()
+	// Copies in flight stop at their next batch; their records stay, and
+	// the next forker to sweep finishes them.
+	cancel()
+	<-sweepDone
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Service) openBucket(ctx context.Context) error {
+	js := s.st.JetStream()
+	var kv jetstream.KeyValue
+	var err error
+	if s.st.Config().NoProvision {
+		kv, err = js.KeyValue(ctx, ForkBucket)
+	} else {
+		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      ForkBucket,
+			Description: "sessionlog-forker: fork copies in flight (key = child id)",
+			History:     1,
+			Storage:     jetstream.FileStorage,
+			Replicas:    s.st.Config().Replicas,
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("forker: bucket %s: %w", ForkBucket, err)
+	}
+	s.kv.Store(&kv)
+	return nil
+}
+
+func (s *Service) bucket() jetstream.KeyValue {
+	if p := s.kv.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// handle answers one request. The copy runs on its own goroutine so one
+// long fork does not hold up the endpoint's subscription.
+func (s *Service) handle(ctx context.Context, req micro.Request) {
+	var r Request
+	if err := schema.Unmarshal(req.Data(), &r); err != nil {
+		s.m.forks.WithLabelValues(string(schema.CodeBadRequest)).Inc()
+		_ = respondError(req, schema.Errorf(schema.CodeBadRequest, "fork request: %v", err))
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		select {
+		case s.sem <- struct{}{}:
+		case <-ctx.Done():
+			_ = respondError(req, schema.Errorf(schema.CodeNotCommitted, "forker is stopping"))
+			return
+		}
+		defer func() { <-s.sem }()
+		ctx, cancel := context.WithTimeout(ctx, s.cfg.ForkTimeout)
+		defer cancel()
+		reply, err := s.Fork(ctx, r)
+		if err != nil {
+			if err := respondError(req, err); err != nil {
+				s.log.Warn("reply", "err", err)
+			}
+			return
+		}
+		if err := req.RespondJSON(reply); err != nil {
+			s.log.Warn("reply", "err", err)
+		}
+	}()
+}
+
+func (s *Service) markInflight(child string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.inflight[child]; ok {
+		return false
+	}
+	s.inflight[child] = struct{}{}
+	return true
+}
+
+func (s *Service) doneInflight(child string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.inflight, child)
+}

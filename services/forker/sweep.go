@@ -1,0 +1,92 @@
+package forker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Sweep looks at every copy in flight and takes over those whose forker
+// is gone (record not renewed for StaleAfter): it finishes the copy, or,
+// where that can never succeed, abandons it. Policy and reasons:
+// docs/adr/005-fork-protocol.md.
+func (s *Service) Sweep(ctx context.Context) error {
+	kv := s.bucket()
+	if kv == nil {
+		return errors.New("forker: not running")
+	}
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return fmt.Errorf("forker: list %s: %w", ForkBucket, err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	var errs []error
+	for _, child := range keys {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err := s.recoverOne(ctx, child); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", child, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Service) recoverOne(ctx context.Context, child string) error {
+	kv := s.bucket()
+	entry, err := kv.Get(ctx, child)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var p plan
+	if err := json.Unmarshal(entry.Value(), &p); err != nil || p.OpID == "" {
+		s.log.Warn("dropping unreadable fork record", "child", child, "err", err)
+		return kv.Purge(ctx, child)
+	}
+	if s.cfg.Now().Sub(p.HeartbeatAt) < s.cfg.StaleAfter {
+		return nil
+	}
+	if !s.markInflight(child) {
+		return nil
+	}
+	defer s.doneInflight(child)
+	// Take the record over with a revision check, so of several forkers
+	// sweeping at once one goes on (the others would only write the same
+	// events again, which deduplicates, but need not).
+	p.HeartbeatAt, p.Owner = s.cfg.Now().UTC(), s.owner
+	b, _ := json.Marshal(&p)
+	if _, err := kv.Update(ctx, child, b, entry.Revision()); err != nil {
+		return nil
+	}
+	log := s.log.With("child", child, "parent", p.ParentID, "seedLength", p.SeedLength)
+	s.m.inflight.Inc()
+	defer s.m.inflight.Dec()
+	err = s.finish(ctx, &p)
+	var perm *permanentError
+	switch {
+	case err == nil:
+		log.Info("finished a fork copy left behind")
+		s.m.recovered.WithLabelValues("finished").Inc()
+		s.dropRecord(&p)
+		return nil
+	case errors.Is(err, errNotOurs):
+		log.Info("dropped a fork record with nothing of its own to finish", "err", err)
+		s.m.recovered.WithLabelValues("dropped").Inc()
+		s.dropRecord(&p)
+		return nil
+	case errors.As(err, &perm):
+		s.m.recovered.WithLabelValues("abandoned").Inc()
+		s.abandon(ctx, &p, err)
+		return nil
+	}
+	return err
+}

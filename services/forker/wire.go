@@ -1,0 +1,119 @@
+package forker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// Request is the body of a request on sessions.api.fork.
+type Request struct {
+	ParentID string `json:"parentId"`
+	// At is the cut; absent means the parent's last safe point.
+	At        *At    `json:"at,omitempty"`
+	ChildID   string `json:"childId,omitempty"`
+	Workspace string `json:"workspace,omitempty"`
+}
+
+// At names a cut: a seq, or a turn id (right after that turn ended).
+type At struct {
+	Seq    *uint64 `json:"seq,omitempty"`
+	TurnID string  `json:"turnId,omitempty"`
+}
+
+// Reply is the success reply.
+type Reply struct {
+	ChildID    string `json:"childId"`
+	ParentID   string `json:"parentId"`
+	SeedLength uint64 `json:"seedLength"`
+	Depth      int    `json:"depth"`
+}
+
+// ErrorBody is the error reply, in the append error shape.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail carries a contract code; unsafe_cut adds the nearest safe seqs.
+type ErrorDetail struct {
+	Code              schema.Code `json:"code"`
+	Message           string      `json:"message"`
+	CurrentSeq        *uint64     `json:"currentSeq,omitempty"`
+	NearestSafeBefore *uint64     `json:"nearestSafeBefore,omitempty"`
+	NearestSafeAfter  *uint64     `json:"nearestSafeAfter,omitempty"`
+}
+
+// detail maps an error to the wire: the one place that does for the forker.
+func detail(err error) ErrorDetail {
+	var se *schema.Error
+	if !errors.As(err, &se) {
+		return ErrorDetail{Code: schema.CodeInternal, Message: err.Error()}
+	}
+	d := ErrorDetail{Code: se.Code, Message: se.Message, CurrentSeq: se.CurrentSeq,
+		NearestSafeBefore: se.NearestSafeBefore, NearestSafeAfter: se.NearestSafeAfter}
+	if d.Message == "" {
+		d.Message = string(se.Code)
+	}
+	return d
+}
+
+// respondError sends the JSON body and the micro error headers (the
+// contract code as Nats-Service-Error-Code).
+func respondError(req micro.Request, err error) error {
+	d := detail(err)
+	body, _ := json.Marshal(ErrorBody{Error: d})
+	desc := strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, d.Message)
+	if len(desc) > 512 {
+		desc = desc[:512]
+	}
+	return req.Error(string(d.Code), desc, body)
+}
+
+// Call sends a fork request and waits for the reply (ctx bounds the wait:
+// a long prefix takes seconds). A refusal is returned as a *schema.Error
+// with the contract code and, for unsafe_cut, the nearest safe seqs.
+func Call(ctx context.Context, nc *nats.Conn, req Request) (Reply, error) {
+	b, err := json.Marshal(req)
+	if err != nil {
+		return Reply{}, err
+	}
+	msg, err := nc.RequestWithContext(ctx, logstore.SubjectFork, b)
+	if err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			return Reply{}, fmt.Errorf("no forker is running on %s: %w", logstore.SubjectFork, err)
+		}
+		return Reply{}, fmt.Errorf("fork request: %w", err)
+	}
+	return DecodeReply(msg)
+}
+
+// DecodeReply reads a reply message of sessions.api.fork.
+func DecodeReply(msg *nats.Msg) (Reply, error) {
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+		var eb ErrorBody
+		if err := json.Unmarshal(msg.Data, &eb); err != nil || eb.Error.Code == "" {
+			return Reply{}, &schema.Error{Code: schema.Code(code), Message: msg.Header.Get(micro.ErrorHeader), Index: -1}
+		}
+		d := eb.Error
+		return Reply{}, &schema.Error{Code: d.Code, Message: d.Message, Index: -1, CurrentSeq: d.CurrentSeq,
+			NearestSafeBefore: d.NearestSafeBefore, NearestSafeAfter: d.NearestSafeAfter}
+	}
+	var r Reply
+	if err := json.Unmarshal(msg.Data, &r); err != nil {
+		return Reply{}, fmt.Errorf("fork reply: %w", err)
+	}
+	return r, nil
+}
