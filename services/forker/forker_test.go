@@ -22,16 +22,16 @@ import (
 // open turn.
 var basic = []string{
 	"session/created title=parent agent=a1 labels={\"team\":\"x\"}", // 1
-	"message/user content=\"hello\"",                              // 2
-	"turn/started turn=t1",                                        // 3
-	"attempt/started turn=t1 attempt=a1",                          // 4
-	"message/assistant turn=t1 attempt=a1 content=\"hi-there\"",   // 5
-	"message/user turn=t1 content=\"more\"",                       // 6
-	"turn/ended turn=t1",                                          // 7
-	"turn/started turn=t2",                                        // 8
-	"turn/ended turn=t2 reason=interrupted",                       // 9
-	"turn/started turn=t3",                                        // 10
-	"tool/requested turn=t3 call=c1",                              // 11
+	"message/user content=\"hello\"",                                // 2
+	"turn/started turn=t1",                                          // 3
+	"attempt/started turn=t1 attempt=a1",                            // 4
+	"message/assistant turn=t1 attempt=a1 content=\"hi-there\"",     // 5
+	"message/user turn=t1 content=\"more\"",                         // 6
+	"turn/ended turn=t1",                                            // 7
+	"turn/started turn=t2",                                          // 8
+	"turn/ended turn=t2 reason=interrupted",                         // 9
+	"turn/started turn=t3",                                          // 10
+	"tool/requested turn=t3 call=c1",                                // 11
 }
 
 func TestForkCuts(t *testing.T) {
@@ -88,18 +88,18 @@ func TestForkDefaultChildIDAndWorkspace(t *testing.T) {
 func TestForkUnsafeCuts(t *testing.T) {
 	e := newEnv(t, nil)
 	e.appendLines("p",
-		"session/created",                          // 1 safe
-		"turn/started turn=t1",                     // 2 turn
-		"step/started turn=t1 step=s1",             // 3 step
-		"attempt/started turn=t1 attempt=a1",       // 4 attempt
-		"message/assistant turn=t1 attempt=a1",     // 5 step
-		"tool/requested turn=t1 call=c1",           // 6 tool requested
-		"tool/started turn=t1 call=c1",             // 7 tool started
-		"tool/result turn=t1 call=c1",              // 8 step
-		"approval/requested turn=t1 approvalId=p1", // 9 approval
-		"approval/decided turn=t1 approvalId=p1",   // 10 step
-		"step/ended turn=t1 step=s1",               // 11 turn
-		"turn/ended turn=t1",                       // 12 safe
+		"session/created",                                  // 1 safe
+		"turn/started turn=t1",                             // 2 turn
+		"step/started turn=t1 step=s1",                     // 3 step
+		"attempt/started turn=t1 attempt=a1",               // 4 attempt
+		"message/assistant turn=t1 attempt=a1",             // 5 step
+		"tool/requested turn=t1 call=c1",                   // 6 tool requested
+		"tool/started turn=t1 call=c1",                     // 7 tool started
+		"tool/result turn=t1 call=c1",                      // 8 step
+		"approval/requested turn=t1 approvalId=p1",         // 9 approval
+		"approval/decided turn=t1 approvalId=p1",           // 10 step
+		"step/ended turn=t1 step=s1",                       // 11 turn
+		"turn/ended turn=t1",                               // 12 safe
 		"compaction/started compactionId=k1 throughSeq=11", // 13 compaction
 		"compaction/ended compactionId=k1 throughSeq=11",   // 14 safe
 		"job/started jobId=j1",                             // 15 job
