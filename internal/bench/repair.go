@@ -1,0 +1,376 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/repairer"
+)
+
+// RepairConfig configures the repair-latency benchmark.
+type RepairConfig struct {
+	Sessions int
+	LeaseTTL time.Duration
+	Grace    time.Duration
+	// Replicas: 1 runs one embedded node; 3 a three-node cluster on
+	// loopback with R3 stream and buckets.
+	Replicas int
+	// Concurrency of the one repairer (0: its default).
+	Concurrency int
+	Logger      *slog.Logger
+	// Progress, if set, gets one line per phase.
+	Progress io.Writer
+}
+
+// RepairResult is what RunRepair measured. Latencies run from each
+// lease's expiry (its last renewal's server time + TTL) to the server time
+// its repair/applied was stored, minus the grace period.
+type RepairResult struct {
+	Count         int
+	P50, P99, Max time.Duration
+	// Floor: wall time the store needed to commit one atomic batch per
+	// session at the same concurrency (the seeding), measured in this run:
+	// no repairer can close them all faster.
+	Floor time.Duration
+}
+
+// RunRepair orphans cfg.Sessions sessions at once (each with a tool call
+// started and not finished; every holder claims its lease and stops
+// renewing together) and measures how long one repairer takes to commit
+// each repair after its lease expired.
+func RunRepair(ctx context.Context, cfg RepairConfig) (RepairResult, error) {
+	if cfg.Sessions <= 0 {
+		cfg.Sessions = 1000
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 2 * time.Second
+	}
+	if cfg.Grace < 0 {
+		cfg.Grace = 0
+	}
+	if cfg.Replicas != 3 {
+		cfg.Replicas = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	say := func(format string, args ...any) {
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, format+"\n", args...)
+		}
+	}
+	var res RepairResult
+
+	tb := &benchTB{}
+	defer tb.cleanup()
+	url, err := startServers(tb, cfg.Replicas)
+	if err != nil {
+		return res, err
+	}
+	nc, err := nats.Connect(url)
+	if err != nil {
+		return res, err
+	}
+	defer nc.Close()
+	st, err := logstore.Open(ctx, nc, logstore.Config{Replicas: cfg.Replicas, LeaseTTL: cfg.LeaseTTL, Logger: cfg.Logger})
+	if err != nil {
+		return res, err
+	}
+
+	ids := make([]string, cfg.Sessions)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("bench-repair-%05d", i)
+	}
+	// Seed: one atomic batch per session, as many at once as the repairer
+	// will run, which is also the floor measurement.
+	conc := cfg.Concurrency
+	if conc <= 0 {
+		conc = repairer.DefaultConcurrency
+	}
+	say("seeding %d sessions (R%d)", cfg.Sessions, cfg.Replicas)
+	t0 := time.Now()
+	if err := forEach(ctx, ids, conc, func(id string) error {
+		return seedOpen(ctx, st, id)
+	}); err != nil {
+		return res, err
+	}
+	res.Floor = time.Since(t0)
+
+	// Watch repair/applied events land: the stored timestamp is the commit.
+	commits := newCommitLog()
+	js := st.JetStream()
+	cons, err := js.OrderedConsumer(ctx, logstore.Streams()[0], jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverNewPolicy,
+	})
+	if err != nil {
+		return res, err
+	}
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		if m.Headers().Get(logstore.HeaderType) != schema.TypeRepairApplied {
+			return
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return
+		}
+		if id, ok := logstore.SessionFromSubject(m.Subject()); ok {
+			commits.add(id, md.Timestamp)
+		}
+	})
+	if err != nil {
+		return res, err
+	}
+	defer cc.Stop()
+
+	svc, err := repairer.New(repairer.Config{
+		Store: st, Logger: cfg.Logger, LeaseTTL: cfg.LeaseTTL, Grace: cfg.Grace,
+		SweepInterval: time.Hour, Concurrency: cfg.Concurrency,
+	})
+	if err != nil {
+		return res, err
+	}
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(rctx) }()
+	defer func() { stop(); <-done }()
+	for svc.Ready() != nil {
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case err := <-done:
+			return res, fmt.Errorf("repairer: %w", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+
+	// Every holder claims its session once and then stops renewing.
+	say("claiming %d leases (TTL %s, grace %s)", cfg.Sessions, cfg.LeaseTTL, cfg.Grace)
+	if err := forEach(ctx, ids, 64, func(id string) error {
+		return st.RenewLease(ctx, id, "bench-holder", time.Now())
+	}); err != nil {
+		return res, err
+	}
+	expiry := make(map[string]time.Time, len(ids))
+	var emu sync.Mutex
+	if err := forEach(ctx, ids, 64, func(id string) error {
+		rec, err := st.LeaseRecord(ctx, id)
+		if err != nil {
+			return err
+		}
+		if !rec.Live() {
+			return fmt.Errorf("%s: lease gone before it was read (TTL too short for %d sessions)", id, len(ids))
+		}
+		emu.Lock()
+		expiry[id] = rec.Stored.Add(cfg.LeaseTTL)
+		emu.Unlock()
+		return nil
+	}); err != nil {
+		return res, err
+	}
+
+	say("waiting for %d repairs", cfg.Sessions)
+	deadline := time.Now().Add(cfg.LeaseTTL + cfg.Grace + 2*time.Minute)
+	for commits.len() < len(ids) {
+		if time.Now().After(deadline) {
+			return res, fmt.Errorf("only %d of %d sessions repaired", commits.len(), len(ids))
+		}
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	lat := make([]time.Duration, 0, len(ids))
+	for _, id := range ids {
+		at, n := commits.get(id)
+		if n != 1 {
+			return res, fmt.Errorf("%s: %d repairs", id, n)
+		}
+		lat = append(lat, at.Sub(expiry[id])-cfg.Grace)
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	res.Count = len(lat)
+	res.P50 = lat[len(lat)/2]
+	res.P99 = lat[min(len(lat)-1, len(lat)*99/100)]
+	res.Max = lat[len(lat)-1]
+	return res, nil
+}
+
+// seedOpen stores a session whose tool call started and never finished.
+func seedOpen(ctx context.Context, st *logstore.Store, id string) error {
+	now := time.Now().UTC()
+	mk := func(seq uint64, typ string, data string) schema.Envelope {
+		e := schema.Envelope{SchemaVersion: schema.Version, SessionID: id, Seq: seq, EventID: fmt.Sprintf("ev%d", seq),
+			Time: now, Type: typ}
+		if typ != schema.TypeSessionCreated {
+			e.TurnID = "t1"
+		}
+		if typ == schema.TypeToolRequested || typ == schema.TypeToolStarted {
+			e.ToolCallID = "c1"
+		}
+		if data != "" {
+			e.Data = json.RawMessage(data)
+		}
+		return e
+	}
+	_, err := st.Append(ctx, logstore.AppendRequest{SessionID: id, Events: []schema.Envelope{
+		mk(1, schema.TypeSessionCreated, `{"agent":"bench"}`),
+		mk(2, schema.TypeTurnStarted, ""),
+		mk(3, schema.TypeToolRequested, `{"name":"sh","input":{"cmd":"make"}}`),
+		mk(4, schema.TypeToolStarted, ""),
+	}})
+	return err
+}
+
+type commitLog struct {
+	mu sync.Mutex
+	at map[string]time.Time
+	n  map[string]int
+}
+
+func newCommitLog() *commitLog {
+	return &commitLog{at: map[string]time.Time{}, n: map[string]int{}}
+}
+
+func (c *commitLog) add(id string, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[id] == 0 {
+		c.at[id] = t
+	}
+	c.n[id]++
+}
+
+func (c *commitLog) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.at)
+}
+
+func (c *commitLog) get(id string) (time.Time, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.at[id], c.n[id]
+}
+
+// forEach runs f on every id with at most conc at once; the first error wins.
+func forEach(ctx context.Context, ids []string, conc int, f func(string) error) error {
+	var (
+		wg    sync.WaitGroup
+		next  atomic.Int64
+		first error
+		once  sync.Once
+	)
+	for w := 0; w < conc; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(ids) || ctx.Err() != nil {
+					return
+				}
+				if err := f(ids[i]); err != nil {
+					once.Do(func() { first = err })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+// startServers starts one node or a three-node cluster and returns the
+// client URL(s).
+func startServers(tb *benchTB, replicas int) (string, error) {
+	if replicas == 1 {
+		dir := tb.TempDir()
+		s, err := natstest.Start(natstest.Options(dir))
+		if err != nil {
+			return "", err
+		}
+		tb.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+		return s.ClientURL(), nil
+	}
+	var c *natstest.Cluster
+	if err := tb.run(func() { c = natstest.RunCluster(tb, 3) }); err != nil {
+		return "", err
+	}
+	return c.URLs(), nil
+}
+
+// benchTB lets the natstest helpers run outside `go test`.
+type benchTB struct {
+	mu       sync.Mutex
+	cleanups []func()
+	dirs     []string
+}
+
+type benchFatal struct{ msg string }
+
+func (b *benchTB) Helper() {}
+func (b *benchTB) Fatalf(format string, args ...any) {
+	panic(benchFatal{fmt.Sprintf(format, args...)})
+}
+func (b *benchTB) TempDir() string {
+	d, err := os.MkdirTemp("", "sessionlog-bench-")
+	if err != nil {
+		panic(benchFatal{err.Error()})
+	}
+	b.mu.Lock()
+	b.dirs = append(b.dirs, d)
+	b.mu.Unlock()
+	return d
+}
+func (b *benchTB) Cleanup(f func()) {
+	b.mu.Lock()
+	b.cleanups = append(b.cleanups, f)
+	b.mu.Unlock()
+}
+
+func (b *benchTB) cleanup() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := len(b.cleanups) - 1; i >= 0; i-- {
+		b.cleanups[i]()
+	}
+	for _, d := range b.dirs {
+		os.RemoveAll(d)
+	}
+}
+
+// run calls f, turning a helper's Fatalf into an error.
+func (b *benchTB) run(f func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if bf, ok := r.(benchFatal); ok {
+				err = errors.New(bf.msg)
+				return
+			}
+			panic(r)
+		}
+	}()
+	f()
+	return nil
+}
+
+var _ natstest.TB = (*benchTB)(nil)
