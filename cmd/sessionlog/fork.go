@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/oklog/ulid/v2"
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/forker"
+)
+
+// forkProgressMin is the prefix length from which `sessionlog fork` shows
+// a progress bar: shorter copies take well under a second.
+const forkProgressMin = 3000
+
+func init() {
+	register(&command{
+		Name:    "fork",
+		Summary: "fork a session at a safe point: sessionlog fork <parent> [--at-seq N | --at-turn T] [--child ID]; prints the child id",
+		Run:     runFork,
+	})
+}
+
+func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("fork")
+	fs.SetOutput(stderr)
+	nf := addNATSFlags(fs)
+	atSeq := fs.String("at-seq", "", "cut after this seq (it must be a safe point)")
+	atTurn := fs.String("at-turn", "", "cut right after this turn's turn/ended")
+	child := fs.String("child", "", "the child's session id (default: a new ULID)")
+	workspace := fs.String("workspace", "", "shared (default) or isolated: whether the child needs a workspace of its own")
+	timeout := fs.Duration("timeout", 30*time.Minute, "how long to wait for the fork")
+	progress := fs.String("progress", "auto", "progress bar on stderr: auto (for prefixes of "+strconv.Itoa(forkProgressMin)+"+ events), always, never")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageErrorf("want exactly one parent session id, got %q", fs.Args())
+	}
+	parent := fs.Arg(0)
+	if *atSeq != "" && *atTurn != "" {
+		return usageErrorf("--at-seq and --at-turn exclude each other")
+	}
+	if *progress != "auto" && *progress != "always" && *progress != "never" {
+		return usageErrorf("--progress %q: want auto, always or never", *progress)
+	}
+	req := forker.Request{ParentID: parent, ChildID: *child, Workspace: *workspace}
+	if *atSeq != "" {
+		n, err := strconv.ParseUint(*atSeq, 10, 64)
+		if err != nil || n == 0 {
+			return usageErrorf("--at-seq %q: want a seq >= 1", *atSeq)
+		}
+		req.At = &forker.At{Seq: &n}
+	} else if *atTurn != "" {
+		req.At = &forker.At{TurnID: *atTurn}
+	}
+	if req.ChildID == "" {
+		// Chosen here rather than by the forker, so the progress bar can
+		// follow the child while the request runs.
+		req.ChildID = ulid.Make().String()
+	}
+	if !schema.ValidSessionID(parent) || !schema.ValidSessionID(req.ChildID) {
+		return usageErrorf("session ids must match ^[A-Za-z0-9_-]{1,128}$")
+	}
+	log, err := newLogger(fs, stderr)
+	if err != nil {
+		return err
+	}
+	nf.Log = log
+	nc, err := nf.connect("sessionlog-fork")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+
+	stopBar := func() {}
+	if *progress != "never" {
+		stopBar = forkProgress(ctx, nc, req, *progress == "always", stderr)
+	}
+	reply, err := forker.Call(ctx, nc, req)
+	stopBar()
+	if err != nil {
+		if se, ok := err.(*schema.Error); ok && se.Code == schema.CodeUnsafeCut {
+			return fmt.Errorf("%v (nearest safe seqs: before %s, after %s)", err, seqText(se.NearestSafeBefore), seqText(se.NearestSafeAfter))
+		}
+		return err
+	}
+	fmt.Fprintln(stdout, reply.ChildID)
+	log.Debug("forked", "child", reply.ChildID, "parent", reply.ParentID, "seedLength", reply.SeedLength, "depth", reply.Depth)
+	return nil
+}
+
+func seqText(p *uint64) string {
+	if p == nil {
+		return "none"
+	}
+	return strconv.FormatUint(*p, 10)
+}
+
+// forkProgress shows how far the child's copy has come by polling its tail
+// while the request runs. The total is the cut seq, or the parent's tail
+// (the default cut is at most that). It returns a stop function.
+func forkProgress(ctx context.Context, nc *nats.Conn, req forker.Request, always bool, w io.Writer) func() {
+	st, err := logstore.Open(ctx, nc, logstore.Config{NoProvision: true})
+	if err != nil {
+		return func() {}
+	}
+	var total uint64
+	if req.At != nil && req.At.Seq != nil {
+		total = *req.At.Seq
+	} else if t, err := st.Tail(ctx, req.ParentID); err == nil {
+		total = t.Seq
+	}
+	if total == 0 || (!always && total < forkProgressMin) {
+		return func() {}
+	}
+	bar := progressbar.NewOptions64(int64(total)+1,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription("fork "+req.ParentID+" -> "+req.ChildID),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("events"),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionClearOnFinish(),
+	)
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(forkPollEvery)
+		defer t.Stop()
+		for {
+			if tail, err := st.Tail(ctx, req.ChildID); err == nil && tail.Seq > 0 {
+				_ = bar.Set64(int64(min(tail.Seq, total+1)))
+			}
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+		_ = bar.Finish()
+	}
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/oklog/run"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/services/forker"
+)
+
+const defaultForkerHTTP = "127.0.0.1:8084"
+
+func init() {
+	register(&command{
+		Name:    "forker",
+		Summary: "run the forker against --nats-url: copy safe prefixes of sessions into new sessions",
+		Run:     runForker,
+	})
+}
+
+func runForker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("forker")
+	fs.SetOutput(stderr)
+	nf := addNATSFlags(fs)
+	httpListen := fs.String("http-listen", defaultForkerHTTP, "HTTP listen address for /healthz /readyz /metrics")
+	replicas := fs.Int("replicas", 1, "replicas of the stream and buckets if this process creates them")
+	noProvision := fs.Bool("no-provision", false, "do not create or update the stream and buckets (they must exist)")
+	batch := fs.Int("batch-size", forker.DefaultBatchSize, "events per atomic batch of a copy (at most 1000)")
+	concurrency := fs.Int("concurrency", forker.DefaultMaxConcurrent, "forks copied at once")
+	sweep := fs.Duration("sweep-interval", forker.DefaultSweepEvery, "how often copies left behind by a dead forker are looked for")
+	stale := fs.Duration("stale-after", forker.DefaultStaleAfter, "a copy whose record was not renewed this long is taken over")
+	timeout := fs.Duration("fork-timeout", forker.DefaultForkTimeout, "bound on one fork request's copy")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected arguments %q", fs.Args())
+	}
+	if *batch < 2 || *batch > 1000 || *sweep <= 0 || *stale <= 0 || *timeout <= 0 {
+		return usageErrorf("--batch-size must be 2..1000 and the durations > 0")
+	}
+	log, err := newLogger(fs, stderr)
+	if err != nil {
+		return err
+	}
+	nf.Log = log
+	ln, err := listen(*httpListen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	nc, err := nf.connect(forker.ServiceName)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	store, err := openStore(ctx, nc, logstore.Config{Replicas: *replicas, NoProvision: *noProvision,
+		Logger: log.With("component", "logstore")})
+	if err != nil {
+		return err
+	}
+	o := newOps()
+	svc, err := forker.New(forker.Config{
+		Store: store, Logger: log, Registerer: o.Registry,
+		BatchSize: *batch, MaxConcurrent: *concurrency, SweepEvery: *sweep, StaleAfter: *stale, ForkTimeout: *timeout,
+	})
+	if err != nil {
+		return err
+	}
+	o.AddReady("nats", natsReady(nc))
+	o.AddReady("forker", svc.Ready)
+	var g run.Group
+	exec, interrupt := serviceActor(ctx, svc.Run)
+	g.Add(exec, interrupt)
+	serveOps(&g, ln, o.Mux, log)
+	return runGroup(ctx, &g, log)
+}
+
+// forkPollEvery is how often `sessionlog fork` reads the child's tail for
+// its progress bar.
+const forkPollEvery = 200 * time.Millisecond
