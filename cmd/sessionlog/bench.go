@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+)
+
+// benchFunc runs one benchmark with the arguments after its name and
+// prints BENCH lines to stdout.
+type benchFunc func(ctx context.Context, args []string, stdout io.Writer) error
+
+// benches is the `sessionlog bench <name>` registry, filled by init
+// functions only (bench_<name>.go files call registerBench).
+var benches = map[string]benchFunc{}
+
+// registerBench adds `sessionlog bench <name>`; call it from init.
+func registerBench(name string, fn benchFunc) {
+	if _, dup := benches[name]; dup {
+		panic("sessionlog: registerBench: duplicate " + name)
+	}
+	benches[name] = fn
+}
+
+func init() {
+	register(&command{
+		Name:    "bench",
+		Summary: "run a benchmark (append, ...) and print BENCH lines",
+		Run:     runBench,
+	})
+}
+
+func benchNames() []string {
+	names := make([]string, 0, len(benches))
+	for n := range benches {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintf(stderr, "Usage: sessionlog bench <name> [flags]\n\nBenchmarks: %v\n", benchNames())
+		if len(args) == 0 {
+			return usageErrorf("bench: name a benchmark")
+		}
+		return nil
+	}
+	fn, ok := benches[args[0]]
+	if !ok {
+		return usageErrorf("bench: unknown benchmark %q (have %v)", args[0], benchNames())
+	}
+	return fn(ctx, args[1:], stdout)
+}

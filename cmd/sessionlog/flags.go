@@ -1,0 +1,215 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Defaults shared by several commands.
+const (
+	defaultNATSURL  = "nats://127.0.0.1:4222"
+	defaultLogLevel = "info"
+	envPrefix       = "SESSIONLOG_"
+)
+
+// newFlags returns the flag set of a subcommand. Every flag set gets
+// --log-level; call newLogger after parseFlags to use it.
+func newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("sessionlog "+name, flag.ContinueOnError)
+	fs.String("log-level", defaultLogLevel, "log level: debug, info, warn, error (JSON logs on stderr)")
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "Usage of %s:\n", fs.Name())
+		fs.PrintDefaults()
+		fmt.Fprintf(w, "\nEvery flag can also be set with %s<FLAG> (upper case, dashes as underscores).\n", envPrefix)
+	}
+	return fs
+}
+
+// envName is the environment variable of a flag: --nats-url = SESSIONLOG_NATS_URL.
+func envName(flagName string) string {
+	r := strings.NewReplacer("-", "_", ".", "_")
+	return envPrefix + strings.ToUpper(r.Replace(flagName))
+}
+
+// parseFlags parses args, allowing flags after positional arguments
+// (`show s-1 --nats-url ...`), then sets every flag not given on the
+// command line from its SESSIONLOG_ environment variable. fs.Args() holds
+// the positional arguments afterwards.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	return parseFlagsEnv(fs, args, os.LookupEnv)
+}
+
+func parseFlagsEnv(fs *flag.FlagSet, args []string, lookup func(string) (string, bool)) error {
+	var positional []string
+	rest := args
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		rem := fs.Args()
+		consumed := len(rest) - len(rem)
+		if consumed > 0 && rest[consumed-1] == "--" {
+			positional = append(positional, rem...)
+			break
+		}
+		if len(rem) == 0 {
+			break
+		}
+		positional = append(positional, rem[0])
+		rest = rem[1:]
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] {
+			return
+		}
+		if v, ok := lookup(envName(f.Name)); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", envName(f.Name), v, err))
+			}
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return &usageError{msg: err.Error()}
+	}
+	// Leave exactly the positional arguments in fs.Args().
+	return fs.Parse(append([]string{"--"}, positional...))
+}
+
+// flagGiven reports whether a flag was set on the command line or by its
+// environment variable (after parseFlags).
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			given = true
+		}
+	})
+	return given
+}
+
+// newLogger returns the JSON logger on w at the flag set's --log-level.
+func newLogger(fs *flag.FlagSet, w io.Writer) (*slog.Logger, error) {
+	var lvl slog.Level
+	s := defaultLogLevel
+	if f := fs.Lookup("log-level"); f != nil {
+		s = f.Value.String()
+	}
+	if err := lvl.UnmarshalText([]byte(s)); err != nil {
+		return nil, usageErrorf("--log-level %q: want debug, info, warn or error", s)
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})), nil
+}
+
+// natsFlags are the flags of a connection to an existing NATS system.
+type natsFlags struct {
+	URL      string
+	Creds    string
+	User     string
+	Password string
+	CA       string
+	Cert     string
+	Key      string
+	// Log receives connection events; set it after newLogger.
+	Log *slog.Logger
+}
+
+// addNATSFlags adds --nats-url, --nats-creds, --nats-user, --nats-password,
+// --nats-ca, --nats-cert and --nats-key to fs.
+func addNATSFlags(fs *flag.FlagSet) *natsFlags {
+	n := &natsFlags{}
+	fs.StringVar(&n.URL, "nats-url", defaultNATSURL, "NATS server URL(s), comma separated")
+	fs.StringVar(&n.Creds, "nats-creds", "", "NATS credentials file (JWT + nkey)")
+	fs.StringVar(&n.User, "nats-user", "", "NATS user name")
+	fs.StringVar(&n.Password, "nats-password", "", "NATS password")
+	fs.StringVar(&n.CA, "nats-ca", "", "CA certificate file to verify the NATS servers")
+	fs.StringVar(&n.Cert, "nats-cert", "", "client TLS certificate file")
+	fs.StringVar(&n.Key, "nats-key", "", "client TLS key file")
+	return n
+}
+
+// options are the connection options of the flags: reconnect forever, a
+// connection name for the server's monitoring, and logged connection events.
+func (n *natsFlags) options(name string) ([]nats.Option, error) {
+	log := n.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log = log.With("conn", name)
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectJitter(250*time.Millisecond, time.Second),
+		nats.ReconnectBufSize(64 << 20),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("nats disconnected", "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.ClosedHandler(func(*nats.Conn) { log.Info("nats connection closed") }),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subj := ""
+			if sub != nil {
+				subj = sub.Subject
+			}
+			log.Error("nats async error", "subject", subj, "err", err)
+		}),
+	}
+	if n.Creds != "" {
+		opts = append(opts, nats.UserCredentials(n.Creds))
+	}
+	if n.User != "" || n.Password != "" {
+		opts = append(opts, nats.UserInfo(n.User, n.Password))
+	}
+	if n.CA != "" {
+		opts = append(opts, nats.RootCAs(n.CA))
+	}
+	if (n.Cert == "") != (n.Key == "") {
+		return nil, usageErrorf("--nats-cert and --nats-key go together")
+	}
+	if n.Cert != "" {
+		opts = append(opts, nats.ClientCert(n.Cert, n.Key))
+	}
+	return opts, nil
+}
+
+// connect dials --nats-url. A server that is unreachable at start is an
+// error (bad configuration fails at once); once connected, the connection
+// reconnects forever.
+func (n *natsFlags) connect(name string) (*nats.Conn, error) {
+	opts, err := n.options(name)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(n.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", redactURL(n.URL), err)
+	}
+	return nc, nil
+}
+
+// redactURL hides passwords in URLs for messages.
+func redactURL(u string) string {
+	parts := strings.Split(u, ",")
+	for i, p := range parts {
+		if at := strings.LastIndex(p, "@"); at >= 0 {
+			if s := strings.Index(p, "://"); s >= 0 && s < at {
+				parts[i] = p[:s+3] + "***" + p[at:]
+			}
+		}
+	}
+	return strings.Join(parts, ",")
+}

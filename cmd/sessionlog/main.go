@@ -1,0 +1,154 @@
+// Command sessionlog is the one sessionlog binary: a subcommand per service
+// (writer, projector, repairer, forker), `up` (everything in one process on
+// an embedded JetStream server) and the SRE verbs (ls, show, replay, tail,
+// verify, export, import, bench).
+//
+// Each subcommand lives in its own file and registers itself in init():
+//
+//	func init() {
+//		register(&command{Name: "projector", Summary: "...", Run: runProjector})
+//	}
+//
+// Run gets the arguments after the subcommand name and parses them with
+// newFlags/parseFlags, so every flag also reads its SESSIONLOG_ variable.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// command is one subcommand.
+type command struct {
+	Name    string
+	Summary string
+	// Run runs the subcommand with the arguments that follow its name. It
+	// returns nil on success; a usageError exits 2, any other error 1.
+	Run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+// commands is the subcommand registry, filled by init functions only and
+// read-only afterwards.
+var commands = map[string]*command{}
+
+// register adds a subcommand; call it from init.
+func register(c *command) {
+	if c.Name == "" || c.Run == nil {
+		panic("sessionlog: register: command needs Name and Run")
+	}
+	if _, dup := commands[c.Name]; dup {
+		panic("sessionlog: register: duplicate command " + c.Name)
+	}
+	commands[c.Name] = c
+}
+
+// usageError is a mistake on the command line: exit status 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usageErrorf(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// errSilent ends a command with exit status 1 after it has already said
+// why (verify prints each problem itself).
+var errSilent = errors.New("sessionlog: failed")
+
+func main() {
+	os.Exit(Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Main runs the program with args (without the program name) and returns
+// the exit status; tests call it in-process.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		printHelp(stderr)
+		return 2
+	}
+	name := args[0]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		if len(args) > 1 {
+			if c, ok := commands[args[1]]; ok {
+				// Every command prints its own flags on -h.
+				_ = c.Run(ctx, []string{"-h"}, stdout, stdout)
+				return 0
+			}
+		}
+		printHelp(stdout)
+		return 0
+	}
+	c, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(stderr, "sessionlog: unknown command %q\n\n", name)
+		printHelp(stderr)
+		return 2
+	}
+	err := c.Run(ctx, args[1:], stdout, stderr)
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errSilent):
+		return 1
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "sessionlog %s: %v\n", name, err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "sessionlog %s: %v\n", name, err)
+		return 1
+	}
+}
+
+func printHelp(w io.Writer) {
+	fmt.Fprint(w, `sessionlog keeps the durable, replayable record of what AI agents did.
+
+Usage:
+  sessionlog <command> [flags] [args]
+
+Commands:
+`)
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	for _, n := range names {
+		fmt.Fprintf(tw, "  %s\t%s\n", n, commands[n].Summary)
+	}
+	tw.Flush()
+	fmt.Fprint(w, `
+Run "sessionlog help <command>" or "sessionlog <command> -h" for its flags.
+Every flag can also be set with an environment variable: SESSIONLOG_ and the
+flag name in upper case with dashes as underscores (--nats-url = SESSIONLOG_NATS_URL).
+`)
+}
+
+// commandNames lists registered commands (for tests).
+func commandNames() []string {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// oneLine trims text for log and table output.
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > max {
+		return s[:max-3] + "..."
+	}
+	return s
+}

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/oklog/run"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+)
+
+// openStoreTimeout bounds how long a service waits for JetStream at start
+// (a pod can start before the cluster has a meta leader).
+const openStoreTimeout = 30 * time.Second
+
+// openStore opens the JetStream adapter, retrying while JetStream is not
+// available yet, for at most openStoreTimeout.
+func openStore(ctx context.Context, nc *nats.Conn, cfg logstore.Config) (*logstore.Store, error) {
+	ctx, cancel := context.WithTimeout(ctx, openStoreTimeout)
+	defer cancel()
+	wait := 100 * time.Millisecond
+	for {
+		st, err := logstore.Open(ctx, nc, cfg)
+		if err == nil {
+			return st, nil
+		}
+		if cfg.Logger != nil {
+			cfg.Logger.Warn("opening the log store", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("open log store: %w", err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// ops is the operational HTTP surface of a process: /healthz, /readyz,
+// /metrics on a mux that services may add their own routes to.
+type ops struct {
+	Mux      *http.ServeMux
+	Registry *prometheus.Registry
+
+	mu     sync.Mutex
+	checks map[string]func() error
+}
+
+// newOps returns a mux serving /healthz, /readyz and /metrics (a fresh
+// registry with the Go and process collectors).
+func newOps() *ops {
+	o := &ops{Mux: http.NewServeMux(), Registry: prometheus.NewRegistry(), checks: map[string]func() error{}}
+	o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	o.Mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+	})
+	o.Mux.HandleFunc("GET /readyz", o.serveReady)
+	o.Mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry}))
+	return o
+}
+
+// AddReady adds a readiness check: /readyz is 200 only when every check
+// returns nil.
+func (o *ops) AddReady(name string, check func() error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.checks[name] = check
+}
+
+// Ready runs every check; the map holds "ok" or the error text.
+func (o *ops) Ready() (map[string]string, bool) {
+	o.mu.Lock()
+	checks := make(map[string]func() error, len(o.checks))
+	for k, v := range o.checks {
+		checks[k] = v
+	}
+	o.mu.Unlock()
+	out := make(map[string]string, len(checks))
+	ok := true
+	names := make([]string, 0, len(checks))
+	for n := range checks {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if err := checks[n](); err != nil {
+			out[n] = err.Error()
+			ok = false
+		} else {
+			out[n] = "ok"
+		}
+	}
+	return out, ok
+}
+
+func (o *ops) serveReady(w http.ResponseWriter, _ *http.Request) {
+	checks, ok := o.Ready()
+	status := "ok"
+	code := http.StatusOK
+	if !ok {
+		status, code = "unavailable", http.StatusServiceUnavailable
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]any{"status": status, "checks": checks})
+}
+
+// natsReady is a readiness check for a connection.
+func natsReady(nc *nats.Conn) func() error {
+	return func() error {
+		if !nc.IsConnected() {
+			return fmt.Errorf("nats %s", strings.ToLower(nc.Status().String()))
+		}
+		return nil
+	}
+}
+
+// listen binds a TCP address. Commands bind every listener before their
+// group starts, so a bad address fails at once.
+func listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("http listen %s: %w", addr, err)
+	}
+	return ln, nil
+}
+
+// serveOps adds an actor serving h on ln to g. Its interrupt cancels the
+// request contexts (long-lived SSE streams end), then shuts the server down
+// gracefully, closing what is left after a few seconds.
+func serveOps(g *run.Group, ln net.Listener, h http.Handler, log *slog.Logger) {
+	base, cancel := context.WithCancel(context.Background())
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return base },
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	g.Add(func() error {
+		log.Info("http listening", "addr", ln.Addr().String())
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http: %w", err)
+		}
+		return nil
+	}, func(error) {
+		cancel()
+		ctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+		defer stop()
+		if err := srv.Shutdown(ctx); err != nil {
+			_ = srv.Close()
+		}
+	})
+}
+
+// requireToken guards h with a bearer token. /healthz and /readyz stay
+// open for probes. Browsers cannot set headers on EventSource, so a
+// `token` query parameter is accepted too and remembered in a cookie.
+func requireToken(token string, h http.Handler) http.Handler {
+	if token == "" {
+		return h
+	}
+	const cookie = "sessionlog_token"
+	eq := func(s string) bool { return subtle.ConstantTimeCompare([]byte(s), []byte(token)) == 1 }
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && eq(v) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if c, err := r.Cookie(cookie); err == nil && eq(c.Value) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		if q := r.URL.Query().Get("token"); q != "" && eq(q) {
+			http.SetCookie(w, &http.Cookie{Name: cookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			h.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sessionlog"`)
+		http.Error(w, `{"error":{"code":"unauthorized","message":"missing or wrong token"}}`, http.StatusUnauthorized)
+	})
+}
+
+// runGroup adds the signal actor (SIGINT, SIGTERM) last and runs g. A
+// signal is a clean stop, not an error.
+func runGroup(ctx context.Context, g *run.Group, log *slog.Logger) error {
+	g.Add(run.SignalHandler(ctx, syscall.SIGINT, syscall.SIGTERM))
+	err := g.Run()
+	switch {
+	case errors.Is(err, run.ErrSignal):
+		log.Info("stopped", "reason", err.Error())
+		return nil
+	case errors.Is(err, context.Canceled):
+		return nil
+	}
+	return err
+}
+
+// serviceActor runs a service's Run(ctx) as an actor: the interrupt cancels
+// exactly that service's context.
+func serviceActor(parent context.Context, runFn func(context.Context) error) (func() error, func(error)) {
+	ctx, cancel := context.WithCancel(parent)
+	return func() error { return runFn(ctx) }, func(error) { cancel() }
+}

@@ -1,0 +1,410 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/oklog/run"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+)
+
+// Defaults of `sessionlog up` (DESIGN.md section 10).
+const (
+	defaultDataDir    = "./data"
+	defaultNATSListen = "127.0.0.1:4222"
+	defaultHTTPListen = "127.0.0.1:8080"
+	defaultGrace      = 5 * time.Second
+	// The server allows 50 open atomic batches per stream by default; one
+	// process with several services and clients opens more than that under
+	// load, and a refused batch is only a retry, so allow more.
+	upMaxBatchInflightPerStream = 1000
+	upMaxBatchInflightTotal     = 4000
+	natsReadyTimeout            = 2 * time.Minute
+)
+
+// upEnv is what an up-service gets to build itself.
+type upEnv struct {
+	// Ctx lives as long as the process; services get their own cancel via
+	// their actor's Interrupt.
+	Ctx context.Context
+	// NC is the shared in-process connection; Connect opens another one
+	// (closed by up after every actor has stopped).
+	NC      *nats.Conn
+	Connect func(name string) (*nats.Conn, error)
+	// NATSURL is where the embedded server listens, for display.
+	NATSURL  string
+	Store    *logstore.Store
+	Logger   *slog.Logger
+	Registry *prometheus.Registry
+	// Mux is the --http-listen mux: /healthz, /readyz and /metrics are
+	// taken; the projector mounts its API and dashboard at "/".
+	Mux       *http.ServeMux
+	DataDir   string
+	LeaseTTL  time.Duration
+	Grace     time.Duration
+	HTTPToken string
+	// AddReady adds a readiness check to /readyz.
+	AddReady func(name string, check func() error)
+}
+
+// upActor is a service's place in up's run.Group: Execute blocks until the
+// service stops, Interrupt stops exactly that service.
+type upActor struct {
+	Execute   func() error
+	Interrupt func(error)
+}
+
+// upService is a service that `sessionlog up` runs; register it from the
+// service's own up_<name>.go init with registerUp.
+type upService struct {
+	Name string
+	// Order: lower starts first; ties by name.
+	Order int
+	Start func(env *upEnv) (*upActor, error)
+}
+
+// upServices is filled by init functions only.
+var upServices []upService
+
+func registerUp(s upService) {
+	if s.Name == "" || s.Start == nil {
+		panic("sessionlog: registerUp needs Name and Start")
+	}
+	for _, o := range upServices {
+		if o.Name == s.Name {
+			panic("sessionlog: registerUp: duplicate " + s.Name)
+		}
+	}
+	upServices = append(upServices, s)
+}
+
+func sortedUpServices() []upService {
+	out := append([]upService(nil), upServices...)
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Order != out[j].Order {
+			return out[i].Order < out[j].Order
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+func init() {
+	register(&command{
+		Name:    "up",
+		Summary: "run everything in one process: embedded JetStream, all services, dashboard",
+		Run:     runUp,
+	})
+}
+
+type upFlags struct {
+	dataDir, natsListen, httpListen, sync string
+	leaseTTL, grace                       time.Duration
+	httpToken, natsConfig                 string
+	natsUser, natsPassword                string
+}
+
+func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("up")
+	fs.SetOutput(stderr)
+	var f upFlags
+	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir, "data directory (JetStream store in <dir>/nats, service state beside it); survives restarts")
+	fs.StringVar(&f.natsListen, "nats-listen", defaultNATSListen, "NATS client listen address (port 0: any free port)")
+	fs.StringVar(&f.httpListen, "http-listen", defaultHTTPListen, "HTTP listen address: dashboard, API, /healthz /readyz /metrics")
+	fs.DurationVar(&f.leaseTTL, "lease-ttl", logstore.DefaultLeaseTTL, "session lease TTL")
+	fs.DurationVar(&f.grace, "grace", defaultGrace, "how long a lease must have expired before the repairer closes the session")
+	fs.StringVar(&f.sync, "sync", "interval", "JetStream fsync: interval (default every 2m; a machine crash can lose acknowledged events) or always (fsync before every ack, much slower)")
+	fs.StringVar(&f.httpToken, "http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?token=); /healthz and /readyz stay open")
+	fs.StringVar(&f.natsConfig, "nats-config", "", "nats-server configuration file for the embedded server (flags given explicitly override its listen address and store dir)")
+	fs.StringVar(&f.natsUser, "nats-user", "", "require this user name from NATS clients")
+	fs.StringVar(&f.natsPassword, "nats-password", "", "require this password from NATS clients")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected arguments %q", fs.Args())
+	}
+	if f.sync != "interval" && f.sync != "always" {
+		return usageErrorf("--sync %q: want interval or always", f.sync)
+	}
+	if f.leaseTTL <= 0 || f.grace < 0 {
+		return usageErrorf("--lease-ttl must be > 0 and --grace >= 0")
+	}
+	log, err := newLogger(fs, stderr)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(f.dataDir, 0o755); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	opts, err := upServerOptions(fs, &f)
+	if err != nil {
+		return err
+	}
+	// Bind HTTP first: a taken port fails before the server or any store opens.
+	ln, err := listen(f.httpListen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+
+	ns, err := startEmbedded(opts, log.With("component", "nats-server"))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	}()
+
+	conns := &connSet{}
+	defer conns.closeAll()
+	nf := &natsFlags{User: f.natsUser, Password: f.natsPassword, Log: log}
+	connect := func(name string) (*nats.Conn, error) {
+		o, err := nf.options(name)
+		if err != nil {
+			return nil, err
+		}
+		nc, err := nats.Connect(ns.ClientURL(), append(o, nats.InProcessServer(ns))...)
+		if err != nil {
+			return nil, fmt.Errorf("in-process nats connection: %w", err)
+		}
+		conns.add(nc)
+		return nc, nil
+	}
+	nc, err := connect("sessionlog-up")
+	if err != nil {
+		return err
+	}
+	store, err := openStore(ctx, nc, logstore.Config{Replicas: 1, LeaseTTL: f.leaseTTL, Logger: log.With("component", "logstore")})
+	if err != nil {
+		return err
+	}
+
+	o := newOps()
+	o.AddReady("nats", func() error {
+		if !ns.JetStreamEnabled() {
+			return errors.New("jetstream not enabled")
+		}
+		return natsReady(nc)()
+	})
+	natsURL := clientURL(ns)
+	var g run.Group
+	{
+		// The server itself is shut down after the group, once every service
+		// has stopped; this actor only ends the group if it dies.
+		stop := make(chan struct{})
+		g.Add(func() error {
+			dead := make(chan struct{})
+			go func() { ns.WaitForShutdown(); close(dead) }()
+			select {
+			case <-dead:
+				return errors.New("embedded nats-server stopped")
+			case <-stop:
+				return nil
+			}
+		}, func(error) { close(stop) })
+	}
+	for _, svc := range sortedUpServices() {
+		env := &upEnv{
+			Ctx: ctx, NC: nc, Connect: connect, NATSURL: natsURL, Store: store,
+			Logger: log.With("service", svc.Name), Registry: o.Registry, Mux: o.Mux,
+			DataDir: f.dataDir, LeaseTTL: f.leaseTTL, Grace: f.grace, HTTPToken: f.httpToken,
+			AddReady: o.AddReady,
+		}
+		a, err := svc.Start(env)
+		if err != nil {
+			return fmt.Errorf("start %s: %w", svc.Name, err)
+		}
+		if a == nil || a.Execute == nil || a.Interrupt == nil {
+			return fmt.Errorf("start %s: no actor", svc.Name)
+		}
+		g.Add(a.Execute, a.Interrupt)
+		log.Info("service started", "service", svc.Name)
+	}
+	serveOps(&g, ln, requireToken(f.httpToken, o.Mux), log)
+
+	httpURL := "http://" + displayAddr(ln.Addr())
+	fmt.Fprintf(stdout, "dashboard: %s/\n", httpURL)
+	fmt.Fprintf(stdout, "nats: %s\n", natsURL)
+	fmt.Fprintf(stdout, "readyz: %s/readyz\n", httpURL)
+	fmt.Fprintf(stdout, "data: %s (sync %s)\n", f.dataDir, f.sync)
+	log.Info("sessionlog up", "dashboard", httpURL+"/", "nats", natsURL, "data_dir", f.dataDir, "sync", f.sync,
+		"services", len(upServices))
+	return runGroup(ctx, &g, log)
+}
+
+// upServerOptions builds the embedded server's options: --nats-config if
+// given, then the flags. A flag overrides the file only when it was given
+// (on the command line or by its variable); otherwise the file's value, or
+// the default, holds.
+func upServerOptions(fs *flag.FlagSet, f *upFlags) (*server.Options, error) {
+	opts := &server.Options{}
+	fromFile := f.natsConfig != ""
+	if fromFile {
+		var err error
+		if opts, err = server.ProcessConfigFile(f.natsConfig); err != nil {
+			return nil, fmt.Errorf("--nats-config: %w", err)
+		}
+	}
+	if !fromFile || flagGiven(fs, "nats-listen") || (opts.Host == "" && opts.Port == 0) {
+		host, port, err := splitHostPort(f.natsListen)
+		if err != nil {
+			return nil, usageErrorf("--nats-listen %q: %v", f.natsListen, err)
+		}
+		if port == 0 {
+			port = server.RANDOM_PORT // 0 means 4222 to nats-server
+		}
+		opts.Host, opts.Port = host, port
+	}
+	if !fromFile || flagGiven(fs, "data-dir") || opts.StoreDir == "" {
+		opts.StoreDir = filepath.Join(f.dataDir, "nats")
+	}
+	if opts.ServerName == "" {
+		opts.ServerName = "sessionlog"
+	}
+	opts.JetStream = true
+	// up handles signals itself and shuts the server down last.
+	opts.NoSigs = true
+	if f.sync == "always" {
+		opts.SyncAlways = true
+	}
+	if opts.JetStreamLimits.MaxBatchInflightPerStream == 0 {
+		opts.JetStreamLimits.MaxBatchInflightPerStream = upMaxBatchInflightPerStream
+	}
+	if opts.JetStreamLimits.MaxBatchInflightTotal == 0 {
+		opts.JetStreamLimits.MaxBatchInflightTotal = upMaxBatchInflightTotal
+	}
+	if f.natsUser != "" || f.natsPassword != "" {
+		if f.natsUser == "" || f.natsPassword == "" {
+			return nil, usageErrorf("--nats-user and --nats-password go together")
+		}
+		opts.Username, opts.Password = f.natsUser, f.natsPassword
+	}
+	return opts, nil
+}
+
+// connSet closes the connections up opened, after the group has stopped.
+type connSet struct {
+	mu    sync.Mutex
+	conns []*nats.Conn
+}
+
+func (c *connSet) add(nc *nats.Conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.conns = append(c.conns, nc)
+}
+
+func (c *connSet) closeAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := len(c.conns) - 1; i >= 0; i-- {
+		// Flush what services published last, bounded.
+		_ = c.conns[i].FlushTimeout(2 * time.Second)
+		c.conns[i].Close()
+	}
+	c.conns = nil
+}
+
+// startEmbedded starts the server and waits until it accepts clients and
+// JetStream is up. A listen failure is reported by the server through its
+// logger's Fatalf, which is caught here instead of exiting.
+func startEmbedded(opts *server.Options, log *slog.Logger) (*server.Server, error) {
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("nats-server: %w", err)
+	}
+	sl := &serverLogger{log: log, fatal: make(chan string, 1)}
+	ns.SetLoggerV2(sl, false, false, false)
+	go ns.Start()
+	deadline := time.Now().Add(natsReadyTimeout)
+	for !ns.ReadyForConnections(100 * time.Millisecond) {
+		select {
+		case msg := <-sl.fatal:
+			ns.Shutdown()
+			return nil, fmt.Errorf("nats-server: %s", msg)
+		default:
+		}
+		if time.Now().After(deadline) {
+			ns.Shutdown()
+			return nil, fmt.Errorf("nats-server not ready after %s", natsReadyTimeout)
+		}
+	}
+	if opts.JetStream && !ns.JetStreamEnabled() {
+		ns.Shutdown()
+		return nil, errors.New("nats-server: jetstream did not start")
+	}
+	return ns, nil
+}
+
+func clientURL(ns *server.Server) string {
+	if a, ok := ns.Addr().(*net.TCPAddr); ok {
+		return "nats://" + displayAddr(a)
+	}
+	return ns.ClientURL()
+}
+
+// displayAddr turns a wildcard bind address into one a browser can open.
+func displayAddr(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a.String()
+	}
+	host := tcp.IP.String()
+	if tcp.IP == nil || tcp.IP.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(tcp.Port))
+}
+
+// serverLogger forwards nats-server logs to slog.
+type serverLogger struct {
+	log   *slog.Logger
+	fatal chan string
+}
+
+func (l *serverLogger) Noticef(format string, v ...any) { l.log.Info(fmt.Sprintf(format, v...)) }
+func (l *serverLogger) Warnf(format string, v ...any)   { l.log.Warn(fmt.Sprintf(format, v...)) }
+func (l *serverLogger) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
+func (l *serverLogger) Debugf(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l *serverLogger) Tracef(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
+func (l *serverLogger) Fatalf(format string, v ...any) {
+	msg := fmt.Sprintf(format, v...)
+	l.log.Error(msg, "fatal", true)
+	select {
+	case l.fatal <- msg:
+	default:
+	}
+}
+
+var _ server.Logger = (*serverLogger)(nil)
+
+func splitHostPort(addr string) (string, int, error) {
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("bad port %q", p)
+	}
+	return h, port, nil
+}
+
