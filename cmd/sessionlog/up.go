@@ -407,4 +407,3 @@ func splitHostPort(addr string) (string, int, error) {
 	}
 	return h, port, nil
 }
-
