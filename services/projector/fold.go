@@ -1,0 +1,390 @@
+package projector
+
+import (
+	"bytes"
+	"container/list"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
+	"github.com/sessionlog/sessionlog/services/projector/store"
+)
+
+// entry is the in-memory form of one session: its summary as stored, the
+// fold state (nil once folding stopped: unreadable or gap), and what of it
+// the store holds already, so a batch writes only what changed and keeps
+// the checksum incremental.
+type entry struct {
+	id  string
+	sum Summary
+	st  *session.State
+
+	stored     []byte // summary JSON in the store (nil: none)
+	idxStatus  string // status and time under which the index keys are stored
+	idxTime    uint64
+	indexed    bool
+	compaction []byte // vc value in the store (nil: none)
+	snapSeq    uint64 // LastSeq of the stored snapshot
+	dirty      bool
+	elem       *list.Element
+}
+
+func (e *entry) stopped() bool { return e.st == nil }
+
+// snapshot is the internal fold-state record: enough to continue folding
+// a session after a restart or an eviction without reading it all again.
+// Snapshots are not views (not checksummed); they may lag the summary by
+// up to SnapshotEvery events, which the folder re-reads from the log.
+type snapshot struct {
+	LastSeq   uint64          `json:"lastSeq"`
+	StreamSeq uint64          `json:"streamSeq"`
+	State     json.RawMessage `json:"state"`
+}
+
+// folder folds stream messages into batches of view changes. It is used
+// by one goroutine only.
+type folder struct {
+	db  *store.DB
+	ls  *logstore.Store
+	met *metrics
+
+	cache    map[string]*entry
+	lru      *list.List
+	capacity int
+	snapEach uint64
+
+	batch  *store.Batch
+	dirty  []*entry
+	events int // events folded into the open batch
+	bytes  int // message bytes folded into the open batch
+	pos    map[string]store.StreamPos
+}
+
+func newFolder(db *store.DB, ls *logstore.Store, met *metrics, capacity, snapEach int, pos []store.StreamPos) *folder {
+	f := &folder{
+		db: db, ls: ls, met: met,
+		cache: map[string]*entry{}, lru: list.New(), capacity: capacity, snapEach: uint64(snapEach),
+		pos: map[string]store.StreamPos{},
+	}
+	for _, p := range pos {
+		f.pos[p.Name] = p
+	}
+	return f
+}
+
+func (f *folder) open() *store.Batch {
+	if f.batch == nil {
+		f.batch = f.db.NewBatch()
+	}
+	return f.batch
+}
+
+// checkpoint is the position the open batch reaches.
+func (f *folder) checkpoint() store.Checkpoint {
+	cp := store.Checkpoint{Version: Version()}
+	for _, name := range logstore.Streams() {
+		if p, ok := f.pos[name]; ok {
+			cp.Streams = append(cp.Streams, p)
+		}
+	}
+	return cp
+}
+
+// msg is one stored event as delivered by the consumer.
+type msg struct {
+	stream    string
+	streamSeq uint64
+	subject   string
+	header    nats.Header
+	data      []byte
+	pending   uint64
+}
+
+// handle folds one message of the stream. Errors are internal (store or
+// log failures): what a session holds never fails the projector.
+func (f *folder) handle(ctx context.Context, m *msg) error {
+	p := f.pos[m.stream]
+	p.Name = m.stream
+	p.Seq = m.streamSeq
+	f.pos[m.stream] = p
+	f.bytes += len(m.data)
+	f.open()
+
+	id, ok := logstore.SessionFromSubject(m.subject)
+	if !ok {
+		f.met.skipped.WithLabelValues("bad_subject").Inc()
+		return nil
+	}
+	en, err := f.load(ctx, id)
+	if err != nil {
+		return err
+	}
+	if en.stopped() {
+		f.met.skipped.WithLabelValues("stopped").Inc()
+		return nil
+	}
+	hdrSeq, _ := strconv.ParseUint(m.header.Get(logstore.HeaderSeq), 10, 64)
+	if hdrSeq != 0 && hdrSeq <= en.st.LastSeq {
+		f.met.skipped.WithLabelValues("duplicate").Inc()
+		return nil
+	}
+	ev, err := schema.Decode(m.data)
+	if err != nil {
+		seq := hdrSeq
+		if seq == 0 {
+			seq = en.st.LastSeq + 1
+		}
+		code := schema.CodeUnreadable
+		f.stop(en, StatusUnreadable, &Problem{Seq: seq, StreamSeq: m.streamSeq, Code: string(code), Message: err.Error()})
+		return nil
+	}
+	if ev.Seq <= en.st.LastSeq {
+		f.met.skipped.WithLabelValues("duplicate").Inc()
+		return nil
+	}
+	if ev.SessionID != id {
+		f.stop(en, StatusUnreadable, &Problem{Seq: ev.Seq, StreamSeq: m.streamSeq, Code: string(schema.CodeUnreadable),
+			Message: fmt.Sprintf("event names session %q but is stored under %q", ev.SessionID, id)})
+		return nil
+	}
+	if ev.Seq > en.st.LastSeq+1 {
+		if err := f.fillGap(ctx, en, m.streamSeq); err != nil {
+			return err
+		}
+		if en.stopped() {
+			return nil
+		}
+		if ev.Seq > en.st.LastSeq+1 {
+			f.stop(en, StatusGap, &Problem{Seq: en.st.LastSeq + 1, StreamSeq: m.streamSeq, Code: StatusGap, GotSeq: ev.Seq,
+				Message: fmt.Sprintf("seq %d arrived after seq %d; seqs %d..%d are not in the stream", ev.Seq, en.st.LastSeq, en.st.LastSeq+1, ev.Seq-1)})
+			return nil
+		}
+		if ev.Seq <= en.st.LastSeq { // the fill reached past it
+			return nil
+		}
+	}
+	f.apply(en, &ev, m.streamSeq)
+	return nil
+}
+
+// apply folds one decoded event with the next seq into en.
+func (f *folder) apply(en *entry, ev *schema.Envelope, streamSeq uint64) {
+	if err := en.st.Apply(ev); err != nil {
+		code := schema.CodeOf(err)
+		if code == schema.CodeUnknownType {
+			code = schema.CodeUnreadable
+		}
+		f.stop(en, StatusUnreadable, &Problem{Seq: ev.Seq, StreamSeq: streamSeq, Code: string(code), Message: err.Error()})
+		return
+	}
+	b := f.batch
+	b.Set(store.EventKey(en.id, ev.Seq), nil, encodeIndex(streamSeq, contextEntry(ev)))
+	en.sum.LastStreamSeq = streamSeq
+	en.sum.LastType = ev.Type
+	switch ev.Type {
+	case schema.TypeSessionCreated:
+		if p := en.st.Meta.Parent; p != nil {
+			b.Set(store.ChildKey(p.SessionID, en.id), nil, []byte{})
+		}
+	case schema.TypeCompactionEnded:
+		var d schema.CompactionEnded
+		if ev.DecodeData(&d) == nil {
+			v, _ := json.Marshal(CompactionSummary{CompactionID: d.CompactionID, ThroughSeq: d.ThroughSeq, EndSeq: ev.Seq, Summary: d.Summary})
+			b.Set(store.CompactionKey(en.id), en.compaction, v)
+			en.compaction = v
+		}
+	}
+	f.events++
+	f.met.applied.Inc()
+	f.markDirty(en)
+}
+
+// stop ends folding of a session: its views keep what the last foldable
+// event made of them; only the status and the problem change.
+func (f *folder) stop(en *entry, status string, p *Problem) {
+	if en.st != nil {
+		derive(&en.sum, en.st)
+	}
+	en.st = nil
+	en.sum.Status = status
+	en.sum.Problem = p
+	f.met.marked.WithLabelValues(status).Inc()
+	f.markDirty(en)
+}
+
+func (f *folder) markDirty(en *entry) {
+	if !en.dirty {
+		en.dirty = true
+		f.dirty = append(f.dirty, en)
+	}
+}
+
+// fillGap reads the session's events stored after the last folded one and
+// before the message that skipped ahead, and folds those that continue the
+// sequence. The read is bounded by the current stream position so that a
+// rebuild of the same stream prefix decides the same way.
+func (f *folder) fillGap(ctx context.Context, en *entry, before uint64) error {
+	_, err := f.ls.ReadSession(ctx, en.id, en.sum.LastStreamSeq, func(m *logstore.Msg) error {
+		if m.StreamSeq >= before || en.stopped() {
+			return logstore.ErrStop
+		}
+		ev, err := schema.Decode(m.Data)
+		if err != nil || ev.SessionID != en.id || ev.Seq != en.st.LastSeq+1 {
+			return nil
+		}
+		f.apply(en, &ev, m.StreamSeq)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("projector: gap fill %s: %w", en.id, err)
+	}
+	return nil
+}
+
+// load returns the session's entry from the cache or the store.
+func (f *folder) load(ctx context.Context, id string) (*entry, error) {
+	if en, ok := f.cache[id]; ok {
+		f.lru.MoveToFront(en.elem)
+		return en, nil
+	}
+	en := &entry{id: id}
+	v, found, err := f.db.Get(store.SummaryKey(id))
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		en.st = session.New(id)
+		en.sum.SessionID = id
+	} else {
+		if err := json.Unmarshal(v, &en.sum); err != nil {
+			return nil, fmt.Errorf("projector: summary %s: %w", id, err)
+		}
+		en.stored = v
+		en.idxStatus, en.idxTime, en.indexed = en.sum.Status, store.TimeKey(en.sum.LastActivity), true
+		if en.compaction, _, err = f.db.Get(store.CompactionKey(id)); err != nil {
+			return nil, err
+		}
+		if en.sum.Status != StatusUnreadable && en.sum.Status != StatusGap {
+			if err := f.restore(ctx, en); err != nil {
+				return nil, err
+			}
+		}
+	}
+	en.elem = f.lru.PushFront(en)
+	f.cache[id] = en
+	return en, nil
+}
+
+// restore rebuilds the fold state of a stored session: its snapshot plus
+// the events after it up to the summary's last seq, read from the log.
+func (f *folder) restore(ctx context.Context, en *entry) error {
+	en.st = session.New(en.id)
+	var after uint64
+	v, found, err := f.db.Get(store.SnapshotKey(en.id))
+	if err != nil {
+		return err
+	}
+	if found {
+		var sn snapshot
+		if err := json.Unmarshal(v, &sn); err != nil {
+			return fmt.Errorf("projector: snapshot %s: %w", en.id, err)
+		}
+		st, err := session.UnmarshalState(sn.State)
+		if err != nil {
+			return fmt.Errorf("projector: snapshot %s: %w", en.id, err)
+		}
+		if sn.LastSeq <= en.sum.LastSeq {
+			en.st, after, en.snapSeq = st, sn.StreamSeq, sn.LastSeq
+		}
+	}
+	if en.st.LastSeq == en.sum.LastSeq {
+		return nil
+	}
+	f.met.restores.Inc()
+	_, err = f.ls.ReadSession(ctx, en.id, after, func(m *logstore.Msg) error {
+		ev, err := schema.Decode(m.Data)
+		if err != nil || ev.Seq != en.st.LastSeq+1 {
+			return nil // what folding skipped before
+		}
+		if err := en.st.Apply(&ev); err != nil {
+			return fmt.Errorf("seq %d folded before but not now: %w", ev.Seq, err)
+		}
+		if en.st.LastSeq == en.sum.LastSeq {
+			return logstore.ErrStop
+		}
+		return nil
+	})
+	if err == nil && en.st.LastSeq != en.sum.LastSeq {
+		err = fmt.Errorf("the log holds seq %d, the view says %d", en.st.LastSeq, en.sum.LastSeq)
+	}
+	if err != nil {
+		return fmt.Errorf("projector: restore %s: %w", en.id, err)
+	}
+	return nil
+}
+
+// pending reports whether the open batch holds anything to commit.
+func (f *folder) pending() bool { return f.batch != nil }
+
+// flush writes the changed views, the due snapshots and the checkpoint in
+// one batch.
+func (f *folder) flush() error {
+	if f.batch == nil {
+		return nil
+	}
+	b := f.batch
+	for _, en := range f.dirty {
+		if en.st != nil {
+			derive(&en.sum, en.st)
+		}
+		v, err := json.Marshal(&en.sum)
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(v, en.stored) {
+			b.Set(store.SummaryKey(en.id), en.stored, v)
+			en.stored = v
+		}
+		t := store.TimeKey(en.sum.LastActivity)
+		if !en.indexed || en.idxStatus != en.sum.Status || en.idxTime != t {
+			if en.indexed {
+				b.Delete(store.ActivityKey(en.idxTime, en.id), []byte{})
+				b.Delete(store.StatusKey(en.idxStatus, en.idxTime, en.id), []byte{})
+			}
+			b.Set(store.ActivityKey(t, en.id), nil, []byte{})
+			b.Set(store.StatusKey(en.sum.Status, t, en.id), nil, []byte{})
+			en.idxStatus, en.idxTime, en.indexed = en.sum.Status, t, true
+		}
+		if en.st != nil && en.st.LastSeq-en.snapSeq >= f.snapEach {
+			st, err := json.Marshal(en.st)
+			if err != nil {
+				return err
+			}
+			sv, _ := json.Marshal(snapshot{LastSeq: en.st.LastSeq, StreamSeq: en.sum.LastStreamSeq, State: st})
+			b.SetInternal(store.SnapshotKey(en.id), sv)
+			en.snapSeq = en.st.LastSeq
+		}
+		en.dirty = false
+	}
+	f.dirty = f.dirty[:0]
+	if err := b.Commit(f.checkpoint()); err != nil {
+		f.batch = nil
+		return err
+	}
+	f.batch = nil
+	f.events, f.bytes = 0, 0
+	for f.lru.Len() > f.capacity {
+		el := f.lru.Back()
+		en := el.Value.(*entry)
+		f.lru.Remove(el)
+		delete(f.cache, en.id)
+	}
+	return nil
+}
+

@@ -1,0 +1,127 @@
+package projector_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/services/projector"
+)
+
+type env struct {
+	t   *testing.T
+	srv *server.Server
+	nc  *nats.Conn
+	ls  *logstore.Store
+	ctx context.Context
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ls, err := logstore.Open(ctx, nc, logstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, srv: srv, nc: nc, ls: ls, ctx: ctx}
+}
+
+// running is a projector started by a test.
+type running struct {
+	*projector.Service
+	srv    *httptest.Server
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (e *env) start(dir string, mod ...func(*projector.Config)) *running {
+	e.t.Helper()
+	cfg := projector.Config{Store: e.ls, DataDir: dir, Heartbeat: 200 * time.Millisecond}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	s, err := projector.New(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	r := &running{Service: s, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- s.Run(ctx) }()
+	r.srv = httptest.NewServer(s.Handler())
+	e.t.Cleanup(func() { r.stop(e.t) })
+	return r
+}
+
+func (r *running) stop(t *testing.T) {
+	if r.cancel == nil {
+		return
+	}
+	r.srv.CloseClientConnections()
+	r.srv.Close()
+	r.cancel()
+	if err := <-r.done; err != nil {
+		t.Errorf("projector Run: %v", err)
+	}
+	r.cancel = nil
+}
+
+func (r *running) waitReady(t *testing.T) {
+	t.Helper()
+	natstest.CheckFor(t, 60*time.Second, 20*time.Millisecond, r.Ready)
+}
+
+// waitSeq waits until the session's view reaches seq (or status).
+func (r *running) waitSession(t *testing.T, id string, ok func(projector.Detail) bool) projector.Detail {
+	t.Helper()
+	var d projector.Detail
+	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+		code, body := r.get(t, "/v1/sessions/"+id)
+		if code != 200 {
+			return fmt.Errorf("status %d: %s", code, body)
+		}
+		d = projector.Detail{}
+		if err := json.Unmarshal(body, &d); err != nil {
+			return err
+		}
+		if !ok(d) {
+			return fmt.Errorf("session %s not there yet: status %s lastSeq %d", id, d.Status, d.LastSeq)
+		}
+		return nil
+	})
+	return d
+}
+
+func (r *running) get(t *testing.T, path string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Get(r.srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func (r *running) getJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	code, b := r.get(t, path)
+	if code != 200 {
+		t.Fatalf("GET %s: %d %s", path, code, b)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("GET %s: %v: %s", path, err, b)
+	}
+}

@@ -1,0 +1,497 @@
+package projector
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/projector/store"
+	"github.com/sessionlog/sessionlog/services/projector/web"
+)
+
+// Paging limits.
+const (
+	DefaultListLimit   = 50
+	MaxListLimit       = 1000
+	DefaultEventsLimit = 100
+	MaxEventsLimit     = 1000
+)
+
+func (s *Service) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/sessions", s.handleList)
+	mux.HandleFunc("GET /v1/sessions/{id}", s.handleSession)
+	mux.HandleFunc("GET /v1/sessions/{id}/events", s.handleEvents)
+	mux.HandleFunc("GET /v1/sessions/{id}/context", s.handleContext)
+	mux.HandleFunc("GET /v1/sessions/{id}/watch", s.handleWatch)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := s.Ready(); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, err)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	if s.cfg.Gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}))
+	}
+	mux.Handle("GET /{$}", web.Handler())
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no such path")
+	})
+	return s.auth(mux)
+}
+
+// APIHandler is the API without the dashboard and the ops paths, for a
+// server that serves /healthz, /readyz and /metrics itself.
+func (s *Service) APIHandler() http.Handler { return s.handler }
+
+// auth requires the bearer token on everything but /healthz. Browsers
+// cannot set headers on EventSource, so access_token in the query is
+// accepted too.
+func (s *Service) auth(next http.Handler) http.Handler {
+	if s.cfg.HTTPToken == "" {
+		return next
+	}
+	want := []byte(s.cfg.HTTPToken)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		got := r.URL.Query().Get("access_token")
+		if h, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+			got = h
+		}
+		if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sessionlog"`)
+			apiError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func apiError(w http.ResponseWriter, status int, code schema.Code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"error": map[string]string{"code": string(code), "message": msg}})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	json.NewEncoder(w).Encode(v)
+}
+
+// errClosed: the store was closed (the projector stopped).
+var errClosed = errors.New("projector: store closed")
+
+// view runs fn on a consistent snapshot of the store.
+func (s *Service) view(fn func(r reader) error) error {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed.Load() {
+		return errClosed
+	}
+	snap := s.db.Pebble().NewSnapshot()
+	defer snap.Close()
+	return fn(reader{snap})
+}
+
+type reader struct{ snap *pebble.Snapshot }
+
+func (r reader) get(key []byte) ([]byte, bool, error) {
+	v, closer, err := r.snap.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	out := append([]byte(nil), v...)
+	closer.Close()
+	return out, true, nil
+}
+
+func (r reader) iter(prefix []byte) (*pebble.Iterator, error) {
+	return r.snap.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: store.PrefixEnd(prefix)})
+}
+
+func (r reader) summary(id string) (*Summary, error) {
+	v, ok, err := r.get(store.SummaryKey(id))
+	if err != nil || !ok {
+		return nil, err
+	}
+	var sum Summary
+	if err := json.Unmarshal(v, &sum); err != nil {
+		return nil, err
+	}
+	return &sum, nil
+}
+
+func (s *Service) internal(w http.ResponseWriter, err error) {
+	if errors.Is(err, errClosed) {
+		apiError(w, http.StatusServiceUnavailable, schema.CodeInternal, "the projector is stopping")
+		return
+	}
+	s.log.Error("projector: http", "err", err)
+	apiError(w, http.StatusInternalServerError, schema.CodeInternal, "internal error")
+}
+
+// sessionID validates the {id} path value. The mux decodes %2F and the
+// like before this check, so nothing but a valid id reaches the store.
+func sessionID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	if !schema.ValidSessionID(id) {
+		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, "session id must match ^[A-Za-z0-9_-]{1,128}$")
+		return "", false
+	}
+	return id, true
+}
+
+func parseSeq(v string) (uint64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, errors.New("must be a non-negative integer")
+	}
+	return n, nil
+}
+
+func parseLimit(w http.ResponseWriter, r *http.Request, def, max int) (int, bool) {
+	v := r.URL.Query().Get("limit")
+	if v == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > max {
+		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, fmt.Sprintf("limit must be an integer from 1 to %d", max))
+		return 0, false
+	}
+	return n, true
+}
+
+// List is GET /v1/sessions.
+type List struct {
+	Sessions []Summary `json:"sessions"`
+	// Next is the cursor for the following page (after=), empty at the end.
+	Next string `json:"next,omitempty"`
+}
+
+func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	status := q.Get("status")
+	if status != "" && !validStatus(status) {
+		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, fmt.Sprintf("status must be one of %s", strings.Join(Statuses, ", ")))
+		return
+	}
+	limit, ok := parseLimit(w, r, DefaultListLimit, MaxListLimit)
+	if !ok {
+		return
+	}
+	after := q.Get("after")
+	var out List
+	out.Sessions = []Summary{}
+	err := s.view(func(rd reader) error {
+		prefix := store.ActivityPrefix()
+		if status != "" {
+			prefix = store.StatusPrefix(status)
+		}
+		it, err := rd.iter(prefix)
+		if err != nil {
+			return err
+		}
+		defer it.Close()
+		valid := it.Last()
+		if after != "" {
+			// The cursor is "<activity ns>.<session id>"; a bare session id
+			// continues after that session's current place.
+			var ns uint64
+			var id string
+			if t, sid, ok := strings.Cut(after, "."); ok {
+				n, err := strconv.ParseUint(t, 10, 64)
+				if err != nil || !schema.ValidSessionID(sid) {
+					return errBadCursor
+				}
+				ns, id = n, sid
+			} else {
+				if !schema.ValidSessionID(after) {
+					return errBadCursor
+				}
+				sum, err := rd.summary(after)
+				if err != nil {
+					return err
+				}
+				if sum == nil {
+					return errBadCursor
+				}
+				ns, id = store.TimeKey(sum.LastActivity), after
+			}
+			key := store.ActivityKey(ns, id)
+			if status != "" {
+				key = store.StatusKey(status, ns, id)
+			}
+			valid = it.SeekLT(key)
+		}
+		for ; valid && len(out.Sessions) < limit; valid = it.Prev() {
+			id := store.IndexSession(prefix, it.Key())
+			sum, err := rd.summary(id)
+			if err != nil {
+				return err
+			}
+			if sum == nil {
+				continue
+			}
+			out.Sessions = append(out.Sessions, *sum)
+		}
+		if valid && len(out.Sessions) > 0 {
+			last := out.Sessions[len(out.Sessions)-1]
+			out.Next = strconv.FormatUint(store.TimeKey(last.LastActivity), 10) + "." + last.SessionID
+		}
+		return nil
+	})
+	if errors.Is(err, errBadCursor) {
+		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, "after must be a cursor from next or a known session id")
+		return
+	}
+	if err != nil {
+		s.internal(w, err)
+		return
+	}
+	writeJSON(w, out)
+}
+
+var errBadCursor = errors.New("bad cursor")
+
+func (s *Service) handleSession(w http.ResponseWriter, r *http.Request) {
+	id, ok := sessionID(w, r)
+	if !ok {
+		return
+	}
+	var d *Detail
+	err := s.view(func(rd reader) error {
+		sum, err := rd.summary(id)
+		if err != nil || sum == nil {
+			return err
+		}
+		d = &Detail{Summary: *sum, Children: []string{}}
+		prefix := store.ChildPrefix(id)
+		it, err := rd.iter(prefix)
+		if err != nil {
+			return err
+		}
+		defer it.Close()
+		for ok := it.First(); ok; ok = it.Next() {
+			d.Children = append(d.Children, string(it.Key()[len(prefix):]))
+		}
+		return nil
+	})
+	if err != nil {
+		s.internal(w, err)
+		return
+	}
+	if d == nil {
+		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
+		return
+	}
+	writeJSON(w, d)
+}
+
+// startAfter returns a stream sequence to read the session from so that
+// every event with seq > after follows it: the stream seq of event
+// `after`, or of the nearest indexed event before it.
+func (rd reader) startAfter(id string, after uint64) (uint64, error) {
+	if after == 0 {
+		return 0, nil
+	}
+	it, err := rd.iter(store.EventPrefix(id))
+	if err != nil {
+		return 0, err
+	}
+	defer it.Close()
+	k := store.EventKey(id, after)
+	if after < ^uint64(0) {
+		k = store.EventKey(id, after+1)
+	}
+	if !it.SeekLT(k) {
+		return 0, nil
+	}
+	ss, _ := decodeIndex(it.Value())
+	return ss, nil
+}
+
+// Events is GET /v1/sessions/{id}/events.
+type Events struct {
+	SessionID string            `json:"sessionId"`
+	Events    []json.RawMessage `json:"events"`
+	// Next is the after= of the following page; More says there is one.
+	Next uint64 `json:"next"`
+	More bool   `json:"more"`
+}
+
+// seqOf reads a stored message's session seq (header first).
+func seqOf(m *logstore.Msg) (uint64, bool) {
+	if n, err := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64); err == nil && n > 0 {
+		return n, true
+	}
+	var probe struct {
+		Seq uint64 `json:"seq"`
+	}
+	if json.Unmarshal(m.Data, &probe) == nil && probe.Seq > 0 {
+		return probe.Seq, true
+	}
+	return 0, false
+}
+
+// rawEvent is a stored body as JSON: stored bodies are JSON unless
+// someone published garbage, which is then shown as unreadable.
+func rawEvent(m *logstore.Msg) json.RawMessage {
+	if json.Valid(m.Data) {
+		return json.RawMessage(m.Data)
+	}
+	b, _ := json.Marshal(map[string]any{"unreadable": true, "streamSeq": m.StreamSeq, "body": string(m.Data)})
+	return b
+}
+
+// known reports whether the session exists in the views or, when the
+// views lag, in the log.
+func (s *Service) known(ctx context.Context, id string) (bool, error) {
+	var found bool
+	err := s.view(func(rd reader) error {
+		sum, err := rd.summary(id)
+		found = sum != nil
+		return err
+	})
+	if err != nil || found {
+		return found, err
+	}
+	t, err := s.ls.Tail(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	return t.Exists(), nil
+}
+
+func (s *Service) handleEvents(w http.ResponseWriter, r *http.Request) {
+	id, ok := sessionID(w, r)
+	if !ok {
+		return
+	}
+	after, err := parseSeq(r.URL.Query().Get("after"))
+	if err != nil {
+		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, "after "+err.Error())
+		return
+	}
+	limit, ok := parseLimit(w, r, DefaultEventsLimit, MaxEventsLimit)
+	if !ok {
+		return
+	}
+	exists, err := s.known(r.Context(), id)
+	if err != nil {
+		s.internal(w, err)
+		return
+	}
+	if !exists {
+		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
+		return
+	}
+	var from uint64
+	if err := s.view(func(rd reader) error {
+		from, err = rd.startAfter(id, after)
+		return err
+	}); err != nil {
+		s.internal(w, err)
+		return
+	}
+	out := Events{SessionID: id, Events: []json.RawMessage{}, Next: after}
+	_, err = s.ls.ReadSession(r.Context(), id, from, func(m *logstore.Msg) error {
+		seq, ok := seqOf(m)
+		if ok && seq <= out.Next {
+			return nil
+		}
+		if len(out.Events) == limit {
+			out.More = true
+			return logstore.ErrStop
+		}
+		out.Events = append(out.Events, rawEvent(m))
+		if ok {
+			out.Next = seq
+		}
+		return nil
+	})
+	if err != nil {
+		s.internal(w, err)
+		return
+	}
+	writeJSON(w, out)
+}
+
+func (s *Service) handleContext(w http.ResponseWriter, r *http.Request) {
+	id, ok := sessionID(w, r)
+	if !ok {
+		return
+	}
+	var out *Context
+	err := s.view(func(rd reader) error {
+		sum, err := rd.summary(id)
+		if err != nil || sum == nil {
+			return err
+		}
+		out = &Context{SessionID: id, LastSeq: sum.LastSeq, Entries: []ContextEntry{}}
+		var from uint64 = 1
+		if v, ok, err := rd.get(store.CompactionKey(id)); err != nil {
+			return err
+		} else if ok {
+			var c CompactionSummary
+			if err := json.Unmarshal(v, &c); err != nil {
+				return err
+			}
+			out.Compaction = &c
+			from = c.ThroughSeq + 1
+		}
+		it, err := rd.iter(store.EventPrefix(id))
+		if err != nil {
+			return err
+		}
+		defer it.Close()
+		for ok := it.SeekGE(store.EventKey(id, from)); ok; ok = it.Next() {
+			_, e := decodeIndex(it.Value())
+			if len(e) == 0 {
+				continue
+			}
+			var ce ContextEntry
+			if err := json.Unmarshal(e, &ce); err != nil {
+				return err
+			}
+			out.Entries = append(out.Entries, ce)
+		}
+		return nil
+	})
+	if err != nil {
+		s.internal(w, err)
+		return
+	}
+	if out == nil {
+		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
+		return
+	}
+	writeJSON(w, out)
+}

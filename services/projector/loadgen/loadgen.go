@@ -1,0 +1,213 @@
+// Package loadgen makes streams of valid session events for the
+// projector's tests and the catch-up benchmark: each session follows a
+// deterministic script of turns (model calls, tool calls, goal updates,
+// compactions) that pkg/session folds without error, and Fill publishes
+// many sessions interleaved straight to the stream, as a fleet would.
+package loadgen
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// Session generates the events of one session in order.
+type Session struct {
+	ID   string
+	seq  uint64 // last assigned
+	out  uint64 // last returned by Next
+	turn int
+	step int
+	t0   time.Time
+	// queue of events of the current script step
+	queue []schema.Envelope
+}
+
+// NewSession starts a session whose event times start at t0.
+func NewSession(id string, t0 time.Time) *Session { return &Session{ID: id, t0: t0} }
+
+// Seq is the seq of the last generated event.
+func (s *Session) Seq() uint64 { return s.out }
+
+func (s *Session) env(typ string, data any) schema.Envelope {
+	s.seq++
+	b, _ := json.Marshal(data)
+	return schema.Envelope{
+		SchemaVersion: schema.Version, SessionID: s.ID, Seq: s.seq,
+		EventID: s.ID + "-" + strconv.FormatUint(s.seq, 10),
+		Time:    s.t0.Add(time.Duration(s.seq) * time.Millisecond).UTC(),
+		Type:    typ, Data: b,
+	}
+}
+
+func (s *Session) inTurn(typ, turn string, data any) schema.Envelope {
+	e := s.env(typ, data)
+	e.TurnID = turn
+	return e
+}
+
+// Next returns the session's next event.
+func (s *Session) Next() schema.Envelope {
+	if len(s.queue) == 0 {
+		s.fill()
+	}
+	e := s.queue[0]
+	s.queue = s.queue[1:]
+	s.out = e.Seq
+	return e
+}
+
+// fill queues the next script step. The queue holds envelopes whose seq
+// was assigned in order, so Next returns them contiguously.
+func (s *Session) fill() {
+	if s.seq == 0 {
+		s.queue = append(s.queue, s.env(schema.TypeSessionCreated, map[string]any{"title": "load " + s.ID, "agent": "loadgen"}))
+		return
+	}
+	s.turn++
+	t := "t" + strconv.Itoa(s.turn)
+	call := "call_" + strconv.Itoa(s.turn)
+	a1, a2 := "a1", "a2"
+	q := []schema.Envelope{
+		s.inTurn(schema.TypeTurnStarted, t, map[string]any{"input": "do task " + strconv.Itoa(s.turn)}),
+		s.inTurn(schema.TypeMessageUser, t, map[string]any{"content": "please do task " + strconv.Itoa(s.turn)}),
+	}
+	e := s.inTurn(schema.TypeAttemptStarted, t, map[string]any{"model": "m1"})
+	e.AttemptID = a1
+	q = append(q, e)
+	e = s.inTurn(schema.TypeMessageAssistant, t, map[string]any{"content": "I will call a tool for task " + strconv.Itoa(s.turn)})
+	e.AttemptID = a1
+	q = append(q, e)
+	e = s.inTurn(schema.TypeToolRequested, t, map[string]any{"name": "read_file", "input": map[string]string{"path": "/src/file" + strconv.Itoa(s.turn%17) + ".go"}})
+	e.ToolCallID = call
+	q = append(q, e)
+	e = s.inTurn(schema.TypeToolStarted, t, struct{}{})
+	e.ToolCallID = call
+	q = append(q, e)
+	e = s.inTurn(schema.TypeToolResult, t, map[string]any{"status": "ok", "output": "package main // " + strconv.Itoa(s.turn)})
+	e.ToolCallID = call
+	q = append(q, e)
+	e = s.inTurn(schema.TypeAttemptStarted, t, map[string]any{"model": "m1"})
+	e.AttemptID = a2
+	q = append(q, e)
+	e = s.inTurn(schema.TypeMessageAssistant, t, map[string]any{"content": "task " + strconv.Itoa(s.turn) + " is done"})
+	e.AttemptID = a2
+	q = append(q, e)
+	q = append(q, s.inTurn(schema.TypeTurnEnded, t, map[string]any{"reason": "completed"}))
+	if s.turn%5 == 0 {
+		q = append(q, s.env(schema.TypeGoalUpdated, map[string]any{"revision": s.turn / 5, "objective": "finish the tasks", "status": "active"}))
+	}
+	if s.turn%10 == 0 {
+		id := "c" + strconv.Itoa(s.turn)
+		through := s.seq
+		q = append(q, s.env(schema.TypeCompactionStarted, map[string]any{"compactionId": id, "throughSeq": through}))
+		q = append(q, s.env(schema.TypeCompactionEnded, map[string]any{"compactionId": id, "throughSeq": through, "summary": "summary of the first " + strconv.Itoa(s.turn) + " tasks"}))
+	}
+	s.queue = append(s.queue, q...)
+}
+
+// Msg renders a stored event as the writer would publish it.
+func Msg(e *schema.Envelope) (*nats.Msg, error) {
+	loc, err := logstore.Locate(e.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	body, err := schema.Encode(e)
+	if err != nil {
+		return nil, err
+	}
+	m := nats.NewMsg(loc.Subject)
+	m.Data = body
+	m.Header.Set(logstore.HeaderMsgID, logstore.MsgID(e.SessionID, e.EventID))
+	m.Header.Set(logstore.HeaderType, e.Type)
+	m.Header.Set(logstore.HeaderSeq, strconv.FormatUint(e.Seq, 10))
+	m.Header.Set(logstore.HeaderSchema, strconv.Itoa(e.SchemaVersion))
+	return m, nil
+}
+
+// Publish stores one event straight in the stream, with no sequence check
+// (tests use it to store what the writer would refuse).
+func Publish(ctx context.Context, js jetstream.JetStream, e schema.Envelope) (uint64, error) {
+	m, err := Msg(&e)
+	if err != nil {
+		return 0, err
+	}
+	ack, err := js.PublishMsg(ctx, m)
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// Fleet is a set of sessions generated together.
+type Fleet struct {
+	Sessions []*Session
+	rnd      *rand.Rand
+}
+
+// NewFleet makes n sessions named prefix-0 ... prefix-(n-1).
+func NewFleet(prefix string, n int, seed uint64, t0 time.Time) *Fleet {
+	f := &Fleet{rnd: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+	for i := range n {
+		f.Sessions = append(f.Sessions, NewSession(fmt.Sprintf("%s-%d", prefix, i), t0))
+	}
+	return f
+}
+
+// Next returns the next event of a randomly chosen session.
+func (f *Fleet) Next() schema.Envelope {
+	return f.Sessions[f.rnd.IntN(len(f.Sessions))].Next()
+}
+
+// Fill publishes total events of the fleet to the stream with async
+// publishes (plain publishes: on a file-storage stream they are far
+// faster than atomic batches) and waits for every ack. It returns the
+// stream sequence of the last one.
+func (f *Fleet) Fill(ctx context.Context, js jetstream.JetStream, total int) (uint64, error) {
+	var last uint64
+	const window = 4000
+	var futs []jetstream.PubAckFuture
+	wait := func() error {
+		for _, fu := range futs {
+			select {
+			case ack := <-fu.Ok():
+				if ack.Sequence > last {
+					last = ack.Sequence
+				}
+			case err := <-fu.Err():
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		futs = futs[:0]
+		return nil
+	}
+	for i := 0; i < total; i++ {
+		e := f.Next()
+		m, err := Msg(&e)
+		if err != nil {
+			return last, err
+		}
+		fu, err := js.PublishMsgAsync(m)
+		if err != nil {
+			return last, err
+		}
+		futs = append(futs, fu)
+		if len(futs) == window {
+			if err := wait(); err != nil {
+				return last, err
+			}
+		}
+	}
+	return last, wait()
+}

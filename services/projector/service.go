@@ -1,0 +1,464 @@
+package projector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/services/projector/store"
+)
+
+// Defaults, chosen by measurement with `sessionlog bench catchup`.
+const (
+	DefaultMaxBatchEvents = 10_000
+	DefaultMaxBatchBytes  = 4 << 20
+	DefaultCacheSessions  = 4096
+	DefaultSnapshotEvery  = 64
+	DefaultFetchBatch     = 2000
+	DefaultHeartbeat      = 15 * time.Second
+)
+
+// Config configures the projector.
+type Config struct {
+	Store *logstore.Store
+	// DataDir holds the Pebble store.
+	DataDir    string
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	// Gatherer, when set, is served on /metrics by Handler.
+	Gatherer prometheus.Gatherer
+	Now      func() time.Time
+	// HTTPToken, when set, is required as a bearer token (or the
+	// access_token query parameter, for browsers' EventSource) on every
+	// path but /healthz.
+	HTTPToken string
+
+	// MaxBatchEvents and MaxBatchBytes bound one Pebble batch while
+	// catching up; a caught-up projector commits whatever has arrived.
+	MaxBatchEvents int
+	MaxBatchBytes  int
+	// CacheSessions bounds the fold states kept in memory.
+	CacheSessions int
+	// SnapshotEvery: a session's fold state is stored at most this many
+	// events behind its summary.
+	SnapshotEvery int
+	// FetchBatch is the consumer's pull size.
+	FetchBatch int
+	// Heartbeat is the SSE comment interval.
+	Heartbeat time.Duration
+	// OnCommit, if set, is called after each committed batch (tests).
+	OnCommit func(store.Checkpoint)
+}
+
+func (c *Config) defaults() {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.NewRegistry()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.MaxBatchEvents <= 0 {
+		c.MaxBatchEvents = DefaultMaxBatchEvents
+	}
+	if c.MaxBatchBytes <= 0 {
+		c.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	if c.CacheSessions <= 0 {
+		c.CacheSessions = DefaultCacheSessions
+	}
+	if c.SnapshotEvery <= 0 {
+		c.SnapshotEvery = DefaultSnapshotEvery
+	}
+	if c.FetchBatch <= 0 {
+		c.FetchBatch = DefaultFetchBatch
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = DefaultHeartbeat
+	}
+}
+
+type metrics struct {
+	applied  prometheus.Counter
+	skipped  *prometheus.CounterVec
+	marked   *prometheus.CounterVec
+	restores prometheus.Counter
+	rebuilds prometheus.Counter
+	lag      prometheus.Gauge
+	position prometheus.Gauge
+	batch    prometheus.Histogram
+	batchEv  prometheus.Histogram
+	watchers prometheus.Gauge
+}
+
+func newMetrics(r prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		applied: prometheus.NewCounter(prometheus.CounterOpts{Name: "sessionlog_projector_events_applied_total", Help: "Events folded into the views."}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessionlog_projector_events_skipped_total", Help: "Stream messages not folded, by reason (duplicate, stopped, bad_subject)."}, []string{"reason"}),
+		marked:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessionlog_projector_sessions_stopped_total", Help: "Sessions whose folding stopped, by status (unreadable, gap)."}, []string{"status"}),
+		restores: prometheus.NewCounter(prometheus.CounterOpts{Name: "sessionlog_projector_state_restores_total",
+			Help: "Fold states re-read from the log after their snapshot (cache misses)."}),
+		rebuilds: prometheus.NewCounter(prometheus.CounterOpts{Name: "sessionlog_projector_rebuilds_total", Help: "Rebuilds of the views from the start of the stream."}),
+		lag:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "sessionlog_projector_lag_messages", Help: "Stream messages not yet folded."}),
+		position: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sessionlog_projector_stream_seq", Help: "Last stream sequence folded."}),
+		batch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sessionlog_projector_apply_seconds", Help: "Time to fold and commit one batch.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
+		batchEv: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sessionlog_projector_batch_events", Help: "Events per committed batch.",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 9)}),
+		watchers: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sessionlog_projector_watchers", Help: "Open watch (SSE) streams."}),
+	}
+	for _, c := range []prometheus.Collector{m.applied, m.skipped, m.marked, m.restores, m.rebuilds, m.lag, m.position, m.batch, m.batchEv, m.watchers} {
+		if err := r.Register(c); err != nil {
+			return nil, fmt.Errorf("projector: metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// StartMode says how the projector found its store.
+type StartMode struct {
+	// Rebuild is true when the views are rebuilt from the start of the
+	// stream; Reason says why ("empty" for a new store).
+	Rebuild bool
+	Reason  string
+	// From is the checkpoint it resumes after.
+	From store.Checkpoint
+}
+
+// Service is the projector.
+type Service struct {
+	cfg  Config
+	log  *slog.Logger
+	ls   *logstore.Store
+	js   jetstream.JetStream
+	nc   *nats.Conn
+	db   *store.DB
+	met  *metrics
+	mode StartMode
+	f    *folder
+
+	// target is each stream's last sequence at start: ready once folded.
+	target   map[string]uint64
+	caughtUp atomic.Bool
+	running  atomic.Bool
+	closed   atomic.Bool
+	closeMu  sync.RWMutex
+	handler  http.Handler
+	errState atomic.Value // last fatal error, for /readyz
+}
+
+// New opens the store, verifies its checkpoint against the stream (or
+// wipes it for a rebuild), and returns a projector ready to Run.
+func New(cfg Config) (*Service, error) {
+	cfg.defaults()
+	if cfg.Store == nil {
+		return nil, errors.New("projector: Config.Store is required")
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("projector: Config.DataDir is required")
+	}
+	met, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	db, err := store.Open(cfg.DataDir, store.Options{})
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, log: cfg.Logger, ls: cfg.Store, js: cfg.Store.JetStream(), nc: cfg.Store.Conn(), db: db, met: met, target: map[string]uint64{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.start(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+type streamInfo struct {
+	last    uint64
+	created time.Time
+}
+
+func (s *Service) streams(ctx context.Context) (map[string]streamInfo, error) {
+	out := map[string]streamInfo{}
+	for _, name := range logstore.Streams() {
+		st, err := s.js.Stream(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("projector: stream %s: %w", name, err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("projector: stream %s: %w", name, err)
+		}
+		out[name] = streamInfo{last: info.State.LastSeq, created: info.Created.UTC()}
+	}
+	return out, nil
+}
+
+// start decides between resuming and rebuilding.
+func (s *Service) start(ctx context.Context) error {
+	infos, err := s.streams(ctx)
+	if err != nil {
+		return err
+	}
+	mode, err := checkStore(s.db, infos)
+	if err != nil {
+		return err
+	}
+	if mode.Rebuild {
+		if mode.Reason != "empty" {
+			s.met.rebuilds.Inc()
+			s.log.Warn("projector: rebuilding views from the start of the stream", "reason", mode.Reason)
+		}
+		if err := s.db.Wipe(); err != nil {
+			return err
+		}
+	} else {
+		s.log.Info("projector: resuming", "checkpoint", mode.From.Streams)
+	}
+	s.mode = mode
+	var pos []store.StreamPos
+	for name, info := range infos {
+		p := mode.From.Stream(name)
+		if mode.Rebuild {
+			p = store.StreamPos{Name: name}
+		}
+		p.Created = info.created
+		pos = append(pos, p)
+		s.target[name] = info.last
+	}
+	s.f = newFolder(s.db, s.ls, s.met, s.cfg.CacheSessions, s.cfg.SnapshotEvery, pos)
+	s.updateCaughtUp()
+	return nil
+}
+
+// checkStore verifies the stored checkpoint: right version, a checksum
+// that matches a full scan of the views, and streams that still hold the
+// position it names.
+func checkStore(db *store.DB, infos map[string]streamInfo) (StartMode, error) {
+	cp, ok, err := db.Checkpoint()
+	if errors.Is(err, store.ErrCorruptCheckpoint) {
+		return StartMode{Rebuild: true, Reason: "corrupt checkpoint"}, nil
+	}
+	if err != nil {
+		return StartMode{}, err
+	}
+	sum, n, err := db.Scan()
+	if err != nil {
+		return StartMode{}, err
+	}
+	if !ok {
+		if n == 0 {
+			return StartMode{Rebuild: true, Reason: "empty"}, nil
+		}
+		return StartMode{Rebuild: true, Reason: "views without a checkpoint"}, nil
+	}
+	if cp.Version != Version() {
+		return StartMode{Rebuild: true, Reason: fmt.Sprintf("version %s, want %s", cp.Version, Version())}, nil
+	}
+	if sum != cp.Checksum {
+		return StartMode{Rebuild: true, Reason: fmt.Sprintf("checksum %016x does not match the views (%016x)", cp.Checksum, sum)}, nil
+	}
+	for _, p := range cp.Streams {
+		info, ok := infos[p.Name]
+		switch {
+		case !ok:
+			return StartMode{Rebuild: true, Reason: "stream " + p.Name + " is gone"}, nil
+		case !p.Created.Equal(info.created):
+			return StartMode{Rebuild: true, Reason: "stream " + p.Name + " was created again"}, nil
+		case p.Seq > info.last:
+			return StartMode{Rebuild: true, Reason: fmt.Sprintf("stream %s ends at %d, before the checkpoint %d", p.Name, info.last, p.Seq)}, nil
+		}
+	}
+	db.SetChecksum(sum)
+	return StartMode{From: cp}, nil
+}
+
+// Mode reports how the projector started.
+func (s *Service) Mode() StartMode { return s.mode }
+
+// DB is the read-model store (tests, verify).
+func (s *Service) DB() *store.DB { return s.db }
+
+func (s *Service) updateCaughtUp() {
+	if s.caughtUp.Load() {
+		return
+	}
+	for name, t := range s.target {
+		if s.f.pos[name].Seq < t {
+			return
+		}
+	}
+	s.caughtUp.Store(true)
+	s.log.Info("projector: caught up", "checkpoint", s.f.checkpoint().Streams)
+}
+
+// Ready is nil once NATS is connected, the store open and the views have
+// caught up with the stream as it was at start.
+func (s *Service) Ready() error {
+	switch {
+	case s.closed.Load():
+		return errors.New("projector: stopped")
+	case s.nc != nil && !s.nc.IsConnected():
+		return errors.New("projector: NATS not connected")
+	case !s.running.Load():
+		return errors.New("projector: not running")
+	case !s.caughtUp.Load():
+		return errors.New("projector: catching up")
+	}
+	if err, _ := s.errState.Load().(error); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Run folds the stream into the views until ctx is cancelled.
+func (s *Service) Run(ctx context.Context) error {
+	if s.closed.Load() {
+		return errors.New("projector: Run after stop")
+	}
+	s.running.Store(true)
+	err := s.consume(ctx, nil)
+	s.running.Store(false)
+	s.closeMu.Lock()
+	s.closed.Store(true)
+	cerr := s.db.Close()
+	s.closeMu.Unlock()
+	if err != nil {
+		s.errState.Store(err)
+		return err
+	}
+	return cerr
+}
+
+// consume runs the consumers and the fold loop. stop, if set, ends it once
+// it returns true after a message (rebuild to a position).
+func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.StreamPos) bool) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch := make(chan *msg, 2*s.cfg.FetchBatch)
+	errc := make(chan error, len(s.f.pos))
+	var wg sync.WaitGroup
+	for name, p := range s.f.pos {
+		cons, err := s.js.OrderedConsumer(ctx, name, jetstream.OrderedConsumerConfig{
+			DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+			OptStartSeq:   p.Seq + 1,
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("projector: consumer %s: %w", name, err)
+		}
+		it, err := cons.Messages(jetstream.PullMaxMessages(s.cfg.FetchBatch))
+		if err != nil {
+			return fmt.Errorf("projector: consumer %s: %w", name, err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-ctx.Done()
+			it.Stop()
+		}()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				jm, err := it.Next()
+				if err != nil {
+					if ctx.Err() == nil && !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+						errc <- fmt.Errorf("projector: consume %s: %w", name, err)
+					}
+					return
+				}
+				md, err := jm.Metadata()
+				if err != nil {
+					errc <- fmt.Errorf("projector: consume %s: %w", name, err)
+					return
+				}
+				m := &msg{stream: name, streamSeq: md.Sequence.Stream, subject: jm.Subject(), header: jm.Headers(), data: jm.Data(), pending: md.NumPending}
+				select {
+				case ch <- m:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	defer wg.Wait()
+	defer cancel()
+
+	for {
+		var m *msg
+		select {
+		case <-ctx.Done():
+			return s.commit()
+		case err := <-errc:
+			s.commit()
+			return err
+		case m = <-ch:
+		}
+		start := time.Now()
+		for {
+			if err := s.f.handle(ctx, m); err != nil {
+				return err
+			}
+			s.met.lag.Set(float64(m.pending))
+			if stop != nil && stop(s.f.pos) {
+				return s.commit()
+			}
+			if s.f.events >= s.cfg.MaxBatchEvents || s.f.bytes >= s.cfg.MaxBatchBytes {
+				break
+			}
+			select {
+			case m = <-ch:
+				continue
+			default:
+			}
+			break
+		}
+		n := s.f.events
+		if err := s.commit(); err != nil {
+			return err
+		}
+		s.met.batch.Observe(time.Since(start).Seconds())
+		s.met.batchEv.Observe(float64(n))
+	}
+}
+
+func (s *Service) commit() error {
+	if !s.f.pending() {
+		return nil
+	}
+	if err := s.f.flush(); err != nil {
+		return err
+	}
+	cp := s.f.checkpoint()
+	if len(cp.Streams) > 0 {
+		s.met.position.Set(float64(cp.Streams[0].Seq))
+	}
+	s.updateCaughtUp()
+	if s.cfg.OnCommit != nil {
+		cp.Checksum = s.db.Checksum()
+		s.cfg.OnCommit(cp)
+	}
+	return nil
+}
+
+// Handler serves the HTTP API, the dashboard, /healthz, /readyz and (with
+// a Gatherer) /metrics.
+func (s *Service) Handler() http.Handler { return s.handler }

@@ -1,0 +1,464 @@
+// Package store is the projector's Pebble read-model store: the key
+// layout of the views, the checkpoint record and the view checksum.
+//
+// Every view key lives under the prefix "v"; the checksum covers exactly
+// those keys and their values. Internal keys (the checkpoint, fold-state
+// snapshots) live under "z" and are not covered: they describe how far the
+// projector got and how to continue, not what the views say, so a live
+// store and a clean rebuild of the same stream prefix have the same
+// checksum even if they took snapshots at different moments.
+//
+// The checksum is the XOR of a 64-bit hash of every (key, value) pair. XOR
+// is order independent and its own inverse, so a batch keeps it current by
+// XOR-ing out the hash of a value it replaces or deletes and XOR-ing in
+// the new one, without scanning; Scan recomputes it from scratch to verify
+// a checkpoint on start.
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Key prefixes. View keys start with 'v', internal keys with 'z'.
+var (
+	viewLower = []byte("v")
+	viewUpper = []byte("w")
+
+	prefSummary    = []byte("vs") // vs<id> -> summary JSON
+	prefEvent      = []byte("ve") // ve<id>\x00<seq BE8> -> event index value
+	prefChild      = []byte("vk") // vk<parent>\x00<child> -> ""
+	prefActivity   = []byte("va") // va<time BE8><id> -> ""
+	prefStatus     = []byte("vt") // vt<status>\x00<time BE8><id> -> ""
+	prefCompaction = []byte("vc") // vc<id> -> compaction summary JSON
+	keyCheckpoint  = []byte("zc")
+	prefSnapshot   = []byte("zf") // zf<id> -> fold state snapshot
+)
+
+// Session ids match ^[A-Za-z0-9_-]+$, so the 0x00 separator sorts below
+// every id byte and a prefix scan of one id never reaches a longer id.
+
+// SummaryKey is the key of a session's summary view.
+func SummaryKey(id string) []byte { return cat(prefSummary, id) }
+
+// SummaryPrefix bounds every summary key.
+func SummaryPrefix() []byte { return prefSummary }
+
+// EventKey is the key of the index entry for event seq of a session.
+func EventKey(id string, seq uint64) []byte {
+	k := make([]byte, 0, len(prefEvent)+len(id)+9)
+	k = append(k, prefEvent...)
+	k = append(k, id...)
+	k = append(k, 0)
+	return binary.BigEndian.AppendUint64(k, seq)
+}
+
+// EventPrefix bounds every event index key of a session.
+func EventPrefix(id string) []byte { return append(cat(prefEvent, id), 0) }
+
+// EventSeq returns the seq of an event index key.
+func EventSeq(key []byte) uint64 {
+	if len(key) < 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(key[len(key)-8:])
+}
+
+// ChildKey links a parent session to a child forked from it.
+func ChildKey(parent, child string) []byte {
+	return append(append(cat(prefChild, parent), 0), child...)
+}
+
+// ChildPrefix bounds the child keys of a parent.
+func ChildPrefix(parent string) []byte { return append(cat(prefChild, parent), 0) }
+
+// ActivityKey orders sessions by last activity.
+// ns is the activity time as TimeKey gives it.
+func ActivityKey(ns uint64, id string) []byte {
+	k := binary.BigEndian.AppendUint64(append([]byte(nil), prefActivity...), ns)
+	return append(k, id...)
+}
+
+// ActivityPrefix bounds the activity index.
+func ActivityPrefix() []byte { return prefActivity }
+
+// StatusKey orders the sessions of one status by last activity.
+func StatusKey(status string, ns uint64, id string) []byte {
+	k := append(cat(prefStatus, status), 0)
+	k = binary.BigEndian.AppendUint64(k, ns)
+	return append(k, id...)
+}
+
+// StatusPrefix bounds the status index of one status.
+func StatusPrefix(status string) []byte { return append(cat(prefStatus, status), 0) }
+
+// IndexSession returns the session id at the end of an activity or status
+// index key with the given prefix.
+func IndexSession(prefix, key []byte) string {
+	if len(key) < len(prefix)+8 {
+		return ""
+	}
+	return string(key[len(prefix)+8:])
+}
+
+// IndexTime returns the activity time stored in an index key.
+func IndexTime(prefix, key []byte) uint64 {
+	if len(key) < len(prefix)+8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(key[len(prefix):])
+}
+
+// CompactionKey holds the summary of a session's last ended compaction.
+func CompactionKey(id string) []byte { return cat(prefCompaction, id) }
+
+// SnapshotKey holds a fold-state snapshot (internal, not checksummed).
+func SnapshotKey(id string) []byte { return cat(prefSnapshot, id) }
+
+// TimeKey is the index form of a time: Unix nanoseconds, clamped at 0.
+func TimeKey(t time.Time) uint64 { return timeKey(t) }
+
+func timeKey(t time.Time) uint64 {
+	if t.IsZero() {
+		return 0
+	}
+	n := t.UnixNano()
+	if n < 0 {
+		return 0
+	}
+	return uint64(n)
+}
+
+func cat(p []byte, s string) []byte {
+	k := make([]byte, 0, len(p)+len(s)+10)
+	return append(append(k, p...), s...)
+}
+
+// PrefixEnd returns the smallest key greater than every key with prefix p.
+func PrefixEnd(p []byte) []byte {
+	end := append([]byte(nil), p...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// Hash is the checksum contribution of one view key and value.
+func Hash(key, value []byte) uint64 {
+	hk := xxhash.Sum64(key)
+	hv := xxhash.Sum64(value)
+	// Mix so that swapping bytes between key and value changes the hash.
+	x := hk*0x9E3779B97F4A7C15 ^ (hv + 0x632BE59BD9B4E5C1 + hk<<6 + hk>>2)
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	return x
+}
+
+// StreamPos is the position reached in one stream.
+type StreamPos struct {
+	Name string `json:"name"`
+	// Seq is the last stream sequence folded into the views.
+	Seq uint64 `json:"seq"`
+	// Created is the stream's creation time: a stream deleted and created
+	// again restarts its sequences, so the position would mean nothing.
+	Created time.Time `json:"created"`
+}
+
+// Checkpoint describes what the views reflect. It is written in the same
+// Pebble batch as the view changes it covers.
+type Checkpoint struct {
+	Version  string      `json:"version"`
+	Checksum uint64      `json:"checksum"`
+	Streams  []StreamPos `json:"streams"`
+}
+
+// Stream returns the position of a stream (zero if absent).
+func (c Checkpoint) Stream(name string) StreamPos {
+	for _, s := range c.Streams {
+		if s.Name == name {
+			return s
+		}
+	}
+	return StreamPos{Name: name}
+}
+
+// ErrCorruptCheckpoint: the stored checkpoint does not decode or its CRC
+// does not match.
+var ErrCorruptCheckpoint = errors.New("store: corrupt checkpoint")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// EncodeCheckpoint renders a checkpoint: JSON followed by its CRC-32C, so
+// a damaged position is detected even when the view checksum still
+// matches.
+func EncodeCheckpoint(c Checkpoint) []byte {
+	b, _ := json.Marshal(c)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// DecodeCheckpoint is the inverse of EncodeCheckpoint.
+func DecodeCheckpoint(v []byte) (Checkpoint, error) {
+	var c Checkpoint
+	if len(v) < 5 {
+		return c, ErrCorruptCheckpoint
+	}
+	body, sum := v[:len(v)-4], binary.BigEndian.Uint32(v[len(v)-4:])
+	if crc32.Checksum(body, castagnoli) != sum {
+		return c, ErrCorruptCheckpoint
+	}
+	if err := json.Unmarshal(body, &c); err != nil {
+		return c, fmt.Errorf("%w: %v", ErrCorruptCheckpoint, err)
+	}
+	return c, nil
+}
+
+// Options tune the store.
+type Options struct {
+	// CacheBytes is Pebble's block cache size (default 64 MiB).
+	CacheBytes int64
+	// MemTableBytes (default 32 MiB).
+	MemTableBytes uint64
+}
+
+// DB is the read-model store. Reads are safe for concurrent use; one
+// writer (the projector's fold loop) commits batches.
+type DB struct {
+	dir  string
+	opts Options
+	db   *pebble.DB
+	sum  uint64 // checksum of the committed views, kept by the writer
+}
+
+// Open opens (creating) the store in dir.
+func Open(dir string, opts Options) (*DB, error) {
+	if opts.CacheBytes <= 0 {
+		opts.CacheBytes = 64 << 20
+	}
+	if opts.MemTableBytes == 0 {
+		opts.MemTableBytes = 32 << 20
+	}
+	d := &DB{dir: dir, opts: opts}
+	if err := d.open(); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *DB) open() error {
+	if err := os.MkdirAll(d.dir, 0o755); err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	cache := pebble.NewCache(d.opts.CacheBytes)
+	defer cache.Unref()
+	o := &pebble.Options{
+		Cache:                       cache,
+		MemTableSize:                d.opts.MemTableBytes,
+		MemTableStopWritesThreshold: 4,
+		L0CompactionThreshold:       4,
+		L0StopWritesThreshold:       1000,
+		Logger:                      quietLogger{},
+	}
+	db, err := pebble.Open(d.dir, o)
+	if err != nil {
+		return fmt.Errorf("store: open %s: %w", d.dir, err)
+	}
+	d.db = db
+	return nil
+}
+
+// Dir is the store's directory.
+func (d *DB) Dir() string { return d.dir }
+
+// Close syncs and closes the store.
+func (d *DB) Close() error {
+	if d.db == nil {
+		return nil
+	}
+	// Commits use NoSync: make the last ones durable on a clean stop.
+	if err := d.db.LogData(nil, pebble.Sync); err != nil {
+		d.db.Close()
+		d.db = nil
+		return fmt.Errorf("store: sync: %w", err)
+	}
+	err := d.db.Close()
+	d.db = nil
+	return err
+}
+
+// Wipe deletes every key: the store is rebuilt from the start of the
+// stream. Removing the directory is faster than deleting a large store key
+// by key and leaves nothing of the old views behind.
+func (d *DB) Wipe() error {
+	if d.db != nil {
+		if err := d.db.Close(); err != nil {
+			return fmt.Errorf("store: wipe: %w", err)
+		}
+		d.db = nil
+	}
+	entries, err := os.ReadDir(d.dir)
+	if err != nil && !os.IsNotExist(err) {
+		return fmt.Errorf("store: wipe: %w", err)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(d.dir, e.Name())); err != nil {
+			return fmt.Errorf("store: wipe: %w", err)
+		}
+	}
+	d.sum = 0
+	return d.open()
+}
+
+// Checkpoint reads the stored checkpoint; ok is false when there is none.
+func (d *DB) Checkpoint() (c Checkpoint, ok bool, err error) {
+	v, found, err := d.Get(keyCheckpoint)
+	if err != nil || !found {
+		return c, false, err
+	}
+	c, err = DecodeCheckpoint(v)
+	return c, err == nil, err
+}
+
+// SetChecksum tells the store the checksum of its committed views (after a
+// verified Scan on start).
+func (d *DB) SetChecksum(sum uint64) { d.sum = sum }
+
+// Checksum is the checksum of the committed views as the writer kept it.
+func (d *DB) Checksum() uint64 { return d.sum }
+
+// Scan recomputes the checksum of every view key from the data.
+func (d *DB) Scan() (uint64, int, error) {
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: viewLower, UpperBound: viewUpper})
+	if err != nil {
+		return 0, 0, err
+	}
+	var sum uint64
+	n := 0
+	for it.First(); it.Valid(); it.Next() {
+		sum ^= Hash(it.Key(), it.Value())
+		n++
+	}
+	if err := it.Close(); err != nil {
+		return 0, 0, err
+	}
+	return sum, n, nil
+}
+
+// Get returns a copy of the value at key.
+func (d *DB) Get(key []byte) ([]byte, bool, error) {
+	v, closer, err := d.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	out := append([]byte(nil), v...)
+	closer.Close()
+	return out, true, nil
+}
+
+// Iter returns an iterator over keys with the prefix.
+func (d *DB) Iter(prefix []byte) (*pebble.Iterator, error) {
+	return d.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: PrefixEnd(prefix)})
+}
+
+// Pebble exposes the underlying database (metrics, tests).
+func (d *DB) Pebble() *pebble.DB { return d.db }
+
+// Batch is one atomic change to the views plus the checkpoint.
+type Batch struct {
+	d   *DB
+	b   *pebble.Batch
+	sum uint64
+	n   int
+}
+
+// NewBatch starts a batch on top of the committed views.
+func (d *DB) NewBatch() *Batch {
+	return &Batch{d: d, b: d.db.NewBatch(), sum: d.sum}
+}
+
+// Set writes a view key. old is the value it replaces (nil when the key
+// is new): the caller knows it, which keeps the checksum incremental.
+func (b *Batch) Set(key, old, value []byte) {
+	if old != nil {
+		b.sum ^= Hash(key, old)
+	}
+	b.sum ^= Hash(key, value)
+	b.b.Set(key, value, nil)
+	b.n++
+}
+
+// Delete removes a view key whose current value is old.
+func (b *Batch) Delete(key, old []byte) {
+	b.sum ^= Hash(key, old)
+	b.b.Delete(key, nil)
+	b.n++
+}
+
+// SetInternal writes a key outside the checksum (snapshots).
+func (b *Batch) SetInternal(key, value []byte) {
+	b.b.Set(key, value, nil)
+	b.n++
+}
+
+// Ops is the number of writes in the batch.
+func (b *Batch) Ops() int { return b.n }
+
+// Bytes is the encoded size of the batch.
+func (b *Batch) Bytes() int { return b.b.Len() }
+
+// Checksum is the view checksum the batch would commit.
+func (b *Batch) Checksum() uint64 { return b.sum }
+
+// Commit writes the checkpoint (with the batch's checksum) into the batch
+// and commits it. NoSync: Pebble applies a batch atomically through its
+// WAL and a crash loses at most a suffix of batches, each carrying its own
+// checkpoint, so the store always reopens at a consistent position; the
+// stream still holds what was lost.
+func (b *Batch) Commit(cp Checkpoint) error {
+	cp.Checksum = b.sum
+	b.b.Set(keyCheckpoint, EncodeCheckpoint(cp), nil)
+	if err := b.b.Commit(pebble.NoSync); err != nil {
+		b.b.Close()
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	b.d.sum = b.sum
+	return b.b.Close()
+}
+
+// Abandon drops the batch.
+func (b *Batch) Abandon() { b.b.Close() }
+
+// SetCheckpointRaw overwrites the stored checkpoint bytes (tests use it to
+// corrupt the checkpoint).
+func (d *DB) SetCheckpointRaw(v []byte) error { return d.db.Set(keyCheckpoint, v, pebble.Sync) }
+
+// RawPut writes any key without touching the checksum (tests use it to
+// damage views).
+func (d *DB) RawPut(key, value []byte) error { return d.db.Set(key, value, pebble.Sync) }
+
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)  {}
+func (quietLogger) Errorf(string, ...any) {}
+func (quietLogger) Fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "pebble: fatal: "+format+"\n", args...)
+	os.Exit(2)
+}
+
+var _ io.Closer = (*DB)(nil)

@@ -1,0 +1,302 @@
+package projector
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"sort"
+	"time"
+
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
+)
+
+// ViewVersion changes whenever the projector lays out or derives its views
+// differently. The checkpoint records it with session.ReducerVersion;
+// either changing forces a rebuild.
+const ViewVersion = 1
+
+// Version is the checkpoint's version string.
+func Version() string {
+	return "reducer=" + itoa(session.ReducerVersion) + ",views=" + itoa(ViewVersion)
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+// Session statuses (DESIGN.md section 5).
+//
+// They are derived from the log alone, never from the clock, so a rebuild
+// reproduces them exactly:
+//   - closed: session/closed was folded;
+//   - paused: paused (by the agent or a repair) and not resumed;
+//   - active: a turn or any other work (step, attempt, tool call, approval,
+//     compaction, job) is open, or a fork copy is still being written;
+//   - interrupted: nothing is open and the last turn ended interrupted,
+//     aborted or failed;
+//   - idle: nothing is open and the last turn (if any) completed;
+//   - unreadable: the session holds an event this reader must not fold
+//     (unknown required type, newer schema, undecodable, or one that
+//     breaks the session rules); folding stopped before it;
+//   - gap: an event's seq skipped ahead and the stream did not hold the
+//     missing ones; folding stopped before it.
+//
+// How long ago the last activity was is the reader's business: the API
+// returns lastActivity and the dashboard shows it relative to now.
+const (
+	StatusActive      = "active"
+	StatusIdle        = "idle"
+	StatusPaused      = "paused"
+	StatusInterrupted = "interrupted"
+	StatusClosed      = "closed"
+	StatusUnreadable  = "unreadable"
+	StatusGap         = "gap"
+)
+
+// Statuses lists every status.
+var Statuses = []string{StatusActive, StatusIdle, StatusPaused, StatusInterrupted, StatusClosed, StatusUnreadable, StatusGap}
+
+func validStatus(s string) bool {
+	for _, v := range Statuses {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TurnView is an open or the last ended turn.
+type TurnView struct {
+	ID       string `json:"id"`
+	StartSeq uint64 `json:"startSeq"`
+	EndSeq   uint64 `json:"endSeq,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// ToolView is an open tool call and its phase.
+type ToolView struct {
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	TurnID     string `json:"turnId"`
+	Phase      string `json:"phase"`
+	StartSeq   uint64 `json:"startSeq"`
+	StartedSeq uint64 `json:"startedSeq,omitempty"`
+	Idempotent bool   `json:"idempotent,omitempty"`
+}
+
+// ApprovalView is a pending approval.
+type ApprovalView struct {
+	ID         string `json:"id"`
+	TurnID     string `json:"turnId"`
+	ToolCallID string `json:"toolCallId,omitempty"`
+	Prompt     string `json:"prompt"`
+	StartSeq   uint64 `json:"startSeq"`
+}
+
+// CompactionView is the last ended compaction.
+type CompactionView struct {
+	ID         string `json:"id"`
+	ThroughSeq uint64 `json:"throughSeq"`
+	EndSeq     uint64 `json:"endSeq"`
+}
+
+// Problem says why folding stopped (status unreadable or gap).
+type Problem struct {
+	// Seq is the seq of the event that could not be folded (for a gap:
+	// the first missing seq).
+	Seq       uint64 `json:"seq"`
+	StreamSeq uint64 `json:"streamSeq"`
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	// GotSeq is the seq that arrived instead (gap only).
+	GotSeq uint64 `json:"gotSeq,omitempty"`
+}
+
+// Summary is the per-session view (GET /v1/sessions and /v1/sessions/{id}).
+// Its JSON is stored as is, so every field must come from the log.
+type Summary struct {
+	SessionID     string    `json:"sessionId"`
+	Status        string    `json:"status"`
+	LastSeq       uint64    `json:"lastSeq"`
+	LastStreamSeq uint64    `json:"lastStreamSeq"`
+	LastEventID   string    `json:"lastEventId,omitempty"`
+	LastType      string    `json:"lastType,omitempty"`
+	CreatedAt     time.Time `json:"createdAt"`
+	LastActivity  time.Time `json:"lastActivity"`
+
+	Title     string            `json:"title,omitempty"`
+	Agent     string            `json:"agent,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	Workspace string            `json:"workspace,omitempty"`
+	Parent    *schema.Parent    `json:"parent,omitempty"`
+	Forking   bool              `json:"forking,omitempty"`
+
+	PauseReason string `json:"pauseReason,omitempty"`
+	CloseReason string `json:"closeReason,omitempty"`
+
+	Turns            int                `json:"turns"`
+	OpenTurn         *TurnView          `json:"openTurn,omitempty"`
+	LastTurn         *TurnView          `json:"lastTurn,omitempty"`
+	OpenTools        []ToolView         `json:"openTools,omitempty"`
+	PendingApprovals []ApprovalView     `json:"pendingApprovals,omitempty"`
+	OpenWork         []session.OpenItem `json:"openWork,omitempty"`
+	Goal             *session.Goal      `json:"goal,omitempty"`
+	Compaction       *CompactionView    `json:"compaction,omitempty"`
+	Repairs          int                `json:"repairs,omitempty"`
+	LastRepairSeq    uint64             `json:"lastRepairSeq,omitempty"`
+	ForkCommittedSeq uint64             `json:"forkCommittedSeq,omitempty"`
+
+	Problem *Problem `json:"problem,omitempty"`
+}
+
+// Detail is GET /v1/sessions/{id}: the summary plus the derived children.
+type Detail struct {
+	Summary
+	Children []string `json:"children"`
+}
+
+// derive fills the state-dependent fields of sum from st.
+func derive(sum *Summary, st *session.State) {
+	sum.LastSeq = st.LastSeq
+	sum.LastEventID = st.LastEventID
+	sum.LastActivity = st.LastTime
+	sum.CreatedAt = st.CreatedAt
+	m := st.Meta
+	sum.Title, sum.Agent, sum.Labels, sum.Workspace, sum.Parent = m.Title, m.Agent, m.Labels, m.Workspace, m.Parent
+	sum.Forking = st.Forking
+	sum.PauseReason, sum.CloseReason = st.PauseReason, st.CloseReason
+	sum.Turns = st.Turns
+	sum.OpenTurn, sum.LastTurn = turnView(st.Turn), turnView(st.LastTurn)
+	sum.OpenWork = st.OpenWork()
+	sum.OpenTools = sum.OpenTools[:0]
+	sum.PendingApprovals = sum.PendingApprovals[:0]
+	for _, it := range sum.OpenWork {
+		switch it.Kind {
+		case session.OpenToolNotStarted, session.OpenToolStarted:
+			t := st.Tools[it.ID]
+			sum.OpenTools = append(sum.OpenTools, ToolView{ID: t.ID, Name: t.Name, TurnID: t.TurnID, Phase: t.Phase, StartSeq: t.StartSeq, StartedSeq: t.StartedSeq, Idempotent: t.Idempotent})
+		case session.OpenApproval:
+			a := st.Approvals[it.ID]
+			sum.PendingApprovals = append(sum.PendingApprovals, ApprovalView{ID: a.ID, TurnID: a.TurnID, ToolCallID: a.ToolCallID, Prompt: a.Prompt, StartSeq: a.StartSeq})
+		}
+	}
+	if len(sum.OpenTools) == 0 {
+		sum.OpenTools = nil
+	}
+	if len(sum.PendingApprovals) == 0 {
+		sum.PendingApprovals = nil
+	}
+	sum.Goal = st.Goal
+	sum.Compaction = nil
+	if c := st.Compacted; c != nil {
+		sum.Compaction = &CompactionView{ID: c.ID, ThroughSeq: c.ThroughSeq, EndSeq: c.EndSeq}
+	}
+	sum.Repairs, sum.LastRepairSeq, sum.ForkCommittedSeq = st.Repairs, st.LastRepairSeq, st.ForkCommittedSeq
+	sum.Status = statusOf(st, len(sum.OpenWork) > 0)
+}
+
+func statusOf(st *session.State, openWork bool) string {
+	switch {
+	case st.Closed:
+		return StatusClosed
+	case st.Paused:
+		return StatusPaused
+	case st.Turn != nil || openWork || st.Forking:
+		return StatusActive
+	case st.LastTurn != nil && st.LastTurn.Reason != "" && st.LastTurn.Reason != schema.TurnCompleted:
+		return StatusInterrupted
+	}
+	return StatusIdle
+}
+
+func turnView(t *session.Turn) *TurnView {
+	if t == nil {
+		return nil
+	}
+	return &TurnView{ID: t.ID, StartSeq: t.StartSeq, EndSeq: t.EndSeq, Reason: t.Reason}
+}
+
+// The event index value: the event's stream sequence (8 bytes big endian)
+// followed, for model-visible events, by the context entry JSON.
+
+func encodeIndex(streamSeq uint64, entry []byte) []byte {
+	v := make([]byte, 8, 8+len(entry))
+	binary.BigEndian.PutUint64(v, streamSeq)
+	return append(v, entry...)
+}
+
+func decodeIndex(v []byte) (streamSeq uint64, entry []byte) {
+	if len(v) < 8 {
+		return 0, nil
+	}
+	return binary.BigEndian.Uint64(v), v[8:]
+}
+
+// ContextEntry is one model-visible item of the context view.
+type ContextEntry struct {
+	Seq        uint64          `json:"seq"`
+	Type       string          `json:"type"`
+	Role       string          `json:"role"`
+	TurnID     string          `json:"turnId,omitempty"`
+	AttemptID  string          `json:"attemptId,omitempty"`
+	ToolCallID string          `json:"toolCallId,omitempty"`
+	Synthetic  bool            `json:"synthetic,omitempty"`
+	Data       json.RawMessage `json:"data"`
+}
+
+// contextRole says which events the model sees, and as whom. Attempts,
+// turns, approvals and bookkeeping are not part of the transcript.
+func contextRole(typ string) string {
+	switch typ {
+	case schema.TypeMessageUser:
+		return "user"
+	case schema.TypeMessageAssistant:
+		return "assistant"
+	case schema.TypeToolRequested:
+		return "tool_call"
+	case schema.TypeToolResult:
+		return "tool_result"
+	}
+	return ""
+}
+
+func contextEntry(e *schema.Envelope) []byte {
+	role := contextRole(e.Type)
+	if role == "" {
+		return nil
+	}
+	data := e.Data
+	if len(data) == 0 {
+		data = json.RawMessage("{}")
+	}
+	b, _ := json.Marshal(ContextEntry{Seq: e.Seq, Type: e.Type, Role: role, TurnID: e.TurnID, AttemptID: e.AttemptID, ToolCallID: e.ToolCallID, Synthetic: e.Synthetic, Data: data})
+	return b
+}
+
+// CompactionSummary is the stored summary of the last ended compaction.
+type CompactionSummary struct {
+	CompactionID string `json:"compactionId"`
+	ThroughSeq   uint64 `json:"throughSeq"`
+	EndSeq       uint64 `json:"endSeq"`
+	Summary      string `json:"summary"`
+}
+
+// Context is GET /v1/sessions/{id}/context.
+type Context struct {
+	SessionID string `json:"sessionId"`
+	LastSeq   uint64 `json:"lastSeq"`
+	// Compaction is the last ended compaction: the model sees its summary
+	// in place of events 1..throughSeq.
+	Compaction *CompactionSummary `json:"compaction,omitempty"`
+	Entries    []ContextEntry     `json:"entries"`
+}
+
+func sortedKeys[M ~map[string]V, V any](m M) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
