@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
@@ -84,7 +85,10 @@ type reply struct {
 	ok     writer.AppendReply
 	err    *writer.ErrorDetail
 	header string // Nats-Service-Error-Code
+	raw    []byte
 }
+
+func decodeJSON(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 func (r reply) code() string {
 	if r.err == nil {
@@ -116,7 +120,7 @@ func request(t *testing.T, nc *nats.Conn, subject string, body any) reply {
 
 func decodeReply(t *testing.T, m *nats.Msg) reply {
 	t.Helper()
-	var r reply
+	r := reply{raw: m.Data}
 	r.header = m.Header.Get(micro.ErrorCodeHeader)
 	if r.header != "" {
 		var eb writer.ErrorBody
@@ -129,8 +133,8 @@ func decodeReply(t *testing.T, m *nats.Msg) reply {
 		r.err = &eb.Error
 		return r
 	}
-	if err := json.Unmarshal(m.Data, &r.ok); err != nil {
-		t.Fatalf("reply %q: %v", m.Data, err)
+	if m.Subject != "" && json.Unmarshal(m.Data, &r.ok) != nil {
+		t.Fatalf("reply %q is not JSON", m.Data)
 	}
 	return r
 }
@@ -197,3 +201,36 @@ func checkContiguous(evs []logstore.Event) error {
 }
 
 var errNotYet = errors.New("not yet")
+
+func writerConfig() writer.Config { return writer.Config{} }
+
+// counterSum adds every series of a counter family.
+func counterSum(t *testing.T, g prometheus.Gatherer, name string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range mf.GetMetric() {
+			for i := 0; i+1 < len(labels); i += 2 {
+				found := false
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
+						found = true
+					}
+				}
+				if !found {
+					continue metric
+				}
+			}
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}

@@ -55,9 +55,6 @@ type Config struct {
 	MaxConcurrent int
 	// ConflictRetries bounds retries of appends without expectedSeq.
 	ConflictRetries int
-	// RequestTimeout bounds the store work of one request (default: the
-	// store's request timeout times its resolve attempts, plus slack).
-	RequestTimeout time.Duration
 }
 
 // Service is the writer.
@@ -106,9 +103,6 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.ConflictRetries <= 0 {
 		cfg.ConflictRetries = DefaultConflictRetries
-	}
-	if cfg.RequestTimeout <= 0 {
-		cfg.RequestTimeout = time.Duration(sc.ResolveAttempts+1)*sc.RequestTimeout + 5*time.Second
 	}
 	s := &Service{
 		cfg:    cfg,
@@ -198,8 +192,10 @@ func (s *Service) dispatch(ctx context.Context, r micro.Request, h func(context.
 			<-s.sem
 			s.wg.Done()
 		}()
-		ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-		defer cancel()
+		// No deadline here: the store bounds each JetStream call with its
+		// own request timeout only when the context has none, and a single
+		// deadline for the whole request would leave a lost acknowledgement
+		// no time to be resolved.
 		h(ctx, m)
 	}()
 }
