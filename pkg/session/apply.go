@@ -34,6 +34,7 @@ func (s *State) Apply(e *schema.Envelope) error {
 		return err
 	}
 	mut()
+	s.track(e)
 	s.LastSeq++ // plan checked that e.Seq is 0 or LastSeq+1
 	s.LastEventID = e.EventID
 	if !e.Time.IsZero() {

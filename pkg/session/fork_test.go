@@ -55,6 +55,14 @@ func TestForkCuts(t *testing.T) {
 						break
 					}
 					fmt.Fprintf(&out, "%d %s: %s\n", i+1, events[i].Type, openAt(p.State()))
+					// The open index agrees with walking the whole state.
+					st := p.State()
+					pts := p.Points()
+					fast := len(pts) > 0 && pts[len(pts)-1] == uint64(i+1)
+					slow := st.Exists() && !st.Closed && !st.Forking && st.Turn == nil && len(st.OpenWork()) == 0
+					if fast != slow {
+						t.Fatalf("seq %d: SafePoints says safe=%v, the whole state says %v", i+1, fast, slow)
+					}
 				}
 				all, err := ListSafePoints(events)
 				if err != nil {

@@ -104,6 +104,12 @@ type State struct {
 	ForkCommittedSeq uint64 `json:"forkCommittedSeq,omitempty"`
 
 	usedTurns map[string]struct{}
+	// open indexes the open attempts, tool calls, approvals, compactions
+	// and jobs (key kind/id, value turn id) so the checks that run on
+	// every append cost what is open, not the whole history (the maps keep
+	// closed items for the uniqueness rules). Apply keeps it up to date;
+	// nil means not built (a state decoded from JSON): openIndex builds it.
+	open map[string]string
 }
 
 // New returns the empty state of a session that has no events.
@@ -243,11 +249,113 @@ func (s *State) OpenWork() []OpenItem {
 // HasOpenWork reports whether a turn, step, attempt, tool call, approval,
 // compaction or job is open.
 func (s *State) HasOpenWork() bool {
-	return s.Turn != nil || len(s.OpenWork()) > 0
+	return s.Turn != nil || len(s.Steps) > 0 || len(s.openIndex()) > 0
+}
+
+// openIndex returns s.open, building it from the maps if need be.
+func (s *State) openIndex() map[string]string {
+	if s.open != nil {
+		return s.open
+	}
+	s.open = map[string]string{}
+	for k, a := range s.Attempts {
+		if a.Open() {
+			s.open["attempt/"+k] = a.TurnID
+		}
+	}
+	for id, t := range s.Tools {
+		if t.Phase != PhaseDone {
+			s.open["tool/"+id] = t.TurnID
+		}
+	}
+	for id, a := range s.Approvals {
+		if a.Open() {
+			s.open["approval/"+id] = a.TurnID
+		}
+	}
+	for id, c := range s.Compactions {
+		if c.Open() {
+			s.open["compaction/"+id] = c.TurnID
+		}
+	}
+	for id, j := range s.Jobs {
+		if j.Open() {
+			s.open["job/"+id] = j.TurnID
+		}
+	}
+	return s.open
+}
+
+// track updates the open index for the item e names, as the fold left it.
+func (s *State) track(e *schema.Envelope) {
+	if s.open == nil {
+		return // built from the maps when first needed
+	}
+	var k, turn string
+	var open bool
+	var d struct {
+		ApprovalID   string `json:"approvalId"`
+		CompactionID string `json:"compactionId"`
+		JobID        string `json:"jobId"`
+	}
+	switch e.Type {
+	case schema.TypeAttemptStarted, schema.TypeMessageAssistant, schema.TypeAttemptInterrupt:
+		ak := key(e.TurnID, e.AttemptID)
+		k = "attempt/" + ak
+		if a, ok := s.Attempts[ak]; ok {
+			open, turn = a.Open(), a.TurnID
+		}
+	case schema.TypeToolRequested, schema.TypeToolStarted, schema.TypeToolResult:
+		k = "tool/" + e.ToolCallID
+		if t, ok := s.Tools[e.ToolCallID]; ok {
+			open, turn = t.Phase != PhaseDone, t.TurnID
+		}
+	case schema.TypeApprovalRequested, schema.TypeApprovalDecided:
+		_ = json.Unmarshal(e.Data, &d)
+		k = "approval/" + d.ApprovalID
+		if a, ok := s.Approvals[d.ApprovalID]; ok {
+			open, turn = a.Open(), a.TurnID
+		}
+	case schema.TypeCompactionStarted, schema.TypeCompactionEnded, schema.TypeCompactionAborted:
+		_ = json.Unmarshal(e.Data, &d)
+		k = "compaction/" + d.CompactionID
+		if c, ok := s.Compactions[d.CompactionID]; ok {
+			open, turn = c.Open(), c.TurnID
+		}
+	case schema.TypeJobStarted, schema.TypeJobEnded:
+		_ = json.Unmarshal(e.Data, &d)
+		k = "job/" + d.JobID
+		if j, ok := s.Jobs[d.JobID]; ok {
+			open, turn = j.Open(), j.TurnID
+		}
+	default:
+		return
+	}
+	if open {
+		s.open[k] = turn
+	} else {
+		delete(s.open, k)
+	}
 }
 
 // openInTurn lists what is still open in turn t.
 func (s *State) openInTurn(t string) []OpenItem {
+	any := false
+	for _, turn := range s.openIndex() {
+		if turn == t {
+			any = true
+			break
+		}
+	}
+	for _, st := range s.Steps {
+		if st.TurnID == t {
+			any = true
+			break
+		}
+	}
+	if !any {
+		return nil
+	}
 	var out []OpenItem
 	for _, it := range s.OpenWork() {
 		if it.TurnID == t {
