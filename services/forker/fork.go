@@ -176,7 +176,7 @@ func clip(s string) string {
 func (s *Service) resolve(ctx context.Context, parent string, cut session.Cut) (uint64, int, error) {
 	sp := session.NewSafePoints(parent)
 	tail, err := s.st.ReadSession(ctx, parent, 0, func(m *logstore.Msg) error {
-		e, err := schema.Decode(m.Data)
+		e, err := decode(m.Data)
 		if err != nil {
 			return schema.Errorf(schema.CodeUnreadable, "parent %s at stream seq %d: %v", parent, m.StreamSeq, err)
 		}
@@ -288,7 +288,7 @@ func (s *Service) finish(ctx context.Context, p *plan) error {
 			foreign = true
 			return logstore.ErrStop
 		}
-		e, err := schema.Decode(m.Data)
+		e, err := decode(m.Data)
 		if err != nil {
 			return &permanentError{schema.Errorf(schema.CodeUnreadable, "child %s at stream seq %d: %v", p.ChildID, m.StreamSeq, err)}
 		}
@@ -319,61 +319,64 @@ func (s *Service) finish(ctx context.Context, p *plan) error {
 
 // copyPrefix appends the parent's events cs.LastSeq+1..SeedLength (or the
 // whole seed when cs is empty) and fork/committed, in batches, reading the
-// parent as a stream so memory stays at about one batch.
+// parent as a stream so memory stays at about two batches: the one being
+// appended and the one being prepared. A batch's expected stream seq is the
+// previous batch's last, so batches go one at a time, but the next one is
+// read, decoded and folded while the store commits the last.
 func (s *Service) copyPrefix(ctx context.Context, p *plan, cs *session.State, tail logstore.Tail) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	fresh := cs.LastSeq == 0
-	expected := tail.StreamSeq
-	batch := make([]schema.Envelope, 0, s.cfg.BatchSize)
-	lastBeat := time.Now()
-	wrote := !fresh
-	flush := func() error {
-		if len(batch) == 0 {
+	batches := make(chan []schema.Envelope)
+	appended := make(chan error, 1)
+	go func() { appended <- s.appendBatches(ctx, p, tail.StreamSeq, !fresh, batches) }()
+	// send hands a full batch to the appender; an appender that failed
+	// ends the copy.
+	send := func(b []schema.Envelope) error {
+		select {
+		case batches <- b:
 			return nil
-		}
-		res, err := s.st.Append(ctx, logstore.AppendRequest{SessionID: p.ChildID, ExpectedStreamSeq: expected, Events: batch})
-		if err != nil {
-			switch code := schema.CodeOf(err); {
-			case !wrote && code == schema.CodeConflict:
-				return errNotOurs
-			case !wrote && code == schema.CodeNotCommitted:
-				return &nothingWritten{err}
-			case code == schema.CodeTooLarge || code == schema.CodeInvalidEvent:
-				return &permanentError{err}
+		case err := <-appended:
+			appended <- err
+			if err == nil {
+				err = errors.New("forker: appender stopped")
 			}
 			return err
 		}
-		wrote = true
-		s.m.events.Add(float64(len(batch)))
-		expected = res.StreamSeq
-		batch = batch[:0]
-		if time.Since(lastBeat) >= s.cfg.StaleAfter/3 {
-			lastBeat = time.Now()
-			s.heartbeat(ctx, p)
-		}
-		return nil
 	}
+	finish := func(err error) error {
+		close(batches)
+		aerr := <-appended
+		if err != nil {
+			return err
+		}
+		return aerr
+	}
+	batch := make([]schema.Envelope, 0, s.cfg.BatchSize)
 	add := func(e schema.Envelope) error {
 		if err := cs.Apply(&e); err != nil {
 			return &permanentError{schema.Errorf(schema.CodeUnreadable, "copy of %s seq %d does not fold into the child: %v", p.ParentID, e.Seq, err)}
 		}
 		batch = append(batch, e)
 		if len(batch) >= s.cfg.BatchSize {
-			return flush()
+			full := batch
+			batch = make([]schema.Envelope, 0, s.cfg.BatchSize)
+			return send(full)
 		}
 		return nil
 	}
 	_, err := s.st.ReadSession(ctx, p.ParentID, 0, func(m *logstore.Msg) error {
 		seq, err := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64)
 		if err != nil {
-			seq = 0 // decode below tells
+			seq = 0 // the body tells
 		}
-		if seq != 0 && (seq <= cs.LastSeq || seq > p.SeedLength) {
-			if seq > p.SeedLength {
-				return logstore.ErrStop
-			}
+		if seq != 0 && seq <= cs.LastSeq {
 			return nil
 		}
-		e, err := schema.Decode(m.Data)
+		if seq > p.SeedLength {
+			return logstore.ErrStop
+		}
+		e, err := decode(m.Data)
 		if err != nil {
 			return &permanentError{schema.Errorf(schema.CodeUnreadable, "parent %s at stream seq %d: %v", p.ParentID, m.StreamSeq, err)}
 		}
@@ -402,10 +405,10 @@ func (s *Service) copyPrefix(ctx context.Context, p *plan, cs *session.State, ta
 		return nil
 	})
 	if err != nil {
-		return err
+		return finish(err)
 	}
 	if cs.LastSeq != p.SeedLength {
-		return &permanentError{schema.Errorf(schema.CodeNotFound, "parent %s ends before seq %d", p.ParentID, p.SeedLength)}
+		return finish(&permanentError{schema.Errorf(schema.CodeNotFound, "parent %s ends before seq %d", p.ParentID, p.SeedLength)})
 	}
 	data, _ := json.Marshal(schema.ForkCommitted{SeedLength: p.SeedLength})
 	commit := schema.Envelope{
@@ -413,16 +416,51 @@ func (s *Service) copyPrefix(ctx context.Context, p *plan, cs *session.State, ta
 		Time: s.cfg.Now().UTC(), Type: schema.TypeForkCommitted, Synthetic: true, Data: data,
 	}
 	if err := add(commit); err != nil {
-		return err
-	}
-	if err := flush(); err != nil {
-		return err
+		return finish(err)
 	}
 	if cs.ForkCommittedSeq != p.SeedLength+1 {
-		return &permanentError{schema.Errorf(schema.CodeInternal, "child %s did not commit at seq %d", p.ChildID, p.SeedLength+1)}
+		return finish(&permanentError{schema.Errorf(schema.CodeInternal, "child %s would not commit at seq %d", p.ChildID, p.SeedLength+1)})
+	}
+	if len(batch) > 0 {
+		if err := send(batch); err != nil {
+			return finish(err)
+		}
+	}
+	if err := finish(nil); err != nil {
+		return err
 	}
 	if fresh {
 		s.log.Info("forked", "child", p.ChildID, "parent", p.ParentID, "seedLength", p.SeedLength, "depth", p.Depth)
+	}
+	return nil
+}
+
+// appendBatches appends each batch after the previous one and renews the
+// copy's record every StaleAfter/3. wrote says whether the child already
+// has events of this copy (a conflict on the first batch of a fresh child
+// means the child id is taken).
+func (s *Service) appendBatches(ctx context.Context, p *plan, expected uint64, wrote bool, batches <-chan []schema.Envelope) error {
+	lastBeat := time.Now()
+	for batch := range batches {
+		res, err := s.st.Append(ctx, logstore.AppendRequest{SessionID: p.ChildID, ExpectedStreamSeq: expected, Events: batch})
+		if err != nil {
+			switch code := schema.CodeOf(err); {
+			case !wrote && code == schema.CodeConflict:
+				return errNotOurs
+			case !wrote && code == schema.CodeNotCommitted:
+				return &nothingWritten{err}
+			case code == schema.CodeTooLarge || code == schema.CodeInvalidEvent:
+				return &permanentError{err}
+			}
+			return err
+		}
+		wrote = true
+		s.m.events.Add(float64(len(batch)))
+		expected = res.StreamSeq
+		if time.Since(lastBeat) >= s.cfg.StaleAfter/3 {
+			lastBeat = time.Now()
+			s.heartbeat(ctx, p)
+		}
 	}
 	return nil
 }

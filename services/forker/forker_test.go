@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/sessionlog/sessionlog/internal/bench"
+	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -463,7 +463,7 @@ func TestForkRetryAndRace(t *testing.T) {
 // A long prefix goes in batches; memory stays at a batch.
 func TestForkLongPrefix(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.BatchSize = 300 })
-	if _, err := bench.Seed(e.ctx, e.st, "long", 1500, 1000); err != nil {
+	if _, err := sessiongen.Seed(e.ctx, e.st, "long", 1500, 1000); err != nil {
 		t.Fatal(err)
 	}
 	r := e.mustFork(Request{ParentID: "long", ChildID: "c"})
@@ -578,7 +578,7 @@ func TestSweepFinishesOrAbandons(t *testing.T) {
 func TestForkerStopMidCopyThenRestart(t *testing.T) {
 	srvEnv := newEnv(t, func(c *Config) { c.BatchSize = 50 })
 	e := srvEnv
-	if _, err := bench.Seed(e.ctx, e.st, "long", 3000, 1000); err != nil {
+	if _, err := sessiongen.Seed(e.ctx, e.st, "long", 3000, 1000); err != nil {
 		t.Fatal(err)
 	}
 	// A forker of its own that stops as soon as its first batches landed.

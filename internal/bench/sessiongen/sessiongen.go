@@ -1,7 +1,6 @@
-// Package bench holds the measurements behind `sessionlog bench <name>`:
-// each runs the real services against an embedded JetStream server and
-// prints BENCH lines with a floor measured in the same run.
-package bench
+// Package sessiongen generates valid sessions of any length for tests and
+// benchmarks (it imports no service, so every package's tests can use it).
+package sessiongen
 
 import (
 	"context"

@@ -1,0 +1,230 @@
+// Package bench holds the measurements behind `sessionlog bench <name>`:
+// each runs the real services against an embedded JetStream server and
+// prints BENCH lines with a floor measured in the same run.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+
+	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/forker"
+)
+
+// ForkSizes are the prefix lengths `sessionlog bench fork` measures.
+var ForkSizes = []int{100, 1_000, 10_000, 100_000}
+
+// ForkConfig configures the fork benchmark.
+type ForkConfig struct {
+	// Sizes of the parents' prefixes (default ForkSizes).
+	Sizes []int
+	// Dir holds the embedded server's store (default: a temporary
+	// directory, removed afterwards).
+	Dir    string
+	Logger *slog.Logger
+	// Progress, if set, gets one line per measurement.
+	Progress io.Writer
+}
+
+// ForkResult is one size's measurement: the best of a few runs each.
+type ForkResult struct {
+	N int
+	// Fork: the fork request on sessions.api.fork until its reply
+	// (scanning the parent, copying n events, committing the child).
+	Fork time.Duration
+	// Raw: publishing the child's same n+1 messages, already encoded, as
+	// atomic batches of 1000 with the per-subject check: the floor of any
+	// copy on this stream.
+	Raw time.Duration
+}
+
+// Ratio is Fork / Raw.
+func (r ForkResult) Ratio() float64 { return float64(r.Fork) / float64(r.Raw) }
+
+// Line is the BENCH line of r.
+func (r ForkResult) Line() string {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	return fmt.Sprintf("BENCH name=fork-%d value=%.1f unit=ms baseline=%.1f ratio=%.2f", r.N, ms(r.Fork), ms(r.Raw), r.Ratio())
+}
+
+func forkReps(n int) int {
+	switch {
+	case n <= 1_000:
+		return 5
+	case n <= 10_000:
+		return 3
+	}
+	return 1
+}
+
+// RunFork starts an embedded single-node JetStream server (file storage,
+// as `sessionlog up` runs it) and a forker, seeds a parent per size, and
+// measures each fork against the raw floor in the same run.
+func RunFork(ctx context.Context, cfg ForkConfig) ([]ForkResult, error) {
+	if len(cfg.Sizes) == 0 {
+		cfg.Sizes = ForkSizes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	say := func(format string, args ...any) {
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, format+"\n", args...)
+		}
+	}
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "sessionlog-bench-fork-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	srv, err := natstest.Start(natstest.Options(dir))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	}()
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	st, err := logstore.Open(ctx, nc, logstore.Config{Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	fk, err := forker.New(forker.Config{Store: st, Logger: cfg.Logger, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	runDone := make(chan error, 1)
+	go func() { runDone <- fk.Run(runCtx) }()
+	defer func() { stop(); <-runDone }()
+	for deadline := time.Now().Add(10 * time.Second); fk.Ready() != nil; {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("forker not ready: %w", fk.Ready())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	var out []ForkResult
+	for _, n := range cfg.Sizes {
+		parent := "bench-parent-" + strconv.Itoa(n)
+		say("seeding %s with %d events", parent, n)
+		if _, err := sessiongen.Seed(ctx, st, parent, n, schema.MaxBatchEvents); err != nil {
+			return out, err
+		}
+		r := ForkResult{N: n}
+		for rep := range forkReps(n) {
+			raw, err := rawFloor(ctx, st.JetStream(), fmt.Sprintf("bench-raw-%d-%d", n, rep), n)
+			if err != nil {
+				return out, err
+			}
+			child := fmt.Sprintf("bench-child-%d-%d", n, rep)
+			t0 := time.Now()
+			reply, err := forker.Call(ctx, nc, forker.Request{ParentID: parent, ChildID: child})
+			took := time.Since(t0)
+			if err != nil {
+				return out, fmt.Errorf("fork %d: %w", n, err)
+			}
+			if reply.SeedLength != uint64(n) {
+				return out, fmt.Errorf("fork %d: seedLength %d", n, reply.SeedLength)
+			}
+			if tail, err := st.Tail(ctx, child); err != nil || tail.Seq != uint64(n)+1 {
+				return out, fmt.Errorf("fork %d: child tail %+v %v", n, tail, err)
+			}
+			say("n=%d rep=%d fork=%v raw=%v", n, rep, took, raw)
+			if r.Fork == 0 || took < r.Fork {
+				r.Fork = took
+			}
+			if r.Raw == 0 || raw < r.Raw {
+				r.Raw = raw
+			}
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// rawFloor publishes what a fork of n events writes (session/created, n-1
+// copies, fork/committed: the same sizes and headers), encoded beforehand,
+// as atomic batches of 1000 chained by the per-subject check, and returns
+// the publishing time.
+func rawFloor(ctx context.Context, js jetstream.JetStream, sid string, n int) (time.Duration, error) {
+	loc, err := logstore.Locate(sid)
+	if err != nil {
+		return 0, err
+	}
+	msgs := make([]*nats.Msg, 0, n+1)
+	err = sessiongen.GenSession("bench-parent-"+strconv.Itoa(n), n, func(e schema.Envelope) error {
+		e.SessionID, e.EventID, e.Synthetic = sid, fmt.Sprintf("fork:0123456789abcdef:%d", e.Seq), true
+		msgs = append(msgs, rawMsg(loc.Subject, &e))
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	commit := schema.Envelope{SchemaVersion: schema.Version, SessionID: sid, Seq: uint64(n) + 1,
+		EventID: fmt.Sprintf("fork:0123456789abcdef:%d", n+1), Time: time.Now().UTC(),
+		Type: schema.TypeForkCommitted, Synthetic: true, Data: []byte(`{"seedLength":` + strconv.Itoa(n) + `}`)}
+	msgs = append(msgs, rawMsg(loc.Subject, &commit))
+
+	t0 := time.Now()
+	var expected uint64
+	for i := 0; i < len(msgs); i += schema.MaxBatchEvents {
+		batch := msgs[i:min(i+schema.MaxBatchEvents, len(msgs))]
+		batch[0].Header.Set(logstore.HeaderExpectedSeq, strconv.FormatUint(expected, 10))
+		if len(batch) == 1 {
+			ack, err := js.PublishMsg(ctx, batch[0])
+			if err != nil {
+				return 0, err
+			}
+			expected = ack.Sequence
+			continue
+		}
+		b, err := jetstreamext.NewBatchPublisher(js, jetstreamext.BatchFlowControl{AckFirst: false})
+		if err != nil {
+			return 0, err
+		}
+		for _, m := range batch[:len(batch)-1] {
+			if err := b.AddMsg(m); err != nil {
+				return 0, err
+			}
+		}
+		ack, err := b.CommitMsg(ctx, batch[len(batch)-1])
+		if err != nil {
+			return 0, err
+		}
+		expected = ack.Sequence
+	}
+	return time.Since(t0), nil
+}
+
+func rawMsg(subject string, e *schema.Envelope) *nats.Msg {
+	body, _ := schema.Encode(e)
+	m := nats.NewMsg(subject)
+	m.Data = body
+	m.Header.Set(logstore.HeaderMsgID, logstore.MsgID(e.SessionID, e.EventID))
+	m.Header.Set(logstore.HeaderType, e.Type)
+	m.Header.Set(logstore.HeaderSeq, strconv.FormatUint(e.Seq, 10))
+	m.Header.Set(logstore.HeaderSchema, strconv.Itoa(e.SchemaVersion))
+	return m
+}
