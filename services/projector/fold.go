@@ -387,4 +387,3 @@ func (f *folder) flush() error {
 	}
 	return nil
 }
-

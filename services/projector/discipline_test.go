@@ -1,0 +1,272 @@
+package projector_test
+
+import (
+	"encoding/json"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/loadgen"
+)
+
+// publish stores events of a generated session straight in the stream.
+func publishN(t *testing.T, e *env, s *loadgen.Session, n int) []schema.Envelope {
+	t.Helper()
+	var out []schema.Envelope
+	for range n {
+		ev := s.Next()
+		if _, err := loadgen.Publish(e.ctx, e.ls.JetStream(), ev); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+func publishRaw(t *testing.T, e *env, id string, seq uint64, body []byte) {
+	t.Helper()
+	loc, _ := logstore.Locate(id)
+	m := nats.NewMsg(loc.Subject)
+	m.Data = body
+	m.Header.Set(logstore.HeaderMsgID, id+":raw-"+strconv.FormatUint(seq, 10)+"-"+strconv.Itoa(len(body)))
+	m.Header.Set(logstore.HeaderSeq, strconv.FormatUint(seq, 10))
+	if _, err := e.ls.JetStream().PublishMsg(e.ctx, m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSequenceDiscipline(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+
+	ok := loadgen.NewSession("ok", t0)
+	publishN(t, e, ok, 5)
+
+	// Duplicate: the same seq stored twice (a different event id, so the
+	// stream's dedup lets it through) is skipped; the first one counts.
+	dup := loadgen.NewSession("dup", t0)
+	evs := publishN(t, e, dup, 4)
+	again := evs[3]
+	again.EventID = "other-id"
+	again.Data = json.RawMessage(`{"content":"a different reply"}`)
+	if _, err := loadgen.Publish(e.ctx, e.ls.JetStream(), again); err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, e, dup, 2)
+
+	// Gap: seq 4 never stored, 5 follows 3.
+	gap := loadgen.NewSession("gap", t0)
+	publishN(t, e, gap, 3)
+	gap.Next() // seq 4 lost
+	publishN(t, e, gap, 2)
+
+	// Unknown required type at seq 4.
+	unk := loadgen.NewSession("unk", t0)
+	publishN(t, e, unk, 3)
+	u := unk.Next()
+	u.Type, u.Data, u.Ignorable = "future/thing", json.RawMessage(`{}`), false
+	loadgen.Publish(e.ctx, e.ls.JetStream(), u)
+	publishN(t, e, unk, 2)
+
+	// An unknown ignorable type is folded past.
+	ign := loadgen.NewSession("ign", t0)
+	publishN(t, e, ign, 3)
+	g := ign.Next()
+	g.Type, g.Data, g.Ignorable = "stats/tokens", json.RawMessage(`{"n":5}`), true
+	loadgen.Publish(e.ctx, e.ls.JetStream(), g)
+	for seq := uint64(5); seq <= 6; seq++ {
+		m := g
+		m.Seq, m.EventID, m.Type, m.Ignorable, m.TurnID, m.AttemptID = seq, "ign-"+strconv.FormatUint(seq, 10), schema.TypeMessageUser, false, "t1", ""
+		m.Data = json.RawMessage(`{"content":"after the ignorable"}`)
+		loadgen.Publish(e.ctx, e.ls.JetStream(), m)
+	}
+
+	// Newer schema version at seq 4.
+	newer := loadgen.NewSession("newer", t0)
+	publishN(t, e, newer, 3)
+	publishRaw(t, e, "newer", 4, []byte(`{"schemaVersion":2,"sessionId":"newer","seq":4,"eventId":"n4","time":"2026-12-01T10:00:00Z","type":"turn/started","turnId":"t9","data":{},"shape":"new"}`))
+	publishN(t, e, newer, 1)
+
+	// Not JSON at all.
+	junk := loadgen.NewSession("junk", t0)
+	publishN(t, e, junk, 2)
+	publishRaw(t, e, "junk", 3, []byte("\xff not json"))
+
+	publishN(t, e, ok, 5)
+
+	d := r.waitSession(t, "ok", func(d projector.Detail) bool { return d.LastSeq == 10 })
+	if d.Status == projector.StatusUnreadable || d.Status == projector.StatusGap || d.Problem != nil {
+		t.Fatalf("ok: %s %+v", d.Status, d.Problem)
+	}
+
+	d = r.waitSession(t, "dup", func(d projector.Detail) bool { return d.LastSeq == 6 })
+	if d.Problem != nil {
+		t.Fatalf("dup: %+v", d.Problem)
+	}
+	var ev projector.Events
+	r.getJSON(t, "/v1/sessions/dup/events?after=3&limit=1", &ev)
+	if len(ev.Events) != 1 || !json.Valid(ev.Events[0]) {
+		t.Fatalf("dup events: %s", ev.Events)
+	}
+	var c projector.Context
+	r.getJSON(t, "/v1/sessions/dup/context", &c)
+	for _, en := range c.Entries {
+		if en.Seq == 4 && string(en.Data) == `{"content":"a different reply"}` {
+			t.Fatal("the duplicate replaced the original event in the context")
+		}
+	}
+
+	d = r.waitSession(t, "gap", func(d projector.Detail) bool { return d.Status == projector.StatusGap })
+	if d.LastSeq != 3 || d.Problem == nil || d.Problem.Seq != 4 || d.Problem.GotSeq != 5 {
+		t.Fatalf("gap: lastSeq %d problem %+v", d.LastSeq, d.Problem)
+	}
+
+	d = r.waitSession(t, "unk", func(d projector.Detail) bool { return d.Status == projector.StatusUnreadable })
+	if d.LastSeq != 3 || d.Problem.Seq != 4 || d.Problem.Code != string(schema.CodeUnreadable) {
+		t.Fatalf("unknown type: lastSeq %d problem %+v", d.LastSeq, d.Problem)
+	}
+	// Its views are what seq 3 made of them: turn t1 open.
+	if d.OpenTurn == nil || d.OpenTurn.ID != "t1" {
+		t.Fatalf("unknown type: the views changed: %+v", d.OpenTurn)
+	}
+
+	d = r.waitSession(t, "ign", func(d projector.Detail) bool { return d.LastSeq == 6 || d.Problem != nil })
+	if d.Problem != nil {
+		t.Fatalf("ignorable: %+v", d.Problem)
+	}
+
+	d = r.waitSession(t, "newer", func(d projector.Detail) bool { return d.Status == projector.StatusUnreadable })
+	if d.LastSeq != 3 || d.Problem.Seq != 4 {
+		t.Fatalf("newer schema: lastSeq %d problem %+v", d.LastSeq, d.Problem)
+	}
+	d = r.waitSession(t, "junk", func(d projector.Detail) bool { return d.Status == projector.StatusUnreadable })
+	if d.LastSeq != 2 {
+		t.Fatalf("junk: lastSeq %d", d.LastSeq)
+	}
+	// The unreadable event is still served from the log, marked.
+	r.getJSON(t, "/v1/sessions/junk/events?after=2", &ev)
+	if len(ev.Events) != 1 {
+		t.Fatalf("junk events: %s", ev.Events)
+	}
+
+	var list projector.List
+	r.getJSON(t, "/v1/sessions?status=unreadable", &list)
+	if len(list.Sessions) != 3 {
+		t.Fatalf("unreadable sessions: %d, want 3 (unk, newer, junk)", len(list.Sessions))
+	}
+	r.getJSON(t, "/v1/sessions?status=gap", &list)
+	if len(list.Sessions) != 1 || list.Sessions[0].SessionID != "gap" {
+		t.Fatalf("gap sessions: %+v", list.Sessions)
+	}
+	checkRebuild(t, e, r)
+
+	// A restart resumes with the same verdicts.
+	r.stop(t)
+	r2 := e.start(r.DB().Dir())
+	r2.waitReady(t)
+	if r2.Mode().Rebuild {
+		t.Fatalf("restart rebuilt: %s", r2.Mode().Reason)
+	}
+	d = r2.waitSession(t, "gap", func(d projector.Detail) bool { return true })
+	if d.Status != projector.StatusGap {
+		t.Fatalf("gap after restart: %s", d.Status)
+	}
+}
+
+func TestContextAcrossCompactions(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	js := e.ls.JetStream()
+	seq := uint64(0)
+	pub := func(typ string, data any, mod ...func(*schema.Envelope)) {
+		t.Helper()
+		seq++
+		b, _ := json.Marshal(data)
+		ev := schema.Envelope{SchemaVersion: 1, SessionID: "ctx", Seq: seq, EventID: "e" + strconv.FormatUint(seq, 10), Time: t0.Add(time.Duration(seq) * time.Second), Type: typ, Data: b}
+		for _, m := range mod {
+			m(&ev)
+		}
+		if _, err := loadgen.Publish(e.ctx, js, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	user := func(text string) { pub(schema.TypeMessageUser, map[string]any{"content": text}) }
+	pub(schema.TypeSessionCreated, map[string]any{"title": "ctx"})
+	user("one")                                                                                             // 2
+	user("two")                                                                                             // 3
+	pub(schema.TypeCompactionStarted, map[string]any{"compactionId": "c1", "throughSeq": 3})                // 4
+	user("three")                                                                                           // 5: arrives while compacting
+	pub(schema.TypeCompactionEnded, map[string]any{"compactionId": "c1", "throughSeq": 3, "summary": "S1"}) // 6
+	user("four")                                                                                            // 7
+	pub(schema.TypeCompactionStarted, map[string]any{"compactionId": "c2", "throughSeq": 7})                // 8
+	pub(schema.TypeCompactionAborted, map[string]any{"compactionId": "c2", "reason": "timeout"})            // 9
+	user("five")                                                                                            // 10
+
+	r.waitSession(t, "ctx", func(d projector.Detail) bool { return d.LastSeq == 10 })
+	var c projector.Context
+	r.getJSON(t, "/v1/sessions/ctx/context", &c)
+	if c.Compaction == nil || c.Compaction.Summary != "S1" || c.Compaction.ThroughSeq != 3 {
+		t.Fatalf("compaction: %+v", c.Compaction)
+	}
+	var got []string
+	for _, en := range c.Entries {
+		var m struct{ Content string }
+		json.Unmarshal(en.Data, &m)
+		got = append(got, m.Content)
+	}
+	// The aborted c2 changes nothing: S1 + everything after seq 3.
+	if want := []string{"three", "four", "five"}; !equal(got, want) {
+		t.Fatalf("context after S1 and aborted c2: %v, want %v", got, want)
+	}
+
+	pub(schema.TypeCompactionStarted, map[string]any{"compactionId": "c3", "throughSeq": 10})                // 11
+	pub(schema.TypeCompactionEnded, map[string]any{"compactionId": "c3", "throughSeq": 10, "summary": "S3"}) // 12
+	user("six")                                                                                              // 13
+	r.waitSession(t, "ctx", func(d projector.Detail) bool { return d.LastSeq == 13 })
+	c = projector.Context{}
+	r.getJSON(t, "/v1/sessions/ctx/context", &c)
+	if c.Compaction == nil || c.Compaction.Summary != "S3" || len(c.Entries) != 1 || c.Entries[0].Seq != 13 || c.Entries[0].Role != "user" {
+		t.Fatalf("context after S3: %+v %+v", c.Compaction, c.Entries)
+	}
+	checkRebuild(t, e, r)
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestLineage(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	parent := loadgen.NewSession("parent", t0)
+	publishN(t, e, parent, 12)
+	for _, child := range []string{"child-b", "child-a"} {
+		ev := schema.Envelope{SchemaVersion: 1, SessionID: child, Seq: 1, EventID: child + "-1", Time: t0, Type: schema.TypeSessionCreated, Synthetic: true,
+			Data: json.RawMessage(`{"parent":{"sessionId":"parent","seedLength":11,"depth":1}}`)}
+		loadgen.Publish(e.ctx, e.ls.JetStream(), ev)
+	}
+	d := r.waitSession(t, "parent", func(d projector.Detail) bool { return len(d.Children) == 2 })
+	if d.Children[0] != "child-a" || d.Children[1] != "child-b" {
+		t.Fatalf("children: %v", d.Children)
+	}
+	c := r.waitSession(t, "child-a", func(d projector.Detail) bool { return d.LastSeq == 1 })
+	if c.Parent == nil || c.Parent.SessionID != "parent" || !c.Forking || c.Status != projector.StatusActive {
+		t.Fatalf("child: parent %+v forking %v status %s", c.Parent, c.Forking, c.Status)
+	}
+}
