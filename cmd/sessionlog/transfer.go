@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
+)
+
+// export/import move sessions between stacks as JSON lines, one stored
+// envelope per line, sessions one after another in seq order.
+
+func init() {
+	register(&command{Name: "export", Summary: "export [--session id]: print every stored event as JSON lines (> file.jsonl)", Run: runExport})
+	register(&command{Name: "import", Summary: "import < file.jsonl: append exported sessions; refuses to overwrite existing ones", Run: runImport})
+}
+
+func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, nf := sreFlags("export", stderr)
+	only := fs.String("session", "", "export only this session")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("export takes no arguments (use --session)")
+	}
+	c, err := openSRE(ctx, "export", fs, nf, stderr)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	var ids []string
+	if *only != "" {
+		if _, err := logstore.Locate(*only); err != nil {
+			return usageErrorf("%v", err)
+		}
+		ids = []string{*only}
+	} else {
+		refs, err := listSessions(ctx, c.store)
+		if err != nil {
+			return err
+		}
+		for _, r := range refs {
+			ids = append(ids, r.ID)
+		}
+	}
+	w := bufio.NewWriterSize(stdout, 1<<20)
+	var sessions, events int
+	for _, id := range ids {
+		tail, err := c.store.ReadSession(ctx, id, 0, func(m *logstore.Msg) error {
+			events++
+			return writeLine(w, m.Data)
+		})
+		if err != nil {
+			return err
+		}
+		if !tail.Exists() {
+			return fmt.Errorf("session %s: %w", id, errNotFound)
+		}
+		sessions++
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "exported %d sessions, %d events\n", sessions, events)
+	return nil
+}
+
+// importSession is one session read from an export.
+type importSession struct {
+	id     string
+	events []schema.Envelope
+}
+
+// readExport parses an export and checks each session completely before
+// anything is written: every line decodes and validates, seqs run 1..n,
+// and the session folds under pkg/session's rules.
+func readExport(r io.Reader) ([]*importSession, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 1<<20), 2*schema.DefaultMaxEventBytes+(64<<10))
+	var out []*importSession
+	byID := map[string]*importSession{}
+	states := map[string]*session.State{}
+	line := 0
+	for sc.Scan() {
+		line++
+		b := sc.Bytes()
+		if len(b) == 0 {
+			continue
+		}
+		e, err := schema.Decode(b)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", line, err)
+		}
+		if err := schema.Validate(&e, schema.ValidateOptions{Origin: schema.OriginService, MaxEventBytes: -1, Stored: true}); err != nil {
+			return nil, fmt.Errorf("line %d: %w", line, err)
+		}
+		s := byID[e.SessionID]
+		if s == nil {
+			s = &importSession{id: e.SessionID}
+			byID[e.SessionID] = s
+			out = append(out, s)
+			states[e.SessionID] = session.New(e.SessionID)
+		}
+		if want := uint64(len(s.events)) + 1; e.Seq != want {
+			return nil, fmt.Errorf("line %d: session %s: seq %d where %d was expected", line, e.SessionID, e.Seq, want)
+		}
+		if err := states[e.SessionID].Apply(&e); err != nil {
+			return nil, fmt.Errorf("line %d: session %s seq %d: %w", line, e.SessionID, e.Seq, err)
+		}
+		s.events = append(s.events, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("line %d: %w", line+1, err)
+	}
+	return out, nil
+}
+
+// errExists: import never writes into a session that has other events.
+var errExists = errors.New("exists with different events")
+
+func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, nf := sreFlags("import", stderr)
+	file := fs.String("file", "-", "export file to read (- = stdin)")
+	batch := fs.Int("batch", 500, "events per atomic append (at most 1000)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("import reads stdin or --file; no arguments")
+	}
+	if *batch < 1 || *batch > schema.MaxBatchEvents {
+		return usageErrorf("--batch must be 1..%d", schema.MaxBatchEvents)
+	}
+	in := io.Reader(os.Stdin)
+	if *file != "-" {
+		f, err := os.Open(*file)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		in = f
+	}
+	sessions, err := readExport(in)
+	if err != nil {
+		return fmt.Errorf("import: nothing written: %w", err)
+	}
+	c, err := openSRE(ctx, "import", fs, nf, stderr)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	// Check every target first: a session that exists is refused unless it
+	// holds exactly a prefix of the export (an import cut short, resumed).
+	start := make([]int, len(sessions))
+	tails := make([]logstore.Tail, len(sessions))
+	for i, s := range sessions {
+		events, tail, err := c.store.ReadEvents(ctx, s.id, 0)
+		if err != nil {
+			return fmt.Errorf("import: nothing written: read %s: %w", s.id, err)
+		}
+		if len(events) > len(s.events) {
+			return fmt.Errorf("import: nothing written: session %s %w (%d stored, %d in the file)", s.id, errExists, len(events), len(s.events))
+		}
+		for j, e := range events {
+			if e.EventID != s.events[j].EventID || e.Seq != s.events[j].Seq {
+				return fmt.Errorf("import: nothing written: session %s %w (seq %d is event %s here, %s in the file)", s.id, errExists, e.Seq, e.EventID, s.events[j].EventID)
+			}
+		}
+		start[i], tails[i] = len(events), tail
+	}
+	var wrote, skipped int
+	for i, s := range sessions {
+		if start[i] == len(s.events) {
+			skipped++
+			continue
+		}
+		expected := tails[i].StreamSeq
+		for from := start[i]; from < len(s.events); from += *batch {
+			to := min(from+*batch, len(s.events))
+			res, err := c.store.Append(ctx, logstore.AppendRequest{SessionID: s.id, ExpectedStreamSeq: expected, Events: s.events[from:to]})
+			if err != nil {
+				return fmt.Errorf("import: session %s seq %d..%d (sessions before it are imported; re-run to resume): %w", s.id, from+1, to, err)
+			}
+			expected = res.StreamSeq
+			wrote += to - from
+		}
+	}
+	fmt.Fprintf(stdout, "imported %d sessions, %d events (%d sessions already present)\n", len(sessions)-skipped, wrote, skipped)
+	return nil
+}
