@@ -53,7 +53,10 @@ func parseFlagsEnv(fs *flag.FlagSet, args []string, lookup func(string) (string,
 	rest := args
 	for {
 		if err := fs.Parse(rest); err != nil {
-			return err
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return &usageError{msg: err.Error()}
 		}
 		rem := fs.Args()
 		consumed := len(rest) - len(rem)

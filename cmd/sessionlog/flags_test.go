@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseFlagsEnv(t *testing.T) {
+	env := map[string]string{
+		"SESSIONLOG_NATS_URL":  "nats://env:4222",
+		"SESSIONLOG_LEASE_TTL": "7s",
+		"SESSIONLOG_LOG_LEVEL": "debug",
+	}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+
+	t.Run("EnvFillsUnsetFlags", func(t *testing.T) {
+		fs := newFlags("x")
+		nf := addNATSFlags(fs)
+		ttl := fs.Duration("lease-ttl", time.Second, "")
+		if err := parseFlagsEnv(fs, nil, lookup); err != nil {
+			t.Fatal(err)
+		}
+		if nf.URL != "nats://env:4222" || *ttl != 7*time.Second || fs.Lookup("log-level").Value.String() != "debug" {
+			t.Fatalf("got url %q ttl %v", nf.URL, *ttl)
+		}
+	})
+	t.Run("CommandLineWins", func(t *testing.T) {
+		fs := newFlags("x")
+		nf := addNATSFlags(fs)
+		if err := parseFlagsEnv(fs, []string{"--nats-url", "nats://flag:1"}, lookup); err != nil {
+			t.Fatal(err)
+		}
+		if nf.URL != "nats://flag:1" {
+			t.Fatalf("got %q", nf.URL)
+		}
+	})
+	t.Run("FlagsAfterPositional", func(t *testing.T) {
+		fs := newFlags("x")
+		nf := addNATSFlags(fs)
+		if err := parseFlagsEnv(fs, []string{"s-1", "--nats-url", "nats://flag:1", "s-2", "--", "--not-a-flag"}, lookup); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(fs.Args(), " "); got != "s-1 s-2 --not-a-flag" || nf.URL != "nats://flag:1" {
+			t.Fatalf("args %q url %q", got, nf.URL)
+		}
+	})
+	t.Run("ErrBadEnvValue", func(t *testing.T) {
+		fs := newFlags("x")
+		fs.Duration("lease-ttl", time.Second, "")
+		err := parseFlagsEnv(fs, nil, func(k string) (string, bool) {
+			if k == "SESSIONLOG_LEASE_TTL" {
+				return "soon", true
+			}
+			return "", false
+		})
+		var ue *usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), "SESSIONLOG_LEASE_TTL") {
+			t.Fatalf("got %v", err)
+		}
+	})
+	t.Run("EnvName", func(t *testing.T) {
+		if got := envName("nats-url"); got != "SESSIONLOG_NATS_URL" {
+			t.Fatal(got)
+		}
+	})
+}
+
+func TestHelpListsEveryCommand(t *testing.T) {
+	var out bytes.Buffer
+	if code := Main(context.Background(), []string{"help"}, &out, &out); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, n := range commandNames() {
+		if !strings.Contains(out.String(), "  "+n+" ") {
+			t.Errorf("help lacks %s:\n%s", n, out.String())
+		}
+	}
+	for _, must := range []string{"up", "writer", "ls", "show", "replay", "tail", "verify", "export", "import", "bench"} {
+		if _, ok := commands[must]; !ok {
+			t.Errorf("command %s not registered", must)
+		}
+	}
+	if code := Main(context.Background(), []string{"no-such"}, &out, &out); code != 2 {
+		t.Fatalf("unknown command: exit %d", code)
+	}
+	if code := Main(context.Background(), []string{"ls", "--no-such-flag"}, &out, &out); code != 2 {
+		t.Fatalf("bad flag: exit %d", code)
+	}
+}
+
+func TestReadyzAggregates(t *testing.T) {
+	o := newOps()
+	fail := errors.New("catching up")
+	var state error = fail
+	o.AddReady("a", func() error { return nil })
+	o.AddReady("b", func() error { return state })
+	get := func() (int, map[string]any) {
+		rec := httptest.NewRecorder()
+		o.Mux.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		var body map[string]any
+		_ = json.Unmarshal(rec.Body.Bytes(), &body)
+		return rec.Code, body
+	}
+	if code, body := get(); code != http.StatusServiceUnavailable || body["checks"].(map[string]any)["b"] != "catching up" {
+		t.Fatalf("%d %v", code, body)
+	}
+	state = nil
+	if code, body := get(); code != http.StatusOK || body["status"] != "ok" {
+		t.Fatalf("%d %v", code, body)
+	}
+}
+
+func TestRequireToken(t *testing.T) {
+	h := requireToken("s3cret", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
+	try := func(path string, hdr string) int {
+		r := httptest.NewRequest("GET", path, nil)
+		if hdr != "" {
+			r.Header.Set("Authorization", hdr)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec.Code
+	}
+	for _, c := range []struct {
+		path, hdr string
+		want      int
+	}{
+		{"/v1/sessions", "", 401},
+		{"/v1/sessions", "Bearer wrong", 401},
+		{"/v1/sessions", "Bearer s3cret", 204},
+		{"/?token=s3cret", "", 204},
+		{"/healthz", "", 204},
+		{"/readyz", "", 204},
+		{"/metrics", "", 401},
+	} {
+		if got := try(c.path, c.hdr); got != c.want {
+			t.Errorf("%s %q: %d, want %d", c.path, c.hdr, got, c.want)
+		}
+	}
+}
