@@ -3,9 +3,11 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +25,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/services/forker"
+	"github.com/sessionlog/sessionlog/services/projector"
 	"github.com/sessionlog/sessionlog/services/writer"
 )
 
@@ -333,4 +336,119 @@ func TestForkCommand(t *testing.T) {
 	if !errors.As(err, &xe) || !strings.Contains(errOut, "not_found") {
 		t.Fatalf("missing parent: %v %s", err, errOut)
 	}
+}
+
+// The projector shows the fork's lineage (the child's parent, the parent's
+// children) and the child's model-visible context at the cut equals the
+// parent's: compaction summary and the transcript after it.
+func TestForkLineageAndContextInProjector(t *testing.T) {
+	e := fkStart(t)
+	fk, err := forker.New(forker.Config{Store: e.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fkRun(t, fk.Run, fk.Ready)
+	pj, err := projector.New(projector.Config{Store: e.store, DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fkRun(t, pj.Run, pj.Ready)
+	srv := httptest.NewServer(pj.Handler())
+	t.Cleanup(srv.Close)
+
+	ctx := context.Background()
+	app := func(id string, evs ...schema.Envelope) {
+		t.Helper()
+		if _, err := e.cl.Append(ctx, client.AppendRequest{SessionID: id, Events: evs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := func(s string) json.RawMessage { return json.RawMessage(s) }
+	app("p", schema.Envelope{Type: schema.TypeSessionCreated, Data: data(`{"title":"parent"}`)})
+	app("p",
+		schema.Envelope{Type: schema.TypeMessageUser, Data: data(`{"content":"one"}`)},
+		schema.Envelope{Type: schema.TypeTurnStarted, TurnID: "t1"},
+		schema.Envelope{Type: schema.TypeAttemptStarted, TurnID: "t1", AttemptID: "a1"},
+		schema.Envelope{Type: schema.TypeMessageAssistant, TurnID: "t1", AttemptID: "a1", Data: data(`{"content":"two"}`)},
+		schema.Envelope{Type: schema.TypeTurnEnded, TurnID: "t1", Data: data(`{"reason":"completed"}`)},
+		schema.Envelope{Type: schema.TypeCompactionStarted, Data: data(`{"compactionId":"k1","throughSeq":5}`)},
+		schema.Envelope{Type: schema.TypeCompactionEnded, Data: data(`{"compactionId":"k1","throughSeq":5,"summary":"one, two"}`)},
+		schema.Envelope{Type: schema.TypeMessageUser, Data: data(`{"content":"three"}`)},
+		schema.Envelope{Type: schema.TypeTurnStarted, TurnID: "t2"},
+		schema.Envelope{Type: schema.TypeToolRequested, TurnID: "t2", ToolCallID: "c1", Data: data(`{"name":"sh","input":{"cmd":"ls"}}`)},
+		schema.Envelope{Type: schema.TypeToolStarted, TurnID: "t2", ToolCallID: "c1"},
+		schema.Envelope{Type: schema.TypeToolResult, TurnID: "t2", ToolCallID: "c1", Data: data(`{"status":"ok","output":"a b"}`)},
+		schema.Envelope{Type: schema.TypeTurnEnded, TurnID: "t2", Data: data(`{"reason":"completed"}`)},
+	)
+	r, err := forker.Call(ctx, e.cl.Conn(), forker.Request{ParentID: "p", ChildID: "c"})
+	if err != nil || r.SeedLength != 14 {
+		t.Fatalf("fork: %+v %v", r, err)
+	}
+	get := func(path string, v any) error {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %d", path, resp.StatusCode)
+		}
+		return json.NewDecoder(resp.Body).Decode(v)
+	}
+	var child, parent projector.Detail
+	natstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		if err := get("/v1/sessions/c", &child); err != nil {
+			return err
+		}
+		if err := get("/v1/sessions/p", &parent); err != nil {
+			return err
+		}
+		if child.LastSeq != 15 {
+			return fmt.Errorf("projector has the child at seq %d", child.LastSeq)
+		}
+		return nil
+	})
+	if child.Parent == nil || child.Parent.SessionID != "p" || child.Parent.SeedLength != 14 || child.Parent.Depth != 1 || child.Forking {
+		t.Fatalf("child lineage: parent %+v forking %v", child.Parent, child.Forking)
+	}
+	if len(parent.Children) != 1 || parent.Children[0] != "c" {
+		t.Fatalf("parent's children %v", parent.Children)
+	}
+	var pc, cc projector.Context
+	if err := get("/v1/sessions/p/context", &pc); err != nil {
+		t.Fatal(err)
+	}
+	if err := get("/v1/sessions/c/context", &cc); err != nil {
+		t.Fatal(err)
+	}
+	if pc.Compaction == nil || cc.Compaction == nil || *pc.Compaction != *cc.Compaction || pc.Compaction.Summary != "one, two" {
+		t.Fatalf("compaction: parent %+v child %+v", pc.Compaction, cc.Compaction)
+	}
+	render := func(c projector.Context) string {
+		var b strings.Builder
+		for _, x := range c.Entries {
+			if x.Role == "" {
+				continue
+			}
+			fmt.Fprintf(&b, "%d %s %s %s %s\n", x.Seq, x.Type, x.Role, x.ToolCallID, x.Data)
+		}
+		return b.String()
+	}
+	if render(pc) != render(cc) || !strings.Contains(render(pc), "three") || strings.Contains(render(pc), `"one"`) {
+		t.Fatalf("context:\nparent\n%s\nchild\n%s", render(pc), render(cc))
+	}
+}
+
+func fkRun(t *testing.T, run func(context.Context) error, ready func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("service: %v", err)
+		}
+	})
+	natstest.CheckFor(t, 30*time.Second, 10*time.Millisecond, ready)
 }
