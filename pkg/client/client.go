@@ -1,0 +1,275 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// Defaults.
+const (
+	// DefaultTimeout is how long one request waits for the writer. It is
+	// above the writer's own resolution of a lost acknowledgement in the
+	// common case; a timeout is an unknown outcome and is retried.
+	DefaultTimeout = 10 * time.Second
+	// DefaultRetries is how often an unknown outcome is retried.
+	DefaultRetries = 5
+	DefaultBackoff = 50 * time.Millisecond
+	MaxBackoff     = 2 * time.Second
+)
+
+// Client talks to the sessionlog services over NATS. It is safe for
+// concurrent use.
+type Client struct {
+	nc      *nats.Conn
+	timeout time.Duration
+	retries int
+	backoff time.Duration
+	now     func() time.Time
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithTimeout sets how long one request waits for its reply.
+func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
+
+// WithRetries sets how often an unknown outcome is retried (0: never).
+func WithRetries(n int) Option { return func(c *Client) { c.retries = n } }
+
+// WithBackoff sets the first pause before a retry (it doubles, up to 2s).
+func WithBackoff(d time.Duration) Option { return func(c *Client) { c.backoff = d } }
+
+// WithClock sets the clock used for event times.
+func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = now } }
+
+// New returns a client using nc.
+func New(nc *nats.Conn, opts ...Option) *Client {
+	c := &Client{nc: nc, timeout: DefaultTimeout, retries: DefaultRetries, backoff: DefaultBackoff, now: time.Now}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.retries < 0 {
+		c.retries = 0
+	}
+	return c
+}
+
+// Conn is the client's NATS connection.
+func (c *Client) Conn() *nats.Conn { return c.nc }
+
+// AppendRequest is one append. Events need only their type, ids and data;
+// the writer fills seq, and the client fills eventId (a ULID) and time
+// where they are empty.
+type AppendRequest struct {
+	SessionID string
+	// ExpectedSeq: nil = after the tail; pointer to 0 = the session must
+	// not exist; n = its last seq must be n (see Seq).
+	ExpectedSeq *uint64
+	// Holder names the agent process; the writer renews its lease.
+	Holder string
+	Events []schema.Envelope
+}
+
+// Seq returns a pointer to n, for AppendRequest.ExpectedSeq.
+func Seq(n uint64) *uint64 { return &n }
+
+// AppendResult is a committed append.
+type AppendResult struct {
+	SessionID         string
+	FirstSeq, LastSeq uint64
+	StreamSeq         uint64
+	// Duplicate: the events were already stored (a retry of a committed
+	// request, possibly this call's own earlier attempt).
+	Duplicate bool
+	// EventIDs are the ids the events were stored under.
+	EventIDs []string
+	// Attempts is how many requests this append took.
+	Attempts int
+}
+
+type wireAppend struct {
+	SessionID   string            `json:"sessionId"`
+	ExpectedSeq *uint64           `json:"expectedSeq,omitempty"`
+	Holder      string            `json:"holder,omitempty"`
+	Events      []schema.Envelope `json:"events"`
+}
+
+type wireAppendReply struct {
+	SessionID string `json:"sessionId"`
+	FirstSeq  uint64 `json:"firstSeq"`
+	LastSeq   uint64 `json:"lastSeq"`
+	StreamSeq uint64 `json:"streamSeq"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+type wireError struct {
+	Error struct {
+		Code       schema.Code `json:"code"`
+		Message    string      `json:"message"`
+		CurrentSeq *uint64     `json:"currentSeq"`
+		Index      *int        `json:"index"`
+	} `json:"error"`
+}
+
+// Append sends req and returns its outcome: committed, or an error with
+// errors.Is(err, ErrNotCommitted) (nothing stored), errors.Is(err,
+// ErrOutcomeUnknown) (maybe stored: send the same request again), or
+// another *Error. Event ids are filled before the first send, so retries
+// of unknown outcomes, done here automatically, carry the same ids.
+func (c *Client) Append(ctx context.Context, req AppendRequest) (AppendResult, error) {
+	evs := make([]schema.Envelope, len(req.Events))
+	copy(evs, req.Events)
+	ids := make([]string, len(evs))
+	now := c.now().UTC()
+	for i := range evs {
+		if evs[i].EventID == "" {
+			evs[i].EventID = ulid.Make().String()
+		}
+		if evs[i].Time.IsZero() {
+			evs[i].Time = now
+		}
+		ids[i] = evs[i].EventID
+	}
+	body, err := json.Marshal(wireAppend{SessionID: req.SessionID, ExpectedSeq: req.ExpectedSeq, Holder: req.Holder, Events: evs})
+	if err != nil {
+		return AppendResult{}, errorf(schema.CodeBadRequest, "encode request: %v", err)
+	}
+	var reply wireAppendReply
+	n, err := c.request(ctx, logstore.SubjectAppend, body, &reply)
+	if err != nil {
+		return AppendResult{Attempts: n}, err
+	}
+	return AppendResult{SessionID: reply.SessionID, FirstSeq: reply.FirstSeq, LastSeq: reply.LastSeq, StreamSeq: reply.StreamSeq,
+		Duplicate: reply.Duplicate, EventIDs: ids, Attempts: n}, nil
+}
+
+// request sends body until it gets a definite answer, retrying unknown
+// outcomes; it returns the number of requests sent. Once one attempt had
+// an unknown outcome, a later "not committed" says nothing about that
+// attempt: the result stays unknown unless a later answer is definite
+// about the events (ok, duplicate, or a refusal of their content or
+// position).
+func (c *Client) request(ctx context.Context, subject string, body []byte, out any) (int, error) {
+	unknown := false
+	var last error
+	sent := 0
+	for attempt := 0; ; attempt++ {
+		sent++
+		err := c.once(ctx, subject, body, out)
+		switch {
+		case err == nil:
+			return attempt + 1, nil
+		case errors.Is(err, ErrOutcomeUnknown):
+			unknown = true
+		case errors.Is(err, ErrNotCommitted):
+			if !unknown {
+				return attempt + 1, err
+			}
+		default:
+			return attempt + 1, err
+		}
+		last = err
+		if attempt >= c.retries || ctx.Err() != nil {
+			break
+		}
+		d := c.backoff << attempt
+		if d > MaxBackoff || d <= 0 {
+			d = MaxBackoff
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+		case <-t.C:
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if unknown && !errors.Is(last, ErrOutcomeUnknown) {
+		return sent, &Error{Code: schema.CodeOutcomeUnknown, Index: -1,
+			Message: fmt.Sprintf("an earlier attempt may be stored; the last said: %v; send the same request again", last)}
+	}
+	return sent, last
+}
+
+// once sends one request. Errors are classified by what can have
+// happened: no responders or a closed connection before sending = nothing
+// was stored; a timeout or a connection lost while waiting = unknown.
+func (c *Client) once(ctx context.Context, subject string, body []byte, out any) error {
+	if c.nc.IsClosed() {
+		return errorf(schema.CodeNotCommitted, "nats connection closed: nothing was sent")
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	m, err := c.nc.RequestWithContext(rctx, subject, body)
+	if err != nil {
+		switch {
+		case errors.Is(err, nats.ErrNoResponders):
+			return errorf(schema.CodeNotCommitted, "no writer is listening on %s: nothing was stored", subject)
+		case errors.Is(err, nats.ErrBadSubject), errors.Is(err, nats.ErrMaxPayload), errors.Is(err, nats.ErrInvalidMsg):
+			return errorf(schema.CodeBadRequest, "request refused before sending: %v", err)
+		}
+		return errorf(schema.CodeOutcomeUnknown, "no reply: %v", err)
+	}
+	if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
+		var we wireError
+		if jerr := json.Unmarshal(m.Data, &we); jerr != nil || we.Error.Code == "" {
+			we.Error.Code, we.Error.Message = schema.Code(code), m.Header.Get(micro.ErrorHeader)
+		}
+		e := &Error{Code: we.Error.Code, Message: we.Error.Message, Index: -1}
+		if we.Error.CurrentSeq != nil {
+			e.CurrentSeq = *we.Error.CurrentSeq
+		}
+		if we.Error.Index != nil {
+			e.Index = *we.Error.Index
+		}
+		return e
+	}
+	if err := json.Unmarshal(m.Data, out); err != nil {
+		// A garbled reply to an append: whether it committed is unknown.
+		return errorf(schema.CodeOutcomeUnknown, "unreadable reply %q: %v", clip(string(m.Data)), err)
+	}
+	return nil
+}
+
+// HeartbeatResult is the writer's answer to a heartbeat.
+type HeartbeatResult struct {
+	SessionID string
+	Holder    string
+	// TTL is how long the lease lasts from now.
+	TTL time.Duration
+}
+
+// Heartbeat renews holder's lease of an existing session.
+func (c *Client) Heartbeat(ctx context.Context, sessionID, holder string) (HeartbeatResult, error) {
+	body, _ := json.Marshal(map[string]string{"sessionId": sessionID, "holder": holder})
+	var r struct {
+		SessionID string `json:"sessionId"`
+		Holder    string `json:"holder"`
+		TTLMs     int64  `json:"ttlMs"`
+	}
+	// A heartbeat changes nothing but the lease: an unknown outcome is
+	// retried like an append's.
+	if _, err := c.request(ctx, logstore.SubjectHeartbeat, body, &r); err != nil {
+		return HeartbeatResult{}, err
+	}
+	return HeartbeatResult{SessionID: r.SessionID, Holder: r.Holder, TTL: time.Duration(r.TTLMs) * time.Millisecond}, nil
+}
+
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
+}

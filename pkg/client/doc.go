@@ -1,0 +1,24 @@
+// Package client is the Go client agents use to keep their session log in
+// sessionlog (DESIGN.md sections 4, 7 and 8).
+//
+// Client.Append sends a request to sessions.api.append and returns one of
+// the three outcomes of an append: committed (an AppendResult), not
+// committed (errors.Is(err, ErrNotCommitted): nothing was stored, safe to
+// send again), or unknown (errors.Is(err, ErrOutcomeUnknown): it may be
+// stored; send the same request again). Event ids are ULIDs chosen here
+// before the first send, so an unknown outcome is retried automatically
+// with the same ids, a bounded number of times, and the writer answers a
+// retry of a committed request as a duplicate. Every other refusal is an
+// *Error with the contract code, matched by one sentinel per code
+// (errors.Is(err, ErrConflict), ...).
+//
+// Session carries the checkpoint policy of section 7: StartAttempt returns
+// only once attempt/started is durable (it is what permits the LLM
+// request), StartTool only once tool/started is durable (RunTool runs the
+// side effect only after that), EndTurn only once turn/ended is durable.
+// Live publishes transient events on sessions.live.<id> and never waits.
+//
+// Load rebuilds a session's State from the log: through a *logstore.Store
+// inside sessionlog, or through a Client's own NATS connection on an agent
+// host (which needs read access to the SESSIONS stream's JetStream API).
+package client
