@@ -1,6 +1,7 @@
 package repairer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -202,6 +203,12 @@ func (s *Service) repair(ctx context.Context, id string, why trigger, reason str
 		s.states.Delete(id)
 	}
 
+	if !res.Duplicate && !s.stored(ctx, id, tail.StreamSeq, &plan[0]) {
+		// The store resolved an unanswered attempt by finding the plan's
+		// event ids in place: they are another replica's batch (same ids,
+		// its own time), not ours.
+		res.Duplicate = true
+	}
 	if res.Duplicate {
 		// Another replica (or an earlier attempt of ours whose answer was
 		// lost) committed this very plan: it is counted there.
@@ -319,4 +326,21 @@ func (s *Service) Repair(ctx context.Context, id string, force bool) (Outcome, e
 		}
 		return out, nil
 	}
+}
+
+// stored reports whether the event after streamSeq is exactly first as
+// this process encoded it. Replicas plan the same event ids for the same
+// state, so an append whose answer was lost and then resolved by id cannot
+// tell by itself whose batch it found; the event time (each planner's
+// clock) can. When the check cannot be made, the repair counts as ours.
+func (s *Service) stored(ctx context.Context, id string, streamSeq uint64, first *schema.Envelope) bool {
+	ours, err := schema.Encode(first)
+	if err != nil {
+		return true
+	}
+	m, err := s.st.NextAfter(ctx, id, streamSeq)
+	if err != nil || m == nil {
+		return true
+	}
+	return bytes.Equal(m.Data, ours)
 }
