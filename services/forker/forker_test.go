@@ -630,3 +630,34 @@ func TestForkerStopMidCopyThenRestart(t *testing.T) {
 	e.checkChild("c", "long", 3000, 1)
 	e.noRecord("c")
 }
+
+// BenchmarkFork1000 forks a 1,000-event parent per iteration through the
+// endpoint (the bench command compares against the raw floor).
+func BenchmarkFork1000(b *testing.B) {
+	srv := natstest.RunServer(b)
+	nc := natstest.Connect(b, srv)
+	ctx := context.Background()
+	st, err := logstore.Open(ctx, nc, logstore.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	svc, err := New(Config{Store: st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	natstest.CheckFor(b, 10*time.Second, 10*time.Millisecond, svc.Ready)
+	if _, err := sessiongen.Seed(ctx, st, "parent", 1000, 1000); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := Call(ctx, nc, Request{ParentID: "parent", ChildID: fmt.Sprintf("c%d", i)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "µs/event")
+}
