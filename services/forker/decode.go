@@ -2,8 +2,14 @@ package forker
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
+	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -23,4 +29,76 @@ func decode(body []byte) (schema.Envelope, error) {
 		}
 	}
 	return schema.Decode(body)
+}
+
+// decoded is one message on its way through readDecoded.
+type decoded struct {
+	m    *logstore.Msg
+	e    schema.Envelope
+	err  error
+	done chan struct{}
+}
+
+// readDecoded reads a session with ReadSession and hands each message, decoded, to
+// fn in order. Decoding (the costly part) runs on a few worker goroutines
+// while fn works on earlier messages, so scanning and copying use more than
+// one core. pre, if set, sees each message first (headers only) and may
+// skip it or end the read. fn may return logstore.ErrStop to end the read
+// without error. At most a few hundred messages are in flight.
+func readDecoded(ctx context.Context, st *logstore.Store, sessionID string, pre func(*logstore.Msg) (skip, stop bool), fn func(*logstore.Msg, schema.Envelope, error) error) (logstore.Tail, error) {
+	workers := min(max(runtime.GOMAXPROCS(0), 1), 4)
+	jobs := make(chan *decoded, 256)
+	order := make(chan *decoded, 256)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for d := range jobs {
+				d.e, d.err = decode(d.m.Data)
+				close(d.done)
+			}
+		}()
+	}
+	var stopped atomic.Bool
+	consumed := make(chan error, 1)
+	go func() {
+		var err error
+		for d := range order {
+			<-d.done
+			if err != nil {
+				continue // drain
+			}
+			if err = fn(d.m, d.e, d.err); err != nil {
+				stopped.Store(true)
+			}
+		}
+		consumed <- err
+	}()
+	tail, rerr := st.ReadSession(ctx, sessionID, 0, func(m *logstore.Msg) error {
+		if stopped.Load() {
+			return logstore.ErrStop
+		}
+		if pre != nil {
+			skip, stop := pre(m)
+			if stop {
+				return logstore.ErrStop
+			}
+			if skip {
+				return nil
+			}
+		}
+		d := &decoded{m: m, done: make(chan struct{})}
+		order <- d // the consumer always drains
+		jobs <- d  // and so do the workers
+		return nil
+	})
+	close(jobs)
+	close(order)
+	wg.Wait()
+	cerr := <-consumed
+	if cerr != nil && !errors.Is(cerr, logstore.ErrStop) {
+		return tail, cerr
+	}
+	return tail, rerr
 }

@@ -85,6 +85,12 @@ func (s *Service) Fork(ctx context.Context, r Request) (rep Reply, err error) {
 	if err != nil {
 		return Reply{}, err
 	}
+	scanned := time.Since(start)
+	defer func() {
+		if err == nil {
+			s.log.Debug("fork timing", "child", r.ChildID, "seedLength", k, "scan", scanned, "copy", time.Since(start)-scanned)
+		}
+	}()
 	now := s.cfg.Now().UTC()
 	p := &plan{
 		ChildID: r.ChildID, ParentID: r.ParentID, SeedLength: k, Depth: depth, Workspace: r.Workspace,
@@ -175,8 +181,7 @@ func clip(s string) string {
 // seed length and the child's depth.
 func (s *Service) resolve(ctx context.Context, parent string, cut session.Cut) (uint64, int, error) {
 	sp := session.NewSafePoints(parent)
-	tail, err := s.st.ReadSession(ctx, parent, 0, func(m *logstore.Msg) error {
-		e, err := decode(m.Data)
+	tail, err := readDecoded(ctx, s.st, parent, nil, func(m *logstore.Msg, e schema.Envelope, err error) error {
 		if err != nil {
 			return schema.Errorf(schema.CodeUnreadable, "parent %s at stream seq %d: %v", parent, m.StreamSeq, err)
 		}
@@ -365,18 +370,16 @@ func (s *Service) copyPrefix(ctx context.Context, p *plan, cs *session.State, ta
 		}
 		return nil
 	}
-	_, err := s.st.ReadSession(ctx, p.ParentID, 0, func(m *logstore.Msg) error {
+	// Seqs already in the child are skipped by header, before decoding.
+	have := cs.LastSeq
+	pre := func(m *logstore.Msg) (skip, stop bool) {
 		seq, err := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64)
 		if err != nil {
-			seq = 0 // the body tells
+			return false, false // the body tells
 		}
-		if seq != 0 && seq <= cs.LastSeq {
-			return nil
-		}
-		if seq > p.SeedLength {
-			return logstore.ErrStop
-		}
-		e, err := decode(m.Data)
+		return seq <= have, seq > p.SeedLength
+	}
+	_, err := readDecoded(ctx, s.st, p.ParentID, pre, func(m *logstore.Msg, e schema.Envelope, err error) error {
 		if err != nil {
 			return &permanentError{schema.Errorf(schema.CodeUnreadable, "parent %s at stream seq %d: %v", p.ParentID, m.StreamSeq, err)}
 		}

@@ -2,6 +2,7 @@ package forker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/oklog/ulid/v2"
@@ -214,12 +216,24 @@ func (s *Service) bucket() jetstream.KeyValue {
 }
 
 // handle answers one request. The copy runs on its own goroutine so one
-// long fork does not hold up the endpoint's subscription.
+// long fork does not hold up the endpoint's subscription; the reply is
+// published directly, since micro.Request's bookkeeping is not safe from
+// another goroutine.
 func (s *Service) handle(ctx context.Context, req micro.Request) {
+	nc := s.st.Conn()
+	reply, data := req.Reply(), req.Data()
+	respond := func(m *nats.Msg) {
+		if reply == "" {
+			return
+		}
+		if err := nc.PublishMsg(m); err != nil {
+			s.log.Warn("reply", "err", err)
+		}
+	}
 	var r Request
-	if err := schema.Unmarshal(req.Data(), &r); err != nil {
+	if err := schema.Unmarshal(data, &r); err != nil {
 		s.m.forks.WithLabelValues(string(schema.CodeBadRequest)).Inc()
-		_ = respondError(req, schema.Errorf(schema.CodeBadRequest, "fork request: %v", err))
+		respond(errorMsg(reply, schema.Errorf(schema.CodeBadRequest, "fork request: %v", err)))
 		return
 	}
 	s.wg.Add(1)
@@ -228,22 +242,19 @@ func (s *Service) handle(ctx context.Context, req micro.Request) {
 		select {
 		case s.sem <- struct{}{}:
 		case <-ctx.Done():
-			_ = respondError(req, schema.Errorf(schema.CodeNotCommitted, "forker is stopping"))
+			respond(errorMsg(reply, schema.Errorf(schema.CodeNotCommitted, "forker is stopping")))
 			return
 		}
 		defer func() { <-s.sem }()
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.ForkTimeout)
 		defer cancel()
-		reply, err := s.Fork(ctx, r)
+		rep, err := s.Fork(ctx, r)
 		if err != nil {
-			if err := respondError(req, err); err != nil {
-				s.log.Warn("reply", "err", err)
-			}
+			respond(errorMsg(reply, err))
 			return
 		}
-		if err := req.RespondJSON(reply); err != nil {
-			s.log.Warn("reply", "err", err)
-		}
+		body, _ := json.Marshal(rep)
+		respond(&nats.Msg{Subject: reply, Data: body})
 	}()
 }
 

@@ -65,9 +65,9 @@ func detail(err error) ErrorDetail {
 	return d
 }
 
-// respondError sends the JSON body and the micro error headers (the
-// contract code as Nats-Service-Error-Code).
-func respondError(req micro.Request, err error) error {
+// errorMsg builds the error reply: the JSON body and the micro error
+// headers (the contract code as Nats-Service-Error-Code).
+func errorMsg(reply string, err error) *nats.Msg {
 	d := detail(err)
 	body, _ := json.Marshal(ErrorBody{Error: d})
 	desc := strings.Map(func(r rune) rune {
@@ -79,7 +79,11 @@ func respondError(req micro.Request, err error) error {
 	if len(desc) > 512 {
 		desc = desc[:512]
 	}
-	return req.Error(string(d.Code), desc, body)
+	m := nats.NewMsg(reply)
+	m.Data = body
+	m.Header.Set(micro.ErrorCodeHeader, string(d.Code))
+	m.Header.Set(micro.ErrorHeader, desc)
+	return m
 }
 
 // Call sends a fork request and waits for the reply (ctx bounds the wait:
