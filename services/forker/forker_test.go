@@ -576,8 +576,8 @@ func TestSweepFinishesOrAbandons(t *testing.T) {
 // A forker that stops in the middle of a copy leaves it to the next one:
 // the record stays, and a forker started later finishes the child.
 func TestForkerStopMidCopyThenRestart(t *testing.T) {
-	srvEnv := newEnv(t, func(c *Config) { c.BatchSize = 50 })
-	e := srvEnv
+	// This forker only sweeps when the test says so.
+	e := newEnv(t, func(c *Config) { c.BatchSize = 50; c.StaleAfter = 300 * time.Millisecond; c.SweepEvery = time.Hour })
 	if _, err := sessiongen.Seed(e.ctx, e.st, "long", 3000, 1000); err != nil {
 		t.Fatal(err)
 	}
@@ -617,7 +617,6 @@ func TestForkerStopMidCopyThenRestart(t *testing.T) {
 		t.Fatal("half-copied child is usable")
 	}
 	// The first forker's sweep takes over once the record is stale.
-	e.svc.cfg.StaleAfter = 300 * time.Millisecond
 	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
 		if err := e.svc.Sweep(e.ctx); err != nil {
 			return err
