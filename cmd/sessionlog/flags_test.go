@@ -10,6 +10,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
 )
 
 func TestParseFlagsEnv(t *testing.T) {
@@ -143,5 +149,30 @@ func TestRequireToken(t *testing.T) {
 		if got := try(c.path, c.hdr); got != c.want {
 			t.Errorf("%s %q: %d, want %d", c.path, c.hdr, got, c.want)
 		}
+	}
+}
+
+// A service started with --replicas 1 keeps an existing stream's replicas.
+func TestOpenStoreKeepsReplicas(t *testing.T) {
+	c := natstest.RunCluster(t, 3)
+	nc, err := nats.Connect(c.URLs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx := context.Background()
+	if _, err := openStore(ctx, nc, logstore.Config{Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openStore(ctx, nc, logstore.Config{Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	s, err := js.Stream(ctx, logstore.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.CachedInfo().Config.Replicas; got != 3 {
+		t.Fatalf("stream has %d replicas after a --replicas 1 start, want 3", got)
 	}
 }

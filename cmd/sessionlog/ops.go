@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -35,6 +36,7 @@ func openStore(ctx context.Context, nc *nats.Conn, cfg logstore.Config) (*logsto
 	defer cancel()
 	wait := 100 * time.Millisecond
 	for {
+		keepReplicas(ctx, nc, &cfg)
 		st, err := logstore.Open(ctx, nc, cfg)
 		if err == nil {
 			return st, nil
@@ -48,6 +50,31 @@ func openStore(ctx context.Context, nc *nats.Conn, cfg logstore.Config) (*logsto
 		case <-time.After(wait):
 		}
 		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// keepReplicas never lets a process lower the replicas of an existing
+// stream: a service started with the default --replicas 1 against an R3
+// cluster would otherwise turn the log into a single copy.
+func keepReplicas(ctx context.Context, nc *nats.Conn, cfg *logstore.Config) {
+	if cfg.NoProvision {
+		return
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return
+	}
+	for _, name := range logstore.Streams() {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			continue // absent (created with cfg.Replicas) or unreachable (Open reports it)
+		}
+		if have := s.CachedInfo().Config.Replicas; have > cfg.Replicas {
+			if cfg.Logger != nil {
+				cfg.Logger.Warn("keeping the stream's replicas", "stream", name, "replicas", have, "asked", cfg.Replicas)
+			}
+			cfg.Replicas = have
+		}
 	}
 }
 
