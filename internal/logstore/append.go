@@ -33,6 +33,11 @@ type AppendResult struct {
 	StreamSeq uint64
 	// Duplicate: every event was already stored before this request.
 	Duplicate bool
+	// Resolved: an attempt went unanswered and the commit was established
+	// by finding the request's event ids in the log. The events are
+	// stored, but another writer sending the same ids (a repairer replica
+	// planning the same state) may be the one that stored them.
+	Resolved bool
 }
 
 // Sentinels; errors.Is matches them on the code alone.
@@ -211,12 +216,14 @@ func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResult, er
 		switch oc {
 		case committed:
 			res.StreamSeq, res.Duplicate = streamSeq, dup && attempt == 0
+			res.Resolved = dup && attempt > 0
 			s.committed(req, res)
 			return res, nil
 		case duplicate, wrongSeq:
 			r, rerr := s.resolve(ctx, &req, loc)
 			if rerr == nil {
 				r.Duplicate = attempt == 0
+				r.Resolved = attempt > 0
 				s.committed(req, r)
 				return r, nil
 			}
@@ -260,6 +267,7 @@ func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResult, er
 		case <-time.After(backoff(attempt)):
 		}
 		if r, rerr := s.resolve(ctx, &req, loc); rerr == nil {
+			r.Resolved = true
 			s.committed(req, r)
 			return r, nil
 		} else if errors.Is(rerr, ErrConflict) {

@@ -203,7 +203,7 @@ func (s *Service) repair(ctx context.Context, id string, why trigger, reason str
 		s.states.Delete(id)
 	}
 
-	if !res.Duplicate && !s.stored(ctx, id, tail.StreamSeq, &plan[0]) {
+	if res.Resolved && !res.Duplicate && !s.stored(ctx, id, tail.StreamSeq, &plan[0]) {
 		// The store resolved an unanswered attempt by finding the plan's
 		// event ids in place: they are another replica's batch (same ids,
 		// its own time), not ours.
