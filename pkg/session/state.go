@@ -340,20 +340,20 @@ func (s *State) track(e *schema.Envelope) {
 
 // openInTurn lists what is still open in turn t.
 func (s *State) openInTurn(t string) []OpenItem {
-	any := false
+	found := false
 	for _, turn := range s.openIndex() {
 		if turn == t {
-			any = true
+			found = true
 			break
 		}
 	}
 	for _, st := range s.Steps {
 		if st.TurnID == t {
-			any = true
+			found = true
 			break
 		}
 	}
-	if !any {
+	if !found {
 		return nil
 	}
 	var out []OpenItem
