@@ -16,7 +16,7 @@ import (
 // decode reads a stored event. Almost every stored body is exactly what
 // schema.Encode wrote, and for such a body the strict schema.Decode (which
 // checks for duplicate or mis-spelled keys, upcasts older versions and
-// costs about nine times as much) can only agree with a plain decode: so
+// costs about six times as much) can only agree with a plain decode: so
 // the body is decoded plainly and re-encoded, and only a body that does
 // not come out byte for byte the same takes the strict path. Data is
 // copied as stored either way.
