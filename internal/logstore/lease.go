@@ -74,26 +74,25 @@ func (s *Store) RenewLease(ctx context.Context, sessionID, holder string, now ti
 	val, _ := json.Marshal(Lease{Holder: holder, RenewedAt: now.UTC()})
 	ttl := s.cfg.LeaseTTL
 	for try := 0; try < 3; try++ {
-		_, rev, err := s.GetLease(ctx, sessionID)
+		// The revision comes from the bucket's leader: kv.Get (and
+		// kv.Create's own lookup) may be answered by a replica that has
+		// not seen the last renewal, and on R3 after a fault that made
+		// every retry fail the sequence check ("too much contention")
+		// until the lease of a live holder expired.
+		rec, err := s.LeaseRecord(ctx, sessionID)
 		if err != nil {
 			return err
 		}
-		if rev == 0 {
-			if _, err = s.kv.Create(ctx, sessionID, val, jetstream.KeyTTL(ttl)); err == nil {
+		_, err = s.js.Publish(ctx, "$KV."+LeaseBucket+"."+sessionID, val,
+			jetstream.WithExpectLastSequencePerSubject(rec.Revision), jetstream.WithMsgTTL(ttl))
+		if err == nil {
+			if rec.Lease == nil {
+				// Taken (not renewed): record the claim.
 				c, _ := json.Marshal(Claim{Holder: holder, ClaimedAt: now.UTC()})
 				if _, err := s.claims.Put(ctx, sessionID, c); err != nil {
 					return fmt.Errorf("logstore: claim %s: %w", sessionID, err)
 				}
-				return nil
 			}
-			if errors.Is(err, jetstream.ErrKeyExists) {
-				continue
-			}
-			return fmt.Errorf("logstore: lease %s: %w", sessionID, err)
-		}
-		_, err = s.js.Publish(ctx, "$KV."+LeaseBucket+"."+sessionID, val,
-			jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(ttl))
-		if err == nil {
 			return nil
 		}
 		if classify(err) == wrongSeq {

@@ -3,11 +3,16 @@ package logstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
+
+// readInactiveThreshold is how long the server keeps a read's consumer
+// after its last pull if the delete at the end of the read is lost.
+const readInactiveThreshold = 15 * time.Second
 
 // ReadSession calls fn for each stored event of the session with stream
 // sequence > afterStreamSeq, in order, up to the tail the stream leader
@@ -46,10 +51,17 @@ func (s *Store) ReadSession(ctx context.Context, sessionID string, afterStreamSe
 		}
 		return tail, nil
 	}
+	// An ordered consumer outlives Stop on the server for its inactive
+	// threshold (nats.go's default is 5 minutes), and a stream takes at
+	// most 1000 consumers by default (nats-server 2.11+): folds at a few
+	// per second then exhaust the stream's consumers and every read fails
+	// (err 10026). Keep the threshold short and delete the consumer once
+	// the read is done.
 	cons, err := s.js.OrderedConsumer(ctx, loc.Stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{loc.Subject},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    afterStreamSeq + 1,
+		FilterSubjects:    []string{loc.Subject},
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       afterStreamSeq + 1,
+		InactiveThreshold: readInactiveThreshold,
 	})
 	if err != nil {
 		return tail, fmt.Errorf("logstore: read %s: %w", sessionID, err)
@@ -58,7 +70,17 @@ func (s *Store) ReadSession(ctx context.Context, sessionID string, afterStreamSe
 	if err != nil {
 		return tail, fmt.Errorf("logstore: read %s: %w", sessionID, err)
 	}
-	defer it.Stop()
+	defer func() {
+		it.Stop()
+		if ci := cons.CachedInfo(); ci != nil && ci.Name != "" {
+			name := ci.Name
+			go func() {
+				dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = s.js.DeleteConsumer(dctx, loc.Stream, name)
+			}()
+		}
+	}()
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
