@@ -345,8 +345,9 @@ func (s *Service) duplicateOf(ctx context.Context, req *AppendRequest, p prepare
 	return AppendReply{}, false, nil
 }
 
-// duplicateInWindow answers a one-event append that JetStream deduplicated:
-// the event is stored at res.StreamSeq.
+// duplicateInWindow answers an append that JetStream deduplicated (one
+// event, or a batch the store resolved from the log): its last event is
+// stored at res.StreamSeq.
 func (s *Service) duplicateInWindow(ctx context.Context, req *AppendRequest, res logstore.AppendResult) (AppendReply, error) {
 	loc, _ := logstore.Locate(req.SessionID)
 	m, err := s.st.MsgAt(ctx, loc.Stream, res.StreamSeq)
@@ -357,7 +358,13 @@ func (s *Service) duplicateInWindow(ctx context.Context, req *AppendRequest, res
 	if err != nil {
 		return AppendReply{}, schema.Errorf(schema.CodeOutcomeUnknown, "stored duplicate at stream seq %d has no seq header", res.StreamSeq)
 	}
-	return AppendReply{SessionID: req.SessionID, FirstSeq: seq, LastSeq: seq, StreamSeq: res.StreamSeq, Duplicate: true}, nil
+	// res.StreamSeq is the batch's last event: an atomic batch is stored
+	// contiguously, so the first is len-1 seqs before it.
+	n := uint64(len(req.Events))
+	if seq < n {
+		return AppendReply{}, schema.Errorf(schema.CodeOutcomeUnknown, "stored duplicate at stream seq %d has seq %d, below the batch of %d", res.StreamSeq, seq, n)
+	}
+	return AppendReply{SessionID: req.SessionID, FirstSeq: seq - n + 1, LastSeq: seq, StreamSeq: res.StreamSeq, Duplicate: true}, nil
 }
 
 func clip(s string) string {
