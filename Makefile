@@ -1,0 +1,32 @@
+# sessionlog: make test is exactly what CI (.ci/run) runs.
+GO ?= go
+# Libraries and services: race detector on.
+RACE_PKGS = $(shell $(GO) list ./... | grep -v /e2e)
+# Process-level end-to-end tests (real binaries, SIGKILL, 3-node clusters):
+# plain go test; their components are race-tested in their own packages.
+E2E_PKGS = $(shell $(GO) list ./e2e/...)
+FUZZTIME ?= 15s
+
+.PHONY: test race lint bench fuzz build
+
+test:
+	$(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
+	$(GO) test -count=1 -timeout 30m $(E2E_PKGS)
+
+race:
+	$(GO) test -race -count=1 -timeout 60m ./...
+
+lint:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files "*.go" 2>/dev/null || find . -name "*.go")); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+bench:
+	$(GO) test -run=^$$ -bench=. -benchmem $(RACE_PKGS)
+
+fuzz:
+	$(GO) test -run=^$$ -fuzz=FuzzDecodeValidate -fuzztime=$(FUZZTIME) ./pkg/schema
+	$(GO) test -run=^$$ -fuzz=FuzzCheckJSON -fuzztime=$(FUZZTIME) ./services/writer
+
+build:
+	$(GO) build -o bin/sessionlog ./cmd/sessionlog
