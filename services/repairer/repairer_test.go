@@ -303,15 +303,38 @@ func TestDemandErrors(t *testing.T) {
 // many TTLs pass.
 func TestLiveHolderNeverRepaired(t *testing.T) {
 	e := newEnv(t)
-	r := e.start(Config{Grace: 0, SweepInterval: 200 * time.Millisecond})
+	r := e.start(Config{Grace: testGrace, SweepInterval: 200 * time.Millisecond})
 	e.appendEvents("s-busy", evCreated, evTurn, evRequested, evStarted)
+	// The holder renews on its own goroutine, as an agent does, so slow
+	// checks below cannot make it miss a renewal.
+	stopHB := make(chan struct{})
+	hbDone := make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(testTTL / 5)
+		defer tick.Stop()
+		for {
+			if err := e.store.RenewLease(context.Background(), "s-busy", "agent-1", time.Now()); err != nil {
+				hbDone <- err
+				return
+			}
+			select {
+			case <-stopHB:
+				hbDone <- nil
+				return
+			case <-tick.C:
+			}
+		}
+	}()
 	stop := time.Now().Add(5 * testTTL)
 	for time.Now().Before(stop) {
-		e.claim("s-busy", "agent-1")
-		time.Sleep(testTTL / 3)
 		if e.fold("s-busy").Paused {
 			t.Fatal("a live holder's session was repaired")
 		}
+		time.Sleep(testTTL / 4)
+	}
+	close(stopHB)
+	if err := <-hbDone; err != nil {
+		t.Fatal(err)
 	}
 	if got := counter(t, r.svc.m.checks.WithLabelValues("live")); got == 0 {
 		t.Fatal("the sweeps never looked at the session")
