@@ -104,6 +104,10 @@ type msg struct {
 	header    nats.Header
 	data      []byte
 	pending   uint64
+	// ev, decErr: the decoded body, when decoded is set.
+	ev      schema.Envelope
+	decErr  error
+	decoded bool
 }
 
 // handle folds one message of the stream. Errors are internal (store or
@@ -134,7 +138,10 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 		f.met.skipped.WithLabelValues("duplicate").Inc()
 		return nil
 	}
-	ev, err := schema.Decode(m.data)
+	ev, err := m.ev, m.decErr
+	if !m.decoded {
+		ev, err = decode(m.data)
+	}
 	if err != nil {
 		seq := hdrSeq
 		if seq == 0 {
@@ -234,7 +241,7 @@ func (f *folder) fillGap(ctx context.Context, en *entry, before uint64) error {
 		if m.StreamSeq >= before || en.stopped() {
 			return logstore.ErrStop
 		}
-		ev, err := schema.Decode(m.Data)
+		ev, err := decode(m.Data)
 		if err != nil || ev.SessionID != en.id || ev.Seq != en.st.LastSeq+1 {
 			return nil
 		}
@@ -285,7 +292,6 @@ func (f *folder) load(ctx context.Context, id string) (*entry, error) {
 // the events after it up to the summary's last seq, read from the log.
 func (f *folder) restore(ctx context.Context, en *entry) error {
 	en.st = session.New(en.id)
-	var after uint64
 	v, found, err := f.db.Get(store.SnapshotKey(en.id))
 	if err != nil {
 		return err
@@ -300,31 +306,53 @@ func (f *folder) restore(ctx context.Context, en *entry) error {
 			return fmt.Errorf("projector: snapshot %s: %w", en.id, err)
 		}
 		if sn.LastSeq <= en.sum.LastSeq {
-			en.st, after, en.snapSeq = st, sn.StreamSeq, sn.LastSeq
+			en.st, en.snapSeq = st, sn.LastSeq
 		}
 	}
 	if en.st.LastSeq == en.sum.LastSeq {
 		return nil
 	}
 	f.met.restores.Inc()
-	_, err = f.ls.ReadSession(ctx, en.id, after, func(m *logstore.Msg) error {
-		ev, err := schema.Decode(m.Data)
-		if err != nil || ev.Seq != en.st.LastSeq+1 {
-			return nil // what folding skipped before
+	// The event index holds the stream seq of every folded event, so the
+	// few events after the snapshot are read by position from the stream
+	// leader: no consumer to create per session.
+	it, err := f.db.Iter(store.EventPrefix(en.id))
+	if err != nil {
+		return err
+	}
+	var seqs []uint64
+	for ok := it.SeekGE(store.EventKey(en.id, en.st.LastSeq+1)); ok; ok = it.Next() {
+		if store.EventSeq(it.Key()) > en.sum.LastSeq {
+			break
+		}
+		ss, _ := decodeIndex(it.Value())
+		seqs = append(seqs, ss)
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	loc, err := logstore.Locate(en.id)
+	if err != nil {
+		return err
+	}
+	for _, ss := range seqs {
+		m, err := f.ls.MsgAt(ctx, loc.Stream, ss)
+		if err != nil {
+			return fmt.Errorf("projector: restore %s: %w", en.id, err)
+		}
+		if m == nil {
+			return fmt.Errorf("projector: restore %s: stream seq %d is gone", en.id, ss)
+		}
+		ev, err := decode(m.Data)
+		if err != nil {
+			return fmt.Errorf("projector: restore %s: %w", en.id, err)
 		}
 		if err := en.st.Apply(&ev); err != nil {
-			return fmt.Errorf("seq %d folded before but not now: %w", ev.Seq, err)
+			return fmt.Errorf("projector: restore %s: seq %d folded before but not now: %w", en.id, ev.Seq, err)
 		}
-		if en.st.LastSeq == en.sum.LastSeq {
-			return logstore.ErrStop
-		}
-		return nil
-	})
-	if err == nil && en.st.LastSeq != en.sum.LastSeq {
-		err = fmt.Errorf("the log holds seq %d, the view says %d", en.st.LastSeq, en.sum.LastSeq)
 	}
-	if err != nil {
-		return fmt.Errorf("projector: restore %s: %w", en.id, err)
+	if en.st.LastSeq != en.sum.LastSeq {
+		return fmt.Errorf("projector: restore %s: the index reaches seq %d, the view says %d", en.id, en.st.LastSeq, en.sum.LastSeq)
 	}
 	return nil
 }

@@ -27,13 +27,22 @@ const (
 	MaxEventsLimit     = 1000
 )
 
-func (s *Service) routes() http.Handler {
+// routes builds the API and dashboard mux; with ops it serves /healthz,
+// /readyz and (given a Gatherer) /metrics too.
+func (s *Service) routes(ops bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/sessions", s.handleList)
 	mux.HandleFunc("GET /v1/sessions/{id}", s.handleSession)
 	mux.HandleFunc("GET /v1/sessions/{id}/events", s.handleEvents)
 	mux.HandleFunc("GET /v1/sessions/{id}/context", s.handleContext)
 	mux.HandleFunc("GET /v1/sessions/{id}/watch", s.handleWatch)
+	mux.Handle("GET /{$}", web.Handler())
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no such path")
+	})
+	if !ops {
+		return s.auth(mux)
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
@@ -50,20 +59,17 @@ func (s *Service) routes() http.Handler {
 	if s.cfg.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}))
 	}
-	mux.Handle("GET /{$}", web.Handler())
-	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
-		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no such path")
-	})
 	return s.auth(mux)
 }
 
-// APIHandler is the API without the dashboard and the ops paths, for a
-// server that serves /healthz, /readyz and /metrics itself.
-func (s *Service) APIHandler() http.Handler { return s.handler }
+// APIHandler is the API and the dashboard without /healthz, /readyz and
+// /metrics, for a server that serves those itself (sessionlog up).
+func (s *Service) APIHandler() http.Handler { return s.api }
 
 // auth requires the bearer token on everything but /healthz. Browsers
-// cannot set headers on EventSource, so access_token in the query is
-// accepted too.
+// cannot set headers on EventSource, so the token is also accepted as the
+// token (or access_token) query parameter, which sets a cookie the
+// page's later requests carry (the same scheme as sessionlog up).
 func (s *Service) auth(next http.Handler) http.Handler {
 	if s.cfg.HTTPToken == "" {
 		return next
@@ -74,11 +80,17 @@ func (s *Service) auth(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		got := r.URL.Query().Get("access_token")
-		if h, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-			got = h
+		eq := func(v string) bool { return v != "" && subtle.ConstantTimeCompare([]byte(v), want) == 1 }
+		ok := false
+		if h, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); found {
+			ok = eq(h)
+		} else if c, err := r.Cookie(tokenCookie); err == nil && eq(c.Value) {
+			ok = true
+		} else if q := r.URL.Query(); eq(q.Get("token")) || eq(q.Get("access_token")) {
+			http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: s.cfg.HTTPToken, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			ok = true
 		}
-		if subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sessionlog"`)
 			apiError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
 			return
@@ -86,6 +98,8 @@ func (s *Service) auth(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+const tokenCookie = "sessionlog_token"
 
 func apiError(w http.ResponseWriter, status int, code schema.Code, msg string) {
 	w.Header().Set("Content-Type", "application/json")

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"io"
+	"path/filepath"
+
+	"github.com/oklog/run"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/services/projector"
+)
+
+const defaultProjectorHTTP = "127.0.0.1:8080"
+
+func init() {
+	register(&command{
+		Name:    "projector",
+		Summary: "run the projector against --nats-url: Pebble read models, HTTP API, live watch, dashboard",
+		Run:     runProjector,
+	})
+}
+
+func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("projector")
+	fs.SetOutput(stderr)
+	nf := addNATSFlags(fs)
+	dataDir := fs.String("data-dir", filepath.Join(defaultDataDir, "projector"), "directory of the Pebble read-model store (rebuildable from the stream)")
+	httpListen := fs.String("http-listen", defaultProjectorHTTP, "HTTP listen address: dashboard, /v1 API, /healthz /readyz /metrics")
+	token := fs.String("http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?token=); /healthz and /readyz stay open")
+	replicas := fs.Int("replicas", 1, "replicas of the stream and buckets if this process creates them (3 in a cluster)")
+	noProvision := fs.Bool("no-provision", false, "do not create or update the stream and buckets (they must exist)")
+	batch := fs.Int("max-batch-events", 0, "events per Pebble batch while catching up (0: the projector's default)")
+	cache := fs.Int("state-cache", 0, "sessions whose fold state is kept in memory (0: the projector's default)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected arguments %q", fs.Args())
+	}
+	log, err := newLogger(fs, stderr)
+	if err != nil {
+		return err
+	}
+	nf.Log = log
+	ln, err := listen(*httpListen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	nc, err := nf.connect("sessionlog-projector")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	store, err := openStore(ctx, nc, logstore.Config{Replicas: *replicas, NoProvision: *noProvision, Logger: log.With("component", "logstore")})
+	if err != nil {
+		return err
+	}
+	o := newOps()
+	svc, err := projector.New(projector.Config{
+		Store: store, DataDir: *dataDir, Logger: log, Registerer: o.Registry,
+		MaxBatchEvents: *batch, CacheSessions: *cache,
+	})
+	if err != nil {
+		return err
+	}
+	o.AddReady("nats", natsReady(nc))
+	o.AddReady("projector", svc.Ready)
+	o.Mux.Handle("/", svc.APIHandler())
+	var g run.Group
+	exec, interrupt := serviceActor(ctx, svc.Run)
+	g.Add(exec, interrupt)
+	serveOps(&g, ln, requireToken(*token, o.Mux), log)
+	return runGroup(ctx, &g, log)
+}

@@ -1,0 +1,60 @@
+package projector_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/loadgen"
+)
+
+func corpus(n int) [][]byte {
+	f := loadgen.NewFleet("d", 10, 1, t0)
+	var out [][]byte
+	for range n {
+		e := f.Next()
+		b, _ := schema.Encode(&e)
+		out = append(out, b)
+	}
+	return out
+}
+
+// TestDecodeMatchesSchemaDecode: the fast path accepts and refuses exactly
+// what schema.Decode does, and yields the same envelope.
+func TestDecodeMatchesSchemaDecode(t *testing.T) {
+	docs := corpus(300)
+	docs = append(docs,
+		[]byte(`{"schemaVersion":1,"sessionId":"a","seq":1,"eventId":"e","time":"2026-01-01T00:00:00Z","type":"message/user","ignorable":false,"synthetic":false,"data":{"content":"x","content":"y"}}`),
+		[]byte(`{"schemaVersion":1,"sessionId":"a","seq":1,"eventId":"e","time":"2026-01-01T00:00:00Z","type":"message/user","Type":"session/closed","ignorable":false,"synthetic":false,"data":{}}`),
+		[]byte(`{"schemaVersion":1,"sessionId":"a","sessionId":"b","seq":1,"eventId":"e","time":"2026-01-01T00:00:00Z","type":"x/y","ignorable":false,"synthetic":false,"data":{}}`),
+		[]byte(`{"schemaVersion":2,"sessionId":"a","seq":1,"eventId":"e","time":"2026-01-01T00:00:00Z","type":"x/y","ignorable":false,"synthetic":false,"data":{}}`),
+		[]byte(`{"sessionId":"a","seq":1,"eventId":"e","time":"2026-01-01T00:00:00Z","type":"step/started","turnId":"t","stepId":"s"}`),
+		[]byte("{\"schemaVersion\":1,\"sessionId\":\"a\",\"seq\":1,\"eventId\":\"e\",\"time\":\"2026-01-01T00:00:00Z\",\"type\":\"message/user\",\"ignorable\":false,\"synthetic\":false,\"data\":{\"content\":\"\xff\"}}"),
+		[]byte(`{"schemaVersion":1,"sessionId":"a","seq":1,"eventId":"e","time":"2026-01-01T00:00:00Z","type":"message/user","ignorable":false,"synthetic":false,"data":{},"extra":1}`),
+		[]byte(`not json`),
+	)
+	for i, d := range docs {
+		want, werr := schema.Decode(d)
+		got, gerr := projector.DecodeForTest(d)
+		if (werr == nil) != (gerr == nil) || !reflect.DeepEqual(want, got) {
+			t.Fatalf("doc %d %s: schema.Decode %+v %v, fast %+v %v", i, d, want, werr, got, gerr)
+		}
+	}
+	_ = json.Valid
+}
+
+func BenchmarkDecode(b *testing.B) {
+	docs := corpus(1000)
+	b.Run("schema.Decode", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			schema.Decode(docs[i%len(docs)])
+		}
+	})
+	b.Run("fast", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			projector.DecodeForTest(docs[i%len(docs)])
+		}
+	})
+}

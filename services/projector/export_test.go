@@ -1,0 +1,4 @@
+package projector
+
+// DecodeForTest exposes decode to the external tests.
+var DecodeForTest = decode

@@ -1,0 +1,175 @@
+package projector_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/loadgen"
+	"github.com/sessionlog/sessionlog/services/projector/store"
+)
+
+// The test binary doubles as the projector process the kill test
+// SIGKILLs: with PROJECTOR_CHILD set, TestMain runs a projector instead of
+// the tests.
+func TestMain(m *testing.M) {
+	if os.Getenv("PROJECTOR_CHILD") != "" {
+		os.Exit(child())
+	}
+	os.Exit(m.Run())
+}
+
+func child() int {
+	fail := func(err error) int { fmt.Fprintln(os.Stderr, "child:", err); return 1 }
+	nc, err := nats.Connect(os.Getenv("PROJECTOR_NATS_URL"))
+	if err != nil {
+		return fail(err)
+	}
+	ctx := context.Background()
+	ls, err := logstore.Open(ctx, nc, logstore.Config{NoProvision: true})
+	if err != nil {
+		return fail(err)
+	}
+	batch, _ := strconv.Atoi(os.Getenv("PROJECTOR_BATCH"))
+	snap, _ := strconv.Atoi(os.Getenv("PROJECTOR_SNAPSHOT_EVERY"))
+	out := bufio.NewWriter(os.Stdout)
+	s, err := projector.New(projector.Config{
+		Store: ls, DataDir: os.Getenv("PROJECTOR_DIR"), MaxBatchEvents: batch, SnapshotEvery: snap,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		OnCommit: func(cp store.Checkpoint) {
+			fmt.Fprintf(out, "cp %d\n", cp.Stream(logstore.StreamName).Seq)
+			out.Flush()
+		},
+	})
+	if err != nil {
+		return fail(err)
+	}
+	m := s.Mode()
+	fmt.Fprintf(out, "mode rebuild=%v reason=%q\n", m.Rebuild, m.Reason)
+	out.Flush()
+	go func() {
+		for s.Ready() != nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		fmt.Fprintln(out, "ready")
+		out.Flush()
+	}()
+	if err := s.Run(ctx); err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+// TestSIGKILLDuringCatchUpConverges kills a projector process with SIGKILL
+// at 20 random points while it catches up on a large stream, restarts it
+// each time, and checks that the views it ends with equal a clean rebuild
+// and that every restart resumed from its checkpoint (no rebuild hid a
+// broken store).
+func TestSIGKILLDuringCatchUpConverges(t *testing.T) {
+	e := newEnv(t)
+	total := 50_000
+	if testing.Short() {
+		total = 10_000
+	}
+	fleet := loadgen.NewFleet("k", 400, 7, t0)
+	last, err := fleet.Fill(e.ctx, e.ls.JetStream(), total)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "views")
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d, stream ends at %d", seed, last)
+	rnd := rand.New(rand.NewPCG(seed, 1))
+	var targets []uint64
+	for range 20 {
+		targets = append(targets, 1+rnd.Uint64N(last-1))
+	}
+	slices.Sort(targets)
+
+	run := func(killAt uint64) (mode string, reached uint64) {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "PROJECTOR_CHILD=1", "PROJECTOR_NATS_URL="+e.srv.ClientURL(), "PROJECTOR_DIR="+dir, "PROJECTOR_BATCH=300", "PROJECTOR_SNAPSHOT_EVERY=16")
+		cmd.Stderr = os.Stderr
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer cmd.Wait()
+		timer := time.AfterFunc(120*time.Second, func() { cmd.Process.Kill() })
+		defer timer.Stop()
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "mode "):
+				mode = line
+			case strings.HasPrefix(line, "cp "):
+				reached, _ = strconv.ParseUint(line[3:], 10, 64)
+				if killAt > 0 && reached >= killAt {
+					cmd.Process.Signal(syscall.SIGKILL)
+					return mode, reached
+				}
+			case line == "ready" && killAt == 0:
+				cmd.Process.Signal(syscall.SIGKILL)
+				return mode, reached
+			}
+		}
+		t.Fatalf("child ended before the kill point %d (reached %d, mode %s)", killAt, reached, mode)
+		return
+	}
+	for i, at := range targets {
+		mode, reached := run(at)
+		if i > 0 && !strings.Contains(mode, "rebuild=false") {
+			t.Fatalf("restart %d did not resume: %s", i, mode)
+		}
+		t.Logf("kill %d at checkpoint %d (target %d)", i+1, reached, at)
+	}
+	mode, _ := run(0)
+	if !strings.Contains(mode, "rebuild=false") {
+		t.Fatalf("final restart did not resume: %s", mode)
+	}
+
+	db, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, _, err := db.Checkpoint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scan, keys, err := db.Scan()
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cp.Stream(logstore.StreamName).Seq; got < last {
+		t.Fatalf("final checkpoint %d, stream ends at %d", got, last)
+	}
+	rebuilt, err := projector.Rebuild(e.ctx, e.ls, filepath.Join(t.TempDir(), "clean"), cp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp.Checksum != scan || scan != rebuilt {
+		t.Fatalf("after 20 SIGKILLs: checkpoint %016x scan %016x clean rebuild %016x", cp.Checksum, scan, rebuilt)
+	}
+	t.Logf("%d view keys, checksum %016x", keys, scan)
+}
