@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -104,7 +105,9 @@ type faultReport struct {
 	// Repairs.
 	Abandoned, AbandonedRepaired, RepairedLive, RepairedTwice int
 	Unfoldable                                                int
-	Problems                                                  []string
+	// Forks answered ok, and those whose child is not the copy promised.
+	Forks, BadForks int
+	Problems        []string
 }
 
 func (r *faultReport) problem(format string, args ...any) {
@@ -116,17 +119,17 @@ func (r *faultReport) problem(format string, args ...any) {
 // OK reports whether every guarantee held.
 func (r *faultReport) OK() bool {
 	return r.Lost == 0 && r.Dups == 0 && r.Gaps == 0 && r.Partial == 0 && r.Phantom == 0 &&
-		r.Foreign == 0 && r.RepairedTwice == 0 && r.Unfoldable == 0 && r.AbandonedRepaired == r.Abandoned && len(r.Problems) == 0
+		r.Foreign == 0 && r.BadForks == 0 && r.RepairedTwice == 0 && r.Unfoldable == 0 && r.AbandonedRepaired == r.Abandoned && len(r.Problems) == 0
 }
 
 func (r *faultReport) String() string {
-	return fmt.Sprintf("events=%d sessions=%d acked=%d lost=%d dups=%d gaps=%d unknown_committed=%d unknown_not=%d partial=%d phantom=%d foreign=%d abandoned=%d repaired=%d repaired_live=%d repaired_twice=%d unfoldable=%d",
+	return fmt.Sprintf("events=%d sessions=%d acked=%d lost=%d dups=%d gaps=%d unknown_committed=%d unknown_not=%d partial=%d phantom=%d foreign=%d abandoned=%d repaired=%d repaired_live=%d repaired_twice=%d unfoldable=%d forks=%d bad_forks=%d",
 		r.Events, r.Sessions, r.Acked, r.Lost, r.Dups, r.Gaps, r.UnknownCommitted, r.UnknownNot, r.Partial, r.Phantom,
-		r.Foreign, r.Abandoned, r.AbandonedRepaired, r.RepairedLive, r.RepairedTwice, r.Unfoldable)
+		r.Foreign, r.Abandoned, r.AbandonedRepaired, r.RepairedLive, r.RepairedTwice, r.Unfoldable, r.Forks, r.BadForks)
 }
 
 // faultCheck holds the fleet's history against the stored sessions.
-func faultCheck(stored map[string][]faultStored, batches []*faultBatch, sessions map[string]*faultSessionRec, dumpProblems []string) *faultReport {
+func faultCheck(stored map[string][]faultStored, batches []*faultBatch, forks []*faultFork, sessions map[string]*faultSessionRec, dumpProblems []string) *faultReport {
 	r := &faultReport{Sessions: len(stored)}
 	for _, p := range dumpProblems {
 		r.problem("%s", p)
@@ -270,8 +273,55 @@ func faultCheck(stored map[string][]faultStored, batches []*faultBatch, sessions
 			}
 		}
 	}
+	for _, f := range forks {
+		if f.Result != "ok" {
+			continue
+		}
+		r.Forks++
+		if err := faultCheckFork(stored[f.Parent], stored[f.Child], f); err != nil {
+			r.BadForks++
+			r.problem("fork %s of %s: %v (attempts %s)", f.Child, f.Parent, err, faultForkAttempts(f))
+		}
+	}
 	sort.Strings(r.Problems)
 	return r
+}
+
+// faultCheckFork: the child of a fork answered ok is session/created with
+// its parent, copies of the parent's events 2..k at the same seqs, then
+// fork/committed with seedLength k (DESIGN.md section 8).
+func faultCheckFork(parent, child []faultStored, f *faultFork) error {
+	k := f.SeedLength
+	if k == 0 || uint64(len(child)) < k+1 {
+		return fmt.Errorf("child has %d events, seedLength %d", len(child), k)
+	}
+	var c schema.SessionCreated
+	if err := child[0].Env.DecodeData(&c); err != nil || c.Parent == nil || c.Parent.SessionID != f.Parent || c.Parent.SeedLength != k {
+		return fmt.Errorf("child's session/created names parent %+v (%v)", c.Parent, err)
+	}
+	if uint64(len(parent)) < k {
+		return fmt.Errorf("parent has %d events, seedLength %d", len(parent), k)
+	}
+	for i := uint64(1); i < k; i++ {
+		p, ch := parent[i].Env, child[i].Env
+		if p.Seq != ch.Seq || p.Type != ch.Type || !ch.Synthetic || string(p.Data) != string(ch.Data) {
+			return fmt.Errorf("seq %d: child has %s (synthetic %v), parent %s", ch.Seq, ch.Type, ch.Synthetic, p.Type)
+		}
+	}
+	fc := child[k].Env
+	var d schema.ForkCommitted
+	if fc.Type != schema.TypeForkCommitted || fc.DecodeData(&d) != nil || d.SeedLength != k {
+		return fmt.Errorf("seq %d is %s, want fork/committed seedLength %d", fc.Seq, fc.Type, k)
+	}
+	return nil
+}
+
+func faultForkAttempts(f *faultFork) string {
+	var parts []string
+	for _, a := range f.Attempts {
+		parts = append(parts, fmt.Sprintf("%s@%s+%dms", a.Result, a.Start.Format("15:04:05.000"), a.End.Sub(a.Start).Milliseconds()))
+	}
+	return strings.Join(parts, ",")
 }
 
 func faultAttempts(b *faultBatch) string {
@@ -356,4 +406,99 @@ func faultAttemptStats(batches []*faultBatch) string {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, results[k]))
 	}
 	return fmt.Sprintf("%s latency_p50=%v p90=%v p99=%v max=%v", strings.Join(parts, " "), q(0.5), q(0.9), q(0.99), q(1))
+}
+
+// faultEnv builds a stored event for the checker's own tests.
+func faultEnv(sid string, seq uint64, id, typ string) faultStored {
+	data := `{}`
+	switch typ {
+	case schema.TypeSessionCreated:
+	case schema.TypeMessageUser:
+		data = `{"content":"x"}`
+	}
+	return faultStored{StreamSeq: seq, Env: schema.Envelope{SchemaVersion: 1, SessionID: sid, Seq: seq, EventID: id,
+		Time: time.Now().UTC(), Type: typ, Data: []byte(data)}}
+}
+
+// The checker must be able to fail: each broken guarantee, planted in an
+// otherwise clean history, is counted.
+func TestFaultChecker(t *testing.T) {
+	clean := func() (map[string][]faultStored, []*faultBatch, map[string]*faultSessionRec) {
+		stored := map[string][]faultStored{"s": {
+			faultEnv("s", 1, "e1", schema.TypeSessionCreated),
+			faultEnv("s", 2, "e2", schema.TypeMessageUser),
+			faultEnv("s", 3, "e3", schema.TypeMessageUser),
+		}}
+		batches := []*faultBatch{
+			{Session: "s", EventIDs: []string{"e1"}, Types: []string{schema.TypeSessionCreated}, Outcome: faultCommitted, FirstSeq: 1, LastSeq: 1},
+			{Session: "s", EventIDs: []string{"e2", "e3"}, Types: []string{schema.TypeMessageUser, schema.TypeMessageUser}, Outcome: faultCommitted, FirstSeq: 2, LastSeq: 3},
+		}
+		return stored, batches, map[string]*faultSessionRec{"s": {ID: "s"}}
+	}
+	stored, batches, sessions := clean()
+	if r := faultCheck(stored, batches, nil, sessions, nil); !r.OK() {
+		t.Fatalf("clean history refused: %s %v", r, r.Problems)
+	}
+	for _, tc := range []struct {
+		name  string
+		plant func(map[string][]faultStored, *[]*faultBatch, map[string]*faultSessionRec)
+		bad   func(*faultReport) int
+	}{
+		{"Lost", func(st map[string][]faultStored, _ *[]*faultBatch, _ map[string]*faultSessionRec) {
+			st["s"] = st["s"][:2]
+		}, func(r *faultReport) int { return r.Lost }},
+		{"Dup", func(st map[string][]faultStored, _ *[]*faultBatch, _ map[string]*faultSessionRec) {
+			e := faultEnv("s", 4, "e3", schema.TypeMessageUser)
+			st["s"] = append(st["s"], e)
+		}, func(r *faultReport) int { return r.Dups }},
+		{"Gap", func(st map[string][]faultStored, _ *[]*faultBatch, _ map[string]*faultSessionRec) {
+			st["s"][2].Env.Seq = 4
+		}, func(r *faultReport) int { return r.Gaps }},
+		{"Partial", func(_ map[string][]faultStored, b *[]*faultBatch, _ map[string]*faultSessionRec) {
+			(*b)[1].Outcome = faultUnknown
+			(*b)[1].EventIDs = append((*b)[1].EventIDs, "e4")
+			(*b)[1].Types = append((*b)[1].Types, schema.TypeMessageUser)
+		}, func(r *faultReport) int { return r.Partial }},
+		{"Phantom", func(st map[string][]faultStored, b *[]*faultBatch, _ map[string]*faultSessionRec) {
+			*b = append(*b, &faultBatch{Session: "s", EventIDs: []string{"e9"}, Types: []string{schema.TypeMessageUser}, Outcome: faultNotCommitted, Code: "structure"})
+			st["s"] = append(st["s"], faultEnv("s", 4, "e9", schema.TypeMessageUser))
+		}, func(r *faultReport) int { return r.Phantom }},
+		{"Foreign", func(st map[string][]faultStored, _ *[]*faultBatch, _ map[string]*faultSessionRec) {
+			st["s"] = append(st["s"], faultEnv("s", 4, "zz", schema.TypeMessageUser))
+		}, func(r *faultReport) int { return r.Foreign }},
+		{"WrongSeq", func(_ map[string][]faultStored, b *[]*faultBatch, _ map[string]*faultSessionRec) {
+			(*b)[1].FirstSeq = 3
+		}, func(r *faultReport) int { return r.Lost }},
+		{"NotRepaired", func(_ map[string][]faultStored, _ *[]*faultBatch, s map[string]*faultSessionRec) {
+			s["s"].Abandoned = true
+		}, func(r *faultReport) int { return r.Abandoned - r.AbandonedRepaired }},
+		{"Unfoldable", func(st map[string][]faultStored, b *[]*faultBatch, _ map[string]*faultSessionRec) {
+			st["s"][1].Env.Type = schema.TypeSessionCreated
+			(*b)[1].Types[0] = schema.TypeSessionCreated
+		}, func(r *faultReport) int { return r.Unfoldable }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stored, batches, sessions := clean()
+			tc.plant(stored, &batches, sessions)
+			r := faultCheck(stored, batches, nil, sessions, nil)
+			if tc.bad(r) == 0 || r.OK() {
+				t.Fatalf("planted %s not caught: %s", tc.name, r)
+			}
+		})
+	}
+}
+
+func TestFaultUnavailable(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	oks := []time.Time{at(0), at(100), at(200), at(3200), at(3300)}
+	d, n := faultUnavailable(oks, faultWindow{Start: at(150), End: at(4000)})
+	if d != 3000*time.Millisecond || n != 3 {
+		t.Fatalf("got %v, %d acked; want 3s, 3", d, n)
+	}
+	// Nothing acknowledged after the window started: all of it.
+	d, _ = faultUnavailable(oks, faultWindow{Start: at(3400), End: at(5000)})
+	if d != 1600*time.Millisecond {
+		t.Fatalf("got %v, want 1.6s", d)
+	}
 }

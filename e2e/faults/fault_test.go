@@ -2,7 +2,9 @@ package faults
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
+	"net/http"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +17,8 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/services/forker"
+	"github.com/sessionlog/sessionlog/services/projector"
 )
 
 var faultSoak = flag.Bool("soak", false, "run the fault suite as a long soak (also SESSIONLOG_SOAK=1)")
@@ -28,13 +32,15 @@ type faultTimes struct {
 	Grace    time.Duration
 	Sweep    time.Duration
 	Drain    time.Duration
+	// Think is the fleet's mean pause between two requests of an agent.
+	Think time.Duration
 }
 
 func faultTimesFor(soak bool) faultTimes {
-	ft := faultTimes{Warmup: 4 * time.Second, Calm: 2 * time.Second, Partition: 4 * time.Second, Cycles: 1,
+	ft := faultTimes{Warmup: 3 * time.Second, Calm: time.Second, Partition: 3 * time.Second, Cycles: 1, Think: 100 * time.Millisecond,
 		LeaseTTL: 8 * time.Second, Grace: time.Second, Sweep: 2 * time.Second, Drain: 45 * time.Second}
 	if soak {
-		ft.Cycles, ft.Calm, ft.Partition = 12, 10*time.Second, 10*time.Second
+		ft.Cycles, ft.Calm, ft.Partition, ft.Think = 12, 10*time.Second, 10*time.Second, 40*time.Millisecond
 	}
 	return ft
 }
@@ -94,7 +100,7 @@ func (h *faultHarness) fault(name string, do func()) {
 	}
 	w.End = time.Now()
 	h.windows = append(h.windows, w)
-	h.t.Logf("fault %s: %v", name, w.End.Sub(w.Start).Round(time.Millisecond))
+	h.t.Logf("fault %s: %s .. %s (%v)", name, w.Start.Format("15:04:05.000"), w.End.Format("15:04:05.000"), w.End.Sub(w.Start).Round(time.Millisecond))
 	time.Sleep(h.times.Calm) // steady traffic between faults
 }
 
@@ -136,7 +142,7 @@ func TestFaultsCluster(t *testing.T) {
 		for _, s := range h.svcs {
 			s.proc.kill()
 		}
-		if t.Failed() {
+		if t.Failed() || os.Getenv("SESSIONLOG_FAULTS_LOGS") == "1" {
 			faultDumpLogs(t, dir)
 		}
 	})
@@ -149,6 +155,14 @@ func TestFaultsCluster(t *testing.T) {
 	natstest.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() error {
 		var err error
 		st, err = logstore.Open(ctx, h.c.admin, logstore.Config{Replicas: faultNodes, LeaseTTL: times.LeaseTTL})
+		if err != nil {
+			return err
+		}
+		// The forker's own bucket, as the forker provisions it when it
+		// may (services here run with NoProvision).
+		_, err = st.JetStream().CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: forker.ForkBucket, History: 1, Storage: jetstream.FileStorage, Replicas: faultNodes,
+		})
 		return err
 	})
 	for _, role := range faultRoles {
@@ -162,8 +176,12 @@ func TestFaultsCluster(t *testing.T) {
 	}
 
 	runStart := time.Now()
+	think := times.Think
+	if faultRace {
+		think *= 4
+	}
 	fleet := newFaultFleet(faultFleetConfig{
-		Agents: 32, URLs: h.c.URLsFrom, Reader: st,
+		Agents: 32, URLs: h.c.URLsFrom, Reader: st, Think: think,
 		Abandon: 0.03, AbandonUntil: runStart.Add(times.Warmup + 20*time.Second),
 		Seed: uint64(runStart.UnixNano()),
 	})
@@ -226,6 +244,9 @@ func TestFaultsCluster(t *testing.T) {
 	}
 	sort.Slice(fleet.oks, func(i, j int) bool { return fleet.oks[i].Before(fleet.oks[j]) })
 	for _, w := range h.windows {
+		// The aftermath (clients backing off, caches refilling) belongs
+		// to the fault: measure until the calm period after it ended.
+		w.End = w.End.Add(times.Calm)
 		d, acked := faultUnavailable(fleet.oks, w)
 		t.Logf("FAULT name=%s unavailable_ms=%d acked=%d lost=%d dups=%d gaps=%d window_ms=%d",
 			w.Name, d.Milliseconds(), acked, rep.Lost, rep.Dups, rep.Gaps, w.End.Sub(w.Start).Milliseconds())
@@ -235,6 +256,12 @@ func TestFaultsCluster(t *testing.T) {
 		d.Milliseconds(), acked, rep.Lost, rep.Dups, rep.Gaps, fleet.events, runEnd.Sub(runStart).Milliseconds())
 	t.Logf("CHECK %s", rep)
 	t.Logf("ATTEMPTS %s", faultAttemptStats(fleet.batches))
+	t.Logf("ANOMALY duplicate_on_first_send=%d", len(fleet.dupFirst))
+	for i, d := range fleet.dupFirst {
+		if i < 10 {
+			t.Logf("ANOMALY duplicate reply to a first send: %s", d)
+		}
+	}
 	for _, p := range rep.Problems {
 		t.Errorf("checker: %s", p)
 	}
@@ -256,14 +283,19 @@ func faultVerify(t *testing.T, h *faultHarness, st *logstore.Store, fleet *fault
 	wait := h.times.LeaseTTL + h.times.Grace + h.times.Sweep + 30*time.Second
 	if faultHasRole("repairer") {
 		natstest.CheckFor(t, wait, 250*time.Millisecond, func() error {
+			// A repair ends with session/paused: the tail's type says it.
 			for _, id := range abandoned {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				evs, _, err := st.ReadEvents(ctx, id, 0)
+				tail, err := st.Tail(ctx, id)
+				var m *logstore.Msg
+				if err == nil {
+					m, err = st.MsgAt(ctx, logstore.StreamName, tail.StreamSeq)
+				}
 				cancel()
 				if err != nil {
 					return err
 				}
-				if n := len(evs); n == 0 || evs[n-1].Type != "session/paused" {
+				if m == nil || m.Header.Get(logstore.HeaderType) != "session/paused" {
 					return fmt.Errorf("abandoned session %s not repaired yet", id)
 				}
 			}
@@ -282,7 +314,63 @@ func faultVerify(t *testing.T, h *faultHarness, st *logstore.Store, fleet *fault
 			rec.Abandoned = false
 		}
 	}
-	return faultCheck(stored, fleet.batches, fleet.sessions, problems)
+	rep := faultCheck(stored, fleet.batches, fleet.forks, fleet.sessions, problems)
+	if faultHasRole("projector") {
+		faultVerifyProjections(t, h, st, stored, rep)
+	}
+	return rep
+}
+
+// faultVerifyProjections waits until the projector (killed and restarted
+// during the run) shows every session at its stored last seq, then stops
+// it and compares its Pebble views with a clean rebuild of the same
+// stream prefix (projector.Verify: stored, scanned and rebuilt checksums).
+func faultVerifyProjections(t *testing.T, h *faultHarness, st *logstore.Store, stored map[string][]faultStored, rep *faultReport) {
+	t.Helper()
+	p := h.svcs["projector"]
+	cl := http.Client{Timeout: 5 * time.Second}
+	ids := make([]string, 0, len(stored))
+	for id := range stored {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	pending := ids
+	natstest.CheckFor(t, 60*time.Second, 250*time.Millisecond, func() error {
+		var still []string
+		for _, id := range pending {
+			resp, err := cl.Get("http://" + p.spec.HTTPAddr + "/v1/sessions/" + id)
+			if err != nil {
+				return err
+			}
+			var sum struct {
+				LastSeq uint64 `json:"lastSeq"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&sum)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK || sum.LastSeq != uint64(len(stored[id])) {
+				still = append(still, id)
+			}
+		}
+		pending = still
+		if len(still) > 0 {
+			return fmt.Errorf("projector behind on %d sessions (e.g. %s)", len(still), still[0])
+		}
+		return nil
+	})
+	if err := p.proc.stop(30 * time.Second); err != nil {
+		t.Errorf("projector stop: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := projector.Verify(ctx, st, p.spec.DataDir, filepath.Join(h.dir, "projector-rebuild"), nil)
+	if err != nil {
+		rep.problem("projector verify: %v", err)
+		return
+	}
+	t.Logf("PROJECTION stored=%016x scanned=%016x rebuilt=%016x keys=%d ok=%v", res.Stored, res.Scanned, res.Rebuilt, res.Keys, res.OK())
+	if !res.OK() {
+		rep.problem("projection checksums differ: stored %x, scanned %x, clean rebuild %x", res.Stored, res.Scanned, res.Rebuilt)
+	}
 }
 
 func faultHasRole(role string) bool {

@@ -57,6 +57,17 @@ type faultBatch struct {
 	FirstSeq, LastSeq uint64
 }
 
+// faultFork is one fork request (sessions.api.fork) and its outcome.
+type faultFork struct {
+	Agent         int
+	Parent, Child string
+	Attempts      []faultAttempt
+	// Result is the last answer: "ok", a contract code or a transport
+	// failure.
+	Result     string
+	SeedLength uint64
+}
+
 // faultSessionRec is what the client knows about one session.
 type faultSessionRec struct {
 	ID    string
@@ -93,11 +104,15 @@ type faultFleet struct {
 	cfg      faultFleetConfig
 	mu       sync.Mutex
 	batches  []*faultBatch
+	forks    []*faultFork
 	sessions map[string]*faultSessionRec
 	// oks are the arrival times of committed replies, fleet wide.
 	oks    []time.Time
 	errs   []string
 	events int // events acknowledged
+	// dupFirst: duplicate:true answers to a batch no earlier send of
+	// which could have stored it.
+	dupFirst []string
 }
 
 func newFaultFleet(cfg faultFleetConfig) *faultFleet {
@@ -370,7 +385,70 @@ func (a *faultAgent) turn(ctx context.Context) error {
 			return err
 		}
 	}
-	return a.append(ctx, a.ev(schema.TypeTurnEnded, func(e *schema.Envelope) { e.TurnID = turn }, schema.Reason{Reason: schema.TurnCompleted}))
+	if err := a.append(ctx, a.ev(schema.TypeTurnEnded, func(e *schema.Envelope) { e.TurnID = turn }, schema.Reason{Reason: schema.TurnCompleted})); err != nil {
+		return err
+	}
+	if a.chance(0.08) && !a.stopping() {
+		a.fork(ctx)
+	}
+	return nil
+}
+
+// fork asks the forker for a child at the parent's last safe point, with
+// a child id of its own so that a retry names the same child.
+func (a *faultAgent) fork(ctx context.Context) {
+	f := &faultFork{Agent: a.id, Parent: a.rec.ID, Child: a.rec.ID + "-k" + a.next("")}
+	a.f.mu.Lock()
+	a.f.forks = append(a.f.forks, f)
+	a.f.mu.Unlock()
+	body, _ := json.Marshal(map[string]string{"parentId": f.Parent, "childId": f.Child, "workspace": schema.WorkspaceIsolated})
+	backoff := 100 * time.Millisecond
+	for try := 0; try < 20 && ctx.Err() == nil; try++ {
+		at := faultAttempt{Start: time.Now()}
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		msg, err := a.nc.RequestWithContext(rctx, logstore.SubjectFork, body)
+		cancel()
+		at.End = time.Now()
+		var r struct {
+			ChildID    string `json:"childId"`
+			SeedLength uint64 `json:"seedLength"`
+			Error      *struct {
+				Code string `json:"code"`
+			} `json:"error"`
+		}
+		switch {
+		case errors.Is(err, nats.ErrNoResponders):
+			at.Result = "no_responders"
+		case err != nil:
+			at.Result = "timeout"
+		case json.Unmarshal(msg.Data, &r) != nil:
+			at.Result = "bad_reply"
+		case r.Error != nil:
+			at.Result = r.Error.Code
+		default:
+			at.Result = "ok"
+		}
+		a.f.mu.Lock()
+		f.Attempts = append(f.Attempts, at)
+		f.Result = at.Result
+		if at.Result == "ok" {
+			f.SeedLength = r.SeedLength
+		}
+		a.f.mu.Unlock()
+		switch at.Result {
+		case "ok":
+			return
+		case "no_responders", "timeout", "bad_reply", string(schema.CodeNotCommitted), string(schema.CodeOutcomeUnknown), string(schema.CodeInternal):
+		default:
+			// A definite refusal (conflict: the child id is taken, by an
+			// earlier send of this request that did land).
+			return
+		}
+		time.Sleep(backoff)
+		if backoff < time.Second {
+			backoff *= 2
+		}
+	}
 }
 
 func (a *faultAgent) tool(ctx context.Context, turn string) error {
@@ -498,10 +576,16 @@ func (a *faultAgent) append(ctx context.Context, events ...schema.Envelope) erro
 		switch res {
 		case "ok", "duplicate":
 			if r.FirstSeq != exp+1 || r.LastSeq != exp+uint64(len(events)) {
-				a.f.errorf("%s: reply seqs %d..%d, want %d..%d", a.rec.ID, r.FirstSeq, r.LastSeq, exp+1, exp+uint64(len(events)))
+				a.f.errorf("%s: %v: reply seqs %d..%d, want %d..%d (attempts %s)", a.rec.ID, b.Types, r.FirstSeq, r.LastSeq, exp+1, exp+uint64(len(events)), faultAttempts(b))
 			}
 			if res == "duplicate" && !sawUnknown {
-				a.f.errorf("%s: duplicate reply to a first send", a.rec.ID)
+				// Only an earlier send of the same ids can have stored them,
+				// and every earlier answer said it did not: the flag is
+				// wrong, though the event is committed (the checker holds
+				// it to its seq). Counted and reported, not a loss.
+				a.f.mu.Lock()
+				a.f.dupFirst = append(a.f.dupFirst, fmt.Sprintf("%s %v (attempts %s)", a.rec.ID, b.Types, faultAttempts(b)))
+				a.f.mu.Unlock()
 			}
 			for i := range events {
 				e := events[i]

@@ -16,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/services/forker"
+	"github.com/sessionlog/sessionlog/services/projector"
 	"github.com/sessionlog/sessionlog/services/repairer"
 	"github.com/sessionlog/sessionlog/services/writer"
 )
@@ -36,7 +38,7 @@ type faultSvcEnv struct {
 }
 
 // faultRoles are the service roles in the order they are started.
-var faultRoles = []string{"writer", "repairer"}
+var faultRoles = []string{"writer", "repairer", "projector", "forker"}
 
 // faultNewService builds one service; the handler, if any, is served on
 // the child's HTTP address beside /readyz.
@@ -44,6 +46,16 @@ func faultNewService(role string, env faultSvcEnv) (faultService, http.Handler, 
 	switch role {
 	case "writer":
 		s, err := writer.New(writer.Config{Store: env.Store, Logger: env.Logger, Registerer: env.Registry})
+		return s, nil, err
+	case "projector":
+		s, err := projector.New(projector.Config{Store: env.Store, DataDir: env.Spec.DataDir, Logger: env.Logger, Registerer: env.Registry, Gatherer: env.Registry})
+		if err != nil {
+			return nil, nil, err
+		}
+		return s, s.Handler(), nil
+	case "forker":
+		s, err := forker.New(forker.Config{Store: env.Store, Logger: env.Logger, Registerer: env.Registry,
+			SweepEvery: env.Spec.Sweep, StaleAfter: 3 * env.Spec.Sweep})
 		return s, nil, err
 	case "repairer":
 		s, err := repairer.New(repairer.Config{Store: env.Store, Logger: env.Logger, Registerer: env.Registry,
