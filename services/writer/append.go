@@ -1,7 +1,9 @@
 package writer
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -42,7 +44,7 @@ func (s *Service) handleAppend(ctx context.Context, m *nats.Msg) {
 // benchmarks may call it directly.
 func (s *Service) Append(ctx context.Context, body []byte) (AppendReply, error) {
 	var req AppendRequest
-	if err := schema.Unmarshal(body, &req); err != nil {
+	if err := unmarshal(body, &req); err != nil {
 		return AppendReply{}, schema.Errorf(schema.CodeBadRequest, "request is not a valid append request: %v", err)
 	}
 	p, err := s.prepare(&req)
@@ -141,7 +143,13 @@ func (s *Service) prepare(req *AppendRequest) (prepared, error) {
 		if e.Time.IsZero() {
 			e.Time = now
 		}
-		if err := schema.Validate(e, schema.ValidateOptions{Origin: schema.OriginAgent, MaxEventBytes: s.cfg.MaxEventBytes}); err != nil {
+		// The store encodes each event once and refuses one over its
+		// limit (too_large, with the index); Validate encodes only when
+		// this writer's limit is lower than the store's.
+		if len(e.Data) > s.cfg.MaxEventBytes {
+			return p, schema.Errorf(schema.CodeTooLarge, "data is %d bytes, limit %d", len(e.Data), s.cfg.MaxEventBytes).WithIndex(i)
+		}
+		if err := schema.Validate(e, schema.ValidateOptions{Origin: schema.OriginAgent, MaxEventBytes: s.validateLimit}); err != nil {
 			var se *schema.Error
 			if errors.As(err, &se) {
 				return p, se.WithIndex(i)
@@ -211,8 +219,11 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 				reload = true
 				continue
 			}
-			// Unknown or refused: the next request folds from the log.
-			s.cache.Delete(req.SessionID)
+			// Unknown or refused: the next request folds from the log
+			// (a refusal before sending, such as too_large, left it as is).
+			if c := schema.CodeOf(err); c != schema.CodeTooLarge && c != schema.CodeInvalidEvent {
+				s.cache.Delete(req.SessionID)
+			}
 			return AppendReply{}, err
 		}
 		if res.Duplicate {
@@ -365,6 +376,17 @@ func (s *Service) duplicateInWindow(ctx context.Context, req *AppendRequest, res
 		return AppendReply{}, schema.Errorf(schema.CodeOutcomeUnknown, "stored duplicate at stream seq %d has seq %d, below the batch of %d", res.StreamSeq, seq, n)
 	}
 	return AppendReply{SessionID: req.SessionID, FirstSeq: seq - n + 1, LastSeq: seq, StreamSeq: res.StreamSeq, Duplicate: true}, nil
+}
+
+// unmarshal is schema.Unmarshal (the checks of schema.CheckJSON, then a
+// decode refusing unknown fields) with the one-pass checker.
+func unmarshal(b []byte, v any) error {
+	if err := checkJSON(b, schema.MaxJSONDepth); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }
 
 func clip(s string) string {

@@ -234,3 +234,17 @@ func counterSum(t *testing.T, g prometheus.Gatherer, name string, labels ...stri
 	}
 	return sum
 }
+
+func startWriterB(b *testing.B, st *logstore.Store) *writer.Service {
+	b.Helper()
+	w, err := writer.New(writer.Config{Store: st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	b.Cleanup(func() { cancel(); <-done })
+	natstest.CheckFor(b, 5*time.Second, 10*time.Millisecond, w.Ready)
+	return w
+}

@@ -65,7 +65,7 @@ func (s *Service) handleHeartbeat(ctx context.Context, m *nats.Msg) {
 // ttlMs is how long the lease lasts from now.
 func (s *Service) Heartbeat(ctx context.Context, body []byte) (HeartbeatReply, error) {
 	var req HeartbeatRequest
-	if err := schema.Unmarshal(body, &req); err != nil {
+	if err := unmarshal(body, &req); err != nil {
 		return HeartbeatReply{}, schema.Errorf(schema.CodeBadRequest, "request is not a valid heartbeat request: %v", err)
 	}
 	if req.SessionID == "" {

@@ -58,7 +58,7 @@ func (e *entry) find(eventID string) (stored, bool) {
 func (s *Service) entryFor(ctx context.Context, sessionID string, refresh bool) (ent *entry, fresh bool, err error) {
 	e, ok := s.cache.Get(sessionID)
 	if ok && !refresh {
-		s.m.cache.WithLabelValues("hit").Inc()
+		s.hits.Inc()
 		return e, false, nil
 	}
 	if ok {
@@ -69,7 +69,7 @@ func (s *Service) entryFor(ctx context.Context, sessionID string, refresh bool) 
 		}
 		// Anything else: fold from the start.
 	}
-	s.m.cache.WithLabelValues("miss").Inc()
+	s.misses.Inc()
 	s.cache.Delete(sessionID)
 	if e, err = s.fold(ctx, sessionID); err != nil {
 		return nil, true, err

@@ -72,6 +72,11 @@ type Service struct {
 	wg      sync.WaitGroup
 	ready   atomic.Bool
 	running atomic.Bool
+	// validateLimit is the MaxEventBytes passed to schema.Validate: -1
+	// (the store checks the encoded size) unless this writer's limit is
+	// lower than the store's.
+	validateLimit int
+	hits, misses  prometheus.Counter
 }
 
 // New checks cfg and builds the service; Run starts it.
@@ -119,6 +124,11 @@ func New(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("writer: metrics: %w", err)
 	}
 	s.m = m
+	s.hits, s.misses = m.cache.WithLabelValues("hit"), m.cache.WithLabelValues("miss")
+	s.validateLimit = -1
+	if cfg.MaxEventBytes < sc.MaxEventBytes {
+		s.validateLimit = cfg.MaxEventBytes
+	}
 	return s, nil
 }
 

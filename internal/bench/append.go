@@ -1,0 +1,421 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/client"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/writer"
+)
+
+// AppendOptions configures the append benchmark.
+type AppendOptions struct {
+	// Quick: a few seconds per scenario (under a minute in all).
+	Quick bool
+	Out   io.Writer
+	// Sessions is the number of concurrent sessions (one goroutine each);
+	// default 64.
+	Sessions int
+	// Duration per scenario (overrides Quick).
+	Duration time.Duration
+}
+
+// AppendResult is one scenario's figures.
+type AppendResult struct {
+	Name     string
+	EventsPS float64
+	Baseline float64
+	P50, P99 time.Duration
+}
+
+// Line renders the BENCH line.
+func (r AppendResult) Line() string {
+	ratio := 1.0
+	if r.Baseline > 0 {
+		ratio = r.EventsPS / r.Baseline
+	}
+	return fmt.Sprintf("BENCH name=%s value=%.0f unit=ev/s baseline=%.0f ratio=%.2f p50=%.3f p99=%.3f",
+		r.Name, r.EventsPS, r.Baseline, ratio, ms(r.P50), ms(r.P99))
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Append runs, in one process on one embedded JetStream server (file
+// storage in a temporary directory), with Sessions concurrent sessions:
+//
+//	raw-publish-1   synchronous JetStream publish with the per-subject
+//	                expected-sequence header, one event each (the floor)
+//	writer-1        the same events through sessions.api.append
+//	client-1        through pkg/client (Append with expectedSeq)
+//	raw-batch-10    atomic batches of 10 straight to JetStream (the batch floor)
+//	writer-batch-10 10-event requests through the writer
+//
+// and prints one BENCH line per scenario; ratios are against the raw
+// floor of the same batch size, measured in the same run.
+func Append(ctx context.Context, opt AppendOptions) error {
+	if opt.Out == nil {
+		opt.Out = io.Discard
+	}
+	if opt.Sessions <= 0 {
+		opt.Sessions = 64
+	}
+	dur := opt.Duration
+	if dur <= 0 {
+		dur = 40 * time.Second
+		if opt.Quick {
+			dur = 8 * time.Second
+		}
+	}
+
+	dir, cleanup, err := natstest.TempDir("sessionlog-bench-append-")
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	srv, err := natstest.Start(natstest.Options(dir))
+	if err != nil {
+		return err
+	}
+	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+
+	// The writer has its own connection, as it would in its own process;
+	// the raw and client scenarios share another.
+	wnc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		return err
+	}
+	defer wnc.Close()
+	st, err := logstore.Open(ctx, wnc, logstore.Config{MaxInflightBatches: opt.Sessions})
+	if err != nil {
+		return err
+	}
+	w, err := writer.New(writer.Config{Store: st})
+	if err != nil {
+		return err
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	werr := make(chan error, 1)
+	go func() { werr <- w.Run(wctx) }()
+	defer func() { stop(); <-werr }()
+	for w.Ready() != nil {
+		select {
+		case err := <-werr:
+			return fmt.Errorf("writer: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	cl := client.New(nc)
+
+	type scenario struct {
+		name     string
+		batch    int
+		baseline string
+		run      func(ctx context.Context, sid string, seq uint64, n int) error
+		setup    func(ctx context.Context, sid string) error
+	}
+	rawSeq := newStreamSeqs()
+	writerSetup := func(ctx context.Context, sid string) error {
+		_, err := cl.Append(ctx, client.AppendRequest{SessionID: sid, ExpectedSeq: client.Seq(0), Events: []schema.Envelope{{Type: schema.TypeSessionCreated, Data: json.RawMessage(`{}`)}}})
+		return err
+	}
+	scenarios := []scenario{
+		{name: "raw-publish-1", batch: 1, run: func(ctx context.Context, sid string, seq uint64, n int) error {
+			return rawPublish(ctx, js, rawSeq, sid, seq)
+		}},
+		{name: "writer-1", batch: 1, baseline: "raw-publish-1", setup: writerSetup, run: func(ctx context.Context, sid string, seq uint64, n int) error {
+			return writerRequest(ctx, nc, sid, seq, n)
+		}},
+		{name: "client-1", batch: 1, baseline: "raw-publish-1", setup: writerSetup, run: func(ctx context.Context, sid string, seq uint64, n int) error {
+			_, err := cl.Append(ctx, client.AppendRequest{SessionID: sid, ExpectedSeq: client.Seq(seq - 1), Events: benchEvents(n)})
+			return err
+		}},
+		{name: "raw-batch-10", batch: 10, run: func(ctx context.Context, sid string, seq uint64, n int) error {
+			return rawBatch(ctx, js, rawSeq, sid, seq, n)
+		}},
+		{name: "writer-batch-10", batch: 10, baseline: "raw-batch-10", setup: writerSetup, run: func(ctx context.Context, sid string, seq uint64, n int) error {
+			return writerRequest(ctx, nc, sid, seq, n)
+		}},
+	}
+	// Scenarios run in interleaved rounds (each a slice of the duration)
+	// so that a change in the machine's load over the run hits every
+	// scenario alike; the first round of each is a warm-up.
+	rounds := 5
+	if !opt.Quick && opt.Duration <= 0 {
+		rounds = 10
+	}
+	slice := dur / time.Duration(rounds)
+	runs := make([]*appendRun, len(scenarios))
+	for i, sc := range scenarios {
+		runs[i] = &appendRun{name: sc.name, batch: sc.batch, run: sc.run}
+		if err := runs[i].init(ctx, opt.Sessions, sc.setup); err != nil {
+			return fmt.Errorf("bench append %s: %w", sc.name, err)
+		}
+	}
+	for r := 0; r <= rounds; r++ {
+		for _, ar := range runs {
+			if err := ar.round(ctx, slice, r > 0); err != nil {
+				return fmt.Errorf("bench append %s: %w", ar.name, err)
+			}
+		}
+	}
+	results := map[string]AppendResult{}
+	for i, sc := range scenarios {
+		r, err := runs[i].result()
+		if err != nil {
+			return fmt.Errorf("bench append %s: %w", sc.name, err)
+		}
+		if sc.baseline != "" {
+			r.Baseline = results[sc.baseline].EventsPS
+		} else {
+			r.Baseline = r.EventsPS
+		}
+		results[sc.name] = r
+		fmt.Fprintln(opt.Out, r.Line())
+	}
+	return nil
+}
+
+// appendRun is one scenario's sessions and figures across rounds.
+type appendRun struct {
+	name    string
+	batch   int
+	run     func(context.Context, string, uint64, int) error
+	sids    []string
+	seqs    []uint64
+	lats    []time.Duration
+	elapsed time.Duration
+}
+
+func (a *appendRun) init(ctx context.Context, sessions int, setup func(context.Context, string) error) error {
+	stamp := time.Now().UnixNano()
+	a.sids = make([]string, sessions)
+	a.seqs = make([]uint64, sessions)
+	for g := range a.sids {
+		a.sids[g] = fmt.Sprintf("%s-%d-%d", a.name, stamp, g)
+		a.seqs[g] = 1
+		if setup != nil {
+			if err := setup(ctx, a.sids[g]); err != nil {
+				return err
+			}
+			a.seqs[g] = 2
+		}
+	}
+	return nil
+}
+
+// round runs one goroutine per session for d, each appending a.batch
+// events per operation synchronously; a measured round keeps the latency
+// of every operation and adds its wall time.
+func (a *appendRun) round(ctx context.Context, d time.Duration, measure bool) error {
+	var (
+		mu   sync.Mutex
+		wg   sync.WaitGroup
+		lats []time.Duration
+		errs = make(chan error, len(a.sids))
+	)
+	start := time.Now()
+	end := start.Add(d)
+	for g := range a.sids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sid := a.sids[g]
+			var local []time.Duration
+			for {
+				t0 := time.Now()
+				if t0.After(end) || ctx.Err() != nil {
+					break
+				}
+				if err := a.run(ctx, sid, a.seqs[g], a.batch); err != nil {
+					errs <- fmt.Errorf("session %s seq %d: %w", sid, a.seqs[g], err)
+					return
+				}
+				a.seqs[g] += uint64(a.batch)
+				local = append(local, time.Since(t0))
+			}
+			mu.Lock()
+			lats = append(lats, local...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	if measure {
+		a.lats = append(a.lats, lats...)
+		a.elapsed += took
+	}
+	return nil
+}
+
+func (a *appendRun) result() (AppendResult, error) {
+	if len(a.lats) == 0 || a.elapsed <= 0 {
+		return AppendResult{}, errors.New("no operation completed")
+	}
+	sort.Slice(a.lats, func(i, j int) bool { return a.lats[i] < a.lats[j] })
+	return AppendResult{
+		Name:     a.name,
+		EventsPS: float64(len(a.lats)*a.batch) / a.elapsed.Seconds(),
+		P50:      a.lats[len(a.lats)/2],
+		P99:      a.lats[len(a.lats)*99/100],
+	}, nil
+}
+
+// streamSeqs keeps each raw session's last stream seq, as the raw floor
+// needs it for the per-subject expectation (a writer keeps it in its
+// cache).
+type streamSeqs struct {
+	mu sync.Mutex
+	m  map[string]uint64
+}
+
+func newStreamSeqs() *streamSeqs { return &streamSeqs{m: map[string]uint64{}} }
+
+func (s *streamSeqs) get(sid string) uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[sid]
+}
+
+func (s *streamSeqs) set(sid string, v uint64) {
+	s.mu.Lock()
+	s.m[sid] = v
+	s.mu.Unlock()
+}
+
+// benchEnvelope is the stored form of a benchmark event: what the writer
+// stores for a request event.
+func benchEnvelope(sid string, seq uint64, id string) schema.Envelope {
+	return schema.Envelope{SchemaVersion: schema.Version, SessionID: sid, Seq: seq, EventID: id, Time: time.Now().UTC(),
+		Type: schema.TypeMessageUser, Data: json.RawMessage(`{"content":"benchmark message of a typical small size"}`)}
+}
+
+// appendMsg is a message with the headers logstore sends.
+func appendMsg(sid string, seq uint64, expected uint64, first bool) (*nats.Msg, error) {
+	id := sid + "-" + strconv.FormatUint(seq, 10)
+	e := benchEnvelope(sid, seq, id)
+	body, err := schema.Encode(&e)
+	if err != nil {
+		return nil, err
+	}
+	m := nats.NewMsg(logstore.SubjectPrefix + sid)
+	m.Data = body
+	m.Header.Set(logstore.HeaderMsgID, logstore.MsgID(sid, id))
+	m.Header.Set(logstore.HeaderType, e.Type)
+	m.Header.Set(logstore.HeaderSeq, strconv.FormatUint(seq, 10))
+	m.Header.Set(logstore.HeaderSchema, "1")
+	if first {
+		m.Header.Set(logstore.HeaderExpectedSeq, strconv.FormatUint(expected, 10))
+	}
+	return m, nil
+}
+
+func rawPublish(ctx context.Context, js jetstream.JetStream, seqs *streamSeqs, sid string, seq uint64) error {
+	m, err := appendMsg(sid, seq, seqs.get(sid), true)
+	if err != nil {
+		return err
+	}
+	ack, err := js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
+	if err != nil {
+		return err
+	}
+	seqs.set(sid, ack.Sequence)
+	return nil
+}
+
+func rawBatch(ctx context.Context, js jetstream.JetStream, seqs *streamSeqs, sid string, seq uint64, n int) error {
+	b, err := jetstreamext.NewBatchPublisher(js, jetstreamext.BatchFlowControl{AckFirst: false})
+	if err != nil {
+		return err
+	}
+	expected := seqs.get(sid)
+	for i := 0; i < n; i++ {
+		m, err := appendMsg(sid, seq+uint64(i), expected, i == 0)
+		if err != nil {
+			return err
+		}
+		if i < n-1 {
+			if err := b.AddMsg(m); err != nil {
+				_ = b.Discard()
+				return err
+			}
+			continue
+		}
+		ack, err := b.CommitMsg(ctx, m)
+		if err != nil {
+			return err
+		}
+		seqs.set(sid, ack.Sequence)
+	}
+	return nil
+}
+
+var benchData = json.RawMessage(`{"content":"benchmark message of a typical small size"}`)
+
+func benchEvents(n int) []schema.Envelope {
+	evs := make([]schema.Envelope, n)
+	for i := range evs {
+		evs[i] = schema.Envelope{Type: schema.TypeMessageUser, Data: benchData}
+	}
+	return evs
+}
+
+// writerRequest sends what an agent in another language would: the wire
+// request with client-chosen event ids and the expected seq.
+func writerRequest(ctx context.Context, nc *nats.Conn, sid string, seq uint64, n int) error {
+	b := make([]byte, 0, 128+n*120)
+	b = append(b, `{"sessionId":"`...)
+	b = append(b, sid...)
+	b = append(b, `","expectedSeq":`...)
+	b = strconv.AppendUint(b, seq-1, 10)
+	b = append(b, `,"events":[`...)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"eventId":"`...)
+		b = append(b, sid...)
+		b = append(b, '-')
+		b = strconv.AppendUint(b, seq+uint64(i), 10)
+		b = append(b, `","type":"message/user","data":`...)
+		b = append(b, benchData...)
+		b = append(b, '}')
+	}
+	b = append(b, "]}"...)
+	m, err := nc.RequestWithContext(ctx, logstore.SubjectAppend, b)
+	if err != nil {
+		return err
+	}
+	if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
+		return fmt.Errorf("writer: %s: %s", code, m.Data)
+	}
+	return nil
+}

@@ -1,0 +1,29 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The append benchmark runs and prints one well-formed BENCH line per
+// scenario (figures are not asserted: targets belong to the benchmark).
+func TestAppendBenchSmall(t *testing.T) {
+	var out bytes.Buffer
+	if err := Append(context.Background(), AppendOptions{Out: &out, Sessions: 4, Duration: 300 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`^BENCH name=[a-z0-9-]+ value=\d+ unit=ev/s baseline=\d+ ratio=\d+\.\d\d p50=\d+\.\d{3} p99=\d+\.\d{3}$`)
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 5 {
+		t.Fatalf("%d lines:\n%s", len(lines), out.String())
+	}
+	for _, l := range lines {
+		if !re.MatchString(l) {
+			t.Errorf("malformed: %s", l)
+		}
+	}
+}

@@ -1,0 +1,132 @@
+package writer_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+)
+
+func appendBody(sid string, seq uint64, n int) []byte {
+	b := []byte(`{"sessionId":"` + sid + `","expectedSeq":` + strconv.FormatUint(seq-1, 10) + `,"events":[`)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		s := seq + uint64(i)
+		typ := "message/user"
+		data := `{"content":"benchmark message of a typical small size"}`
+		if s == 1 {
+			typ, data = "session/created", "{}"
+		}
+		b = append(b, `{"eventId":"`+sid+"-"+strconv.FormatUint(s, 10)+`","type":"`+typ+`","data":`+data+`}`...)
+	}
+	return append(b, "]}"...)
+}
+
+// benchAppend runs b.N appends of batch events spread over 64 sessions,
+// either calling Service.Append directly or through NATS request/reply.
+func benchAppend(b *testing.B, batch int, viaNATS bool) {
+	srv := natstest.RunServer(b)
+	wnc := natstest.Connect(b, srv)
+	st, err := logstore.Open(context.Background(), wnc, logstore.Config{MaxInflightBatches: 64})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := startWriterB(b, st)
+	nc := natstest.Connect(b, srv)
+	const sessions = 64
+	var next atomic.Int64
+	seqs := make([]uint64, sessions)
+	call := func(sid string, seq uint64, n int) error {
+		body := appendBody(sid, seq, n)
+		if !viaNATS {
+			_, err := w.Append(context.Background(), body)
+			return err
+		}
+		m, err := nc.Request(logstore.SubjectAppend, body, 10e9)
+		if err != nil {
+			return err
+		}
+		if c := m.Header.Get("Nats-Service-Error-Code"); c != "" {
+			return fmt.Errorf("%s: %s", c, m.Data)
+		}
+		return nil
+	}
+	for i := range seqs {
+		if err := call(fmt.Sprintf("b%d", i), 1, 1); err != nil {
+			b.Fatal(err)
+		}
+		seqs[i] = 2
+	}
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for i := 0; i < sessions; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sid := fmt.Sprintf("b%d", i)
+			for next.Add(1) <= int64(b.N) {
+				if err := call(sid, seqs[i], batch); err != nil {
+					b.Error(err)
+					return
+				}
+				seqs[i] += uint64(batch)
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "ev/s")
+}
+
+func BenchmarkAppendDirect1(b *testing.B)  { benchAppend(b, 1, false) }
+func BenchmarkAppendNATS1(b *testing.B)    { benchAppend(b, 1, true) }
+func BenchmarkAppendDirect10(b *testing.B) { benchAppend(b, 10, false) }
+func BenchmarkAppendNATS10(b *testing.B)   { benchAppend(b, 10, true) }
+
+var _ = nats.Connect
+
+// BenchmarkRawPublish1 is the floor beside the writer benchmarks: the same
+// events published straight to JetStream with the per-subject check.
+func BenchmarkRawPublish1(b *testing.B) {
+	srv := natstest.RunServer(b)
+	nc := natstest.Connect(b, srv)
+	st, err := logstore.Open(context.Background(), nc, logstore.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	js := st.JetStream()
+	const sessions = 64
+	var next atomic.Int64
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for i := 0; i < sessions; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sid := fmt.Sprintf("r%d", i)
+			var last uint64
+			for n := uint64(1); next.Add(1) <= int64(b.N); n++ {
+				m := nats.NewMsg(logstore.SubjectPrefix + sid)
+				m.Data = appendBody(sid, n, 1)
+				m.Header.Set(logstore.HeaderMsgID, sid+":"+strconv.FormatUint(n, 10))
+				m.Header.Set(logstore.HeaderExpectedSeq, strconv.FormatUint(last, 10))
+				ack, err := js.PublishMsg(context.Background(), m)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				last = ack.Sequence
+			}
+		}()
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ev/s")
+}
