@@ -1,0 +1,31 @@
+package main
+
+import (
+	"context"
+	"io"
+
+	"github.com/sessionlog/sessionlog/internal/bench"
+)
+
+// `sessionlog bench append [--quick]`: raw JetStream publish floor, the
+// writer service path and the client, 64 concurrent sessions, 1-event
+// appends and 10-event batches (internal/bench.Append).
+func init() { registerBench("append", runBenchAppend) }
+
+func runBenchAppend(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("bench append")
+	fs.SetOutput(stdout)
+	quick := fs.Bool("quick", false, "a few seconds per scenario (under a minute in all)")
+	sessions := fs.Int("sessions", 64, "concurrent sessions")
+	dur := fs.Duration("duration", 0, "duration per scenario (overrides --quick)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected arguments %q", fs.Args())
+	}
+	if *sessions < 1 {
+		return usageErrorf("--sessions must be >= 1")
+	}
+	return bench.Append(ctx, bench.AppendOptions{Quick: *quick, Out: stdout, Sessions: *sessions, Duration: *dur})
+}
