@@ -77,7 +77,7 @@ func Append(ctx context.Context, opt AppendOptions) error {
 	if dur <= 0 {
 		dur = 40 * time.Second
 		if opt.Quick {
-			dur = 8 * time.Second
+			dur = 6 * time.Second
 		}
 	}
 

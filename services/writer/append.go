@@ -44,7 +44,7 @@ func (s *Service) handleAppend(ctx context.Context, m *nats.Msg) {
 // benchmarks may call it directly.
 func (s *Service) Append(ctx context.Context, body []byte) (AppendReply, error) {
 	var req AppendRequest
-	if err := unmarshal(body, &req); err != nil {
+	if err := decodeAppend(body, &req); err != nil {
 		return AppendReply{}, schema.Errorf(schema.CodeBadRequest, "request is not a valid append request: %v", err)
 	}
 	p, err := s.prepare(&req)
@@ -155,6 +155,12 @@ func (s *Service) prepare(req *AppendRequest) (prepared, error) {
 				return p, se.WithIndex(i)
 			}
 			return p, bad("%v", err)
+		}
+		if e.Type == schema.TypeSessionCreated && forkChild(e) {
+			// A parent makes the session a fork child, refused until a
+			// fork/committed the agent cannot write: only the forker
+			// creates children (sessions.api.fork).
+			return p, bad("session/created with data.parent is written only by the forker: use %s", logstore.SubjectFork)
 		}
 	}
 	return p, nil
@@ -387,6 +393,12 @@ func unmarshal(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	return dec.Decode(v)
+}
+
+// forkChild reports whether a session/created names a parent.
+func forkChild(e *schema.Envelope) bool {
+	var d schema.SessionCreated
+	return e.DecodeData(&d) == nil && d.Parent != nil
 }
 
 func clip(s string) string {

@@ -33,14 +33,20 @@ func appendBody(sid string, seq uint64, n int) []byte {
 
 // benchAppend runs b.N appends of batch events spread over 64 sessions,
 // either calling Service.Append directly or through NATS request/reply.
-func benchAppend(b *testing.B, batch int, viaNATS bool) {
+func benchAppend(b *testing.B, batch int, viaNATS bool) { benchAppendConn(b, batch, viaNATS, false) }
+
+func benchAppendConn(b *testing.B, batch int, viaNATS, ownConn bool) {
 	srv := natstest.RunServer(b)
 	wnc := natstest.Connect(b, srv)
 	st, err := logstore.Open(context.Background(), wnc, logstore.Config{MaxInflightBatches: 64})
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := startWriterB(b, st)
+	var conn *nats.Conn
+	if ownConn {
+		conn = natstest.Connect(b, srv)
+	}
+	w := startWriterB(b, st, conn)
 	nc := natstest.Connect(b, srv)
 	const sessions = 64
 	var next atomic.Int64
@@ -90,6 +96,9 @@ func BenchmarkAppendDirect1(b *testing.B)  { benchAppend(b, 1, false) }
 func BenchmarkAppendNATS1(b *testing.B)    { benchAppend(b, 1, true) }
 func BenchmarkAppendDirect10(b *testing.B) { benchAppend(b, 10, false) }
 func BenchmarkAppendNATS10(b *testing.B)   { benchAppend(b, 10, true) }
+
+// The endpoints on a connection of their own.
+func BenchmarkAppendNATSOwnConn1(b *testing.B) { benchAppendConn(b, 1, true, true) }
 
 var _ = nats.Connect
 

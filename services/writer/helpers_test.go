@@ -235,9 +235,9 @@ func counterSum(t *testing.T, g prometheus.Gatherer, name string, labels ...stri
 	return sum
 }
 
-func startWriterB(b *testing.B, st *logstore.Store) *writer.Service {
+func startWriterB(b *testing.B, st *logstore.Store, conn *nats.Conn) *writer.Service {
 	b.Helper()
-	w, err := writer.New(writer.Config{Store: st})
+	w, err := writer.New(writer.Config{Store: st, Conn: conn})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -157,12 +157,26 @@ func (p *scanner) str() ([]byte, bool, error) {
 				if p.i+6 > len(p.b) {
 					return nil, false, p.errf("invalid \\u escape")
 				}
-				for _, h := range p.b[p.i+2 : p.i+6] {
-					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
-						return nil, false, p.errf("invalid \\u escape")
-					}
+				r, ok := hex4(p.b[p.i+2 : p.i+6])
+				if !ok {
+					return nil, false, p.errf("invalid \\u escape")
 				}
 				p.i += 6
+				// A surrogate escape must be a pair: readers disagree on a
+				// lone one (Go reads U+FFFD, others keep or refuse it).
+				switch {
+				case r >= 0xDC00 && r <= 0xDFFF:
+					return nil, false, p.errf("lone low surrogate \\u escape")
+				case r >= 0xD800 && r <= 0xDBFF:
+					lo, ok := rune(0), p.i+6 <= len(p.b) && p.b[p.i] == '\\' && p.b[p.i+1] == 'u'
+					if ok {
+						lo, ok = hex4(p.b[p.i+2 : p.i+6])
+					}
+					if !ok || lo < 0xDC00 || lo > 0xDFFF {
+						return nil, false, p.errf("lone high surrogate \\u escape")
+					}
+					p.i += 6
+				}
 			default:
 				return nil, false, p.errf("invalid escape")
 			}
@@ -276,4 +290,22 @@ func (p *scanner) object(depth int) error {
 			return p.errf("expected , or }")
 		}
 	}
+}
+
+// hex4 reads the four hex digits of a \u escape.
+func hex4(b []byte) (rune, bool) {
+	var r rune
+	for _, h := range b {
+		switch {
+		case h >= '0' && h <= '9':
+			r = r<<4 | rune(h-'0')
+		case h >= 'a' && h <= 'f':
+			r = r<<4 | rune(h-'a'+10)
+		case h >= 'A' && h <= 'F':
+			r = r<<4 | rune(h-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }

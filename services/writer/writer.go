@@ -39,7 +39,11 @@ const (
 
 // Config configures the writer.
 type Config struct {
-	Store      *logstore.Store
+	Store *logstore.Store
+	// Conn serves the endpoints (default: the store's connection). A
+	// connection of its own lets the server read requests and JetStream
+	// publishes of the writer on separate connections.
+	Conn       *nats.Conn
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 	Now        func() time.Time
@@ -91,6 +95,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
 	}
+	if cfg.Conn == nil {
+		cfg.Conn = cfg.Store.Conn()
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -112,7 +119,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		cfg:    cfg,
 		st:     cfg.Store,
-		nc:     cfg.Store.Conn(),
+		nc:     cfg.Conn,
 		log:    cfg.Logger,
 		cache:  lru.New[string, *entry](cfg.StateCacheSize),
 		leases: lru.New[string, leaseMark](cfg.StateCacheSize),

@@ -1,0 +1,329 @@
+package writer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// decodeAppend parses an append request in one pass with the checks of
+// schema.Unmarshal (one JSON value, valid UTF-8, no duplicated key, depth
+// bound, no unknown field) and stricter key matching: a key must be
+// spelled exactly as the contract names it (encoding/json would also take
+// "SessionId"). Event data stays a sub-slice of b. It replaces
+// schema.Unmarshal + encoding/json on the hot path; a fuzz test holds it
+// to encoding/json's results.
+func decodeAppend(b []byte, req *AppendRequest) error {
+	if !utf8.Valid(b) {
+		return errors.New("not valid UTF-8")
+	}
+	p := &scanner{b: b, maxDepth: schema.MaxJSONDepth}
+	p.ws()
+	if p.i == len(p.b) {
+		return errors.New("empty document")
+	}
+	if p.null() { // as encoding/json: a null request is an empty one
+		p.ws()
+		if p.i != len(p.b) {
+			return errors.New("trailing data after JSON value")
+		}
+		return nil
+	}
+	err := p.fields(0, func(key []byte, start int) error {
+		switch string(key) {
+		case "sessionId":
+			return p.strField(&req.SessionID)
+		case "holder":
+			return p.strField(&req.Holder)
+		case "expectedSeq":
+			if p.null() {
+				req.ExpectedSeq = nil
+				return nil
+			}
+			var n uint64
+			if err := p.uintField(&n); err != nil {
+				return err
+			}
+			req.ExpectedSeq = &n
+			return nil
+		case "events":
+			if p.null() {
+				req.Events = nil
+				return nil
+			}
+			return p.events(req)
+		}
+		return fmt.Errorf("json: unknown field %q", key)
+	})
+	if err != nil {
+		return err
+	}
+	p.ws()
+	if p.i != len(p.b) {
+		return errors.New("trailing data after JSON value")
+	}
+	return nil
+}
+
+// fields scans an object at depth, calling f with each key positioned at
+// its value; f must consume the value. Keys are compared raw: a key with
+// an escape is refused as unknown unless f knows it (none of the contract
+// names need one) — but duplicates are still detected on decoded keys.
+func (p *scanner) fields(depth int, f func(key []byte, start int) error) error {
+	if p.i >= len(p.b) || p.b[p.i] != '{' {
+		return p.errf("expected an object")
+	}
+	if depth >= p.maxDepth {
+		return fmt.Errorf("nested deeper than %d levels", p.maxDepth)
+	}
+	p.i++
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == '}' {
+		p.i++
+		return nil
+	}
+	var seen [16][]byte
+	n := 0
+	for {
+		p.ws()
+		if p.i >= len(p.b) || p.b[p.i] != '"' {
+			return p.errf("expected object key")
+		}
+		raw, esc, err := p.str()
+		if err != nil {
+			return err
+		}
+		key := raw[1 : len(raw)-1]
+		if esc {
+			var k string
+			if err := json.Unmarshal(raw, &k); err != nil {
+				return p.errf("invalid key: %v", err)
+			}
+			key = []byte(k)
+		}
+		for _, s := range seen[:n] {
+			if bytes.Equal(s, key) {
+				return fmt.Errorf("duplicated key %q", clip(string(key)))
+			}
+		}
+		if n == len(seen) {
+			return errors.New("too many keys")
+		}
+		seen[n] = key
+		n++
+		p.ws()
+		if p.i >= len(p.b) || p.b[p.i] != ':' {
+			return p.errf("expected :")
+		}
+		p.i++
+		p.ws()
+		if p.i >= len(p.b) {
+			return p.errf("unexpected end")
+		}
+		if err := f(key, p.i); err != nil {
+			return err
+		}
+		p.ws()
+		if p.i >= len(p.b) {
+			return p.errf("unterminated object")
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+		case '}':
+			p.i++
+			return nil
+		default:
+			return p.errf("expected , or }")
+		}
+	}
+}
+
+func (p *scanner) null() bool {
+	if len(p.b)-p.i >= 4 && string(p.b[p.i:p.i+4]) == "null" {
+		p.i += 4
+		return true
+	}
+	return false
+}
+
+func (p *scanner) strField(dst *string) error {
+	if p.null() {
+		return nil
+	}
+	if p.b[p.i] != '"' {
+		return p.errf("expected a string")
+	}
+	raw, esc, err := p.str()
+	if err != nil {
+		return err
+	}
+	if !esc {
+		*dst = string(raw[1 : len(raw)-1])
+		return nil
+	}
+	return json.Unmarshal(raw, dst)
+}
+
+func (p *scanner) numLit() ([]byte, error) {
+	start := p.i
+	if c := p.b[p.i]; c != '-' && (c < '0' || c > '9') {
+		return nil, p.errf("expected a number")
+	}
+	if err := p.number(); err != nil {
+		return nil, err
+	}
+	return p.b[start:p.i], nil
+}
+
+func (p *scanner) uintField(dst *uint64) error {
+	if p.null() {
+		return nil
+	}
+	lit, err := p.numLit()
+	if err != nil {
+		return err
+	}
+	n, err := strconv.ParseUint(string(lit), 10, 64)
+	if err != nil {
+		return fmt.Errorf("json: cannot unmarshal number %s into uint64", lit)
+	}
+	*dst = n
+	return nil
+}
+
+func (p *scanner) intField(dst *int) error {
+	if p.null() {
+		return nil
+	}
+	lit, err := p.numLit()
+	if err != nil {
+		return err
+	}
+	n, err := strconv.ParseInt(string(lit), 10, 0)
+	if err != nil {
+		return fmt.Errorf("json: cannot unmarshal number %s into int", lit)
+	}
+	*dst = int(n)
+	return nil
+}
+
+func (p *scanner) boolField(dst *bool) error {
+	switch {
+	case p.null():
+	case p.lit("true") == nil:
+		*dst = true
+	case p.lit("false") == nil:
+		*dst = false
+	default:
+		return p.errf("expected a boolean")
+	}
+	return nil
+}
+
+func (p *scanner) events(req *AppendRequest) error {
+	if p.b[p.i] != '[' {
+		return p.errf("events must be an array")
+	}
+	p.i++
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == ']' {
+		p.i++
+		req.Events = []schema.Envelope{}
+		return nil
+	}
+	req.Events = make([]schema.Envelope, 0, 4)
+	for {
+		p.ws()
+		if len(req.Events) > schema.MaxBatchEvents {
+			// Enough to refuse the request; the rest is still scanned so a
+			// malformed document is reported as such.
+			if err := p.value(2); err != nil {
+				return err
+			}
+		} else {
+			req.Events = append(req.Events, schema.Envelope{})
+			if err := p.envelope(&req.Events[len(req.Events)-1]); err != nil {
+				return err
+			}
+		}
+		p.ws()
+		if p.i >= len(p.b) {
+			return p.errf("unterminated array")
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+		case ']':
+			p.i++
+			return nil
+		default:
+			return p.errf("expected , or ]")
+		}
+	}
+}
+
+func (p *scanner) envelope(e *schema.Envelope) error {
+	if p.i >= len(p.b) || p.b[p.i] != '{' {
+		if p.null() {
+			return nil
+		}
+		return p.errf("an event must be an object")
+	}
+	return p.fields(2, func(key []byte, start int) error {
+		switch string(key) {
+		case "schemaVersion":
+			return p.intField(&e.SchemaVersion)
+		case "sessionId":
+			return p.strField(&e.SessionID)
+		case "seq":
+			return p.uintField(&e.Seq)
+		case "eventId":
+			return p.strField(&e.EventID)
+		case "time":
+			if p.null() {
+				return nil
+			}
+			if p.b[p.i] != '"' {
+				return p.errf("time must be a string")
+			}
+			raw, _, err := p.str()
+			if err != nil {
+				return err
+			}
+			var t time.Time
+			if err := t.UnmarshalJSON(raw); err != nil {
+				return err
+			}
+			e.Time = t
+			return nil
+		case "type":
+			return p.strField(&e.Type)
+		case "turnId":
+			return p.strField(&e.TurnID)
+		case "stepId":
+			return p.strField(&e.StepID)
+		case "attemptId":
+			return p.strField(&e.AttemptID)
+		case "toolCallId":
+			return p.strField(&e.ToolCallID)
+		case "ignorable":
+			return p.boolField(&e.Ignorable)
+		case "synthetic":
+			return p.boolField(&e.Synthetic)
+		case "data":
+			if err := p.value(3); err != nil {
+				return err
+			}
+			e.Data = json.RawMessage(p.b[start:p.i])
+			return nil
+		}
+		return fmt.Errorf("json: unknown field %q", key)
+	})
+}
