@@ -84,6 +84,51 @@ func CheckJSON(b []byte, maxDepth int) error {
 	if values != 1 {
 		return errors.New("empty document")
 	}
+	return checkSurrogates(b)
+}
+
+// checkSurrogates refuses a \u escape of a lone UTF-16 surrogate:
+// encoding/json reads it as U+FFFD, other readers keep or refuse it. b is
+// well-formed JSON, so every backslash starts an escape inside a string.
+func checkSurrogates(b []byte) error {
+	hex4 := func(i int) rune {
+		if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
+			return -1
+		}
+		var r rune
+		for _, h := range b[i+2 : i+6] {
+			switch {
+			case h >= '0' && h <= '9':
+				r = r<<4 | rune(h-'0')
+			case h >= 'a' && h <= 'f':
+				r = r<<4 | rune(h-'a'+10)
+			case h >= 'A' && h <= 'F':
+				r = r<<4 | rune(h-'A'+10)
+			default:
+				return -1
+			}
+		}
+		return r
+	}
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		r := hex4(i)
+		switch {
+		case r < 0:
+			i++ // a two-byte escape
+		case r >= 0xDC00 && r <= 0xDFFF:
+			return errors.New("lone low surrogate \\u escape")
+		case r >= 0xD800 && r <= 0xDBFF:
+			if lo := hex4(i + 6); lo < 0xDC00 || lo > 0xDFFF {
+				return errors.New("lone high surrogate \\u escape")
+			}
+			i += 11
+		default:
+			i += 5
+		}
+	}
 	return nil
 }
 
