@@ -168,6 +168,7 @@ func TestUpKillMidLoad(t *testing.T) {
 		}
 		return nil
 	})
+	t0 := time.Now()
 	p.Kill() // mid-load: the agents are still sending
 	close(stop)
 	wg.Wait()
@@ -178,7 +179,9 @@ func TestUpKillMidLoad(t *testing.T) {
 		}
 	}
 
+	t.Logf("killed; agents stopped after %v", time.Since(t0))
 	p2 := startUp(t, dir, nil)
+	t.Logf("restarted and ready after %v", time.Since(t0))
 	nc2 := p2.Connect(t)
 	inflight := 0
 	for _, a := range as {
@@ -208,7 +211,7 @@ func TestUpKillMidLoad(t *testing.T) {
 			a.acked = append(a.acked, e["eventId"].(string))
 		}
 	}
-	t.Logf("%d events acknowledged before the kill, %d requests in flight", total, inflight)
+	t.Logf("%d events acknowledged before the kill, %d requests in flight, resolved after %v", total, inflight, time.Since(t0))
 
 	stored, n := readStream(t, nc2)
 	want := 0
@@ -236,11 +239,15 @@ func TestUpKillMidLoad(t *testing.T) {
 		t.Errorf("stream holds %d events, %d acknowledged", n, want)
 	}
 
+	t.Logf("stream checked after %v", time.Since(t0))
 	// The restarted stack also passes its own verify.
 	out, errOut, code := cli(t, nil, nil, "verify", "--nats-url", p2.NATSURL)
 	if code != 0 {
 		t.Fatalf("verify after restart: exit %d\n%s\n%s", code, out, errOut)
 	}
+	t.Logf("verified after %v", time.Since(t0))
+	p2.Stop()
+	t.Logf("stopped after %v", time.Since(t0))
 }
 
 // TestFlagEnvHTTPListen: SESSIONLOG_HTTP_LISTEN sets --http-listen; /readyz
