@@ -245,7 +245,7 @@ func faultCheck(stored map[string][]faultStored, batches []*faultBatch, forks []
 				sawUnknown := false
 				for _, a := range b.Attempts {
 					switch a.Result {
-					case "timeout", "disconnected", string(schema.CodeOutcomeUnknown), "bad_reply":
+					case string(schema.CodeOutcomeUnknown):
 						sawUnknown = true
 					}
 				}
@@ -327,7 +327,7 @@ func faultForkAttempts(f *faultFork) string {
 func faultAttempts(b *faultBatch) string {
 	var parts []string
 	for _, a := range b.Attempts {
-		parts = append(parts, fmt.Sprintf("%s@%s+%dms", a.Result, a.Start.Format("15:04:05.000"), a.End.Sub(a.Start).Milliseconds()))
+		parts = append(parts, fmt.Sprintf("%s@%s+%dms/%d", a.Result, a.Start.Format("15:04:05.000"), a.End.Sub(a.Start).Milliseconds(), a.Sends))
 	}
 	return strings.Join(parts, ",")
 }
@@ -340,14 +340,16 @@ type faultWindow struct {
 
 // faultUnavailable is the longest time within w during which no agent got
 // a committed reply: the gaps between consecutive acknowledgements that
-// overlap the window, clipped to it.
-func faultUnavailable(oks []time.Time, w faultWindow) (time.Duration, int) {
+// overlap the window, clipped to it. It also counts the events
+// acknowledged within w. oks are in time order.
+func faultUnavailable(oks []faultOK, w faultWindow) (time.Duration, int) {
 	var longest time.Duration
 	acked := 0
 	prev := time.Time{}
-	for _, t := range oks {
+	for _, ok := range oks {
+		t := ok.T
 		if !t.Before(w.Start) && !t.After(w.End) {
-			acked++
+			acked += ok.Events
 		}
 		if !prev.IsZero() && t.After(w.Start) && prev.Before(w.End) {
 			a, b := prev, t
@@ -491,7 +493,10 @@ func TestFaultChecker(t *testing.T) {
 func TestFaultUnavailable(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	oks := []time.Time{at(0), at(100), at(200), at(3200), at(3300)}
+	var oks []faultOK
+	for _, ms := range []int{0, 100, 200, 3200, 3300} {
+		oks = append(oks, faultOK{T: at(ms), Events: 1})
+	}
 	d, n := faultUnavailable(oks, faultWindow{Start: at(150), End: at(4000)})
 	if d != 3000*time.Millisecond || n != 3 {
 		t.Fatalf("got %v, %d acked; want 3s, 3", d, n)
@@ -501,4 +506,22 @@ func TestFaultUnavailable(t *testing.T) {
 	if d != 1600*time.Millisecond {
 		t.Fatalf("got %v, want 1.6s", d)
 	}
+}
+
+// faultWorstAgent is the longest wait within w of a single agent between
+// two committed replies (or from the window's start): what the unluckiest
+// agent saw. Agents that were between sessions or thinking count too, so
+// it is an upper bound.
+func faultWorstAgent(oks []faultOK, w faultWindow) time.Duration {
+	by := map[int][]faultOK{}
+	for _, ok := range oks {
+		by[ok.Agent] = append(by[ok.Agent], ok)
+	}
+	var worst time.Duration
+	for _, list := range by {
+		if d, _ := faultUnavailable(list, w); d > worst {
+			worst = d
+		}
+	}
+	return worst
 }

@@ -242,14 +242,14 @@ func TestFaultsCluster(t *testing.T) {
 	for _, e := range fleet.errs {
 		t.Errorf("fleet: %s", e)
 	}
-	sort.Slice(fleet.oks, func(i, j int) bool { return fleet.oks[i].Before(fleet.oks[j]) })
+	sort.Slice(fleet.oks, func(i, j int) bool { return fleet.oks[i].T.Before(fleet.oks[j].T) })
 	for _, w := range h.windows {
 		// The aftermath (clients backing off, caches refilling) belongs
 		// to the fault: measure until the calm period after it ended.
 		w.End = w.End.Add(times.Calm)
 		d, acked := faultUnavailable(fleet.oks, w)
-		t.Logf("FAULT name=%s unavailable_ms=%d acked=%d lost=%d dups=%d gaps=%d window_ms=%d",
-			w.Name, d.Milliseconds(), acked, rep.Lost, rep.Dups, rep.Gaps, w.End.Sub(w.Start).Milliseconds())
+		t.Logf("FAULT name=%s unavailable_ms=%d acked=%d lost=%d dups=%d gaps=%d window_ms=%d worst_agent_ms=%d",
+			w.Name, d.Milliseconds(), acked, rep.Lost, rep.Dups, rep.Gaps, w.End.Sub(w.Start).Milliseconds(), faultWorstAgent(fleet.oks, w).Milliseconds())
 	}
 	d, acked := faultUnavailable(fleet.oks, faultWindow{Name: "run", Start: runStart, End: runEnd})
 	t.Logf("FAULT name=total unavailable_ms=%d acked=%d lost=%d dups=%d gaps=%d events=%d duration_ms=%d",

@@ -14,12 +14,13 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 )
 
-// The fleet: simulated agents that run realistic sessions through the
-// writer's wire contract (DESIGN.md section 4) and write down every
+// The fleet: simulated agents that run realistic sessions through
+// pkg/client and the writer (DESIGN.md section 4) and write down every
 // request, the event ids it carried and what they were told.
 
 // faultOutcome is what the client knows about a request in the end.
@@ -31,15 +32,19 @@ const (
 	faultUnknown      faultOutcome = "unknown"
 )
 
-// faultAttempt is one send of a request.
+// faultAttempt is one call of the client's Append (which itself retries
+// unknown outcomes a few times with the same ids), or one fork request.
 type faultAttempt struct {
 	Start, End time.Time
-	// Result is "ok", "duplicate", a contract code, or a transport
-	// failure: "timeout" (sent, no answer: unknown), "no_responders"
-	// (nobody took it: not sent), "disconnected".
+	// Result is "ok", "duplicate" or the contract code the client
+	// returned (outcome_unknown: maybe stored; not_committed: not by this
+	// call). Fork requests also record transport failures: "timeout"
+	// (unknown), "no_responders" (not sent).
 	Result   string
 	FirstSeq uint64
 	LastSeq  uint64
+	// Sends is how many requests the client sent for this call.
+	Sends int
 }
 
 // faultBatch is one logical append (all its attempts carry the same
@@ -66,6 +71,13 @@ type faultFork struct {
 	// failure.
 	Result     string
 	SeedLength uint64
+}
+
+// faultOK is one committed reply: when it arrived, for how many events.
+type faultOK struct {
+	T      time.Time
+	Events int
+	Agent  int
 }
 
 // faultSessionRec is what the client knows about one session.
@@ -106,8 +118,8 @@ type faultFleet struct {
 	batches  []*faultBatch
 	forks    []*faultFork
 	sessions map[string]*faultSessionRec
-	// oks are the arrival times of committed replies, fleet wide.
-	oks    []time.Time
+	// oks are the committed replies, fleet wide.
+	oks    []faultOK
 	errs   []string
 	events int // events acknowledged
 	// dupFirst: duplicate:true answers to a batch no earlier send of
@@ -159,6 +171,7 @@ type faultAgent struct {
 	id     int
 	holder string
 	nc     *nats.Conn
+	cl     *client.Client
 	rng    *rand.Rand
 	stop   <-chan struct{}
 	n      int // sessions started
@@ -178,7 +191,10 @@ func newFaultAgent(f *faultFleet, i int) (*faultAgent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &faultAgent{f: f, id: i, holder: fmt.Sprintf("agent-%02d", i), nc: nc,
+	// The client retries unknown outcomes itself a few times; what is
+	// still unknown after that, the agent keeps retrying (same ids).
+	cl := client.New(nc, client.WithTimeout(f.cfg.RequestTimeout), client.WithRetries(3), client.WithBackoff(50*time.Millisecond))
+	return &faultAgent{f: f, id: i, holder: fmt.Sprintf("agent-%02d", i), nc: nc, cl: cl,
 		rng: rand.New(rand.NewPCG(f.cfg.Seed, uint64(i)))}, nil
 }
 
@@ -490,55 +506,6 @@ func mustJSON(v any) json.RawMessage {
 	return b
 }
 
-// faultWireReq / faultWireReply are the append contract, spelled here
-// independently of the writer's own types: the suite is a client.
-type faultWireReq struct {
-	SessionID   string            `json:"sessionId"`
-	ExpectedSeq *uint64           `json:"expectedSeq,omitempty"`
-	Holder      string            `json:"holder,omitempty"`
-	Events      []schema.Envelope `json:"events"`
-}
-
-type faultWireReply struct {
-	SessionID string `json:"sessionId"`
-	FirstSeq  uint64 `json:"firstSeq"`
-	LastSeq   uint64 `json:"lastSeq"`
-	StreamSeq uint64 `json:"streamSeq"`
-	Duplicate bool   `json:"duplicate"`
-	Error     *struct {
-		Code       string  `json:"code"`
-		Message    string  `json:"message"`
-		CurrentSeq *uint64 `json:"currentSeq"`
-	} `json:"error"`
-}
-
-// send makes one request and classifies its answer.
-func (a *faultAgent) send(ctx context.Context, body []byte) (faultWireReply, string) {
-	var r faultWireReply
-	rctx, cancel := context.WithTimeout(ctx, a.f.cfg.RequestTimeout)
-	defer cancel()
-	msg, err := a.nc.RequestWithContext(rctx, logstore.SubjectAppend, body)
-	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-		return r, "no_responders"
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, context.Canceled):
-		return r, "timeout"
-	case err != nil:
-		// Not connected: the request may or may not have left.
-		return r, "disconnected"
-	}
-	if err := json.Unmarshal(msg.Data, &r); err != nil {
-		return r, "bad_reply"
-	}
-	if r.Error != nil {
-		return r, r.Error.Code
-	}
-	if r.Duplicate {
-		return r, "duplicate"
-	}
-	return r, "ok"
-}
-
 // append sends events as one request and retries unknown outcomes with
 // the same event ids until the writer gives a definite answer. It returns
 // nil when committed, errFaultLost when the session was taken from the
@@ -553,7 +520,7 @@ func (a *faultAgent) append(ctx context.Context, events ...schema.Envelope) erro
 	a.f.mu.Lock()
 	a.f.batches = append(a.f.batches, b)
 	a.f.mu.Unlock()
-	body, _ := json.Marshal(faultWireReq{SessionID: a.rec.ID, ExpectedSeq: &exp, Holder: a.holder, Events: events})
+	req := client.AppendRequest{SessionID: a.rec.ID, ExpectedSeq: client.Seq(exp), Holder: a.holder, Events: events}
 	sawUnknown := false
 	backoff := 50 * time.Millisecond
 	defer a.think()
@@ -568,8 +535,15 @@ func (a *faultAgent) append(ctx context.Context, events ...schema.Envelope) erro
 			return ctx.Err()
 		}
 		at := faultAttempt{Start: time.Now()}
-		r, res := a.send(ctx, body)
-		at.End, at.Result, at.FirstSeq, at.LastSeq = time.Now(), res, r.FirstSeq, r.LastSeq
+		r, err := a.cl.Append(ctx, req)
+		res := "ok"
+		switch {
+		case err != nil:
+			res = string(client.CodeOf(err))
+		case r.Duplicate:
+			res = "duplicate"
+		}
+		at.End, at.Result, at.FirstSeq, at.LastSeq, at.Sends = time.Now(), res, r.FirstSeq, r.LastSeq, r.Attempts
 		a.f.mu.Lock()
 		b.Attempts = append(b.Attempts, at)
 		a.f.mu.Unlock()
@@ -578,7 +552,7 @@ func (a *faultAgent) append(ctx context.Context, events ...schema.Envelope) erro
 			if r.FirstSeq != exp+1 || r.LastSeq != exp+uint64(len(events)) {
 				a.f.errorf("%s: %v: reply seqs %d..%d, want %d..%d (attempts %s)", a.rec.ID, b.Types, r.FirstSeq, r.LastSeq, exp+1, exp+uint64(len(events)), faultAttempts(b))
 			}
-			if res == "duplicate" && !sawUnknown {
+			if res == "duplicate" && !sawUnknown && r.Attempts == 1 {
 				// Only an earlier send of the same ids can have stored them,
 				// and every earlier answer said it did not: the flag is
 				// wrong, though the event is committed (the checker holds
@@ -597,13 +571,13 @@ func (a *faultAgent) append(ctx context.Context, events ...schema.Envelope) erro
 			}
 			a.f.mu.Lock()
 			b.Outcome, b.FirstSeq, b.LastSeq = faultCommitted, r.FirstSeq, r.LastSeq
-			a.f.oks = append(a.f.oks, at.End)
+			a.f.oks = append(a.f.oks, faultOK{T: at.End, Events: len(events), Agent: a.id})
 			a.f.events += len(events)
 			a.f.mu.Unlock()
 			return nil
-		case "timeout", "disconnected", string(schema.CodeOutcomeUnknown), "bad_reply":
+		case string(schema.CodeOutcomeUnknown):
 			sawUnknown = true
-		case "no_responders", string(schema.CodeNotCommitted), string(schema.CodeInternal):
+		case string(schema.CodeNotCommitted), string(schema.CodeInternal):
 			// Nothing stored by this send; an earlier one may still land,
 			// and the retry (same ids) settles it.
 		case string(schema.CodeConflict), string(schema.CodePaused), string(schema.CodeClosed):
