@@ -248,3 +248,26 @@ func TestRebuildOnVersionChecksumOrCorruption(t *testing.T) {
 		}
 	})
 }
+
+func TestVerifyDetectsDamagedViews(t *testing.T) {
+	e := newEnv(t)
+	loadgen.NewFleet("x", 3, 3, t0).Fill(e.ctx, e.ls.JetStream(), 200)
+	dir := t.TempDir()
+	r := e.start(dir)
+	r.waitReady(t)
+	r.stop(t)
+	res, err := projector.Verify(e.ctx, e.ls, dir, filepath.Join(t.TempDir(), "v1"), nil)
+	if err != nil || !res.OK() {
+		t.Fatalf("clean store: %+v %v", res, err)
+	}
+	db, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.RawPut(store.SummaryKey("x-1"), []byte(`{"sessionId":"x-1","status":"closed"}`))
+	db.Close()
+	res, err = projector.Verify(e.ctx, e.ls, dir, filepath.Join(t.TempDir(), "v2"), nil)
+	if err != nil || res.OK() || res.Scanned == res.Rebuilt {
+		t.Fatalf("damaged store verified: %+v %v", res, err)
+	}
+}

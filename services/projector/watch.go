@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -99,10 +100,16 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, err)
 		return
 	}
+	// One consumer per watch: a stream takes 1000 by default, and an
+	// ordered consumer outlives Stop for its inactive threshold (5 minutes
+	// in nats.go), so watchers that come and go would use them up and
+	// every session read on the stream would fail. Short threshold, and
+	// deleted when the watch ends.
 	cons, err := s.js.OrderedConsumer(ctx, loc.Stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{loc.Subject},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    from + 1,
+		FilterSubjects:    []string{loc.Subject},
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       from + 1,
+		InactiveThreshold: 15 * time.Second,
 	})
 	if err != nil {
 		s.internal(w, err)
@@ -113,7 +120,16 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, err)
 		return
 	}
-	defer it.Stop()
+	defer func() {
+		it.Stop()
+		if ci := cons.CachedInfo(); ci != nil && ci.Name != "" {
+			go func() {
+				dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				_ = s.js.DeleteConsumer(dctx, loc.Stream, ci.Name)
+			}()
+		}
+	}()
 	durCh := make(chan jetstream.Msg, 64)
 	go func() {
 		defer close(durCh)

@@ -24,6 +24,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -273,6 +274,9 @@ func (d *DB) open() error {
 		Logger:                      quietLogger{},
 	}
 	db, err := pebble.Open(d.dir, o)
+	if errors.Is(err, syscall.EAGAIN) {
+		return fmt.Errorf("store: open %s: in use by another process (a running projector?): %w", d.dir, err)
+	}
 	if err != nil {
 		return fmt.Errorf("store: open %s: %w", d.dir, err)
 	}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package projector_test
+
+const raceEnabled = false
