@@ -59,7 +59,7 @@ func child() int {
 	}
 	s, err := projector.New(projector.Config{
 		Store: ls, DataDir: os.Getenv("PROJECTOR_DIR"), MaxBatchEvents: batch, SnapshotEvery: snap,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		OnCommit: func(cp store.Checkpoint) { say("cp %d\n", cp.Stream(logstore.StreamName).Seq) },
 	})
 	if err != nil {
