@@ -94,9 +94,13 @@ type faultReport struct {
 	// the reply said). Dups: an event id stored twice, or a seq twice.
 	// Gaps: a session whose seqs are not 1..n.
 	Lost, Dups, Gaps int
-	// Unknown outcomes found committed / not committed; Partial ones are
-	// a broken atomic batch.
+	// Batches still unknown at the end, found committed / not committed
+	// in the stream; Partial ones are a broken atomic batch.
 	UnknownCommitted, UnknownNot, Partial int
+	// Batches with an unknown outcome on the way that a retry resolved:
+	// to committed (ok or duplicate) or not committed (a definite refusal,
+	// checked absent from the stream).
+	ResolvedCommitted, ResolvedNot int
 	// Phantom: stored events of a request the fleet was definitely told
 	// was not committed.
 	Phantom int
@@ -123,8 +127,8 @@ func (r *faultReport) OK() bool {
 }
 
 func (r *faultReport) String() string {
-	return fmt.Sprintf("events=%d sessions=%d acked=%d lost=%d dups=%d gaps=%d unknown_committed=%d unknown_not=%d partial=%d phantom=%d foreign=%d abandoned=%d repaired=%d repaired_live=%d repaired_twice=%d unfoldable=%d forks=%d bad_forks=%d",
-		r.Events, r.Sessions, r.Acked, r.Lost, r.Dups, r.Gaps, r.UnknownCommitted, r.UnknownNot, r.Partial, r.Phantom,
+	return fmt.Sprintf("events=%d sessions=%d acked=%d lost=%d dups=%d gaps=%d resolved_committed=%d resolved_not=%d unknown_committed=%d unknown_not=%d partial=%d phantom=%d foreign=%d abandoned=%d repaired=%d repaired_live=%d repaired_twice=%d unfoldable=%d forks=%d bad_forks=%d",
+		r.Events, r.Sessions, r.Acked, r.Lost, r.Dups, r.Gaps, r.ResolvedCommitted, r.ResolvedNot, r.UnknownCommitted, r.UnknownNot, r.Partial, r.Phantom,
 		r.Foreign, r.Abandoned, r.AbandonedRepaired, r.RepairedLive, r.RepairedTwice, r.Unfoldable, r.Forks, r.BadForks)
 }
 
@@ -222,6 +226,16 @@ func faultCheck(stored map[string][]faultStored, batches []*faultBatch, forks []
 					r.problem("%s: %s %s acknowledged at seq %d, stored at seq %d as %s", b.Session, b.Types[i], id, want, p.seq, p.typ)
 				}
 			}
+		}
+		hadUnknown := false
+		for _, a := range b.Attempts {
+			hadUnknown = hadUnknown || a.Result == string(schema.CodeOutcomeUnknown)
+		}
+		switch {
+		case hadUnknown && b.Outcome == faultCommitted:
+			r.ResolvedCommitted++
+		case hadUnknown && b.Outcome == faultNotCommitted && b.Code != "" && present == 0:
+			r.ResolvedNot++
 		}
 		switch b.Outcome {
 		case faultCommitted:
