@@ -229,7 +229,8 @@ func faultCheck(stored map[string][]faultStored, batches []*faultBatch, forks []
 		}
 		hadUnknown := false
 		for _, a := range b.Attempts {
-			hadUnknown = hadUnknown || a.Result == string(schema.CodeOutcomeUnknown)
+			// The client re-sends only after an unknown outcome.
+			hadUnknown = hadUnknown || a.Result == string(schema.CodeOutcomeUnknown) || a.Sends > 1
 		}
 		switch {
 		case hadUnknown && b.Outcome == faultCommitted:
