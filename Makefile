@@ -7,10 +7,15 @@ RACE_PKGS = $(shell $(GO) list ./... | grep -v /e2e)
 E2E_PKGS = $(shell $(GO) list ./e2e/...)
 FUZZTIME ?= 15s
 
-.PHONY: test race lint bench fuzz build
+.PHONY: test test-race test-e2e race lint bench fuzz build
 
-test:
+# `make -k test` runs both halves even when the first fails.
+test: test-race test-e2e
+
+test-race:
 	$(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
+
+test-e2e:
 	$(GO) test -count=1 -timeout 30m $(E2E_PKGS)
 
 race:

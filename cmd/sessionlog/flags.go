@@ -156,13 +156,17 @@ func (n *natsFlags) options(name string) ([]nats.Option, error) {
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectJitter(250*time.Millisecond, time.Second),
 		nats.ReconnectBufSize(64 << 20),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			log.Warn("nats disconnected", "err", err)
+		// Callbacks run on nats.go's own goroutine, possibly after Close
+		// returned: a connection we closed ourselves logs nothing, so no
+		// write reaches stderr after the command is done.
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if !nc.IsClosed() {
+				log.Warn("nats disconnected", "err", err)
+			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
 		}),
-		nats.ClosedHandler(func(*nats.Conn) { log.Info("nats connection closed") }),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			subj := ""
 			if sub != nil {
