@@ -3,11 +3,11 @@
 //
 //	testagent agent -nats-url URL -session ID -holder H -ttl D
 //
-// appends session/created, turn/started, tool/requested and tool/started
-// through the writer (sessions.api.append, naming the holder), prints
-// "STARTED <seq>" once tool/started is durable (the point after which the
-// side effect would begin) and then heartbeats every ttl/3 forever, as an
-// agent whose tool is running.
+// uses pkg/client to create the session, start a turn and run tool call
+// c1 through Session.RunTool, which makes tool/started durable before the
+// side effect begins. The side effect prints "STARTED <turnId> c1 <seq>"
+// and runs until the process is killed; meanwhile the agent heartbeats
+// every ttl/3.
 //
 //	testagent repairer -nats-url URL -ttl D -grace D [-concurrency N]
 //
@@ -27,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/repairer"
 )
@@ -51,21 +52,6 @@ func main() {
 	}
 }
 
-type appendReq struct {
-	SessionID   string            `json:"sessionId"`
-	ExpectedSeq *uint64           `json:"expectedSeq,omitempty"`
-	Holder      string            `json:"holder,omitempty"`
-	Events      []schema.Envelope `json:"events"`
-}
-
-type appendReply struct {
-	LastSeq uint64 `json:"lastSeq"`
-	Error   *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
 func runAgent(args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	url := fs.String("nats-url", nats.DefaultURL, "")
@@ -80,58 +66,31 @@ func runAgent(args []string) error {
 		return err
 	}
 	defer nc.Close()
-	n := 0
-	send := func(e schema.Envelope) (uint64, error) {
-		n++
-		// Client-chosen ids make a retried request deduplicate.
-		e.EventID = fmt.Sprintf("%s-ev%d", *holder, n)
-		b, _ := json.Marshal(appendReq{SessionID: *id, Holder: *holder, Events: []schema.Envelope{e}})
-		for try := 0; ; try++ {
-			m, err := nc.Request(logstore.SubjectAppend, b, 10*time.Second)
-			if err != nil {
-				if try < 5 {
-					continue
-				}
-				return 0, err
-			}
-			var r appendReply
-			if err := json.Unmarshal(m.Data, &r); err != nil {
-				return 0, err
-			}
-			if r.Error != nil {
-				if r.Error.Code == string(schema.CodeOutcomeUnknown) && try < 5 {
-					continue
-				}
-				return 0, fmt.Errorf("%s: %s: %s", e.Type, r.Error.Code, r.Error.Message)
-			}
-			return r.LastSeq, nil
-		}
-	}
-	for _, e := range []schema.Envelope{
-		{Type: schema.TypeSessionCreated, Data: json.RawMessage(`{"agent":"testagent"}`)},
-		{Type: schema.TypeTurnStarted, TurnID: "t1"},
-		{Type: schema.TypeToolRequested, TurnID: "t1", ToolCallID: "c1", Data: json.RawMessage(`{"name":"sh","input":{"cmd":"deploy"}}`)},
-	} {
-		if _, err := send(e); err != nil {
-			return err
-		}
-	}
-	seq, err := send(schema.Envelope{Type: schema.TypeToolStarted, TurnID: "t1", ToolCallID: "c1"})
+	ctx := context.Background()
+	s, err := client.New(nc).Create(ctx, *id, *holder, schema.SessionCreated{Agent: "testagent"})
 	if err != nil {
 		return err
 	}
-	hb, _ := json.Marshal(map[string]string{"sessionId": *id, "holder": *holder})
-	if _, err := nc.Request(logstore.SubjectHeartbeat, hb, 10*time.Second); err != nil {
-		return fmt.Errorf("heartbeat: %w", err)
+	turn, err := s.StartTurn(ctx, nil)
+	if err != nil {
+		return err
 	}
-	fmt.Printf("STARTED %d\n", seq)
-	// The "tool" runs; the agent keeps its lease until it is killed.
-	for {
-		time.Sleep(*ttl / 3)
-		if _, err := nc.Request(logstore.SubjectHeartbeat, hb, 10*time.Second); err != nil {
-			fmt.Fprintln(os.Stderr, "testagent: heartbeat:", err)
+	go func() {
+		for {
+			if _, err := s.Heartbeat(ctx); err != nil {
+				fmt.Fprintln(os.Stderr, "testagent: heartbeat:", err)
+			}
+			time.Sleep(*ttl / 3)
 		}
-	}
+	}()
+	// RunTool makes tool/started durable before the side effect runs; the
+	// "side effect" announces itself and runs until the process is killed.
+	_, err = s.RunTool(ctx, client.ToolCall{ID: "c1", Name: "sh", Input: json.RawMessage(`{"cmd":"deploy"}`)},
+		func(ctx context.Context) (json.RawMessage, error) {
+			fmt.Printf("STARTED %s c1 %d\n", turn, s.LastSeq())
+			select {}
+		})
+	return err
 }
 
 func runRepairer(args []string) error {

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"fmt"
 	"sort"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -137,25 +136,13 @@ func RecoveryOf(st *session.State) *Recovery {
 	return r
 }
 
+var _ StateLoader = (*Client)(nil)
+
 // LogstoreLoader loads states by reading the session from the stream
 // leader through logstore (services and tests that hold a Store).
 type LogstoreLoader struct{ Store *logstore.Store }
 
-// LoadState folds every stored event of the session.
+// LoadState folds every stored event of the session (see Load).
 func (l LogstoreLoader) LoadState(ctx context.Context, sessionID string) (*session.State, error) {
-	st := session.New(sessionID)
-	_, err := l.Store.ReadSession(ctx, sessionID, 0, func(m *logstore.Msg) error {
-		e, err := schema.Decode(m.Data)
-		if err != nil {
-			return schema.Errorf(schema.CodeUnreadable, "session %s at stream seq %d: %v", sessionID, m.StreamSeq, err)
-		}
-		if err := st.Apply(&e); err != nil {
-			return schema.Errorf(schema.CodeUnreadable, "session %s seq %d does not fold: %v", sessionID, e.Seq, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("client: load %s: %w", sessionID, err)
-	}
-	return st, nil
+	return Load(ctx, l.Store, sessionID)
 }
