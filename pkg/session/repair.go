@@ -61,14 +61,15 @@ func RepairEventID(lastSeq uint64, i int, keepApprovals bool) string {
 // repairer replica) deduplicates, and a plan made against an older state
 // loses the per-subject sequence check.
 //
-// It returns nil when there is nothing to do: a closed session, a session
-// with no open work, or a session that is already paused and whose only
+// It returns nil when there is nothing to do: a closed session, a fork
+// child still being copied (the forker owns it until its fork/committed,
+// and finishes or abandons it), a session with no open work, or a session that is already paused and whose only
 // open work is kept approvals (and their turn). A session that is already
 // paused with other work open gets the closers but no second
 // session/paused: it is paused already, and repair/applied says why the
 // closers were written.
 func PlanRepair(s *State, opt RepairOptions) []schema.Envelope {
-	if s == nil || !s.Exists() || s.Closed {
+	if s == nil || !s.Exists() || s.Closed || s.Forking {
 		return nil
 	}
 	reason := opt.Reason

@@ -390,4 +390,22 @@ func TestRepairNilAndClosed(t *testing.T) {
 	if p := PlanRepair(s, RepairOptions{}); p != nil {
 		t.Fatalf("a closed session accepts nothing, got a plan of %d", len(p))
 	}
+	// A fork child mid-copy with a turn open in the copied part: the
+	// forker owns it; a repair would make the copy unfinishable.
+	child := New("child")
+	for i, e := range []schema.Envelope{
+		{Type: schema.TypeSessionCreated, Synthetic: true, Data: []byte(`{"parent":{"sessionId":"p","seedLength":5,"depth":1}}`)},
+		{Type: schema.TypeTurnStarted, TurnID: "t1", Synthetic: true, Data: []byte(`{}`)},
+	} {
+		e.SchemaVersion, e.SessionID, e.Seq, e.EventID = 1, "child", uint64(i+1), fmt.Sprintf("f%d", i)
+		if err := child.Apply(&e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !child.Forking || child.Turn == nil {
+		t.Fatalf("setup: forking=%v turn=%v", child.Forking, child.Turn)
+	}
+	if p := PlanRepair(child, RepairOptions{}); p != nil {
+		t.Fatalf("a fork child being copied must not be repaired, got a plan of %d", len(p))
+	}
 }
