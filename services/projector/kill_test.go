@@ -94,7 +94,7 @@ func TestSIGKILLDuringCatchUpConverges(t *testing.T) {
 	// the child several times, so it gets a smaller stream.
 	total, sessions := 50_000, 400
 	if testing.Short() || raceEnabled {
-		total, sessions = 12_000, 150
+		total, sessions = 8_000, 120
 	}
 	fleet := loadgen.NewFleet("k", sessions, 7, t0)
 	last, err := fleet.Fill(e.ctx, e.ls.JetStream(), total)
