@@ -390,11 +390,20 @@ func (f *folder) flush() error {
 			en.idxStatus, en.idxTime, en.indexed = en.sum.Status, t, true
 		}
 		if en.st != nil && en.st.LastSeq-en.snapSeq >= f.snapEach {
-			st, err := json.Marshal(en.st)
+			// MarshalJSON directly and the record by hand: json.Marshal
+			// would re-scan the (large, growing) state twice more to
+			// validate and compact bytes it has just produced.
+			st, err := en.st.MarshalJSON()
 			if err != nil {
 				return err
 			}
-			sv, _ := json.Marshal(snapshot{LastSeq: en.st.LastSeq, StreamSeq: en.sum.LastStreamSeq, State: st})
+			sv := make([]byte, 0, len(st)+64)
+			sv = append(sv, `{"lastSeq":`...)
+			sv = strconv.AppendUint(sv, en.st.LastSeq, 10)
+			sv = append(sv, `,"streamSeq":`...)
+			sv = strconv.AppendUint(sv, en.sum.LastStreamSeq, 10)
+			sv = append(sv, `,"state":`...)
+			sv = append(append(sv, st...), '}')
 			b.SetInternal(store.SnapshotKey(en.id), sv)
 			en.snapSeq = en.st.LastSeq
 		}
