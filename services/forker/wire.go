@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/wire"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -38,53 +38,14 @@ type Reply struct {
 }
 
 // ErrorBody is the error reply, in the append error shape.
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
+type ErrorBody = wire.ErrorBody
 
 // ErrorDetail carries a contract code; unsafe_cut adds the nearest safe seqs.
-type ErrorDetail struct {
-	Code              schema.Code `json:"code"`
-	Message           string      `json:"message"`
-	CurrentSeq        *uint64     `json:"currentSeq,omitempty"`
-	NearestSafeBefore *uint64     `json:"nearestSafeBefore,omitempty"`
-	NearestSafeAfter  *uint64     `json:"nearestSafeAfter,omitempty"`
-}
-
-// detail maps an error to the wire: the one place that does for the forker.
-func detail(err error) ErrorDetail {
-	var se *schema.Error
-	if !errors.As(err, &se) {
-		return ErrorDetail{Code: schema.CodeInternal, Message: err.Error()}
-	}
-	d := ErrorDetail{Code: se.Code, Message: se.Message, CurrentSeq: se.CurrentSeq,
-		NearestSafeBefore: se.NearestSafeBefore, NearestSafeAfter: se.NearestSafeAfter}
-	if d.Message == "" {
-		d.Message = string(se.Code)
-	}
-	return d
-}
+type ErrorDetail = wire.ErrorDetail
 
 // errorMsg builds the error reply: the JSON body and the micro error
 // headers (the contract code as Nats-Service-Error-Code).
-func errorMsg(reply string, err error) *nats.Msg {
-	d := detail(err)
-	body, _ := json.Marshal(ErrorBody{Error: d})
-	desc := strings.Map(func(r rune) rune {
-		if r == '\r' || r == '\n' {
-			return ' '
-		}
-		return r
-	}, d.Message)
-	if len(desc) > 512 {
-		desc = desc[:512]
-	}
-	m := nats.NewMsg(reply)
-	m.Data = body
-	m.Header.Set(micro.ErrorCodeHeader, string(d.Code))
-	m.Header.Set(micro.ErrorHeader, desc)
-	return m
-}
+func errorMsg(reply string, err error) *nats.Msg { return wire.ErrorMsg(reply, wire.Detail(err)) }
 
 // Call sends a fork request and waits for the reply (ctx bounds the wait:
 // a long prefix takes seconds). A refusal is returned as a *schema.Error

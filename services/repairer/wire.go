@@ -3,13 +3,12 @@ package repairer
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/sessionlog/sessionlog/internal/wire"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -29,16 +28,10 @@ type RepairReply struct {
 }
 
 // ErrorBody is the error reply: {"error":{...}}, the append error shape.
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
+type ErrorBody = wire.ErrorBody
 
 // ErrorDetail carries a contract code.
-type ErrorDetail struct {
-	Code       schema.Code `json:"code"`
-	Message    string      `json:"message"`
-	CurrentSeq *uint64     `json:"currentSeq,omitempty"`
-}
+type ErrorDetail = wire.ErrorDetail
 
 const demandTimeout = 30 * time.Second
 
@@ -84,36 +77,13 @@ func (s *Service) handleRepair(ctx context.Context, m *nats.Msg) {
 }
 
 // errorDetail maps an error to the wire.
-func errorDetail(err error) ErrorDetail {
-	var se *schema.Error
-	if !errors.As(err, &se) {
-		return ErrorDetail{Code: schema.CodeInternal, Message: err.Error()}
-	}
-	d := ErrorDetail{Code: se.Code, Message: se.Message, CurrentSeq: se.CurrentSeq}
-	if d.Message == "" {
-		d.Message = string(se.Code)
-	}
-	return d
-}
+func errorDetail(err error) ErrorDetail { return wire.Detail(err) }
 
 func (s *Service) respondErr(reply string, d ErrorDetail) {
 	if reply == "" {
 		return
 	}
-	body, _ := json.Marshal(ErrorBody{Error: d})
-	msg := nats.NewMsg(reply)
-	msg.Data = body
-	msg.Header.Set(micro.ErrorCodeHeader, string(d.Code))
-	desc := strings.Map(func(r rune) rune {
-		if r == '\r' || r == '\n' {
-			return ' '
-		}
-		return r
-	}, d.Message)
-	if len(desc) > 512 {
-		desc = desc[:512]
-	}
-	msg.Header.Set(micro.ErrorHeader, desc)
+	msg := wire.ErrorMsg(reply, d)
 	if err := s.nc.PublishMsg(msg); err != nil {
 		s.log.Warn("repairer: reply", "err", err)
 	}

@@ -1,13 +1,11 @@
 package writer
 
 import (
-	"encoding/json"
 	"strconv"
-	"strings"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 
+	"github.com/sessionlog/sessionlog/internal/wire"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -44,17 +42,10 @@ type HeartbeatReply struct {
 }
 
 // ErrorBody is the error reply: {"error":{...}}.
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
+type ErrorBody = wire.ErrorBody
 
 // ErrorDetail carries a contract code (DESIGN.md section 4).
-type ErrorDetail struct {
-	Code       schema.Code `json:"code"`
-	Message    string      `json:"message"`
-	CurrentSeq *uint64     `json:"currentSeq,omitempty"`
-	Index      *int        `json:"index,omitempty"`
-}
+type ErrorDetail = wire.ErrorDetail
 
 // encodeOK renders the success reply without reflection: it is sent once
 // per append.
@@ -73,42 +64,17 @@ func encodeOK(r AppendReply) []byte {
 	return append(b, '}')
 }
 
-// errorDetail maps an error to the wire, the one place that does.
+// errorDetail maps an error to the wire.
 func errorDetail(err error) ErrorDetail {
 	var se *schema.Error
 	if !asSchemaError(err, &se) {
 		return ErrorDetail{Code: schema.CodeInternal, Message: err.Error()}
 	}
-	d := ErrorDetail{Code: se.Code, Message: se.Message, CurrentSeq: se.CurrentSeq}
-	if d.Message == "" {
-		d.Message = string(se.Code)
-	}
-	if se.Index >= 0 {
-		i := se.Index
-		d.Index = &i
-	}
-	return d
+	return wire.FromSchemaError(se)
 }
 
 // errorMsg builds the reply message: the JSON body and the micro error
 // headers (Nats-Service-Error-Code carries the contract code).
-func errorMsg(reply string, d ErrorDetail) *nats.Msg {
-	body, _ := json.Marshal(ErrorBody{Error: d})
-	m := nats.NewMsg(reply)
-	m.Data = body
-	m.Header.Set(micro.ErrorCodeHeader, string(d.Code))
-	// A header value cannot hold a line break.
-	desc := strings.Map(func(r rune) rune {
-		if r == '\r' || r == '\n' {
-			return ' '
-		}
-		return r
-	}, d.Message)
-	if len(desc) > 512 {
-		desc = desc[:512]
-	}
-	m.Header.Set(micro.ErrorHeader, desc)
-	return m
-}
+func errorMsg(reply string, d ErrorDetail) *nats.Msg { return wire.ErrorMsg(reply, d) }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

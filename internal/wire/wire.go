@@ -1,0 +1,80 @@
+// Package wire renders contract errors for the NATS services: the JSON
+// error body of DESIGN.md section 4 ({"error":{...}}) and the micro error
+// headers, in one place for the writer, the repairer and the forker.
+package wire
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// ErrorBody is an error reply.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail carries a contract code and the fields some codes add:
+// currentSeq (conflict), index (the refused event of a request) and the
+// nearest safe seqs (unsafe_cut).
+type ErrorDetail struct {
+	Code              schema.Code `json:"code"`
+	Message           string      `json:"message"`
+	CurrentSeq        *uint64     `json:"currentSeq,omitempty"`
+	Index             *int        `json:"index,omitempty"`
+	NearestSafeBefore *uint64     `json:"nearestSafeBefore,omitempty"`
+	NearestSafeAfter  *uint64     `json:"nearestSafeAfter,omitempty"`
+}
+
+// Detail maps any error to the wire; an error without a contract code is
+// internal.
+func Detail(err error) ErrorDetail {
+	var se *schema.Error
+	if !errors.As(err, &se) {
+		return ErrorDetail{Code: schema.CodeInternal, Message: err.Error()}
+	}
+	return FromSchemaError(se)
+}
+
+// FromSchemaError maps a contract error to the wire.
+func FromSchemaError(se *schema.Error) ErrorDetail {
+	d := ErrorDetail{Code: se.Code, Message: se.Message, CurrentSeq: se.CurrentSeq,
+		NearestSafeBefore: se.NearestSafeBefore, NearestSafeAfter: se.NearestSafeAfter}
+	if d.Message == "" {
+		d.Message = string(se.Code)
+	}
+	if se.Index >= 0 {
+		i := se.Index
+		d.Index = &i
+	}
+	return d
+}
+
+// maxHeaderDesc bounds the description copied into a header.
+const maxHeaderDesc = 512
+
+// ErrorMsg builds the reply message: the JSON body, and the micro error
+// headers with the contract code as Nats-Service-Error-Code.
+func ErrorMsg(reply string, d ErrorDetail) *nats.Msg {
+	body, _ := json.Marshal(ErrorBody{Error: d})
+	m := nats.NewMsg(reply)
+	m.Data = body
+	m.Header.Set(micro.ErrorCodeHeader, string(d.Code))
+	// A header value cannot hold a line break.
+	desc := strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, d.Message)
+	if len(desc) > maxHeaderDesc {
+		desc = desc[:maxHeaderDesc]
+	}
+	m.Header.Set(micro.ErrorHeader, desc)
+	return m
+}
