@@ -1,9 +1,7 @@
 package forker
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"runtime"
 	"sync"
@@ -12,24 +10,6 @@ import (
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
-
-// decode reads a stored event. Almost every stored body is exactly what
-// schema.Encode wrote, and for such a body the strict schema.Decode (which
-// checks for duplicate or mis-spelled keys, upcasts older versions and
-// costs about six times as much) can only agree with a plain decode: so
-// the body is decoded plainly and re-encoded, and only a body that does
-// not come out byte for byte the same takes the strict path. Data is
-// copied as stored either way.
-func decode(body []byte) (schema.Envelope, error) {
-	var e schema.Envelope
-	if json.Unmarshal(body, &e) == nil && e.SchemaVersion == schema.Version {
-		c := e
-		if again, err := schema.Encode(&c); err == nil && bytes.Equal(again, body) {
-			return e, nil
-		}
-	}
-	return schema.Decode(body)
-}
 
 // decoded is one message on its way through readDecoded.
 type decoded struct {
@@ -55,7 +35,7 @@ func readDecoded(ctx context.Context, st *logstore.Store, sessionID string, pre 
 		go func() {
 			defer wg.Done()
 			for d := range jobs {
-				d.e, d.err = decode(d.m.Data)
+				d.e, d.err = schema.Decode(d.m.Data)
 				close(d.done)
 			}
 		}()

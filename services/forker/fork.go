@@ -293,7 +293,7 @@ func (s *Service) finish(ctx context.Context, p *plan) error {
 			foreign = true
 			return logstore.ErrStop
 		}
-		e, err := decode(m.Data)
+		e, err := schema.Decode(m.Data)
 		if err != nil {
 			return &permanentError{schema.Errorf(schema.CodeUnreadable, "child %s at stream seq %d: %v", p.ChildID, m.StreamSeq, err)}
 		}

@@ -140,7 +140,7 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 	}
 	ev, err := m.ev, m.decErr
 	if !m.decoded {
-		ev, err = decode(m.data)
+		ev, err = schema.Decode(m.data)
 	}
 	if err != nil {
 		seq := hdrSeq
@@ -241,7 +241,7 @@ func (f *folder) fillGap(ctx context.Context, en *entry, before uint64) error {
 		if m.StreamSeq >= before || en.stopped() {
 			return logstore.ErrStop
 		}
-		ev, err := decode(m.Data)
+		ev, err := schema.Decode(m.Data)
 		if err != nil || ev.SessionID != en.id || ev.Seq != en.st.LastSeq+1 {
 			return nil
 		}
@@ -343,7 +343,7 @@ func (f *folder) restore(ctx context.Context, en *entry) error {
 		if m == nil {
 			return fmt.Errorf("projector: restore %s: stream seq %d is gone", en.id, ss)
 		}
-		ev, err := decode(m.Data)
+		ev, err := schema.Decode(m.Data)
 		if err != nil {
 			return fmt.Errorf("projector: restore %s: %w", en.id, err)
 		}

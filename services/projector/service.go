@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
@@ -398,7 +399,7 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 				m := &msg{stream: name, streamSeq: md.Sequence.Stream, subject: jm.Subject(), header: jm.Headers(), data: jm.Data(), pending: md.NumPending}
 				// Decoding here overlaps it with folding in the other
 				// goroutine: it is about half of an event's cost.
-				m.ev, m.decErr = decode(m.data)
+				m.ev, m.decErr = schema.Decode(m.data)
 				m.decoded = true
 				select {
 				case ch <- m:

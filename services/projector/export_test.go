@@ -1,4 +1,0 @@
-package projector
-
-// DecodeForTest exposes decode to the external tests.
-var DecodeForTest = decode
