@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,11 +104,21 @@ func TestSIGKILLDuringCatchUpConverges(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d, stream ends at %d", seed, last)
 	rnd := rand.New(rand.NewPCG(seed, 1))
-	var targets []uint64
-	for range 20 {
-		targets = append(targets, 1+rnd.Uint64N(last-1))
+	// Each kill lands on the first commit at or after its target, and a
+	// commit can cover hundreds of events: so each target is drawn after
+	// the checkpoint the previous kill left, in a share of what is left of
+	// the stream, keeping room for the kills still to come.
+	const kills = 20
+	nextTarget := func(done uint64, remaining int) uint64 {
+		if done+1 >= last {
+			return last
+		}
+		span := (last - done) / uint64(remaining+1)
+		if span < 1 {
+			span = 1
+		}
+		return done + 1 + rnd.Uint64N(span)
 	}
-	slices.Sort(targets)
 
 	run := func(killAt uint64) (mode string, reached uint64) {
 		t.Helper()
@@ -143,13 +152,21 @@ func TestSIGKILLDuringCatchUpConverges(t *testing.T) {
 				// synced and the store can be compared at the stream's end.
 				cmd.Process.Signal(syscall.SIGTERM)
 				return mode, reached
+			case line == "ready":
+				// Caught up before the kill point (earlier kills landed
+				// late): crash it here, caught up, which is a crash point too.
+				cmd.Process.Signal(syscall.SIGKILL)
+				return mode, reached
 			}
 		}
 		t.Fatalf("child ended before the kill point %d (reached %d, mode %s)", killAt, reached, mode)
 		return
 	}
-	for i, at := range targets {
+	var done uint64
+	for i := range kills {
+		at := nextTarget(done, kills-i)
 		mode, reached := run(at)
+		done = max(done, reached)
 		// A kill before the first batch reached the log leaves an empty
 		// store, which starts from scratch; anything else must resume.
 		if i > 0 && !strings.Contains(mode, "rebuild=false") && !strings.Contains(mode, `reason="empty"`) {
