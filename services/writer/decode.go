@@ -129,18 +129,8 @@ func (p *scanner) fields(depth int, f func(key []byte, start int) error) error {
 		if err := f(key, p.i); err != nil {
 			return err
 		}
-		p.ws()
-		if p.i >= len(p.b) {
-			return p.errf("unterminated object")
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			return nil
-		default:
-			return p.errf("expected , or }")
+		if done, err := p.sep('}', "object"); done || err != nil {
+			return err
 		}
 	}
 }
@@ -253,18 +243,8 @@ func (p *scanner) events(req *AppendRequest) error {
 				return err
 			}
 		}
-		p.ws()
-		if p.i >= len(p.b) {
-			return p.errf("unterminated array")
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			return nil
-		default:
-			return p.errf("expected , or ]")
+		if done, err := p.sep(']', "array"); done || err != nil {
+			return err
 		}
 	}
 }

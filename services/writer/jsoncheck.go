@@ -37,6 +37,24 @@ type scanner struct {
 	maxDepth int
 }
 
+// sep reads what follows a member of an object or array: a comma (more
+// to come) or the closing byte (done).
+func (p *scanner) sep(closing byte, what string) (done bool, err error) {
+	p.ws()
+	if p.i >= len(p.b) {
+		return false, p.errf("unterminated %s", what)
+	}
+	switch p.b[p.i] {
+	case ',':
+		p.i++
+		return false, nil
+	case closing:
+		p.i++
+		return true, nil
+	}
+	return false, p.errf("expected , or %c", closing)
+}
+
 func (p *scanner) ws() {
 	for p.i < len(p.b) {
 		switch p.b[p.i] {
@@ -201,18 +219,8 @@ func (p *scanner) array(depth int) error {
 		if err := p.value(depth); err != nil {
 			return err
 		}
-		p.ws()
-		if p.i >= len(p.b) {
-			return p.errf("unterminated array")
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
-			return nil
-		default:
-			return p.errf("expected , or ]")
+		if done, err := p.sep(']', "array"); done || err != nil {
+			return err
 		}
 	}
 }
@@ -276,18 +284,8 @@ func (p *scanner) object(depth int) error {
 		if err := p.value(depth); err != nil {
 			return err
 		}
-		p.ws()
-		if p.i >= len(p.b) {
-			return p.errf("unterminated object")
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
-			return nil
-		default:
-			return p.errf("expected , or }")
+		if done, err := p.sep('}', "object"); done || err != nil {
+			return err
 		}
 	}
 }
