@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 	"reflect"
-	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -150,16 +150,33 @@ func strictUnmarshal(b []byte, v any) error {
 // as "b" here and as "a" in most other readers. It refuses keys that are
 // not spelled exactly as a field.
 func exactUnmarshal(b []byte, v any) error {
-	if err := strictUnmarshal(b, v); err != nil {
-		return err
+	// json.Unmarshal ignores unknown keys; exactNames refuses them (and
+	// keys spelled in another case), so together they are strictUnmarshal
+	// with exact spelling, at one decode.
+	if err := json.Unmarshal(b, v); err != nil {
+		return cleanJSONErr(err)
 	}
 	return exactNames(b, reflect.TypeOf(v), "")
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
+// typeFields caches, per struct type, the JSON names of its fields.
+var typeFields sync.Map // reflect.Type -> map[string]reflect.Type
+
+func fieldsOf(t reflect.Type) map[string]reflect.Type {
+	if f, ok := typeFields.Load(t); ok {
+		return f.(map[string]reflect.Type)
+	}
+	f := map[string]reflect.Type{}
+	jsonFields(t, f)
+	typeFields.Store(t, f)
+	return f
+}
+
 // exactNames checks that every object key of raw names a field of t exactly.
-// raw has already been decoded into t, so only spelling is left to check.
+// raw has already been decoded into t (so it is valid JSON of t's shape),
+// and only spelling is left to check.
 func exactNames(raw []byte, t reflect.Type, path string) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -168,47 +185,152 @@ func exactNames(raw []byte, t reflect.Type, path string) error {
 		return nil
 	}
 	switch t.Kind() {
-	case reflect.Struct, reflect.Map:
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(raw, &obj) != nil {
-			return nil // null
-		}
-		var fields map[string]reflect.Type
-		if t.Kind() == reflect.Struct {
-			fields = map[string]reflect.Type{}
-			jsonFields(t, fields)
-		}
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			ft := t
-			if fields != nil {
-				var ok bool
-				if ft, ok = fields[k]; !ok {
-					return fmt.Errorf("json: unknown field %q", path+k)
-				}
-			} else {
-				ft = t.Elem()
+	case reflect.Struct:
+		fields := fieldsOf(t)
+		return eachMember(raw, func(k string, v []byte) error {
+			ft, ok := fields[k]
+			if !ok {
+				return fmt.Errorf("json: unknown field %q", path+k)
 			}
-			if err := exactNames(obj[k], ft, path+k+"."); err != nil {
-				return err
-			}
+			return exactNames(v, ft, path+k+".")
+		})
+	case reflect.Map:
+		et := t.Elem()
+		if !needsNames(et) {
+			return nil
 		}
+		return eachMember(raw, func(k string, v []byte) error { return exactNames(v, et, path+k+".") })
 	case reflect.Slice, reflect.Array:
-		var arr []json.RawMessage
-		if json.Unmarshal(raw, &arr) != nil {
-			return nil // null, or []byte as a base64 string
+		et := t.Elem()
+		if !needsNames(et) {
+			return nil
 		}
-		for _, v := range arr {
-			if err := exactNames(v, t.Elem(), path); err != nil {
+		return eachElem(raw, func(v []byte) error { return exactNames(v, et, path) })
+	}
+	return nil
+}
+
+// needsNames reports whether values of t can hold object keys to check.
+func needsNames(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
+		return false
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map, reflect.Slice, reflect.Array, reflect.Interface:
+		return t.Kind() != reflect.Interface
+	}
+	return false
+}
+
+// eachMember calls fn with each key (unescaped) and raw value of the JSON
+// object raw, which must be valid JSON; anything else (null) has none.
+func eachMember(raw []byte, fn func(key string, val []byte) error) error {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return nil
+	}
+	i = skipSpace(raw, i+1)
+	for i < len(raw) && raw[i] != '}' {
+		end := skipString(raw, i)
+		key := raw[i+1 : end-1]
+		var k string
+		if bytes.IndexByte(key, '\\') >= 0 {
+			if err := json.Unmarshal(raw[i:end], &k); err != nil {
 				return err
 			}
+		} else {
+			k = string(key)
+		}
+		i = skipSpace(raw, end)
+		i = skipSpace(raw, i+1) // the colon
+		vend := skipValue(raw, i)
+		if err := fn(k, raw[i:vend]); err != nil {
+			return err
+		}
+		i = skipSpace(raw, vend)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
 		}
 	}
 	return nil
+}
+
+// eachElem calls fn with each raw element of the JSON array raw (valid
+// JSON); anything else (null, a base64 string) has none.
+func eachElem(raw []byte, fn func(val []byte) error) error {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '[' {
+		return nil
+	}
+	i = skipSpace(raw, i+1)
+	for i < len(raw) && raw[i] != ']' {
+		end := skipValue(raw, i)
+		if err := fn(raw[i:end]); err != nil {
+			return err
+		}
+		i = skipSpace(raw, end)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
+	}
+	return nil
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string that starts at b[i].
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the index after the valid JSON value at b[i].
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	for i < len(b) {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
+		i++
+	}
+	return i
 }
 
 // jsonFields collects the JSON names of struct t's fields, as encoding/json

@@ -294,3 +294,31 @@ func TestUpcastNoMigration(t *testing.T) {
 		t.Fatal("upcast from -1")
 	}
 }
+
+// Data keys must be spelled exactly as a field, at every depth, escaped
+// or not; map keys are free.
+func TestDataKeysExact(t *testing.T) {
+	cases := []struct {
+		data string
+		ok   bool
+	}{
+		{`{"title":"t"}`, true},
+		{`{"ti\u0074le":"t"}`, true}, // the same key, escaped
+		{`{"Title":"t"}`, false},
+		{`{"title":"t","extra":1}`, false},
+		{`{"labels":{"Any-Key":"v","x":"y"}}`, true},
+		{`{"parent":{"sessionId":"p-1","seedLength":1,"depth":1}}`, true},
+		{`{"parent":{"SessionId":"p-1","seedLength":1,"depth":1}}`, false},
+		{`{"parent":{"sessionId":"p-1","seedLength":1,"depth":1,"x":[{"a":1}]}}`, false},
+		{` { "title" : "a,}]\"{" , "agent" : "b" } `, true},
+		{`{"parent":null}`, true},
+	}
+	for _, c := range cases {
+		var d SessionCreated
+		e := Envelope{Data: json.RawMessage(c.data)}
+		err := e.DecodeData(&d)
+		if (err == nil) != c.ok {
+			t.Errorf("%s: err %v, want ok=%v", c.data, err, c.ok)
+		}
+	}
+}

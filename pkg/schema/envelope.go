@@ -2,7 +2,6 @@ package schema
 
 import (
 	"encoding/json"
-	"regexp"
 	"time"
 )
 
@@ -35,21 +34,84 @@ type Envelope struct {
 	Data          json.RawMessage `json:"data"`
 }
 
-var (
-	sessionIDRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
-	itemIDRe    = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
-	typeRe      = regexp.MustCompile(`^[a-z][a-z0-9_-]*(/[a-z][a-z0-9_-]*)+$`)
+// The id and type grammars, as patterns for messages; the checks below
+// are hand-written because they run for every id of every event.
+const (
+	sessionIDPattern = `^[A-Za-z0-9_-]{1,128}$`
+	itemIDPattern    = `^[A-Za-z0-9_.:-]{1,128}$`
 )
 
-// ValidSessionID reports whether id can name a session (and so a subject token).
-func ValidSessionID(id string) bool { return sessionIDRe.MatchString(id) }
+// idChars marks the bytes of an id: 1 session ids and item ids, 2 item
+// ids only.
+var idChars = func() (t [256]uint8) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = 1
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = 1
+		t[c-'a'+'A'] = 1
+	}
+	t['_'], t['-'] = 1, 1
+	t['.'], t[':'] = 2, 2
+	return t
+}()
+
+// ValidSessionID reports whether id can name a session (and so a subject
+// token): it matches ^[A-Za-z0-9_-]{1,128}$.
+func ValidSessionID(id string) bool {
+	if len(id) == 0 || len(id) > MaxIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if idChars[id[i]] != 1 {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidItemID reports whether id is a valid event, turn, step, attempt,
-// tool call, approval, compaction or job id.
-func ValidItemID(id string) bool { return itemIDRe.MatchString(id) }
+// tool call, approval, compaction or job id: it matches
+// ^[A-Za-z0-9_.:-]{1,128}$.
+func ValidItemID(id string) bool {
+	if len(id) == 0 || len(id) > MaxIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if idChars[id[i]] == 0 {
+			return false
+		}
+	}
+	return true
+}
 
-// ValidTypeName reports whether t is shaped like an event type ("noun/verb").
-func ValidTypeName(t string) bool { return len(t) <= 64 && typeRe.MatchString(t) }
+// ValidTypeName reports whether t is shaped like an event type
+// ("noun/verb"): at most 64 bytes matching
+// ^[a-z][a-z0-9_-]*(/[a-z][a-z0-9_-]*)+$.
+func ValidTypeName(t string) bool {
+	if len(t) == 0 || len(t) > 64 {
+		return false
+	}
+	parts := 0
+	start := true // at the first byte of a part
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		switch {
+		case c >= 'a' && c <= 'z':
+		case start:
+			return false // a part starts with a lower-case letter
+		case c >= '0' && c <= '9', c == '_', c == '-':
+		case c == '/':
+			parts++
+			start = true
+			continue
+		default:
+			return false
+		}
+		start = false
+	}
+	return parts >= 1 && !start
+}
 
 // DecodeData decodes the event's data into v, refusing unknown fields and
 // keys not spelled exactly as a field. Absent or null data reads as {}.

@@ -297,6 +297,10 @@ type ValidateOptions struct {
 	// Stored: the event came from the log, so seq, time and schemaVersion
 	// must already be set.
 	Stored bool
+	// DataChecked: the data already passed CheckJSON with MaxJSONDepth,
+	// as part of the larger document it came in (a request body checked
+	// whole), so Validate does not scan it again.
+	DataChecked bool
 }
 
 // Validate checks one event against the registry. It returns an *Error with
@@ -336,10 +340,10 @@ func Validate(e *Envelope, opt ValidateOptions) error {
 	// A request may leave the session id to the request; one that is given
 	// must be usable as a subject token.
 	if e.SessionID != "" && !ValidSessionID(e.SessionID) {
-		return bad("sessionId %q is not a valid session id (%s)", truncate(e.SessionID), sessionIDRe)
+		return bad("sessionId %q is not a valid session id (%s)", truncate(e.SessionID), sessionIDPattern)
 	}
 	if e.EventID != "" && !ValidItemID(e.EventID) {
-		return bad("eventId %q is not a valid id (%s, at most %d)", truncate(e.EventID), itemIDRe, MaxIDLen)
+		return bad("eventId %q is not a valid id (%s, at most %d)", truncate(e.EventID), itemIDPattern, MaxIDLen)
 	}
 	if e.Type == "" {
 		return bad("type is required")
@@ -355,7 +359,7 @@ func Validate(e *Envelope, opt ValidateOptions) error {
 			return bad("%s %q is not a valid id", f.name, truncate(f.v))
 		}
 	}
-	if err := validData(e.Data); err != nil {
+	if err := validData(e.Data, opt.DataChecked); err != nil {
 		return bad("data: %v", err)
 	}
 	if err := validateType(e, opt); err != nil {
@@ -376,12 +380,14 @@ func Validate(e *Envelope, opt ValidateOptions) error {
 }
 
 // validData: absent, null, or one well-formed JSON object.
-func validData(d json.RawMessage) error {
+func validData(d json.RawMessage, checked bool) error {
 	if len(d) == 0 {
 		return nil
 	}
-	if err := CheckJSON(d, MaxJSONDepth); err != nil {
-		return err
+	if !checked {
+		if err := CheckJSON(d, MaxJSONDepth); err != nil {
+			return err
+		}
 	}
 	// CheckJSON passed: one value, so its first byte tells its kind.
 	if t := bytes.TrimLeft(d, " \t\r\n"); t[0] != '{' && t[0] != 'n' {

@@ -149,7 +149,9 @@ func (s *Service) prepare(req *AppendRequest) (prepared, error) {
 		if len(e.Data) > s.cfg.MaxEventBytes {
 			return p, schema.Errorf(schema.CodeTooLarge, "data is %d bytes, limit %d", len(e.Data), s.cfg.MaxEventBytes).WithIndex(i)
 		}
-		if err := schema.Validate(e, schema.ValidateOptions{Origin: schema.OriginAgent, MaxEventBytes: s.validateLimit}); err != nil {
+		// decodeAppend checked the whole body (data included) as
+		// CheckJSON would: Validate need not scan the data again.
+		if err := schema.Validate(e, schema.ValidateOptions{Origin: schema.OriginAgent, MaxEventBytes: s.validateLimit, DataChecked: true}); err != nil {
 			var se *schema.Error
 			if errors.As(err, &se) {
 				return p, se.WithIndex(i)

@@ -72,7 +72,9 @@ type Service struct {
 	leases  *lru.Cache[string, leaseMark]
 	locks   [stripes]sync.Mutex
 	seed    maphash.Seed
-	sem     chan struct{}
+	sem     chan struct{} // one per worker
+	jobs    chan job      // requests for idle workers
+	stop    chan struct{} // closed when Run returns: idle workers exit
 	wg      sync.WaitGroup
 	ready   atomic.Bool
 	running atomic.Bool
@@ -125,6 +127,8 @@ func New(cfg Config) (*Service, error) {
 		leases: lru.New[string, leaseMark](cfg.StateCacheSize),
 		seed:   maphash.MakeSeed(),
 		sem:    make(chan struct{}, cfg.MaxConcurrent),
+		jobs:   make(chan job),
+		stop:   make(chan struct{}),
 	}
 	m, err := newMetrics(cfg.Registerer, func() float64 { return float64(s.cache.Len()) })
 	if err != nil {
@@ -187,6 +191,7 @@ func (s *Service) Run(ctx context.Context) error {
 	<-ctx.Done()
 	s.ready.Store(false)
 	err = svc.Stop()
+	close(s.stop) // busy workers finish their request, idle ones exit
 	s.wg.Wait()
 	if err != nil {
 		s.log.Warn("writer: stop", "err", err)
@@ -194,27 +199,64 @@ func (s *Service) Run(ctx context.Context) error {
 	return nil
 }
 
-// dispatch hands a request to its own goroutine: micro calls handlers one
-// at a time per endpoint, and an append waits for JetStream. The reply is
-// published directly (with the micro error headers) rather than through
-// micro.Request, whose bookkeeping is not safe from another goroutine.
+// job is one request for a worker.
+type job struct {
+	ctx context.Context
+	m   *nats.Msg
+	h   func(context.Context, *nats.Msg)
+}
+
+// workerIdle is how long a worker waits for the next request before it
+// exits.
+const workerIdle = 10 * time.Second
+
+// dispatch hands a request to a worker: micro calls handlers one at a
+// time per endpoint, and an append waits for JetStream. Workers are kept
+// (up to MaxConcurrent) while requests keep coming, so a request costs no
+// goroutine start and no stack growth. The reply is published directly
+// (with the micro error headers) rather than through micro.Request, whose
+// bookkeeping is not safe from another goroutine.
 func (s *Service) dispatch(ctx context.Context, r micro.Request, h func(context.Context, *nats.Msg)) {
-	m := &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Data: r.Data()}
-	s.sem <- struct{}{}
-	s.wg.Add(1)
-	s.m.inflight.Inc()
-	go func() {
-		defer func() {
-			s.m.inflight.Dec()
-			<-s.sem
-			s.wg.Done()
-		}()
+	j := job{ctx: ctx, m: &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Data: r.Data()}, h: h}
+	select {
+	case s.jobs <- j: // an idle worker took it
+		return
+	default:
+	}
+	select {
+	case s.jobs <- j:
+	case s.sem <- struct{}{}:
+		s.wg.Add(1)
+		go s.worker(j)
+	}
+}
+
+// worker runs j, then the requests handed to it, until it has been idle
+// for workerIdle or the service stops.
+func (s *Service) worker(j job) {
+	defer func() {
+		<-s.sem
+		s.wg.Done()
+	}()
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		s.m.inflight.Inc()
 		// No deadline here: the store bounds each JetStream call with its
 		// own request timeout only when the context has none, and a single
 		// deadline for the whole request would leave a lost acknowledgement
 		// no time to be resolved.
-		h(ctx, m)
-	}()
+		j.h(j.ctx, j.m)
+		s.m.inflight.Dec()
+		idle.Reset(workerIdle)
+		select {
+		case j = <-s.jobs:
+		case <-idle.C:
+			return
+		case <-s.stop:
+			return
+		}
+	}
 }
 
 func (s *Service) respond(reply string, body []byte) {
