@@ -144,11 +144,7 @@ func (s *Store) publish(ctx context.Context, msgs []*nats.Msg) (uint64, bool, er
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	if len(msgs) == 1 {
-		ack, err := s.js.PublishMsg(ctx, msgs[0], jetstream.WithRetryAttempts(0))
-		if err != nil {
-			return 0, false, err
-		}
-		return ack.Sequence, ack.Duplicate, nil
+		return s.publishOne(ctx, msgs[0])
 	}
 	select {
 	case s.sem <- struct{}{}:
