@@ -398,15 +398,26 @@ func Unmarshal(b []byte, v any) error {
 // The data, kept raw by both paths, is then checked alone. Anything else
 // takes the strict path, so both accept and refuse the same bodies.
 func Decode(b []byte) (Envelope, error) {
-	var e Envelope
+	e, _, err := DecodeCanonical(b)
+	return e, err
+}
+
+// DecodeCanonical is Decode that also says whether b is canonical: exactly
+// the bytes Encode writes for the event it decodes to. A copier may then
+// edit the body in place of encoding the event again.
+func DecodeCanonical(b []byte) (e Envelope, canonical bool, err error) {
+	if e, ok := decodeCanonical(b); ok {
+		return e, true, nil
+	}
 	if json.Unmarshal(b, &e) == nil && e.SchemaVersion == Version && len(e.Data) > 0 {
 		c := e
 		if enc, err := Encode(&c); err == nil && bytes.Equal(enc, b) &&
 			CheckJSON(e.Data, MaxJSONDepth-1) == nil {
-			return e, nil
+			return e, true, nil
 		}
 	}
-	return DecodeStrict(b)
+	e, err = DecodeStrict(b)
+	return e, false, err
 }
 
 // DecodeStrict is Decode without the fast path; tests hold the two to the

@@ -1,0 +1,341 @@
+package schema
+
+import (
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Almost every stored body is exactly what Encode wrote, laid out member
+// by member in the envelope's field order. decodeCanonical reads such a
+// body by position, without reflection, and answers ok only when it is
+// sure: the body is canonical (Encode of the result gives it back byte for
+// byte) and its data passes CheckJSON. Anything it is not sure of (an
+// escape in an envelope string, a non-ASCII id, a data key with an escape,
+// an object with many keys) it leaves to the general path, which accepts
+// and refuses the same bodies; tests and a fuzz target hold the two equal.
+
+const (
+	canonHead = `{"schemaVersion":1,"sessionId":"`
+	// maxFastKeys bounds the keys of one data object the fast path checks
+	// for duplicates; a larger object takes the general path.
+	maxFastKeys = 32
+)
+
+var canonIDs = [...]struct {
+	key string
+	off int // which Envelope string: 0 turnId, 1 stepId, 2 attemptId, 3 toolCallId
+}{
+	{`,"turnId":"`, 0}, {`,"stepId":"`, 1}, {`,"attemptId":"`, 2}, {`,"toolCallId":"`, 3},
+}
+
+func decodeCanonical(b []byte) (e Envelope, ok bool) {
+	if !hasPrefixAt(b, 0, canonHead) {
+		return e, false
+	}
+	i := len(canonHead)
+	var s []byte
+	if s, i = canonString(b, i); i < 0 || len(s) == 0 {
+		return e, false
+	}
+	e.SessionID = string(s)
+	if i = expect(b, i, `,"seq":`); i < 0 {
+		return e, false
+	}
+	if e.Seq, i = canonUint(b, i); i < 0 {
+		return e, false
+	}
+	if s, i = member(b, i, `,"eventId":"`); i < 0 {
+		return e, false
+	}
+	e.EventID = string(s)
+	if i = expect(b, i, `,"time":`); i < 0 || i >= len(b) || b[i] != '"' {
+		return e, false
+	}
+	ts, j := canonString(b, i+1)
+	if j < 0 {
+		return e, false
+	}
+	if err := e.Time.UnmarshalJSON(b[i:j]); err != nil || !canonTime(e.Time, ts) {
+		return e, false
+	}
+	if s, i = member(b, j, `,"type":"`); i < 0 {
+		return e, false
+	}
+	e.Type = string(s)
+	ids := [4]*string{&e.TurnID, &e.StepID, &e.AttemptID, &e.ToolCallID}
+	for _, m := range canonIDs {
+		if !hasPrefixAt(b, i, m.key) {
+			continue
+		}
+		// Encode omits an empty id: a present one is never empty.
+		if s, i = canonString(b, i+len(m.key)); i < 0 || len(s) == 0 {
+			return e, false
+		}
+		*ids[m.off] = string(s)
+	}
+	if e.Ignorable, i = canonBool(b, i, `,"ignorable":`); i < 0 {
+		return e, false
+	}
+	if e.Synthetic, i = canonBool(b, i, `,"synthetic":`); i < 0 {
+		return e, false
+	}
+	if i = expect(b, i, `,"data":`); i < 0 || len(b)-1 <= i || b[len(b)-1] != '}' {
+		return e, false
+	}
+	data := b[i : len(b)-1]
+	if end, ok := canonValue(data, 0, 0, MaxJSONDepth-1); !ok || end != len(data) {
+		return e, false
+	}
+	e.SchemaVersion = Version
+	e.Data = append([]byte(nil), data...)
+	return e, true
+}
+
+func hasPrefixAt(b []byte, i int, s string) bool {
+	return len(b)-i >= len(s) && string(b[i:i+len(s)]) == s
+}
+
+// expect returns the index after s at b[i], or -1.
+func expect(b []byte, i int, s string) int {
+	if i < 0 || !hasPrefixAt(b, i, s) {
+		return -1
+	}
+	return i + len(s)
+}
+
+// member reads key (up to the string's opening quote) and the string.
+func member(b []byte, i int, key string) ([]byte, int) {
+	return canonString(b, expect(b, i, key))
+}
+
+// canonString reads the rest of a string whose opening quote is before
+// b[i], made only of bytes Encode writes as they are and that need no
+// thought: printable ASCII but for the quote, the backslash and the three
+// that Encode escapes for HTML. It returns the contents and the index
+// after the closing quote, or -1.
+func canonString(b []byte, i int) ([]byte, int) {
+	if i < 0 {
+		return nil, -1
+	}
+	for j := i; j < len(b); j++ {
+		c := b[j]
+		switch {
+		case c == '"':
+			return b[i:j], j + 1
+		case c < 0x20 || c > 0x7e || c == '\\' || c == '<' || c == '>' || c == '&':
+			return nil, -1
+		}
+	}
+	return nil, -1
+}
+
+// canonUint reads a decimal uint64 as Encode writes it (no sign, no
+// leading zero), returning the index after it or -1.
+func canonUint(b []byte, i int) (uint64, int) {
+	if i < 0 {
+		return 0, -1
+	}
+	j := i
+	for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+		j++
+	}
+	if j == i || b[i] == '0' && j > i+1 {
+		return 0, -1
+	}
+	v, err := strconv.ParseUint(string(b[i:j]), 10, 64)
+	if err != nil {
+		return 0, -1
+	}
+	return v, j
+}
+
+func canonBool(b []byte, i int, key string) (bool, int) {
+	if i = expect(b, i, key); i < 0 {
+		return false, -1
+	}
+	switch {
+	case hasPrefixAt(b, i, "true"):
+		return true, i + 4
+	case hasPrefixAt(b, i, "false"):
+		return false, i + 5
+	}
+	return false, -1
+}
+
+// canonTime: s is what time.Time's MarshalJSON writes for t.
+func canonTime(t time.Time, s []byte) bool {
+	if y := t.Year(); y < 0 || y > 9999 {
+		return false
+	}
+	var buf [64]byte
+	return string(t.AppendFormat(buf[:0], time.RFC3339Nano)) == string(s)
+}
+
+// canonValue checks the JSON value at b[i] and returns the index after it.
+// ok means: well formed, compact (no whitespace), nothing Encode would
+// rewrite (it escapes <, >, &, U+2028 and U+2029), valid UTF-8, no lone
+// surrogate escapes, no duplicated keys, at most maxDepth containers deep
+// (depth are open around it). Not ok means only "not sure".
+func canonValue(b []byte, i, depth, maxDepth int) (int, bool) {
+	if i >= len(b) {
+		return i, false
+	}
+	c := b[i]
+	if c == '{' || c == '[' {
+		if depth >= maxDepth {
+			return i, false
+		}
+		if i+1 < len(b) && b[i+1] == c+2 { // {} or []
+			return i + 2, true
+		}
+		i++
+	}
+	switch {
+	case c == '{':
+		var keys [maxFastKeys][]byte
+		n := 0
+		for {
+			if i >= len(b) || b[i] != '"' || n == maxFastKeys {
+				return i, false
+			}
+			k, j, escaped := scanString(b, i+1)
+			if j < 0 || escaped {
+				return i, false
+			}
+			for _, o := range keys[:n] {
+				if string(o) == string(k) {
+					return i, false
+				}
+			}
+			keys[n] = k
+			n++
+			if j >= len(b) || b[j] != ':' {
+				return i, false
+			}
+			more, ok := false, false
+			if i, more, ok = element(b, j+1, depth+1, maxDepth, '}'); !more {
+				return i, ok
+			}
+		}
+	case c == '[':
+		for more, ok := true, false; ; {
+			if i, more, ok = element(b, i, depth+1, maxDepth, ']'); !more {
+				return i, ok
+			}
+		}
+	case c == '"':
+		_, j, _ := scanString(b, i+1)
+		return j, j >= 0
+	case c == 't':
+		return i + 4, hasPrefixAt(b, i, "true")
+	case c == 'f':
+		return i + 5, hasPrefixAt(b, i, "false")
+	case c == 'n':
+		return i + 4, hasPrefixAt(b, i, "null")
+	case c == '-' || c >= '0' && c <= '9':
+		j := scanNumber(b, i)
+		return j, j > i
+	}
+	return i, false
+}
+
+// element checks a member's value or an element at b[i] and what follows
+// it: more after a comma, ok after the container's closing delimiter. It
+// returns the index after either.
+func element(b []byte, i, depth, maxDepth int, closing byte) (next int, more, ok bool) {
+	if i, ok = canonValue(b, i, depth, maxDepth); !ok {
+		return i, false, false
+	}
+	switch {
+	case i < len(b) && b[i] == ',':
+		return i + 1, true, true
+	case i < len(b) && b[i] == closing:
+		return i + 1, false, true
+	}
+	return i, false, false
+}
+
+// scanString reads the rest of a JSON string (its opening quote is before
+// b[i]) and returns its raw contents, the index after the closing quote
+// (-1 if not sure of it) and whether it holds escapes.
+func scanString(b []byte, i int) ([]byte, int, bool) {
+	escaped := false
+	for j := i; j < len(b); {
+		c := b[j]
+		switch {
+		case c == '"':
+			return b[i:j], j + 1, escaped
+		case c == '\\':
+			escaped = true
+			if j+1 >= len(b) {
+				return nil, -1, false
+			}
+			switch b[j+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				j += 2
+			case 'u':
+				if j+6 > len(b) {
+					return nil, -1, false
+				}
+				v, err := strconv.ParseUint(string(b[j+2:j+6]), 16, 16)
+				if err != nil || v >= 0xd800 && v < 0xe000 {
+					// Surrogates (pairs or lone) are the general path's.
+					return nil, -1, false
+				}
+				j += 6
+			default:
+				return nil, -1, false
+			}
+		case c < 0x20 || c == '<' || c == '>' || c == '&':
+			return nil, -1, false
+		case c < utf8.RuneSelf:
+			j++
+		default:
+			r, size := utf8.DecodeRune(b[j:])
+			if r == utf8.RuneError || r == '\u2028' || r == '\u2029' {
+				return nil, -1, false
+			}
+			j += size
+		}
+	}
+	return nil, -1, false
+}
+
+// scanNumber returns the index after the JSON number at b[i], or i if there
+// is none.
+func scanNumber(b []byte, i int) int {
+	j := i
+	if j < len(b) && b[j] == '-' {
+		j++
+	}
+	digits := func() bool {
+		k := j
+		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+			j++
+		}
+		return j > k
+	}
+	switch {
+	case j < len(b) && b[j] == '0':
+		j++
+	case !digits():
+		return i
+	}
+	if j < len(b) && b[j] == '.' {
+		j++
+		if !digits() {
+			return i
+		}
+	}
+	if j < len(b) && (b[j] == 'e' || b[j] == 'E') {
+		j++
+		if j < len(b) && (b[j] == '+' || b[j] == '-') {
+			j++
+		}
+		if !digits() {
+			return i
+		}
+	}
+	return j
+}

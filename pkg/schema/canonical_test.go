@@ -1,0 +1,122 @@
+package schema
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// checkCanonical holds decodeCanonical to the general path: whatever it
+// accepts, the strict decode accepts with an equal envelope, its data
+// passes CheckJSON, and Encode gives the body back byte for byte.
+func checkCanonical(t *testing.T, b []byte) bool {
+	t.Helper()
+	got, ok := decodeCanonical(b)
+	if !ok {
+		return false
+	}
+	want, err := DecodeStrict(b)
+	if err != nil {
+		t.Fatalf("fast path accepted what the strict path refuses (%v): %s", err, b)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("fast path and strict path differ on %s:\n fast %#v\nstrict %#v", b, got, want)
+	}
+	if err := CheckJSON(got.Data, MaxJSONDepth-1); err != nil {
+		t.Fatalf("fast path accepted data that CheckJSON refuses (%v): %s", err, b)
+	}
+	enc, err := Encode(&got)
+	if err != nil || !bytes.Equal(enc, b) {
+		t.Fatalf("fast path accepted a body that is not canonical:\n body %s\n enc  %s (%v)", b, enc, err)
+	}
+	return true
+}
+
+func TestDecodeCanonical(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 123456000, time.UTC)
+	for i, tc := range []struct {
+		e    Envelope
+		fast bool // the fast path is expected to take it
+	}{
+		{Envelope{Type: TypeSessionCreated, Data: []byte(`{"title":"t","labels":{"a":"b"}}`)}, true},
+		{Envelope{Type: TypeTurnStarted, TurnID: "t1", Data: []byte(`{"input":"hi \u00e9 \"q\" \\ \/ \n"}`)}, true},
+		{Envelope{Type: TypeToolRequested, TurnID: "t1", StepID: "s", AttemptID: "a", ToolCallID: "c1", Data: []byte(`{"name":"sh","input":{"cmd":["ls","-l"],"n":-1.5e+3,"z":0,"f":0.25,"t":true,"u":false,"v":null}}`)}, true},
+		{Envelope{Type: TypeToolResult, Ignorable: true, Synthetic: true, Data: []byte(`{"status":"ok","s":"日本語"}`)}, true},
+		{Envelope{Type: TypeToolResult, Time: t0.In(time.FixedZone("", -7*3600)), Data: []byte(`[]`)}, true},
+		{Envelope{Type: TypeMessageUser, Data: []byte(`{"content":"<b>&amp;</b>"}`)}, true},      // Encode escapes them
+		{Envelope{Type: TypeMessageUser, Data: []byte(`{"content":"\ud83d\ude00"}`)}, false},     // surrogates: general path
+		{Envelope{Type: TypeMessageUser, Data: []byte(`{"a\u0062":1}`)}, false},                  // escaped key
+		{Envelope{Type: TypeMessageUser, TurnID: "t\u00e9", Data: []byte(`{}`)}, false},          // non-ASCII id
+		{Envelope{Type: TypeMessageUser, Data: []byte(`{"content":"line\u2028sep"}`)}, true},     // Encode escapes U+2028
+		{Envelope{Type: TypeMessageUser, Data: []byte("{\"content\":\"\xef\xbf\xbd\"}")}, false}, // U+FFFD: left to the general path
+	} {
+		e := tc.e
+		e.SchemaVersion, e.SessionID, e.Seq, e.EventID = 1, "s-1", uint64(i+1), "e"
+		if e.Time.IsZero() {
+			e.Time = t0
+		}
+		b, err := Encode(&e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := checkCanonical(t, b); got != tc.fast {
+			t.Errorf("case %d %s: fast path %v, want %v", i, b, got, tc.fast)
+		}
+	}
+	head := `{"schemaVersion":1,"sessionId":"a","seq":1,"eventId":"e","time":"2026-01-01T00:00:00Z","type":"x/y",`
+	for _, b := range []string{
+		head + `"ignorable":false,"synthetic":false,"data":{"a":"<"}}`,                    // Encode would escape it
+		head + "\"ignorable\":false,\"synthetic\":false,\"data\":{\"a\":\"\u2028\"}}",     // Encode would escape it
+		head + `"ignorable":false,"synthetic":false,"data":{"a":1,"a":2}}`,                // duplicated key
+		head + `"ignorable":false,"synthetic":false,"data":{"a":1} }`,                     // not compact
+		head + `"ignorable":false,"synthetic":false,"data":{ "a":1}}`,                     // not compact
+		head + `"ignorable":false,"synthetic":false,"data":{"a":01}}`,                     // bad number
+		head + `"ignorable":false,"synthetic":false,"data":{"a":1.}}`,                     // bad number
+		head + `"ignorable":false,"synthetic":false,"data":{"a":"\x"}}`,                   // bad escape
+		head + `"ignorable":false,"synthetic":false,"data":{"a":"\ud800"}}`,               // lone surrogate
+		head + `"ignorable":false,"synthetic":false,"data":{"a":tru}}`,                    // bad literal
+		head + `"ignorable":false,"synthetic":false,"data":{"a":1},"x":1}`,                // unknown member
+		head + `"ignorable":false,"synthetic":false,"data":{}}}`,                          // trailing
+		head + `"ignorable":false,"synthetic":false,"data":{}`,                            // truncated
+		head + `"turnId":"","ignorable":false,"synthetic":false,"data":{}}`,               // empty id is omitted by Encode
+		head + `"stepId":"s","turnId":"t","ignorable":false,"synthetic":false,"data":{}}`, // order
+		head + `"ignorable":0,"synthetic":false,"data":{}}`,                               // not a bool
+		`{"schemaVersion":1,"sessionId":"a","seq":01,"eventId":"e","time":"2026-01-01T00:00:00Z","type":"x/y","ignorable":false,"synthetic":false,"data":{}}`,
+		`{"schemaVersion":1,"sessionId":"a","seq":1,"eventId":"e","time":"2026-01-01T00:00:00.000Z","type":"x/y","ignorable":false,"synthetic":false,"data":{}}`,
+		`{"schemaVersion":1,"sessionId":"a","seq":1,"eventId":"e","time":"2026-01-01t00:00:00Z","type":"x/y","ignorable":false,"synthetic":false,"data":{}}`,
+		`{"schemaVersion":1,"sessionId":"a","seq":18446744073709551616,"eventId":"e","time":"2026-01-01T00:00:00Z","type":"x/y","ignorable":false,"synthetic":false,"data":{}}`,
+		`{"schemaVersion":2,"sessionId":"a","seq":1,"eventId":"e","time":"2026-01-01T00:00:00Z","type":"x/y","ignorable":false,"synthetic":false,"data":{}}`,
+	} {
+		if checkCanonical(t, []byte(b)) {
+			t.Errorf("fast path took %s", b)
+		}
+	}
+	deep := bytes.Repeat([]byte("["), MaxJSONDepth-1)
+	deep = append(deep, bytes.Repeat([]byte("]"), MaxJSONDepth-1)...)
+	if !checkCanonical(t, []byte(head+`"ignorable":false,"synthetic":false,"data":`+string(deep)+`}`)) {
+		t.Error("fast path refused data nested to the limit")
+	}
+	deeper := append(append([]byte("["), deep...), ']')
+	if checkCanonical(t, []byte(head+`"ignorable":false,"synthetic":false,"data":`+string(deeper)+`}`)) {
+		t.Error("fast path took data nested past the limit")
+	}
+}
+
+// FuzzDecodeCanonical: the fast path never takes a body the general path
+// would read differently.
+func FuzzDecodeCanonical(f *testing.F) {
+	for _, b := range readTestdata(f, "v1/*.json") {
+		f.Add(b)
+	}
+	f.Add([]byte(`{"schemaVersion":1,"sessionId":"a","seq":1,"eventId":"e","time":"2026-01-01T00:00:00.5+01:00","type":"x/y","turnId":"t","ignorable":false,"synthetic":true,"data":{"a":[1,-2.5e-3,"\u00e9\n",{"b":null}],"c":true}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkCanonical(t, b)
+		// And Decode agrees with the strict path either way.
+		e1, err1 := Decode(b)
+		e2, err2 := DecodeStrict(b)
+		if (err1 == nil) != (err2 == nil) || err1 == nil && !reflect.DeepEqual(e1, e2) {
+			t.Fatalf("Decode %v %+v, strict %v %+v on %s", err1, e1, err2, e2, b)
+		}
+	})
+}
