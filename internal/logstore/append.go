@@ -24,6 +24,10 @@ type AppendRequest struct {
 	// Events are complete envelopes (schemaVersion, sessionId, seq,
 	// eventId, time set), contiguous in seq.
 	Events []schema.Envelope
+	// Bodies, if set, holds each event's schema.Encode, made beforehand
+	// (a copier that splices stored bodies): Append sends them as they
+	// are, and of Events reads only the fields of the headers and ids.
+	Bodies [][]byte
 }
 
 // AppendResult describes a committed append.
@@ -111,12 +115,17 @@ func classify(err error) outcome {
 	return unknown
 }
 
-func (s *Store) messages(req *AppendRequest, subject string) ([]*nats.Msg, error) {
-	msgs := make([]*nats.Msg, len(req.Events))
+func (s *Store) messages(req *AppendRequest, subject string) (msgs []*nats.Msg, err error) {
+	if req.Bodies != nil && len(req.Bodies) != len(req.Events) {
+		return nil, schema.Errorf(schema.CodeBadRequest, "%d bodies for %d events", len(req.Bodies), len(req.Events))
+	}
+	msgs = make([]*nats.Msg, len(req.Events))
 	for i := range req.Events {
 		e := &req.Events[i]
-		body, err := schema.Encode(e)
-		if err != nil {
+		var body []byte
+		if req.Bodies != nil {
+			body = req.Bodies[i]
+		} else if body, err = schema.Encode(e); err != nil {
 			return nil, schema.Errorf(schema.CodeInvalidEvent, "encode event %d: %v", i, err).WithIndex(i)
 		}
 		if len(body) > s.cfg.MaxEventBytes {

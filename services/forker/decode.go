@@ -13,19 +13,20 @@ import (
 
 // decoded is one message on its way through readDecoded.
 type decoded struct {
-	m    *logstore.Msg
-	e    schema.Envelope
-	err  error
-	done chan struct{}
+	m     *logstore.Msg
+	e     schema.Envelope
+	canon bool
+	err   error
+	done  chan struct{}
 }
 
-// readDecoded reads a session with ReadSession and hands each message, decoded, to
-// fn in order. Decoding (the costly part) runs on a few worker goroutines
-// while fn works on earlier messages, so scanning and copying use more than
-// one core. pre, if set, sees each message first (headers only) and may
-// skip it or end the read. fn may return logstore.ErrStop to end the read
+// readDecoded reads a session with ReadSession and hands each message,
+// decoded, to fn in order. Decoding (the costly part) runs on a few worker
+// goroutines while fn works on earlier messages, so the scan uses more
+// than one core. fn learns whether each body is canonical
+// (schema.DecodeCanonical) and may return logstore.ErrStop to end the read
 // without error. At most a few hundred messages are in flight.
-func readDecoded(ctx context.Context, st *logstore.Store, sessionID string, pre func(*logstore.Msg) (skip, stop bool), fn func(*logstore.Msg, schema.Envelope, error) error) (logstore.Tail, error) {
+func readDecoded(ctx context.Context, st *logstore.Store, sessionID string, fn func(m *logstore.Msg, e schema.Envelope, canonical bool, err error) error) (logstore.Tail, error) {
 	workers := min(max(runtime.GOMAXPROCS(0), 1), 4)
 	jobs := make(chan *decoded, 256)
 	order := make(chan *decoded, 256)
@@ -35,7 +36,7 @@ func readDecoded(ctx context.Context, st *logstore.Store, sessionID string, pre 
 		go func() {
 			defer wg.Done()
 			for d := range jobs {
-				d.e, d.err = schema.Decode(d.m.Data)
+				d.e, d.canon, d.err = schema.DecodeCanonical(d.m.Data)
 				close(d.done)
 			}
 		}()
@@ -49,7 +50,7 @@ func readDecoded(ctx context.Context, st *logstore.Store, sessionID string, pre 
 			if err != nil {
 				continue // drain
 			}
-			if err = fn(d.m, d.e, d.err); err != nil {
+			if err = fn(d.m, d.e, d.canon, d.err); err != nil {
 				stopped.Store(true)
 			}
 		}
@@ -58,15 +59,6 @@ func readDecoded(ctx context.Context, st *logstore.Store, sessionID string, pre 
 	tail, rerr := st.ReadSession(ctx, sessionID, 0, func(m *logstore.Msg) error {
 		if stopped.Load() {
 			return logstore.ErrStop
-		}
-		if pre != nil {
-			skip, stop := pre(m)
-			if stop {
-				return logstore.ErrStop
-			}
-			if skip {
-				return nil
-			}
 		}
 		d := &decoded{m: m, done: make(chan struct{})}
 		order <- d // the consumer always drains

@@ -81,10 +81,11 @@ func (s *Service) Fork(ctx context.Context, r Request) (rep Reply, err error) {
 	if err != nil {
 		return Reply{}, err
 	}
-	k, depth, err := s.resolve(ctx, r.ParentID, cut)
+	sc, err := s.resolve(ctx, r.ParentID, cut)
 	if err != nil {
 		return Reply{}, err
 	}
+	k, depth := sc.k, sc.depth
 	scanned := time.Since(start)
 	defer func() {
 		if err == nil {
@@ -108,7 +109,7 @@ func (s *Service) Fork(ctx context.Context, r Request) (rep Reply, err error) {
 	defer s.doneInflight(p.ChildID)
 	s.m.inflight.Inc()
 	defer s.m.inflight.Dec()
-	if err := s.finish(ctx, p); err != nil {
+	if err := s.finish(ctx, p, sc); err != nil {
 		if errors.Is(err, errNotOurs) {
 			s.dropRecord(p)
 			return Reply{}, schema.Errorf(schema.CodeConflict, "child id %s is taken", p.ChildID)
@@ -177,16 +178,47 @@ func clip(s string) string {
 	return s
 }
 
+// scan is what reading the parent established: the seed length, the
+// child's depth, and where each of the seed's events is stored. A stored
+// message never changes, so the copy, finding the same stream seqs, copies
+// exactly the events the scan folded, and need not decode or fold them
+// again.
+type scan struct {
+	k     uint64
+	depth int
+	// streamSeqs[i] is the stream seq of the parent's event seq i+1, and
+	// canonical[i] whether its body is exactly what schema.Encode writes
+	// (the copy then edits the body instead of encoding it again).
+	streamSeqs []uint64
+	canonical  []bool
+	// bodies holds the scanned bodies while they fit in the budget
+	// (Config.ScanBodyBudget; nil past it): the copy then has no second
+	// read of the parent.
+	bodies    [][]byte
+	bodyBytes int
+}
+
 // resolve scans the parent (only as far as the cut needs) and returns the
-// seed length and the child's depth.
-func (s *Service) resolve(ctx context.Context, parent string, cut session.Cut) (uint64, int, error) {
+// seed length, the child's depth and where the seed is stored.
+func (s *Service) resolve(ctx context.Context, parent string, cut session.Cut) (*scan, error) {
 	sp := session.NewSafePoints(parent)
-	tail, err := readDecoded(ctx, s.st, parent, nil, func(m *logstore.Msg, e schema.Envelope, err error) error {
+	sc := &scan{}
+	tail, err := readDecoded(ctx, s.st, parent, func(m *logstore.Msg, e schema.Envelope, canonical bool, err error) error {
 		if err != nil {
 			return schema.Errorf(schema.CodeUnreadable, "parent %s at stream seq %d: %v", parent, m.StreamSeq, err)
 		}
 		if err := sp.Add(&e); err != nil {
 			return schema.Errorf(schema.CodeUnreadable, "parent %s cannot be folded at seq %d: %v", parent, e.Seq, err)
+		}
+		if e.Seq != uint64(len(sc.streamSeqs))+1 {
+			return schema.Errorf(schema.CodeUnreadable, "parent %s: seq %d follows seq %d", parent, e.Seq, len(sc.streamSeqs))
+		}
+		sc.streamSeqs = append(sc.streamSeqs, m.StreamSeq)
+		sc.canonical = append(sc.canonical, canonical)
+		if sc.bodyBytes += len(m.Data); sc.bodyBytes <= s.cfg.ScanBodyBudget {
+			sc.bodies = append(sc.bodies, m.Data)
+		} else {
+			sc.bodies = nil
 		}
 		if sp.Decided(cut) {
 			return logstore.ErrStop
@@ -194,20 +226,22 @@ func (s *Service) resolve(ctx context.Context, parent string, cut session.Cut) (
 		return nil
 	})
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	if !tail.Exists() {
-		return 0, 0, schema.Errorf(schema.CodeNotFound, "parent session %s does not exist", parent)
+		return nil, schema.Errorf(schema.CodeNotFound, "parent session %s does not exist", parent)
 	}
-	k, err := sp.Resolve(cut)
-	if err != nil {
-		return 0, 0, err
+	if sc.k, err = sp.Resolve(cut); err != nil {
+		return nil, err
 	}
-	depth := 1
+	if sc.k > uint64(len(sc.streamSeqs)) {
+		return nil, schema.Errorf(schema.CodeInternal, "parent %s: seed length %d beyond the %d events scanned", parent, sc.k, len(sc.streamSeqs))
+	}
+	sc.depth = 1
 	if pp := sp.State().Meta.Parent; pp != nil {
-		depth = pp.Depth + 1
+		sc.depth = pp.Depth + 1
 	}
-	return k, depth, nil
+	return sc, nil
 }
 
 var (
@@ -284,8 +318,10 @@ func (s *Service) dropRecord(p *plan) {
 }
 
 // finish brings the child to its fork/committed, from wherever it is: not
-// written yet, part-copied by a forker that crashed, or done.
-func (s *Service) finish(ctx context.Context, p *plan) error {
+// written yet, part-copied by a forker that crashed, or done. sc is the
+// scan of the parent the plan was made from; nil (a sweep taking over a
+// copy) scans the parent again up to the seed length.
+func (s *Service) finish(ctx context.Context, p *plan, sc *scan) error {
 	cs := session.New(p.ChildID)
 	var foreign bool
 	tail, err := s.st.ReadSession(ctx, p.ChildID, 0, func(m *logstore.Msg) error {
@@ -319,25 +355,46 @@ func (s *Service) finish(ctx context.Context, p *plan) error {
 	if cs.Closed {
 		return &permanentError{schema.Errorf(schema.CodeConflict, "child %s was abandoned (%s)", p.ChildID, cs.CloseReason)}
 	}
-	return s.copyPrefix(ctx, p, cs, tail)
+	if cs.LastSeq > p.SeedLength {
+		return &permanentError{schema.Errorf(schema.CodeConflict, "child %s holds %d events of a seed of %d", p.ChildID, cs.LastSeq, p.SeedLength)}
+	}
+	if sc == nil {
+		k := p.SeedLength
+		if sc, err = s.resolve(ctx, p.ParentID, session.Cut{Seq: &k}); err != nil {
+			switch schema.CodeOf(err) {
+			case schema.CodeUnreadable, schema.CodeNotFound, schema.CodeBadRequest, schema.CodeConflict:
+				return &permanentError{err}
+			}
+			return err
+		}
+	}
+	if sc.k != p.SeedLength {
+		return &permanentError{schema.Errorf(schema.CodeConflict, "parent %s now resolves to seed length %d, the copy is of %d", p.ParentID, sc.k, p.SeedLength)}
+	}
+	return s.copyPrefix(ctx, p, sc, cs.LastSeq, tail)
 }
 
-// copyPrefix appends the parent's events cs.LastSeq+1..SeedLength (or the
-// whole seed when cs is empty) and fork/committed, in batches, reading the
-// parent as a stream so memory stays at about two batches: the one being
-// appended and the one being prepared. A batch's expected stream seq is the
-// previous batch's last, so batches go one at a time, but the next one is
-// read, decoded and folded while the store commits the last.
-func (s *Service) copyPrefix(ctx context.Context, p *plan, cs *session.State, tail logstore.Tail) error {
+// copyPrefix appends the parent's events have+1..SeedLength and
+// fork/committed, in batches, reading the parent as a stream so memory
+// stays at about two batches: the one being appended and the one being
+// prepared. A batch's expected stream seq is the previous batch's last, so
+// batches go one at a time, but the next one is read and made while the
+// store commits the last.
+//
+// Each copied message must be the one the scan folded (same stream seq),
+// so the copy neither decodes nor folds it again: a canonical body becomes
+// the child's by replacing its sessionId, eventId and synthetic (splice),
+// any other is decoded and encoded.
+func (s *Service) copyPrefix(ctx context.Context, p *plan, sc *scan, have uint64, tail logstore.Tail) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	fresh := cs.LastSeq == 0
-	batches := make(chan []schema.Envelope)
+	fresh := have == 0
+	batches := make(chan *copyBatch)
 	appended := make(chan error, 1)
 	go func() { appended <- s.appendBatches(ctx, p, tail.StreamSeq, !fresh, batches) }()
 	// send hands a full batch to the appender; an appender that failed
 	// ends the copy.
-	send := func(b []schema.Envelope) error {
+	send := func(b *copyBatch) error {
 		select {
 		case batches <- b:
 			return nil
@@ -357,60 +414,55 @@ func (s *Service) copyPrefix(ctx context.Context, p *plan, cs *session.State, ta
 		}
 		return aerr
 	}
-	batch := make([]schema.Envelope, 0, s.cfg.BatchSize)
-	add := func(e schema.Envelope) error {
-		if err := cs.Apply(&e); err != nil {
-			return &permanentError{schema.Errorf(schema.CodeUnreadable, "copy of %s seq %d does not fold into the child: %v", p.ParentID, e.Seq, err)}
-		}
-		batch = append(batch, e)
-		if len(batch) >= s.cfg.BatchSize {
+	batch := newCopyBatch(s.cfg.BatchSize)
+	add := func(e schema.Envelope, body []byte) error {
+		batch.add(e, body)
+		if len(batch.events) >= s.cfg.BatchSize {
 			full := batch
-			batch = make([]schema.Envelope, 0, s.cfg.BatchSize)
+			batch = newCopyBatch(s.cfg.BatchSize)
 			return send(full)
 		}
 		return nil
 	}
-	// Seqs already in the child are skipped by header, before decoding.
-	have := cs.LastSeq
-	pre := func(m *logstore.Msg) (skip, stop bool) {
-		seq, err := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64)
-		if err != nil {
-			return false, false // the body tells
-		}
-		return seq <= have, seq > p.SeedLength
+	next := have + 1 // the parent seq to copy next
+	var after uint64
+	if have > 0 {
+		after = sc.streamSeqs[have-1]
 	}
-	_, err := readDecoded(ctx, s.st, p.ParentID, pre, func(m *logstore.Msg, e schema.Envelope, err error) error {
-		if err != nil {
-			return &permanentError{schema.Errorf(schema.CodeUnreadable, "parent %s at stream seq %d: %v", p.ParentID, m.StreamSeq, err)}
+	// copyOne copies the parent's event next, stored in m.
+	copyOne := func(m *logstore.Msg) error {
+		if m.StreamSeq != sc.streamSeqs[next-1] {
+			return &permanentError{schema.Errorf(schema.CodeNotFound, "parent %s seq %d is no longer at stream seq %d", p.ParentID, next, sc.streamSeqs[next-1])}
 		}
-		switch {
-		case e.Seq <= cs.LastSeq:
+		e, body, err := s.childEvent(p, m, next, sc.canonical[next-1])
+		if err != nil {
+			return err
+		}
+		next++
+		return add(e, body)
+	}
+	var perr error
+	switch {
+	case next > p.SeedLength:
+	case uint64(len(sc.bodies)) >= p.SeedLength:
+		for next <= p.SeedLength && perr == nil {
+			perr = copyOne(&logstore.Msg{StreamSeq: sc.streamSeqs[next-1], Data: sc.bodies[next-1]})
+		}
+	default:
+		_, perr = s.st.ReadSession(ctx, p.ParentID, after, func(m *logstore.Msg) error {
+			if err := copyOne(m); err != nil {
+				return err
+			}
+			if next > p.SeedLength {
+				return logstore.ErrStop
+			}
 			return nil
-		case e.Seq > p.SeedLength:
-			return logstore.ErrStop
-		case e.Seq == 1:
-			c, err := s.created(p, &e)
-			if err != nil {
-				return err
-			}
-			if err := add(c); err != nil {
-				return err
-			}
-		default:
-			e.SessionID, e.EventID, e.Synthetic = p.ChildID, p.eventID(e.Seq), true
-			if err := add(e); err != nil {
-				return err
-			}
-		}
-		if e.Seq == p.SeedLength {
-			return logstore.ErrStop
-		}
-		return nil
-	})
-	if err != nil {
-		return finish(err)
+		})
 	}
-	if cs.LastSeq != p.SeedLength {
+	if perr != nil {
+		return finish(perr)
+	}
+	if next != p.SeedLength+1 {
 		return finish(&permanentError{schema.Errorf(schema.CodeNotFound, "parent %s ends before seq %d", p.ParentID, p.SeedLength)})
 	}
 	data, _ := json.Marshal(schema.ForkCommitted{SeedLength: p.SeedLength})
@@ -418,13 +470,14 @@ func (s *Service) copyPrefix(ctx context.Context, p *plan, cs *session.State, ta
 		SchemaVersion: schema.Version, SessionID: p.ChildID, Seq: p.SeedLength + 1, EventID: p.eventID(p.SeedLength + 1),
 		Time: s.cfg.Now().UTC(), Type: schema.TypeForkCommitted, Synthetic: true, Data: data,
 	}
-	if err := add(commit); err != nil {
+	body, err := schema.Encode(&commit)
+	if err != nil {
+		return finish(&permanentError{schema.Errorf(schema.CodeInternal, "child %s fork/committed: %v", p.ChildID, err)})
+	}
+	if err := add(commit, body); err != nil {
 		return finish(err)
 	}
-	if cs.ForkCommittedSeq != p.SeedLength+1 {
-		return finish(&permanentError{schema.Errorf(schema.CodeInternal, "child %s would not commit at seq %d", p.ChildID, p.SeedLength+1)})
-	}
-	if len(batch) > 0 {
+	if len(batch.events) > 0 {
 		if err := send(batch); err != nil {
 			return finish(err)
 		}
@@ -438,14 +491,62 @@ func (s *Service) copyPrefix(ctx context.Context, p *plan, cs *session.State, ta
 	return nil
 }
 
+// copyBatch is one atomic batch of the child: the envelopes (of which the
+// store reads the header fields) and their bodies.
+type copyBatch struct {
+	events []schema.Envelope
+	bodies [][]byte
+}
+
+func newCopyBatch(n int) *copyBatch {
+	return &copyBatch{events: make([]schema.Envelope, 0, n), bodies: make([][]byte, 0, n)}
+}
+
+func (b *copyBatch) add(e schema.Envelope, body []byte) {
+	b.events = append(b.events, e)
+	b.bodies = append(b.bodies, body)
+}
+
+// childEvent makes the child's copy of the parent's event seq, stored in
+// m: seq 1 is the child's own session/created, every other event the
+// parent's with the child's session id and event id, marked synthetic.
+func (s *Service) childEvent(p *plan, m *logstore.Msg, seq uint64, canonical bool) (schema.Envelope, []byte, error) {
+	id := p.eventID(seq)
+	if seq > 1 && canonical {
+		if sp, ok := splitBody(m.Data, p.ParentID); ok && sp.seq == seq {
+			e := schema.Envelope{SchemaVersion: schema.Version, SessionID: p.ChildID, Seq: seq, EventID: id, Type: string(sp.typ)}
+			return e, appendChild(make([]byte, 0, len(m.Data)+len(p.ChildID)+len(id)), &sp, p.ChildID, id), nil
+		}
+	}
+	e, err := schema.Decode(m.Data)
+	if err != nil {
+		return e, nil, &permanentError{schema.Errorf(schema.CodeUnreadable, "parent %s at stream seq %d: %v", p.ParentID, m.StreamSeq, err)}
+	}
+	if e.Seq != seq {
+		return e, nil, &permanentError{schema.Errorf(schema.CodeUnreadable, "parent %s at stream seq %d holds seq %d, not %d", p.ParentID, m.StreamSeq, e.Seq, seq)}
+	}
+	if seq == 1 {
+		if e, err = s.created(p, &e); err != nil {
+			return e, nil, err
+		}
+	} else {
+		e.SessionID, e.EventID, e.Synthetic = p.ChildID, id, true
+	}
+	body, err := schema.Encode(&e)
+	if err != nil {
+		return e, nil, &permanentError{schema.Errorf(schema.CodeInvalidEvent, "copy of %s seq %d: %v", p.ParentID, seq, err)}
+	}
+	return e, body, nil
+}
+
 // appendBatches appends each batch after the previous one and renews the
 // copy's record every StaleAfter/3. wrote says whether the child already
 // has events of this copy (a conflict on the first batch of a fresh child
 // means the child id is taken).
-func (s *Service) appendBatches(ctx context.Context, p *plan, expected uint64, wrote bool, batches <-chan []schema.Envelope) error {
+func (s *Service) appendBatches(ctx context.Context, p *plan, expected uint64, wrote bool, batches <-chan *copyBatch) error {
 	lastBeat := time.Now()
 	for batch := range batches {
-		res, err := s.st.Append(ctx, logstore.AppendRequest{SessionID: p.ChildID, ExpectedStreamSeq: expected, Events: batch})
+		res, err := s.st.Append(ctx, logstore.AppendRequest{SessionID: p.ChildID, ExpectedStreamSeq: expected, Events: batch.events, Bodies: batch.bodies})
 		if err != nil {
 			switch code := schema.CodeOf(err); {
 			case !wrote && code == schema.CodeConflict:
@@ -458,7 +559,7 @@ func (s *Service) appendBatches(ctx context.Context, p *plan, expected uint64, w
 			return err
 		}
 		wrote = true
-		s.m.events.Add(float64(len(batch)))
+		s.m.events.Add(float64(len(batch.events)))
 		expected = res.StreamSeq
 		if time.Since(lastBeat) >= s.cfg.StaleAfter/3 {
 			lastBeat = time.Now()

@@ -33,7 +33,9 @@ const (
 	DefaultMaxConcurrent = 8
 	DefaultSweepEvery    = 30 * time.Second
 	DefaultStaleAfter    = 30 * time.Second
-	DefaultForkTimeout   = 30 * time.Minute
+	// DefaultScanBodyBudget holds about 100,000 events of ordinary size.
+	DefaultScanBodyBudget = 48 << 20
+	DefaultForkTimeout    = 30 * time.Minute
 	// AbandonReason is the session/closed reason of an abandoned copy.
 	AbandonReason = "fork abandoned"
 )
@@ -59,6 +61,11 @@ type Config struct {
 	StaleAfter time.Duration
 	// ForkTimeout bounds one fork request's copy.
 	ForkTimeout time.Duration
+	// ScanBodyBudget bounds the bytes of parent bodies one fork keeps
+	// from its scan, so that the copy need not read the parent again
+	// (default DefaultScanBodyBudget; negative: keep none, always read
+	// again).
+	ScanBodyBudget int
 }
 
 // Service is the forker.
@@ -102,6 +109,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.MaxConcurrent <= 0 {
 		cfg.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if cfg.ScanBodyBudget == 0 {
+		cfg.ScanBodyBudget = DefaultScanBodyBudget
 	}
 	if cfg.SweepEvery <= 0 {
 		cfg.SweepEvery = DefaultSweepEvery

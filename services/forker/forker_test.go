@@ -460,17 +460,25 @@ func TestForkRetryAndRace(t *testing.T) {
 	}
 }
 
-// A long prefix goes in batches; memory stays at a batch.
+// A long prefix goes in batches, copied from the bodies the scan kept, or,
+// past the budget for them, read again: the same child either way.
 func TestForkLongPrefix(t *testing.T) {
-	e := newEnv(t, func(c *Config) { c.BatchSize = 300 })
-	if _, err := sessiongen.Seed(e.ctx, e.st, "long", 1500, 1000); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name   string
+		budget int
+	}{{"kept", 0}, {"none-kept", -1}, {"budget-exceeded", 100_000}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, func(c *Config) { c.BatchSize = 300; c.ScanBodyBudget = tc.budget })
+			if _, err := sessiongen.Seed(e.ctx, e.st, "long", 1500, 1000); err != nil {
+				t.Fatal(err)
+			}
+			r := e.mustFork(Request{ParentID: "long", ChildID: "c"})
+			if r.SeedLength != 1500 {
+				t.Fatalf("reply %+v", r)
+			}
+			e.checkChild("c", "long", 1500, 1)
+		})
 	}
-	r := e.mustFork(Request{ParentID: "long", ChildID: "c"})
-	if r.SeedLength != 1500 {
-		t.Fatalf("reply %+v", r)
-	}
-	e.checkChild("c", "long", 1500, 1)
 }
 
 // partialCopy writes what a forker that crashed after n copied events

@@ -243,6 +243,15 @@ func (e *env) checkChild(child, parent string, k uint64, depth int) []logstore.E
 	if c := cev[k]; c.Type != schema.TypeForkCommitted || c.Seq != k+1 || c.DecodeData(&fc) != nil || fc.SeedLength != k {
 		e.t.Fatalf("child seq %d: %s %s, want fork/committed seedLength %d", k+1, c.Type, c.Data, k)
 	}
+	// Copies are written canonical, spliced or encoded.
+	if _, err := e.st.ReadSession(e.ctx, child, 0, func(m *logstore.Msg) error {
+		if _, canonical, err := schema.DecodeCanonical(m.Data); err != nil || !canonical {
+			return fmt.Errorf("child body at stream seq %d is not canonical (%v): %s", m.StreamSeq, err, m.Data)
+		}
+		return nil
+	}); err != nil {
+		e.t.Fatal(err)
+	}
 	s := e.state(child)
 	if s.Forking || s.ForkCommittedSeq != k+1 {
 		e.t.Fatalf("child forking=%v committed@%d, want committed@%d", s.Forking, s.ForkCommittedSeq, k+1)

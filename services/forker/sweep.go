@@ -70,7 +70,7 @@ func (s *Service) recoverOne(ctx context.Context, child string) error {
 	log := s.log.With("child", child, "parent", p.ParentID, "seedLength", p.SeedLength)
 	s.m.inflight.Inc()
 	defer s.m.inflight.Dec()
-	err = s.finish(ctx, &p)
+	err = s.finish(ctx, &p, nil)
 	var perm *permanentError
 	switch {
 	case err == nil:
