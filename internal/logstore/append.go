@@ -131,18 +131,18 @@ func (s *Store) messages(req *AppendRequest, subject string) (msgs []*nats.Msg, 
 		if len(body) > s.cfg.MaxEventBytes {
 			return nil, schema.Errorf(schema.CodeTooLarge, "event is %d bytes, limit %d", len(body), s.cfg.MaxEventBytes).WithIndex(i)
 		}
-		m := nats.NewMsg(subject)
-		m.Data = body
-		m.Header.Set(HeaderMsgID, MsgID(req.SessionID, e.EventID))
-		m.Header.Set(HeaderType, e.Type)
-		m.Header.Set(HeaderSeq, strconv.FormatUint(e.Seq, 10))
-		m.Header.Set(HeaderSchema, strconv.Itoa(e.SchemaVersion))
+		// The header's values share one array (one allocation, not one
+		// per value).
+		vals := [5]string{MsgID(req.SessionID, e.EventID), e.Type, strconv.FormatUint(e.Seq, 10), strconv.Itoa(e.SchemaVersion)}
+		h := make(nats.Header, 5)
+		h[HeaderMsgID], h[HeaderType], h[HeaderSeq], h[HeaderSchema] = vals[0:1:1], vals[1:2:2], vals[2:3:3], vals[3:4:4]
 		if i == 0 {
 			// An expectation on a later message of the same subject fails
 			// the batch (10164): only the first carries it.
-			m.Header.Set(HeaderExpectedSeq, strconv.FormatUint(req.ExpectedStreamSeq, 10))
+			vals[4] = strconv.FormatUint(req.ExpectedStreamSeq, 10)
+			h[HeaderExpectedSeq] = vals[4:5:5]
 		}
-		msgs[i] = m
+		msgs[i] = &nats.Msg{Subject: subject, Header: h, Data: body}
 	}
 	return msgs, nil
 }

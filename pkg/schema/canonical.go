@@ -339,3 +339,70 @@ func scanNumber(b []byte, i int) int {
 	}
 	return j
 }
+
+// encodedSize is about what Encode writes for e.
+func encodedSize(e *Envelope) int {
+	return 200 + len(e.SessionID) + len(e.EventID) + len(e.Type) + len(e.TurnID) + len(e.StepID) +
+		len(e.AttemptID) + len(e.ToolCallID) + len(e.Data)
+}
+
+// appendCanonical appends what json.Marshal writes for e, when it is sure
+// of it: every string plain (as canonString reads them), a time
+// json.Marshal can write, data that is already what json.Marshal would
+// make of it. Not ok leaves it to json.Marshal.
+func appendCanonical(b []byte, e *Envelope) ([]byte, bool) {
+	plain := func(s string) bool {
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+				return false
+			}
+		}
+		return true
+	}
+	if e.SchemaVersion != Version || !plain(e.SessionID) || !plain(e.EventID) || !plain(e.Type) ||
+		!plain(e.TurnID) || !plain(e.StepID) || !plain(e.AttemptID) || !plain(e.ToolCallID) {
+		return b, false
+	}
+	if end, ok := canonValue(e.Data, 0, 0, MaxJSONDepth); !ok || end != len(e.Data) {
+		return b, false
+	}
+	b = append(b, canonHead...)
+	b = append(b, e.SessionID...)
+	b = append(b, `","seq":`...)
+	b = strconv.AppendUint(b, e.Seq, 10)
+	b = append(b, `,"eventId":"`...)
+	b = append(b, e.EventID...)
+	b = append(b, `","time":"`...)
+	t0 := len(b)
+	b = e.Time.AppendFormat(b, time.RFC3339Nano)
+	// The times json.Marshal refuses (time.Time.MarshalJSON): a year not
+	// four digits wide, a zone hour past 23.
+	if len(b) < t0+5 || b[t0+4] != '-' {
+		return b, false
+	}
+	if b[len(b)-1] != 'Z' {
+		z := b[len(b)-6:]
+		if z[0] != '+' && z[0] != '-' || 10*(z[1]-'0')+(z[2]-'0') >= 24 {
+			return b, false
+		}
+	}
+	b = append(b, `","type":"`...)
+	b = append(b, e.Type...)
+	b = append(b, '"')
+	for _, m := range [...]struct{ key, v string }{
+		{`,"turnId":"`, e.TurnID}, {`,"stepId":"`, e.StepID}, {`,"attemptId":"`, e.AttemptID}, {`,"toolCallId":"`, e.ToolCallID},
+	} {
+		if m.v != "" {
+			b = append(b, m.key...)
+			b = append(b, m.v...)
+			b = append(b, '"')
+		}
+	}
+	b = append(b, `,"ignorable":`...)
+	b = strconv.AppendBool(b, e.Ignorable)
+	b = append(b, `,"synthetic":`...)
+	b = strconv.AppendBool(b, e.Synthetic)
+	b = append(b, `,"data":`...)
+	b = append(b, e.Data...)
+	return append(b, '}'), true
+}

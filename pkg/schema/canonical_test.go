@@ -2,6 +2,7 @@ package schema
 
 import (
 	"bytes"
+	"encoding/json"
 	"reflect"
 	"testing"
 	"time"
@@ -117,6 +118,28 @@ func FuzzDecodeCanonical(f *testing.F) {
 		e2, err2 := DecodeStrict(b)
 		if (err1 == nil) != (err2 == nil) || err1 == nil && !reflect.DeepEqual(e1, e2) {
 			t.Fatalf("Decode %v %+v, strict %v %+v on %s", err1, e1, err2, e2, b)
+		}
+	})
+}
+
+// FuzzEncode: Encode writes exactly what json.Marshal writes, and fails
+// where it fails.
+func FuzzEncode(f *testing.F) {
+	f.Add("s-1", uint64(7), "01J", int64(1767225600), int64(123456789), 0, "tool/result", "t1", "", "a", "c", false, true, []byte(`{"a":[1,"é",{"b":null}]}`))
+	f.Add("s", uint64(0), "", int64(-62167219300), int64(0), 3600*5, "x<y", "", "s", "", "", true, false, []byte(` {"a" : 1}`))
+	f.Add("s", uint64(1), "e", int64(253402300800), int64(1), -7200, "x/y", "", "", "", "", false, false, []byte(`"\u2028<"`))
+	f.Add("s", uint64(1), "e", int64(0), int64(0), 25*3600, "x/y", "", "", "", "", false, false, []byte(`{}`))
+	f.Fuzz(func(t *testing.T, sid string, seq uint64, eid string, sec, nsec int64, zone int, typ, turn, step, attempt, call string, ign, syn bool, data []byte) {
+		e := Envelope{SchemaVersion: Version, SessionID: sid, Seq: seq, EventID: eid,
+			Time: time.Unix(sec, nsec).In(time.FixedZone("z", zone%(100*3600))), Type: typ,
+			TurnID: turn, StepID: step, AttemptID: attempt, ToolCallID: call, Ignorable: ign, Synthetic: syn, Data: data}
+		if len(e.Data) == 0 {
+			e.Data = []byte("{}")
+		}
+		want, werr := json.Marshal(&e)
+		got, gerr := Encode(&e)
+		if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) {
+			t.Fatalf("Encode %s (%v), json.Marshal %s (%v)", got, gerr, want, werr)
 		}
 	})
 }

@@ -454,10 +454,14 @@ func DecodeStrict(b []byte) (Envelope, error) {
 	return e, nil
 }
 
-// Encode renders a stored event. Data defaults to {}.
+// Encode renders a stored event: json.Marshal of the envelope. Data
+// defaults to {}.
 func Encode(e *Envelope) ([]byte, error) {
 	if len(e.Data) == 0 {
 		e.Data = json.RawMessage("{}")
+	}
+	if b, ok := appendCanonical(make([]byte, 0, encodedSize(e)), e); ok {
+		return b, nil
 	}
 	return json.Marshal(e)
 }

@@ -228,7 +228,7 @@ func (p *scanner) events(req *AppendRequest) error {
 		req.Events = []schema.Envelope{}
 		return nil
 	}
-	req.Events = make([]schema.Envelope, 0, 4)
+	req.Events = make([]schema.Envelope, 0, 1) // most appends are one event
 	for {
 		p.ws()
 		if len(req.Events) > schema.MaxBatchEvents {
