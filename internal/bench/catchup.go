@@ -237,8 +237,10 @@ func (r *pebbleFloor) trial(name string, keys, vals [][]byte, small bool) (float
 	small8 := make([]byte, 8)
 	runtime.GC()
 	t := time.Now()
+	last := 0
 	for i := 0; i < len(keys); i += r.batch {
-		b := db.NewBatch()
+		// Sized like the projector's batches: at the last one's size.
+		b := db.NewBatchWithSize(last + last/8)
 		for j := i; j < min(i+r.batch, len(keys)); j++ {
 			v := vals[j]
 			if small {
@@ -246,6 +248,7 @@ func (r *pebbleFloor) trial(name string, keys, vals [][]byte, small bool) (float
 			}
 			b.SetInternal(keys[j], v)
 		}
+		last = b.Bytes()
 		if err := b.Commit(store.Checkpoint{}); err != nil {
 			db.Close()
 			return 0, err

@@ -63,7 +63,11 @@ type folder struct {
 	dirty  []*entry
 	events int // events folded into the open batch
 	bytes  int // message bytes folded into the open batch
-	pos    map[string]store.StreamPos
+	// lastBatch is the encoded size of the last committed batch: the next
+	// one is allocated at that size rather than grown to it.
+	lastBatch int
+	scratch   []byte
+	pos       map[string]store.StreamPos
 }
 
 func newFolder(db *store.DB, ls *logstore.Store, met *metrics, capacity, snapEach int, pos []store.StreamPos) *folder {
@@ -80,7 +84,7 @@ func newFolder(db *store.DB, ls *logstore.Store, met *metrics, capacity, snapEac
 
 func (f *folder) open() *store.Batch {
 	if f.batch == nil {
-		f.batch = f.db.NewBatch()
+		f.batch = f.db.NewBatchWithSize(f.lastBatch + f.lastBatch/8)
 	}
 	return f.batch
 }
@@ -104,10 +108,24 @@ type msg struct {
 	header    nats.Header
 	data      []byte
 	pending   uint64
-	// ev, decErr: the decoded body, when decoded is set.
-	ev      schema.Envelope
-	decErr  error
-	decoded bool
+	// What prepare reads from the above, when prepared is set: the
+	// session of the subject, the seq header (0: none or not a number) and
+	// the decoded body.
+	id       string
+	idOK     bool
+	hdrSeq   uint64
+	ev       schema.Envelope
+	decErr   error
+	prepared bool
+}
+
+// prepare reads the session, the seq header and the body of m. It needs
+// nothing of the folder, so the consumer's goroutine runs it.
+func (m *msg) prepare() {
+	m.id, m.idOK = logstore.SessionFromSubject(m.subject)
+	m.hdrSeq, _ = strconv.ParseUint(m.header.Get(logstore.HeaderSeq), 10, 64)
+	m.ev, m.decErr = schema.Decode(m.data)
+	m.prepared = true
 }
 
 // handle folds one message of the stream. Errors are internal (store or
@@ -120,8 +138,11 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 	f.bytes += len(m.data)
 	f.open()
 
-	id, ok := logstore.SessionFromSubject(m.subject)
-	if !ok {
+	if !m.prepared {
+		m.prepare()
+	}
+	id := m.id
+	if !m.idOK {
 		f.met.skipped.WithLabelValues("bad_subject").Inc()
 		return nil
 	}
@@ -133,15 +154,12 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 		f.met.skipped.WithLabelValues("stopped").Inc()
 		return nil
 	}
-	hdrSeq, _ := strconv.ParseUint(m.header.Get(logstore.HeaderSeq), 10, 64)
+	hdrSeq := m.hdrSeq
 	if hdrSeq != 0 && hdrSeq <= en.st.LastSeq {
 		f.met.skipped.WithLabelValues("duplicate").Inc()
 		return nil
 	}
-	ev, err := m.ev, m.decErr
-	if !m.decoded {
-		ev, err = schema.Decode(m.data)
-	}
+	ev, err := &m.ev, m.decErr
 	if err != nil {
 		seq := hdrSeq
 		if seq == 0 {
@@ -176,7 +194,7 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 			return nil
 		}
 	}
-	f.apply(en, &ev, m.streamSeq)
+	f.apply(en, ev, m.streamSeq)
 	return nil
 }
 
@@ -191,7 +209,11 @@ func (f *folder) apply(en *entry, ev *schema.Envelope, streamSeq uint64) {
 		return
 	}
 	b := f.batch
-	b.Set(store.EventKey(en.id, ev.Seq), nil, encodeIndex(streamSeq, contextEntry(ev)))
+	// The batch copies key and value: one scratch buffer serves them all.
+	f.scratch = store.AppendEventKey(f.scratch[:0], en.id, ev.Seq)
+	k := len(f.scratch)
+	f.scratch = appendIndex(f.scratch, streamSeq, ev)
+	b.Set(f.scratch[:k], nil, f.scratch[k:])
 	en.sum.LastStreamSeq = streamSeq
 	en.sum.LastType = ev.Type
 	switch ev.Type {
@@ -410,6 +432,7 @@ func (f *folder) flush() error {
 		en.dirty = false
 	}
 	f.dirty = f.dirty[:0]
+	f.lastBatch = b.Bytes()
 	if err := b.Commit(f.checkpoint()); err != nil {
 		f.batch = nil
 		return err

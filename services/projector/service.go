@@ -15,14 +15,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
 // Defaults, chosen by measurement with `sessionlog bench catchup`.
 const (
-	DefaultMaxBatchEvents = 10_000
-	DefaultMaxBatchBytes  = 4 << 20
+	DefaultMaxBatchEvents = 20_000
+	DefaultMaxBatchBytes  = 16 << 20
 	DefaultCacheSessions  = 4096
 	DefaultSnapshotEvery  = 64
 	DefaultFetchBatch     = 2000
@@ -397,10 +396,9 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 					return
 				}
 				m := &msg{stream: name, streamSeq: md.Sequence.Stream, subject: jm.Subject(), header: jm.Headers(), data: jm.Data(), pending: md.NumPending}
-				// Decoding here overlaps it with folding in the other
-				// goroutine: it is about half of an event's cost.
-				m.ev, m.decErr = schema.Decode(m.data)
-				m.decoded = true
+				// Reading the message here overlaps it with folding in
+				// the other goroutine.
+				m.prepare()
 				select {
 				case ch <- m:
 				case <-ctx.Done():

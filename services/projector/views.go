@@ -220,10 +220,10 @@ func turnView(t *session.Turn) *TurnView {
 // The event index value: the event's stream sequence (8 bytes big endian)
 // followed, for model-visible events, by the context entry JSON.
 
-func encodeIndex(streamSeq uint64, entry []byte) []byte {
-	v := make([]byte, 8, 8+len(entry))
-	binary.BigEndian.PutUint64(v, streamSeq)
-	return append(v, entry...)
+// appendIndex appends the index value of event e to dst.
+func appendIndex(dst []byte, streamSeq uint64, e *schema.Envelope) []byte {
+	dst = binary.BigEndian.AppendUint64(dst, streamSeq)
+	return append(dst, contextEntry(e)...)
 }
 
 func decodeIndex(v []byte) (streamSeq uint64, entry []byte) {

@@ -57,11 +57,15 @@ func SummaryPrefix() []byte { return prefSummary }
 
 // EventKey is the key of the index entry for event seq of a session.
 func EventKey(id string, seq uint64) []byte {
-	k := make([]byte, 0, len(prefEvent)+len(id)+9)
-	k = append(k, prefEvent...)
-	k = append(k, id...)
-	k = append(k, 0)
-	return binary.BigEndian.AppendUint64(k, seq)
+	return AppendEventKey(make([]byte, 0, len(prefEvent)+len(id)+9), id, seq)
+}
+
+// AppendEventKey appends EventKey(id, seq) to dst.
+func AppendEventKey(dst []byte, id string, seq uint64) []byte {
+	dst = append(dst, prefEvent...)
+	dst = append(dst, id...)
+	dst = append(dst, 0)
+	return binary.BigEndian.AppendUint64(dst, seq)
 }
 
 // EventPrefix bounds every event index key of a session.
@@ -392,8 +396,13 @@ type Batch struct {
 }
 
 // NewBatch starts a batch on top of the committed views.
-func (d *DB) NewBatch() *Batch {
-	return &Batch{d: d, b: d.db.NewBatch(), sum: d.sum}
+func (d *DB) NewBatch() *Batch { return d.NewBatchWithSize(0) }
+
+// NewBatchWithSize is NewBatch with room for size bytes of encoded
+// changes made at once: a large batch grown by doubling from empty would
+// allocate and copy about twice its size.
+func (d *DB) NewBatchWithSize(size int) *Batch {
+	return &Batch{d: d, b: d.db.NewBatchWithSize(size), sum: d.sum}
 }
 
 // Set writes a view key. old is the value it replaces (nil when the key

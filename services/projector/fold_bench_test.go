@@ -1,0 +1,79 @@
+package projector
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/services/projector/loadgen"
+	"github.com/sessionlog/sessionlog/services/projector/store"
+)
+
+// BenchmarkFold times the fold loop alone (no NATS): the messages of a
+// fleet of 1,000 sessions, read beforehand as the consumer's goroutine
+// reads them, folded and committed in batches of the default size into a
+// fresh store. fold-ns/event is the loop's wall time, cpu-ns/event the
+// process CPU time (Pebble's background work included).
+func BenchmarkFold(b *testing.B) {
+	const events, sessions = 200_000, 1000
+	batch, batchBytes := DefaultMaxBatchEvents, DefaultMaxBatchBytes
+	if n, _ := strconv.Atoi(os.Getenv("FOLD_BATCH")); n > 0 {
+		batch, batchBytes = n, 1<<30
+	}
+	fleet := loadgen.NewFleet("bench", sessions, 42, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	msgs := make([]msg, events)
+	for i := range msgs {
+		e := fleet.Next()
+		nm, err := loadgen.Msg(&e)
+		if err != nil {
+			b.Fatal(err)
+		}
+		msgs[i] = msg{stream: logstore.StreamName, streamSeq: uint64(i + 1), subject: nm.Subject, header: nm.Header, data: nm.Data, pending: uint64(events - i - 1)}
+		msgs[i].prepare()
+	}
+	ctx := context.Background()
+	var wall, cpu time.Duration
+	for b.Loop() {
+		db, err := store.Open(b.TempDir(), store.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		met, err := newMetrics(prometheus.NewRegistry())
+		if err != nil {
+			b.Fatal(err)
+		}
+		f := newFolder(db, nil, met, DefaultCacheSessions, DefaultSnapshotEvery, []store.StreamPos{{Name: logstore.StreamName}})
+		c0, t0 := processCPU(), time.Now()
+		for i := range msgs {
+			if err := f.handle(ctx, &msgs[i]); err != nil {
+				b.Fatal(err)
+			}
+			if f.events >= batch || f.bytes >= batchBytes || i == len(msgs)-1 {
+				if err := f.flush(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		wall += time.Since(t0)
+		cpu += processCPU() - c0
+		if err := db.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(wall.Nanoseconds())/float64(b.N*events), "fold-ns/event")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*events), "cpu-ns/event")
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
