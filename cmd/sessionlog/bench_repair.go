@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/sessionlog/sessionlog/internal/bench"
@@ -22,6 +24,8 @@ func runBenchRepair(ctx context.Context, args []string, stdout io.Writer) error 
 	ttl := fs.Duration("lease-ttl", 2*time.Second, "lease TTL of the orphaned sessions")
 	grace := fs.Duration("grace", 500*time.Millisecond, "repairer grace period (subtracted from the latencies)")
 	conc := fs.Int("concurrency", 0, "repairer concurrency (0: its default)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the repairs (from the claims to the last repair) to this file")
+	verbose := fs.Bool("v", false, "print progress and the repairer's logs (at --log-level) to stderr")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -42,7 +46,35 @@ func runBenchRepair(ctx context.Context, args []string, stdout io.Writer) error 
 		return usageErrorf("--replicas %d: want 1, 3 or 0 (both)", *replicas)
 	}
 	for _, r := range topologies {
-		res, err := bench.RunRepair(ctx, bench.RepairConfig{Sessions: n, LeaseTTL: *ttl, Grace: *grace, Replicas: r, Concurrency: *conc})
+		cfg := bench.RepairConfig{Sessions: n, LeaseTTL: *ttl, Grace: *grace, Replicas: r, Concurrency: *conc}
+		if *verbose {
+			cfg.Progress = os.Stderr
+			log, err := newLogger(fs, os.Stderr)
+			if err != nil {
+				return err
+			}
+			cfg.Logger = log
+		}
+		if *cpuProfile != "" {
+			path := *cpuProfile
+			if len(topologies) > 1 {
+				path = fmt.Sprintf("%s.r%d", path, r)
+			}
+			cfg.Profile = func() func() {
+				f, err := os.Create(path)
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "cpuprofile:", err)
+					return func() {}
+				}
+				if err := pprof.StartCPUProfile(f); err != nil {
+					fmt.Fprintln(os.Stderr, "cpuprofile:", err)
+					f.Close()
+					return func() {}
+				}
+				return func() { pprof.StopCPUProfile(); f.Close() }
+			}
+		}
+		res, err := bench.RunRepair(ctx, cfg)
 		if err != nil {
 			return fmt.Errorf("bench repair (R%d): %w", r, err)
 		}

@@ -35,6 +35,9 @@ type RepairConfig struct {
 	Logger      *slog.Logger
 	// Progress, if set, gets one line per phase.
 	Progress io.Writer
+	// Profile, if set, is started once the leases are claimed and its
+	// result called when every repair is in.
+	Profile func() func()
 }
 
 // RepairResult is what RunRepair measured. Latencies run from each
@@ -184,6 +187,10 @@ func RunRepair(ctx context.Context, cfg RepairConfig) (RepairResult, error) {
 	}
 
 	say("waiting for %d repairs", cfg.Sessions)
+	if cfg.Profile != nil {
+		stopProfile := cfg.Profile()
+		defer stopProfile()
+	}
 	deadline := time.Now().Add(cfg.LeaseTTL + cfg.Grace + 2*time.Minute)
 	for commits.len() < len(ids) {
 		if time.Now().After(deadline) {

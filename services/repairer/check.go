@@ -175,7 +175,7 @@ func (s *Service) repair(ctx context.Context, id string, why trigger, reason str
 	if hook := s.beforeAppend.Load(); hook != nil {
 		(*hook)(id)
 	}
-	res, err := s.st.Append(ctx, logstore.AppendRequest{SessionID: id, ExpectedStreamSeq: tail.StreamSeq, Events: plan})
+	res, unsure, err := s.appendPlan(ctx, logstore.AppendRequest{SessionID: id, ExpectedStreamSeq: tail.StreamSeq, Events: plan})
 	if err != nil {
 		if errors.Is(err, logstore.ErrConflict) {
 			s.states.Delete(id)
@@ -203,11 +203,14 @@ func (s *Service) repair(ctx context.Context, id string, why trigger, reason str
 		s.states.Delete(id)
 	}
 
-	if res.Resolved && !res.Duplicate && !s.stored(ctx, id, tail.StreamSeq, &plan[0]) {
-		// The store resolved an unanswered attempt by finding the plan's
-		// event ids in place: they are another replica's batch (same ids,
-		// its own time), not ours.
+	if (res.Resolved || (unsure && res.Duplicate)) && !s.stored(ctx, id, tail.StreamSeq, &plan[0]) {
+		// The store resolved an unanswered attempt (its own, or a grouped
+		// batch's) by finding the plan's event ids in place: they are
+		// another replica's batch (same ids, its own time), not ours.
 		res.Duplicate = true
+	} else if unsure && res.Duplicate {
+		// Our own grouped batch, whose answer was lost.
+		res.Duplicate = false
 	}
 	if res.Duplicate {
 		// Another replica (or an earlier attempt of ours whose answer was

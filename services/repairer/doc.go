@@ -15,7 +15,10 @@
 // the session is evaluated again. The plan's event ids depend only on the
 // session and the seq it was planned against, so any number of replicas
 // may race: one batch commits, the others deduplicate into it or lose the
-// check, and the state is never repaired twice.
+// check, and the state is never repaired twice. Repairs ready at the same
+// time are committed together in one atomic batch of several sessions,
+// each with its own check and ids (group.go); a group one of whose checks
+// fails is appended session by session instead.
 //
 // After a committed automatic repair the session's claim is deleted
 // (guarded by its revision): the session is paused with nothing open, so

@@ -11,6 +11,9 @@ type metrics struct {
 	checks     *prometheus.CounterVec // by outcome
 	errors     prometheus.Counter
 	queue      prometheus.GaugeFunc
+	// groups: sessions per committed grouped batch.
+	groups         prometheus.Histogram
+	groupFallbacks *prometheus.CounterVec // by reason
 }
 
 func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, error) {
@@ -48,11 +51,20 @@ func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, e
 			Name: "sessionlog_repairer_queue_length",
 			Help: "Sessions waiting to be evaluated.",
 		}, queueLen),
+		groups: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sessionlog_repairer_group_sessions",
+			Help:    "Sessions per committed grouped batch (repairs ready at once committed in one atomic batch).",
+			Buckets: []float64{2, 4, 8, 16, 32, 64, 128, 256},
+		}),
+		groupFallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sessionlog_repairer_group_fallbacks_total",
+			Help: "Grouped batches whose sessions were appended one by one instead, by reason (refused: a session's check or a duplicate failed it; unknown: no answer).",
+		}, []string{"reason"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.repaired, m.closers, m.latency, m.lost, m.duplicates, m.checks, m.errors, m.queue} {
+	for _, c := range []prometheus.Collector{m.repaired, m.closers, m.latency, m.lost, m.duplicates, m.checks, m.errors, m.queue, m.groups, m.groupFallbacks} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/lru"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 )
 
@@ -68,6 +69,13 @@ type Config struct {
 	// StateCacheSize bounds the folded session states kept between checks.
 	StateCacheSize int
 	MaxDemand      int
+	// GroupEvents is the most events in one grouped batch: repairs ready
+	// at once are committed together (default DefaultGroupEvents; negative:
+	// every repair is its own batch).
+	GroupEvents int
+	// GroupInflight bounds grouped batches in flight (default
+	// DefaultGroupInflight).
+	GroupInflight int
 }
 
 // Service is the repairer.
@@ -92,6 +100,13 @@ type Service struct {
 	lastPut  map[string]time.Time // last renewal seen per lease key
 	expiries map[string]time.Time // best known expiry of a gone lease
 	stopping bool
+
+	// grouper commits repairs in grouped batches while Run runs.
+	grouper atomic.Pointer[grouper]
+
+	// groupFault, if set (tests only), runs after a grouped batch was
+	// answered: an error replaces the answer, as if it was lost.
+	groupFault atomic.Pointer[func() error]
 
 	// beforeAppend, if set (tests only), runs between planning a repair
 	// and appending it.
@@ -156,6 +171,15 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.MaxDemand <= 0 {
 		cfg.MaxDemand = DefaultMaxDemand
+	}
+	if cfg.GroupEvents == 0 {
+		cfg.GroupEvents = DefaultGroupEvents
+	}
+	if cfg.GroupEvents > schema.MaxBatchEvents {
+		cfg.GroupEvents = schema.MaxBatchEvents
+	}
+	if cfg.GroupInflight <= 0 {
+		cfg.GroupInflight = DefaultGroupInflight
 	}
 	s := &Service{
 		cfg:      cfg,
@@ -223,6 +247,9 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("repairer: endpoint: %w", err)
 	}
 
+	if s.cfg.GroupEvents > 1 {
+		s.grouper.Store(newGrouper(s, ctx))
+	}
 	for i := 0; i < s.cfg.Concurrency; i++ {
 		s.wg.Add(1)
 		go func() {

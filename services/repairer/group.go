@@ -1,0 +1,331 @@
+package repairer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// Grouped commits.
+//
+// On a file stream each atomic batch is staged on disk before it commits,
+// and the stream stages one batch at a time: a repair per batch caps the
+// repairer at a few hundred sessions a second, whatever its concurrency.
+// Repairs that are ready at the same time are therefore committed as one
+// atomic batch of several sessions. Every session's first message carries
+// its own per-subject expected sequence (the tail its plan was made from)
+// and every message its own Nats-Msg-Id, exactly as a single-session
+// append sends them, so a grouped batch stores what the single appends
+// would have stored, all or nothing.
+//
+// A grouped batch that fails one session's check (its holder appended) or
+// finds one session's plan stored already (another replica) fails whole;
+// its sessions are then appended one by one through the store, which sorts
+// out each: the conflicting one is evaluated again, a duplicate resolves
+// by its ids, the rest commit. A grouped batch that went unanswered is
+// handled the same way: the single appends re-send the same ids and
+// expectations, so at most one of the two is stored.
+
+const (
+	// DefaultGroupEvents is the most events in one grouped batch: the
+	// server's limit on an atomic batch.
+	DefaultGroupEvents = 1000
+	// DefaultGroupInflight bounds grouped batches in flight. The server
+	// takes at most 50 open atomic batches per stream (the store keeps its
+	// own below 40); a file stream stages them one at a time, so a few
+	// suffice to keep it busy while the next group fills.
+	DefaultGroupInflight = 4
+
+	groupRetries = 3
+)
+
+// pendingAppend is one session's repair waiting for a grouped batch.
+type pendingAppend struct {
+	req  logstore.AppendRequest
+	msgs []*nats.Msg
+	done chan appendOutcome
+}
+
+type appendOutcome struct {
+	res logstore.AppendResult
+	err error
+	// unsure: a grouped batch with these events went unanswered before
+	// they were appended alone, so a Duplicate may be that batch: ours.
+	unsure bool
+}
+
+// grouper collects ready repairs and commits them in grouped batches.
+type grouper struct {
+	s           *Service
+	ctx         context.Context
+	maxEvents   int
+	maxInflight int
+
+	mu      sync.Mutex
+	pending []*pendingAppend
+	running int
+}
+
+func newGrouper(s *Service, ctx context.Context) *grouper {
+	return &grouper{s: s, ctx: ctx, maxEvents: s.cfg.GroupEvents, maxInflight: s.cfg.GroupInflight}
+}
+
+// appendPlan appends req: through a grouped batch while the service runs
+// with grouping, else alone. unsure is set when a Duplicate result may be
+// this process's own earlier grouped batch.
+func (s *Service) appendPlan(ctx context.Context, req logstore.AppendRequest) (res logstore.AppendResult, unsure bool, err error) {
+	g := s.grouper.Load()
+	if g == nil || len(req.Events) > g.maxEvents/2 {
+		res, err = s.st.Append(ctx, req)
+		return res, false, err
+	}
+	msgs, err := s.messages(&req)
+	if err != nil {
+		// The store reports the error with its contract code.
+		res, err = s.st.Append(ctx, req)
+		return res, false, err
+	}
+	p := &pendingAppend{req: req, msgs: msgs, done: make(chan appendOutcome, 1)}
+	if !g.submit(p) {
+		res, err = s.st.Append(ctx, req)
+		return res, false, err
+	}
+	// The group's batch runs on the service's context with the store's
+	// timeout: it always answers.
+	o := <-p.done
+	return o.res, o.unsure, o.err
+}
+
+// messages builds the messages of req as the store's Append does: the
+// encoded event, its id, type, seq and schema headers, and the plain
+// per-subject expected sequence on the session's first message only.
+func (s *Service) messages(req *logstore.AppendRequest) ([]*nats.Msg, error) {
+	loc, err := logstore.Locate(req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Events) == 0 {
+		return nil, errors.New("repairer: no events")
+	}
+	limit := s.st.Config().MaxEventBytes
+	bodies := make([][]byte, len(req.Events))
+	msgs := make([]*nats.Msg, len(req.Events))
+	for i := range req.Events {
+		e := &req.Events[i]
+		body, err := schema.Encode(e)
+		if err != nil {
+			return nil, err
+		}
+		if limit > 0 && len(body) > limit {
+			return nil, fmt.Errorf("repairer: event %d is %d bytes", i, len(body))
+		}
+		bodies[i] = body
+		h := make(nats.Header, 5)
+		h[logstore.HeaderMsgID] = []string{logstore.MsgID(req.SessionID, e.EventID)}
+		h[logstore.HeaderType] = []string{e.Type}
+		h[logstore.HeaderSeq] = []string{strconv.FormatUint(e.Seq, 10)}
+		h[logstore.HeaderSchema] = []string{strconv.Itoa(e.SchemaVersion)}
+		if i == 0 {
+			h[logstore.HeaderExpectedSeq] = []string{strconv.FormatUint(req.ExpectedStreamSeq, 10)}
+		}
+		msgs[i] = &nats.Msg{Subject: loc.Subject, Header: h, Data: body}
+	}
+	// A single append of the same request sends these very bodies.
+	req.Bodies = bodies
+	return msgs, nil
+}
+
+// submit queues p and starts a committer if fewer than maxInflight run.
+// It returns false once the service stops.
+func (g *grouper) submit(p *pendingAppend) bool {
+	if g.ctx.Err() != nil {
+		return false
+	}
+	g.mu.Lock()
+	g.pending = append(g.pending, p)
+	start := g.running < g.maxInflight
+	if start {
+		g.running++
+	}
+	g.mu.Unlock()
+	if start {
+		g.s.wg.Add(1)
+		go g.loop()
+	}
+	return true
+}
+
+// loop commits what is pending, group after group, until nothing is.
+func (g *grouper) loop() {
+	defer g.s.wg.Done()
+	for {
+		group := g.take()
+		if group == nil {
+			return
+		}
+		g.commit(group)
+	}
+}
+
+// take removes the next group from the queue: requests in arrival order
+// up to maxEvents events, one per session.
+func (g *grouper) take() []*pendingAppend {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.pending) == 0 {
+		g.running--
+		return nil
+	}
+	var (
+		group []*pendingAppend
+		rest  []*pendingAppend
+		n     int
+		seen  = map[string]struct{}{}
+	)
+	for _, p := range g.pending {
+		_, dup := seen[p.req.SessionID]
+		if dup || (len(group) > 0 && n+len(p.msgs) > g.maxEvents) {
+			rest = append(rest, p)
+			continue
+		}
+		seen[p.req.SessionID] = struct{}{}
+		group = append(group, p)
+		n += len(p.msgs)
+	}
+	g.pending = rest
+	return group
+}
+
+// commit stores one group and answers each of its requests.
+func (g *grouper) commit(group []*pendingAppend) {
+	if len(group) == 1 {
+		p := group[0]
+		res, err := g.s.st.Append(g.ctx, p.req)
+		p.done <- appendOutcome{res: res, err: err}
+		return
+	}
+	var msgs []*nats.Msg
+	for _, p := range group {
+		msgs = append(msgs, p.msgs...)
+	}
+	for attempt := 0; ; attempt++ {
+		last, err := g.publish(msgs)
+		if hook := g.s.groupFault.Load(); hook != nil && err == nil {
+			err = (*hook)()
+		}
+		if err == nil {
+			g.s.m.groups.Observe(float64(len(group)))
+			// An atomic batch is stored contiguously, in order.
+			seq := last - uint64(len(msgs))
+			for _, p := range group {
+				seq += uint64(len(p.msgs))
+				// The store's cached tail of the session (read by the
+				// fold) is now stale.
+				g.s.st.ForgetTail(p.req.SessionID)
+				p.done <- appendOutcome{res: logstore.AppendResult{
+					FirstSeq:  p.req.Events[0].Seq,
+					LastSeq:   p.req.Events[len(p.req.Events)-1].Seq,
+					StreamSeq: seq,
+				}}
+			}
+			return
+		}
+		switch groupOutcome(err) {
+		case groupRetry:
+			if attempt+1 < groupRetries && g.ctx.Err() == nil {
+				select {
+				case <-g.ctx.Done():
+				case <-time.After(time.Duration(10<<attempt) * time.Millisecond):
+				}
+				continue
+			}
+			g.alone(group, false)
+		case groupRefused:
+			// A session's check or a duplicate id failed the batch:
+			// nothing is stored.
+			g.s.m.groupFallbacks.WithLabelValues("refused").Inc()
+			g.s.log.Debug("repairer: grouped batch refused; appending its sessions alone", "sessions", len(group), "err", err)
+			g.alone(group, false)
+		default:
+			g.s.m.groupFallbacks.WithLabelValues("unknown").Inc()
+			g.s.log.Info("repairer: grouped batch unanswered; appending its sessions alone", "sessions", len(group), "err", err)
+			g.alone(group, true)
+		}
+		return
+	}
+}
+
+// alone appends every request of a failed group through the store, at
+// once (the store bounds its batches in flight).
+func (g *grouper) alone(group []*pendingAppend, unsure bool) {
+	var wg sync.WaitGroup
+	for _, p := range group {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := g.s.st.Append(g.ctx, p.req)
+			p.done <- appendOutcome{res: res, err: err, unsure: unsure}
+		}()
+	}
+	wg.Wait()
+}
+
+// errNotSent marks failures before the commit left this process.
+var errNotSent = errors.New("repairer: grouped batch not sent")
+
+// publish sends msgs as one atomic batch and returns the stream sequence
+// of its last message.
+func (g *grouper) publish(msgs []*nats.Msg) (uint64, error) {
+	ctx, cancel := context.WithTimeout(g.ctx, g.s.st.Config().RequestTimeout)
+	defer cancel()
+	b, err := jetstreamext.NewBatchPublisher(g.s.st.JetStream(), jetstreamext.BatchFlowControl{AckFirst: false})
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", errNotSent, err)
+	}
+	for _, m := range msgs[:len(msgs)-1] {
+		if err := b.AddMsg(m); err != nil {
+			// The commit was never sent: the server abandons the batch.
+			_ = b.Discard()
+			return 0, fmt.Errorf("%w: %w", errNotSent, err)
+		}
+	}
+	ack, err := b.CommitMsg(ctx, msgs[len(msgs)-1])
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+type groupResult int
+
+const (
+	groupRefused groupResult = iota // definite: nothing stored
+	groupRetry                      // definite, and worth sending again
+	groupUnknown                    // sent, no answer
+)
+
+func groupOutcome(err error) groupResult {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, errNotSent), errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):
+		return groupRetry
+	case !errors.As(err, &apiErr):
+		return groupUnknown
+	case apiErr.Code == 429, apiErr.Code == 503, apiErr.ErrorCode == jetstreamext.JSErrCodeBatchPublishIncomplete:
+		// Too many batches in flight, no leader yet, or (without flow
+		// control) a batch the server could not open, which shows as
+		// incomplete at its commit.
+		return groupRetry
+	}
+	return groupRefused
+}
