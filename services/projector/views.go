@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -223,7 +224,7 @@ func turnView(t *session.Turn) *TurnView {
 // appendIndex appends the index value of event e to dst.
 func appendIndex(dst []byte, streamSeq uint64, e *schema.Envelope) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, streamSeq)
-	return append(dst, contextEntry(e)...)
+	return appendContextEntry(dst, e)
 }
 
 func decodeIndex(v []byte) (streamSeq uint64, entry []byte) {
@@ -259,6 +260,95 @@ func contextRole(typ string) string {
 		return "tool_result"
 	}
 	return ""
+}
+
+// appendContextEntry appends contextEntry(e) to dst. The usual entry is
+// written by hand: its ids and type are plain ASCII, and its data as
+// stored is already what json.Marshal makes of a RawMessage (compact, with
+// <, >, & and U+2028/U+2029 escaped), so both are copied as they are.
+// Anything else goes through json.Marshal.
+func appendContextEntry(dst []byte, e *schema.Envelope) []byte {
+	role := contextRole(e.Type)
+	if role == "" {
+		return dst
+	}
+	data := e.Data
+	if len(data) == 0 {
+		data = json.RawMessage("{}")
+	}
+	if !plainString(e.Type) || !plainString(e.TurnID) || !plainString(e.AttemptID) || !plainString(e.ToolCallID) || !marshalsAsIs(data) {
+		return append(dst, contextEntry(e)...)
+	}
+	dst = append(dst, `{"seq":`...)
+	dst = strconv.AppendUint(dst, e.Seq, 10)
+	dst = appendMember(dst, "type", e.Type)
+	dst = appendMember(dst, "role", role)
+	if e.TurnID != "" {
+		dst = appendMember(dst, "turnId", e.TurnID)
+	}
+	if e.AttemptID != "" {
+		dst = appendMember(dst, "attemptId", e.AttemptID)
+	}
+	if e.ToolCallID != "" {
+		dst = appendMember(dst, "toolCallId", e.ToolCallID)
+	}
+	if e.Synthetic {
+		dst = append(dst, `,"synthetic":true`...)
+	}
+	dst = append(dst, `,"data":`...)
+	dst = append(dst, data...)
+	return append(dst, '}')
+}
+
+// appendMember appends ,"key":"value" for a plainString value.
+func appendMember(dst []byte, key, value string) []byte {
+	dst = append(append(append(dst, `,"`...), key...), `":"`...)
+	return append(append(dst, value...), '"')
+}
+
+// plainString reports whether json.Marshal writes s as it is between
+// quotes: printable ASCII but for the quote, the backslash and the
+// characters it escapes for HTML.
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
+}
+
+// marshalsAsIs reports whether json.Marshal writes the valid JSON value v
+// unchanged as a RawMessage: no whitespace outside strings, and none of
+// <, >, & or U+2028/U+2029 inside them.
+func marshalsAsIs(v []byte) bool {
+	in := false
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !in {
+			switch c {
+			case ' ', '\t', '\n', '\r':
+				return false
+			case '"':
+				in = true
+			}
+			continue
+		}
+		switch c {
+		case '\\':
+			i++
+		case '"':
+			in = false
+		case '<', '>', '&':
+			return false
+		case 0xE2:
+			if i+2 < len(v) && v[i+1] == 0x80 && (v[i+2] == 0xA8 || v[i+2] == 0xA9) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func contextEntry(e *schema.Envelope) []byte {
