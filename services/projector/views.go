@@ -262,22 +262,19 @@ func contextRole(typ string) string {
 	return ""
 }
 
-// appendContextEntry appends contextEntry(e) to dst. The usual entry is
+// appendContextEntry appends the context entry of e to dst (nothing for an
+// event the model does not see). The usual entry is
 // written by hand: its ids and type are plain ASCII, and its data as
 // stored is already what json.Marshal makes of a RawMessage (compact, with
 // <, >, & and U+2028/U+2029 escaped), so both are copied as they are.
 // Anything else goes through json.Marshal.
 func appendContextEntry(dst []byte, e *schema.Envelope) []byte {
-	role := contextRole(e.Type)
+	role, data := contextOf(e)
 	if role == "" {
 		return dst
 	}
-	data := e.Data
-	if len(data) == 0 {
-		data = json.RawMessage("{}")
-	}
 	if !plainString(e.Type) || !plainString(e.TurnID) || !plainString(e.AttemptID) || !plainString(e.ToolCallID) || !marshalsAsIs(data) {
-		return append(dst, contextEntry(e)...)
+		return append(dst, marshalContextEntry(e, role, data)...)
 	}
 	dst = append(dst, `{"seq":`...)
 	dst = strconv.AppendUint(dst, e.Seq, 10)
@@ -351,15 +348,18 @@ func marshalsAsIs(v []byte) bool {
 	return true
 }
 
-func contextEntry(e *schema.Envelope) []byte {
-	role := contextRole(e.Type)
-	if role == "" {
-		return nil
-	}
-	data := e.Data
+// contextOf is the role and data of e's context entry (role "": the model
+// does not see e).
+func contextOf(e *schema.Envelope) (role string, data json.RawMessage) {
+	data = e.Data
 	if len(data) == 0 {
 		data = json.RawMessage("{}")
 	}
+	return contextRole(e.Type), data
+}
+
+// marshalContextEntry is the context entry of e by json.Marshal.
+func marshalContextEntry(e *schema.Envelope, role string, data json.RawMessage) []byte {
 	b, _ := json.Marshal(ContextEntry{Seq: e.Seq, Type: e.Type, Role: role, TurnID: e.TurnID, AttemptID: e.AttemptID, ToolCallID: e.ToolCallID, Synthetic: e.Synthetic, Data: data})
 	return b
 }

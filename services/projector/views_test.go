@@ -41,7 +41,10 @@ func TestAppendContextEntryIsMarshal(t *testing.T) {
 	}
 	visible := 0
 	for i := range evs {
-		want := contextEntry(&evs[i])
+		var want []byte
+		if role, data := contextOf(&evs[i]); role != "" {
+			want = marshalContextEntry(&evs[i], role, data)
+		}
 		got := appendContextEntry([]byte("prefix"), &evs[i])
 		if !bytes.Equal(got[len("prefix"):], want) {
 			t.Fatalf("event %d %+v:\n got %s\nwant %s", i, evs[i], got[len("prefix"):], want)
