@@ -40,6 +40,10 @@ type AppendResult struct {
 	EventsPS float64
 	Baseline float64
 	P50, P99 time.Duration
+	// CPU is the process's CPU time per event over the measured rounds
+	// (server, writer and load together): unlike the rate, it does not
+	// swing with whatever else the machine runs.
+	CPU time.Duration
 }
 
 // Line renders the BENCH line.
@@ -48,8 +52,8 @@ func (r AppendResult) Line() string {
 	if r.Baseline > 0 {
 		ratio = r.EventsPS / r.Baseline
 	}
-	return fmt.Sprintf("BENCH name=%s value=%.0f unit=ev/s baseline=%.0f ratio=%.2f p50=%.3f p99=%.3f",
-		r.Name, r.EventsPS, r.Baseline, ratio, ms(r.P50), ms(r.P99))
+	return fmt.Sprintf("BENCH name=%s value=%.0f unit=ev/s baseline=%.0f ratio=%.2f p50=%.3f p99=%.3f cpu_us_per_event=%.1f",
+		r.Name, r.EventsPS, r.Baseline, ratio, ms(r.P50), ms(r.P99), float64(r.CPU)/float64(time.Microsecond))
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -209,6 +213,7 @@ type appendRun struct {
 	seqs    []uint64
 	lats    []time.Duration
 	elapsed time.Duration
+	cpu     time.Duration
 }
 
 func (a *appendRun) init(ctx context.Context, sessions int, setup func(context.Context, string) error) error {
@@ -238,6 +243,7 @@ func (a *appendRun) round(ctx context.Context, d time.Duration, measure bool) er
 		lats []time.Duration
 		errs = make(chan error, len(a.sids))
 	)
+	cpu0 := processCPU()
 	start := time.Now()
 	end := start.Add(d)
 	for g := range a.sids {
@@ -265,6 +271,7 @@ func (a *appendRun) round(ctx context.Context, d time.Duration, measure bool) er
 	}
 	wg.Wait()
 	took := time.Since(start)
+	cpu := processCPU() - cpu0
 	close(errs)
 	if err := <-errs; err != nil {
 		return err
@@ -272,6 +279,7 @@ func (a *appendRun) round(ctx context.Context, d time.Duration, measure bool) er
 	if measure {
 		a.lats = append(a.lats, lats...)
 		a.elapsed += took
+		a.cpu += cpu
 	}
 	return nil
 }
@@ -286,6 +294,7 @@ func (a *appendRun) result() (AppendResult, error) {
 		EventsPS: float64(len(a.lats)*a.batch) / a.elapsed.Seconds(),
 		P50:      a.lats[len(a.lats)/2],
 		P99:      a.lats[len(a.lats)*99/100],
+		CPU:      a.cpu / time.Duration(len(a.lats)*a.batch),
 	}, nil
 }
 
@@ -419,3 +428,4 @@ func writerRequest(ctx context.Context, nc *nats.Conn, sid string, seq uint64, n
 	}
 	return nil
 }
+

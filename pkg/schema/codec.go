@@ -153,6 +153,9 @@ func exactUnmarshal(b []byte, v any) error {
 	// json.Unmarshal ignores unknown keys; exactNames refuses them (and
 	// keys spelled in another case), so together they are strictUnmarshal
 	// with exact spelling, at one decode.
+	if decodeFlat(b, v) {
+		return nil
+	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return cleanJSONErr(err)
 	}

@@ -1,0 +1,121 @@
+package schema
+
+import (
+	"encoding"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"sync"
+)
+
+// Most data types are flat: strings and raw JSON values. For those,
+// decodeFlat fills the struct from a compact document by hand, without
+// encoding/json's reflection walk; it answers ok only when the result is
+// the one exactUnmarshal would give (a compact canonical object, every key
+// an exact field name, every string field a plain string or null), and
+// leaves everything else, errors included, to exactUnmarshal.
+
+type flatField struct {
+	name  string
+	index int
+	raw   bool // json.RawMessage; else string
+}
+
+// flatPlans caches, per struct type, its fields when it is flat (nil when
+// it is not).
+var flatPlans sync.Map // reflect.Type -> []flatField
+
+var (
+	rawMessageType      = reflect.TypeFor[json.RawMessage]()
+	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+func flatPlan(t reflect.Type) []flatField {
+	if p, ok := flatPlans.Load(t); ok {
+		return p.([]flatField)
+	}
+	var plan []flatField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.Anonymous || !f.IsExported() || name == "" || name == "-" || strings.Contains(opts, "string") {
+			plan = nil
+			break
+		}
+		switch {
+		case f.Type == rawMessageType:
+			plan = append(plan, flatField{name: name, index: i, raw: true})
+		case f.Type.Kind() == reflect.String && !reflect.PointerTo(f.Type).Implements(unmarshalerType) &&
+			!reflect.PointerTo(f.Type).Implements(textUnmarshalerType):
+			plan = append(plan, flatField{name: name, index: i})
+		default:
+			plan = nil
+		}
+		if plan == nil {
+			break
+		}
+	}
+	if plan == nil {
+		plan = []flatField{}
+	}
+	flatPlans.Store(t, plan)
+	return plan
+}
+
+// decodeFlat decodes b into v (a pointer to a flat struct), when it is
+// sure to agree with exactUnmarshal.
+func decodeFlat(b []byte, v any) bool {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Struct {
+		return false
+	}
+	plan := flatPlan(rv.Elem().Type())
+	if len(plan) == 0 || len(b) < 2 || b[0] != '{' {
+		return false
+	}
+	if end, ok := canonValue(b, 0, 0, MaxJSONDepth); !ok || end != len(b) {
+		return false
+	}
+	// Known good: an object, compact, no escaped or duplicated keys. Find
+	// every member's field first, then set them, so that a refusal leaves
+	// v untouched.
+	type member struct {
+		f   *flatField
+		val []byte
+	}
+	var set [16]member
+	n := 0
+	for i := 1; b[i] != '}'; {
+		key, j, _ := scanString(b, i+1)
+		end, _ := canonValue(b, j+1, 1, MaxJSONDepth)
+		val := b[j+1 : end]
+		var f *flatField
+		for k := range plan {
+			if plan[k].name == string(key) {
+				f = &plan[k]
+				break
+			}
+		}
+		if f == nil || n == len(set) || string(val) == "null" {
+			return false
+		}
+		if !f.raw && (val[0] != '"' || strings.IndexByte(string(val), '\\') >= 0) {
+			return false
+		}
+		set[n] = member{f, val}
+		n++
+		if i = end; b[i] == ',' {
+			i++
+		}
+	}
+	s := rv.Elem()
+	for _, m := range set[:n] {
+		fv := s.Field(m.f.index)
+		if m.f.raw {
+			fv.SetBytes(append([]byte(nil), m.val...))
+		} else {
+			fv.SetString(string(m.val[1 : len(m.val)-1]))
+		}
+	}
+	return true
+}
