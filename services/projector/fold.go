@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/nats-io/nats.go"
@@ -31,6 +32,7 @@ type entry struct {
 	indexed    bool
 	compaction []byte // vc value in the store (nil: none)
 	snapSeq    uint64 // LastSeq of the stored snapshot
+	snapBytes  int    // its size
 	dirty      bool
 	elem       *list.Element
 }
@@ -328,7 +330,7 @@ func (f *folder) restore(ctx context.Context, en *entry) error {
 			return fmt.Errorf("projector: snapshot %s: %w", en.id, err)
 		}
 		if sn.LastSeq <= en.sum.LastSeq {
-			en.st, en.snapSeq = st, sn.LastSeq
+			en.st, en.snapSeq, en.snapBytes = st, sn.LastSeq, len(v)
 		}
 	}
 	if en.st.LastSeq == en.sum.LastSeq {
@@ -353,18 +355,7 @@ func (f *folder) restore(ctx context.Context, en *entry) error {
 	if err := it.Close(); err != nil {
 		return err
 	}
-	loc, err := logstore.Locate(en.id)
-	if err != nil {
-		return err
-	}
-	for _, ss := range seqs {
-		m, err := f.ls.MsgAt(ctx, loc.Stream, ss)
-		if err != nil {
-			return fmt.Errorf("projector: restore %s: %w", en.id, err)
-		}
-		if m == nil {
-			return fmt.Errorf("projector: restore %s: stream seq %d is gone", en.id, ss)
-		}
+	refold := func(m *logstore.Msg) error {
 		ev, err := schema.Decode(m.Data)
 		if err != nil {
 			return fmt.Errorf("projector: restore %s: %w", en.id, err)
@@ -372,11 +363,78 @@ func (f *folder) restore(ctx context.Context, en *entry) error {
 		if err := en.st.Apply(&ev); err != nil {
 			return fmt.Errorf("projector: restore %s: seq %d folded before but not now: %w", en.id, ev.Seq, err)
 		}
+		return nil
+	}
+	if len(seqs) > restoreByLeaderReads && slices.IsSorted(seqs) {
+		// Many events (snapshots of long sessions are further apart):
+		// one read of the session's subject beats a request per event.
+		// It delivers the session's messages in stream order, of which
+		// the index names those folded.
+		i := 0
+		_, err := f.ls.ReadSession(ctx, en.id, seqs[0]-1, func(m *logstore.Msg) error {
+			switch {
+			case m.StreamSeq < seqs[i]:
+				return nil
+			case m.StreamSeq > seqs[i]:
+				return fmt.Errorf("projector: restore %s: stream seq %d is gone", en.id, seqs[i])
+			}
+			if err := refold(m); err != nil {
+				return err
+			}
+			if i++; i == len(seqs) {
+				return logstore.ErrStop
+			}
+			return nil
+		})
+		if err == nil && i < len(seqs) {
+			err = fmt.Errorf("projector: restore %s: stream seq %d is gone", en.id, seqs[i])
+		}
+		if err != nil {
+			return err
+		}
+	} else {
+		loc, err := logstore.Locate(en.id)
+		if err != nil {
+			return err
+		}
+		for _, ss := range seqs {
+			m, err := f.ls.MsgAt(ctx, loc.Stream, ss)
+			if err != nil {
+				return fmt.Errorf("projector: restore %s: %w", en.id, err)
+			}
+			if m == nil {
+				return fmt.Errorf("projector: restore %s: stream seq %d is gone", en.id, ss)
+			}
+			if err := refold(m); err != nil {
+				return err
+			}
+		}
 	}
 	if en.st.LastSeq != en.sum.LastSeq {
 		return fmt.Errorf("projector: restore %s: the index reaches seq %d, the view says %d", en.id, en.st.LastSeq, en.sum.LastSeq)
 	}
 	return nil
+}
+
+// Snapshot spacing. A session's fold state keeps its whole history of
+// attempts, tool calls and compactions (the uniqueness rules need it), so
+// it grows with the session: at a fixed spacing the snapshots of a long
+// session would cost more bytes per event than the events themselves, and
+// the total would grow with the square of the session's length. So the
+// spacing grows with the state: a snapshot costs at most about
+// snapshotBytesPerEvent bytes per event folded since the last one, never
+// closer than SnapshotEvery events, never further apart than
+// maxSnapshotInterval (the events a restore re-reads).
+const (
+	snapshotBytesPerEvent = 64
+	maxSnapshotInterval   = 1024
+	// restoreByLeaderReads: up to this many events, a restore reads each
+	// by its stream seq; beyond, through a consumer on the session.
+	restoreByLeaderReads = 32
+)
+
+func (f *folder) snapshotInterval(en *entry) uint64 {
+	return max(f.snapEach, min(maxSnapshotInterval, uint64(en.snapBytes/snapshotBytesPerEvent)))
 }
 
 // pending reports whether the open batch holds anything to commit.
@@ -411,7 +469,7 @@ func (f *folder) flush() error {
 			b.Set(store.StatusKey(en.sum.Status, t, en.id), nil, []byte{})
 			en.idxStatus, en.idxTime, en.indexed = en.sum.Status, t, true
 		}
-		if en.st != nil && en.st.LastSeq-en.snapSeq >= f.snapEach {
+		if en.st != nil && en.st.LastSeq-en.snapSeq >= f.snapshotInterval(en) {
 			// MarshalJSON directly and the record by hand: json.Marshal
 			// would re-scan the (large, growing) state twice more to
 			// validate and compact bytes it has just produced.
@@ -427,7 +485,7 @@ func (f *folder) flush() error {
 			sv = append(sv, `,"state":`...)
 			sv = append(append(sv, st...), '}')
 			b.SetInternal(store.SnapshotKey(en.id), sv)
-			en.snapSeq = en.st.LastSeq
+			en.snapSeq, en.snapBytes = en.st.LastSeq, len(sv)
 		}
 		en.dirty = false
 	}
