@@ -428,4 +428,3 @@ func writerRequest(ctx context.Context, nc *nats.Conn, sid string, seq uint64, n
 	}
 	return nil
 }
-
