@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
@@ -140,8 +142,9 @@ func RunRepair(ctx context.Context, cfg RepairConfig) (RepairResult, error) {
 	}
 	defer cc.Stop()
 
+	reg := prometheus.NewRegistry()
 	svc, err := repairer.New(repairer.Config{
-		Store: st, Logger: cfg.Logger, LeaseTTL: cfg.LeaseTTL, Grace: cfg.Grace,
+		Store: st, Logger: cfg.Logger, Registerer: reg, LeaseTTL: cfg.LeaseTTL, Grace: cfg.Grace,
 		SweepInterval: time.Hour, Concurrency: cfg.Concurrency,
 	})
 	if err != nil {
@@ -202,6 +205,9 @@ func RunRepair(ctx context.Context, cfg RepairConfig) (RepairResult, error) {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+	if cfg.Progress != nil {
+		say("repairer metrics: %s", metricSummary(reg))
+	}
 	lat := make([]time.Duration, 0, len(ids))
 	for _, id := range ids {
 		at, n := commits.get(id)
@@ -216,6 +222,33 @@ func RunRepair(ctx context.Context, cfg RepairConfig) (RepairResult, error) {
 	res.P99 = lat[min(len(lat)-1, len(lat)*99/100)]
 	res.Max = lat[len(lat)-1]
 	return res, nil
+}
+
+// metricSummary prints the repairer's counters and histogram counts, one
+// name=value a metric (labels folded into the name).
+func metricSummary(g prometheus.Gatherer) string {
+	mfs, err := g.Gather()
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, mf := range mfs {
+		name := strings.TrimPrefix(mf.GetName(), "sessionlog_repairer_")
+		for _, m := range mf.GetMetric() {
+			n := name
+			for _, l := range m.GetLabel() {
+				n += "{" + l.GetValue() + "}"
+			}
+			switch {
+			case m.GetCounter() != nil:
+				fmt.Fprintf(&b, " %s=%g", n, m.GetCounter().GetValue())
+			case m.GetHistogram() != nil:
+				h := m.GetHistogram()
+				fmt.Fprintf(&b, " %s=%d(sum %g)", n, h.GetSampleCount(), h.GetSampleSum())
+			}
+		}
+	}
+	return strings.TrimSpace(b.String())
 }
 
 // seedOpen stores a session whose tool call started and never finished.

@@ -29,9 +29,7 @@ type Outcome struct {
 // check evaluates one session for an automatic repair: claimed, lease gone
 // for longer than the grace period, something open.
 func (s *Service) check(ctx context.Context, id string, why trigger) {
-	mu := s.lock(id)
-	mu.Lock()
-	defer mu.Unlock()
+	defer s.lock(id)()
 	for attempt := 0; ; attempt++ {
 		if ctx.Err() != nil {
 			return
@@ -236,12 +234,12 @@ func (s *Service) repair(ctx context.Context, id string, why trigger, reason str
 // callers must not mutate it.
 func (s *Service) fold(ctx context.Context, id string) (*session.State, logstore.Tail, error) {
 	cached, ok := s.states.Get(id)
-	var after uint64
+	var after, afterSeq uint64
 	if ok {
-		after = cached.streamSeq
+		after, afterSeq = cached.streamSeq, cached.st.LastSeq
 	}
 	var work *session.State
-	tail, err := s.st.ReadSession(ctx, id, after, func(m *logstore.Msg) error {
+	tail, err := s.readSession(ctx, id, after, afterSeq, func(m *logstore.Msg) error {
 		if work == nil {
 			if ok {
 				work = cached.st.Clone()
@@ -289,9 +287,7 @@ func (s *Service) Repair(ctx context.Context, id string, force bool) (Outcome, e
 	if !schema.ValidSessionID(id) {
 		return Outcome{}, schema.Errorf(schema.CodeBadRequest, "session id must match ^[A-Za-z0-9_-]{1,128}$")
 	}
-	mu := s.lock(id)
-	mu.Lock()
-	defer mu.Unlock()
+	defer s.lock(id)()
 	for attempt := 0; ; attempt++ {
 		rec, err := s.st.LeaseRecord(ctx, id)
 		if err != nil {

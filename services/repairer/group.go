@@ -44,7 +44,7 @@ const (
 	// takes at most 50 open atomic batches per stream (the store keeps its
 	// own below 40); a file stream stages them one at a time, so a few
 	// suffice to keep it busy while the next group fills.
-	DefaultGroupInflight = 4
+	DefaultGroupInflight = 2
 
 	groupRetries = 3
 )

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -30,7 +29,7 @@ const (
 
 	DefaultGrace          = 5 * time.Second
 	DefaultSweepInterval  = time.Minute
-	DefaultConcurrency    = 32
+	DefaultConcurrency    = 128
 	DefaultStateCacheSize = 10_000
 	// DefaultMaxDemand bounds on-demand requests served at once.
 	DefaultMaxDemand = 64
@@ -43,7 +42,6 @@ const (
 	// has not removed yet is looked at again this soon.
 	staleRecheck = 100 * time.Millisecond
 	retryBackoff = time.Second
-	stripes      = 256
 )
 
 // Config configures a Service.
@@ -62,7 +60,9 @@ type Config struct {
 	// SweepInterval between sweeps of every claimed session (default
 	// DefaultSweepInterval; negative: sweep only on start).
 	SweepInterval time.Duration
-	// Concurrency is how many sessions are evaluated at once.
+	// Concurrency is how many sessions are evaluated at once (default
+	// DefaultConcurrency). An evaluation waits for its grouped batch, so it
+	// also bounds the sessions one grouped batch can hold.
 	Concurrency int
 	// KeepApprovalsPending leaves pending approvals open (DESIGN.md 6).
 	KeepApprovalsPending bool
@@ -87,8 +87,11 @@ type Service struct {
 	m      *metrics
 	now    func() time.Time
 	states *lru.Cache[string, folded]
-	seed   maphash.Seed
-	locks  [stripes]sync.Mutex
+	// locks serializes the evaluations of one session in this process
+	// (one lock a session being evaluated: two sessions never wait for
+	// each other, even while a grouped batch holds both).
+	lmu    sync.Mutex
+	locks  map[string]*sessionLock
 	demand chan struct{}
 
 	mu       sync.Mutex
@@ -188,7 +191,7 @@ func New(cfg Config) (*Service, error) {
 		log:      cfg.Logger,
 		now:      cfg.Now,
 		states:   lru.New[string, folded](cfg.StateCacheSize),
-		seed:     maphash.MakeSeed(),
+		locks:    map[string]*sessionLock{},
 		demand:   make(chan struct{}, cfg.MaxDemand),
 		queued:   map[string]struct{}{},
 		timers:   map[string]*wake{},
@@ -497,7 +500,29 @@ func (s *Service) sweep(ctx context.Context) {
 	s.log.Debug("repairer: sweep queued", "sessions", n)
 }
 
-// lock serializes the evaluations of one session in this process.
-func (s *Service) lock(id string) *sync.Mutex {
-	return &s.locks[maphash.String(s.seed, id)%stripes]
+type sessionLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lock serializes the evaluations of one session in this process; call
+// the result to unlock.
+func (s *Service) lock(id string) (unlock func()) {
+	s.lmu.Lock()
+	l := s.locks[id]
+	if l == nil {
+		l = &sessionLock{}
+		s.locks[id] = l
+	}
+	l.refs++
+	s.lmu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		s.lmu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(s.locks, id)
+		}
+		s.lmu.Unlock()
+	}
 }

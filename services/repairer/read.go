@@ -1,0 +1,108 @@
+package repairer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+)
+
+// maxDirectRead bounds the events of a session read in one batched direct
+// get; a longer remainder is read by the store (a consumer).
+const maxDirectRead = 256
+
+// readSession calls fn for each stored event of the session after
+// afterStreamSeq up to its tail, which it reads from the stream leader and
+// returns, like the store's ReadSession. afterSeq is the session seq of the
+// event at afterStreamSeq (0 with it).
+//
+// The events up to the tail are immutable, so they may come from any
+// replica: one batched direct get instead of a leader read per event. A
+// replica that does not have them all yet (or an error) sends the read to
+// the store.
+func (s *Service) readSession(ctx context.Context, id string, afterStreamSeq, afterSeq uint64, fn func(*logstore.Msg) error) (logstore.Tail, error) {
+	tail, err := s.st.Tail(ctx, id)
+	if err != nil || tail.StreamSeq <= afterStreamSeq {
+		return tail, err
+	}
+	if tail.Seq <= afterSeq || tail.Seq-afterSeq > maxDirectRead {
+		return s.st.ReadSession(ctx, id, afterStreamSeq, fn)
+	}
+	msgs, ok := s.directRead(ctx, id, afterStreamSeq, int(tail.Seq-afterSeq), tail.StreamSeq)
+	if !ok {
+		return s.st.ReadSession(ctx, id, afterStreamSeq, fn)
+	}
+	for _, m := range msgs {
+		if err := fn(m); err != nil {
+			if errors.Is(err, logstore.ErrStop) {
+				return tail, nil
+			}
+			return tail, err
+		}
+	}
+	return tail, nil
+}
+
+// directRead fetches the session's n events after afterStreamSeq with one
+// batched direct get; the last must be at tailStreamSeq. ok is false when
+// they are not exactly that.
+//
+// The reply inbox gets a channel sized to the answer (jetstreamext's
+// GetBatch subscribes with the connection's default pending limit, a
+// half-megabyte channel allocated per read).
+func (s *Service) directRead(ctx context.Context, id string, afterStreamSeq uint64, n int, tailStreamSeq uint64) ([]*logstore.Msg, bool) {
+	loc, err := logstore.Locate(id)
+	if err != nil {
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.st.Config().RequestTimeout)
+	defer cancel()
+	inbox := s.nc.NewInbox()
+	ch := make(chan *nats.Msg, n+1) // n events and the end-of-batch status
+	sub, err := s.nc.ChanSubscribe(inbox, ch)
+	if err != nil {
+		return nil, false
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	req, err := json.Marshal(directGetRequest{Seq: afterStreamSeq + 1, NextFor: loc.Subject, Batch: n})
+	if err != nil {
+		return nil, false
+	}
+	if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+loc.Stream, inbox, req); err != nil {
+		return nil, false
+	}
+	msgs := make([]*logstore.Msg, 0, n)
+	for len(msgs) < n {
+		var m *nats.Msg
+		select {
+		case m = <-ch:
+		case <-ctx.Done():
+			return nil, false
+		}
+		if len(m.Data) == 0 && m.Header.Get("Status") != "" {
+			return nil, false // the end, or an error, before the tail
+		}
+		seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+		if err != nil || m.Header.Get(jetstream.SubjectHeader) != loc.Subject || seq <= afterStreamSeq || seq > tailStreamSeq {
+			return nil, false
+		}
+		msgs = append(msgs, &logstore.Msg{StreamSeq: seq, Subject: loc.Subject, Header: m.Header, Data: m.Data})
+	}
+	if msgs[n-1].StreamSeq != tailStreamSeq {
+		return nil, false
+	}
+	return msgs, true
+}
+
+// directGetRequest is a batched direct get: up to Batch messages of the
+// subject from stream sequence Seq on.
+type directGetRequest struct {
+	Seq     uint64 `json:"seq"`
+	NextFor string `json:"next_by_subj"`
+	Batch   int    `json:"batch"`
+}
