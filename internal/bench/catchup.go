@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,12 +55,15 @@ type CatchupResult struct {
 	RawKeysPerSec  float64
 	RawSmallPerSec float64 // the same with 8-byte values
 	ViewKeys       int
-	PeakRSSBytes   int64 // VmHWM of this process (server, fill and projector)
+	// PeakRSSBytes is the VmHWM of this process (server and projector)
+	// during the catch-up, where the kernel lets it be reset (Linux), else
+	// since the start.
+	PeakRSSBytes int64
 	// CatchupCPU is the CPU time (user and system) of the whole process
 	// during the catch-up, the embedded server included: less at the
 	// mercy of other work on the machine than the rate.
 	CatchupCPU time.Duration
-	HeapAfter  uint64
+	HeapAfter  uint64 // live heap after the catch-up (after a GC), the projector's caches still held
 }
 
 // RunCatchup fills a stream with cfg.Events events over cfg.Sessions
@@ -126,6 +130,12 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 		return res, err
 	}
 
+	// The floor's keys are gone: hand their memory back and restart the
+	// peak RSS count, so that the peak reported is that of the catch-up
+	// (server and projector), not of the floor's data.
+	debug.FreeOSMemory()
+	resetPeakRSS()
+
 	var stop func()
 	if cfg.Profile != nil {
 		stop = cfg.Profile()
@@ -158,10 +168,12 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 	if err := <-done; err != nil {
 		return res, err
 	}
+	res.PeakRSSBytes = peakRSS()
+	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	res.HeapAfter = ms.HeapAlloc
-	res.PeakRSSBytes = peakRSS()
+	runtime.KeepAlive(p)
 	say("caught up in %s (process CPU %s, %.2f µs/event)", res.Catchup.Round(time.Millisecond), res.CatchupCPU.Round(time.Millisecond),
 		float64(res.CatchupCPU.Microseconds())/float64(cfg.Events))
 
@@ -278,6 +290,10 @@ func processCPU() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// resetPeakRSS restarts the VmHWM count at the current RSS (Linux 4.0+;
+// elsewhere a no-op).
+func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
 
 // peakRSS reads VmHWM from /proc/self/status (0 where there is none).
 func peakRSS() int64 {
