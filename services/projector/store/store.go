@@ -16,6 +16,8 @@
 package store
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -24,6 +26,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -388,21 +391,44 @@ func (d *DB) Iter(prefix []byte) (*pebble.Iterator, error) {
 func (d *DB) Pebble() *pebble.DB { return d.db }
 
 // Batch is one atomic change to the views plus the checkpoint.
+//
+// It gathers its writes and hands them to Pebble sorted by key on Commit:
+// Pebble inserts a batch into its memtable in the batch's order, starting
+// each search where the previous insert ended, so sorted keys (runs of
+// one session's event keys) cost a short hop each where the order they
+// were made in (sessions interleaved) costs a search from the top.
 type Batch struct {
 	d   *DB
-	b   *pebble.Batch
+	buf []byte // keys and values, one after the other
+	ops []batchOp
 	sum uint64
-	n   int
 }
+
+type batchOp struct {
+	key, end int // buf[key:val] is the key, buf[val:end] the value
+	val      int
+	del      bool
+}
+
+func (b *Batch) opKey(o *batchOp) []byte { return b.buf[o.key:o.val] }
 
 // NewBatch starts a batch on top of the committed views.
 func (d *DB) NewBatch() *Batch { return d.NewBatchWithSize(0) }
 
-// NewBatchWithSize is NewBatch with room for size bytes of encoded
-// changes made at once: a large batch grown by doubling from empty would
-// allocate and copy about twice its size.
+// NewBatchWithSize is NewBatch with room for size bytes of changes made
+// at once: a large batch grown by doubling from empty would allocate and
+// copy about twice its size.
 func (d *DB) NewBatchWithSize(size int) *Batch {
-	return &Batch{d: d, b: d.db.NewBatchWithSize(size), sum: d.sum}
+	return &Batch{d: d, buf: make([]byte, 0, size), ops: make([]batchOp, 0, size/64), sum: d.sum}
+}
+
+func (b *Batch) add(key, value []byte, del bool) {
+	o := batchOp{key: len(b.buf), del: del}
+	b.buf = append(b.buf, key...)
+	o.val = len(b.buf)
+	b.buf = append(b.buf, value...)
+	o.end = len(b.buf)
+	b.ops = append(b.ops, o)
 }
 
 // Set writes a view key. old is the value it replaces (nil when the key
@@ -412,28 +438,23 @@ func (b *Batch) Set(key, old, value []byte) {
 		b.sum ^= Hash(key, old)
 	}
 	b.sum ^= Hash(key, value)
-	b.b.Set(key, value, nil)
-	b.n++
+	b.add(key, value, false)
 }
 
 // Delete removes a view key whose current value is old.
 func (b *Batch) Delete(key, old []byte) {
 	b.sum ^= Hash(key, old)
-	b.b.Delete(key, nil)
-	b.n++
+	b.add(key, nil, true)
 }
 
 // SetInternal writes a key outside the checksum (snapshots).
-func (b *Batch) SetInternal(key, value []byte) {
-	b.b.Set(key, value, nil)
-	b.n++
-}
+func (b *Batch) SetInternal(key, value []byte) { b.add(key, value, false) }
 
 // Ops is the number of writes in the batch.
-func (b *Batch) Ops() int { return b.n }
+func (b *Batch) Ops() int { return len(b.ops) }
 
-// Bytes is the encoded size of the batch.
-func (b *Batch) Bytes() int { return b.b.Len() }
+// Bytes is the size of the keys and values the batch holds.
+func (b *Batch) Bytes() int { return len(b.buf) }
 
 // Checksum is the view checksum the batch would commit.
 func (b *Batch) Checksum() uint64 { return b.sum }
@@ -445,17 +466,35 @@ func (b *Batch) Checksum() uint64 { return b.sum }
 // stream still holds what was lost.
 func (b *Batch) Commit(cp Checkpoint) error {
 	cp.Checksum = b.sum
-	b.b.Set(keyCheckpoint, EncodeCheckpoint(cp), nil)
-	if err := b.b.Commit(pebble.NoSync); err != nil {
-		b.b.Close()
+	// Of two writes of one key the later must stay later, and win: ties
+	// go by position in buf, which is the order they were made in.
+	slices.SortFunc(b.ops, func(x, y batchOp) int {
+		if c := bytes.Compare(b.opKey(&x), b.opKey(&y)); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.key, y.key)
+	})
+	pb := b.d.db.NewBatchWithSize(len(b.buf) + 8*len(b.ops) + 256)
+	for i := range b.ops {
+		o := &b.ops[i]
+		if o.del {
+			pb.Delete(b.opKey(o), nil)
+		} else {
+			pb.Set(b.opKey(o), b.buf[o.val:o.end], nil)
+		}
+	}
+	pb.Set(keyCheckpoint, EncodeCheckpoint(cp), nil)
+	if err := pb.Commit(pebble.NoSync); err != nil {
+		pb.Close()
 		return fmt.Errorf("store: commit: %w", err)
 	}
 	b.d.sum = b.sum
-	return b.b.Close()
+	b.buf, b.ops = nil, nil
+	return pb.Close()
 }
 
 // Abandon drops the batch.
-func (b *Batch) Abandon() { b.b.Close() }
+func (b *Batch) Abandon() { b.buf, b.ops = nil, nil }
 
 // SetCheckpointRaw overwrites the stored checkpoint bytes (tests use it to
 // corrupt the checkpoint).
