@@ -34,13 +34,21 @@ func (s *Service) check(ctx context.Context, id string, why trigger) {
 		if ctx.Err() != nil {
 			return
 		}
+		// The lease, the claim and, for a lease seen to go (most likely
+		// due now), the session's state are read at once. A plan made from
+		// a state read before the lease is as safe as one read after: its
+		// append is checked against the tail that state was read at.
+		reads := s.startReads(ctx, id, why == triggerExpiry && attempt == 0)
 		rec, err := s.st.LeaseRecord(ctx, id)
+		claim, cerr := reads.claim()
 		if err != nil {
+			reads.wait()
 			s.failed(ctx, id, why, "lease", err)
 			return
 		}
 		now := s.now()
 		if rec.Live() {
+			reads.wait()
 			// The watch will see the lease go. One whose TTL has run out
 			// but that the server has not removed yet is looked at again
 			// shortly, in case its marker was missed.
@@ -50,19 +58,21 @@ func (s *Service) check(ctx context.Context, id string, why trigger) {
 			s.m.checks.WithLabelValues("live").Inc()
 			return
 		}
-		claim, err := s.st.ClaimKV().Get(ctx, id)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
+		if errors.Is(cerr, jetstream.ErrKeyNotFound) {
+			reads.wait()
 			// Never claimed (or repaired already): repaired only on demand.
 			s.m.checks.WithLabelValues("unclaimed").Inc()
 			s.forgetExpiry(id)
 			return
 		}
-		if err != nil {
-			s.failed(ctx, id, why, "claim", err)
+		if cerr != nil {
+			reads.wait()
+			s.failed(ctx, id, why, "claim", cerr)
 			return
 		}
 		expiredAt := s.expiryOf(id, rec)
 		if !expiredAt.IsZero() && now.Before(expiredAt.Add(s.cfg.Grace)) {
+			reads.wait()
 			s.wakeAt(id, expiredAt.Add(s.cfg.Grace), why)
 			s.m.checks.WithLabelValues("grace").Inc()
 			return
@@ -71,7 +81,7 @@ func (s *Service) check(ctx context.Context, id string, why trigger) {
 		if !expiredAt.IsZero() {
 			exp = &expiredAt
 		}
-		out, err := s.repair(ctx, id, why, session.DefaultRepairReason, exp)
+		out, err := s.repair(ctx, id, why, session.DefaultRepairReason, exp, reads.folded)
 		if errors.Is(err, logstore.ErrConflict) {
 			// Appended to after we read it: the holder is back, or another
 			// writer. Evaluate again from the new state.
@@ -107,6 +117,67 @@ func (s *Service) check(ctx context.Context, id string, why trigger) {
 		}
 		s.forgetExpiry(id)
 		return
+	}
+}
+
+// reads are the reads of one evaluation that run beside its lease read.
+type reads struct {
+	claimC chan claimRead
+	foldC  chan foldRead
+}
+
+type claimRead struct {
+	e   jetstream.KeyValueEntry
+	err error
+}
+
+type foldRead struct {
+	st   *session.State
+	tail logstore.Tail
+	err  error
+}
+
+// startReads reads the session's claim and, if fold, its state, each on
+// its own goroutine.
+func (s *Service) startReads(ctx context.Context, id string, fold bool) *reads {
+	r := &reads{claimC: make(chan claimRead, 1)}
+	go func() {
+		e, err := s.st.ClaimKV().Get(ctx, id)
+		r.claimC <- claimRead{e, err}
+	}()
+	if fold {
+		r.foldC = make(chan foldRead, 1)
+		go func() {
+			st, tail, err := s.fold(ctx, id)
+			r.foldC <- foldRead{st, tail, err}
+		}()
+	}
+	return r
+}
+
+func (r *reads) claim() (jetstream.KeyValueEntry, error) {
+	c := <-r.claimC
+	r.claimC <- c
+	return c.e, c.err
+}
+
+// folded returns the state read beside the lease, or folds now.
+func (r *reads) folded(s *Service, ctx context.Context, id string) (*session.State, logstore.Tail, error) {
+	if r.foldC == nil {
+		return s.fold(ctx, id)
+	}
+	f := <-r.foldC
+	r.foldC = nil
+	return f.st, f.tail, f.err
+}
+
+// wait lets the reads finish (nothing of the session is read once its
+// evaluation is over).
+func (r *reads) wait() {
+	r.claim()
+	if r.foldC != nil {
+		<-r.foldC
+		r.foldC = nil
 	}
 }
 
@@ -152,9 +223,10 @@ var errNoSession = schema.Errorf(schema.CodeNotFound, "session has no events")
 
 // repair folds the session, plans and appends the plan in one batch with
 // the per-subject check against the tail the plan was made from.
-func (s *Service) repair(ctx context.Context, id string, why trigger, reason string, leaseExpiredAt *time.Time) (Outcome, error) {
+func (s *Service) repair(ctx context.Context, id string, why trigger, reason string, leaseExpiredAt *time.Time,
+	fold func(s *Service, ctx context.Context, id string) (*session.State, logstore.Tail, error)) (Outcome, error) {
 	out := Outcome{SessionID: id, Closed: []schema.Closed{}}
-	st, tail, err := s.fold(ctx, id)
+	st, tail, err := fold(s, ctx, id)
 	if err != nil {
 		return out, err
 	}
@@ -308,7 +380,7 @@ func (s *Service) Repair(ctx context.Context, id string, force bool) (Outcome, e
 		} else if at := s.expiryOf(id, rec); !at.IsZero() {
 			exp = &at
 		}
-		out, err := s.repair(ctx, id, triggerDemand, reason, exp)
+		out, err := s.repair(ctx, id, triggerDemand, reason, exp, (*Service).fold)
 		if errors.Is(err, logstore.ErrConflict) && attempt+1 < maxConflicts {
 			s.m.lost.Inc()
 			continue
