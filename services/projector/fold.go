@@ -69,14 +69,17 @@ type folder struct {
 	// one is allocated at that size rather than grown to it.
 	lastBatch int
 	scratch   []byte
-	pos       map[string]store.StreamPos
+	// catchingUp: the projector has not yet reached the stream's end as
+	// it was at start (snapshots further apart, see snapshotInterval).
+	catchingUp bool
+	pos        map[string]store.StreamPos
 }
 
 func newFolder(db *store.DB, ls *logstore.Store, met *metrics, capacity, snapEach int, pos []store.StreamPos) *folder {
 	f := &folder{
 		db: db, ls: ls, met: met,
 		cache: map[string]*entry{}, lru: list.New(), capacity: capacity, snapEach: uint64(snapEach),
-		pos: map[string]store.StreamPos{},
+		pos: map[string]store.StreamPos{}, catchingUp: true,
 	}
 	for _, p := range pos {
 		f.pos[p.Name] = p
@@ -419,22 +422,41 @@ func (f *folder) restore(ctx context.Context, en *entry) error {
 // Snapshot spacing. A session's fold state keeps its whole history of
 // attempts, tool calls and compactions (the uniqueness rules need it), so
 // it grows with the session: at a fixed spacing the snapshots of a long
-// session would cost more bytes per event than the events themselves, and
-// the total would grow with the square of the session's length. So the
-// spacing grows with the state: a snapshot costs at most about
-// snapshotBytesPerEvent bytes per event folded since the last one, never
-// closer than SnapshotEvery events, never further apart than
-// maxSnapshotInterval (the events a restore re-reads).
+// session cost more bytes per event than the events themselves, and a
+// catch-up's snapshots grow with the square of the sessions' length. So
+// while catching up the spacing grows with the state: a snapshot costs at
+// most about snapshotBytesPerEvent bytes per event folded since the last
+// one, never closer than SnapshotEvery events, never further apart than
+// maxSnapshotInterval. The batch that catches up writes the snapshot of
+// every cached session SnapshotEvery or more behind (settle), and from
+// then on the spacing is SnapshotEvery: the restore after a restart or an
+// eviction re-reads as few events as before. Only a crash during the
+// catch-up leaves restores of up to maxSnapshotInterval events.
 const (
 	snapshotBytesPerEvent = 64
 	maxSnapshotInterval   = 1024
 	// restoreByLeaderReads: up to this many events, a restore reads each
-	// by its stream seq; beyond, through a consumer on the session.
-	restoreByLeaderReads = 32
+	// by its stream seq; beyond, through a consumer on the session (which
+	// costs a few milliseconds to set up).
+	restoreByLeaderReads = 128
 )
 
 func (f *folder) snapshotInterval(en *entry) uint64 {
+	if !f.catchingUp {
+		return f.snapEach
+	}
 	return max(f.snapEach, min(maxSnapshotInterval, uint64(en.snapBytes/snapshotBytesPerEvent)))
+}
+
+// settle ends the catch-up spacing of snapshots: the open batch will hold
+// the snapshot of every cached session SnapshotEvery or more behind.
+func (f *folder) settle() {
+	f.catchingUp = false
+	for el := f.lru.Front(); el != nil; el = el.Next() {
+		if en := el.Value.(*entry); en.st != nil && en.st.LastSeq-en.snapSeq >= f.snapEach {
+			f.markDirty(en)
+		}
+	}
 }
 
 // pending reports whether the open batch holds anything to commit.

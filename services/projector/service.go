@@ -299,15 +299,22 @@ func (s *Service) Mode() StartMode { return s.mode }
 // DB is the read-model store (tests, verify).
 func (s *Service) DB() *store.DB { return s.db }
 
-func (s *Service) updateCaughtUp() {
-	if s.caughtUp.Load() {
-		return
-	}
+// atTarget reports whether the folder's position reaches the stream's end
+// as it was at start.
+func (s *Service) atTarget() bool {
 	for name, t := range s.target {
 		if s.f.pos[name].Seq < t {
-			return
+			return false
 		}
 	}
+	return true
+}
+
+func (s *Service) updateCaughtUp() {
+	if s.caughtUp.Load() || !s.atTarget() {
+		return
+	}
+	s.f.catchingUp = false
 	s.caughtUp.Store(true)
 	s.log.Info("projector: caught up", "checkpoint", s.f.checkpoint().Streams)
 }
@@ -466,6 +473,10 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 func (s *Service) commit() error {
 	if !s.f.pending() {
 		return nil
+	}
+	if s.f.catchingUp && s.atTarget() {
+		// The batch that catches up leaves no snapshot far behind.
+		s.f.settle()
 	}
 	if err := s.f.flush(); err != nil {
 		return err
