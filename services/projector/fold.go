@@ -235,7 +235,6 @@ func (f *folder) apply(en *entry, ev *schema.Envelope, streamSeq uint64) {
 		}
 	}
 	f.events++
-	f.met.applied.Inc()
 	f.markDirty(en)
 }
 
@@ -284,7 +283,8 @@ func (f *folder) fillGap(ctx context.Context, en *entry, before uint64) error {
 // load returns the session's entry from the cache or the store.
 func (f *folder) load(ctx context.Context, id string) (*entry, error) {
 	if en, ok := f.cache[id]; ok {
-		f.lru.MoveToFront(en.elem)
+		// Not moved to the front here: flush moves the batch's dirty
+		// entries there, before it evicts (once per batch, not per event).
 		return en, nil
 	}
 	en := &entry{id: id}
@@ -470,6 +470,7 @@ func (f *folder) flush() error {
 	}
 	b := f.batch
 	for _, en := range f.dirty {
+		f.lru.MoveToFront(en.elem)
 		if en.st != nil {
 			derive(&en.sum, en.st)
 		}
@@ -518,6 +519,7 @@ func (f *folder) flush() error {
 		return err
 	}
 	f.batch = nil
+	f.met.applied.Add(float64(f.events))
 	f.events, f.bytes = 0, 0
 	for f.lru.Len() > f.capacity {
 		el := f.lru.Back()

@@ -432,7 +432,6 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 			if err := s.f.handle(ctx, m); err != nil {
 				return err
 			}
-			s.met.lag.Set(float64(m.pending))
 			if stop != nil && stop(s.f.pos) {
 				return s.commit()
 			}
@@ -461,6 +460,7 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 			}
 			break
 		}
+		s.met.lag.Set(float64(m.pending))
 		n := s.f.events
 		if err := s.commit(); err != nil {
 			return err
