@@ -51,9 +51,10 @@ const (
 
 // pendingAppend is one session's repair waiting for a grouped batch.
 type pendingAppend struct {
-	req  logstore.AppendRequest
-	msgs []*nats.Msg
-	done chan appendOutcome
+	req    logstore.AppendRequest
+	stream string // an atomic batch stays in one stream
+	msgs   []*nats.Msg
+	done   chan appendOutcome
 }
 
 type appendOutcome struct {
@@ -89,13 +90,17 @@ func (s *Service) appendPlan(ctx context.Context, req logstore.AppendRequest) (r
 		res, err = s.st.Append(ctx, req)
 		return res, false, err
 	}
-	msgs, err := s.messages(&req)
+	loc, err := logstore.Locate(req.SessionID)
+	var msgs []*nats.Msg
+	if err == nil {
+		msgs, err = s.messages(&req, loc.Subject)
+	}
 	if err != nil {
 		// The store reports the error with its contract code.
 		res, err = s.st.Append(ctx, req)
 		return res, false, err
 	}
-	p := &pendingAppend{req: req, msgs: msgs, done: make(chan appendOutcome, 1)}
+	p := &pendingAppend{req: req, stream: loc.Stream, msgs: msgs, done: make(chan appendOutcome, 1)}
 	if !g.submit(p) {
 		res, err = s.st.Append(ctx, req)
 		return res, false, err
@@ -109,11 +114,7 @@ func (s *Service) appendPlan(ctx context.Context, req logstore.AppendRequest) (r
 // messages builds the messages of req as the store's Append does: the
 // encoded event, its id, type, seq and schema headers, and the plain
 // per-subject expected sequence on the session's first message only.
-func (s *Service) messages(req *logstore.AppendRequest) ([]*nats.Msg, error) {
-	loc, err := logstore.Locate(req.SessionID)
-	if err != nil {
-		return nil, err
-	}
+func (s *Service) messages(req *logstore.AppendRequest, subject string) ([]*nats.Msg, error) {
 	if len(req.Events) == 0 {
 		return nil, errors.New("repairer: no events")
 	}
@@ -138,7 +139,7 @@ func (s *Service) messages(req *logstore.AppendRequest) ([]*nats.Msg, error) {
 		if i == 0 {
 			h[logstore.HeaderExpectedSeq] = []string{strconv.FormatUint(req.ExpectedStreamSeq, 10)}
 		}
-		msgs[i] = &nats.Msg{Subject: loc.Subject, Header: h, Data: body}
+		msgs[i] = &nats.Msg{Subject: subject, Header: h, Data: body}
 	}
 	// A single append of the same request sends these very bodies.
 	req.Bodies = bodies
@@ -178,7 +179,7 @@ func (g *grouper) loop() {
 }
 
 // take removes the next group from the queue: requests in arrival order
-// up to maxEvents events, one per session.
+// up to maxEvents events, one per session, all in the first one's stream.
 func (g *grouper) take() []*pendingAppend {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -194,7 +195,7 @@ func (g *grouper) take() []*pendingAppend {
 	)
 	for _, p := range g.pending {
 		_, dup := seen[p.req.SessionID]
-		if dup || (len(group) > 0 && n+len(p.msgs) > g.maxEvents) {
+		if dup || (len(group) > 0 && (n+len(p.msgs) > g.maxEvents || p.stream != group[0].stream)) {
 			rest = append(rest, p)
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -326,6 +327,46 @@ func TestGroupedBatchAnswerLost(t *testing.T) {
 		}
 		if c, ok := h.svc.states.Get(id); !ok || c.streamSeq != tail.StreamSeq {
 			t.Fatalf("%s: cached state at stream seq %d, tail %+v", id, c.streamSeq, tail)
+		}
+	}
+}
+
+// A group takes requests in arrival order up to its event limit, one per
+// session and all of one stream; what it leaves waits for the next.
+func TestGroupTake(t *testing.T) {
+	g := &grouper{maxEvents: 10, running: 1}
+	add := func(id, stream string, events int) {
+		g.pending = append(g.pending, &pendingAppend{
+			req: logstore.AppendRequest{SessionID: id}, stream: stream, msgs: make([]*nats.Msg, events)})
+	}
+	add("a", "S1", 4)
+	add("a", "S1", 4) // the same session again: the next group
+	add("b", "S2", 2) // another stream: the next group
+	add("c", "S1", 4)
+	add("d", "S1", 4) // over the limit: the next group
+	add("e", "S1", 2)
+	ids := func(group []*pendingAppend) string {
+		var s []string
+		for _, p := range group {
+			s = append(s, p.req.SessionID)
+		}
+		return strings.Join(s, ",")
+	}
+	for _, want := range []string{"a,c,e", "a,d", "b"} {
+		if got := ids(g.take()); got != want {
+			t.Fatalf("group %q, want %q", got, want)
+		}
+	}
+	if got := g.take(); got != nil || g.running != 0 {
+		t.Fatalf("empty queue: group %q, running %d", ids(got), g.running)
+	}
+	// A request larger than the limit still goes, alone.
+	g.running = 1
+	add("big", "S1", 12)
+	add("f", "S1", 1)
+	for _, want := range []string{"big", "f"} {
+		if got := ids(g.take()); got != want {
+			t.Fatalf("group %q, want %q", got, want)
 		}
 	}
 }
