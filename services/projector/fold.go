@@ -42,7 +42,8 @@ func (e *entry) stopped() bool { return e.st == nil }
 // snapshot is the internal fold-state record: enough to continue folding
 // a session after a restart or an eviction without reading it all again.
 // Snapshots are not views (not checksummed); they may lag the summary by
-// up to SnapshotEvery events, which the folder re-reads from the log.
+// up to SnapshotEvery events (more during a catch-up, see
+// snapshotInterval), which the folder re-reads from the log.
 type snapshot struct {
 	LastSeq   uint64          `json:"lastSeq"`
 	StreamSeq uint64          `json:"streamSeq"`

@@ -52,8 +52,9 @@ type Config struct {
 	MaxBatchBytes  int
 	// CacheSessions bounds the fold states kept in memory.
 	CacheSessions int
-	// SnapshotEvery: a session's fold state is stored at most this many
-	// events behind its summary.
+	// SnapshotEvery: once caught up, a session's fold state is stored at
+	// most this many events behind its summary (while catching up, further
+	// apart for large states: see snapshotInterval).
 	SnapshotEvery int
 	// FetchBatch is the consumer's pull size.
 	FetchBatch int
