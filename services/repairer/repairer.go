@@ -29,7 +29,7 @@ const (
 
 	DefaultGrace          = 5 * time.Second
 	DefaultSweepInterval  = time.Minute
-	DefaultConcurrency    = 128
+	DefaultConcurrency    = 256
 	DefaultStateCacheSize = 10_000
 	// DefaultMaxDemand bounds on-demand requests served at once.
 	DefaultMaxDemand = 64
