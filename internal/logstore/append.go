@@ -115,6 +115,25 @@ func classify(err error) outcome {
 	return unknown
 }
 
+// Messages builds the messages Append sends for req: on the session's
+// subject, each encoded event (or its given body) with its id, type, seq
+// and schema headers, the plain per-subject expectation on the first only.
+// A caller that commits several sessions' appends in one atomic batch
+// builds them here. Bad requests are refused with the contract's codes.
+func (s *Store) Messages(req *AppendRequest) ([]*nats.Msg, error) {
+	if len(req.Events) == 0 {
+		return nil, schema.Errorf(schema.CodeBadRequest, "no events")
+	}
+	if len(req.Events) > schema.MaxBatchEvents {
+		return nil, schema.Errorf(schema.CodeTooLarge, "%d events, at most %d per append", len(req.Events), schema.MaxBatchEvents)
+	}
+	loc, err := Locate(req.SessionID)
+	if err != nil {
+		return nil, err
+	}
+	return s.messages(req, loc.Subject)
+}
+
 func (s *Store) messages(req *AppendRequest, subject string) (msgs []*nats.Msg, err error) {
 	if req.Bodies != nil && len(req.Bodies) != len(req.Events) {
 		return nil, schema.Errorf(schema.CodeBadRequest, "%d bodies for %d events", len(req.Bodies), len(req.Events))
@@ -191,20 +210,11 @@ var errRefusedLocally = errors.New("not sent")
 // sequence", the stored events after the expected position are compared
 // by event id.
 func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResult, error) {
-	if len(req.Events) == 0 {
-		return AppendResult{}, schema.Errorf(schema.CodeBadRequest, "no events")
-	}
-	if len(req.Events) > schema.MaxBatchEvents {
-		return AppendResult{}, schema.Errorf(schema.CodeTooLarge, "%d events, at most %d per append", len(req.Events), schema.MaxBatchEvents)
-	}
-	loc, err := Locate(req.SessionID)
+	msgs, err := s.Messages(&req)
 	if err != nil {
 		return AppendResult{}, err
 	}
-	msgs, err := s.messages(&req, loc.Subject)
-	if err != nil {
-		return AppendResult{}, err
-	}
+	loc, _ := Locate(req.SessionID) // Messages checked it
 	res := AppendResult{FirstSeq: req.Events[0].Seq, LastSeq: req.Events[len(req.Events)-1].Seq}
 	var lastErr error
 	for attempt := 0; ; attempt++ {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // Grouped commits.
@@ -93,7 +91,14 @@ func (s *Service) appendPlan(ctx context.Context, req logstore.AppendRequest) (r
 	loc, err := logstore.Locate(req.SessionID)
 	var msgs []*nats.Msg
 	if err == nil {
-		msgs, err = s.messages(&req, loc.Subject)
+		msgs, err = s.st.Messages(&req)
+	}
+	if err == nil {
+		// A single append of the same request sends these very bodies.
+		req.Bodies = make([][]byte, len(msgs))
+		for i, m := range msgs {
+			req.Bodies[i] = m.Data
+		}
 	}
 	if err != nil {
 		// The store reports the error with its contract code.
@@ -109,41 +114,6 @@ func (s *Service) appendPlan(ctx context.Context, req logstore.AppendRequest) (r
 	// timeout: it always answers.
 	o := <-p.done
 	return o.res, o.unsure, o.err
-}
-
-// messages builds the messages of req as the store's Append does: the
-// encoded event, its id, type, seq and schema headers, and the plain
-// per-subject expected sequence on the session's first message only.
-func (s *Service) messages(req *logstore.AppendRequest, subject string) ([]*nats.Msg, error) {
-	if len(req.Events) == 0 {
-		return nil, errors.New("repairer: no events")
-	}
-	limit := s.st.Config().MaxEventBytes
-	bodies := make([][]byte, len(req.Events))
-	msgs := make([]*nats.Msg, len(req.Events))
-	for i := range req.Events {
-		e := &req.Events[i]
-		body, err := schema.Encode(e)
-		if err != nil {
-			return nil, err
-		}
-		if limit > 0 && len(body) > limit {
-			return nil, fmt.Errorf("repairer: event %d is %d bytes", i, len(body))
-		}
-		bodies[i] = body
-		h := make(nats.Header, 5)
-		h[logstore.HeaderMsgID] = []string{logstore.MsgID(req.SessionID, e.EventID)}
-		h[logstore.HeaderType] = []string{e.Type}
-		h[logstore.HeaderSeq] = []string{strconv.FormatUint(e.Seq, 10)}
-		h[logstore.HeaderSchema] = []string{strconv.Itoa(e.SchemaVersion)}
-		if i == 0 {
-			h[logstore.HeaderExpectedSeq] = []string{strconv.FormatUint(req.ExpectedStreamSeq, 10)}
-		}
-		msgs[i] = &nats.Msg{Subject: subject, Header: h, Data: body}
-	}
-	// A single append of the same request sends these very bodies.
-	req.Bodies = bodies
-	return msgs, nil
 }
 
 // submit queues p and starts a committer if fewer than maxInflight run.
