@@ -169,11 +169,11 @@ func (s *Store) messages(req *AppendRequest, subject string) (msgs []*nats.Msg, 
 // publish sends the messages once: a plain publish for one event, an
 // atomic batch otherwise. It returns the stream seq of the last message.
 func (s *Store) publish(ctx context.Context, msgs []*nats.Msg) (uint64, bool, error) {
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
 	if len(msgs) == 1 {
 		return s.publishOne(ctx, msgs[0])
 	}
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
