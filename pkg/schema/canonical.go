@@ -123,11 +123,18 @@ func canonString(b []byte, i int) ([]byte, int) {
 		switch {
 		case c == '"':
 			return b[i:j], j + 1
-		case c < 0x20 || c > 0x7e || c == '\\' || c == '<' || c == '>' || c == '&':
+		case !plainByte(c):
 			return nil, -1
 		}
 	}
 	return nil, -1
+}
+
+// plainByte: a byte Encode writes in a string as it is and that needs no
+// thought (the quote aside): printable ASCII but for the backslash and the
+// three escaped for HTML.
+func plainByte(c byte) bool {
+	return c >= 0x20 && c <= 0x7e && c != '\\' && c != '<' && c != '>' && c != '&'
 }
 
 // canonUint reads a decimal uint64 as Encode writes it (no sign, no
@@ -353,7 +360,7 @@ func encodedSize(e *Envelope) int {
 func appendCanonical(b []byte, e *Envelope) ([]byte, bool) {
 	plain := func(s string) bool {
 		for i := 0; i < len(s); i++ {
-			if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			if c := s[i]; c == '"' || !plainByte(c) {
 				return false
 			}
 		}
