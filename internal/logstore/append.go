@@ -75,6 +75,10 @@ type FaultStage string
 // the hook throws the answer away, as if the reply was lost in transit.
 const FaultAck FaultStage = "ack"
 
+// errCodeDuplicateInProcess is JetStream's "duplicate message id is in
+// process" (JSStreamDuplicateMessageConflict), which nats.go does not name.
+const errCodeDuplicateInProcess jetstream.ErrorCode = 10158
+
 // outcome is the classification of one publish attempt.
 type outcome int
 
@@ -100,6 +104,11 @@ func classify(err error) outcome {
 			return duplicate
 		case jetstreamext.JSErrCodeAtomicPublishTooManyInflight, jetstreamext.JSErrCodeBatchPublishTooManyInflight:
 			return retrying
+		case errCodeDuplicateInProcess:
+			// A message with one of these ids is being stored right now
+			// (an earlier send of this append, or another process
+			// sending the same ids): it may yet commit. Not a refusal.
+			return unknown
 		}
 		if apiErr.Code == 503 {
 			return retrying
@@ -242,17 +251,26 @@ func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResult, er
 				s.committed(req, r)
 				return r, nil
 			}
+			inFlight := false
 			if errors.Is(rerr, errNotYet) && oc == wrongSeq {
 				// Wrong last sequence and nothing after the expected
-				// position: the expectation itself is off.
+				// position: the expectation itself is off, unless the
+				// tail is the expected one. Then a write to the session
+				// is in flight (the leader's check counts a write it
+				// has not applied yet): an earlier send of this append
+				// or someone else's. Look again once it shows, so that
+				// the answer is this append's commit or a conflict with
+				// the tail that won, never a conflict at the expected
+				// tail itself.
 				t, terr := s.Tail(ctx, req.SessionID)
 				if terr != nil {
 					rerr = terr
 				} else {
 					rerr = &ConflictError{Tail: t, Expected: req.ExpectedStreamSeq}
+					inFlight = t.StreamSeq == req.ExpectedStreamSeq && attempt+1 < s.cfg.ResolveAttempts
 				}
 			}
-			if errors.Is(rerr, ErrConflict) {
+			if errors.Is(rerr, ErrConflict) && !inFlight {
 				s.tails.Delete(req.SessionID)
 				return AppendResult{}, rerr
 			}
