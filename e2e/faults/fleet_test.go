@@ -605,29 +605,41 @@ func (a *faultAgent) append(ctx context.Context, events ...schema.Envelope) erro
 }
 
 // lost reloads the session after a refusal that says someone else wrote
-// it, and records a repair.
+// it, and records a repair. During a fault a read can be stale (a
+// partitioned node that still takes itself for the stream's leader answers
+// from what it has) and a repair can still be in flight, so the session is
+// read again until it shows the repair, for as long as a fault and the
+// cluster's healing take; only a session that never shows one is an error.
 func (a *faultAgent) lost(ctx context.Context, code string) error {
-	for ctx.Err() == nil {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	deadline := time.Now().Add(lostCheckFor)
+	for {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		evs, _, err := a.f.cfg.Reader.ReadEvents(rctx, a.rec.ID, 0)
 		cancel()
-		if err != nil {
-			time.Sleep(200 * time.Millisecond)
-			continue
-		}
-		st := session.New(a.rec.ID)
-		for i := range evs {
-			if err := st.Apply(&evs[i].Envelope); err != nil {
-				a.f.errorf("%s: fold after %s: %v", a.rec.ID, code, err)
+		if err == nil {
+			st := session.New(a.rec.ID)
+			for i := range evs {
+				if err := st.Apply(&evs[i].Envelope); err != nil {
+					a.f.errorf("%s: fold after %s: %v", a.rec.ID, code, err)
+					return errFaultLost
+				}
+			}
+			if st.Repairs > 0 {
+				a.rec.RepairedLive = true
 				return errFaultLost
 			}
+			if time.Now().After(deadline) {
+				a.f.errorf("%s: refused with %s but the session holds no repair (last seq %d, local %d)", a.rec.ID, code, st.LastSeq, a.state.LastSeq)
+				return errFaultLost
+			}
+		} else if time.Now().After(deadline) {
+			a.f.errorf("%s: refused with %s; the session cannot be read: %v", a.rec.ID, code, err)
+			return errFaultLost
 		}
-		if st.Repairs > 0 {
-			a.rec.RepairedLive = true
-		} else {
-			a.f.errorf("%s: refused with %s but the session holds no repair (last seq %d, local %d)", a.rec.ID, code, st.LastSeq, a.state.LastSeq)
-		}
-		return errFaultLost
+		time.Sleep(250 * time.Millisecond)
 	}
-	return ctx.Err()
 }
+
+// lostCheckFor is how long lost waits for the repair behind a refusal to
+// show: longer than the longest fault and the cluster's catching up after.
+const lostCheckFor = 90 * time.Second

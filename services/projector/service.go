@@ -358,6 +358,36 @@ func (s *Service) Run(ctx context.Context) error {
 	return cerr
 }
 
+// orderedConsumer creates an ordered consumer on the stream, waiting while
+// JetStream is unavailable (a projector started during a fault, before the
+// stream has a leader, is answered 503 or not at all): it starts once the
+// cluster can serve it, instead of exiting. Other errors are returned.
+func (s *Service) orderedConsumer(ctx context.Context, stream string, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error) {
+	for attempt := 0; ; attempt++ {
+		cons, err := s.js.OrderedConsumer(ctx, stream, cfg)
+		if err == nil || ctx.Err() != nil || !unavailable(err) {
+			return cons, err
+		}
+		s.log.Warn("projector: JetStream unavailable; waiting", "stream", stream, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(min(100*time.Millisecond<<min(attempt, 5), 2*time.Second)):
+		}
+	}
+}
+
+// unavailable: JetStream cannot answer right now (no leader, no
+// responders, no answer in time); asking again later may work.
+func unavailable(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Code == 503
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
+
 // consume runs the consumers and the fold loop. stop, if set, ends it once
 // it returns true after a message (rebuild to a position).
 func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.StreamPos) bool) error {
@@ -367,7 +397,7 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 	errc := make(chan error, len(s.f.pos))
 	var wg sync.WaitGroup
 	for name, p := range s.f.pos {
-		cons, err := s.js.OrderedConsumer(ctx, name, jetstream.OrderedConsumerConfig{
+		cons, err := s.orderedConsumer(ctx, name, jetstream.OrderedConsumerConfig{
 			DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 			OptStartSeq:   p.Seq + 1,
 		})
