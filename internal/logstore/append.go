@@ -130,17 +130,24 @@ func classify(err error) outcome {
 // A caller that commits several sessions' appends in one atomic batch
 // builds them here. Bad requests are refused with the contract's codes.
 func (s *Store) Messages(req *AppendRequest) ([]*nats.Msg, error) {
+	_, msgs, err := s.located(req)
+	return msgs, err
+}
+
+// located checks req, locates its session and builds its messages.
+func (s *Store) located(req *AppendRequest) (Location, []*nats.Msg, error) {
 	if len(req.Events) == 0 {
-		return nil, schema.Errorf(schema.CodeBadRequest, "no events")
+		return Location{}, nil, schema.Errorf(schema.CodeBadRequest, "no events")
 	}
 	if len(req.Events) > schema.MaxBatchEvents {
-		return nil, schema.Errorf(schema.CodeTooLarge, "%d events, at most %d per append", len(req.Events), schema.MaxBatchEvents)
+		return Location{}, nil, schema.Errorf(schema.CodeTooLarge, "%d events, at most %d per append", len(req.Events), schema.MaxBatchEvents)
 	}
 	loc, err := Locate(req.SessionID)
 	if err != nil {
-		return nil, err
+		return Location{}, nil, err
 	}
-	return s.messages(req, loc.Subject)
+	msgs, err := s.messages(req, loc.Subject)
+	return loc, msgs, err
 }
 
 func (s *Store) messages(req *AppendRequest, subject string) (msgs []*nats.Msg, err error) {
@@ -219,11 +226,10 @@ var errRefusedLocally = errors.New("not sent")
 // sequence", the stored events after the expected position are compared
 // by event id.
 func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResult, error) {
-	msgs, err := s.Messages(&req)
+	loc, msgs, err := s.located(&req)
 	if err != nil {
 		return AppendResult{}, err
 	}
-	loc, _ := Locate(req.SessionID) // Messages checked it
 	res := AppendResult{FirstSeq: req.Events[0].Seq, LastSeq: req.Events[len(req.Events)-1].Seq}
 	var lastErr error
 	for attempt := 0; ; attempt++ {

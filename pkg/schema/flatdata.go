@@ -3,6 +3,7 @@ package schema
 import (
 	"encoding"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"sync"
@@ -62,6 +63,10 @@ func flatPlan(t reflect.Type) []flatField {
 	return plan
 }
 
+// errFlatUnsure ends decodeFlat's walk of the members: the general path
+// decides.
+var errFlatUnsure = errors.New("schema: not sure of a flat decode")
+
 // decodeFlat decodes b into v (a pointer to a flat struct), when it is
 // sure to agree with exactUnmarshal.
 func decodeFlat(b []byte, v any) bool {
@@ -85,28 +90,25 @@ func decodeFlat(b []byte, v any) bool {
 	}
 	var set [16]member
 	n := 0
-	for i := 1; b[i] != '}'; {
-		key, j, _ := scanString(b, i+1)
-		end, _ := canonValue(b, j+1, 1, MaxJSONDepth)
-		val := b[j+1 : end]
+	if eachMember(b, func(key string, val []byte) error {
 		var f *flatField
 		for k := range plan {
-			if plan[k].name == string(key) {
+			if plan[k].name == key {
 				f = &plan[k]
 				break
 			}
 		}
 		if f == nil || n == len(set) || string(val) == "null" {
-			return false
+			return errFlatUnsure
 		}
 		if !f.raw && (val[0] != '"' || strings.IndexByte(string(val), '\\') >= 0) {
-			return false
+			return errFlatUnsure
 		}
 		set[n] = member{f, val}
 		n++
-		if i = end; b[i] == ',' {
-			i++
-		}
+		return nil
+	}) != nil {
+		return false
 	}
 	s := rv.Elem()
 	for _, m := range set[:n] {
