@@ -237,11 +237,23 @@ func newFaultCluster(t testing.TB, dir string) *faultCluster {
 	t.Helper()
 	c := &faultCluster{t: t, dir: dir}
 	name := fmt.Sprintf("FAULTS%d", time.Now().UnixNano()%100000)
+	// The nodes' ports stay bound until the proxies have theirs: a port
+	// freed at once could be handed to a proxy, and the node started on
+	// it would exit.
+	var held []net.Listener
+	hold := func() int {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+		return l.Addr().(*net.TCPAddr).Port
+	}
 	for i := 0; i < faultNodes; i++ {
 		c.specs = append(c.specs, &faultNodeSpec{
 			Name: fmt.Sprintf("N-%d", i+1), Cluster: name,
 			Dir:        filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
-			ClientPort: faultPort(t), RoutePort: faultPort(t),
+			ClientPort: hold(), RoutePort: hold(),
 		})
 	}
 	for i := range c.specs {
@@ -256,6 +268,9 @@ func newFaultCluster(t testing.TB, dir string) *faultCluster {
 			c.proxies[i][j] = p
 			c.specs[i].Routes = append(c.specs[i].Routes, fmt.Sprintf("nats-route://%s", p.Addr()))
 		}
+	}
+	for _, l := range held {
+		l.Close()
 	}
 	c.procs = make([]*faultProc, faultNodes)
 	for i := range c.specs {
@@ -316,7 +331,7 @@ func (c *faultCluster) Start(i int) {
 	c.procs[i] = faultStart(c.t, c.specs[i].Name, faultSpec{Role: "nats", Node: c.specs[i]}, filepath.Join(c.dir, c.specs[i].Name+".log"))
 	natstest.CheckFor(c.t, 20*time.Second, 50*time.Millisecond, func() error {
 		if !c.procs[i].running() {
-			return fmt.Errorf("node %s exited: %v", c.specs[i].Name, c.procs[i].err)
+			return fmt.Errorf("node %s exited: %v\n%s", c.specs[i].Name, c.procs[i].err, faultLogTail(filepath.Join(c.dir, c.specs[i].Name+".log")))
 		}
 		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", c.specs[i].ClientPort), time.Second)
 		if err != nil {
@@ -454,4 +469,16 @@ func faultHTTPReady(addr string) error {
 		return fmt.Errorf("readyz %s: %s", addr, resp.Status)
 	}
 	return nil
+}
+
+// faultLogTail is the end of a child's log, for a child that exited.
+func faultLogTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > 3000 {
+		b = b[len(b)-3000:]
+	}
+	return string(b)
 }

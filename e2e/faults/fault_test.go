@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,7 +68,7 @@ func (h *faultHarness) startService(name string) {
 	s.proc = faultStart(h.t, name, faultSpec{Role: s.role, Svc: s.spec}, filepath.Join(h.dir, name+".log"))
 	natstest.CheckFor(h.t, 60*time.Second, 100*time.Millisecond, func() error {
 		if !s.proc.running() {
-			return fmt.Errorf("%s exited: %v (log %s)", name, s.proc.err, filepath.Join(h.dir, name+".log"))
+			return fmt.Errorf("%s exited: %v\n%s", name, s.proc.err, faultLogTail(filepath.Join(h.dir, name+".log")))
 		}
 		return faultHTTPReady(s.spec.HTTPAddr)
 	})
@@ -315,6 +316,7 @@ func faultVerify(t *testing.T, h *faultHarness, st *logstore.Store, fleet *fault
 		}
 	}
 	rep := faultCheck(stored, fleet.batches, fleet.forks, fleet.sessions, problems)
+	faultExplain(t, h.dir, rep.Problems, stored)
 	if faultHasRole("projector") {
 		faultVerifyProjections(t, h, st, stored, rep)
 	}
@@ -394,5 +396,40 @@ func faultDumpLogs(t *testing.T, dir string) {
 			b = b[len(b)-6000:]
 		}
 		t.Logf("---- %s (tail)\n%s", filepath.Base(l), b)
+	}
+}
+
+// faultExplain prints, for each session a problem names, its stored
+// events and every line of the children's logs that mentions it: what a
+// failure needs to be understood after the run's directory is gone.
+func faultExplain(t *testing.T, dir string, problems []string, stored map[string][]faultStored) {
+	t.Helper()
+	seen := map[string]bool{}
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, p := range problems {
+		sid, _, ok := strings.Cut(p, ":")
+		if !ok || seen[sid] || strings.ContainsAny(sid, " \t") {
+			continue
+		}
+		seen[sid] = true
+		if len(seen) > 5 {
+			return
+		}
+		for _, s := range stored[sid] {
+			t.Logf("EXPLAIN %s stored seq=%d stream_seq=%d type=%s event=%s synthetic=%v", sid, s.Env.Seq, s.StreamSeq, s.Env.Type, s.Env.EventID, s.Env.Synthetic)
+		}
+		for _, l := range logs {
+			b, err := os.ReadFile(l)
+			if err != nil {
+				continue
+			}
+			n := 0
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.Contains(line, sid) && n < 80 {
+					t.Logf("EXPLAIN %s %s", filepath.Base(l), line)
+					n++
+				}
+			}
+		}
 	}
 }

@@ -66,7 +66,7 @@ func faultNewService(role string, env faultSvcEnv) (faultService, http.Handler, 
 }
 
 func faultRunService(role string, spec *faultSvcSpec) error {
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("svc", spec.Instance)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("svc", spec.Instance)
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
 	nc, err := nats.Connect(spec.URLs,

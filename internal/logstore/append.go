@@ -91,6 +91,22 @@ const (
 	unknown  // sent, no answer
 )
 
+func (o outcome) String() string {
+	switch o {
+	case committed:
+		return "committed"
+	case duplicate:
+		return "duplicate"
+	case wrongSeq:
+		return "wrong_last_sequence"
+	case refused:
+		return "refused"
+	case retrying:
+		return "retrying"
+	}
+	return "unknown"
+}
+
 func classify(err error) outcome {
 	if err == nil {
 		return committed
@@ -243,6 +259,10 @@ func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResult, er
 		if errors.Is(err, errRefusedLocally) {
 			oc = retrying
 		}
+		if oc != committed {
+			s.log.Debug("logstore: append not acknowledged", "session", req.SessionID, "expectedStreamSeq", req.ExpectedStreamSeq,
+				"attempt", attempt, "outcome", oc.String(), "err", err)
+		}
 		switch oc {
 		case committed:
 			res.StreamSeq, res.Duplicate = streamSeq, dup && attempt == 0
@@ -257,29 +277,19 @@ func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResult, er
 				s.committed(req, r)
 				return r, nil
 			}
-			inFlight := false
-			if errors.Is(rerr, errNotYet) && oc == wrongSeq {
-				// Wrong last sequence and nothing after the expected
-				// position: the expectation itself is off, unless the
-				// tail is the expected one. Then a write to the session
-				// is in flight (the leader's check counts a write it
-				// has not applied yet): an earlier send of this append
-				// or someone else's. Look again once it shows, so that
-				// the answer is this append's commit or a conflict with
-				// the tail that won, never a conflict at the expected
-				// tail itself.
-				t, terr := s.Tail(ctx, req.SessionID)
-				if terr != nil {
-					rerr = terr
-				} else {
-					rerr = &ConflictError{Tail: t, Expected: req.ExpectedStreamSeq}
-					inFlight = t.StreamSeq == req.ExpectedStreamSeq && attempt+1 < s.cfg.ResolveAttempts
-				}
-			}
-			if errors.Is(rerr, ErrConflict) && !inFlight {
+			if errors.Is(rerr, ErrConflict) {
+				// A different event after the expected position: this
+				// append can never be stored.
 				s.tails.Delete(req.SessionID)
 				return AppendResult{}, rerr
 			}
+			// Nothing after the expected position (yet), so no conflict,
+			// whatever the tail reads: whoever refused may be a former
+			// leader cut off by a partition that still takes itself for
+			// the leader (its refusal and its reads are stale, and the
+			// real leader may have stored this very send), or a write to
+			// the session is in flight at the leader (its check counts a
+			// write it has not applied yet). Look again.
 			lastErr = rerr
 		case refused:
 			if attempt == 0 {
@@ -355,6 +365,8 @@ func (s *Store) resolve(ctx context.Context, req *AppendRequest, loc Location) (
 		return AppendResult{}, errNotYet
 	}
 	if eventIDOf(first.Header.Get(HeaderMsgID)) != req.Events[0].EventID {
+		s.log.Debug("logstore: position taken", "session", req.SessionID, "expectedStreamSeq", req.ExpectedStreamSeq,
+			"next", first.Header.Get(HeaderMsgID), "nextStreamSeq", first.StreamSeq)
 		t, terr := s.Tail(ctx, req.SessionID)
 		if terr != nil {
 			return AppendResult{}, terr

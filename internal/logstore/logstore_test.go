@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
@@ -195,5 +196,50 @@ func TestLease(t *testing.T) {
 	// A lease can be taken again after it expired.
 	if err := st.RenewLease(ctx, "s1", "agent-2", time.Now()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A refusal is a conflict only when another event is seen after the
+// expected position. A "wrong last sequence" for a send that was stored
+// (what a former leader cut off by a partition answers, while the real
+// leader stores the same message) comes out committed; an expectation
+// after which nothing is stored, with the tail behind it (what a stale
+// read shows), is not a conflict but an unknown outcome, and stores
+// nothing.
+func TestConflictNeedsAnotherEvent(t *testing.T) {
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv)
+	var stale atomic.Int32
+	st := open(t, nc, logstore.Config{ResolveAttempts: 3, FaultHook: func(s logstore.FaultStage) error {
+		if s == logstore.FaultAck && stale.Add(-1) >= 0 {
+			return &jetstream.APIError{Code: 400, ErrorCode: jetstream.JSErrCodeStreamWrongLastSequence, Description: "wrong last sequence: 1"}
+		}
+		return nil
+	}})
+	ctx := context.Background()
+	r, err := st.Append(ctx, logstore.AppendRequest{SessionID: "s", Events: events("s", 1, 1, "e")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1, 3} {
+		stale.Store(1)
+		r2, err := st.Append(ctx, logstore.AppendRequest{SessionID: "s", ExpectedStreamSeq: r.StreamSeq, Events: events("s", r.LastSeq+1, n, "e")})
+		if err != nil || r2.LastSeq != r.LastSeq+uint64(n) {
+			t.Fatalf("%d events refused as wrong last sequence though stored: %+v, %v", n, r2, err)
+		}
+		r = r2
+	}
+	stale.Store(0)
+	_, err = st.Append(ctx, logstore.AppendRequest{SessionID: "s", ExpectedStreamSeq: r.StreamSeq + 10, Events: events("s", r.LastSeq+1, 1, "x")})
+	if errors.Is(err, logstore.ErrConflict) || schema.CodeOf(err) != schema.CodeOutcomeUnknown {
+		t.Fatalf("expectation past the tail: %v, want outcome_unknown", err)
+	}
+	if tail, err := st.Tail(ctx, "s"); err != nil || tail.StreamSeq != r.StreamSeq {
+		t.Fatalf("tail %+v, %v: want it unchanged at %d", tail, err, r.StreamSeq)
+	}
+	// Another event after the expected position: a conflict at once.
+	_, err = st.Append(ctx, logstore.AppendRequest{SessionID: "s", ExpectedStreamSeq: 1, Events: events("s", 2, 1, "y")})
+	if !errors.Is(err, logstore.ErrConflict) {
+		t.Fatalf("position taken: %v, want conflict", err)
 	}
 }

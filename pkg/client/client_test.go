@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -134,14 +135,21 @@ func TestLostAckClientRetry(t *testing.T) {
 				c := natstest.RunCluster(t, 3)
 				url = c.URLs()
 			}
-			// Count append requests as they reach the server.
+			// Count the current case's append requests as they reach the
+			// server (the spy's own delivery of an earlier case's request
+			// can come after that case ended: only the marker counts).
 			spy, err := nats.Connect(url)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer spy.Close()
 			var requests atomic.Int32
-			sub, err := spy.Subscribe(logstore.SubjectAppend, func(*nats.Msg) { requests.Add(1) })
+			var marker atomic.Pointer[[]byte]
+			sub, err := spy.Subscribe(logstore.SubjectAppend, func(m *nats.Msg) {
+				if mk := marker.Load(); mk != nil && bytes.Contains(m.Data, *mk) {
+					requests.Add(1)
+				}
+			})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -173,6 +181,8 @@ func TestLostAckClientRetry(t *testing.T) {
 				{"Tail/Batch", nil, []schema.Envelope{msg("d1"), msg("d2")}},
 			} {
 				before := len(storedEvents(t, s.st, "s"))
+				mk := []byte(c.events[0].Data)
+				marker.Store(&mk)
 				requests.Store(0)
 				hold.Store(true)
 				go func() {

@@ -172,7 +172,7 @@ func (s *Service) prepare(req *AppendRequest) (prepared, error) {
 // retry, check the expectation and the structure, append.
 func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (AppendReply, error) {
 	reload := false
-	retries := 0
+	retries, rereads := 0, 0
 	for {
 		ent, fresh, err := s.entryFor(ctx, req.SessionID, reload)
 		if err != nil {
@@ -196,6 +196,21 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 				reload = true
 				continue
 			}
+			if *p.expected > last && rereads < staleRereads {
+				// The agent knows of events the read does not show: in a
+				// consistent read that is the agent's error, but a former
+				// leader cut off by a partition, still taking itself for
+				// the leader, answers reads from what it has. Read again
+				// before refusing.
+				if err := sleepCtx(ctx, staleRereadWait<<rereads); err != nil {
+					return AppendReply{}, schema.Errorf(schema.CodeNotCommitted, "%v", err)
+				}
+				rereads++
+				reload = true
+				continue
+			}
+			s.log.Debug("writer: conflict", "session", req.SessionID, "expected", *p.expected, "last", last,
+				"tailStreamSeq", ent.tail.StreamSeq, "tailEvent", ent.tail.EventID, "storeConflicts", retries)
 			return AppendReply{}, conflict(last, fmt.Sprintf("expectedSeq %d, the session's last seq is %d", *p.expected, last))
 		}
 		next, err := s.check(ent.state, req)
@@ -209,6 +224,7 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 		res, err := s.st.Append(ctx, logstore.AppendRequest{SessionID: req.SessionID, ExpectedStreamSeq: ent.tail.StreamSeq, Events: req.Events})
 		if err != nil {
 			if errors.Is(err, logstore.ErrConflict) {
+				s.log.Debug("writer: append refused by the stream", "session", req.SessionID, "expectedStreamSeq", ent.tail.StreamSeq, "err", err)
 				// Another writer moved the tail. Reload: the next round
 				// answers an explicit expectation (conflict or duplicate)
 				// from the fresh state, or appends after the new tail.
@@ -293,6 +309,25 @@ func indexed(err error, i int) error {
 		return se.WithIndex(i)
 	}
 	return schema.Errorf(schema.CodeStructure, "%v", err).WithIndex(i)
+}
+
+// staleRereads bounds the reads again of a session whose tail shows
+// fewer events than the agent expects; staleRereadWait is the first wait
+// (doubled each time: 25+50+100+200 ms).
+const (
+	staleRereads    = 4
+	staleRereadWait = 25 * time.Millisecond
+)
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 func conflict(cur uint64, msg string) error {
