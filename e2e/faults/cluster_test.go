@@ -331,7 +331,7 @@ func (c *faultCluster) Start(i int) {
 	c.procs[i] = faultStart(c.t, c.specs[i].Name, faultSpec{Role: "nats", Node: c.specs[i]}, filepath.Join(c.dir, c.specs[i].Name+".log"))
 	natstest.CheckFor(c.t, 20*time.Second, 50*time.Millisecond, func() error {
 		if !c.procs[i].running() {
-			return fmt.Errorf("node %s exited: %v\n%s", c.specs[i].Name, c.procs[i].err, faultLogTail(filepath.Join(c.dir, c.specs[i].Name+".log")))
+			return fmt.Errorf("node %s exited: %v\n%s", c.specs[i].Name, c.procs[i].err, faultLogTail(filepath.Join(c.dir, c.specs[i].Name+".log"), 3000))
 		}
 		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", c.specs[i].ClientPort), time.Second)
 		if err != nil {
@@ -471,14 +471,14 @@ func faultHTTPReady(addr string) error {
 	return nil
 }
 
-// faultLogTail is the end of a child's log, for a child that exited.
-func faultLogTail(path string) string {
+// faultLogTail is the last n bytes of a child's log.
+func faultLogTail(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()
 	}
-	if len(b) > 3000 {
-		b = b[len(b)-3000:]
+	if len(b) > n {
+		b = b[len(b)-n:]
 	}
 	return string(b)
 }

@@ -68,7 +68,7 @@ func (h *faultHarness) startService(name string) {
 	s.proc = faultStart(h.t, name, faultSpec{Role: s.role, Svc: s.spec}, filepath.Join(h.dir, name+".log"))
 	natstest.CheckFor(h.t, 60*time.Second, 100*time.Millisecond, func() error {
 		if !s.proc.running() {
-			return fmt.Errorf("%s exited: %v\n%s", name, s.proc.err, faultLogTail(filepath.Join(h.dir, name+".log")))
+			return fmt.Errorf("%s exited: %v\n%s", name, s.proc.err, faultLogTail(filepath.Join(h.dir, name+".log"), 3000))
 		}
 		return faultHTTPReady(s.spec.HTTPAddr)
 	})
@@ -388,14 +388,7 @@ func faultHasRole(role string) bool {
 func faultDumpLogs(t *testing.T, dir string) {
 	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 	for _, l := range logs {
-		b, err := os.ReadFile(l)
-		if err != nil {
-			continue
-		}
-		if len(b) > 6000 {
-			b = b[len(b)-6000:]
-		}
-		t.Logf("---- %s (tail)\n%s", filepath.Base(l), b)
+		t.Logf("---- %s (tail)\n%s", filepath.Base(l), faultLogTail(l, 6000))
 	}
 }
 
