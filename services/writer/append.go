@@ -224,7 +224,6 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 		res, err := s.st.Append(ctx, logstore.AppendRequest{SessionID: req.SessionID, ExpectedStreamSeq: ent.tail.StreamSeq, Events: req.Events})
 		if err != nil {
 			if errors.Is(err, logstore.ErrConflict) {
-				s.log.Debug("writer: append refused by the stream", "session", req.SessionID, "expectedStreamSeq", ent.tail.StreamSeq, "err", err)
 				// Another writer moved the tail. Reload: the next round
 				// answers an explicit expectation (conflict or duplicate)
 				// from the fresh state, or appends after the new tail.
