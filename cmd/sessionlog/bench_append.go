@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"strings"
 
 	"github.com/sessionlog/sessionlog/internal/bench"
 )
@@ -18,6 +19,8 @@ func runBenchAppend(ctx context.Context, args []string, stdout io.Writer) error 
 	quick := fs.Bool("quick", false, "a few seconds per scenario (under a minute in all)")
 	sessions := fs.Int("sessions", 64, "concurrent sessions")
 	dur := fs.Duration("duration", 0, "duration per scenario (overrides --quick)")
+	writerTCP := fs.Bool("writer-tcp", false, "connect the writer over TCP, as a writer in its own process (default: in-process, as `up` runs it)")
+	only := fs.String("only", "", "comma-separated scenarios to run (with the baselines they need), e.g. writer-1")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -27,5 +30,16 @@ func runBenchAppend(ctx context.Context, args []string, stdout io.Writer) error 
 	if *sessions < 1 {
 		return usageErrorf("--sessions must be >= 1")
 	}
-	return bench.Append(ctx, bench.AppendOptions{Quick: *quick, Out: stdout, Sessions: *sessions, Duration: *dur})
+	return bench.Append(ctx, bench.AppendOptions{Quick: *quick, Out: stdout, Sessions: *sessions, Duration: *dur, Only: splitList(*only), WriterTCP: *writerTCP})
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

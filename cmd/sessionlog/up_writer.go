@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/services/writer"
 )
 
@@ -9,8 +12,20 @@ import (
 // can append as soon as the process is ready.
 func init() {
 	registerUp(upService{Name: "writer", Order: 10, Start: func(env *upEnv) (*upActor, error) {
+		// A connection of its own: the append path's requests, publishes
+		// and answers do not queue behind the projector's deliveries.
+		nc, err := env.Connect("sessionlog-writer")
+		if err != nil {
+			return nil, err
+		}
+		cfg := env.Store.Config()
+		cfg.NoProvision = true // up's store provisioned the stream
+		st, err := logstore.Open(env.Ctx, nc, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("writer: log store: %w", err)
+		}
 		svc, err := writer.New(writer.Config{
-			Store: env.Store, Logger: env.Logger, Registerer: env.Registry, LeaseTTL: env.LeaseTTL,
+			Store: st, Logger: env.Logger, Registerer: env.Registry, LeaseTTL: env.LeaseTTL,
 		})
 		if err != nil {
 			return nil, err

@@ -30,6 +30,12 @@ type AppendOptions struct {
 	// Sessions is the number of concurrent sessions (one goroutine each);
 	// default 64.
 	Sessions int
+	// WriterTCP connects the writer over TCP (a writer in its own
+	// process) instead of in-process (as `sessionlog up` runs it).
+	WriterTCP bool
+	// Only, if set, names the scenarios to run (a baseline a kept
+	// scenario needs is kept too).
+	Only []string
 	// Duration per scenario (overrides Quick).
 	Duration time.Duration
 }
@@ -96,9 +102,14 @@ func Append(ctx context.Context, opt AppendOptions) error {
 	}
 	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
 
-	// The writer has its own connection, as it would in its own process;
-	// the raw and client scenarios share another.
-	wnc, err := nats.Connect(srv.ClientURL())
+	// The writer has its own connection: in-process, as in `sessionlog
+	// up`, or over TCP, as a writer in its own process; the raw and client
+	// scenarios share another (TCP: agents are other processes).
+	var wopts []nats.Option
+	if !opt.WriterTCP {
+		wopts = append(wopts, nats.InProcessServer(srv))
+	}
+	wnc, err := nats.Connect(srv.ClientURL(), wopts...)
 	if err != nil {
 		return err
 	}
@@ -164,6 +175,27 @@ func Append(ctx context.Context, opt AppendOptions) error {
 		{name: "writer-batch-10", batch: 10, baseline: "raw-batch-10", setup: writerSetup, run: func(ctx context.Context, sid string, seq uint64, n int) error {
 			return writerRequest(ctx, nc, sid, seq, n)
 		}},
+	}
+	if len(opt.Only) > 0 {
+		keep := map[string]bool{}
+		for _, n := range opt.Only {
+			keep[n] = true
+		}
+		for _, sc := range scenarios {
+			if keep[sc.name] && sc.baseline != "" {
+				keep[sc.baseline] = true
+			}
+		}
+		var kept []scenario
+		for _, sc := range scenarios {
+			if keep[sc.name] {
+				kept = append(kept, sc)
+			}
+		}
+		if len(kept) == 0 {
+			return fmt.Errorf("bench append: no scenario named %q", opt.Only)
+		}
+		scenarios = kept
 	}
 	// Scenarios run in interleaved rounds (each a slice of the duration)
 	// so that a change in the machine's load over the run hits every

@@ -18,16 +18,13 @@ import (
 // every one-event append; a reflective decode of it was a visible share of
 // the append path).
 func (s *Store) publishOne(ctx context.Context, m *nats.Msg) (seq uint64, dup bool, err error) {
-	// Without a deadline in ctx the wait is RequestTimeout on the
-	// connection's pooled timer: a context with a timeout per append
-	// costs a timer and two allocations more, and a cancellation during
-	// the wait (a shutdown) waits at most that timeout.
-	var resp *nats.Msg
-	if _, ok := ctx.Deadline(); ok {
-		resp, err = s.nc.RequestMsgWithContext(ctx, m)
-	} else if err = ctx.Err(); err == nil {
-		resp, err = s.nc.RequestMsg(m, s.cfg.RequestTimeout)
+	// Without a deadline in ctx the wait is RequestTimeout on the reply
+	// slot's timer: a context with a timeout per append costs a timer and
+	// two allocations more.
+	if err = ctx.Err(); err != nil {
+		return 0, false, err
 	}
+	resp, err := s.replies.request(ctx, m, s.cfg.RequestTimeout)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
 			return 0, false, jetstream.ErrNoStreamResponse

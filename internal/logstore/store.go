@@ -92,6 +92,8 @@ type Store struct {
 	sem    chan struct{}
 	tails  *lru.Cache[string, Tail]
 	log    *slog.Logger
+	// replies carries the answers of one-event publishes.
+	replies *replySlots
 }
 
 // StreamConfig is the SESSIONS stream of the contract.
@@ -126,9 +128,10 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	}
 	s := &Store{
 		nc: nc, js: js, cfg: cfg,
-		sem:   make(chan struct{}, cfg.MaxInflightBatches),
-		tails: lru.New[string, Tail](cfg.TailCacheSize),
-		log:   cfg.Logger,
+		sem:     make(chan struct{}, cfg.MaxInflightBatches),
+		tails:   lru.New[string, Tail](cfg.TailCacheSize),
+		log:     cfg.Logger,
+		replies: newReplySlots(nc, replySlotsMax),
 	}
 	if !cfg.NoProvision {
 		if err := s.provision(ctx); err != nil {

@@ -3,10 +3,14 @@ package writer_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -31,19 +35,35 @@ func appendBody(sid string, seq uint64, n int) []byte {
 	return append(b, "]}"...)
 }
 
-// benchAppend runs b.N appends of batch events spread over 64 sessions,
-// either calling Service.Append directly or through NATS request/reply.
-func benchAppend(b *testing.B, batch int, viaNATS bool) { benchAppendConn(b, batch, viaNATS, false) }
+// writerConn is how the benchmark's writer reaches the server.
+type writerConn int
 
-func benchAppendConn(b *testing.B, batch int, viaNATS, ownConn bool) {
+const (
+	inProcess writerConn = iota // as `sessionlog up` runs it
+	overTCP                     // a writer in its own process
+	ownConn                     // over TCP, the endpoints on a second connection
+)
+
+// benchAppend runs b.N appends of batch events spread over 64 sessions,
+// either calling Service.Append directly or through NATS request/reply
+// (the agents' connection is TCP: they are other processes).
+func benchAppend(b *testing.B, batch int, viaNATS bool) {
+	benchAppendConn(b, batch, viaNATS, inProcess)
+}
+
+func benchAppendConn(b *testing.B, batch int, viaNATS bool, mode writerConn) {
 	srv := natstest.RunServer(b)
-	wnc := natstest.Connect(b, srv)
+	var wopts []nats.Option
+	if mode == inProcess {
+		wopts = append(wopts, nats.InProcessServer(srv))
+	}
+	wnc := natstest.Connect(b, srv, wopts...)
 	st, err := logstore.Open(context.Background(), wnc, logstore.Config{MaxInflightBatches: 64})
 	if err != nil {
 		b.Fatal(err)
 	}
 	var conn *nats.Conn
-	if ownConn {
+	if mode == ownConn {
 		conn = natstest.Connect(b, srv)
 	}
 	w := startWriterB(b, st, conn)
@@ -73,6 +93,8 @@ func benchAppendConn(b *testing.B, batch int, viaNATS, ownConn bool) {
 		seqs[i] = 2
 	}
 	b.ResetTimer()
+	cpu0 := processCPU()
+	r0, w0 := sysIO()
 	var wg sync.WaitGroup
 	for i := 0; i < sessions; i++ {
 		wg.Add(1)
@@ -90,6 +112,33 @@ func benchAppendConn(b *testing.B, batch int, viaNATS, ownConn bool) {
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "ev/s")
+	b.ReportMetric(float64(processCPU()-cpu0)/1e3/float64(b.N*batch), "cpu-µs/ev")
+	r1, w1 := sysIO()
+	b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
+	b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")
+}
+
+func sysIO() (r, w int64) {
+	b, _ := os.ReadFile("/proc/self/io")
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "syscr: "); ok {
+			r, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, ok := strings.CutPrefix(l, "syscw: "); ok {
+			w, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return
+}
+
+// processCPU is the process's user and system CPU time so far: the
+// machine's load swings a rate far more than the CPU an event costs.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func BenchmarkAppendDirect1(b *testing.B)  { benchAppend(b, 1, false) }
@@ -97,10 +146,9 @@ func BenchmarkAppendNATS1(b *testing.B)    { benchAppend(b, 1, true) }
 func BenchmarkAppendDirect10(b *testing.B) { benchAppend(b, 10, false) }
 func BenchmarkAppendNATS10(b *testing.B)   { benchAppend(b, 10, true) }
 
-// The endpoints on a connection of their own.
-func BenchmarkAppendNATSOwnConn1(b *testing.B) { benchAppendConn(b, 1, true, true) }
-
-var _ = nats.Connect
+// The writer over TCP, and with the endpoints on a connection of their own.
+func BenchmarkAppendNATSTCP1(b *testing.B)     { benchAppendConn(b, 1, true, overTCP) }
+func BenchmarkAppendNATSOwnConn1(b *testing.B) { benchAppendConn(b, 1, true, ownConn) }
 
 // BenchmarkRawPublish1 is the floor beside the writer benchmarks: the same
 // events published straight to JetStream with the per-subject check.
@@ -115,6 +163,8 @@ func BenchmarkRawPublish1(b *testing.B) {
 	const sessions = 64
 	var next atomic.Int64
 	b.ResetTimer()
+	cpu0 := processCPU()
+	r0, w0 := sysIO()
 	var wg sync.WaitGroup
 	for i := 0; i < sessions; i++ {
 		wg.Add(1)
@@ -138,4 +188,8 @@ func BenchmarkRawPublish1(b *testing.B) {
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ev/s")
+	b.ReportMetric(float64(processCPU()-cpu0)/1e3/float64(b.N), "cpu-µs/ev")
+	r1, w1 := sysIO()
+	b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
+	b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")
 }

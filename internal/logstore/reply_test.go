@@ -1,0 +1,100 @@
+package logstore
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionlog/sessionlog/internal/natstest"
+)
+
+// A reply slot answers as RequestMsg does: the answer to this request
+// (never a late answer to an earlier one on the same slot), no
+// responders, a timeout, the context's end; when every slot is busy the
+// request still goes out through RequestMsg.
+func TestReplySlots(t *testing.T) {
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv)
+	svc := natstest.Connect(t, srv)
+
+	release, sentLate := make(chan struct{}), make(chan struct{})
+	sub, err := svc.Subscribe("echo", func(m *nats.Msg) {
+		switch string(m.Data) {
+		case "never":
+			return
+		case "slow":
+			go func() {
+				<-release
+				_ = m.Respond([]byte("late"))
+				close(sentLate)
+			}()
+			return
+		}
+		_ = m.Respond(append([]byte("re:"), m.Data...))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Drain() }()
+	if err := svc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	p := newReplySlots(nc, 1)
+	ctx := context.Background()
+	req := func(ctx context.Context, data string, timeout time.Duration) (string, error) {
+		m, err := p.request(ctx, &nats.Msg{Subject: "echo", Data: []byte(data)}, timeout)
+		if err != nil {
+			return "", err
+		}
+		return string(m.Data), nil
+	}
+
+	if got, err := req(ctx, "a", time.Second); err != nil || got != "re:a" {
+		t.Fatalf("answer: %q %v", got, err)
+	}
+	// Unanswered in time: a timeout; its late answer, arriving while the
+	// same slot waits for the next request, is not taken for that one.
+	if _, err := req(ctx, "slow", 50*time.Millisecond); !errors.Is(err, nats.ErrTimeout) {
+		t.Fatalf("slow: %v, want a timeout", err)
+	}
+	close(release)
+	<-sentLate
+	sl := <-p.free
+	for deadline := time.Now().Add(5 * time.Second); len(sl.ch) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the late answer never reached the slot")
+		}
+	}
+	p.put(sl)
+	if got, err := req(ctx, "b", time.Second); err != nil || got != "re:b" {
+		t.Fatalf("after a late answer: %q %v", got, err)
+	}
+	if got, err := req(ctx, "c", time.Second); err != nil || got != "re:c" {
+		t.Fatalf("after the late answer arrived: %q %v", got, err)
+	}
+	if p.made != 1 {
+		t.Fatalf("%d slots made, want 1 (reused)", p.made)
+	}
+
+	if _, err := p.request(ctx, &nats.Msg{Subject: "nobody.here"}, time.Second); !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("no responders: %v", err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	defer cancel()
+	if _, err := p.request(cctx, &nats.Msg{Subject: "echo", Data: []byte("never")}, time.Hour); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("context deadline: %v", err)
+	}
+
+	// The only slot is taken: the next request is answered all the same.
+	sl = p.get()
+	if sl == nil {
+		t.Fatal("no free slot")
+	}
+	if got, err := req(ctx, "d", time.Second); err != nil || got != "re:d" {
+		t.Fatalf("without a free slot: %q %v", got, err)
+	}
+	p.put(sl)
+}
