@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"io"
+	"os"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/sessionlog/sessionlog/internal/bench"
@@ -21,6 +23,7 @@ func runBenchAppend(ctx context.Context, args []string, stdout io.Writer) error 
 	dur := fs.Duration("duration", 0, "duration per scenario (overrides --quick)")
 	writerTCP := fs.Bool("writer-tcp", false, "connect the writer over TCP, as a writer in its own process (default: in-process, as `up` runs it)")
 	only := fs.String("only", "", "comma-separated scenarios to run (with the baselines they need), e.g. writer-1")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (every scenario) to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -29,6 +32,17 @@ func runBenchAppend(ctx context.Context, args []string, stdout io.Writer) error 
 	}
 	if *sessions < 1 {
 		return usageErrorf("--sessions must be >= 1")
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	return bench.Append(ctx, bench.AppendOptions{Quick: *quick, Out: stdout, Sessions: *sessions, Duration: *dur, Only: splitList(*only), WriterTCP: *writerTCP})
 }

@@ -24,7 +24,12 @@ func (s *Store) publishOne(ctx context.Context, m *nats.Msg) (seq uint64, dup bo
 	if err = ctx.Err(); err != nil {
 		return 0, false, err
 	}
-	resp, err := s.replies.request(ctx, m, s.cfg.RequestTimeout)
+	// A deadline in ctx bounds the wait by itself.
+	timeout := s.cfg.RequestTimeout
+	if _, ok := ctx.Deadline(); ok {
+		timeout = 0
+	}
+	resp, err := s.replies.Request(ctx, m, timeout)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoResponders) {
 			return 0, false, jetstream.ErrNoStreamResponse

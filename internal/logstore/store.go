@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionlog/sessionlog/internal/lru"
+	"github.com/sessionlog/sessionlog/internal/natsreq"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -93,7 +94,7 @@ type Store struct {
 	tails  *lru.Cache[string, Tail]
 	log    *slog.Logger
 	// replies carries the answers of one-event publishes.
-	replies *replySlots
+	replies *natsreq.Slots
 }
 
 // StreamConfig is the SESSIONS stream of the contract.
@@ -131,7 +132,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		sem:     make(chan struct{}, cfg.MaxInflightBatches),
 		tails:   lru.New[string, Tail](cfg.TailCacheSize),
 		log:     cfg.Logger,
-		replies: newReplySlots(nc, replySlotsMax),
+		replies: natsreq.New(nc, natsreq.DefaultMax),
 	}
 	if !cfg.NoProvision {
 		if err := s.provision(ctx); err != nil {

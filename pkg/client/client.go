@@ -12,6 +12,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natsreq"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -30,7 +31,10 @@ const (
 // Client talks to the sessionlog services over NATS. It is safe for
 // concurrent use.
 type Client struct {
-	nc      *nats.Conn
+	nc *nats.Conn
+	// replies carries the writer's answers (one goroutine hand-off each,
+	// where nats.go's request mux takes two).
+	replies *natsreq.Slots
 	timeout time.Duration
 	retries int
 	backoff time.Duration
@@ -54,7 +58,7 @@ func WithClock(now func() time.Time) Option { return func(c *Client) { c.now = n
 
 // New returns a client using nc.
 func New(nc *nats.Conn, opts ...Option) *Client {
-	c := &Client{nc: nc, timeout: DefaultTimeout, retries: DefaultRetries, backoff: DefaultBackoff, now: time.Now}
+	c := &Client{nc: nc, replies: natsreq.New(nc, 0), timeout: DefaultTimeout, retries: DefaultRetries, backoff: DefaultBackoff, now: time.Now}
 	for _, o := range opts {
 		o(c)
 	}
@@ -210,9 +214,7 @@ func (c *Client) once(ctx context.Context, subject string, body []byte, out any)
 	if c.nc.IsClosed() {
 		return errorf(schema.CodeNotCommitted, "nats connection closed: nothing was sent")
 	}
-	rctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	m, err := c.nc.RequestWithContext(rctx, subject, body)
+	m, err := c.replies.Request(ctx, &nats.Msg{Subject: subject, Data: body}, c.timeout)
 	if err != nil {
 		switch {
 		case errors.Is(err, nats.ErrNoResponders):

@@ -1,7 +1,10 @@
-package logstore
+// Package natsreq sends NATS requests whose answers reach the waiting
+// caller in one goroutine hand-off.
+package natsreq
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -9,14 +12,14 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// replySlots is a pool of reply inboxes, each a subscription delivering
+// Slots is a pool of reply inboxes, each a subscription delivering
 // straight into a channel of its own. nats.go's RequestMsg routes every
 // answer through one wildcard subscription whose handler runs on a
 // goroutine of its own and then hands the message to the waiting caller:
 // two goroutine hand-offs per request, which on a busy machine are two
 // waits in the scheduler's run queue on every one-event append. A slot's
 // answer goes from the connection's reader to the caller in one.
-type replySlots struct {
+type Slots struct {
 	nc     *nats.Conn
 	prefix string // _INBOX.<nuid>.
 	free   chan *replySlot
@@ -36,20 +39,22 @@ type replySlot struct {
 	timer *time.Timer
 }
 
-// maxWait stands for "no timeout of the slot's own".
-const maxWait = time.Duration(1<<63 - 1)
+// DefaultMax is a bound on the inboxes of one pool that concurrent
+// callers of a process rarely reach.
+const DefaultMax = 1024
 
-// replySlotsMax bounds the inboxes (subscriptions) of one store; requests
-// beyond it use RequestMsg.
-const replySlotsMax = 1024
-
-func newReplySlots(nc *nats.Conn, max int) *replySlots {
-	return &replySlots{nc: nc, prefix: nc.NewRespInbox() + ".", free: make(chan *replySlot, max), max: max}
+// New makes a pool of at most max inboxes (subscriptions) on nc, made as
+// they are first needed; requests beyond them use RequestMsg.
+func New(nc *nats.Conn, max int) *Slots {
+	if max <= 0 {
+		max = DefaultMax
+	}
+	return &Slots{nc: nc, prefix: nc.NewRespInbox() + ".", free: make(chan *replySlot, max), max: max}
 }
 
 // get takes a free slot, makes one if fewer than max exist, or returns
 // nil (the caller uses RequestMsg).
-func (p *replySlots) get() *replySlot {
+func (p *Slots) get() *replySlot {
 	select {
 	case sl := <-p.free:
 		return sl
@@ -70,7 +75,7 @@ func (p *replySlots) get() *replySlot {
 	return sl
 }
 
-func (p *replySlots) put(sl *replySlot) {
+func (p *Slots) put(sl *replySlot) {
 	select {
 	case p.free <- sl:
 	default: // cannot happen: at most max slots exist
@@ -78,18 +83,27 @@ func (p *replySlots) put(sl *replySlot) {
 	}
 }
 
-// request publishes m with the slot's next inbox as its reply subject and
-// waits for the answer, as nats.Conn.RequestMsg does (ErrNoResponders,
-// ErrTimeout, the context's error).
-func (p *replySlots) request(ctx context.Context, m *nats.Msg, timeout time.Duration) (*nats.Msg, error) {
+// Request publishes m (subject, headers, data) with a slot's next inbox
+// as its reply subject and waits for the answer, for at most timeout
+// (none if timeout <= 0) and while ctx lasts. It fails as
+// nats.Conn.RequestMsg does: ErrNoResponders, ErrTimeout, the context's
+// error, or the publish's.
+func (p *Slots) Request(ctx context.Context, m *nats.Msg, timeout time.Duration) (*nats.Msg, error) {
 	sl := p.get()
 	if sl == nil {
-		if _, ok := ctx.Deadline(); ok {
-			return p.nc.RequestMsgWithContext(ctx, m)
+		rctx := ctx
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			rctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
 		}
-		return p.nc.RequestMsg(m, timeout)
+		resp, err := p.nc.RequestMsgWithContext(rctx, m)
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			err = nats.ErrTimeout // this request's timeout, not the caller's
+		}
+		return resp, err
 	}
-	resp, err := sl.request(p.nc, ctx, m, timeout)
+	resp, err := sl.request(ctx, p.nc, m, timeout)
 	if err != nil {
 		// A late answer may still arrive: the next request drops it by
 		// its gen, so the slot can be reused.
@@ -101,24 +115,23 @@ func (p *replySlots) request(ctx context.Context, m *nats.Msg, timeout time.Dura
 	return resp, err
 }
 
-func (sl *replySlot) request(nc *nats.Conn, ctx context.Context, m *nats.Msg, timeout time.Duration) (*nats.Msg, error) {
+func (sl *replySlot) request(ctx context.Context, nc *nats.Conn, m *nats.Msg, timeout time.Duration) (*nats.Msg, error) {
 	sl.gen++
 	reply := sl.base + strconv.FormatUint(sl.gen, 10)
 	out := nats.Msg{Subject: m.Subject, Reply: reply, Header: m.Header, Data: m.Data}
 	if err := nc.PublishMsg(&out); err != nil {
 		return nil, err
 	}
-	// A deadline in ctx bounds the wait by itself, as with
-	// RequestMsgWithContext; otherwise the slot's timer does.
-	if _, ok := ctx.Deadline(); ok {
-		timeout = maxWait
+	var expired <-chan time.Time
+	if timeout > 0 {
+		if sl.timer == nil {
+			sl.timer = time.NewTimer(timeout)
+		} else {
+			sl.timer.Reset(timeout)
+		}
+		defer sl.timer.Stop()
+		expired = sl.timer.C
 	}
-	if sl.timer == nil {
-		sl.timer = time.NewTimer(timeout)
-	} else {
-		sl.timer.Reset(timeout)
-	}
-	defer sl.timer.Stop()
 	for {
 		select {
 		case resp := <-sl.ch:
@@ -129,7 +142,7 @@ func (sl *replySlot) request(nc *nats.Conn, ctx context.Context, m *nats.Msg, ti
 				return nil, nats.ErrNoResponders
 			}
 			return resp, nil
-		case <-sl.timer.C:
+		case <-expired:
 			return nil, nats.ErrTimeout
 		case <-ctx.Done():
 			return nil, ctx.Err()

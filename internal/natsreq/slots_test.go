@@ -1,4 +1,4 @@
-package logstore
+package natsreq
 
 import (
 	"context"
@@ -42,10 +42,10 @@ func TestReplySlots(t *testing.T) {
 	if err := svc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	p := newReplySlots(nc, 1)
+	p := New(nc, 1)
 	ctx := context.Background()
 	req := func(ctx context.Context, data string, timeout time.Duration) (string, error) {
-		m, err := p.request(ctx, &nats.Msg{Subject: "echo", Data: []byte(data)}, timeout)
+		m, err := p.Request(ctx, &nats.Msg{Subject: "echo", Data: []byte(data)}, timeout)
 		if err != nil {
 			return "", err
 		}
@@ -79,22 +79,33 @@ func TestReplySlots(t *testing.T) {
 		t.Fatalf("%d slots made, want 1 (reused)", p.made)
 	}
 
-	if _, err := p.request(ctx, &nats.Msg{Subject: "nobody.here"}, time.Second); !errors.Is(err, nats.ErrNoResponders) {
+	if _, err := p.Request(ctx, &nats.Msg{Subject: "nobody.here"}, time.Second); !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("no responders: %v", err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
 	defer cancel()
-	if _, err := p.request(cctx, &nats.Msg{Subject: "echo", Data: []byte("never")}, time.Hour); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := p.Request(cctx, &nats.Msg{Subject: "echo", Data: []byte("never")}, time.Hour); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("context deadline: %v", err)
 	}
 
-	// The only slot is taken: the next request is answered all the same.
+	// No timeout of its own: the context alone ends the wait.
+	cctx2, cancel2 := context.WithTimeout(ctx, 30*time.Millisecond)
+	defer cancel2()
+	if _, err := p.Request(cctx2, &nats.Msg{Subject: "echo", Data: []byte("never")}, 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("context deadline, no timeout: %v", err)
+	}
+
+	// The only slot is taken: the next request is answered all the same,
+	// and times out as a slot's would.
 	sl = p.get()
 	if sl == nil {
 		t.Fatal("no free slot")
 	}
 	if got, err := req(ctx, "d", time.Second); err != nil || got != "re:d" {
 		t.Fatalf("without a free slot: %q %v", got, err)
+	}
+	if _, err := req(ctx, "never", 30*time.Millisecond); !errors.Is(err, nats.ErrTimeout) {
+		t.Fatalf("without a free slot, unanswered: %v, want a timeout", err)
 	}
 	p.put(sl)
 }
