@@ -18,13 +18,12 @@ import (
 // every one-event append; a reflective decode of it was a visible share of
 // the append path).
 func (s *Store) publishOne(ctx context.Context, m *nats.Msg) (seq uint64, dup bool, err error) {
-	// Without a deadline in ctx the wait is RequestTimeout on the reply
-	// slot's timer: a context with a timeout per append costs a timer and
-	// two allocations more.
 	if err = ctx.Err(); err != nil {
 		return 0, false, err
 	}
-	// A deadline in ctx bounds the wait by itself.
+	// A deadline in ctx bounds the wait by itself; without one the wait is
+	// RequestTimeout on the reply slot's timer (a context with a timeout
+	// per append would cost a timer and two allocations more).
 	timeout := s.cfg.RequestTimeout
 	if _, ok := ctx.Deadline(); ok {
 		timeout = 0

@@ -21,7 +21,7 @@ import (
 // answer goes from the connection's reader to the caller in one.
 type Slots struct {
 	nc     *nats.Conn
-	prefix string // _INBOX.<nuid>.
+	prefix string // a response inbox of nc's, and "."
 	free   chan *replySlot
 	mu     sync.Mutex
 	made   int
@@ -33,7 +33,6 @@ type Slots struct {
 // (one that timed out) is recognized and dropped.
 type replySlot struct {
 	base  string
-	sub   *nats.Subscription
 	ch    chan *nats.Msg
 	gen   uint64
 	timer *time.Timer
@@ -66,22 +65,15 @@ func (p *Slots) get() *replySlot {
 		return nil
 	}
 	sl := &replySlot{base: p.prefix + strconv.Itoa(p.made) + ".", ch: make(chan *nats.Msg, 4)}
-	sub, err := p.nc.ChanSubscribe(sl.base+"*", sl.ch)
-	if err != nil {
+	if _, err := p.nc.ChanSubscribe(sl.base+"*", sl.ch); err != nil {
 		return nil
 	}
-	sl.sub = sub
 	p.made++
 	return sl
 }
 
-func (p *Slots) put(sl *replySlot) {
-	select {
-	case p.free <- sl:
-	default: // cannot happen: at most max slots exist
-		_ = sl.sub.Unsubscribe()
-	}
-}
+// put returns sl to the free list (never full: at most max slots exist).
+func (p *Slots) put(sl *replySlot) { p.free <- sl }
 
 // Request publishes m (subject, headers, data) with a slot's next inbox
 // as its reply subject and waits for the answer, for at most timeout
