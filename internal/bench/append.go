@@ -17,6 +17,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/procstat"
 	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/writer"
@@ -275,7 +276,7 @@ func (a *appendRun) round(ctx context.Context, d time.Duration, measure bool) er
 		lats []time.Duration
 		errs = make(chan error, len(a.sids))
 	)
-	cpu0 := processCPU()
+	cpu0 := procstat.CPU()
 	start := time.Now()
 	end := start.Add(d)
 	for g := range a.sids {
@@ -303,7 +304,7 @@ func (a *appendRun) round(ctx context.Context, d time.Duration, measure bool) er
 	}
 	wg.Wait()
 	took := time.Since(start)
-	cpu := processCPU() - cpu0
+	cpu := procstat.CPU() - cpu0
 	close(errs)
 	if err := <-errs; err != nil {
 		return err

@@ -13,13 +13,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/procstat"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
 	"github.com/sessionlog/sessionlog/services/projector/loadgen"
@@ -141,7 +141,7 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 		stop = cfg.Profile()
 	}
 	start = time.Now()
-	cpu0 := processCPU()
+	cpu0 := procstat.CPU()
 	p, err := projector.New(projector.Config{Store: ls, DataDir: filepath.Join(dir, "views"), Logger: cfg.Logger, MaxBatchEvents: cfg.MaxBatchEvents})
 	if err != nil {
 		return res, err
@@ -158,7 +158,7 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 		}
 	}
 	res.Catchup = time.Since(start)
-	res.CatchupCPU = processCPU() - cpu0
+	res.CatchupCPU = procstat.CPU() - cpu0
 	if stop != nil {
 		stop()
 	}
@@ -280,15 +280,6 @@ func medianOf(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-// processCPU is the user and system CPU time of this process so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // resetPeakRSS restarts the VmHWM count at the current RSS (Linux 4.0+;

@@ -4,13 +4,13 @@ import (
 	"context"
 	"os"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/procstat"
 	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
@@ -49,7 +49,7 @@ func BenchmarkFold(b *testing.B) {
 			b.Fatal(err)
 		}
 		f := newFolder(db, nil, met, DefaultCacheSessions, DefaultSnapshotEvery, []store.StreamPos{{Name: logstore.StreamName}})
-		c0, t0 := processCPU(), time.Now()
+		c0, t0 := procstat.CPU(), time.Now()
 		for i := range msgs {
 			if err := f.handle(ctx, &msgs[i]); err != nil {
 				b.Fatal(err)
@@ -61,19 +61,11 @@ func BenchmarkFold(b *testing.B) {
 			}
 		}
 		wall += time.Since(t0)
-		cpu += processCPU() - c0
+		cpu += procstat.CPU() - c0
 		if err := db.Close(); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ReportMetric(float64(wall.Nanoseconds())/float64(b.N*events), "fold-ns/event")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*events), "cpu-ns/event")
-}
-
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

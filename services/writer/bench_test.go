@@ -3,19 +3,16 @@ package writer_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/procstat"
 )
 
 func appendBody(sid string, seq uint64, n int) []byte {
@@ -93,8 +90,7 @@ func benchAppendConn(b *testing.B, batch int, viaNATS bool, mode writerConn) {
 		seqs[i] = 2
 	}
 	b.ResetTimer()
-	cpu0 := processCPU()
-	r0, w0 := sysIO()
+	report := measureCost(b)
 	var wg sync.WaitGroup
 	for i := 0; i < sessions; i++ {
 		wg.Add(1)
@@ -111,34 +107,22 @@ func benchAppendConn(b *testing.B, batch int, viaNATS bool, mode writerConn) {
 		}()
 	}
 	wg.Wait()
-	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "ev/s")
-	b.ReportMetric(float64(processCPU()-cpu0)/1e3/float64(b.N*batch), "cpu-µs/ev")
-	r1, w1 := sysIO()
-	b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
-	b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")
+	report(b.N * batch)
 }
 
-func sysIO() (r, w int64) {
-	b, _ := os.ReadFile("/proc/self/io")
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "syscr: "); ok {
-			r, _ = strconv.ParseInt(v, 10, 64)
-		}
-		if v, ok := strings.CutPrefix(l, "syscw: "); ok {
-			w, _ = strconv.ParseInt(v, 10, 64)
-		}
+// measureCost starts counting the process's CPU and system calls; the
+// function it returns reports, for the events done since, events/s, CPU
+// per event and read and write calls per operation (b.N).
+func measureCost(b *testing.B) func(events int) {
+	cpu0 := procstat.CPU()
+	r0, w0 := procstat.SysIO()
+	return func(events int) {
+		r1, w1 := procstat.SysIO()
+		b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "ev/s")
+		b.ReportMetric(float64(procstat.CPU()-cpu0)/1e3/float64(events), "cpu-µs/ev")
+		b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
+		b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")
 	}
-	return
-}
-
-// processCPU is the process's user and system CPU time so far: the
-// machine's load swings a rate far more than the CPU an event costs.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func BenchmarkAppendDirect1(b *testing.B)  { benchAppend(b, 1, false) }
@@ -163,8 +147,7 @@ func BenchmarkRawPublish1(b *testing.B) {
 	const sessions = 64
 	var next atomic.Int64
 	b.ResetTimer()
-	cpu0 := processCPU()
-	r0, w0 := sysIO()
+	report := measureCost(b)
 	var wg sync.WaitGroup
 	for i := 0; i < sessions; i++ {
 		wg.Add(1)
@@ -187,9 +170,5 @@ func BenchmarkRawPublish1(b *testing.B) {
 		}()
 	}
 	wg.Wait()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ev/s")
-	b.ReportMetric(float64(processCPU()-cpu0)/1e3/float64(b.N), "cpu-µs/ev")
-	r1, w1 := sysIO()
-	b.ReportMetric(float64(r1-r0)/float64(b.N), "reads/op")
-	b.ReportMetric(float64(w1-w0)/float64(b.N), "writes/op")
+	report(b.N)
 }
