@@ -26,14 +26,17 @@ const (
 	// CodeUnreadable is used by readers: the session holds an event this
 	// reader cannot fold (unknown required type or newer schema).
 	CodeUnreadable Code = "unreadable"
-	CodeInternal   Code = "internal"
+	// CodeErased: the session id belonged to an erased session (DESIGN.md
+	// section 14); it cannot be created again.
+	CodeErased   Code = "erased"
+	CodeInternal Code = "internal"
 )
 
 // Codes lists every code, in the order of the contract's table.
 var Codes = []Code{
 	CodeBadRequest, CodeInvalidEvent, CodeUnknownType, CodeStructure, CodeConflict,
 	CodePaused, CodeClosed, CodeForking, CodeTooLarge, CodeNotCommitted,
-	CodeOutcomeUnknown, CodeNotFound, CodeUnsafeCut, CodeUnreadable, CodeInternal,
+	CodeOutcomeUnknown, CodeNotFound, CodeUnsafeCut, CodeUnreadable, CodeErased, CodeInternal,
 }
 
 // Error is a refusal with a contract code. Index is the position of the

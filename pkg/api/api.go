@@ -1,0 +1,184 @@
+// Package api is the wire contract of sessionlog as Go types (DESIGN.md
+// sections 2, 4, 8, 12 and 14): the subjects and buckets, every request
+// and reply of the sessions.api.* services, the error body and its codes.
+// A reader finds every message an agent can send here. It imports no NATS,
+// so a Go agent outside this module can speak the contract with any
+// client.
+package api
+
+import (
+	"encoding/json"
+
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// Streams, subjects and buckets (section 2).
+const (
+	// StreamName is the JetStream stream of session events.
+	StreamName = "SESSIONS"
+	// EventSubjectPrefix + <sessionId> is a session's event subject.
+	EventSubjectPrefix = "sessions.ev."
+	// LiveSubjectPrefix + <sessionId> carries transient events (core NATS).
+	LiveSubjectPrefix = "sessions.live."
+
+	SubjectAppend    = "sessions.api.append"
+	SubjectHeartbeat = "sessions.api.heartbeat"
+	SubjectFork      = "sessions.api.fork"
+	SubjectRepair    = "sessions.api.repair"
+	SubjectRead      = "sessions.api.read"
+	SubjectErase     = "sessions.api.erase"
+
+	// LeaseBucket holds session leases: key = session id, value a Lease.
+	LeaseBucket = "SESSION_LEASES"
+	// ClaimBucket holds the repairer's claims on sessions.
+	ClaimBucket = "SESSION_CLAIMS"
+	// ForkBucket holds the forker's records of forks in progress.
+	ForkBucket = "SESSION_FORKS"
+
+	// AuditStream keeps one record per erased session (section 14), on
+	// AuditSubjectPrefix + <sessionId>.
+	AuditStream        = "SESSION_AUDIT"
+	AuditSubjectPrefix = "sessions.audit.erased."
+)
+
+// EventSubject is the subject of a session's events. It does not check
+// the id: callers check it with schema.ValidSessionID first.
+func EventSubject(sessionID string) string { return EventSubjectPrefix + sessionID }
+
+// LiveSubject is the core NATS subject of a session's transient events.
+func LiveSubject(sessionID string) string { return LiveSubjectPrefix + sessionID }
+
+// AppendRequest is a request on sessions.api.append (section 4).
+type AppendRequest struct {
+	SessionID string `json:"sessionId"`
+	// ExpectedSeq: nil = after whatever the tail is; 0 = the session must
+	// not exist; n = its last seq must be n.
+	ExpectedSeq *uint64           `json:"expectedSeq,omitempty"`
+	Holder      string            `json:"holder,omitempty"`
+	Events      []schema.Envelope `json:"events"`
+}
+
+// AppendReply is the success reply of an append, sent once JetStream
+// acknowledged every event. Duplicate: every event was already stored.
+type AppendReply struct {
+	SessionID string `json:"sessionId"`
+	FirstSeq  uint64 `json:"firstSeq"`
+	LastSeq   uint64 `json:"lastSeq"`
+	StreamSeq uint64 `json:"streamSeq"`
+	Duplicate bool   `json:"duplicate"`
+}
+
+// HeartbeatRequest is a request on sessions.api.heartbeat: holder renews
+// its lease of an existing session.
+type HeartbeatRequest struct {
+	SessionID string `json:"sessionId"`
+	Holder    string `json:"holder"`
+}
+
+// HeartbeatReply says how long the lease lasts from now.
+type HeartbeatReply struct {
+	SessionID string `json:"sessionId"`
+	Holder    string `json:"holder"`
+	TTLMs     int64  `json:"ttlMs"`
+}
+
+// Lease is the value of a SESSION_LEASES entry.
+type Lease struct {
+	Holder    string `json:"holder"`
+	RenewedAt string `json:"renewedAt"`
+}
+
+// ForkRequest is a request on sessions.api.fork (section 8).
+type ForkRequest struct {
+	ParentID string `json:"parentId"`
+	// At is the cut; absent means the parent's last safe point.
+	At        *ForkAt `json:"at,omitempty"`
+	ChildID   string  `json:"childId,omitempty"`
+	Workspace string  `json:"workspace,omitempty"`
+}
+
+// ForkAt names a cut: a seq, or a turn id (right after that turn ended).
+type ForkAt struct {
+	Seq    *uint64 `json:"seq,omitempty"`
+	TurnID string  `json:"turnId,omitempty"`
+}
+
+// ForkReply is the success reply of a fork.
+type ForkReply struct {
+	ChildID    string `json:"childId"`
+	ParentID   string `json:"parentId"`
+	SeedLength uint64 `json:"seedLength"`
+	Depth      int    `json:"depth"`
+}
+
+// RepairRequest is a request on sessions.api.repair (section 8). Without
+// Force a session whose lease is live is refused with conflict.
+type RepairRequest struct {
+	SessionID string `json:"sessionId"`
+	Force     bool   `json:"force,omitempty"`
+}
+
+// RepairReply is the success reply of a repair: the seqs it appended and
+// what it closed.
+type RepairReply struct {
+	SessionID string          `json:"sessionId"`
+	Repaired  bool            `json:"repaired"`
+	FirstSeq  uint64          `json:"firstSeq,omitempty"`
+	LastSeq   uint64          `json:"lastSeq,omitempty"`
+	Closed    []schema.Closed `json:"closed"`
+}
+
+// Read limits (section 12).
+const (
+	// DefaultReadLimit is a read's page size when the request names none.
+	DefaultReadLimit = 1000
+	// MaxReadLimit bounds a read request's limit.
+	MaxReadLimit = 1000
+)
+
+// ReadRequest is a request on sessions.api.read (section 12): the events
+// after AfterSeq, oldest first, at most Limit (0 = DefaultReadLimit).
+type ReadRequest struct {
+	SessionID string `json:"sessionId"`
+	AfterSeq  uint64 `json:"afterSeq,omitempty"`
+	Limit     int    `json:"limit,omitempty"`
+}
+
+// ReadReply is one page of a session. Events are the stored envelopes as
+// stored. LastSeq is the session's last seq when the read began (the page
+// is consistent up to it); More says another page exists: ask again with
+// AfterSeq set to the seq of the page's last event.
+type ReadReply struct {
+	SessionID string            `json:"sessionId"`
+	Events    []json.RawMessage `json:"events"`
+	LastSeq   uint64            `json:"lastSeq"`
+	More      bool              `json:"more"`
+}
+
+// EraseRequest is a request on sessions.api.erase (section 14; operators
+// only). Cascade also erases every fork descendant.
+type EraseRequest struct {
+	SessionID string `json:"sessionId"`
+	Reason    string `json:"reason"`
+	By        string `json:"by"`
+	Cascade   bool   `json:"cascade,omitempty"`
+}
+
+// EraseReply lists the erased sessions and how many events they held.
+type EraseReply struct {
+	SessionID string   `json:"sessionId"`
+	Erased    []string `json:"erased"`
+	Events    uint64   `json:"events"`
+}
+
+// AuditRecord is the body of a SESSION_AUDIT message: no content, and the
+// sha256 over the erased bodies in seq order.
+type AuditRecord struct {
+	SessionID string `json:"sessionId"`
+	LastSeq   uint64 `json:"lastSeq"`
+	Events    uint64 `json:"events"`
+	ErasedAt  string `json:"erasedAt"`
+	By        string `json:"by"`
+	Reason    string `json:"reason"`
+	SHA256    string `json:"sha256"`
+}
