@@ -11,25 +11,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// ErrorBody is an error reply.
-type ErrorBody struct {
-	Error ErrorDetail `json:"error"`
-}
+// ErrorBody is an error reply (defined in pkg/api).
+type ErrorBody = api.ErrorBody
 
-// ErrorDetail carries a contract code and the fields some codes add:
-// currentSeq (conflict), index (the refused event of a request) and the
-// nearest safe seqs (unsafe_cut).
-type ErrorDetail struct {
-	Code              schema.Code `json:"code"`
-	Message           string      `json:"message"`
-	CurrentSeq        *uint64     `json:"currentSeq,omitempty"`
-	Index             *int        `json:"index,omitempty"`
-	NearestSafeBefore *uint64     `json:"nearestSafeBefore,omitempty"`
-	NearestSafeAfter  *uint64     `json:"nearestSafeAfter,omitempty"`
-}
+// ErrorDetail carries a contract code (defined in pkg/api).
+type ErrorDetail = api.ErrorDetail
 
 // Detail maps any error to the wire; an error without a contract code is
 // internal.

@@ -11,31 +11,16 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/wire"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// Request is the body of a request on sessions.api.fork.
-type Request struct {
-	ParentID string `json:"parentId"`
-	// At is the cut; absent means the parent's last safe point.
-	At        *At    `json:"at,omitempty"`
-	ChildID   string `json:"childId,omitempty"`
-	Workspace string `json:"workspace,omitempty"`
-}
-
-// At names a cut: a seq, or a turn id (right after that turn ended).
-type At struct {
-	Seq    *uint64 `json:"seq,omitempty"`
-	TurnID string  `json:"turnId,omitempty"`
-}
-
-// Reply is the success reply.
-type Reply struct {
-	ChildID    string `json:"childId"`
-	ParentID   string `json:"parentId"`
-	SeedLength uint64 `json:"seedLength"`
-	Depth      int    `json:"depth"`
-}
+// The wire types of sessions.api.fork (defined in pkg/api).
+type (
+	Request = api.ForkRequest
+	At      = api.ForkAt
+	Reply   = api.ForkReply
+)
 
 // ErrorBody is the error reply, in the append error shape.
 type ErrorBody = wire.ErrorBody

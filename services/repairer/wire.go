@@ -9,23 +9,15 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sessionlog/sessionlog/internal/wire"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// RepairRequest is the body of a request on sessions.api.repair.
-type RepairRequest struct {
-	SessionID string `json:"sessionId"`
-	Force     bool   `json:"force,omitempty"`
-}
-
-// RepairReply is the success reply (DESIGN.md section 8).
-type RepairReply struct {
-	SessionID string          `json:"sessionId"`
-	Repaired  bool            `json:"repaired"`
-	FirstSeq  uint64          `json:"firstSeq,omitempty"`
-	LastSeq   uint64          `json:"lastSeq,omitempty"`
-	Closed    []schema.Closed `json:"closed"`
-}
+// The wire types of sessions.api.repair (defined in pkg/api).
+type (
+	RepairRequest = api.RepairRequest
+	RepairReply   = api.RepairReply
+)
 
 // ErrorBody is the error reply: {"error":{...}}, the append error shape.
 type ErrorBody = wire.ErrorBody

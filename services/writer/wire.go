@@ -6,40 +6,19 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionlog/sessionlog/internal/wire"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// AppendRequest is the body of a request on sessions.api.append.
-type AppendRequest struct {
-	SessionID string `json:"sessionId"`
-	// ExpectedSeq: nil = after whatever the tail is; 0 = the session must
-	// not exist; n = its last seq must be n.
-	ExpectedSeq *uint64           `json:"expectedSeq,omitempty"`
-	Holder      string            `json:"holder,omitempty"`
-	Events      []schema.Envelope `json:"events"`
-}
-
-// AppendReply is the success reply.
-type AppendReply struct {
-	SessionID string `json:"sessionId"`
-	FirstSeq  uint64 `json:"firstSeq"`
-	LastSeq   uint64 `json:"lastSeq"`
-	StreamSeq uint64 `json:"streamSeq"`
-	Duplicate bool   `json:"duplicate"`
-}
-
-// HeartbeatRequest is the body of a request on sessions.api.heartbeat.
-type HeartbeatRequest struct {
-	SessionID string `json:"sessionId"`
-	Holder    string `json:"holder"`
-}
-
-// HeartbeatReply says how long the lease lasts from now.
-type HeartbeatReply struct {
-	SessionID string `json:"sessionId"`
-	Holder    string `json:"holder"`
-	TTLMs     int64  `json:"ttlMs"`
-}
+// The wire types of the writer's endpoints (defined in pkg/api).
+type (
+	AppendRequest    = api.AppendRequest
+	AppendReply      = api.AppendReply
+	HeartbeatRequest = api.HeartbeatRequest
+	HeartbeatReply   = api.HeartbeatReply
+	ReadRequest      = api.ReadRequest
+	ReadReply        = api.ReadReply
+)
 
 // ErrorBody is the error reply: {"error":{...}}.
 type ErrorBody = wire.ErrorBody

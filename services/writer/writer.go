@@ -16,6 +16,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/lru"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -178,6 +179,7 @@ func (s *Service) Run(ctx context.Context) error {
 	}{
 		{"append", logstore.SubjectAppend, s.handleAppend},
 		{"heartbeat", logstore.SubjectHeartbeat, s.handleHeartbeat},
+		{"read", api.SubjectRead, s.handleRead},
 	} {
 		h := ep.h
 		if err := svc.AddEndpoint(ep.name, micro.HandlerFunc(func(r micro.Request) { s.dispatch(reqCtx, r, h) }),

@@ -1,0 +1,188 @@
+package writer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// DefaultMaxReadBytes bounds a read reply when no connection says what the
+// server takes (NATS's default max payload).
+const DefaultMaxReadBytes = 1 << 20
+
+// handleRead serves sessions.api.read (DESIGN.md section 12): one page of
+// a session's stored events, so an agent reads its session without any
+// JetStream permission.
+func (s *Service) handleRead(ctx context.Context, m *nats.Msg) {
+	var req ReadRequest
+	if err := unmarshal(m.Data, &req); err != nil {
+		s.respondErr(m.Reply, errorDetail(schema.Errorf(schema.CodeBadRequest, "request is not a valid read request: %v", err)))
+		return
+	}
+	page, err := ReadPage(ctx, s.st, req, int(s.nc.MaxPayload()))
+	if err != nil {
+		s.respondErr(m.Reply, errorDetail(err))
+		return
+	}
+	s.respond(m.Reply, EncodeReadReply(page))
+}
+
+// Read serves one page in process, as sessions.api.read would.
+func (s *Service) Read(ctx context.Context, req ReadRequest) (ReadReply, error) {
+	return ReadPage(ctx, s.st, req, int(s.nc.MaxPayload()))
+}
+
+// StoreReader reads pages straight from a store (processes that hold one
+// and no writer); MaxBytes 0 means DefaultMaxReadBytes.
+type StoreReader struct {
+	Store    *logstore.Store
+	MaxBytes int
+}
+
+// Read serves one page, as sessions.api.read would.
+func (r StoreReader) Read(ctx context.Context, req ReadRequest) (ReadReply, error) {
+	return ReadPage(ctx, r.Store, req, r.MaxBytes)
+}
+
+// readReplyFixed is the size of a reply without its session id and events,
+// with the longest lastSeq and more.
+var readReplyFixed = len(`{"sessionId":"","events":[],"lastSeq":18446744073709551615,"more":false}`)
+
+// ReadPage returns the stored events of req.SessionID after req.AfterSeq,
+// oldest first: at most req.Limit, and no more than fit in a reply of
+// maxBytes (EncodeReadReply). The page is consistent up to the session's
+// tail when the read began; LastSeq is that tail's seq. More is set only
+// when an event after the page was seen.
+func ReadPage(ctx context.Context, st *logstore.Store, req ReadRequest, maxBytes int) (ReadReply, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxReadBytes
+	}
+	limit := req.Limit
+	switch {
+	case req.SessionID == "":
+		return ReadReply{}, schema.Errorf(schema.CodeBadRequest, "sessionId is required")
+	case limit < 0 || limit > api.MaxReadLimit:
+		return ReadReply{}, schema.Errorf(schema.CodeBadRequest, "limit %d is out of range 1..%d", limit, api.MaxReadLimit)
+	case limit == 0:
+		limit = api.DefaultReadLimit
+	}
+	if _, err := logstore.Locate(req.SessionID); err != nil {
+		return ReadReply{}, err
+	}
+	tail, err := st.Tail(ctx, req.SessionID)
+	if err != nil {
+		return ReadReply{}, schema.Errorf(schema.CodeNotCommitted, "cannot read the session: %v", err)
+	}
+	if !tail.Exists() {
+		return ReadReply{}, schema.Errorf(schema.CodeNotFound, "session %s does not exist", req.SessionID)
+	}
+	page := ReadReply{SessionID: req.SessionID, Events: []json.RawMessage{}, LastSeq: tail.Seq}
+	if req.AfterSeq >= tail.Seq {
+		return page, nil
+	}
+	budget := maxBytes - readReplyFixed - len(req.SessionID)
+	size := 0
+	// A session's events carry seqs 1..n in stream order on their subject,
+	// one message each, so event afterSeq+1 is the first message after
+	// stream seq tail.StreamSeq - (tail.Seq - afterSeq): no index needed.
+	// A session that breaks that (messages written around the writer) is
+	// read from its start instead, skipping by seq.
+	from := tail.StreamSeq - (tail.Seq - req.AfterSeq)
+	if tail.Seq-req.AfterSeq > tail.StreamSeq {
+		from = 0
+	}
+	scan := from == 0 && req.AfterSeq > 0
+	var fullErr error
+	walk := func(m *logstore.Msg) error {
+		seq, ok := seqOf(m)
+		if scan {
+			if ok && seq <= req.AfterSeq {
+				return nil
+			}
+		} else if len(page.Events) == 0 && (!ok || seq != req.AfterSeq+1) {
+			return errMisplaced
+		}
+		if len(page.Events) == limit {
+			page.More = true
+			return logstore.ErrStop
+		}
+		if !json.Valid(m.Data) {
+			// The reply carries events as stored: one that is not JSON
+			// would make the whole page unreadable.
+			fullErr = schema.Errorf(schema.CodeUnreadable, "session %s holds a message that is not JSON at stream seq %d", req.SessionID, m.StreamSeq)
+			return logstore.ErrStop
+		}
+		n := len(m.Data)
+		if len(page.Events) > 0 {
+			n++ // the comma
+		}
+		if size+n > budget {
+			if len(page.Events) == 0 {
+				fullErr = schema.Errorf(schema.CodeTooLarge, "the event at seq %d (%d bytes) does not fit in a read reply of %d bytes", seq, len(m.Data), maxBytes)
+				return logstore.ErrStop
+			}
+			page.More = true
+			return logstore.ErrStop
+		}
+		size += n
+		page.Events = append(page.Events, json.RawMessage(m.Data))
+		return nil
+	}
+	_, err = st.ReadSession(ctx, req.SessionID, from, walk)
+	if errors.Is(err, errMisplaced) {
+		page.Events, page.More, size, scan = page.Events[:0], false, 0, true
+		_, err = st.ReadSession(ctx, req.SessionID, 0, walk)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return ReadReply{}, schema.Errorf(schema.CodeNotCommitted, "read %s: %v", req.SessionID, ctx.Err())
+		}
+		return ReadReply{}, schema.Errorf(schema.CodeNotCommitted, "cannot read the session: %v", err)
+	}
+	if fullErr != nil {
+		return ReadReply{}, fullErr
+	}
+	return page, nil
+}
+
+var errMisplaced = errors.New("writer: the session's seqs are not one per message")
+
+// seqOf is a stored event's seq, from its SL-Seq header or else its body.
+func seqOf(m *logstore.Msg) (uint64, bool) {
+	if n, err := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64); err == nil {
+		return n, true
+	}
+	e, err := schema.Decode(m.Data)
+	return e.Seq, err == nil
+}
+
+// EncodeReadReply renders a page without reflection: the stored events go
+// out as stored, which is also what ReadPage's size budget counts.
+func EncodeReadReply(r ReadReply) []byte {
+	n := readReplyFixed + len(r.SessionID) + len(r.Events)
+	for _, e := range r.Events {
+		n += len(e)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"sessionId":`...)
+	b = strconv.AppendQuote(b, r.SessionID) // session ids are [A-Za-z0-9_-]
+	b = append(b, `,"events":[`...)
+	for i, e := range r.Events {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, e...)
+	}
+	b = append(b, `],"lastSeq":`...)
+	b = strconv.AppendUint(b, r.LastSeq, 10)
+	b = append(b, `,"more":`...)
+	b = strconv.AppendBool(b, r.More)
+	return append(b, '}')
+}

@@ -1,0 +1,224 @@
+package writer_test
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/writer"
+)
+
+// readReq sends a request on sessions.api.read and returns the page or the
+// error body (whose code must match the micro error header).
+func readReq(t *testing.T, nc *nats.Conn, body string) (api.ReadReply, *api.ErrorDetail, int) {
+	t.Helper()
+	m, err := nc.Request(api.SubjectRead, []byte(body), 20*time.Second)
+	if err != nil {
+		t.Fatalf("read %s: %v", body, err)
+	}
+	if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
+		var eb api.ErrorBody
+		if err := json.Unmarshal(m.Data, &eb); err != nil || string(eb.Error.Code) != code {
+			t.Fatalf("error reply %q (header %s): %v", m.Data, code, err)
+		}
+		return api.ReadReply{}, &eb.Error, len(m.Data)
+	}
+	var r api.ReadReply
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		t.Fatalf("reply %q: %v", m.Data, err)
+	}
+	return r, nil, len(m.Data)
+}
+
+func seqs(t *testing.T, evs []json.RawMessage) []uint64 {
+	t.Helper()
+	out := make([]uint64, len(evs))
+	for i, b := range evs {
+		e, err := schema.Decode(b)
+		if err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		out[i] = e.Seq
+	}
+	return out
+}
+
+// checkRun checks that got holds seqs from, from+1, ...
+func checkRun(t *testing.T, got []uint64, from uint64, n int) {
+	t.Helper()
+	if len(got) != n {
+		t.Fatalf("%d events, want %d", len(got), n)
+	}
+	for i, s := range got {
+		if s != from+uint64(i) {
+			t.Fatalf("event %d has seq %d, want %d", i, s, from+uint64(i))
+		}
+	}
+}
+
+func TestRead(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	ctx := context.Background()
+	const n = 2500
+	if _, err := sessiongen.Seed(ctx, e.st, "big", n, 500); err != nil {
+		t.Fatal(err)
+	}
+	// Another session interleaved, so stream seqs are not session seqs.
+	mustOK(t, e.nc, map[string]any{"sessionId": "other", "expectedSeq": 0, "events": events(created())})
+	mustOK(t, e.nc, map[string]any{"sessionId": "small", "expectedSeq": 0, "events": events(created())})
+	mustOK(t, e.nc, map[string]any{"sessionId": "other", "events": events(ev(schema.TypeTurnStarted, "turnId", "t1"))})
+	mustOK(t, e.nc, map[string]any{"sessionId": "small", "events": events(ev(schema.TypeTurnStarted, "turnId", "t1"))})
+
+	t.Run("Pages", func(t *testing.T) {
+		var all []uint64
+		after, pages := uint64(0), 0
+		for {
+			r, ed, _ := readReq(t, e.nc, `{"sessionId":"big","afterSeq":`+strconv.FormatUint(after, 10)+`}`)
+			if ed != nil {
+				t.Fatalf("page after %d: %s: %s", after, ed.Code, ed.Message)
+			}
+			pages++
+			if r.SessionID != "big" || r.LastSeq != n {
+				t.Fatalf("page %+v", r)
+			}
+			got := seqs(t, r.Events)
+			if len(got) > api.DefaultReadLimit {
+				t.Fatalf("page of %d events", len(got))
+			}
+			all = append(all, got...)
+			if !r.More {
+				break
+			}
+			after = got[len(got)-1]
+		}
+		if pages != 3 {
+			t.Fatalf("%d pages, want 3 (1000, 1000, 500)", pages)
+		}
+		checkRun(t, all, 1, n)
+	})
+	t.Run("AfterSeqInTheMiddle", func(t *testing.T) {
+		r, ed, _ := readReq(t, e.nc, `{"sessionId":"big","afterSeq":1234,"limit":100}`)
+		if ed != nil {
+			t.Fatal(ed.Message)
+		}
+		checkRun(t, seqs(t, r.Events), 1235, 100)
+		if !r.More || r.LastSeq != n {
+			t.Fatalf("more %v lastSeq %d", r.More, r.LastSeq)
+		}
+		r, _, _ = readReq(t, e.nc, `{"sessionId":"big","afterSeq":2400,"limit":100}`)
+		checkRun(t, seqs(t, r.Events), 2401, 100)
+		if r.More {
+			t.Fatal("more after the last event")
+		}
+		r, _, _ = readReq(t, e.nc, `{"sessionId":"big","afterSeq":2500}`)
+		if len(r.Events) != 0 || r.More || r.LastSeq != n {
+			t.Fatalf("after the tail: %+v", r)
+		}
+		r, _, _ = readReq(t, e.nc, `{"sessionId":"small","afterSeq":1}`)
+		checkRun(t, seqs(t, r.Events), 2, 1)
+		if r.More || r.LastSeq != 2 {
+			t.Fatalf("small: %+v", r)
+		}
+	})
+	t.Run("LimitBounds", func(t *testing.T) {
+		r, ed, _ := readReq(t, e.nc, `{"sessionId":"big","limit":1}`)
+		if ed != nil || len(r.Events) != 1 || !r.More {
+			t.Fatalf("limit 1: %+v %+v", r, ed)
+		}
+		r, ed, _ = readReq(t, e.nc, `{"sessionId":"big","afterSeq":5,"limit":1000}`)
+		if ed != nil {
+			t.Fatal(ed.Message)
+		}
+		checkRun(t, seqs(t, r.Events), 6, 1000)
+		for _, body := range []string{`{"sessionId":"big","limit":1001}`, `{"sessionId":"big","limit":-1}`, `{"sessionId":"big","afterSeq":-1}`} {
+			if _, ed, _ := readReq(t, e.nc, body); ed == nil || ed.Code != api.CodeBadRequest {
+				t.Fatalf("%s: %+v, want bad_request", body, ed)
+			}
+		}
+	})
+	t.Run("ErrNotFound", func(t *testing.T) {
+		if _, ed, _ := readReq(t, e.nc, `{"sessionId":"nobody"}`); ed == nil || ed.Code != api.CodeNotFound {
+			t.Fatalf("%+v, want not_found", ed)
+		}
+	})
+	t.Run("ErrBadRequest", func(t *testing.T) {
+		for _, body := range []string{`{"sessionId":"a.b"}`, `{"sessionId":"a*"}`, `{"sessionId":""}`, `{}`, `not json`,
+			`{"sessionId":"` + strings.Repeat("x", 129) + `"}`, `{"sessionId":"big","extra":1}`} {
+			if _, ed, _ := readReq(t, e.nc, body); ed == nil || ed.Code != api.CodeBadRequest {
+				t.Fatalf("%s: %+v, want bad_request", body, ed)
+			}
+		}
+	})
+	t.Run("InProcess", func(t *testing.T) {
+		r, err := e.w.Read(ctx, api.ReadRequest{SessionID: "big", AfterSeq: 999, Limit: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRun(t, seqs(t, r.Events), 1000, 2)
+		r2, err := writer.StoreReader{Store: e.st}.Read(ctx, api.ReadRequest{SessionID: "big", AfterSeq: 999, Limit: 2})
+		if err != nil || string(writer.EncodeReadReply(r)) != string(writer.EncodeReadReply(r2)) {
+			t.Fatalf("store reader: %v", err)
+		}
+	})
+}
+
+// Pages stay under the server's max payload: a page stops before the
+// event that would pass it, and the next page starts with that event.
+func TestReadMaxPayload(t *testing.T) {
+	opts := natstest.Options(t.TempDir())
+	opts.MaxPayload = 64 << 10
+	srv, err := natstest.Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	e := newEnv(t, envOpts{srv: srv, store: logstore.Config{MaxEventBytes: 32 << 10}})
+	mustOK(t, e.nc, map[string]any{"sessionId": "fat", "expectedSeq": 0, "events": events(created())})
+	const n = 30
+	for i := 0; i < n; i++ {
+		text := strings.Repeat(string(rune('a'+i%26)), 9000+i*300)
+		mustOK(t, e.nc, map[string]any{"sessionId": "fat", "events": events(ev(schema.TypeGoalUpdated, "data", map[string]any{"revision": i + 1, "objective": text, "status": "active"}))})
+	}
+	var all []uint64
+	after, pages := uint64(0), 0
+	for {
+		r, ed, size := readReq(t, e.nc, `{"sessionId":"fat","afterSeq":`+strconv.FormatUint(after, 10)+`}`)
+		if ed != nil {
+			t.Fatalf("%s: %s", ed.Code, ed.Message)
+		}
+		if size > int(e.nc.MaxPayload()) {
+			t.Fatalf("reply of %d bytes over the max payload %d", size, e.nc.MaxPayload())
+		}
+		if len(r.Events) == 0 {
+			t.Fatal("empty page")
+		}
+		pages++
+		got := seqs(t, r.Events)
+		all = append(all, got...)
+		if !r.More {
+			break
+		}
+		after = got[len(got)-1]
+	}
+	checkRun(t, all, 1, n+1)
+	if pages < 5 {
+		t.Fatalf("%d pages for %d events of ~10KB under 64KB", pages, n)
+	}
+
+	// An event that cannot fit in a reply at all is refused, not skipped.
+	_, err = writer.StoreReader{Store: e.st, MaxBytes: 4096}.Read(context.Background(), api.ReadRequest{SessionID: "fat", AfterSeq: 1})
+	if schema.CodeOf(err) != schema.CodeTooLarge {
+		t.Fatalf("%v, want too_large", err)
+	}
+}
