@@ -117,7 +117,7 @@ func (e *rpEnv) repairer(cfg repairer.Config) *repairer.Service {
 
 func (e *rpEnv) state(id string) *session.State {
 	e.t.Helper()
-	st, err := client.LogstoreLoader{Store: e.store}.LoadState(context.Background(), id)
+	st, err := client.ReaderLoader{Reader: writer.StoreReader{Store: e.store}}.LoadState(context.Background(), id)
 	if err != nil {
 		e.t.Fatalf("%s does not fold: %v", id, err)
 	}
@@ -323,7 +323,7 @@ func TestRepairKilledAgent(t *testing.T) {
 		t.Fatalf("turn %+v last %+v repairs %d", st.Turn, st.LastTurn, st.Repairs)
 	}
 
-	rec, err := client.Recover(context.Background(), client.LogstoreLoader{Store: e.store}, "s-agent")
+	rec, err := client.Recover(context.Background(), client.ReaderLoader{Reader: writer.StoreReader{Store: e.store}}, "s-agent")
 	if err != nil {
 		t.Fatal(err)
 	}

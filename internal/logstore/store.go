@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionlog/sessionlog/internal/lru"
-	"github.com/sessionlog/sessionlog/internal/natsreq"
+	"github.com/sessionlog/sessionlog/pkg/natsreq"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 

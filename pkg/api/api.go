@@ -48,6 +48,14 @@ func EventSubject(sessionID string) string { return EventSubjectPrefix + session
 // LiveSubject is the core NATS subject of a session's transient events.
 func LiveSubject(sessionID string) string { return LiveSubjectPrefix + sessionID }
 
+// LiveEvent is a transient event on sessions.live.<id>: never stored,
+// ordered after the durable seq AfterSeq.
+type LiveEvent struct {
+	SessionID string          `json:"sessionId"`
+	AfterSeq  uint64          `json:"afterSeq"`
+	Data      json.RawMessage `json:"data"`
+}
+
 // AppendRequest is a request on sessions.api.append (section 4).
 type AppendRequest struct {
 	SessionID string `json:"sessionId"`

@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/oklog/ulid/v2"
 
-	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/internal/natsreq"
+	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/natsreq"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -101,30 +101,6 @@ type AppendResult struct {
 	Attempts int
 }
 
-type wireAppend struct {
-	SessionID   string            `json:"sessionId"`
-	ExpectedSeq *uint64           `json:"expectedSeq,omitempty"`
-	Holder      string            `json:"holder,omitempty"`
-	Events      []schema.Envelope `json:"events"`
-}
-
-type wireAppendReply struct {
-	SessionID string `json:"sessionId"`
-	FirstSeq  uint64 `json:"firstSeq"`
-	LastSeq   uint64 `json:"lastSeq"`
-	StreamSeq uint64 `json:"streamSeq"`
-	Duplicate bool   `json:"duplicate"`
-}
-
-type wireError struct {
-	Error struct {
-		Code       schema.Code `json:"code"`
-		Message    string      `json:"message"`
-		CurrentSeq *uint64     `json:"currentSeq"`
-		Index      *int        `json:"index"`
-	} `json:"error"`
-}
-
 // Append sends req and returns its outcome: committed, or an error with
 // errors.Is(err, ErrNotCommitted) (nothing stored), errors.Is(err,
 // ErrOutcomeUnknown) (maybe stored: send the same request again), or
@@ -144,12 +120,12 @@ func (c *Client) Append(ctx context.Context, req AppendRequest) (AppendResult, e
 		}
 		ids[i] = evs[i].EventID
 	}
-	body, err := json.Marshal(wireAppend{SessionID: req.SessionID, ExpectedSeq: req.ExpectedSeq, Holder: req.Holder, Events: evs})
+	body, err := json.Marshal(api.AppendRequest{SessionID: req.SessionID, ExpectedSeq: req.ExpectedSeq, Holder: req.Holder, Events: evs})
 	if err != nil {
 		return AppendResult{}, errorf(schema.CodeBadRequest, "encode request: %v", err)
 	}
-	var reply wireAppendReply
-	n, err := c.request(ctx, logstore.SubjectAppend, body, &reply)
+	var reply api.AppendReply
+	n, err := c.request(ctx, api.SubjectAppend, body, &reply)
 	if err != nil {
 		return AppendResult{Attempts: n}, err
 	}
@@ -225,7 +201,7 @@ func (c *Client) once(ctx context.Context, subject string, body []byte, out any)
 		return errorf(schema.CodeOutcomeUnknown, "no reply: %v", err)
 	}
 	if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
-		var we wireError
+		var we api.ErrorBody
 		if jerr := json.Unmarshal(m.Data, &we); jerr != nil || we.Error.Code == "" {
 			we.Error.Code, we.Error.Message = schema.Code(code), m.Header.Get(micro.ErrorHeader)
 		}
@@ -255,15 +231,11 @@ type HeartbeatResult struct {
 
 // Heartbeat renews holder's lease of an existing session.
 func (c *Client) Heartbeat(ctx context.Context, sessionID, holder string) (HeartbeatResult, error) {
-	body, _ := json.Marshal(map[string]string{"sessionId": sessionID, "holder": holder})
-	var r struct {
-		SessionID string `json:"sessionId"`
-		Holder    string `json:"holder"`
-		TTLMs     int64  `json:"ttlMs"`
-	}
+	body, _ := json.Marshal(api.HeartbeatRequest{SessionID: sessionID, Holder: holder})
+	var r api.HeartbeatReply
 	// A heartbeat changes nothing but the lease: an unknown outcome is
 	// retried like an append's.
-	if _, err := c.request(ctx, logstore.SubjectHeartbeat, body, &r); err != nil {
+	if _, err := c.request(ctx, api.SubjectHeartbeat, body, &r); err != nil {
 		return HeartbeatResult{}, err
 	}
 	return HeartbeatResult{SessionID: r.SessionID, Holder: r.Holder, TTL: time.Duration(r.TTLMs) * time.Millisecond}, nil

@@ -18,7 +18,8 @@
 // side effect only after that), EndTurn only once turn/ended is durable.
 // Live publishes transient events on sessions.live.<id> and never waits.
 //
-// Load rebuilds a session's State from the log: through a *logstore.Store
-// inside sessionlog, or through a Client's own NATS connection on an agent
-// host (which needs read access to the SESSIONS stream's JetStream API).
+// Load rebuilds a session's State from the log, a page at a time through
+// sessions.api.read (a Client is a Reader), so an agent host needs no
+// JetStream permission. The package imports nothing internal to
+// sessionlog: the wire types are pkg/api's.
 package client

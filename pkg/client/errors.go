@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/api"
 )
 
 // Error is a refusal with a contract code (DESIGN.md section 4).
 type Error struct {
-	Code    schema.Code
+	Code    api.Code
 	Message string
 	// CurrentSeq is the session's last seq, for conflicts.
 	CurrentSeq uint64
@@ -33,33 +33,34 @@ func (e *Error) Is(target error) bool {
 	return ok && t.Message == "" && t.Code == e.Code
 }
 
-func sentinel(c schema.Code) *Error { return &Error{Code: c, Index: -1} }
+func sentinel(c api.Code) *Error { return &Error{Code: c, Index: -1} }
 
 // One sentinel per contract code.
 var (
-	ErrBadRequest     = sentinel(schema.CodeBadRequest)
-	ErrInvalidEvent   = sentinel(schema.CodeInvalidEvent)
-	ErrUnknownType    = sentinel(schema.CodeUnknownType)
-	ErrStructure      = sentinel(schema.CodeStructure)
-	ErrConflict       = sentinel(schema.CodeConflict)
-	ErrPaused         = sentinel(schema.CodePaused)
-	ErrClosed         = sentinel(schema.CodeClosed)
-	ErrForking        = sentinel(schema.CodeForking)
-	ErrTooLarge       = sentinel(schema.CodeTooLarge)
-	ErrNotCommitted   = sentinel(schema.CodeNotCommitted)
-	ErrOutcomeUnknown = sentinel(schema.CodeOutcomeUnknown)
-	ErrNotFound       = sentinel(schema.CodeNotFound)
-	ErrUnsafeCut      = sentinel(schema.CodeUnsafeCut)
-	ErrUnreadable     = sentinel(schema.CodeUnreadable)
-	ErrInternal       = sentinel(schema.CodeInternal)
+	ErrBadRequest     = sentinel(api.CodeBadRequest)
+	ErrInvalidEvent   = sentinel(api.CodeInvalidEvent)
+	ErrUnknownType    = sentinel(api.CodeUnknownType)
+	ErrStructure      = sentinel(api.CodeStructure)
+	ErrConflict       = sentinel(api.CodeConflict)
+	ErrPaused         = sentinel(api.CodePaused)
+	ErrClosed         = sentinel(api.CodeClosed)
+	ErrForking        = sentinel(api.CodeForking)
+	ErrTooLarge       = sentinel(api.CodeTooLarge)
+	ErrNotCommitted   = sentinel(api.CodeNotCommitted)
+	ErrOutcomeUnknown = sentinel(api.CodeOutcomeUnknown)
+	ErrNotFound       = sentinel(api.CodeNotFound)
+	ErrUnsafeCut      = sentinel(api.CodeUnsafeCut)
+	ErrUnreadable     = sentinel(api.CodeUnreadable)
+	ErrErased         = sentinel(api.CodeErased)
+	ErrInternal       = sentinel(api.CodeInternal)
 )
 
-func errorf(c schema.Code, format string, args ...any) *Error {
+func errorf(c api.Code, format string, args ...any) *Error {
 	return &Error{Code: c, Message: fmt.Sprintf(format, args...), Index: -1}
 }
 
 // CodeOf returns the contract code of err ("" when it has none).
-func CodeOf(err error) schema.Code {
+func CodeOf(err error) api.Code {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sort"
 
-	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 )
@@ -138,11 +137,11 @@ func RecoveryOf(st *session.State) *Recovery {
 
 var _ StateLoader = (*Client)(nil)
 
-// LogstoreLoader loads states by reading the session from the stream
-// leader through logstore (services and tests that hold a Store).
-type LogstoreLoader struct{ Store *logstore.Store }
+// ReaderLoader loads states through a Reader (a process that reads pages
+// in process rather than through a Client).
+type ReaderLoader struct{ Reader Reader }
 
 // LoadState folds every stored event of the session (see Load).
-func (l LogstoreLoader) LoadState(ctx context.Context, sessionID string) (*session.State, error) {
-	return Load(ctx, l.Store, sessionID)
+func (l ReaderLoader) LoadState(ctx context.Context, sessionID string) (*session.State, error) {
+	return Load(ctx, l.Reader, sessionID)
 }

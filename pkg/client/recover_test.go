@@ -12,6 +12,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
+	"github.com/sessionlog/sessionlog/services/writer"
 )
 
 func recoverFold(t *testing.T, evs ...string) *session.State {
@@ -96,6 +97,8 @@ func TestRecoveryOfCleanSession(t *testing.T) {
 	}
 }
 
+// Recover reads the session through sessions.api.read (a Client) and
+// through the same pages read in process (a ReaderLoader).
 func TestRecoverThroughLogstore(t *testing.T) {
 	s := natstest.RunServer(t)
 	nc := natstest.Connect(t, s)
@@ -103,12 +106,24 @@ func TestRecoverThroughLogstore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	if _, err := Recover(ctx, LogstoreLoader{store}, "missing"); schema.CodeOf(err) != schema.CodeNotFound {
-		t.Fatalf("missing session: %v", err)
+	w, err := writer.New(writer.Config{Store: store})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := Recover(ctx, LogstoreLoader{store}, "a.b"); schema.CodeOf(err) != schema.CodeBadRequest {
-		t.Fatalf("bad id: %v", err)
+	wctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(wctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	natstest.CheckFor(t, 5*time.Second, 10*time.Millisecond, w.Ready)
+	ctx := context.Background()
+	loaders := map[string]StateLoader{"Client": New(natstest.Connect(t, s)), "InProcess": ReaderLoader{writer.StoreReader{Store: store}}}
+	for name, l := range loaders {
+		if _, err := Recover(ctx, l, "missing"); schema.CodeOf(err) != schema.CodeNotFound {
+			t.Fatalf("%s: missing session: %v", name, err)
+		}
+		if _, err := Recover(ctx, l, "a.b"); schema.CodeOf(err) != schema.CodeBadRequest {
+			t.Fatalf("%s: bad id: %v", name, err)
+		}
 	}
 	st := recoverFold(t, recoverBase[:5]...)
 	evs := make([]schema.Envelope, 0, 5)
@@ -126,11 +141,13 @@ func TestRecoverThroughLogstore(t *testing.T) {
 	if _, err := store.Append(ctx, logstore.AppendRequest{SessionID: "s-1", ExpectedStreamSeq: res.StreamSeq, Events: plan}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Recover(ctx, LogstoreLoader{store}, "s-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !r.Repaired || !r.MustResume || len(r.CheckWorld) != 1 || r.CheckWorld[0].ToolCallID != "rm" || len(r.Reschedule) != 1 {
-		t.Fatalf("recovery %+v", r)
+	for name, l := range loaders {
+		r, err := Recover(ctx, l, "s-1")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !r.Repaired || !r.MustResume || len(r.CheckWorld) != 1 || r.CheckWorld[0].ToolCallID != "rm" || len(r.Reschedule) != 1 {
+			t.Fatalf("%s: recovery %+v", name, r)
+		}
 	}
 }

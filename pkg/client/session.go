@@ -10,7 +10,7 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
-	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 )
@@ -60,12 +60,12 @@ func (c *Client) Create(ctx context.Context, sessionID, holder string, meta sche
 // Open loads an existing session from the log (through the client's
 // connection) and returns it held by holder.
 func (c *Client) Open(ctx context.Context, sessionID, holder string) (*Session, error) {
-	return c.OpenFrom(ctx, c.Log(), sessionID, holder)
+	return c.OpenFrom(ctx, c, sessionID, holder)
 }
 
-// OpenFrom is Open reading the log through log.
-func (c *Client) OpenFrom(ctx context.Context, log Log, sessionID, holder string) (*Session, error) {
-	st, err := Load(ctx, log, sessionID)
+// OpenFrom is Open reading the log through r.
+func (c *Client) OpenFrom(ctx context.Context, r Reader, sessionID, holder string) (*Session, error) {
+	st, err := Load(ctx, r, sessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -95,11 +95,11 @@ func (s *Session) State() *session.State {
 
 // Reload re-reads the session from the log through the client's
 // connection.
-func (s *Session) Reload(ctx context.Context) error { return s.ReloadFrom(ctx, s.c.Log()) }
+func (s *Session) Reload(ctx context.Context) error { return s.ReloadFrom(ctx, s.c) }
 
-// ReloadFrom re-reads the session from log.
-func (s *Session) ReloadFrom(ctx context.Context, log Log) error {
-	st, err := Load(ctx, log, s.id)
+// ReloadFrom re-reads the session through r.
+func (s *Session) ReloadFrom(ctx context.Context, r Reader) error {
+	st, err := Load(ctx, r, s.id)
 	if err != nil {
 		return err
 	}
@@ -407,24 +407,17 @@ func (s *Session) Heartbeat(ctx context.Context) (HeartbeatResult, error) {
 }
 
 // liveEvent is a transient event on sessions.live.<id>.
-type liveEvent struct {
-	SessionID string          `json:"sessionId"`
-	AfterSeq  uint64          `json:"afterSeq"`
-	Data      json.RawMessage `json:"data"`
-}
-
 // Live publishes a transient event (a token delta, output chunk,
 // progress) on sessions.live.<id>, ordered after the last durable seq. It
 // is never stored and never waited for: it does not wait for an append in
 // flight, and publishes without a flush.
 func (s *Session) Live(ctx context.Context, data json.RawMessage) error {
-	subj, err := logstore.LiveSubject(s.id)
+	if !schema.ValidSessionID(s.id) {
+		return schema.Errorf(schema.CodeBadRequest, "session id %q must match ^[A-Za-z0-9_-]{1,128}$", clip(s.id))
+	}
+	body, err := json.Marshal(api.LiveEvent{SessionID: s.id, AfterSeq: s.LastSeq(), Data: data})
 	if err != nil {
 		return err
 	}
-	body, err := json.Marshal(liveEvent{SessionID: s.id, AfterSeq: s.LastSeq(), Data: data})
-	if err != nil {
-		return err
-	}
-	return s.c.nc.Publish(subj, body)
+	return s.c.nc.Publish(api.LiveSubject(s.id), body)
 }

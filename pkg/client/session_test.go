@@ -13,6 +13,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
+	"github.com/sessionlog/sessionlog/services/writer"
 )
 
 func types(evs []logstore.Event) []string {
@@ -104,7 +105,7 @@ func TestSessionLifecycle(t *testing.T) {
 	// Load through the store and through the client's own connection
 	// rebuild the same state as the handle kept.
 	for name, load := range map[string]func() (*session.State, error){
-		"Store":  func() (*session.State, error) { return client.Load(ctx, s.st, "life") },
+		"Store":  func() (*session.State, error) { return client.Load(ctx, writer.StoreReader{Store: s.st}, "life") },
 		"Client": func() (*session.State, error) { return s.c.LoadState(ctx, "life") },
 	} {
 		st, err := load()
@@ -198,7 +199,7 @@ func TestRunToolNeedsDurableStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc2 := natstest.Connect(t, natstest.RunServer(t)) // a server no writer serves
-	lone, err := client.New(nc2).OpenFrom(ctx, s.st, "down", "agent-1")
+	lone, err := client.New(nc2).OpenFrom(ctx, writer.StoreReader{Store: s.st}, "down", "agent-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,14 +261,21 @@ func TestLoadUnreadable(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.Load(ctx, s.st, "odd"); !errors.Is(err, client.ErrUnreadable) {
+	if _, err := client.Load(ctx, writer.StoreReader{Store: s.st}, "odd"); !errors.Is(err, client.ErrUnreadable) {
 		t.Fatalf("load: %v", err)
 	}
 	// The writer refuses to append to it either.
 	if _, err := s.c.Append(ctx, client.AppendRequest{SessionID: "odd", Events: []schema.Envelope{msg("x")}}); !errors.Is(err, client.ErrUnknownType) {
 		t.Fatalf("append to unreadable session: %v", err)
 	}
-	if st, err := client.Load(ctx, s.st, "none"); err != nil || st.Exists() {
+	if st, err := client.Load(ctx, writer.StoreReader{Store: s.st}, "none"); err != nil || st.Exists() {
 		t.Fatalf("missing session: %+v %v", st, err)
+	}
+	// The same through sessions.api.read.
+	if _, err := s.c.LoadState(ctx, "odd"); !errors.Is(err, client.ErrUnreadable) {
+		t.Fatalf("load through the client: %v", err)
+	}
+	if st, err := s.c.LoadState(ctx, "none"); err != nil || st.Exists() {
+		t.Fatalf("missing session through the client: %+v %v", st, err)
 	}
 }

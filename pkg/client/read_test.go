@@ -1,0 +1,51 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/client"
+	"github.com/sessionlog/sessionlog/pkg/session"
+)
+
+// A session longer than a page loads through sessions.api.read, page by
+// page, into the state a fold of every stored event gives.
+func TestLoadPages(t *testing.T) {
+	srv := natstest.RunServer(t)
+	s := newStack(t, srv.ClientURL(), logstore.Config{})
+	ctx := context.Background()
+	const n = 2500
+	if _, err := sessiongen.Seed(ctx, s.st, "long", n, 500); err != nil {
+		t.Fatal(err)
+	}
+	want := session.New("long")
+	for _, e := range storedEvents(t, s.st, "long") {
+		if err := want.Apply(&e.Envelope); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.c.LoadState(ctx, "long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(got)
+	b, _ := json.Marshal(want)
+	if got.LastSeq != n || string(a) != string(b) {
+		t.Fatalf("loaded lastSeq %d, want %d; states equal: %v", got.LastSeq, n, string(a) == string(b))
+	}
+	r, err := s.c.Read(ctx, api.ReadRequest{SessionID: "long", AfterSeq: 2499})
+	if err != nil || len(r.Events) != 1 || r.More || r.LastSeq != n {
+		t.Fatalf("last page: %+v %v", r, err)
+	}
+	if _, err := s.c.Read(ctx, api.ReadRequest{SessionID: "nobody"}); err == nil || client.CodeOf(err) != api.CodeNotFound {
+		t.Fatalf("missing session: %v", err)
+	}
+	if _, err := s.c.Open(ctx, "long", "agent-1"); err != nil {
+		t.Fatal(err)
+	}
+}
