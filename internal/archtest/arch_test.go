@@ -1,0 +1,242 @@
+package archtest
+
+import (
+	"bytes"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const (
+	module    = "github.com/sessionlog/sessionlog"
+	jetstream = "github.com/nats-io/nats.go/jetstream"
+)
+
+// jetstreamAllowed are the directories (with everything under them) whose
+// code may use the JetStream API: the one adapter, and the test and
+// benchmark kits.
+var jetstreamAllowed = []string{"internal/logstore", "internal/natstest", "internal/bench", "e2e"}
+
+// jetstreamExceptions are the files that import the JetStream API today
+// outside the allowed set (DESIGN.md section 1: only internal/logstore
+// may). The list only shrinks: a file that stops importing it must leave
+// the list, and no file may join it.
+var jetstreamExceptions = []string{
+	"cmd/sessionlog/ops.go",
+	"cmd/sessionlog/verbs.go",
+	"services/forker/fork.go",
+	"services/forker/forker.go",
+	"services/forker/sweep.go",
+	"services/projector/loadgen/loadgen.go",
+	"services/projector/service.go",
+	"services/projector/watch.go",
+	"services/repairer/check.go",
+	"services/repairer/group.go",
+	"services/repairer/read.go",
+	"services/repairer/repairer.go",
+}
+
+// goFile is one non-test Go file of the module and what it imports.
+type goFile struct {
+	path    string // slash-separated, relative to the module root
+	imports []string
+}
+
+func root(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test")
+		}
+		dir = parent
+	}
+}
+
+// sources lists the module's non-test Go files: what a package's users
+// build (go list -deps sees the same). Test files are test kits.
+func sources(t *testing.T) []goFile {
+	t.Helper()
+	top := root(t)
+	var out []goFile
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != top && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || name == "testdata" || name == "vendor") {
+				return filepath.SkipDir
+			}
+			if p != top {
+				if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil {
+					return filepath.SkipDir // another module
+				}
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(top, p)
+		g := goFile{path: filepath.ToSlash(rel)}
+		for _, im := range f.Imports {
+			v, _ := strconv.Unquote(im.Path.Value)
+			g.imports = append(g.imports, v)
+		}
+		out = append(out, g)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) < 50 {
+		t.Fatalf("found only %d Go files under %s", len(out), top)
+	}
+	return out
+}
+
+func under(path, dir string) bool { return strings.HasPrefix(path, dir+"/") }
+
+func jetstreamAllowedFor(path string) bool {
+	for _, d := range jetstreamAllowed {
+		if under(path, d) {
+			return true
+		}
+	}
+	// The benchmark harness of the command.
+	return under(path, "cmd/sessionlog") && strings.HasPrefix(filepath.Base(path), "bench")
+}
+
+// Only internal/logstore (and the test and benchmark kits) may use the
+// JetStream API; every other package reaches the log through it.
+func TestJetStreamOnlyInLogstore(t *testing.T) {
+	importing := map[string]bool{}
+	for _, f := range sources(t) {
+		if !slices.Contains(f.imports, jetstream) {
+			continue
+		}
+		importing[f.path] = true
+		if !jetstreamAllowedFor(f.path) && !slices.Contains(jetstreamExceptions, f.path) {
+			t.Errorf("%s imports %s: only internal/logstore may; add a method to the store instead", f.path, jetstream)
+		}
+	}
+	for _, p := range jetstreamExceptions {
+		if !importing[p] {
+			t.Errorf("%s no longer imports %s (or is gone): remove it from jetstreamExceptions", p, jetstream)
+		}
+	}
+}
+
+// A Go agent outside this module uses pkg/: nothing there may import
+// internal/.
+func TestPkgImportsNothingInternal(t *testing.T) {
+	for _, f := range sources(t) {
+		if !under(f.path, "pkg") {
+			continue
+		}
+		for _, im := range f.imports {
+			if im == module+"/internal" || strings.HasPrefix(im, module+"/internal/") {
+				t.Errorf("%s imports %s", f.path, im)
+			}
+		}
+	}
+}
+
+// The rules hold for a file that breaks them (the checks are not vacuous).
+func TestRulesCatch(t *testing.T) {
+	for path, want := range map[string]bool{
+		"internal/logstore/store.go":  true,
+		"internal/bench/append.go":    true,
+		"e2e/faults/x.go":             true,
+		"cmd/sessionlog/bench_cmd.go": true,
+		"cmd/sessionlog/tail.go":      false,
+		"services/writer/read.go":     false,
+		"pkg/client/load.go":          false,
+		"internal/logstorex/a.go":     false,
+	} {
+		if got := jetstreamAllowedFor(path); got != want {
+			t.Errorf("%s allowed %v, want %v", path, got, want)
+		}
+	}
+}
+
+// pkg/client builds in a module that cannot see this one's internal/: Go
+// refuses an internal import across modules, so this build fails the
+// moment pkg/client (or what it imports) needs one.
+func TestClientBuildsOutsideTheModule(t *testing.T) {
+	top := root(t)
+	dir := t.TempDir()
+	gomod, err := os.ReadFile(filepath.Join(top, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// This module's requirements and go.sum: the same versions, so the
+	// build needs no download.
+	var mod bytes.Buffer
+	mod.WriteString("module example.com/agent\n\ngo 1.26.8\n\nrequire " + module + " v0.0.0-00010101000000-000000000000\n")
+	for _, r := range regexp.MustCompile(`(?s)\nrequire \(.*?\n\)`).FindAll(gomod, -1) {
+		mod.Write(r)
+		mod.WriteString("\n")
+	}
+	mod.WriteString("\nreplace " + module + " => " + top + "\n")
+	sum, err := os.ReadFile(filepath.Join(top, "go.sum"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const agent = `package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/client"
+)
+
+func main() {
+	nc, err := nats.Connect(nats.DefaultURL)
+	if err != nil {
+		panic(err)
+	}
+	c := client.New(nc)
+	st, err := client.Load(context.Background(), c, "s-1")
+	fmt.Println(st, err, api.SubjectRead)
+	rec, err := client.Recover(context.Background(), c, "s-1")
+	fmt.Println(rec, err)
+}
+`
+	for name, b := range map[string][]byte{"go.mod": mod.Bytes(), "go.sum": sum, "main.go": []byte(agent)} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "agent"), ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOPROXY=off", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build of an agent outside the module: %v\n%s\ngo.mod:\n%s", err, out, mod.Bytes())
+	}
+}
