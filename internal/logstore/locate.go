@@ -4,20 +4,21 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// Names of the contract (DESIGN.md section 2).
+// Names of the contract (DESIGN.md section 2), defined in pkg/api.
 const (
-	StreamName       = "SESSIONS"
-	SubjectPrefix    = "sessions.ev."
-	LivePrefix       = "sessions.live."
-	LeaseBucket      = "SESSION_LEASES"
-	ClaimBucket      = "SESSION_CLAIMS"
-	SubjectAppend    = "sessions.api.append"
-	SubjectHeartbeat = "sessions.api.heartbeat"
-	SubjectFork      = "sessions.api.fork"
-	SubjectRepair    = "sessions.api.repair"
+	StreamName       = api.StreamName
+	SubjectPrefix    = api.EventSubjectPrefix
+	LivePrefix       = api.LiveSubjectPrefix
+	LeaseBucket      = api.LeaseBucket
+	ClaimBucket      = api.ClaimBucket
+	SubjectAppend    = api.SubjectAppend
+	SubjectHeartbeat = api.SubjectHeartbeat
+	SubjectFork      = api.SubjectFork
+	SubjectRepair    = api.SubjectRepair
 )
 
 // Header names.
