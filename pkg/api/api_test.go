@@ -2,7 +2,9 @@ package api_test
 
 import (
 	"encoding/json"
+	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/sessionlog/sessionlog/pkg/api"
@@ -144,6 +146,31 @@ func TestSubjects(t *testing.T) {
 		api.SubjectErase: "sessions.api.erase", api.LeaseBucket: "SESSION_LEASES", api.StreamName: "SESSIONS"} {
 		if got != want {
 			t.Errorf("%s, want %s", got, want)
+		}
+	}
+}
+
+// The examples TestShapes and TestAppendRequest hold to are the contract's
+// own (docs/DESIGN.md), spelled the same.
+func TestExamplesAreTheContracts(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/DESIGN.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ex := range []string{
+		`{"sessionId":"s-1","expectedSeq":6,"holder":"agent-7","events":[{"eventId":"...","type":"tool/started","turnId":"t3","toolCallId":"call_9"}]}`,
+		`{"sessionId":"s-1","firstSeq":7,"lastSeq":7,"streamSeq":1234,"duplicate":false}`,
+		`{"error":{"code":"conflict","message":"...","currentSeq":8}}`,
+		`{"sessionId","afterSeq?":0,"limit?":1000}`,
+		`{"sessionId","events":[<stored envelopes>],"lastSeq":N,"more":bool}`,
+		`{"parentId","at":{"seq"|"turnId"},"childId?","workspace?"}`,
+		`{"childId","parentId","seedLength","depth"}`,
+		`{"sessionId","repaired":bool,"firstSeq?","lastSeq?","closed":[...]}`,
+		`{"sessionId","reason","by","cascade?":false}`,
+		`{"sessionId","erased":[ids],"events":N}`,
+	} {
+		if !strings.Contains(string(doc), ex) {
+			t.Errorf("docs/DESIGN.md no longer has %s: update the shapes here and in pkg/api", ex)
 		}
 	}
 }
