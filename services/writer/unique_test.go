@@ -177,10 +177,21 @@ func TestUniqueEventIDsR3(t *testing.T) {
 }
 
 // Two writers, one whose cached state is behind: the append it sends
-// after its stale tail is refused by JetStream (wrong last sequence, or
-// a duplicate id on R3), and the answer comes from the stored events.
-func TestUniqueEventIDsStaleWriter(t *testing.T) {
-	e := newEnv(t, envOpts{store: logstore.Config{Duplicates: shortWindow}})
+// after its stale tail is refused by JetStream (wrong last sequence on a
+// single node; on R3, inside the window, a duplicate id first), and the
+// answer comes from the stored events.
+func TestUniqueEventIDsStaleWriterR1(t *testing.T) {
+	staleWriter(t, newEnv(t, envOpts{store: logstore.Config{Duplicates: shortWindow}}))
+}
+
+func TestUniqueEventIDsStaleWriterR3(t *testing.T) {
+	c := natstest.RunCluster(t, 3)
+	e := newEnv(t, envOpts{url: c.URLs(), store: logstore.Config{Replicas: 3, Duplicates: shortWindow}})
+	c.WaitStreamLeader(logstore.StreamName)
+	staleWriter(t, e)
+}
+
+func staleWriter(t *testing.T, e *env) {
 	w2, err := writer.New(writer.Config{Store: e.st})
 	if err != nil {
 		t.Fatal(err)
