@@ -373,24 +373,28 @@ func (p problem) String() string {
 
 // Kinds of problems verify reports.
 const (
-	probGap        = "gap"
-	probDuplicate  = "duplicate"
-	probUnreadable = "unreadable"
-	probInvalid    = "invalid"
-	probStructure  = "structure"
-	probMismatch   = "mismatch"
-	probRead       = "read"
+	probGap         = "gap"
+	probDuplicate   = "duplicate"
+	probDuplicateID = "duplicate_id"
+	probUnreadable  = "unreadable"
+	probInvalid     = "invalid"
+	probStructure   = "structure"
+	probMismatch    = "mismatch"
+	probRead        = "read"
 )
 
 // verifySession checks one session's stored events: each decodes (a newer
 // schema or an unknown required type makes the session unreadable),
 // validates as a stored event, names this session, has seq prev+1 (no gap,
-// no duplicate), and folds with pkg/session's rules (pairing, structure).
-// Seq checks go on after a fold error, so every gap is reported.
+// no duplicate), carries an event id no earlier event of the session has
+// (an id is unique in its session for the session's whole life), and
+// folds with pkg/session's rules (pairing, structure). Seq checks go on
+// after a fold error, so every gap is reported.
 func verifySession(ctx context.Context, st *logstore.Store, id string, expectEvents uint64) (n uint64, probs []problem) {
 	state := session.New(id)
 	folding := true
 	var prev uint64
+	ids := make(map[string]uint64) // event id -> the seq that first holds it
 	add := func(seq, sseq uint64, kind, format string, args ...any) {
 		probs = append(probs, problem{Session: id, Seq: seq, StreamSeq: sseq, Kind: kind, Message: fmt.Sprintf(format, args...)})
 	}
@@ -410,6 +414,7 @@ func verifySession(ctx context.Context, st *logstore.Store, id string, expectEve
 			folding = false
 			return nil
 		}
+		seqStored := e.Seq <= prev // reported below as a seq stored again
 		switch {
 		case e.Seq == prev:
 			add(e.Seq, m.StreamSeq, probDuplicate, "seq %d stored again (event %s)", e.Seq, e.EventID)
@@ -420,6 +425,11 @@ func verifySession(ctx context.Context, st *logstore.Store, id string, expectEve
 		}
 		if e.Seq > prev {
 			prev = e.Seq
+		}
+		if first, dup := ids[e.EventID]; dup && !seqStored {
+			add(e.Seq, m.StreamSeq, probDuplicateID, "event id %s is stored again: first at seq %d", e.EventID, first)
+		} else if !dup {
+			ids[e.EventID] = e.Seq
 		}
 		if e.SessionID != id {
 			add(e.Seq, m.StreamSeq, probMismatch, "event names session %q", e.SessionID)

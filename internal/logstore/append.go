@@ -277,7 +277,7 @@ func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResult, er
 				s.committed(req, r)
 				return r, nil
 			}
-			if errors.Is(rerr, ErrConflict) {
+			if definite(rerr) {
 				// A different event after the expected position: this
 				// append can never be stored.
 				s.tails.Delete(req.SessionID)
@@ -319,13 +319,19 @@ func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResult, er
 			r.Resolved = true
 			s.committed(req, r)
 			return r, nil
-		} else if errors.Is(rerr, ErrConflict) {
+		} else if definite(rerr) {
 			s.tails.Delete(req.SessionID)
 			return AppendResult{}, rerr
 		}
 	}
 	s.tails.Delete(req.SessionID)
 	return AppendResult{}, outcomeUnknown(lastErr)
+}
+
+// definite reports whether resolve's answer ends the append: the position
+// is taken (conflict), or by a message that is not an event (unreadable).
+func definite(rerr error) bool {
+	return errors.Is(rerr, ErrConflict) || schema.CodeOf(rerr) == schema.CodeUnreadable
 }
 
 func backoff(attempt int) time.Duration {
@@ -368,6 +374,12 @@ func (s *Store) resolve(ctx context.Context, req *AppendRequest, loc Location) (
 		s.log.Debug("logstore: position taken", "session", req.SessionID, "expectedStreamSeq", req.ExpectedStreamSeq,
 			"next", first.Header.Get(HeaderMsgID), "nextStreamSeq", first.StreamSeq)
 		t, terr := s.Tail(ctx, req.SessionID)
+		if errors.Is(terr, ErrUnreadable) {
+			// The position is taken, by a message that is not an event
+			// (written around the writer): no append to the session can
+			// commit, and saying so is definite.
+			return AppendResult{}, schema.Errorf(schema.CodeUnreadable, "the session's position after stream seq %d is taken and its tail is not an event: %v", req.ExpectedStreamSeq, terr)
+		}
 		if terr != nil {
 			return AppendResult{}, terr
 		}

@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,6 +14,10 @@ import (
 // readInactiveThreshold is how long the server keeps a read's consumer
 // after its last pull if the delete at the end of the read is lost.
 const readInactiveThreshold = 15 * time.Second
+
+// ErrUnreadable marks a stored message of a session that is not an event
+// (it does not decode): retrying the read changes nothing.
+var ErrUnreadable = errors.New("logstore: stored message is not an event")
 
 // ReadSession calls fn for each stored event of the session with stream
 // sequence > afterStreamSeq, in order, up to the tail the stream leader

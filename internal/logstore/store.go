@@ -274,7 +274,7 @@ func tailOf(m *Msg) (Tail, error) {
 		// Fall back to the body for events stored without SL-Seq.
 		e, derr := schema.Decode(m.Data)
 		if derr != nil {
-			return Tail{}, fmt.Errorf("logstore: tail at stream seq %d: %w", m.StreamSeq, derr)
+			return Tail{}, fmt.Errorf("logstore: tail at stream seq %d: %w: %w", m.StreamSeq, ErrUnreadable, derr)
 		}
 		seq = e.Seq
 	}

@@ -68,15 +68,12 @@ func (s *Service) Append(ctx context.Context, body []byte) (AppendReply, error) 
 type prepared struct {
 	// expected is the required last seq (nil: after the tail).
 	expected *uint64
-	// clientIDs: every event id came from the client, so the request can
-	// be recognized when it is retried.
-	clientIDs bool
 }
 
 // prepare checks the request on its own and completes its events (all but
 // seq, which depends on the tail).
 func (s *Service) prepare(req *AppendRequest) (prepared, error) {
-	p := prepared{expected: req.ExpectedSeq, clientIDs: true}
+	p := prepared{expected: req.ExpectedSeq}
 	if req.SessionID == "" {
 		return p, schema.Errorf(schema.CodeBadRequest, "sessionId is required")
 	}
@@ -132,7 +129,6 @@ func (s *Service) prepare(req *AppendRequest) (prepared, error) {
 		}
 		if e.EventID == "" {
 			e.EventID = ulid.Make().String()
-			p.clientIDs = false
 		}
 		if ids != nil {
 			if j, dup := ids[e.EventID]; dup {
@@ -172,21 +168,22 @@ func (s *Service) prepare(req *AppendRequest) (prepared, error) {
 // retry, check the expectation and the structure, append.
 func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (AppendReply, error) {
 	reload := false
-	retries, rereads := 0, 0
+	retries, rereads, dups := 0, 0, 0
 	for {
 		ent, fresh, err := s.entryFor(ctx, req.SessionID, reload)
 		if err != nil {
 			return AppendReply{}, err
 		}
 		reload = false
-		if p.clientIDs {
-			rep, ok, err := s.duplicateOf(ctx, req, p, ent, fresh)
-			if err != nil {
-				return AppendReply{}, err
-			}
-			if ok {
-				return rep, nil
-			}
+		// Every event id is looked up, the writer's own too (a request
+		// may mix them with the client's): a miss, the common case,
+		// costs a hash and a map lookup per event.
+		rep, ok, err := s.duplicateOf(ctx, req, ent)
+		if err != nil {
+			return AppendReply{}, err
+		}
+		if ok {
+			return rep, nil
 		}
 		last := ent.state.LastSeq
 		if p.expected != nil && *p.expected != last {
@@ -250,10 +247,18 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 			return AppendReply{}, err
 		}
 		if res.Duplicate {
-			// JetStream's duplicate window knew an id this writer did not
-			// remember: the event is stored, at its original position.
+			// JetStream's duplicate window knew an id this writer's index
+			// did not (another writer stored it after this one's state):
+			// fold the session again and answer from the stored events
+			// (duplicate, or invalid_event for other content). Should the
+			// fold still not show it, answer as JetStream did.
 			s.st.ForgetTail(req.SessionID)
 			s.cache.Delete(req.SessionID)
+			if dups == 0 {
+				dups++
+				reload = true
+				continue
+			}
 			return s.duplicateInWindow(ctx, req, res)
 		}
 		// Commit the folded state only now that JetStream acknowledged.
@@ -268,8 +273,9 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 		}
 		for i := range req.Events {
 			e := &req.Events[i]
+			// An atomic batch is stored contiguously.
 			ss := res.StreamSeq - uint64(len(req.Events)-1-i)
-			ent.remember(e.Seq, ss, e.EventID)
+			ent.index(s.hashID(e.EventID), e.EventID, ss)
 		}
 		lastEv := &req.Events[len(req.Events)-1]
 		ent.tail = logstore.Tail{Seq: res.LastSeq, StreamSeq: res.StreamSeq, EventID: lastEv.EventID}
@@ -333,69 +339,87 @@ func conflict(cur uint64, msg string) error {
 	return &schema.Error{Code: schema.CodeConflict, Message: msg, Index: -1, CurrentSeq: &cur}
 }
 
-// duplicateOf reports whether every event of req is already stored: at
-// the seqs after an explicit expectation, or (without one) where the
-// remembered ids put them. A request that is partly stored reuses event
-// ids of other events: it is refused.
-func (s *Service) duplicateOf(ctx context.Context, req *AppendRequest, p prepared, ent *entry, fresh bool) (AppendReply, bool, error) {
-	n := len(req.Events)
-	var first uint64
-	if p.expected != nil {
-		first = *p.expected + 1
-		if ent.state.LastSeq < first+uint64(n)-1 {
-			return AppendReply{}, false, nil
+// duplicateOf looks the request's event ids up in the session's index of
+// every stored id. None stored: not a duplicate (ok false, no error), the
+// request appends. Every event stored, in the request's order at
+// consecutive seqs, with the same content: the committed duplicate it is,
+// whenever it comes. Anything else (stored and new ids mixed, a stored id
+// with other content, stored events in another order) is refused with
+// invalid_event naming a stored id and its seq; nothing is stored.
+func (s *Service) duplicateOf(ctx context.Context, req *AppendRequest, ent *entry) (AppendReply, bool, error) {
+	var got []*logstore.Event // the stored event of each request event, if any
+	for i := range req.Events {
+		id := req.Events[i].EventID
+		byHash, byID := ent.candidates(s.hashID(id), id)
+		if byHash == 0 && byID == 0 {
+			continue
 		}
-	} else {
-		r, ok := ent.find(req.Events[0].EventID)
-		if !ok {
-			return AppendReply{}, false, nil
+		// A hit is a candidate only: confirm it on the stored event.
+		var found *logstore.Event
+		for _, ss := range [2]uint64{byHash, byID} {
+			if ss == 0 || found != nil {
+				continue
+			}
+			st, err := s.storedEvent(ctx, req.SessionID, ss)
+			if err != nil {
+				return AppendReply{}, false, err
+			}
+			if st != nil && st.EventID == id {
+				found = st
+			}
 		}
-		first = r.seq
-	}
-	got := make([]stored, 0, n)
-	for i := range n {
-		r, ok := ent.at(first + uint64(i))
-		if !ok {
-			got = nil
-			break
+		if found == nil {
+			continue // another id with the same hash
 		}
-		got = append(got, r)
+		if got == nil {
+			got = make([]*logstore.Event, len(req.Events))
+		}
+		got[i] = found
 	}
 	if got == nil {
-		if p.expected == nil {
-			return AppendReply{}, false, nil
-		}
-		// Older than the remembered ids: read them (a conflicting request,
-		// so not the hot path).
-		var err error
-		if got, err = s.storedAt(ctx, req.SessionID, first, n); err != nil {
-			return AppendReply{}, false, schema.Errorf(schema.CodeNotCommitted, "%v", err)
-		}
-	}
-	same := 0
-	for i := range got {
-		if i < n && got[i].eventID == req.Events[i].EventID {
-			same++
-		}
-	}
-	switch {
-	case same == n && len(got) == n:
-		last := got[n-1]
-		return AppendReply{SessionID: req.SessionID, FirstSeq: first, LastSeq: last.seq, StreamSeq: last.streamSeq, Duplicate: true}, true, nil
-	case same > 0:
-		return AppendReply{}, false, schema.Errorf(schema.CodeInvalidEvent, "eventIds of this request are stored at seqs %d.. with other events: event ids must be unique per event", first)
-	}
-	// Without an expectation, another event id could also be stored
-	// elsewhere in the session (an id reused for a new event).
-	if p.expected == nil {
 		return AppendReply{}, false, nil
 	}
-	for i := range req.Events {
-		if r, ok := ent.find(req.Events[i].EventID); ok {
-			return AppendReply{}, false, schema.Errorf(schema.CodeInvalidEvent, "eventId %s is already stored at seq %d", clip(r.eventID), r.seq).WithIndex(i)
+	refuse := func(i int, format string, args ...any) error {
+		return schema.Errorf(schema.CodeInvalidEvent, format, args...).WithIndex(i)
+	}
+	var first *logstore.Event
+	firstAt := -1
+	for i, g := range got {
+		if g != nil && first == nil {
+			first, firstAt = g, i
 		}
 	}
-	return AppendReply{}, false, nil
+	for i, g := range got {
+		if g == nil {
+			return AppendReply{}, false, refuse(firstAt, "eventId %s is already stored at seq %d, and event %d of this request is new: "+
+				"an event id is unique in its session, send new events with new ids", clip(first.EventID), first.Seq, i)
+		}
+	}
+	for i, g := range got {
+		if !sameContent(&req.Events[i], &g.Envelope) {
+			return AppendReply{}, false, refuse(i, "eventId %s is already stored at seq %d with other content: an event id is unique in its session", clip(g.EventID), g.Seq)
+		}
+		if g.Seq != got[0].Seq+uint64(i) {
+			return AppendReply{}, false, refuse(i, "eventId %s is already stored at seq %d, not after seq %d as in this request", clip(g.EventID), g.Seq, got[0].Seq+uint64(i)-1)
+		}
+	}
+	last := got[len(got)-1]
+	return AppendReply{SessionID: req.SessionID, FirstSeq: got[0].Seq, LastSeq: last.Seq, StreamSeq: last.StreamSeq, Duplicate: true}, true, nil
+}
+
+// sameContent reports whether the event a client sent is the stored one,
+// but for the fields the writer fills (seq, time, sessionId,
+// schemaVersion): both are encoded as the store encodes an event, with
+// those fields taken from the stored event.
+func sameContent(sent, stored *schema.Envelope) bool {
+	a, b := *sent, *stored
+	a.Seq, a.Time, a.SessionID, a.SchemaVersion = b.Seq, b.Time, b.SessionID, b.SchemaVersion
+	ea, err := schema.Encode(&a)
+	if err != nil {
+		return false
+	}
+	eb, err := schema.Encode(&b)
+	return err == nil && bytes.Equal(ea, eb)
 }
 
 // duplicateInWindow answers an append that JetStream deduplicated (one

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"strconv"
-	"strings"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -19,37 +19,50 @@ type entry struct {
 	// tail is the stream position of state.LastSeq: the expectation of
 	// the next append.
 	tail logstore.Tail
-	// recent holds the last recentIDs events (by seq) so a retried request
-	// is recognized without reading the log.
-	recent [recentIDs]stored
+	// ids indexes every event id of the session (an event id is unique in
+	// its session for the session's whole life): the 64-bit hash of the
+	// id (Service.hashID) to the stream seq of its event. A hit is only a
+	// candidate, confirmed by reading the stored event; a miss is certain.
+	// The index costs 16 bytes of key and value per event in the map's
+	// slots (about 20 to 40 bytes with the map's load and growth), and
+	// only a hash and a map lookup per appended event.
+	ids map[uint64]uint64
+	// more holds, by the id itself, the events whose hash an earlier id
+	// of the session took already (a collision, or an id stored twice).
+	more map[string]uint64
 }
 
-// stored is one stored event's identity.
-type stored struct {
-	seq       uint64
-	streamSeq uint64
-	eventID   string
+func newEntry(sessionID string) *entry {
+	return &entry{state: session.New(sessionID), ids: make(map[uint64]uint64)}
 }
 
-func (e *entry) remember(seq, streamSeq uint64, eventID string) {
-	e.recent[seq%recentIDs] = stored{seq: seq, streamSeq: streamSeq, eventID: eventID}
-}
-
-// at returns the remembered event at seq.
-func (e *entry) at(seq uint64) (stored, bool) {
-	r := e.recent[seq%recentIDs]
-	return r, seq > 0 && r.seq == seq
-}
-
-// find returns the remembered seq of an event id.
-func (e *entry) find(eventID string) (stored, bool) {
-	for _, r := range e.recent {
-		if r.seq > 0 && r.eventID == eventID {
-			return r, true
-		}
+// index adds a stored event's id.
+func (e *entry) index(h uint64, eventID string, streamSeq uint64) {
+	if _, taken := e.ids[h]; !taken {
+		e.ids[h] = streamSeq
+		return
 	}
-	return stored{}, false
+	if e.more == nil {
+		e.more = make(map[string]uint64)
+	}
+	if _, ok := e.more[eventID]; !ok {
+		e.more[eventID] = streamSeq
+	}
 }
+
+// candidates returns the stream seqs where an event id may be stored (0:
+// none): the index's entry for its hash, and its own entry among the
+// collisions.
+func (e *entry) candidates(h uint64, eventID string) (byHash, byID uint64) {
+	byHash = e.ids[h]
+	if e.more != nil {
+		byID = e.more[eventID]
+	}
+	return byHash, byID
+}
+
+// hashID is the index's key for an event id.
+func (s *Service) hashID(eventID string) uint64 { return maphash.String(s.seed, eventID) }
 
 // entryFor returns the session's cached entry, or folds it from the log.
 // refresh brings a cached entry up to the stream leader's tail first
@@ -67,7 +80,8 @@ func (s *Service) entryFor(ctx context.Context, sessionID string, refresh bool) 
 		} else if schema.CodeOf(err) == schema.CodeNotCommitted {
 			return nil, true, err
 		}
-		// Anything else: fold from the start.
+		// Anything else (an event that does not follow the cached state
+		// included): fold from the start, which gives the answer.
 	}
 	s.misses.Inc()
 	s.cache.Delete(sessionID)
@@ -88,7 +102,7 @@ const catchUpDirect = 16
 func (s *Service) catchUp(ctx context.Context, sessionID string, e *entry) error {
 	t, err := s.st.Tail(ctx, sessionID)
 	if err != nil {
-		return schema.Errorf(schema.CodeNotCommitted, "cannot read the session's tail: %v", err)
+		return readErr(sessionID, err)
 	}
 	if t.StreamSeq == e.tail.StreamSeq {
 		return nil
@@ -96,18 +110,7 @@ func (s *Service) catchUp(ctx context.Context, sessionID string, e *entry) error
 	if t.StreamSeq < e.tail.StreamSeq || t.Seq <= e.tail.Seq {
 		return fmt.Errorf("writer: cached state of %s is ahead of the log", sessionID)
 	}
-	apply := func(m *logstore.Msg) error {
-		ev, err := schema.Decode(m.Data)
-		if err != nil {
-			return err
-		}
-		if err := e.state.Apply(&ev); err != nil {
-			return err
-		}
-		e.remember(ev.Seq, m.StreamSeq, ev.EventID)
-		e.tail = logstore.Tail{Seq: ev.Seq, StreamSeq: m.StreamSeq, EventID: ev.EventID}
-		return nil
-	}
+	apply := func(m *logstore.Msg) error { return s.applyStored(sessionID, e, m) }
 	if t.Seq-e.tail.Seq <= catchUpDirect {
 		for e.tail.StreamSeq < t.StreamSeq {
 			m, err := s.st.NextAfter(ctx, sessionID, e.tail.StreamSeq)
@@ -125,7 +128,7 @@ func (s *Service) catchUp(ctx context.Context, sessionID string, e *entry) error
 		}
 	} else if _, err := s.st.ReadSession(ctx, sessionID, e.tail.StreamSeq, apply); err != nil {
 		s.cache.Delete(sessionID)
-		return err
+		return readErr(sessionID, err)
 	}
 	if e.tail.StreamSeq < t.StreamSeq {
 		s.cache.Delete(sessionID)
@@ -134,35 +137,64 @@ func (s *Service) catchUp(ctx context.Context, sessionID string, e *entry) error
 	return nil
 }
 
+// readErr is the contract error of a failed read of a session: a stored
+// message the store cannot read makes the session unreadable (a definite
+// answer: retrying changes nothing); contract errors pass as they are;
+// anything else is a read that failed, nothing was stored.
+func readErr(sessionID string, err error) error {
+	var se *schema.Error
+	switch {
+	case errors.As(err, &se):
+		return err
+	case errors.Is(err, logstore.ErrUnreadable):
+		return schema.Errorf(schema.CodeUnreadable, "session %s holds a stored message that is not an event: %v", sessionID, err)
+	}
+	return schema.Errorf(schema.CodeNotCommitted, "cannot read the session: %v", err)
+}
+
+// applyStored folds one stored message into e. It must be the event that
+// follows e in this session: an event (of this schema or an older one,
+// not a newer), naming this session, with the next seq (in its body and
+// its header), that pkg/session's rules accept. Anything else makes the
+// session unreadable (unknown_type for a newer schema or type), never
+// guessed at or skipped.
+func (s *Service) applyStored(sessionID string, e *entry, m *logstore.Msg) error {
+	ev, err := schema.Decode(m.Data)
+	if err != nil {
+		if errors.Is(err, schema.ErrNewerSchema) {
+			return schema.Errorf(schema.CodeUnknownType, "session holds an event at stream seq %d this writer cannot read (%v): upgrade the writer", m.StreamSeq, err)
+		}
+		return schema.Errorf(schema.CodeUnreadable, "session holds an undecodable event at stream seq %d: %v", m.StreamSeq, err)
+	}
+	want := e.state.LastSeq + 1
+	switch {
+	case ev.SessionID != sessionID:
+		return schema.Errorf(schema.CodeUnreadable, "session holds an event of session %q at stream seq %d", clip(ev.SessionID), m.StreamSeq)
+	case ev.Seq != want:
+		return schema.Errorf(schema.CodeUnreadable, "session holds seq %d at stream seq %d where seq %d belongs", ev.Seq, m.StreamSeq, want)
+	}
+	if h := m.Header.Get(logstore.HeaderSeq); h != "" && h != strconv.FormatUint(ev.Seq, 10) {
+		return schema.Errorf(schema.CodeUnreadable, "session holds an event at stream seq %d whose %s header %q contradicts its seq %d", m.StreamSeq, logstore.HeaderSeq, clip(h), ev.Seq)
+	}
+	if err := e.state.Apply(&ev); err != nil {
+		if schema.CodeOf(err) == schema.CodeUnknownType {
+			return schema.Errorf(schema.CodeUnknownType, "session holds event seq %d of type %q this writer does not know: upgrade the writer", ev.Seq, ev.Type)
+		}
+		return schema.Errorf(schema.CodeUnreadable, "session cannot be folded at seq %d: %v", ev.Seq, err)
+	}
+	e.index(s.hashID(ev.EventID), ev.EventID, m.StreamSeq)
+	e.tail = logstore.Tail{Seq: ev.Seq, StreamSeq: m.StreamSeq, EventID: ev.EventID}
+	return nil
+}
+
 // fold rebuilds a session's state from the log, consistent up to the tail
 // the stream leader reported. A session that holds an event this writer
 // cannot read or fold is refused, never guessed at.
 func (s *Service) fold(ctx context.Context, sessionID string) (*entry, error) {
-	e := &entry{state: session.New(sessionID)}
-	tail, err := s.st.ReadSession(ctx, sessionID, 0, func(m *logstore.Msg) error {
-		ev, err := schema.Decode(m.Data)
-		if err != nil {
-			if errors.Is(err, schema.ErrNewerSchema) {
-				return schema.Errorf(schema.CodeUnknownType, "session holds an event at stream seq %d this writer cannot read (%v): upgrade the writer", m.StreamSeq, err)
-			}
-			return schema.Errorf(schema.CodeUnreadable, "session holds an undecodable event at stream seq %d: %v", m.StreamSeq, err)
-		}
-		if err := e.state.Apply(&ev); err != nil {
-			if schema.CodeOf(err) == schema.CodeUnknownType {
-				return schema.Errorf(schema.CodeUnknownType, "session holds event seq %d of type %q this writer does not know: upgrade the writer", ev.Seq, ev.Type)
-			}
-			return schema.Errorf(schema.CodeUnreadable, "session cannot be folded at seq %d: %v", ev.Seq, err)
-		}
-		e.remember(ev.Seq, m.StreamSeq, ev.EventID)
-		e.tail = logstore.Tail{Seq: ev.Seq, StreamSeq: m.StreamSeq, EventID: ev.EventID}
-		return nil
-	})
+	e := newEntry(sessionID)
+	tail, err := s.st.ReadSession(ctx, sessionID, 0, func(m *logstore.Msg) error { return s.applyStored(sessionID, e, m) })
 	if err != nil {
-		var se *schema.Error
-		if errors.As(err, &se) {
-			return nil, err
-		}
-		return nil, schema.Errorf(schema.CodeNotCommitted, "cannot read the session: %v", err)
+		return nil, readErr(sessionID, err)
 	}
 	if e.tail.StreamSeq != tail.StreamSeq {
 		return nil, schema.Errorf(schema.CodeNotCommitted, "read of the session ended at stream seq %d before its tail at %d", e.tail.StreamSeq, tail.StreamSeq)
@@ -170,32 +202,23 @@ func (s *Service) fold(ctx context.Context, sessionID string) (*entry, error) {
 	return e, nil
 }
 
-// storedAt reads the event ids at seqs from..from+n-1 from the log, for a
-// retry older than the remembered events. It is used only when a request
-// conflicts, so reading the session is acceptable.
-func (s *Service) storedAt(ctx context.Context, sessionID string, from uint64, n int) ([]stored, error) {
-	out := make([]stored, 0, n)
-	last := from + uint64(n) - 1
-	_, err := s.st.ReadSession(ctx, sessionID, 0, func(m *logstore.Msg) error {
-		seq, err := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64)
-		if err != nil {
-			ev, derr := schema.Decode(m.Data)
-			if derr != nil {
-				return derr
-			}
-			seq = ev.Seq
-		}
-		if seq >= from && seq <= last {
-			_, id, _ := strings.Cut(m.Header.Get(logstore.HeaderMsgID), ":")
-			out = append(out, stored{seq: seq, streamSeq: m.StreamSeq, eventID: id})
-		}
-		if seq >= last {
-			return logstore.ErrStop
-		}
-		return nil
-	})
+// storedEvent reads the stored event at a stream seq, for an event id the
+// index names there; nil when no event of the session is stored there.
+func (s *Service) storedEvent(ctx context.Context, sessionID string, streamSeq uint64) (*logstore.Event, error) {
+	loc, err := logstore.Locate(sessionID)
 	if err != nil {
-		return nil, fmt.Errorf("writer: read stored ids: %w", err)
+		return nil, err
 	}
-	return out, nil
+	m, err := s.st.MsgAt(ctx, loc.Stream, streamSeq)
+	if err != nil {
+		return nil, schema.Errorf(schema.CodeNotCommitted, "cannot read the stored event at stream seq %d: %v", streamSeq, err)
+	}
+	if m == nil || m.Subject != loc.Subject {
+		return nil, nil
+	}
+	ev, err := schema.Decode(m.Data)
+	if err != nil {
+		return nil, schema.Errorf(schema.CodeUnreadable, "session holds an undecodable event at stream seq %d: %v", streamSeq, err)
+	}
+	return &logstore.Event{Envelope: ev, StreamSeq: streamSeq}, nil
 }

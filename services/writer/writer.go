@@ -32,10 +32,7 @@ const (
 	// DefaultConflictRetries bounds how often an append without
 	// expectedSeq is retried after another writer moved the tail.
 	DefaultConflictRetries = 10
-	// recentIDs is how many of a session's last event ids are kept to
-	// recognize a retried request without reading the log.
-	recentIDs = 64
-	stripes   = 4096
+	stripes                = 4096
 )
 
 // Config configures the writer.

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// `sessionlog verify` reports an event id stored twice in a session (as
+// JetStream stores it after its duplicate window, or under another
+// Nats-Msg-Id): one PROBLEM line, naming both seqs.
+func TestVerifyDuplicateEventID(t *testing.T) {
+	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s)
+	ctx := context.Background()
+	st, err := logstore.Open(ctx, nc, logstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	mk := func(sid string, seq uint64, id, typ, data string) schema.Envelope {
+		return schema.Envelope{SchemaVersion: schema.Version, SessionID: sid, Seq: seq, EventID: id, Time: now, Type: typ, Data: []byte(data)}
+	}
+	for _, sid := range []string{"clean", "twice"} {
+		if _, err := st.Append(ctx, logstore.AppendRequest{SessionID: sid, Events: []schema.Envelope{
+			mk(sid, 1, sid+"-1", schema.TypeSessionCreated, `{}`),
+			mk(sid, 2, "same", schema.TypeMessageUser, `{"content":"first"}`),
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The id again at seq 3, under another message id.
+	again := mk("twice", 3, "same", schema.TypeMessageUser, `{"content":"second"}`)
+	body, err := schema.Encode(&again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := nats.Header{}
+	h.Set(logstore.HeaderMsgID, "twice:other-msg-id")
+	h.Set(logstore.HeaderSeq, "3")
+	h.Set(logstore.HeaderType, again.Type)
+	if _, err := st.JetStream().PublishMsg(ctx, &nats.Msg{Subject: logstore.SubjectPrefix + "twice", Header: h, Data: body}); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		code := Main(ctx, append([]string{"verify"}, append(args, "--nats-url", s.ClientURL())...), &out, &errb)
+		return code, out.String()
+	}
+	if code, out := run("--session", "clean"); code != 0 || strings.Contains(out, "PROBLEM") {
+		t.Fatalf("clean: exit %d, %q", code, out)
+	}
+	code, out := run()
+	var problems []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "PROBLEM") {
+			problems = append(problems, l)
+		}
+	}
+	if code != 1 || len(problems) != 1 {
+		t.Fatalf("exit %d, want 1 and one PROBLEM line: %q", code, out)
+	}
+	for _, want := range []string{"session=twice", "seq=3", "kind=duplicate_id", "same", "seq 2"} {
+		if !strings.Contains(problems[0], want) {
+			t.Errorf("%q does not mention %q", problems[0], want)
+		}
+	}
+}
