@@ -333,12 +333,19 @@ func (s *Service) handleSession(w http.ResponseWriter, r *http.Request) {
 // every event with seq > after follows it: the stream seq of event
 // `after`, or of the nearest indexed event before it.
 func (rd reader) startAfter(id string, after uint64) (uint64, error) {
+	ss, _, err := rd.startAt(id, after)
+	return ss, err
+}
+
+// startAt is startAfter that also returns the seq of the event at that
+// stream seq (0 with it).
+func (rd reader) startAt(id string, after uint64) (streamSeq, seq uint64, err error) {
 	if after == 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
 	it, err := rd.iter(store.EventPrefix(id))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer it.Close()
 	k := store.EventKey(id, after)
@@ -346,10 +353,10 @@ func (rd reader) startAfter(id string, after uint64) (uint64, error) {
 		k = store.EventKey(id, after+1)
 	}
 	if !it.SeekLT(k) {
-		return 0, nil
+		return 0, 0, nil
 	}
 	ss, _ := decodeIndex(it.Value())
-	return ss, nil
+	return ss, store.EventSeq(it.Key()), nil
 }
 
 // Events is GET /v1/sessions/{id}/events.
@@ -357,7 +364,8 @@ func (rd reader) startAfter(id string, after uint64) (uint64, error) {
 // A session stopped unreadable or at a gap is served up to its last folded
 // event and then ends: the page's last entry is a marker
 // {"unreadable":true,"seq","streamSeq","code","message"} (seq: where
-// folding stopped), Error says the same, More is false. A message the
+// folding stopped), Error says the same, More is false (a full page says
+// More, and the marker comes on the next). A message the
 // projector has not judged yet is served only if it is a valid event of the
 // session with the next seq; one that is not ends the page the same way.
 // Nothing of what follows a bad message is ever served.
@@ -403,8 +411,12 @@ func rawEvent(m *logstore.Msg) json.RawMessage {
 }
 
 // end closes the page with the marker of the message that stops the
-// session.
-func (out *Events) end(e *EventsError) {
+// session, or, on a full page, says the marker is on the next one.
+func (out *Events) end(e *EventsError, limit int) {
+	if len(out.Events) >= limit {
+		out.More = true
+		return
+	}
 	out.Error, out.More = e, false
 	b, _ := json.Marshal(map[string]any{"unreadable": true, "seq": e.Seq, "streamSeq": e.StreamSeq, "code": e.Code, "message": e.Message})
 	out.Events = append(out.Events, b)
@@ -474,59 +486,61 @@ func (s *Service) handleEvents(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, out)
 		return
 	}
-	var from uint64
+	var from, last uint64
 	if err := s.view(func(rd reader) error {
-		from, err = rd.startAfter(id, after)
+		from, last, err = rd.startAt(id, after)
 		return err
 	}); err != nil {
 		s.internal(w, err)
 		return
 	}
 	// Messages up to vouched were folded by the projector; those after it
-	// are checked here.
+	// are checked here, each against the seq of the one before (last),
+	// whether before the page or on it.
 	var vouched uint64
 	if sum != nil {
 		vouched = sum.LastStreamSeq
 	}
 	_, err = s.ls.ReadSession(r.Context(), id, from, func(m *logstore.Msg) error {
+		var seq uint64
 		if m.StreamSeq <= vouched {
-			seq, ok := seqOf(m)
-			if ok && seq <= out.Next {
-				return nil
+			n, ok := seqOf(m)
+			if ok && n <= last {
+				return nil // a stored copy the projector skipped
 			}
-			if len(out.Events) == limit {
-				out.More = true
+			seq = n
+		} else {
+			ev, err := schema.Decode(m.Data)
+			bad := func(msg string) error {
+				out.end(&EventsError{Code: string(schema.CodeUnreadable), Seq: last + 1, StreamSeq: m.StreamSeq, Message: msg}, limit)
 				return logstore.ErrStop
 			}
-			out.Events = append(out.Events, json.RawMessage(m.Data))
-			if ok {
-				out.Next = seq
+			switch {
+			case err != nil:
+				return bad(err.Error())
+			case ev.SessionID != id:
+				return bad(fmt.Sprintf("event %q names session %q", ev.EventID, ev.SessionID))
+			case ev.Seq <= last:
+				return bad(fmt.Sprintf("event %q claims seq %d after seq %d", ev.EventID, ev.Seq, last))
+			case ev.Seq > last+1:
+				return logstore.ErrStop // a gap, or what a gap fill finds: the projector decides
 			}
+			seq = ev.Seq
+		}
+		if seq != 0 {
+			last = seq
+		}
+		if seq != 0 && seq <= after {
 			return nil
-		}
-		ev, err := schema.Decode(m.Data)
-		bad := func(msg string) error {
-			out.end(&EventsError{Code: string(schema.CodeUnreadable), Seq: out.Next + 1, StreamSeq: m.StreamSeq, Message: msg})
-			return logstore.ErrStop
-		}
-		switch {
-		case err != nil:
-			return bad(err.Error())
-		case ev.SessionID != id:
-			return bad(fmt.Sprintf("event %q names session %q", ev.EventID, ev.SessionID))
-		case ev.Seq <= after:
-			return nil // before the page; the projector judges it
-		case ev.Seq <= out.Next:
-			return bad(fmt.Sprintf("event %q claims seq %d after seq %d", ev.EventID, ev.Seq, out.Next))
-		case ev.Seq > out.Next+1:
-			return logstore.ErrStop // a gap, or the projector's fill: it decides
 		}
 		if len(out.Events) == limit {
 			out.More = true
 			return logstore.ErrStop
 		}
 		out.Events = append(out.Events, json.RawMessage(m.Data))
-		out.Next = ev.Seq
+		if seq != 0 {
+			out.Next = seq
+		}
 		return nil
 	})
 	if err != nil {
@@ -591,7 +605,7 @@ func (s *Service) stoppedEvents(ctx context.Context, sum *Summary, limit int, ou
 	if sum.Status == StatusUnreadable {
 		e.Code = string(schema.CodeUnreadable)
 	}
-	out.end(e)
+	out.end(e, limit)
 	return nil
 }
 
