@@ -184,8 +184,12 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 				Message: fmt.Sprintf("seq %d arrived after seq %d; seqs %d..%d are not in the stream", ev.Seq, en.st.LastSeq, en.st.LastSeq+1, ev.Seq-1)})
 			return nil
 		}
-		// The fill folded up to the event before this one; a fill that
-		// reached past it stopped the session (judge refuses a repeat).
+		if ev.Seq <= en.st.LastSeq {
+			// The fill folded this seq from an earlier message: this one
+			// is a copy of it or a forgery.
+			_, _, err := f.judge(ctx, en, ev, nil, m.hdrSeq, m.streamSeq)
+			return err
+		}
 	}
 	f.apply(en, ev, m.streamSeq)
 	return nil
