@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -52,23 +54,43 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	w := bufio.NewWriterSize(stdout, 1<<20)
 	var sessions, events int
+	var skipped []string
+	var buf bytes.Buffer
 	for _, id := range ids {
-		tail, err := c.store.ReadSession(ctx, id, 0, func(m *logstore.Msg) error {
-			events++
-			return writeLine(w, m.Data)
+		// A session is written whole or not at all: one that cannot be
+		// read to its end is skipped (an import of its valid prefix would
+		// pass for the whole session).
+		buf.Reset()
+		n := 0
+		tail, err := readValid(ctx, c.store, id, func(m *logstore.Msg, _ *schema.Envelope) error {
+			n++
+			return writeLine(&buf, m.Data)
 		})
+		var rp *readProblem
+		if errors.As(err, &rp) {
+			fmt.Fprintf(stderr, "session %s is %s, not exported: %v\n", id, rp.kind, rp)
+			skipped = append(skipped, id)
+			continue
+		}
 		if err != nil {
 			return err
 		}
 		if !tail.Exists() {
 			return fmt.Errorf("session %s: %w", id, errNotFound)
 		}
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return err
+		}
 		sessions++
+		events += n
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "exported %d sessions, %d events\n", sessions, events)
+	if len(skipped) > 0 {
+		return fmt.Errorf("%d sessions not exported (unreadable or with a gap): %s", len(skipped), strings.Join(skipped, ", "))
+	}
 	return nil
 }
 

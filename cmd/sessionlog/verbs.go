@@ -203,17 +203,17 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer c.close()
 	st := session.New(id)
 	var foldErr error
-	tail, err := c.store.ReadSession(ctx, id, 0, func(m *logstore.Msg) error {
-		e, err := schema.Decode(m.Data)
-		if err == nil {
-			err = st.Apply(&e)
-		}
-		if err != nil {
-			foldErr = fmt.Errorf("at stream seq %d (after seq %d): %w", m.StreamSeq, st.LastSeq, err)
+	tail, err := readValid(ctx, c.store, id, func(m *logstore.Msg, e *schema.Envelope) error {
+		if err := st.Apply(e); err != nil {
+			foldErr = &readProblem{kind: probUnreadable, streamSeq: m.StreamSeq, afterSeq: st.LastSeq, err: err}
 			return logstore.ErrStop
 		}
 		return nil
 	})
+	var rp *readProblem
+	if errors.As(err, &rp) {
+		foldErr, err = rp, nil
+	}
 	if err != nil {
 		return err
 	}
@@ -238,7 +238,7 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		printState(stdout, st, tail, foldErr, lease, lerr)
 	}
 	if foldErr != nil {
-		return fmt.Errorf("session %s is unreadable: %w", id, foldErr)
+		return fmt.Errorf("session %s is %s: %w", id, showStatus(st, foldErr), foldErr)
 	}
 	return nil
 }
@@ -246,7 +246,10 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 var errNotFound = errors.New("not found")
 
 func showStatus(st *session.State, foldErr error) string {
+	var rp *readProblem
 	switch {
+	case errors.As(foldErr, &rp):
+		return string(rp.kind)
 	case foldErr != nil:
 		return "unreadable"
 	case st.Closed:
@@ -323,14 +326,16 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer c.close()
-	tail, err := c.store.ReadSession(ctx, id, 0, func(m *logstore.Msg) error {
-		if *after > 0 {
-			if seq, err := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64); err == nil && seq <= *after {
-				return nil
-			}
+	tail, err := readValid(ctx, c.store, id, func(m *logstore.Msg, e *schema.Envelope) error {
+		if e.Seq <= *after {
+			return nil
 		}
 		return writeLine(stdout, m.Data)
 	})
+	var rp *readProblem
+	if errors.As(err, &rp) {
+		return fmt.Errorf("session %s is %s: %w", id, rp.kind, rp)
+	}
 	if err != nil {
 		return err
 	}
@@ -338,6 +343,90 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("session %s: %w", id, errNotFound)
 	}
 	return nil
+}
+
+// readProblem is why a session cannot be read past a stored message:
+// kind is probUnreadable (not an event, another session's event, a seq
+// that goes backwards or repeats with another event id, a newer schema,
+// or an event the session's rules refuse) or probGap (a seq missing).
+type readProblem struct {
+	kind      string
+	streamSeq uint64
+	afterSeq  uint64
+	err       error
+}
+
+func (p *readProblem) Error() string {
+	return fmt.Sprintf("at stream seq %d (after seq %d): %v", p.streamSeq, p.afterSeq, p.err)
+}
+
+func (p *readProblem) Unwrap() error { return p.err }
+
+// readValid reads a session's stored messages in order and calls fn with
+// each event of it; a stored copy of the event before (same seq, same
+// event id) is skipped. It stops at the first message that is not the
+// next event and returns a *readProblem naming it, after fn saw every
+// event before it. Unlike ReadSession it reads a session whose last
+// stored message is not an event (message by message from the leader).
+func readValid(ctx context.Context, st *logstore.Store, id string, fn func(m *logstore.Msg, e *schema.Envelope) error) (logstore.Tail, error) {
+	var last uint64
+	var lastID string
+	var bad *readProblem
+	started := false
+	check := func(m *logstore.Msg) error {
+		started = true
+		fail := func(kind string, err error) error {
+			bad = &readProblem{kind: kind, streamSeq: m.StreamSeq, afterSeq: last, err: err}
+			return logstore.ErrStop
+		}
+		e, err := schema.Decode(m.Data)
+		switch {
+		case err != nil:
+			return fail(probUnreadable, err)
+		case e.SessionID != id:
+			return fail(probUnreadable, fmt.Errorf("event %q names session %q", e.EventID, e.SessionID))
+		case e.Seq == last && e.EventID == lastID:
+			return nil
+		case e.Seq <= last:
+			return fail(probUnreadable, fmt.Errorf("event %q claims seq %d after seq %d", e.EventID, e.Seq, last))
+		case e.Seq > last+1:
+			return fail(probGap, fmt.Errorf("seq %d follows seq %d", e.Seq, last))
+		}
+		if err := fn(m, &e); err != nil {
+			return err
+		}
+		last, lastID = e.Seq, e.EventID
+		return nil
+	}
+	tail, err := st.ReadSession(ctx, id, 0, check)
+	if err != nil && !started && schema.CodeOf(err) == schema.CodeUnreadable {
+		// The tail is not an event: walk the session from the leader.
+		tail, err = logstore.Tail{}, nil
+		for cur := uint64(0); ; {
+			m, merr := st.NextAfter(ctx, id, cur)
+			if merr != nil {
+				return tail, merr
+			}
+			if m == nil {
+				break
+			}
+			tail.StreamSeq = m.StreamSeq
+			if err = check(m); err != nil {
+				break
+			}
+			cur = m.StreamSeq
+		}
+		if errors.Is(err, logstore.ErrStop) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return tail, err
+	}
+	if bad != nil {
+		return tail, bad
+	}
+	return tail, nil
 }
 
 // writeLine prints a stored body as one JSON line exactly as stored, only

@@ -274,7 +274,10 @@ func tailOf(m *Msg) (Tail, error) {
 		// Fall back to the body for events stored without SL-Seq.
 		e, derr := schema.Decode(m.Data)
 		if derr != nil {
-			return Tail{}, fmt.Errorf("logstore: tail at stream seq %d: %w: %w", m.StreamSeq, ErrUnreadable, derr)
+			// Not an event: the session is unreadable, which no retry
+			// changes (ErrUnreadable for the writer, the contract code for
+			// readers that answer it).
+			return Tail{}, fmt.Errorf("%w: %w", ErrUnreadable, schema.Errorf(schema.CodeUnreadable, "session's last stored message (stream seq %d) is not an event: %v", m.StreamSeq, derr))
 		}
 		seq = e.Seq
 	}

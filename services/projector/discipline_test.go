@@ -3,6 +3,7 @@ package projector_test
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,8 +49,9 @@ func TestSequenceDiscipline(t *testing.T) {
 	ok := loadgen.NewSession("ok", t0)
 	publishN(t, e, ok, 5)
 
-	// Duplicate: the same seq stored twice (a different event id, so the
-	// stream's dedup lets it through) is skipped; the first one counts.
+	// The same seq stored twice with a different event id (the stream's
+	// dedup lets it through) is not a duplicate but a forged event: the
+	// session is unreadable after seq 4 (DESIGN.md section 4, issue 12).
 	dup := loadgen.NewSession("dup", t0)
 	evs := publishN(t, e, dup, 4)
 	again := evs[3]
@@ -59,6 +61,14 @@ func TestSequenceDiscipline(t *testing.T) {
 		t.Fatal(err)
 	}
 	publishN(t, e, dup, 2)
+
+	// Duplicate: the same event stored twice (another message id, as a
+	// retry after the dedup window would) is skipped; the first one counts.
+	twice := loadgen.NewSession("twice", t0)
+	tevs := publishN(t, e, twice, 4)
+	tb, _ := schema.Encode(&tevs[3])
+	publishRaw(t, e, "twice", 4, tb)
+	publishN(t, e, twice, 2)
 
 	// Gap: seq 4 never stored, 5 follows 3.
 	gap := loadgen.NewSession("gap", t0)
@@ -105,17 +115,27 @@ func TestSequenceDiscipline(t *testing.T) {
 		t.Fatalf("ok: %s %+v", d.Status, d.Problem)
 	}
 
-	d = r.waitSession(t, "dup", func(d projector.Detail) bool { return d.LastSeq == 6 })
+	d = r.waitSession(t, "dup", func(d projector.Detail) bool { return d.Status == projector.StatusUnreadable })
+	if d.LastSeq != 4 || d.Problem.Seq != 5 || d.Problem.GotSeq != 4 {
+		t.Fatalf("dup: lastSeq %d problem %+v", d.LastSeq, d.Problem)
+	}
+	d = r.waitSession(t, "twice", func(d projector.Detail) bool { return d.LastSeq == 6 })
 	if d.Problem != nil {
-		t.Fatalf("dup: %+v", d.Problem)
+		t.Fatalf("twice: %+v", d.Problem)
 	}
 	var ev projector.Events
 	r.getJSON(t, "/v1/sessions/dup/events?after=3&limit=1", &ev)
 	if len(ev.Events) != 1 || !json.Valid(ev.Events[0]) {
 		t.Fatalf("dup events: %s", ev.Events)
 	}
+	if strings.Contains(string(ev.Events[0]), "a different reply") {
+		t.Fatal("the forged event replaced the original event in the timeline")
+	}
+	if code, body := r.get(t, "/v1/sessions/dup/context"); code != 409 || !strings.Contains(string(body), `"unreadable"`) {
+		t.Fatalf("dup context: %d %s", code, body)
+	}
 	var c projector.Context
-	r.getJSON(t, "/v1/sessions/dup/context", &c)
+	r.getJSON(t, "/v1/sessions/twice/context", &c)
 	for _, en := range c.Entries {
 		if en.Seq == 4 && string(en.Data) == `{"content":"a different reply"}` {
 			t.Fatal("the duplicate replaced the original event in the context")
@@ -157,8 +177,8 @@ func TestSequenceDiscipline(t *testing.T) {
 
 	var list projector.List
 	r.getJSON(t, "/v1/sessions?status=unreadable", &list)
-	if len(list.Sessions) != 3 {
-		t.Fatalf("unreadable sessions: %d, want 3 (unk, newer, junk)", len(list.Sessions))
+	if len(list.Sessions) != 4 {
+		t.Fatalf("unreadable sessions: %d, want 4 (dup, unk, newer, junk)", len(list.Sessions))
 	}
 	r.getJSON(t, "/v1/sessions?status=gap", &list)
 	if len(list.Sessions) != 1 || list.Sessions[0].SessionID != "gap" {

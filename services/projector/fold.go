@@ -33,8 +33,11 @@ type entry struct {
 	compaction []byte // vc value in the store (nil: none)
 	snapSeq    uint64 // LastSeq of the stored snapshot
 	snapBytes  int    // its size
-	dirty      bool
-	elem       *list.Element
+	// committed is the stream seq of the last event of the session in
+	// the committed views (LastStreamSeq as of the last flush or load).
+	committed uint64
+	dirty     bool
+	elem      *list.Element
 }
 
 func (e *entry) stopped() bool { return e.st == nil }
@@ -160,29 +163,14 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 		f.met.skipped.WithLabelValues("stopped").Inc()
 		return nil
 	}
-	hdrSeq := m.hdrSeq
-	if hdrSeq != 0 && hdrSeq <= en.st.LastSeq {
+	if m.streamSeq <= en.sum.LastStreamSeq {
+		// Folded already: a gap fill read it before the consumer did.
 		f.met.skipped.WithLabelValues("duplicate").Inc()
 		return nil
 	}
-	ev, err := &m.ev, m.decErr
-	if err != nil {
-		seq := hdrSeq
-		if seq == 0 {
-			seq = en.st.LastSeq + 1
-		}
-		code := schema.CodeUnreadable
-		f.stop(en, StatusUnreadable, &Problem{Seq: seq, StreamSeq: m.streamSeq, Code: string(code), Message: err.Error()})
-		return nil
-	}
-	if ev.Seq <= en.st.LastSeq {
-		f.met.skipped.WithLabelValues("duplicate").Inc()
-		return nil
-	}
-	if ev.SessionID != id {
-		f.stop(en, StatusUnreadable, &Problem{Seq: ev.Seq, StreamSeq: m.streamSeq, Code: string(schema.CodeUnreadable),
-			Message: fmt.Sprintf("event names session %q but is stored under %q", ev.SessionID, id)})
-		return nil
+	ev, done, err := f.judge(ctx, en, &m.ev, m.decErr, m.hdrSeq, m.streamSeq)
+	if err != nil || done {
+		return err
 	}
 	if ev.Seq > en.st.LastSeq+1 {
 		if err := f.fillGap(ctx, en, m.streamSeq); err != nil {
@@ -196,12 +184,118 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 				Message: fmt.Sprintf("seq %d arrived after seq %d; seqs %d..%d are not in the stream", ev.Seq, en.st.LastSeq, en.st.LastSeq+1, ev.Seq-1)})
 			return nil
 		}
-		if ev.Seq <= en.st.LastSeq { // the fill reached past it
-			return nil
+		if ev.Seq <= en.st.LastSeq {
+			// The fill folded this seq from an earlier message: this one
+			// is a copy of it or a forgery.
+			_, _, err := f.judge(ctx, en, ev, nil, m.hdrSeq, m.streamSeq)
+			return err
 		}
 	}
 	f.apply(en, ev, m.streamSeq)
 	return nil
+}
+
+// judge decides what a stored message of a folding session is: the next
+// event or one further on (ev, done false: the caller folds it or looks
+// for the gap), a stored copy of an event folded already (done, skipped),
+// or not a valid event of this session here (done, the session is stopped
+// unreadable). Unreadable is everything a writer could not have stored:
+// a body that does not decode (garbage, a newer schemaVersion), an event
+// naming another session, a seq that goes backwards or repeats with
+// another event id. A seq that skips ahead is not unreadable but a
+// possible gap (DESIGN.md section 5): the caller fills or marks it.
+func (f *folder) judge(ctx context.Context, en *entry, ev *schema.Envelope, decErr error, hdrSeq, streamSeq uint64) (*schema.Envelope, bool, error) {
+	next := en.st.LastSeq + 1
+	if decErr != nil {
+		got := hdrSeq
+		if got == next {
+			got = 0
+		}
+		f.unreadable(en, streamSeq, got, decErr.Error())
+		return nil, true, nil
+	}
+	if ev.SessionID != en.id {
+		f.unreadable(en, streamSeq, otherSeq(ev.Seq, next), fmt.Sprintf("event %q names session %q but is stored under %q", ev.EventID, ev.SessionID, en.id))
+		return nil, true, nil
+	}
+	if ev.Seq >= next {
+		return ev, false, nil
+	}
+	stored, err := f.eventIDAt(ctx, en, ev.Seq)
+	if err != nil {
+		return nil, true, err
+	}
+	if stored == ev.EventID {
+		// The same event stored twice (a retry the stream did not
+		// deduplicate): the first one counts.
+		f.met.skipped.WithLabelValues("duplicate").Inc()
+		return nil, true, nil
+	}
+	f.unreadable(en, streamSeq, ev.Seq, fmt.Sprintf("event %q claims seq %d after seq %d; seq %d is event %q", ev.EventID, ev.Seq, en.st.LastSeq, ev.Seq, stored))
+	return nil, true, nil
+}
+
+func otherSeq(got, next uint64) uint64 {
+	if got == next {
+		return 0
+	}
+	return got
+}
+
+// unreadable stops a session at the message at streamSeq. The problem's
+// seq is the position where folding stopped; got is the seq the message
+// claims when that is another one.
+func (f *folder) unreadable(en *entry, streamSeq, got uint64, msg string) {
+	f.stop(en, StatusUnreadable, &Problem{Seq: en.st.LastSeq + 1, StreamSeq: streamSeq, Code: string(schema.CodeUnreadable), GotSeq: got, Message: msg})
+}
+
+// eventIDAt returns the event id of the session's folded event seq (seq <=
+// LastSeq). A committed event is found by its index entry and read by
+// stream seq; one folded in the open batch is among the session's
+// messages after the position its committed views reach.
+func (f *folder) eventIDAt(ctx context.Context, en *entry, seq uint64) (string, error) {
+	loc, err := logstore.Locate(en.id)
+	if err != nil {
+		return "", err
+	}
+	idOf := func(m *logstore.Msg) (string, bool) {
+		ev, err := schema.Decode(m.Data)
+		if err != nil || ev.SessionID != en.id || ev.Seq != seq {
+			return "", false
+		}
+		return ev.EventID, true
+	}
+	v, found, err := f.db.Get(store.EventKey(en.id, seq))
+	if err != nil {
+		return "", err
+	}
+	if found {
+		ss, _ := decodeIndex(v)
+		m, err := f.ls.MsgAt(ctx, loc.Stream, ss)
+		if err != nil {
+			return "", fmt.Errorf("projector: %s seq %d: %w", en.id, seq, err)
+		}
+		if m != nil {
+			if id, ok := idOf(m); ok {
+				return id, nil
+			}
+		}
+		return "", fmt.Errorf("projector: %s seq %d: stream seq %d no longer holds it", en.id, seq, ss)
+	}
+	for cur := en.committed; cur < en.sum.LastStreamSeq; {
+		m, err := f.ls.NextAfter(ctx, en.id, cur)
+		if err != nil {
+			return "", fmt.Errorf("projector: %s seq %d: %w", en.id, seq, err)
+		}
+		if m == nil || m.StreamSeq > en.sum.LastStreamSeq {
+			break
+		}
+		if id, ok := idOf(m); ok {
+			return id, nil
+		}
+		cur = m.StreamSeq
+	}
+	return "", fmt.Errorf("projector: %s seq %d: folded but not found in the stream", en.id, seq)
 }
 
 // apply folds one decoded event with the next seq into en.
@@ -268,11 +362,17 @@ func (f *folder) fillGap(ctx context.Context, en *entry, before uint64) error {
 		if m.StreamSeq >= before || en.stopped() {
 			return logstore.ErrStop
 		}
-		ev, err := schema.Decode(m.Data)
-		if err != nil || ev.SessionID != en.id || ev.Seq != en.st.LastSeq+1 {
+		if m.StreamSeq <= en.sum.LastStreamSeq {
 			return nil
 		}
-		f.apply(en, &ev, m.StreamSeq)
+		dec, decErr := schema.Decode(m.Data)
+		hdrSeq, _ := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64)
+		ev, done, err := f.judge(ctx, en, &dec, decErr, hdrSeq, m.StreamSeq)
+		if err != nil || done || ev.Seq != en.st.LastSeq+1 {
+			// A stored message that skips ahead too: the gap is before it.
+			return err
+		}
+		f.apply(en, ev, m.StreamSeq)
 		return nil
 	})
 	if err != nil {
@@ -301,6 +401,7 @@ func (f *folder) load(ctx context.Context, id string) (*entry, error) {
 			return nil, fmt.Errorf("projector: summary %s: %w", id, err)
 		}
 		en.stored = v
+		en.committed = en.sum.LastStreamSeq
 		en.idxStatus, en.idxTime, en.indexed = en.sum.Status, store.TimeKey(en.sum.LastActivity), true
 		if en.compaction, _, err = f.db.Get(store.CompactionKey(id)); err != nil {
 			return nil, err
@@ -511,6 +612,7 @@ func (f *folder) flush() error {
 			b.SetInternal(store.SnapshotKey(en.id), sv)
 			en.snapSeq, en.snapBytes = en.st.LastSeq, len(sv)
 		}
+		en.committed = en.sum.LastStreamSeq
 		en.dirty = false
 	}
 	f.dirty = f.dirty[:0]

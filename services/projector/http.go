@@ -333,12 +333,19 @@ func (s *Service) handleSession(w http.ResponseWriter, r *http.Request) {
 // every event with seq > after follows it: the stream seq of event
 // `after`, or of the nearest indexed event before it.
 func (rd reader) startAfter(id string, after uint64) (uint64, error) {
+	ss, _, err := rd.startAt(id, after)
+	return ss, err
+}
+
+// startAt is startAfter that also returns the seq of the event at that
+// stream seq (0 with it).
+func (rd reader) startAt(id string, after uint64) (streamSeq, seq uint64, err error) {
 	if after == 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
 	it, err := rd.iter(store.EventPrefix(id))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer it.Close()
 	k := store.EventKey(id, after)
@@ -346,19 +353,37 @@ func (rd reader) startAfter(id string, after uint64) (uint64, error) {
 		k = store.EventKey(id, after+1)
 	}
 	if !it.SeekLT(k) {
-		return 0, nil
+		return 0, 0, nil
 	}
 	ss, _ := decodeIndex(it.Value())
-	return ss, nil
+	return ss, store.EventSeq(it.Key()), nil
 }
 
 // Events is GET /v1/sessions/{id}/events.
+//
+// A session stopped unreadable or at a gap is served up to its last folded
+// event and then ends: the page's last entry is a marker
+// {"unreadable":true,"seq","streamSeq","code","message"} (seq: where
+// folding stopped), Error says the same, More is false (a full page says
+// More, and the marker comes on the next). A message the
+// projector has not judged yet is served only if it is a valid event of the
+// session with the next seq; one that is not ends the page the same way.
+// Nothing of what follows a bad message is ever served.
 type Events struct {
 	SessionID string            `json:"sessionId"`
 	Events    []json.RawMessage `json:"events"`
 	// Next is the after= of the following page; More says there is one.
-	Next uint64 `json:"next"`
-	More bool   `json:"more"`
+	Next  uint64       `json:"next"`
+	More  bool         `json:"more"`
+	Error *EventsError `json:"error,omitempty"`
+}
+
+// EventsError ends the events of a session that cannot be read further.
+type EventsError struct {
+	Code      string `json:"code"`
+	Message   string `json:"message"`
+	Seq       uint64 `json:"seq"`
+	StreamSeq uint64 `json:"streamSeq"`
 }
 
 // seqOf reads a stored message's session seq (header first).
@@ -385,24 +410,49 @@ func rawEvent(m *logstore.Msg) json.RawMessage {
 	return b
 }
 
-// known reports whether the session exists in the views or, when the
-// views lag, in the log.
-func (s *Service) known(ctx context.Context, id string) (bool, error) {
-	var found bool
+// end closes the page with the marker of the message that stops the
+// session, or, on a full page, says the marker is on the next one.
+func (out *Events) end(e *EventsError, limit int) {
+	if len(out.Events) >= limit {
+		out.More = true
+		return
+	}
+	out.Error, out.More = e, false
+	b, _ := json.Marshal(map[string]any{"unreadable": true, "seq": e.Seq, "streamSeq": e.StreamSeq, "code": e.Code, "message": e.Message})
+	out.Events = append(out.Events, b)
+}
+
+// known reads the session's summary (nil: none) and, when the views do
+// not have it, whether the log does.
+func (s *Service) known(ctx context.Context, id string) (*Summary, bool, error) {
+	var sum *Summary
 	err := s.view(func(rd reader) error {
-		sum, err := rd.summary(id)
-		found = sum != nil
+		var err error
+		sum, err = rd.summary(id)
 		return err
 	})
-	if err != nil || found {
-		return found, err
+	if err != nil || sum != nil {
+		return sum, sum != nil, err
 	}
 	t, err := s.ls.Tail(ctx, id)
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
-	return t.Exists(), nil
+	return nil, t.Exists(), nil
 }
+
+// readFailed answers a failed read of a session: unreadable (the log holds
+// a message that is not an event of it) is the session's definite state,
+// never a server error.
+func (s *Service) readFailed(w http.ResponseWriter, err error) {
+	if schema.CodeOf(err) == schema.CodeUnreadable {
+		apiError(w, http.StatusConflict, schema.CodeUnreadable, err.Error())
+		return
+	}
+	s.internal(w, err)
+}
+
+func stoppedStatus(st string) bool { return st == StatusUnreadable || st == StatusGap }
 
 func (s *Service) handleEvents(w http.ResponseWriter, r *http.Request) {
 	id, ok := sessionID(w, r)
@@ -418,44 +468,145 @@ func (s *Service) handleEvents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	exists, err := s.known(r.Context(), id)
+	sum, exists, err := s.known(r.Context(), id)
 	if err != nil {
-		s.internal(w, err)
+		s.readFailed(w, err)
 		return
 	}
 	if !exists {
 		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
 		return
 	}
-	var from uint64
+	out := Events{SessionID: id, Events: []json.RawMessage{}, Next: after}
+	if sum != nil && stoppedStatus(sum.Status) {
+		if err := s.stoppedEvents(r.Context(), sum, limit, &out); err != nil {
+			s.readFailed(w, err)
+			return
+		}
+		writeJSON(w, out)
+		return
+	}
+	var from, last uint64
 	if err := s.view(func(rd reader) error {
-		from, err = rd.startAfter(id, after)
+		from, last, err = rd.startAt(id, after)
 		return err
 	}); err != nil {
 		s.internal(w, err)
 		return
 	}
-	out := Events{SessionID: id, Events: []json.RawMessage{}, Next: after}
+	// Messages up to vouched were folded by the projector; those after it
+	// are checked here, each against the seq of the one before (last),
+	// whether before the page or on it.
+	var vouched uint64
+	if sum != nil {
+		vouched = sum.LastStreamSeq
+	}
 	_, err = s.ls.ReadSession(r.Context(), id, from, func(m *logstore.Msg) error {
-		seq, ok := seqOf(m)
-		if ok && seq <= out.Next {
+		var seq uint64
+		if m.StreamSeq <= vouched {
+			n, ok := seqOf(m)
+			if ok && n <= last {
+				return nil // a stored copy the projector skipped
+			}
+			seq = n
+		} else {
+			ev, err := schema.Decode(m.Data)
+			bad := func(msg string) error {
+				out.end(&EventsError{Code: string(schema.CodeUnreadable), Seq: last + 1, StreamSeq: m.StreamSeq, Message: msg}, limit)
+				return logstore.ErrStop
+			}
+			switch {
+			case err != nil:
+				return bad(err.Error())
+			case ev.SessionID != id:
+				return bad(fmt.Sprintf("event %q names session %q", ev.EventID, ev.SessionID))
+			case ev.Seq <= last:
+				return bad(fmt.Sprintf("event %q claims seq %d after seq %d", ev.EventID, ev.Seq, last))
+			case ev.Seq > last+1:
+				return logstore.ErrStop // a gap, or what a gap fill finds: the projector decides
+			}
+			seq = ev.Seq
+		}
+		if seq != 0 {
+			last = seq
+		}
+		if seq != 0 && seq <= after {
 			return nil
 		}
 		if len(out.Events) == limit {
 			out.More = true
 			return logstore.ErrStop
 		}
-		out.Events = append(out.Events, rawEvent(m))
-		if ok {
+		out.Events = append(out.Events, json.RawMessage(m.Data))
+		if seq != 0 {
 			out.Next = seq
 		}
 		return nil
 	})
 	if err != nil {
-		s.internal(w, err)
+		s.readFailed(w, err)
 		return
 	}
 	writeJSON(w, out)
+}
+
+// stoppedEvents pages through the folded events of a stopped session,
+// each read by the stream seq its index entry holds, and ends with the
+// marker of its problem.
+func (s *Service) stoppedEvents(ctx context.Context, sum *Summary, limit int, out *Events) error {
+	var seqs []uint64
+	more := false
+	err := s.view(func(rd reader) error {
+		it, err := rd.iter(store.EventPrefix(sum.SessionID))
+		if err != nil {
+			return err
+		}
+		defer it.Close()
+		for ok := it.SeekGE(store.EventKey(sum.SessionID, out.Next+1)); ok; ok = it.Next() {
+			if store.EventSeq(it.Key()) > sum.LastSeq {
+				break
+			}
+			if len(seqs) == limit {
+				more = true
+				break
+			}
+			ss, _ := decodeIndex(it.Value())
+			seqs = append(seqs, ss)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	loc, err := logstore.Locate(sum.SessionID)
+	if err != nil {
+		return err
+	}
+	for _, ss := range seqs {
+		m, err := s.ls.MsgAt(ctx, loc.Stream, ss)
+		if err != nil {
+			return err
+		}
+		if m == nil {
+			return fmt.Errorf("projector: %s: stream seq %d is gone", sum.SessionID, ss)
+		}
+		seq, _ := seqOf(m)
+		out.Events = append(out.Events, json.RawMessage(m.Data))
+		out.Next = seq
+	}
+	if more {
+		out.More = true
+		return nil
+	}
+	e := &EventsError{Code: StatusGap, Message: "the session has a gap", Seq: sum.LastSeq + 1}
+	if p := sum.Problem; p != nil {
+		e.Code, e.Message, e.Seq, e.StreamSeq = p.Code, p.Message, p.Seq, p.StreamSeq
+	}
+	if sum.Status == StatusUnreadable {
+		e.Code = string(schema.CodeUnreadable)
+	}
+	out.end(e, limit)
+	return nil
 }
 
 func (s *Service) handleContext(w http.ResponseWriter, r *http.Request) {
@@ -464,10 +615,15 @@ func (s *Service) handleContext(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var out *Context
+	var unreadable *Summary
 	err := s.view(func(rd reader) error {
 		sum, err := rd.summary(id)
 		if err != nil || sum == nil {
 			return err
+		}
+		if sum.Status == StatusUnreadable {
+			unreadable = sum
+			return nil
 		}
 		out = &Context{SessionID: id, LastSeq: sum.LastSeq, Entries: []ContextEntry{}}
 		var from uint64 = 1
@@ -501,6 +657,16 @@ func (s *Service) handleContext(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		s.internal(w, err)
+		return
+	}
+	if unreadable != nil {
+		// The model-visible transcript of a session that cannot be read
+		// to its end is not served: an agent would continue from it.
+		msg := "session " + id + " is unreadable"
+		if p := unreadable.Problem; p != nil {
+			msg += fmt.Sprintf(" at seq %d (stream seq %d): %s", p.Seq, p.StreamSeq, p.Message)
+		}
+		apiError(w, http.StatusConflict, schema.CodeUnreadable, msg)
 		return
 	}
 	if out == nil {

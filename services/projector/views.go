@@ -104,13 +104,14 @@ type CompactionView struct {
 
 // Problem says why folding stopped (status unreadable or gap).
 type Problem struct {
-	// Seq is the seq of the event that could not be folded (for a gap:
-	// the first missing seq).
+	// Seq is the position where folding stopped: the seq the message at
+	// StreamSeq should have had (for a gap: the first missing seq).
 	Seq       uint64 `json:"seq"`
 	StreamSeq uint64 `json:"streamSeq"`
 	Code      string `json:"code"`
 	Message   string `json:"message"`
-	// GotSeq is the seq that arrived instead (gap only).
+	// GotSeq is the seq that arrived instead, when the message claims
+	// another one (a gap's next seq; a forged or repeated seq).
 	GotSeq uint64 `json:"gotSeq,omitempty"`
 }
 

@@ -185,12 +185,18 @@ func (s *Service) failed(ctx context.Context, id string, why trigger, op string,
 	if ctx.Err() != nil {
 		return
 	}
-	s.m.errors.Inc()
-	s.log.Warn("repairer: evaluation failed; retrying later", "session", id, "op", op, "err", err)
 	if schema.CodeOf(err) == schema.CodeUnreadable {
-		// Retrying cannot help until a newer reader runs; sweeps look again.
+		// The session holds a message that is not a valid event of it
+		// (written around the writer, or by a newer version): no plan can
+		// be made from it and retrying cannot help. Skipped, not retried:
+		// sweeps look again (an operator may have erased it, a newer
+		// reader may run).
+		s.m.checks.WithLabelValues("unreadable").Inc()
+		s.log.Warn("repairer: session unreadable; skipped", "session", id, "trigger", why, "op", op, "err", err)
 		return
 	}
+	s.m.errors.Inc()
+	s.log.Warn("repairer: evaluation failed; retrying later", "session", id, "op", op, "err", err)
 	s.wakeAt(id, s.now().Add(retryBackoff), why)
 }
 
