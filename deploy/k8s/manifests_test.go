@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -1302,6 +1304,28 @@ func checkNATS(b *bundle) (p []string) {
 	if b.serviceUserPasswordRef() == nil {
 		p = append(p, fmt.Sprintf("no user %q whose password the NATS container takes from a Secret", serviceNATSUser))
 	}
+	// Each user grants exactly what deploy/nats/perms.go defines (the same
+	// definition `sessionlog up` runs with): the services every subject
+	// they use, agents none of the log, the JetStream API or the services'
+	// inboxes.
+	if b.nats.opts != nil {
+		want := map[string]*server.Permissions{
+			serviceNATSUser: natsauth.Service(),
+			"agent":         natsauth.Agent(),
+			"operator":      natsauth.Operator(),
+		}
+		for _, u := range b.nats.opts.Users {
+			if w, ok := want[u.Username]; ok {
+				delete(want, u.Username)
+				if !natsauth.Equal(u.Permissions, w) {
+					p = append(p, fmt.Sprintf("user %q has other permissions than deploy/nats/perms.go defines", u.Username))
+				}
+			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(want)) {
+			p = append(p, fmt.Sprintf("no user %q in auth.conf", name))
+		}
+	}
 	return p
 }
 
@@ -1628,6 +1652,20 @@ func TestCheckersCatch(t *testing.T) {
 		want   string
 	}{
 		{"secret example applied", func(b *bundle) { b.kust.Resources = append(b.kust.Resources, secretExampleFile) }, "must never be applied"},
+		{"service user without the fork bucket", func(b *bundle) {
+			for _, u := range b.nats.opts.Users {
+				if u.Username == serviceNATSUser {
+					u.Permissions.Publish.Allow = slices.DeleteFunc(u.Permissions.Publish.Allow, func(s string) bool { return s == "$KV.SESSION_FORKS.>" })
+				}
+			}
+		}, `user "service" has other permissions than deploy/nats/perms.go defines`},
+		{"agent reads every inbox", func(b *bundle) {
+			for _, u := range b.nats.opts.Users {
+				if u.Username == "agent" {
+					u.Permissions.Subscribe.Deny = nil
+				}
+			}
+		}, `user "agent" has other permissions than deploy/nats/perms.go defines`},
 		{"generator file outside root", func(b *bundle) {
 			b.kust.ConfigMapGenerator[0].Files = append(b.kust.ConfigMapGenerator[0].Files, "../nats/auth.conf")
 		}, "outside the kustomization root"},

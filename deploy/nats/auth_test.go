@@ -1,4 +1,4 @@
-// Package nats_test runs the shipped permission config (auth.conf) in a real,
+// Package natsauth_test runs the shipped permission config (auth.conf) in a real,
 // embedded nats-server and shows what each user may and may not do: the
 // services write the log and run the JetStream API; agents only reach the log
 // through the services' request subjects, and can neither write the stream,
@@ -6,7 +6,7 @@
 //
 // The responder below is a stand-in for the writer, running as the "service"
 // user; the real writer on this permission config is covered by the e2e tests.
-package nats_test
+package natsauth_test
 
 import (
 	"bytes"
@@ -26,6 +26,8 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 	"golang.org/x/crypto/bcrypt"
+
+	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
 )
 
 const (
@@ -103,10 +105,20 @@ type client struct {
 	errs chan error
 }
 
+// inboxPrefix is the inbox prefix each user's programs use: the services
+// and the sessionlog verbs their own, agents nats.go's default.
+var inboxPrefix = map[string]string{
+	"service":  natsauth.ServiceInboxPrefix,
+	"operator": natsauth.OperatorInboxPrefix,
+	"agent":    natsauth.AgentInboxPrefix,
+	"sys":      natsauth.AgentInboxPrefix,
+}
+
 func connect(t *testing.T, s *server.Server, user string) *client {
 	t.Helper()
 	c := &client{errs: make(chan error, 64)}
 	nc, err := nats.Connect(s.ClientURL(),
+		nats.CustomInboxPrefix(inboxPrefix[user]),
 		nats.UserInfo(user, passwords[user]),
 		nats.Name("auth-test-"+user),
 		nats.PermissionErrOnSubscribe(true),
@@ -325,6 +337,84 @@ func TestPermissions(t *testing.T) {
 		svc.noViolation(t)
 	})
 
+	// Issue 12: the service user could not write the claim and fork
+	// buckets, so every fork timed out and no lease claim held.
+	t.Run("service keeps claims and fork records", func(t *testing.T) {
+		for _, bucket := range []string{natsauth.BucketClaims, natsauth.BucketForks} {
+			kv, err := svcJS.CreateOrUpdateKeyValue(ctxT(t, 5*time.Second), jetstream.KeyValueConfig{Bucket: bucket, Storage: jetstream.FileStorage})
+			if err != nil {
+				t.Fatalf("create %s: %v", bucket, err)
+			}
+			if _, err := kv.Create(ctxT(t, 5*time.Second), "s-1", []byte(`{"holder":"agent-7"}`)); err != nil {
+				t.Fatalf("%s create: %v", bucket, err)
+			}
+			if _, err := kv.Update(ctxT(t, 5*time.Second), "s-1", []byte(`{"holder":"agent-8"}`), 1); err != nil {
+				t.Fatalf("%s update: %v", bucket, err)
+			}
+			if _, err := kv.Get(ctxT(t, 5*time.Second), "s-1"); err != nil {
+				t.Fatalf("%s get: %v", bucket, err)
+			}
+			keys, err := kv.ListKeys(ctxT(t, 5*time.Second))
+			if err != nil {
+				t.Fatalf("%s list: %v", bucket, err)
+			}
+			n := 0
+			for range keys.Keys() {
+				n++
+			}
+			if n != 1 {
+				t.Fatalf("%s lists %d keys, want 1", bucket, n)
+			}
+			if err := kv.Purge(ctxT(t, 5*time.Second), "s-1"); err != nil {
+				t.Fatalf("%s purge key: %v", bucket, err)
+			}
+		}
+		svc.noViolation(t)
+	})
+
+	// Issue 12: the services' JetStream deliveries went to _INBOX, where
+	// any agent could subscribe and read every session's events.
+	t.Run("agent cannot read the services' or operators' inboxes", func(t *testing.T) {
+		for _, subject := range []string{natsauth.ServiceInboxPrefix + ".>", natsauth.OperatorInboxPrefix + ".>", natsauth.ServiceInboxPrefix + ".abc"} {
+			sub, err := agent.SubscribeSync(subject)
+			if err != nil {
+				t.Fatal(err)
+			}
+			agent.wantViolation(t, "Subscription", subject)
+			_ = sub.Unsubscribe()
+			// Nor forge answers to what the services asked JetStream.
+			if err := agent.Publish(natsauth.ServiceInboxPrefix+".x", []byte(`{"stream":"SESSIONS","seq":1}`)); err != nil {
+				t.Fatal(err)
+			}
+			agent.wantViolation(t, "Publish", natsauth.ServiceInboxPrefix+".x")
+		}
+		// A service read goes to the service's inbox: an agent's _INBOX.>
+		// subscription sees nothing of it.
+		spy, err := agent.SubscribeSync("_INBOX.>")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = spy.Unsubscribe() }()
+		if err := agent.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.GetLastMsgForSubject(ctxT(t, 5*time.Second), "sessions.ev.s-svc"); err != nil {
+			t.Fatal(err)
+		}
+		cons, err := stream.OrderedConsumer(ctxT(t, 5*time.Second), jetstream.OrderedConsumerConfig{FilterSubjects: []string{"sessions.ev.s-svc"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cons.Next(jetstream.FetchMaxWait(2 * time.Second)); err != nil {
+			t.Fatalf("service consumer: %v", err)
+		}
+		if m, err := spy.NextMsg(300 * time.Millisecond); err == nil {
+			t.Fatalf("agent received %s (%q) meant for a service", m.Subject, m.Data)
+		}
+		agent.noViolation(t)
+		svc.noViolation(t)
+	})
+
 	t.Run("service may not delete or purge the stream", func(t *testing.T) {
 		before := msgs()
 		for subject, call := range map[string]func() error{
@@ -388,7 +478,7 @@ func TestPermissions(t *testing.T) {
 	})
 
 	t.Run("agent cannot forge leases or impersonate the services", func(t *testing.T) {
-		for _, subject := range []string{"$KV.SESSION_LEASES.s-1", "sessions.api.repair", "$SRV.PING"} {
+		for _, subject := range []string{"$KV.SESSION_LEASES.s-1", "$KV.SESSION_CLAIMS.s-1", "$KV.SESSION_FORKS.s-1", "sessions.api.repair", "sessions.api.erase", "$SRV.PING"} {
 			if err := agent.Publish(subject, []byte(`{"holder":"evil"}`)); err != nil {
 				t.Fatal(err)
 			}
@@ -397,7 +487,7 @@ func TestPermissions(t *testing.T) {
 		// Subscribing to the request subjects would let an agent read, or
 		// answer, other agents' appends; subscribing to the log subjects
 		// would bypass the projector.
-		for _, subject := range []string{"sessions.api.append", "sessions.api.>", "sessions.ev.>", "$KV.>"} {
+		for _, subject := range []string{"sessions.api.append", "sessions.api.>", "sessions.ev.>", "$KV.>", "$JS.API.>", "$JS.>", ">"} {
 			sub, err := agent.SubscribeSync(subject)
 			if err != nil {
 				t.Fatal(err)
@@ -466,9 +556,11 @@ func TestPermissions(t *testing.T) {
 		if reply, err := agent.Request("sessions.api.heartbeat", []byte(`{"sessionId":"s-agent","holder":"agent-7"}`), 5*time.Second); err != nil || !bytes.Contains(reply.Data, []byte("ok")) {
 			t.Fatalf("heartbeat: %v", err)
 		}
-		// Fork is allowed too; nothing serves it here.
-		if _, err := agent.Request("sessions.api.fork", []byte(`{}`), time.Second); !errors.Is(err, nats.ErrNoResponders) {
-			t.Fatalf("fork: want no responders (allowed, unserved), got %v", err)
+		// Fork and read are allowed too; nothing serves them here.
+		for _, subject := range []string{"sessions.api.fork", "sessions.api.read"} {
+			if _, err := agent.Request(subject, []byte(`{}`), time.Second); !errors.Is(err, nats.ErrNoResponders) {
+				t.Fatalf("%s: want no responders (allowed, unserved), got %v", subject, err)
+			}
 		}
 		agent.noViolation(t)
 		svc.noViolation(t)
@@ -582,4 +674,93 @@ func TestServerConf(t *testing.T) {
 	if _, err := server.ProcessConfigFile("server.conf"); err == nil || !strings.Contains(err.Error(), "SESSIONLOG_AGENT_PASSWORD") {
 		t.Fatalf("unset password: want an error naming it, got %v", err)
 	}
+}
+
+// One permission definition: auth.conf grants each user exactly what
+// deploy/nats/perms.go (which `sessionlog up` uses) says.
+func TestAuthConfMatchesGo(t *testing.T) {
+	for _, v := range []string{"SERVICE", "AGENT", "OPERATOR", "SYS"} {
+		t.Setenv("SESSIONLOG_"+v+"_PASSWORD", "pPlaceholder"+v)
+	}
+	opts, err := server.ProcessConfigFile("server.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]*server.Permissions{
+		"service":  natsauth.Service(),
+		"agent":    natsauth.Agent(),
+		"operator": natsauth.Operator(),
+	}
+	for _, u := range opts.Users {
+		w, ok := want[u.Username]
+		if !ok {
+			continue
+		}
+		delete(want, u.Username)
+		if !natsauth.Equal(u.Permissions, w) {
+			t.Errorf("user %s: auth.conf and perms.go differ\n%s", u.Username, permsDiff(u.Permissions, w))
+		}
+		if u.Account == nil || u.Account.Name != "SESSIONLOG" {
+			t.Errorf("user %s in account %v", u.Username, u.Account)
+		}
+	}
+	for name := range want {
+		t.Errorf("auth.conf has no user %s", name)
+	}
+	// Equal itself: a missing entry, an extra deny, a response limit differ.
+	a, b := natsauth.Agent(), natsauth.Agent()
+	b.Subscribe.Deny = b.Subscribe.Deny[1:]
+	if natsauth.Equal(a, b) {
+		t.Error("Equal ignores a missing deny entry")
+	}
+	s1, s2 := natsauth.Service(), natsauth.Service()
+	s2.Response.MaxMsgs = 5
+	if natsauth.Equal(s1, s2) || natsauth.Equal(s1, nil) || !natsauth.Equal(nil, nil) {
+		t.Error("Equal ignores the response permission or nil")
+	}
+}
+
+func permsDiff(got, want *server.Permissions) string {
+	var b strings.Builder
+	side := func(name string, g, w *server.SubjectPermission) {
+		if g == nil {
+			g = &server.SubjectPermission{}
+		}
+		if w == nil {
+			w = &server.SubjectPermission{}
+		}
+		for _, l := range []struct {
+			what string
+			g, w []string
+		}{{"allow", g.Allow, w.Allow}, {"deny", g.Deny, w.Deny}} {
+			for _, s := range l.g {
+				if !contains(l.w, s) {
+					fmt.Fprintf(&b, "  %s %s: %q only in auth.conf\n", name, l.what, s)
+				}
+			}
+			for _, s := range l.w {
+				if !contains(l.g, s) {
+					fmt.Fprintf(&b, "  %s %s: %q only in perms.go\n", name, l.what, s)
+				}
+			}
+		}
+	}
+	if got == nil || want == nil {
+		return fmt.Sprintf("  auth.conf %+v, perms.go %+v", got, want)
+	}
+	side("publish", got.Publish, want.Publish)
+	side("subscribe", got.Subscribe, want.Subscribe)
+	if (got.Response == nil) != (want.Response == nil) || (got.Response != nil && *got.Response != *want.Response) {
+		fmt.Fprintf(&b, "  allow_responses: auth.conf %+v, perms.go %+v\n", got.Response, want.Response)
+	}
+	return b.String()
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
