@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -8,9 +9,12 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
 )
 
 // Defaults shared by several commands.
@@ -124,6 +128,14 @@ type natsFlags struct {
 	CA       string
 	Cert     string
 	Key      string
+	// Inbox is the prefix of the connection's reply subjects: the services'
+	// or the operators' (deploy/nats/perms.go), never the agents' _INBOX,
+	// which every agent may subscribe to.
+	Inbox string
+	// Timeout is a verb's --timeout (addTimeoutFlag); watch follows the
+	// connection for verbContext.
+	Timeout time.Duration
+	watch   *connWatch
 	// Log receives connection events; set it after newLogger.
 	Log *slog.Logger
 }
@@ -131,7 +143,7 @@ type natsFlags struct {
 // addNATSFlags adds --nats-url, --nats-creds, --nats-user, --nats-password,
 // --nats-ca, --nats-cert and --nats-key to fs.
 func addNATSFlags(fs *flag.FlagSet) *natsFlags {
-	n := &natsFlags{}
+	n := &natsFlags{Inbox: natsauth.OperatorInboxPrefix}
 	fs.StringVar(&n.URL, "nats-url", defaultNATSURL, "NATS server URL(s), comma separated")
 	fs.StringVar(&n.Creds, "nats-creds", "", "NATS credentials file (JWT + nkey)")
 	fs.StringVar(&n.User, "nats-user", "", "NATS user name")
@@ -162,10 +174,16 @@ func (n *natsFlags) options(name string) ([]nats.Option, error) {
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if !nc.IsClosed() {
 				log.Warn("nats disconnected", "err", err)
+				if n.watch != nil {
+					n.watch.down(err)
+				}
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+			if n.watch != nil {
+				n.watch.up()
+			}
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			subj := ""
@@ -174,6 +192,9 @@ func (n *natsFlags) options(name string) ([]nats.Option, error) {
 			}
 			log.Error("nats async error", "subject", subj, "err", err)
 		}),
+	}
+	if n.Inbox != "" {
+		opts = append(opts, nats.CustomInboxPrefix(n.Inbox))
 	}
 	if n.Creds != "" {
 		opts = append(opts, nats.UserCredentials(n.Creds))
@@ -219,4 +240,76 @@ func redactURL(u string) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// Deadlines of the SRE verbs. A verb never waits on a dead server: it ends
+// after its --timeout, and sooner when its connection has been down for
+// verbLostAfter (nats.go would otherwise reconnect, and the verb wait, for
+// ever).
+const (
+	defaultVerbTimeout = 2 * time.Minute
+	// Verbs that read or write whole sessions or the whole stream.
+	defaultBulkVerbTimeout = 30 * time.Minute
+	verbLostAfter          = 10 * time.Second
+)
+
+// addTimeoutFlag adds --timeout to a verb's flags.
+func (n *natsFlags) addTimeoutFlag(fs *flag.FlagSet, def time.Duration) {
+	help := "give up after this long with an error (0: never)"
+	fs.DurationVar(&n.Timeout, "timeout", def, help)
+}
+
+// verbContext bounds a verb: the context ends after --timeout, or once the
+// connection (opened after this call) has been down for verbLostAfter; its
+// cause says which. Wrap the verb's error with verbError.
+func (n *natsFlags) verbContext(ctx context.Context, verb string) (context.Context, context.CancelFunc) {
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	n.watch = &connWatch{after: verbLostAfter, url: redactURL(n.URL), cancel: cancelCause}
+	cancelT := context.CancelFunc(func() {})
+	if n.Timeout > 0 {
+		ctx, cancelT = context.WithTimeoutCause(ctx, n.Timeout,
+			fmt.Errorf("%s: no result within %s (--timeout); is the NATS server at %s reachable and the service running?", verb, n.Timeout, redactURL(n.URL)))
+	}
+	return ctx, func() { cancelT(); cancelCause(nil) }
+}
+
+// verbError replaces an error a verb got because its context ended with
+// the reason the context ended (deadline, lost connection).
+func verbError(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) && !errors.Is(c, context.DeadlineExceeded) {
+		return c
+	}
+	return err
+}
+
+// connWatch ends a verb's context when its connection stays down.
+type connWatch struct {
+	mu     sync.Mutex
+	after  time.Duration
+	url    string
+	cancel context.CancelCauseFunc
+	timer  *time.Timer
+}
+
+func (w *connWatch) down(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.timer != nil {
+		return
+	}
+	w.timer = time.AfterFunc(w.after, func() {
+		w.cancel(fmt.Errorf("lost the connection to NATS at %s for %s (%v)", w.url, w.after, err))
+	})
+}
+
+func (w *connWatch) up() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
 }

@@ -20,6 +20,10 @@ import (
 // a progress bar: shorter copies take well under a second.
 const forkProgressMin = 3000
 
+// defaultForkTimeout bounds `sessionlog fork`: a copy of a long prefix takes
+// seconds to minutes; a dead server ends it sooner (verbLostAfter).
+const defaultForkTimeout = 10 * time.Minute
+
 func init() {
 	register(&command{
 		Name:    "fork",
@@ -28,15 +32,15 @@ func init() {
 	})
 }
 
-func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlags("fork")
 	fs.SetOutput(stderr)
 	nf := addNATSFlags(fs)
+	nf.addTimeoutFlag(fs, defaultForkTimeout)
 	atSeq := fs.String("at-seq", "", "cut after this seq (it must be a safe point)")
 	atTurn := fs.String("at-turn", "", "cut right after this turn's turn/ended")
 	child := fs.String("child", "", "the child's session id (default: a new ULID)")
 	workspace := fs.String("workspace", "", "shared (default) or isolated: whether the child needs a workspace of its own")
-	timeout := fs.Duration("timeout", 30*time.Minute, "how long to wait for the fork")
 	progress := fs.String("progress", "auto", "progress bar on stderr: auto (for prefixes of "+strconv.Itoa(forkProgressMin)+"+ events), always, never")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -74,13 +78,14 @@ func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	nf.Log = log
+	ctx, cancel := nf.verbContext(ctx, "fork")
+	defer cancel()
+	defer func() { err = verbError(ctx, err) }()
 	nc, err := nf.connect("sessionlog-fork")
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
 
 	stopBar := func() {}
 	if *progress != "never" {

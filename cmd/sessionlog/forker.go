@@ -7,6 +7,7 @@ import (
 
 	"github.com/oklog/run"
 
+	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/services/forker"
 )
@@ -25,6 +26,7 @@ func runForker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlags("forker")
 	fs.SetOutput(stderr)
 	nf := addNATSFlags(fs)
+	nf.Inbox = natsauth.ServiceInboxPrefix
 	httpListen := fs.String("http-listen", defaultForkerHTTP, "HTTP listen address for /healthz /readyz /metrics")
 	replicas := fs.Int("replicas", 1, "replicas of the stream and buckets if this process creates them")
 	noProvision := fs.Bool("no-provision", false, "do not create or update the stream and buckets (they must exist)")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/oklog/run"
 
+	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/services/projector"
 )
@@ -25,6 +26,7 @@ func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs := newFlags("projector")
 	fs.SetOutput(stderr)
 	nf := addNATSFlags(fs)
+	nf.Inbox = natsauth.ServiceInboxPrefix
 	dataDir := fs.String("data-dir", filepath.Join(defaultDataDir, "projector"), "directory of the Pebble read-model store (rebuildable from the stream)")
 	httpListen := fs.String("http-listen", defaultProjectorHTTP, "HTTP listen address: dashboard, /v1 API, /healthz /readyz /metrics")
 	token := fs.String("http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?token=); /healthz and /readyz stay open")

@@ -23,12 +23,12 @@ func init() {
 	})
 }
 
-func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlags("repair")
 	fs.SetOutput(stderr)
 	nf := addNATSFlags(fs)
 	force := fs.Bool("force", false, "repair even if a holder's lease is live (the holder's next append is refused: paused)")
-	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for the repairer's answer")
+	nf.addTimeoutFlag(fs, 30*time.Second)
 	jsonOut := fs.Bool("json", false, "print the reply as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -45,14 +45,15 @@ func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	nf.Log = log
+	ctx, cancel := nf.verbContext(ctx, "repair")
+	defer cancel()
+	defer func() { err = verbError(ctx, err) }()
 	nc, err := nf.connect("sessionlog-repair")
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	body, _ := json.Marshal(repairer.RepairRequest{SessionID: id, Force: *force})
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
 	m, err := nc.RequestWithContext(ctx, logstore.SubjectRepair, body)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return fmt.Errorf("no repairer is running (nothing answers %s)", logstore.SubjectRepair)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/oklog/run"
 
+	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/services/repairer"
 )
@@ -32,6 +33,7 @@ func runRepairer(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := newFlags("repairer")
 	fs.SetOutput(stderr)
 	nf := addNATSFlags(fs)
+	nf.Inbox = natsauth.ServiceInboxPrefix
 	var f repairerFlags
 	httpListen := fs.String("http-listen", defaultRepairerHTTP, "HTTP listen address for /healthz /readyz /metrics")
 	replicas := fs.Int("replicas", 1, "replicas of the stream and buckets if this process creates them")

@@ -23,7 +23,7 @@ func init() {
 	register(&command{Name: "import", Summary: "import < file.jsonl: append exported sessions; refuses to overwrite existing ones", Run: runImport})
 }
 
-func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs, nf := sreFlags("export", stderr)
 	only := fs.String("session", "", "export only this session")
 	if err := parseFlags(fs, args); err != nil {
@@ -37,6 +37,8 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer c.close()
+	defer func() { err = c.explain(err) }()
+	ctx = c.ctx
 	var ids []string
 	if *only != "" {
 		if _, err := logstore.Locate(*only); err != nil {
@@ -147,7 +149,7 @@ func readExport(r io.Reader) ([]*importSession, error) {
 // errExists: import never writes into a session that has other events.
 var errExists = errors.New("exists with different events")
 
-func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs, nf := sreFlags("import", stderr)
 	file := fs.String("file", "-", "export file to read (- = stdin)")
 	batch := fs.Int("batch", 500, "events per atomic append (at most 1000)")
@@ -178,6 +180,8 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer c.close()
+	defer func() { err = c.explain(err) }()
+	ctx = c.ctx
 	// Check every target first: a session that exists is refused unless it
 	// holds exactly a prefix of the export (an import cut short, resumed).
 	start := make([]int, len(sessions))

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +13,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -21,6 +25,7 @@ import (
 	"github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
 
+	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 )
 
@@ -118,6 +123,7 @@ type upFlags struct {
 	leaseTTL, grace                       time.Duration
 	httpToken, natsConfig                 string
 	natsUser, natsPassword                string
+	operatorUser, operatorPassword        string
 }
 
 func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -132,8 +138,10 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.sync, "sync", "interval", "JetStream fsync: interval (default every 2m; a machine crash can lose acknowledged events) or always (fsync before every ack, much slower)")
 	fs.StringVar(&f.httpToken, "http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?token=); /healthz and /readyz stay open")
 	fs.StringVar(&f.natsConfig, "nats-config", "", "nats-server configuration file for the embedded server (flags given explicitly override its listen address and store dir)")
-	fs.StringVar(&f.natsUser, "nats-user", "", "require this user name from NATS clients")
-	fs.StringVar(&f.natsPassword, "nats-password", "", "require this password from NATS clients")
+	fs.StringVar(&f.natsUser, "nats-user", "", "the agents' NATS user: with --nats-password, clients must log in, and this user gets the agent permissions of deploy/nats/auth.conf (append, heartbeat, read, fork requests, live events; nothing of the log or the JetStream API). Without it NATS is open and listens on loopback only")
+	fs.StringVar(&f.natsPassword, "nats-password", "", "the agents' NATS password (with --nats-user)")
+	fs.StringVar(&f.operatorUser, "operator-user", "", "an operator's NATS user, with every right (the SRE verbs: repair, fork, erase, ls, replay...); needs --nats-user")
+	fs.StringVar(&f.operatorPassword, "operator-password", "", "the operator's NATS password (with --operator-user)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -153,9 +161,15 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(f.dataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	opts, err := upServerOptions(fs, &f)
+	opts, svcUser, err := upServerOptions(fs, &f)
 	if err != nil {
 		return err
+	}
+	if svcUser == nil {
+		// Said first, before anything else is printed: anyone who reaches
+		// the port may do anything, including delete the log.
+		fmt.Fprintf(stdout, "open: NATS needs no credentials: every client on this host may write, read and delete the log (--nats-user/--nats-password give agents a user of their own)\n")
+		log.Warn("NATS is open: no --nats-user, listening on loopback only", "nats_listen", net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)))
 	}
 	// Bind HTTP first: a taken port fails before the server or any store opens.
 	ln, err := listen(f.httpListen)
@@ -175,7 +189,12 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	conns := &connSet{}
 	defer conns.closeAll()
-	nf := &natsFlags{User: f.natsUser, Password: f.natsPassword, Log: log}
+	// The services connect in-process as up's own service user (none when
+	// NATS is open), with the services' inbox prefix.
+	nf := &natsFlags{Inbox: natsauth.ServiceInboxPrefix, Log: log}
+	if svcUser != nil {
+		nf.User, nf.Password = svcUser.Username, svcUser.Password
+	}
 	connect := func(name string) (*nats.Conn, error) {
 		o, err := nf.options(name)
 		if err != nil {
@@ -254,19 +273,19 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // given, then the flags. A flag overrides the file only when it was given
 // (on the command line or by its variable); otherwise the file's value, or
 // the default, holds.
-func upServerOptions(fs *flag.FlagSet, f *upFlags) (*server.Options, error) {
+func upServerOptions(fs *flag.FlagSet, f *upFlags) (*server.Options, *server.User, error) {
 	opts := &server.Options{}
 	fromFile := f.natsConfig != ""
 	if fromFile {
 		var err error
 		if opts, err = server.ProcessConfigFile(f.natsConfig); err != nil {
-			return nil, fmt.Errorf("--nats-config: %w", err)
+			return nil, nil, configError(f.natsConfig, err)
 		}
 	}
 	if !fromFile || flagGiven(fs, "nats-listen") || (opts.Host == "" && opts.Port == 0) {
 		host, port, err := splitHostPort(f.natsListen)
 		if err != nil {
-			return nil, usageErrorf("--nats-listen %q: %v", f.natsListen, err)
+			return nil, nil, usageErrorf("--nats-listen %q: %v", f.natsListen, err)
 		}
 		if port == 0 {
 			port = server.RANDOM_PORT // 0 means 4222 to nats-server
@@ -291,13 +310,142 @@ func upServerOptions(fs *flag.FlagSet, f *upFlags) (*server.Options, error) {
 	if opts.JetStreamLimits.MaxBatchInflightTotal == 0 {
 		opts.JetStreamLimits.MaxBatchInflightTotal = upMaxBatchInflightTotal
 	}
-	if f.natsUser != "" || f.natsPassword != "" {
-		if f.natsUser == "" || f.natsPassword == "" {
-			return nil, usageErrorf("--nats-user and --nats-password go together")
-		}
-		opts.Username, opts.Password = f.natsUser, f.natsPassword
+	svc, err := upUsers(opts, f, fromFile)
+	if err != nil {
+		return nil, nil, err
 	}
-	return opts, nil
+	if svc == nil && !loopbackHost(opts.Host) {
+		return nil, nil, usageErrorf("NATS would listen on %q with no credentials: give agents a user (--nats-user/--nats-password) or listen on loopback (--nats-listen 127.0.0.1:4222)", opts.Host)
+	}
+	return opts, svc, nil
+}
+
+// upServiceUser is the name of the user up's own services log in as. Its
+// password is new on every start and never leaves the process.
+const upServiceUser = "sessionlog-up-services"
+
+// upUsers sets the embedded server's users (DESIGN.md section 10) and
+// returns the one up's services log in as, or nil when NATS is open.
+//
+// Without --nats-config: --nats-user gets the agent permissions and
+// --operator-user the whole account, both from deploy/nats/perms.go, the
+// definition deploy/nats/auth.conf spells for nats-server; the services
+// get its service permissions. With --nats-config the file defines the
+// users; the services get a user of their own in the account and with the
+// permissions of the file's "service" user.
+func upUsers(opts *server.Options, f *upFlags, fromFile bool) (*server.User, error) {
+	password, err := randomPassword()
+	if err != nil {
+		return nil, err
+	}
+	if fromFile {
+		// The passwords alone may be set: SESSIONLOG_OPERATOR_PASSWORD is
+		// also a variable auth.conf reads.
+		if f.natsUser != "" || f.operatorUser != "" {
+			return nil, usageErrorf("--nats-user and --operator-user do not go with --nats-config: its users apply")
+		}
+		return upConfigServiceUser(opts, f.natsConfig, password)
+	}
+	if (f.natsUser == "") != (f.natsPassword == "") {
+		return nil, usageErrorf("--nats-user and --nats-password go together")
+	}
+	if (f.operatorUser == "") != (f.operatorPassword == "") {
+		return nil, usageErrorf("--operator-user and --operator-password go together")
+	}
+	if f.operatorUser != "" && f.natsUser == "" {
+		return nil, usageErrorf("--operator-user needs --nats-user: without it NATS is open to everyone")
+	}
+	if f.operatorUser != "" && f.operatorUser == f.natsUser {
+		return nil, usageErrorf("--operator-user and --nats-user must differ")
+	}
+	if f.natsUser == "" {
+		return nil, nil
+	}
+	if f.natsUser == upServiceUser || f.operatorUser == upServiceUser {
+		return nil, usageErrorf("user %q is up's own", upServiceUser)
+	}
+	svc := &server.User{Username: upServiceUser, Password: password, Permissions: natsauth.Service()}
+	opts.Users = []*server.User{
+		svc,
+		{Username: f.natsUser, Password: f.natsPassword, Permissions: natsauth.Agent()},
+	}
+	if f.operatorUser != "" {
+		opts.Users = append(opts.Users, &server.User{Username: f.operatorUser, Password: f.operatorPassword, Permissions: natsauth.Operator()})
+	}
+	return svc, nil
+}
+
+// clonePermissions copies p: the server fills in defaults on the copy it
+// is given, and users must not share it.
+func clonePermissions(p *server.Permissions) *server.Permissions {
+	if p == nil {
+		return nil
+	}
+	sp := func(s *server.SubjectPermission) *server.SubjectPermission {
+		if s == nil {
+			return nil
+		}
+		return &server.SubjectPermission{Allow: slices.Clone(s.Allow), Deny: slices.Clone(s.Deny)}
+	}
+	out := &server.Permissions{Publish: sp(p.Publish), Subscribe: sp(p.Subscribe)}
+	if p.Response != nil {
+		r := *p.Response
+		out.Response = &r
+	}
+	return out
+}
+
+// upConfigServiceUser adds up's service user to a --nats-config that asks
+// for authentication: in the account and with the permissions of the
+// file's "service" user.
+func upConfigServiceUser(opts *server.Options, path, password string) (*server.User, error) {
+	if len(opts.Users) == 0 && len(opts.Nkeys) == 0 && opts.Username == "" && opts.Authorization == "" && len(opts.TrustedOperators) == 0 {
+		return nil, nil // the file asks for no authentication
+	}
+	var tmpl *server.User
+	for _, u := range opts.Users {
+		if u.Username == upServiceUser {
+			return nil, fmt.Errorf("--nats-config %s: user %q is up's own", path, upServiceUser)
+		}
+		if u.Username == "service" {
+			tmpl = u
+		}
+	}
+	if tmpl == nil {
+		return nil, fmt.Errorf("--nats-config %s: no user \"service\" whose account and permissions up's services can take (see deploy/nats/auth.conf)", path)
+	}
+	svc := &server.User{Username: upServiceUser, Password: password, Account: tmpl.Account, Permissions: clonePermissions(tmpl.Permissions)}
+	opts.Users = append(opts.Users, svc)
+	return svc, nil
+}
+
+func randomPassword() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("service password: %w", err)
+	}
+	return "p" + hex.EncodeToString(b), nil
+}
+
+// loopbackHost: an address only this host can reach.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// missingVar finds the variable nats-server's parser could not resolve.
+var missingVar = regexp.MustCompile(`variable reference for '([^']+)'`)
+
+// configError names the environment variable a config references but the
+// environment lacks (nats-server reports it only as a parse error).
+func configError(path string, err error) error {
+	if m := missingVar.FindStringSubmatch(err.Error()); m != nil {
+		return fmt.Errorf("--nats-config %s: environment variable %s is not set; the config references it (%v)", path, m[1], err)
+	}
+	return fmt.Errorf("--nats-config %s: %w", path, err)
 }
 
 // connSet closes the connections up opened, after the group has stopped.

@@ -38,14 +38,33 @@ func init() {
 type sre struct {
 	store *logstore.Store
 	log   *slog.Logger
+	// ctx is the verb's context, bounded by --timeout and by the
+	// connection (natsFlags.verbContext); explain turns the errors its end
+	// causes into the reason.
+	ctx   context.Context
 	close func()
+}
+
+// explain wraps a verb's error: deferred as `defer func() { err = c.explain(err) }()`.
+func (c *sre) explain(err error) error { return verbError(c.ctx, err) }
+
+// verbTimeouts are the verbs' default --timeout: tail follows until
+// interrupted; the others read or write up to the whole stream.
+var verbTimeouts = map[string]time.Duration{
+	"ls": defaultVerbTimeout, "show": defaultVerbTimeout, "tail": 0,
 }
 
 // sreFlags adds the connection flags to a verb's flag set.
 func sreFlags(name string, stderr io.Writer) (*flag.FlagSet, *natsFlags) {
 	fs := newFlags(name)
 	fs.SetOutput(stderr)
-	return fs, addNATSFlags(fs)
+	nf := addNATSFlags(fs)
+	def, ok := verbTimeouts[name]
+	if !ok {
+		def = defaultBulkVerbTimeout
+	}
+	nf.addTimeoutFlag(fs, def)
+	return fs, nf
 }
 
 // openSRE connects and opens the store without provisioning.
@@ -55,16 +74,20 @@ func openSRE(ctx context.Context, name string, fs *flag.FlagSet, nf *natsFlags, 
 		return nil, err
 	}
 	nf.Log = log
+	ctx, cancel := nf.verbContext(ctx, name)
 	nc, err := nf.connect("sessionlog-" + name)
 	if err != nil {
+		cancel()
 		return nil, err
 	}
 	st, err := logstore.Open(ctx, nc, logstore.Config{NoProvision: true, Logger: log.With("component", "logstore")})
 	if err != nil {
 		nc.Close()
+		err = verbError(ctx, err)
+		cancel()
 		return nil, fmt.Errorf("open log store at %s: %w", redactURL(nf.URL), err)
 	}
-	return &sre{store: st, log: log, close: nc.Close}, nil
+	return &sre{store: st, log: log, ctx: ctx, close: func() { nc.Close(); cancel() }}, nil
 }
 
 // sessionRef is a session found in a stream's subject state.
@@ -107,7 +130,7 @@ type lastEvent struct {
 	StreamSeq uint64    `json:"streamSeq"`
 }
 
-func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs, nf := sreFlags("ls", stderr)
 	asJSON := fs.Bool("json", false, "print JSON lines instead of a table")
 	if err := parseFlags(fs, args); err != nil {
@@ -121,6 +144,8 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer c.close()
+	defer func() { err = c.explain(err) }()
+	ctx = c.ctx
 	refs, err := listSessions(ctx, c.store)
 	if err != nil {
 		return err
@@ -186,7 +211,7 @@ func oneID(fs *flag.FlagSet, verb string) (string, error) {
 	return id, nil
 }
 
-func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs, nf := sreFlags("show", stderr)
 	asJSON := fs.Bool("json", false, "print the folded state as JSON")
 	if err := parseFlags(fs, args); err != nil {
@@ -201,6 +226,8 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer c.close()
+	defer func() { err = c.explain(err) }()
+	ctx = c.ctx
 	st := session.New(id)
 	var foldErr error
 	tail, err := readValid(ctx, c.store, id, func(m *logstore.Msg, e *schema.Envelope) error {
@@ -311,7 +338,7 @@ func printState(w io.Writer, st *session.State, tail logstore.Tail, foldErr erro
 	}
 }
 
-func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs, nf := sreFlags("replay", stderr)
 	after := fs.Uint64("after", 0, "print only events with seq > N")
 	if err := parseFlags(fs, args); err != nil {
@@ -326,6 +353,8 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer c.close()
+	defer func() { err = c.explain(err) }()
+	ctx = c.ctx
 	tail, err := readValid(ctx, c.store, id, func(m *logstore.Msg, e *schema.Envelope) error {
 		if e.Seq <= *after {
 			return nil
@@ -558,7 +587,7 @@ func verifySession(ctx context.Context, st *logstore.Store, id string, expectEve
 	return n, probs
 }
 
-func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs, nf := sreFlags("verify", stderr)
 	only := fs.String("session", "", "verify only this session")
 	asJSON := fs.Bool("json", false, "print problems as JSON lines")
@@ -573,6 +602,8 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer c.close()
+	defer func() { err = c.explain(err) }()
+	ctx = c.ctx
 	refs, err := listSessions(ctx, c.store)
 	if err != nil {
 		return err
@@ -617,7 +648,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs, nf := sreFlags("tail", stderr)
 	after := fs.Int64("after", -1, "with a session: also print its stored events with seq > N first (-1: only new ones)")
 	noLive := fs.Bool("no-live", false, "do not print transient events (sessions.live.*)")
@@ -643,6 +674,8 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer c.close()
+	defer func() { err = c.explain(err) }()
+	ctx = c.ctx
 	ctx, cancel := signalContext(ctx)
 	defer cancel()
 	return tailEvents(ctx, c.store, id, *after, !*noLive, stdout)

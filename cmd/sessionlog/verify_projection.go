@@ -23,10 +23,11 @@ func init() {
 // errProjectionMismatch makes the command exit non-zero.
 var errProjectionMismatch = errors.New("verify-projection: the views differ from a clean rebuild")
 
-func runVerifyProjection(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runVerifyProjection(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlags("verify-projection")
 	fs.SetOutput(stderr)
 	nf := addNATSFlags(fs)
+	nf.addTimeoutFlag(fs, defaultBulkVerbTimeout)
 	dataDir := fs.String("data-dir", filepath.Join(defaultDataDir, "projector"), "the projector's store directory (stop the projector first: Pebble allows one process per store)")
 	tmp := fs.String("tmp-dir", "", "where to build the temporary store (default the system temp dir; removed afterwards)")
 	if err := parseFlags(fs, args); err != nil {
@@ -40,6 +41,9 @@ func runVerifyProjection(ctx context.Context, args []string, stdout, stderr io.W
 		return err
 	}
 	nf.Log = log
+	ctx, cancel := nf.verbContext(ctx, "verify-projection")
+	defer cancel()
+	defer func() { err = verbError(ctx, err) }()
 	nc, err := nf.connect("sessionlog-verify-projection")
 	if err != nil {
 		return err

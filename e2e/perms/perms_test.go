@@ -1,0 +1,622 @@
+// Package perms runs the whole stack (`sessionlog up`, a real process) under
+// the NATS permissions a deployment gives it, and uses it as the users that
+// deployment defines: agents append, heartbeat and fork; the repairer closes
+// an orphan on its own; the operator repairs on demand and runs the SRE
+// verbs. As an agent it then tries what an agent must not do (write the log,
+// read the services' inboxes, call the JetStream API, touch the KV buckets,
+// purge or delete) and checks the server refuses each one.
+//
+// Two deployments: up on deploy/nats/server.conf (the file shipped for
+// nats-server, passwords from the environment), and up --nats-user
+// --operator-user (the embedded server's users, built from the same
+// definitions).
+package perms
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+)
+
+const (
+	leaseTTL = 2 * time.Second
+	grace    = time.Second
+	// How long to wait for the server's permission violation to arrive.
+	violationWait = 3 * time.Second
+)
+
+var binary struct {
+	once sync.Once
+	path string
+	err  error
+	dir  string
+}
+
+func sessionlogBin(t *testing.T) string {
+	t.Helper()
+	binary.once.Do(func() {
+		binary.dir, binary.err = os.MkdirTemp("", "sessionlog-perms-")
+		if binary.err != nil {
+			return
+		}
+		binary.path = filepath.Join(binary.dir, "sessionlog")
+		out, err := exec.Command("go", "build", "-o", binary.path, "github.com/sessionlog/sessionlog/cmd/sessionlog").CombinedOutput()
+		if err != nil {
+			binary.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binary.err != nil {
+		t.Fatal(binary.err)
+	}
+	return binary.path
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binary.dir != "" {
+		os.RemoveAll(binary.dir)
+	}
+	os.Exit(code)
+}
+
+// environ is the test process's environment without any SESSIONLOG_
+// variable, plus env: what up sees is what the test says.
+func environ(env ...string) []string {
+	var out []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "SESSIONLOG_") {
+			out = append(out, e)
+		}
+	}
+	return append(out, env...)
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// stack is a running `sessionlog up`.
+type stack struct {
+	natsURL, httpURL string
+	stdout           []string // the lines up printed before it was ready
+	stderr           *syncBuf
+}
+
+func startUp(t *testing.T, env []string, args ...string) *stack {
+	t.Helper()
+	full := append([]string{"up", "--data-dir", t.TempDir(), "--nats-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+		"--lease-ttl", leaseTTL.String(), "--grace", grace.String()}, args...)
+	cmd := exec.Command(sessionlogBin(t), full...)
+	cmd.Env = environ(env...)
+	st := &stack{stderr: &syncBuf{}}
+	cmd.Stderr = st.stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			t.Errorf("up did not stop on SIGTERM")
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	deadline := time.After(60 * time.Second)
+	for st.natsURL == "" || st.httpURL == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				<-done
+				t.Fatalf("up exited: %v\n%s", waitErr, st.stderr)
+			}
+			st.stdout = append(st.stdout, l)
+			if v, ok := strings.CutPrefix(l, "dashboard: "); ok {
+				st.httpURL = strings.TrimSuffix(v, "/")
+			}
+			if v, ok := strings.CutPrefix(l, "nats: "); ok {
+				st.natsURL = v
+			}
+		case <-deadline:
+			t.Fatalf("up printed no addresses\n%s", st.stderr)
+		}
+	}
+	natstest.CheckFor(t, 60*time.Second, 50*time.Millisecond, func() error {
+		code, body, err := httpGet(st.httpURL + "/readyz")
+		if err != nil || code != http.StatusOK {
+			return fmt.Errorf("readyz %d %s %v", code, body, err)
+		}
+		return nil
+	})
+	return st
+}
+
+func httpGet(url string) (int, string, error) {
+	c := http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
+}
+
+// creds is a user of the deployment.
+type creds struct{ user, password string }
+
+// client is a connection whose asynchronous errors (permission violations)
+// are collected.
+type client struct {
+	*nats.Conn
+	errs chan error
+}
+
+func connect(t *testing.T, url string, c creds, opts ...nats.Option) *client {
+	t.Helper()
+	cl := &client{errs: make(chan error, 256)}
+	opts = append([]nats.Option{
+		nats.UserInfo(c.user, c.password),
+		nats.PermissionErrOnSubscribe(true),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			select {
+			case cl.errs <- err:
+			default:
+			}
+		}),
+	}, opts...)
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		t.Fatalf("connect as %s: %v", c.user, err)
+	}
+	t.Cleanup(nc.Close)
+	cl.Conn = nc
+	return cl
+}
+
+// wantViolation waits for the server's permission violation naming subject.
+func (c *client) wantViolation(t *testing.T, op, subject string) {
+	t.Helper()
+	want := fmt.Sprintf("Permissions Violation for %s to %q", op, subject)
+	deadline := time.After(violationWait)
+	for {
+		select {
+		case err := <-c.errs:
+			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), want) {
+				return
+			}
+			t.Logf("(other async error: %v)", err)
+		case <-deadline:
+			t.Fatalf("no %q", want)
+		}
+	}
+}
+
+func (c *client) noViolation(t *testing.T) {
+	t.Helper()
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-c.errs:
+		t.Fatalf("unexpected async error: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// ev is an event of an append request.
+func ev(id, typ, turn, tool, data string) map[string]any {
+	m := map[string]any{"eventId": id, "type": typ}
+	if turn != "" {
+		m["turnId"] = turn
+	}
+	if tool != "" {
+		m["toolCallId"] = tool
+	}
+	if data != "" {
+		m["data"] = json.RawMessage(data)
+	}
+	return m
+}
+
+// request sends a request and decodes the reply; an error reply fails.
+func request(t *testing.T, c *client, subject string, body any, out any) {
+	t.Helper()
+	b, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Request(subject, b, 15*time.Second)
+	if err != nil {
+		t.Fatalf("%s: %v", subject, err)
+	}
+	var e struct {
+		Error *struct{ Code, Message string } `json:"error"`
+	}
+	if json.Unmarshal(m.Data, &e) == nil && e.Error != nil {
+		t.Fatalf("%s: %s: %s", subject, e.Error.Code, e.Error.Message)
+	}
+	if out != nil {
+		if err := json.Unmarshal(m.Data, out); err != nil {
+			t.Fatalf("%s reply %q: %v", subject, m.Data, err)
+		}
+	}
+}
+
+func appendEvents(t *testing.T, c *client, id, holder string, events ...map[string]any) {
+	t.Helper()
+	req := map[string]any{"sessionId": id, "events": events}
+	if holder != "" {
+		req["holder"] = holder
+	}
+	request(t, c, "sessions.api.append", req, nil)
+}
+
+// detail is the part of GET /v1/sessions/{id} the test reads.
+type detail struct {
+	Status  string `json:"status"`
+	Repairs int    `json:"repairs"`
+	LastSeq uint64 `json:"lastSeq"`
+}
+
+func (s *stack) session(id string) (detail, error) {
+	code, body, err := httpGet(s.httpURL + "/v1/sessions/" + id)
+	if err != nil {
+		return detail{}, err
+	}
+	if code != http.StatusOK {
+		return detail{}, fmt.Errorf("GET session %s: %d %s", id, code, body)
+	}
+	var d detail
+	return d, json.Unmarshal([]byte(body), &d)
+}
+
+// cli runs a sessionlog verb as the operator.
+func cli(t *testing.T, s *stack, op creds, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	full := append(args, "--nats-url", s.natsURL, "--nats-user", op.user, "--nats-password", op.password)
+	cmd := exec.CommandContext(ctx, sessionlogBin(t), full...)
+	cmd.Env = environ()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.String(), fmt.Errorf("sessionlog %s: %v\n%s", args[0], err, errb.String())
+	}
+	return out.String(), nil
+}
+
+// exercise runs the product through the deployment's users, then tries
+// what an agent must not do.
+func exercise(t *testing.T, s *stack, agentC, opC creds) {
+	const marker = "secret-marker-7f3a"
+	agent := connect(t, s.natsURL, agentC)
+	// Another agent holding the same user, listening to every _INBOX
+	// subject it may: it must see nothing the services receive.
+	spy := connect(t, s.natsURL, agentC)
+	spied := make(chan *nats.Msg, 4096)
+	if _, err := spy.ChanSubscribe("_INBOX.>", spied); err != nil {
+		t.Fatal(err)
+	}
+	spy.noViolation(t)
+	op := connect(t, s.natsURL, opC, nats.CustomInboxPrefix(natsauth.OperatorInboxPrefix))
+
+	t.Run("agent appends, heartbeats and reads", func(t *testing.T) {
+		appendEvents(t, agent, "s-live", "h-live",
+			ev("e1", "session/created", "", "", `{"title":"perms"}`),
+			ev("e2", "turn/started", "t1", "", ""),
+			ev("e3", "message/user", "t1", "", fmt.Sprintf(`{"content":%q}`, marker)),
+			ev("e4", "turn/ended", "t1", "", `{"reason":"completed"}`))
+		var hb struct{ Holder string }
+		request(t, agent, "sessions.api.heartbeat", map[string]string{"sessionId": "s-live", "holder": "h-live"}, &hb)
+		if hb.Holder != "h-live" {
+			t.Fatalf("heartbeat reply holder %q", hb.Holder)
+		}
+		// The projector reads the session for the HTTP API (its consumer's
+		// deliveries go to the services' inbox).
+		natstest.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+			code, body, err := httpGet(s.httpURL + "/v1/sessions/s-live/events")
+			if err != nil || code != http.StatusOK {
+				return fmt.Errorf("events: %d %v %s", code, err, body)
+			}
+			var evs struct{ Events []json.RawMessage }
+			if err := json.Unmarshal([]byte(body), &evs); err != nil {
+				return err
+			}
+			if len(evs.Events) != 4 || !strings.Contains(body, marker) {
+				return fmt.Errorf("%d events: %s", len(evs.Events), body)
+			}
+			return nil
+		})
+		agent.noViolation(t)
+	})
+
+	t.Run("agent forks", func(t *testing.T) {
+		var r struct{ ChildID, ParentID string }
+		request(t, agent, "sessions.api.fork", map[string]string{"parentId": "s-live", "childId": "s-live-child"}, &r)
+		if r.ChildID != "s-live-child" {
+			t.Fatalf("fork reply %+v", r)
+		}
+		natstest.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+			d, err := s.session("s-live-child")
+			if err != nil {
+				return err
+			}
+			if d.LastSeq < 4 {
+				return fmt.Errorf("child %+v", d)
+			}
+			return nil
+		})
+		agent.noViolation(t)
+	})
+
+	t.Run("repairer closes an orphan after its lease lapses", func(t *testing.T) {
+		appendEvents(t, agent, "s-orphan", "h-orphan",
+			ev("e1", "session/created", "", "", `{"title":"orphan"}`),
+			ev("e2", "turn/started", "t1", "", ""),
+			ev("e3", "tool/requested", "t1", "c1", `{"name":"sh","input":{}}`),
+			ev("e4", "tool/started", "t1", "c1", ""))
+		start := time.Now()
+		natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+			d, err := s.session("s-orphan")
+			if err != nil {
+				return err
+			}
+			if d.Repairs < 1 || d.Status != "paused" {
+				return fmt.Errorf("not repaired after %v: %+v", time.Since(start), d)
+			}
+			return nil
+		})
+		t.Logf("orphan repaired %v after its last append (lease TTL %v, grace %v)", time.Since(start).Round(10*time.Millisecond), leaseTTL, grace)
+	})
+
+	t.Run("operator repairs on demand and runs the SRE verbs", func(t *testing.T) {
+		// No holder: no lease, nothing the repairer would close by itself.
+		appendEvents(t, agent, "s-stuck", "",
+			ev("e1", "session/created", "", "", `{"title":"stuck"}`),
+			ev("e2", "turn/started", "t1", "", ""),
+			ev("e3", "tool/requested", "t1", "c1", `{"name":"sh","input":{}}`),
+			ev("e4", "tool/started", "t1", "c1", ""))
+		out, err := cli(t, s, opC, "repair", "s-stuck")
+		if err != nil || !strings.Contains(out, "repaired") {
+			t.Fatalf("repair: %q %v", out, err)
+		}
+		if out, err := cli(t, s, opC, "fork", "s-live", "--child", "s-op-child"); err != nil || strings.TrimSpace(out) != "s-op-child" {
+			t.Fatalf("fork: %q %v", out, err)
+		}
+		if out, err := cli(t, s, opC, "replay", "s-live"); err != nil || !strings.Contains(out, marker) {
+			t.Fatalf("replay: %q %v", out, err)
+		}
+		if out, err := cli(t, s, opC, "ls"); err != nil || !strings.Contains(out, "s-stuck") {
+			t.Fatalf("ls: %q %v", out, err)
+		}
+		// The repair request itself is the operator's, never an agent's.
+		var rr struct{ Repaired bool }
+		request(t, op, "sessions.api.repair", map[string]any{"sessionId": "s-stuck"}, &rr)
+		if rr.Repaired {
+			t.Fatal("s-stuck repaired twice")
+		}
+		op.noViolation(t)
+	})
+
+	stored := func() uint64 {
+		t.Helper()
+		m, err := op.Request("$JS.API.STREAM.INFO.SESSIONS", nil, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info struct{ State struct{ Msgs uint64 } }
+		if err := json.Unmarshal(m.Data, &info); err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Msgs
+	}
+
+	t.Run("agent is refused", func(t *testing.T) {
+		before := stored()
+		for _, subject := range []string{
+			"sessions.ev.s-live",
+			"sessions.ev.forged",
+			"$KV.SESSION_LEASES.s-live",
+			"$KV.SESSION_CLAIMS.s-live",
+			"$KV.SESSION_FORKS.s-live",
+			"sessions.api.repair",
+			natsauth.ServiceInboxPrefix + ".x",
+		} {
+			if err := agent.Publish(subject, []byte(`{"forged":true}`)); err != nil {
+				t.Fatal(err)
+			}
+			agent.wantViolation(t, "Publish", subject)
+		}
+		for _, subject := range []string{
+			"$JS.API.STREAM.PURGE.SESSIONS",
+			"$JS.API.STREAM.DELETE.SESSIONS",
+			"$JS.API.STREAM.MSG.DELETE.SESSIONS",
+			"$JS.API.STREAM.INFO.SESSIONS",
+			"$JS.API.DIRECT.GET.SESSIONS.sessions.ev.s-live",
+			"$JS.API.CONSUMER.CREATE.SESSIONS",
+			"$JS.API.STREAM.DELETE.KV_SESSION_LEASES",
+		} {
+			if _, err := agent.Request(subject, []byte(`{"seq":1}`), 300*time.Millisecond); err == nil {
+				t.Errorf("%s answered", subject)
+			}
+			agent.wantViolation(t, "Publish", subject)
+		}
+		for _, subject := range []string{
+			natsauth.ServiceInboxPrefix + ".>",
+			natsauth.OperatorInboxPrefix + ".>",
+			"sessions.ev.>",
+			"sessions.api.>",
+			"$JS.API.>",
+			"$KV.>",
+			">",
+		} {
+			sub, err := agent.SubscribeSync(subject)
+			if err != nil {
+				t.Fatal(err)
+			}
+			agent.wantViolation(t, "Subscription", subject)
+			_ = sub.Unsubscribe()
+		}
+		if got := stored(); got != before {
+			t.Fatalf("stream holds %d messages, want %d", got, before)
+		}
+		if d, err := s.session("s-live"); err != nil || d.LastSeq != 4 {
+			t.Fatalf("s-live after the agent's attempts: %+v %v", d, err)
+		}
+		// The log still reads whole (nothing purged or deleted).
+		if out, err := cli(t, s, opC, "replay", "s-live"); err != nil || strings.Count(out, "\n") != 4 {
+			t.Fatalf("replay after the attempts: %q %v", out, err)
+		}
+	})
+
+	t.Run("no agent saw the services' or the operator's traffic", func(t *testing.T) {
+		n := len(spied)
+		for range n {
+			m := <-spied
+			if strings.HasPrefix(m.Subject, natsauth.ServiceInboxPrefix) || bytes.Contains(m.Data, []byte(marker)) {
+				t.Fatalf("an agent received %s: %.200q", m.Subject, m.Data)
+			}
+		}
+		t.Logf("the spying agent received %d messages under _INBOX (other agents' replies), none with session content", n)
+		spy.noViolation(t)
+	})
+
+	// The services worked under their permissions without one refusal.
+	for _, l := range strings.Split(s.stderr.String(), "\n") {
+		if strings.Contains(l, "Violation") && !strings.Contains(l, "user:"+agentC.user+`\"`) {
+			t.Errorf("refused, not as the agent: %s", l)
+		}
+	}
+}
+
+// Passwords of the form auth.conf asks for.
+var deployPasswords = map[string]string{
+	"SERVICE":  "pSvc8d7e6f5a4b3c2d1e0f",
+	"AGENT":    "pAgent1a2b3c4d5e6f7a8b",
+	"OPERATOR": "pOp9f8e7d6c5b4a3f2e1d",
+	"SYS":      "pSys0a1b2c3d4e5f6a7b8c",
+}
+
+func deployEnv(skip string) []string {
+	var env []string
+	for k, v := range deployPasswords {
+		if k != skip {
+			env = append(env, "SESSIONLOG_"+k+"_PASSWORD="+v)
+		}
+	}
+	return env
+}
+
+// TestDeployConfig: up on the shipped single-server config.
+func TestDeployConfig(t *testing.T) {
+	s := startUp(t, deployEnv(""), "--nats-config", "../../deploy/nats/server.conf")
+	exercise(t, s, creds{"agent", deployPasswords["AGENT"]}, creds{"operator", deployPasswords["OPERATOR"]})
+}
+
+// TestUpNATSUser: up's own users, from --nats-user and --operator-user.
+func TestUpNATSUser(t *testing.T) {
+	agent := creds{"fleet", "pFleet0123456789"}
+	op := creds{"sre", "pSre0123456789"}
+	s := startUp(t, nil, "--nats-user", agent.user, "--nats-password", agent.password,
+		"--operator-user", op.user, "--operator-password", op.password)
+	for _, l := range s.stdout {
+		if strings.HasPrefix(l, "open:") {
+			t.Fatalf("up with users says it is open: %q", l)
+		}
+	}
+	// Without credentials, or with wrong ones, no connection at all.
+	for _, opt := range []nats.Option{func(*nats.Options) error { return nil }, nats.UserInfo(agent.user, "pWrong")} {
+		if nc, err := nats.Connect(s.natsURL, opt, nats.NoReconnect()); err == nil {
+			nc.Close()
+			t.Fatal("connected without the right credentials")
+		} else if !errors.Is(err, nats.ErrAuthorization) {
+			t.Fatalf("want an authorization error, got %v", err)
+		}
+	}
+	exercise(t, s, agent, op)
+}
+
+// TestUpOpen: without users up says first that NATS is open, and refuses
+// to listen beyond loopback.
+func TestUpOpen(t *testing.T) {
+	s := startUp(t, nil)
+	if len(s.stdout) == 0 || !strings.HasPrefix(s.stdout[0], "open:") {
+		t.Fatalf("first line %q, want the open warning", s.stdout)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sessionlogBin(t), "up", "--data-dir", t.TempDir(), "--nats-listen", "0.0.0.0:0", "--http-listen", "127.0.0.1:0")
+	cmd.Env = environ()
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "--nats-user") {
+		t.Fatalf("up --nats-listen 0.0.0.0:0 without users: %v\n%s", err, out)
+	}
+}
+
+// TestUpConfigMissingVariable: a variable the config references but the
+// environment lacks is named, instead of a failed in-process connection
+// ("io: read/write on closed pipe").
+func TestUpConfigMissingVariable(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sessionlogBin(t), "up", "--data-dir", t.TempDir(), "--nats-listen", "127.0.0.1:0",
+		"--http-listen", "127.0.0.1:0", "--nats-config", "../../deploy/nats/server.conf")
+	cmd.Env = environ(deployEnv("AGENT")...)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("up started without SESSIONLOG_AGENT_PASSWORD\n%s", out)
+	}
+	if !strings.Contains(string(out), "environment variable SESSIONLOG_AGENT_PASSWORD is not set") || strings.Contains(string(out), "closed pipe") {
+		t.Fatalf("error does not name the variable:\n%s", out)
+	}
+}
