@@ -453,9 +453,13 @@ func exercise(t *testing.T, s *stack, agentC, opC creds) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var info struct{ State struct{ Msgs uint64 } }
-		if err := json.Unmarshal(m.Data, &info); err != nil {
-			t.Fatal(err)
+		var info struct {
+			State struct {
+				Msgs uint64 `json:"messages"`
+			} `json:"state"`
+		}
+		if err := json.Unmarshal(m.Data, &info); err != nil || info.State.Msgs == 0 {
+			t.Fatalf("stream info %s: %v", m.Data, err)
 		}
 		return info.State.Msgs
 	}
@@ -506,6 +510,20 @@ func exercise(t *testing.T, s *stack, agentC, opC creds) {
 			agent.wantViolation(t, "Subscription", subject)
 			_ = sub.Unsubscribe()
 		}
+		// A request whose reply subject is the log or a bucket: the service's
+		// answer must not land there (the server checks no publish
+		// permission of the requester on its reply subject).
+		for _, reply := range []string{"sessions.ev.s-victim", "$KV.SESSION_LEASES.s-live", "$KV.SESSION_CLAIMS.s-live"} {
+			for _, subject := range []string{"sessions.api.append", "sessions.api.heartbeat", "sessions.api.fork"} {
+				if err := agent.PublishRequest(subject, reply, []byte(`{"sessionId":"s-live","holder":"h-evil","events":[]}`)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if err := agent.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
 		if got := stored(); got != before {
 			t.Fatalf("stream holds %d messages, want %d", got, before)
 		}

@@ -68,3 +68,14 @@ func ErrorMsg(reply string, d ErrorDetail) *nats.Msg {
 	m.Header.Set(micro.ErrorHeader, desc)
 	return m
 }
+
+// Answerable reports whether a service may publish its answer to reply.
+// nats-server does not check a request's reply subject against the
+// requester's permissions, and a service answers with its own: an agent
+// naming sessions.ev.<id>, a $KV or $JS subject or a service's inbox as the
+// reply would have the service write there (docs/adr/004). Answers go to
+// inboxes only: any subject but the sessionlog ones (log, API, live) and
+// $-subjects (JetStream, KV, micro, system).
+func Answerable(reply string) bool {
+	return reply != "" && !strings.HasPrefix(reply, "sessions.") && !strings.HasPrefix(reply, "$")
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/wire"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -233,7 +234,7 @@ func (s *Service) handle(ctx context.Context, req micro.Request) {
 	nc := s.st.Conn()
 	reply, data := req.Reply(), req.Data()
 	respond := func(m *nats.Msg) {
-		if reply == "" {
+		if !wire.Answerable(reply) {
 			return
 		}
 		if err := nc.PublishMsg(m); err != nil {

@@ -61,7 +61,7 @@ func (s *Service) handleRepair(ctx context.Context, m *nats.Msg) {
 		return
 	}
 	body, _ := json.Marshal(RepairReply{SessionID: req.SessionID, Repaired: out.Repaired, FirstSeq: out.FirstSeq, LastSeq: out.LastSeq, Closed: out.Closed})
-	if m.Reply != "" {
+	if wire.Answerable(m.Reply) {
 		if err := s.nc.Publish(m.Reply, body); err != nil {
 			s.log.Warn("repairer: reply", "err", err)
 		}
@@ -72,7 +72,7 @@ func (s *Service) handleRepair(ctx context.Context, m *nats.Msg) {
 func errorDetail(err error) ErrorDetail { return wire.Detail(err) }
 
 func (s *Service) respondErr(reply string, d ErrorDetail) {
-	if reply == "" {
+	if !wire.Answerable(reply) {
 		return
 	}
 	msg := wire.ErrorMsg(reply, d)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/lru"
+	"github.com/sessionlog/sessionlog/internal/wire"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
@@ -259,7 +260,7 @@ func (s *Service) worker(j job) {
 }
 
 func (s *Service) respond(reply string, body []byte) {
-	if reply == "" {
+	if !wire.Answerable(reply) {
 		return
 	}
 	if err := s.nc.Publish(reply, body); err != nil {
@@ -268,7 +269,7 @@ func (s *Service) respond(reply string, body []byte) {
 }
 
 func (s *Service) respondErr(reply string, d ErrorDetail) {
-	if reply == "" {
+	if !wire.Answerable(reply) {
 		return
 	}
 	if err := s.nc.PublishMsg(errorMsg(reply, d)); err != nil {
