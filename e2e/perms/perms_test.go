@@ -548,6 +548,19 @@ func exercise(t *testing.T, s *stack, agentC, opC creds) {
 		spy.noViolation(t)
 	})
 
+	// Last, since another agent on the same user sees the answer (ADR 004).
+	t.Run("agent reads its session over NATS", func(t *testing.T) {
+		var r struct {
+			Events  []json.RawMessage `json:"events"`
+			LastSeq uint64            `json:"lastSeq"`
+		}
+		request(t, agent, "sessions.api.read", map[string]any{"sessionId": "s-live"}, &r)
+		if len(r.Events) != 4 || r.LastSeq != 4 || !bytes.Contains(r.Events[2], []byte(marker)) {
+			t.Fatalf("read: %d events, last seq %d", len(r.Events), r.LastSeq)
+		}
+		agent.noViolation(t)
+	})
+
 	// The services worked under their permissions without one refusal.
 	for _, l := range strings.Split(s.stderr.String(), "\n") {
 		if strings.Contains(l, "Violation") && !strings.Contains(l, "user:"+agentC.user+`\"`) {
