@@ -7,6 +7,7 @@ import (
 
 	"github.com/oklog/run"
 
+	"github.com/sessionlog/sessionlog/internal/httpauth"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/services/projector"
 )
@@ -27,7 +28,7 @@ func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	nf := addNATSFlags(fs)
 	dataDir := fs.String("data-dir", filepath.Join(defaultDataDir, "projector"), "directory of the Pebble read-model store (rebuildable from the stream)")
 	httpListen := fs.String("http-listen", defaultProjectorHTTP, "HTTP listen address: dashboard, /v1 API, /healthz /readyz /metrics")
-	token := fs.String("http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?token=); /healthz and /readyz stay open")
+	token := fs.String("http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?access_token= / ?token=); /healthz and /readyz stay open")
 	replicas := fs.Int("replicas", 1, "replicas of the stream and buckets if this process creates them (3 in a cluster)")
 	noProvision := fs.Bool("no-provision", false, "do not create or update the stream and buckets (they must exist)")
 	batch := fs.Int("max-batch-events", 0, "events per Pebble batch while catching up (0: the projector's default)")
@@ -71,6 +72,6 @@ func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var g run.Group
 	exec, interrupt := serviceActor(ctx, svc.Run)
 	g.Add(exec, interrupt)
-	serveOps(&g, ln, requireToken(*token, o.Mux), log)
+	serveOps(&g, ln, httpauth.Require(*token, o.Mux), log)
 	return runGroup(ctx, &g, log)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sessionlog/sessionlog/internal/httpauth"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 )
 
@@ -130,7 +131,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", logstore.DefaultLeaseTTL, "session lease TTL")
 	fs.DurationVar(&f.grace, "grace", defaultGrace, "how long a lease must have expired before the repairer closes the session")
 	fs.StringVar(&f.sync, "sync", "interval", "JetStream fsync: interval (default every 2m; a machine crash can lose acknowledged events) or always (fsync before every ack, much slower)")
-	fs.StringVar(&f.httpToken, "http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?token=); /healthz and /readyz stay open")
+	fs.StringVar(&f.httpToken, "http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?access_token= / ?token=); /healthz and /readyz stay open")
 	fs.StringVar(&f.natsConfig, "nats-config", "", "nats-server configuration file for the embedded server (flags given explicitly override its listen address and store dir)")
 	fs.StringVar(&f.natsUser, "nats-user", "", "require this user name from NATS clients")
 	fs.StringVar(&f.natsPassword, "nats-password", "", "require this password from NATS clients")
@@ -238,7 +239,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		g.Add(a.Execute, a.Interrupt)
 		log.Info("service started", "service", svc.Name)
 	}
-	serveOps(&g, ln, requireToken(f.httpToken, o.Mux), log)
+	serveOps(&g, ln, httpauth.Require(f.httpToken, o.Mux), log)
 
 	httpURL := "http://" + displayAddr(ln.Addr())
 	fmt.Fprintf(stdout, "dashboard: %s/\n", httpURL)

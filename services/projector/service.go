@@ -41,9 +41,8 @@ type Config struct {
 	// Gatherer, when set, is served on /metrics by Handler.
 	Gatherer prometheus.Gatherer
 	Now      func() time.Time
-	// HTTPToken, when set, is required as a bearer token (or the
-	// access_token query parameter, for browsers' EventSource) on every
-	// path but /healthz.
+	// HTTPToken, when set, is required on every path but /healthz and
+	// /readyz, by the rule of package httpauth.
 	HTTPToken string
 
 	// MaxBatchEvents and MaxBatchBytes bound one Pebble batch while
