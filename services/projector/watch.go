@@ -27,6 +27,10 @@ const (
 	DefaultMaxTransientBytes = 64 << 10
 	DefaultWatchWriteTimeout = 30 * time.Second
 	maxPendingTransient      = 256
+	// watchPageEvents and watchFetchWait: one fetch of durable events
+	// (bounded in bytes by WatchLimits.PageBytes too).
+	watchPageEvents = 256
+	watchFetchWait  = 20 * time.Second
 	// CodeSlowConsumer ends a watch whose client fell behind: the SSE
 	// "error" event that says so carries resumeAfter, the last durable
 	// seq the client was sent, and reconnecting with it (Last-Event-ID)
@@ -85,12 +89,97 @@ type watchHub struct {
 	queued  atomic.Int64
 	dropped *prometheus.CounterVec
 	ended   *prometheus.CounterVec
+
+	mu   sync.Mutex
+	live map[string]*liveSub // by session id
+}
+
+// liveSub is the one subscription to a session's transient events that
+// all its watches share: each event is received, checked and decoded
+// once, and its bytes are shared by the queues it goes to.
+type liveSub struct {
+	sub    atomic.Pointer[nats.Subscription]
+	mu     sync.Mutex
+	queues map[*watchQueue]struct{}
+}
+
+// subscribe adds q to the session's transient events; the returned func
+// takes it off (and unsubscribes after the last watch).
+func (h *watchHub) subscribe(nc *nats.Conn, id string, q *watchQueue) (func(), error) {
+	subject, err := logstore.LiveSubject(id)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ls := h.live[id]
+	if ls == nil {
+		ls = &liveSub{queues: map[*watchQueue]struct{}{}}
+		sub, err := nc.Subscribe(subject, func(m *nats.Msg) { h.deliver(ls, m) })
+		if err != nil {
+			return nil, err
+		}
+		// The handler is quick, so nats.go's list stays short; the limit is
+		// a safety net for a starved handler (its default is 64 MiB).
+		sub.SetPendingLimits(-1, 4*h.lim.QueueBytes)
+		ls.sub.Store(sub)
+		h.live[id] = ls
+	}
+	ls.mu.Lock()
+	ls.queues[q] = struct{}{}
+	ls.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		ls.mu.Lock()
+		delete(ls.queues, q)
+		empty := len(ls.queues) == 0
+		ls.mu.Unlock()
+		if empty && h.live[id] == ls {
+			delete(h.live, id)
+			_ = ls.sub.Load().Unsubscribe()
+		}
+	}, nil
+}
+
+// deliver checks one transient event and queues it for every watch of its
+// session. Events nats.go dropped for a starved handler end those watches
+// as slow: they missed events.
+func (h *watchHub) deliver(ls *liveSub, m *nats.Msg) {
+	dropped := false
+	if sub := ls.sub.Load(); sub != nil {
+		if n, _ := sub.Dropped(); n > 0 {
+			dropped = true
+		}
+	}
+	var ev WatchEvent
+	if !dropped {
+		if len(m.Data) > h.lim.MaxTransientBytes {
+			h.dropped.WithLabelValues("too_large").Inc()
+			return
+		}
+		var ok bool
+		if ev, ok = transient(m); !ok {
+			h.dropped.WithLabelValues("invalid").Inc()
+			return
+		}
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for q := range ls.queues {
+		if dropped {
+			q.overflow()
+		} else {
+			q.push(ev)
+		}
+	}
 }
 
 func newWatchHub(lim WatchLimits, r prometheus.Registerer) (*watchHub, error) {
 	lim.defaults()
 	h := &watchHub{
-		lim: lim,
+		lim:  lim,
+		live: map[string]*liveSub{},
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessionlog_projector_transient_dropped_total",
 			Help: "Transient events not passed to a watch, by reason (too_large: over the size limit; invalid: not a JSON object with afterSeq)."}, []string{"reason"}),
 		ended: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessionlog_projector_watches_ended_total",
@@ -275,45 +364,20 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, err)
 		return
 	}
-	live, _ := logstore.LiveSubject(id)
 	hub := s.watch
 	lim := hub.lim
 
 	// Subscribe to transient events before reading the log, so none sent
-	// after the durable event they follow is lost in between. The handler
-	// only checks and queues: what the client has not read stays within
-	// the queue's budget. nats.go's own pending list gets the same bound;
-	// messages it drops end the watch like an overflow.
+	// after the durable event they follow is lost in between. What the
+	// client has not read of them stays within the queue's budget.
 	q := newWatchQueue(hub)
 	defer q.close()
-	var subp atomic.Pointer[nats.Subscription]
-	sub, err := s.nc.Subscribe(live, func(m *nats.Msg) {
-		if sp := subp.Load(); sp != nil {
-			if n, _ := sp.Dropped(); n > 0 {
-				q.overflow()
-				return
-			}
-		}
-		if len(m.Data) > lim.MaxTransientBytes {
-			hub.dropped.WithLabelValues("too_large").Inc()
-			return
-		}
-		ev, ok := transient(m)
-		if !ok {
-			hub.dropped.WithLabelValues("invalid").Inc()
-			return
-		}
-		q.push(ev)
-	})
+	leave, err := hub.subscribe(s.nc, id, q)
 	if err != nil {
 		s.internal(w, err)
 		return
 	}
-	defer sub.Unsubscribe()
-	// The handler is quick, so nats.go's list stays short; the limit is a
-	// safety net for a starved handler (its default is 64 MiB).
-	sub.SetPendingLimits(-1, 4*lim.QueueBytes)
-	subp.Store(sub)
+	defer leave()
 
 	var from uint64
 	if err := s.view(func(rd reader) error {
@@ -338,16 +402,13 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, err)
 		return
 	}
-	// A page in bytes, never less than the largest message the server
-	// takes: a pull smaller than a message would wait for it forever.
+	// Durable events come a page at a time: one fetch of at most
+	// watchPageEvents events and PageBytes (never less than the largest
+	// message the server takes: a pull smaller than a message would wait
+	// for it forever), the next one only when the loop has written this
+	// one. A live tail waits in the fetch for what comes next.
 	page := max(lim.PageBytes, int(s.nc.MaxPayload())+4<<10)
-	it, err := cons.Messages(jetstream.PullMaxBytes(page))
-	if err != nil {
-		s.internal(w, err)
-		return
-	}
 	defer func() {
-		it.Stop()
 		if ci := cons.CachedInfo(); ci != nil && ci.Name != "" {
 			go func() {
 				dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -356,20 +417,33 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 			}()
 		}
 	}()
-	// Unbuffered: the next durable event is pulled from nats.go's page
-	// only when the loop has written the previous one.
+	// Unbuffered: the loop takes each event when it can write it.
 	durCh := make(chan jetstream.Msg)
 	go func() {
 		defer close(durCh)
-		for {
-			m, err := it.Next()
+		for ctx.Err() == nil {
+			batch, err := cons.Fetch(watchPageEvents, jetstream.FetchMaxBytes(page), jetstream.FetchMaxWait(watchFetchWait))
 			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("projector: watch fetch", "session", id, "err", err)
+				}
 				return
 			}
-			select {
-			case durCh <- m:
-			case <-ctx.Done():
-				return
+			n := 0
+			for m := range batch.Messages() {
+				select {
+				case durCh <- m:
+					n++
+				case <-ctx.Done():
+					return
+				}
+			}
+			if err := batch.Error(); err != nil && n == 0 {
+				// Not a hot loop on a fetch that fails at once.
+				select {
+				case <-time.After(100 * time.Millisecond):
+				case <-ctx.Done():
+				}
 			}
 		}
 	}()
