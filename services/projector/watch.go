@@ -29,7 +29,7 @@ const (
 	maxPendingTransient      = 256
 	// watchPageEvents and watchFetchWait: one fetch of durable events
 	// (bounded in bytes by WatchLimits.PageBytes too).
-	watchPageEvents = 256
+	watchPageEvents = 1000
 	watchFetchWait  = 20 * time.Second
 	// CodeSlowConsumer ends a watch whose client fell behind: the SSE
 	// "error" event that says so carries resumeAfter, the last durable
@@ -406,7 +406,10 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 	// watchPageEvents events and PageBytes (never less than the largest
 	// message the server takes: a pull smaller than a message would wait
 	// for it forever), the next one only when the loop has written this
-	// one. A live tail waits in the fetch for what comes next.
+	// one. A live tail waits in the fetch for what comes next. (The
+	// ordered consumer recreates its server consumer for each fetch, after
+	// the last event delivered: a page per fetch keeps that rare, and a
+	// client slow past the inactive threshold loses nothing.)
 	page := max(lim.PageBytes, int(s.nc.MaxPayload())+4<<10)
 	defer func() {
 		if ci := cons.CachedInfo(); ci != nil && ci.Name != "" {
