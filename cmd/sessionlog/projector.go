@@ -33,6 +33,10 @@ func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	noProvision := fs.Bool("no-provision", false, "do not create or update the stream and buckets (they must exist)")
 	batch := fs.Int("max-batch-events", 0, "events per Pebble batch while catching up (0: the projector's default)")
 	cache := fs.Int("state-cache", 0, "sessions whose fold state is kept in memory (0: the projector's default)")
+	var watch projector.WatchLimits
+	fs.IntVar(&watch.QueueBytes, "watch-queue-bytes", projector.DefaultWatchQueueBytes, "transient event bytes one watch (SSE) may hold for a client that does not read; past it the watch ends with slow_consumer")
+	fs.IntVar(&watch.TotalBytes, "watch-total-bytes", projector.DefaultWatchTotalBytes, "transient event bytes all watches together may hold")
+	fs.IntVar(&watch.MaxTransientBytes, "max-transient-bytes", projector.DefaultMaxTransientBytes, "larger transient events are dropped (and counted)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -61,7 +65,7 @@ func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	o := newOps()
 	svc, err := projector.New(projector.Config{
 		Store: store, DataDir: *dataDir, Logger: log, Registerer: o.Registry,
-		MaxBatchEvents: *batch, CacheSessions: *cache,
+		MaxBatchEvents: *batch, CacheSessions: *cache, Watch: watch,
 	})
 	if err != nil {
 		return err
