@@ -123,35 +123,6 @@ func TestReadyzAggregates(t *testing.T) {
 	}
 }
 
-func TestRequireToken(t *testing.T) {
-	h := requireToken("s3cret", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
-	try := func(path string, hdr string) int {
-		r := httptest.NewRequest("GET", path, nil)
-		if hdr != "" {
-			r.Header.Set("Authorization", hdr)
-		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, r)
-		return rec.Code
-	}
-	for _, c := range []struct {
-		path, hdr string
-		want      int
-	}{
-		{"/v1/sessions", "", 401},
-		{"/v1/sessions", "Bearer wrong", 401},
-		{"/v1/sessions", "Bearer s3cret", 204},
-		{"/?token=s3cret", "", 204},
-		{"/healthz", "", 204},
-		{"/readyz", "", 204},
-		{"/metrics", "", 401},
-	} {
-		if got := try(c.path, c.hdr); got != c.want {
-			t.Errorf("%s %q: %d, want %d", c.path, c.hdr, got, c.want)
-		}
-	}
-}
-
 // A service started with --replicas 1 keeps an existing stream's replicas.
 func TestOpenStoreKeepsReplicas(t *testing.T) {
 	c := natstest.RunCluster(t, 3)

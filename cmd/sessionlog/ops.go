@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -192,38 +191,6 @@ func serveOps(g *run.Group, ln net.Listener, h http.Handler, log *slog.Logger) {
 		if err := srv.Shutdown(ctx); err != nil {
 			_ = srv.Close()
 		}
-	})
-}
-
-// requireToken guards h with a bearer token. /healthz and /readyz stay
-// open for probes. Browsers cannot set headers on EventSource, so a
-// `token` query parameter is accepted too and remembered in a cookie.
-func requireToken(token string, h http.Handler) http.Handler {
-	if token == "" {
-		return h
-	}
-	const cookie = "sessionlog_token"
-	eq := func(s string) bool { return subtle.ConstantTimeCompare([]byte(s), []byte(token)) == 1 }
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" || r.URL.Path == "/readyz" {
-			h.ServeHTTP(w, r)
-			return
-		}
-		if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && eq(v) {
-			h.ServeHTTP(w, r)
-			return
-		}
-		if c, err := r.Cookie(cookie); err == nil && eq(c.Value) {
-			h.ServeHTTP(w, r)
-			return
-		}
-		if q := r.URL.Query().Get("token"); q != "" && eq(q) {
-			http.SetCookie(w, &http.Cookie{Name: cookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-			h.ServeHTTP(w, r)
-			return
-		}
-		w.Header().Set("WWW-Authenticate", `Bearer realm="sessionlog"`)
-		http.Error(w, `{"error":{"code":"unauthorized","message":"missing or wrong token"}}`, http.StatusUnauthorized)
 	})
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
+	"github.com/sessionlog/sessionlog/internal/httpauth"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 )
 
@@ -136,7 +137,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", logstore.DefaultLeaseTTL, "session lease TTL")
 	fs.DurationVar(&f.grace, "grace", defaultGrace, "how long a lease must have expired before the repairer closes the session")
 	fs.StringVar(&f.sync, "sync", "interval", "JetStream fsync: interval (default every 2m; a machine crash can lose acknowledged events) or always (fsync before every ack, much slower)")
-	fs.StringVar(&f.httpToken, "http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?token=); /healthz and /readyz stay open")
+	fs.StringVar(&f.httpToken, "http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?access_token= / ?token=); /healthz and /readyz stay open")
 	fs.StringVar(&f.natsConfig, "nats-config", "", "nats-server configuration file for the embedded server (flags given explicitly override its listen address and store dir)")
 	fs.StringVar(&f.natsUser, "nats-user", "", "the agents' NATS user: with --nats-password, clients must log in, and this user gets the agent permissions of deploy/nats/auth.conf (append, heartbeat, read, fork requests, live events; nothing of the log or the JetStream API). Without it NATS is open and listens on loopback only")
 	fs.StringVar(&f.natsPassword, "nats-password", "", "the agents' NATS password (with --nats-user)")
@@ -257,7 +258,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		g.Add(a.Execute, a.Interrupt)
 		log.Info("service started", "service", svc.Name)
 	}
-	serveOps(&g, ln, requireToken(f.httpToken, o.Mux), log)
+	serveOps(&g, ln, httpauth.Require(f.httpToken, o.Mux), log)
 
 	httpURL := "http://" + displayAddr(ln.Addr())
 	fmt.Fprintf(stdout, "dashboard: %s/\n", httpURL)

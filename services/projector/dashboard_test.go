@@ -3,16 +3,20 @@ package projector_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
@@ -147,4 +151,168 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	abs, _ := filepath.Abs(path)
 	t.Logf("dashboard screenshot: %s (%d bytes)", abs, len(shot))
+}
+
+// TestDashboardRendersAnyJSON opens a session whose events carry data of
+// every JSON kind where the page expects text (null, numbers, booleans,
+// arrays, nested objects, a huge string, markup, data that is not an
+// object at all): the timeline shows every event, the one after the odd
+// ones too, the page throws nothing, and no markup runs.
+func TestDashboardRendersAnyJSON(t *testing.T) {
+	bin := chromiumPath(t)
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+
+	const id = "dash-odd"
+	var seq uint64
+	pub := func(typ string, data string, mod ...func(*schema.Envelope)) {
+		t.Helper()
+		seq++
+		ev := schema.Envelope{
+			SchemaVersion: schema.Version, SessionID: id, Seq: seq, EventID: fmt.Sprintf("odd-%d", seq),
+			Time: t0.Add(time.Duration(seq) * time.Millisecond), Type: typ, Data: json.RawMessage(data),
+		}
+		for _, m := range mod {
+			m(&ev)
+		}
+		if _, err := loadgen.Publish(e.ctx, e.ls.JetStream(), ev); err != nil {
+			t.Fatalf("publish %s %s: %v", typ, data, err)
+		}
+	}
+	turn := func(ev *schema.Envelope) { ev.TurnID = "t1" }
+	attempt := func(ev *schema.Envelope) { ev.TurnID, ev.AttemptID = "t1", "a1" }
+	toolCall := func(ev *schema.Envelope) { ev.TurnID, ev.ToolCallID = "t1", "c1" }
+	huge := strings.Repeat("many words ", 20_000) // 220 kB
+	hugeJSON, _ := json.Marshal(map[string]any{"content": huge})
+	pub(schema.TypeSessionCreated, `{"title":"odd values","agent":{"name":["a",1]}}`)
+	pub(schema.TypeTurnStarted, `{"input":false}`, turn)
+	pub(schema.TypeMessageUser, `{"content":{"text":null}}`, turn) // the case that blanked the timeline
+	pub(schema.TypeMessageUser, `{"content":null}`, turn)
+	pub(schema.TypeMessageUser, `{"content":-12.5e3}`, turn)
+	pub(schema.TypeMessageUser, `{"content":true}`, turn)
+	pub(schema.TypeMessageUser, `{"content":[1,"two",null,{"x":[]}]}`, turn)
+	pub(schema.TypeMessageUser, `{"content":{"a":{"b":{"c":[{"d":null,"text":{"t":1}}]}}}}`, turn)
+	pub(schema.TypeMessageUser, string(hugeJSON), turn)
+	pub(schema.TypeMessageUser, `{"content":"<img src=x onerror=\"window.__xss=1\"><script>window.__xss=2</script>"}`, turn)
+	pub(schema.TypeMessageUser, `{"content":{"text":"<b onmouseover=\"window.__xss=3\">bold?</b>"}}`, turn)
+	pub(schema.TypeAttemptStarted, `{"model":{"id":7}}`, attempt)
+	pub(schema.TypeMessageAssistant, `{"content":{"text":123}}`, attempt)
+	pub(schema.TypeToolRequested, `{"name":["read"],"input":null,"idempotent":"yes"}`, toolCall)
+	pub(schema.TypeToolStarted, `null`, toolCall)
+	pub(schema.TypeToolResult, `{"status":null,"output":{"text":null}}`, toolCall)
+	pub(schema.TypeGoalUpdated, `{"revision":"r","objective":null,"status":{"s":1},"blockedReason":[]}`)
+	pub(schema.TypeJobEnded, `{"jobId":{"a":1},"status":false,"exitCode":null}`)
+	pub(schema.TypeRepairApplied, `{"reason":7,"closed":"not an array"}`)
+	pub(schema.TypeRepairApplied, `{"reason":"r","closed":[null,1,{"kind":{},"id":[]}]}`)
+	pub(schema.TypeSessionPaused, `[1,2,3]`)
+	pub(schema.TypeSessionResumed, `"just a string"`)
+	pub(schema.TypeCompactionEnded, `42`)
+	pub("x.vendor/odd", `{"__proto__":{"polluted":true}}`, func(ev *schema.Envelope) { ev.Ignorable = true })
+	pub(schema.TypeMessageUser, `{"content":"the end"}`, turn)
+	last := seq
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1400, 900),
+	)
+	actx, cancelA := chromedp.NewExecAllocator(e.ctx, opts...)
+	defer cancelA()
+	ctx, cancelC := chromedp.NewContext(actx)
+	defer cancelC()
+	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
+	defer cancelT()
+	var mu sync.Mutex
+	var pageErrors []string
+	if err := chromedp.Listen(ctx, func(ev any) {
+		if ex, ok := ev.(*cdpruntime.EventExceptionThrown); ok {
+			msg := ex.ExceptionDetails.Text
+			if ex.ExceptionDetails.Exception != nil {
+				msg += " " + ex.ExceptionDetails.Exception.Description
+			}
+			mu.Lock()
+			pageErrors = append(pageErrors, msg)
+			mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("%s: %v (%d page errors, the first: %q)", what, err, len(pageErrors), pageErrors[:min(len(pageErrors), 1)])
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return v
+	}
+	do("open the session's timeline",
+		chromedp.Navigate(r.srv.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-session-id="`+id+`"]`)),
+		chromedp.Click(chromedp.CSS(`[data-session-id="`+id+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#timeline .ev[data-seq="%d"]`, last))),
+	)
+	// A transient event with odd values, then a plain one after it.
+	subj, _ := logstore.LiveSubject(id)
+	deadline := time.Now().Add(20 * time.Second)
+	for tr := ""; !strings.Contains(tr, "still live"); tr = text(`#transient`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("transient event not shown: %q", tr)
+		}
+		for _, b := range []string{
+			fmt.Sprintf(`{"afterSeq":%d,"text":null,"delta":{"x":null}}`, last),
+			fmt.Sprintf(`{"afterSeq":%d,"kind":[1,null]}`, last),
+			fmt.Sprintf(`{"afterSeq":%d,"text":"still live"}`, last),
+		} {
+			e.nc.Publish(subj, []byte(b))
+		}
+		e.nc.Flush()
+		do("wait", chromedp.Sleep(200*time.Millisecond))
+	}
+
+	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#timeline .ev").length`))
+	if err != nil || uint64(n) != last {
+		t.Fatalf("timeline rows: %d, want %d (%v)", n, last, err)
+	}
+	for s := uint64(1); s <= last; s++ {
+		if txt := text(fmt.Sprintf(`#timeline .ev[data-seq="%d"] .txt`, s)); strings.TrimSpace(txt) == "" {
+			t.Errorf("seq %d shown without text", s)
+		}
+	}
+	for seq, want := range map[int]string{
+		3: "User: {\"text\":null}", 5: "User: -12500", 6: "User: true", 7: `User: [1,"two",null,{"x":[]}]`,
+		10: `<img src=x onerror="window.__xss=1">`, 11: `<b onmouseover="window.__xss=3">bold?</b>`,
+		13: `Assistant: {"text":123}`, int(last): "User: the end",
+	} {
+		if got := text(fmt.Sprintf(`#timeline .ev[data-seq="%d"] .txt`, seq)); !strings.Contains(got, want) {
+			t.Errorf("seq %d shows %q, want it to contain %q", seq, got, want)
+		}
+	}
+	if got := text(`#timeline .ev[data-seq="9"] .txt`); len(got) > 1000 || !strings.Contains(got, "many words") {
+		t.Errorf("the huge string is shown as %d bytes: %.80q", len(got), got)
+	}
+	xss, err := chromedp.Run(ctx, chromedp.Evaluate[string](`String(window.__xss) + "," + String(({}).polluted) + "," + document.querySelectorAll("#timeline img, #timeline script, #timeline b[onmouseover]").length`))
+	if err != nil || xss != "undefined,undefined,0" {
+		t.Fatalf("markup from event data ran or was parsed: %q %v", xss, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(pageErrors) > 0 {
+		t.Fatalf("page errors: %q", pageErrors)
+	}
 }

@@ -2,7 +2,6 @@ package projector
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sessionlog/sessionlog/internal/httpauth"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector/store"
@@ -66,40 +66,11 @@ func (s *Service) routes(ops bool) http.Handler {
 // /metrics, for a server that serves those itself (sessionlog up).
 func (s *Service) APIHandler() http.Handler { return s.api }
 
-// auth requires the bearer token on everything but /healthz. Browsers
-// cannot set headers on EventSource, so the token is also accepted as the
-// token (or access_token) query parameter, which sets a cookie the
-// page's later requests carry (the same scheme as sessionlog up).
+// auth requires the bearer token on everything but /healthz and /readyz,
+// by the rule every sessionlog HTTP server shares (package httpauth).
 func (s *Service) auth(next http.Handler) http.Handler {
-	if s.cfg.HTTPToken == "" {
-		return next
-	}
-	want := []byte(s.cfg.HTTPToken)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/healthz" {
-			next.ServeHTTP(w, r)
-			return
-		}
-		eq := func(v string) bool { return v != "" && subtle.ConstantTimeCompare([]byte(v), want) == 1 }
-		ok := false
-		if h, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); found {
-			ok = eq(h)
-		} else if c, err := r.Cookie(tokenCookie); err == nil && eq(c.Value) {
-			ok = true
-		} else if q := r.URL.Query(); eq(q.Get("token")) || eq(q.Get("access_token")) {
-			http.SetCookie(w, &http.Cookie{Name: tokenCookie, Value: s.cfg.HTTPToken, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-			ok = true
-		}
-		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="sessionlog"`)
-			apiError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	return httpauth.Require(s.cfg.HTTPToken, next)
 }
-
-const tokenCookie = "sessionlog_token"
 
 func apiError(w http.ResponseWriter, status int, code schema.Code, msg string) {
 	w.Header().Set("Content-Type", "application/json")

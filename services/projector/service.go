@@ -41,9 +41,8 @@ type Config struct {
 	// Gatherer, when set, is served on /metrics by Handler.
 	Gatherer prometheus.Gatherer
 	Now      func() time.Time
-	// HTTPToken, when set, is required as a bearer token (or the
-	// access_token query parameter, for browsers' EventSource) on every
-	// path but /healthz.
+	// HTTPToken, when set, is required on every path but /healthz and
+	// /readyz, by the rule of package httpauth.
 	HTTPToken string
 
 	// MaxBatchEvents and MaxBatchBytes bound one Pebble batch while
@@ -60,6 +59,8 @@ type Config struct {
 	FetchBatch int
 	// Heartbeat is the SSE comment interval.
 	Heartbeat time.Duration
+	// Watch bounds the memory of watch streams (zero values: defaults).
+	Watch WatchLimits
 	// OnCommit, if set, is called after each committed batch (tests).
 	OnCommit func(store.Checkpoint)
 }
@@ -162,6 +163,9 @@ type Service struct {
 	handler  http.Handler
 	api      http.Handler
 	errState atomic.Value // last fatal error, for /readyz
+
+	// watch is what the watch streams share: limits, queued bytes, metrics.
+	watch *watchHub
 }
 
 // New opens the store, verifies its checkpoint against the stream (or
@@ -178,11 +182,16 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	hub, err := newWatchHub(cfg.Watch, cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	db, err := store.Open(cfg.DataDir, store.Options{})
 	if err != nil {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, ls: cfg.Store, js: cfg.Store.JetStream(), nc: cfg.Store.Conn(), db: db, met: met, target: map[string]uint64{}}
+	s.watch = hub
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.start(ctx); err != nil {

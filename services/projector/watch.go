@@ -7,22 +7,294 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// maxPendingTransient bounds the transient events a watch holds while the
-// durable event they follow has not been sent yet.
-const maxPendingTransient = 256
+// Watch limits: defaults of WatchLimits.
+const (
+	DefaultWatchQueueBytes   = 2 << 20
+	DefaultWatchTotalBytes   = 256 << 20
+	DefaultWatchPageBytes    = 1 << 20
+	DefaultMaxTransientBytes = 64 << 10
+	DefaultWatchWriteTimeout = 30 * time.Second
+	maxPendingTransient      = 256
+	// watchPageEvents and watchFetchWait: one fetch of durable events
+	// (bounded in bytes by WatchLimits.PageBytes too).
+	watchPageEvents = 1000
+	watchFetchWait  = 20 * time.Second
+	// CodeSlowConsumer ends a watch whose client fell behind: the SSE
+	// "error" event that says so carries resumeAfter, the last durable
+	// seq the client was sent, and reconnecting with it (Last-Event-ID)
+	// misses nothing and doubles nothing.
+	CodeSlowConsumer = "slow_consumer"
+)
 
-// writeTimeout bounds one SSE write: a client that stops reading is
-// dropped instead of holding a goroutine forever.
-const writeTimeout = 30 * time.Second
+// WatchLimits bound the memory of watch streams. A watch never holds more
+// than QueueBytes of transient events for its client (past it the watch
+// ends with an SSE error event, CodeSlowConsumer), all watches together
+// no more than TotalBytes, and durable events are read from the log a
+// page (PageBytes) at a time, only as fast as the client takes them: a
+// client slow on durable events is paced, not buffered. One watch holds
+// at most QueueBytes + PageBytes + two events.
+type WatchLimits struct {
+	// QueueBytes: transient events queued for one watch's client (default
+	// 2 MiB).
+	QueueBytes int
+	// TotalBytes: transient events queued for all watches (default 256 MiB).
+	TotalBytes int
+	// PageBytes: durable events pulled from the log ahead of the client
+	// (default 1 MiB; at least the server's max payload, or a larger event
+	// could never be pulled).
+	PageBytes int
+	// MaxTransientBytes: larger transient events are dropped (and counted
+	// in sessionlog_projector_transient_dropped_total{reason="too_large"})
+	// (default 64 KiB).
+	MaxTransientBytes int
+	// WriteTimeout bounds one write to a client: a client that reads
+	// nothing for this long is disconnected (default 30s).
+	WriteTimeout time.Duration
+}
+
+func (l *WatchLimits) defaults() {
+	if l.QueueBytes <= 0 {
+		l.QueueBytes = DefaultWatchQueueBytes
+	}
+	if l.TotalBytes <= 0 {
+		l.TotalBytes = DefaultWatchTotalBytes
+	}
+	if l.PageBytes <= 0 {
+		l.PageBytes = DefaultWatchPageBytes
+	}
+	if l.MaxTransientBytes <= 0 {
+		l.MaxTransientBytes = DefaultMaxTransientBytes
+	}
+	if l.WriteTimeout <= 0 {
+		l.WriteTimeout = DefaultWatchWriteTimeout
+	}
+}
+
+// watchHub is what the watches of one projector share: their limits, the
+// bytes they hold together and their metrics.
+type watchHub struct {
+	lim     WatchLimits
+	queued  atomic.Int64
+	dropped *prometheus.CounterVec
+	ended   *prometheus.CounterVec
+
+	mu   sync.Mutex
+	live map[string]*liveSub // by session id
+}
+
+// liveSub is the one subscription to a session's transient events that
+// all its watches share: each event is received, checked and decoded
+// once, and its bytes are shared by the queues it goes to.
+type liveSub struct {
+	sub    atomic.Pointer[nats.Subscription]
+	mu     sync.Mutex
+	queues map[*watchQueue]struct{}
+}
+
+// subscribe adds q to the session's transient events; the returned func
+// takes it off (and unsubscribes after the last watch).
+func (h *watchHub) subscribe(nc *nats.Conn, id string, q *watchQueue) (func(), error) {
+	subject, err := logstore.LiveSubject(id)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ls := h.live[id]
+	if ls == nil {
+		ls = &liveSub{queues: map[*watchQueue]struct{}{}}
+		sub, err := nc.Subscribe(subject, func(m *nats.Msg) { h.deliver(ls, m) })
+		if err != nil {
+			return nil, err
+		}
+		// The handler is quick, so nats.go's list stays short; the limit is
+		// a safety net for a starved handler (its default is 64 MiB).
+		sub.SetPendingLimits(-1, 4*h.lim.QueueBytes)
+		ls.sub.Store(sub)
+		h.live[id] = ls
+	}
+	ls.mu.Lock()
+	ls.queues[q] = struct{}{}
+	ls.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		ls.mu.Lock()
+		delete(ls.queues, q)
+		empty := len(ls.queues) == 0
+		ls.mu.Unlock()
+		if empty && h.live[id] == ls {
+			delete(h.live, id)
+			_ = ls.sub.Load().Unsubscribe()
+		}
+	}, nil
+}
+
+// deliver checks one transient event and queues it for every watch of its
+// session. Events nats.go dropped for a starved handler end those watches
+// as slow: they missed events.
+func (h *watchHub) deliver(ls *liveSub, m *nats.Msg) {
+	dropped := false
+	if sub := ls.sub.Load(); sub != nil {
+		if n, _ := sub.Dropped(); n > 0 {
+			dropped = true
+		}
+	}
+	var ev WatchEvent
+	if !dropped {
+		if len(m.Data) > h.lim.MaxTransientBytes {
+			h.dropped.WithLabelValues("too_large").Inc()
+			return
+		}
+		var ok bool
+		if ev, ok = transient(m); !ok {
+			h.dropped.WithLabelValues("invalid").Inc()
+			return
+		}
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for q := range ls.queues {
+		if dropped {
+			q.overflow()
+		} else {
+			q.push(ev)
+		}
+	}
+}
+
+func newWatchHub(lim WatchLimits, r prometheus.Registerer) (*watchHub, error) {
+	lim.defaults()
+	h := &watchHub{
+		lim:  lim,
+		live: map[string]*liveSub{},
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessionlog_projector_transient_dropped_total",
+			Help: "Transient events not passed to a watch, by reason (too_large: over the size limit; invalid: not a JSON object with afterSeq)."}, []string{"reason"}),
+		ended: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessionlog_projector_watches_ended_total",
+			Help: "Watch streams the projector ended, by code (slow_consumer: the client fell behind its byte budget)."}, []string{"code"}),
+	}
+	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sessionlog_projector_watch_queued_bytes",
+		Help: "Transient event bytes queued for watch clients."}, func() float64 { return float64(h.queued.Load()) })
+	for _, c := range []prometheus.Collector{h.dropped, h.ended, queued} {
+		if err := r.Register(c); err != nil {
+			return nil, fmt.Errorf("projector: metrics: %w", err)
+		}
+	}
+	return h, nil
+}
+
+// watchQueue holds one watch's transient events between the NATS
+// subscription and the client, within its byte budget and the hub's.
+// bytes counts every event taken from NATS and not yet sent or discarded,
+// those the watch loop holds included.
+type watchQueue struct {
+	hub   *watchHub
+	limit int64
+	ready chan struct{}
+
+	mu    sync.Mutex
+	evs   []WatchEvent
+	bytes int64
+	over  bool
+}
+
+func newWatchQueue(hub *watchHub) *watchQueue {
+	return &watchQueue{hub: hub, limit: int64(hub.lim.QueueBytes), ready: make(chan struct{}, 1)}
+}
+
+// push queues ev; past either budget the queue overflows: it drops what it
+// holds and stays overflowed.
+func (q *watchQueue) push(ev WatchEvent) {
+	n := int64(len(ev.Event))
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.over {
+		return
+	}
+	if q.bytes+n > q.limit || q.hub.queued.Add(n) > int64(q.hub.lim.TotalBytes) {
+		if q.bytes+n <= q.limit {
+			q.hub.queued.Add(-n)
+		}
+		q.over = true
+		for _, ev := range q.evs {
+			q.bytes -= int64(len(ev.Event))
+			q.hub.queued.Add(-int64(len(ev.Event)))
+		}
+		q.evs = nil
+	} else {
+		q.evs = append(q.evs, ev)
+		q.bytes += n
+	}
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+// take hands the queued events to the watch loop, which releases each
+// once sent or discarded.
+func (q *watchQueue) take() ([]WatchEvent, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	evs := q.evs
+	q.evs = nil
+	return evs, q.over
+}
+
+// overflow marks the queue overflowed (nats.go dropped an event for it).
+func (q *watchQueue) overflow() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.over {
+		q.over = true
+		for _, ev := range q.evs {
+			q.bytes -= int64(len(ev.Event))
+			q.hub.queued.Add(-int64(len(ev.Event)))
+		}
+		q.evs = nil
+	}
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
+}
+
+func (q *watchQueue) overflowed() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.over
+}
+
+func (q *watchQueue) release(ev WatchEvent) {
+	n := int64(len(ev.Event))
+	q.mu.Lock()
+	q.bytes -= n
+	q.mu.Unlock()
+	q.hub.queued.Add(-n)
+}
+
+// close gives back every byte the watch still holds (those the loop took
+// included): the loop releases nothing after it.
+func (q *watchQueue) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.over = true
+	q.evs = nil
+	q.hub.queued.Add(-q.bytes)
+	q.bytes = 0
+}
 
 // WatchEvent is the data of one SSE event of GET /v1/sessions/{id}/watch.
 // Durable events carry seq; transient ones afterSeq (the durable seq they
@@ -37,10 +309,22 @@ type WatchEvent struct {
 	Event     json.RawMessage `json:"event"`
 }
 
+// WatchEnd is the data of the SSE "error" event that ends a watch the
+// projector closes (CodeSlowConsumer). Its SSE id, like resumeAfter, is the
+// last durable seq sent: EventSource reconnects with it by itself.
+type WatchEnd struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	ResumeAfter uint64 `json:"resumeAfter"`
+}
+
 // handleWatch streams the session's durable events after `after` (or the
 // Last-Event-ID header, which a reconnecting EventSource sends), then the
 // live ones: durable events by tailing the stream with an ordered
-// consumer, transient ones from core NATS sessions.live.<id>.
+// consumer, a page at a time as the client takes them, transient ones
+// from core NATS sessions.live.<id> within the watch's byte budget.
 func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 	id, ok := sessionID(w, r)
 	if !ok {
@@ -80,17 +364,20 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, err)
 		return
 	}
-	live, _ := logstore.LiveSubject(id)
+	hub := s.watch
+	lim := hub.lim
 
 	// Subscribe to transient events before reading the log, so none sent
-	// after the durable event they follow is lost in between.
-	trCh := make(chan *nats.Msg, 1024)
-	sub, err := s.nc.ChanSubscribe(live, trCh)
+	// after the durable event they follow is lost in between. What the
+	// client has not read of them stays within the queue's budget.
+	q := newWatchQueue(hub)
+	defer q.close()
+	leave, err := hub.subscribe(s.nc, id, q)
 	if err != nil {
 		s.internal(w, err)
 		return
 	}
-	defer sub.Unsubscribe()
+	defer leave()
 
 	var from uint64
 	if err := s.view(func(rd reader) error {
@@ -115,13 +402,16 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, err)
 		return
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(500))
-	if err != nil {
-		s.internal(w, err)
-		return
-	}
+	// Durable events come a page at a time: one fetch of at most
+	// watchPageEvents events and PageBytes (never less than the largest
+	// message the server takes: a pull smaller than a message would wait
+	// for it forever), the next one only when the loop has written this
+	// one. A live tail waits in the fetch for what comes next. (The
+	// ordered consumer recreates its server consumer for each fetch, after
+	// the last event delivered: a page per fetch keeps that rare, and a
+	// client slow past the inactive threshold loses nothing.)
+	page := max(lim.PageBytes, int(s.nc.MaxPayload())+4<<10)
 	defer func() {
-		it.Stop()
 		if ci := cons.CachedInfo(); ci != nil && ci.Name != "" {
 			go func() {
 				dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -130,18 +420,33 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 			}()
 		}
 	}()
-	durCh := make(chan jetstream.Msg, 64)
+	// Unbuffered: the loop takes each event when it can write it.
+	durCh := make(chan jetstream.Msg)
 	go func() {
 		defer close(durCh)
-		for {
-			m, err := it.Next()
+		for ctx.Err() == nil {
+			batch, err := cons.Fetch(watchPageEvents, jetstream.FetchMaxBytes(page), jetstream.FetchMaxWait(watchFetchWait))
 			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("projector: watch fetch", "session", id, "err", err)
+				}
 				return
 			}
-			select {
-			case durCh <- m:
-			case <-ctx.Done():
-				return
+			n := 0
+			for m := range batch.Messages() {
+				select {
+				case durCh <- m:
+					n++
+				case <-ctx.Done():
+					return
+				}
+			}
+			if err := batch.Error(); err != nil && n == 0 {
+				// Not a hot loop on a fetch that fails at once.
+				select {
+				case <-time.After(100 * time.Millisecond):
+				case <-ctx.Done():
+				}
 			}
 		}
 	}()
@@ -155,7 +460,7 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	write := func(format string, args ...any) error {
-		rc.SetWriteDeadline(time.Now().Add(writeTimeout))
+		rc.SetWriteDeadline(time.Now().Add(lim.WriteTimeout))
 		if _, err := fmt.Fprintf(w, format, args...); err != nil {
 			return err
 		}
@@ -165,20 +470,76 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	last := after
+	// pending: transient events that follow a durable event not sent yet,
+	// oldest first; their bytes stay counted in q until sent or dropped.
 	var pending []WatchEvent
+	var pendingBytes int
 	send := func(id uint64, kind string, ev WatchEvent) error {
 		b, _ := json.Marshal(ev)
 		return write("id: %d\nevent: %s\ndata: %s\n\n", id, kind, b)
 	}
+	// slow ends the watch: whatever the client has not read of the
+	// transient events is dropped, the durable ones it will get again.
+	slow := func() {
+		hub.ended.WithLabelValues(CodeSlowConsumer).Inc()
+		var end WatchEnd
+		end.Error.Code = CodeSlowConsumer
+		end.Error.Message = fmt.Sprintf("the client fell behind by more than %d bytes of live events; reconnect after seq %d", lim.QueueBytes, last)
+		end.ResumeAfter = last
+		b, _ := json.Marshal(end)
+		_ = write("id: %d\nevent: error\ndata: %s\n\n", last, b)
+	}
+	// onTransient sends, holds or discards one transient event.
+	onTransient := func(ev WatchEvent) error {
+		switch a := *ev.AfterSeq; {
+		case a == last:
+			err := send(a, "transient", ev)
+			q.release(ev)
+			return err
+		case a > last:
+			pending = append(pending, ev)
+			pendingBytes += len(ev.Event)
+			// Held events that name a seq far ahead may never be sent:
+			// keep the newest within half the budget.
+			for len(pending) > maxPendingTransient || pendingBytes > lim.QueueBytes/2 {
+				pendingBytes -= len(pending[0].Event)
+				q.release(pending[0])
+				pending = pending[1:]
+			}
+		default:
+			// It belongs before durable events the client has already;
+			// sending it would move the SSE id backwards.
+			q.release(ev)
+		}
+		return nil
+	}
 	ping := time.NewTicker(s.cfg.Heartbeat)
 	defer ping.Stop()
 	for {
+		// An overflow wins over everything else that is ready.
+		if q.overflowed() {
+			slow()
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-ping.C:
 			if write(": ping\n\n") != nil {
 				return
+			}
+		case <-q.ready:
+			evs, over := q.take()
+			if over {
+				for _, ev := range evs {
+					q.release(ev)
+				}
+				continue
+			}
+			for _, ev := range evs {
+				if onTransient(ev) != nil {
+					return
+				}
 			}
 		case m, ok := <-durCh:
 			if !ok {
@@ -198,36 +559,13 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 			}
 			last = seq
 			// Transient events that were waiting for this seq.
-			keep := pending[:0]
-			for _, ev := range pending {
-				switch a := *ev.AfterSeq; {
-				case a == last:
-					if send(a, "transient", ev) != nil {
-						return
-					}
-				case a > last:
-					keep = append(keep, ev)
-				}
-			}
-			pending = keep
-		case m := <-trCh:
-			ev, ok := transient(m)
-			if !ok {
-				continue
-			}
-			switch a := *ev.AfterSeq; {
-			case a == last:
-				if send(a, "transient", ev) != nil {
+			held := pending
+			pending, pendingBytes = nil, 0
+			for _, ev := range held {
+				if onTransient(ev) != nil {
 					return
 				}
-			case a > last:
-				if len(pending) == maxPendingTransient {
-					pending = pending[1:]
-				}
-				pending = append(pending, ev)
 			}
-			// a < last: it belongs before durable events the client has
-			// already; sending it would move the SSE id backwards.
 		}
 	}
 }

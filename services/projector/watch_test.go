@@ -5,13 +5,22 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"os"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
 	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
@@ -173,4 +182,285 @@ func TestWatchHugeAfterDoesNotHang(t *testing.T) {
 	if ev := next(t, ch, false); ev.kind != "ping" {
 		t.Fatalf("at the tail: %+v", ev)
 	}
+}
+
+// readSSE parses an SSE stream until it ends, calling fn for each event
+// (pings skipped); the data of an "error" event is in raw.
+func readSSE(body io.Reader, fn func(id, kind string, data projector.WatchEvent, raw string)) error {
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var id, kind, data string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if kind != "" {
+				var ev projector.WatchEvent
+				if kind != "error" {
+					if err := json.Unmarshal([]byte(data), &ev); err != nil {
+						return fmt.Errorf("event %s %s: %w", id, kind, err)
+					}
+				}
+				fn(id, kind, ev, data)
+			}
+			id, kind, data = "", "", ""
+		case strings.HasPrefix(line, "id: "):
+			id = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			kind = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			data = line[6:]
+		}
+	}
+	return sc.Err()
+}
+
+// memFigures reads the heap in use after a GC and the process's RSS.
+func memFigures() (heap, rss uint64) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			rss = kb << 10
+		}
+	}
+	return ms.HeapInuse, rss
+}
+
+func counterValue(t *testing.T, g prometheus.Gatherer, name, label string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetValue() == label {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// TestWatchMemoryBound: 50 watchers that read nothing on a 24 MB session,
+// while transient events flood in (under and over the size limit), hold
+// at most their byte budget each: the heap in use grows by less than
+// 50 × (QueueBytes + page + 2 events) + 64 MiB. When they finally read,
+// each gets durable events 1..k in order, then an "error" event
+// slow_consumer with resumeAfter k, and a reconnect after k gets the rest
+// exactly once. A watcher that reads gets every durable event exactly once
+// in order and every transient event under the limit, none over it.
+func TestWatchMemoryBound(t *testing.T) {
+	const (
+		watchers   = 50
+		events     = 120       // after session/created
+		eventBytes = 200 << 10 // content of each: 24 MB in all
+		queueBytes = 1 << 20
+		trSmall    = 100 // transient events under the limit (48 KiB)
+		trLarge    = 40  // over it (512 KiB)
+	)
+	e := newEnv(t)
+	reg := prometheus.NewRegistry()
+	r := e.start(t.TempDir(), func(c *projector.Config) {
+		c.Registerer = reg
+		c.Heartbeat = time.Hour // pings would only add writes to blocked streams
+		c.Watch = projector.WatchLimits{QueueBytes: queueBytes, PageBytes: 1 << 20, MaxTransientBytes: 64 << 10, WriteTimeout: 5 * time.Minute}
+	})
+	r.waitReady(t)
+
+	const id = "big"
+	content := strings.Repeat("x", eventBytes)
+	for seq := uint64(1); seq <= events+1; seq++ {
+		typ, data := schema.TypeMessageUser, `{"content":"`+content+`"}`
+		if seq == 1 {
+			typ, data = schema.TypeSessionCreated, `{"title":"big"}`
+		}
+		ev := schema.Envelope{SchemaVersion: schema.Version, SessionID: id, Seq: seq, EventID: fmt.Sprintf("big-%d", seq),
+			Time: t0.Add(time.Duration(seq) * time.Millisecond), Type: typ, Data: json.RawMessage(data)}
+		if _, err := loadgen.Publish(e.ctx, e.ls.JetStream(), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const last = events + 1
+	r.waitSession(t, id, func(d projector.Detail) bool { return d.LastSeq == last })
+	heap0, rss0 := memFigures()
+
+	// The slow watchers: a small receive buffer stands for a client far
+	// away (loopback would otherwise take tens of MB into the kernel).
+	url := r.srv.URL + "/v1/sessions/" + id + "/watch?after=0"
+	slowClient := &http.Client{Transport: &http.Transport{
+		DisableCompression: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err == nil {
+				c.(*net.TCPConn).SetReadBuffer(64 << 10)
+			}
+			return c, err
+		},
+	}}
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	var slow []*http.Response
+	for range watchers {
+		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+		resp, err := slowClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 {
+			t.Fatalf("watch: %d", resp.StatusCode)
+		}
+		defer resp.Body.Close()
+		slow = append(slow, resp)
+	}
+	// The reader.
+	rch, _ := sse(t, ctx, url, "")
+	for want := uint64(1); want <= last; want++ {
+		if ev := next(t, rch, true); ev.kind != "durable" || ev.data.Seq != want {
+			t.Fatalf("reader: want durable %d, got %s %s", want, ev.kind, ev.id)
+		}
+	}
+
+	// The flood, in rounds the reader keeps up with (its own budget is
+	// 1 MiB too); a large one in every round is dropped for everyone.
+	subj, _ := logstore.LiveSubject(id)
+	small := strings.Repeat("y", 48<<10)
+	large := strings.Repeat("z", 512<<10)
+	var peak uint64
+	for n := 0; n < trSmall; n++ {
+		b, _ := json.Marshal(map[string]any{"afterSeq": last, "n": n, "text": small})
+		if err := e.nc.Publish(subj, b); err != nil {
+			t.Fatal(err)
+		}
+		if n%10 == 9 && n/10 < trLarge {
+			for range trLarge / (trSmall / 10) {
+				b, _ := json.Marshal(map[string]any{"afterSeq": last, "n": -1, "text": large})
+				if err := e.nc.Publish(subj, b); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if n%10 == 9 {
+			e.nc.Flush()
+			for want := n - 9; want <= n; want++ {
+				ev := next(t, rch, true)
+				var got struct{ N int }
+				json.Unmarshal(ev.data.Event, &got)
+				if ev.kind != "transient" || ev.id != strconv.Itoa(last) || got.N != want {
+					t.Fatalf("reader: want transient %d after %d, got %s id %s n %d", want, last, ev.kind, ev.id, got.N)
+				}
+			}
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapInuse)
+		}
+	}
+	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+		if got := counterValue(t, reg, "sessionlog_projector_transient_dropped_total", "too_large"); got != trLarge {
+			return fmt.Errorf("%v transient events dropped as too large, want %d", got, trLarge)
+		}
+		return nil
+	})
+	heap1, rss1 := memFigures()
+	// Per watch: its queue, a page of durable events, two events in hand.
+	bound := uint64(watchers*(queueBytes+(1<<20+4<<10)+2*(eventBytes+4<<10)) + 64<<20)
+	t.Logf("%d watchers that do not read on a %d MB session, %d transient events of 48 KiB and %d of 512 KiB: heap in use %d -> %d MiB (peak seen %d MiB, growth %d MiB, bound %d MiB), RSS %d -> %d MiB",
+		watchers, (events*eventBytes)>>20, trSmall, trLarge, heap0>>20, heap1>>20, peak>>20, (heap1-min(heap0, heap1))>>20, bound>>20, rss0>>20, rss1>>20)
+	if heap1 > heap0 && heap1-heap0 > bound {
+		t.Errorf("heap in use grew by %d MiB, bound %d MiB", (heap1-heap0)>>20, bound>>20)
+	}
+	if peak > heap0 && peak-heap0 > bound+(64<<20) {
+		t.Errorf("heap in use peaked %d MiB above the start (uncollected garbage included), bound %d MiB", (peak-heap0)>>20, (bound+(64<<20))>>20)
+	}
+
+	// The slow watchers finally read: durable events 1..k in order, then
+	// slow_consumer with resumeAfter k; nothing after it.
+	resume := make([]uint64, watchers)
+	var wg sync.WaitGroup
+	errs := make(chan error, watchers)
+	for i, resp := range slow {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var seen uint64
+			var end *projector.WatchEnd
+			err := readSSE(resp.Body, func(id, kind string, ev projector.WatchEvent, raw string) {
+				switch {
+				case end != nil:
+					errs <- fmt.Errorf("watcher %d: %s %s after the error event", i, kind, id)
+				case kind == "durable":
+					if ev.Seq != seen+1 || id != strconv.FormatUint(ev.Seq, 10) {
+						errs <- fmt.Errorf("watcher %d: durable %d (id %s) after %d", i, ev.Seq, id, seen)
+					}
+					seen = ev.Seq
+				case kind == "transient":
+					if *ev.AfterSeq != seen {
+						errs <- fmt.Errorf("watcher %d: transient after %d at %d", i, *ev.AfterSeq, seen)
+					}
+				case kind == "error":
+					end = &projector.WatchEnd{}
+					if err := json.Unmarshal([]byte(raw), end); err != nil || end.Error.Code != projector.CodeSlowConsumer || end.ResumeAfter != seen || id != strconv.FormatUint(seen, 10) {
+						errs <- fmt.Errorf("watcher %d: error event id %s %s after %d (%v)", i, id, raw, seen, err)
+					}
+				}
+			})
+			if err != nil {
+				errs <- fmt.Errorf("watcher %d: %w", i, err)
+			}
+			if end == nil {
+				errs <- fmt.Errorf("watcher %d: stream ended after durable %d without the error event", i, seen)
+			}
+			resume[i] = seen
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	if got := counterValue(t, reg, "sessionlog_projector_watches_ended_total", projector.CodeSlowConsumer); got != watchers {
+		t.Errorf("%v watches ended as slow consumers, want %d", got, watchers)
+	}
+	t.Logf("slow watchers got durable events up to seq %d..%d before slow_consumer", minOf(resume), maxOf(resume))
+
+	// Reconnecting with Last-Event-ID = resumeAfter gets the rest once.
+	for _, i := range []int{0, watchers - 1} {
+		ch, _ := sse(t, ctx, url, strconv.FormatUint(resume[i], 10))
+		for want := resume[i] + 1; want <= last; want++ {
+			if ev := next(t, ch, true); ev.kind != "durable" || ev.data.Seq != want {
+				t.Fatalf("watcher %d resumed after %d: want durable %d, got %s %s", i, resume[i], want, ev.kind, ev.id)
+			}
+		}
+	}
+	if got := counterValue(t, reg, "sessionlog_projector_watches_ended_total", projector.CodeSlowConsumer); got != watchers {
+		t.Errorf("the reader or a resumed watcher was ended: %v slow consumers, want %d", got, watchers)
+	}
+}
+
+func minOf(v []uint64) uint64 {
+	m := v[0]
+	for _, x := range v {
+		m = min(m, x)
+	}
+	return m
+}
+
+func maxOf(v []uint64) uint64 {
+	m := v[0]
+	for _, x := range v {
+		m = max(m, x)
+	}
+	return m
 }

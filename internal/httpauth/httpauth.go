@@ -1,0 +1,75 @@
+// Package httpauth is the one bearer-token rule of sessionlog's HTTP
+// servers: `sessionlog up`, `sessionlog projector` and the projector's own
+// handler all guard their paths with Require, so a client that one accepts
+// the other accepts too.
+//
+// The rule: with a token configured, every path but /healthz and /readyz
+// (probes) needs the token, given as any of
+//   - the Authorization header with the Bearer scheme, its name in any case
+//     (RFC 6750 section 2.1; schemes are case-insensitive, RFC 9110 11.1);
+//   - the access_token query parameter (RFC 6750 section 2.3), or token,
+//     its older name: browsers cannot set headers on an EventSource;
+//   - the cookie a query-parameter token sets, so the dashboard's later
+//     requests carry it.
+//
+// Tokens are compared in constant time (of their SHA-256 sums, so not even
+// the length leaks).
+package httpauth
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+)
+
+// Cookie is the name of the cookie a query-parameter token sets.
+const Cookie = "sessionlog_token"
+
+// open are the paths served without a token: liveness and readiness probes.
+var open = map[string]bool{"/healthz": true, "/readyz": true}
+
+// Require guards next with token; an empty token leaves next open.
+func Require(token string, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := sha256.Sum256([]byte(token))
+	eq := func(v string) bool {
+		got := sha256.Sum256([]byte(v))
+		return v != "" && subtle.ConstantTimeCompare(got[:], want[:]) == 1
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if open[r.URL.Path] {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if v, ok := bearer(r.Header.Get("Authorization")); ok && eq(v) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if c, err := r.Cookie(Cookie); err == nil && eq(c.Value) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if q := r.URL.Query(); eq(q.Get("access_token")) || eq(q.Get("token")) {
+			http.SetCookie(w, &http.Cookie{Name: Cookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sessionlog"`)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		w.Write([]byte(`{"error":{"code":"unauthorized","message":"a valid bearer token is required"}}` + "\n"))
+	})
+}
+
+// bearer returns the credentials of an Authorization header with the Bearer
+// scheme, whatever the case of the scheme's name.
+func bearer(h string) (string, bool) {
+	scheme, cred, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(cred, " "), true
+}
