@@ -357,6 +357,43 @@ type EventsError struct {
 	StreamSeq uint64 `json:"streamSeq"`
 }
 
+// verdict is what a reader makes of one stored message of a session.
+type verdict int
+
+const (
+	storedNext verdict = iota // the session's next event (or one the projector folded)
+	storedCopy                // a stored copy of a folded event: skip it
+	storedBad                 // not a valid event of the session: it stops unreadable
+	storedGap                 // a seq past the next: the projector decides (gap fill)
+)
+
+// judgeStored checks one stored message of session id that follows seq
+// last. Messages up to stream seq vouched were folded by the projector
+// (their seq is taken as it is, a repeat of one folded is a stored copy);
+// any later one must be a valid event of the session with seq last+1.
+// seq is the message's seq (0 when a folded message carries none).
+func judgeStored(id string, last, vouched uint64, m *logstore.Msg) (seq uint64, v verdict, why string) {
+	if m.StreamSeq <= vouched {
+		n, ok := seqOf(m)
+		if ok && n <= last {
+			return n, storedCopy, ""
+		}
+		return n, storedNext, ""
+	}
+	ev, err := schema.Decode(m.Data)
+	switch {
+	case err != nil:
+		return 0, storedBad, err.Error()
+	case ev.SessionID != id:
+		return 0, storedBad, fmt.Sprintf("event %q names session %q", ev.EventID, ev.SessionID)
+	case ev.Seq <= last:
+		return 0, storedBad, fmt.Sprintf("event %q claims seq %d after seq %d", ev.EventID, ev.Seq, last)
+	case ev.Seq > last+1:
+		return ev.Seq, storedGap, ""
+	}
+	return ev.Seq, storedNext, ""
+}
+
 // seqOf reads a stored message's session seq (header first).
 func seqOf(m *logstore.Msg) (uint64, bool) {
 	if n, err := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64); err == nil && n > 0 {
@@ -473,30 +510,15 @@ func (s *Service) handleEvents(w http.ResponseWriter, r *http.Request) {
 		vouched = sum.LastStreamSeq
 	}
 	_, err = s.ls.ReadSession(r.Context(), id, from, func(m *logstore.Msg) error {
-		var seq uint64
-		if m.StreamSeq <= vouched {
-			n, ok := seqOf(m)
-			if ok && n <= last {
-				return nil // a stored copy the projector skipped
-			}
-			seq = n
-		} else {
-			ev, err := schema.Decode(m.Data)
-			bad := func(msg string) error {
-				out.end(&EventsError{Code: string(schema.CodeUnreadable), Seq: last + 1, StreamSeq: m.StreamSeq, Message: msg}, limit)
-				return logstore.ErrStop
-			}
-			switch {
-			case err != nil:
-				return bad(err.Error())
-			case ev.SessionID != id:
-				return bad(fmt.Sprintf("event %q names session %q", ev.EventID, ev.SessionID))
-			case ev.Seq <= last:
-				return bad(fmt.Sprintf("event %q claims seq %d after seq %d", ev.EventID, ev.Seq, last))
-			case ev.Seq > last+1:
-				return logstore.ErrStop // a gap, or what a gap fill finds: the projector decides
-			}
-			seq = ev.Seq
+		seq, v, why := judgeStored(id, last, vouched, m)
+		switch v {
+		case storedCopy:
+			return nil
+		case storedBad:
+			out.end(&EventsError{Code: string(schema.CodeUnreadable), Seq: last + 1, StreamSeq: m.StreamSeq, Message: why}, limit)
+			return logstore.ErrStop
+		case storedGap:
+			return logstore.ErrStop // a gap, or what a gap fill finds: the projector decides
 		}
 		if seq != 0 {
 			last = seq

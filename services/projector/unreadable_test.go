@@ -1,8 +1,11 @@
 package projector_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"reflect"
@@ -265,5 +268,85 @@ func summaries(t *testing.T, r *running) map[string]string {
 	if len(out) != 2*len(hostiles)+1 {
 		t.Fatalf("%d sessions listed, want %d", len(out), 2*len(hostiles)+1)
 	}
+	return out
+}
+
+// TestWatchStopsAtHostileMessage: a watch, opened before or after a
+// message that is not the session's next event lands on its subject, sends
+// the events before it, then an error event with code unreadable, and
+// nothing of that message or after it.
+func TestWatchStopsAtHostileMessage(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	for _, h := range hostiles {
+		t.Run(h.name, func(t *testing.T) {
+			bad, other := "wbad-"+h.name, "wok-"+h.name
+			badS := loadgen.NewSession(bad, t0)
+			publishN(t, e, badS, 4)
+			ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+			defer cancel()
+			early := watchUntilEnd(t, ctx, r.srv.URL+"/v1/sessions/"+bad+"/watch?after=0")
+			body, seq := h.body(bad, other)
+			publishHostile(t, e, bad, body, seq)
+			publishN(t, e, badS, 2)
+			late := watchUntilEnd(t, ctx, r.srv.URL+"/v1/sessions/"+bad+"/watch?after=0")
+			for name, ch := range map[string]<-chan watchResult{"opened before": early, "opened after": late} {
+				got := <-ch
+				if got.err != nil {
+					t.Fatalf("%s: %v", name, got.err)
+				}
+				if !reflect.DeepEqual(got.seqs, []uint64{1, 2, 3, 4}) || got.endCode != string(schema.CodeUnreadable) || got.resumeAfter != 4 {
+					t.Fatalf("%s: durable seqs %v, end %q resumeAfter %d", name, got.seqs, got.endCode, got.resumeAfter)
+				}
+				if strings.Contains(got.raw, `"content":"forged"`) || strings.Contains(got.raw, "not an event {") {
+					t.Fatalf("%s: the hostile message reached the client:\n%s", name, got.raw)
+				}
+			}
+		})
+	}
+}
+
+type watchResult struct {
+	seqs        []uint64
+	endCode     string
+	resumeAfter uint64
+	raw         string
+	err         error
+}
+
+// watchUntilEnd reads a watch until its error event (or ctx ends).
+func watchUntilEnd(t *testing.T, ctx context.Context, url string) <-chan watchResult {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("watch: %d", resp.StatusCode)
+	}
+	out := make(chan watchResult, 1)
+	go func() {
+		defer resp.Body.Close()
+		var res watchResult
+		var raw strings.Builder
+		err := readSSE(io.TeeReader(resp.Body, &raw), func(id, kind string, ev projector.WatchEvent, data string) {
+			switch kind {
+			case "durable":
+				res.seqs = append(res.seqs, ev.Seq)
+			case "error":
+				var end projector.WatchEnd
+				if err := json.Unmarshal([]byte(data), &end); err == nil {
+					res.endCode, res.resumeAfter = end.Error.Code, end.ResumeAfter
+				}
+			}
+		})
+		res.raw = raw.String()
+		if res.endCode == "" {
+			res.err = fmt.Errorf("the watch ended without an error event (%v): %s", err, res.raw)
+		}
+		out <- res
+	}()
 	return out
 }

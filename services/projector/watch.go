@@ -342,7 +342,7 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	tail, err := s.ls.Tail(ctx, id)
 	if err != nil {
-		s.internal(w, err)
+		s.readFailed(w, err)
 		return
 	}
 	if !tail.Exists() {
@@ -379,9 +379,18 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 	}
 	defer leave()
 
-	var from uint64
+	// Messages up to vouched were folded by the projector; later ones are
+	// judged here as /events judges them, so a message that is not the
+	// session's next event ends the watch instead of reaching the client.
+	var from, vouched uint64
 	if err := s.view(func(rd reader) error {
-		from, err = rd.startAfter(id, after)
+		if from, err = rd.startAfter(id, after); err != nil {
+			return err
+		}
+		sum, err := rd.summary(id)
+		if sum != nil {
+			vouched = sum.LastStreamSeq
+		}
 		return err
 	}); err != nil {
 		s.internal(w, err)
@@ -489,6 +498,22 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 		b, _ := json.Marshal(end)
 		_ = write("id: %d\nevent: error\ndata: %s\n\n", last, b)
 	}
+	// stopped ends the watch at a stored message that is not the
+	// session's next event: unreadable (or a gap) is a definite answer,
+	// nothing of that message or after it is sent.
+	stopped := func(v verdict, streamSeq uint64, why string) {
+		code := schema.CodeUnreadable
+		if v == storedGap {
+			code, why = StatusGap, fmt.Sprintf("the session's events after seq %d are missing from the log", last)
+		}
+		hub.ended.WithLabelValues(string(code)).Inc()
+		var end WatchEnd
+		end.Error.Code = string(code)
+		end.Error.Message = fmt.Sprintf("stored message at stream seq %d: %s", streamSeq, why)
+		end.ResumeAfter = last
+		b, _ := json.Marshal(end)
+		_ = write("id: %d\nevent: error\ndata: %s\n\n", last, b)
+	}
 	// onTransient sends, holds or discards one transient event.
 	onTransient := func(ev WatchEvent) error {
 		switch a := *ev.AfterSeq; {
@@ -550,9 +575,13 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 			if err == nil {
 				lm.StreamSeq = md.Sequence.Stream
 			}
-			seq, ok := seqOf(lm)
-			if !ok || seq <= last {
+			seq, v, why := judgeStored(id, last, vouched, lm)
+			switch {
+			case v == storedCopy || (v == storedNext && seq == 0):
 				continue
+			case v == storedBad || v == storedGap:
+				stopped(v, lm.StreamSeq, why)
+				return
 			}
 			if send(seq, "durable", WatchEvent{Seq: seq, StreamSeq: lm.StreamSeq, Event: rawEvent(lm)}) != nil {
 				return
