@@ -2,9 +2,13 @@ package repairer
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
@@ -260,11 +264,20 @@ func (s *Service) outageOK(src string) {
 	}
 }
 
-// noteFailure counts an evaluation's failure as an outage unless its
-// error is a definite answer about the session.
+// noteFailure counts an evaluation's failure as an outage when it is one
+// of reaching the log (no answer, no responders, no leader), never when it
+// is an answer about the session: a session that keeps failing for its
+// own reasons must not hold back every other repair.
 func (s *Service) noteFailure(err error) {
-	switch schema.CodeOf(err) {
-	case schema.CodeInternal, schema.CodeNotCommitted, schema.CodeOutcomeUnknown:
-		s.outageFailed(srcProbe, err)
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrConnectionClosed),
+		errors.Is(err, nats.ErrDisconnected), errors.Is(err, jetstream.ErrNoStreamResponse):
+	case errors.As(err, &apiErr) && apiErr.Code == 503:
+	case schema.CodeOf(err) == schema.CodeNotCommitted, schema.CodeOf(err) == schema.CodeOutcomeUnknown:
+	default:
+		return
 	}
+	s.outageFailed(srcProbe, err)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // The window rule on its own: an expiry inside an outage, or within a TTL
@@ -211,5 +213,29 @@ func TestOutageLongerThanTTL(t *testing.T) {
 	}
 	if got := counter(t, r.svc.m.outages); got < 1 {
 		t.Fatalf("outages metric %v", got)
+	}
+}
+
+// Only failures to reach the log open an outage: a session that keeps
+// failing for its own reasons must not hold back every other repair.
+func TestOutageOnlyFromReachingTheLog(t *testing.T) {
+	m, err := newMetrics(nil, func() float64 { return 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Service{out: newOutages(testTTL, testGrace), m: m, log: slog.New(slog.DiscardHandler), now: time.Now}
+	for _, err := range []error{
+		schema.Errorf(schema.CodeUnreadable, "session s at stream seq 3: not an event"),
+		errors.New("repairer: s folded to seq 3 but the tail is seq 4"),
+		logstore.ErrConflict,
+	} {
+		s.noteFailure(err)
+		if got := counter(t, m.outages); got != 0 {
+			t.Fatalf("%v opened an outage", err)
+		}
+	}
+	s.noteFailure(fmt.Errorf("logstore: lease record s: %w", context.DeadlineExceeded))
+	if got := counter(t, m.outages); got != 1 {
+		t.Fatalf("a timeout reaching the log: %v outages, want 1", got)
 	}
 }
