@@ -131,7 +131,19 @@ func (o *outages) blip(now time.Time) {
 }
 
 func (o *outages) addLocked(w outageWindow, now time.Time) {
-	// Forget windows that can no longer move an expiry.
+	// A window that starts less than a TTL after the previous one ends
+	// joins it: an expiry the first moves lands in the second and moves
+	// again, exactly as if they were one. Merged, a window is independent
+	// of the others and can be forgotten once it can no longer move an
+	// expiry not yet due.
+	if n := len(o.windows); n > 0 && w.from.Before(o.windows[n-1].to.Add(o.ttl)) {
+		if w.to.After(o.windows[n-1].to) {
+			o.windows[n-1].to = w.to
+		}
+	} else {
+		o.windows = append(o.windows, w)
+		sort.Slice(o.windows, func(a, b int) bool { return o.windows[a].from.Before(o.windows[b].from) })
+	}
 	i := 0
 	for _, old := range o.windows {
 		if now.Sub(old.to) <= o.keep {
@@ -140,14 +152,6 @@ func (o *outages) addLocked(w outageWindow, now time.Time) {
 		}
 	}
 	o.windows = o.windows[:i]
-	if n := len(o.windows); n > 0 && !w.from.After(o.windows[n-1].to) {
-		if w.to.After(o.windows[n-1].to) {
-			o.windows[n-1].to = w.to
-		}
-		return
-	}
-	o.windows = append(o.windows, w)
-	sort.Slice(o.windows, func(a, b int) bool { return o.windows[a].from.Before(o.windows[b].from) })
 }
 
 // expiry returns when a lease that ran out at exp counts as expired: exp

@@ -69,6 +69,22 @@ func TestOutageExpiry(t *testing.T) {
 	if w, _, ended := o.ok(srcWatch, at(53)); !ended || !w.from.Equal(at(49)) {
 		t.Fatalf("end with both fine: %v %v", w, ended)
 	}
+
+	// Two outages less than a TTL apart, the second long: a lease that
+	// lapsed in the first and was moved into the second moves again, even
+	// once the first ended longer ago than windows are kept.
+	o = newOutages(ttl, time.Second)
+	o.ok(srcProbe, at(0))
+	o.fail(srcProbe, at(1))
+	o.ok(srcProbe, at(10))
+	o.fail(srcProbe, at(16)) // the last good probe was at 15
+	if _, ongoing := o.expiry(at(5)); !ongoing {
+		t.Fatal("an expiry moved into the open outage is dated")
+	}
+	o.ok(srcProbe, at(40))
+	if got, ongoing := o.expiry(at(5)); ongoing || !got.Equal(at(50)) {
+		t.Fatalf("expiry moved through two outages: %v (ongoing %v), want 50", got.Sub(t0).Seconds(), ongoing)
+	}
 }
 
 // The server is down for longer than the lease TTL while two holders keep
