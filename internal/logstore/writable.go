@@ -2,8 +2,12 @@ package logstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // peerActiveLimit: a replica the leader has not heard from for longer
@@ -44,4 +48,20 @@ func (s *Store) Writable(ctx context.Context) (leaders []string, err error) {
 		leaders = append(leaders, ci.Leader)
 	}
 	return leaders, nil
+}
+
+// Unreachable reports whether err is a failure to reach the log (no
+// answer, no responders, no connection, no stream leader) rather than an
+// answer about what was asked.
+func Unreachable(err error) bool {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrConnectionClosed),
+		errors.Is(err, nats.ErrDisconnected), errors.Is(err, jetstream.ErrNoStreamResponse):
+		return true
+	case errors.As(err, &apiErr):
+		return apiErr.Code == 503
+	}
+	return false
 }

@@ -2,14 +2,11 @@ package repairer
 
 import (
 	"context"
-	"errors"
 	"sort"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -273,12 +270,8 @@ func (s *Service) outageOK(src string) {
 // is an answer about the session: a session that keeps failing for its
 // own reasons must not hold back every other repair.
 func (s *Service) noteFailure(err error) {
-	var apiErr *jetstream.APIError
 	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout),
-		errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrConnectionClosed),
-		errors.Is(err, nats.ErrDisconnected), errors.Is(err, jetstream.ErrNoStreamResponse):
-	case errors.As(err, &apiErr) && apiErr.Code == 503:
+	case logstore.Unreachable(err):
 	case schema.CodeOf(err) == schema.CodeNotCommitted, schema.CodeOf(err) == schema.CodeOutcomeUnknown:
 	default:
 		return
