@@ -123,7 +123,7 @@ func (r *faultReport) problem(format string, args ...any) {
 // OK reports whether every guarantee held.
 func (r *faultReport) OK() bool {
 	return r.Lost == 0 && r.Dups == 0 && r.Gaps == 0 && r.Partial == 0 && r.Phantom == 0 &&
-		r.Foreign == 0 && r.BadForks == 0 && r.RepairedTwice == 0 && r.Unfoldable == 0 && r.AbandonedRepaired == r.Abandoned && len(r.Problems) == 0
+		r.Foreign == 0 && r.BadForks == 0 && r.RepairedTwice == 0 && r.RepairedLive == 0 && r.Unfoldable == 0 && r.AbandonedRepaired == r.Abandoned && len(r.Problems) == 0
 }
 
 func (r *faultReport) String() string {
@@ -186,7 +186,12 @@ func faultCheck(stored map[string][]faultStored, batches []*faultBatch, forks []
 		case rec != nil && rec.Abandoned:
 			// counted below
 		case repairs == 1:
+			// The repairer closed a session whose agent was alive: its
+			// lease ran out while the cluster could not take the renewal
+			// (DESIGN.md section 6, docs/adr/006): an outage must not
+			// pause a live fleet.
 			r.RepairedLive++
+			r.problem("%s: repaired though its agent was alive (%s)", sid, faultRepairOf(evs))
 		}
 		if rec != nil && rec.Abandoned && repairs == 1 && st.HasOpenWork() {
 			r.problem("%s: repaired but work is still open", sid)
@@ -300,6 +305,24 @@ func faultCheck(stored map[string][]faultStored, batches []*faultBatch, forks []
 	}
 	sort.Strings(r.Problems)
 	return r
+}
+
+// faultRepairOf describes a session's repair: when its marker was
+// written and when it says the lease expired.
+func faultRepairOf(evs []faultStored) string {
+	for _, s := range evs {
+		if s.Env.Type != schema.TypeRepairApplied {
+			continue
+		}
+		var d schema.RepairApplied
+		_ = s.Env.DecodeData(&d)
+		exp := "unknown"
+		if d.LeaseExpiredAt != nil {
+			exp = d.LeaseExpiredAt.Local().Format("15:04:05.000")
+		}
+		return fmt.Sprintf("seq %d at %s, lease expired %s", s.Env.Seq, s.Env.Time.Local().Format("15:04:05.000"), exp)
+	}
+	return "no repair"
 }
 
 // faultCheckFork: the child of a fork answered ok is session/created with
@@ -432,6 +455,8 @@ func faultEnv(sid string, seq uint64, id, typ string) faultStored {
 	case schema.TypeSessionCreated:
 	case schema.TypeMessageUser:
 		data = `{"content":"x"}`
+	case schema.TypeRepairApplied:
+		data = `{"reason":"lease expired","closed":[]}`
 	}
 	return faultStored{StreamSeq: seq, Env: schema.Envelope{SchemaVersion: 1, SessionID: sid, Seq: seq, EventID: id,
 		Time: time.Now().UTC(), Type: typ, Data: []byte(data)}}
@@ -486,6 +511,10 @@ func TestFaultChecker(t *testing.T) {
 		{"WrongSeq", func(_ map[string][]faultStored, b *[]*faultBatch, _ map[string]*faultSessionRec) {
 			(*b)[1].FirstSeq = 3
 		}, func(r *faultReport) int { return r.Lost }},
+		{"RepairedLive", func(st map[string][]faultStored, _ *[]*faultBatch, _ map[string]*faultSessionRec) {
+			st["s"] = append(st["s"], faultEnv("s", 4, "r1", schema.TypeRepairApplied))
+			st["s"][3].Env.Synthetic = true
+		}, func(r *faultReport) int { return r.RepairedLive }},
 		{"NotRepaired", func(_ map[string][]faultStored, _ *[]*faultBatch, s map[string]*faultSessionRec) {
 			s["s"].Abandoned = true
 		}, func(r *faultReport) int { return r.Abandoned - r.AbandonedRepaired }},

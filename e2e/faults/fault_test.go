@@ -146,6 +146,9 @@ func TestFaultsCluster(t *testing.T) {
 		if t.Failed() || os.Getenv("SESSIONLOG_FAULTS_LOGS") == "1" {
 			faultDumpLogs(t, dir)
 		}
+		if keep := os.Getenv("SESSIONLOG_FAULTS_KEEP"); keep != "" {
+			faultKeepLogs(t, dir, keep)
+		}
 	})
 	ctx := context.Background()
 	// The harness provisions the R3 stream and buckets, as an operator
@@ -263,6 +266,7 @@ func TestFaultsCluster(t *testing.T) {
 			t.Logf("ANOMALY duplicate reply to a first send: %s", d)
 		}
 	}
+	faultExplainLive(t, fleet, rep)
 	for _, p := range rep.Problems {
 		t.Errorf("checker: %s", p)
 	}
@@ -389,6 +393,50 @@ func faultDumpLogs(t *testing.T, dir string) {
 	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 	for _, l := range logs {
 		t.Logf("---- %s (tail)\n%s", filepath.Base(l), faultLogTail(l, 6000))
+	}
+}
+
+// faultKeepLogs copies the children's logs to keep (a directory), for a
+// run that must be read after its temporary directory is gone.
+func faultKeepLogs(t *testing.T, dir, keep string) {
+	if err := os.MkdirAll(keep, 0o755); err != nil {
+		t.Logf("keep logs: %v", err)
+		return
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil {
+			_ = os.WriteFile(filepath.Join(keep, filepath.Base(l)), b, 0o644)
+		}
+	}
+	t.Logf("logs kept in %s", keep)
+}
+
+// faultExplainLive prints, for sessions repaired under a live agent, what
+// that agent was told around the repair: when its appends last committed
+// and what the ones after were answered.
+func faultExplainLive(t *testing.T, fleet *faultFleet, rep *faultReport) {
+	t.Helper()
+	n := 0
+	for _, p := range rep.Problems {
+		sid, rest, ok := strings.Cut(p, ":")
+		if !ok || !strings.Contains(rest, "agent was alive") || n >= 10 {
+			continue
+		}
+		n++
+		var parts []string
+		for _, b := range fleet.batches {
+			if b.Session != sid {
+				continue
+			}
+			for _, a := range b.Attempts {
+				parts = append(parts, fmt.Sprintf("%s@%s", a.Result, a.End.Format("15:04:05.000")))
+			}
+		}
+		if len(parts) > 6 {
+			parts = parts[len(parts)-6:]
+		}
+		t.Logf("LIVE %s:%s; last answers %s", sid, rest, strings.Join(parts, " "))
 	}
 }
 

@@ -63,11 +63,63 @@ func (s *Store) GetClaim(ctx context.Context, sessionID string) (*Claim, error) 
 	return &c, nil
 }
 
-// RenewLease takes or renews the session's lease for holder with the
-// store's lease TTL, and records the claim the first time. kv.Update would
-// drop the per-key TTL, so a renewal is a publish to the key's subject with
-// the per-subject expected sequence and a message TTL.
+// LeaseHeldError refuses a lease to a holder while another holder's
+// lease is live (DESIGN.md section 2). It unwraps to the contract's
+// conflict code; its message names the current holder.
+type LeaseHeldError struct {
+	SessionID string
+	// Holder is the current holder.
+	Holder string
+	// ExpiresAt is when its lease runs out unless renewed (zero: the
+	// entry carries no TTL).
+	ExpiresAt time.Time
+}
+
+func (e *LeaseHeldError) Error() string {
+	until := ""
+	if !e.ExpiresAt.IsZero() {
+		until = " until " + e.ExpiresAt.UTC().Format(time.RFC3339Nano)
+	}
+	return fmt.Sprintf("session %s is held by %q (lease live%s): another holder is refused unless it says \"takeover\": true",
+		e.SessionID, e.Holder, until)
+}
+
+// Unwrap gives the contract code: conflict.
+func (e *LeaseHeldError) Unwrap() error {
+	return &schema.Error{Code: schema.CodeConflict, Message: e.Error(), Index: -1}
+}
+
+// HeldByOther returns the refusal for holder if rec is a live lease of
+// another holder at now, else nil. An entry whose TTL has run out counts
+// as expired even before the server removes it: an expired lease may be
+// taken by anyone.
+func HeldByOther(sessionID string, rec LeaseRecord, holder string, now time.Time) *LeaseHeldError {
+	if rec.Lease == nil || rec.Lease.Holder == holder {
+		return nil
+	}
+	exp := rec.ExpiresAt()
+	if !exp.IsZero() && !now.Before(exp) {
+		return nil
+	}
+	return &LeaseHeldError{SessionID: sessionID, Holder: rec.Lease.Holder, ExpiresAt: exp}
+}
+
+// RenewLease takes or renews the session's lease for holder whoever holds
+// it now: TakeLease with takeover (tools, tests, benchmarks).
 func (s *Store) RenewLease(ctx context.Context, sessionID, holder string, now time.Time) error {
+	return s.TakeLease(ctx, sessionID, holder, now, true)
+}
+
+// TakeLease takes or renews the session's lease for holder with the
+// store's lease TTL, and records the claim the first time. A live lease of
+// another holder is refused with *LeaseHeldError unless takeover; an
+// absent or expired one is taken. The check and the write are one step:
+// the write expects the revision the check read, so two holders racing
+// for a lease cannot both get it.
+//
+// kv.Update would drop the per-key TTL, so a renewal is a publish to the
+// key's subject with the per-subject expected sequence and a message TTL.
+func (s *Store) TakeLease(ctx context.Context, sessionID, holder string, now time.Time, takeover bool) error {
 	if !schema.ValidSessionID(sessionID) {
 		return schema.Errorf(schema.CodeBadRequest, "invalid session id")
 	}
@@ -82,6 +134,11 @@ func (s *Store) RenewLease(ctx context.Context, sessionID, holder string, now ti
 		rec, err := s.LeaseRecord(ctx, sessionID)
 		if err != nil {
 			return err
+		}
+		if !takeover {
+			if held := HeldByOther(sessionID, rec, holder, now); held != nil {
+				return held
+			}
 		}
 		_, err = s.js.Publish(ctx, "$KV."+LeaseBucket+"."+sessionID, val,
 			jetstream.WithExpectLastSequencePerSubject(rec.Revision), jetstream.WithMsgTTL(ttl))

@@ -64,6 +64,9 @@ type AppendRequest struct {
 	ExpectedSeq *uint64           `json:"expectedSeq,omitempty"`
 	Holder      string            `json:"holder,omitempty"`
 	Events      []schema.Envelope `json:"events"`
+	// Takeover takes the lease from another holder whose lease is live
+	// (section 2); without it such an append is refused with conflict.
+	Takeover bool `json:"takeover,omitempty"`
 }
 
 // AppendReply is the success reply of an append, sent once JetStream
@@ -81,6 +84,8 @@ type AppendReply struct {
 type HeartbeatRequest struct {
 	SessionID string `json:"sessionId"`
 	Holder    string `json:"holder"`
+	// Takeover takes the lease from another holder whose lease is live.
+	Takeover bool `json:"takeover,omitempty"`
 }
 
 // HeartbeatReply says how long the lease lasts from now.

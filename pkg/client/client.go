@@ -82,6 +82,10 @@ type AppendRequest struct {
 	// Holder names the agent process; the writer renews its lease.
 	Holder string
 	Events []schema.Envelope
+	// Takeover takes the session's lease from another holder whose lease
+	// is live (a recovering agent that knows the other is gone); without
+	// it such an append is refused with ErrConflict naming the holder.
+	Takeover bool
 }
 
 // Seq returns a pointer to n, for AppendRequest.ExpectedSeq.
@@ -120,7 +124,7 @@ func (c *Client) Append(ctx context.Context, req AppendRequest) (AppendResult, e
 		}
 		ids[i] = evs[i].EventID
 	}
-	body, err := json.Marshal(api.AppendRequest{SessionID: req.SessionID, ExpectedSeq: req.ExpectedSeq, Holder: req.Holder, Events: evs})
+	body, err := json.Marshal(api.AppendRequest{SessionID: req.SessionID, ExpectedSeq: req.ExpectedSeq, Holder: req.Holder, Events: evs, Takeover: req.Takeover})
 	if err != nil {
 		return AppendResult{}, errorf(schema.CodeBadRequest, "encode request: %v", err)
 	}
@@ -229,9 +233,21 @@ type HeartbeatResult struct {
 	TTL time.Duration
 }
 
-// Heartbeat renews holder's lease of an existing session.
+// Heartbeat renews holder's lease of an existing session. While another
+// holder's lease is live it is refused with ErrConflict naming that holder.
 func (c *Client) Heartbeat(ctx context.Context, sessionID, holder string) (HeartbeatResult, error) {
-	body, _ := json.Marshal(api.HeartbeatRequest{SessionID: sessionID, Holder: holder})
+	return c.heartbeat(ctx, sessionID, holder, false)
+}
+
+// TakeOver takes the session's lease for holder even while another
+// holder's lease is live ("takeover": true, DESIGN.md section 2): what a
+// recovering agent does once it knows the former holder is gone.
+func (c *Client) TakeOver(ctx context.Context, sessionID, holder string) (HeartbeatResult, error) {
+	return c.heartbeat(ctx, sessionID, holder, true)
+}
+
+func (c *Client) heartbeat(ctx context.Context, sessionID, holder string, takeover bool) (HeartbeatResult, error) {
+	body, _ := json.Marshal(api.HeartbeatRequest{SessionID: sessionID, Holder: holder, Takeover: takeover})
 	var r api.HeartbeatReply
 	// A heartbeat changes nothing but the lease: an unknown outcome is
 	// retried like an append's.

@@ -58,7 +58,10 @@ func (c *Client) Create(ctx context.Context, sessionID, holder string, meta sche
 }
 
 // Open loads an existing session from the log (through the client's
-// connection) and returns it held by holder.
+// connection) and returns it held by holder. Open does not take the
+// session's lease: while another holder's lease is live, appends and
+// heartbeats are refused with ErrConflict naming it. A recovering agent
+// that knows the former holder is gone calls TakeOver.
 func (c *Client) Open(ctx context.Context, sessionID, holder string) (*Session, error) {
 	return c.OpenFrom(ctx, c, sessionID, holder)
 }
@@ -404,6 +407,14 @@ func (s *Session) Close(ctx context.Context, reason string) error {
 // Heartbeat renews the holder's lease.
 func (s *Session) Heartbeat(ctx context.Context) (HeartbeatResult, error) {
 	return s.c.Heartbeat(ctx, s.id, s.holder)
+}
+
+// TakeOver takes the session's lease for this handle's holder even while
+// another holder's lease is live: the deliberate step of a recovering
+// agent (Open after a crash, under a new holder name) once it knows the
+// former holder is gone.
+func (s *Session) TakeOver(ctx context.Context) (HeartbeatResult, error) {
+	return s.c.TakeOver(ctx, s.id, s.holder)
 }
 
 // liveEvent is a transient event on sessions.live.<id>.

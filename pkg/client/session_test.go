@@ -124,6 +124,31 @@ func TestSessionLifecycle(t *testing.T) {
 	if l, _, err := s.st.GetLease(ctx, "life"); err != nil || l == nil || l.Holder != "agent-1" {
 		t.Fatalf("lease %+v %v", l, err)
 	}
+
+	// A recovering agent under another holder name: refused while
+	// agent-1's lease is live, until it takes the session over.
+	rec, err := s.c.Open(ctx, "life", "agent-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.UserMessage(ctx, json.RawMessage(`"back"`)); !errors.Is(err, client.ErrConflict) {
+		t.Fatalf("append of another holder while the lease is live: %v, want ErrConflict", err)
+	}
+	if _, err := rec.Heartbeat(ctx); !errors.Is(err, client.ErrConflict) {
+		t.Fatalf("heartbeat of another holder while the lease is live: %v, want ErrConflict", err)
+	}
+	if hb, err := rec.TakeOver(ctx); err != nil || hb.Holder != "agent-2" {
+		t.Fatalf("take over: %+v %v", hb, err)
+	}
+	if err := rec.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.UserMessage(ctx, json.RawMessage(`"back"`)); err != nil {
+		t.Fatalf("append after the takeover: %v", err)
+	}
+	if _, err := sess.Heartbeat(ctx); !errors.Is(err, client.ErrConflict) {
+		t.Fatalf("the former holder's heartbeat after the takeover: %v, want ErrConflict", err)
+	}
 }
 
 // StartTool does not let the side effect run unless tool/started is

@@ -71,9 +71,20 @@ func (s *Service) check(ctx context.Context, id string, why trigger) {
 			return
 		}
 		expiredAt := s.expiryOf(id, rec)
-		if !expiredAt.IsZero() && now.Before(expiredAt.Add(s.cfg.Grace)) {
+		// A lease that lapsed while the log could not take its renewal
+		// counts from the recovery (outage.go).
+		due, ongoing := s.out.expiry(expiredAt)
+		if ongoing {
 			reads.wait()
-			s.wakeAt(id, expiredAt.Add(s.cfg.Grace), why)
+			if s.out.park(id, why) {
+				s.m.checks.WithLabelValues("outage").Inc()
+				return
+			}
+			due, _ = s.out.expiry(expiredAt) // it ended meanwhile
+		}
+		if !due.IsZero() && now.Before(due.Add(s.cfg.Grace)) {
+			reads.wait()
+			s.wakeAt(id, due.Add(s.cfg.Grace), why)
 			s.m.checks.WithLabelValues("grace").Inc()
 			return
 		}
@@ -196,6 +207,7 @@ func (s *Service) failed(ctx context.Context, id string, why trigger, op string,
 		return
 	}
 	s.m.errors.Inc()
+	s.noteFailure(err)
 	s.log.Warn("repairer: evaluation failed; retrying later", "session", id, "op", op, "err", err)
 	s.wakeAt(id, s.now().Add(retryBackoff), why)
 }

@@ -27,5 +27,22 @@
 // lease is live leaves the claim, so the holder's later death is still
 // noticed.
 //
-// The same plan is served on demand on sessions.api.repair.
+// A lease that lapsed while the log could not take writes gets its TTL
+// again from the recovery before it counts as expired
+// (docs/adr/006-lease-expiry-after-outage.md). No holder can renew while
+// the cluster cannot take writes, so such an expiry says nothing about the
+// holder. The service keeps the periods it saw the log unable to take
+// writes (outage.go): a probe every TTL/16 of the leaders of the session
+// stream and the lease and claim buckets (no answer, no leader, no quorum),
+// a leader change between two probes, its own failed reads and writes, its
+// lease watch breaking, and its own start until the first good probe. A
+// lease whose expiry falls inside such a period, or within a TTL after its
+// end, counts as expiring a TTL after the end: its holder gets a full TTL
+// plus the grace period after the recovery to renew before the session is
+// repaired. An expiry inside a period still open is not dated at all: the
+// session waits for the recovery. Nothing is persisted; a restarted
+// repairer knows only the periods since its start.
+//
+// The same plan is served on demand on sessions.api.repair (an operator's
+// request: the outage rule does not apply to it).
 package repairer

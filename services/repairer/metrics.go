@@ -14,6 +14,8 @@ type metrics struct {
 	// groups: sessions per committed grouped batch.
 	groups         prometheus.Histogram
 	groupFallbacks *prometheus.CounterVec // by reason
+	// outages: periods this replica saw the log unable to take writes.
+	outages prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, error) {
@@ -60,11 +62,15 @@ func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, e
 			Name: "sessionlog_repairer_group_fallbacks_total",
 			Help: "Grouped batches whose sessions were appended one by one instead, by reason (refused: a session's check or a duplicate failed it; unknown: no answer).",
 		}, []string{"reason"}),
+		outages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sessionlog_repairer_outages_total",
+			Help: "Periods this replica saw the log unable to take writes (leases that lapse in one get their TTL again from its end).",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.repaired, m.closers, m.latency, m.lost, m.duplicates, m.checks, m.errors, m.queue, m.groups, m.groupFallbacks} {
+	for _, c := range []prometheus.Collector{m.repaired, m.closers, m.latency, m.lost, m.duplicates, m.checks, m.errors, m.queue, m.groups, m.groupFallbacks, m.outages} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -104,6 +104,9 @@ type Service struct {
 	expiries map[string]time.Time // best known expiry of a gone lease
 	stopping bool
 
+	// out: the periods the log could not take writes (outage.go).
+	out *outages
+
 	// grouper commits repairs in grouped batches while Run runs.
 	grouper atomic.Pointer[grouper]
 
@@ -199,6 +202,7 @@ func New(cfg Config) (*Service, error) {
 		expiries: map[string]time.Time{},
 	}
 	s.cond = sync.NewCond(&s.mu)
+	s.out = newOutages(cfg.LeaseTTL, cfg.Grace)
 	m, err := newMetrics(cfg.Registerer, func() float64 {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -260,8 +264,13 @@ func (s *Service) Run(ctx context.Context) error {
 			s.worker(ctx)
 		}()
 	}
+	s.out.start(s.now())
 	watchUp := make(chan struct{})
-	s.wg.Add(2)
+	s.wg.Add(3)
+	go func() {
+		defer s.wg.Done()
+		s.probeLoop(ctx)
+	}()
 	go func() {
 		defer s.wg.Done()
 		s.watchLoop(ctx, watchUp)
@@ -310,6 +319,9 @@ func (s *Service) watchLoop(ctx context.Context, up chan struct{}) {
 		if err != nil {
 			s.log.Warn("repairer: lease watch", "err", err)
 			s.watching.Store(false)
+			if ctx.Err() == nil {
+				s.outageFailed(srcWatch, err)
+			}
 			select {
 			case <-ctx.Done():
 				return
@@ -318,6 +330,7 @@ func (s *Service) watchLoop(ctx context.Context, up chan struct{}) {
 			continue
 		}
 		s.watching.Store(true)
+		s.outageOK(srcWatch)
 		if first {
 			close(up)
 			first = false
@@ -327,6 +340,10 @@ func (s *Service) watchLoop(ctx context.Context, up chan struct{}) {
 		s.follow(ctx, w)
 		_ = w.Stop()
 		s.watching.Store(false)
+		if ctx.Err() == nil {
+			// Renewals and expiries went unseen until it runs again.
+			s.outageFailed(srcWatch, errors.New("lease watch closed"))
+		}
 	}
 }
 
@@ -486,6 +503,7 @@ func (s *Service) sweep(ctx context.Context) {
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("repairer: sweep", "err", err)
+			s.outageFailed(srcProbe, err)
 		}
 		return
 	}

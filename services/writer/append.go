@@ -51,6 +51,9 @@ func (s *Service) Append(ctx context.Context, body []byte) (AppendReply, error) 
 	if err != nil {
 		return AppendReply{}, err
 	}
+	if err := s.checkHolder(ctx, &req); err != nil {
+		return AppendReply{}, err
+	}
 	mu := s.lock(req.SessionID)
 	mu.Lock()
 	rep, err := s.commit(ctx, &req, p)
@@ -59,7 +62,7 @@ func (s *Service) Append(ctx context.Context, body []byte) (AppendReply, error) 
 		return AppendReply{}, err
 	}
 	if req.Holder != "" {
-		s.renewAfterAppend(ctx, req.SessionID, req.Holder)
+		s.renewAfterAppend(ctx, req.SessionID, req.Holder, req.Takeover)
 	}
 	return rep, nil
 }

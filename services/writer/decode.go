@@ -41,6 +41,8 @@ func decodeAppend(b []byte, req *AppendRequest) error {
 			return p.strField(&req.SessionID)
 		case "holder":
 			return p.strField(&req.Holder)
+		case "takeover":
+			return p.boolField(&req.Takeover)
 		case "expectedSeq":
 			if p.null() {
 				req.ExpectedSeq = nil

@@ -10,6 +10,7 @@ import (
 
 var decodeSeeds = []string{
 	`{"sessionId":"s1","expectedSeq":3,"holder":"h","events":[{"type":"message/user","data":{"content":"hi"}}]}`,
+	`{"sessionId":"s1","holder":"h","takeover":true,"events":[]}`, `{"sessionId":"s1","takeover":null}`, `{"sessionId":"s1","takeover":1}`,
 	`{"sessionId":"s1","events":[{"schemaVersion":1,"sessionId":"s1","seq":4,"eventId":"e1","time":"2026-12-02T15:04:05.123456Z","type":"tool/started","turnId":"t","stepId":"s","attemptId":"a","toolCallId":"c","ignorable":false,"synthetic":true,"data":null}]}`,
 	`{"sessionId":null,"expectedSeq":null,"events":null}`,
 	`{"sessionId":"s\u0031","events":[null,{}]}`,

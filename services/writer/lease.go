@@ -17,14 +17,62 @@ type leaseMark struct {
 	at     time.Time
 }
 
-// renewTimeout bounds a renewal done on the way to an append's reply.
-const renewTimeout = 2 * time.Second
+// renewTimeout bounds a renewal done on the way to an append's reply;
+// checkTimeout the lease read before an append.
+const (
+	renewTimeout = 2 * time.Second
+	checkTimeout = time.Second
+)
+
+// checkHolder refuses, before anything is stored, an append that names a
+// holder other than the one whose lease is live, unless it says takeover
+// (DESIGN.md section 2). It reads nothing while this process renewed the
+// lease for the same holder within the last TTL/3 (the appends that skip
+// their renewal): the common case costs no request. Otherwise it reads the
+// lease from the bucket's leader, at most once per TTL/3 per session as the
+// renewal after the append marks it again. A takeover through another
+// writer replica within that TTL/3 is noticed at the next renewal, which
+// is refused; the append's expectedSeq check is what keeps a stale holder
+// from building on a log it no longer knows.
+//
+// A lease that cannot be read (the lease bucket has no leader) does not
+// stop the append: nobody can take a lease over while the bucket cannot be
+// written either, and appends must not depend on the lease bucket being up.
+func (s *Service) checkHolder(ctx context.Context, req *AppendRequest) error {
+	if req.Holder == "" || req.Takeover {
+		return nil
+	}
+	now := s.cfg.Now()
+	m, marked := s.leases.Get(req.SessionID)
+	ours := marked && m.holder == req.Holder
+	if ours && now.Sub(m.at) < s.cfg.LeaseTTL/3 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	rec, err := s.st.LeaseRecord(ctx, req.SessionID)
+	if err != nil {
+		s.m.renewals.WithLabelValues("unchecked").Inc()
+		s.log.Debug("writer: lease not checked", "session", req.SessionID, "holder", req.Holder, "err", err)
+		return nil
+	}
+	if held := logstore.HeldByOther(req.SessionID, rec, req.Holder, now); held != nil {
+		if ours {
+			s.leases.Delete(req.SessionID)
+		}
+		s.m.renewals.WithLabelValues("held").Inc()
+		return held
+	}
+	return nil
+}
 
 // renewAfterAppend renews the holder's lease after a committed append, at
 // most every third of the TTL per session, and always when the holder is
 // new to this process. A renewal that fails does not fail the append (it
 // is stored): it is logged and counted, and the next append tries again.
-func (s *Service) renewAfterAppend(ctx context.Context, sessionID, holder string) {
+// Without takeover it never takes a live lease from another holder (one
+// that took it between checkHolder and the commit keeps it).
+func (s *Service) renewAfterAppend(ctx context.Context, sessionID, holder string, takeover bool) {
 	now := s.cfg.Now()
 	if m, ok := s.leases.Get(sessionID); ok && m.holder == holder && now.Sub(m.at) < s.cfg.LeaseTTL/3 {
 		return
@@ -33,8 +81,14 @@ func (s *Service) renewAfterAppend(ctx context.Context, sessionID, holder string
 	s.leases.Put(sessionID, leaseMark{holder: holder, at: now})
 	ctx, cancel := context.WithTimeout(ctx, renewTimeout)
 	defer cancel()
-	if err := s.st.RenewLease(ctx, sessionID, holder, now); err != nil {
+	if err := s.st.TakeLease(ctx, sessionID, holder, now, takeover); err != nil {
 		s.leases.Delete(sessionID)
+		var held *logstore.LeaseHeldError
+		if errors.As(err, &held) {
+			s.m.renewals.WithLabelValues("held").Inc()
+			s.log.Warn("writer: lease taken by another holder during a committed append", "session", sessionID, "holder", holder, "current", held.Holder)
+			return
+		}
 		s.m.renewals.WithLabelValues("error").Inc()
 		s.log.Warn("writer: lease renewal failed after a committed append", "session", sessionID, "holder", holder, "err", err)
 		return
@@ -62,7 +116,9 @@ func (s *Service) handleHeartbeat(ctx context.Context, m *nats.Msg) {
 }
 
 // Heartbeat renews the holder's lease of an existing session. The reply's
-// ttlMs is how long the lease lasts from now.
+// ttlMs is how long the lease lasts from now. A live lease of another
+// holder is refused with conflict (naming it) unless the request says
+// takeover.
 func (s *Service) Heartbeat(ctx context.Context, body []byte) (HeartbeatReply, error) {
 	var req HeartbeatRequest
 	if err := unmarshal(body, &req); err != nil {
@@ -95,10 +151,19 @@ func (s *Service) Heartbeat(ctx context.Context, body []byte) (HeartbeatReply, e
 	}
 	now := s.cfg.Now()
 	ttl := s.cfg.LeaseTTL
-	if m, ok := s.leases.Get(req.SessionID); ok && m.holder == req.Holder && now.Sub(m.at) < s.heartbeatMin() {
+	m, marked := s.leases.Get(req.SessionID)
+	if marked && m.holder == req.Holder && now.Sub(m.at) < s.heartbeatMin() {
 		return HeartbeatReply{SessionID: req.SessionID, Holder: req.Holder, TTLMs: (ttl - now.Sub(m.at)).Milliseconds()}, nil
 	}
-	if err := s.st.RenewLease(ctx, req.SessionID, req.Holder, now); err != nil {
+	if err := s.st.TakeLease(ctx, req.SessionID, req.Holder, now, req.Takeover); err != nil {
+		var held *logstore.LeaseHeldError
+		if errors.As(err, &held) {
+			if marked && m.holder == req.Holder {
+				s.leases.Delete(req.SessionID)
+			}
+			s.m.renewals.WithLabelValues("held").Inc()
+			return HeartbeatReply{}, err
+		}
 		s.m.renewals.WithLabelValues("error").Inc()
 		var se *schema.Error
 		if errors.As(err, &se) {

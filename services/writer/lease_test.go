@@ -3,6 +3,7 @@ package writer_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,8 +36,9 @@ func TestLeaseRenewedByAppend(t *testing.T) {
 	if n := counterSum(t, reg, "sessionlog_writer_lease_renewals_total", "result", "ok"); n != 1 {
 		t.Fatalf("%v renewals for appends within TTL/3, want 1", n)
 	}
-	// A new holder renews at once.
-	mustOK(t, e.nc, map[string]any{"sessionId": "s1", "holder": "agent-2", "events": events(ev(schema.TypeMessageUser, "data", map[string]any{"content": "x"}))})
+	// A new holder renews at once (it takes agent-1's live lease, which
+	// it must say: DESIGN.md section 2).
+	mustOK(t, e.nc, map[string]any{"sessionId": "s1", "holder": "agent-2", "takeover": true, "events": events(ev(schema.TypeMessageUser, "data", map[string]any{"content": "x"}))})
 	if l, _, _ := e.st.GetLease(ctx, "s1"); l == nil || l.Holder != "agent-2" {
 		t.Fatalf("lease after new holder: %+v", l)
 	}
@@ -95,4 +97,106 @@ func TestHeartbeat(t *testing.T) {
 		}
 		time.Sleep(ttl / 4) // the heartbeat interval of this agent
 	}
+}
+
+// A live lease belongs to its holder (DESIGN.md section 2): a heartbeat or
+// an append naming another holder is refused with conflict naming the
+// holder, and the append stores nothing; with takeover it is taken; an
+// expired lease is taken by anyone.
+func TestLeaseTakeover(t *testing.T) {
+	ctx := context.Background()
+	msg := func(i int) map[string]any {
+		return ev(schema.TypeMessageUser, "eventId", "m"+string(rune('a'+i)), "data", map[string]any{"content": "x"})
+	}
+	holderOf := func(t *testing.T, st *logstore.Store, sid string) string {
+		t.Helper()
+		l, _, err := st.GetLease(ctx, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l == nil {
+			return ""
+		}
+		return l.Holder
+	}
+	refused := func(t *testing.T, r reply, holder string) {
+		t.Helper()
+		if r.err == nil || r.err.Code != schema.CodeConflict || !strings.Contains(r.err.Message, `"`+holder+`"`) {
+			t.Fatalf("got %s %+v, want conflict naming %s", r.code(), r.err, holder)
+		}
+	}
+
+	t.Run("Live", func(t *testing.T) {
+		e := newEnv(t, envOpts{})
+		mustOK(t, e.nc, map[string]any{"sessionId": "s1", "holder": "agent-1", "events": events(created())})
+		before := stored(t, e.st, "s1")
+
+		refused(t, request(t, e.nc, logstore.SubjectHeartbeat, map[string]any{"sessionId": "s1", "holder": "agent-2"}), "agent-1")
+		refused(t, appendReq(t, e.nc, map[string]any{"sessionId": "s1", "holder": "agent-2", "events": events(msg(0))}), "agent-1")
+		// Also with the right expectation and in a batch: the lease is
+		// checked before the events are.
+		refused(t, appendReq(t, e.nc, map[string]any{"sessionId": "s1", "expectedSeq": 1, "holder": "agent-2", "events": events(msg(1), msg(2))}), "agent-1")
+		if got := stored(t, e.st, "s1"); len(got) != len(before) {
+			t.Fatalf("refused appends stored events: %d, want %d", len(got), len(before))
+		}
+		if h := holderOf(t, e.st, "s1"); h != "agent-1" {
+			t.Fatalf("lease holder after refusals: %q", h)
+		}
+		// The holder itself, and an append naming no holder, go on.
+		mustOK(t, e.nc, map[string]any{"sessionId": "s1", "holder": "agent-1", "events": events(msg(3))})
+		mustOK(t, e.nc, map[string]any{"sessionId": "s1", "events": events(msg(4))})
+		if r := request(t, e.nc, logstore.SubjectHeartbeat, map[string]any{"sessionId": "s1", "holder": "agent-1"}); r.err != nil {
+			t.Fatalf("holder's heartbeat: %+v", r.err)
+		}
+
+		// takeover: true takes the live lease, by heartbeat ...
+		if r := request(t, e.nc, logstore.SubjectHeartbeat, map[string]any{"sessionId": "s1", "holder": "agent-2", "takeover": true}); r.err != nil {
+			t.Fatalf("heartbeat with takeover: %+v", r.err)
+		}
+		if h := holderOf(t, e.st, "s1"); h != "agent-2" {
+			t.Fatalf("lease holder after a heartbeat takeover: %q", h)
+		}
+		// ... and the former holder is now the other one, even though
+		// this writer renewed its lease a moment ago.
+		refused(t, appendReq(t, e.nc, map[string]any{"sessionId": "s1", "holder": "agent-1", "events": events(msg(5))}), "agent-2")
+		refused(t, request(t, e.nc, logstore.SubjectHeartbeat, map[string]any{"sessionId": "s1", "holder": "agent-1"}), "agent-2")
+		// ... or by append.
+		mustOK(t, e.nc, map[string]any{"sessionId": "s1", "holder": "agent-3", "takeover": true, "events": events(msg(6))})
+		if h := holderOf(t, e.st, "s1"); h != "agent-3" {
+			t.Fatalf("lease holder after an append takeover: %q", h)
+		}
+		refused(t, appendReq(t, e.nc, map[string]any{"sessionId": "s1", "holder": "agent-2", "events": events(msg(7))}), "agent-3")
+		if got := stored(t, e.st, "s1"); len(got) != len(before)+3 {
+			t.Fatalf("%d events stored, want %d", len(got), len(before)+3)
+		}
+	})
+
+	t.Run("Expired", func(t *testing.T) {
+		ttl := time.Second
+		e := newEnv(t, envOpts{store: logstore.Config{LeaseTTL: ttl}})
+		mustOK(t, e.nc, map[string]any{"sessionId": "s1", "holder": "agent-1", "events": events(created())})
+		mustOK(t, e.nc, map[string]any{"sessionId": "s2", "holder": "agent-1", "events": events(created())})
+		// Nothing renews: both leases run out.
+		natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+			for _, sid := range []string{"s1", "s2"} {
+				if h := holderOf(t, e.st, sid); h != "" {
+					return errors.New("lease of " + sid + " still live")
+				}
+			}
+			return nil
+		})
+		// Anyone takes an expired lease, without takeover.
+		if r := request(t, e.nc, logstore.SubjectHeartbeat, map[string]any{"sessionId": "s1", "holder": "agent-2"}); r.err != nil {
+			t.Fatalf("heartbeat on an expired lease: %+v", r.err)
+		}
+		if h := holderOf(t, e.st, "s1"); h != "agent-2" {
+			t.Fatalf("lease holder of s1: %q", h)
+		}
+		mustOK(t, e.nc, map[string]any{"sessionId": "s2", "holder": "agent-2", "events": events(msg(0))})
+		if h := holderOf(t, e.st, "s2"); h != "agent-2" {
+			t.Fatalf("lease holder of s2: %q", h)
+		}
+		// And holds it now.
+		refused(t, appendReq(t, e.nc, map[string]any{"sessionId": "s2", "holder": "agent-1", "events": events(msg(1))}), "agent-2")
+	})
 }

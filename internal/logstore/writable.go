@@ -1,0 +1,67 @@
+package logstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// peerActiveLimit: a replica the leader has not heard from for longer
+// than this (four raft heartbeats) does not count toward its quorum.
+const peerActiveLimit = 4 * time.Second
+
+// Writable asks the leader of every stream a lease holder's renewal needs
+// (the session streams, the lease and the claim buckets) how it stands,
+// and returns an error unless each has a leader that reaches a quorum of
+// its replicas: what a holder needs to append and to renew its lease. It
+// also returns each stream's leader, so a caller can notice a change of
+// leader between two calls. It writes nothing.
+func (s *Store) Writable(ctx context.Context) (leaders []string, err error) {
+	names := append(Streams(), "KV_"+LeaseBucket, "KV_"+ClaimBucket)
+	leaders = make([]string, 0, len(names))
+	for _, name := range names {
+		st, err := s.js.Stream(ctx, name)
+		if err != nil {
+			return leaders, fmt.Errorf("logstore: %s: %w", name, err)
+		}
+		ci := st.CachedInfo().Cluster
+		if ci == nil {
+			leaders = append(leaders, "")
+			continue // a single server without clustering
+		}
+		if ci.Leader == "" {
+			return leaders, fmt.Errorf("logstore: %s has no leader", name)
+		}
+		up := 1
+		for _, p := range ci.Replicas {
+			if p != nil && !p.Offline && p.Active <= peerActiveLimit {
+				up++
+			}
+		}
+		if n := 1 + len(ci.Replicas); up <= n/2 {
+			return leaders, fmt.Errorf("logstore: %s: leader %s reaches %d of %d replicas", name, ci.Leader, up, n)
+		}
+		leaders = append(leaders, ci.Leader)
+	}
+	return leaders, nil
+}
+
+// Unreachable reports whether err is a failure to reach the log (no
+// answer, no responders, no connection, no stream leader) rather than an
+// answer about what was asked.
+func Unreachable(err error) bool {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout),
+		errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrConnectionClosed),
+		errors.Is(err, nats.ErrDisconnected), errors.Is(err, jetstream.ErrNoStreamResponse):
+		return true
+	case errors.As(err, &apiErr):
+		return apiErr.Code == 503
+	}
+	return false
+}
