@@ -32,9 +32,6 @@ var jetstreamAllowed = []string{"internal/logstore", "internal/natstest", "inter
 var jetstreamExceptions = []string{
 	"cmd/sessionlog/ops.go",
 	"cmd/sessionlog/verbs.go",
-	"services/forker/fork.go",
-	"services/forker/forker.go",
-	"services/forker/sweep.go",
 	"services/projector/loadgen/loadgen.go",
 	"services/projector/service.go",
 	"services/projector/watch.go",

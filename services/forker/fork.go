@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
@@ -271,7 +269,7 @@ func (s *Service) claimChild(ctx context.Context, p *plan) error {
 	if err != nil {
 		return fmt.Errorf("forker: read child %s: %w", p.ChildID, err)
 	}
-	if first != nil && !p.ours(eventIDOf(first)) {
+	if first != nil && !p.ours(first.EventID()) {
 		t, err := s.st.Tail(ctx, p.ChildID)
 		if err != nil {
 			return err
@@ -281,38 +279,30 @@ func (s *Service) claimChild(ctx context.Context, p *plan) error {
 			Message: fmt.Sprintf("child id %s is taken: that session has %d events", p.ChildID, t.Seq)}
 	}
 	b, _ := json.Marshal(p)
-	if _, err := s.bucket().Create(ctx, p.ChildID, b); err != nil {
-		if !errors.Is(err, jetstream.ErrKeyExists) {
+	if err := s.bucket().Create(ctx, p.ChildID, b); err != nil {
+		if !errors.Is(err, logstore.ErrForkRecordExists) {
 			return fmt.Errorf("forker: record %s: %w", p.ChildID, err)
 		}
-		e, gerr := s.bucket().Get(ctx, p.ChildID)
+		rec, _, gerr := s.bucket().Get(ctx, p.ChildID)
 		if gerr != nil {
 			return fmt.Errorf("forker: record %s: %w", p.ChildID, gerr)
 		}
 		var other plan
-		if json.Unmarshal(e.Value(), &other) != nil || other.OpID != p.OpID {
+		if json.Unmarshal(rec.Value, &other) != nil || other.OpID != p.OpID {
 			return schema.Errorf(schema.CodeConflict, "child id %s is being forked from %s", p.ChildID, other.ParentID)
 		}
 		// The same fork, left by a crash or asked again: take it on.
-		if _, err := s.bucket().Put(ctx, p.ChildID, b); err != nil {
+		if err := s.bucket().Put(ctx, p.ChildID, b); err != nil {
 			return fmt.Errorf("forker: record %s: %w", p.ChildID, err)
 		}
 	}
 	return nil
 }
 
-func eventIDOf(m *logstore.Msg) string {
-	id := m.Header.Get(logstore.HeaderMsgID)
-	if i := strings.IndexByte(id, ':'); i >= 0 {
-		return id[i+1:]
-	}
-	return id
-}
-
 func (s *Service) dropRecord(p *plan) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := s.bucket().Purge(ctx, p.ChildID); err != nil {
+	if err := s.bucket().Drop(ctx, p.ChildID); err != nil {
 		s.log.Warn("drop fork record", "child", p.ChildID, "err", err)
 	}
 }
@@ -325,7 +315,7 @@ func (s *Service) finish(ctx context.Context, p *plan, sc *scan) error {
 	cs := session.New(p.ChildID)
 	var foreign bool
 	tail, err := s.st.ReadSession(ctx, p.ChildID, 0, func(m *logstore.Msg) error {
-		if !p.ours(eventIDOf(m)) {
+		if !p.ours(m.EventID()) {
 			foreign = true
 			return logstore.ErrStop
 		}
@@ -597,7 +587,7 @@ func (s *Service) created(p *plan, parentCreated *schema.Envelope) (schema.Envel
 func (s *Service) heartbeat(ctx context.Context, p *plan) {
 	p.HeartbeatAt, p.Owner = s.cfg.Now().UTC(), s.owner
 	b, _ := json.Marshal(p)
-	if _, err := s.bucket().Put(ctx, p.ChildID, b); err != nil {
+	if err := s.bucket().Put(ctx, p.ChildID, b); err != nil {
 		s.log.Warn("renew fork record", "child", p.ChildID, "err", err)
 	}
 }
@@ -613,7 +603,7 @@ func (s *Service) abandon(ctx context.Context, p *plan, cause error) {
 		log.Warn("abandon: read child", "err", err)
 		return
 	}
-	if first == nil || !p.ours(eventIDOf(first)) {
+	if first == nil || !p.ours(first.EventID()) {
 		// Nothing of ours to close.
 		s.dropRecord(p)
 		return

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/oklog/ulid/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,7 +27,7 @@ const (
 	// QueueGroup is shared by every replica: each request goes to one.
 	QueueGroup = "sessionlog-forker"
 	// ForkBucket holds one record per copy in flight (key = child id).
-	ForkBucket = "SESSION_FORKS"
+	ForkBucket = logstore.ForkBucket
 
 	DefaultBatchSize     = schema.MaxBatchEvents
 	DefaultMaxConcurrent = 8
@@ -76,7 +75,7 @@ type Service struct {
 	log      *slog.Logger
 	m        *metrics
 	owner    string
-	kv       atomic.Pointer[jetstream.KeyValue]
+	records  atomic.Pointer[logstore.ForkRecords]
 	sem      chan struct{}
 	wg       sync.WaitGroup
 	ready    atomic.Bool
@@ -198,33 +197,16 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 func (s *Service) openBucket(ctx context.Context) error {
-	js := s.st.JetStream()
-	var kv jetstream.KeyValue
-	var err error
-	if s.st.Config().NoProvision {
-		kv, err = js.KeyValue(ctx, ForkBucket)
-	} else {
-		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      ForkBucket,
-			Description: "sessionlog-forker: fork copies in flight (key = child id)",
-			History:     1,
-			Storage:     jetstream.FileStorage,
-			Replicas:    s.st.Config().Replicas,
-		})
-	}
+	recs, err := s.st.OpenForkRecords(ctx)
 	if err != nil {
-		return fmt.Errorf("forker: bucket %s: %w", ForkBucket, err)
+		return fmt.Errorf("forker: %w", err)
 	}
-	s.kv.Store(&kv)
+	s.records.Store(recs)
 	return nil
 }
 
-func (s *Service) bucket() jetstream.KeyValue {
-	if p := s.kv.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
+// bucket is the fork bucket, nil until Run opened it.
+func (s *Service) bucket() *logstore.ForkRecords { return s.records.Load() }
 
 // handle answers one request. The copy runs on its own goroutine so one
 // long fork does not hold up the endpoint's subscription; the reply is

@@ -489,7 +489,7 @@ func (e *env) partialCopy(parent, child string, k uint64, n int) *plan {
 	p := &plan{ChildID: child, ParentID: parent, SeedLength: k, Depth: 1, Workspace: schema.WorkspaceShared,
 		OpID: opID(child, parent, k, schema.WorkspaceShared), StartedAt: old, HeartbeatAt: old, Owner: "dead"}
 	b, _ := json.Marshal(p)
-	if _, err := e.svc.bucket().Create(e.ctx, child, b); err != nil {
+	if err := e.svc.bucket().Create(e.ctx, child, b); err != nil {
 		e.t.Fatal(err)
 	}
 	pev := e.events(parent)
@@ -523,12 +523,12 @@ func TestSweepFinishesOrAbandons(t *testing.T) {
 	e.partialCopy("p", "half", 9, 4)
 	// A fresh record is a copy in flight elsewhere: left alone.
 	e.partialCopy("p", "fresh", 9, 3)
-	fresh, _ := e.svc.bucket().Get(e.ctx, "fresh")
+	fresh, _, _ := e.svc.bucket().Get(e.ctx, "fresh")
 	var fp plan
-	_ = json.Unmarshal(fresh.Value(), &fp)
+	_ = json.Unmarshal(fresh.Value, &fp)
 	fp.HeartbeatAt = time.Now().UTC()
 	b, _ := json.Marshal(fp)
-	if _, err := e.svc.bucket().Put(e.ctx, "fresh", b); err != nil {
+	if err := e.svc.bucket().Put(e.ctx, "fresh", b); err != nil {
 		t.Fatal(err)
 	}
 	// A copy with an event the forker did not write (say, a repair).
@@ -538,13 +538,13 @@ func TestSweepFinishesOrAbandons(t *testing.T) {
 	// holds another session.
 	p := &plan{ChildID: "unwritten", ParentID: "p", SeedLength: 7, Depth: 1, Workspace: "shared", OpID: opID("unwritten", "p", 7, "shared")}
 	b, _ = json.Marshal(p)
-	if _, err := e.svc.bucket().Create(e.ctx, "unwritten", b); err != nil {
+	if err := e.svc.bucket().Create(e.ctx, "unwritten", b); err != nil {
 		t.Fatal(err)
 	}
 	e.appendLines("other", "session/created")
 	p = &plan{ChildID: "other", ParentID: "p", SeedLength: 7, Depth: 1, Workspace: "shared", OpID: opID("other", "p", 7, "shared")}
 	b, _ = json.Marshal(p)
-	if _, err := e.svc.bucket().Create(e.ctx, "other", b); err != nil {
+	if err := e.svc.bucket().Create(e.ctx, "other", b); err != nil {
 		t.Fatal(err)
 	}
 	otherBefore := e.snapshot("other")
@@ -569,7 +569,7 @@ func TestSweepFinishesOrAbandons(t *testing.T) {
 	if s := e.state("fresh"); !s.Forking || s.LastSeq != 3 {
 		t.Fatalf("fresh copy touched: forking=%v last=%d", s.Forking, s.LastSeq)
 	}
-	if _, err := e.svc.bucket().Get(e.ctx, "fresh"); err != nil {
+	if _, ok, err := e.svc.bucket().Get(e.ctx, "fresh"); err != nil || !ok {
 		t.Fatal("fresh record dropped")
 	}
 	if e.snapshot("other") != otherBefore {

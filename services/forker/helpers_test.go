@@ -283,7 +283,7 @@ func (e *env) noChild(child string) {
 
 func (e *env) noRecord(child string) {
 	e.t.Helper()
-	if _, err := e.svc.bucket().Get(e.ctx, child); err == nil {
+	if _, ok, _ := e.svc.bucket().Get(e.ctx, child); ok {
 		e.t.Fatalf("a fork record for %s was left behind", child)
 	}
 }

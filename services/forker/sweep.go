@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Sweep looks at every copy in flight and takes over those whose forker
@@ -14,17 +12,13 @@ import (
 // where that can never succeed, abandons it. Policy and reasons:
 // docs/adr/005-fork-protocol.md.
 func (s *Service) Sweep(ctx context.Context) error {
-	kv := s.bucket()
-	if kv == nil {
+	recs := s.bucket()
+	if recs == nil {
 		return errors.New("forker: not running")
 	}
-	lister, err := kv.ListKeys(ctx)
+	keys, err := recs.Children(ctx)
 	if err != nil {
 		return fmt.Errorf("forker: list %s: %w", ForkBucket, err)
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
 	}
 	var errs []error
 	for _, child := range keys {
@@ -39,18 +33,15 @@ func (s *Service) Sweep(ctx context.Context) error {
 }
 
 func (s *Service) recoverOne(ctx context.Context, child string) error {
-	kv := s.bucket()
-	entry, err := kv.Get(ctx, child)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return nil
-	}
-	if err != nil {
+	recs := s.bucket()
+	rec, ok, err := recs.Get(ctx, child)
+	if err != nil || !ok {
 		return err
 	}
 	var p plan
-	if err := json.Unmarshal(entry.Value(), &p); err != nil || p.OpID == "" {
+	if err := json.Unmarshal(rec.Value, &p); err != nil || p.OpID == "" {
 		s.log.Warn("dropping unreadable fork record", "child", child, "err", err)
-		return kv.Purge(ctx, child)
+		return recs.Drop(ctx, child)
 	}
 	if s.cfg.Now().Sub(p.HeartbeatAt) < s.cfg.StaleAfter {
 		return nil
@@ -64,7 +55,7 @@ func (s *Service) recoverOne(ctx context.Context, child string) error {
 	// events again, which deduplicates, but need not).
 	p.HeartbeatAt, p.Owner = s.cfg.Now().UTC(), s.owner
 	b, _ := json.Marshal(&p)
-	if _, err := kv.Update(ctx, child, b, entry.Revision()); err != nil {
+	if err := recs.Replace(ctx, child, b, rec.Revision); err != nil {
 		return nil
 	}
 	log := s.log.With("child", child, "parent", p.ParentID, "seedLength", p.SeedLength)
