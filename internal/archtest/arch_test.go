@@ -35,9 +35,6 @@ var jetstreamExceptions = []string{
 	"services/projector/loadgen/loadgen.go",
 	"services/projector/service.go",
 	"services/projector/watch.go",
-	"services/repairer/check.go",
-	"services/repairer/group.go",
-	"services/repairer/read.go",
 	"services/repairer/repairer.go",
 }
 

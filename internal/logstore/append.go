@@ -111,6 +111,9 @@ func classify(err error) outcome {
 	if err == nil {
 		return committed
 	}
+	if errors.Is(err, errRefusedLocally) {
+		return retrying
+	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode {
@@ -118,7 +121,10 @@ func classify(err error) outcome {
 			return wrongSeq
 		case jetstreamext.JSErrCodeBatchPublishDuplicateMsgID:
 			return duplicate
-		case jetstreamext.JSErrCodeAtomicPublishTooManyInflight, jetstreamext.JSErrCodeBatchPublishTooManyInflight:
+		case jetstreamext.JSErrCodeAtomicPublishTooManyInflight, jetstreamext.JSErrCodeBatchPublishTooManyInflight,
+			// Without flow control, a batch the server could not open
+			// shows as incomplete at its commit.
+			jetstreamext.JSErrCodeBatchPublishIncomplete:
 			return retrying
 		case errCodeDuplicateInProcess:
 			// A message with one of these ids is being stored right now
@@ -126,7 +132,8 @@ func classify(err error) outcome {
 			// sending the same ids): it may yet commit. Not a refusal.
 			return unknown
 		}
-		if apiErr.Code == 503 {
+		if apiErr.Code == 503 || apiErr.Code == 429 {
+			// No leader yet, or too many requests in flight.
 			return retrying
 		}
 		return refused
@@ -256,9 +263,6 @@ func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResult, er
 			}
 		}
 		oc := classify(err)
-		if errors.Is(err, errRefusedLocally) {
-			oc = retrying
-		}
 		if oc != committed {
 			s.log.Debug("logstore: append not acknowledged", "session", req.SessionID, "expectedStreamSeq", req.ExpectedStreamSeq,
 				"attempt", attempt, "outcome", oc.String(), "err", err)

@@ -32,6 +32,11 @@ func (s *Store) ReadSession(ctx context.Context, sessionID string, afterStreamSe
 	if err != nil {
 		return Tail{}, err
 	}
+	return s.readUpTo(ctx, loc, sessionID, afterStreamSeq, tail, fn)
+}
+
+// readUpTo is ReadSession after the tail was read.
+func (s *Store) readUpTo(ctx context.Context, loc Location, sessionID string, afterStreamSeq uint64, tail Tail, fn func(*Msg) error) (Tail, error) {
 	if tail.StreamSeq <= afterStreamSeq {
 		return tail, nil
 	}

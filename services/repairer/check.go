@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
@@ -58,16 +56,16 @@ func (s *Service) check(ctx context.Context, id string, why trigger) {
 			s.m.checks.WithLabelValues("live").Inc()
 			return
 		}
-		if errors.Is(cerr, jetstream.ErrKeyNotFound) {
+		if cerr != nil {
+			reads.wait()
+			s.failed(ctx, id, why, "claim", cerr)
+			return
+		}
+		if claim == 0 {
 			reads.wait()
 			// Never claimed (or repaired already): repaired only on demand.
 			s.m.checks.WithLabelValues("unclaimed").Inc()
 			s.forgetExpiry(id)
-			return
-		}
-		if cerr != nil {
-			reads.wait()
-			s.failed(ctx, id, why, "claim", cerr)
 			return
 		}
 		expiredAt := s.expiryOf(id, rec)
@@ -122,7 +120,7 @@ func (s *Service) check(ctx context.Context, id string, why trigger) {
 		// meanwhile (the revision guard). A holder that comes back creates
 		// a new lease and with it a new claim.
 		if out.Repaired {
-			if err := s.st.ClaimKV().Delete(ctx, id, jetstream.LastRevision(claim.Revision())); err != nil && ctx.Err() == nil {
+			if err := s.st.DropClaim(ctx, id, claim); err != nil && ctx.Err() == nil {
 				s.log.Debug("repairer: claim kept", "session", id, "err", err)
 			}
 		}
@@ -138,7 +136,7 @@ type reads struct {
 }
 
 type claimRead struct {
-	e   jetstream.KeyValueEntry
+	rev uint64 // 0: no claim
 	err error
 }
 
@@ -153,8 +151,8 @@ type foldRead struct {
 func (s *Service) startReads(ctx context.Context, id string, fold bool) *reads {
 	r := &reads{claimC: make(chan claimRead, 1)}
 	go func() {
-		e, err := s.st.ClaimKV().Get(ctx, id)
-		r.claimC <- claimRead{e, err}
+		rev, err := s.st.ClaimRevision(ctx, id)
+		r.claimC <- claimRead{rev, err}
 	}()
 	if fold {
 		r.foldC = make(chan foldRead, 1)
@@ -166,10 +164,11 @@ func (s *Service) startReads(ctx context.Context, id string, fold bool) *reads {
 	return r
 }
 
-func (r *reads) claim() (jetstream.KeyValueEntry, error) {
+// claim returns the revision of the session's claim (0: none).
+func (r *reads) claim() (uint64, error) {
 	c := <-r.claimC
 	r.claimC <- c
-	return c.e, c.err
+	return c.rev, c.err
 }
 
 // folded returns the state read beside the lease, or folds now.
@@ -329,7 +328,7 @@ func (s *Service) fold(ctx context.Context, id string) (*session.State, logstore
 		after, afterSeq = cached.streamSeq, cached.st.LastSeq
 	}
 	var work *session.State
-	tail, err := s.readSession(ctx, id, after, afterSeq, func(m *logstore.Msg) error {
+	tail, err := s.st.ReadSessionFrom(ctx, id, after, afterSeq, func(m *logstore.Msg) error {
 		if work == nil {
 			if ok {
 				work = cached.st.Clone()
@@ -387,8 +386,8 @@ func (s *Service) Repair(ctx context.Context, id string, force bool) (Outcome, e
 			return Outcome{}, schema.Errorf(schema.CodeConflict, "session %s is held by %q (lease renewed %s); use force to repair it anyway",
 				id, rec.Lease.Holder, rec.Stored.UTC().Format(time.RFC3339Nano))
 		}
-		claim, err := s.st.ClaimKV().Get(ctx, id)
-		if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		claim, err := s.st.ClaimRevision(ctx, id)
+		if err != nil {
 			return Outcome{}, err
 		}
 		var exp *time.Time
@@ -409,8 +408,8 @@ func (s *Service) Repair(ctx context.Context, id string, force bool) (Outcome, e
 		if err != nil {
 			return out, err
 		}
-		if out.Repaired && !rec.Live() && claim != nil {
-			_ = s.st.ClaimKV().Delete(ctx, id, jetstream.LastRevision(claim.Revision()))
+		if out.Repaired && !rec.Live() && claim != 0 {
+			_ = s.st.DropClaim(ctx, id, claim)
 			s.forgetExpiry(id)
 		}
 		return out, nil

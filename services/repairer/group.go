@@ -2,14 +2,10 @@ package repairer
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 )
@@ -185,34 +181,24 @@ func (g *grouper) commit(group []*pendingAppend) {
 		p.done <- appendOutcome{res: res, err: err}
 		return
 	}
-	var msgs []*nats.Msg
-	for _, p := range group {
-		msgs = append(msgs, p.msgs...)
+	parts := make([]logstore.GroupPart, len(group))
+	for i, p := range group {
+		parts[i] = logstore.GroupPart{Req: &p.req, Msgs: p.msgs}
 	}
 	for attempt := 0; ; attempt++ {
-		last, err := g.publish(msgs)
+		res, err := g.s.st.AppendGroup(g.ctx, parts)
 		if hook := g.s.groupFault.Load(); hook != nil && err == nil {
 			err = (*hook)()
 		}
 		if err == nil {
 			g.s.m.groups.Observe(float64(len(group)))
-			// An atomic batch is stored contiguously, in order.
-			seq := last - uint64(len(msgs))
-			for _, p := range group {
-				seq += uint64(len(p.msgs))
-				// The store's cached tail of the session (read by the
-				// fold) is now stale.
-				g.s.st.ForgetTail(p.req.SessionID)
-				p.done <- appendOutcome{res: logstore.AppendResult{
-					FirstSeq:  p.req.Events[0].Seq,
-					LastSeq:   p.req.Events[len(p.req.Events)-1].Seq,
-					StreamSeq: seq,
-				}}
+			for i, p := range group {
+				p.done <- appendOutcome{res: res[i]}
 			}
 			return
 		}
-		switch groupOutcome(err) {
-		case groupRetry:
+		switch logstore.ClassifySend(err) {
+		case logstore.SendRetry:
 			if attempt+1 < groupRetries && g.ctx.Err() == nil {
 				select {
 				case <-g.ctx.Done():
@@ -221,7 +207,7 @@ func (g *grouper) commit(group []*pendingAppend) {
 				continue
 			}
 			g.alone(group, false)
-		case groupRefused:
+		case logstore.SendRefused:
 			// A session's check or a duplicate id failed the batch:
 			// nothing is stored.
 			g.s.m.groupFallbacks.WithLabelValues("refused").Inc()
@@ -249,54 +235,4 @@ func (g *grouper) alone(group []*pendingAppend, unsure bool) {
 		}()
 	}
 	wg.Wait()
-}
-
-// errNotSent marks failures before the commit left this process.
-var errNotSent = errors.New("repairer: grouped batch not sent")
-
-// publish sends msgs as one atomic batch and returns the stream sequence
-// of its last message.
-func (g *grouper) publish(msgs []*nats.Msg) (uint64, error) {
-	ctx, cancel := context.WithTimeout(g.ctx, g.s.st.Config().RequestTimeout)
-	defer cancel()
-	b, err := jetstreamext.NewBatchPublisher(g.s.st.JetStream(), jetstreamext.BatchFlowControl{AckFirst: false})
-	if err != nil {
-		return 0, fmt.Errorf("%w: %w", errNotSent, err)
-	}
-	for _, m := range msgs[:len(msgs)-1] {
-		if err := b.AddMsg(m); err != nil {
-			// The commit was never sent: the server abandons the batch.
-			_ = b.Discard()
-			return 0, fmt.Errorf("%w: %w", errNotSent, err)
-		}
-	}
-	ack, err := b.CommitMsg(ctx, msgs[len(msgs)-1])
-	if err != nil {
-		return 0, err
-	}
-	return ack.Sequence, nil
-}
-
-type groupResult int
-
-const (
-	groupRefused groupResult = iota // definite: nothing stored
-	groupRetry                      // definite, and worth sending again
-	groupUnknown                    // sent, no answer
-)
-
-func groupOutcome(err error) groupResult {
-	var apiErr *jetstream.APIError
-	switch {
-	case errors.Is(err, errNotSent), errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):
-		return groupRetry
-	case !errors.As(err, &apiErr):
-		return groupUnknown
-	case apiErr.Code == 429, apiErr.Code == 503, apiErr.ErrorCode == jetstreamext.JSErrCodeBatchPublishIncomplete:
-		// Too many batches in flight, no leader yet, or (without flow
-		// control) a batch the server could not open, which shows as
-		// incomplete at its commit.
-		return groupRetry
-	}
-	return groupRefused
 }

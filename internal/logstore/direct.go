@@ -1,4 +1,4 @@
-package repairer
+package logstore
 
 import (
 	"context"
@@ -8,38 +8,40 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/sessionlog/sessionlog/internal/logstore"
 )
 
-// maxDirectRead bounds the events of a session read in one batched direct
-// get; a longer remainder is read by the store (a consumer).
-const maxDirectRead = 256
+// MaxDirectRead bounds the events of a session ReadSessionFrom reads with
+// one batched direct get; a longer remainder is read as ReadSession reads.
+const MaxDirectRead = 256
 
-// readSession calls fn for each stored event of the session after
-// afterStreamSeq up to its tail, which it reads from the stream leader and
-// returns, like the store's ReadSession. afterSeq is the session seq of the
-// event at afterStreamSeq (0 with it).
+// ReadSessionFrom is ReadSession for a reader that knows afterSeq, the
+// session seq of the event at afterStreamSeq (0 with it): one that keeps
+// folded states and reads what was appended since.
 //
-// The events up to the tail are immutable, so they may come from any
-// replica: one batched direct get instead of a leader read per event. A
-// replica that does not have them all yet (or an error) sends the read to
-// the store.
-func (s *Service) readSession(ctx context.Context, id string, afterStreamSeq, afterSeq uint64, fn func(*logstore.Msg) error) (logstore.Tail, error) {
-	tail, err := s.st.Tail(ctx, id)
+// The events up to the leader's tail are immutable, so they may come from
+// any replica: a remainder of at most MaxDirectRead events is fetched with
+// one batched direct get instead of a leader read per event. A replica
+// that does not have them all yet (or an error) sends the read the way
+// ReadSession goes.
+func (s *Store) ReadSessionFrom(ctx context.Context, sessionID string, afterStreamSeq, afterSeq uint64, fn func(*Msg) error) (Tail, error) {
+	loc, err := Locate(sessionID)
+	if err != nil {
+		return Tail{}, err
+	}
+	tail, err := s.Tail(ctx, sessionID)
 	if err != nil || tail.StreamSeq <= afterStreamSeq {
 		return tail, err
 	}
-	if tail.Seq <= afterSeq || tail.Seq-afterSeq > maxDirectRead {
-		return s.st.ReadSession(ctx, id, afterStreamSeq, fn)
+	if tail.Seq <= afterSeq || tail.Seq-afterSeq > MaxDirectRead {
+		return s.readUpTo(ctx, loc, sessionID, afterStreamSeq, tail, fn)
 	}
-	msgs, ok := s.directRead(ctx, id, afterStreamSeq, int(tail.Seq-afterSeq), tail.StreamSeq)
+	msgs, ok := s.directRead(ctx, loc, afterStreamSeq, int(tail.Seq-afterSeq), tail.StreamSeq)
 	if !ok {
-		return s.st.ReadSession(ctx, id, afterStreamSeq, fn)
+		return s.readUpTo(ctx, loc, sessionID, afterStreamSeq, tail, fn)
 	}
 	for _, m := range msgs {
 		if err := fn(m); err != nil {
-			if errors.Is(err, logstore.ErrStop) {
+			if errors.Is(err, ErrStop) {
 				return tail, nil
 			}
 			return tail, err
@@ -55,12 +57,8 @@ func (s *Service) readSession(ctx context.Context, id string, afterStreamSeq, af
 // The reply inbox gets a channel sized to the answer (jetstreamext's
 // GetBatch subscribes with the connection's default pending limit, a
 // half-megabyte channel allocated per read).
-func (s *Service) directRead(ctx context.Context, id string, afterStreamSeq uint64, n int, tailStreamSeq uint64) ([]*logstore.Msg, bool) {
-	loc, err := logstore.Locate(id)
-	if err != nil {
-		return nil, false
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.st.Config().RequestTimeout)
+func (s *Store) directRead(ctx context.Context, loc Location, afterStreamSeq uint64, n int, tailStreamSeq uint64) ([]*Msg, bool) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	inbox := s.nc.NewInbox()
 	ch := make(chan *nats.Msg, n+1) // n events and the end-of-batch status
@@ -76,7 +74,7 @@ func (s *Service) directRead(ctx context.Context, id string, afterStreamSeq uint
 	if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+loc.Stream, inbox, req); err != nil {
 		return nil, false
 	}
-	msgs := make([]*logstore.Msg, 0, n)
+	msgs := make([]*Msg, 0, n)
 	for len(msgs) < n {
 		var m *nats.Msg
 		select {
@@ -91,7 +89,7 @@ func (s *Service) directRead(ctx context.Context, id string, afterStreamSeq uint
 		if err != nil || m.Header.Get(jetstream.SubjectHeader) != loc.Subject || seq <= afterStreamSeq || seq > tailStreamSeq {
 			return nil, false
 		}
-		msgs = append(msgs, &logstore.Msg{StreamSeq: seq, Subject: loc.Subject, Header: m.Header, Data: m.Data})
+		msgs = append(msgs, &Msg{StreamSeq: seq, Subject: loc.Subject, Header: m.Header, Data: m.Data})
 	}
 	if msgs[n-1].StreamSeq != tailStreamSeq {
 		return nil, false
