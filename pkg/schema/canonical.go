@@ -14,6 +14,10 @@ import (
 // escape in an envelope string, a non-ASCII id, a data key with an escape,
 // an object with many keys) it leaves to the general path, which accepts
 // and refuses the same bodies; tests and a fuzz target hold the two equal.
+//
+// The scan of the layout (ScanCanonical) is the one canonical-envelope
+// scanner: decodeCanonical checks its time and data and builds the
+// envelope, a copier rewrites its identity members (CanonicalBody.Rewrite).
 
 const (
 	canonHead = `{"schemaVersion":1,"sessionId":"`
@@ -29,65 +33,170 @@ var canonIDs = [...]struct {
 	{`,"turnId":"`, 0}, {`,"stepId":"`, 1}, {`,"attemptId":"`, 2}, {`,"toolCallId":"`, 3},
 }
 
-func decodeCanonical(b []byte) (e Envelope, ok bool) {
+// span is where a member's value is in a body: b[start:end] (a string's
+// contents, without its quotes).
+type span struct{ start, end int }
+
+// CanonicalBody is a body laid out as Encode writes it, taken apart by
+// position: each member in the envelope's field order, each envelope
+// string plain (printable ASCII that Encode writes as it is), the seq
+// without a leading zero. ScanCanonical checks only that layout, not the
+// time or the data: a body DecodeCanonical calls canonical always scans,
+// and so does one that only looks like it.
+//
+// A copier (the forker) rewrites a canonical body's identity members with
+// Rewrite instead of decoding and encoding the event again.
+type CanonicalBody struct {
+	Seq       uint64
+	Ignorable bool
+	Synthetic bool
+
+	b                         []byte
+	sessionID, eventID, time  span
+	typ                       span
+	ids                       [4]span // turnId, stepId, attemptId, toolCallId; zero when absent
+	identityEnd, afterIgnored int     // after the eventId's closing quote; after ignorable's value
+	data                      int     // where the data value starts (it ends before the last byte)
+}
+
+// Identity is what tells an event from its copy in another session: the
+// members Rewrite replaces.
+type Identity struct {
+	SessionID string
+	Seq       uint64
+	EventID   string
+	Synthetic bool
+}
+
+// ScanCanonical takes b apart if it is laid out as Encode writes it; ok is
+// false for any other body (decode it instead).
+func ScanCanonical(b []byte) (c CanonicalBody, ok bool) {
 	if !hasPrefixAt(b, 0, canonHead) {
-		return e, false
+		return c, false
 	}
 	i := len(canonHead)
-	var s []byte
-	if s, i = canonString(b, i); i < 0 || len(s) == 0 {
-		return e, false
+	if c.sessionID, i = canonSpan(b, i); i < 0 || c.sessionID.end == c.sessionID.start {
+		return c, false
 	}
-	e.SessionID = string(s)
 	if i = expect(b, i, `,"seq":`); i < 0 {
-		return e, false
+		return c, false
 	}
-	if e.Seq, i = canonUint(b, i); i < 0 {
-		return e, false
+	if c.Seq, i = canonUint(b, i); i < 0 {
+		return c, false
 	}
-	if s, i = member(b, i, `,"eventId":"`); i < 0 {
-		return e, false
+	if c.eventID, i = canonSpan(b, expect(b, i, `,"eventId":"`)); i < 0 {
+		return c, false
 	}
-	e.EventID = string(s)
-	if i = expect(b, i, `,"time":`); i < 0 || i >= len(b) || b[i] != '"' {
-		return e, false
+	c.identityEnd = i
+	if c.time, i = canonSpan(b, expect(b, i, `,"time":"`)); i < 0 {
+		return c, false
 	}
-	ts, j := canonString(b, i+1)
-	if j < 0 {
-		return e, false
+	if c.typ, i = canonSpan(b, expect(b, i, `,"type":"`)); i < 0 {
+		return c, false
 	}
-	if err := e.Time.UnmarshalJSON(b[i:j]); err != nil || !canonTime(e.Time, ts) {
-		return e, false
-	}
-	if s, i = member(b, j, `,"type":"`); i < 0 {
-		return e, false
-	}
-	e.Type = string(s)
-	ids := [4]*string{&e.TurnID, &e.StepID, &e.AttemptID, &e.ToolCallID}
 	for _, m := range canonIDs {
 		if !hasPrefixAt(b, i, m.key) {
 			continue
 		}
 		// Encode omits an empty id: a present one is never empty.
-		if s, i = canonString(b, i+len(m.key)); i < 0 || len(s) == 0 {
-			return e, false
+		var sp span
+		if sp, i = canonSpan(b, i+len(m.key)); i < 0 || sp.end == sp.start {
+			return c, false
 		}
-		*ids[m.off] = string(s)
+		c.ids[m.off] = sp
 	}
-	if e.Ignorable, i = canonBool(b, i, `,"ignorable":`); i < 0 {
-		return e, false
+	if c.Ignorable, i = canonBool(b, i, `,"ignorable":`); i < 0 {
+		return c, false
 	}
-	if e.Synthetic, i = canonBool(b, i, `,"synthetic":`); i < 0 {
-		return e, false
+	c.afterIgnored = i
+	if c.Synthetic, i = canonBool(b, i, `,"synthetic":`); i < 0 {
+		return c, false
 	}
 	if i = expect(b, i, `,"data":`); i < 0 || len(b)-1 <= i || b[len(b)-1] != '}' {
+		return c, false
+	}
+	c.data = i
+	c.b = b
+	return c, true
+}
+
+// canonSpan is canonString's span.
+func canonSpan(b []byte, i int) (span, int) {
+	_, j := canonString(b, i)
+	if j < 0 {
+		return span{}, -1
+	}
+	return span{i, j - 1}, j
+}
+
+func (c *CanonicalBody) str(s span) string { return string(c.b[s.start:s.end]) }
+
+// SessionIs reports whether the body's sessionId is id.
+func (c *CanonicalBody) SessionIs(id string) bool {
+	return string(c.b[c.sessionID.start:c.sessionID.end]) == id
+}
+
+// Type is the body's event type.
+func (c *CanonicalBody) Type() string { return c.str(c.typ) }
+
+// Rewrite appends to dst the body with its identity members replaced by
+// id's, every other byte as it is: for a canonical body, the canonical
+// body of the event with that identity (what Encode writes for it). ok is
+// false when id's strings are not plain (encode the event instead).
+func (c *CanonicalBody) Rewrite(dst []byte, id Identity) ([]byte, bool) {
+	if id.SessionID == "" || !plainString(id.SessionID) || !plainString(id.EventID) {
+		return dst, false
+	}
+	dst = append(dst, canonHead...)
+	dst = append(dst, id.SessionID...)
+	dst = append(dst, `","seq":`...)
+	dst = strconv.AppendUint(dst, id.Seq, 10)
+	dst = append(dst, `,"eventId":"`...)
+	dst = append(dst, id.EventID...)
+	dst = append(dst, '"')
+	dst = append(dst, c.b[c.identityEnd:c.afterIgnored]...)
+	dst = append(dst, `,"synthetic":`...)
+	dst = strconv.AppendBool(dst, id.Synthetic)
+	dst = append(dst, `,"data":`...)
+	return append(dst, c.b[c.data:]...), true
+}
+
+// plainString: every byte of s is written by Encode as it is (and is not
+// the quote).
+func plainString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || !plainByte(c) {
+			return false
+		}
+	}
+	return true
+}
+
+func decodeCanonical(b []byte) (e Envelope, ok bool) {
+	c, ok := ScanCanonical(b)
+	if !ok {
 		return e, false
 	}
-	data := b[i : len(b)-1]
+	// The time with its quotes.
+	if err := e.Time.UnmarshalJSON(b[c.time.start-1 : c.time.end+1]); err != nil || !canonTime(e.Time, b[c.time.start:c.time.end]) {
+		return e, false
+	}
+	data := b[c.data : len(b)-1]
 	if end, ok := canonValue(data, 0, 0, MaxJSONDepth-1); !ok || end != len(data) {
 		return e, false
 	}
 	e.SchemaVersion = Version
+	e.SessionID = c.str(c.sessionID)
+	e.Seq = c.Seq
+	e.EventID = c.str(c.eventID)
+	e.Type = c.str(c.typ)
+	ids := [4]*string{&e.TurnID, &e.StepID, &e.AttemptID, &e.ToolCallID}
+	for k, sp := range c.ids {
+		if sp.end > sp.start {
+			*ids[k] = c.str(sp)
+		}
+	}
+	e.Ignorable, e.Synthetic = c.Ignorable, c.Synthetic
 	e.Data = append([]byte(nil), data...)
 	return e, true
 }
@@ -133,9 +242,16 @@ func canonString(b []byte, i int) ([]byte, int) {
 // plainByte: a byte Encode writes in a string as it is and that needs no
 // thought (the quote aside): printable ASCII but for the backslash and the
 // three escaped for HTML.
-func plainByte(c byte) bool {
-	return c >= 0x20 && c <= 0x7e && c != '\\' && c != '<' && c != '>' && c != '&'
-}
+func plainByte(c byte) bool { return plainBytes[c] }
+
+// plainBytes holds plainByte's answers: one lookup per byte of the
+// envelope's strings, which the scan of every stored body reads.
+var plainBytes = func() (t [256]bool) {
+	for c := 0x20; c <= 0x7e; c++ {
+		t[c] = c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
 
 // canonUint reads a decimal uint64 as Encode writes it (no sign, no
 // leading zero), returning the index after it or -1.
@@ -358,14 +474,7 @@ func encodedSize(e *Envelope) int {
 // json.Marshal can write, data that is already what json.Marshal would
 // make of it. Not ok leaves it to json.Marshal.
 func appendCanonical(b []byte, e *Envelope) ([]byte, bool) {
-	plain := func(s string) bool {
-		for i := 0; i < len(s); i++ {
-			if c := s[i]; c == '"' || !plainByte(c) {
-				return false
-			}
-		}
-		return true
-	}
+	plain := plainString
 	if e.SchemaVersion != Version || !plain(e.SessionID) || !plain(e.EventID) || !plain(e.Type) ||
 		!plain(e.TurnID) || !plain(e.StepID) || !plain(e.AttemptID) || !plain(e.ToolCallID) {
 		return b, false

@@ -31,6 +31,24 @@ func checkCanonical(t *testing.T, b []byte) bool {
 	if err != nil || !bytes.Equal(enc, b) {
 		t.Fatalf("fast path accepted a body that is not canonical:\n body %s\n enc  %s (%v)", b, enc, err)
 	}
+	// The rewrite of a canonical body is Encode's of the rewritten event:
+	// with its own identity, the body itself; with another, that event's.
+	c, ok := ScanCanonical(b)
+	if !ok {
+		t.Fatalf("decoded as canonical but not scanned: %s", b)
+	}
+	for _, id := range []Identity{
+		{SessionID: got.SessionID, Seq: got.Seq, EventID: got.EventID, Synthetic: got.Synthetic},
+		{SessionID: "child", Seq: got.Seq + 1, EventID: "fork:1", Synthetic: !got.Synthetic},
+	} {
+		re, ok := c.Rewrite(nil, id)
+		e := got
+		e.SessionID, e.Seq, e.EventID, e.Synthetic = id.SessionID, id.Seq, id.EventID, id.Synthetic
+		want, err := Encode(&e)
+		if ok && (err != nil || !bytes.Equal(re, want)) {
+			t.Fatalf("rewrite of %s as %+v:\n got %s\nwant %s (%v)", b, id, re, want, err)
+		}
+	}
 	return true
 }
 

@@ -373,8 +373,8 @@ func (s *Service) finish(ctx context.Context, p *plan, sc *scan) error {
 //
 // Each copied message must be the one the scan folded (same stream seq),
 // so the copy neither decodes nor folds it again: a canonical body becomes
-// the child's by replacing its sessionId, eventId and synthetic (splice),
-// any other is decoded and encoded.
+// the child's by rewriting its sessionId, eventId and synthetic
+// (schema.CanonicalBody.Rewrite), any other is decoded and encoded.
 func (s *Service) copyPrefix(ctx context.Context, p *plan, sc *scan, have uint64, tail logstore.Tail) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -503,9 +503,13 @@ func (b *copyBatch) add(e schema.Envelope, body []byte) {
 func (s *Service) childEvent(p *plan, m *logstore.Msg, seq uint64, canonical bool) (schema.Envelope, []byte, error) {
 	id := p.eventID(seq)
 	if seq > 1 && canonical {
-		if sp, ok := splitBody(m.Data, p.ParentID); ok && sp.seq == seq {
-			e := schema.Envelope{SchemaVersion: schema.Version, SessionID: p.ChildID, Seq: seq, EventID: id, Type: string(sp.typ)}
-			return e, appendChild(make([]byte, 0, len(m.Data)+len(p.ChildID)+len(id)), &sp, p.ChildID, id), nil
+		if cb, ok := schema.ScanCanonical(m.Data); ok && cb.Seq == seq && cb.SessionIs(p.ParentID) {
+			body, ok := cb.Rewrite(make([]byte, 0, len(m.Data)+len(p.ChildID)+len(id)),
+				schema.Identity{SessionID: p.ChildID, Seq: seq, EventID: id, Synthetic: true})
+			if ok {
+				e := schema.Envelope{SchemaVersion: schema.Version, SessionID: p.ChildID, Seq: seq, EventID: id, Type: cb.Type()}
+				return e, body, nil
+			}
 		}
 	}
 	e, err := schema.Decode(m.Data)

@@ -10,9 +10,10 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// The spliced child body must be byte for byte what schema.Encode writes
-// for the child's event, for every layout a canonical parent body can have.
-func TestSpliceMatchesEncode(t *testing.T) {
+// A rewritten body must be byte for byte what schema.Encode writes for
+// the event with the new identity, for every layout a canonical body can
+// have. (The forker copies canonical bodies with schema.CanonicalBody.Rewrite.)
+func TestRewriteMatchesEncode(t *testing.T) {
 	const parent, child = "parent-1", "child_2"
 	var parents []schema.Envelope
 	if err := sessiongen.GenSession(parent, 2000, func(e schema.Envelope) error {
@@ -41,21 +42,25 @@ func TestSpliceMatchesEncode(t *testing.T) {
 		if err != nil {
 			t.Fatalf("seq %d: %v", e.Seq, err)
 		}
-		sp, ok := splitBody(body, parent)
+		cb, ok := schema.ScanCanonical(body)
+		ok = ok && cb.SessionIs(parent)
 		if canonical != ok {
-			// Every canonical body splits; a split of a body that is not
+			// Every canonical body scans; a scan of a body that is not
 			// canonical is never used.
-			t.Fatalf("seq %d: canonical %v but split %v: %s", e.Seq, canonical, ok, body)
+			t.Fatalf("seq %d: canonical %v but scanned %v: %s", e.Seq, canonical, ok, body)
 		}
 		if !ok {
 			continue
 		}
 		spliced++
-		if sp.seq != e.Seq || string(sp.typ) != e.Type {
-			t.Fatalf("seq %d: split seq %d type %q", e.Seq, sp.seq, sp.typ)
+		if cb.Seq != e.Seq || cb.Type() != e.Type {
+			t.Fatalf("seq %d: scanned seq %d type %q", e.Seq, cb.Seq, cb.Type())
 		}
 		id := "fork:0123456789abcdef:" + string(rune('0'+e.Seq%10))
-		got := appendChild(nil, &sp, child, id)
+		got, ok := cb.Rewrite(nil, schema.Identity{SessionID: child, Seq: e.Seq, EventID: id, Synthetic: true})
+		if !ok {
+			t.Fatalf("seq %d: not rewritten", e.Seq)
+		}
 		dec.SessionID, dec.EventID, dec.Synthetic = child, id, true
 		want, err := schema.Encode(&dec)
 		if err != nil {
@@ -67,24 +72,5 @@ func TestSpliceMatchesEncode(t *testing.T) {
 	}
 	if spliced < len(parents)-2 {
 		t.Fatalf("only %d of %d bodies spliced", spliced, len(parents))
-	}
-}
-
-// A body whose members are not laid out as schema.Encode writes them is
-// not split. (The data value is not checked: only bodies that decoded as
-// canonical are split.)
-func TestSplitRefusesOtherLayouts(t *testing.T) {
-	const sid = "p"
-	for _, b := range []string{
-		`{"schemaVersion":1,"sessionId":"q","seq":2,"eventId":"e","time":"2026-01-01T00:00:00Z","type":"a/b","ignorable":false,"synthetic":false,"data":{}}`,
-		`{"schemaVersion":1,"sessionId":"p","seq":02,"eventId":"e","time":"2026-01-01T00:00:00Z","type":"a/b","ignorable":false,"synthetic":false,"data":{}}`,
-		`{"schemaVersion":1,"sessionId":"p","seq":2,"eventId":"e\"","time":"2026-01-01T00:00:00Z","type":"a/b","ignorable":false,"synthetic":false,"data":{}}`,
-		`{"schemaVersion":1,"sessionId":"p","seq":2,"eventId":"e","type":"a/b","time":"2026-01-01T00:00:00Z","ignorable":false,"synthetic":false,"data":{}}`,
-		`{"schemaVersion":1,"sessionId":"p","seq":2,"eventId":"e","time":"2026-01-01T00:00:00Z","type":"a/b","ignorable":0,"synthetic":false,"data":{}}`,
-		`{"schemaVersion":0,"sessionId":"p","seq":2}`,
-	} {
-		if _, ok := splitBody([]byte(b), sid); ok {
-			t.Errorf("split %s", b)
-		}
 	}
 }
