@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
@@ -120,6 +122,7 @@ type fkEnv struct {
 	t     *testing.T
 	url   string
 	store *logstore.Store
+	nc    *nats.Conn // the store's
 	cl    *client.Client
 }
 
@@ -145,7 +148,7 @@ func fkStart(t *testing.T) *fkEnv {
 		}
 	})
 	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, w.Ready)
-	return &fkEnv{t: t, url: s.ClientURL(), store: st, cl: client.New(natstest.Connect(t, s))}
+	return &fkEnv{t: t, url: s.ClientURL(), store: st, nc: nc, cl: client.New(natstest.Connect(t, s))}
 }
 
 func (e *fkEnv) snapshot(id string) string {
@@ -343,7 +346,7 @@ func TestForkCommand(t *testing.T) {
 // parent's: compaction summary and the transcript after it.
 func TestForkLineageAndContextInProjector(t *testing.T) {
 	e := fkStart(t)
-	fk, err := forker.New(forker.Config{Store: e.store})
+	fk, err := forker.New(forker.Config{Store: e.store, Conn: e.nc})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func runForker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	o := newOps()
 	svc, err := forker.New(forker.Config{
-		Store: store, Logger: log, Registerer: o.Registry,
+		Store: store, Conn: nc, Logger: log, Registerer: o.Registry,
 		BatchSize: *batch, MaxConcurrent: *concurrency, SweepEvery: *sweep, StaleAfter: *stale, ForkTimeout: *timeout,
 	})
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 // The forker in `sessionlog up`, with its defaults.
 func init() {
 	registerUp(upService{Name: "forker", Order: 40, Start: func(env *upEnv) (*upActor, error) {
-		svc, err := forker.New(forker.Config{Store: env.Store, Logger: env.Logger, Registerer: env.Registry})
+		svc, err := forker.New(forker.Config{Store: env.Store, Conn: env.NC, Logger: env.Logger, Registerer: env.Registry})
 		if err != nil {
 			return nil, err
 		}

@@ -32,6 +32,7 @@ type faultService interface {
 
 type faultSvcEnv struct {
 	Store    *logstore.Store
+	Conn     *nats.Conn
 	Logger   *slog.Logger
 	Registry *prometheus.Registry
 	Spec     *faultSvcSpec
@@ -54,7 +55,7 @@ func faultNewService(role string, env faultSvcEnv) (faultService, http.Handler, 
 		}
 		return s, s.Handler(), nil
 	case "forker":
-		s, err := forker.New(forker.Config{Store: env.Store, Logger: env.Logger, Registerer: env.Registry,
+		s, err := forker.New(forker.Config{Store: env.Store, Conn: env.Conn, Logger: env.Logger, Registerer: env.Registry,
 			SweepEvery: env.Spec.Sweep, StaleAfter: 3 * env.Spec.Sweep})
 		return s, nil, err
 	case "repairer":
@@ -96,7 +97,7 @@ func faultRunService(role string, spec *faultSvcSpec) error {
 		}
 	}
 	reg := prometheus.NewRegistry()
-	svc, h, err := faultNewService(role, faultSvcEnv{Store: st, Logger: log, Registry: reg, Spec: spec})
+	svc, h, err := faultNewService(role, faultSvcEnv{Store: st, Conn: nc, Logger: log, Registry: reg, Spec: spec})
 	if err != nil {
 		return err
 	}

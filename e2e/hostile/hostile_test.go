@@ -56,7 +56,7 @@ func hostileStart(t *testing.T) *hostileEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := forker.New(forker.Config{Store: st})
+	f, err := forker.New(forker.Config{Store: st, Conn: nc})
 	if err != nil {
 		t.Fatal(err)
 	}

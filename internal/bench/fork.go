@@ -111,7 +111,7 @@ func RunFork(ctx context.Context, cfg ForkConfig) ([]ForkResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	fk, err := forker.New(forker.Config{Store: st, Logger: cfg.Logger, Registerer: prometheus.NewRegistry()})
+	fk, err := forker.New(forker.Config{Store: st, Conn: nc, Logger: cfg.Logger, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		return nil, err
 	}

@@ -42,7 +42,9 @@ const (
 
 // Config configures the forker.
 type Config struct {
-	Store      *logstore.Store
+	Store *logstore.Store
+	// Conn is the connection sessions.api.fork is served on.
+	Conn       *nats.Conn
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 	Now        func() time.Time
@@ -87,6 +89,9 @@ type Service struct {
 func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("forker: Config.Store is required")
+	}
+	if cfg.Conn == nil {
+		return nil, errors.New("forker: Config.Conn is required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -149,7 +154,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err := s.openBucket(ctx); err != nil {
 		return err
 	}
-	svc, err := micro.AddService(s.st.Conn(), micro.Config{
+	svc, err := micro.AddService(s.cfg.Conn, micro.Config{
 		Name:        ServiceName,
 		Version:     ServiceVersion,
 		Description: "copies a safe prefix of a session into a new session",
@@ -213,7 +218,7 @@ func (s *Service) bucket() *logstore.ForkRecords { return s.records.Load() }
 // published directly, since micro.Request's bookkeeping is not safe from
 // another goroutine.
 func (s *Service) handle(ctx context.Context, req micro.Request) {
-	nc := s.st.Conn()
+	nc := s.cfg.Conn
 	reply, data := req.Reply(), req.Data()
 	respond := func(m *nats.Msg) {
 		if !wire.Answerable(reply) {

@@ -590,11 +590,12 @@ func TestForkerStopMidCopyThenRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A forker of its own that stops as soon as its first batches landed.
-	st2, err := logstore.Open(e.ctx, natstest.Connect(t, e.srv), logstore.Config{})
+	nc2 := natstest.Connect(t, e.srv)
+	st2, err := logstore.Open(e.ctx, nc2, logstore.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc2, err := New(Config{Store: st2, BatchSize: 50, StaleAfter: 300 * time.Millisecond, SweepEvery: time.Hour})
+	svc2, err := New(Config{Store: st2, Conn: nc2, BatchSize: 50, StaleAfter: 300 * time.Millisecond, SweepEvery: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -648,7 +649,7 @@ func BenchmarkFork1000(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	svc, err := New(Config{Store: st})
+	svc, err := New(Config{Store: st, Conn: nc})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -667,4 +668,16 @@ func BenchmarkFork1000(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "µs/event")
+}
+
+// The forker serves on the connection it is given, never one taken from
+// the store: without it, New refuses.
+func TestNewNeedsConn(t *testing.T) {
+	e := newEnv(t, nil)
+	if _, err := New(Config{Store: e.st}); err == nil {
+		t.Fatal("New without Conn succeeded")
+	}
+	if _, err := New(Config{Store: e.st, Conn: e.nc}); err != nil {
+		t.Fatal(err)
+	}
 }

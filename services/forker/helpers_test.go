@@ -44,7 +44,7 @@ func newEnv(t *testing.T, mod func(*Config)) *env {
 // startForker runs a forker service until the test ends.
 func (e *env) startForker(mod func(*Config)) *Service {
 	e.t.Helper()
-	cfg := Config{Store: e.st}
+	cfg := Config{Store: e.st, Conn: e.nc}
 	if mod != nil {
 		mod(&cfg)
 	}
