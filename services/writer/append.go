@@ -448,9 +448,9 @@ func (s *Service) duplicateInWindow(ctx context.Context, req *AppendRequest, res
 }
 
 // unmarshal is schema.Unmarshal (the checks of schema.CheckJSON, then a
-// decode refusing unknown fields) with the one-pass checker.
+// decode refusing unknown fields) without its cleaning of type errors.
 func unmarshal(b []byte, v any) error {
-	if err := checkJSON(b, schema.MaxJSONDepth); err != nil {
+	if err := schema.CheckJSON(b, schema.MaxJSONDepth); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
