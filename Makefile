@@ -31,7 +31,7 @@ bench:
 
 fuzz:
 	$(GO) test -run=^$$ -fuzz=FuzzDecodeValidate -fuzztime=$(FUZZTIME) ./pkg/schema
-	$(GO) test -run=^$$ -fuzz=FuzzCheckJSON -fuzztime=$(FUZZTIME) ./services/writer
+	$(GO) test -run=^$$ -fuzz=FuzzCheckJSON -fuzztime=$(FUZZTIME) ./pkg/schema
 
 build:
 	$(GO) build -o bin/sessionlog ./cmd/sessionlog

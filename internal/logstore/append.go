@@ -284,7 +284,7 @@ func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResult, er
 			if definite(rerr) {
 				// A different event after the expected position: this
 				// append can never be stored.
-				s.tails.Delete(req.SessionID)
+				s.tails.Remove(req.SessionID)
 				return AppendResult{}, rerr
 			}
 			// Nothing after the expected position (yet), so no conflict,
@@ -324,11 +324,11 @@ func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResult, er
 			s.committed(req, r)
 			return r, nil
 		} else if definite(rerr) {
-			s.tails.Delete(req.SessionID)
+			s.tails.Remove(req.SessionID)
 			return AppendResult{}, rerr
 		}
 	}
-	s.tails.Delete(req.SessionID)
+	s.tails.Remove(req.SessionID)
 	return AppendResult{}, outcomeUnknown(lastErr)
 }
 
@@ -356,7 +356,7 @@ func outcomeUnknown(err error) error {
 
 func (s *Store) committed(req AppendRequest, res AppendResult) {
 	last := req.Events[len(req.Events)-1]
-	s.tails.Put(req.SessionID, Tail{Seq: res.LastSeq, StreamSeq: res.StreamSeq, EventID: last.EventID})
+	s.tails.Add(req.SessionID, Tail{Seq: res.LastSeq, StreamSeq: res.StreamSeq, EventID: last.EventID})
 }
 
 // errNotYet: the events are not stored after the expected position (yet).

@@ -72,3 +72,46 @@ func FuzzReadFlatPubAck(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkReadPubAck shows what the hand reader of acknowledgements
+// buys over the library path: json.Unmarshal into jetstream's own
+// answer shape (its apiResponse and *PubAck), as PublishMsg reads it.
+// The library rows report their time over the hand reader's (x-scanner).
+func BenchmarkReadPubAck(b *testing.B) {
+	type apiResponse struct {
+		Type  string              `json:"type"`
+		Error *jetstream.APIError `json:"error,omitempty"`
+	}
+	type pubAckResponse struct {
+		apiResponse
+		*jetstream.PubAck
+	}
+	for _, doc := range []struct{ name, ack string }{
+		{"ack", `{"stream":"SESSIONS","seq":1234567}`},
+		{"duplicate", `{"stream":"SESSIONS","domain":"hub","seq":1234567,"duplicate":true}`},
+	} {
+		ack := []byte(doc.ack)
+		var scannerNs float64
+		b.Run(doc.name+"/scanner", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := readPubAck(ack); err != nil {
+					b.Fatal(err)
+				}
+			}
+			scannerNs = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+		})
+		b.Run(doc.name+"/jsonUnmarshal", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var r pubAckResponse
+				if err := json.Unmarshal(ack, &r); err != nil || r.Error != nil || r.PubAck == nil || r.Stream == "" {
+					b.Fatal("not read", err)
+				}
+			}
+			if scannerNs > 0 {
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/scannerNs, "x-scanner")
+			}
+		})
+	}
+}

@@ -9,10 +9,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sessionlog/sessionlog/internal/lru"
 	"github.com/sessionlog/sessionlog/pkg/natsreq"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
@@ -127,10 +127,14 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("logstore: %w", err)
 	}
+	tails, err := lru.New[string, Tail](cfg.TailCacheSize)
+	if err != nil {
+		return nil, fmt.Errorf("logstore: tail cache: %w", err)
+	}
 	s := &Store{
 		nc: nc, js: js, cfg: cfg,
 		sem:     make(chan struct{}, cfg.MaxInflightBatches),
-		tails:   lru.New[string, Tail](cfg.TailCacheSize),
+		tails:   tails,
 		log:     cfg.Logger,
 		replies: natsreq.New(nc, natsreq.DefaultMax),
 	}
@@ -305,7 +309,7 @@ func (s *Store) Tail(ctx context.Context, sessionID string) (Tail, error) {
 	}
 	t, err := tailOf(m)
 	if err == nil {
-		s.tails.Put(sessionID, t)
+		s.tails.Add(sessionID, t)
 	}
 	return t, err
 }
@@ -316,7 +320,7 @@ func (s *Store) Tail(ctx context.Context, sessionID string) (Tail, error) {
 func (s *Store) CachedTail(sessionID string) (Tail, bool) { return s.tails.Get(sessionID) }
 
 // ForgetTail drops the cached tail of a session.
-func (s *Store) ForgetTail(sessionID string) { s.tails.Delete(sessionID) }
+func (s *Store) ForgetTail(sessionID string) { s.tails.Remove(sessionID) }
 
 // NextAfter returns the first stored message of the session with stream
 // sequence > after, from the leader; nil when there is none.

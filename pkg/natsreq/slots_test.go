@@ -109,3 +109,70 @@ func TestReplySlots(t *testing.T) {
 	}
 	p.put(sl)
 }
+
+// BenchmarkRequest shows what the reply slots buy over the library path,
+// nats.Conn.RequestMsg (one wildcard inbox, a handler goroutine between
+// the reader and the caller), against an echo service on an embedded
+// server: serial requests, and eight concurrent callers per GOMAXPROCS.
+func BenchmarkRequest(b *testing.B) {
+	srv := natstest.RunServer(b)
+	nc := natstest.Connect(b, srv)
+	svc := natstest.Connect(b, srv)
+	sub, err := svc.Subscribe("echo", func(m *nats.Msg) { _ = m.Respond(m.Data) })
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = sub.Drain() }()
+	if err := svc.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	p := New(nc, DefaultMax)
+	ctx := context.Background()
+	data := []byte(`{"stream":"SESSIONS","seq":12}`)
+	paths := []struct {
+		name string
+		req  func() error
+	}{
+		{"Slots", func() error {
+			_, err := p.Request(ctx, &nats.Msg{Subject: "echo", Data: data}, 5*time.Second)
+			return err
+		}},
+		{"RequestMsg", func() error {
+			_, err := nc.RequestMsg(&nats.Msg{Subject: "echo", Data: data}, 5*time.Second)
+			return err
+		}},
+	}
+	// RequestMsg's sub-benchmarks report its time over the slots' just
+	// measured (the metric x-slots): what the slots buy.
+	var slotNs float64
+	for _, mode := range []string{"serial", "parallel"} {
+		for _, path := range paths {
+			b.Run(mode+"/"+path.name, func(b *testing.B) {
+				b.ReportAllocs()
+				if mode == "parallel" {
+					b.SetParallelism(8)
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							if err := path.req(); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				} else {
+					for b.Loop() {
+						if err := path.req(); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+				if path.name == "Slots" {
+					slotNs = ns
+				} else if slotNs > 0 {
+					b.ReportMetric(ns/slotNs, "x-slots")
+				}
+			})
+		}
+	}
+}

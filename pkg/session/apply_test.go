@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session/sessiontest"
 )
 
 // TestRules runs the scripts in testdata/rules. Commands:
@@ -52,7 +52,7 @@ func TestRules(t *testing.T) {
 					if line == "" || strings.HasPrefix(line, "#") {
 						continue
 					}
-					e := parseEvent(t, line)
+					e := sessiontest.Event(t, line)
 					if !td.HasArg("novalidate") {
 						opt := schema.ValidateOptions{}
 						if e.Synthetic {
@@ -123,86 +123,6 @@ func applyChecked(t *testing.T, s *State, e *schema.Envelope) string {
 		return "error " + applyErr.Error()
 	}
 	return fmt.Sprintf("ok seq=%d", s.LastSeq)
-}
-
-var dataDefaults = map[string]map[string]string{
-	schema.TypeSessionPaused:     {"reason": `"test"`},
-	schema.TypeSessionResumed:    {"by": `"test"`},
-	schema.TypeSessionClosed:     {"reason": `"test"`},
-	schema.TypeTurnEnded:         {"reason": `"completed"`},
-	schema.TypeMessageAssistant:  {"content": `"reply"`},
-	schema.TypeMessageUser:       {"content": `"hello"`},
-	schema.TypeAttemptInterrupt:  {"reason": `"test"`},
-	schema.TypeToolRequested:     {"name": `"sh"`, "input": `{}`},
-	schema.TypeApprovalRequested: {"prompt": `"ok?"`},
-	schema.TypeApprovalDecided:   {"decision": `"approved"`},
-	schema.TypeCompactionEnded:   {"summary": `"summary"`},
-	schema.TypeCompactionAborted: {"reason": `"test"`},
-	schema.TypeGoalUpdated:       {"objective": `"objective"`, "status": `"active"`},
-	schema.TypeJobEnded:          {"status": `"exited"`},
-	schema.TypeRepairApplied:     {"reason": `"lease expired"`, "closed": `[]`},
-}
-
-func parseEvent(t *testing.T, line string) *schema.Envelope {
-	t.Helper()
-	if strings.HasPrefix(line, "{") {
-		var e schema.Envelope
-		if err := schema.Unmarshal([]byte(line), &e); err != nil {
-			t.Fatalf("%s: %v", line, err)
-		}
-		return &e
-	}
-	fields := strings.Fields(line)
-	e := &schema.Envelope{Type: fields[0]}
-	data := map[string]json.RawMessage{}
-	for _, f := range fields[1:] {
-		k, v, hasValue := strings.Cut(f, "=")
-		switch {
-		case !hasValue && k == "synthetic":
-			e.Synthetic = true
-		case !hasValue && k == "ignorable":
-			e.Ignorable = true
-		case !hasValue:
-			t.Fatalf("%s: bad field %q", line, f)
-		case k == "turn":
-			e.TurnID = v
-		case k == "step":
-			e.StepID = v
-		case k == "attempt":
-			e.AttemptID = v
-		case k == "call":
-			e.ToolCallID = v
-		case k == "id":
-			e.EventID = v
-		case k == "session":
-			e.SessionID = v
-		case k == "seq":
-			n, err := strconv.ParseUint(v, 10, 64)
-			if err != nil {
-				t.Fatalf("%s: %v", line, err)
-			}
-			e.Seq = n
-		default:
-			if json.Valid([]byte(v)) {
-				data[k] = json.RawMessage(v)
-			} else {
-				data[k], _ = json.Marshal(v)
-			}
-		}
-	}
-	for k, v := range dataDefaults[e.Type] {
-		if _, ok := data[k]; !ok {
-			data[k] = json.RawMessage(v)
-		}
-	}
-	if len(data) > 0 {
-		b, err := json.Marshal(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.Data = b
-	}
-	return e
 }
 
 // summary is a compact, deterministic rendering of what the rules depend on.

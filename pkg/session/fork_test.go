@@ -1,7 +1,6 @@
 package session
 
 import (
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session/sessiontest"
 )
 
 // TestForkCuts runs the scripts in testdata/fork. Commands:
@@ -40,7 +40,14 @@ func TestForkCuts(t *testing.T) {
 					if line == "" || strings.HasPrefix(line, "#") {
 						continue
 					}
-					e := forkTestEvent(t, line)
+					e := sessiontest.Event(t, line)
+					opt := schema.ValidateOptions{}
+					if e.Synthetic {
+						opt.Origin = schema.OriginService
+					}
+					if err := schema.Validate(e, opt); err != nil {
+						t.Fatalf("%s: %v", line, err)
+					}
 					e.SessionID = id
 					e.Seq = uint64(len(events) + 1)
 					e.EventID = fmt.Sprintf("e%d", e.Seq)
@@ -176,75 +183,4 @@ func openAt(s *State) string {
 		why = append(why, fmt.Sprintf("%s %s", it.Kind, it.ID))
 	}
 	return "open: " + strings.Join(why, ", ")
-}
-
-var forkTestDefaults = map[string]map[string]string{
-	schema.TypeSessionPaused:     {"reason": `"test"`},
-	schema.TypeSessionResumed:    {"by": `"test"`},
-	schema.TypeSessionClosed:     {"reason": `"test"`},
-	schema.TypeTurnEnded:         {"reason": `"completed"`},
-	schema.TypeMessageAssistant:  {"content": `"hi"`},
-	schema.TypeAttemptInterrupt:  {"reason": `"test"`},
-	schema.TypeMessageUser:       {"content": `"hi"`},
-	schema.TypeToolRequested:     {"name": `"sh"`, "input": `{}`},
-	schema.TypeToolResult:        {"status": `"ok"`},
-	schema.TypeApprovalRequested: {"prompt": `"ok?"`},
-	schema.TypeApprovalDecided:   {"decision": `"approved"`},
-	schema.TypeCompactionEnded:   {"summary": `"summary"`},
-	schema.TypeCompactionAborted: {"reason": `"test"`},
-	schema.TypeGoalUpdated:       {"objective": `"objective"`, "status": `"active"`},
-	schema.TypeJobEnded:          {"status": `"exited"`},
-	schema.TypeRepairApplied:     {"reason": `"lease expired"`, "closed": `[]`},
-}
-
-// forkTestEvent parses "<type> [turn=] [step=] [attempt=] [call=]
-// [synthetic] [<data field>=<value>]...".
-func forkTestEvent(t *testing.T, line string) *schema.Envelope {
-	t.Helper()
-	fields := strings.Fields(line)
-	e := &schema.Envelope{SchemaVersion: schema.Version, Type: fields[0]}
-	data := map[string]json.RawMessage{}
-	for _, f := range fields[1:] {
-		k, v, hasValue := strings.Cut(f, "=")
-		switch {
-		case !hasValue && k == "synthetic":
-			e.Synthetic = true
-		case !hasValue:
-			t.Fatalf("%s: bad field %q", line, f)
-		case k == "turn":
-			e.TurnID = v
-		case k == "step":
-			e.StepID = v
-		case k == "attempt":
-			e.AttemptID = v
-		case k == "call":
-			e.ToolCallID = v
-		default:
-			if json.Valid([]byte(v)) {
-				data[k] = json.RawMessage(v)
-			} else {
-				data[k], _ = json.Marshal(v)
-			}
-		}
-	}
-	for k, v := range forkTestDefaults[e.Type] {
-		if _, ok := data[k]; !ok {
-			data[k] = json.RawMessage(v)
-		}
-	}
-	if len(data) > 0 {
-		b, err := json.Marshal(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.Data = b
-	}
-	opt := schema.ValidateOptions{}
-	if e.Synthetic {
-		opt.Origin = schema.OriginService
-	}
-	if err := schema.Validate(e, opt); err != nil {
-		t.Fatalf("%s: %v", line, err)
-	}
-	return e
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session/sessiontest"
 )
 
 // history is a session touching every kind of state: two turns, tools,
@@ -50,7 +51,7 @@ var history = []string{
 func fold(t *testing.T, s *State, lines []string) {
 	t.Helper()
 	for i, line := range lines {
-		e := parseEvent(t, line)
+		e := sessiontest.Event(t, line)
 		e.SessionID = s.SessionID
 		e.EventID = fmt.Sprintf("e%d", s.LastSeq+1)
 		e.Time = time.Date(2026, 12, 2, 15, 0, int(s.LastSeq), 0, time.UTC)
@@ -80,7 +81,7 @@ func TestStateJSONRoundTrip(t *testing.T) {
 
 	// The decoded state still refuses a used turn id.
 	fold(t, got, []string{`session/resumed`})
-	err = got.Check(parseEvent(t, `turn/started turn=t1`))
+	err = got.Check(sessiontest.Event(t, `turn/started turn=t1`))
 	if schema.CodeOf(err) != schema.CodeStructure || !strings.Contains(err.Error(), "already used") {
 		t.Fatalf("reused turn id after decode: %v", err)
 	}
@@ -196,7 +197,7 @@ func TestApplyRefusedLeavesStateUnchanged(t *testing.T) {
 	for _, line := range refused {
 		t.Run(line, func(t *testing.T) {
 			before := s.Clone()
-			if err := s.Apply(parseEvent(t, line)); err == nil {
+			if err := s.Apply(sessiontest.Event(t, line)); err == nil {
 				t.Fatal("accepted")
 			}
 			if !reflect.DeepEqual(s.Clone(), before) {
@@ -340,7 +341,7 @@ func TestRandomHistories(t *testing.T) {
 			if s.Forking && r.IntN(10) == 0 {
 				line = "fork/committed seedLength=" + pick(r, "20", "5") + " synthetic"
 			}
-			e := parseEvent(t, line)
+			e := sessiontest.Event(t, line)
 			if schema.Validate(e, schema.ValidateOptions{Origin: schema.OriginService}) != nil {
 				continue
 			}

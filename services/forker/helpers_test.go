@@ -2,7 +2,6 @@ package forker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
+	"github.com/sessionlog/sessionlog/pkg/session/sessiontest"
 )
 
 type env struct {
@@ -82,72 +82,13 @@ func (e *env) mustFork(req Request) Reply {
 
 func seqp(n uint64) *uint64 { return &n }
 
-var dataDefaults = map[string]map[string]string{
-	schema.TypeSessionPaused:     {"reason": `"test"`},
-	schema.TypeSessionResumed:    {"by": `"test"`},
-	schema.TypeSessionClosed:     {"reason": `"test"`},
-	schema.TypeTurnEnded:         {"reason": `"completed"`},
-	schema.TypeMessageAssistant:  {"content": `"hi"`},
-	schema.TypeAttemptInterrupt:  {"reason": `"test"`},
-	schema.TypeMessageUser:       {"content": `"hi"`},
-	schema.TypeToolRequested:     {"name": `"sh"`, "input": `{}`},
-	schema.TypeToolResult:        {"status": `"ok"`},
-	schema.TypeApprovalRequested: {"prompt": `"ok?"`},
-	schema.TypeApprovalDecided:   {"decision": `"approved"`},
-	schema.TypeCompactionEnded:   {"summary": `"summary"`},
-	schema.TypeCompactionAborted: {"reason": `"test"`},
-	schema.TypeGoalUpdated:       {"objective": `"objective"`, "status": `"active"`},
-	schema.TypeJobEnded:          {"status": `"exited"`},
-}
-
-// ev parses "<type> [turn=] [step=] [attempt=] [call=] [synthetic]
-// [<data field>=<json or string>]...".
-func ev(t testing.TB, line string) schema.Envelope {
-	t.Helper()
-	fields := strings.Fields(line)
-	e := schema.Envelope{SchemaVersion: schema.Version, Type: fields[0]}
-	data := map[string]json.RawMessage{}
-	for _, f := range fields[1:] {
-		k, v, ok := strings.Cut(f, "=")
-		switch {
-		case !ok && k == "synthetic":
-			e.Synthetic = true
-		case !ok:
-			t.Fatalf("%s: bad field %q", line, f)
-		case k == "turn":
-			e.TurnID = v
-		case k == "step":
-			e.StepID = v
-		case k == "attempt":
-			e.AttemptID = v
-		case k == "call":
-			e.ToolCallID = v
-		default:
-			if json.Valid([]byte(v)) {
-				data[k] = json.RawMessage(v)
-			} else {
-				data[k], _ = json.Marshal(v)
-			}
-		}
-	}
-	for k, v := range dataDefaults[e.Type] {
-		if _, ok := data[k]; !ok {
-			data[k] = json.RawMessage(v)
-		}
-	}
-	if len(data) > 0 {
-		e.Data, _ = json.Marshal(data)
-	}
-	return e
-}
-
 // appendLines appends events (folded and validated first, as the writer
 // would) to a session after its tail, in one atomic batch.
 func (e *env) appendLines(sid string, lines ...string) logstore.AppendResult {
 	e.t.Helper()
 	evs := make([]schema.Envelope, 0, len(lines))
 	for _, l := range lines {
-		evs = append(evs, ev(e.t, l))
+		evs = append(evs, *sessiontest.Event(e.t, l))
 	}
 	return e.appendEvents(sid, evs)
 }

@@ -265,7 +265,7 @@ func (s *Service) repair(ctx context.Context, id string, why trigger, reason str
 	res, unsure, err := s.appendPlan(ctx, logstore.AppendRequest{SessionID: id, ExpectedStreamSeq: tail.StreamSeq, Events: plan})
 	if err != nil {
 		if errors.Is(err, logstore.ErrConflict) {
-			s.states.Delete(id)
+			s.states.Remove(id)
 		}
 		return out, err
 	}
@@ -285,9 +285,9 @@ func (s *Service) repair(ctx context.Context, id string, why trigger, reason str
 		}
 	}
 	if ok {
-		s.states.Put(id, folded{st: next, streamSeq: res.StreamSeq})
+		s.states.Add(id, folded{st: next, streamSeq: res.StreamSeq})
 	} else {
-		s.states.Delete(id)
+		s.states.Remove(id)
 	}
 
 	if (res.Resolved || (unsure && res.Duplicate)) && !s.stored(ctx, id, tail.StreamSeq, &plan[0]) {
@@ -346,13 +346,13 @@ func (s *Service) fold(ctx context.Context, id string) (*session.State, logstore
 		return nil
 	})
 	if err != nil {
-		s.states.Delete(id)
+		s.states.Remove(id)
 		return nil, tail, err
 	}
 	if ok && tail.StreamSeq < after {
 		// The cache is ahead of the leader (cannot happen on a log that
 		// never truncates): start over.
-		s.states.Delete(id)
+		s.states.Remove(id)
 		return s.fold(ctx, id)
 	}
 	if work == nil {
@@ -362,10 +362,10 @@ func (s *Service) fold(ctx context.Context, id string) (*session.State, logstore
 		work = session.New(id)
 	}
 	if work.LastSeq != tail.Seq {
-		s.states.Delete(id)
+		s.states.Remove(id)
 		return nil, tail, fmt.Errorf("repairer: %s folded to seq %d but the tail is seq %d", id, work.LastSeq, tail.Seq)
 	}
-	s.states.Put(id, folded{st: work, streamSeq: tail.StreamSeq})
+	s.states.Add(id, folded{st: work, streamSeq: tail.StreamSeq})
 	return work, tail, nil
 }
 

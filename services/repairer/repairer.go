@@ -9,13 +9,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/internal/lru"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 )
@@ -193,7 +193,7 @@ func New(cfg Config) (*Service, error) {
 		nc:       cfg.Store.Conn(),
 		log:      cfg.Logger,
 		now:      cfg.Now,
-		states:   lru.New[string, folded](cfg.StateCacheSize),
+		states:   newStateCache(cfg.StateCacheSize),
 		locks:    map[string]*sessionLock{},
 		demand:   make(chan struct{}, cfg.MaxDemand),
 		queued:   map[string]struct{}{},

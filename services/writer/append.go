@@ -245,7 +245,7 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 			// Unknown or refused: the next request folds from the log
 			// (a refusal before sending, such as too_large, left it as is).
 			if c := schema.CodeOf(err); c != schema.CodeTooLarge && c != schema.CodeInvalidEvent {
-				s.cache.Delete(req.SessionID)
+				s.cache.Remove(req.SessionID)
 			}
 			return AppendReply{}, err
 		}
@@ -256,7 +256,7 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 			// (duplicate, or invalid_event for other content). Should the
 			// fold still not show it, answer as JetStream did.
 			s.st.ForgetTail(req.SessionID)
-			s.cache.Delete(req.SessionID)
+			s.cache.Remove(req.SessionID)
 			if dups == 0 {
 				dups++
 				reload = true
@@ -270,7 +270,7 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 		} else if err := ent.state.Apply(&req.Events[0]); err != nil {
 			// Check passed under the same lock: this cannot happen, but
 			// a state that disagrees with the log must not be kept.
-			s.cache.Delete(req.SessionID)
+			s.cache.Remove(req.SessionID)
 			s.log.Error("writer: committed event does not fold", "session", req.SessionID, "err", err)
 			return AppendReply{SessionID: req.SessionID, FirstSeq: res.FirstSeq, LastSeq: res.LastSeq, StreamSeq: res.StreamSeq}, nil
 		}
@@ -282,7 +282,7 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 		}
 		lastEv := &req.Events[len(req.Events)-1]
 		ent.tail = logstore.Tail{Seq: res.LastSeq, StreamSeq: res.StreamSeq, EventID: lastEv.EventID}
-		s.cache.Put(req.SessionID, ent)
+		s.cache.Add(req.SessionID, ent)
 		s.m.events.Add(float64(len(req.Events)))
 		return AppendReply{SessionID: req.SessionID, FirstSeq: res.FirstSeq, LastSeq: res.LastSeq, StreamSeq: res.StreamSeq}, nil
 	}
@@ -448,9 +448,9 @@ func (s *Service) duplicateInWindow(ctx context.Context, req *AppendRequest, res
 }
 
 // unmarshal is schema.Unmarshal (the checks of schema.CheckJSON, then a
-// decode refusing unknown fields) with the one-pass checker.
+// decode refusing unknown fields) without its cleaning of type errors.
 func unmarshal(b []byte, v any) error {
-	if err := checkJSON(b, schema.MaxJSONDepth); err != nil {
+	if err := schema.CheckJSON(b, schema.MaxJSONDepth); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))

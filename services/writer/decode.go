@@ -12,6 +12,10 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
+// scanner is schema's JSON scanner with the steps that read the fields
+// of an append request.
+type scanner struct{ schema.JSONScanner }
+
 // decodeAppend parses an append request in one pass with the checks of
 // schema.Unmarshal (one JSON value, valid UTF-8, no duplicated key, depth
 // bound, no unknown field) and stricter key matching: a key must be
@@ -23,14 +27,14 @@ func decodeAppend(b []byte, req *AppendRequest) error {
 	if !utf8.Valid(b) {
 		return errors.New("not valid UTF-8")
 	}
-	p := &scanner{b: b, maxDepth: schema.MaxJSONDepth}
-	p.ws()
-	if p.i == len(p.b) {
+	p := &scanner{schema.JSONScanner{B: b, MaxDepth: schema.MaxJSONDepth}}
+	p.WS()
+	if p.I == len(p.B) {
 		return errors.New("empty document")
 	}
 	if p.null() { // as encoding/json: a null request is an empty one
-		p.ws()
-		if p.i != len(p.b) {
+		p.WS()
+		if p.I != len(p.B) {
 			return errors.New("trailing data after JSON value")
 		}
 		return nil
@@ -66,8 +70,8 @@ func decodeAppend(b []byte, req *AppendRequest) error {
 	if err != nil {
 		return err
 	}
-	p.ws()
-	if p.i != len(p.b) {
+	p.WS()
+	if p.I != len(p.B) {
 		return errors.New("trailing data after JSON value")
 	}
 	return nil
@@ -78,26 +82,26 @@ func decodeAppend(b []byte, req *AppendRequest) error {
 // an escape is refused as unknown unless f knows it (none of the contract
 // names need one) — but duplicates are still detected on decoded keys.
 func (p *scanner) fields(depth int, f func(key []byte, start int) error) error {
-	if p.i >= len(p.b) || p.b[p.i] != '{' {
-		return p.errf("expected an object")
+	if p.I >= len(p.B) || p.B[p.I] != '{' {
+		return p.Errf("expected an object")
 	}
-	if depth >= p.maxDepth {
-		return fmt.Errorf("nested deeper than %d levels", p.maxDepth)
+	if depth >= p.MaxDepth {
+		return fmt.Errorf("nested deeper than %d levels", p.MaxDepth)
 	}
-	p.i++
-	p.ws()
-	if p.i < len(p.b) && p.b[p.i] == '}' {
-		p.i++
+	p.I++
+	p.WS()
+	if p.I < len(p.B) && p.B[p.I] == '}' {
+		p.I++
 		return nil
 	}
 	var seen [16][]byte
 	n := 0
 	for {
-		p.ws()
-		if p.i >= len(p.b) || p.b[p.i] != '"' {
-			return p.errf("expected object key")
+		p.WS()
+		if p.I >= len(p.B) || p.B[p.I] != '"' {
+			return p.Errf("expected object key")
 		}
-		raw, esc, err := p.str()
+		raw, esc, err := p.Str()
 		if err != nil {
 			return err
 		}
@@ -105,7 +109,7 @@ func (p *scanner) fields(depth int, f func(key []byte, start int) error) error {
 		if esc {
 			var k string
 			if err := json.Unmarshal(raw, &k); err != nil {
-				return p.errf("invalid key: %v", err)
+				return p.Errf("invalid key: %v", err)
 			}
 			key = []byte(k)
 		}
@@ -119,27 +123,27 @@ func (p *scanner) fields(depth int, f func(key []byte, start int) error) error {
 		}
 		seen[n] = key
 		n++
-		p.ws()
-		if p.i >= len(p.b) || p.b[p.i] != ':' {
-			return p.errf("expected :")
+		p.WS()
+		if p.I >= len(p.B) || p.B[p.I] != ':' {
+			return p.Errf("expected :")
 		}
-		p.i++
-		p.ws()
-		if p.i >= len(p.b) {
-			return p.errf("unexpected end")
+		p.I++
+		p.WS()
+		if p.I >= len(p.B) {
+			return p.Errf("unexpected end")
 		}
-		if err := f(key, p.i); err != nil {
+		if err := f(key, p.I); err != nil {
 			return err
 		}
-		if done, err := p.sep('}', "object"); done || err != nil {
+		if done, err := p.Sep('}', "object"); done || err != nil {
 			return err
 		}
 	}
 }
 
 func (p *scanner) null() bool {
-	if len(p.b)-p.i >= 4 && string(p.b[p.i:p.i+4]) == "null" {
-		p.i += 4
+	if len(p.B)-p.I >= 4 && string(p.B[p.I:p.I+4]) == "null" {
+		p.I += 4
 		return true
 	}
 	return false
@@ -149,10 +153,10 @@ func (p *scanner) strField(dst *string) error {
 	if p.null() {
 		return nil
 	}
-	if p.b[p.i] != '"' {
-		return p.errf("expected a string")
+	if p.B[p.I] != '"' {
+		return p.Errf("expected a string")
 	}
-	raw, esc, err := p.str()
+	raw, esc, err := p.Str()
 	if err != nil {
 		return err
 	}
@@ -164,14 +168,14 @@ func (p *scanner) strField(dst *string) error {
 }
 
 func (p *scanner) numLit() ([]byte, error) {
-	start := p.i
-	if c := p.b[p.i]; c != '-' && (c < '0' || c > '9') {
-		return nil, p.errf("expected a number")
+	start := p.I
+	if c := p.B[p.I]; c != '-' && (c < '0' || c > '9') {
+		return nil, p.Errf("expected a number")
 	}
-	if err := p.number(); err != nil {
+	if err := p.Number(); err != nil {
 		return nil, err
 	}
-	return p.b[start:p.i], nil
+	return p.B[start:p.I], nil
 }
 
 func (p *scanner) uintField(dst *uint64) error {
@@ -209,34 +213,34 @@ func (p *scanner) intField(dst *int) error {
 func (p *scanner) boolField(dst *bool) error {
 	switch {
 	case p.null():
-	case p.lit("true") == nil:
+	case p.Lit("true") == nil:
 		*dst = true
-	case p.lit("false") == nil:
+	case p.Lit("false") == nil:
 		*dst = false
 	default:
-		return p.errf("expected a boolean")
+		return p.Errf("expected a boolean")
 	}
 	return nil
 }
 
 func (p *scanner) events(req *AppendRequest) error {
-	if p.b[p.i] != '[' {
-		return p.errf("events must be an array")
+	if p.B[p.I] != '[' {
+		return p.Errf("events must be an array")
 	}
-	p.i++
-	p.ws()
-	if p.i < len(p.b) && p.b[p.i] == ']' {
-		p.i++
+	p.I++
+	p.WS()
+	if p.I < len(p.B) && p.B[p.I] == ']' {
+		p.I++
 		req.Events = []schema.Envelope{}
 		return nil
 	}
 	req.Events = make([]schema.Envelope, 0, 1) // most appends are one event
 	for {
-		p.ws()
+		p.WS()
 		if len(req.Events) > schema.MaxBatchEvents {
 			// Enough to refuse the request; the rest is still scanned so a
 			// malformed document is reported as such.
-			if err := p.value(2); err != nil {
+			if err := p.Value(2); err != nil {
 				return err
 			}
 		} else {
@@ -245,18 +249,18 @@ func (p *scanner) events(req *AppendRequest) error {
 				return err
 			}
 		}
-		if done, err := p.sep(']', "array"); done || err != nil {
+		if done, err := p.Sep(']', "array"); done || err != nil {
 			return err
 		}
 	}
 }
 
 func (p *scanner) envelope(e *schema.Envelope) error {
-	if p.i >= len(p.b) || p.b[p.i] != '{' {
+	if p.I >= len(p.B) || p.B[p.I] != '{' {
 		if p.null() {
 			return nil
 		}
-		return p.errf("an event must be an object")
+		return p.Errf("an event must be an object")
 	}
 	return p.fields(2, func(key []byte, start int) error {
 		switch string(key) {
@@ -272,10 +276,10 @@ func (p *scanner) envelope(e *schema.Envelope) error {
 			if p.null() {
 				return nil
 			}
-			if p.b[p.i] != '"' {
-				return p.errf("time must be a string")
+			if p.B[p.I] != '"' {
+				return p.Errf("time must be a string")
 			}
-			raw, _, err := p.str()
+			raw, _, err := p.Str()
 			if err != nil {
 				return err
 			}
@@ -300,10 +304,10 @@ func (p *scanner) envelope(e *schema.Envelope) error {
 		case "synthetic":
 			return p.boolField(&e.Synthetic)
 		case "data":
-			if err := p.value(3); err != nil {
+			if err := p.Value(3); err != nil {
 				return err
 			}
-			e.Data = json.RawMessage(p.b[start:p.i])
+			e.Data = json.RawMessage(p.B[start:p.I])
 			return nil
 		}
 		return fmt.Errorf("json: unknown field %q", key)

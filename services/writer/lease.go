@@ -58,7 +58,7 @@ func (s *Service) checkHolder(ctx context.Context, req *AppendRequest) error {
 	}
 	if held := logstore.HeldByOther(req.SessionID, rec, req.Holder, now); held != nil {
 		if ours {
-			s.leases.Delete(req.SessionID)
+			s.leases.Remove(req.SessionID)
 		}
 		s.m.renewals.WithLabelValues("held").Inc()
 		return held
@@ -78,11 +78,11 @@ func (s *Service) renewAfterAppend(ctx context.Context, sessionID, holder string
 		return
 	}
 	// Mark first so concurrent appends of the session do not all renew.
-	s.leases.Put(sessionID, leaseMark{holder: holder, at: now})
+	s.leases.Add(sessionID, leaseMark{holder: holder, at: now})
 	ctx, cancel := context.WithTimeout(ctx, renewTimeout)
 	defer cancel()
 	if err := s.st.TakeLease(ctx, sessionID, holder, now, takeover); err != nil {
-		s.leases.Delete(sessionID)
+		s.leases.Remove(sessionID)
 		var held *logstore.LeaseHeldError
 		if errors.As(err, &held) {
 			s.m.renewals.WithLabelValues("held").Inc()
@@ -159,7 +159,7 @@ func (s *Service) Heartbeat(ctx context.Context, body []byte) (HeartbeatReply, e
 		var held *logstore.LeaseHeldError
 		if errors.As(err, &held) {
 			if marked && m.holder == req.Holder {
-				s.leases.Delete(req.SessionID)
+				s.leases.Remove(req.SessionID)
 			}
 			s.m.renewals.WithLabelValues("held").Inc()
 			return HeartbeatReply{}, err
@@ -172,6 +172,6 @@ func (s *Service) Heartbeat(ctx context.Context, body []byte) (HeartbeatReply, e
 		return HeartbeatReply{}, schema.Errorf(schema.CodeNotCommitted, "lease not renewed: %v", err)
 	}
 	s.m.renewals.WithLabelValues("ok").Inc()
-	s.leases.Put(req.SessionID, leaseMark{holder: req.Holder, at: now})
+	s.leases.Add(req.SessionID, leaseMark{holder: req.Holder, at: now})
 	return HeartbeatReply{SessionID: req.SessionID, Holder: req.Holder, TTLMs: ttl.Milliseconds()}, nil
 }

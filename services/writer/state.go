@@ -84,11 +84,11 @@ func (s *Service) entryFor(ctx context.Context, sessionID string, refresh bool) 
 		// included): fold from the start, which gives the answer.
 	}
 	s.misses.Inc()
-	s.cache.Delete(sessionID)
+	s.cache.Remove(sessionID)
 	if e, err = s.fold(ctx, sessionID); err != nil {
 		return nil, true, err
 	}
-	s.cache.Put(sessionID, e)
+	s.cache.Add(sessionID, e)
 	return e, true, nil
 }
 
@@ -115,23 +115,23 @@ func (s *Service) catchUp(ctx context.Context, sessionID string, e *entry) error
 		for e.tail.StreamSeq < t.StreamSeq {
 			m, err := s.st.NextAfter(ctx, sessionID, e.tail.StreamSeq)
 			if err != nil {
-				s.cache.Delete(sessionID)
+				s.cache.Remove(sessionID)
 				return schema.Errorf(schema.CodeNotCommitted, "cannot read the session: %v", err)
 			}
 			if m == nil {
 				break
 			}
 			if err := apply(m); err != nil {
-				s.cache.Delete(sessionID)
+				s.cache.Remove(sessionID)
 				return err
 			}
 		}
 	} else if _, err := s.st.ReadSession(ctx, sessionID, e.tail.StreamSeq, apply); err != nil {
-		s.cache.Delete(sessionID)
+		s.cache.Remove(sessionID)
 		return readErr(sessionID, err)
 	}
 	if e.tail.StreamSeq < t.StreamSeq {
-		s.cache.Delete(sessionID)
+		s.cache.Remove(sessionID)
 		return fmt.Errorf("writer: %s: read ended at stream seq %d before the tail at %d", sessionID, e.tail.StreamSeq, t.StreamSeq)
 	}
 	return nil

@@ -10,12 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/internal/lru"
 	"github.com/sessionlog/sessionlog/internal/wire"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -117,13 +117,21 @@ func New(cfg Config) (*Service, error) {
 	if cfg.ConflictRetries <= 0 {
 		cfg.ConflictRetries = DefaultConflictRetries
 	}
+	cache, err := lru.New[string, *entry](cfg.StateCacheSize)
+	if err != nil {
+		return nil, fmt.Errorf("writer: state cache: %w", err)
+	}
+	leases, err := lru.New[string, leaseMark](cfg.StateCacheSize)
+	if err != nil {
+		return nil, fmt.Errorf("writer: lease cache: %w", err)
+	}
 	s := &Service{
 		cfg:    cfg,
 		st:     cfg.Store,
 		nc:     cfg.Conn,
 		log:    cfg.Logger,
-		cache:  lru.New[string, *entry](cfg.StateCacheSize),
-		leases: lru.New[string, leaseMark](cfg.StateCacheSize),
+		cache:  cache,
+		leases: leases,
 		seed:   maphash.MakeSeed(),
 		sem:    make(chan struct{}, cfg.MaxConcurrent),
 		jobs:   make(chan job),
