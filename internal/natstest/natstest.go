@@ -132,6 +132,7 @@ func RunCluster(t TB, n int) *Cluster {
 	}
 	t.Cleanup(c.Shutdown)
 	c.WaitMetaLeader()
+	c.WaitPeersCurrent()
 	return c
 }
 
@@ -163,6 +164,34 @@ func (c *Cluster) WaitMetaLeader() {
 			if s != nil && s.Running() && s.JetStreamIsLeader() {
 				return nil
 			}
+		}
+		return fmt.Errorf("no meta leader")
+	})
+}
+
+// WaitPeersCurrent waits until the meta leader can place replicas on every
+// running node. A meta leader is elected by a quorum, before the last
+// node has joined: a stream placed on R=n then finds "no suitable peers
+// for placement" (10005).
+func (c *Cluster) WaitPeersCurrent() {
+	c.t.Helper()
+	CheckFor(c.t, 20*time.Second, 50*time.Millisecond, func() error {
+		running := 0
+		for _, s := range c.Servers {
+			if s != nil && s.Running() {
+				running++
+			}
+		}
+		for _, s := range c.Servers {
+			if s == nil || !s.Running() || !s.JetStreamIsLeader() {
+				continue
+			}
+			// The peers placement may use: online, with JetStream, and
+			// whose statistics the leader has received.
+			if got := len(s.JetStreamClusterPeers()); got < running {
+				return fmt.Errorf("meta leader can place on %d of %d nodes", got, running)
+			}
+			return nil
 		}
 		return fmt.Errorf("no meta leader")
 	})
