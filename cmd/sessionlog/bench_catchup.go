@@ -14,8 +14,6 @@ import (
 // 1,000 sessions, then time the projector from an empty store to caught
 // up against the raw floor of writing N Pebble keys in batches of the same
 // size with no folding.
-func init() { registerBench("catchup", runBenchCatchup) }
-
 func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("bench catchup")
 	fs.SetOutput(stdout)

@@ -13,8 +13,6 @@ import (
 
 // `sessionlog bench repair [--quick]`: orphan N sessions at once and time
 // each lease's expiry to its committed repair, after the grace period.
-func init() { registerBench("repair", runBenchRepair) }
-
 func runBenchRepair(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("bench repair")
 	fs.SetOutput(stdout)

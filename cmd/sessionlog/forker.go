@@ -14,14 +14,6 @@ import (
 
 const defaultForkerHTTP = "127.0.0.1:8084"
 
-func init() {
-	register(&command{
-		Name:    "forker",
-		Summary: "run the forker against --nats-url: copy safe prefixes of sessions into new sessions",
-		Run:     runForker,
-	})
-}
-
 func runForker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("forker")
 	fs.SetOutput(stderr)

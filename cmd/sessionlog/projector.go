@@ -15,14 +15,6 @@ import (
 
 const defaultProjectorHTTP = "127.0.0.1:8080"
 
-func init() {
-	register(&command{
-		Name:    "projector",
-		Summary: "run the projector against --nats-url: Pebble read models, HTTP API, live watch, dashboard",
-		Run:     runProjector,
-	})
-}
-
 func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("projector")
 	fs.SetOutput(stderr)

@@ -14,14 +14,6 @@ import (
 
 const defaultRepairerHTTP = "127.0.0.1:8083"
 
-func init() {
-	register(&command{
-		Name:    "repairer",
-		Summary: "run the repairer against --nats-url: close what dead agents left open",
-		Run:     runRepairer,
-	})
-}
-
 // repairerFlags are the repairer's own flags, shared with up where they fit.
 type repairerFlags struct {
 	leaseTTL, grace, sweep time.Duration

@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -76,47 +75,20 @@ type upActor struct {
 	Interrupt func(error)
 }
 
-// upService is a service that `sessionlog up` runs; register it from the
-// service's own up_<name>.go init with registerUp.
+// upService is a service that `sessionlog up` runs; its Start is in
+// up_<name>.go.
 type upService struct {
-	Name string
-	// Order: lower starts first; ties by name.
-	Order int
+	Name  string
 	Start func(env *upEnv) (*upActor, error)
 }
 
-// upServices is filled by init functions only.
-var upServices []upService
-
-func registerUp(s upService) {
-	if s.Name == "" || s.Start == nil {
-		panic("sessionlog: registerUp needs Name and Start")
-	}
-	for _, o := range upServices {
-		if o.Name == s.Name {
-			panic("sessionlog: registerUp: duplicate " + s.Name)
-		}
-	}
-	upServices = append(upServices, s)
-}
-
-func sortedUpServices() []upService {
-	out := append([]upService(nil), upServices...)
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Order != out[j].Order {
-			return out[i].Order < out[j].Order
-		}
-		return out[i].Name < out[j].Name
-	})
-	return out
-}
-
-func init() {
-	register(&command{
-		Name:    "up",
-		Summary: "run everything in one process: embedded JetStream, all services, dashboard",
-		Run:     runUp,
-	})
+// upServices are the services of `sessionlog up`, in the order they start:
+// the writer first so agents can append as soon as the process is ready.
+var upServices = []upService{
+	{Name: "writer", Start: startUpWriter},
+	{Name: "repairer", Start: startUpRepairer},
+	{Name: "forker", Start: startUpForker},
+	{Name: "projector", Start: startUpProjector},
 }
 
 type upFlags struct {
@@ -241,7 +213,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}, func(error) { close(stop) })
 	}
-	for _, svc := range sortedUpServices() {
+	for _, svc := range upServices {
 		env := &upEnv{
 			Ctx: ctx, NC: nc, Connect: connect, NATSURL: natsURL, Store: store,
 			Logger: log.With("service", svc.Name), Registry: o.Registry, Mux: o.Mux,

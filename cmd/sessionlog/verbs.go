@@ -26,14 +26,6 @@ import (
 // never provision the stream: an SRE tool pointed at the wrong server must
 // not create an empty SESSIONS there.
 
-func init() {
-	register(&command{Name: "ls", Summary: "list sessions: id, events, last seq, last type, last time", Run: runLs})
-	register(&command{Name: "show", Summary: "show <id>: a session's folded state (status, open work, goal, lease)", Run: runShow})
-	register(&command{Name: "replay", Summary: "replay <id>: print a session's stored events as JSON lines", Run: runReplay})
-	register(&command{Name: "tail", Summary: "tail [<id>]: follow new events live, durable and transient", Run: runTail})
-	register(&command{Name: "verify", Summary: "check every session: seq contiguity, decoding, pairing and structure, readability", Run: runVerify})
-}
-
 // sre is what a verb needs after its flags are parsed.
 type sre struct {
 	store *logstore.Store

@@ -13,14 +13,6 @@ import (
 
 const defaultWriterHTTP = "127.0.0.1:8081"
 
-func init() {
-	register(&command{
-		Name:    "writer",
-		Summary: "run the writer against --nats-url: sessions.api.append and sessions.api.heartbeat",
-		Run:     runWriter,
-	})
-}
-
 func runWriter(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("writer")
 	fs.SetOutput(stderr)
