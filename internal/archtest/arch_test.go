@@ -31,7 +31,8 @@ var jetstreamAllowed = []string{"internal/logstore", "internal/natstest", "inter
 // the list, and no file may join it.
 var jetstreamExceptions = []string{
 	"cmd/sessionlog/ops.go",
-	"cmd/sessionlog/verbs.go",
+	"cmd/sessionlog/ls.go",
+	"cmd/sessionlog/tail.go",
 	"services/projector/loadgen/loadgen.go",
 	"services/projector/service.go",
 	"services/projector/watch.go",
