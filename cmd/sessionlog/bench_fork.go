@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sessionlog/sessionlog/internal/bench"
+	"github.com/sessionlog/sessionlog/cmd/sessionlog/internal/bench"
 )
 
 // `sessionlog bench fork [--quick]`: fork parents of 100 .. 100,000 events
