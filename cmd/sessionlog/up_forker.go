@@ -1,12 +1,12 @@
 package main
 
 import (
-	"github.com/sessionlog/sessionlog/services/forker"
+	"github.com/sessionlog/sessionlog/internal/assemble"
 )
 
 // The forker in `sessionlog up`, with its defaults.
 func startUpForker(env *upEnv) (*upActor, error) {
-	svc, err := forker.New(forker.Config{Store: env.Store, Conn: env.NC, Logger: env.Logger, Registerer: env.Registry})
+	svc, err := assemble.NewForker(assemble.DefaultForker(), env.Store, assemble.Deps{Conn: env.NC, Logger: env.Logger, Registerer: env.Registry})
 	if err != nil {
 		return nil, err
 	}

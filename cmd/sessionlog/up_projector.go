@@ -3,7 +3,7 @@ package main
 import (
 	"path/filepath"
 
-	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/internal/assemble"
 )
 
 // The projector in `sessionlog up`: its store lives in <data-dir>/projector,
@@ -11,10 +11,8 @@ import (
 // serves /healthz, /readyz and /metrics and checks the token), and /readyz
 // waits until it has caught up with the stream.
 func startUpProjector(env *upEnv) (*upActor, error) {
-	svc, err := projector.New(projector.Config{
-		Store: env.Store, DataDir: filepath.Join(env.DataDir, "projector"),
-		Logger: env.Logger, Registerer: env.Registry,
-	})
+	svc, err := assemble.NewProjector(assemble.DefaultProjector(filepath.Join(env.DataDir, "projector")), env.Store,
+		assemble.Deps{Logger: env.Logger, Registerer: env.Registry})
 	if err != nil {
 		return nil, err
 	}

@@ -1,15 +1,14 @@
 package main
 
 import (
-	"github.com/sessionlog/sessionlog/services/repairer"
+	"github.com/sessionlog/sessionlog/internal/assemble"
 )
 
 // The repairer in `sessionlog up`: --lease-ttl and --grace come from up's flags.
 func startUpRepairer(env *upEnv) (*upActor, error) {
-	svc, err := repairer.New(repairer.Config{
-		Store: env.Store, Logger: env.Logger, Registerer: env.Registry,
-		LeaseTTL: env.LeaseTTL, Grace: env.Grace,
-	})
+	cfg := assemble.DefaultRepairer()
+	cfg.LeaseTTL, cfg.Grace = env.LeaseTTL, env.Grace
+	svc, err := assemble.NewRepairer(cfg, env.Store, assemble.Deps{Logger: env.Logger, Registerer: env.Registry})
 	if err != nil {
 		return nil, err
 	}

@@ -3,8 +3,8 @@ package main
 import (
 	"fmt"
 
+	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/services/writer"
 )
 
 // The writer in `sessionlog up`: sessions.api.append and
@@ -23,9 +23,9 @@ func startUpWriter(env *upEnv) (*upActor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("writer: log store: %w", err)
 	}
-	svc, err := writer.New(writer.Config{
-		Store: st, Logger: env.Logger, Registerer: env.Registry, LeaseTTL: env.LeaseTTL,
-	})
+	wcfg := assemble.DefaultWriter()
+	wcfg.LeaseTTL = env.LeaseTTL
+	svc, err := assemble.NewWriter(wcfg, st, assemble.Deps{Logger: env.Logger, Registerer: env.Registry})
 	if err != nil {
 		return nil, err
 	}
