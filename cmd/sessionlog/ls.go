@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
 	"strconv"
 	"text/tabwriter"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -28,23 +25,14 @@ type sessionRef struct {
 // listSessions enumerates sessions from each stream's per-subject state
 // (no consumer), sorted by id.
 func listSessions(ctx context.Context, st *logstore.Store) ([]sessionRef, error) {
-	var out []sessionRef
-	for _, name := range logstore.Streams() {
-		s, err := st.JetStream().Stream(ctx, name)
-		if err != nil {
-			return nil, fmt.Errorf("stream %s: %w", name, err)
-		}
-		info, err := s.Info(ctx, jetstream.WithSubjectFilter(">"))
-		if err != nil {
-			return nil, fmt.Errorf("stream %s subjects: %w", name, err)
-		}
-		for subj, n := range info.State.Subjects {
-			if id, ok := logstore.SessionFromSubject(subj); ok {
-				out = append(out, sessionRef{Stream: name, ID: id, Events: n})
-			}
-		}
+	list, err := st.ListSessions(ctx)
+	if err != nil {
+		return nil, err
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	out := make([]sessionRef, len(list))
+	for i, s := range list {
+		out[i] = sessionRef{Stream: s.Stream, ID: s.ID, Events: s.Messages}
+	}
 	return out, nil
 }
 
@@ -105,22 +93,14 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 // lastOf fills the last event of a session from its headers (and body for
 // the time).
 func (c *sre) lastOf(ctx context.Context, r sessionRef, le *lastEvent) error {
-	loc, err := logstore.Locate(r.ID)
-	if err != nil {
-		return err
-	}
-	s, err := c.store.JetStream().Stream(ctx, loc.Stream)
-	if err != nil {
-		return err
-	}
-	m, err := s.GetLastMsgForSubject(ctx, loc.Subject)
+	m, err := c.store.LastStoredOf(ctx, r.ID)
 	if err != nil {
 		return fmt.Errorf("last event of %s: %w", r.ID, err)
 	}
-	le.StreamSeq = m.Sequence
+	le.StreamSeq = m.StreamSeq
 	le.LastType = m.Header.Get(logstore.HeaderType)
 	le.LastSeq, _ = strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64)
-	le.LastTime = m.Time
+	le.LastTime = m.Stored
 	if e, err := schema.Decode(m.Data); err == nil {
 		le.LastTime, le.LastType, le.LastSeq = e.Time, e.Type, e.Seq
 	}

@@ -30,8 +30,6 @@ var jetstreamAllowed = []string{"internal/logstore", "internal/natstest", "cmd/s
 // may). The list only shrinks: a file that stops importing it must leave
 // the list, and no file may join it.
 var jetstreamExceptions = []string{
-	"cmd/sessionlog/ops.go",
-	"cmd/sessionlog/ls.go",
 	"cmd/sessionlog/tail.go",
 	"services/projector/loadgen/loadgen.go",
 	"services/projector/service.go",
