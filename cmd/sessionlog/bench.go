@@ -11,24 +11,13 @@ import (
 // prints BENCH lines to stdout.
 type benchFunc func(ctx context.Context, args []string, stdout io.Writer) error
 
-// benches is the `sessionlog bench <name>` registry, filled by init
-// functions only (bench_<name>.go files call registerBench).
-var benches = map[string]benchFunc{}
-
-// registerBench adds `sessionlog bench <name>`; call it from init.
-func registerBench(name string, fn benchFunc) {
-	if _, dup := benches[name]; dup {
-		panic("sessionlog: registerBench: duplicate " + name)
-	}
-	benches[name] = fn
-}
-
-func init() {
-	register(&command{
-		Name:    "bench",
-		Summary: "run a benchmark (append, ...) and print BENCH lines",
-		Run:     runBench,
-	})
+// benches is every `sessionlog bench <name>`; each one's code is in
+// bench_<name>.go.
+var benches = map[string]benchFunc{
+	"append":  runBenchAppend,
+	"catchup": runBenchCatchup,
+	"fork":    runBenchFork,
+	"repair":  runBenchRepair,
 }
 
 func benchNames() []string {

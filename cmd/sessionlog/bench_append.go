@@ -7,14 +7,12 @@ import (
 	"runtime/pprof"
 	"strings"
 
-	"github.com/sessionlog/sessionlog/internal/bench"
+	"github.com/sessionlog/sessionlog/cmd/sessionlog/internal/bench"
 )
 
 // `sessionlog bench append [--quick]`: raw JetStream publish floor, the
 // writer service path and the client, 64 concurrent sessions, 1-event
 // appends and 10-event batches (internal/bench.Append).
-func init() { registerBench("append", runBenchAppend) }
-
 func runBenchAppend(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("bench append")
 	fs.SetOutput(stdout)

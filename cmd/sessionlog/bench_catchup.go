@@ -7,15 +7,13 @@ import (
 	"os"
 	"runtime/pprof"
 
-	"github.com/sessionlog/sessionlog/internal/bench"
+	"github.com/sessionlog/sessionlog/cmd/sessionlog/internal/bench"
 )
 
 // `sessionlog bench catchup [--quick]`: fill a stream with N events over
 // 1,000 sessions, then time the projector from an empty store to caught
 // up against the raw floor of writing N Pebble keys in batches of the same
 // size with no folding.
-func init() { registerBench("catchup", runBenchCatchup) }
-
 func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("bench catchup")
 	fs.SetOutput(stdout)

@@ -8,14 +8,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sessionlog/sessionlog/internal/bench"
+	"github.com/sessionlog/sessionlog/cmd/sessionlog/internal/bench"
 )
 
 // `sessionlog bench fork [--quick]`: fork parents of 100 .. 100,000 events
 // and compare each with publishing the child's same messages as raw atomic
 // batches in the same run.
-func init() { registerBench("fork", runBenchFork) }
-
 func runBenchFork(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("bench fork")
 	fs.SetOutput(stdout)

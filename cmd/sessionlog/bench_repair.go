@@ -8,13 +8,11 @@ import (
 	"runtime/pprof"
 	"time"
 
-	"github.com/sessionlog/sessionlog/internal/bench"
+	"github.com/sessionlog/sessionlog/cmd/sessionlog/internal/bench"
 )
 
 // `sessionlog bench repair [--quick]`: orphan N sessions at once and time
 // each lease's expiry to its committed repair, after the grace period.
-func init() { registerBench("repair", runBenchRepair) }
-
 func runBenchRepair(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("bench repair")
 	fs.SetOutput(stdout)

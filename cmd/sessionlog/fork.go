@@ -24,14 +24,6 @@ const forkProgressMin = 3000
 // seconds to minutes; a dead server ends it sooner (verbLostAfter).
 const defaultForkTimeout = 10 * time.Minute
 
-func init() {
-	register(&command{
-		Name:    "fork",
-		Summary: "fork a session at a safe point: sessionlog fork <parent> [--at-seq N | --at-turn T] [--child ID]; prints the child id",
-		Run:     runFork,
-	})
-}
-
 func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlags("fork")
 	fs.SetOutput(stderr)

@@ -2,25 +2,19 @@ package main
 
 import (
 	"context"
+	"flag"
 	"io"
 	"time"
 
 	"github.com/oklog/run"
 
 	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
+	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/services/forker"
 )
 
 const defaultForkerHTTP = "127.0.0.1:8084"
-
-func init() {
-	register(&command{
-		Name:    "forker",
-		Summary: "run the forker against --nats-url: copy safe prefixes of sessions into new sessions",
-		Run:     runForker,
-	})
-}
 
 func runForker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("forker")
@@ -30,18 +24,14 @@ func runForker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	httpListen := fs.String("http-listen", defaultForkerHTTP, "HTTP listen address for /healthz /readyz /metrics")
 	replicas := fs.Int("replicas", 1, "replicas of the stream and buckets if this process creates them")
 	noProvision := fs.Bool("no-provision", false, "do not create or update the stream and buckets (they must exist)")
-	batch := fs.Int("batch-size", forker.DefaultBatchSize, "events per atomic batch of a copy (at most 1000)")
-	concurrency := fs.Int("concurrency", forker.DefaultMaxConcurrent, "forks copied at once")
-	sweep := fs.Duration("sweep-interval", forker.DefaultSweepEvery, "how often copies left behind by a dead forker are looked for")
-	stale := fs.Duration("stale-after", forker.DefaultStaleAfter, "a copy whose record was not renewed this long is taken over")
-	timeout := fs.Duration("fork-timeout", forker.DefaultForkTimeout, "bound on one fork request's copy")
+	cfg := forkerFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected arguments %q", fs.Args())
 	}
-	if *batch < 2 || *batch > 1000 || *sweep <= 0 || *stale <= 0 || *timeout <= 0 {
+	if cfg.BatchSize < 2 || cfg.BatchSize > 1000 || cfg.SweepEvery <= 0 || cfg.StaleAfter <= 0 || cfg.ForkTimeout <= 0 {
 		return usageErrorf("--batch-size must be 2..1000 and the durations > 0")
 	}
 	log, err := newLogger(fs, stderr)
@@ -65,10 +55,7 @@ func runForker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	o := newOps()
-	svc, err := forker.New(forker.Config{
-		Store: store, Conn: nc, Logger: log, Registerer: o.Registry,
-		BatchSize: *batch, MaxConcurrent: *concurrency, SweepEvery: *sweep, StaleAfter: *stale, ForkTimeout: *timeout,
-	})
+	svc, err := assemble.NewForker(*cfg, store, assemble.Deps{Conn: nc, Logger: log, Registerer: o.Registry})
 	if err != nil {
 		return err
 	}
@@ -84,3 +71,15 @@ func runForker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // forkPollEvery is how often `sessionlog fork` reads the child's tail for
 // its progress bar.
 const forkPollEvery = 200 * time.Millisecond
+
+// forkerFlags binds the forker's settings to fs, defaulting to
+// assemble.DefaultForker: the values `up` runs the forker with.
+func forkerFlags(fs *flag.FlagSet) *assemble.Forker {
+	cfg := assemble.DefaultForker()
+	fs.IntVar(&cfg.BatchSize, "batch-size", cfg.BatchSize, "events per atomic batch of a copy (at most 1000)")
+	fs.IntVar(&cfg.MaxConcurrent, "concurrency", cfg.MaxConcurrent, "forks copied at once")
+	fs.DurationVar(&cfg.SweepEvery, "sweep-interval", cfg.SweepEvery, "how often copies left behind by a dead forker are looked for")
+	fs.DurationVar(&cfg.StaleAfter, "stale-after", cfg.StaleAfter, "a copy whose record was not renewed this long is taken over")
+	fs.DurationVar(&cfg.ForkTimeout, "fork-timeout", cfg.ForkTimeout, "bound on one fork request's copy")
+	return &cfg
+}

@@ -3,14 +3,10 @@
 // an embedded JetStream server) and the SRE verbs (ls, show, replay, tail,
 // verify, export, import, bench).
 //
-// Each subcommand lives in its own file and registers itself in init():
-//
-//	func init() {
-//		register(&command{Name: "projector", Summary: "...", Run: runProjector})
-//	}
-//
-// Run gets the arguments after the subcommand name and parses them with
-// newFlags/parseFlags, so every flag also reads its SESSIONLOG_ variable.
+// Every subcommand is listed in the table commands below; each one's code
+// lives in its own file (run<Name>). Run gets the arguments after the
+// subcommand name and parses them with newFlags/parseFlags, so every flag
+// also reads its SESSIONLOG_ variable.
 package main
 
 import (
@@ -29,26 +25,35 @@ import (
 
 // command is one subcommand.
 type command struct {
-	Name    string
 	Summary string
 	// Run runs the subcommand with the arguments that follow its name. It
 	// returns nil on success; a usageError exits 2, any other error 1.
 	Run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
-// commands is the subcommand registry, filled by init functions only and
-// read-only afterwards.
-var commands = map[string]*command{}
-
-// register adds a subcommand; call it from init.
-func register(c *command) {
-	if c.Name == "" || c.Run == nil {
-		panic("sessionlog: register: command needs Name and Run")
-	}
-	if _, dup := commands[c.Name]; dup {
-		panic("sessionlog: register: duplicate command " + c.Name)
-	}
-	commands[c.Name] = c
+// commands is every subcommand, by name: the services, up, the SRE verbs
+// and the benchmarks. Help lists them sorted by name.
+var commands = map[string]command{
+	// Services, one per process, against --nats-url.
+	"writer":    {Summary: "run the writer against --nats-url: sessions.api.append and sessions.api.heartbeat", Run: runWriter},
+	"projector": {Summary: "run the projector against --nats-url: Pebble read models, HTTP API, live watch, dashboard", Run: runProjector},
+	"repairer":  {Summary: "run the repairer against --nats-url: close what dead agents left open", Run: runRepairer},
+	"forker":    {Summary: "run the forker against --nats-url: copy safe prefixes of sessions into new sessions", Run: runForker},
+	// Everything in one process.
+	"up": {Summary: "run everything in one process: embedded JetStream, all services, dashboard", Run: runUp},
+	// SRE verbs: read-only tools (and import, repair, fork) against --nats-url.
+	"ls":                {Summary: "list sessions: id, events, last seq, last type, last time", Run: runLs},
+	"show":              {Summary: "show <id>: a session's folded state (status, open work, goal, lease)", Run: runShow},
+	"replay":            {Summary: "replay <id>: print a session's stored events as JSON lines", Run: runReplay},
+	"tail":              {Summary: "tail [<id>]: follow new events live, durable and transient", Run: runTail},
+	"verify":            {Summary: "check every session: seq contiguity, decoding, pairing and structure, readability", Run: runVerify},
+	"verify-projection": {Summary: "rebuild the projector's views into a temporary store and compare checksums (the projector must be stopped)", Run: runVerifyProjection},
+	"export":            {Summary: "export [--session id]: print every stored event as JSON lines (> file.jsonl)", Run: runExport},
+	"import":            {Summary: "import < file.jsonl: append exported sessions; refuses to overwrite existing ones", Run: runImport},
+	"repair":            {Summary: "repair <sessionId> [--force]: close what a session left open and pause it (sessions.api.repair)", Run: runRepair},
+	"fork":              {Summary: "fork a session at a safe point: sessionlog fork <parent> [--at-seq N | --at-turn T] [--child ID]; prints the child id", Run: runFork},
+	// Benchmarks (see benches in bench.go).
+	"bench": {Summary: "run a benchmark (append, ...) and print BENCH lines", Run: runBench},
 }
 
 // usageError is a mistake on the command line: exit status 2.
@@ -146,7 +151,7 @@ flag name in upper case with dashes as underscores (--nats-url = SESSIONLOG_NATS
 `)
 }
 
-// commandNames lists registered commands (for tests).
+// commandNames lists the commands (for tests).
 func commandNames() []string {
 	names := make([]string, 0, len(commands))
 	for n := range commands {

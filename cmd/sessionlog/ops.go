@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -59,16 +58,8 @@ func keepReplicas(ctx context.Context, nc *nats.Conn, cfg *logstore.Config) {
 	if cfg.NoProvision {
 		return
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return
-	}
-	for _, name := range logstore.Streams() {
-		s, err := js.Stream(ctx, name)
-		if err != nil {
-			continue // absent (created with cfg.Replicas) or unreachable (Open reports it)
-		}
-		if have := s.CachedInfo().Config.Replicas; have > cfg.Replicas {
+	for name, have := range logstore.ProvisionedReplicas(ctx, nc) {
+		if have > cfg.Replicas {
 			if cfg.Logger != nil {
 				cfg.Logger.Warn("keeping the stream's replicas", "stream", name, "replicas", have, "asked", cfg.Replicas)
 			}

@@ -2,43 +2,30 @@ package main
 
 import (
 	"context"
+	"flag"
 	"io"
 	"path/filepath"
 
 	"github.com/oklog/run"
 
 	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
+	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/httpauth"
 	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/services/projector"
 )
 
 const defaultProjectorHTTP = "127.0.0.1:8080"
-
-func init() {
-	register(&command{
-		Name:    "projector",
-		Summary: "run the projector against --nats-url: Pebble read models, HTTP API, live watch, dashboard",
-		Run:     runProjector,
-	})
-}
 
 func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("projector")
 	fs.SetOutput(stderr)
 	nf := addNATSFlags(fs)
 	nf.Inbox = natsauth.ServiceInboxPrefix
-	dataDir := fs.String("data-dir", filepath.Join(defaultDataDir, "projector"), "directory of the Pebble read-model store (rebuildable from the stream)")
 	httpListen := fs.String("http-listen", defaultProjectorHTTP, "HTTP listen address: dashboard, /v1 API, /healthz /readyz /metrics")
 	token := fs.String("http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?access_token= / ?token=); /healthz and /readyz stay open")
 	replicas := fs.Int("replicas", 1, "replicas of the stream and buckets if this process creates them (3 in a cluster)")
 	noProvision := fs.Bool("no-provision", false, "do not create or update the stream and buckets (they must exist)")
-	batch := fs.Int("max-batch-events", 0, "events per Pebble batch while catching up (0: the projector's default)")
-	cache := fs.Int("state-cache", 0, "sessions whose fold state is kept in memory (0: the projector's default)")
-	var watch projector.WatchLimits
-	fs.IntVar(&watch.QueueBytes, "watch-queue-bytes", projector.DefaultWatchQueueBytes, "transient event bytes one watch (SSE) may hold for a client that does not read; past it the watch ends with slow_consumer")
-	fs.IntVar(&watch.TotalBytes, "watch-total-bytes", projector.DefaultWatchTotalBytes, "transient event bytes all watches together may hold")
-	fs.IntVar(&watch.MaxTransientBytes, "max-transient-bytes", projector.DefaultMaxTransientBytes, "larger transient events are dropped (and counted)")
+	cfg := projectorFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -65,10 +52,7 @@ func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	o := newOps()
-	svc, err := projector.New(projector.Config{
-		Store: store, DataDir: *dataDir, Logger: log, Registerer: o.Registry,
-		MaxBatchEvents: *batch, CacheSessions: *cache, Watch: watch,
-	})
+	svc, err := assemble.NewProjector(*cfg, store, assemble.Deps{Logger: log, Registerer: o.Registry})
 	if err != nil {
 		return err
 	}
@@ -80,4 +64,18 @@ func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	g.Add(exec, interrupt)
 	serveOps(&g, ln, httpauth.Require(*token, o.Mux), log)
 	return runGroup(ctx, &g, log)
+}
+
+// projectorFlags binds the projector's settings to fs, defaulting to
+// assemble.DefaultProjector: the values `up` runs the projector with
+// (up's store is in <up's --data-dir>/projector).
+func projectorFlags(fs *flag.FlagSet) *assemble.Projector {
+	cfg := assemble.DefaultProjector(filepath.Join(defaultDataDir, "projector"))
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory of the Pebble read-model store (rebuildable from the stream)")
+	fs.IntVar(&cfg.MaxBatchEvents, "max-batch-events", cfg.MaxBatchEvents, "events per Pebble batch while catching up")
+	fs.IntVar(&cfg.CacheSessions, "state-cache", cfg.CacheSessions, "sessions whose fold state is kept in memory")
+	fs.IntVar(&cfg.Watch.QueueBytes, "watch-queue-bytes", cfg.Watch.QueueBytes, "transient event bytes one watch (SSE) may hold for a client that does not read; past it the watch ends with slow_consumer")
+	fs.IntVar(&cfg.Watch.TotalBytes, "watch-total-bytes", cfg.Watch.TotalBytes, "transient event bytes all watches together may hold")
+	fs.IntVar(&cfg.Watch.MaxTransientBytes, "max-transient-bytes", cfg.Watch.MaxTransientBytes, "larger transient events are dropped (and counted)")
+	return &cfg
 }

@@ -15,14 +15,6 @@ import (
 	"github.com/sessionlog/sessionlog/services/repairer"
 )
 
-func init() {
-	register(&command{
-		Name:    "repair",
-		Summary: "repair <sessionId> [--force]: close what a session left open and pause it (sessions.api.repair)",
-		Run:     runRepair,
-	})
-}
-
 func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlags("repair")
 	fs.SetOutput(stderr)

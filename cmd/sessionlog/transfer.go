@@ -18,11 +18,6 @@ import (
 // export/import move sessions between stacks as JSON lines, one stored
 // envelope per line, sessions one after another in seq order.
 
-func init() {
-	register(&command{Name: "export", Summary: "export [--session id]: print every stored event as JSON lines (> file.jsonl)", Run: runExport})
-	register(&command{Name: "import", Summary: "import < file.jsonl: append exported sessions; refuses to overwrite existing ones", Run: runImport})
-}
-
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs, nf := sreFlags("export", stderr)
 	only := fs.String("session", "", "export only this session")

@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
+	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/httpauth"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 )
@@ -35,7 +35,6 @@ const (
 	defaultDataDir    = "./data"
 	defaultNATSListen = "127.0.0.1:4222"
 	defaultHTTPListen = "127.0.0.1:8080"
-	defaultGrace      = 5 * time.Second
 	// The server allows 50 open atomic batches per stream by default; one
 	// process with several services and clients opens more than that under
 	// load, and a refused batch is only a retry, so allow more.
@@ -76,47 +75,20 @@ type upActor struct {
 	Interrupt func(error)
 }
 
-// upService is a service that `sessionlog up` runs; register it from the
-// service's own up_<name>.go init with registerUp.
+// upService is a service that `sessionlog up` runs; its Start is in
+// up_<name>.go.
 type upService struct {
-	Name string
-	// Order: lower starts first; ties by name.
-	Order int
+	Name  string
 	Start func(env *upEnv) (*upActor, error)
 }
 
-// upServices is filled by init functions only.
-var upServices []upService
-
-func registerUp(s upService) {
-	if s.Name == "" || s.Start == nil {
-		panic("sessionlog: registerUp needs Name and Start")
-	}
-	for _, o := range upServices {
-		if o.Name == s.Name {
-			panic("sessionlog: registerUp: duplicate " + s.Name)
-		}
-	}
-	upServices = append(upServices, s)
-}
-
-func sortedUpServices() []upService {
-	out := append([]upService(nil), upServices...)
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Order != out[j].Order {
-			return out[i].Order < out[j].Order
-		}
-		return out[i].Name < out[j].Name
-	})
-	return out
-}
-
-func init() {
-	register(&command{
-		Name:    "up",
-		Summary: "run everything in one process: embedded JetStream, all services, dashboard",
-		Run:     runUp,
-	})
+// upServices are the services of `sessionlog up`, in the order they start:
+// the writer first so agents can append as soon as the process is ready.
+var upServices = []upService{
+	{Name: "writer", Start: startUpWriter},
+	{Name: "repairer", Start: startUpRepairer},
+	{Name: "forker", Start: startUpForker},
+	{Name: "projector", Start: startUpProjector},
 }
 
 type upFlags struct {
@@ -134,8 +106,8 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir, "data directory (JetStream store in <dir>/nats, service state beside it); survives restarts")
 	fs.StringVar(&f.natsListen, "nats-listen", defaultNATSListen, "NATS client listen address (port 0: any free port)")
 	fs.StringVar(&f.httpListen, "http-listen", defaultHTTPListen, "HTTP listen address: dashboard, API, /healthz /readyz /metrics")
-	fs.DurationVar(&f.leaseTTL, "lease-ttl", logstore.DefaultLeaseTTL, "session lease TTL")
-	fs.DurationVar(&f.grace, "grace", defaultGrace, "how long a lease must have expired before the repairer closes the session")
+	fs.DurationVar(&f.leaseTTL, "lease-ttl", assemble.DefaultWriter().LeaseTTL, "session lease TTL")
+	fs.DurationVar(&f.grace, "grace", assemble.DefaultRepairer().Grace, "how long a lease must have expired before the repairer closes the session")
 	fs.StringVar(&f.sync, "sync", "interval", "JetStream fsync: interval (default every 2m; a machine crash can lose acknowledged events) or always (fsync before every ack, much slower)")
 	fs.StringVar(&f.httpToken, "http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?access_token= / ?token=); /healthz and /readyz stay open")
 	fs.StringVar(&f.natsConfig, "nats-config", "", "nats-server configuration file for the embedded server (flags given explicitly override its listen address and store dir)")
@@ -241,7 +213,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}, func(error) { close(stop) })
 	}
-	for _, svc := range sortedUpServices() {
+	for _, svc := range upServices {
 		env := &upEnv{
 			Ctx: ctx, NC: nc, Connect: connect, NATSURL: natsURL, Store: store,
 			Logger: log.With("service", svc.Name), Registry: o.Registry, Mux: o.Mux,

@@ -1,18 +1,16 @@
 package main
 
 import (
-	"github.com/sessionlog/sessionlog/services/forker"
+	"github.com/sessionlog/sessionlog/internal/assemble"
 )
 
 // The forker in `sessionlog up`, with its defaults.
-func init() {
-	registerUp(upService{Name: "forker", Order: 40, Start: func(env *upEnv) (*upActor, error) {
-		svc, err := forker.New(forker.Config{Store: env.Store, Conn: env.NC, Logger: env.Logger, Registerer: env.Registry})
-		if err != nil {
-			return nil, err
-		}
-		env.AddReady("forker", svc.Ready)
-		exec, interrupt := serviceActor(env.Ctx, svc.Run)
-		return &upActor{Execute: exec, Interrupt: interrupt}, nil
-	}})
+func startUpForker(env *upEnv) (*upActor, error) {
+	svc, err := assemble.NewForker(assemble.DefaultForker(), env.Store, assemble.Deps{Conn: env.NC, Logger: env.Logger, Registerer: env.Registry})
+	if err != nil {
+		return nil, err
+	}
+	env.AddReady("forker", svc.Ready)
+	exec, interrupt := serviceActor(env.Ctx, svc.Run)
+	return &upActor{Execute: exec, Interrupt: interrupt}, nil
 }

@@ -3,25 +3,21 @@ package main
 import (
 	"path/filepath"
 
-	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/internal/assemble"
 )
 
 // The projector in `sessionlog up`: its store lives in <data-dir>/projector,
 // its API and dashboard are mounted at "/" of the --http-listen mux (up
 // serves /healthz, /readyz and /metrics and checks the token), and /readyz
 // waits until it has caught up with the stream.
-func init() {
-	registerUp(upService{Name: "projector", Order: 40, Start: func(env *upEnv) (*upActor, error) {
-		svc, err := projector.New(projector.Config{
-			Store: env.Store, DataDir: filepath.Join(env.DataDir, "projector"),
-			Logger: env.Logger, Registerer: env.Registry,
-		})
-		if err != nil {
-			return nil, err
-		}
-		env.Mux.Handle("/", svc.APIHandler())
-		env.AddReady("projector", svc.Ready)
-		exec, interrupt := serviceActor(env.Ctx, svc.Run)
-		return &upActor{Execute: exec, Interrupt: interrupt}, nil
-	}})
+func startUpProjector(env *upEnv) (*upActor, error) {
+	svc, err := assemble.NewProjector(assemble.DefaultProjector(filepath.Join(env.DataDir, "projector")), env.Store,
+		assemble.Deps{Logger: env.Logger, Registerer: env.Registry})
+	if err != nil {
+		return nil, err
+	}
+	env.Mux.Handle("/", svc.APIHandler())
+	env.AddReady("projector", svc.Ready)
+	exec, interrupt := serviceActor(env.Ctx, svc.Run)
+	return &upActor{Execute: exec, Interrupt: interrupt}, nil
 }

@@ -1,21 +1,18 @@
 package main
 
 import (
-	"github.com/sessionlog/sessionlog/services/repairer"
+	"github.com/sessionlog/sessionlog/internal/assemble"
 )
 
 // The repairer in `sessionlog up`: --lease-ttl and --grace come from up's flags.
-func init() {
-	registerUp(upService{Name: "repairer", Order: 30, Start: func(env *upEnv) (*upActor, error) {
-		svc, err := repairer.New(repairer.Config{
-			Store: env.Store, Logger: env.Logger, Registerer: env.Registry,
-			LeaseTTL: env.LeaseTTL, Grace: env.Grace,
-		})
-		if err != nil {
-			return nil, err
-		}
-		env.AddReady("repairer", svc.Ready)
-		exec, interrupt := serviceActor(env.Ctx, svc.Run)
-		return &upActor{Execute: exec, Interrupt: interrupt}, nil
-	}})
+func startUpRepairer(env *upEnv) (*upActor, error) {
+	cfg := assemble.DefaultRepairer()
+	cfg.LeaseTTL, cfg.Grace = env.LeaseTTL, env.Grace
+	svc, err := assemble.NewRepairer(cfg, env.Store, assemble.Deps{Logger: env.Logger, Registerer: env.Registry})
+	if err != nil {
+		return nil, err
+	}
+	env.AddReady("repairer", svc.Ready)
+	exec, interrupt := serviceActor(env.Ctx, svc.Run)
+	return &upActor{Execute: exec, Interrupt: interrupt}, nil
 }

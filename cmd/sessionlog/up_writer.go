@@ -3,35 +3,33 @@ package main
 import (
 	"fmt"
 
+	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/services/writer"
 )
 
 // The writer in `sessionlog up`: sessions.api.append and
 // sessions.api.heartbeat on the embedded server. It starts first so agents
 // can append as soon as the process is ready.
-func init() {
-	registerUp(upService{Name: "writer", Order: 10, Start: func(env *upEnv) (*upActor, error) {
-		// A connection of its own: the append path's requests, publishes
-		// and answers do not queue behind the projector's deliveries.
-		nc, err := env.Connect("sessionlog-writer")
-		if err != nil {
-			return nil, err
-		}
-		cfg := env.Store.Config()
-		cfg.NoProvision = true // up's store provisioned the stream
-		st, err := logstore.Open(env.Ctx, nc, cfg)
-		if err != nil {
-			return nil, fmt.Errorf("writer: log store: %w", err)
-		}
-		svc, err := writer.New(writer.Config{
-			Store: st, Logger: env.Logger, Registerer: env.Registry, LeaseTTL: env.LeaseTTL,
-		})
-		if err != nil {
-			return nil, err
-		}
-		env.AddReady("writer", svc.Ready)
-		exec, interrupt := serviceActor(env.Ctx, svc.Run)
-		return &upActor{Execute: exec, Interrupt: interrupt}, nil
-	}})
+func startUpWriter(env *upEnv) (*upActor, error) {
+	// A connection of its own: the append path's requests, publishes
+	// and answers do not queue behind the projector's deliveries.
+	nc, err := env.Connect("sessionlog-writer")
+	if err != nil {
+		return nil, err
+	}
+	cfg := env.Store.Config()
+	cfg.NoProvision = true // up's store provisioned the stream
+	st, err := logstore.Open(env.Ctx, nc, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("writer: log store: %w", err)
+	}
+	wcfg := assemble.DefaultWriter()
+	wcfg.LeaseTTL = env.LeaseTTL
+	svc, err := assemble.NewWriter(wcfg, st, assemble.Deps{Logger: env.Logger, Registerer: env.Registry})
+	if err != nil {
+		return nil, err
+	}
+	env.AddReady("writer", svc.Ready)
+	exec, interrupt := serviceActor(env.Ctx, svc.Run)
+	return &upActor{Execute: exec, Interrupt: interrupt}, nil
 }

@@ -12,14 +12,6 @@ import (
 	"github.com/sessionlog/sessionlog/services/projector"
 )
 
-func init() {
-	register(&command{
-		Name:    "verify-projection",
-		Summary: "rebuild the projector's views into a temporary store and compare checksums (the projector must be stopped)",
-		Run:     runVerifyProjection,
-	})
-}
-
 // errProjectionMismatch makes the command exit non-zero.
 var errProjectionMismatch = errors.New("verify-projection: the views differ from a clean rebuild")
 

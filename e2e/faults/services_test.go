@@ -15,15 +15,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/services/forker"
-	"github.com/sessionlog/sessionlog/services/projector"
-	"github.com/sessionlog/sessionlog/services/repairer"
-	"github.com/sessionlog/sessionlog/services/writer"
 )
 
-// The services, each started as cmd would start it: New(Config), Run(ctx),
-// Ready().
+// The services, each built as cmd builds it (package assemble, from its
+// Default configuration), then Run(ctx), Ready().
 
 type faultService interface {
 	Run(ctx context.Context) error
@@ -44,23 +41,29 @@ var faultRoles = []string{"writer", "repairer", "projector", "forker"}
 // faultNewService builds one service; the handler, if any, is served on
 // the child's HTTP address beside /readyz.
 func faultNewService(role string, env faultSvcEnv) (faultService, http.Handler, error) {
+	deps := assemble.Deps{Conn: env.Conn, Logger: env.Logger, Registerer: env.Registry}
 	switch role {
 	case "writer":
-		s, err := writer.New(writer.Config{Store: env.Store, Logger: env.Logger, Registerer: env.Registry})
+		cfg := assemble.DefaultWriter()
+		cfg.LeaseTTL = env.Spec.LeaseTTL
+		s, err := assemble.NewWriter(cfg, env.Store, deps)
 		return s, nil, err
 	case "projector":
-		s, err := projector.New(projector.Config{Store: env.Store, DataDir: env.Spec.DataDir, Logger: env.Logger, Registerer: env.Registry, Gatherer: env.Registry})
+		deps.Gatherer = env.Registry
+		s, err := assemble.NewProjector(assemble.DefaultProjector(env.Spec.DataDir), env.Store, deps)
 		if err != nil {
 			return nil, nil, err
 		}
 		return s, s.Handler(), nil
 	case "forker":
-		s, err := forker.New(forker.Config{Store: env.Store, Conn: env.Conn, Logger: env.Logger, Registerer: env.Registry,
-			SweepEvery: env.Spec.Sweep, StaleAfter: 3 * env.Spec.Sweep})
+		cfg := assemble.DefaultForker()
+		cfg.SweepEvery, cfg.StaleAfter = env.Spec.Sweep, 3*env.Spec.Sweep
+		s, err := assemble.NewForker(cfg, env.Store, deps)
 		return s, nil, err
 	case "repairer":
-		s, err := repairer.New(repairer.Config{Store: env.Store, Logger: env.Logger, Registerer: env.Registry,
-			LeaseTTL: env.Spec.LeaseTTL, Grace: env.Spec.Grace, SweepInterval: env.Spec.Sweep})
+		cfg := assemble.DefaultRepairer()
+		cfg.LeaseTTL, cfg.Grace, cfg.SweepInterval = env.Spec.LeaseTTL, env.Spec.Grace, env.Spec.Sweep
+		s, err := assemble.NewRepairer(cfg, env.Store, deps)
 		return s, nil, err
 	}
 	return nil, nil, fmt.Errorf("unknown service %q", role)

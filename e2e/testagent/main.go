@@ -26,10 +26,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/services/repairer"
 )
 
 func main() {
@@ -97,9 +97,10 @@ func runRepairer(args []string) error {
 	fs := flag.NewFlagSet("repairer", flag.ContinueOnError)
 	url := fs.String("nats-url", nats.DefaultURL, "")
 	ttl := fs.Duration("ttl", 30*time.Second, "")
-	grace := fs.Duration("grace", repairer.DefaultGrace, "")
-	sweep := fs.Duration("sweep", repairer.DefaultSweepInterval, "")
-	conc := fs.Int("concurrency", 0, "")
+	cfg := assemble.DefaultRepairer()
+	fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "")
+	fs.DurationVar(&cfg.SweepInterval, "sweep", cfg.SweepInterval, "")
+	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -114,7 +115,8 @@ func runRepairer(args []string) error {
 	if err != nil {
 		return err
 	}
-	svc, err := repairer.New(repairer.Config{Store: st, Logger: log, LeaseTTL: *ttl, Grace: *grace, SweepInterval: *sweep, Concurrency: *conc})
+	cfg.LeaseTTL = *ttl
+	svc, err := assemble.NewRepairer(cfg, st, assemble.Deps{Logger: log})
 	if err != nil {
 		return err
 	}

@@ -15,12 +15,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
+	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/internal/procstat"
 	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/services/writer"
 )
 
 // AppendOptions configures the append benchmark.
@@ -119,7 +119,7 @@ func Append(ctx context.Context, opt AppendOptions) error {
 	if err != nil {
 		return err
 	}
-	w, err := writer.New(writer.Config{Store: st})
+	w, err := assemble.NewWriter(assemble.DefaultWriter(), st, assemble.Deps{})
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -143,10 +144,10 @@ func RunRepair(ctx context.Context, cfg RepairConfig) (RepairResult, error) {
 	defer cc.Stop()
 
 	reg := prometheus.NewRegistry()
-	svc, err := repairer.New(repairer.Config{
-		Store: st, Logger: cfg.Logger, Registerer: reg, LeaseTTL: cfg.LeaseTTL, Grace: cfg.Grace,
-		SweepInterval: time.Hour, Concurrency: cfg.Concurrency,
-	})
+	rcfg := assemble.DefaultRepairer()
+	rcfg.LeaseTTL, rcfg.Grace, rcfg.Concurrency = cfg.LeaseTTL, cfg.Grace, cfg.Concurrency
+	rcfg.SweepInterval = time.Hour // the benchmark measures the lease watch, not sweeps
+	svc, err := assemble.NewRepairer(rcfg, st, assemble.Deps{Logger: cfg.Logger, Registerer: reg})
 	if err != nil {
 		return res, err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
+	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
@@ -111,7 +112,7 @@ func RunFork(ctx context.Context, cfg ForkConfig) ([]ForkResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	fk, err := forker.New(forker.Config{Store: st, Conn: nc, Logger: cfg.Logger, Registerer: prometheus.NewRegistry()})
+	fk, err := assemble.NewForker(assemble.DefaultForker(), st, assemble.Deps{Conn: nc, Logger: cfg.Logger, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		return nil, err
 	}

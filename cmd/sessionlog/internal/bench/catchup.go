@@ -17,6 +17,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/internal/procstat"
@@ -142,7 +143,9 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 	}
 	start = time.Now()
 	cpu0 := procstat.CPU()
-	p, err := projector.New(projector.Config{Store: ls, DataDir: filepath.Join(dir, "views"), Logger: cfg.Logger, MaxBatchEvents: cfg.MaxBatchEvents})
+	pcfg := assemble.DefaultProjector(filepath.Join(dir, "views"))
+	pcfg.MaxBatchEvents = cfg.MaxBatchEvents
+	p, err := assemble.NewProjector(pcfg, ls, assemble.Deps{Logger: cfg.Logger})
 	if err != nil {
 		return res, err
 	}

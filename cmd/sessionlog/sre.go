@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// The SRE verbs: read-only tools (and import) against --nats-url. They
+// never provision the stream: an SRE tool pointed at the wrong server must
+// not create an empty SESSIONS there.
+
+// sre is what a verb needs after its flags are parsed.
+type sre struct {
+	store *logstore.Store
+	log   *slog.Logger
+	// ctx is the verb's context, bounded by --timeout and by the
+	// connection (natsFlags.verbContext); explain turns the errors its end
+	// causes into the reason.
+	ctx   context.Context
+	close func()
+}
+
+// explain wraps a verb's error: deferred as `defer func() { err = c.explain(err) }()`.
+func (c *sre) explain(err error) error { return verbError(c.ctx, err) }
+
+// verbTimeouts are the verbs' default --timeout: tail follows until
+// interrupted; the others read or write up to the whole stream.
+var verbTimeouts = map[string]time.Duration{
+	"ls": defaultVerbTimeout, "show": defaultVerbTimeout, "tail": 0,
+}
+
+// sreFlags adds the connection flags to a verb's flag set.
+func sreFlags(name string, stderr io.Writer) (*flag.FlagSet, *natsFlags) {
+	fs := newFlags(name)
+	fs.SetOutput(stderr)
+	nf := addNATSFlags(fs)
+	def, ok := verbTimeouts[name]
+	if !ok {
+		def = defaultBulkVerbTimeout
+	}
+	nf.addTimeoutFlag(fs, def)
+	return fs, nf
+}
+
+// openSRE connects and opens the store without provisioning.
+func openSRE(ctx context.Context, name string, fs *flag.FlagSet, nf *natsFlags, stderr io.Writer) (*sre, error) {
+	log, err := newLogger(fs, stderr)
+	if err != nil {
+		return nil, err
+	}
+	nf.Log = log
+	ctx, cancel := nf.verbContext(ctx, name)
+	nc, err := nf.connect("sessionlog-" + name)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	st, err := logstore.Open(ctx, nc, logstore.Config{NoProvision: true, Logger: log.With("component", "logstore")})
+	if err != nil {
+		nc.Close()
+		err = verbError(ctx, err)
+		cancel()
+		return nil, fmt.Errorf("open log store at %s: %w", redactURL(nf.URL), err)
+	}
+	return &sre{store: st, log: log, ctx: ctx, close: func() { nc.Close(); cancel() }}, nil
+}
+
+// oneID parses a verb's single session id argument.
+func oneID(fs *flag.FlagSet, verb string) (string, error) {
+	if fs.NArg() != 1 {
+		return "", usageErrorf("usage: sessionlog %s <sessionId> [flags]", verb)
+	}
+	id := fs.Arg(0)
+	if _, err := logstore.Locate(id); err != nil {
+		return "", usageErrorf("%v", err)
+	}
+	return id, nil
+}
+
+// readProblem is why a session cannot be read past a stored message:
+// kind is probUnreadable (not an event, another session's event, a seq
+// that goes backwards or repeats with another event id, a newer schema,
+// or an event the session's rules refuse) or probGap (a seq missing).
+type readProblem struct {
+	kind      string
+	streamSeq uint64
+	afterSeq  uint64
+	err       error
+}
+
+func (p *readProblem) Error() string {
+	return fmt.Sprintf("at stream seq %d (after seq %d): %v", p.streamSeq, p.afterSeq, p.err)
+}
+
+func (p *readProblem) Unwrap() error { return p.err }
+
+// readValid reads a session's stored messages in order and calls fn with
+// each event of it; a stored copy of the event before (same seq, same
+// event id) is skipped. It stops at the first message that is not the
+// next event and returns a *readProblem naming it, after fn saw every
+// event before it. Unlike ReadSession it reads a session whose last
+// stored message is not an event (message by message from the leader).
+func readValid(ctx context.Context, st *logstore.Store, id string, fn func(m *logstore.Msg, e *schema.Envelope) error) (logstore.Tail, error) {
+	var last uint64
+	var lastID string
+	var bad *readProblem
+	started := false
+	check := func(m *logstore.Msg) error {
+		started = true
+		fail := func(kind string, err error) error {
+			bad = &readProblem{kind: kind, streamSeq: m.StreamSeq, afterSeq: last, err: err}
+			return logstore.ErrStop
+		}
+		e, err := schema.Decode(m.Data)
+		switch {
+		case err != nil:
+			return fail(probUnreadable, err)
+		case e.SessionID != id:
+			return fail(probUnreadable, fmt.Errorf("event %q names session %q", e.EventID, e.SessionID))
+		case e.Seq == last && e.EventID == lastID:
+			return nil
+		case e.Seq <= last:
+			return fail(probUnreadable, fmt.Errorf("event %q claims seq %d after seq %d", e.EventID, e.Seq, last))
+		case e.Seq > last+1:
+			return fail(probGap, fmt.Errorf("seq %d follows seq %d", e.Seq, last))
+		}
+		if err := fn(m, &e); err != nil {
+			return err
+		}
+		last, lastID = e.Seq, e.EventID
+		return nil
+	}
+	tail, err := st.ReadSession(ctx, id, 0, check)
+	if err != nil && !started && schema.CodeOf(err) == schema.CodeUnreadable {
+		// The tail is not an event: walk the session from the leader.
+		tail, err = logstore.Tail{}, nil
+		for cur := uint64(0); ; {
+			m, merr := st.NextAfter(ctx, id, cur)
+			if merr != nil {
+				return tail, merr
+			}
+			if m == nil {
+				break
+			}
+			tail.StreamSeq = m.StreamSeq
+			if err = check(m); err != nil {
+				break
+			}
+			cur = m.StreamSeq
+		}
+		if errors.Is(err, logstore.ErrStop) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return tail, err
+	}
+	if bad != nil {
+		return tail, bad
+	}
+	return tail, nil
+}
+
+// writeLine prints a stored body as one JSON line exactly as stored, only
+// compacted if it has newlines.
+func writeLine(w io.Writer, body []byte) error {
+	if bytes.ContainsAny(body, "\r\n") {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, body); err == nil {
+			body = buf.Bytes()
+		} else {
+			body = bytes.ReplaceAll(bytes.ReplaceAll(body, []byte("\r"), nil), []byte("\n"), nil)
+		}
+	}
+	if _, err := w.Write(body); err != nil {
+		return err
+	}
+	_, err := w.Write([]byte("\n"))
+	return err
+}

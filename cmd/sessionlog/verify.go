@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
+)
+
+// `sessionlog verify`: check every stored session.
+
+// problem is one finding of verify.
+type problem struct {
+	Session   string `json:"session"`
+	Seq       uint64 `json:"seq,omitempty"`
+	StreamSeq uint64 `json:"streamSeq,omitempty"`
+	Kind      string `json:"kind"`
+	Message   string `json:"message"`
+}
+
+func (p problem) String() string {
+	return fmt.Sprintf("PROBLEM session=%s seq=%d stream_seq=%d kind=%s: %s", p.Session, p.Seq, p.StreamSeq, p.Kind, p.Message)
+}
+
+// Kinds of problems verify reports.
+const (
+	probGap         = "gap"
+	probDuplicate   = "duplicate"
+	probDuplicateID = "duplicate_id"
+	probUnreadable  = "unreadable"
+	probInvalid     = "invalid"
+	probStructure   = "structure"
+	probMismatch    = "mismatch"
+	probRead        = "read"
+)
+
+// verifySession checks one session's stored events: each decodes (a newer
+// schema or an unknown required type makes the session unreadable),
+// validates as a stored event, names this session, has seq prev+1 (no gap,
+// no duplicate), carries an event id no earlier event of the session has
+// (an id is unique in its session for the session's whole life), and
+// folds with pkg/session's rules (pairing, structure). Seq checks go on
+// after a fold error, so every gap is reported.
+func verifySession(ctx context.Context, st *logstore.Store, id string, expectEvents uint64) (n uint64, probs []problem) {
+	state := session.New(id)
+	folding := true
+	var prev uint64
+	ids := make(map[string]uint64) // event id -> the seq that first holds it
+	add := func(seq, sseq uint64, kind, format string, args ...any) {
+		probs = append(probs, problem{Session: id, Seq: seq, StreamSeq: sseq, Kind: kind, Message: fmt.Sprintf(format, args...)})
+	}
+	tail, err := st.ReadSession(ctx, id, 0, func(m *logstore.Msg) error {
+		n++
+		e, err := schema.Decode(m.Data)
+		if err != nil {
+			kind := probInvalid
+			if errors.Is(err, schema.ErrNewerSchema) {
+				kind = probUnreadable
+			}
+			hseq, _ := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64)
+			add(hseq, m.StreamSeq, kind, "does not decode: %v", err)
+			if hseq > 0 {
+				prev = hseq
+			}
+			folding = false
+			return nil
+		}
+		seqStored := e.Seq <= prev // reported below as a seq stored again
+		switch {
+		case e.Seq == prev:
+			add(e.Seq, m.StreamSeq, probDuplicate, "seq %d stored again (event %s)", e.Seq, e.EventID)
+		case e.Seq < prev:
+			add(e.Seq, m.StreamSeq, probDuplicate, "seq %d after seq %d", e.Seq, prev)
+		case e.Seq > prev+1:
+			add(e.Seq, m.StreamSeq, probGap, "seq %d follows seq %d: %d missing", e.Seq, prev, e.Seq-prev-1)
+		}
+		if e.Seq > prev {
+			prev = e.Seq
+		}
+		if first, dup := ids[e.EventID]; dup && !seqStored {
+			add(e.Seq, m.StreamSeq, probDuplicateID, "event id %s is stored again: first at seq %d", e.EventID, first)
+		} else if !dup {
+			ids[e.EventID] = e.Seq
+		}
+		if e.SessionID != id {
+			add(e.Seq, m.StreamSeq, probMismatch, "event names session %q", e.SessionID)
+		}
+		if h := m.Header.Get(logstore.HeaderSeq); h != "" && h != strconv.FormatUint(e.Seq, 10) {
+			add(e.Seq, m.StreamSeq, probMismatch, "header %s=%s, body seq %d", logstore.HeaderSeq, h, e.Seq)
+		}
+		if err := schema.Validate(&e, schema.ValidateOptions{Origin: schema.OriginService, MaxEventBytes: -1, Stored: true}); err != nil {
+			kind := probInvalid
+			if schema.CodeOf(err) == schema.CodeUnknownType {
+				kind = probUnreadable
+			}
+			add(e.Seq, m.StreamSeq, kind, "%v", err)
+			folding = false
+			return nil
+		}
+		if !folding {
+			return nil
+		}
+		if err := state.Apply(&e); err != nil {
+			kind := probStructure
+			if schema.CodeOf(err) == schema.CodeUnknownType {
+				kind = probUnreadable
+			}
+			add(e.Seq, m.StreamSeq, kind, "%v", err)
+			folding = false
+		}
+		return nil
+	})
+	if err != nil {
+		add(0, 0, probRead, "%v", err)
+		return n, probs
+	}
+	if expectEvents > 0 && n < expectEvents && tail.Exists() {
+		add(0, tail.StreamSeq, probRead, "read %d events, the stream holds %d", n, expectEvents)
+	}
+	return n, probs
+}
+
+func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	fs, nf := sreFlags("verify", stderr)
+	only := fs.String("session", "", "verify only this session")
+	asJSON := fs.Bool("json", false, "print problems as JSON lines")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("verify takes no arguments (use --session)")
+	}
+	c, err := openSRE(ctx, "verify", fs, nf, stderr)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	defer func() { err = c.explain(err) }()
+	ctx = c.ctx
+	refs, err := listSessions(ctx, c.store)
+	if err != nil {
+		return err
+	}
+	if *only != "" {
+		var keep []sessionRef
+		for _, r := range refs {
+			if r.ID == *only {
+				keep = append(keep, r)
+			}
+		}
+		if len(keep) == 0 {
+			return fmt.Errorf("session %s: %w", *only, errNotFound)
+		}
+		refs = keep
+	}
+	var events uint64
+	nprob := 0
+	enc := json.NewEncoder(stdout)
+	for _, r := range refs {
+		n, probs := verifySession(ctx, c.store, r.ID, r.Events)
+		events += n
+		nprob += len(probs)
+		for _, p := range probs {
+			if *asJSON {
+				_ = enc.Encode(p)
+			} else {
+				fmt.Fprintln(stdout, p.String())
+			}
+		}
+	}
+	summary := fmt.Sprintf("verified %d sessions, %d events: %d problems", len(refs), events, nprob)
+	if *asJSON {
+		_ = enc.Encode(map[string]any{"sessions": len(refs), "events": events, "problems": nprob})
+	} else {
+		fmt.Fprintln(stdout, summary)
+	}
+	if nprob > 0 {
+		fmt.Fprintln(stderr, "sessionlog verify: "+summary)
+		return errSilent
+	}
+	return nil
+}

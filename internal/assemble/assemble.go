@@ -1,0 +1,186 @@
+// Package assemble builds each sessionlog service from its configuration
+// and a log store: one constructor per service, called by the standalone
+// command, by `sessionlog up`, by the fault suite, by the test agent and by
+// the benchmarks alike, so their settings cannot drift. Each service's
+// configuration starts from its Default function; a caller changes only
+// the fields it means to (a flag, a test's short sweep).
+package assemble
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/services/forker"
+	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/repairer"
+	"github.com/sessionlog/sessionlog/services/writer"
+)
+
+// Deps are what a service gets from the process that runs it. Every field
+// but the forker's Conn may be nil: the service then serves on the store's
+// connection, logs nowhere, registers no metrics and uses time.Now.
+type Deps struct {
+	// Conn is the connection a service serves its endpoints on: the
+	// forker needs one; the writer's default is the store's.
+	Conn       *nats.Conn
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	// Gatherer, when set, is served on the projector's /metrics by its
+	// Handler (a process that serves /metrics itself leaves it nil).
+	Gatherer prometheus.Gatherer
+	Now      func() time.Time
+}
+
+var errNoStore = errors.New("assemble: no log store")
+
+// Writer is the writer's configuration.
+type Writer struct {
+	// LeaseTTL is the TTL of session leases (the store's is what the KV
+	// entries get; the writer throttles renewals by this one).
+	LeaseTTL time.Duration
+	// MaxConcurrent bounds requests handled at once.
+	MaxConcurrent int
+	// StateCacheSize bounds the sessions whose folded state is cached.
+	StateCacheSize int
+}
+
+// DefaultWriter is the writer's configuration unless a caller changes it.
+func DefaultWriter() Writer {
+	return Writer{
+		LeaseTTL:       logstore.DefaultLeaseTTL,
+		MaxConcurrent:  writer.DefaultMaxConcurrent,
+		StateCacheSize: writer.DefaultStateCacheSize,
+	}
+}
+
+// NewWriter builds the writer (sessions.api.append, heartbeat, read) on st.
+func NewWriter(cfg Writer, st *logstore.Store, d Deps) (*writer.Service, error) {
+	if st == nil {
+		return nil, errNoStore
+	}
+	return writer.New(writer.Config{
+		Store: st, Conn: d.Conn, Logger: d.Logger, Registerer: d.Registerer, Now: d.Now,
+		LeaseTTL: cfg.LeaseTTL, MaxConcurrent: cfg.MaxConcurrent, StateCacheSize: cfg.StateCacheSize,
+	})
+}
+
+// Projector is the projector's configuration.
+type Projector struct {
+	// DataDir holds the Pebble read-model store (rebuildable from the stream).
+	DataDir string
+	// HTTPToken, when set, is required by the projector's own Handler on
+	// every path but /healthz and /readyz.
+	HTTPToken string
+	// MaxBatchEvents bounds one Pebble batch while catching up.
+	MaxBatchEvents int
+	// CacheSessions bounds the fold states kept in memory.
+	CacheSessions int
+	// Watch bounds the memory of watch streams.
+	Watch projector.WatchLimits
+}
+
+// DefaultProjector is the projector's configuration for a store in dataDir.
+func DefaultProjector(dataDir string) Projector {
+	return Projector{
+		DataDir:        dataDir,
+		MaxBatchEvents: projector.DefaultMaxBatchEvents,
+		CacheSessions:  projector.DefaultCacheSessions,
+		Watch: projector.WatchLimits{
+			QueueBytes:        projector.DefaultWatchQueueBytes,
+			TotalBytes:        projector.DefaultWatchTotalBytes,
+			MaxTransientBytes: projector.DefaultMaxTransientBytes,
+		},
+	}
+}
+
+// NewProjector builds the projector (read models, HTTP API, watch) on st.
+func NewProjector(cfg Projector, st *logstore.Store, d Deps) (*projector.Service, error) {
+	if st == nil {
+		return nil, errNoStore
+	}
+	if cfg.DataDir == "" {
+		return nil, errors.New("assemble: projector: no data directory")
+	}
+	return projector.New(projector.Config{
+		Store: st, DataDir: cfg.DataDir, Logger: d.Logger, Registerer: d.Registerer, Gatherer: d.Gatherer, Now: d.Now,
+		HTTPToken: cfg.HTTPToken, MaxBatchEvents: cfg.MaxBatchEvents, CacheSessions: cfg.CacheSessions, Watch: cfg.Watch,
+	})
+}
+
+// Repairer is the repairer's configuration.
+type Repairer struct {
+	// LeaseTTL is the TTL holders' leases are written with.
+	LeaseTTL time.Duration
+	// Grace is how long a lease must have expired before the session is repaired.
+	Grace time.Duration
+	// SweepInterval between sweeps of every claimed session.
+	SweepInterval time.Duration
+	// Concurrency is how many sessions are evaluated and repaired at once.
+	Concurrency int
+	// KeepApprovalsPending leaves pending approvals open (DESIGN.md 6).
+	KeepApprovalsPending bool
+}
+
+// DefaultRepairer is the repairer's configuration unless a caller changes it.
+func DefaultRepairer() Repairer {
+	return Repairer{
+		LeaseTTL:      logstore.DefaultLeaseTTL,
+		Grace:         repairer.DefaultGrace,
+		SweepInterval: repairer.DefaultSweepInterval,
+		Concurrency:   repairer.DefaultConcurrency,
+	}
+}
+
+// NewRepairer builds the repairer on st.
+func NewRepairer(cfg Repairer, st *logstore.Store, d Deps) (*repairer.Service, error) {
+	if st == nil {
+		return nil, errNoStore
+	}
+	return repairer.New(repairer.Config{
+		Store: st, Logger: d.Logger, Registerer: d.Registerer, Now: d.Now,
+		LeaseTTL: cfg.LeaseTTL, Grace: cfg.Grace, SweepInterval: cfg.SweepInterval, Concurrency: cfg.Concurrency,
+		KeepApprovalsPending: cfg.KeepApprovalsPending,
+	})
+}
+
+// Forker is the forker's configuration.
+type Forker struct {
+	// BatchSize is the number of events per atomic batch of a copy (at most 1000).
+	BatchSize int
+	// MaxConcurrent bounds forks copied at once.
+	MaxConcurrent int
+	// SweepEvery is how often copies left behind by a dead forker are looked for.
+	SweepEvery time.Duration
+	// StaleAfter: a copy whose record was not renewed this long is taken over.
+	StaleAfter time.Duration
+	// ForkTimeout bounds one fork request's copy.
+	ForkTimeout time.Duration
+}
+
+// DefaultForker is the forker's configuration unless a caller changes it.
+func DefaultForker() Forker {
+	return Forker{
+		BatchSize:     forker.DefaultBatchSize,
+		MaxConcurrent: forker.DefaultMaxConcurrent,
+		SweepEvery:    forker.DefaultSweepEvery,
+		StaleAfter:    forker.DefaultStaleAfter,
+		ForkTimeout:   forker.DefaultForkTimeout,
+	}
+}
+
+// NewForker builds the forker on st.
+func NewForker(cfg Forker, st *logstore.Store, d Deps) (*forker.Service, error) {
+	if st == nil {
+		return nil, errNoStore
+	}
+	return forker.New(forker.Config{
+		Store: st, Conn: d.Conn, Logger: d.Logger, Registerer: d.Registerer, Now: d.Now,
+		BatchSize: cfg.BatchSize, MaxConcurrent: cfg.MaxConcurrent, SweepEvery: cfg.SweepEvery,
+		StaleAfter: cfg.StaleAfter, ForkTimeout: cfg.ForkTimeout,
+	})
+}

@@ -1,0 +1,42 @@
+package assemble
+
+import (
+	"testing"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/services/forker"
+	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/repairer"
+	"github.com/sessionlog/sessionlog/services/writer"
+)
+
+// The defaults are the services' named constants, never zero.
+func TestDefaultsAreTheServicesConstants(t *testing.T) {
+	if w := DefaultWriter(); w.LeaseTTL != logstore.DefaultLeaseTTL || w.MaxConcurrent != writer.DefaultMaxConcurrent || w.StateCacheSize != writer.DefaultStateCacheSize {
+		t.Errorf("writer %+v", w)
+	}
+	if r := DefaultRepairer(); r.Grace != repairer.DefaultGrace || r.SweepInterval != repairer.DefaultSweepInterval || r.Concurrency != repairer.DefaultConcurrency {
+		t.Errorf("repairer %+v", r)
+	}
+	if f := DefaultForker(); f.BatchSize != forker.DefaultBatchSize || f.StaleAfter != forker.DefaultStaleAfter || f.ForkTimeout != forker.DefaultForkTimeout {
+		t.Errorf("forker %+v", f)
+	}
+	if p := DefaultProjector("d"); p.DataDir != "d" || p.MaxBatchEvents != projector.DefaultMaxBatchEvents || p.Watch.QueueBytes != projector.DefaultWatchQueueBytes {
+		t.Errorf("projector %+v", p)
+	}
+}
+
+func TestNoStore(t *testing.T) {
+	if _, err := NewWriter(DefaultWriter(), nil, Deps{}); err == nil {
+		t.Error("writer without a store")
+	}
+	if _, err := NewRepairer(DefaultRepairer(), nil, Deps{}); err == nil {
+		t.Error("repairer without a store")
+	}
+	if _, err := NewForker(DefaultForker(), nil, Deps{}); err == nil {
+		t.Error("forker without a store")
+	}
+	if _, err := NewProjector(DefaultProjector("d"), nil, Deps{}); err == nil {
+		t.Error("projector without a store")
+	}
+}

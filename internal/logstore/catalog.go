@@ -1,0 +1,91 @@
+package logstore
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// What the operator tools ask of the log as a whole: which sessions it
+// holds and what each one stored last, and how many replicas its streams
+// already have.
+
+// SessionCount is a session found in a stream's per-subject state.
+type SessionCount struct {
+	Stream string
+	ID     string
+	// Messages is the number of messages stored under the session's subject.
+	Messages uint64
+}
+
+// ListSessions lists every session with its number of stored messages,
+// sorted by id. It reads each stream's per-subject state (no consumer).
+func (s *Store) ListSessions(ctx context.Context) ([]SessionCount, error) {
+	var out []SessionCount
+	for _, name := range Streams() {
+		st, err := s.js.Stream(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: %w", name, err)
+		}
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(">"))
+		if err != nil {
+			return nil, fmt.Errorf("stream %s subjects: %w", name, err)
+		}
+		for subj, n := range info.State.Subjects {
+			if id, ok := SessionFromSubject(subj); ok {
+				out = append(out, SessionCount{Stream: name, ID: id, Messages: n})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// LastStored is a session's last stored message and when the stream
+// stored it.
+type LastStored struct {
+	Msg
+	Stored time.Time
+}
+
+// LastStoredOf reads the last stored message of a session (whatever it
+// is: Tail refuses a message that is not an event, this does not).
+// A session with no message is an error wrapping jetstream.ErrMsgNotFound.
+func (s *Store) LastStoredOf(ctx context.Context, sessionID string) (*LastStored, error) {
+	loc, err := Locate(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	st, err := s.js.Stream(ctx, loc.Stream)
+	if err != nil {
+		return nil, err
+	}
+	m, err := st.GetLastMsgForSubject(ctx, loc.Subject)
+	if err != nil {
+		return nil, err
+	}
+	return &LastStored{Msg: Msg{StreamSeq: m.Sequence, Subject: m.Subject, Header: m.Header, Data: m.Data}, Stored: m.Time}, nil
+}
+
+// ProvisionedReplicas reports the replicas of each of the log's streams
+// that exists and answers, before a store is opened: a process must never
+// provision a stream with fewer replicas than it has.
+func ProvisionedReplicas(ctx context.Context, nc *nats.Conn) map[string]int {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil
+	}
+	out := map[string]int{}
+	for _, name := range Streams() {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			continue // absent or unreachable (Open reports it)
+		}
+		out[name] = st.CachedInfo().Config.Replicas
+	}
+	return out
+}
