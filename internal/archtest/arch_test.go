@@ -34,7 +34,6 @@ var jetstreamExceptions = []string{
 	"services/projector/loadgen/loadgen.go",
 	"services/projector/service.go",
 	"services/projector/watch.go",
-	"services/repairer/repairer.go",
 }
 
 // goFile is one non-test Go file of the module and what it imports.

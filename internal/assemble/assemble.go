@@ -142,7 +142,7 @@ func NewRepairer(cfg Repairer, st *logstore.Store, d Deps) (*repairer.Service, e
 		return nil, errNoStore
 	}
 	return repairer.New(repairer.Config{
-		Store: st, Logger: d.Logger, Registerer: d.Registerer, Now: d.Now,
+		Store: st, Conn: d.Conn, Logger: d.Logger, Registerer: d.Registerer, Now: d.Now,
 		LeaseTTL: cfg.LeaseTTL, Grace: cfg.Grace, SweepInterval: cfg.SweepInterval, Concurrency: cfg.Concurrency,
 		KeepApprovalsPending: cfg.KeepApprovalsPending,
 	})

@@ -11,7 +11,6 @@ import (
 
 	"github.com/hashicorp/golang-lru/v2"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -46,7 +45,9 @@ const (
 
 // Config configures a Service.
 type Config struct {
-	Store      *logstore.Store
+	Store *logstore.Store
+	// Conn serves sessions.api.repair (default: the store's connection).
+	Conn       *nats.Conn
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 	// Now is the clock (default time.Now); timers always use real time.
@@ -184,13 +185,16 @@ func New(cfg Config) (*Service, error) {
 	if cfg.GroupEvents > schema.MaxBatchEvents {
 		cfg.GroupEvents = schema.MaxBatchEvents
 	}
+	if cfg.Conn == nil {
+		cfg.Conn = cfg.Store.Conn()
+	}
 	if cfg.GroupInflight <= 0 {
 		cfg.GroupInflight = DefaultGroupInflight
 	}
 	s := &Service{
 		cfg:      cfg,
 		st:       cfg.Store,
-		nc:       cfg.Store.Conn(),
+		nc:       cfg.Conn,
 		log:      cfg.Logger,
 		now:      cfg.Now,
 		states:   newStateCache(cfg.StateCacheSize),
@@ -315,7 +319,7 @@ func (s *Service) Run(ctx context.Context) error {
 func (s *Service) watchLoop(ctx context.Context, up chan struct{}) {
 	first := true
 	for ctx.Err() == nil {
-		w, err := s.st.LeaseKV().WatchAll(ctx, jetstream.UpdatesOnly(), jetstream.MetaOnly())
+		w, err := s.st.WatchLeases(ctx)
 		if err != nil {
 			s.log.Warn("repairer: lease watch", "err", err)
 			s.watching.Store(false)
@@ -347,31 +351,23 @@ func (s *Service) watchLoop(ctx context.Context, up chan struct{}) {
 	}
 }
 
-func (s *Service) follow(ctx context.Context, w jetstream.KeyWatcher) {
+func (s *Service) follow(ctx context.Context, w *logstore.LeaseWatch) {
 	for {
-		select {
-		case <-ctx.Done():
+		c, ok := w.Next(ctx)
+		if !ok {
+			if ctx.Err() == nil {
+				s.log.Warn("repairer: lease watch closed; restarting it")
+			}
 			return
-		case e, ok := <-w.Updates():
-			if !ok {
-				if ctx.Err() == nil {
-					s.log.Warn("repairer: lease watch closed; restarting it")
-				}
-				return
-			}
-			if e == nil {
-				continue
-			}
-			switch e.Operation() {
-			case jetstream.KeyValuePut:
-				s.mu.Lock()
-				s.lastPut[e.Key()] = e.Created()
-				delete(s.expiries, e.Key())
-				s.mu.Unlock()
-			case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
-				s.onLeaseGone(e.Key(), e.Created())
-			}
 		}
+		if !c.Renewed {
+			s.onLeaseGone(c.SessionID, c.At)
+			continue
+		}
+		s.mu.Lock()
+		s.lastPut[c.SessionID] = c.At
+		delete(s.expiries, c.SessionID)
+		s.mu.Unlock()
 	}
 }
 
@@ -499,7 +495,13 @@ func (s *Service) sweepLoop(ctx context.Context) {
 
 // sweep queues every claimed session: only those can be orphaned.
 func (s *Service) sweep(ctx context.Context) {
-	kl, err := s.st.ClaimKV().ListKeys(ctx)
+	n := 0
+	err := s.st.ClaimedSessions(ctx, func(id string) {
+		s.mu.Lock()
+		s.enqueueLocked(item{id, triggerSweep})
+		s.mu.Unlock()
+		n++
+	})
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("repairer: sweep", "err", err)
@@ -507,14 +509,6 @@ func (s *Service) sweep(ctx context.Context) {
 		}
 		return
 	}
-	n := 0
-	for k := range kl.Keys() {
-		s.mu.Lock()
-		s.enqueueLocked(item{k, triggerSweep})
-		s.mu.Unlock()
-		n++
-	}
-	_ = kl.Stop()
 	s.log.Debug("repairer: sweep queued", "sessions", n)
 }
 
