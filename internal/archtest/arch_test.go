@@ -33,8 +33,6 @@ var jetstreamExceptions = []string{
 	"cmd/sessionlog/ops.go",
 	"cmd/sessionlog/verbs.go",
 	"services/projector/loadgen/loadgen.go",
-	"services/projector/service.go",
-	"services/projector/watch.go",
 	"services/repairer/repairer.go",
 }
 
