@@ -32,7 +32,6 @@ var jetstreamAllowed = []string{"internal/logstore", "internal/natstest", "inter
 var jetstreamExceptions = []string{
 	"cmd/sessionlog/ops.go",
 	"cmd/sessionlog/verbs.go",
-	"services/projector/loadgen/loadgen.go",
 	"services/repairer/repairer.go",
 }
 
