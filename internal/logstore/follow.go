@@ -46,7 +46,7 @@ type FollowSpec struct {
 	// InactiveThreshold (default DefaultFollowInactive).
 	InactiveThreshold time.Duration
 	// OnUnavailable, if set, makes Follow wait out JetStream being
-	// unavailable (a follower started during a fault, before the stream
+	// unavailable (Unreachable) (a follower started during a fault, before the stream
 	// has a leader, is answered 503 or not at all) instead of returning
 	// the error; it is called before each wait (to log it). Other errors
 	// are returned at once.
@@ -100,7 +100,8 @@ func (s *Store) Follow(ctx context.Context, spec FollowSpec) (*Follower, error) 
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if spec.OnUnavailable == nil || !Unavailable(err) {
+		// A closed connection never comes back: waiting would hang.
+		if spec.OnUnavailable == nil || !Unreachable(err) || errors.Is(err, nats.ErrConnectionClosed) {
 			return nil, fmt.Errorf("logstore: follow %s: %w", spec.Stream, err)
 		}
 		spec.OnUnavailable(err)
@@ -212,19 +213,6 @@ func (f *Follower) Close() {
 		defer cancel()
 		_ = js.DeleteConsumer(ctx, stream, name)
 	}()
-}
-
-// Unavailable reports whether JetStream could not answer right now (no
-// leader, no responders, no answer in time): asking again later may work.
-// It is the append classifier's "retrying", plus no answer at all.
-func Unavailable(err error) bool {
-	switch classify(err) {
-	case retrying:
-		return true
-	case unknown:
-		return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
-	}
-	return false
 }
 
 // StreamStatus is where a stream ends and when it was created (a stream

@@ -16,8 +16,8 @@ import (
 )
 
 // A follower waits out JetStream being unavailable and returns anything
-// else (the projector's table, moved here with the classifier).
-func TestUnavailable(t *testing.T) {
+// else (the projector's table, moved here: it waits by Unreachable).
+func TestFollowWaitsOnUnreachable(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
 		want bool
@@ -31,8 +31,8 @@ func TestUnavailable(t *testing.T) {
 		{&jetstream.APIError{Code: 400, ErrorCode: 10025}, false},
 		{errors.New("nats: authorization violation"), false},
 	} {
-		if got := logstore.Unavailable(tc.err); got != tc.want {
-			t.Errorf("Unavailable(%v) = %v, want %v", tc.err, got, tc.want)
+		if got := logstore.Unreachable(tc.err); got != tc.want {
+			t.Errorf("Unreachable(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 }
@@ -174,7 +174,7 @@ func TestFollowNotUnavailable(t *testing.T) {
 	st := open(t, nc, logstore.Config{})
 	called := false
 	_, err := st.Follow(context.Background(), logstore.FollowSpec{Stream: "NO_SUCH_STREAM", OnUnavailable: func(error) { called = true }})
-	if err == nil || called || logstore.Unavailable(err) {
+	if err == nil || called || logstore.Unreachable(err) {
 		t.Fatalf("Follow of a missing stream: %v (waited: %v)", err, called)
 	}
 }
