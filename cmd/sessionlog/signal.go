@@ -4,11 +4,7 @@ import (
 	"context"
 	"os/signal"
 	"syscall"
-
-	"github.com/nats-io/nats.go"
 )
-
-type natsMsg = nats.Msg
 
 // signalContext ends ctx on SIGINT or SIGTERM, for verbs that run until
 // stopped (tail) without an actor group.

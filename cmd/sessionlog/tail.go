@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -55,36 +52,28 @@ type liveLine struct {
 	Event     json.RawMessage `json:"event"`
 }
 
-// tailEvents prints durable events (ordered consumers, one per stream,
-// from now or after a seq) and transient ones until ctx ends.
+// tailEvents prints durable events (a follower per stream, from now or
+// after a seq) and transient ones until ctx ends.
 func tailEvents(ctx context.Context, st *logstore.Store, id string, after int64, live bool, stdout io.Writer) error {
 	lines := make(chan []byte, 1024)
 	var streams []string
-	var filter []string
+	var subject string
 	if id != "" {
 		loc, err := logstore.Locate(id)
 		if err != nil {
 			return err
 		}
-		streams, filter = []string{loc.Stream}, []string{loc.Subject}
+		streams, subject = []string{loc.Stream}, loc.Subject
 	} else {
 		streams = logstore.Streams()
 	}
 	if live {
-		subj := logstore.LivePrefix + "*"
-		if id != "" {
-			var err error
-			if subj, err = logstore.LiveSubject(id); err != nil {
-				return err
-			}
-		}
-		sub, err := st.Conn().Subscribe(subj, func(m *natsMsg) {
-			sid := strings.TrimPrefix(m.Subject, logstore.LivePrefix)
+		sub, err := st.Live(id, 0, func(m logstore.LiveMsg) {
 			ev := json.RawMessage(m.Data)
 			if !json.Valid(m.Data) {
 				ev, _ = json.Marshal(string(m.Data))
 			}
-			b, _ := json.Marshal(liveLine{Transient: true, SessionID: sid, Event: ev})
+			b, _ := json.Marshal(liveLine{Transient: true, SessionID: m.SessionID, Event: ev})
 			select {
 			case lines <- b:
 			default: // a slow terminal drops transient events, never durable ones
@@ -93,13 +82,16 @@ func tailEvents(ctx context.Context, st *logstore.Store, id string, after int64,
 		if err != nil {
 			return err
 		}
-		defer sub.Unsubscribe()
+		defer sub.Close()
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(streams))
 	for _, name := range streams {
-		cfg := jetstream.OrderedConsumerConfig{FilterSubjects: filter, DeliverPolicy: jetstream.DeliverNewPolicy}
+		spec := logstore.FollowSpec{Stream: name, Subject: subject, OnlyNew: true}
 		if after >= 0 {
 			// Start right after the stored event with seq == after.
-			start := uint64(1)
+			spec.OnlyNew = false
 			if after > 0 {
 				var found uint64
 				tail, err := st.ReadSession(ctx, id, 0, func(m *logstore.Msg) error {
@@ -115,30 +107,37 @@ func tailEvents(ctx context.Context, st *logstore.Store, id string, after int64,
 				if found == 0 {
 					found = tail.StreamSeq // fewer events than --after: only new ones
 				}
-				start = found + 1
+				spec.StartAfter = found
 			}
-			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
 		}
-		cons, err := st.JetStream().OrderedConsumer(ctx, name, cfg)
+		fol, err := st.Follow(ctx, spec)
 		if err != nil {
 			return fmt.Errorf("tail %s: %w", name, err)
 		}
-		cc, err := cons.Consume(func(m jetstream.Msg) {
-			b := append([]byte(nil), m.Data()...)
-			select {
-			case lines <- b:
-			case <-ctx.Done():
+		go func() {
+			defer fol.Close()
+			for {
+				m, err := fol.Next(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						errc <- fmt.Errorf("tail %s: %w", name, err)
+					}
+					return
+				}
+				select {
+				case lines <- m.Data:
+				case <-ctx.Done():
+					return
+				}
 			}
-		})
-		if err != nil {
-			return fmt.Errorf("tail %s: %w", name, err)
-		}
-		defer cc.Stop()
+		}()
 	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case err := <-errc:
+			return err
 		case b := <-lines:
 			if err := writeLine(stdout, b); err != nil {
 				return err

@@ -228,6 +228,8 @@ type Msg struct {
 	Subject   string
 	Header    nats.Header
 	Data      []byte
+	// Pending: messages a Follower had yet to deliver after this one.
+	Pending uint64
 }
 
 // msgGet asks the stream leader ($JS.API.STREAM.MSG.GET, never Direct Get,

@@ -176,7 +176,7 @@ func TestDashboardRendersAnyJSON(t *testing.T) {
 		for _, m := range mod {
 			m(&ev)
 		}
-		if _, err := loadgen.Publish(e.ctx, e.ls.JetStream(), ev); err != nil {
+		if _, err := loadgen.Publish(e.ctx, e.ls, ev); err != nil {
 			t.Fatalf("publish %s %s: %v", typ, data, err)
 		}
 	}

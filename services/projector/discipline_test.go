@@ -21,7 +21,7 @@ func publishN(t *testing.T, e *env, s *loadgen.Session, n int) []schema.Envelope
 	var out []schema.Envelope
 	for range n {
 		ev := s.Next()
-		if _, err := loadgen.Publish(e.ctx, e.ls.JetStream(), ev); err != nil {
+		if _, err := loadgen.Publish(e.ctx, e.ls, ev); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, ev)
@@ -36,7 +36,7 @@ func publishRaw(t *testing.T, e *env, id string, seq uint64, body []byte) {
 	m.Data = body
 	m.Header.Set(logstore.HeaderMsgID, id+":raw-"+strconv.FormatUint(seq, 10)+"-"+strconv.Itoa(len(body)))
 	m.Header.Set(logstore.HeaderSeq, strconv.FormatUint(seq, 10))
-	if _, err := e.ls.JetStream().PublishMsg(e.ctx, m); err != nil {
+	if _, err := e.js.PublishMsg(e.ctx, m); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -57,7 +57,7 @@ func TestSequenceDiscipline(t *testing.T) {
 	again := evs[3]
 	again.EventID = "other-id"
 	again.Data = json.RawMessage(`{"content":"a different reply"}`)
-	if _, err := loadgen.Publish(e.ctx, e.ls.JetStream(), again); err != nil {
+	if _, err := loadgen.Publish(e.ctx, e.ls, again); err != nil {
 		t.Fatal(err)
 	}
 	publishN(t, e, dup, 2)
@@ -81,7 +81,7 @@ func TestSequenceDiscipline(t *testing.T) {
 	publishN(t, e, unk, 3)
 	u := unk.Next()
 	u.Type, u.Data, u.Ignorable = "future/thing", json.RawMessage(`{}`), false
-	loadgen.Publish(e.ctx, e.ls.JetStream(), u)
+	loadgen.Publish(e.ctx, e.ls, u)
 	publishN(t, e, unk, 2)
 
 	// An unknown ignorable type is folded past.
@@ -89,12 +89,12 @@ func TestSequenceDiscipline(t *testing.T) {
 	publishN(t, e, ign, 3)
 	g := ign.Next()
 	g.Type, g.Data, g.Ignorable = "stats/tokens", json.RawMessage(`{"n":5}`), true
-	loadgen.Publish(e.ctx, e.ls.JetStream(), g)
+	loadgen.Publish(e.ctx, e.ls, g)
 	for seq := uint64(5); seq <= 6; seq++ {
 		m := g
 		m.Seq, m.EventID, m.Type, m.Ignorable, m.TurnID, m.AttemptID = seq, "ign-"+strconv.FormatUint(seq, 10), schema.TypeMessageUser, false, "t1", ""
 		m.Data = json.RawMessage(`{"content":"after the ignorable"}`)
-		loadgen.Publish(e.ctx, e.ls.JetStream(), m)
+		loadgen.Publish(e.ctx, e.ls, m)
 	}
 
 	// Newer schema version at seq 4.
@@ -203,7 +203,7 @@ func TestContextAcrossCompactions(t *testing.T) {
 	e := newEnv(t)
 	r := e.start(t.TempDir())
 	r.waitReady(t)
-	js := e.ls.JetStream()
+	st := e.ls
 	seq := uint64(0)
 	pub := func(typ string, data any, mod ...func(*schema.Envelope)) {
 		t.Helper()
@@ -213,7 +213,7 @@ func TestContextAcrossCompactions(t *testing.T) {
 		for _, m := range mod {
 			m(&ev)
 		}
-		if _, err := loadgen.Publish(e.ctx, js, ev); err != nil {
+		if _, err := loadgen.Publish(e.ctx, st, ev); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -279,7 +279,7 @@ func TestLineage(t *testing.T) {
 	for _, child := range []string{"child-b", "child-a"} {
 		ev := schema.Envelope{SchemaVersion: 1, SessionID: child, Seq: 1, EventID: child + "-1", Time: t0, Type: schema.TypeSessionCreated, Synthetic: true,
 			Data: json.RawMessage(`{"parent":{"sessionId":"parent","seedLength":11,"depth":1}}`)}
-		loadgen.Publish(e.ctx, e.ls.JetStream(), ev)
+		loadgen.Publish(e.ctx, e.ls, ev)
 	}
 	d := r.waitSession(t, "parent", func(d projector.Detail) bool { return len(d.Children) == 2 })
 	if d.Children[0] != "child-a" || d.Children[1] != "child-b" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
@@ -23,6 +24,9 @@ type env struct {
 	srv *server.Server
 	nc  *nats.Conn
 	ls  *logstore.Store
+	// js is the tests' superuser path to the stream (raw messages the
+	// store would never build); the projector has none.
+	js  jetstream.JetStream
 	ctx context.Context
 }
 
@@ -36,7 +40,11 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, srv: srv, nc: nc, ls: ls, ctx: ctx}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, srv: srv, nc: nc, ls: ls, js: js, ctx: ctx}
 }
 
 // running is a projector started by a test.

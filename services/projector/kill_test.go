@@ -96,7 +96,7 @@ func TestSIGKILLDuringCatchUpConverges(t *testing.T) {
 		total, sessions = 8_000, 120
 	}
 	fleet := loadgen.NewFleet("k", sessions, 7, t0)
-	last, err := fleet.Fill(e.ctx, e.ls.JetStream(), total)
+	last, err := fleet.Fill(e.ctx, e.ls, total)
 	if err != nil {
 		t.Fatal(err)
 	}

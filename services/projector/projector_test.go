@@ -39,7 +39,7 @@ func checkRebuild(t *testing.T, e *env, r *running) {
 func TestCatchUpServesViewsEqualToRebuild(t *testing.T) {
 	e := newEnv(t)
 	fleet := loadgen.NewFleet("s", 20, 1, t0)
-	if _, err := fleet.Fill(e.ctx, e.ls.JetStream(), 3000); err != nil {
+	if _, err := fleet.Fill(e.ctx, e.ls, 3000); err != nil {
 		t.Fatal(err)
 	}
 	// Small batches and snapshots and a tiny cache: eviction and restore
@@ -134,7 +134,7 @@ func TestCatchUpServesViewsEqualToRebuild(t *testing.T) {
 func TestBadRequests(t *testing.T) {
 	e := newEnv(t)
 	fleet := loadgen.NewFleet("b", 1, 1, t0)
-	fleet.Fill(e.ctx, e.ls.JetStream(), 20)
+	fleet.Fill(e.ctx, e.ls, 20)
 	r := e.start(t.TempDir())
 	r.waitReady(t)
 	for path, want := range map[string]int{
@@ -193,7 +193,7 @@ func TestBearerToken(t *testing.T) {
 func TestRebuildOnVersionChecksumOrCorruption(t *testing.T) {
 	e := newEnv(t)
 	fleet := loadgen.NewFleet("v", 5, 2, t0)
-	fleet.Fill(e.ctx, e.ls.JetStream(), 500)
+	fleet.Fill(e.ctx, e.ls, 500)
 	dir := t.TempDir()
 
 	restart := func(damage func(db *store.DB)) projector.StartMode {
@@ -255,7 +255,7 @@ func TestRebuildOnVersionChecksumOrCorruption(t *testing.T) {
 
 func TestVerifyDetectsDamagedViews(t *testing.T) {
 	e := newEnv(t)
-	loadgen.NewFleet("x", 3, 3, t0).Fill(e.ctx, e.ls.JetStream(), 200)
+	loadgen.NewFleet("x", 3, 3, t0).Fill(e.ctx, e.ls, 200)
 	dir := t.TempDir()
 	r := e.start(dir)
 	r.waitReady(t)

@@ -16,7 +16,7 @@ import (
 func TestRestoreOfManyEventsThroughConsumer(t *testing.T) {
 	e := newEnv(t)
 	fleet := loadgen.NewFleet("rc", 3, 5, t0)
-	if _, err := fleet.Fill(e.ctx, e.ls.JetStream(), 600); err != nil {
+	if _, err := fleet.Fill(e.ctx, e.ls, 600); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -25,7 +25,7 @@ func TestRestoreOfManyEventsThroughConsumer(t *testing.T) {
 	r := e.start(dir, func(c *projector.Config) { c.SnapshotEvery = 1000 })
 	r.waitReady(t)
 	r.stop(t)
-	if _, err := fleet.Fill(e.ctx, e.ls.JetStream(), 30); err != nil {
+	if _, err := fleet.Fill(e.ctx, e.ls, 30); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()

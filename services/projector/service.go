@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -147,8 +145,6 @@ type Service struct {
 	cfg  Config
 	log  *slog.Logger
 	ls   *logstore.Store
-	js   jetstream.JetStream
-	nc   *nats.Conn
 	db   *store.DB
 	met  *metrics
 	mode StartMode
@@ -190,7 +186,7 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, ls: cfg.Store, js: cfg.Store.JetStream(), nc: cfg.Store.Conn(), db: db, met: met, target: map[string]uint64{}}
+	s := &Service{cfg: cfg, log: cfg.Logger, ls: cfg.Store, db: db, met: met, target: map[string]uint64{}}
 	s.watch = hub
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -211,15 +207,11 @@ type streamInfo struct {
 func (s *Service) streams(ctx context.Context) (map[string]streamInfo, error) {
 	out := map[string]streamInfo{}
 	for _, name := range logstore.Streams() {
-		st, err := s.js.Stream(ctx, name)
+		st, err := s.ls.StreamStatus(ctx, name)
 		if err != nil {
-			return nil, fmt.Errorf("projector: stream %s: %w", name, err)
+			return nil, fmt.Errorf("projector: %w", err)
 		}
-		info, err := st.Info(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("projector: stream %s: %w", name, err)
-		}
-		out[name] = streamInfo{last: info.State.LastSeq, created: info.Created.UTC()}
+		out[name] = streamInfo{last: st.LastSeq, created: st.Created}
 	}
 	return out, nil
 }
@@ -335,7 +327,7 @@ func (s *Service) Ready() error {
 	switch {
 	case s.closed.Load():
 		return errors.New("projector: stopped")
-	case s.nc != nil && !s.nc.IsConnected():
+	case !s.ls.Connected():
 		return errors.New("projector: NATS not connected")
 	case !s.running.Load():
 		return errors.New("projector: not running")
@@ -367,36 +359,6 @@ func (s *Service) Run(ctx context.Context) error {
 	return cerr
 }
 
-// orderedConsumer creates an ordered consumer on the stream, waiting while
-// JetStream is unavailable (a projector started during a fault, before the
-// stream has a leader, is answered 503 or not at all): it starts once the
-// cluster can serve it, instead of exiting. Other errors are returned.
-func (s *Service) orderedConsumer(ctx context.Context, stream string, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error) {
-	for attempt := 0; ; attempt++ {
-		cons, err := s.js.OrderedConsumer(ctx, stream, cfg)
-		if err == nil || ctx.Err() != nil || !unavailable(err) {
-			return cons, err
-		}
-		s.log.Warn("projector: JetStream unavailable; waiting", "stream", stream, "err", err)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(min(100*time.Millisecond<<min(attempt, 5), 2*time.Second)):
-		}
-	}
-}
-
-// unavailable: JetStream cannot answer right now (no leader, no
-// responders, no answer in time); asking again later may work.
-func unavailable(err error) bool {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		return apiErr.Code == 503
-	}
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
-}
-
 // consume runs the consumers and the fold loop. stop, if set, ends it once
 // it returns true after a message (rebuild to a position).
 func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.StreamPos) bool) error {
@@ -406,9 +368,18 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 	errc := make(chan error, len(s.f.pos))
 	var wg sync.WaitGroup
 	for name, p := range s.f.pos {
-		cons, err := s.orderedConsumer(ctx, name, jetstream.OrderedConsumerConfig{
-			DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
-			OptStartSeq:   p.Seq + 1,
+		// A projector started during a fault waits for the cluster to
+		// serve it instead of exiting. The consumer reads the whole
+		// stream; its inactive threshold is nats.go's default for ordered
+		// consumers, which the projector had before (Close deletes it).
+		fol, err := s.ls.Follow(ctx, logstore.FollowSpec{
+			Stream:            name,
+			StartAfter:        p.Seq,
+			PageEvents:        s.cfg.FetchBatch,
+			InactiveThreshold: 5 * time.Minute,
+			OnUnavailable: func(err error) {
+				s.log.Warn("projector: JetStream unavailable; waiting", "stream", name, "err", err)
+			},
 		})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -416,33 +387,19 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 			}
 			return fmt.Errorf("projector: consumer %s: %w", name, err)
 		}
-		it, err := cons.Messages(jetstream.PullMaxMessages(s.cfg.FetchBatch))
-		if err != nil {
-			return fmt.Errorf("projector: consumer %s: %w", name, err)
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			<-ctx.Done()
-			it.Stop()
-		}()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+			defer fol.Close()
 			for {
-				jm, err := it.Next()
+				lm, err := fol.Next(ctx)
 				if err != nil {
-					if ctx.Err() == nil && !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+					if ctx.Err() == nil && !errors.Is(err, logstore.ErrFollowerClosed) {
 						errc <- fmt.Errorf("projector: consume %s: %w", name, err)
 					}
 					return
 				}
-				md, err := jm.Metadata()
-				if err != nil {
-					errc <- fmt.Errorf("projector: consume %s: %w", name, err)
-					return
-				}
-				m := &msg{stream: name, streamSeq: md.Sequence.Stream, subject: jm.Subject(), header: jm.Headers(), data: jm.Data(), pending: md.NumPending}
+				m := &msg{stream: name, streamSeq: lm.StreamSeq, subject: lm.Subject, header: lm.Header, data: lm.Data, pending: lm.Pending}
 				// Reading the message here overlaps it with folding in
 				// the other goroutine.
 				m.prepare()

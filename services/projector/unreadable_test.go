@@ -61,7 +61,7 @@ func publishHostile(t *testing.T, e *env, id string, body []byte, seq uint64) {
 	if seq != 0 {
 		m.Header.Set(logstore.HeaderSeq, strconv.FormatUint(seq, 10))
 	}
-	if _, err := e.ls.JetStream().PublishMsg(e.ctx, m); err != nil {
+	if _, err := e.js.PublishMsg(e.ctx, m); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,7 +1,6 @@
 package projector
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -98,30 +95,25 @@ type watchHub struct {
 // all its watches share: each event is received, checked and decoded
 // once, and its bytes are shared by the queues it goes to.
 type liveSub struct {
-	sub    atomic.Pointer[nats.Subscription]
+	sub    atomic.Pointer[logstore.LiveSub]
 	mu     sync.Mutex
 	queues map[*watchQueue]struct{}
 }
 
 // subscribe adds q to the session's transient events; the returned func
 // takes it off (and unsubscribes after the last watch).
-func (h *watchHub) subscribe(nc *nats.Conn, id string, q *watchQueue) (func(), error) {
-	subject, err := logstore.LiveSubject(id)
-	if err != nil {
-		return nil, err
-	}
+func (h *watchHub) subscribe(st *logstore.Store, id string, q *watchQueue) (func(), error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ls := h.live[id]
 	if ls == nil {
 		ls = &liveSub{queues: map[*watchQueue]struct{}{}}
-		sub, err := nc.Subscribe(subject, func(m *nats.Msg) { h.deliver(ls, m) })
+		// The handler is quick, so nats.go's list stays short; the limit is
+		// a safety net for a starved handler (its default is 64 MiB).
+		sub, err := st.Live(id, 4*h.lim.QueueBytes, func(m logstore.LiveMsg) { h.deliver(ls, m) })
 		if err != nil {
 			return nil, err
 		}
-		// The handler is quick, so nats.go's list stays short; the limit is
-		// a safety net for a starved handler (its default is 64 MiB).
-		sub.SetPendingLimits(-1, 4*h.lim.QueueBytes)
 		ls.sub.Store(sub)
 		h.live[id] = ls
 	}
@@ -137,7 +129,7 @@ func (h *watchHub) subscribe(nc *nats.Conn, id string, q *watchQueue) (func(), e
 		ls.mu.Unlock()
 		if empty && h.live[id] == ls {
 			delete(h.live, id)
-			_ = ls.sub.Load().Unsubscribe()
+			_ = ls.sub.Load().Close()
 		}
 	}, nil
 }
@@ -145,12 +137,10 @@ func (h *watchHub) subscribe(nc *nats.Conn, id string, q *watchQueue) (func(), e
 // deliver checks one transient event and queues it for every watch of its
 // session. Events nats.go dropped for a starved handler end those watches
 // as slow: they missed events.
-func (h *watchHub) deliver(ls *liveSub, m *nats.Msg) {
+func (h *watchHub) deliver(ls *liveSub, m logstore.LiveMsg) {
 	dropped := false
-	if sub := ls.sub.Load(); sub != nil {
-		if n, _ := sub.Dropped(); n > 0 {
-			dropped = true
-		}
+	if sub := ls.sub.Load(); sub != nil && sub.Dropped() > 0 {
+		dropped = true
 	}
 	var ev WatchEvent
 	if !dropped {
@@ -372,7 +362,7 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 	// client has not read of them stays within the queue's budget.
 	q := newWatchQueue(hub)
 	defer q.close()
-	leave, err := hub.subscribe(s.nc, id, q)
+	leave, err := hub.subscribe(s.ls, id, q)
 	if err != nil {
 		s.internal(w, err)
 		return
@@ -396,45 +386,31 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, err)
 		return
 	}
-	// One consumer per watch: a stream takes 1000 by default, and an
-	// ordered consumer outlives Stop for its inactive threshold (5 minutes
-	// in nats.go), so watchers that come and go would use them up and
-	// every session read on the stream would fail. Short threshold, and
-	// deleted when the watch ends.
-	cons, err := s.js.OrderedConsumer(ctx, loc.Stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects:    []string{loc.Subject},
-		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:       from + 1,
+	// One consumer per watch, with a short inactive threshold and deleted
+	// when the watch ends (logstore.Follow). Durable events come a page at
+	// a time: one fetch of at most watchPageEvents events and PageBytes
+	// (never less than the largest message the server takes), the next
+	// one only when the loop has written this one. A live tail waits in
+	// the fetch for what comes next.
+	fol, err := s.ls.Follow(ctx, logstore.FollowSpec{
+		Stream:            loc.Stream,
+		Subject:           loc.Subject,
+		StartAfter:        from,
+		PageEvents:        watchPageEvents,
+		PageBytes:         lim.PageBytes,
 		InactiveThreshold: 15 * time.Second,
 	})
 	if err != nil {
 		s.internal(w, err)
 		return
 	}
-	// Durable events come a page at a time: one fetch of at most
-	// watchPageEvents events and PageBytes (never less than the largest
-	// message the server takes: a pull smaller than a message would wait
-	// for it forever), the next one only when the loop has written this
-	// one. A live tail waits in the fetch for what comes next. (The
-	// ordered consumer recreates its server consumer for each fetch, after
-	// the last event delivered: a page per fetch keeps that rare, and a
-	// client slow past the inactive threshold loses nothing.)
-	page := max(lim.PageBytes, int(s.nc.MaxPayload())+4<<10)
-	defer func() {
-		if ci := cons.CachedInfo(); ci != nil && ci.Name != "" {
-			go func() {
-				dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = s.js.DeleteConsumer(dctx, loc.Stream, ci.Name)
-			}()
-		}
-	}()
+	defer fol.Close()
 	// Unbuffered: the loop takes each event when it can write it.
-	durCh := make(chan jetstream.Msg)
+	durCh := make(chan *logstore.Msg)
 	go func() {
 		defer close(durCh)
 		for ctx.Err() == nil {
-			batch, err := cons.Fetch(watchPageEvents, jetstream.FetchMaxBytes(page), jetstream.FetchMaxWait(watchFetchWait))
+			page, err := fol.Fetch(watchFetchWait)
 			if err != nil {
 				if ctx.Err() == nil {
 					s.log.Warn("projector: watch fetch", "session", id, "err", err)
@@ -442,7 +418,7 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			n := 0
-			for m := range batch.Messages() {
+			for m := range page.Messages() {
 				select {
 				case durCh <- m:
 					n++
@@ -450,7 +426,7 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 					return
 				}
 			}
-			if err := batch.Error(); err != nil && n == 0 {
+			if err := page.Err(); err != nil && n == 0 {
 				// Not a hot loop on a fetch that fails at once.
 				select {
 				case <-time.After(100 * time.Millisecond):
@@ -566,14 +542,9 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 					return
 				}
 			}
-		case m, ok := <-durCh:
+		case lm, ok := <-durCh:
 			if !ok {
 				return
-			}
-			lm := &logstore.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
-			md, err := m.Metadata()
-			if err == nil {
-				lm.StreamSeq = md.Sequence.Stream
 			}
 			seq, v, why := judgeStored(id, last, vouched, lm)
 			switch {
@@ -601,7 +572,7 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 
 // transient decodes a live message: a JSON object whose afterSeq names
 // the durable seq it follows.
-func transient(m *nats.Msg) (WatchEvent, bool) {
+func transient(m logstore.LiveMsg) (WatchEvent, bool) {
 	var probe struct {
 		AfterSeq *uint64 `json:"afterSeq"`
 	}

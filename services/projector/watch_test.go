@@ -286,7 +286,7 @@ func TestWatchMemoryBound(t *testing.T) {
 		}
 		ev := schema.Envelope{SchemaVersion: schema.Version, SessionID: id, Seq: seq, EventID: fmt.Sprintf("big-%d", seq),
 			Time: t0.Add(time.Duration(seq) * time.Millisecond), Type: typ, Data: json.RawMessage(data)}
-		if _, err := loadgen.Publish(e.ctx, e.ls.JetStream(), ev); err != nil {
+		if _, err := loadgen.Publish(e.ctx, e.ls, ev); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -13,9 +13,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
@@ -115,37 +112,10 @@ func (s *Session) fill() {
 	s.queue = append(s.queue, q...)
 }
 
-// Msg renders a stored event as the writer would publish it.
-func Msg(e *schema.Envelope) (*nats.Msg, error) {
-	loc, err := logstore.Locate(e.SessionID)
-	if err != nil {
-		return nil, err
-	}
-	body, err := schema.Encode(e)
-	if err != nil {
-		return nil, err
-	}
-	m := nats.NewMsg(loc.Subject)
-	m.Data = body
-	m.Header.Set(logstore.HeaderMsgID, logstore.MsgID(e.SessionID, e.EventID))
-	m.Header.Set(logstore.HeaderType, e.Type)
-	m.Header.Set(logstore.HeaderSeq, strconv.FormatUint(e.Seq, 10))
-	m.Header.Set(logstore.HeaderSchema, strconv.Itoa(e.SchemaVersion))
-	return m, nil
-}
-
 // Publish stores one event straight in the stream, with no sequence check
 // (tests use it to store what the writer would refuse).
-func Publish(ctx context.Context, js jetstream.JetStream, e schema.Envelope) (uint64, error) {
-	m, err := Msg(&e)
-	if err != nil {
-		return 0, err
-	}
-	ack, err := js.PublishMsg(ctx, m)
-	if err != nil {
-		return 0, err
-	}
-	return ack.Sequence, nil
+func Publish(ctx context.Context, st *logstore.Store, e schema.Envelope) (uint64, error) {
+	return st.PublishUnchecked(ctx, func(yield func(schema.Envelope) bool) { yield(e) })
 }
 
 // Fleet is a set of sessions generated together.
@@ -168,46 +138,15 @@ func (f *Fleet) Next() schema.Envelope {
 	return f.Sessions[f.rnd.IntN(len(f.Sessions))].Next()
 }
 
-// Fill publishes total events of the fleet to the stream with async
-// publishes (plain publishes: on a file-storage stream they are far
-// faster than atomic batches) and waits for every ack. It returns the
-// stream sequence of the last one.
-func (f *Fleet) Fill(ctx context.Context, js jetstream.JetStream, total int) (uint64, error) {
-	var last uint64
-	const window = 4000
-	var futs []jetstream.PubAckFuture
-	wait := func() error {
-		for _, fu := range futs {
-			select {
-			case ack := <-fu.Ok():
-				if ack.Sequence > last {
-					last = ack.Sequence
-				}
-			case err := <-fu.Err():
-				return err
-			case <-ctx.Done():
-				return ctx.Err()
+// Fill publishes total events of the fleet to the stream with no
+// sequence check (logstore's PublishUnchecked: async plain publishes) and
+// waits for every ack. It returns the stream sequence of the last one.
+func (f *Fleet) Fill(ctx context.Context, st *logstore.Store, total int) (uint64, error) {
+	return st.PublishUnchecked(ctx, func(yield func(schema.Envelope) bool) {
+		for range total {
+			if !yield(f.Next()) {
+				return
 			}
 		}
-		futs = futs[:0]
-		return nil
-	}
-	for i := 0; i < total; i++ {
-		e := f.Next()
-		m, err := Msg(&e)
-		if err != nil {
-			return last, err
-		}
-		fu, err := js.PublishMsgAsync(m)
-		if err != nil {
-			return last, err
-		}
-		futs = append(futs, fu)
-		if len(futs) == window {
-			if err := wait(); err != nil {
-				return last, err
-			}
-		}
-	}
-	return last, wait()
+	})
 }

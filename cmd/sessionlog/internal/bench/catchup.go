@@ -115,7 +115,7 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 	say("filling the stream with %d events over %d sessions", cfg.Events, cfg.Sessions)
 	start := time.Now()
 	fleet := loadgen.NewFleet("bench", cfg.Sessions, 42, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	if _, err := fleet.Fill(ctx, ls.JetStream(), cfg.Events); err != nil {
+	if _, err := fleet.Fill(ctx, ls, cfg.Events); err != nil {
 		return res, fmt.Errorf("fill: %w", err)
 	}
 	say("filled in %s", time.Since(start).Round(time.Millisecond))

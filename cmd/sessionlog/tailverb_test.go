@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// `sessionlog tail <id> --after N` prints the session's stored events
+// after seq N, then new ones and transient ones as they come, and nothing
+// of other sessions, until interrupted.
+func TestTailAfterAndLive(t *testing.T) {
+	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s)
+	ctx := context.Background()
+	st, err := logstore.Open(ctx, nc, logstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	mk := func(sid string, seq uint64) schema.Envelope {
+		typ, data := schema.TypeMessageUser, fmt.Sprintf(`{"content":"%s-%d"}`, sid, seq)
+		if seq == 1 {
+			typ, data = schema.TypeSessionCreated, `{}`
+		}
+		return schema.Envelope{SchemaVersion: schema.Version, SessionID: sid, Seq: seq, EventID: fmt.Sprintf("%s-%d", sid, seq), Time: now, Type: typ, Data: []byte(data)}
+	}
+	res, err := st.Append(ctx, logstore.AppendRequest{SessionID: "tl", Events: []schema.Envelope{mk("tl", 1), mk("tl", 2), mk("tl", 3)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(ctx, logstore.AppendRequest{SessionID: "other", Events: []schema.Envelope{mk("other", 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(tctx, []string{"tail", "tl", "--after", "1", "--nats-url", s.ClientURL()}, &out, &errb)
+	}()
+	wait := func(want ...string) {
+		t.Helper()
+		natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+			got := out.String()
+			for _, w := range want {
+				if !strings.Contains(got, w) {
+					return fmt.Errorf("no %q in %q (stderr %q)", w, got, errb.String())
+				}
+			}
+			return nil
+		})
+	}
+	wait(`"tl-2"`, `"tl-3"`)
+	// The live subscription is made before the stored events are read:
+	// a transient event sent now is printed.
+	natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		if err := nc.Publish("sessions.live.tl", []byte(`{"afterSeq":3,"delta":"x"}`)); err != nil {
+			return err
+		}
+		if !strings.Contains(out.String(), `"transient":true,"sessionId":"tl"`) {
+			return fmt.Errorf("no transient line in %q", out.String())
+		}
+		return nil
+	})
+	if _, err := st.Append(ctx, logstore.AppendRequest{SessionID: "tl", ExpectedStreamSeq: res.StreamSeq, Events: []schema.Envelope{mk("tl", 4)}}); err != nil {
+		t.Fatal(err)
+	}
+	wait(`"tl-4"`)
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errb.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("tail did not end when interrupted")
+	}
+	got := out.String()
+	if strings.Contains(got, `"tl-1"`) || strings.Contains(got, "other") {
+		t.Fatalf("tail printed seq 1 or another session: %q", got)
+	}
+	if i, j := strings.Index(got, `"tl-2"`), strings.Index(got, `"tl-3"`); i > j {
+		t.Fatalf("out of order: %q", got)
+	}
+}

@@ -1,0 +1,287 @@
+package logstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Follow defaults.
+const (
+	DefaultFollowPageEvents = 1000
+	// DefaultFollowInactive is how long the server keeps a follower's
+	// consumer after its last pull if the delete of Close is lost. nats.go
+	// keeps an ordered consumer 5 minutes by default, and a stream takes at
+	// most 1000 consumers (nats-server 2.11+): followers that come and go
+	// (watches, reads) would use them up and every read of the stream
+	// would fail (err 10026).
+	DefaultFollowInactive = 15 * time.Second
+)
+
+// FollowSpec says what a Follower reads: one stream, all of it or one
+// subject, from a stream sequence or from now on.
+type FollowSpec struct {
+	Stream string
+	// Subject, if set, filters the stream (a session's: Locate(id).Subject).
+	Subject string
+	// StartAfter: the first message delivered is the first after this
+	// stream sequence (0: from the start). Ignored with OnlyNew.
+	StartAfter uint64
+	// OnlyNew: deliver only messages stored after Follow.
+	OnlyNew bool
+	// PageEvents bounds one pull of messages from the server (default
+	// DefaultFollowPageEvents): what the follower holds ahead of its
+	// reader, so a slow reader is paced, not buffered.
+	PageEvents int
+	// PageBytes, if set, bounds one pull in bytes too; it is raised to the
+	// largest message the server takes plus headers (a pull smaller than
+	// a message would wait for it forever).
+	PageBytes int
+	// InactiveThreshold (default DefaultFollowInactive).
+	InactiveThreshold time.Duration
+	// OnUnavailable, if set, makes Follow wait out JetStream being
+	// unavailable (Unreachable) (a follower started during a fault, before the stream
+	// has a leader, is answered 503 or not at all) instead of returning
+	// the error; it is called before each wait (to log it). Other errors
+	// are returned at once.
+	OnUnavailable func(err error)
+}
+
+// ErrFollowerClosed: Next after Close, or after the connection closed.
+var ErrFollowerClosed = errors.New("logstore: follower closed")
+
+// Follower reads a stream in order, with an ordered consumer: either as a
+// continuous flow (Next) or a page at a time (Fetch), not both. It is not
+// safe for concurrent use, but Close may be called from any goroutine.
+type Follower struct {
+	s         *Store
+	spec      FollowSpec
+	pageBytes int
+	cons      jetstream.Consumer
+	it        jetstream.MessagesContext
+}
+
+// Follow starts a follower. Close it when done: that deletes its consumer
+// on the server.
+func (s *Store) Follow(ctx context.Context, spec FollowSpec) (*Follower, error) {
+	if spec.PageEvents <= 0 {
+		spec.PageEvents = DefaultFollowPageEvents
+	}
+	if spec.InactiveThreshold <= 0 {
+		spec.InactiveThreshold = DefaultFollowInactive
+	}
+	cfg := jetstream.OrderedConsumerConfig{
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       spec.StartAfter + 1,
+		InactiveThreshold: spec.InactiveThreshold,
+	}
+	if spec.OnlyNew {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverNewPolicy, 0
+	}
+	if spec.Subject != "" {
+		cfg.FilterSubjects = []string{spec.Subject}
+	}
+	f := &Follower{s: s, spec: spec}
+	if spec.PageBytes > 0 {
+		f.pageBytes = max(spec.PageBytes, int(s.nc.MaxPayload())+4<<10)
+	}
+	for attempt := 0; ; attempt++ {
+		cons, err := s.js.OrderedConsumer(ctx, spec.Stream, cfg)
+		if err == nil {
+			f.cons = cons
+			return f, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		// A closed connection never comes back: waiting would hang.
+		if spec.OnUnavailable == nil || !Unreachable(err) || errors.Is(err, nats.ErrConnectionClosed) {
+			return nil, fmt.Errorf("logstore: follow %s: %w", spec.Stream, err)
+		}
+		spec.OnUnavailable(err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(min(100*time.Millisecond<<min(attempt, 5), 2*time.Second)):
+		}
+	}
+}
+
+// Next returns the next message, waiting for it. Pulls of a page run
+// ahead of the reader, no further. Msg.Pending is how many messages the
+// consumer had yet to deliver after it.
+func (f *Follower) Next(ctx context.Context) (*Msg, error) {
+	if f.it == nil {
+		opt := jetstream.PullMessagesOpt(jetstream.PullMaxMessages(f.spec.PageEvents))
+		if f.pageBytes > 0 {
+			opt = jetstream.PullMaxMessagesWithBytesLimit(f.spec.PageEvents, f.pageBytes)
+		}
+		it, err := f.cons.Messages(opt)
+		if err != nil {
+			return nil, fmt.Errorf("logstore: follow %s: %w", f.spec.Stream, err)
+		}
+		f.it = it
+	}
+	jm, err := f.it.Next(jetstream.NextContext(ctx))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+			return nil, fmt.Errorf("%w: %w", ErrFollowerClosed, err)
+		}
+		return nil, fmt.Errorf("logstore: follow %s: %w", f.spec.Stream, err)
+	}
+	return followed(jm)
+}
+
+func followed(jm jetstream.Msg) (*Msg, error) {
+	md, err := jm.Metadata()
+	if err != nil {
+		return nil, fmt.Errorf("logstore: follow: %w", err)
+	}
+	return &Msg{StreamSeq: md.Sequence.Stream, Subject: jm.Subject(), Header: jm.Headers(), Data: jm.Data(), Pending: md.NumPending}, nil
+}
+
+// Page is one pull of a Follower: at most PageEvents messages (and
+// PageBytes), delivered as they arrive.
+type Page struct {
+	b   jetstream.MessageBatch
+	err error
+}
+
+// Fetch pulls the next page, waiting up to wait for its messages: the
+// next pull is only made when the reader asks for it. (The ordered
+// consumer is recreated on the server for each page, after the last
+// message delivered: a reader slower than the inactive threshold loses
+// nothing.)
+func (f *Follower) Fetch(wait time.Duration) (*Page, error) {
+	opts := []jetstream.FetchOpt{jetstream.FetchMaxWait(wait)}
+	if f.pageBytes > 0 {
+		opts = append(opts, jetstream.FetchMaxBytes(f.pageBytes))
+	}
+	b, err := f.cons.Fetch(f.spec.PageEvents, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("logstore: follow %s: %w", f.spec.Stream, err)
+	}
+	return &Page{b: b}, nil
+}
+
+// Messages yields the page's messages as they arrive.
+func (p *Page) Messages() iter.Seq[*Msg] {
+	return func(yield func(*Msg) bool) {
+		for jm := range p.b.Messages() {
+			m, err := followed(jm)
+			if err != nil {
+				p.err = err
+				return
+			}
+			if !yield(m) {
+				return
+			}
+		}
+	}
+}
+
+// Err is why the page ended early, if it did (after Messages).
+func (p *Page) Err() error {
+	if p.err != nil {
+		return p.err
+	}
+	return p.b.Error()
+}
+
+// Close stops the follower and deletes its consumer on the server (in
+// the background: the inactive threshold cleans up if that fails).
+func (f *Follower) Close() {
+	if f.it != nil {
+		f.it.Stop()
+	}
+	ci := f.cons.CachedInfo()
+	if ci == nil || ci.Name == "" {
+		return
+	}
+	js, stream, name := f.s.js, f.spec.Stream, ci.Name
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = js.DeleteConsumer(ctx, stream, name)
+	}()
+}
+
+// StreamStatus is where a stream ends and when it was created (a stream
+// created again starts its sequences over).
+type StreamStatus struct {
+	LastSeq uint64
+	Created time.Time
+}
+
+// StreamStatus reads a stream's status.
+func (s *Store) StreamStatus(ctx context.Context, stream string) (StreamStatus, error) {
+	st, err := s.js.Stream(ctx, stream)
+	if err != nil {
+		return StreamStatus{}, fmt.Errorf("logstore: stream %s: %w", stream, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return StreamStatus{}, fmt.Errorf("logstore: stream %s: %w", stream, err)
+	}
+	return StreamStatus{LastSeq: info.State.LastSeq, Created: info.Created.UTC()}, nil
+}
+
+// Connected reports whether the store's NATS connection is up.
+func (s *Store) Connected() bool { return s.nc.IsConnected() }
+
+// LiveMsg is one transient event (core NATS sessions.live.<id>): not
+// stored; it names the durable seq it follows itself.
+type LiveMsg struct {
+	SessionID string
+	Header    nats.Header
+	Data      []byte
+}
+
+// LiveSub is a subscription to transient events.
+type LiveSub struct{ sub *nats.Subscription }
+
+// Live calls fn for each transient event of a session, or of every
+// session with sessionID "". fn runs on the subscription's goroutine, one
+// event at a time, and should be quick: events that arrive while more
+// than pendingBytes wait for it are dropped and counted in Dropped
+// (pendingBytes <= 0: the client's default, 64 MiB).
+func (s *Store) Live(sessionID string, pendingBytes int, fn func(LiveMsg)) (*LiveSub, error) {
+	subject := LivePrefix + "*"
+	if sessionID != "" {
+		var err error
+		if subject, err = LiveSubject(sessionID); err != nil {
+			return nil, err
+		}
+	}
+	sub, err := s.nc.Subscribe(subject, func(m *nats.Msg) {
+		fn(LiveMsg{SessionID: strings.TrimPrefix(m.Subject, LivePrefix), Header: m.Header, Data: m.Data})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("logstore: live %s: %w", subject, err)
+	}
+	if pendingBytes > 0 {
+		if err := sub.SetPendingLimits(-1, pendingBytes); err != nil {
+			_ = sub.Unsubscribe()
+			return nil, fmt.Errorf("logstore: live %s: %w", subject, err)
+		}
+	}
+	return &LiveSub{sub: sub}, nil
+}
+
+// Dropped is how many events the subscription dropped for a slow fn.
+func (l *LiveSub) Dropped() int {
+	n, _ := l.sub.Dropped()
+	return n
+}
+
+// Close ends the subscription.
+func (l *LiveSub) Close() error { return l.sub.Unsubscribe() }

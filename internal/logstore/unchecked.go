@@ -1,0 +1,64 @@
+package logstore
+
+import (
+	"context"
+	"iter"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// uncheckedWindow is how many PublishUnchecked acks may be awaited at
+// once (nats.go's default limit of async publishes in flight).
+const uncheckedWindow = 4000
+
+// PublishUnchecked stores events straight in their sessions' subjects, as
+// Append would send each alone but with no sequence expectation: it fills
+// streams for tests and benchmarks fast (plain async publishes, far faster
+// than atomic batches on a file-storage stream), and stores what the
+// writer would refuse (gaps, forged seqs). It returns the stream sequence
+// of the last event stored. The cached tails of those sessions are
+// dropped.
+func (s *Store) PublishUnchecked(ctx context.Context, events iter.Seq[schema.Envelope]) (uint64, error) {
+	var last uint64
+	futs := make([]jetstream.PubAckFuture, 0, uncheckedWindow)
+	wait := func() error {
+		for _, fu := range futs {
+			select {
+			case ack := <-fu.Ok():
+				last = max(last, ack.Sequence)
+			case err := <-fu.Err():
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		futs = futs[:0]
+		return nil
+	}
+	for e := range events {
+		loc, err := Locate(e.SessionID)
+		if err != nil {
+			return last, err
+		}
+		msgs, err := s.messages(&AppendRequest{SessionID: e.SessionID, Events: []schema.Envelope{e}}, loc.Subject)
+		if err != nil {
+			return last, err
+		}
+		m := msgs[0]
+		delete(m.Header, HeaderExpectedSeq)
+		s.tails.Remove(e.SessionID)
+		fu, err := s.js.PublishMsgAsync(m)
+		if err != nil {
+			return last, err
+		}
+		futs = append(futs, fu)
+		if len(futs) == uncheckedWindow {
+			if err := wait(); err != nil {
+				return last, err
+			}
+		}
+	}
+	return last, wait()
+}
