@@ -6,9 +6,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/oklog/run"
-
-	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
 	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/services/forker"
@@ -17,55 +14,16 @@ import (
 const defaultForkerHTTP = "127.0.0.1:8084"
 
 func runForker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("forker")
-	fs.SetOutput(stderr)
-	nf := addNATSFlags(fs)
-	nf.Inbox = natsauth.ServiceInboxPrefix
-	httpListen := fs.String("http-listen", defaultForkerHTTP, "HTTP listen address for /healthz /readyz /metrics")
-	replicas := fs.Int("replicas", 1, "replicas of the stream and buckets if this process creates them")
-	noProvision := fs.Bool("no-provision", false, "do not create or update the stream and buckets (they must exist)")
-	cfg := forkerFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected arguments %q", fs.Args())
-	}
-	if cfg.BatchSize < 2 || cfg.BatchSize > 1000 || cfg.SweepEvery <= 0 || cfg.StaleAfter <= 0 || cfg.ForkTimeout <= 0 {
-		return usageErrorf("--batch-size must be 2..1000 and the durations > 0")
-	}
-	log, err := newLogger(fs, stderr)
-	if err != nil {
-		return err
-	}
-	nf.Log = log
-	ln, err := listen(*httpListen)
-	if err != nil {
-		return err
-	}
-	defer ln.Close()
-	nc, err := nf.connect(forker.ServiceName)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	store, err := openStore(ctx, nc, logstore.Config{Replicas: *replicas, NoProvision: *noProvision,
-		Logger: log.With("component", "logstore")})
-	if err != nil {
-		return err
-	}
-	o := newOps()
-	svc, err := assemble.NewForker(*cfg, store, assemble.Deps{Conn: nc, Logger: log, Registerer: o.Registry})
-	if err != nil {
-		return err
-	}
-	o.AddReady("nats", natsReady(nc))
-	o.AddReady("forker", svc.Ready)
-	var g run.Group
-	exec, interrupt := serviceActor(ctx, svc.Run)
-	g.Add(exec, interrupt)
-	serveOps(&g, ln, o.Mux, log)
-	return runGroup(ctx, &g, log)
+	c := newStandalone("forker", defaultForkerHTTP, stderr)
+	cfg := forkerFlags(c.fs)
+	return c.run(ctx, args, stderr, forker.ServiceName, nil, func() error {
+		if cfg.BatchSize < 2 || cfg.BatchSize > 1000 || cfg.SweepEvery <= 0 || cfg.StaleAfter <= 0 || cfg.ForkTimeout <= 0 {
+			return usageErrorf("--batch-size must be 2..1000 and the durations > 0")
+		}
+		return nil
+	}, func(store *logstore.Store, d assemble.Deps) (service, error) {
+		return assemble.NewForker(*cfg, store, d)
+	})
 }
 
 // forkPollEvery is how often `sessionlog fork` reads the child's tail for

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"time"
+
+	"github.com/oklog/run"
+
+	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
+	"github.com/sessionlog/sessionlog/internal/assemble"
+	"github.com/sessionlog/sessionlog/internal/logstore"
+)
+
+// standalone is what the writer, repairer and forker commands share: the
+// flags of a service run alone against --nats-url, and the wiring that
+// runs it (connect as a service, open the store, serve /healthz /readyz
+// /metrics, an actor group ended by a signal).
+type standalone struct {
+	name        string
+	fs          *flag.FlagSet
+	nf          *natsFlags
+	httpListen  *string
+	replicas    *int
+	noProvision *bool
+}
+
+// service is the part of a service a standalone command runs.
+type service interface {
+	Run(ctx context.Context) error
+	Ready() error
+}
+
+func newStandalone(name, defaultHTTP string, stderr io.Writer) *standalone {
+	fs := newFlags(name)
+	fs.SetOutput(stderr)
+	nf := addNATSFlags(fs)
+	nf.Inbox = natsauth.ServiceInboxPrefix
+	return &standalone{
+		name:        name,
+		fs:          fs,
+		nf:          nf,
+		httpListen:  fs.String("http-listen", defaultHTTP, "HTTP listen address for /healthz /readyz /metrics"),
+		replicas:    fs.Int("replicas", 1, "replicas of the stream and buckets if this process creates them (3 in a cluster)"),
+		noProvision: fs.Bool("no-provision", false, "do not create or update the stream and buckets (they must exist)"),
+	}
+}
+
+// run parses args, checks them with check (a usage error), connects as
+// connName, opens the store with leaseTTL (0: the store's default), builds
+// the service and runs it until ctx ends or a signal comes. leaseTTL
+// points at the service's own setting (read after parsing), nil for the
+// store's default.
+func (c *standalone) run(ctx context.Context, args []string, stderr io.Writer, connName string, leaseTTL *time.Duration,
+	check func() error, build func(*logstore.Store, assemble.Deps) (service, error)) error {
+	if err := parseFlags(c.fs, args); err != nil {
+		return err
+	}
+	if c.fs.NArg() > 0 {
+		return usageErrorf("unexpected arguments %q", c.fs.Args())
+	}
+	if *c.replicas < 1 {
+		return usageErrorf("--replicas must be >= 1")
+	}
+	if err := check(); err != nil {
+		return err
+	}
+	log, err := newLogger(c.fs, stderr)
+	if err != nil {
+		return err
+	}
+	c.nf.Log = log
+	ln, err := listen(*c.httpListen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	nc, err := c.nf.connect(connName)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	scfg := logstore.Config{Replicas: *c.replicas, NoProvision: *c.noProvision, Logger: log.With("component", "logstore")}
+	if leaseTTL != nil {
+		scfg.LeaseTTL = *leaseTTL
+	}
+	store, err := openStore(ctx, nc, scfg)
+	if err != nil {
+		return err
+	}
+	o := newOps()
+	svc, err := build(store, assemble.Deps{Conn: nc, Logger: log.With("service", c.name), Registerer: o.Registry})
+	if err != nil {
+		return err
+	}
+	o.AddReady("nats", natsReady(nc))
+	o.AddReady(c.name, svc.Ready)
+	var g run.Group
+	exec, interrupt := serviceActor(ctx, svc.Run)
+	g.Add(exec, interrupt)
+	serveOps(&g, ln, o.Mux, log)
+	return runGroup(ctx, &g, log)
+}
