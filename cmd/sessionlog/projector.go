@@ -4,66 +4,33 @@ import (
 	"context"
 	"flag"
 	"io"
+	"net/http"
 	"path/filepath"
 
-	"github.com/oklog/run"
-
-	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
 	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/httpauth"
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/services/projector"
 )
 
 const defaultProjectorHTTP = "127.0.0.1:8080"
 
 func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("projector")
-	fs.SetOutput(stderr)
-	nf := addNATSFlags(fs)
-	nf.Inbox = natsauth.ServiceInboxPrefix
-	httpListen := fs.String("http-listen", defaultProjectorHTTP, "HTTP listen address: dashboard, /v1 API, /healthz /readyz /metrics")
-	token := fs.String("http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?access_token= / ?token=); /healthz and /readyz stay open")
-	replicas := fs.Int("replicas", 1, "replicas of the stream and buckets if this process creates them (3 in a cluster)")
-	noProvision := fs.Bool("no-provision", false, "do not create or update the stream and buckets (they must exist)")
-	cfg := projectorFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
+	c := newStandalone("projector", defaultProjectorHTTP, stderr)
+	c.fs.Lookup("http-listen").Usage = "HTTP listen address: dashboard, /v1 API, /healthz /readyz /metrics"
+	token := c.fs.String("http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?access_token= / ?token=); /healthz and /readyz stay open")
+	cfg := projectorFlags(c.fs)
+	var svc *projector.Service
+	c.handler = func(ops *http.ServeMux) http.Handler {
+		ops.Handle("/", svc.APIHandler())
+		return httpauth.Require(*token, ops)
 	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected arguments %q", fs.Args())
-	}
-	log, err := newLogger(fs, stderr)
-	if err != nil {
-		return err
-	}
-	nf.Log = log
-	ln, err := listen(*httpListen)
-	if err != nil {
-		return err
-	}
-	defer ln.Close()
-	nc, err := nf.connect("sessionlog-projector")
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	store, err := openStore(ctx, nc, logstore.Config{Replicas: *replicas, NoProvision: *noProvision, Logger: log.With("component", "logstore")})
-	if err != nil {
-		return err
-	}
-	o := newOps()
-	svc, err := assemble.NewProjector(*cfg, store, assemble.Deps{Logger: log, Registerer: o.Registry})
-	if err != nil {
-		return err
-	}
-	o.AddReady("nats", natsReady(nc))
-	o.AddReady("projector", svc.Ready)
-	o.Mux.Handle("/", svc.APIHandler())
-	var g run.Group
-	exec, interrupt := serviceActor(ctx, svc.Run)
-	g.Add(exec, interrupt)
-	serveOps(&g, ln, httpauth.Require(*token, o.Mux), log)
-	return runGroup(ctx, &g, log)
+	return c.run(ctx, args, stderr, "sessionlog-projector", nil, func() error { return nil },
+		func(store *logstore.Store, d assemble.Deps) (service, error) {
+			var err error
+			svc, err = assemble.NewProjector(*cfg, store, d)
+			return svc, err
+		})
 }
 
 // projectorFlags binds the projector's settings to fs, defaulting to

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"net/http"
 	"time"
 
 	"github.com/oklog/run"
@@ -13,7 +14,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/logstore"
 )
 
-// standalone is what the writer, repairer and forker commands share: the
+// standalone is what the service commands share: the
 // flags of a service run alone against --nats-url, and the wiring that
 // runs it (connect as a service, open the store, serve /healthz /readyz
 // /metrics, an actor group ended by a signal).
@@ -24,6 +25,10 @@ type standalone struct {
 	httpListen  *string
 	replicas    *int
 	noProvision *bool
+	// handler, when set, makes what the HTTP listener serves from the ops
+	// mux (/healthz /readyz /metrics), after the service is built: the
+	// projector adds its API and dashboard behind a token.
+	handler func(ops *http.ServeMux) http.Handler
 }
 
 // service is the part of a service a standalone command runs.
@@ -99,6 +104,10 @@ func (c *standalone) run(ctx context.Context, args []string, stderr io.Writer, c
 	var g run.Group
 	exec, interrupt := serviceActor(ctx, svc.Run)
 	g.Add(exec, interrupt)
-	serveOps(&g, ln, o.Mux, log)
+	var h http.Handler = o.Mux
+	if c.handler != nil {
+		h = c.handler(o.Mux)
+	}
+	serveOps(&g, ln, h, log)
 	return runGroup(ctx, &g, log)
 }
