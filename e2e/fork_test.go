@@ -134,7 +134,7 @@ func fkStart(t *testing.T) *fkEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := writer.New(writer.Config{Store: st})
+	w, err := writer.New(writer.Config{Store: st, Conn: nc})
 	if err != nil {
 		t.Fatal(err)
 	}

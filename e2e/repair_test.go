@@ -97,7 +97,7 @@ func rpRun(t *testing.T, run func(context.Context) error, ready func() error) {
 
 func (e *rpEnv) writer() {
 	e.t.Helper()
-	w, err := writer.New(writer.Config{Store: e.store})
+	w, err := writer.New(writer.Config{Store: e.store, Conn: e.nc})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -107,6 +107,9 @@ func (e *rpEnv) writer() {
 func (e *rpEnv) repairer(cfg repairer.Config) *repairer.Service {
 	e.t.Helper()
 	cfg.Store = e.store
+	if cfg.Conn == nil {
+		cfg.Conn = e.nc
+	}
 	r, err := repairer.New(cfg)
 	if err != nil {
 		e.t.Fatal(err)

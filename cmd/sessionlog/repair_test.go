@@ -23,7 +23,7 @@ func TestRepairVerb(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := repairer.New(repairer.Config{Store: st})
+	svc, err := repairer.New(repairer.Config{Store: st, Conn: nc})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func TestReadVerbsSayUnreadable(t *testing.T) {
 		if seq != 0 {
 			m.Header.Set(logstore.HeaderSeq, strconv.FormatUint(seq, 10))
 		}
-		if _, err := st.JetStream().PublishMsg(ctx, m); err != nil {
+		if _, err := natstest.JetStream(t, nc).PublishMsg(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,7 +8,7 @@ import (
 func startUpRepairer(env *upEnv) (*upActor, error) {
 	cfg := assemble.DefaultRepairer()
 	cfg.LeaseTTL, cfg.Grace = env.LeaseTTL, env.Grace
-	svc, err := assemble.NewRepairer(cfg, env.Store, assemble.Deps{Logger: env.Logger, Registerer: env.Registry})
+	svc, err := assemble.NewRepairer(cfg, env.Store, assemble.Deps{Conn: env.NC, Logger: env.Logger, Registerer: env.Registry})
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,7 @@ func startUpWriter(env *upEnv) (*upActor, error) {
 	}
 	wcfg := assemble.DefaultWriter()
 	wcfg.LeaseTTL = env.LeaseTTL
-	svc, err := assemble.NewWriter(wcfg, st, assemble.Deps{Logger: env.Logger, Registerer: env.Registry})
+	svc, err := assemble.NewWriter(wcfg, st, assemble.Deps{Conn: nc, Logger: env.Logger, Registerer: env.Registry})
 	if err != nil {
 		return nil, err
 	}

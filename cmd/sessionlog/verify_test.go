@@ -47,7 +47,7 @@ func TestVerifyDuplicateEventID(t *testing.T) {
 	h.Set(logstore.HeaderMsgID, "twice:other-msg-id")
 	h.Set(logstore.HeaderSeq, "3")
 	h.Set(logstore.HeaderType, again.Type)
-	if _, err := st.JetStream().PublishMsg(ctx, &nats.Msg{Subject: logstore.SubjectPrefix + "twice", Header: h, Data: body}); err != nil {
+	if _, err := natstest.JetStream(t, nc).PublishMsg(ctx, &nats.Msg{Subject: logstore.SubjectPrefix + "twice", Header: h, Data: body}); err != nil {
 		t.Fatal(err)
 	}
 	run := func(args ...string) (int, string) {

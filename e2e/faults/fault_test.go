@@ -164,7 +164,7 @@ func TestFaultsCluster(t *testing.T) {
 		}
 		// The forker's own bucket, as the forker provisions it when it
 		// may (services here run with NoProvision).
-		_, err = st.JetStream().CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		_, err = natstest.JetStream(t, h.c.admin).CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket: forker.ForkBucket, History: 1, Storage: jetstream.FileStorage, Replicas: faultNodes,
 		})
 		return err

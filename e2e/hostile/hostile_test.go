@@ -52,7 +52,7 @@ func hostileStart(t *testing.T) *hostileEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := writer.New(writer.Config{Store: st})
+	w, err := writer.New(writer.Config{Store: st, Conn: nc})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func (h *hostileEnv) msgs(t *testing.T) uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := h.st.JetStream().Stream(ctx, logstore.StreamName)
+	s, err := natstest.JetStream(t, h.nc).Stream(ctx, logstore.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}

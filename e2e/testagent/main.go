@@ -116,7 +116,7 @@ func runRepairer(args []string) error {
 		return err
 	}
 	cfg.LeaseTTL = *ttl
-	svc, err := assemble.NewRepairer(cfg, st, assemble.Deps{Logger: log})
+	svc, err := assemble.NewRepairer(cfg, st, assemble.Deps{Conn: nc, Logger: log})
 	if err != nil {
 		return err
 	}

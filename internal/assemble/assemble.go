@@ -21,12 +21,13 @@ import (
 	"github.com/sessionlog/sessionlog/services/writer"
 )
 
-// Deps are what a service gets from the process that runs it. Every field
-// but the forker's Conn may be nil: the service then serves on the store's
-// connection, logs nowhere, registers no metrics and uses time.Now.
+// Deps are what a service gets from the process that runs it. Conn is
+// required by the writer, the forker and the repairer; every other field
+// may be nil: the service then logs nowhere, registers no metrics and uses
+// time.Now.
 type Deps struct {
-	// Conn is the connection a service serves its endpoints on: the
-	// forker needs one; the writer's default is the store's.
+	// Conn is the connection a service serves its endpoints on (the
+	// store's own or another one).
 	Conn       *nats.Conn
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer

@@ -25,12 +25,6 @@ type Claim struct {
 	ClaimedAt time.Time `json:"claimedAt"`
 }
 
-// LeaseKV is the lease bucket (the repairer watches it).
-func (s *Store) LeaseKV() jetstream.KeyValue { return s.kv }
-
-// ClaimKV is the claim bucket.
-func (s *Store) ClaimKV() jetstream.KeyValue { return s.claims }
-
 // GetLease returns the live lease of a session, or nil.
 func (s *Store) GetLease(ctx context.Context, sessionID string) (*Lease, uint64, error) {
 	e, err := s.kv.Get(ctx, sessionID)

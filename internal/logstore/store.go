@@ -180,12 +180,6 @@ func (s *Store) provision(ctx context.Context) error {
 	return nil
 }
 
-// JetStream exposes the context for consumers (projector, repairer watch).
-func (s *Store) JetStream() jetstream.JetStream { return s.js }
-
-// Conn is the NATS connection.
-func (s *Store) Conn() *nats.Conn { return s.nc }
-
 // Config returns the effective configuration.
 func (s *Store) Config() Config { return s.cfg }
 

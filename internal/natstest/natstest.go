@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TB is the part of testing.TB the helpers need.
@@ -81,6 +82,18 @@ func Connect(t TB, s *server.Server, opts ...nats.Option) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// JetStream is JetStream on the test's own connection nc, for what a test
+// does behind the log store's back: publish a hostile message straight to
+// the stream, delete a lease, read a stream's state.
+func JetStream(t TB, nc *nats.Conn) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("natstest: jetstream: %v", err)
+	}
+	return js
 }
 
 // Cluster is a JetStream cluster on loopback.

@@ -36,13 +36,13 @@ func newStack(t *testing.T, url string, cfg logstore.Config, opts ...client.Opti
 	if err != nil {
 		t.Fatal(err)
 	}
-	runWriter(t, st)
+	runWriter(t, st, nc)
 	return &stack{nc: nc, st: st, c: client.New(nc, opts...)}
 }
 
-func runWriter(t *testing.T, st *logstore.Store) {
+func runWriter(t *testing.T, st *logstore.Store, nc *nats.Conn) {
 	t.Helper()
-	w, err := writer.New(writer.Config{Store: st})
+	w, err := writer.New(writer.Config{Store: st, Conn: nc})
 	if err != nil {
 		t.Fatal(err)
 	}

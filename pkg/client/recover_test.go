@@ -106,7 +106,7 @@ func TestRecoverThroughLogstore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := writer.New(writer.Config{Store: store})
+	w, err := writer.New(writer.Config{Store: store, Conn: nc})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -23,7 +24,7 @@ func (e *env) publishAround(id string, body []byte, seq uint64) {
 	if seq != 0 {
 		m.Header.Set(logstore.HeaderSeq, strconv.FormatUint(seq, 10))
 	}
-	if _, err := e.st.JetStream().PublishMsg(e.ctx, m); err != nil {
+	if _, err := natstest.JetStream(e.t, e.nc).PublishMsg(e.ctx, m); err != nil {
 		e.t.Fatal(err)
 	}
 }

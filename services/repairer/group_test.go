@@ -31,7 +31,7 @@ type held struct {
 
 func (e *env) held(cfg Config) *held {
 	e.t.Helper()
-	cfg.Store = e.store
+	cfg.Store, cfg.Conn = e.store, e.nc
 	cfg.Registerer = prometheus.NewRegistry()
 	svc, err := New(cfg)
 	if err != nil {
@@ -54,7 +54,12 @@ func (e *env) orphan(id string) {
 	e.t.Helper()
 	e.appendEvents(id, evCreated, evTurn, evRequested, evStarted)
 	e.claim(id, "agent-1")
-	if err := e.store.LeaseKV().Delete(context.Background(), id); err != nil {
+	// Behind the store's back, on the test's connection.
+	kv, err := natstest.JetStream(e.t, e.nc).KeyValue(context.Background(), logstore.LeaseBucket)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if err := kv.Delete(context.Background(), id); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -167,7 +172,7 @@ func TestGroupedRepairsCommitTogether(t *testing.T) {
 	ids := e.orphans("g-a", "g-b", "g-c", "g-d")
 	// The same repair made by a single-session append, to compare with.
 	e.orphan("g-ref")
-	alone, err := New(Config{Store: e.store, Grace: 0})
+	alone, err := New(Config{Store: e.store, Conn: e.nc, Grace: 0})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +277,7 @@ func TestGroupedRepairOneSessionChangedUnderIt(t *testing.T) {
 func TestGroupedRepairAnotherReplicaFirst(t *testing.T) {
 	e := newEnv(t)
 	h := e.held(Config{Grace: 0, SweepInterval: -1})
-	other, err := New(Config{Store: e.store, Grace: 0})
+	other, err := New(Config{Store: e.store, Conn: e.nc, Grace: 0})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ const (
 // Config configures a Service.
 type Config struct {
 	Store *logstore.Store
-	// Conn serves sessions.api.repair (default: the store's connection).
+	// Conn serves sessions.api.repair (required).
 	Conn       *nats.Conn
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
@@ -155,6 +155,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("repairer: Config.Store is required")
 	}
+	if cfg.Conn == nil {
+		return nil, errors.New("repairer: Config.Conn is required")
+	}
 	if cfg.Grace < 0 {
 		return nil, errors.New("repairer: Grace must be >= 0")
 	}
@@ -184,9 +187,6 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.GroupEvents > schema.MaxBatchEvents {
 		cfg.GroupEvents = schema.MaxBatchEvents
-	}
-	if cfg.Conn == nil {
-		cfg.Conn = cfg.Store.Conn()
 	}
 	if cfg.GroupInflight <= 0 {
 		cfg.GroupInflight = DefaultGroupInflight

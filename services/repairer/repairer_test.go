@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -54,6 +55,9 @@ func (e *env) start(cfg Config) *running {
 	e.t.Helper()
 	reg := prometheus.NewRegistry()
 	cfg.Store, cfg.Registerer = e.store, reg
+	if cfg.Conn == nil {
+		cfg.Conn = e.nc
+	}
 	if cfg.Logger == nil && testing.Verbose() {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
@@ -612,4 +616,16 @@ func parallel(n int, f func(i int)) {
 	}
 	close(next)
 	wg.Wait()
+}
+
+// The repairer serves on the connection it is given, never one taken from
+// the store: without it, New refuses.
+func TestNewNeedsConn(t *testing.T) {
+	e := newEnv(t)
+	if _, err := New(Config{Store: e.store}); err == nil || !strings.Contains(err.Error(), "Conn") {
+		t.Fatalf("New without Conn: %v, want an error naming Conn", err)
+	}
+	if _, err := New(Config{Store: e.store, Conn: e.nc}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -25,7 +25,7 @@ func (e *env) publishAround(id string, body []byte, seq uint64) uint64 {
 	if seq != 0 {
 		m.Header.Set(logstore.HeaderSeq, strconv.FormatUint(seq, 10))
 	}
-	ack, err := e.store.JetStream().PublishMsg(context.Background(), m)
+	ack, err := natstest.JetStream(e.t, e.nc).PublishMsg(context.Background(), m)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestUnreadableSessionSkipped(t *testing.T) {
 	for _, c := range cases {
 		bad := "bad-" + c.name
 		loc, _ := logstore.Locate(bad)
-		st, err := e.store.JetStream().Stream(context.Background(), loc.Stream)
+		st, err := natstest.JetStream(t, e.nc).Stream(context.Background(), loc.Stream)
 		if err != nil {
 			t.Fatal(err)
 		}

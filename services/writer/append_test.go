@@ -85,7 +85,7 @@ func TestAppendErrorCodes(t *testing.T) {
 		{"TooLarge/Batch", map[string]any{"sessionId": "s1", "events": many}, schema.CodeTooLarge, -1, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := streamMsgs(t, e.st)
+			before := streamMsgs(t, e.nc)
 			r := request(t, nc, logstore.SubjectAppend, tc.body)
 			if r.err == nil {
 				t.Fatalf("committed %+v, want %s", r.ok, tc.code)
@@ -106,7 +106,7 @@ func TestAppendErrorCodes(t *testing.T) {
 			if (tc.cur == nil) != (r.err.CurrentSeq == nil) || (tc.cur != nil && *tc.cur != *r.err.CurrentSeq) {
 				t.Errorf("currentSeq %v, want %v", r.err.CurrentSeq, tc.cur)
 			}
-			if after := streamMsgs(t, e.st); after != before {
+			if after := streamMsgs(t, e.nc); after != before {
 				t.Fatalf("stream went from %d to %d messages", before, after)
 			}
 		})
@@ -176,12 +176,12 @@ func TestAppendDuplicateRetry(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.req["sessionId"] = "s1"
 			first := mustOK(t, e.nc, tc.req)
-			before := streamMsgs(t, e.st)
+			before := streamMsgs(t, e.nc)
 			again := mustOK(t, e.nc, tc.req)
 			if !again.Duplicate || first.Duplicate || again.FirstSeq != first.FirstSeq || again.LastSeq != first.LastSeq || again.StreamSeq != first.StreamSeq {
 				t.Fatalf("first %+v, retry %+v", first, again)
 			}
-			if streamMsgs(t, e.st) != before {
+			if streamMsgs(t, e.nc) != before {
 				t.Fatal("retry stored something")
 			}
 		})
@@ -226,10 +226,22 @@ func TestNoTransientRelay(t *testing.T) {
 	// A durable append afterwards is ordered after the live publish on the
 	// same connection: once it is stored, the live one would have been.
 	r := mustOK(t, e.nc, map[string]any{"sessionId": "s1", "events": events(ev(schema.TypeMessageUser, "data", map[string]any{"content": "x"}))})
-	if r.LastSeq != 2 || streamMsgs(t, e.st) != 2 {
-		t.Fatalf("stream holds %d messages, reply %+v", streamMsgs(t, e.st), r)
+	if r.LastSeq != 2 || streamMsgs(t, e.nc) != 2 {
+		t.Fatalf("stream holds %d messages, reply %+v", streamMsgs(t, e.nc), r)
 	}
 }
 
 var _ = natstest.CheckFor
 var _ = writer.ServiceName
+
+// The writer serves on the connection it is given, never one taken from
+// the store: without it, New refuses.
+func TestNewNeedsConn(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	if _, err := writer.New(writer.Config{Store: e.st}); err == nil || !strings.Contains(err.Error(), "Conn") {
+		t.Fatalf("New without Conn: %v, want an error naming Conn", err)
+	}
+	if _, err := writer.New(writer.Config{Store: e.st, Conn: e.nc}); err != nil {
+		t.Fatal(err)
+	}
+}

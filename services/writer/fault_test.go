@@ -16,7 +16,7 @@ import (
 
 // reopen shuts the server down and starts a new one on the same
 // directory, to count what really reached the disk.
-func reopen(t *testing.T, e *env) *logstore.Store {
+func reopen(t *testing.T, e *env) (*logstore.Store, *nats.Conn) {
 	t.Helper()
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
@@ -26,7 +26,7 @@ func reopen(t *testing.T, e *env) *logstore.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st
+	return st, nc
 }
 
 // not_committed: JetStream is stopped, so the publish (warm cache) or
@@ -48,7 +48,7 @@ func TestAppendNotCommitted(t *testing.T) {
 	if r.code() != string(schema.CodeNotCommitted) {
 		t.Fatalf("cold: %s %+v", r.code(), r.err)
 	}
-	st := reopen(t, e)
+	st, _ := reopen(t, e)
 	if n := len(stored(t, st, "warm")); n != 1 {
 		t.Fatalf("warm has %d events, want 1", n)
 	}
@@ -81,18 +81,18 @@ func TestAppendOutcomeUnknown(t *testing.T) {
 	if r.code() != string(schema.CodeOutcomeUnknown) || r.header != string(schema.CodeOutcomeUnknown) {
 		t.Fatalf("got %s %+v, want outcome_unknown", r.code(), r.err)
 	}
-	st := reopen(t, e)
+	st, snc := reopen(t, e)
 	evs := stored(t, st, "s1")
 	if len(evs) != 1 || evs[0].EventID != "ev-1" {
 		t.Fatalf("stored %+v, want ev-1 once", evs)
 	}
 	// The retry against a writer on the recovered server.
-	nc, err := nats.Connect(st.Conn().ConnectedUrl())
+	nc, err := nats.Connect(snc.ConnectedUrl())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	startWriter(t, st, writerConfig())
+	startWriter(t, st, snc, writerConfig())
 	r = appendReq(t, nc, req)
 	if r.err != nil || !r.ok.Duplicate || r.ok.LastSeq != 1 {
 		t.Fatalf("retry: %+v %+v", r.ok, r.err)

@@ -56,13 +56,18 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.w = startWriter(t, e.st, o.writer)
+	e.w = startWriter(t, e.st, nc, o.writer)
 	return e
 }
 
-func startWriter(t *testing.T, st *logstore.Store, cfg writer.Config) *writer.Service {
+// startWriter runs a writer on st that serves on nc unless cfg names
+// another connection.
+func startWriter(t *testing.T, st *logstore.Store, nc *nats.Conn, cfg writer.Config) *writer.Service {
 	t.Helper()
 	cfg.Store = st
+	if cfg.Conn == nil {
+		cfg.Conn = nc
+	}
 	w, err := writer.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -168,9 +173,10 @@ func mustOK(t *testing.T, nc *nats.Conn, req map[string]any) writer.AppendReply 
 	return r.ok
 }
 
-func streamMsgs(t *testing.T, st *logstore.Store) uint64 {
+// streamMsgs counts the stream's messages, read on the test's connection.
+func streamMsgs(t *testing.T, nc *nats.Conn) uint64 {
 	t.Helper()
-	s, err := st.JetStream().Stream(context.Background(), logstore.StreamName)
+	s, err := natstest.JetStream(t, nc).Stream(context.Background(), logstore.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}

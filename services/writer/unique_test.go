@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -25,9 +26,9 @@ const shortWindow = time.Second
 // holds messages stored before the call: a probe id stored now is
 // published again until the stream stores it again (a separate session,
 // so the sessions under test are untouched).
-func waitWindowPassed(t *testing.T, st *logstore.Store) {
+func waitWindowPassed(t *testing.T, nc *nats.Conn) {
 	t.Helper()
-	js := st.JetStream()
+	js := natstest.JetStream(t, nc)
 	ctx := context.Background()
 	probe := fmt.Sprintf("window-probe-%d", time.Now().UnixNano())
 	send := func() (*jetstream.PubAck, error) {
@@ -146,10 +147,10 @@ func uniqueIDs(t *testing.T, e *env) {
 	for i := 5; i < 75; i++ {
 		mustOK(t, e.nc, map[string]any{"sessionId": sid, "events": events(userEv(fmt.Sprintf("z%d", i), "Z"))})
 	}
-	waitWindowPassed(t, e.st)
+	waitWindowPassed(t, e.nc)
 	t.Run("AfterWindow", func(t *testing.T) { uniqueIDCases(t, e.st, sid, send) })
 	t.Run("ColdWriter", func(t *testing.T) {
-		w, err := writer.New(writer.Config{Store: e.st})
+		w, err := writer.New(writer.Config{Store: e.st, Conn: e.nc})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +193,7 @@ func TestUniqueEventIDsStaleWriterR3(t *testing.T) {
 }
 
 func staleWriter(t *testing.T, e *env) {
-	w2, err := writer.New(writer.Config{Store: e.st})
+	w2, err := writer.New(writer.Config{Store: e.st, Conn: e.nc})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/writer"
 )
@@ -58,14 +59,14 @@ func badMsg(t *testing.T, kind, sid string) *nats.Msg {
 func TestUnreadableSession(t *testing.T) {
 	e := newEnv(t, envOpts{store: logstore.Config{RequestTimeout: 2 * time.Second}})
 	ctx := context.Background()
-	js := e.st.JetStream()
+	js := natstest.JetStream(t, e.nc)
 	mustOK(t, e.nc, map[string]any{"sessionId": "fine", "events": events(created())})
 	for _, kind := range []string{"Garbage", "ForgedSeq", "SeqZero", "HeaderSeq", "ForeignSession"} {
 		t.Run(kind, func(t *testing.T) {
 			sid := "bad-" + kind
 			mustOK(t, e.nc, map[string]any{"sessionId": sid, "events": events(created(), userEv("u1", "one"))})
 			// A second writer with the session cached at seq 2, to catch up.
-			cached, err := writer.New(writer.Config{Store: e.st})
+			cached, err := writer.New(writer.Config{Store: e.st, Conn: e.nc})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -76,7 +77,7 @@ func TestUnreadableSession(t *testing.T) {
 			if _, err := js.PublishMsg(ctx, badMsg(t, kind, sid)); err != nil {
 				t.Fatal(err)
 			}
-			cold, err := writer.New(writer.Config{Store: e.st})
+			cold, err := writer.New(writer.Config{Store: e.st, Conn: e.nc})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,12 +102,12 @@ func TestUnreadableSession(t *testing.T) {
 				{"Again", func(r map[string]any) reply { return appendReq(t, e.nc, r) }, map[string]any{"events": nextEv()}},
 			} {
 				tc.req["sessionId"] = sid
-				before := streamMsgs(t, e.st)
+				before := streamMsgs(t, e.nc)
 				r := tc.send(tc.req)
 				if r.err == nil || r.err.Code != schema.CodeUnreadable {
 					t.Errorf("%s: got %+v %+v, want unreadable", tc.name, r.ok, r.err)
 				}
-				if after := streamMsgs(t, e.st); after != before {
+				if after := streamMsgs(t, e.nc); after != before {
 					t.Errorf("%s: stream went from %d to %d messages", tc.name, before, after)
 				}
 			}

@@ -39,8 +39,8 @@ const (
 // Config configures the writer.
 type Config struct {
 	Store *logstore.Store
-	// Conn serves the endpoints (default: the store's connection). A
-	// connection of its own lets the server read requests and JetStream
+	// Conn serves the endpoints (required): the store's own connection
+	// or one of its own, which lets the server read requests and JetStream
 	// publishes of the writer on separate connections.
 	Conn       *nats.Conn
 	Logger     *slog.Logger
@@ -89,15 +89,15 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("writer: Config.Store is required")
 	}
+	if cfg.Conn == nil {
+		return nil, errors.New("writer: Config.Conn is required")
+	}
 	sc := cfg.Store.Config()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Registerer == nil {
 		cfg.Registerer = prometheus.NewRegistry()
-	}
-	if cfg.Conn == nil {
-		cfg.Conn = cfg.Store.Conn()
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

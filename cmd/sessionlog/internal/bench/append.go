@@ -119,7 +119,7 @@ func Append(ctx context.Context, opt AppendOptions) error {
 	if err != nil {
 		return err
 	}
-	w, err := assemble.NewWriter(assemble.DefaultWriter(), st, assemble.Deps{})
+	w, err := assemble.NewWriter(assemble.DefaultWriter(), st, assemble.Deps{Conn: wnc})
 	if err != nil {
 		return err
 	}

@@ -112,6 +112,10 @@ func RunFork(ctx context.Context, cfg ForkConfig) ([]ForkResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
 	fk, err := assemble.NewForker(assemble.DefaultForker(), st, assemble.Deps{Conn: nc, Logger: cfg.Logger, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		return nil, err
@@ -135,7 +139,7 @@ func RunFork(ctx context.Context, cfg ForkConfig) ([]ForkResult, error) {
 		}
 		r := ForkResult{N: n}
 		for rep := range forkReps(n) {
-			raw, err := rawFloor(ctx, st.JetStream(), fmt.Sprintf("bench-raw-%d-%d", n, rep), n)
+			raw, err := rawFloor(ctx, js, fmt.Sprintf("bench-raw-%d-%d", n, rep), n)
 			if err != nil {
 				return out, err
 			}

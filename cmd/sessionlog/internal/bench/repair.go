@@ -119,7 +119,10 @@ func RunRepair(ctx context.Context, cfg RepairConfig) (RepairResult, error) {
 
 	// Watch repair/applied events land: the stored timestamp is the commit.
 	commits := newCommitLog()
-	js := st.JetStream()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return res, err
+	}
 	cons, err := js.OrderedConsumer(ctx, logstore.Streams()[0], jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverNewPolicy,
 	})
@@ -147,7 +150,7 @@ func RunRepair(ctx context.Context, cfg RepairConfig) (RepairResult, error) {
 	rcfg := assemble.DefaultRepairer()
 	rcfg.LeaseTTL, rcfg.Grace, rcfg.Concurrency = cfg.LeaseTTL, cfg.Grace, cfg.Concurrency
 	rcfg.SweepInterval = time.Hour // the benchmark measures the lease watch, not sweeps
-	svc, err := assemble.NewRepairer(rcfg, st, assemble.Deps{Logger: cfg.Logger, Registerer: reg})
+	svc, err := assemble.NewRepairer(rcfg, st, assemble.Deps{Conn: nc, Logger: cfg.Logger, Registerer: reg})
 	if err != nil {
 		return res, err
 	}
