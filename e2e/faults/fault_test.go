@@ -185,7 +185,7 @@ func TestFaultsCluster(t *testing.T) {
 		think *= 4
 	}
 	fleet := newFaultFleet(faultFleetConfig{
-		Agents: 32, URLs: h.c.URLsFrom, Reader: st, Think: think,
+		Agents: 32, URLs: h.c.URLsFrom, Reader: st, Think: think, LeaseTTL: times.LeaseTTL,
 		Abandon: 0.03, AbandonUntil: runStart.Add(times.Warmup + 20*time.Second),
 		Seed: uint64(runStart.UnixNano()),
 	})

@@ -104,6 +104,10 @@ type faultFleetConfig struct {
 	// Think is the mean pause between two requests of one agent.
 	Think          time.Duration
 	RequestTimeout time.Duration
+	// LeaseTTL: an agent that waits on a request longer than a third of
+	// it (a fork) heartbeats meanwhile, as a live agent must: one that
+	// renews nothing for a TTL is dead by the contract (DESIGN.md 2, 6).
+	LeaseTTL time.Duration
 	// Abandon: the share of sessions an agent walks away from with a tool
 	// call in flight, while AbandonUntil has not passed.
 	Abandon      float64
@@ -412,12 +416,40 @@ func (a *faultAgent) turn(ctx context.Context) error {
 
 // fork asks the forker for a child at the parent's last safe point, with
 // a child id of its own so that a retry names the same child.
+// keepAlive heartbeats the agent's session every third of the lease TTL
+// until the returned stop is called: an agent blocked on a request it
+// cannot shorten (a fork copies a whole prefix) still holds its lease.
+func (a *faultAgent) keepAlive(ctx context.Context) (stop func()) {
+	if a.f.cfg.LeaseTTL <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(a.f.cfg.LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				// A failed heartbeat is what an outage does: nothing to
+				// do but try again at the next tick.
+				_, _ = a.cl.Heartbeat(ctx, a.rec.ID, a.holder)
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
 func (a *faultAgent) fork(ctx context.Context) {
 	f := &faultFork{Agent: a.id, Parent: a.rec.ID, Child: a.rec.ID + "-k" + a.next("")}
 	a.f.mu.Lock()
 	a.f.forks = append(a.f.forks, f)
 	a.f.mu.Unlock()
 	body, _ := json.Marshal(map[string]string{"parentId": f.Parent, "childId": f.Child, "workspace": schema.WorkspaceIsolated})
+	defer a.keepAlive(ctx)()
 	backoff := 100 * time.Millisecond
 	for try := 0; try < 20 && ctx.Err() == nil; try++ {
 		at := faultAttempt{Start: time.Now()}

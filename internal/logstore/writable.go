@@ -14,15 +14,30 @@ import (
 // than this (four raft heartbeats) does not count toward its quorum.
 const peerActiveLimit = 4 * time.Second
 
+// DegradedError is Writable's answer when every stream has a leader that
+// reaches a quorum, but some replica is not reached: the node it lives on
+// is down or cut off, and holders connected to that node cannot write.
+type DegradedError struct {
+	Stream string
+	Peers  []string // the replicas not reached
+}
+
+func (e *DegradedError) Error() string {
+	return fmt.Sprintf("logstore: %s: replicas %v not reached (holders connected there cannot renew)", e.Stream, e.Peers)
+}
+
 // Writable asks the leader of every stream a lease holder's renewal needs
 // (the session streams, the lease and the claim buckets) how it stands,
 // and returns an error unless each has a leader that reaches a quorum of
 // its replicas: what a holder needs to append and to renew its lease. It
 // also returns each stream's leader, so a caller can notice a change of
-// leader between two calls. It writes nothing.
+// leader between two calls. When every stream is writable but some
+// replica is not reached it returns the leaders and a *DegradedError (the
+// first such stream). It writes nothing.
 func (s *Store) Writable(ctx context.Context) (leaders []string, err error) {
 	names := append(Streams(), "KV_"+LeaseBucket, "KV_"+ClaimBucket)
 	leaders = make([]string, 0, len(names))
+	var degraded *DegradedError
 	for _, name := range names {
 		st, err := s.js.Stream(ctx, name)
 		if err != nil {
@@ -37,15 +52,24 @@ func (s *Store) Writable(ctx context.Context) (leaders []string, err error) {
 			return leaders, fmt.Errorf("logstore: %s has no leader", name)
 		}
 		up := 1
+		var missing []string
 		for _, p := range ci.Replicas {
 			if p != nil && !p.Offline && p.Active <= peerActiveLimit {
 				up++
+			} else if p != nil {
+				missing = append(missing, p.Name)
 			}
 		}
 		if n := 1 + len(ci.Replicas); up <= n/2 {
 			return leaders, fmt.Errorf("logstore: %s: leader %s reaches %d of %d replicas", name, ci.Leader, up, n)
 		}
 		leaders = append(leaders, ci.Leader)
+		if len(missing) > 0 && degraded == nil {
+			degraded = &DegradedError{Stream: name, Peers: missing}
+		}
+	}
+	if degraded != nil {
+		return leaders, degraded
 	}
 	return leaders, nil
 }

@@ -2,6 +2,7 @@ package repairer
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"sync"
 	"time"
@@ -200,6 +201,7 @@ func probeTimeout(ttl time.Duration) time.Duration {
 func (s *Service) probeLoop(ctx context.Context) {
 	every, timeout := probeEvery(s.cfg.LeaseTTL), probeTimeout(s.cfg.LeaseTTL)
 	var prev []string
+	var degradedSince time.Time // since when a replica is not reached
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -213,6 +215,25 @@ func (s *Service) probeLoop(ctx context.Context) {
 		cancel()
 		if ctx.Err() != nil {
 			return
+		}
+		var deg *logstore.DegradedError
+		if errors.As(err, &deg) {
+			// Writable for the holders connected to the quorum, not for
+			// those on the node cut off: an outage for them, for at most
+			// maxDegraded (a node away that long is lost, and its
+			// clients have moved to the others).
+			if degradedSince.IsZero() {
+				degradedSince = s.now()
+			}
+			if s.now().Sub(degradedSince) < maxDegraded(s.cfg.LeaseTTL) {
+				s.outageFailed(srcProbe, err)
+				prev = leaders
+				t.Reset(every)
+				continue
+			}
+			err = nil
+		} else if err == nil {
+			degradedSince = time.Time{}
 		}
 		if err != nil {
 			s.outageFailed(srcProbe, err)
@@ -228,6 +249,11 @@ func (s *Service) probeLoop(ctx context.Context) {
 		t.Reset(every)
 	}
 }
+
+// maxDegraded is how long a replica that is not reached keeps the log in
+// an outage for lease expiries: long enough for a partition to heal, short
+// enough that a node lost for good does not hold back repairs for long.
+func maxDegraded(ttl time.Duration) time.Duration { return 10 * ttl }
 
 func changed(prev, cur []string) bool {
 	if prev == nil || len(prev) != len(cur) {
