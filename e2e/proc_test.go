@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,44 +22,12 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/testbin"
 )
 
-// binary is built once per test run and shared by every test.
-var binary struct {
-	once sync.Once
-	path string
-	err  error
-	dir  string
-}
+func sessionlogBin(t *testing.T) string { return testbin.Path(t) }
 
-// sessionlogBin builds ./cmd/sessionlog once (go build into a temp dir).
-func sessionlogBin(t *testing.T) string {
-	t.Helper()
-	binary.once.Do(func() {
-		binary.dir, binary.err = os.MkdirTemp("", "sessionlog-e2e-")
-		if binary.err != nil {
-			return
-		}
-		binary.path = filepath.Join(binary.dir, "sessionlog")
-		cmd := exec.Command("go", "build", "-o", binary.path, "github.com/sessionlog/sessionlog/cmd/sessionlog")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			binary.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binary.err != nil {
-		t.Fatalf("%v", binary.err)
-	}
-	return binary.path
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binary.dir != "" {
-		os.RemoveAll(binary.dir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // upProc is a running `sessionlog up`.
 type upProc struct {

@@ -28,6 +28,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
+	"github.com/sessionlog/sessionlog/internal/natstest"
 )
 
 const (
@@ -35,8 +36,6 @@ const (
 	k8sAuthConf = "../k8s/auth.conf"
 	streamName  = "SESSIONS"
 	leaseBucket = "SESSION_LEASES"
-	// How long to wait for the server's permission violation to arrive.
-	violationWait = 2 * time.Second
 	// How long a refused request waits for the answer that never comes.
 	refusedWait = 500 * time.Millisecond
 )
@@ -98,12 +97,8 @@ func startServer(t *testing.T) *server.Server {
 	return s
 }
 
-// client is a connection whose asynchronous errors (permission violations
-// among them) are collected.
-type client struct {
-	*nats.Conn
-	errs chan error
-}
+// client is a connection whose permission violations are collected.
+type client = natstest.Watched
 
 // inboxPrefix is the inbox prefix each user's programs use: the services
 // and the sessionlog verbs their own, agents nats.go's default.
@@ -116,55 +111,8 @@ var inboxPrefix = map[string]string{
 
 func connect(t *testing.T, s *server.Server, user string) *client {
 	t.Helper()
-	c := &client{errs: make(chan error, 64)}
-	nc, err := nats.Connect(s.ClientURL(),
-		nats.CustomInboxPrefix(inboxPrefix[user]),
-		nats.UserInfo(user, passwords[user]),
-		nats.Name("auth-test-"+user),
-		nats.PermissionErrOnSubscribe(true),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			select {
-			case c.errs <- err:
-			default:
-			}
-		}))
-	if err != nil {
-		t.Fatalf("connect as %s: %v", user, err)
-	}
-	t.Cleanup(nc.Close)
-	c.Conn = nc
-	return c
-}
-
-// wantViolation waits for the server's permission violation naming subject.
-func (c *client) wantViolation(t *testing.T, op, subject string) {
-	t.Helper()
-	want := fmt.Sprintf("Permissions Violation for %s to %q", op, subject)
-	deadline := time.After(violationWait)
-	for {
-		select {
-		case err := <-c.errs:
-			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), want) {
-				return
-			}
-			t.Logf("(other async error: %v)", err)
-		case <-deadline:
-			t.Fatalf("no %q", want)
-		}
-	}
-}
-
-// noViolation: nothing the connection did so far was refused.
-func (c *client) noViolation(t *testing.T) {
-	t.Helper()
-	if err := c.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-c.errs:
-		t.Fatalf("unexpected async error: %v", err)
-	case <-time.After(100 * time.Millisecond):
-	}
+	return natstest.ConnectWatched(t, s.ClientURL(), nats.CustomInboxPrefix(inboxPrefix[user]),
+		nats.UserInfo(user, passwords[user]), nats.Name("auth-test-"+user))
 }
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
@@ -276,7 +224,7 @@ func TestPermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc.noViolation(t)
+	svc.NoViolation(t)
 
 	t.Run("service writes the log, single and atomic batch", func(t *testing.T) {
 		before := msgs()
@@ -296,7 +244,7 @@ func TestPermissions(t *testing.T) {
 		if err != nil || m.Header.Get(jetstream.MsgIDHeader) != "s-svc:e3" {
 			t.Fatalf("last message: %v %v", m, err)
 		}
-		svc.noViolation(t)
+		svc.NoViolation(t)
 	})
 
 	t.Run("service keeps leases in the KV bucket with per-key TTL", func(t *testing.T) {
@@ -334,7 +282,7 @@ func TestPermissions(t *testing.T) {
 				t.Fatal("watch saw no lease")
 			}
 		}
-		svc.noViolation(t)
+		svc.NoViolation(t)
 	})
 
 	// Issue 12: the service user could not write the claim and fork
@@ -369,7 +317,7 @@ func TestPermissions(t *testing.T) {
 				t.Fatalf("%s purge key: %v", bucket, err)
 			}
 		}
-		svc.noViolation(t)
+		svc.NoViolation(t)
 	})
 
 	// Issue 12: the services' JetStream deliveries went to _INBOX, where
@@ -380,13 +328,13 @@ func TestPermissions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			agent.wantViolation(t, "Subscription", subject)
+			agent.WantViolation(t, "Subscription", subject)
 			_ = sub.Unsubscribe()
 			// Nor forge answers to what the services asked JetStream.
 			if err := agent.Publish(natsauth.ServiceInboxPrefix+".x", []byte(`{"stream":"SESSIONS","seq":1}`)); err != nil {
 				t.Fatal(err)
 			}
-			agent.wantViolation(t, "Publish", natsauth.ServiceInboxPrefix+".x")
+			agent.WantViolation(t, "Publish", natsauth.ServiceInboxPrefix+".x")
 		}
 		// A service read goes to the service's inbox: an agent's _INBOX.>
 		// subscription sees nothing of it.
@@ -411,8 +359,8 @@ func TestPermissions(t *testing.T) {
 		if m, err := spy.NextMsg(300 * time.Millisecond); err == nil {
 			t.Fatalf("agent received %s (%q) meant for a service", m.Subject, m.Data)
 		}
-		agent.noViolation(t)
-		svc.noViolation(t)
+		agent.NoViolation(t)
+		svc.NoViolation(t)
 	})
 
 	t.Run("service may not delete or purge the stream", func(t *testing.T) {
@@ -424,7 +372,7 @@ func TestPermissions(t *testing.T) {
 			if err := call(); err == nil {
 				t.Errorf("%s succeeded", subject)
 			}
-			svc.wantViolation(t, "Publish", subject)
+			svc.WantViolation(t, "Publish", subject)
 		}
 		if got := msgs(); got != before {
 			t.Fatalf("stream holds %d messages, want %d", got, before)
@@ -437,7 +385,7 @@ func TestPermissions(t *testing.T) {
 		if err := agent.Publish("sessions.ev.x", []byte(`{"forged":true}`)); err != nil {
 			t.Fatal(err)
 		}
-		agent.wantViolation(t, "Publish", "sessions.ev.x")
+		agent.WantViolation(t, "Publish", "sessions.ev.x")
 		// ...and a JetStream publish (a request expecting the stream's ack).
 		agentJS, err := jetstream.New(agent.Conn)
 		if err != nil {
@@ -446,7 +394,7 @@ func TestPermissions(t *testing.T) {
 		if _, err := agentJS.PublishMsg(ctxT(t, refusedWait), event("sessions.ev.x", "x", "e1", 0)); err == nil {
 			t.Fatal("agent's JetStream publish was acknowledged")
 		}
-		agent.wantViolation(t, "Publish", "sessions.ev.x")
+		agent.WantViolation(t, "Publish", "sessions.ev.x")
 		if got := msgs(); got != before {
 			t.Fatalf("stream holds %d messages, want %d", got, before)
 		}
@@ -459,7 +407,7 @@ func TestPermissions(t *testing.T) {
 		if _, err := agent.Request("$JS.API.STREAM.DELETE."+streamName, nil, refusedWait); err == nil {
 			t.Fatal("stream delete request answered")
 		}
-		agent.wantViolation(t, "Publish", "$JS.API.STREAM.DELETE."+streamName)
+		agent.WantViolation(t, "Publish", "$JS.API.STREAM.DELETE."+streamName)
 		if _, err := svcJS.Stream(ctxT(t, 5*time.Second), streamName); err != nil {
 			t.Fatalf("stream gone after the agent's delete: %v", err)
 		}
@@ -473,7 +421,7 @@ func TestPermissions(t *testing.T) {
 			if _, err := agent.Request(subject, []byte(`{}`), refusedWait); err == nil {
 				t.Errorf("%s answered", subject)
 			}
-			agent.wantViolation(t, "Publish", subject)
+			agent.WantViolation(t, "Publish", subject)
 		}
 	})
 
@@ -482,7 +430,7 @@ func TestPermissions(t *testing.T) {
 			if err := agent.Publish(subject, []byte(`{"holder":"evil"}`)); err != nil {
 				t.Fatal(err)
 			}
-			agent.wantViolation(t, "Publish", subject)
+			agent.WantViolation(t, "Publish", subject)
 		}
 		// Subscribing to the request subjects would let an agent read, or
 		// answer, other agents' appends; subscribing to the log subjects
@@ -492,7 +440,7 @@ func TestPermissions(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			agent.wantViolation(t, "Subscription", subject)
+			agent.WantViolation(t, "Subscription", subject)
 			if _, err := sub.NextMsg(time.Second); !errors.Is(err, nats.ErrPermissionViolation) {
 				t.Errorf("subscription to %s: want a permission violation, got %v", subject, err)
 			}
@@ -525,8 +473,8 @@ func TestPermissions(t *testing.T) {
 				t.Fatalf("%s watcher: %v %v", name, m, err)
 			}
 		}
-		agent.noViolation(t)
-		watcher.noViolation(t)
+		agent.NoViolation(t)
+		watcher.NoViolation(t)
 	})
 
 	t.Run("agent appends through the service", func(t *testing.T) {
@@ -562,8 +510,8 @@ func TestPermissions(t *testing.T) {
 				t.Fatalf("%s: want no responders (allowed, unserved), got %v", subject, err)
 			}
 		}
-		agent.noViolation(t)
-		svc.noViolation(t)
+		agent.NoViolation(t)
+		svc.NoViolation(t)
 	})
 
 	t.Run("operator administers the account", func(t *testing.T) {
@@ -586,7 +534,7 @@ func TestPermissions(t *testing.T) {
 		if _, err := opJS.Stream(ctxT(t, 5*time.Second), streamName); err != nil {
 			t.Fatal(err)
 		}
-		op.noViolation(t)
+		op.NoViolation(t)
 	})
 
 	t.Run("system account", func(t *testing.T) {

@@ -23,7 +23,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,48 +33,17 @@ import (
 
 	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/testbin"
 )
 
 const (
 	leaseTTL = 2 * time.Second
 	grace    = time.Second
-	// How long to wait for the server's permission violation to arrive.
-	violationWait = 3 * time.Second
 )
 
-var binary struct {
-	once sync.Once
-	path string
-	err  error
-	dir  string
-}
+func sessionlogBin(t *testing.T) string { return testbin.Path(t) }
 
-func sessionlogBin(t *testing.T) string {
-	t.Helper()
-	binary.once.Do(func() {
-		binary.dir, binary.err = os.MkdirTemp("", "sessionlog-perms-")
-		if binary.err != nil {
-			return
-		}
-		binary.path = filepath.Join(binary.dir, "sessionlog")
-		out, err := exec.Command("go", "build", "-o", binary.path, "github.com/sessionlog/sessionlog/cmd/sessionlog").CombinedOutput()
-		if err != nil {
-			binary.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binary.err != nil {
-		t.Fatal(binary.err)
-	}
-	return binary.path
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if binary.dir != "" {
-		os.RemoveAll(binary.dir)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // environ is the test process's environment without any SESSIONLOG_
 // variable, plus env: what up sees is what the test says.
@@ -192,63 +160,12 @@ func httpGet(url string) (int, string, error) {
 // creds is a user of the deployment.
 type creds struct{ user, password string }
 
-// client is a connection whose asynchronous errors (permission violations)
-// are collected.
-type client struct {
-	*nats.Conn
-	errs chan error
-}
+// client is a connection whose permission violations are collected.
+type client = natstest.Watched
 
 func connect(t *testing.T, url string, c creds, opts ...nats.Option) *client {
 	t.Helper()
-	cl := &client{errs: make(chan error, 256)}
-	opts = append([]nats.Option{
-		nats.UserInfo(c.user, c.password),
-		nats.PermissionErrOnSubscribe(true),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			select {
-			case cl.errs <- err:
-			default:
-			}
-		}),
-	}, opts...)
-	nc, err := nats.Connect(url, opts...)
-	if err != nil {
-		t.Fatalf("connect as %s: %v", c.user, err)
-	}
-	t.Cleanup(nc.Close)
-	cl.Conn = nc
-	return cl
-}
-
-// wantViolation waits for the server's permission violation naming subject.
-func (c *client) wantViolation(t *testing.T, op, subject string) {
-	t.Helper()
-	want := fmt.Sprintf("Permissions Violation for %s to %q", op, subject)
-	deadline := time.After(violationWait)
-	for {
-		select {
-		case err := <-c.errs:
-			if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), want) {
-				return
-			}
-			t.Logf("(other async error: %v)", err)
-		case <-deadline:
-			t.Fatalf("no %q", want)
-		}
-	}
-}
-
-func (c *client) noViolation(t *testing.T) {
-	t.Helper()
-	if err := c.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-c.errs:
-		t.Fatalf("unexpected async error: %v", err)
-	case <-time.After(100 * time.Millisecond):
-	}
+	return natstest.ConnectWatched(t, url, append([]nats.Option{nats.UserInfo(c.user, c.password)}, opts...)...)
 }
 
 // ev is an event of an append request.
@@ -346,7 +263,7 @@ func exercise(t *testing.T, s *stack, agentC, opC creds) {
 	if _, err := spy.ChanSubscribe("_INBOX.>", spied); err != nil {
 		t.Fatal(err)
 	}
-	spy.noViolation(t)
+	spy.NoViolation(t)
 	op := connect(t, s.natsURL, opC, nats.CustomInboxPrefix(natsauth.OperatorInboxPrefix))
 
 	t.Run("agent appends, heartbeats and reads", func(t *testing.T) {
@@ -376,7 +293,7 @@ func exercise(t *testing.T, s *stack, agentC, opC creds) {
 			}
 			return nil
 		})
-		agent.noViolation(t)
+		agent.NoViolation(t)
 	})
 
 	t.Run("agent forks", func(t *testing.T) {
@@ -395,7 +312,7 @@ func exercise(t *testing.T, s *stack, agentC, opC creds) {
 			}
 			return nil
 		})
-		agent.noViolation(t)
+		agent.NoViolation(t)
 	})
 
 	t.Run("repairer closes an orphan after its lease lapses", func(t *testing.T) {
@@ -444,7 +361,7 @@ func exercise(t *testing.T, s *stack, agentC, opC creds) {
 		if rr.Repaired {
 			t.Fatal("s-stuck repaired twice")
 		}
-		op.noViolation(t)
+		op.NoViolation(t)
 	})
 
 	stored := func() uint64 {
@@ -478,7 +395,7 @@ func exercise(t *testing.T, s *stack, agentC, opC creds) {
 			if err := agent.Publish(subject, []byte(`{"forged":true}`)); err != nil {
 				t.Fatal(err)
 			}
-			agent.wantViolation(t, "Publish", subject)
+			agent.WantViolation(t, "Publish", subject)
 		}
 		for _, subject := range []string{
 			"$JS.API.STREAM.PURGE.SESSIONS",
@@ -492,7 +409,7 @@ func exercise(t *testing.T, s *stack, agentC, opC creds) {
 			if _, err := agent.Request(subject, []byte(`{"seq":1}`), 300*time.Millisecond); err == nil {
 				t.Errorf("%s answered", subject)
 			}
-			agent.wantViolation(t, "Publish", subject)
+			agent.WantViolation(t, "Publish", subject)
 		}
 		for _, subject := range []string{
 			natsauth.ServiceInboxPrefix + ".>",
@@ -507,7 +424,7 @@ func exercise(t *testing.T, s *stack, agentC, opC creds) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			agent.wantViolation(t, "Subscription", subject)
+			agent.WantViolation(t, "Subscription", subject)
 			_ = sub.Unsubscribe()
 		}
 		// A request whose reply subject is the log or a bucket: the service's
@@ -545,7 +462,7 @@ func exercise(t *testing.T, s *stack, agentC, opC creds) {
 			}
 		}
 		t.Logf("the spying agent received %d messages under _INBOX (other agents' replies), none with session content", n)
-		spy.noViolation(t)
+		spy.NoViolation(t)
 	})
 
 	// Last, since another agent on the same user sees the answer (ADR 004).
@@ -558,7 +475,7 @@ func exercise(t *testing.T, s *stack, agentC, opC creds) {
 		if len(r.Events) != 4 || r.LastSeq != 4 || !bytes.Contains(r.Events[2], []byte(marker)) {
 			t.Fatalf("read: %d events, last seq %d", len(r.Events), r.LastSeq)
 		}
-		agent.noViolation(t)
+		agent.NoViolation(t)
 	})
 
 	// The services worked under their permissions without one refusal.

@@ -1,0 +1,49 @@
+// Package testbin builds the sessionlog binary once per test process, for
+// the end-to-end tests that run it as a real process (and kill it).
+package testbin
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+var binary struct {
+	once sync.Once
+	path string
+	err  error
+	dir  string
+}
+
+// Path builds ./cmd/sessionlog into a temporary directory the first time
+// it is called and returns the binary's path.
+func Path(t testing.TB) string {
+	t.Helper()
+	binary.once.Do(func() {
+		binary.dir, binary.err = os.MkdirTemp("", "sessionlog-e2e-")
+		if binary.err != nil {
+			return
+		}
+		binary.path = filepath.Join(binary.dir, "sessionlog")
+		out, err := exec.Command("go", "build", "-o", binary.path, "github.com/sessionlog/sessionlog/cmd/sessionlog").CombinedOutput()
+		if err != nil {
+			binary.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binary.err != nil {
+		t.Fatalf("%v", binary.err)
+	}
+	return binary.path
+}
+
+// Main runs the tests and removes the binary: call it from TestMain.
+func Main(m *testing.M) {
+	code := m.Run()
+	if binary.dir != "" {
+		os.RemoveAll(binary.dir)
+	}
+	os.Exit(code)
+}
