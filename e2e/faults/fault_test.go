@@ -301,7 +301,13 @@ func faultVerify(t *testing.T, h *faultHarness, st *logstore.Store, fleet *fault
 					return err
 				}
 				if m == nil || m.Header.Get(logstore.HeaderType) != "session/paused" {
-					return fmt.Errorf("abandoned session %s not repaired yet", id)
+					// What the repairer sees of it: its lease and claim.
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					rec, lerr := st.LeaseRecord(ctx, id)
+					claim, cerr := st.ClaimRevision(ctx, id)
+					cancel()
+					return fmt.Errorf("abandoned session %s not repaired yet (tail %d %s; lease %+v rev %d err %v; claim rev %d err %v)",
+						id, tail.Seq, m.Header.Get(logstore.HeaderType), rec.Lease, rec.Revision, lerr, claim, cerr)
 				}
 			}
 			return nil

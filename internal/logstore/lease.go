@@ -105,7 +105,12 @@ func (s *Store) RenewLease(ctx context.Context, sessionID, holder string, now ti
 }
 
 // TakeLease takes or renews the session's lease for holder with the
-// store's lease TTL, and records the claim the first time. A live lease of
+// store's lease TTL, and records the claim when it takes the lease (not on
+// a renewal). The claim is written before the lease: a lease never exists
+// without its claim, so a holder that dies is always found by the
+// repairer's sweep (the claim is its only durable trace). A claim whose
+// lease write then fails is harmless: it names a session without a live
+// lease, which is what the repairer looks for anyway. A live lease of
 // another holder is refused with *LeaseHeldError unless takeover; an
 // absent or expired one is taken. The check and the write are one step:
 // the write expects the revision the check read, so two holders racing
@@ -119,6 +124,7 @@ func (s *Store) TakeLease(ctx context.Context, sessionID, holder string, now tim
 	}
 	val, _ := json.Marshal(Lease{Holder: holder, RenewedAt: now.UTC()})
 	ttl := s.cfg.LeaseTTL
+	claimed := false
 	for try := 0; try < 3; try++ {
 		// The revision comes from the bucket's leader: kv.Get (and
 		// kv.Create's own lookup) may be answered by a replica that has
@@ -134,16 +140,20 @@ func (s *Store) TakeLease(ctx context.Context, sessionID, holder string, now tim
 				return held
 			}
 		}
+		if rec.Lease == nil && !claimed {
+			// Taken (not renewed): the claim first. Written after the
+			// lease, a claim that failed (an outage of its bucket) left a
+			// lease without one, and every renewal after it found a lease
+			// and wrote none: the session was never repaired.
+			c, _ := json.Marshal(Claim{Holder: holder, ClaimedAt: now.UTC()})
+			if _, err := s.claims.Put(ctx, sessionID, c); err != nil {
+				return fmt.Errorf("logstore: claim %s: %w", sessionID, err)
+			}
+			claimed = true
+		}
 		_, err = s.js.Publish(ctx, "$KV."+LeaseBucket+"."+sessionID, val,
 			jetstream.WithExpectLastSequencePerSubject(rec.Revision), jetstream.WithMsgTTL(ttl))
 		if err == nil {
-			if rec.Lease == nil {
-				// Taken (not renewed): record the claim.
-				c, _ := json.Marshal(Claim{Holder: holder, ClaimedAt: now.UTC()})
-				if _, err := s.claims.Put(ctx, sessionID, c); err != nil {
-					return fmt.Errorf("logstore: claim %s: %w", sessionID, err)
-				}
-			}
 			return nil
 		}
 		if classify(err) == wrongSeq {

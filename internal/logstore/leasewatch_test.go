@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 )
@@ -48,5 +50,48 @@ func TestWatchLeasesAndClaims(t *testing.T) {
 	slices.Sort(claimed)
 	if !slices.Equal(claimed, []string{"w-1", "w-2"}) {
 		t.Fatalf("claimed %v, want [w-1 w-2]", claimed)
+	}
+}
+
+// TestLeaseNeverWithoutClaim: a claim that cannot be written leaves no
+// lease behind (a lease without a claim is invisible to the repairer's
+// sweep, and its expiry is ignored as "never claimed"); once the claim's
+// bucket answers again the next take writes both.
+func TestLeaseNeverWithoutClaim(t *testing.T) {
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv)
+	st := open(t, nc, logstore.Config{LeaseTTL: 5 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	js := natstest.JetStream(t, nc)
+	cfg, err := js.KeyValue(ctx, logstore.ClaimBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := cfg.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteKeyValue(ctx, logstore.ClaimBucket); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.TakeLease(ctx, "nc-1", "agent", time.Now(), false); err == nil {
+		t.Fatal("lease taken while its claim could not be written")
+	}
+	rec, err := st.LeaseRecord(ctx, "nc-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Lease != nil {
+		t.Fatalf("lease %+v stored without a claim", rec.Lease)
+	}
+	if _, err := js.CreateKeyValue(ctx, status.(*jetstream.KeyValueBucketStatus).Config()); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.TakeLease(ctx, "nc-1", "agent", time.Now(), false); err != nil {
+		t.Fatal(err)
+	}
+	if rev, err := st.ClaimRevision(ctx, "nc-1"); err != nil || rev == 0 {
+		t.Fatalf("claim revision %d, %v after the take: want a claim", rev, err)
 	}
 }
