@@ -613,6 +613,14 @@ func (a *faultAgent) append(ctx context.Context, events ...schema.Envelope) erro
 			// Nothing stored by this send; an earlier one may still land,
 			// and the retry (same ids) settles it.
 		case string(schema.CodeConflict), string(schema.CodePaused), string(schema.CodeClosed):
+			var ce *client.Error
+			if res == string(schema.CodeConflict) && errors.As(err, &ce) && ce.CurrentSeq < exp {
+				// The writer read fewer events than this agent has had
+				// acknowledged: acknowledged events are never lost, so the
+				// read was stale (a former leader cut off by a partition
+				// answers from what it has). Nothing was stored: retry.
+				break
+			}
 			// Someone else wrote the session: only the repairer does, when
 			// this agent's lease expired during a fault.
 			a.f.mu.Lock()

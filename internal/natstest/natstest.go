@@ -117,13 +117,32 @@ func FreePort() (int, error) {
 // RunCluster starts n JetStream nodes as one cluster and waits for a meta leader.
 func RunCluster(t TB, n int) *Cluster {
 	t.Helper()
+	var err error
+	for try := 0; try < 3; try++ {
+		var c *Cluster
+		// Route ports are picked free and bound a moment later: another
+		// process, or a node's own route dial to a port not bound yet
+		// (a loopback connection can take its destination port as its
+		// source), may hold one by then. Start again on new ports.
+		if c, err = startCluster(t, n); err == nil {
+			t.Cleanup(c.Shutdown)
+			c.WaitMetaLeader()
+			c.WaitPeersCurrent()
+			return c
+		}
+	}
+	t.Fatalf("natstest: %v", err)
+	return nil
+}
+
+func startCluster(t TB, n int) (*Cluster, error) {
 	c := &Cluster{Name: fmt.Sprintf("C%d", time.Now().UnixNano()%100000), t: t}
 	ports := make([]int, n)
 	var routes []*url.URL
 	for i := range ports {
 		p, err := FreePort()
 		if err != nil {
-			t.Fatalf("natstest: %v", err)
+			return nil, err
 		}
 		ports[i] = p
 		u, _ := url.Parse(fmt.Sprintf("nats-route://127.0.0.1:%d", p))
@@ -139,14 +158,12 @@ func RunCluster(t TB, n int) *Cluster {
 		c.Opts = append(c.Opts, o)
 		s, err := Start(o)
 		if err != nil {
-			t.Fatalf("natstest: node %d: %v", i, err)
+			c.Shutdown()
+			return nil, fmt.Errorf("node %d (route port %d): %w", i, ports[i], err)
 		}
 		c.Servers = append(c.Servers, s)
 	}
-	t.Cleanup(c.Shutdown)
-	c.WaitMetaLeader()
-	c.WaitPeersCurrent()
-	return c
+	return c, nil
 }
 
 // Shutdown stops every node.

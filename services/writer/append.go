@@ -209,6 +209,18 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 				reload = true
 				continue
 			}
+			if *p.expected > last {
+				// Still behind after the rereads. Acknowledged events are
+				// never lost, so either the agent is wrong or the read is
+				// stale: while the log is not whole (a leader cut off, a
+				// replica not reached) the read cannot be trusted, and a
+				// conflict would send a live agent away from its session.
+				if _, werr := s.st.Writable(ctx); werr != nil {
+					return AppendReply{}, schema.Errorf(schema.CodeNotCommitted,
+						"expectedSeq %d is past the session's last seq %d as read while the log is not whole (%v): the read may be stale; nothing stored, retry",
+						*p.expected, last, werr)
+				}
+			}
 			s.log.Debug("writer: conflict", "session", req.SessionID, "expected", *p.expected, "last", last,
 				"tailStreamSeq", ent.tail.StreamSeq, "tailEvent", ent.tail.EventID, "storeConflicts", retries)
 			return AppendReply{}, conflict(last, fmt.Sprintf("expectedSeq %d, the session's last seq is %d", *p.expected, last))

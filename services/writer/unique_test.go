@@ -234,3 +234,43 @@ func direct(t *testing.T, w *writer.Service) func(map[string]any) reply {
 		return reply{ok: rep}
 	}
 }
+
+// An agent's expectedSeq past the tail the writer reads: a conflict while
+// the log is whole (the agent is wrong), not_committed while a replica is
+// not reached (a leader cut off by a partition answers reads from what it
+// has, and a conflict would send a live agent away from its session; the
+// fault suite's agents were repaired under them after one).
+func TestExpectedPastTailWhileDegraded(t *testing.T) {
+	c := natstest.RunCluster(t, 3)
+	e := newEnv(t, envOpts{url: c.Servers[0].ClientURL(), store: logstore.Config{Replicas: 3}})
+	lead := c.WaitStreamLeader(logstore.StreamName)
+	const sid = "ahead"
+	mustOK(t, e.nc, map[string]any{"sessionId": sid, "events": events(created(), userEv("x", "X"))})
+	ahead := map[string]any{"sessionId": sid, "expectedSeq": 5, "events": events(userEv("y", "Y"))}
+	if r := appendReq(t, e.nc, ahead); r.code() != string(schema.CodeConflict) {
+		t.Fatalf("expectedSeq past the tail, log whole: %s %s", r.code(), r.raw)
+	}
+	// Stop a node that is neither the writer's nor the stream's leader.
+	down := 1
+	for down == 0 || down == lead {
+		down++
+	}
+	c.Servers[down].Shutdown()
+	c.Servers[down].WaitForShutdown()
+	natstest.CheckFor(t, 30*time.Second, 250*time.Millisecond, func() error {
+		if r := appendReq(t, e.nc, ahead); r.code() != string(schema.CodeNotCommitted) {
+			return fmt.Errorf("expectedSeq past the tail, a replica down: %s %s", r.code(), r.raw)
+		}
+		return nil
+	})
+	if n := len(stored(t, e.st, sid)); n != 2 {
+		t.Fatalf("%d events stored, want 2", n)
+	}
+	c.Restart(down)
+	natstest.CheckFor(t, 30*time.Second, 250*time.Millisecond, func() error {
+		if r := appendReq(t, e.nc, ahead); r.code() != string(schema.CodeConflict) {
+			return fmt.Errorf("expectedSeq past the tail, log whole again: %s %s", r.code(), r.raw)
+		}
+		return nil
+	})
+}
