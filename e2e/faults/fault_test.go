@@ -436,7 +436,8 @@ func faultExplainLive(t *testing.T, fleet *faultFleet, rep *faultReport) {
 				continue
 			}
 			for _, a := range b.Attempts {
-				parts = append(parts, fmt.Sprintf("%s@%s", a.Result, a.End.Format("15:04:05.000")))
+				// When the call was sent, and how many requests it took.
+				parts = append(parts, fmt.Sprintf("%s@%s(sent %s, %d sends)", a.Result, a.End.Format("15:04:05.000"), a.Start.Format("15:04:05.000"), a.Sends))
 			}
 		}
 		if len(parts) > 6 {

@@ -295,6 +295,12 @@ func (a *faultAgent) session(ctx context.Context) error {
 	})); err != nil {
 		return err
 	}
+	// The writer renews the lease on appends, at most every third of the
+	// TTL; an agent also heartbeats (DESIGN.md section 2), so one call that
+	// waits out timeouts against a killed service (two 4 s timeouts with
+	// the suite's 8 s TTL) does not cost it its lease. An abandoned
+	// session stops both: the heartbeat ends when this function returns.
+	defer a.keepAlive(ctx)()
 	rev := 1
 	if err := a.append(ctx, a.ev(schema.TypeGoalUpdated, nil, schema.GoalUpdated{Revision: rev, Objective: "finish the task", Status: "active"})); err != nil {
 		return err
@@ -414,11 +420,10 @@ func (a *faultAgent) turn(ctx context.Context) error {
 	return nil
 }
 
-// fork asks the forker for a child at the parent's last safe point, with
-// a child id of its own so that a retry names the same child.
 // keepAlive heartbeats the agent's session every third of the lease TTL
 // until the returned stop is called: an agent blocked on a request it
-// cannot shorten (a fork copies a whole prefix) still holds its lease.
+// cannot shorten (a fork copies a whole prefix, an append waits out
+// timeouts) still holds its lease.
 func (a *faultAgent) keepAlive(ctx context.Context) (stop func()) {
 	if a.f.cfg.LeaseTTL <= 0 {
 		return func() {}
@@ -443,13 +448,14 @@ func (a *faultAgent) keepAlive(ctx context.Context) (stop func()) {
 	return func() { cancel(); <-done }
 }
 
+// fork asks the forker for a child at the parent's last safe point, with
+// a child id of its own so that a retry names the same child.
 func (a *faultAgent) fork(ctx context.Context) {
 	f := &faultFork{Agent: a.id, Parent: a.rec.ID, Child: a.rec.ID + "-k" + a.next("")}
 	a.f.mu.Lock()
 	a.f.forks = append(a.f.forks, f)
 	a.f.mu.Unlock()
 	body, _ := json.Marshal(map[string]string{"parentId": f.Parent, "childId": f.Child, "workspace": schema.WorkspaceIsolated})
-	defer a.keepAlive(ctx)()
 	backoff := 100 * time.Millisecond
 	for try := 0; try < 20 && ctx.Err() == nil; try++ {
 		at := faultAttempt{Start: time.Now()}
