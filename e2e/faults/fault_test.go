@@ -28,7 +28,11 @@ var faultSoak = flag.Bool("soak", false, "run the fault suite as a long soak (al
 type faultTimes struct {
 	Warmup, Calm, Partition time.Duration
 	// Cycles repeats the fault schedule (soak).
-	Cycles   int
+	Cycles int
+	// LeaseTTL is short for a suite that waits on repairs, long enough
+	// that a loaded 2-core machine (CI runs the e2e packages beside each
+	// other) does not stall a live agent's renewals past it: at 8 s, a
+	// warm-up where every request took 8 s repaired three live agents.
 	LeaseTTL time.Duration
 	Grace    time.Duration
 	Sweep    time.Duration
@@ -39,7 +43,7 @@ type faultTimes struct {
 
 func faultTimesFor(soak bool) faultTimes {
 	ft := faultTimes{Warmup: 3 * time.Second, Calm: time.Second, Partition: 3 * time.Second, Cycles: 1, Think: 100 * time.Millisecond,
-		LeaseTTL: 8 * time.Second, Grace: time.Second, Sweep: 2 * time.Second, Drain: 45 * time.Second}
+		LeaseTTL: 12 * time.Second, Grace: time.Second, Sweep: 2 * time.Second, Drain: 45 * time.Second}
 	if soak {
 		ft.Cycles, ft.Calm, ft.Partition, ft.Think = 12, 10*time.Second, 10*time.Second, 40*time.Millisecond
 	}
