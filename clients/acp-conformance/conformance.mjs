@@ -6,7 +6,8 @@
 //   node conformance.mjs <sessionlog binary> <projector URL> <session id> <live updates to wait for>
 //
 // It initializes, pages through session/list, loads the session, checks
-// that session/prompt is refused, waits for the live updates the test
+// that session/prompt and session/new are refused and that loading an
+// unknown session is not found, waits for the live updates the test
 // appends after it prints {"loaded":true}, and prints a report (one JSON
 // line) on stdout. Every session/update notification is also read off the
 // wire and validated against the SDK's own zod schema of
@@ -24,7 +25,7 @@ const { zSessionNotification, zInitializeResponse, zListSessionsResponse } = awa
 const child = spawn(bin, ["acp", "--http-url", url, "--page-size", "1"], { stdio: ["pipe", "pipe", "inherit"] });
 const [forSdk, forCheck] = Readable.toWeb(child.stdout).tee();
 
-const report = { wire: [], invalid: [], handled: 0, list: [], prompt: null };
+const report = { wire: [], invalid: [], handled: 0, list: [], prompt: null, missing: null, newSession: null };
 
 // strict: the schema's parse must give back the value itself.
 function strict(schema, value) {
@@ -88,6 +89,19 @@ await app.connectWith(stream, async (ctx) => {
     report.prompt = { refused: false };
   } catch (err) {
     report.prompt = { refused: true, code: err.code, message: err.message };
+  }
+
+  try {
+    await ctx.request(acp.methods.agent.session.load, { sessionId: "no-such-session", cwd: "/", mcpServers: [] });
+    report.missing = { refused: false };
+  } catch (err) {
+    report.missing = { refused: true, code: err.code, message: err.message };
+  }
+  try {
+    await ctx.request(acp.methods.agent.session.new, { cwd: "/", mcpServers: [] });
+    report.newSession = { refused: false };
+  } catch (err) {
+    report.newSession = { refused: true, code: err.code, message: err.message };
   }
 
   // The test appends now; wait for its updates to arrive live.

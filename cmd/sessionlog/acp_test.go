@@ -61,11 +61,15 @@ type conformanceReport struct {
 		Cwd       string `json:"cwd"`
 		Title     string `json:"title"`
 	} `json:"list"`
-	Prompt struct {
-		Refused bool   `json:"refused"`
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"prompt"`
+	Prompt     refusal `json:"prompt"`
+	NewSession refusal `json:"newSession"`
+	Missing    refusal `json:"missing"`
+}
+
+type refusal struct {
+	Refused bool   `json:"refused"`
+	Code    int    `json:"code"`
+	Message string `json:"message"`
 }
 
 // The protocol's own SDK, as an editor's client, runs `sessionlog acp`
@@ -167,6 +171,12 @@ func TestACPConformance(t *testing.T) {
 	}
 	if !rep.Prompt.Refused || rep.Prompt.Code != rpcReadOnly || !strings.Contains(rep.Prompt.Message, "read-only") {
 		t.Errorf("session/prompt: %+v, want refused with %d read-only", rep.Prompt, rpcReadOnly)
+	}
+	if !rep.NewSession.Refused || rep.NewSession.Code != rpcReadOnly {
+		t.Errorf("session/new: %+v, want refused with %d", rep.NewSession, rpcReadOnly)
+	}
+	if !rep.Missing.Refused || rep.Missing.Code != rpcResourceNotFound || !strings.Contains(rep.Missing.Message, "no-such-session") {
+		t.Errorf("session/load of an unknown session: %+v, want %d naming it", rep.Missing, rpcResourceNotFound)
 	}
 	for _, inv := range rep.Invalid {
 		t.Errorf("not valid under the SDK's schema: %s", inv)

@@ -21,6 +21,10 @@ import (
 const (
 	DefaultQueueTurns    = 1024
 	DefaultExportTimeout = 10 * time.Second
+	// maxTracked bounds the sessions whose next trace's start Live
+	// remembers; past it it forgets them all, and their next turns are
+	// found by reading the session from its start.
+	maxTracked = 1 << 16
 )
 
 // NewOTLPHTTP is the OTLP/HTTP (protobuf) exporter of endpoint: a base URL
@@ -121,6 +125,9 @@ func NewLive(cfg LiveConfig) (*Live, error) {
 
 // Observe sees one folded event; it never blocks.
 func (l *Live) Observe(ev *schema.Envelope, streamSeq uint64) {
+	if len(l.from) >= maxTracked {
+		clear(l.from)
+	}
 	switch ev.Type {
 	case schema.TypeTurnStarted:
 		if _, ok := l.from[ev.SessionID]; !ok {

@@ -78,7 +78,7 @@ func (s *Service) handleACP(w http.ResponseWriter, r *http.Request) {
 		rc.SetWriteDeadline(time.Now().Add(s.watch.lim.WriteTimeout))
 		return enc.Encode(n)
 	}
-	if !follow && after == fs.tailSeq {
+	if !follow && fs.from >= fs.tailStreamSeq {
 		return
 	}
 	for {
@@ -101,9 +101,16 @@ func (s *Service) handleACP(w http.ResponseWriter, r *http.Request) {
 		if !ok {
 			return
 		}
+		// Without follow the response ends at the message that was the
+		// session's last when the request came.
+		done := !follow && lm.StreamSeq >= fs.tailStreamSeq
 		seq, v, why := judgeStored(id, last, fs.vouched, lm)
 		switch {
 		case v == storedCopy || (v == storedNext && seq == 0):
+			if done {
+				rc.Flush()
+				return
+			}
 			continue
 		case v == storedBad || v == storedGap:
 			e := ACPError{Code: string(schema.CodeUnreadable), Message: fmt.Sprintf("stored message at stream seq %d: %s", lm.StreamSeq, why), ResumeAfter: last}
@@ -129,7 +136,7 @@ func (s *Service) handleACP(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
-		if !follow && seq >= fs.tailSeq {
+		if done {
 			rc.Flush()
 			return
 		}

@@ -495,8 +495,9 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 // followStart is where a follow of a session's log begins (startFollow).
 type followStart struct {
 	loc logstore.Location
-	// tailSeq is the session's last seq when the request came.
-	tailSeq uint64
+	// tailStreamSeq is the stream seq of the session's last message when
+	// the request came.
+	tailStreamSeq uint64
 	// from is the stream seq to read after, last the seq of the event
 	// there (0: from the start).
 	from, last uint64
@@ -535,7 +536,7 @@ func (s *Service) startFollow(w http.ResponseWriter, r *http.Request, id string,
 		s.internal(w, err)
 		return fs, false
 	}
-	fs.tailSeq = tail.Seq
+	fs.tailStreamSeq = tail.StreamSeq
 	if err := s.view(func(rd reader) error {
 		if fs.from, fs.last, err = rd.startAt(id, after); err != nil {
 			return err
