@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"flag"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/internal/otelexport/otlptest"
@@ -65,5 +67,26 @@ func TestExportOTLPVerb(t *testing.T) {
 	}
 	if n := rcv.Count(); n != 0 {
 		t.Errorf("bad command lines sent %d spans", n)
+	}
+}
+
+// --otlp-endpoint reaches the projector's configuration, and an endpoint
+// that is not an http(s) URL stops the projector from starting.
+func TestOTLPEndpointFlag(t *testing.T) {
+	fs := flag.NewFlagSet("projector", flag.ContinueOnError)
+	cfg := projectorFlags(fs)
+	if err := fs.Parse([]string{"--otlp-endpoint", "collector:4318", "--data-dir", t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.OTLPEndpoint != "collector:4318" {
+		t.Fatalf("got %+v", *cfg)
+	}
+	s := natstest.RunServer(t)
+	st, err := logstore.Open(context.Background(), natstest.Connect(t, s), logstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := assemble.NewProjector(*cfg, st, assemble.Deps{}); err == nil || !strings.Contains(err.Error(), "otlp endpoint") {
+		t.Fatalf("NewProjector with a bad endpoint: %v", err)
 	}
 }

@@ -401,3 +401,16 @@ func counter(t *testing.T, reg *prometheus.Registry, name, reason string) float6
 	}
 	return 0
 }
+
+// BenchmarkBuild: the spans of the fixture session (41 events, 2 turns,
+// 9 spans), per event.
+func BenchmarkBuild(b *testing.B) {
+	evs := sessionfixture.Events("bench")
+	b.ReportAllocs()
+	for b.Loop() {
+		if n := len(otelexport.Build(evs)); n != 9 {
+			b.Fatal(n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(evs)), "ns/event")
+}
