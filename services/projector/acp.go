@@ -20,7 +20,8 @@ type ACPError struct {
 	ResumeAfter uint64 `json:"resumeAfter"`
 }
 
-// handleACP is GET /v1/sessions/{id}/acp?after=N&follow=1: the session as
+// handleACP is GET /v1/sessions/{id}/acp?after=N&follow=1 (or
+// afterEventId=E for after= the seq of event E): the session as
 // newline-delimited JSON-RPC 2.0 session/update notifications (pkg/acp,
 // docs/acp.md), for the events after seq N (default 0: the whole session,
 // as ACP's session/load replays it). Without follow the response ends
@@ -42,6 +43,17 @@ func (s *Service) handleACP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, "after "+err.Error())
 		return
+	}
+	if eid := q.Get("afterEventId"); eid != "" {
+		if q.Has("after") {
+			apiError(w, http.StatusBadRequest, schema.CodeBadRequest, "give after or afterEventId, not both")
+			return
+		}
+		seq, ok := s.seqOfEvent(w, r, id, eid)
+		if !ok {
+			return
+		}
+		after = seq
 	}
 	var follow bool
 	switch q.Get("follow") {
@@ -141,4 +153,38 @@ func (s *Service) handleACP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// seqOfEvent finds the seq of the session's event eventID by reading its
+// log (the views index events by seq only); on a problem it has answered
+// the request and returns false.
+func (s *Service) seqOfEvent(w http.ResponseWriter, r *http.Request, id, eventID string) (uint64, bool) {
+	if !schema.ValidItemID(eventID) {
+		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, "afterEventId must match ^[A-Za-z0-9_.:-]{1,128}$")
+		return 0, false
+	}
+	want := id + ":" + eventID
+	var seq uint64
+	tail, err := s.ls.ReadSession(r.Context(), id, 0, func(m *logstore.Msg) error {
+		if m.Header.Get(logstore.HeaderMsgID) != want {
+			return nil
+		}
+		if n, ok := seqOf(m); ok {
+			seq = n
+			return logstore.ErrStop
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		s.readFailed(w, err)
+		return 0, false
+	case !tail.Exists():
+		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
+		return 0, false
+	case seq == 0:
+		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, fmt.Sprintf("session %s has no event %q", id, eventID))
+		return 0, false
+	}
+	return seq, true
 }

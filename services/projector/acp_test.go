@@ -169,6 +169,19 @@ func TestACPReplayFollowAndResume(t *testing.T) {
 		t.Fatalf("a line no event made: %s", l.raw)
 	default:
 	}
+
+	// The same resume named by the event id of the cut.
+	var cutID string
+	for _, ev := range during {
+		if ev.Seq == cut {
+			cutID = ev.EventID
+		}
+	}
+	got = nil
+	for l := range acpStream(t, ctx, r.srv.URL+"/v1/sessions/"+id+"/acp?afterEventId="+cutID) {
+		got = append(got, l)
+	}
+	sameLines(t, "after event id", got, wantLines(t, id, append(rest, more...)))
 }
 
 func TestACPBadRequests(t *testing.T) {
@@ -186,6 +199,10 @@ func TestACPBadRequests(t *testing.T) {
 		{"/v1/sessions/acp-bad/acp?after=x", 400},
 		{"/v1/sessions/acp-bad/acp?after=99", 400},
 		{"/v1/sessions/acp-bad/acp?follow=maybe", 400},
+		{"/v1/sessions/acp-bad/acp?afterEventId=nope", 400},
+		{"/v1/sessions/acp-bad/acp?afterEventId=a/b", 400},
+		{"/v1/sessions/acp-bad/acp?after=1&afterEventId=x", 400},
+		{"/v1/sessions/nope/acp?afterEventId=x", 404},
 	} {
 		if code, body := r.get(t, c.path); code != c.code {
 			t.Errorf("GET %s: %d %s, want %d", c.path, code, body, c.code)
