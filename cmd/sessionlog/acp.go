@@ -39,6 +39,8 @@ const (
 	acpMaxLine = 16 << 20
 	// acpRetry is the pause before a broken follow reconnects.
 	acpRetry = time.Second
+	// acpListTimeout bounds one session/list page from the projector.
+	acpListTimeout = 30 * time.Second
 )
 
 // JSON-RPC error codes. ACP uses JSON-RPC's own, plus -32000
@@ -293,6 +295,8 @@ func (a *acpAgent) list(ctx context.Context, params json.RawMessage) (any, error
 	if p.Cursor != "" {
 		q.Set("after", p.Cursor)
 	}
+	ctx, cancel := context.WithTimeout(ctx, acpListTimeout)
+	defer cancel()
 	resp, err := a.get(ctx, "/v1/sessions?"+q.Encode())
 	if err != nil {
 		return nil, err
