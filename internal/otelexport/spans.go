@@ -339,7 +339,7 @@ func (b *builder) event(e *schema.Envelope) {
 		var d schema.ApprovalRequested
 		_ = e.DecodeData(&d)
 		b.approvals[d.ApprovalID] = d.ToolCallID
-		b.note(e, d.ToolCallID, "approval.requested", attribute.String("sessionlog.approval.id", d.ApprovalID), attribute.String("sessionlog.approval.prompt", d.Prompt))
+		b.note(e, d.ToolCallID, "approval.requested", attribute.String("sessionlog.approval.id", d.ApprovalID))
 	case schema.TypeApprovalDecided:
 		var d schema.ApprovalDecided
 		_ = e.DecodeData(&d)
