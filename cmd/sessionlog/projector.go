@@ -15,6 +15,8 @@ import (
 
 const defaultProjectorHTTP = "127.0.0.1:8080"
 
+const otlpEndpointUsage = "if set, an OTLP/HTTP collector (http://host:4318) each turn is sent to as an OpenTelemetry trace when it ends; a collector that is down never holds the projector back (turns it misses are counted in sessionlog_otlp_turns_dropped_total; sessionlog export --to otlp sends them again)"
+
 func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newStandalone("projector", defaultProjectorHTTP, stderr)
 	c.fs.Lookup("http-listen").Usage = "HTTP listen address: dashboard, /v1 API, /healthz /readyz /metrics"
@@ -44,5 +46,6 @@ func projectorFlags(fs *flag.FlagSet) *assemble.Projector {
 	fs.IntVar(&cfg.Watch.QueueBytes, "watch-queue-bytes", cfg.Watch.QueueBytes, "transient event bytes one watch (SSE) may hold for a client that does not read; past it the watch ends with slow_consumer")
 	fs.IntVar(&cfg.Watch.TotalBytes, "watch-total-bytes", cfg.Watch.TotalBytes, "transient event bytes all watches together may hold")
 	fs.IntVar(&cfg.Watch.MaxTransientBytes, "max-transient-bytes", cfg.Watch.MaxTransientBytes, "larger transient events are dropped (and counted)")
+	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", otlpEndpointUsage)
 	return &cfg
 }

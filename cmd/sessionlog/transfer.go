@@ -21,11 +21,16 @@ import (
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs, nf := sreFlags("export", stderr)
 	only := fs.String("session", "", "export only this session")
+	to := fs.String("to", "", "otlp: send each ended turn as an OpenTelemetry trace to --endpoint (default: JSON lines on stdout)")
+	endpoint := fs.String("endpoint", "", "with --to otlp: the OTLP/HTTP collector (http://host:4318)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("export takes no arguments (use --session)")
+	}
+	if err := checkExportOTLP(*to, *endpoint); err != nil {
+		return err
 	}
 	c, err := openSRE(ctx, "export", fs, nf, stderr)
 	if err != nil {
@@ -48,6 +53,9 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		for _, r := range refs {
 			ids = append(ids, r.ID)
 		}
+	}
+	if *to == "otlp" {
+		return exportOTLP(ctx, c.store, ids, *endpoint, stderr)
 	}
 	w := bufio.NewWriterSize(stdout, 1<<20)
 	var sessions, events int

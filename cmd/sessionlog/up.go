@@ -64,6 +64,8 @@ type upEnv struct {
 	LeaseTTL  time.Duration
 	Grace     time.Duration
 	HTTPToken string
+	// OTLPEndpoint: the projector's live trace export (--otlp-endpoint).
+	OTLPEndpoint string
 	// AddReady adds a readiness check to /readyz.
 	AddReady func(name string, check func() error)
 }
@@ -97,6 +99,7 @@ type upFlags struct {
 	httpToken, natsConfig                 string
 	natsUser, natsPassword                string
 	operatorUser, operatorPassword        string
+	otlpEndpoint                          string
 }
 
 func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -115,6 +118,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.natsPassword, "nats-password", "", "the agents' NATS password (with --nats-user)")
 	fs.StringVar(&f.operatorUser, "operator-user", "", "an operator's NATS user, with every right (the SRE verbs: repair, fork, erase, ls, replay...); needs --nats-user")
 	fs.StringVar(&f.operatorPassword, "operator-password", "", "the operator's NATS password (with --operator-user)")
+	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", otlpEndpointUsage)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -217,7 +221,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		env := &upEnv{
 			Ctx: ctx, NC: nc, Connect: connect, NATSURL: natsURL, Store: store,
 			Logger: log.With("service", svc.Name), Registry: o.Registry, Mux: o.Mux,
-			DataDir: f.dataDir, LeaseTTL: f.leaseTTL, Grace: f.grace, HTTPToken: f.httpToken,
+			DataDir: f.dataDir, LeaseTTL: f.leaseTTL, Grace: f.grace, HTTPToken: f.httpToken, OTLPEndpoint: f.otlpEndpoint,
 			AddReady: o.AddReady,
 		}
 		a, err := svc.Start(env)

@@ -11,8 +11,9 @@ import (
 // serves /healthz, /readyz and /metrics and checks the token), and /readyz
 // waits until it has caught up with the stream.
 func startUpProjector(env *upEnv) (*upActor, error) {
-	svc, err := assemble.NewProjector(assemble.DefaultProjector(filepath.Join(env.DataDir, "projector")), env.Store,
-		assemble.Deps{Logger: env.Logger, Registerer: env.Registry})
+	cfg := assemble.DefaultProjector(filepath.Join(env.DataDir, "projector"))
+	cfg.OTLPEndpoint = env.OTLPEndpoint
+	svc, err := assemble.NewProjector(cfg, env.Store, assemble.Deps{Logger: env.Logger, Registerer: env.Registry})
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,9 @@
 package assemble
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/otelexport"
 	"github.com/sessionlog/sessionlog/services/forker"
 	"github.com/sessionlog/sessionlog/services/projector"
 	"github.com/sessionlog/sessionlog/services/repairer"
@@ -83,6 +86,10 @@ type Projector struct {
 	CacheSessions int
 	// Watch bounds the memory of watch streams.
 	Watch projector.WatchLimits
+	// OTLPEndpoint, when set, is an OTLP/HTTP collector each turn is
+	// exported to as a trace when it ends (package otelexport), through
+	// a bounded queue that never holds the projector back.
+	OTLPEndpoint string
 }
 
 // DefaultProjector is the projector's configuration for a store in dataDir.
@@ -107,10 +114,22 @@ func NewProjector(cfg Projector, st *logstore.Store, d Deps) (*projector.Service
 	if cfg.DataDir == "" {
 		return nil, errors.New("assemble: projector: no data directory")
 	}
-	return projector.New(projector.Config{
+	pc := projector.Config{
 		Store: st, DataDir: cfg.DataDir, Logger: d.Logger, Registerer: d.Registerer, Gatherer: d.Gatherer, Now: d.Now,
 		HTTPToken: cfg.HTTPToken, MaxBatchEvents: cfg.MaxBatchEvents, CacheSessions: cfg.CacheSessions, Watch: cfg.Watch,
-	})
+	}
+	if cfg.OTLPEndpoint != "" {
+		exp, err := otelexport.NewOTLPHTTP(context.Background(), cfg.OTLPEndpoint, otelexport.DefaultExportTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("assemble: projector: %w", err)
+		}
+		live, err := otelexport.NewLive(otelexport.LiveConfig{Exporter: exp, Store: st, Logger: d.Logger, Registerer: d.Registerer})
+		if err != nil {
+			return nil, err
+		}
+		pc.Observer = live
+	}
+	return projector.New(pc)
 }
 
 // Repairer is the repairer's configuration.

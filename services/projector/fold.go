@@ -59,6 +59,8 @@ type folder struct {
 	db  *store.DB
 	ls  *logstore.Store
 	met *metrics
+	// observe, if set, sees each event folded (Config.Observer).
+	observe func(ev *schema.Envelope, streamSeq uint64)
 
 	cache    map[string]*entry
 	lru      *list.List
@@ -331,6 +333,9 @@ func (f *folder) apply(en *entry, ev *schema.Envelope, streamSeq uint64) {
 	}
 	f.events++
 	f.markDirty(en)
+	if f.observe != nil {
+		f.observe(ev, streamSeq)
+	}
 }
 
 // stop ends folding of a session: its views keep what the last foldable

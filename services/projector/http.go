@@ -36,6 +36,7 @@ func (s *Service) routes(ops bool) http.Handler {
 	mux.HandleFunc("GET /v1/sessions/{id}/events", s.handleEvents)
 	mux.HandleFunc("GET /v1/sessions/{id}/context", s.handleContext)
 	mux.HandleFunc("GET /v1/sessions/{id}/watch", s.handleWatch)
+	mux.HandleFunc("GET /v1/sessions/{id}/acp", s.handleACP)
 	mux.Handle("GET /{$}", web.Handler())
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no such path")
@@ -300,16 +301,10 @@ func (s *Service) handleSession(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, d)
 }
 
-// startAfter returns a stream sequence to read the session from so that
+// startAt returns a stream sequence to read the session from so that
 // every event with seq > after follows it: the stream seq of event
-// `after`, or of the nearest indexed event before it.
-func (rd reader) startAfter(id string, after uint64) (uint64, error) {
-	ss, _, err := rd.startAt(id, after)
-	return ss, err
-}
-
-// startAt is startAfter that also returns the seq of the event at that
-// stream seq (0 with it).
+// `after`, or of the nearest indexed event before it; and the seq of the
+// event there (0 with it).
 func (rd reader) startAt(id string, after uint64) (streamSeq, seq uint64, err error) {
 	if after == 0 {
 		return 0, 0, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
@@ -61,6 +62,18 @@ type Config struct {
 	Watch WatchLimits
 	// OnCommit, if set, is called after each committed batch (tests).
 	OnCommit func(store.Checkpoint)
+	// Observer, if set, sees each event the projector folds once it has
+	// caught up (live export: sessionlog's OpenTelemetry traces), and
+	// runs beside it.
+	Observer Observer
+}
+
+// Observer sees the events the projector folds, in stream order per
+// session, from the fold loop: Observe must never block it (queue and
+// drop). Run runs until ctx ends.
+type Observer interface {
+	Observe(ev *schema.Envelope, streamSeq uint64)
+	Run(ctx context.Context) error
 }
 
 func (c *Config) defaults() {
@@ -249,6 +262,13 @@ func (s *Service) start(ctx context.Context) error {
 		s.target[name] = info.last
 	}
 	s.f = newFolder(s.db, s.ls, s.met, s.cfg.CacheSessions, s.cfg.SnapshotEvery, pos)
+	if o := s.cfg.Observer; o != nil {
+		s.f.observe = func(ev *schema.Envelope, streamSeq uint64) {
+			if s.caughtUp.Load() {
+				o.Observe(ev, streamSeq)
+			}
+		}
+	}
 	s.updateCaughtUp()
 	return nil
 }
@@ -346,6 +366,17 @@ func (s *Service) Run(ctx context.Context) error {
 		return errors.New("projector: Run after stop")
 	}
 	s.running.Store(true)
+	var obs sync.WaitGroup
+	if o := s.cfg.Observer; o != nil {
+		octx, stop := context.WithCancel(ctx)
+		defer obs.Wait()
+		defer stop()
+		obs.Go(func() {
+			if err := o.Run(octx); err != nil && octx.Err() == nil {
+				s.log.Error("projector: observer stopped", "err", err)
+			}
+		})
+	}
 	err := s.consume(ctx, nil)
 	s.running.Store(false)
 	s.closeMu.Lock()

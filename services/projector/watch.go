@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -330,28 +331,8 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	tail, err := s.ls.Tail(ctx, id)
-	if err != nil {
-		s.readFailed(w, err)
-		return
-	}
-	if !tail.Exists() {
-		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
-		return
-	}
-	// An after beyond the log would wait for events that may never come,
-	// and its SSE id would run ahead of the log: refuse it.
-	if after > tail.Seq {
-		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, fmt.Sprintf("after %d is beyond the session's last seq %d", after, tail.Seq))
-		return
-	}
-	if _, ok := w.(http.Flusher); !ok {
-		s.internal(w, errors.New("response writer cannot flush"))
-		return
-	}
-	loc, err := logstore.Locate(id)
-	if err != nil {
-		s.internal(w, err)
+	fs, ok := s.startFollow(w, r, id, after)
+	if !ok {
 		return
 	}
 	hub := s.watch
@@ -369,72 +350,13 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 	}
 	defer leave()
 
-	// Messages up to vouched were folded by the projector; later ones are
-	// judged here as /events judges them, so a message that is not the
-	// session's next event ends the watch instead of reaching the client.
-	var from, vouched uint64
-	if err := s.view(func(rd reader) error {
-		if from, err = rd.startAfter(id, after); err != nil {
-			return err
-		}
-		sum, err := rd.summary(id)
-		if sum != nil {
-			vouched = sum.LastStreamSeq
-		}
-		return err
-	}); err != nil {
-		s.internal(w, err)
-		return
-	}
-	// One consumer per watch, with a short inactive threshold and deleted
-	// when the watch ends (logstore.Follow). Durable events come a page at
-	// a time: one fetch of at most watchPageEvents events and PageBytes
-	// (never less than the largest message the server takes), the next
-	// one only when the loop has written this one. A live tail waits in
-	// the fetch for what comes next.
-	fol, err := s.ls.Follow(ctx, logstore.FollowSpec{
-		Stream:            loc.Stream,
-		Subject:           loc.Subject,
-		StartAfter:        from,
-		PageEvents:        watchPageEvents,
-		PageBytes:         lim.PageBytes,
-		InactiveThreshold: 15 * time.Second,
-	})
+	durCh, stop, err := s.followDurable(ctx, id, fs.loc, fs.from)
 	if err != nil {
 		s.internal(w, err)
 		return
 	}
-	defer fol.Close()
-	// Unbuffered: the loop takes each event when it can write it.
-	durCh := make(chan *logstore.Msg)
-	go func() {
-		defer close(durCh)
-		for ctx.Err() == nil {
-			page, err := fol.Fetch(watchFetchWait)
-			if err != nil {
-				if ctx.Err() == nil {
-					s.log.Warn("projector: watch fetch", "session", id, "err", err)
-				}
-				return
-			}
-			n := 0
-			for m := range page.Messages() {
-				select {
-				case durCh <- m:
-					n++
-				case <-ctx.Done():
-					return
-				}
-			}
-			if err := page.Err(); err != nil && n == 0 {
-				// Not a hot loop on a fetch that fails at once.
-				select {
-				case <-time.After(100 * time.Millisecond):
-				case <-ctx.Done():
-				}
-			}
-		}
-	}()
+	defer stop()
+	vouched := fs.vouched
 
 	s.met.watchers.Inc()
 	defer s.met.watchers.Dec()
@@ -568,6 +490,120 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+// followStart is where a follow of a session's log begins (startFollow).
+type followStart struct {
+	loc logstore.Location
+	// tailStreamSeq is the stream seq of the session's last message when
+	// the request came.
+	tailStreamSeq uint64
+	// from is the stream seq to read after, last the seq of the event
+	// there (0: from the start).
+	from, last uint64
+	// vouched: messages up to this stream seq were folded by the
+	// projector; later ones are judged as /events judges them
+	// (judgeStored), so a message that is not the session's next event
+	// ends the follow instead of reaching the client.
+	vouched uint64
+}
+
+// startFollow checks a follow of session id after seq after and finds
+// where it starts; on a problem it has answered the request and returns
+// false.
+func (s *Service) startFollow(w http.ResponseWriter, r *http.Request, id string, after uint64) (followStart, bool) {
+	var fs followStart
+	tail, err := s.ls.Tail(r.Context(), id)
+	if err != nil {
+		s.readFailed(w, err)
+		return fs, false
+	}
+	if !tail.Exists() {
+		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
+		return fs, false
+	}
+	// An after beyond the log would wait for events that may never come,
+	// and the client's position would run ahead of the log: refuse it.
+	if after > tail.Seq {
+		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, fmt.Sprintf("after %d is beyond the session's last seq %d", after, tail.Seq))
+		return fs, false
+	}
+	if _, ok := w.(http.Flusher); !ok {
+		s.internal(w, errors.New("response writer cannot flush"))
+		return fs, false
+	}
+	if fs.loc, err = logstore.Locate(id); err != nil {
+		s.internal(w, err)
+		return fs, false
+	}
+	fs.tailStreamSeq = tail.StreamSeq
+	if err := s.view(func(rd reader) error {
+		if fs.from, fs.last, err = rd.startAt(id, after); err != nil {
+			return err
+		}
+		sum, err := rd.summary(id)
+		if sum != nil {
+			fs.vouched = sum.LastStreamSeq
+		}
+		return err
+	}); err != nil {
+		s.internal(w, err)
+		return fs, false
+	}
+	return fs, true
+}
+
+// followDurable reads the session's durable messages after stream seq
+// from, live, for a handler that writes them to its client: one consumer
+// per request, with a short inactive threshold and deleted by stop
+// (logstore.Follow). Messages come a page at a time: one fetch of at most
+// watchPageEvents events and WatchLimits.PageBytes (never less than the
+// largest message the server takes), the next one only when the handler
+// has taken this one from the unbuffered channel, so a slow client is
+// paced, not buffered. A live tail waits in the fetch for what comes
+// next. The channel closes when ctx ends or the log cannot be read.
+func (s *Service) followDurable(ctx context.Context, id string, loc logstore.Location, from uint64) (<-chan *logstore.Msg, func(), error) {
+	fol, err := s.ls.Follow(ctx, logstore.FollowSpec{
+		Stream:            loc.Stream,
+		Subject:           loc.Subject,
+		StartAfter:        from,
+		PageEvents:        watchPageEvents,
+		PageBytes:         s.watch.lim.PageBytes,
+		InactiveThreshold: 15 * time.Second,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	durCh := make(chan *logstore.Msg)
+	go func() {
+		defer close(durCh)
+		for ctx.Err() == nil {
+			page, err := fol.Fetch(watchFetchWait)
+			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("projector: follow fetch", "session", id, "err", err)
+				}
+				return
+			}
+			n := 0
+			for m := range page.Messages() {
+				select {
+				case durCh <- m:
+					n++
+				case <-ctx.Done():
+					return
+				}
+			}
+			if err := page.Err(); err != nil && n == 0 {
+				// Not a hot loop on a fetch that fails at once.
+				select {
+				case <-time.After(100 * time.Millisecond):
+				case <-ctx.Done():
+				}
+			}
+		}
+	}()
+	return durCh, fol.Close, nil
 }
 
 // transient decodes a live message: a JSON object whose afterSeq names

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/otelexport"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// `sessionlog export --to otlp --endpoint URL [--session ID]` sends every
+// ended turn of the sessions as an OpenTelemetry trace (DESIGN.md section
+// 15, package otelexport). Ids are derived from the events, so running it
+// again sends the same spans, with the same ids.
+
+func checkExportOTLP(to, endpoint string) error {
+	switch {
+	case to == "" && endpoint != "":
+		return usageErrorf("--endpoint goes with --to otlp")
+	case to == "otlp" && endpoint == "":
+		return usageErrorf("--to otlp needs --endpoint (the OTLP/HTTP collector, http://host:4318)")
+	case to != "" && to != "otlp":
+		return usageErrorf("--to %q: want otlp", to)
+	}
+	return nil
+}
+
+func exportOTLP(ctx context.Context, st *logstore.Store, ids []string, endpoint string, stderr io.Writer) error {
+	exp, err := otelexport.NewOTLPHTTP(ctx, endpoint, otelexport.DefaultExportTimeout)
+	if err != nil {
+		return usageErrorf("%v", err)
+	}
+	defer exp.Shutdown(context.Background())
+	var sessions, turns, spans int
+	var skipped []string
+	for _, id := range ids {
+		var evs []schema.Envelope
+		tail, err := readValid(ctx, st, id, func(_ *logstore.Msg, e *schema.Envelope) error {
+			evs = append(evs, *e)
+			return nil
+		})
+		var rp *readProblem
+		if errors.As(err, &rp) {
+			fmt.Fprintf(stderr, "session %s is %s, not exported: %v\n", id, rp.kind, rp)
+			skipped = append(skipped, id)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !tail.Exists() {
+			return fmt.Errorf("session %s: %w", id, errNotFound)
+		}
+		n, m, err := otelexport.Export(ctx, exp, evs)
+		if err != nil {
+			return fmt.Errorf("session %s: %w", id, err)
+		}
+		sessions++
+		turns += n
+		spans += m
+	}
+	fmt.Fprintf(stderr, "exported %d sessions: %d turns, %d spans to %s\n", sessions, turns, spans, endpoint)
+	if len(skipped) > 0 {
+		return fmt.Errorf("%d sessions not exported (unreadable or with a gap): %s", len(skipped), strings.Join(skipped, ", "))
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+// Package otlptest is an OTLP/HTTP trace receiver for tests: it decodes
+// the protobuf wire format of what an exporter sends, as a collector does.
+package otlptest
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+)
+
+// Receiver takes POST /v1/traces (application/x-protobuf) and keeps the
+// spans; every resource must be service.name=sessionlog.
+type Receiver struct {
+	*httptest.Server
+	mu    sync.Mutex
+	spans []*tracepb.Span
+}
+
+// NewReceiver starts a receiver, closed when the test ends.
+func NewReceiver(t testing.TB) *Receiver {
+	r := &Receiver{}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path != "/v1/traces" || req.Header.Get("Content-Type") != "application/x-protobuf" {
+			t.Errorf("receiver: %s %s %s", req.Method, req.URL.Path, req.Header.Get("Content-Type"))
+			http.Error(w, "no", http.StatusNotFound)
+			return
+		}
+		b, _ := io.ReadAll(req.Body)
+		var msg coltracepb.ExportTraceServiceRequest
+		if err := proto.Unmarshal(b, &msg); err != nil {
+			t.Errorf("receiver: %v", err)
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.mu.Lock()
+		for _, rs := range msg.ResourceSpans {
+			name := ""
+			for _, kv := range rs.GetResource().GetAttributes() {
+				if kv.Key == "service.name" {
+					name = kv.Value.GetStringValue()
+				}
+			}
+			if name != "sessionlog" {
+				t.Errorf("receiver: service.name %q", name)
+			}
+			for _, ss := range rs.ScopeSpans {
+				r.spans = append(r.spans, ss.Spans...)
+			}
+		}
+		r.mu.Unlock()
+		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.Write(out)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+// Take returns the spans received so far and forgets them.
+func (r *Receiver) Take() []*tracepb.Span {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.spans
+	r.spans = nil
+	return out
+}
+
+// Count is how many spans wait to be taken.
+func (r *Receiver) Count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.spans)
+}
