@@ -2,48 +2,136 @@ package codex
 
 import (
 	"bufio"
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"io"
+	"regexp"
+	"sort"
 	"strings"
 	"time"
 
+	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// exporter writes a rollout file from a session's mapped events.
+// Export writes x as a rollout file: the source lines as they are, then
+// the events that follow them (all events for a session from elsewhere),
+// then an error result for every call still without one.
+func (Format) Export(w io.Writer, x *agentlog.Export) error {
+	bw := bufio.NewWriter(w)
+	ex := &exporter{w: bw, custom: map[string]bool{}}
+	for _, l := range x.Lines {
+		ex.raw(l)
+		ex.learn(l)
+	}
+	if len(x.Lines) == 0 {
+		ex.meta(x)
+	}
+	// codex's compacted replaces everything before it, so a compaction
+	// is written before the first event after the last one it replaces:
+	// what the model sees after it is the same.
+	var compactions []schema.CompactionEnded
+	for i := range x.Events {
+		if e := &x.Events[i]; e.Type == schema.TypeCompactionEnded {
+			var c schema.CompactionEnded
+			_ = e.DecodeData(&c)
+			compactions = append(compactions, c)
+		}
+	}
+	sort.SliceStable(compactions, func(a, b int) bool { return compactions[a].ThroughSeq < compactions[b].ThroughSeq })
+	for i := range x.Events {
+		e := &x.Events[i]
+		for len(compactions) > 0 && compactions[0].ThroughSeq < e.Seq {
+			ex.line(e.Time, kindCompacted, compactedItem{Message: compactions[0].Summary})
+			compactions = compactions[1:]
+		}
+		ex.event(e)
+	}
+	for _, c := range compactions {
+		ex.line(ex.at, kindCompacted, compactedItem{Message: c.Summary})
+	}
+	for _, t := range x.Unanswered() {
+		ex.result(ex.at, t.ID, "", nil, "")
+	}
+	if ex.err != nil {
+		return ex.err
+	}
+	return bw.Flush()
+}
+
+// exporter writes rollout lines.
 type exporter struct {
-	w     *bufio.Writer
-	err   error
-	turn  string
-	calls map[string]bool   // open call id -> custom tool call
-	order []string          // open call ids in request order
-	last  string            // text of the last assistant message of the turn
-	at    time.Time         // time of the last event written
+	w      *bufio.Writer
+	err    error
+	custom map[string]bool // call id -> requested as a custom tool call
+	last   string          // text of the turn's last assistant message
+	at     time.Time       // time of the last line written
+}
+
+func (x *exporter) raw(b []byte) {
+	if x.err == nil {
+		_, x.err = x.w.Write(append(append([]byte(nil), b...), '\n'))
+	}
 }
 
 func (x *exporter) line(t time.Time, typ string, payload any) {
-	if x.err != nil {
-		return
+	if !t.IsZero() {
+		x.at = t
 	}
-	x.at = t
 	b, err := json.Marshal(struct {
 		Timestamp string `json:"timestamp"`
 		Type      string `json:"type"`
 		Payload   any    `json:"payload"`
-	}{stamp(t), typ, payload})
-	if err != nil {
+	}{stamp(x.at), typ, payload})
+	if err != nil && x.err == nil {
 		x.err = err
-		return
 	}
-	b = append(b, '\n')
-	_, x.err = x.w.Write(b)
+	x.raw(b)
 }
 
 func stamp(t time.Time) string {
-	if t.IsZero() {
-		t = time.Unix(0, 0)
-	}
 	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// learn notes what a source line says that later events need: which
+// calls are custom tool calls.
+func (x *exporter) learn(raw json.RawMessage) {
+	var l rolloutLine
+	var it responseItem
+	if json.Unmarshal(raw, &l) == nil && l.Type == kindResponseItem && json.Unmarshal(l.Payload, &it) == nil && it.Type == "custom_tool_call" {
+		x.custom[it.CallID] = true
+	}
+	if t, err := time.Parse(time.RFC3339Nano, l.Timestamp); err == nil {
+		x.at = t
+	}
+}
+
+var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+// ThreadID is the codex thread id of a session: the id it was imported
+// with, else a UUID derived from the session id (codex resumes by UUID).
+func ThreadID(sessionID string) string {
+	if id, ok := strings.CutPrefix(sessionID, Name+"-"); ok && uuidRE.MatchString(id) {
+		return id
+	}
+	h := sha256.Sum256([]byte(sessionID))
+	h[6] = h[6]&0x0f | 0x80 // version 8: custom
+	h[8] = h[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+func (x *exporter) meta(ex *agentlog.Export) {
+	var t time.Time
+	if len(ex.Events) > 0 {
+		t = ex.Events[0].Time
+	}
+	m := sessionMeta{ID: ThreadID(ex.SessionID), Timestamp: stamp(t), Cwd: ex.Meta.Labels[agentlog.LabelCwd],
+		Originator: "sessionlog", CLIVersion: ex.Meta.Labels[agentlog.LabelVersion], Source: json.RawMessage(`"cli"`)}
+	if b := ex.Meta.Labels[agentlog.LabelGitBranch]; b != "" {
+		m.Git = &gitInfo{Branch: b}
+	}
+	x.line(t, kindSessionMeta, m)
 }
 
 type msgItem struct {
@@ -75,50 +163,47 @@ type turnEvent struct {
 }
 
 type textEvent struct {
-	Type         string   `json:"type"`
-	Message      string   `json:"message"`
-	Images       []string `json:"images,omitempty"`
-	LocalImages  []string `json:"local_images,omitempty"`
-	TextElements []string `json:"text_elements,omitempty"`
+	Type    string   `json:"type"`
+	Message string   `json:"message"`
+	Images  []string `json:"images,omitempty"`
 }
 
 // event writes the lines of one mapped event.
 func (x *exporter) event(e *schema.Envelope) {
 	switch e.Type {
 	case schema.TypeTurnStarted:
-		x.turn, x.last = e.TurnID, ""
+		x.last = ""
 		x.line(e.Time, kindEventMsg, turnEvent{Type: "task_started", TurnID: e.TurnID})
 	case schema.TypeMessageUser:
 		var m schema.Message
 		_ = e.DecodeData(&m)
-		text := contentText(m.Content)
+		text := agentlog.TextOf(m.Content)
 		x.line(e.Time, kindResponseItem, msgItem{Type: "message", Role: "user", Content: []contentItem{{Type: "input_text", Text: text}}})
 		if !injected(text) {
-			x.line(e.Time, kindEventMsg, textEvent{Type: "user_message", Message: text, Images: []string{}, LocalImages: []string{}, TextElements: []string{}})
+			x.line(e.Time, kindEventMsg, textEvent{Type: "user_message", Message: text, Images: []string{}})
 		}
 	case schema.TypeMessageAssistant:
 		var m schema.Message
 		_ = e.DecodeData(&m)
-		text := contentText(m.Content)
-		x.last = text
-		x.line(e.Time, kindResponseItem, msgItem{Type: "message", Role: "assistant", Content: []contentItem{{Type: "output_text", Text: text}}})
-		x.line(e.Time, kindEventMsg, textEvent{Type: "agent_message", Message: text})
+		if text := agentlog.TextOf(m.Content); text != "" {
+			x.last = text
+			x.line(e.Time, kindResponseItem, msgItem{Type: "message", Role: "assistant", Content: []contentItem{{Type: "output_text", Text: text}}})
+			x.line(e.Time, kindEventMsg, textEvent{Type: "agent_message", Message: text})
+		}
 	case schema.TypeToolRequested:
 		var r schema.ToolRequested
 		_ = e.DecodeData(&r)
 		var s string
-		custom := json.Unmarshal(r.Input, &s) == nil
-		it := callItem{Type: "function_call", Name: r.Name, Arguments: string(r.Input), CallID: e.ToolCallID}
-		if custom {
-			it = callItem{Type: "custom_tool_call", Status: "completed", Name: r.Name, Input: s, CallID: e.ToolCallID}
+		if json.Unmarshal(r.Input, &s) == nil {
+			x.custom[e.ToolCallID] = true
+			x.line(e.Time, kindResponseItem, callItem{Type: "custom_tool_call", Status: "completed", Name: r.Name, Input: s, CallID: e.ToolCallID})
+		} else {
+			x.line(e.Time, kindResponseItem, callItem{Type: "function_call", Name: r.Name, Arguments: string(r.Input), CallID: e.ToolCallID})
 		}
-		x.calls[e.ToolCallID] = custom
-		x.order = append(x.order, e.ToolCallID)
-		x.line(e.Time, kindResponseItem, it)
 	case schema.TypeToolResult:
 		var r schema.ToolResult
 		_ = e.DecodeData(&r)
-		x.result(e.Time, e.ToolCallID, r.Status, r.Output)
+		x.result(e.Time, e.ToolCallID, r.Status, r.Output, agentlog.TextOf(r.Output))
 	case schema.TypeTurnEnded:
 		var r schema.Reason
 		_ = e.DecodeData(&r)
@@ -131,96 +216,57 @@ func (x *exporter) event(e *schema.Envelope) {
 		} else {
 			x.line(e.Time, kindEventMsg, turnEvent{Type: "turn_aborted", TurnID: e.TurnID, Reason: "interrupted"})
 		}
-		x.turn = ""
-	case schema.TypeCompactionEnded:
-		var c schema.CompactionEnded
-		_ = e.DecodeData(&c)
-		x.line(e.Time, kindCompacted, compactedItem{Message: c.Summary})
 	}
 }
 
-// result writes the output line of a call. codex keeps no error flag in its
-// files: a result that is not ok and whose text does not already say its
-// command failed is written as codex's structured shell output with exit
-// code 1, which is how the reader recognises a failure.
-func (x *exporter) result(t time.Time, id, status string, output json.RawMessage) {
-	custom, ok := x.calls[id]
-	if !ok {
-		return // a result of a call this file never requested
-	}
-	delete(x.calls, id)
-	text := contentText(output)
-	if status == schema.ToolNotStarted || status == schema.ToolOutcomeUnknown {
-		text = unansweredText(status, text)
-	}
+// result writes the output line of a call. codex keeps no error flag in
+// its files: a result that is not ok and whose text does not already say
+// that its command failed is written as codex's structured shell output
+// with exit code 1, which is how the reader knows a failure.
+func (x *exporter) result(t time.Time, id, status string, output json.RawMessage, text string) {
 	var out json.RawMessage
-	if status == schema.ToolOK {
+	switch status {
+	case schema.ToolOK:
 		out = output
-		if len(out) == 0 || !isStringOrItems(out) {
-			out, _ = json.Marshal(text)
+		if !stringOrItems(out) {
+			out = jsonString(text)
 		}
-	} else {
-		if _, failed := toolOutput(mustString(text)); failed {
-			out = mustString(text)
-		} else {
-			s, _ := json.Marshal(map[string]any{"output": text, "metadata": map[string]any{"exit_code": 1, "duration_seconds": 0}})
-			out = mustString(string(s))
+	case schema.ToolError:
+		out = jsonString(text)
+		if _, failed := toolOutput(out); !failed {
+			out = failedOutput(text)
 		}
+	default:
+		out = failedOutput(agentlog.RepairNote(status))
 	}
 	typ := "function_call_output"
-	if custom {
+	if x.custom[id] {
 		typ = "custom_tool_call_output"
 	}
 	x.line(t, kindResponseItem, outputItem{Type: typ, CallID: id, Output: out})
 }
 
-func mustString(s string) json.RawMessage {
-	b, _ := json.Marshal(s)
-	return b
+func failedOutput(text string) json.RawMessage {
+	s, _ := json.Marshal(struct {
+		Output   string `json:"output"`
+		Metadata struct {
+			ExitCode        int     `json:"exit_code"`
+			DurationSeconds float64 `json:"duration_seconds"`
+		} `json:"metadata"`
+	}{Output: text, Metadata: struct {
+		ExitCode        int     `json:"exit_code"`
+		DurationSeconds float64 `json:"duration_seconds"`
+	}{ExitCode: 1}})
+	return jsonString(string(s))
 }
 
-// isStringOrItems: output codex can hold as it is (a string, or a list of
+// stringOrItems: output codex holds as it is (a string, or a list of
 // content items).
-func isStringOrItems(raw json.RawMessage) bool {
+func stringOrItems(raw json.RawMessage) bool {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return true
 	}
 	var items []contentItem
-	return json.Unmarshal(raw, &items) == nil
+	return len(raw) > 0 && json.Unmarshal(raw, &items) == nil
 }
-
-// contentText is the text of message content or tool output: a string as
-// it is, the text parts of a list of blocks, or the JSON itself.
-func contentText(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(raw, &parts) == nil {
-		var b strings.Builder
-		for _, p := range parts {
-			if p.Text != "" {
-				if b.Len() > 0 {
-					b.WriteString("\n")
-				}
-				b.WriteString(p.Text)
-			}
-		}
-		return b.String()
-	}
-	return string(raw)
-}
-
-func unansweredText(status, output string) string {
-	return "" // replaced by the core's text
-}
-
-var _ = io.Discard

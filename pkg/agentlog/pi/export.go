@@ -2,31 +2,122 @@ package pi
 
 import (
 	"bufio"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"io"
+	"regexp"
 	"strings"
 	"time"
 
+	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// exporter writes a pi session file from a session's mapped events: one
-// linear chain of entries.
+// Export writes x as a pi session file: the source lines as they are,
+// then the events that follow them as a chain of entries from the last
+// one (all events for a session from elsewhere, after a header), then an
+// error result for every call still without one.
+func (Format) Export(w io.Writer, x *agentlog.Export) error {
+	bw := bufio.NewWriter(w)
+	ex := &exporter{w: bw, ids: map[string]bool{}, names: map[string]string{}, entryOf: map[uint64]string{}}
+	for _, l := range x.Lines {
+		ex.raw(l)
+		ex.learn(l)
+	}
+	if len(x.Lines) == 0 {
+		var t time.Time
+		if len(x.Events) > 0 {
+			t = x.Events[0].Time
+		}
+		ex.write(header{Type: typeSession, Version: 3, ID: SessionUUID(x.SessionID), Timestamp: iso(t), Cwd: x.Meta.Labels[agentlog.LabelCwd],
+			ParentSession: x.Meta.Labels[LabelParentSession]})
+	}
+	for i := range x.Events {
+		ex.event(&x.Events[i])
+	}
+	ex.flush("stop")
+	for _, t := range x.Unanswered() {
+		ex.result(ex.entryID("unanswered/"+t.ID), ex.at, t.ID, t.Name, "", nil)
+	}
+	if ex.err != nil {
+		return ex.err
+	}
+	return bw.Flush()
+}
+
+var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+// SessionUUID is the pi session id of a session: the id it was imported
+// with, else a UUID derived from the session id.
+func SessionUUID(sessionID string) string {
+	if id, ok := strings.CutPrefix(sessionID, Name+"-"); ok && uuidRE.MatchString(id) {
+		return id
+	}
+	h := sha256.Sum256([]byte(sessionID))
+	h[6] = h[6]&0x0f | 0x80
+	h[8] = h[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+// exporter writes pi entries, each the child of the one before.
 type exporter struct {
-	w      *bufio.Writer
-	err    error
-	parent *string
-	ids    map[string]bool
-	// the assistant message being gathered (its tool calls follow it)
-	asst    *message
-	asstID  string
-	asstAt  time.Time
-	calls   []block
+	w       *bufio.Writer
+	err     error
+	parent  *string
+	ids     map[string]bool
 	names   map[string]string // call id -> tool name
-	open    []string          // call ids without a result, in order
 	entryOf map[uint64]string // seq -> id of the entry that holds it
 	model   string
+	at      time.Time
+	// the assistant message being gathered: its tool calls follow it
+	asst *assistantOut
+}
+
+type assistantOut struct {
+	id      string
+	at      time.Time
+	content []json.RawMessage
+	usage   json.RawMessage
+	model   string
+}
+
+func (x *exporter) raw(b []byte) {
+	if x.err == nil {
+		_, x.err = x.w.Write(append(append([]byte(nil), b...), '\n'))
+	}
+}
+
+func (x *exporter) write(v any) {
+	b, err := json.Marshal(v)
+	if err != nil && x.err == nil {
+		x.err = err
+	}
+	x.raw(b)
+}
+
+// learn notes what a source line says that later entries need: its id
+// (the next entry's parent), tool names, the model.
+func (x *exporter) learn(raw json.RawMessage) {
+	var e entry
+	if json.Unmarshal(raw, &e) != nil || e.ID == "" || e.Type == typeSession {
+		return
+	}
+	x.ids[e.ID] = true
+	id := e.ID
+	x.parent = &id
+	if t, err := time.Parse(time.RFC3339Nano, e.Timestamp); err == nil {
+		x.at = t
+	}
+	if e.Message != nil && e.Message.Role == roleAssistant {
+		x.model = e.Message.Provider + "/" + e.Message.Model
+		for _, bl := range blocks(e.Message.Content) {
+			if bl.Type == "toolCall" {
+				x.names[bl.ID] = bl.Name
+			}
+		}
+	}
 }
 
 // entryID is an 8-hex id derived from an event id, unique in the file.
@@ -42,70 +133,80 @@ func (x *exporter) entryID(key string) string {
 	}
 }
 
-func iso(t time.Time) string {
-	if t.IsZero() {
-		t = time.Unix(0, 0)
-	}
-	return t.UTC().Format("2006-01-02T15:04:05.000Z")
-}
-
-func (x *exporter) write(v any) {
-	if x.err != nil {
-		return
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		x.err = err
-		return
-	}
-	_, x.err = x.w.Write(append(b, '\n'))
-}
+func iso(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
 // add writes an entry as the child of the previous one.
 func (x *exporter) add(id string, t time.Time, typ string, fields map[string]any) {
-	e := map[string]any{"type": typ, "id": id, "parentId": x.parent, "timestamp": iso(t)}
+	if !t.IsZero() {
+		x.at = t
+	}
+	e := map[string]any{"type": typ, "id": id, "parentId": x.parent, "timestamp": iso(x.at)}
 	for k, v := range fields {
 		e[k] = v
 	}
 	x.write(e)
-	p := id
-	x.parent = &p
+	x.parent = &id
 }
 
-func (x *exporter) addMessage(id string, t time.Time, m *message) {
-	m.Timestamp = t.UnixMilli()
+func (x *exporter) addMessage(id string, t time.Time, m map[string]any) {
+	m["timestamp"] = t.UnixMilli()
 	x.add(id, t, typeMessage, map[string]any{"message": m})
 }
 
 var zeroUsage = json.RawMessage(`{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"totalTokens":0,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}}`)
 
+// gather starts an assistant message (once per attempt).
+func (x *exporter) gather(id string, t time.Time, content []json.RawMessage, usage json.RawMessage) {
+	x.asst = &assistantOut{id: id, at: t, content: content, usage: usage, model: x.model}
+}
+
 // flush writes the gathered assistant message; stop is its stopReason
 // when it has no tool calls.
 func (x *exporter) flush(stop string) {
-	if x.asst == nil {
+	a := x.asst
+	if a == nil {
 		return
 	}
-	m := x.asst
-	content := []block{}
-	if t := m.Output; t != "" {
-		content = append(content, block{Type: "text", Text: t})
+	x.asst = nil
+	calls := false
+	for _, c := range a.content {
+		var bl block
+		if json.Unmarshal(c, &bl) == nil && bl.Type == "toolCall" {
+			calls = true
+		}
 	}
-	content = append(content, x.calls...)
-	m.Output = ""
-	m.Content, _ = json.Marshal(content)
-	m.StopReason = stop
-	if len(x.calls) > 0 {
-		m.StopReason = "toolUse"
+	if calls {
+		stop = "toolUse"
 	}
-	x.addMessage(x.asstID, x.asstAt, m)
-	x.asst, x.calls = nil, nil
+	provider, model, ok := strings.Cut(a.model, "/")
+	if !ok {
+		provider, model = "sessionlog", a.model
+	}
+	usage := a.usage
+	if len(usage) == 0 || !json.Valid(usage) {
+		usage = zeroUsage
+	}
+	content := a.content
+	if content == nil {
+		content = []json.RawMessage{}
+	}
+	x.addMessage(a.id, a.at, map[string]any{"role": roleAssistant, "content": content, "api": "sessionlog", "provider": provider,
+		"model": model, "usage": usage, "stopReason": stop})
 }
 
-func splitModel(model string) (provider, name string) {
-	if p, n, ok := strings.Cut(model, "/"); ok {
-		return p, n
+// blocksOf is content as pi blocks: a string becomes one text block.
+func blocksOf(content json.RawMessage) []json.RawMessage {
+	var s string
+	if json.Unmarshal(content, &s) == nil {
+		b, _ := json.Marshal(block{Type: "text", Text: s})
+		return []json.RawMessage{b}
 	}
-	return "sessionlog", model
+	var out []json.RawMessage
+	if json.Unmarshal(content, &out) != nil {
+		b, _ := json.Marshal(block{Type: "text", Text: string(content)})
+		return []json.RawMessage{b}
+	}
+	return out
 }
 
 func (x *exporter) event(e *schema.Envelope) {
@@ -130,43 +231,43 @@ func (x *exporter) event(e *schema.Envelope) {
 		_ = e.DecodeData(&m)
 		id := x.entryID(e.EventID)
 		x.entryOf[e.Seq] = id
-		content, _ := json.Marshal([]block{{Type: "text", Text: contentText(m.Content)}})
-		x.addMessage(id, e.Time, &message{Role: roleUser, Content: content})
+		x.addMessage(id, e.Time, map[string]any{"role": roleUser, "content": blocksOf(m.Content)})
 	case schema.TypeMessageAssistant:
 		var m schema.Message
 		_ = e.DecodeData(&m)
-		provider, model := splitModel(x.model)
-		usage := m.Usage
-		if len(usage) == 0 {
-			usage = zeroUsage
+		id := x.entryID(e.EventID)
+		x.entryOf[e.Seq] = id
+		var content []json.RawMessage
+		for _, c := range blocksOf(m.Content) {
+			var bl block
+			if json.Unmarshal(c, &bl) == nil && bl.Type == "text" && bl.Text == "" {
+				continue
+			}
+			content = append(content, c)
 		}
-		x.asstID = x.entryID(e.EventID)
-		x.entryOf[e.Seq] = x.asstID
-		x.asstAt = e.Time
-		x.asst = &message{Role: roleAssistant, API: "sessionlog", Provider: provider, Model: model, Usage: usage, Output: contentText(m.Content)}
+		x.gather(id, e.Time, content, m.Usage)
 	case schema.TypeToolRequested:
 		var r schema.ToolRequested
 		_ = e.DecodeData(&r)
 		if x.asst == nil {
-			provider, model := splitModel(x.model)
-			x.asstID, x.asstAt = x.entryID(e.EventID), e.Time
-			x.asst = &message{Role: roleAssistant, API: "sessionlog", Provider: provider, Model: model, Usage: zeroUsage}
+			id := x.entryID(e.EventID)
+			x.gather(id, e.Time, nil, nil)
 		}
-		x.entryOf[e.Seq] = x.asstID
-		x.calls = append(x.calls, block{Type: "toolCall", ID: e.ToolCallID, Name: r.Name, Arguments: r.Input})
+		x.entryOf[e.Seq] = x.asst.id
+		bl, _ := json.Marshal(block{Type: "toolCall", ID: e.ToolCallID, Name: r.Name, Arguments: r.Input})
+		x.asst.content = append(x.asst.content, bl)
 		x.names[e.ToolCallID] = r.Name
-		x.open = append(x.open, e.ToolCallID)
 	case schema.TypeToolResult:
 		var r schema.ToolResult
 		_ = e.DecodeData(&r)
 		id := x.entryID(e.EventID)
 		x.entryOf[e.Seq] = id
-		x.result(id, e.Time, e.ToolCallID, r.Status, contentText(r.Output))
+		x.result(id, e.Time, e.ToolCallID, x.names[e.ToolCallID], r.Status, r.Output)
 	case schema.TypeCompactionEnded:
 		var c schema.CompactionEnded
 		_ = e.DecodeData(&c)
 		id := x.entryID(e.EventID)
-		kept := id
+		kept := id // nothing kept: pi finds no kept entry before the compaction
 		for s := c.ThroughSeq + 1; s < e.Seq; s++ {
 			if k, ok := x.entryOf[s]; ok {
 				kept = k
@@ -177,40 +278,12 @@ func (x *exporter) event(e *schema.Envelope) {
 	}
 }
 
-func (x *exporter) result(id string, t time.Time, call, status, output string) {
-	name, ok := x.names[call]
-	if !ok {
-		return
+// result writes a toolResult; a status other than ok is an error, and a
+// call whose outcome is not known says so.
+func (x *exporter) result(id string, t time.Time, call, name, status string, output json.RawMessage) {
+	content := blocksOf(output)
+	if status != schema.ToolOK && status != schema.ToolError {
+		content = blocksOf(jsonString(agentlog.RepairNote(status)))
 	}
-	delete(x.names, call)
-	for i, c := range x.open {
-		if c == call {
-			x.open = append(x.open[:i], x.open[i+1:]...)
-			break
-		}
-	}
-	content, _ := json.Marshal([]block{{Type: "text", Text: output}})
-	x.addMessage(id, t, &message{Role: roleToolResult, ToolCallID: call, ToolName: name, Content: content, IsError: status != schema.ToolOK})
-}
-
-// contentText is the text of message content or tool output.
-func contentText(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var bs []block
-	if json.Unmarshal(raw, &bs) == nil {
-		var parts []string
-		for _, b := range bs {
-			if b.Text != "" {
-				parts = append(parts, b.Text)
-			}
-		}
-		return strings.Join(parts, "\n")
-	}
-	return string(raw)
+	x.addMessage(id, t, map[string]any{"role": roleToolResult, "toolCallId": call, "toolName": name, "content": content, "isError": status != schema.ToolOK})
 }
