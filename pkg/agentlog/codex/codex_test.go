@@ -15,3 +15,10 @@ import (
 func TestFixtures(t *testing.T) {
 	agentlogtest.Suite(t, codex.Format{}, "testdata/sessions/*/*/*/rollout-*.jsonl", codex.Format{}, pi.Format{})
 }
+
+// TestRepairedExportAnswersEveryCall: the main fixture ends in a call
+// without a result; repaired and exported to codex or pi, every call has
+// exactly one result, the unknown one an error that says to check.
+func TestRepairedExportAnswersEveryCall(t *testing.T) {
+	agentlogtest.SuiteRepaired(t, codex.Format{}, "testdata/sessions/*/*/*/rollout-*-0197d8a1-*.jsonl", codex.Format{}, pi.Format{})
+}

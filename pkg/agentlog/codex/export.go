@@ -20,10 +20,17 @@ import (
 // then an error result for every call still without one.
 func (Format) Export(w io.Writer, x *agentlog.Export) error {
 	bw := bufio.NewWriter(w)
-	ex := &exporter{w: bw, custom: map[string]bool{}}
+	ex := &exporter{w: bw, custom: map[string]bool{}, answered: map[string]bool{}}
 	for _, l := range x.Lines {
 		ex.raw(l)
 		ex.learn(l)
+	}
+	// A call of the file's last model response was never complete in
+	// sessionlog: it is answered before what happened after the file.
+	for _, id := range ex.requested {
+		if !ex.answered[id] && x.State.Tools[agentlog.ItemID(id)] == nil {
+			ex.result(ex.at, id, "", nil, "")
+		}
 	}
 	if len(x.Lines) == 0 {
 		ex.meta(x)
@@ -51,8 +58,12 @@ func (Format) Export(w io.Writer, x *agentlog.Export) error {
 	for _, c := range compactions {
 		ex.line(ex.at, kindCompacted, compactedItem{Message: c.Summary})
 	}
-	for _, t := range x.Unanswered() {
-		ex.result(ex.at, t.ID, "", nil, "")
+	// Every call is answered once: those still open get an error result
+	// saying the outcome is unknown.
+	for _, id := range ex.requested {
+		if !ex.answered[id] {
+			ex.result(ex.at, id, "", nil, "")
+		}
 	}
 	if ex.err != nil {
 		return ex.err
@@ -67,6 +78,10 @@ type exporter struct {
 	custom map[string]bool // call id -> requested as a custom tool call
 	last   string          // text of the turn's last assistant message
 	at     time.Time       // time of the last line written
+	// requested: call ids in the order of their requests; answered: those
+	// with an output.
+	requested []string
+	answered  map[string]bool
 }
 
 func (x *exporter) raw(b []byte) {
@@ -94,13 +109,21 @@ func stamp(t time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
-// learn notes what a source line says that later events need: which
-// calls are custom tool calls.
+// learn notes what a source line says that later events need: its calls
+// and their outputs, and which calls are custom tool calls.
 func (x *exporter) learn(raw json.RawMessage) {
 	var l rolloutLine
 	var it responseItem
-	if json.Unmarshal(raw, &l) == nil && l.Type == kindResponseItem && json.Unmarshal(l.Payload, &it) == nil && it.Type == "custom_tool_call" {
-		x.custom[it.CallID] = true
+	if json.Unmarshal(raw, &l) == nil && l.Type == kindResponseItem && json.Unmarshal(l.Payload, &it) == nil && it.CallID != "" {
+		switch it.Type {
+		case "custom_tool_call":
+			x.custom[it.CallID] = true
+			fallthrough
+		case "function_call", "local_shell_call":
+			x.requested = append(x.requested, it.CallID)
+		case "function_call_output", "custom_tool_call_output":
+			x.answered[it.CallID] = true
+		}
 	}
 	if t, err := time.Parse(time.RFC3339Nano, l.Timestamp); err == nil {
 		x.at = t
@@ -193,6 +216,7 @@ func (x *exporter) event(e *schema.Envelope) {
 	case schema.TypeToolRequested:
 		var r schema.ToolRequested
 		_ = e.DecodeData(&r)
+		x.requested = append(x.requested, e.ToolCallID)
 		var s string
 		if json.Unmarshal(r.Input, &s) == nil {
 			x.custom[e.ToolCallID] = true
@@ -224,6 +248,10 @@ func (x *exporter) event(e *schema.Envelope) {
 // that its command failed is written as codex's structured shell output
 // with exit code 1, which is how the reader knows a failure.
 func (x *exporter) result(t time.Time, id, status string, output json.RawMessage, text string) {
+	if x.answered[id] {
+		return
+	}
+	x.answered[id] = true
 	var out json.RawMessage
 	switch status {
 	case schema.ToolOK:

@@ -15,3 +15,10 @@ import (
 func TestFixtures(t *testing.T) {
 	agentlogtest.Suite(t, pi.Format{}, "testdata/sessions/*/*.jsonl", pi.Format{}, codex.Format{})
 }
+
+// TestRepairedExportAnswersEveryCall: the fixture ends in a call without
+// a result; repaired and exported to pi or codex, every call has exactly
+// one result, the repaired one an error that says to check.
+func TestRepairedExportAnswersEveryCall(t *testing.T) {
+	agentlogtest.SuiteRepaired(t, pi.Format{}, "testdata/sessions/*/*.jsonl", pi.Format{}, codex.Format{})
+}
