@@ -411,3 +411,26 @@ func SuiteRepaired(t *testing.T, f agentlog.Format, glob string, formats ...agen
 		}
 	}
 }
+
+// CheckLinesOverLimit: a file of lines, one of them over the event size
+// limit, is kept in source/line parts and exported to its own format
+// deep-equal.
+func CheckLinesOverLimit(t *testing.T, f agentlog.Format, name string, lines ...string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, _, _ := Read(t, f, path)
+	parts := 0
+	for _, e := range c.Sessions[0].Events {
+		var d agentlog.SourceLine
+		if e.Type == agentlog.TypeSourceLine && json.Unmarshal(e.Data, &d) == nil && d.Parts > 1 {
+			parts++
+		}
+	}
+	if parts == 0 {
+		t.Fatalf("no line of %s was kept in parts", name)
+	}
+	CheckOwnExport(t, f, path)
+}

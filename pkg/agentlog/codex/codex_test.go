@@ -1,6 +1,8 @@
 package codex_test
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/sessionlog/sessionlog/pkg/agentlog/agentlogtest"
@@ -21,4 +23,18 @@ func TestFixtures(t *testing.T) {
 // exactly one result, the unknown one an error that says to check.
 func TestRepairedExportAnswersEveryCall(t *testing.T) {
 	agentlogtest.SuiteRepaired(t, codex.Format{}, "testdata/sessions/*/*/*/rollout-*-0197d8a1-*.jsonl", codex.Format{}, pi.Format{})
+}
+
+// TestLineOverEventLimit: a tool output of 300 KiB (over the 256 KiB event
+// limit) is kept in source/line parts and the export is the file.
+func TestLineOverEventLimit(t *testing.T) {
+	big := strings.Repeat("0123456789abcdé\n", 300*1024/17)
+	out, _ := json.Marshal(big)
+	agentlogtest.CheckLinesOverLimit(t, codex.Format{}, "rollout-2026-03-12T08-00-00-0197e000-0000-7000-8000-000000000001.jsonl",
+		`{"timestamp":"2026-03-12T08:00:00.000Z","type":"session_meta","payload":{"id":"0197e000-0000-7000-8000-000000000001","timestamp":"2026-03-12T08:00:00.000Z","cwd":"/tmp","originator":"codex_cli_rs","cli_version":"0.114.0","source":"cli"}}`,
+		`{"timestamp":"2026-03-12T08:00:01.000Z","type":"event_msg","payload":{"type":"task_started","turn_id":"t1","model_context_window":258400}}`,
+		`{"timestamp":"2026-03-12T08:00:01.001Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"dump the log"}]}}`,
+		`{"timestamp":"2026-03-12T08:00:02.000Z","type":"response_item","payload":{"type":"function_call","name":"shell_command","arguments":"{\"command\":\"cat big.log\"}","call_id":"call_Z"}}`,
+		`{"timestamp":"2026-03-12T08:00:03.000Z","type":"response_item","payload":{"type":"function_call_output","call_id":"call_Z","output":`+string(out)+`}}`,
+		`{"timestamp":"2026-03-12T08:00:04.000Z","type":"event_msg","payload":{"type":"task_complete","turn_id":"t1","last_agent_message":null}}`)
 }

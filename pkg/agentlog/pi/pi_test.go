@@ -1,6 +1,8 @@
 package pi_test
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/sessionlog/sessionlog/pkg/agentlog/agentlogtest"
@@ -21,4 +23,15 @@ func TestFixtures(t *testing.T) {
 // one result, the repaired one an error that says to check.
 func TestRepairedExportAnswersEveryCall(t *testing.T) {
 	agentlogtest.SuiteRepaired(t, pi.Format{}, "testdata/sessions/*/*.jsonl", pi.Format{}, codex.Format{})
+}
+
+// TestLineOverEventLimit: a tool result of 300 KiB (over the 256 KiB event
+// limit) is kept in source/line parts and the export is the file.
+func TestLineOverEventLimit(t *testing.T) {
+	big, _ := json.Marshal(strings.Repeat("0123456789abcdé\n", 300*1024/17))
+	agentlogtest.CheckLinesOverLimit(t, pi.Format{}, "2026-03-12T08-00-00-000Z_0197e000-0000-7000-8000-000000000002.jsonl",
+		`{"type":"session","version":3,"id":"0197e000-0000-7000-8000-000000000002","timestamp":"2026-03-12T08:00:00.000Z","cwd":"/tmp"}`,
+		`{"type":"message","id":"a1","parentId":null,"timestamp":"2026-03-12T08:00:01.000Z","message":{"role":"user","content":"dump the log","timestamp":1773302401000}}`,
+		`{"type":"message","id":"a2","parentId":"a1","timestamp":"2026-03-12T08:00:02.000Z","message":{"role":"assistant","content":[{"type":"toolCall","id":"tc1","name":"bash","arguments":{"command":"cat big.log"}}],"api":"anthropic-messages","provider":"anthropic","model":"claude-sonnet-4-5","usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"toolUse","timestamp":1773302402000}}`,
+		`{"type":"message","id":"a3","parentId":"a2","timestamp":"2026-03-12T08:00:03.000Z","message":{"role":"toolResult","toolCallId":"tc1","toolName":"bash","content":[{"type":"text","text":`+string(big)+`}],"isError":false,"timestamp":1773302403000}}`)
 }
