@@ -434,3 +434,35 @@ func CheckLinesOverLimit(t *testing.T, f agentlog.Format, name string, lines ...
 	}
 	CheckOwnExport(t, f, path)
 }
+
+// FuzzFile maps data as a file of format f: whatever the bytes, the
+// mapping ends without an error (a step that does not fit is skipped,
+// never a broken session) and the export of what it gave can be written.
+func FuzzFile(t *testing.T, f agentlog.Format, name string, data []byte) {
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var c Collect
+	if _, err := agentlog.ReadFile(f, path, agentlog.Options{}, &c); err != nil {
+		if strings.Contains(err.Error(), "first line") || strings.Contains(err.Error(), "session header") {
+			return // not a session file of f
+		}
+		t.Fatalf("ReadFile: %v", err)
+	}
+	for _, s := range c.Sessions {
+		if s.Plan.Fork == nil && len(s.Events) > 0 {
+			Export(t, f, s.Events)
+		}
+	}
+}
+
+// Seed adds the lines of the files matching glob to fz, one file each.
+func Seed(fz *testing.F, glob string) {
+	files, _ := filepath.Glob(glob)
+	for _, p := range files {
+		if b, err := os.ReadFile(p); err == nil {
+			fz.Add(b)
+		}
+	}
+}

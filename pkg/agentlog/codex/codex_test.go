@@ -38,3 +38,10 @@ func TestLineOverEventLimit(t *testing.T) {
 		`{"timestamp":"2026-03-12T08:00:03.000Z","type":"response_item","payload":{"type":"function_call_output","call_id":"call_Z","output":`+string(out)+`}}`,
 		`{"timestamp":"2026-03-12T08:00:04.000Z","type":"event_msg","payload":{"type":"task_complete","turn_id":"t1","last_agent_message":null}}`)
 }
+
+func FuzzRollout(f *testing.F) {
+	agentlogtest.Seed(f, "testdata/sessions/*/*/*/rollout-*.jsonl")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		agentlogtest.FuzzFile(t, codex.Format{}, "rollout-fuzz.jsonl", data)
+	})
+}

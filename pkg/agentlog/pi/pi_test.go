@@ -35,3 +35,10 @@ func TestLineOverEventLimit(t *testing.T) {
 		`{"type":"message","id":"a2","parentId":"a1","timestamp":"2026-03-12T08:00:02.000Z","message":{"role":"assistant","content":[{"type":"toolCall","id":"tc1","name":"bash","arguments":{"command":"cat big.log"}}],"api":"anthropic-messages","provider":"anthropic","model":"claude-sonnet-4-5","usage":{"input":1,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":2,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"toolUse","timestamp":1773302402000}}`,
 		`{"type":"message","id":"a3","parentId":"a2","timestamp":"2026-03-12T08:00:03.000Z","message":{"role":"toolResult","toolCallId":"tc1","toolName":"bash","content":[{"type":"text","text":`+string(big)+`}],"isError":false,"timestamp":1773302403000}}`)
 }
+
+func FuzzSessionFile(f *testing.F) {
+	agentlogtest.Seed(f, "testdata/sessions/*/*.jsonl")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		agentlogtest.FuzzFile(t, pi.Format{}, "fuzz_x.jsonl", data)
+	})
+}
