@@ -10,13 +10,22 @@ import (
 // adds to the conversation (codex's environment and instructions, pi's
 // branch summaries, extension messages and "!" commands). It is
 // message/user in the open turn, or outside any turn; it opens and ends
-// none.
+// none. Before the first prompt it is held back with the source lines, so
+// that the prompt still names the session.
 func (b *Builder) UserMessage(content json.RawMessage) {
 	if !b.step() {
 		return
 	}
-	b.ensureCreated()
-	b.add(schema.Envelope{Type: schema.TypeMessageUser, TurnID: b.turnID()}, schema.Message{Content: content})
+	e := schema.Envelope{Type: schema.TypeMessageUser, TurnID: b.turnID()}
+	if b.created {
+		b.add(e, schema.Message{Content: content})
+		return
+	}
+	e.Data, _ = json.Marshal(schema.Message{Content: content})
+	e.EventID, e.Time = eventID(b.key, b.n), b.at
+	b.n++
+	b.shrink(&e)
+	b.held = append(b.held, e)
 }
 
 // CompactionThrough is a compaction whose summary replaces only the events
