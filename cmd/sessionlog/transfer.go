@@ -21,8 +21,16 @@ import (
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs, nf := sreFlags("export", stderr)
 	only := fs.String("session", "", "export only this session")
+	to := fs.String("to", "", "write the session in an agent's own format (claude-code, ...) instead of sessionlog JSONL")
+	outPath := fs.String("o", "", "with --to: write to this file instead of stdout")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *to != "" {
+		return runExportTo(ctx, fs, nf, *to, *only, *outPath, stdout, stderr)
+	}
+	if *outPath != "" {
+		return usageErrorf("-o goes with --to")
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("export takes no arguments (use --session)")
@@ -148,8 +156,15 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	fs, nf := sreFlags("import", stderr)
 	file := fs.String("file", "-", "export file to read (- = stdin)")
 	batch := fs.Int("batch", 500, "events per atomic append (at most 1000)")
+	from := fs.String("from", "", "read an agent's session files (claude-code, ...) from the PATH arguments instead of sessionlog JSONL")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *from != "" {
+		if *batch < 1 || *batch > schema.MaxBatchEvents {
+			return usageErrorf("--batch must be 1..%d", schema.MaxBatchEvents)
+		}
+		return runImportFrom(ctx, fs, nf, *from, *batch, stdout, stderr)
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("import reads stdin or --file; no arguments")
