@@ -104,7 +104,12 @@ func (s *imStack) events(t *testing.T, id string) []schema.Envelope {
 // ccFixtures copies the Claude Code fixtures into a new directory.
 func ccFixtures(t *testing.T) string {
 	t.Helper()
-	src := filepath.Join("..", "pkg", "agentlog", "claudecode", "testdata", "projects")
+	return copyTree(t, filepath.Join("..", "pkg", "agentlog", "claudecode", "testdata", "projects"))
+}
+
+// copyTree copies the files under src into a new directory.
+func copyTree(t *testing.T, src string) string {
+	t.Helper()
 	dst := t.TempDir()
 	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {

@@ -7,11 +7,15 @@ import (
 
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
+	"github.com/sessionlog/sessionlog/pkg/agentlog/codex"
+	"github.com/sessionlog/sessionlog/pkg/agentlog/pi"
 )
 
 // all holds one entry per format.
 var all = map[string]agentlog.Format{
 	claudecode.Name: claudecode.Format{},
+	codex.Name:      codex.Format{},
+	pi.Name:         pi.Format{},
 }
 
 // Lookup returns the format called name.
