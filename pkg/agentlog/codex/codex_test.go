@@ -2,6 +2,10 @@ package codex_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -44,4 +48,51 @@ func FuzzRollout(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		agentlogtest.FuzzFile(t, codex.Format{}, "rollout-fuzz.jsonl", data)
 	})
+}
+
+// TestTurns: a prompt sent while codex works on a task joins its turn; in
+// a rollout older than task_started/task_complete a prompt ends the turn
+// before it (completed after a reply without calls).
+func TestTurns(t *testing.T) {
+	meta := `{"timestamp":"2026-03-12T08:00:00.000Z","type":"session_meta","payload":{"id":"0197e000-0000-7000-8000-00000000000%d","timestamp":"2026-03-12T08:00:00.000Z","cwd":"/tmp","originator":"codex_cli_rs","cli_version":"0.%d.0"}}`
+	user := `{"timestamp":"2026-03-12T08:00:01.000Z","type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"%s"}]}}`
+	reply := `{"timestamp":"2026-03-12T08:00:02.000Z","type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"%s"}]}}`
+	for _, tc := range []struct {
+		name  string
+		lines []string
+		want  string // turn/started and turn/ended, in order
+	}{
+		{"SteeringJoinsTheTask", []string{
+			fmt.Sprintf(meta, 4, 114),
+			`{"timestamp":"2026-03-12T08:00:01.000Z","type":"event_msg","payload":{"type":"task_started","turn_id":"t1"}}`,
+			fmt.Sprintf(user, "fix it"), fmt.Sprintf(user, "and keep the API"), fmt.Sprintf(reply, "done"),
+			`{"timestamp":"2026-03-12T08:00:03.000Z","type":"event_msg","payload":{"type":"task_complete","turn_id":"t1"}}`,
+		}, "started ended:completed"},
+		{"OlderRolloutPromptEndsTurn", []string{
+			fmt.Sprintf(meta, 5, 30),
+			fmt.Sprintf(user, "one"), fmt.Sprintf(reply, "1"), fmt.Sprintf(user, "two"), fmt.Sprintf(reply, "2"),
+		}, "started ended:completed started"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "rollout-x.jsonl")
+			if err := os.WriteFile(path, []byte(strings.Join(tc.lines, "\n")+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			c, _, _ := agentlogtest.Read(t, codex.Format{}, path)
+			var got []string
+			for _, e := range c.Sessions[0].Events {
+				switch e.Type {
+				case schema.TypeTurnStarted:
+					got = append(got, "started")
+				case schema.TypeTurnEnded:
+					var r schema.Reason
+					_ = e.DecodeData(&r)
+					got = append(got, "ended:"+r.Reason)
+				}
+			}
+			if g := strings.Join(got, " "); g != tc.want {
+				t.Errorf("turns %q, want %q", g, tc.want)
+			}
+		})
+	}
 }

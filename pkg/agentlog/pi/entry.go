@@ -2,6 +2,7 @@ package pi
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 )
 
@@ -116,17 +117,6 @@ func blocks(content json.RawMessage) []block {
 	return bs
 }
 
-// text joins the text blocks of content.
-func text(content json.RawMessage) string {
-	var parts []string
-	for _, b := range blocks(content) {
-		if b.Type == "text" && b.Text != "" {
-			parts = append(parts, b.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
 // The texts pi's convertToLlm (messages.ts) gives the model for its own
 // message kinds.
 const (
@@ -146,15 +136,10 @@ func bashExecutionText(m *message) string {
 	if m.Cancelled {
 		b.WriteString("\n\n(command cancelled)")
 	} else if m.ExitCode != nil && *m.ExitCode != 0 {
-		b.WriteString("\n\nCommand exited with code " + itoa(*m.ExitCode))
+		b.WriteString("\n\nCommand exited with code " + strconv.Itoa(*m.ExitCode))
 	}
 	if m.Truncated && m.FullOutputPath != "" {
 		b.WriteString("\n\n[Output truncated. Full output: " + m.FullOutputPath + "]")
 	}
 	return b.String()
-}
-
-func itoa(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }

@@ -2,6 +2,9 @@ package pi_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -41,4 +44,36 @@ func FuzzSessionFile(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		agentlogtest.FuzzFile(t, pi.Format{}, "fuzz_x.jsonl", data)
 	})
+}
+
+// TestContextMessages: what pi gives the model as user messages of its own
+// kinds becomes message/user with pi's own text: a "!" command (not a "!!"
+// one), an extension's message.
+func TestContextMessages(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "2026-03-12T09-00-00-000Z_0197e000-0000-7000-8000-000000000003.jsonl")
+	lines := []string{
+		`{"type":"session","version":3,"id":"0197e000-0000-7000-8000-000000000003","timestamp":"2026-03-12T09:00:00.000Z","cwd":"/tmp"}`,
+		`{"type":"message","id":"b1","parentId":null,"timestamp":"2026-03-12T09:00:01.000Z","message":{"role":"bashExecution","command":"git status","output":"clean","exitCode":1,"cancelled":false,"truncated":false,"timestamp":1}}`,
+		`{"type":"message","id":"b2","parentId":"b1","timestamp":"2026-03-12T09:00:02.000Z","message":{"role":"bashExecution","command":"ls","output":"a","exitCode":0,"cancelled":false,"truncated":false,"excludeFromContext":true,"timestamp":2}}`,
+		`{"type":"message","id":"b3","parentId":"b2","timestamp":"2026-03-12T09:00:03.000Z","message":{"role":"custom","customType":"ext","content":"from an extension","display":true,"timestamp":3}}`,
+		`{"type":"message","id":"b4","parentId":"b3","timestamp":"2026-03-12T09:00:04.000Z","message":{"role":"user","content":"go on","timestamp":4}}`,
+		`{"type":"message","timestamp":"2026-03-12T09:00:05.000Z","message":{"role":"user","content":"a version 1 entry: no id"}}`,
+		`{"type":"label","id":"b5","parentId":"b4","timestamp":"2026-03-12T09:00:06.000Z","targetId":"b4","label":"x"}`,
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, res, _ := agentlogtest.Read(t, pi.Format{}, path)
+	got := agentlogtest.Context(c.Sessions[0].Events)
+	want := []agentlogtest.Entry{
+		{Role: "user", Text: "Ran `git status`\n```\nclean\n```\n\nCommand exited with code 1"},
+		{Role: "user", Text: "from an extension"},
+		{Role: "user", Text: "go on"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("context %+v, want %+v", got, want)
+	}
+	if res.Damaged != 1 {
+		t.Errorf("%d damaged lines, want the entry without id", res.Damaged)
+	}
 }
