@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,9 +29,10 @@ import (
 // imStack is an embedded server with the writer, the forker and the
 // repairer: what import, export and repair talk to.
 type imStack struct {
-	url string
-	st  *logstore.Store
-	cl  *client.Client
+	url  string
+	st   *logstore.Store
+	cl   *client.Client
+	http string // the projector's HTTP API
 }
 
 type service interface {
@@ -57,7 +61,13 @@ func imStart(t *testing.T) *imStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, svc := range []service{w, f, r} {
+	p, err := assemble.NewProjector(assemble.DefaultProjector(t.TempDir()), st, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(p.Handler())
+	t.Cleanup(hs.Close)
+	for _, svc := range []service{w, f, r, p} {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- svc.Run(ctx) }()
@@ -69,7 +79,7 @@ func imStart(t *testing.T) *imStack {
 		})
 		natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, svc.Ready)
 	}
-	return &imStack{url: s.ClientURL(), st: st, cl: client.New(natstest.Connect(t, s))}
+	return &imStack{url: s.ClientURL(), st: st, cl: client.New(natstest.Connect(t, s)), http: hs.URL}
 }
 
 // run runs the sessionlog binary against the stack.
@@ -318,6 +328,32 @@ func TestExportClaudeCode(t *testing.T) {
 			if got, want := jsonLines(t, out), jsonLines(t, src); !reflect.DeepEqual(got, want) {
 				t.Errorf("%s: the export is not the file's complete lines (%d lines, %d in the file)", id, len(got), len(want))
 			}
+			// The same file from the HTTP API, once the projector knows the session.
+			var body []byte
+			natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+				resp, err := http.Get(s.http + "/v1/sessions/" + id + "/export?format=claude-code")
+				if err != nil {
+					return err
+				}
+				defer resp.Body.Close()
+				body, _ = io.ReadAll(resp.Body)
+				if resp.StatusCode != http.StatusOK {
+					return fmt.Errorf("%d %s", resp.StatusCode, body)
+				}
+				return nil
+			})
+			file, _ := os.ReadFile(out)
+			if !bytes.Equal(body, file) {
+				t.Errorf("%s: the HTTP export differs from the command's", id)
+			}
+		}
+		resp, err := http.Get(s.http + "/v1/sessions/" + ccMain + "/export?format=nope")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("unknown format: %d", resp.StatusCode)
 		}
 	})
 	id := "cc-44444444-4444-4444-8444-444444444444"
