@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,9 +29,10 @@ import (
 // imStack is an embedded server with the writer, the forker and the
 // repairer: what import, export and repair talk to.
 type imStack struct {
-	url string
-	st  *logstore.Store
-	cl  *client.Client
+	url  string
+	st   *logstore.Store
+	cl   *client.Client
+	http string // the projector's HTTP API
 }
 
 type service interface {
@@ -57,7 +61,13 @@ func imStart(t *testing.T) *imStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, svc := range []service{w, f, r} {
+	p, err := assemble.NewProjector(assemble.DefaultProjector(t.TempDir()), st, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(p.Handler())
+	t.Cleanup(hs.Close)
+	for _, svc := range []service{w, f, r, p} {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- svc.Run(ctx) }()
@@ -69,7 +79,7 @@ func imStart(t *testing.T) *imStack {
 		})
 		natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, svc.Ready)
 	}
-	return &imStack{url: s.ClientURL(), st: st, cl: client.New(natstest.Connect(t, s))}
+	return &imStack{url: s.ClientURL(), st: st, cl: client.New(natstest.Connect(t, s)), http: hs.URL}
 }
 
 // run runs the sessionlog binary against the stack.
@@ -323,6 +333,32 @@ func TestExportClaudeCode(t *testing.T) {
 			if got, want := jsonLines(t, out), jsonLines(t, src); !reflect.DeepEqual(got, want) {
 				t.Errorf("%s: the export is not the file's complete lines (%d lines, %d in the file)", id, len(got), len(want))
 			}
+			// The same file from the HTTP API, once the projector knows the session.
+			var body []byte
+			natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+				resp, err := http.Get(s.http + "/v1/sessions/" + id + "/export?format=claude-code")
+				if err != nil {
+					return err
+				}
+				defer resp.Body.Close()
+				body, _ = io.ReadAll(resp.Body)
+				if resp.StatusCode != http.StatusOK {
+					return fmt.Errorf("%d %s", resp.StatusCode, body)
+				}
+				return nil
+			})
+			file, _ := os.ReadFile(out)
+			if !bytes.Equal(body, file) {
+				t.Errorf("%s: the HTTP export differs from the command's", id)
+			}
+		}
+		resp, err := http.Get(s.http + "/v1/sessions/" + ccMain + "/export?format=nope")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("unknown format: %d", resp.StatusCode)
 		}
 	})
 	id := "cc-44444444-4444-4444-8444-444444444444"
@@ -396,4 +432,107 @@ func checkAnswered(t *testing.T, lines []any, note string) {
 	if notes != 2 {
 		t.Errorf("%d results explain the unknown outcome (%q), want 2", notes, note)
 	}
+}
+
+// A session written by a native agent, exported to Claude Code's format
+// and imported again, has the same model-visible context (DESIGN.md
+// section 5: the last compaction's summary, then what the model sees
+// after it).
+func TestExportImportRoundTripKeepsContext(t *testing.T) {
+	s := imStart(t)
+	ctx := context.Background()
+	const id = "native-1"
+	ss, err := s.cl.Create(ctx, id, "agent-1", schema.SessionCreated{Title: "native"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	j := func(v string) json.RawMessage { return json.RawMessage(v) }
+	reply := func(content string, calls ...client.ToolCall) []string {
+		a, err := ss.StartAttempt(ctx, "claude-x")
+		must(err)
+		must(ss.FinishAttempt(ctx, a, j(content), j(`{"input_tokens":3,"output_tokens":5}`)))
+		var ids []string
+		for _, c := range calls {
+			id, err := ss.RequestTool(ctx, c)
+			must(err)
+			must(ss.StartTool(ctx, id))
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	// Turn 1: two parallel calls, one fails.
+	_, err = ss.StartTurn(ctx, nil)
+	must(err)
+	must(ss.UserMessage(ctx, j(`"list the files, ünïcödé 🚀"`)))
+	calls := reply(`[{"type":"text","text":"Looking."}]`,
+		client.ToolCall{ID: "call_1", Name: "Bash", Input: j(`{"command":"ls"}`)},
+		client.ToolCall{ID: "call_2", Name: "Read", Input: j(`{"file_path":"/etc/shadow"}`)})
+	must(ss.ToolResult(ctx, calls[0], schema.ToolOK, j(`"a.go\nb.go"`)))
+	must(ss.ToolResult(ctx, calls[1], schema.ToolError, j(`[{"type":"text","text":"permission denied"}]`)))
+	reply(`[{"type":"text","text":"Two files."}]`)
+	must(ss.EndTurn(ctx, schema.TurnCompleted))
+	// Turn 2: interrupted.
+	_, err = ss.StartTurn(ctx, nil)
+	must(err)
+	must(ss.UserMessage(ctx, j(`"now delete them"`)))
+	must(ss.EndTurn(ctx, schema.TurnInterrupted))
+	// A compaction, then turn 3.
+	through := ss.LastSeq()
+	_, err = ss.Append(ctx,
+		schema.Envelope{Type: schema.TypeCompactionStarted, EventID: "cs", Data: j(fmt.Sprintf(`{"compactionId":"k1","throughSeq":%d}`, through))},
+		schema.Envelope{Type: schema.TypeCompactionEnded, EventID: "ce", Data: j(fmt.Sprintf(`{"compactionId":"k1","summary":"Listed two files; deletion refused.","throughSeq":%d}`, through))})
+	must(err)
+	_, err = ss.StartTurn(ctx, nil)
+	must(err)
+	must(ss.UserMessage(ctx, j(`"what is left?"`)))
+	reply(`[{"type":"text","text":"a.go and b.go."}]`)
+	must(ss.EndTurn(ctx, schema.TurnCompleted))
+
+	dir := t.TempDir()
+	file := filepath.Join(dir, "55555555-5555-4555-8555-555555555555.jsonl")
+	if code, _, errs := s.run(t, "export", "--to", "claude-code", "--session", id, "-o", file); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errs)
+	}
+	if code, out, errs := s.run(t, "import", "--from", "claude-code", file); code != 0 {
+		t.Fatalf("import: exit %d\n%s\n%s", code, out, errs)
+	}
+	orig, back := s.events(t, id), s.events(t, "cc-55555555-5555-4555-8555-555555555555")
+	for _, compacted := range []bool{true, false} {
+		want, got := modelContext(orig, compacted), modelContext(back, compacted)
+		if len(want) < 3 || !reflect.DeepEqual(got, want) {
+			t.Errorf("context (compaction applied: %v) after the round trip:\n%s\nwant:\n%s", compacted, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
+
+// modelContext is what the model sees (DESIGN.md section 5, as the
+// projector's /context serves it): the last compaction's summary, then
+// the user and assistant messages, tool calls and results after its
+// throughSeq, each as its type and data. Without compacted: the whole
+// transcript, every message and call.
+func modelContext(events []schema.Envelope, compacted bool) []string {
+	var from uint64
+	var out []string
+	for _, e := range events {
+		if e.Type == schema.TypeCompactionEnded && compacted {
+			var d schema.CompactionEnded
+			_ = json.Unmarshal(e.Data, &d)
+			from, out = d.ThroughSeq, []string{"summary " + d.Summary}
+		}
+	}
+	for _, e := range events {
+		switch e.Type {
+		case schema.TypeMessageUser, schema.TypeMessageAssistant, schema.TypeToolRequested, schema.TypeToolResult:
+			if e.Seq > from {
+				out = append(out, e.Type+" "+e.ToolCallID+" "+string(e.Data))
+			}
+		}
+	}
+	return out
 }

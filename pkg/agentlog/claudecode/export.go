@@ -127,8 +127,9 @@ func nullable(s string) any {
 }
 
 func (e *exporter) event(ev *schema.Envelope) {
-	if ev.Type != schema.TypeToolRequested {
-		e.flushAssistant()
+	switch ev.Type {
+	case schema.TypeMessageUser, schema.TypeMessageAssistant, schema.TypeToolResult, schema.TypeTurnEnded, schema.TypeCompactionEnded:
+		e.flushAssistant() // the calls of the message are all in
 	}
 	switch ev.Type {
 	case schema.TypeAttemptStarted:
