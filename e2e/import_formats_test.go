@@ -90,6 +90,24 @@ func TestImportCodexAndPi(t *testing.T) {
 			if len(got) < len(want) || !reflect.DeepEqual(got[:len(want)], want) {
 				t.Errorf("the export is not the file's complete lines first (%d lines, %d in the file)", len(got), len(want))
 			}
+
+			// Exported to the other format and imported from it: the same
+			// model-visible context (then the answers to calls left open).
+			other, file, back := agentlog.Format(pi.Format{}), "2026-03-12T00-00-00-000Z_x.jsonl", "pi-"+pi.SessionUUID(tc.sessions[0])
+			if tc.f.Name() == pi.Name {
+				other, file, back = codex.Format{}, "rollout-x.jsonl", "codex-"+codex.ThreadID(tc.sessions[0])
+			}
+			exported = filepath.Join(t.TempDir(), file)
+			if code, _, errs := s.run(t, "export", "--to", other.Name(), "--session", tc.sessions[0], "-o", exported); code != 0 {
+				t.Fatalf("export --to %s: exit %d: %s", other.Name(), code, errs)
+			}
+			if code, out, errs := s.run(t, "import", "--from", other.Name(), exported); code != 0 || !strings.Contains(out, "imported "+back+" ") {
+				t.Fatalf("import --from %s: exit %d\n%s\n%s", other.Name(), code, out, errs)
+			}
+			ctxWant, ctxGot := agentlogtest.Context(stored), agentlogtest.Context(s.events(t, back))
+			if len(ctxGot) < len(ctxWant) || !reflect.DeepEqual(ctxGot[:len(ctxWant)], ctxWant) {
+				t.Errorf("context after export --to %s and import: %d entries, want the %d of the session first", other.Name(), len(ctxGot), len(ctxWant))
+			}
 		})
 	}
 }
