@@ -288,13 +288,21 @@ func failedOutput(text string) json.RawMessage {
 	return jsonString(string(s))
 }
 
-// stringOrItems: output codex holds as it is (a string, or a list of
-// content items).
+// stringOrItems: output codex holds as it is: a string, or a list of its
+// own content items (input_text, input_image).
 func stringOrItems(raw json.RawMessage) bool {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return true
 	}
 	var items []contentItem
-	return len(raw) > 0 && json.Unmarshal(raw, &items) == nil
+	if len(raw) == 0 || json.Unmarshal(raw, &items) != nil {
+		return false
+	}
+	for _, it := range items {
+		if it.Type != "input_text" && it.Type != "input_image" {
+			return false
+		}
+	}
+	return true
 }

@@ -201,10 +201,20 @@ func blocksOf(content json.RawMessage) []json.RawMessage {
 		b, _ := json.Marshal(block{Type: "text", Text: s})
 		return []json.RawMessage{b}
 	}
-	var out []json.RawMessage
-	if json.Unmarshal(content, &out) != nil {
+	var raws []json.RawMessage
+	if json.Unmarshal(content, &raws) != nil {
 		b, _ := json.Marshal(block{Type: "text", Text: string(content)})
 		return []json.RawMessage{b}
+	}
+	// Blocks of other agents' shapes that carry text (codex's input_text)
+	// become pi text blocks; pi's own are kept as they are.
+	out := make([]json.RawMessage, 0, len(raws))
+	for _, raw := range raws {
+		var bl block
+		if json.Unmarshal(raw, &bl) == nil && bl.Text != "" && bl.Type != "text" {
+			raw, _ = json.Marshal(block{Type: "text", Text: bl.Text})
+		}
+		out = append(out, raw)
 	}
 	return out
 }
