@@ -40,16 +40,24 @@ type service interface {
 	Ready() error
 }
 
-func imStart(t *testing.T) *imStack {
+func imStart(t *testing.T) *imStack { return imStartTTL(t, 0) }
+
+// imStartTTL starts the stack with leases of ttl (0: the default) and
+// the repairer's grace and sweep to match.
+func imStartTTL(t *testing.T, ttl time.Duration) *imStack {
 	t.Helper()
 	s := natstest.RunServer(t)
 	nc := natstest.Connect(t, s)
-	st, err := logstore.Open(context.Background(), nc, logstore.Config{})
+	st, err := logstore.Open(context.Background(), nc, logstore.Config{LeaseTTL: ttl})
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := assemble.Deps{Conn: nc}
-	w, err := assemble.NewWriter(assemble.DefaultWriter(), st, d)
+	wcfg, rcfg := assemble.DefaultWriter(), assemble.DefaultRepairer()
+	if ttl > 0 {
+		wcfg.LeaseTTL, rcfg.LeaseTTL, rcfg.Grace, rcfg.SweepInterval = ttl, ttl, ttl/4, ttl
+	}
+	w, err := assemble.NewWriter(wcfg, st, d)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +65,7 @@ func imStart(t *testing.T) *imStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := assemble.NewRepairer(assemble.DefaultRepairer(), st, d)
+	r, err := assemble.NewRepairer(rcfg, st, d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -166,7 +166,9 @@ type appendSink struct {
 	ctx   context.Context
 	cl    *client.Client
 	batch int
-	out   io.Writer
+	out   io.Writer // nil: say nothing per session
+	// holder names the appender for the lease (ship); "" = no lease.
+	holder string
 
 	plan      agentlog.Plan
 	tail      uint64 // stored last seq
@@ -253,7 +255,7 @@ func (s *appendSink) flush() error {
 	if len(s.pending) == 0 {
 		return nil
 	}
-	res, err := s.cl.Append(s.ctx, client.AppendRequest{SessionID: s.plan.ID, ExpectedSeq: client.Seq(s.tail), Events: s.pending})
+	res, err := s.cl.Append(s.ctx, client.AppendRequest{SessionID: s.plan.ID, ExpectedSeq: client.Seq(s.tail), Holder: s.holder, Events: s.pending})
 	if err != nil {
 		return fmt.Errorf("append to %s after seq %d: %w", s.plan.ID, s.tail, err)
 	}
@@ -273,10 +275,14 @@ func (s *appendSink) Done() error {
 	}
 	if s.added > 0 {
 		s.imported++
-		fmt.Fprintf(s.out, "imported %s %d events\n", s.plan.ID, s.added)
+		if s.out != nil {
+			fmt.Fprintf(s.out, "imported %s %d events\n", s.plan.ID, s.added)
+		}
 	} else {
 		s.unchanged++
-		fmt.Fprintf(s.out, "unchanged %s\n", s.plan.ID)
+		if s.out != nil {
+			fmt.Fprintf(s.out, "unchanged %s\n", s.plan.ID)
+		}
 	}
 	return nil
 }

@@ -49,6 +49,7 @@ var commands = map[string]command{
 	"verify":            {Summary: "check every session: seq contiguity, decoding, pairing and structure, readability", Run: runVerify},
 	"verify-projection": {Summary: "rebuild the projector's views into a temporary store and compare checksums (the projector must be stopped)", Run: runVerifyProjection},
 	"export":            {Summary: "export [--session id]: print every stored event as JSON lines (> file.jsonl); --to FORMAT --session ID [-o FILE]: a session in an agent's own format", Run: runExport},
+	"ship":              {Summary: "ship --from FORMAT DIR...: follow agent session files as they are written and append their events", Run: runShip},
 	"import":            {Summary: "import < file.jsonl: append exported sessions; refuses to overwrite existing ones; --from FORMAT PATH...: import an agent's session files", Run: runImport},
 	"repair":            {Summary: "repair <sessionId> [--force]: close what a session left open and pause it (sessions.api.repair)", Run: runRepair},
 	"fork":              {Summary: "fork a session at a safe point: sessionlog fork <parent> [--at-seq N | --at-turn T] [--child ID]; prints the child id", Run: runFork},

@@ -255,3 +255,23 @@ func TestSessionIDRules(t *testing.T) {
 		t.Error("two long ids collide")
 	}
 }
+
+// A line key met twice (a line copied in the file) still gives unique
+// event ids.
+func TestDuplicateKeysGiveUniqueEventIDs(t *testing.T) {
+	p := write(t,
+		`{"id":"u1","kind":"user","text":"one"}`+"\n",
+		`{"id":"u1","kind":"user","text":"one"}`+"\n",
+	)
+	var c collect
+	if _, err := ReadFile(toy{}, p, Options{}, &c); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, e := range c.events["toy-s1"] {
+		if seen[e.EventID] {
+			t.Errorf("event id %s twice:\n%s", e.EventID, render(c.events["toy-s1"]))
+		}
+		seen[e.EventID] = true
+	}
+}

@@ -96,6 +96,7 @@ type Builder struct {
 	replied   bool // the open turn's last complete message had no tool calls
 	compact   string
 	usedTurns map[string]bool
+	usedKeys  map[string]bool
 	calls     map[string]string // source call id -> tool call id
 	stats     Stats
 	err       error
@@ -121,7 +122,7 @@ func NewBuilder(format, id string, maxEventBytes int, emit func(schema.Envelope)
 		maxEventBytes = schema.DefaultMaxEventBytes
 	}
 	return &Builder{format: format, id: id, st: session.New(id), emit: emit, maxBytes: maxEventBytes,
-		meta: schema.SessionCreated{Agent: format}, usedTurns: map[string]bool{}, calls: map[string]string{}}
+		meta: schema.SessionCreated{Agent: format}, usedTurns: map[string]bool{}, usedKeys: map[string]bool{}, calls: map[string]string{}}
 }
 
 // SessionID is the id of the session being built.
@@ -181,7 +182,13 @@ func (b *Builder) startLine(index int, key string, at time.Time) {
 	if at.IsZero() {
 		at = time.Unix(0, 0).UTC()
 	}
-	b.index, b.key, b.n, b.at, b.steps, b.notes = index, lineKey(key, index), 0, at, 0, b.notes[:0]
+	k := lineKey(key, index)
+	if b.usedKeys[k] {
+		// A key met twice (a copied line): the line number tells them apart.
+		k = lineKey(key, index) + "~" + lineKey("", index)
+	}
+	b.usedKeys[k] = true
+	b.index, b.key, b.n, b.at, b.steps, b.notes = index, k, 0, at, 0, b.notes[:0]
 	b.stats.Lines++
 }
 

@@ -355,10 +355,17 @@ func runBranch(f Format, path, mainID, child string, opt Options, sink Sink, nod
 	return SessionResult{Plan: plan, Events: b.stats.Events}, sink.Done()
 }
 
+// MaxLineBytes bounds a source line: a longer one is damaged (no agent
+// writes one; a file that has one is not read into memory whole for it).
+const MaxLineBytes = 64 << 20
+
 // decode parses a line: valid UTF-8 JSON the format understands.
 func decode(m Mapper, raw []byte) (Line, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return Line{}, errors.New("empty line")
+	}
+	if len(raw) > MaxLineBytes {
+		return Line{}, fmt.Errorf("line of %d bytes, over %d", len(raw), MaxLineBytes)
 	}
 	if !utf8.Valid(raw) {
 		return Line{}, errors.New("not valid UTF-8")
