@@ -25,8 +25,13 @@ type shipProc struct {
 
 func startShip(t *testing.T, s *imStack, dir string) *shipProc {
 	t.Helper()
+	return startShipFrom(t, s, "claude-code", dir)
+}
+
+func startShipFrom(t *testing.T, s *imStack, format, dir string) *shipProc {
+	t.Helper()
 	p := &shipProc{out: &lockedBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(sessionlogBin(t), "ship", "--from", "claude-code", "--host", "h1", dir, "--nats-url", s.url)
+	p.cmd = exec.Command(sessionlogBin(t), "ship", "--from", format, "--host", "h1", dir, "--nats-url", s.url)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -34,6 +39,34 @@ func startShip(t *testing.T, s *imStack, dir string) *shipProc {
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() { _ = p.cmd.Process.Kill(); <-p.done })
 	return p
+}
+
+// agentWriter plays an agent writing the file at path: write appends to
+// it; waitLines waits until session id holds the source lines 1..n.
+func agentWriter(t *testing.T, s *imStack, path, id string) (write func(string), waitLines func(n int)) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	write = func(s string) {
+		t.Helper()
+		if _, err := f.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitLines = func(n int) {
+		t.Helper()
+		natstest.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+			got := sourceIndexes(s.events(t, id))
+			if len(got) < n {
+				return fmt.Errorf("source lines %v, want 1..%d", got, n)
+			}
+			return nil
+		})
+	}
+	return write, waitLines
 }
 
 func (p *shipProc) kill(t *testing.T) {
@@ -72,28 +105,7 @@ func TestShipFollowsGrowingFileAcrossKill(t *testing.T) {
 		line("v-3", "v-2", "user", `{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_v1","content":"ok"}]}`),
 		line("v-4", "v-3", "assistant", `{"id":"msg_v2","type":"message","role":"assistant","model":"m","content":[{"type":"tool_use","id":"toolu_v2","name":"Bash","input":{"command":"make install"}}],"stop_reason":"tool_use"}`),
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	write := func(s string) {
-		t.Helper()
-		if _, err := f.WriteString(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// waitLines waits until the session holds the source lines 1..n.
-	waitLines := func(n int) {
-		t.Helper()
-		natstest.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
-			got := sourceIndexes(s.events(t, id))
-			if len(got) < n {
-				return fmt.Errorf("source lines %v, want 1..%d", got, n)
-			}
-			return nil
-		})
-	}
+	write, waitLines := agentWriter(t, s, path, id)
 	ship := startShip(t, s, dir)
 	write(lines[0])
 	waitLines(1)
