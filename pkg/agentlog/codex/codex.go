@@ -243,6 +243,21 @@ func (m *mapper) event(b *agentlog.Builder, ev *eventMsg) {
 			return
 		}
 		b.Interrupt()
+	case "token_count":
+		if m.resp == "" {
+			b.Skip("token_count: statistics")
+			return
+		}
+		// codex counts the tokens of a model response once it is
+		// complete: the message ends here (its calls are written now, not
+		// only when a later step comes), with the response's usage. The
+		// stop reason "tool_use" completes it without ending the turn.
+		a := agentlog.Assistant{ID: m.resp, Stop: "tool_use"}
+		if ev.Info != nil {
+			a.Usage = ev.Info.LastTokenUsage
+		}
+		m.resp = ""
+		b.Assistant(a)
 	default:
 		b.Skip("event " + ev.Type + " repeats a response item or is for display")
 	}

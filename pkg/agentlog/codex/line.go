@@ -77,6 +77,10 @@ type eventMsg struct {
 	Type   string `json:"type"`
 	TurnID string `json:"turn_id,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// token_count
+	Info *struct {
+		LastTokenUsage json.RawMessage `json:"last_token_usage"`
+	} `json:"info,omitempty"`
 }
 
 type turnContext struct {
