@@ -102,7 +102,7 @@ func (m *mapper) Map(b *agentlog.Builder, l agentlog.Line) {
 			b.Skip("response_item: unreadable payload")
 			return
 		}
-		m.item(b, r, &it)
+		m.item(b, &it)
 	case kindEventMsg:
 		var ev eventMsg
 		if json.Unmarshal(r.Payload, &ev) != nil {
@@ -148,13 +148,13 @@ func jsonString(s string) json.RawMessage {
 	return b
 }
 
-func (m *mapper) item(b *agentlog.Builder, l *rolloutLine, it *responseItem) {
+func (m *mapper) item(b *agentlog.Builder, it *responseItem) {
 	switch it.Type {
 	case "message":
 		text := messageText(it.Content)
 		switch {
 		case it.Role == "assistant":
-			m.reply(b, l, agentlog.Assistant{Content: []json.RawMessage{textBlock(text)}})
+			m.reply(b, agentlog.Assistant{Content: []json.RawMessage{textBlock(text)}})
 		case it.Role == "user" && !injected(text):
 			m.resp = ""
 			if b.State().Turn != nil && m.inTask {
@@ -177,7 +177,7 @@ func (m *mapper) item(b *agentlog.Builder, l *rolloutLine, it *responseItem) {
 			b.Skip(it.Type + " without a call id")
 			return
 		}
-		m.reply(b, l, agentlog.Assistant{Calls: []agentlog.ToolCall{call}})
+		m.reply(b, agentlog.Assistant{Calls: []agentlog.ToolCall{call}})
 	case "function_call_output", "custom_tool_call_output":
 		m.resp = ""
 		out, failed := toolOutput(it.Output)
@@ -189,7 +189,7 @@ func (m *mapper) item(b *agentlog.Builder, l *rolloutLine, it *responseItem) {
 
 // reply adds a line of the current model response: the items of one
 // response (its message, its calls) are one assistant message.
-func (m *mapper) reply(b *agentlog.Builder, l *rolloutLine, a agentlog.Assistant) {
+func (m *mapper) reply(b *agentlog.Builder, a agentlog.Assistant) {
 	if m.resp == "" {
 		m.resp = "r" + strconv.Itoa(m.lines)
 	}
