@@ -2,6 +2,7 @@ package pi_test
 
 import (
 	"encoding/json"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -52,7 +53,7 @@ func FuzzSessionFile(f *testing.F) {
 func TestContextMessages(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "2026-03-12T09-00-00-000Z_0197e000-0000-7000-8000-000000000003.jsonl")
 	lines := []string{
-		`{"type":"session","version":3,"id":"0197e000-0000-7000-8000-000000000003","timestamp":"2026-03-12T09:00:00.000Z","cwd":"/tmp"}`,
+		`{"type":"session","version":3,"id":"0197e000-0000-7000-8000-000000000003","timestamp":"2026-03-12T09:00:00.000Z","cwd":"/tmp","parentSession":"/home/ana/.pi/agent/sessions/--tmp--/2026-03-11T08-00-00-000Z_x.jsonl"}`,
 		`{"type":"message","id":"b1","parentId":null,"timestamp":"2026-03-12T09:00:01.000Z","message":{"role":"bashExecution","command":"git status","output":"clean","exitCode":1,"cancelled":false,"truncated":false,"timestamp":1}}`,
 		`{"type":"message","id":"b2","parentId":"b1","timestamp":"2026-03-12T09:00:02.000Z","message":{"role":"bashExecution","command":"ls","output":"a","exitCode":0,"cancelled":false,"truncated":false,"excludeFromContext":true,"timestamp":2}}`,
 		`{"type":"message","id":"b3","parentId":"b2","timestamp":"2026-03-12T09:00:03.000Z","message":{"role":"custom","customType":"ext","content":"from an extension","display":true,"timestamp":3}}`,
@@ -72,6 +73,11 @@ func TestContextMessages(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("context %+v, want %+v", got, want)
+	}
+	var created schema.SessionCreated
+	_ = c.Sessions[0].Events[0].DecodeData(&created)
+	if got := created.Labels[pi.LabelParentSession]; !strings.HasSuffix(got, "_x.jsonl") {
+		t.Errorf("parentSession label %q, want the header's path", got)
 	}
 	if res.Damaged != 1 {
 		t.Errorf("%d damaged lines, want the entry without id", res.Damaged)
