@@ -37,6 +37,7 @@ func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error 
 	files := fs.Int("files", 1000, "session files to generate")
 	turns := fs.Int("turns", 40, "turns per file (about 2.5 KB each)")
 	batch := fs.Int("batch", 500, "events per append")
+	jobs := fs.Int("jobs", 4, "files imported at once (import's default)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -109,22 +110,19 @@ func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error 
 	// The import, as `import --from claude-code` runs it.
 	cl := client.New(nc)
 	start = time.Now()
-	appended := 0
-	for _, p := range paths {
-		sink := &appendSink{ctx: ctx, cl: cl, batch: *batch}
-		if _, err := agentlog.ReadFile(claudecode.Format{}, p, agentlog.Options{}, sink); err != nil {
-			return err
-		}
-		appended += sink.appended
+	n, err := importFiles(ctx, cl, claudecode.Format{}, paths, importOptions{batch: *batch, jobs: *jobs})
+	if err != nil {
+		return err
 	}
 	took := time.Since(start)
+	appended := n.events
 	if appended != events {
 		return fmt.Errorf("bench import: %d events appended, the mapping gives %d", appended, events)
 	}
 	rate := float64(appended) / took.Seconds()
 
 	// Floor 2: the same number of events in raw atomic batches.
-	floor, err := bench.BatchFloor(ctx, srv.ClientURL(), *batch, events, events/len(paths))
+	floor, err := bench.BatchFloor(ctx, srv.ClientURL(), *batch, events, events/len(paths), *jobs)
 	if err != nil {
 		return err
 	}
