@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/formats"
@@ -88,7 +89,7 @@ type importCounts struct {
 }
 
 // runImportFrom is `import --from FORMAT PATH...`.
-func runImportFrom(ctx context.Context, fs *flag.FlagSet, nf *natsFlags, from string, batch int, stdout, stderr io.Writer) (err error) {
+func runImportFrom(ctx context.Context, fs *flag.FlagSet, nf *natsFlags, from string, batch, jobs int, stdout, stderr io.Writer) (err error) {
 	f, err := lookupFormat(from)
 	if err != nil {
 		return err
@@ -106,44 +107,133 @@ func runImportFrom(ctx context.Context, fs *flag.FlagSet, nf *natsFlags, from st
 	}
 	defer v.close()
 	defer func() { err = verbError(v.ctx, err) }()
-	out := bufio.NewWriter(stdout)
-	defer out.Flush()
+	out := &lockedWriter{w: bufio.NewWriter(stdout)}
+	defer out.flush()
 	bar := newProgress(stderr, len(files))
-	var n importCounts
-	for i, path := range files {
-		sink := &appendSink{ctx: v.ctx, cl: v.cl, batch: batch, out: out}
-		res, err := agentlog.ReadFile(f, path, agentlog.Options{Warn: func(p string, line int, msg string) {
-			bar.clear()
-			fmt.Fprintf(stderr, "warning: %s:%d: skipped: %s\n", p, line, msg)
-		}}, sink)
-		if err != nil {
-			var de *divergedError
-			if !errors.As(err, &de) {
-				return fmt.Errorf("%s: %w (sessions before it are imported; run again to finish)", path, err)
-			}
-			bar.clear()
-			fmt.Fprintf(stderr, "error: %s: %v\n", path, err)
-			n.failed++
-		}
-		n.sessions += sink.sessions
-		n.imported += sink.imported
-		n.unchanged += sink.unchanged
-		n.events += sink.appended
-		n.skipped += res.Skipped
-		n.damaged += res.Damaged
-		if res.Torn {
-			n.torn++
-		}
-		out.Flush()
-		bar.set(i+1, n.events)
-	}
+	n, err := importFiles(v.ctx, v.cl, f, files, importOptions{batch: batch, jobs: jobs, out: out,
+		warn: func(p string, line int, msg string) {
+			out.locked(func() {
+				bar.clear()
+				fmt.Fprintf(stderr, "warning: %s:%d: skipped: %s\n", p, line, msg)
+			})
+		},
+		failed: func(p string, err error) {
+			out.locked(func() {
+				bar.clear()
+				fmt.Fprintf(stderr, "error: %s: %v\n", p, err)
+			})
+		},
+		progress: func(done, events int) { out.locked(func() { out.w.Flush(); bar.set(done, events) }) },
+	})
 	bar.clear()
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(out, "import: %d files, %d sessions (%d imported, %d unchanged), %d events appended, %d lines mapped to no event, %d damaged lines skipped, %d torn last lines left for later\n",
 		len(files), n.sessions, n.imported, n.unchanged, n.events, n.skipped, n.damaged, n.torn)
 	if n.failed > 0 {
 		return fmt.Errorf("%d files not imported to their end", n.failed)
 	}
 	return nil
+}
+
+// importOptions tune importFiles.
+type importOptions struct {
+	batch, jobs int
+	out         io.Writer // per-session lines; nil: none
+	warn        func(path string, line int, msg string)
+	failed      func(path string, err error) // a file left unfinished
+	progress    func(done, events int)
+}
+
+// importFiles imports files, jobs at a time (each file's sessions in
+// order: a branch is forked only after its main session is in). An error
+// that stops one file's sessions (the stored log differs from the file)
+// is reported and the others go on; any other error stops the import.
+func importFiles(ctx context.Context, cl *client.Client, f agentlog.Format, files []string, opt importOptions) (importCounts, error) {
+	var (
+		mu    sync.Mutex
+		n     importCounts
+		first error
+		done  int
+	)
+	jobs := make(chan string)
+	var wg sync.WaitGroup
+	for range max(opt.jobs, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for path := range jobs {
+				sink := &appendSink{ctx: ctx, cl: cl, batch: opt.batch, out: opt.out}
+				res, err := agentlog.ReadFile(f, path, agentlog.Options{Warn: opt.warn}, sink)
+				mu.Lock()
+				var de *divergedError
+				switch {
+				case err == nil:
+				case errors.As(err, &de):
+					n.failed++
+					if opt.failed != nil {
+						opt.failed(path, err)
+					}
+				case first == nil:
+					first = fmt.Errorf("%s: %w (files before it are imported; run again to finish)", path, err)
+				}
+				n.sessions += sink.sessions
+				n.imported += sink.imported
+				n.unchanged += sink.unchanged
+				n.events += sink.appended
+				n.skipped += res.Skipped
+				n.damaged += res.Damaged
+				if res.Torn {
+					n.torn++
+				}
+				done++
+				if opt.progress != nil {
+					opt.progress(done, n.events)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, p := range files {
+		mu.Lock()
+		stop := first != nil
+		mu.Unlock()
+		if stop || ctx.Err() != nil {
+			break
+		}
+		jobs <- p
+	}
+	close(jobs)
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		first = ctx.Err()
+	}
+	return n, first
+}
+
+// lockedWriter serializes the lines of concurrent imports.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bufio.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (l *lockedWriter) locked(fn func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fn()
+}
+
+func (l *lockedWriter) flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.w.Flush()
 }
 
 // divergedError: the stored session is not a prefix of what the file
@@ -197,9 +287,11 @@ func (s *appendSink) Session(p agentlog.Plan) error {
 		if err := s.readTail(); err != nil {
 			return err
 		}
-		if s.tail != p.FirstSeq-1 {
-			return fmt.Errorf("fork %s: it holds %d events, %d expected after the fork", p.ID, s.tail, p.FirstSeq-1)
-		}
+	}
+	if p.Fork != nil && s.tail < p.FirstSeq-1 {
+		// The forker is still copying (or a forker that restarted will
+		// finish or abandon the copy): the next run continues after it.
+		return fmt.Errorf("fork %s holds %d events, %d once its copy is committed: run the import again", p.ID, s.tail, p.FirstSeq-1)
 	}
 	return nil
 }

@@ -157,6 +157,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	file := fs.String("file", "-", "export file to read (- = stdin)")
 	batch := fs.Int("batch", 500, "events per atomic append (at most 1000)")
 	from := fs.String("from", "", "read an agent's session files (claude-code, ...) from the PATH arguments instead of sessionlog JSONL")
+	jobs := fs.Int("jobs", 4, "with --from: files imported at once")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -164,7 +165,10 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		if *batch < 1 || *batch > schema.MaxBatchEvents {
 			return usageErrorf("--batch must be 1..%d", schema.MaxBatchEvents)
 		}
-		return runImportFrom(ctx, fs, nf, *from, *batch, stdout, stderr)
+		if *jobs < 1 {
+			return usageErrorf("--jobs must be >= 1")
+		}
+		return runImportFrom(ctx, fs, nf, *from, *batch, *jobs, stdout, stderr)
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("import reads stdin or --file; no arguments")

@@ -539,7 +539,12 @@ func cutText(s string, budget int) json.RawMessage {
 	return out
 }
 
+// valid checks e as the writer will: the whole check near the size limit,
+// else only the JSON depth (the envelope around the data is small).
 func (b *Builder) valid(e *schema.Envelope) error {
+	if len(e.Data) < b.maxBytes-4096 {
+		return schema.CheckJSON(e.Data, schema.MaxJSONDepth)
+	}
 	c := *e
 	c.SchemaVersion, c.SessionID, c.Seq, c.Time = schema.Version, b.id, 1, time.Unix(0, 0).UTC()
 	return schema.Validate(&c, schema.ValidateOptions{MaxEventBytes: b.maxBytes})
