@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +39,7 @@ func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error 
 	turns := fs.Int("turns", 40, "turns per file (about 2.5 KB each)")
 	batch := fs.Int("batch", 500, "events per append")
 	jobs := fs.Int("jobs", 4, "files imported at once (import's default)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the import to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -109,12 +111,25 @@ func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error 
 
 	// The import, as `import --from claude-code` runs it.
 	cl := client.New(nc)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	start = time.Now()
 	n, err := importFiles(ctx, cl, claudecode.Format{}, paths, importOptions{batch: *batch, jobs: *jobs})
 	if err != nil {
 		return err
 	}
 	took := time.Since(start)
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	appended := n.events
 	if appended != events {
 		return fmt.Errorf("bench import: %d events appended, the mapping gives %d", appended, events)
