@@ -36,7 +36,7 @@ func (c *sre) explain(err error) error { return verbError(c.ctx, err) }
 // verbTimeouts are the verbs' default --timeout: tail follows until
 // interrupted; the others read or write up to the whole stream.
 var verbTimeouts = map[string]time.Duration{
-	"ls": defaultVerbTimeout, "show": defaultVerbTimeout, "tail": 0,
+	"ls": defaultVerbTimeout, "show": defaultVerbTimeout, "tail": 0, "ship": 0,
 }
 
 // sreFlags adds the connection flags to a verb's flag set.

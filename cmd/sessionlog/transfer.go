@@ -21,10 +21,20 @@ import (
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs, nf := sreFlags("export", stderr)
 	only := fs.String("session", "", "export only this session")
-	to := fs.String("to", "", "otlp: send each ended turn as an OpenTelemetry trace to --endpoint (default: JSON lines on stdout)")
+	to := fs.String("to", "", "write sessions in another format: an agent's own (claude-code, codex, pi) or otlp (each ended turn as an OpenTelemetry trace to --endpoint); default sessionlog JSONL on stdout")
 	endpoint := fs.String("endpoint", "", "with --to otlp: the OTLP/HTTP collector (http://host:4318)")
+	outPath := fs.String("o", "", "with --to FORMAT: write to this file instead of stdout")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *to != "" && *to != "otlp" {
+		if *endpoint != "" {
+			return usageErrorf("--endpoint goes with --to otlp")
+		}
+		return runExportTo(ctx, fs, nf, *to, *only, *outPath, stdout, stderr)
+	}
+	if *outPath != "" {
+		return usageErrorf("-o goes with --to FORMAT")
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("export takes no arguments (use --session)")
@@ -156,8 +166,19 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	fs, nf := sreFlags("import", stderr)
 	file := fs.String("file", "-", "export file to read (- = stdin)")
 	batch := fs.Int("batch", 500, "events per atomic append (at most 1000)")
+	from := fs.String("from", "", "read an agent's session files (claude-code, ...) from the PATH arguments instead of sessionlog JSONL")
+	jobs := fs.Int("jobs", 4, "with --from: files imported at once")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *from != "" {
+		if *batch < 1 || *batch > schema.MaxBatchEvents {
+			return usageErrorf("--batch must be 1..%d", schema.MaxBatchEvents)
+		}
+		if *jobs < 1 {
+			return usageErrorf("--jobs must be >= 1")
+		}
+		return runImportFrom(ctx, fs, nf, *from, *batch, *jobs, stdout, stderr)
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("import reads stdin or --file; no arguments")

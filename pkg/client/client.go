@@ -263,3 +263,18 @@ func clip(s string) string {
 	}
 	return s
 }
+
+// Fork asks the forker for a child of req.ParentID (DESIGN.md section 8).
+// A fork is idempotent only through its child id: a retry of a fork that
+// committed is refused with conflict (the child id is taken).
+func (c *Client) Fork(ctx context.Context, req api.ForkRequest) (api.ForkReply, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return api.ForkReply{}, errorf(schema.CodeBadRequest, "encode request: %v", err)
+	}
+	var r api.ForkReply
+	if _, err := c.request(ctx, api.SubjectFork, body, &r); err != nil {
+		return api.ForkReply{}, err
+	}
+	return r, nil
+}

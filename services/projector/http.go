@@ -37,6 +37,7 @@ func (s *Service) routes(ops bool) http.Handler {
 	mux.HandleFunc("GET /v1/sessions/{id}/context", s.handleContext)
 	mux.HandleFunc("GET /v1/sessions/{id}/watch", s.handleWatch)
 	mux.HandleFunc("GET /v1/sessions/{id}/acp", s.handleACP)
+	mux.HandleFunc("GET /v1/sessions/{id}/export", s.handleExport)
 	mux.Handle("GET /{$}", web.Handler())
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no such path")

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionlog/sessionlog/cmd/sessionlog/internal/bench"
+	"github.com/sessionlog/sessionlog/internal/assemble"
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/agentlog"
+	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
+	"github.com/sessionlog/sessionlog/pkg/client"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// `sessionlog bench import [--quick]`: a generated directory of Claude
+// Code session files imported into an embedded server through the writer,
+// against the raw floor of reading and decoding the same files (no
+// appends) and against `bench append`'s raw batch floor for the same
+// number of events, in one run.
+func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("bench import")
+	fs.SetOutput(stdout)
+	quick := fs.Bool("quick", false, "100 files of about 100 KB (under a minute)")
+	files := fs.Int("files", 1000, "session files to generate")
+	turns := fs.Int("turns", 40, "turns per file (about 2.5 KB each)")
+	batch := fs.Int("batch", 500, "events per append")
+	jobs := fs.Int("jobs", 4, "files imported at once (import's default)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the import to this file")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *quick {
+		*files = 100
+	}
+	dir, cleanup, err := natstest.TempDir("sessionlog-bench-import-")
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	src := filepath.Join(dir, "projects")
+	bytesTotal, err := genSessions(src, *files, *turns)
+	if err != nil {
+		return err
+	}
+	paths, err := sessionFiles(claudecode.Format{}, []string{src})
+	if err != nil {
+		return err
+	}
+
+	// Floor 1: read and map every file, appending nothing.
+	start := time.Now()
+	var events int
+	for _, p := range paths {
+		var c countSink
+		if _, err := agentlog.ReadFile(claudecode.Format{}, p, agentlog.Options{}, &c); err != nil {
+			return err
+		}
+		events += c.n
+	}
+	decode := float64(events) / time.Since(start).Seconds()
+
+	srv, err := natstest.Start(natstest.Options(filepath.Join(dir, "nats")))
+	if err != nil {
+		return err
+	}
+	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+	wnc, err := nats.Connect(srv.ClientURL(), nats.InProcessServer(srv))
+	if err != nil {
+		return err
+	}
+	defer wnc.Close()
+	st, err := logstore.Open(ctx, wnc, logstore.Config{})
+	if err != nil {
+		return err
+	}
+	w, err := assemble.NewWriter(assemble.DefaultWriter(), st, assemble.Deps{Conn: wnc})
+	if err != nil {
+		return err
+	}
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	werr := make(chan error, 1)
+	go func() { werr <- w.Run(wctx) }()
+	defer func() { stop(); <-werr }()
+	for w.Ready() != nil {
+		select {
+		case err := <-werr:
+			return fmt.Errorf("writer: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+
+	// The import, as `import --from claude-code` runs it.
+	cl := client.New(nc)
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
+	start = time.Now()
+	n, err := importFiles(ctx, cl, claudecode.Format{}, paths, importOptions{batch: *batch, jobs: *jobs})
+	if err != nil {
+		return err
+	}
+	took := time.Since(start)
+	if *cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	appended := n.events
+	if appended != events {
+		return fmt.Errorf("bench import: %d events appended, the mapping gives %d", appended, events)
+	}
+	rate := float64(appended) / took.Seconds()
+
+	// Floor 2: the same number of events in raw atomic batches.
+	floor, err := bench.BatchFloor(ctx, srv.ClientURL(), *batch, events, events/len(paths), *jobs)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "BENCH name=import value=%.0f unit=ev/s baseline=%.0f ratio=%.2f mb_per_s=%.1f decode_floor=%.0f peak_rss_mib=%.0f files=%d mb=%.1f events=%d\n",
+		rate, floor, rate/floor, float64(bytesTotal)/(1<<20)/took.Seconds(), decode, peakRSSMiB(), len(paths), float64(bytesTotal)/(1<<20), events)
+	return nil
+}
+
+// countSink counts events.
+type countSink struct{ n int }
+
+func (c *countSink) Session(agentlog.Plan) error { return nil }
+func (c *countSink) Event(schema.Envelope) error { c.n++; return nil }
+func (c *countSink) Done() error                 { return nil }
+
+// genSessions writes n Claude Code session files of turns turns each: a
+// prompt, a tool call, its 1.5 KB result and a reply per turn.
+func genSessions(dir string, n, turns int) (int64, error) {
+	if err := os.MkdirAll(filepath.Join(dir, "-bench"), 0o755); err != nil {
+		return 0, err
+	}
+	output := strings.Repeat("result line of a typical tool output\n", 40)
+	var total int64
+	for i := 0; i < n; i++ {
+		sid := fmt.Sprintf("bbbbbbbb-bbbb-4bbb-8bbb-%012d", i)
+		f, err := os.Create(filepath.Join(dir, "-bench", sid+".jsonl"))
+		if err != nil {
+			return 0, err
+		}
+		bw := bufio.NewWriter(f)
+		parent := ""
+		k := 0
+		put := func(typ string, msg any, extra map[string]any) {
+			k++
+			uuid := fmt.Sprintf("%s-%06d", sid[:8], k)
+			l := map[string]any{"parentUuid": nullable(parent), "isSidechain": false, "userType": "external", "cwd": "/bench",
+				"sessionId": sid, "version": "2.1.3", "gitBranch": "main", "type": typ, "message": msg, "uuid": uuid,
+				"timestamp": "2026-11-30T10:00:00.000Z"}
+			for key, v := range extra {
+				l[key] = v
+			}
+			b, _ := json.Marshal(l)
+			bw.Write(b)
+			bw.WriteByte('\n')
+			parent = uuid
+		}
+		for t := 0; t < turns; t++ {
+			call := "toolu_" + strconv.Itoa(t)
+			put("user", map[string]any{"role": "user", "content": fmt.Sprintf("step %d: run the tests", t)}, nil)
+			put("assistant", map[string]any{"id": "msg_a" + strconv.Itoa(t), "type": "message", "role": "assistant", "model": "m",
+				"content":     []any{map[string]any{"type": "tool_use", "id": call, "name": "Bash", "input": map[string]string{"command": "go test ./..."}}},
+				"stop_reason": "tool_use", "usage": map[string]int{"input_tokens": 100, "output_tokens": 20}}, nil)
+			put("user", map[string]any{"role": "user", "content": []any{map[string]any{"type": "tool_result", "tool_use_id": call, "content": output}}}, nil)
+			put("assistant", map[string]any{"id": "msg_b" + strconv.Itoa(t), "type": "message", "role": "assistant", "model": "m",
+				"content": []any{map[string]any{"type": "text", "text": "All tests pass."}}, "stop_reason": "end_turn"}, nil)
+		}
+		if err := bw.Flush(); err != nil {
+			return 0, err
+		}
+		info, err := f.Stat()
+		if err == nil {
+			total += info.Size()
+		}
+		if err := f.Close(); err != nil {
+			return 0, err
+		}
+	}
+	return total, nil
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// peakRSSMiB is the process's peak resident set (VmHWM), 0 where /proc
+// does not say.
+func peakRSSMiB() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range bytes.Split(b, []byte("\n")) {
+		if v, ok := bytes.CutPrefix(l, []byte("VmHWM:")); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(string(v)), "kB")), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// progress draws a one-line bar on a terminal, and nothing elsewhere (a
+// pipe or a file gets only the lines the verb prints).
+type progress struct {
+	w     io.Writer
+	total int
+	on    bool
+	drawn bool
+}
+
+func newProgress(w io.Writer, total int) *progress {
+	f, ok := w.(*os.File)
+	on := false
+	if ok {
+		if info, err := f.Stat(); err == nil && info.Mode()&os.ModeCharDevice != 0 {
+			on = true
+		}
+	}
+	return &progress{w: w, total: total, on: on}
+}
+
+// set draws done of total files and the events so far.
+func (p *progress) set(done, events int) {
+	if !p.on || p.total == 0 {
+		return
+	}
+	const width = 30
+	n := done * width / p.total
+	fmt.Fprintf(p.w, "\r[%s%s] %d/%d files, %d events", strings.Repeat("=", n), strings.Repeat(" ", width-n), done, p.total, events)
+	p.drawn = true
+}
+
+// clear erases the bar before other output.
+func (p *progress) clear() {
+	if p.drawn {
+		fmt.Fprint(p.w, "\r\033[K")
+		p.drawn = false
+	}
+}

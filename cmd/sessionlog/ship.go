@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/sessionlog/sessionlog/pkg/agentlog"
+)
+
+// ship --from FORMAT DIR...: follow the directories an agent writes its
+// session files to, and append each complete new line's events as it
+// comes (DESIGN.md section 13). It keeps no state: every pass over a file
+// maps it from its first line and appends after the stored tail, so a
+// restart, or a SIGKILL at any point, loses and doubles nothing.
+
+// shipSettle is how long a burst of writes to one file is gathered before
+// the file is read: well under the second the contract allows.
+const shipSettle = 150 * time.Millisecond
+
+func runShip(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	fs, nf := sreFlags("ship", stderr)
+	from := fs.String("from", "", "the agent's format: claude-code, ...")
+	hostDefault, _ := os.Hostname()
+	host := fs.String("host", hostDefault, "host name in the holder of each file's sessions")
+	batch := fs.Int("batch", 500, "events per atomic append (at most 1000)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	f, err := lookupFormat(*from)
+	if err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return usageErrorf("ship --from %s needs directories to follow", *from)
+	}
+	v, err := openAgentVerb(ctx, "ship", fs, nf, stderr)
+	if err != nil {
+		return err
+	}
+	defer v.close()
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	sh := &shipper{v: v, f: f, host: *host, batch: *batch, stdout: stdout, stderr: stderr, w: w,
+		dirty: map[string]bool{}, files: map[string]*shipFile{}}
+	// Watch first, then read what is there: a line written in between is
+	// seen by both, and appended once.
+	for _, dir := range fs.Args() {
+		if err := sh.watchTree(dir); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, "ship: following %d directories as %s\n", fs.NArg(), *from)
+	tick := time.NewTicker(shipSettle)
+	defer tick.Stop()
+	for {
+		select {
+		case <-v.ctx.Done():
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			sh.event(ev)
+		case err := <-w.Errors:
+			fmt.Fprintf(stderr, "ship: watch: %v\n", err)
+		case <-tick.C:
+			sh.pass()
+		}
+	}
+}
+
+type shipper struct {
+	v              *agentVerb
+	f              agentlog.Format
+	host           string
+	batch          int
+	stdout, stderr io.Writer
+	w              *fsnotify.Watcher
+	dirty          map[string]bool
+	files          map[string]*shipFile
+}
+
+// shipFile is the metrics of one followed file.
+type shipFile struct {
+	lines, appended, skipped int
+	lag                      time.Duration
+}
+
+// watchTree watches dir and every directory under it, and marks every
+// session file in them for reading.
+func (sh *shipper) watchTree(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return sh.w.Add(p)
+		}
+		if d.Type().IsRegular() && sh.f.IsSessionFile(p) {
+			sh.dirty[p] = true
+		}
+		return nil
+	})
+}
+
+func (sh *shipper) event(ev fsnotify.Event) {
+	if ev.Op&(fsnotify.Create|fsnotify.Write) == 0 {
+		return
+	}
+	info, err := os.Stat(ev.Name)
+	if err != nil {
+		return
+	}
+	if info.IsDir() {
+		if err := sh.watchTree(ev.Name); err != nil {
+			fmt.Fprintf(sh.stderr, "ship: %v\n", err)
+		}
+		return
+	}
+	if sh.f.IsSessionFile(ev.Name) {
+		sh.dirty[ev.Name] = true
+	}
+}
+
+// pass reads every file written since the last pass.
+func (sh *shipper) pass() {
+	var paths []string
+	for p := range sh.dirty {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		delete(sh.dirty, p)
+		if err := sh.ship(p); err != nil {
+			if sh.v.ctx.Err() != nil {
+				return
+			}
+			fmt.Fprintf(sh.stderr, "ship: %s: %v\n", p, err)
+		}
+	}
+}
+
+// ship appends what is new in one file, under the file's holder.
+func (sh *shipper) ship(path string) error {
+	info, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	m := sh.files[path]
+	if m == nil {
+		m = &shipFile{}
+		sh.files[path] = m
+	}
+	sink := &appendSink{ctx: sh.v.ctx, cl: sh.v.cl, batch: sh.batch, holder: holderOf(sh.host, sh.f.Name(), path)}
+	res, err := agentlog.ReadFile(sh.f, path, agentlog.Options{Warn: func(p string, line int, msg string) {
+		fmt.Fprintf(sh.stderr, "warning: %s:%d: skipped: %s\n", p, line, msg)
+	}}, sink)
+	m.appended += sink.appended
+	if sink.appended > 0 {
+		m.lag = time.Since(info.ModTime())
+	}
+	m.lines, m.skipped = res.Lines, res.Skipped
+	if sink.appended > 0 || err != nil {
+		fmt.Fprintf(sh.stdout, "ship: %s lines_read=%d events_appended=%d lines_skipped=%d lag_ms=%d\n",
+			path, m.lines, m.appended, m.skipped, m.lag.Milliseconds())
+	}
+	var de *divergedError
+	if errors.As(err, &de) {
+		return de
+	}
+	return err
+}
+
+// holderOf is the lease holder of a file's sessions: host, format and file
+// name, as one id (DESIGN.md writes it <host>/<format>/<file>; a holder is
+// an item id, which has no "/", so the parts are joined with ":").
+func holderOf(host, format, path string) string {
+	return agentlog.ItemID(host + ":" + format + ":" + filepath.Base(path))
+}

@@ -1,0 +1,262 @@
+// Package claudecode reads and writes Claude Code's session files
+// (~/.claude/projects/<project>/<session>.jsonl and the subagent files
+// <session>/subagents/agent-<id>.jsonl) for agentlog. docs/agentlog.md
+// says which version of the format it follows and what each line becomes.
+package claudecode
+
+import (
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sessionlog/sessionlog/pkg/agentlog"
+)
+
+// Name is the format's --from/--to name.
+const Name = "claude-code"
+
+// Prefix starts the sessionlog id of every Claude Code session.
+const Prefix = "cc"
+
+// Format is Claude Code's format.
+type Format struct{}
+
+var _ agentlog.Format = Format{}
+
+func (Format) Name() string { return Name }
+
+// IsSessionFile: every .jsonl file under a projects directory is a
+// session, a subagent's included.
+func (Format) IsSessionFile(path string) bool { return strings.HasSuffix(path, ".jsonl") }
+
+// SessionID is cc-<sessionId> for <sessionId>.jsonl and
+// cc-<sessionId>-<agentId> for <sessionId>/subagents/agent-<agentId>.jsonl.
+func (Format) SessionID(path string, _ []byte) (string, error) {
+	stem := strings.TrimSuffix(filepath.Base(path), ".jsonl")
+	if stem == "" {
+		return "", errors.New("no session id in the file name")
+	}
+	if parent, agent, ok := subagent(path); ok {
+		return agentlog.SessionID(Prefix, parent+"-"+agent), nil
+	}
+	return agentlog.SessionID(Prefix, stem), nil
+}
+
+// subagent splits a subagent file's path into its session and agent id.
+func subagent(path string) (session, agent string, ok bool) {
+	dir := filepath.Dir(path)
+	stem := strings.TrimSuffix(filepath.Base(path), ".jsonl")
+	if filepath.Base(dir) != "subagents" || !strings.HasPrefix(stem, "agent-") {
+		return "", "", false
+	}
+	return filepath.Base(filepath.Dir(dir)), strings.TrimPrefix(stem, "agent-"), true
+}
+
+// line is the part of a Claude Code line the mapping reads.
+type line struct {
+	Type             string          `json:"type"`
+	Subtype          string          `json:"subtype"`
+	UUID             string          `json:"uuid"`
+	ParentUUID       *string         `json:"parentUuid"`
+	LogicalParent    string          `json:"logicalParentUuid"`
+	IsSidechain      bool            `json:"isSidechain"`
+	IsMeta           bool            `json:"isMeta"`
+	IsCompactSummary bool            `json:"isCompactSummary"`
+	SessionID        string          `json:"sessionId"`
+	AgentID          string          `json:"agentId"`
+	Cwd              string          `json:"cwd"`
+	GitBranch        string          `json:"gitBranch"`
+	Version          string          `json:"version"`
+	Timestamp        string          `json:"timestamp"`
+	Summary          string          `json:"summary"`
+	Message          json.RawMessage `json:"message"`
+}
+
+// message is the Anthropic API message a user or assistant line carries.
+type message struct {
+	ID         string          `json:"id"`
+	Role       string          `json:"role"`
+	Model      string          `json:"model"`
+	Content    json.RawMessage `json:"content"`
+	StopReason *string         `json:"stop_reason"`
+	Usage      json.RawMessage `json:"usage"`
+}
+
+// block is one content block.
+type block struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+	IsError   bool            `json:"is_error"`
+}
+
+// interruptPrefix starts the text Claude Code writes as a user line when
+// the user stops a turn ("[Request interrupted by user]", "... for tool use]").
+const interruptPrefix = "[Request interrupted by user"
+
+func (Format) NewMapper(string) agentlog.Mapper { return &mapper{} }
+
+// mapper remembers whether the file is a subagent's (all its lines are a
+// sidechain): in a main file, sidechain lines are an older Claude Code's
+// inline subagent and stay out of the tree.
+type mapper struct {
+	sidechainFile *bool
+}
+
+func (m *mapper) Decode(raw []byte) (agentlog.Line, error) {
+	var l line
+	if err := json.Unmarshal(raw, &l); err != nil {
+		return agentlog.Line{}, err
+	}
+	if l.Type == "" {
+		return agentlog.Line{}, errors.New("no type")
+	}
+	if m.sidechainFile == nil && (l.Type == "user" || l.Type == "assistant") {
+		sc := l.IsSidechain
+		m.sidechainFile = &sc
+	}
+	out := agentlog.Line{Key: l.UUID, Value: &l}
+	if t, err := time.Parse(time.RFC3339Nano, l.Timestamp); err == nil {
+		out.Time = t.UTC()
+	}
+	if l.UUID != "" && !m.inlineSidechain(&l) {
+		out.ID = l.UUID
+		if l.ParentUUID != nil {
+			out.Parent = *l.ParentUUID
+		} else {
+			out.Parent = l.LogicalParent // a compaction starts a new root
+		}
+	}
+	return out, nil
+}
+
+func (m *mapper) inlineSidechain(l *line) bool {
+	return l.IsSidechain && (m.sidechainFile == nil || !*m.sidechainFile)
+}
+
+func (m *mapper) Map(b *agentlog.Builder, al agentlog.Line) {
+	l := al.Value.(*line)
+	b.Meta(agentlog.Meta{Labels: map[string]string{
+		agentlog.LabelCwd: l.Cwd, agentlog.LabelGitBranch: l.GitBranch, agentlog.LabelVersion: l.Version,
+	}})
+	if m.sidechainFile != nil && *m.sidechainFile && l.SessionID != "" {
+		b.Meta(agentlog.Meta{Labels: map[string]string{"sidechainOf": agentlog.SessionID(Prefix, l.SessionID), "agentId": l.AgentID}})
+	}
+	if m.inlineSidechain(l) {
+		b.Skip("a subagent's line inside the main file (older Claude Code): not mapped")
+		return
+	}
+	switch l.Type {
+	case "summary":
+		b.Meta(agentlog.Meta{Title: l.Summary})
+		b.Skip("summary: the session's title")
+	case "user":
+		m.user(b, l)
+	case "assistant":
+		m.assistant(b, l)
+	case "system":
+		if l.Subtype == "compact_boundary" {
+			b.CompactionStart()
+			return
+		}
+		b.Skip("system line " + l.Subtype + ": display only")
+	default:
+		b.Skip("line type " + l.Type + ": not part of the conversation")
+	}
+}
+
+func (m *mapper) user(b *agentlog.Builder, l *line) {
+	var msg message
+	if err := json.Unmarshal(l.Message, &msg); err != nil || len(msg.Content) == 0 {
+		b.Skip("user line without a message")
+		return
+	}
+	if l.IsCompactSummary {
+		b.CompactionEnd(agentlog.TextOf(msg.Content))
+		return
+	}
+	if l.IsMeta {
+		b.Skip("meta line (a caveat or reminder Claude Code adds): not a prompt")
+		return
+	}
+	var s string
+	if json.Unmarshal(msg.Content, &s) == nil {
+		if strings.HasPrefix(s, interruptPrefix) {
+			b.Interrupt()
+			return
+		}
+		b.Prompt(msg.Content)
+		return
+	}
+	var blocks []json.RawMessage
+	if err := json.Unmarshal(msg.Content, &blocks); err != nil {
+		b.Skip("user content is neither text nor blocks")
+		return
+	}
+	var rest []json.RawMessage
+	interrupted := false
+	results := 0
+	for _, raw := range blocks {
+		var bl block
+		_ = json.Unmarshal(raw, &bl)
+		switch {
+		case bl.Type == "tool_result":
+			out := bl.Content
+			if len(out) == 0 {
+				out = json.RawMessage(`""`)
+			}
+			b.ToolResult(bl.ToolUseID, bl.IsError, out)
+			results++
+		case bl.Type == "text" && strings.HasPrefix(bl.Text, interruptPrefix):
+			interrupted = true
+		default:
+			rest = append(rest, raw)
+		}
+	}
+	if len(rest) > 0 && results == 0 {
+		content, _ := json.Marshal(rest)
+		b.Prompt(content)
+	}
+	if interrupted {
+		b.Interrupt()
+	}
+}
+
+func (m *mapper) assistant(b *agentlog.Builder, l *line) {
+	var msg message
+	if err := json.Unmarshal(l.Message, &msg); err != nil {
+		b.Skip("assistant line without a message")
+		return
+	}
+	a := agentlog.Assistant{ID: msg.ID, Model: msg.Model, Usage: msg.Usage}
+	if a.ID == "" {
+		a.ID = "line-" + l.UUID
+	}
+	if msg.StopReason != nil {
+		a.Stop = *msg.StopReason
+	}
+	var blocks []json.RawMessage
+	if json.Unmarshal(msg.Content, &blocks) != nil {
+		var s string
+		if json.Unmarshal(msg.Content, &s) == nil {
+			t, _ := json.Marshal(map[string]string{"type": "text", "text": s})
+			blocks = []json.RawMessage{t}
+		}
+	}
+	for _, raw := range blocks {
+		var bl block
+		_ = json.Unmarshal(raw, &bl)
+		if bl.Type == "tool_use" {
+			a.Calls = append(a.Calls, agentlog.ToolCall{ID: bl.ID, Name: bl.Name, Input: bl.Input})
+			continue
+		}
+		a.Content = append(a.Content, raw)
+	}
+	b.Assistant(a)
+}

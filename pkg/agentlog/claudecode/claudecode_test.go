@@ -1,0 +1,185 @@
+package claudecode
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/sessionlog/sessionlog/pkg/agentlog"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// collect keeps every session a file gives.
+type collect struct {
+	plans  []agentlog.Plan
+	events map[string][]schema.Envelope
+}
+
+func (c *collect) Session(p agentlog.Plan) error {
+	c.plans = append(c.plans, p)
+	if c.events == nil {
+		c.events = map[string][]schema.Envelope{}
+	}
+	return nil
+}
+func (c *collect) Event(e schema.Envelope) error {
+	c.events[e.SessionID] = append(c.events[e.SessionID], e)
+	return nil
+}
+func (c *collect) Done() error { return nil }
+
+func fixtures(t *testing.T) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir("testdata/projects", func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && (Format{}).IsSessionFile(p) {
+			files = append(files, p)
+		}
+		return err
+	})
+	if err != nil || len(files) == 0 {
+		t.Fatalf("fixtures: %v %v", files, err)
+	}
+	return files
+}
+
+// read maps one fixture and renders what it gives for a reader.
+func read(t *testing.T, path string) (*collect, agentlog.Result, string) {
+	return readLimit(t, path, 0)
+}
+
+func readLimit(t *testing.T, path string, maxEventBytes int) (*collect, agentlog.Result, string) {
+	t.Helper()
+	var c collect
+	var out strings.Builder
+	res, err := agentlog.ReadFile(Format{}, path, agentlog.Options{MaxEventBytes: maxEventBytes, Warn: func(p string, line int, msg string) {
+		fmt.Fprintf(&out, "warning: %s:%d: %s\n", filepath.Base(p), line, msg)
+	}}, &c)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	fmt.Fprintf(&out, "lines %d, skipped %d, damaged %d, torn %v\n", res.Lines, res.Skipped, res.Damaged, res.Torn)
+	for _, p := range c.plans {
+		fmt.Fprintf(&out, "\nsession %s", p.ID)
+		if p.Fork != nil {
+			fmt.Fprintf(&out, " (fork of %s at seq %d)", p.Fork.ParentID, p.Fork.Seq)
+		}
+		out.WriteString("\n")
+		for _, e := range c.events[p.ID] {
+			out.WriteString(renderEvent(e))
+		}
+	}
+	return &c, res, out.String()
+}
+
+func renderEvent(e schema.Envelope) string {
+	var ids []string
+	for _, id := range []string{e.TurnID, e.AttemptID, e.ToolCallID} {
+		if id != "" {
+			ids = append(ids, id)
+		}
+	}
+	data := string(e.Data)
+	if e.Type == agentlog.TypeSourceLine {
+		var d agentlog.SourceLine
+		_ = json.Unmarshal(e.Data, &d)
+		data = fmt.Sprintf("line %d (%d bytes)", d.Index, len(d.Line))
+		if d.Parts > 0 {
+			data = fmt.Sprintf("line %d part %d/%d (%d bytes of text)", d.Index, d.Part, d.Parts, len(d.Text))
+		}
+	} else if len(data) > 240 {
+		data = fmt.Sprintf("%s…(%d bytes)", strings.ToValidUTF8(data[:200], ""), len(data))
+	}
+	return fmt.Sprintf("%3d %-10s %-18s %-28s %s\n", e.Seq, e.EventID, e.Type, strings.Join(ids, " "), data)
+}
+
+func TestGolden(t *testing.T) {
+	for _, path := range fixtures(t) {
+		_, _, got := read(t, path)
+		golden := filepath.Join("testdata", strings.TrimSuffix(filepath.Base(path), ".jsonl")+".golden")
+		if *update {
+			if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatalf("%v (run with -update)", err)
+		}
+		if got != string(want) {
+			t.Errorf("%s: mapping differs from %s (run with -update and read the diff):\n%s", path, golden, got)
+		}
+	}
+}
+
+// An imported file exported to its own format is deep-equal to its
+// complete lines, also when a line is over the event size limit (here
+// 32 KiB: the 64 KiB output's line is kept in parts).
+func TestExportOwnFormatIsDeepEqual(t *testing.T) {
+	for _, limit := range []int{0, 32 << 10} {
+		t.Run(fmt.Sprintf("limit%d", limit), func(t *testing.T) { exportDeepEqual(t, limit) })
+	}
+}
+
+func exportDeepEqual(t *testing.T, limit int) {
+	parts := 0
+	for _, path := range fixtures(t) {
+		c, _, _ := readLimit(t, path, limit)
+		for _, e := range c.events[c.plans[0].ID] {
+			if e.Type == agentlog.TypeSourceLine && bytes.Contains(e.Data, []byte(`"parts":`)) {
+				parts++
+			}
+		}
+		id := c.plans[0].ID
+		x, err := agentlog.NewExport(Name, c.events[id])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := (Format{}).Export(&buf, x); err != nil {
+			t.Fatal(err)
+		}
+		want := completeLines(t, path)
+		got := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d lines exported, %d complete in the file", path, len(got), len(want))
+		}
+		for i := range want {
+			var a, b any
+			if err := json.Unmarshal([]byte(got[i]), &a); err != nil {
+				t.Fatalf("line %d: %v", i+1, err)
+			}
+			_ = json.Unmarshal([]byte(want[i]), &b)
+			if !reflect.DeepEqual(a, b) {
+				t.Errorf("%s: exported line %d differs", path, i+1)
+			}
+		}
+	}
+	if limit > 0 && parts == 0 {
+		t.Error("no line was over the limit")
+	}
+}
+
+// completeLines are the file's lines that parse as JSON.
+func completeLines(t *testing.T, path string) []string {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, l := range strings.Split(string(raw), "\n") {
+		if json.Valid([]byte(l)) {
+			out = append(out, l)
+		}
+	}
+	return out
+}

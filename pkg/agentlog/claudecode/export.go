@@ -1,0 +1,230 @@
+package claudecode
+
+import (
+	"bufio"
+	"crypto/sha1"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/sessionlog/sessionlog/pkg/agentlog"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// Export writes the session as a Claude Code file: the source lines as
+// they were, then what happened after them in Claude Code's shape, then an
+// error result for every call left without one, so `claude --resume`
+// never meets a tool_use without its tool_result.
+func (Format) Export(w io.Writer, x *agentlog.Export) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	e := &exporter{w: bw, x: x, session: sourceSession(x)}
+	for _, l := range x.Lines {
+		e.raw(l)
+		var h struct {
+			UUID      string `json:"uuid"`
+			SessionID string `json:"sessionId"`
+		}
+		if json.Unmarshal(l, &h) == nil && h.UUID != "" {
+			e.parent = h.UUID
+		}
+	}
+	for i := range x.Events {
+		e.event(&x.Events[i])
+	}
+	e.flushAssistant()
+	for _, t := range x.Unanswered() {
+		e.result(t.ID, agentlog.RepairNote(""), true, t.StartSeq, x.State.LastTime)
+	}
+	if e.err != nil {
+		return e.err
+	}
+	return bw.Flush()
+}
+
+// sourceSession is the Claude Code session id the lines carry: the one
+// of the source lines, else the sessionlog id's own (cc-<uuid>), else a
+// UUID made from the sessionlog id.
+func sourceSession(x *agentlog.Export) string {
+	for _, l := range x.Lines {
+		var h struct {
+			SessionID string `json:"sessionId"`
+		}
+		if json.Unmarshal(l, &h) == nil && h.SessionID != "" {
+			return h.SessionID
+		}
+	}
+	if s, ok := strings.CutPrefix(x.SessionID, Prefix+"-"); ok && len(s) == 36 {
+		return s
+	}
+	return uuidOf(x.SessionID)
+}
+
+// uuidOf is a stable UUID-shaped id made from s.
+func uuidOf(s string) string {
+	h := sha1.Sum([]byte(s))
+	h[6] = h[6]&0x0f | 0x50
+	h[8] = h[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+type exporter struct {
+	w       *bufio.Writer
+	x       *agentlog.Export
+	session string
+	parent  string
+	err     error
+	// the assistant message waiting for its tool calls
+	asst      *schema.Envelope
+	asstCalls []json.RawMessage
+	models    map[string]string // attempt id -> model
+}
+
+func (e *exporter) raw(b []byte) {
+	if e.err != nil {
+		return
+	}
+	if _, err := e.w.Write(b); err != nil {
+		e.err = err
+		return
+	}
+	e.err = e.w.WriteByte('\n')
+}
+
+// line writes a user, assistant or system line with the common fields.
+func (e *exporter) line(seq uint64, n int, at time.Time, typ string, fields map[string]any) {
+	id := uuidOf(fmt.Sprintf("%s/%d/%d", e.x.SessionID, seq, n))
+	l := map[string]any{
+		"parentUuid":  nullable(e.parent),
+		"isSidechain": false,
+		"userType":    "external",
+		"cwd":         e.x.Meta.Labels[agentlog.LabelCwd],
+		"sessionId":   e.session,
+		"version":     e.x.Meta.Labels[agentlog.LabelVersion],
+		"gitBranch":   e.x.Meta.Labels[agentlog.LabelGitBranch],
+		"type":        typ,
+		"uuid":        id,
+		"timestamp":   at.UTC().Format("2006-01-02T15:04:05.000Z"),
+	}
+	for k, v := range fields {
+		l[k] = v
+	}
+	b, err := json.Marshal(l)
+	if err != nil {
+		e.err = err
+		return
+	}
+	e.raw(b)
+	e.parent = id
+}
+
+func nullable(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func (e *exporter) event(ev *schema.Envelope) {
+	switch ev.Type {
+	case schema.TypeMessageUser, schema.TypeMessageAssistant, schema.TypeToolResult, schema.TypeTurnEnded, schema.TypeCompactionEnded:
+		e.flushAssistant() // the calls of the message are all in
+	}
+	switch ev.Type {
+	case schema.TypeAttemptStarted:
+		var d schema.AttemptStarted
+		_ = ev.DecodeData(&d)
+		if e.models == nil {
+			e.models = map[string]string{}
+		}
+		e.models[ev.AttemptID] = d.Model
+	case schema.TypeMessageUser:
+		var d schema.Message
+		_ = ev.DecodeData(&d)
+		e.line(ev.Seq, 0, ev.Time, "user", map[string]any{"message": map[string]any{"role": "user", "content": d.Content}})
+	case schema.TypeMessageAssistant:
+		c := *ev
+		e.asst, e.asstCalls = &c, nil
+	case schema.TypeToolRequested:
+		var d schema.ToolRequested
+		_ = ev.DecodeData(&d)
+		b, _ := json.Marshal(map[string]any{"type": "tool_use", "id": ev.ToolCallID, "name": d.Name, "input": d.Input})
+		if e.asst == nil { // a call with no message before it
+			e.asst = &schema.Envelope{Seq: ev.Seq, Time: ev.Time, AttemptID: "call-" + ev.ToolCallID, Data: json.RawMessage(`{"content":[]}`)}
+		}
+		e.asstCalls = append(e.asstCalls, b)
+	case schema.TypeToolResult:
+		var d schema.ToolResult
+		_ = ev.DecodeData(&d)
+		switch d.Status {
+		case schema.ToolOK, schema.ToolError:
+			out := d.Output
+			if len(out) == 0 {
+				out = json.RawMessage(`""`)
+			}
+			e.result(ev.ToolCallID, out, d.Status == schema.ToolError, ev.Seq, ev.Time)
+		default:
+			e.result(ev.ToolCallID, agentlog.RepairNote(d.Status), true, ev.Seq, ev.Time)
+		}
+	case schema.TypeTurnEnded:
+		var d schema.Reason
+		_ = ev.DecodeData(&d)
+		if d.Reason != schema.TurnCompleted {
+			e.line(ev.Seq, 0, ev.Time, "user", map[string]any{"message": map[string]any{"role": "user",
+				"content": []any{map[string]string{"type": "text", "text": interruptPrefix + "]"}}}})
+		}
+	case schema.TypeCompactionEnded:
+		var d schema.CompactionEnded
+		_ = ev.DecodeData(&d)
+		boundary := e.parent
+		e.parent = ""
+		e.line(ev.Seq, 0, ev.Time, "system", map[string]any{"subtype": "compact_boundary", "content": "Conversation compacted",
+			"isMeta": false, "level": "info", "logicalParentUuid": boundary, "compactMetadata": map[string]any{"trigger": "manual"}})
+		e.line(ev.Seq, 1, ev.Time, "user", map[string]any{"message": map[string]any{"role": "user", "content": d.Summary},
+			"isCompactSummary": true, "isVisibleInTranscriptOnly": true})
+	}
+}
+
+// flushAssistant writes the pending assistant message with its calls.
+func (e *exporter) flushAssistant() {
+	a := e.asst
+	if a == nil {
+		return
+	}
+	e.asst = nil
+	var d schema.Message
+	_ = a.DecodeData(&d)
+	var content []json.RawMessage
+	if json.Unmarshal(d.Content, &content) != nil {
+		t, _ := json.Marshal(map[string]string{"type": "text", "text": agentlog.TextOf(d.Content)})
+		content = []json.RawMessage{t}
+	}
+	content = append(content, e.asstCalls...)
+	stop := "end_turn"
+	if len(e.asstCalls) > 0 {
+		stop = "tool_use"
+	}
+	msg := map[string]any{"id": "msg_" + strings.ReplaceAll(a.AttemptID, ".", "_"), "type": "message", "role": "assistant",
+		"model": e.model(a), "content": content, "stop_reason": stop, "stop_sequence": nil}
+	if len(d.Usage) > 0 {
+		msg["usage"] = d.Usage
+	}
+	e.line(a.Seq, 0, a.Time, "assistant", map[string]any{"message": msg})
+}
+
+// model is the model the attempt named.
+func (e *exporter) model(a *schema.Envelope) string {
+	if m := e.models[a.AttemptID]; m != "" {
+		return m
+	}
+	return "unknown"
+}
+
+// result writes a tool_result line; output is its content (a string or
+// raw JSON).
+func (e *exporter) result(callID string, output any, isError bool, seq uint64, at time.Time) {
+	e.line(seq, 1, at, "user", map[string]any{"message": map[string]any{"role": "user", "content": []any{
+		map[string]any{"type": "tool_result", "tool_use_id": callID, "content": output, "is_error": isError},
+	}}})
+}

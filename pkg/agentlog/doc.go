@@ -1,0 +1,67 @@
+// Package agentlog maps the session files that agent CLIs write (Claude
+// Code, codex, pi) to sessionlog sessions and back (DESIGN.md section 13).
+// It is pure: no NATS, no Pebble. The import command, ship and the
+// projector's export drive it; a package per format (claudecode, codex, pi)
+// implements Format.
+//
+// # How a file becomes sessions
+//
+// ReadFile reads one file line by line, twice: a first pass collects only
+// the tree links of each line (Line.ID, Line.Parent) to find the main path
+// (the root to the last tree line of the file) and the branches; a second
+// pass per session maps the lines and hands the events to a Sink one by one,
+// so one session at a time is in memory, never the whole directory. The
+// main session keeps every complete line of the file as a source/line
+// event, in file order (lines of other branches too, mapped to nothing), so
+// an export to the file's own format gives the file back. Each branch (a
+// leaf off the main path, in file order of the branch's first line) becomes
+// the session "<main>-b<n>": a fork child of the main session at the seq
+// right after its branch point's events when that seq is a safe cut
+// (Plan.Fork), else a session of its own labelled branchOf.
+//
+// Event ids come from the source: the line's Key (its uuid or entry id; the
+// line index when it has none) and the index of the event within the line
+// ("<key>.<n>"), so mapping the same file twice gives the same events, and
+// a file that grew gives the same events for its old lines followed by new
+// ones. Everything a format decides must therefore depend only on the lines
+// before and including the current one, never on what follows or on where
+// the file ends.
+//
+// # Implementing a format
+//
+// A format package provides a value of type Format:
+//
+//   - Name is the --from/--to name ("claude-code", "codex", "pi") and the
+//     "agent" of session/created; Prefix is the session id prefix ("cc").
+//   - IsSessionFile says which files of a walked directory are sessions.
+//   - SessionID names the session of a file from its path and its first
+//     complete line; build it with SessionID(prefix, sourceID) so the
+//     character and length rules of section 13 hold.
+//   - NewMapper returns the per-file, per-pass state. Its Decode parses one
+//     complete line (an error marks the line damaged: skipped with a warning
+//     naming file and line, or left for later when it is the last line) and
+//     returns a Line with Key, ID/Parent (empty ID: the line is not part of
+//     the tree and belongs to the main session), Time and the parsed value.
+//     Map then drives the Builder with the semantic steps of the line:
+//     Meta (title, labels), Prompt, Assistant (one call per line; lines that
+//     share a message id are one message), ToolResult, EndTurn, Interrupt,
+//     CompactionStart/CompactionEnd (or Compaction for both), Skip. The
+//     Builder checks every event against pkg/session's rules and turns a
+//     step that does not fit (a result for an unknown call, a turn end with
+//     a call open) into a counted skip, so a format never has to.
+//   - Export writes a session back. Export.Lines holds the verbatim source
+//     lines when the session was imported from this format (write them
+//     first, as they are), and Export.Events the mapped events that follow
+//     them (all of them when there are no lines): repairs, continuations,
+//     or a whole session from another agent. Every tool call must be
+//     answered exactly once in the output: Export.Unanswered lists the calls
+//     without a result, and RepairNote gives the text of a repaired one.
+//
+// Content conventions, shared by all formats so a session exported to
+// another format keeps its model-visible context: message/user and
+// message/assistant "content" is a JSON string or an array of content
+// blocks in the Anthropic shape ({"type":"text","text":...}; other block
+// types are kept as the source has them); tool calls are never inside the
+// assistant content but their own tool/requested events; tool/result
+// "output" is the source's result content (a string or an array of blocks).
+package agentlog

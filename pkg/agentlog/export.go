@@ -1,0 +1,101 @@
+package agentlog
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
+)
+
+// Export is a session prepared for a format's exporter.
+type Export struct {
+	SessionID string
+	Meta      schema.SessionCreated
+	// Lines are the session's source lines of the export's format,
+	// verbatim and in order (parts joined). Empty when the session was not
+	// imported from that format.
+	Lines []json.RawMessage
+	// Events are the events after the last source line (all of them when
+	// Lines is empty), source/line events left out: what happened to the
+	// session that the source file does not say.
+	Events []schema.Envelope
+	// State is the fold of the whole session.
+	State *session.State
+}
+
+// NewExport prepares the events of one session, seq 1 on, for an export
+// to format.
+func NewExport(format string, events []schema.Envelope) (*Export, error) {
+	if len(events) == 0 {
+		return nil, fmt.Errorf("agentlog: export: no events")
+	}
+	x := &Export{SessionID: events[0].SessionID, State: session.New(events[0].SessionID)}
+	var text []byte // parts of a line over the size limit
+	lastLine := -1
+	for i := range events {
+		e := &events[i]
+		if err := x.State.Apply(e); err != nil {
+			return nil, fmt.Errorf("agentlog: export %s seq %d: %w", x.SessionID, e.Seq, err)
+		}
+		if e.Type == schema.TypeSessionCreated {
+			_ = e.DecodeData(&x.Meta)
+		}
+		if e.Type != TypeSourceLine {
+			continue
+		}
+		var d SourceLine
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			return nil, fmt.Errorf("agentlog: export %s seq %d: source/line: %w", x.SessionID, e.Seq, err)
+		}
+		if d.Format != format {
+			continue
+		}
+		lastLine = i
+		if d.Parts == 0 {
+			x.Lines = append(x.Lines, d.Line)
+			continue
+		}
+		if d.Part == 1 {
+			text = text[:0]
+		}
+		text = append(text, d.Text...)
+		if d.Part == d.Parts {
+			x.Lines = append(x.Lines, json.RawMessage(append([]byte(nil), text...)))
+		}
+	}
+	for i := lastLine + 1; i < len(events); i++ {
+		if events[i].Type != TypeSourceLine {
+			x.Events = append(x.Events, events[i])
+		}
+	}
+	return x, nil
+}
+
+// Unanswered lists the tool calls that have no result at the end of the
+// session, in the order they were requested: an export must answer them
+// (with an error result saying the outcome is not known).
+func (x *Export) Unanswered() []*session.ToolCall {
+	var out []*session.ToolCall
+	for _, t := range x.State.Tools {
+		if t.Open() {
+			out = append(out, t)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].StartSeq < out[b].StartSeq })
+	return out
+}
+
+// RepairNote is the text of the error result an export gives a call whose
+// outcome sessionlog does not know: repaired (status outcome_unknown or
+// not_started) or still open.
+func RepairNote(status string) string {
+	switch status {
+	case schema.ToolNotStarted:
+		return "sessionlog: this tool call was never started (the session was repaired: status not_started). Check the state of the world before any retry."
+	case schema.ToolOutcomeUnknown:
+		return "sessionlog: the outcome of this tool call is unknown (the session was repaired after it started: status outcome_unknown). It may or may not have taken effect: check before any retry."
+	}
+	return "sessionlog: this tool call has no recorded result; its outcome is unknown. It may or may not have taken effect: check before any retry."
+}

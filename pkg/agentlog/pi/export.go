@@ -1,0 +1,299 @@
+package pi
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/sessionlog/sessionlog/pkg/agentlog"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// Export writes x as a pi session file: the source lines as they are,
+// then the events that follow them as a chain of entries from the last
+// one (all events for a session from elsewhere, after a header), then an
+// error result for every call still without one.
+func (Format) Export(w io.Writer, x *agentlog.Export) error {
+	bw := bufio.NewWriter(w)
+	ex := &exporter{w: bw, ids: map[string]bool{}, names: map[string]string{}, entryOf: map[uint64]string{}}
+	for _, l := range x.Lines {
+		ex.raw(l)
+		ex.learn(l)
+	}
+	if len(x.Lines) == 0 {
+		var t time.Time
+		if len(x.Events) > 0 {
+			t = x.Events[0].Time
+		}
+		ex.write(header{Type: typeSession, Version: 3, ID: SessionUUID(x.SessionID), Timestamp: iso(t), Cwd: x.Meta.Labels[agentlog.LabelCwd],
+			ParentSession: x.Meta.Labels[LabelParentSession]})
+	}
+	for i := range x.Events {
+		ex.event(&x.Events[i])
+	}
+	ex.flush("stop")
+	for _, t := range x.Unanswered() {
+		ex.result(ex.entryID("unanswered/"+t.ID), ex.at, t.ID, t.Name, "", nil)
+	}
+	if ex.err != nil {
+		return ex.err
+	}
+	return bw.Flush()
+}
+
+var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+// SessionUUID is the pi session id of a session: the id it was imported
+// with, else a UUID derived from the session id.
+func SessionUUID(sessionID string) string {
+	if id, ok := strings.CutPrefix(sessionID, Name+"-"); ok && uuidRE.MatchString(id) {
+		return id
+	}
+	h := sha256.Sum256([]byte(sessionID))
+	h[6] = h[6]&0x0f | 0x80
+	h[8] = h[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
+}
+
+// exporter writes pi entries, each the child of the one before.
+type exporter struct {
+	w       *bufio.Writer
+	err     error
+	parent  *string
+	ids     map[string]bool
+	names   map[string]string // call id -> tool name
+	entryOf map[uint64]string // seq -> id of the entry that holds it
+	model   string
+	at      time.Time
+	// the assistant message being gathered: its tool calls follow it
+	asst *assistantOut
+}
+
+type assistantOut struct {
+	id      string
+	at      time.Time
+	content []json.RawMessage
+	usage   json.RawMessage
+	model   string
+}
+
+func (x *exporter) raw(b []byte) {
+	if x.err == nil {
+		_, x.err = x.w.Write(append(append([]byte(nil), b...), '\n'))
+	}
+}
+
+func (x *exporter) write(v any) {
+	b, err := json.Marshal(v)
+	if err != nil && x.err == nil {
+		x.err = err
+	}
+	x.raw(b)
+}
+
+// learn notes what a source line says that later entries need: its id
+// (the next entry's parent), tool names, the model.
+func (x *exporter) learn(raw json.RawMessage) {
+	var e entry
+	if json.Unmarshal(raw, &e) != nil || e.ID == "" || e.Type == typeSession {
+		return
+	}
+	x.ids[e.ID] = true
+	id := e.ID
+	x.parent = &id
+	if t, err := time.Parse(time.RFC3339Nano, e.Timestamp); err == nil {
+		x.at = t
+	}
+	if e.Message != nil && e.Message.Role == roleAssistant {
+		x.model = e.Message.Provider + "/" + e.Message.Model
+		for _, bl := range blocks(e.Message.Content) {
+			if bl.Type == "toolCall" {
+				x.names[bl.ID] = bl.Name
+			}
+		}
+	}
+}
+
+// entryID is an 8-hex id derived from an event id, unique in the file.
+func (x *exporter) entryID(key string) string {
+	for i := 0; ; i++ {
+		h := fnv.New32a()
+		fmt.Fprintf(h, "%s/%d", key, i)
+		id := fmt.Sprintf("%08x", h.Sum32())
+		if !x.ids[id] {
+			x.ids[id] = true
+			return id
+		}
+	}
+}
+
+func iso(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// add writes an entry as the child of the previous one.
+func (x *exporter) add(id string, t time.Time, typ string, fields map[string]any) {
+	if !t.IsZero() {
+		x.at = t
+	}
+	e := map[string]any{"type": typ, "id": id, "parentId": x.parent, "timestamp": iso(x.at)}
+	for k, v := range fields {
+		e[k] = v
+	}
+	x.write(e)
+	x.parent = &id
+}
+
+func (x *exporter) addMessage(id string, t time.Time, m map[string]any) {
+	m["timestamp"] = t.UnixMilli()
+	x.add(id, t, typeMessage, map[string]any{"message": m})
+}
+
+var zeroUsage = json.RawMessage(`{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"totalTokens":0,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}}`)
+
+// gather starts an assistant message (once per attempt).
+func (x *exporter) gather(id string, t time.Time, content []json.RawMessage, usage json.RawMessage) {
+	x.asst = &assistantOut{id: id, at: t, content: content, usage: usage, model: x.model}
+}
+
+// flush writes the gathered assistant message; stop is its stopReason
+// when it has no tool calls.
+func (x *exporter) flush(stop string) {
+	a := x.asst
+	if a == nil {
+		return
+	}
+	x.asst = nil
+	calls := false
+	for _, c := range a.content {
+		var bl block
+		if json.Unmarshal(c, &bl) == nil && bl.Type == "toolCall" {
+			calls = true
+		}
+	}
+	if calls {
+		stop = "toolUse"
+	}
+	provider, model, ok := strings.Cut(a.model, "/")
+	if !ok {
+		provider, model = "sessionlog", a.model
+	}
+	usage := a.usage
+	if len(usage) == 0 || !json.Valid(usage) {
+		usage = zeroUsage
+	}
+	content := a.content
+	if content == nil {
+		content = []json.RawMessage{}
+	}
+	x.addMessage(a.id, a.at, map[string]any{"role": roleAssistant, "content": content, "api": "sessionlog", "provider": provider,
+		"model": model, "usage": usage, "stopReason": stop})
+}
+
+// blocksOf is content as pi blocks: a string becomes one text block.
+func blocksOf(content json.RawMessage) []json.RawMessage {
+	var s string
+	if json.Unmarshal(content, &s) == nil {
+		b, _ := json.Marshal(block{Type: "text", Text: s})
+		return []json.RawMessage{b}
+	}
+	var raws []json.RawMessage
+	if json.Unmarshal(content, &raws) != nil {
+		b, _ := json.Marshal(block{Type: "text", Text: string(content)})
+		return []json.RawMessage{b}
+	}
+	// Blocks of other agents' shapes that carry text (codex's input_text)
+	// become pi text blocks; pi's own are kept as they are.
+	out := make([]json.RawMessage, 0, len(raws))
+	for _, raw := range raws {
+		var bl block
+		if json.Unmarshal(raw, &bl) == nil && bl.Text != "" && bl.Type != "text" {
+			raw, _ = json.Marshal(block{Type: "text", Text: bl.Text})
+		}
+		out = append(out, raw)
+	}
+	return out
+}
+
+func (x *exporter) event(e *schema.Envelope) {
+	if e.Type != schema.TypeToolRequested && e.Type != schema.TypeToolStarted {
+		stop := "stop"
+		if e.Type == schema.TypeTurnEnded {
+			var r schema.Reason
+			_ = e.DecodeData(&r)
+			if r.Reason != schema.TurnCompleted {
+				stop = "aborted"
+			}
+		}
+		x.flush(stop)
+	}
+	switch e.Type {
+	case schema.TypeAttemptStarted:
+		var a schema.AttemptStarted
+		_ = e.DecodeData(&a)
+		x.model = a.Model
+	case schema.TypeMessageUser:
+		var m schema.Message
+		_ = e.DecodeData(&m)
+		id := x.entryID(e.EventID)
+		x.entryOf[e.Seq] = id
+		x.addMessage(id, e.Time, map[string]any{"role": roleUser, "content": blocksOf(m.Content)})
+	case schema.TypeMessageAssistant:
+		var m schema.Message
+		_ = e.DecodeData(&m)
+		id := x.entryID(e.EventID)
+		x.entryOf[e.Seq] = id
+		var content []json.RawMessage
+		for _, c := range blocksOf(m.Content) {
+			var bl block
+			if json.Unmarshal(c, &bl) == nil && bl.Type == "text" && bl.Text == "" {
+				continue
+			}
+			content = append(content, c)
+		}
+		x.gather(id, e.Time, content, m.Usage)
+	case schema.TypeToolRequested:
+		var r schema.ToolRequested
+		_ = e.DecodeData(&r)
+		if x.asst == nil {
+			id := x.entryID(e.EventID)
+			x.gather(id, e.Time, nil, nil)
+		}
+		x.entryOf[e.Seq] = x.asst.id
+		bl, _ := json.Marshal(block{Type: "toolCall", ID: e.ToolCallID, Name: r.Name, Arguments: r.Input})
+		x.asst.content = append(x.asst.content, bl)
+		x.names[e.ToolCallID] = r.Name
+	case schema.TypeToolResult:
+		var r schema.ToolResult
+		_ = e.DecodeData(&r)
+		id := x.entryID(e.EventID)
+		x.entryOf[e.Seq] = id
+		x.result(id, e.Time, e.ToolCallID, x.names[e.ToolCallID], r.Status, r.Output)
+	case schema.TypeCompactionEnded:
+		var c schema.CompactionEnded
+		_ = e.DecodeData(&c)
+		id := x.entryID(e.EventID)
+		kept := id // nothing kept: pi finds no kept entry before the compaction
+		for s := c.ThroughSeq + 1; s < e.Seq; s++ {
+			if k, ok := x.entryOf[s]; ok {
+				kept = k
+				break
+			}
+		}
+		x.add(id, e.Time, typeCompaction, map[string]any{"summary": c.Summary, "firstKeptEntryId": kept, "tokensBefore": 0})
+	}
+}
+
+// result writes a toolResult; a status other than ok is an error, and a
+// call whose outcome is not known says so.
+func (x *exporter) result(id string, t time.Time, call, name, status string, output json.RawMessage) {
+	content := blocksOf(output)
+	if status != schema.ToolOK && status != schema.ToolError {
+		content = blocksOf(jsonString(agentlog.RepairNote(status)))
+	}
+	x.addMessage(id, t, map[string]any{"role": roleToolResult, "toolCallId": call, "toolName": name, "content": content, "isError": status != schema.ToolOK})
+}
