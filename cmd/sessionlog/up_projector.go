@@ -12,7 +12,7 @@ import (
 // waits until it has caught up with the stream.
 func startUpProjector(env *upEnv) (*upActor, error) {
 	svc, err := assemble.NewProjector(assemble.DefaultProjector(filepath.Join(env.DataDir, "projector")), env.Store,
-		assemble.Deps{Logger: env.Logger, Registerer: env.Registry})
+		assemble.Deps{Conn: env.NC, Logger: env.Logger, Registerer: env.Registry})
 	if err != nil {
 		return nil, err
 	}
