@@ -35,7 +35,7 @@ const (
 	maxQueryTerms = 8
 	// searchScanBudget bounds the sessions one search request examines;
 	// beyond it the page ends early with a cursor to continue.
-	searchScanBudget = 20000
+	searchScanBudget   = 20000
 	DefaultSearchLimit = 20
 	MaxSearchLimit     = 100
 )
