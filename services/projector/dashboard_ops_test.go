@@ -1,6 +1,7 @@
 package projector_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/services/projector"
 	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
@@ -59,6 +61,9 @@ func inTurn(turn string) func(*schema.Envelope) {
 	return func(ev *schema.Envelope) { ev.TurnID = turn }
 }
 
+// synthetic marks what a service writes (a fork's copy, a repair).
+func synthetic(ev *schema.Envelope) { ev.Synthetic = true }
+
 func toolCall(turn, call string) func(*schema.Envelope) {
 	return func(ev *schema.Envelope) { ev.TurnID, ev.ToolCallID = turn, call }
 }
@@ -71,9 +76,10 @@ func startWriter(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan error, 1)
-	go func() { done <- w.Run(e.ctx) }()
-	t.Cleanup(func() { <-done })
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
 	body, _ := json.Marshal(api.ReadRequest{SessionID: "probe"})
 	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
 		_, err := e.nc.Request(api.SubjectRead, body, time.Second)
@@ -205,4 +211,335 @@ func TestSearchIndex(t *testing.T) {
 		t.Errorf("a query without words: %d %s", code, body)
 	}
 	checkRebuild(t, e, r)
+}
+
+// TestDashboardSearch: a word of a session's user message, typed into the
+// search box, lists the session with the word highlighted; the result
+// opens the session at that message; the search is an address.
+func TestDashboardSearch(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	publishN(t, e, loadgen.NewSession("other", t0), 12)
+	s := newScript(t, e, "find-me")
+	s.add(schema.TypeSessionCreated, `{"title":"an ordinary title"}`)
+	s.add(schema.TypeTurnStarted, `{}`, inTurn("t1"))
+	s.add(schema.TypeMessageUser, `{"content":"please feed the axolotl before noon"}`, inTurn("t1"))
+	r.waitSession(t, "find-me", func(d projector.Detail) bool { return d.LastSeq == 3 })
+	r.waitSession(t, "other", func(d projector.Detail) bool { return d.LastSeq == 12 })
+
+	b := newBrowser(t, e.ctx, 1280, 860)
+	b.do("search from the box",
+		chromedp.Navigate(r.srv.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#list [data-session-id="other"]`)),
+		chromedp.SendKeys(chromedp.CSS(`#q`), "Axolotl\n"),
+		chromedp.WaitVisible(chromedp.CSS(`#list [data-session-id="find-me"] mark`)),
+	)
+	if got := b.text(`#list [data-session-id="find-me"] mark`); got != "axolotl" {
+		t.Fatalf("highlighted %q", got)
+	}
+	if n := b.evalInt(`document.querySelectorAll("#list .row").length`); n != 1 {
+		t.Fatalf("%d results, want 1", n)
+	}
+	if got := b.evalString(`location.search`); got != "?q=Axolotl" {
+		t.Fatalf("the search's address is %q", got)
+	}
+	b.shot("results")
+	b.do("open the result",
+		chromedp.Click(chromedp.CSS(`#list [data-session-id="find-me"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev.cur[data-seq="3"]`)),
+	)
+	b.do("back to the results", chromedp.NavigateBack(), chromedp.WaitNotPresent(chromedp.CSS(`body[data-loaded]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#list [data-session-id="find-me"] mark`)))
+	b.noPageErrors()
+}
+
+// TestDashboardForkTree: a parent and the child forked from it link to
+// each other with the cut point, and the child's tree shows its ancestor.
+func TestDashboardForkTree(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	parent := loadgen.NewSession("tree-parent", t0)
+	evs := publishN(t, e, parent, 21) // created, two turns of 10
+	// The child as the forker writes it: its own session/created naming
+	// the parent and the cut, the parent's events 2..11 copied, then
+	// fork/committed.
+	c := newScript(t, e, "tree-child")
+	c.add(schema.TypeSessionCreated, `{"title":"the child","parent":{"sessionId":"tree-parent","seedLength":11,"depth":1}}`, synthetic)
+	for _, ev := range evs[1:11] {
+		ev.SessionID, ev.EventID, ev.Synthetic = "tree-child", "tree-child-"+ev.EventID, true
+		c.seq = ev.Seq
+		c.publish(ev)
+	}
+	c.add(schema.TypeForkCommitted, `{"seedLength":11}`, synthetic)
+	r.waitSession(t, "tree-child", func(d projector.Detail) bool { return d.LastSeq == 12 && d.Status == projector.StatusIdle })
+	r.waitSession(t, "tree-parent", func(d projector.Detail) bool { return d.LastSeq == 21 })
+
+	b := newBrowser(t, e.ctx, 1280, 860)
+	b.do("the parent's tree",
+		chromedp.Navigate(r.srv.URL+"/?s=tree-parent"),
+		chromedp.WaitVisible(chromedp.CSS(`#tree a[data-tree="tree-child"]`)),
+	)
+	if got := b.evalString(`document.querySelector('#tree [data-cut]').getAttribute("href")`); got != "/?s=tree-parent&e=11" {
+		t.Fatalf("the cut links to %q", got)
+	}
+	b.shot("parent")
+	b.do("follow the link to the child",
+		chromedp.Click(chromedp.CSS(`#tree a[data-tree="tree-child"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="tree-child"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#tree a[data-tree="tree-parent"]`)),
+	)
+	b.do("and back up to the parent",
+		chromedp.Click(chromedp.CSS(`#tree a[data-tree="tree-parent"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="tree-parent"]`)),
+	)
+	b.noPageErrors()
+}
+
+// TestDashboardResume: resuming a paused session from the page appends
+// session/resumed through sessions.api.append; without the token, or
+// with only the cookie, or from another origin, or without the action
+// header, it is refused and nothing is appended.
+func TestDashboardResume(t *testing.T) {
+	e := newEnv(t)
+	startWriter(t, e)
+	const token = "s3cret-token"
+	r := e.start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.Conn = token, e.nc })
+	r.waitReady(t)
+	publishN(t, e, loadgen.NewSession("rs-1", t0), 11) // created and one whole turn
+	s := &script{t: t, e: e, id: "rs-1", seq: 11}
+	s.add(schema.TypeSessionPaused, `{"reason":"operator hold"}`)
+	waitStatus := func(status string) projector.Detail {
+		var d projector.Detail
+		natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+			req, _ := http.NewRequest("GET", r.srv.URL+"/v1/sessions/rs-1", nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			d = projector.Detail{}
+			json.NewDecoder(resp.Body).Decode(&d)
+			if d.Status != status {
+				return fmt.Errorf("status %q, want %q", d.Status, status)
+			}
+			return nil
+		})
+		return d
+	}
+	waitStatus(projector.StatusPaused)
+
+	post := func(mod func(*http.Request)) int {
+		req, _ := http.NewRequest("POST", r.srv.URL+"/v1/sessions/rs-1/resume", strings.NewReader(`{}`))
+		mod(req)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for name, c := range map[string]struct {
+		mod  func(*http.Request)
+		want int
+	}{
+		"NoToken": {func(q *http.Request) { q.Header.Set("X-Sessionlog-Action", "1") }, http.StatusUnauthorized},
+		"CookieOnly": {func(q *http.Request) {
+			q.Header.Set("X-Sessionlog-Action", "1")
+			q.Header.Set("Cookie", "sessionlog_token="+token)
+		}, http.StatusUnauthorized},
+		"QueryToken": {func(q *http.Request) { q.Header.Set("X-Sessionlog-Action", "1"); q.URL.RawQuery = "token=" + token }, http.StatusUnauthorized},
+		"NoHeader":   {func(q *http.Request) { q.Header.Set("Authorization", "Bearer "+token) }, http.StatusForbidden},
+		"OtherOrigin": {func(q *http.Request) {
+			q.Header.Set("Authorization", "Bearer "+token)
+			q.Header.Set("X-Sessionlog-Action", "1")
+			q.Header.Set("Origin", "https://evil.example")
+		}, http.StatusForbidden},
+		"WrongToken": {func(q *http.Request) {
+			q.Header.Set("Authorization", "Bearer nope")
+			q.Header.Set("X-Sessionlog-Action", "1")
+		}, http.StatusUnauthorized},
+	} {
+		if got := post(c.mod); got != c.want {
+			t.Errorf("%s: status %d, want %d", name, got, c.want)
+		}
+	}
+
+	b := newBrowser(t, e.ctx, 1280, 860)
+	b.do("open the paused session",
+		chromedp.Navigate(r.srv.URL+"/?token="+token+"&s=rs-1"),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="rs-1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#act-resume`)),
+	)
+	if got := b.evalString(`location.search`); got != "?s=rs-1" {
+		t.Fatalf("the token stayed in the address: %q", got)
+	}
+	// The page without the token in this tab (only the cookie): refused.
+	b.evalString(`sessionStorage.removeItem("sessionlog_token"), ""`)
+	b.do("resume without the token",
+		chromedp.Click(chromedp.CSS(`#act-resume`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm input[name="token"]`)),
+		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+		chromedp.WaitVisible(chromedp.CSS(`#outcome.bad`)),
+	)
+	if got := b.text(`#outcome`); !strings.Contains(got, "unauthorized") {
+		t.Fatalf("outcome without the token: %q", got)
+	}
+	b.shot("refused")
+	b.do("resume with the token",
+		chromedp.Click(chromedp.CSS(`#act-resume`)),
+		chromedp.SendKeys(chromedp.CSS(`#confirm input[name="token"]`), token),
+		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+		chromedp.WaitVisible(chromedp.CSS(`#outcome.ok`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="13"][data-type="session/resumed"]`)),
+	)
+	if got := b.text(`#outcome`); !strings.Contains(got, "seq 13") {
+		t.Fatalf("outcome: %q", got)
+	}
+	d := waitStatus(projector.StatusIdle)
+	if d.LastSeq != 13 || d.LastType != schema.TypeSessionResumed {
+		t.Fatalf("after the resume: seq %d %s, want 13 session/resumed (a refused request appended?)", d.LastSeq, d.LastType)
+	}
+	b.shot("resumed")
+	b.noPageErrors()
+}
+
+// TestDashboardRepairedOutcomeUnknown: a tool call a repair closed as
+// outcome_unknown is marked, in words, as needing a check, and listed at
+// the top of the session.
+func TestDashboardRepairedOutcomeUnknown(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	s := newScript(t, e, "ou-1")
+	s.add(schema.TypeSessionCreated, `{"title":"deploys"}`)
+	s.add(schema.TypeTurnStarted, `{}`, inTurn("t1"))
+	s.add(schema.TypeToolRequested, `{"name":"deploy_prod","input":{"service":"api","version":"1.2.3"}}`, toolCall("t1", "c1"))
+	s.add(schema.TypeToolStarted, `{}`, toolCall("t1", "c1"))
+	st := session.New("ou-1")
+	for i := range s.evs {
+		if err := st.Apply(&s.evs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan := session.PlanRepair(st, session.RepairOptions{Now: t0})
+	for _, ev := range plan {
+		s.seq = ev.Seq
+		s.publish(ev)
+	}
+	r.waitSession(t, "ou-1", func(d projector.Detail) bool { return d.LastSeq == s.seq })
+
+	b := newBrowser(t, e.ctx, 1280, 860)
+	b.do("open the repaired session",
+		chromedp.Navigate(r.srv.URL+"/?s=ou-1"),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="ou-1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#checks li[data-check]`)),
+	)
+	if got := b.text(`#timeline .ev[data-type="tool/result"] .needs-check`); !strings.Contains(got, "repaired, needs a check") {
+		t.Fatalf("the repaired result says %q", got)
+	}
+	if got := b.text(`#checks`); !strings.Contains(got, "deploy_prod") || !strings.Contains(got, "by a repair") {
+		t.Fatalf("the checks list says %q", got)
+	}
+	b.do("expand the call", chromedp.Click(chromedp.CSS(`#timeline .ev[data-type="tool/result"] .txt`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-type="tool/result"] .body pre`)))
+	if got := b.text(`#timeline .ev[data-type="tool/result"] .body`); !strings.Contains(got, `"version": "1.2.3"`) {
+		t.Fatalf("the call's input is not shown pretty-printed: %q", got)
+	}
+	b.shot("needs-check")
+	b.noPageErrors()
+}
+
+// TestDashboardLongSession: a session of 10,003 events (1,000 turns with
+// a tool call each) opens and shows every event within the bound (a
+// correctness bound, not a speed target: the page reports how long it
+// took, logged here). Before the incremental timeline it hung for more
+// than 120 s: each event re-rendered the whole timeline.
+func TestDashboardLongSession(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	const n = 10_003
+	publishN(t, e, loadgen.NewSession("long", t0), n)
+	r.waitSession(t, "long", func(d projector.Detail) bool { return d.LastSeq == n })
+
+	b := newBrowser(t, e.ctx, 1280, 860)
+	start := time.Now()
+	b.do("open the long session",
+		chromedp.Navigate(r.srv.URL+"/?s=long"),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="1"]`)),
+	)
+	first := time.Since(start)
+	b.do("every event", chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="long"]`)))
+	all := time.Since(start)
+	if got := b.evalInt(`document.querySelectorAll("#timeline .ev").length`); got != n {
+		t.Fatalf("%d rows, want %d", got, n)
+	}
+	t.Logf("10,003 events: first rows after %v, all after %v; the page says %q", first, all, b.text(`#loading`))
+	b.do("a link into the middle", chromedp.Navigate(r.srv.URL+"/?s=long&e=7777"),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev.cur[data-seq="7777"] .body`)))
+	b.shot("long")
+	b.noPageErrors()
+}
+
+// TestDashboardShowsMarkupAsText: titles, agents, labels, messages, tool
+// names and outputs holding HTML and script are shown as text in the
+// list, the search results, the session, the fork tree and the expanded
+// call; nothing runs and no element is made of them.
+func TestDashboardShowsMarkupAsText(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	const img = `<img src=x onerror="window.__xss=1">`
+	const scr = `<script>window.__xss=2</script>`
+	mk := func(v string) string { b, _ := json.Marshal(v); return string(b) }
+	s := newScript(t, e, "xss")
+	s.add(schema.TypeSessionCreated, `{"title":`+mk("markup "+img)+`,"agent":`+mk(scr)+`,"labels":{"host":`+mk(`<svg onload="window.__xss=3">`)+`,"cwd":"/tmp/<b>x</b>"}}`)
+	s.add(schema.TypeTurnStarted, `{"input":`+mk(img)+`}`, inTurn("t1"))
+	s.add(schema.TypeMessageUser, `{"content":`+mk("markup "+scr+img)+`}`, inTurn("t1"))
+	s.add(schema.TypeToolRequested, `{"name":`+mk(img)+`,"input":{"html":`+mk(scr)+`}}`, toolCall("t1", "c1"))
+	s.add(schema.TypeToolStarted, `{}`, toolCall("t1", "c1"))
+	s.add(schema.TypeToolResult, `{"status":"error","output":`+mk(strings.Repeat(img+"\n", 50))+`}`, toolCall("t1", "c1"))
+	c := newScript(t, e, "xss-child")
+	c.add(schema.TypeSessionCreated, `{"title":`+mk(img)+`,"parent":{"sessionId":"xss","seedLength":1,"depth":1}}`, synthetic)
+	c.add(schema.TypeForkCommitted, `{"seedLength":1}`, synthetic)
+	r.waitSession(t, "xss", func(d projector.Detail) bool { return d.LastSeq == 6 })
+	r.waitSession(t, "xss-child", func(d projector.Detail) bool { return d.LastSeq == 2 })
+
+	b := newBrowser(t, e.ctx, 1280, 860)
+	b.do("list, search, session, tree, expanded call",
+		chromedp.Navigate(r.srv.URL+"/?q=markup"),
+		chromedp.WaitVisible(chromedp.CSS(`#list [data-session-id="xss"] mark`)),
+		chromedp.Click(chromedp.CSS(`#list [data-session-id="xss"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="xss"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#tree a[data-tree="xss-child"]`)),
+		chromedp.Click(chromedp.CSS(`#timeline .ev[data-seq="6"] .txt`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="6"] .show-all`)),
+		chromedp.Click(chromedp.CSS(`#timeline .ev[data-seq="6"] .show-all`)),
+		chromedp.Click(chromedp.CSS(`#timeline .ev[data-seq="4"] .txt`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="4"] .body`)),
+	)
+	if got := b.text(`#d-title`); got != "markup "+img {
+		t.Fatalf("title shown as %q", got)
+	}
+	for sel, want := range map[string]string{
+		`#list [data-session-id="xss"] .title`:                 "markup " + img,
+		`#timeline .ev[data-seq="3"] .txt`:                     scr,
+		`#timeline .ev[data-seq="4"] .txt b`:                   img,
+		`#timeline .ev[data-seq="4"] .body`:                    `"html": "<script>`,
+		`#timeline .ev[data-seq="6"] [data-part="output"] pre`: img,
+		`#head`: `<svg onload`,
+		`#tree`: img,
+	} {
+		if got := b.text(sel); !strings.Contains(got, want) {
+			t.Errorf("%s shows %q, want it to contain %q", sel, got, want)
+		}
+	}
+	if got := b.evalString(`String(window.__xss) + "," + document.querySelectorAll("#side img, #side script, #side svg, #detail img, #detail script, #detail svg, #detail b:not(:is(.txt > span > b))").length`); got != "undefined,0" {
+		t.Fatalf("markup ran or was parsed: %q", got)
+	}
+	b.shot("markup")
+	b.noPageErrors()
 }
