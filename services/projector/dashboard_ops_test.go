@@ -128,8 +128,11 @@ func TestDashboardDeepLink(t *testing.T) {
 	b.do("a status filter is an address too",
 		chromedp.Navigate(r.srv.URL+"/?status=active"),
 		chromedp.WaitVisible(chromedp.CSS(`#filters a.on[data-status="active"]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#overview`)),
+		chromedp.WaitVisible(chromedp.CSS(`#overview [data-count="active"]`)),
 	)
+	if got := b.text(`#overview [data-count="active"] b`); got != "2" {
+		t.Errorf("the fleet overview counts %s active sessions, want 2", got)
+	}
 	b.do("phone width",
 		chromedp.EmulateViewport(390, 844),
 		chromedp.Navigate(r.srv.URL+"/?s=dl-a"),
@@ -466,6 +469,7 @@ func TestDashboardLongSession(t *testing.T) {
 	r.waitSession(t, "long", func(d projector.Detail) bool { return d.LastSeq == n })
 
 	b := newBrowser(t, e.ctx, 1280, 860)
+	b.do("start the browser", chromedp.Navigate("about:blank"))
 	start := time.Now()
 	b.do("open the long session",
 		chromedp.Navigate(r.srv.URL+"/?s=long"),
@@ -477,7 +481,7 @@ func TestDashboardLongSession(t *testing.T) {
 	if got := b.evalInt(`document.querySelectorAll("#timeline .ev").length`); got != n {
 		t.Fatalf("%d rows, want %d", got, n)
 	}
-	t.Logf("10,003 events: first rows after %v, all after %v; the page says %q", first, all, b.text(`#loading`))
+	t.Logf("10,003 events: first rows after %v, all after %v; the page says %q; per page: %s", first, all, b.text(`#loading`), b.evalString(`JSON.stringify(window.__timing)`))
 	b.do("a link into the middle", chromedp.Navigate(r.srv.URL+"/?s=long&e=7777"),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev.cur[data-seq="7777"] .body`)))
 	b.shot("long")
