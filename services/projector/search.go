@@ -3,7 +3,6 @@ package projector
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -26,7 +25,8 @@ import (
 //
 // Bounds, so an agent cannot make the index outgrow its log: the first
 // maxIndexText bytes of text of an event are indexed, terms are 2 to
-// maxTermBytes bytes, at most maxEventTerms distinct terms per event.
+// maxTermBytes bytes, at most maxEventTerms distinct terms per event, and
+// their keys at most four times the text (plus 2 KiB).
 const (
 	maxIndexText  = 32 << 10
 	maxTermBytes  = 48
@@ -148,8 +148,14 @@ func (f *folder) indexSearch(en *entry, ev *schema.Envelope) {
 		// The whole id too, so a pasted id finds its session.
 		ts = append(ts, strings.ToLower(en.id))
 	}
+	// Short words under a long session id cost more key bytes than text:
+	// an event's keys stay within a few times its text.
+	budget := 4*len(txt) + 2048
 	for _, t := range terms(ts, txt) {
 		f.scratch = store.SearchKey(f.scratch[:0], t, en.id, ev.Seq)
+		if budget -= len(f.scratch); budget < 0 {
+			break
+		}
 		f.batch.Set(f.scratch, nil, []byte{})
 	}
 }
@@ -174,8 +180,6 @@ type SearchResult struct {
 	Next string `json:"next,omitempty"`
 }
 
-var errBadQuery = errors.New("bad query")
-
 func (s *Service) handleSearch(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	query := q.Get("q")
@@ -194,64 +198,20 @@ func (s *Service) handleSearch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := SearchResult{Query: query, Terms: ts, Results: []SearchHit{}}
-	type hit struct {
-		id  string
-		seq uint64
-	}
-	var hits []hit
 	err := s.view(func(rd reader) error {
-		drive := store.SearchTermPrefix(ts[0])
-		it, err := rd.iter(drive)
+		hits, next, err := rd.search(ts, after, limit)
 		if err != nil {
 			return err
 		}
-		defer it.Close()
-		check, err := rd.snap.NewIter(nil)
-		if err != nil {
-			return err
-		}
-		defer check.Close()
-		valid := it.First()
-		if after != "" {
-			valid = it.SeekGE(append(append(append([]byte(nil), drive...), after...), 1))
-		}
-		scanned := 0
-		for valid {
-			id, seq, ok := store.SearchEntry(drive, it.Key())
-			if !ok {
-				valid = it.Next()
-				continue
-			}
-			if scanned++; scanned > searchScanBudget || len(hits) == limit {
-				out.Next = hits[len(hits)-1].id
-				if len(hits) == 0 {
-					out.Next = id
-				}
-				break
-			}
-			all := true
-			for _, t := range ts[1:] {
-				p := store.SearchSessionPrefix(t, id)
-				if !check.SeekGE(p) || !bytes.HasPrefix(check.Key(), p) {
-					all = false
-					break
-				}
-			}
-			if all {
-				hits = append(hits, hit{id, seq})
-			}
-			// The next session: past every key of this one.
-			valid = it.SeekGE(append(append(append([]byte(nil), drive...), id...), 1))
-		}
+		out.Next = next
 		for _, h := range hits {
 			sum, err := rd.summary(h.id)
 			if err != nil {
 				return err
 			}
-			if sum == nil {
-				continue
+			if sum != nil {
+				out.Results = append(out.Results, SearchHit{Summary: *sum, Seq: h.seq})
 			}
-			out.Results = append(out.Results, SearchHit{Summary: *sum, Seq: h.seq})
 		}
 		return nil
 	})
@@ -259,13 +219,83 @@ func (s *Service) handleSearch(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, err)
 		return
 	}
-	if len(hits) > 0 && out.Next == "" && len(hits) == limit {
-		out.Next = hits[len(hits)-1].id
-	}
 	for i := range out.Results {
 		s.snippet(r, &out.Results[i], ts[0])
 	}
 	writeJSON(w, out)
+}
+
+// searchHit is a session holding every word of a query; seq is the first
+// event holding the first word.
+type searchHit struct {
+	id  string
+	seq uint64
+}
+
+// search finds up to limit sessions (in session id order, after the
+// session after) holding every one of terms. The first term's keys drive:
+// one seek per session holding it, and one per other term to check that
+// session. next is the cursor of the following page ("" at the end); a
+// page ends early, with a cursor, once searchScanBudget sessions were
+// examined.
+func (rd reader) search(ts []string, after string, limit int) (hits []searchHit, next string, err error) {
+	drive := store.SearchTermPrefix(ts[0])
+	it, err := rd.iter(drive)
+	if err != nil {
+		return nil, "", err
+	}
+	defer it.Close()
+	check, err := rd.snap.NewIter(nil)
+	if err != nil {
+		return nil, "", err
+	}
+	defer check.Close()
+	past := func(id string) []byte { return append(append(append([]byte(nil), drive...), id...), 1) }
+	valid := it.First()
+	if after != "" {
+		valid = it.SeekGE(past(after))
+	}
+	for scanned := 0; valid; scanned++ {
+		id, seq, ok := store.SearchEntry(drive, it.Key())
+		if !ok {
+			valid = it.Next()
+			continue
+		}
+		if len(hits) == limit || scanned == searchScanBudget {
+			// More to look at: the next page starts after the last
+			// session examined.
+			if len(hits) > 0 {
+				return hits, hits[len(hits)-1].id, nil
+			}
+			return hits, prevID(drive, it), nil
+		}
+		all := true
+		for _, t := range ts[1:] {
+			p := store.SearchSessionPrefix(t, id)
+			if !check.SeekGE(p) || !bytes.HasPrefix(check.Key(), p) {
+				all = false
+				break
+			}
+		}
+		if all {
+			hits = append(hits, searchHit{id, seq})
+		}
+		valid = it.SeekGE(past(id))
+	}
+	return hits, "", nil
+}
+
+// prevID is the session of the key before it's position (the last one
+// examined), for a cursor that continues after it.
+func prevID(drive []byte, it interface {
+	Prev() bool
+	Key() []byte
+}) string {
+	if !it.Prev() {
+		return ""
+	}
+	id, _, _ := store.SearchEntry(drive, it.Key())
+	return id
 }
 
 // snippet fills what a hit matched: the metadata field holding the term,
