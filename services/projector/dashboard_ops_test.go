@@ -130,6 +130,9 @@ func TestDashboardDeepLink(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#filters a.on[data-status="active"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#overview [data-count="active"]`)),
 	)
+	if got := b.evalString(`typeof uPlot`); got != "function" {
+		t.Errorf("the vendored chart library did not load: typeof uPlot is %q", got)
+	}
 	if got := b.text(`#overview [data-count="active"] b`); got != "2" {
 		t.Errorf("the fleet overview counts %s active sessions, want 2", got)
 	}

@@ -73,6 +73,14 @@ func terms(dst []string, s string) []string {
 // value in it (not the keys: those are the agent's field names), whatever
 // shape the agent gave it, up to maxIndexText bytes.
 func messageText(content json.RawMessage) string {
+	if len(content) > 0 && content[0] == '"' {
+		// The common case, a plain string: no tree to walk.
+		var str string
+		if json.Unmarshal(content, &str) != nil {
+			return ""
+		}
+		return str
+	}
 	var v any
 	if json.Unmarshal(content, &v) != nil {
 		return ""
