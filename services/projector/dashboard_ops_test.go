@@ -76,13 +76,31 @@ func startWriter(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	body, _ := json.Marshal(api.ReadRequest{SessionID: "probe"})
+	runService(t, e, w.Run, api.SubjectRead, body)
+}
+
+// startForker runs the forker (sessions.api.fork) and waits until it answers.
+func startForker(t *testing.T, e *env) {
+	t.Helper()
+	f, err := assemble.NewForker(assemble.DefaultForker(), e.ls, assemble.Deps{Conn: e.nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(api.ForkRequest{ParentID: "probe"})
+	runService(t, e, f.Run, api.SubjectFork, body)
+}
+
+// runService runs a service until the test ends and waits until a probe
+// request on subject finds it.
+func runService(t *testing.T, e *env, run func(context.Context) error, subject string, probe []byte) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
+	go func() { done <- run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	body, _ := json.Marshal(api.ReadRequest{SessionID: "probe"})
 	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
-		_, err := e.nc.Request(api.SubjectRead, body, time.Second)
+		_, err := e.nc.Request(subject, probe, time.Second)
 		if errors.Is(err, nats.ErrNoResponders) {
 			return err
 		}
@@ -548,5 +566,45 @@ func TestDashboardShowsMarkupAsText(t *testing.T) {
 		t.Fatalf("markup ran or was parsed: %q", got)
 	}
 	b.shot("markup")
+	b.noPageErrors()
+}
+
+// TestDashboardForkFromPage: forking at an event from the page goes
+// through sessions.api.fork; a cut inside a turn is refused with the
+// reason and the nearest safe cuts, one of which forks.
+func TestDashboardForkFromPage(t *testing.T) {
+	e := newEnv(t)
+	startForker(t, e)
+	r := e.start(t.TempDir(), func(c *projector.Config) { c.Conn = e.nc })
+	r.waitReady(t)
+	publishN(t, e, loadgen.NewSession("fk-parent", t0), 21) // turns end at 11 and 21
+	r.waitSession(t, "fk-parent", func(d projector.Detail) bool { return d.LastSeq == 21 })
+
+	b := newBrowser(t, e.ctx, 1280, 860)
+	b.do("fork inside a turn",
+		chromedp.Navigate(r.srv.URL+"/?s=fk-parent&e=5"),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="5"] .fork-here`)),
+		chromedp.Click(chromedp.CSS(`#timeline .ev[data-seq="5"] .fork-here`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm input[name="seq"]`)),
+		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+		chromedp.WaitVisible(chromedp.CSS(`#outcome .safe-cut[data-seq="11"]`)),
+	)
+	if got := b.text(`#outcome`); !strings.Contains(got, "unsafe_cut") || !strings.Contains(got, "not a safe cut") {
+		t.Fatalf("the refusal says %q", got)
+	}
+	b.shot("refused-cut")
+	b.do("fork at the nearest safe cut after",
+		chromedp.Click(chromedp.CSS(`#outcome .safe-cut[data-seq="11"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm input[name="seq"]`)),
+		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+		chromedp.WaitVisible(chromedp.CSS(`#fork-child`)),
+	)
+	child := b.text(`#fork-child`)
+	d := r.waitSession(t, child, func(d projector.Detail) bool { return d.Status == projector.StatusIdle })
+	if d.Parent == nil || d.Parent.SessionID != "fk-parent" || d.Parent.SeedLength != 11 {
+		t.Fatalf("the child's parent: %+v", d.Parent)
+	}
+	b.do("the tree links the child", chromedp.WaitVisible(chromedp.CSS(`#tree a[data-tree="`+child+`"]`)))
+	b.shot("forked")
 	b.noPageErrors()
 }
