@@ -464,6 +464,9 @@ func TestDashboardRepairedOutcomeUnknown(t *testing.T) {
 	if got := b.text(`#timeline .ev[data-type="tool/result"] .needs-check`); !strings.Contains(got, "repaired, needs a check") {
 		t.Fatalf("the repaired result says %q", got)
 	}
+	if got := b.text(`#attention`); !strings.Contains(got, "paused (repaired") || strings.Contains(got, "null") {
+		t.Errorf("the attention card says %q", got)
+	}
 	if got := b.text(`#checks`); !strings.Contains(got, "deploy_prod") || !strings.Contains(got, "by a repair") {
 		t.Fatalf("the checks list says %q", got)
 	}
