@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -428,6 +429,20 @@ func TestDashboardResume(t *testing.T) {
 	}
 	b.shot("resumed")
 	b.noPageErrors()
+
+	// Export reads the session through sessions.api.read, as JSON lines.
+	req, _ := http.NewRequest("GET", r.srv.URL+"/v1/sessions/rs-1/export", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+	if resp.StatusCode != 200 || len(lines) != 13 || !strings.Contains(lines[12], `"session/resumed"`) {
+		t.Fatalf("export: %d, %d lines, the last %.200q", resp.StatusCode, len(lines), lines[len(lines)-1])
+	}
 }
 
 // TestDashboardRepairedOutcomeUnknown: a tool call a repair closed as
