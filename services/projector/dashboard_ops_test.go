@@ -155,6 +155,7 @@ func TestDashboardDeepLink(t *testing.T) {
 	if got := b.text(`#overview [data-count="active"] b`); got != "2" {
 		t.Errorf("the fleet overview counts %s active sessions, want 2", got)
 	}
+	b.shot("fleet")
 	b.do("phone width",
 		chromedp.EmulateViewport(390, 844),
 		chromedp.Navigate(r.srv.URL+"/?s=dl-a"),
