@@ -13,7 +13,7 @@ import (
 func startUpProjector(env *upEnv) (*upActor, error) {
 	cfg := assemble.DefaultProjector(filepath.Join(env.DataDir, "projector"))
 	cfg.OTLPEndpoint = env.OTLPEndpoint
-	svc, err := assemble.NewProjector(cfg, env.Store, assemble.Deps{Logger: env.Logger, Registerer: env.Registry})
+	svc, err := assemble.NewProjector(cfg, env.Store, assemble.Deps{Conn: env.NC, Logger: env.Logger, Registerer: env.Registry})
 	if err != nil {
 		return nil, err
 	}

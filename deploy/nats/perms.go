@@ -70,6 +70,12 @@ func Service() *server.Permissions {
 		"$KV." + BucketClaims + ".>",
 		"$KV." + BucketForks + ".>",
 		"$JS.API.INFO",
+		// The projector relays the dashboard's actions as requests (no
+		// more than the log subjects above already allow a service).
+		"sessions.api.append",
+		"sessions.api.fork",
+		"sessions.api.repair",
+		"sessions.api.read",
 	}
 	for _, s := range streams {
 		pub = append(pub, jsAPI(s)...)

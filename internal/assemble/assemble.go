@@ -115,7 +115,7 @@ func NewProjector(cfg Projector, st *logstore.Store, d Deps) (*projector.Service
 		return nil, errors.New("assemble: projector: no data directory")
 	}
 	pc := projector.Config{
-		Store: st, DataDir: cfg.DataDir, Logger: d.Logger, Registerer: d.Registerer, Gatherer: d.Gatherer, Now: d.Now,
+		Store: st, Conn: d.Conn, DataDir: cfg.DataDir, Logger: d.Logger, Registerer: d.Registerer, Gatherer: d.Gatherer, Now: d.Now,
 		HTTPToken: cfg.HTTPToken, MaxBatchEvents: cfg.MaxBatchEvents, CacheSessions: cfg.CacheSessions, Watch: cfg.Watch,
 	}
 	if cfg.OTLPEndpoint != "" {

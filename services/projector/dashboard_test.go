@@ -1,18 +1,15 @@
 package projector_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	cdpruntime "github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -40,9 +37,13 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
+// artifactDir is where screenshots go: $SESSIONLOG_ARTEFACTS (or
+// $SESSIONLOG_ARTIFACTS), under CI ../../artifacts, else a test temp dir.
 func artifactDir(t *testing.T) string {
-	if d := os.Getenv("SESSIONLOG_ARTIFACTS"); d != "" {
-		return d
+	for _, v := range []string{"SESSIONLOG_ARTEFACTS", "SESSIONLOG_ARTIFACTS"} {
+		if d := os.Getenv(v); d != "" {
+			return d
+		}
 	}
 	if os.Getenv("CI") == "true" {
 		return filepath.Join("..", "..", "artifacts")
@@ -54,54 +55,20 @@ func artifactDir(t *testing.T) string {
 // Chromium: a session appended during the test appears in the list, and
 // its timeline grows live through the watch stream, without a reload.
 func TestDashboardInChromium(t *testing.T) {
-	bin := chromiumPath(t)
 	e := newEnv(t)
 	r := e.start(t.TempDir())
 	r.waitReady(t)
 	first := loadgen.NewSession("dash-first", t0.Add(-time.Hour))
 	publishN(t, e, first, 12)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1400, 900),
-	)
-	actx, cancelA := chromedp.NewExecAllocator(e.ctx, opts...)
-	defer cancelA()
-	ctx, cancelC := chromedp.NewContext(actx)
-	defer cancelC()
-	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
-	defer cancelT()
-
-	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return v
-	}
+	b := newBrowser(t, e.ctx, 1400, 900)
+	do, text := b.do, b.text
 	do("open the dashboard",
 		chromedp.Navigate(r.srv.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-session-id="dash-first"]`)),
 	)
 	// A marker that a reload would wipe.
-	if _, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.__noReload = 42`)); err != nil {
-		t.Fatal(err)
-	}
+	b.evalInt(`window.__noReload = 42`)
 
 	// A session appended while the page is open shows up in the list.
 	live := loadgen.NewSession("dash-live", t0)
@@ -118,20 +85,19 @@ func TestDashboardInChromium(t *testing.T) {
 
 	// A transient event is shown as live output.
 	subj, _ := logstore.LiveSubject("dash-live")
-	b, _ := json.Marshal(map[string]any{"afterSeq": 8, "kind": "delta", "text": "streaming tokens…"})
+	body, _ := json.Marshal(map[string]any{"afterSeq": 8, "kind": "delta", "text": "streaming tokens…"})
 	deadline := time.Now().Add(20 * time.Second)
 	for tr := ""; !strings.Contains(tr, "streaming tokens"); tr = text(`#transient`) {
 		if time.Now().After(deadline) {
 			t.Fatalf("transient event not shown: %q", tr)
 		}
-		e.nc.Publish(subj, b)
+		e.nc.Publish(subj, body)
 		e.nc.Flush()
 		do("wait", chromedp.Sleep(200*time.Millisecond))
 	}
 
-	marker, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.__noReload`))
-	if err != nil || marker != 42 {
-		t.Fatalf("the page reloaded (marker %d, %v)", marker, err)
+	if marker := b.evalInt(`window.__noReload`); marker != 42 {
+		t.Fatalf("the page reloaded (marker %d)", marker)
 	}
 	if phase := text(`#timeline .ev[data-seq="7"] .phase`); phase != "started" {
 		t.Fatalf("tool/started shown with phase %q", phase)
@@ -139,18 +105,7 @@ func TestDashboardInChromium(t *testing.T) {
 	if status := text(`[data-session-id="dash-live"] .pill`); !strings.EqualFold(status, "active") {
 		t.Fatalf("the open turn's session is shown as %q", status)
 	}
-	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := artifactDir(t)
-	os.MkdirAll(dir, 0o755)
-	path := filepath.Join(dir, "dashboard.png")
-	if err := os.WriteFile(path, shot, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	abs, _ := filepath.Abs(path)
-	t.Logf("dashboard screenshot: %s (%d bytes)", abs, len(shot))
+	b.shot("dashboard")
 }
 
 // TestDashboardRendersAnyJSON opens a session whose events carry data of
@@ -159,7 +114,6 @@ func TestDashboardInChromium(t *testing.T) {
 // object at all): the timeline shows every event, the one after the odd
 // ones too, the page throws nothing, and no markup runs.
 func TestDashboardRendersAnyJSON(t *testing.T) {
-	bin := chromiumPath(t)
 	e := newEnv(t)
 	r := e.start(t.TempDir())
 	r.waitReady(t)
@@ -212,55 +166,8 @@ func TestDashboardRendersAnyJSON(t *testing.T) {
 	pub(schema.TypeMessageUser, `{"content":"the end"}`, turn)
 	last := seq
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1400, 900),
-	)
-	actx, cancelA := chromedp.NewExecAllocator(e.ctx, opts...)
-	defer cancelA()
-	ctx, cancelC := chromedp.NewContext(actx)
-	defer cancelC()
-	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
-	defer cancelT()
-	var mu sync.Mutex
-	var pageErrors []string
-	if err := chromedp.Listen(ctx, func(ev any) {
-		if ex, ok := ev.(*cdpruntime.EventExceptionThrown); ok {
-			msg := ex.ExceptionDetails.Text
-			if ex.ExceptionDetails.Exception != nil {
-				msg += " " + ex.ExceptionDetails.Exception.Description
-			}
-			mu.Lock()
-			pageErrors = append(pageErrors, msg)
-			mu.Unlock()
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			mu.Lock()
-			defer mu.Unlock()
-			t.Fatalf("%s: %v (%d page errors, the first: %q)", what, err, len(pageErrors), pageErrors[:min(len(pageErrors), 1)])
-		}
-	}
-	text := func(sel string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return v
-	}
+	b := newBrowser(t, e.ctx, 1400, 900)
+	do, text := b.do, b.text
 	do("open the session's timeline",
 		chromedp.Navigate(r.srv.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-session-id="`+id+`"]`)),
@@ -285,9 +192,8 @@ func TestDashboardRendersAnyJSON(t *testing.T) {
 		do("wait", chromedp.Sleep(200*time.Millisecond))
 	}
 
-	n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#timeline .ev").length`))
-	if err != nil || uint64(n) != last {
-		t.Fatalf("timeline rows: %d, want %d (%v)", n, last, err)
+	if n := b.evalInt(`document.querySelectorAll("#timeline .ev").length`); uint64(n) != last {
+		t.Fatalf("timeline rows: %d, want %d", n, last)
 	}
 	for s := uint64(1); s <= last; s++ {
 		if txt := text(fmt.Sprintf(`#timeline .ev[data-seq="%d"] .txt`, s)); strings.TrimSpace(txt) == "" {
@@ -306,13 +212,8 @@ func TestDashboardRendersAnyJSON(t *testing.T) {
 	if got := text(`#timeline .ev[data-seq="9"] .txt`); len(got) > 1000 || !strings.Contains(got, "many words") {
 		t.Errorf("the huge string is shown as %d bytes: %.80q", len(got), got)
 	}
-	xss, err := chromedp.Run(ctx, chromedp.Evaluate[string](`String(window.__xss) + "," + String(({}).polluted) + "," + document.querySelectorAll("#timeline img, #timeline script, #timeline b[onmouseover]").length`))
-	if err != nil || xss != "undefined,undefined,0" {
-		t.Fatalf("markup from event data ran or was parsed: %q %v", xss, err)
+	if xss := b.evalString(`String(window.__xss) + "," + String(({}).polluted) + "," + document.querySelectorAll("#timeline img, #timeline script, #timeline b[onmouseover]").length`); xss != "undefined,undefined,0" {
+		t.Fatalf("markup from event data ran or was parsed: %q", xss)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(pageErrors) > 0 {
-		t.Fatalf("page errors: %q", pageErrors)
-	}
+	b.noPageErrors()
 }

@@ -12,13 +12,17 @@ import (
 
 // handleExport is GET /v1/sessions/{id}/export?format=NAME: the session as
 // a file of an agent's own format (DESIGN.md section 13), read from the
-// log, offered as a download.
+// log, offered as a download; without a format, sessionlog's own JSON lines.
 func (s *Service) handleExport(w http.ResponseWriter, r *http.Request) {
 	id, ok := sessionID(w, r)
 	if !ok {
 		return
 	}
 	name := r.URL.Query().Get("format")
+	if name == "" || name == "sessionlog" {
+		s.exportJSONL(w, r, id)
+		return
+	}
 	f, ok := formats.Lookup(name)
 	if !ok {
 		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, "format must be one of: "+strings.Join(formats.Names(), ", "))

@@ -316,6 +316,7 @@ func (f *folder) apply(en *entry, ev *schema.Envelope, streamSeq uint64) {
 	k := len(f.scratch)
 	f.scratch = appendIndex(f.scratch, streamSeq, ev)
 	b.Set(f.scratch[:k], nil, f.scratch[k:])
+	f.dashboard(en, ev)
 	en.sum.LastStreamSeq = streamSeq
 	en.sum.LastType = ev.Type
 	switch ev.Type {

@@ -38,7 +38,12 @@ func (s *Service) routes(ops bool) http.Handler {
 	mux.HandleFunc("GET /v1/sessions/{id}/watch", s.handleWatch)
 	mux.HandleFunc("GET /v1/sessions/{id}/acp", s.handleACP)
 	mux.HandleFunc("GET /v1/sessions/{id}/export", s.handleExport)
+	mux.HandleFunc("GET /v1/sessions/{id}/tree", s.handleTree)
+	mux.HandleFunc("GET /v1/search", s.handleSearch)
+	mux.HandleFunc("GET /v1/overview", s.handleOverview)
+	s.actionRoutes(mux)
 	mux.Handle("GET /{$}", web.Handler())
+	mux.Handle("GET /assets/", web.Assets())
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no such path")
 	})

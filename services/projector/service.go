@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -33,6 +34,10 @@ const (
 // Config configures the projector.
 type Config struct {
 	Store *logstore.Store
+	// Conn, when set, carries the dashboard's actions (resume, repair,
+	// fork, export) as sessions.api.* requests; without it they answer
+	// internal.
+	Conn *nats.Conn
 	// DataDir holds the Pebble store.
 	DataDir    string
 	Logger     *slog.Logger
@@ -117,6 +122,7 @@ type metrics struct {
 	batch    prometheus.Histogram
 	batchEv  prometheus.Histogram
 	watchers prometheus.Gauge
+	repairs  prometheus.Counter
 }
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
@@ -134,8 +140,9 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 		batchEv: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sessionlog_projector_batch_events", Help: "Events per committed batch.",
 			Buckets: prometheus.ExponentialBuckets(1, 4, 9)}),
 		watchers: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sessionlog_projector_watchers", Help: "Open watch (SSE) streams."}),
+		repairs:  prometheus.NewCounter(prometheus.CounterOpts{Name: "sessionlog_projector_repairs_folded_total", Help: "repair/applied events folded."}),
 	}
-	for _, c := range []prometheus.Collector{m.applied, m.skipped, m.marked, m.restores, m.rebuilds, m.lag, m.position, m.batch, m.batchEv, m.watchers} {
+	for _, c := range []prometheus.Collector{m.applied, m.skipped, m.marked, m.restores, m.rebuilds, m.lag, m.position, m.batch, m.batchEv, m.watchers, m.repairs} {
 		if err := r.Register(c); err != nil {
 			return nil, fmt.Errorf("projector: metrics: %w", err)
 		}
@@ -175,6 +182,8 @@ type Service struct {
 
 	// watch is what the watch streams share: limits, queued bytes, metrics.
 	watch *watchHub
+	// fleet is the overview's recent history (overview.go).
+	fleet *fleetHistory
 }
 
 // New opens the store, verifies its checkpoint against the stream (or
@@ -201,6 +210,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, ls: cfg.Store, db: db, met: met, target: map[string]uint64{}}
 	s.watch = hub
+	s.fleet = newFleetHistory()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.start(ctx); err != nil {
@@ -377,6 +387,7 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		})
 	}
+	go s.sampleFleet(ctx)
 	err := s.consume(ctx, nil)
 	s.running.Store(false)
 	s.closeMu.Lock()

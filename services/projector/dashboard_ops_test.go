@@ -1,0 +1,629 @@
+package projector_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionlog/sessionlog/internal/assemble"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
+	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/loadgen"
+)
+
+// script publishes hand-written events of one session straight to the
+// stream, numbering them.
+type script struct {
+	t   *testing.T
+	e   *env
+	id  string
+	seq uint64
+	evs []schema.Envelope
+}
+
+func newScript(t *testing.T, e *env, id string) *script { return &script{t: t, e: e, id: id} }
+
+func (s *script) add(typ, data string, mod ...func(*schema.Envelope)) schema.Envelope {
+	s.t.Helper()
+	s.seq++
+	ev := schema.Envelope{
+		SchemaVersion: schema.Version, SessionID: s.id, Seq: s.seq, EventID: fmt.Sprintf("%s-%d", s.id, s.seq),
+		Time: t0.Add(time.Duration(s.seq) * time.Millisecond), Type: typ, Data: json.RawMessage(data),
+	}
+	for _, m := range mod {
+		m(&ev)
+	}
+	s.publish(ev)
+	return ev
+}
+
+func (s *script) publish(ev schema.Envelope) {
+	s.t.Helper()
+	if _, err := loadgen.Publish(s.e.ctx, s.e.ls, ev); err != nil {
+		s.t.Fatalf("publish %s %s: %v", ev.Type, ev.Data, err)
+	}
+	s.evs = append(s.evs, ev)
+}
+
+func inTurn(turn string) func(*schema.Envelope) {
+	return func(ev *schema.Envelope) { ev.TurnID = turn }
+}
+
+// synthetic marks what a service writes (a fork's copy, a repair).
+func synthetic(ev *schema.Envelope) { ev.Synthetic = true }
+
+func toolCall(turn, call string) func(*schema.Envelope) {
+	return func(ev *schema.Envelope) { ev.TurnID, ev.ToolCallID = turn, call }
+}
+
+// startWriter runs the writer (sessions.api.append, read) on the test's
+// connection and waits until it answers.
+func startWriter(t *testing.T, e *env) {
+	t.Helper()
+	w, err := assemble.NewWriter(assemble.DefaultWriter(), e.ls, assemble.Deps{Conn: e.nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(api.ReadRequest{SessionID: "probe"})
+	runService(t, e, w.Run, api.SubjectRead, body)
+}
+
+// startForker runs the forker (sessions.api.fork) and waits until it answers.
+func startForker(t *testing.T, e *env) {
+	t.Helper()
+	f, err := assemble.NewForker(assemble.DefaultForker(), e.ls, assemble.Deps{Conn: e.nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(api.ForkRequest{ParentID: "probe"})
+	runService(t, e, f.Run, api.SubjectFork, body)
+}
+
+// runService runs a service until the test ends and waits until a probe
+// request on subject finds it.
+func runService(t *testing.T, e *env, run func(context.Context) error, subject string, probe []byte) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+		_, err := e.nc.Request(subject, probe, time.Second)
+		if errors.Is(err, nats.ErrNoResponders) {
+			return err
+		}
+		return nil
+	})
+}
+
+// TestDashboardDeepLink: an address names a session and an event; pasted
+// into a new page it opens that session with the event shown, and back
+// and forward move between the views visited. At phone width the session
+// fills the screen with a way back to the list.
+func TestDashboardDeepLink(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	publishN(t, e, loadgen.NewSession("dl-a", t0), 25)
+	publishN(t, e, loadgen.NewSession("dl-b", t0.Add(time.Minute)), 12)
+	r.waitSession(t, "dl-a", func(d projector.Detail) bool { return d.LastSeq == 25 })
+	r.waitSession(t, "dl-b", func(d projector.Detail) bool { return d.LastSeq == 12 })
+
+	b := newBrowser(t, e.ctx, 1280, 860)
+	b.do("open a pasted link",
+		chromedp.Navigate(r.srv.URL+"/?s=dl-a&e=14"),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="dl-a"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev.cur[data-seq="14"] .body pre`)),
+	)
+	if got := b.text(`#d-title`); got != "load dl-a" {
+		t.Fatalf("the link opened %q", got)
+	}
+	b.shot("deep-link")
+	b.do("open another session from the list",
+		chromedp.Click(chromedp.CSS(`#list [data-session-id="dl-b"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="dl-b"]`)),
+	)
+	if got := b.evalString(`location.search`); got != "?s=dl-b" {
+		t.Fatalf("the address of the second session is %q", got)
+	}
+	b.do("back", chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.CSS(`#timeline .ev.cur[data-seq="14"]`)))
+	if got := b.text(`#d-title`); got != "load dl-a" {
+		t.Fatalf("back shows %q", got)
+	}
+	b.do("forward", chromedp.NavigateForward(), chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="dl-b"]`)))
+	b.do("a status filter is an address too",
+		chromedp.Navigate(r.srv.URL+"/?status=active"),
+		chromedp.WaitVisible(chromedp.CSS(`#filters a.on[data-status="active"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#overview [data-count="active"]`)),
+	)
+	if got := b.evalString(`typeof uPlot`); got != "function" {
+		t.Errorf("the vendored chart library did not load: typeof uPlot is %q", got)
+	}
+	if got := b.text(`#overview [data-count="active"] b`); got != "2" {
+		t.Errorf("the fleet overview counts %s active sessions, want 2", got)
+	}
+	b.shot("fleet")
+	b.do("phone width",
+		chromedp.EmulateViewport(390, 844),
+		chromedp.Navigate(r.srv.URL+"/?s=dl-a"),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="dl-a"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#head .back`)),
+		chromedp.WaitNotVisible(chromedp.CSS(`#side`)),
+	)
+	if w := b.evalInt(`document.documentElement.scrollWidth`); w > 390 {
+		t.Errorf("at phone width the page is %d px wide", w)
+	}
+	b.shot("phone")
+	b.noPageErrors()
+}
+
+// TestSearchIndex: GET /v1/search finds sessions by a word of their id,
+// title, agent, labels, user and assistant messages, pages without
+// repeating a session, says where the word is, and the index is a view:
+// the live store equals a clean rebuild.
+func TestSearchIndex(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	s := newScript(t, e, "srch-1")
+	s.add(schema.TypeSessionCreated, `{"title":"Fix the Parser","agent":"claude-code","labels":{"gitBranch":"feature-lexer","host":"build7"}}`)
+	s.add(schema.TypeTurnStarted, `{}`, inTurn("t1"))
+	s.add(schema.TypeMessageUser, `{"content":[{"type":"text","text":"Where did the Quokka escape to?"}]}`, inTurn("t1"))
+	s.add(schema.TypeAttemptStarted, `{}`, func(ev *schema.Envelope) { ev.TurnID, ev.AttemptID = "t1", "a1" })
+	s.add(schema.TypeMessageAssistant, `{"content":"Into the wombat burrow."}`, func(ev *schema.Envelope) { ev.TurnID, ev.AttemptID = "t1", "a1" })
+	for i := range 5 {
+		c := newScript(t, e, fmt.Sprintf("common-%d", i))
+		c.add(schema.TypeSessionCreated, `{"title":"common chores"}`)
+	}
+	r.waitSession(t, "srch-1", func(d projector.Detail) bool { return d.LastSeq == 5 })
+	r.waitSession(t, "common-4", func(d projector.Detail) bool { return d.LastSeq == 1 })
+
+	search := func(q string, after string, limit int) projector.SearchResult {
+		t.Helper()
+		var out projector.SearchResult
+		r.getJSON(t, "/v1/search?q="+url.QueryEscape(q)+"&after="+after+"&limit="+fmt.Sprint(limit), &out)
+		return out
+	}
+	for _, c := range []struct{ q, field string }{
+		{"quokka", "user"}, {"WOMBAT", "assistant"}, {"parser", "title"}, {"claude", "agent"},
+		{"lexer", "label gitBranch"}, {"build7", "label host"}, {"srch-1", "session"}, {"quokka escape", "user"},
+	} {
+		got := search(c.q, "", 20)
+		if len(got.Results) != 1 || got.Results[0].Summary.SessionID != "srch-1" || got.Results[0].Field != c.field {
+			t.Errorf("search %q: %+v, want srch-1 by its %s", c.q, got.Results, c.field)
+			continue
+		}
+		if c.field == "user" && !strings.Contains(got.Results[0].Snippet, "Quokka") {
+			t.Errorf("search %q: snippet %q", c.q, got.Results[0].Snippet)
+		}
+	}
+	if got := search("quokka wombat", "", 20); len(got.Results) != 1 {
+		t.Errorf("words of two messages of one session: %+v, want the session", got.Results)
+	}
+	if got := search("quokka chores", "", 20); len(got.Results) != 0 {
+		t.Errorf("words of two sessions matched one: %+v", got.Results)
+	}
+	seen := map[string]bool{}
+	for after, pages := "", 0; ; pages++ {
+		page := search("common", after, 2)
+		for _, h := range page.Results {
+			if seen[h.Summary.SessionID] {
+				t.Fatalf("%s on two pages", h.Summary.SessionID)
+			}
+			seen[h.Summary.SessionID] = true
+		}
+		if page.Next == "" || pages > 5 {
+			break
+		}
+		after = page.Next
+	}
+	if len(seen) != 5 {
+		t.Fatalf("paging found %d of 5 sessions: %v", len(seen), seen)
+	}
+	if code, body := r.get(t, "/v1/search?q=%3C%3E"); code != http.StatusBadRequest {
+		t.Errorf("a query without words: %d %s", code, body)
+	}
+	checkRebuild(t, e, r)
+}
+
+// TestDashboardSearch: a word of a session's user message, typed into the
+// search box, lists the session with the word highlighted; the result
+// opens the session at that message; the search is an address.
+func TestDashboardSearch(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	publishN(t, e, loadgen.NewSession("other", t0), 12)
+	s := newScript(t, e, "find-me")
+	s.add(schema.TypeSessionCreated, `{"title":"an ordinary title"}`)
+	s.add(schema.TypeTurnStarted, `{}`, inTurn("t1"))
+	s.add(schema.TypeMessageUser, `{"content":"please feed the axolotl before noon"}`, inTurn("t1"))
+	r.waitSession(t, "find-me", func(d projector.Detail) bool { return d.LastSeq == 3 })
+	r.waitSession(t, "other", func(d projector.Detail) bool { return d.LastSeq == 12 })
+
+	b := newBrowser(t, e.ctx, 1280, 860)
+	b.do("search from the box",
+		chromedp.Navigate(r.srv.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#list [data-session-id="other"]`)),
+		chromedp.SendKeys(chromedp.CSS(`#q`), "Axolotl\n"),
+		chromedp.WaitVisible(chromedp.CSS(`#list [data-session-id="find-me"] mark`)),
+	)
+	if got := b.text(`#list [data-session-id="find-me"] mark`); got != "axolotl" {
+		t.Fatalf("highlighted %q", got)
+	}
+	if n := b.evalInt(`document.querySelectorAll("#list .row").length`); n != 1 {
+		t.Fatalf("%d results, want 1", n)
+	}
+	if got := b.evalString(`location.search`); got != "?q=Axolotl" {
+		t.Fatalf("the search's address is %q", got)
+	}
+	b.shot("results")
+	b.do("open the result",
+		chromedp.Click(chromedp.CSS(`#list [data-session-id="find-me"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev.cur[data-seq="3"]`)),
+	)
+	b.do("back to the results", chromedp.NavigateBack(), chromedp.WaitNotPresent(chromedp.CSS(`body[data-loaded]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#list [data-session-id="find-me"] mark`)))
+	b.noPageErrors()
+}
+
+// TestDashboardForkTree: a parent and the child forked from it link to
+// each other with the cut point, and the child's tree shows its ancestor.
+func TestDashboardForkTree(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	parent := loadgen.NewSession("tree-parent", t0)
+	evs := publishN(t, e, parent, 21) // created, two turns of 10
+	// The child as the forker writes it: its own session/created naming
+	// the parent and the cut, the parent's events 2..11 copied, then
+	// fork/committed.
+	c := newScript(t, e, "tree-child")
+	c.add(schema.TypeSessionCreated, `{"title":"the child","parent":{"sessionId":"tree-parent","seedLength":11,"depth":1}}`, synthetic)
+	for _, ev := range evs[1:11] {
+		ev.SessionID, ev.EventID, ev.Synthetic = "tree-child", "tree-child-"+ev.EventID, true
+		c.seq = ev.Seq
+		c.publish(ev)
+	}
+	c.add(schema.TypeForkCommitted, `{"seedLength":11}`, synthetic)
+	r.waitSession(t, "tree-child", func(d projector.Detail) bool { return d.LastSeq == 12 && d.Status == projector.StatusIdle })
+	r.waitSession(t, "tree-parent", func(d projector.Detail) bool { return d.LastSeq == 21 })
+
+	b := newBrowser(t, e.ctx, 1280, 860)
+	b.do("the parent's tree",
+		chromedp.Navigate(r.srv.URL+"/?s=tree-parent"),
+		chromedp.WaitVisible(chromedp.CSS(`#tree a[data-tree="tree-child"]`)),
+	)
+	if got := b.evalString(`document.querySelector('#tree [data-cut]').getAttribute("href")`); got != "/?s=tree-parent&e=11" {
+		t.Fatalf("the cut links to %q", got)
+	}
+	b.shot("parent")
+	b.do("follow the link to the child",
+		chromedp.Click(chromedp.CSS(`#tree a[data-tree="tree-child"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="tree-child"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#tree a[data-tree="tree-parent"]`)),
+	)
+	b.do("and back up to the parent",
+		chromedp.Click(chromedp.CSS(`#tree a[data-tree="tree-parent"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="tree-parent"]`)),
+	)
+	b.noPageErrors()
+}
+
+// TestDashboardResume: resuming a paused session from the page appends
+// session/resumed through sessions.api.append; without the token, or
+// with only the cookie, or from another origin, or without the action
+// header, it is refused and nothing is appended.
+func TestDashboardResume(t *testing.T) {
+	e := newEnv(t)
+	startWriter(t, e)
+	const token = "s3cret-token"
+	r := e.start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.Conn = token, e.nc })
+	r.waitReady(t)
+	publishN(t, e, loadgen.NewSession("rs-1", t0), 11) // created and one whole turn
+	s := &script{t: t, e: e, id: "rs-1", seq: 11}
+	s.add(schema.TypeSessionPaused, `{"reason":"operator hold"}`)
+	waitStatus := func(status string) projector.Detail {
+		var d projector.Detail
+		natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+			req, _ := http.NewRequest("GET", r.srv.URL+"/v1/sessions/rs-1", nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			d = projector.Detail{}
+			json.NewDecoder(resp.Body).Decode(&d)
+			if d.Status != status {
+				return fmt.Errorf("status %q, want %q", d.Status, status)
+			}
+			return nil
+		})
+		return d
+	}
+	waitStatus(projector.StatusPaused)
+
+	post := func(mod func(*http.Request)) int {
+		req, _ := http.NewRequest("POST", r.srv.URL+"/v1/sessions/rs-1/resume", strings.NewReader(`{}`))
+		mod(req)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for name, c := range map[string]struct {
+		mod  func(*http.Request)
+		want int
+	}{
+		"NoToken": {func(q *http.Request) { q.Header.Set("X-Sessionlog-Action", "1") }, http.StatusUnauthorized},
+		"CookieOnly": {func(q *http.Request) {
+			q.Header.Set("X-Sessionlog-Action", "1")
+			q.Header.Set("Cookie", "sessionlog_token="+token)
+		}, http.StatusUnauthorized},
+		"QueryToken": {func(q *http.Request) { q.Header.Set("X-Sessionlog-Action", "1"); q.URL.RawQuery = "token=" + token }, http.StatusUnauthorized},
+		"NoHeader":   {func(q *http.Request) { q.Header.Set("Authorization", "Bearer "+token) }, http.StatusForbidden},
+		"OtherOrigin": {func(q *http.Request) {
+			q.Header.Set("Authorization", "Bearer "+token)
+			q.Header.Set("X-Sessionlog-Action", "1")
+			q.Header.Set("Origin", "https://evil.example")
+		}, http.StatusForbidden},
+		"WrongToken": {func(q *http.Request) {
+			q.Header.Set("Authorization", "Bearer nope")
+			q.Header.Set("X-Sessionlog-Action", "1")
+		}, http.StatusUnauthorized},
+	} {
+		if got := post(c.mod); got != c.want {
+			t.Errorf("%s: status %d, want %d", name, got, c.want)
+		}
+	}
+
+	b := newBrowser(t, e.ctx, 1280, 860)
+	b.do("open the paused session",
+		chromedp.Navigate(r.srv.URL+"/?token="+token+"&s=rs-1"),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="rs-1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#act-resume`)),
+	)
+	if got := b.evalString(`location.search`); got != "?s=rs-1" {
+		t.Fatalf("the token stayed in the address: %q", got)
+	}
+	// The page without the token in this tab (only the cookie): refused.
+	b.evalString(`sessionStorage.removeItem("sessionlog_token"), ""`)
+	b.do("resume without the token",
+		chromedp.Click(chromedp.CSS(`#act-resume`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm input[name="token"]`)),
+		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+		chromedp.WaitVisible(chromedp.CSS(`#outcome.bad`)),
+	)
+	if got := b.text(`#outcome`); !strings.Contains(got, "unauthorized") {
+		t.Fatalf("outcome without the token: %q", got)
+	}
+	b.shot("refused")
+	b.do("resume with the token",
+		chromedp.Click(chromedp.CSS(`#act-resume`)),
+		chromedp.SendKeys(chromedp.CSS(`#confirm input[name="token"]`), token),
+		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+		chromedp.WaitVisible(chromedp.CSS(`#outcome.ok`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="13"][data-type="session/resumed"]`)),
+	)
+	if got := b.text(`#outcome`); !strings.Contains(got, "seq 13") {
+		t.Fatalf("outcome: %q", got)
+	}
+	d := waitStatus(projector.StatusIdle)
+	if d.LastSeq != 13 || d.LastType != schema.TypeSessionResumed {
+		t.Fatalf("after the resume: seq %d %s, want 13 session/resumed (a refused request appended?)", d.LastSeq, d.LastType)
+	}
+	b.shot("resumed")
+	b.noPageErrors()
+
+	// Export reads the session through sessions.api.read, as JSON lines.
+	req, _ := http.NewRequest("GET", r.srv.URL+"/v1/sessions/rs-1/export", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	lines := strings.Split(strings.TrimSpace(string(body)), "\n")
+	if resp.StatusCode != 200 || len(lines) != 13 || !strings.Contains(lines[12], `"session/resumed"`) {
+		t.Fatalf("export: %d, %d lines, the last %.200q", resp.StatusCode, len(lines), lines[len(lines)-1])
+	}
+}
+
+// TestDashboardRepairedOutcomeUnknown: a tool call a repair closed as
+// outcome_unknown is marked, in words, as needing a check, and listed at
+// the top of the session.
+func TestDashboardRepairedOutcomeUnknown(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	s := newScript(t, e, "ou-1")
+	s.add(schema.TypeSessionCreated, `{"title":"deploys"}`)
+	s.add(schema.TypeTurnStarted, `{}`, inTurn("t1"))
+	s.add(schema.TypeToolRequested, `{"name":"deploy_prod","input":{"service":"api","version":"1.2.3"}}`, toolCall("t1", "c1"))
+	s.add(schema.TypeToolStarted, `{}`, toolCall("t1", "c1"))
+	st := session.New("ou-1")
+	for i := range s.evs {
+		if err := st.Apply(&s.evs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan := session.PlanRepair(st, session.RepairOptions{Now: t0})
+	for _, ev := range plan {
+		s.seq = ev.Seq
+		s.publish(ev)
+	}
+	r.waitSession(t, "ou-1", func(d projector.Detail) bool { return d.LastSeq == s.seq })
+
+	b := newBrowser(t, e.ctx, 1280, 860)
+	b.do("open the repaired session",
+		chromedp.Navigate(r.srv.URL+"/?s=ou-1"),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="ou-1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#checks li[data-check]`)),
+	)
+	if got := b.text(`#timeline .ev[data-type="tool/result"] .needs-check`); !strings.Contains(got, "repaired, needs a check") {
+		t.Fatalf("the repaired result says %q", got)
+	}
+	if got := b.text(`#attention`); !strings.Contains(got, "paused (repaired") || strings.Contains(got, "null") {
+		t.Errorf("the attention card says %q", got)
+	}
+	if got := b.text(`#checks`); !strings.Contains(got, "deploy_prod") || !strings.Contains(got, "by a repair") {
+		t.Fatalf("the checks list says %q", got)
+	}
+	b.do("expand the call", chromedp.Click(chromedp.CSS(`#timeline .ev[data-type="tool/result"] .txt`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-type="tool/result"] .body pre`)))
+	if got := b.text(`#timeline .ev[data-type="tool/result"] .body`); !strings.Contains(got, `"version": "1.2.3"`) {
+		t.Fatalf("the call's input is not shown pretty-printed: %q", got)
+	}
+	b.shot("needs-check")
+	b.noPageErrors()
+}
+
+// TestDashboardLongSession: a session of 10,003 events (1,000 turns with
+// a tool call each) opens and shows every event within the bound (a
+// correctness bound, not a speed target: the page reports how long it
+// took, logged here). Before the incremental timeline it hung for more
+// than 120 s: each event re-rendered the whole timeline.
+func TestDashboardLongSession(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	const n = 10_003
+	publishN(t, e, loadgen.NewSession("long", t0), n)
+	r.waitSession(t, "long", func(d projector.Detail) bool { return d.LastSeq == n })
+
+	b := newBrowser(t, e.ctx, 1280, 860)
+	b.do("start the browser", chromedp.Navigate("about:blank"))
+	start := time.Now()
+	b.do("open the long session",
+		chromedp.Navigate(r.srv.URL+"/?s=long"),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="1"]`)),
+	)
+	first := time.Since(start)
+	b.do("every event", chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="long"]`)))
+	all := time.Since(start)
+	if got := b.evalInt(`document.querySelectorAll("#timeline .ev").length`); got != n {
+		t.Fatalf("%d rows, want %d", got, n)
+	}
+	t.Logf("10,003 events: first rows after %v, all after %v; the page says %q; per page: %s", first, all, b.text(`#loading`), b.evalString(`JSON.stringify(window.__timing)`))
+	b.do("a link into the middle", chromedp.Navigate(r.srv.URL+"/?s=long&e=7777"),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev.cur[data-seq="7777"] .body`)))
+	b.shot("long")
+	b.noPageErrors()
+}
+
+// TestDashboardShowsMarkupAsText: titles, agents, labels, messages, tool
+// names and outputs holding HTML and script are shown as text in the
+// list, the search results, the session, the fork tree and the expanded
+// call; nothing runs and no element is made of them.
+func TestDashboardShowsMarkupAsText(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	const img = `<img src=x onerror="window.__xss=1">`
+	const scr = `<script>window.__xss=2</script>`
+	mk := func(v string) string { b, _ := json.Marshal(v); return string(b) }
+	s := newScript(t, e, "xss")
+	s.add(schema.TypeSessionCreated, `{"title":`+mk("markup "+img)+`,"agent":`+mk(scr)+`,"labels":{"host":`+mk(`<svg onload="window.__xss=3">`)+`,"cwd":"/tmp/<b>x</b>"}}`)
+	s.add(schema.TypeTurnStarted, `{"input":`+mk(img)+`}`, inTurn("t1"))
+	s.add(schema.TypeMessageUser, `{"content":`+mk("markup "+scr+img)+`}`, inTurn("t1"))
+	s.add(schema.TypeToolRequested, `{"name":`+mk(img)+`,"input":{"html":`+mk(scr)+`}}`, toolCall("t1", "c1"))
+	s.add(schema.TypeToolStarted, `{}`, toolCall("t1", "c1"))
+	s.add(schema.TypeToolResult, `{"status":"error","output":`+mk(strings.Repeat(img+"\n", 50))+`}`, toolCall("t1", "c1"))
+	c := newScript(t, e, "xss-child")
+	c.add(schema.TypeSessionCreated, `{"title":`+mk(img)+`,"parent":{"sessionId":"xss","seedLength":1,"depth":1}}`, synthetic)
+	c.add(schema.TypeForkCommitted, `{"seedLength":1}`, synthetic)
+	r.waitSession(t, "xss", func(d projector.Detail) bool { return d.LastSeq == 6 })
+	r.waitSession(t, "xss-child", func(d projector.Detail) bool { return d.LastSeq == 2 })
+
+	b := newBrowser(t, e.ctx, 1280, 860)
+	b.do("list, search, session, tree, expanded call",
+		chromedp.Navigate(r.srv.URL+"/?q=markup"),
+		chromedp.WaitVisible(chromedp.CSS(`#list [data-session-id="xss"] mark`)),
+		chromedp.Click(chromedp.CSS(`#list [data-session-id="xss"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="xss"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#tree a[data-tree="xss-child"]`)),
+		chromedp.Click(chromedp.CSS(`#timeline .ev[data-seq="6"] .txt`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="6"] .show-all`)),
+		chromedp.Click(chromedp.CSS(`#timeline .ev[data-seq="6"] .show-all`)),
+		chromedp.Click(chromedp.CSS(`#timeline .ev[data-seq="4"] .txt`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="4"] .body`)),
+	)
+	if got := b.text(`#d-title`); got != "markup "+img {
+		t.Fatalf("title shown as %q", got)
+	}
+	for sel, want := range map[string]string{
+		`#list [data-session-id="xss"] .title`:                 "markup " + img,
+		`#timeline .ev[data-seq="3"] .txt`:                     scr,
+		`#timeline .ev[data-seq="4"] .txt b`:                   img,
+		`#timeline .ev[data-seq="4"] .body`:                    `"html": "<script>`,
+		`#timeline .ev[data-seq="6"] [data-part="output"] pre`: img,
+		`#head`: `<svg onload`,
+		`#tree`: img,
+	} {
+		if got := b.text(sel); !strings.Contains(got, want) {
+			t.Errorf("%s shows %q, want it to contain %q", sel, got, want)
+		}
+	}
+	if got := b.evalString(`String(window.__xss) + "," + document.querySelectorAll("#side img, #side script, #side svg, #detail img, #detail script, #detail svg, #detail b:not(:is(.txt > span > b))").length`); got != "undefined,0" {
+		t.Fatalf("markup ran or was parsed: %q", got)
+	}
+	b.shot("markup")
+	b.noPageErrors()
+}
+
+// TestDashboardForkFromPage: forking at an event from the page goes
+// through sessions.api.fork; a cut inside a turn is refused with the
+// reason and the nearest safe cuts, one of which forks.
+func TestDashboardForkFromPage(t *testing.T) {
+	e := newEnv(t)
+	startForker(t, e)
+	r := e.start(t.TempDir(), func(c *projector.Config) { c.Conn = e.nc })
+	r.waitReady(t)
+	publishN(t, e, loadgen.NewSession("fk-parent", t0), 21) // turns end at 11 and 21
+	r.waitSession(t, "fk-parent", func(d projector.Detail) bool { return d.LastSeq == 21 })
+
+	b := newBrowser(t, e.ctx, 1280, 860)
+	b.do("fork inside a turn",
+		chromedp.Navigate(r.srv.URL+"/?s=fk-parent&e=5"),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="5"] .fork-here`)),
+		chromedp.Click(chromedp.CSS(`#timeline .ev[data-seq="5"] .fork-here`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm input[name="seq"]`)),
+		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+		chromedp.WaitVisible(chromedp.CSS(`#outcome .safe-cut[data-seq="11"]`)),
+	)
+	if got := b.text(`#outcome`); !strings.Contains(got, "unsafe_cut") || !strings.Contains(got, "not a safe cut") {
+		t.Fatalf("the refusal says %q", got)
+	}
+	b.shot("refused-cut")
+	b.do("fork at the nearest safe cut after",
+		chromedp.Click(chromedp.CSS(`#outcome .safe-cut[data-seq="11"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm input[name="seq"]`)),
+		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+		chromedp.WaitVisible(chromedp.CSS(`#fork-child`)),
+	)
+	child := b.text(`#fork-child`)
+	d := r.waitSession(t, child, func(d projector.Detail) bool { return d.Status == projector.StatusIdle })
+	if d.Parent == nil || d.Parent.SessionID != "fk-parent" || d.Parent.SeedLength != 11 {
+		t.Fatalf("the child's parent: %+v", d.Parent)
+	}
+	b.do("the tree links the child", chromedp.WaitVisible(chromedp.CSS(`#tree a[data-tree="`+child+`"]`)))
+	b.shot("forked")
+	b.noPageErrors()
+}

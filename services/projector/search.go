@@ -1,0 +1,380 @@
+package projector
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/projector/store"
+)
+
+// The search index is a view: prefix keys in the projector's Pebble store
+// (package store, SearchKey), written in the batch that folds the event,
+// so it is as durable, as checksummed and as rebuildable as the other
+// views. Each key names one term of one event: the metadata of
+// session/created (id, title, agent, label keys and values, workspace) and
+// the text of message/user and message/assistant. A key per event rather
+// than per session means the fold never reads the store to know whether a
+// term is there already: every key it writes is new.
+//
+// Bounds, so an agent cannot make the index outgrow its log: the first
+// maxIndexText bytes of text of an event are indexed, terms are 2 to
+// maxTermBytes bytes, at most maxEventTerms distinct terms per event, and
+// their keys at most four times the text (plus 2 KiB).
+const (
+	maxIndexText  = 32 << 10
+	maxTermBytes  = 48
+	maxEventTerms = 512
+	// maxQueryTerms bounds the words of a query; every one must match.
+	maxQueryTerms = 8
+	// searchScanBudget bounds the sessions one search request examines;
+	// beyond it the page ends early with a cursor to continue.
+	searchScanBudget   = 20000
+	DefaultSearchLimit = 20
+	MaxSearchLimit     = 100
+)
+
+// terms appends the distinct search terms of s to dst: maximal runs of
+// letters and digits, lower-cased.
+func terms(dst []string, s string) []string {
+	if len(s) > maxIndexText {
+		s = s[:maxIndexText]
+	}
+	var b strings.Builder
+	flush := func() {
+		if n := b.Len(); n >= 2 && n <= maxTermBytes && len(dst) < maxEventTerms {
+			t := b.String()
+			if !slices.Contains(dst, t) {
+				dst = append(dst, t)
+			}
+		}
+		b.Reset()
+	}
+	for _, r := range s {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			if b.Len() <= maxTermBytes {
+				b.WriteRune(unicode.ToLower(r))
+			}
+			continue
+		}
+		flush()
+	}
+	flush()
+	return dst
+}
+
+// messageText is the text of a message's content: every JSON string
+// value in it (not the keys: those are the agent's field names), whatever
+// shape the agent gave it, up to maxIndexText bytes.
+func messageText(content json.RawMessage) string {
+	if len(content) > 0 && content[0] == '"' {
+		// The common case, a plain string: no tree to walk.
+		var str string
+		if json.Unmarshal(content, &str) != nil {
+			return ""
+		}
+		return str
+	}
+	var v any
+	if json.Unmarshal(content, &v) != nil {
+		return ""
+	}
+	var sb strings.Builder
+	var walk func(v any)
+	walk = func(v any) {
+		if sb.Len() >= maxIndexText {
+			return
+		}
+		switch x := v.(type) {
+		case string:
+			sb.WriteString(x)
+			sb.WriteByte(' ')
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			for _, k := range sortedKeys(x) {
+				walk(x[k])
+			}
+		}
+	}
+	walk(v)
+	return sb.String()
+}
+
+// searchText is the indexed text of event ev ("" for none).
+func searchText(id string, ev *schema.Envelope) string {
+	switch ev.Type {
+	case schema.TypeSessionCreated:
+		var d schema.SessionCreated
+		if ev.DecodeData(&d) != nil {
+			return id
+		}
+		parts := []string{id, d.Title, d.Agent, d.Workspace}
+		for _, k := range sortedKeys(d.Labels) {
+			parts = append(parts, k, d.Labels[k])
+		}
+		return strings.Join(parts, " ")
+	case schema.TypeMessageUser, schema.TypeMessageAssistant:
+		var d struct {
+			Content json.RawMessage `json:"content"`
+		}
+		if ev.DecodeData(&d) != nil || len(d.Content) == 0 {
+			return ""
+		}
+		return messageText(d.Content)
+	}
+	return ""
+}
+
+// dashboard keeps what the dashboard needs of a folded event: its search
+// terms, and a count of repairs for the fleet overview.
+func (f *folder) dashboard(en *entry, ev *schema.Envelope) {
+	if ev.Type == schema.TypeRepairApplied {
+		f.met.repairs.Inc()
+	}
+	f.indexSearch(en, ev)
+}
+
+// indexSearch writes the search keys of event ev of en into the open
+// batch. Every key is new (one per event and term), so none has an old
+// value to take out of the checksum.
+func (f *folder) indexSearch(en *entry, ev *schema.Envelope) {
+	txt := searchText(en.id, ev)
+	if txt == "" {
+		return
+	}
+	var ts []string
+	if ev.Type == schema.TypeSessionCreated {
+		// The whole id too, so a pasted id finds its session.
+		ts = append(ts, strings.ToLower(en.id))
+	}
+	// Short words under a long session id cost more key bytes than text:
+	// an event's keys stay within a few times its text.
+	budget := 4*len(txt) + 2048
+	for _, t := range terms(ts, txt) {
+		f.scratch = store.SearchKey(f.scratch[:0], t, en.id, ev.Seq)
+		if budget -= len(f.scratch); budget < 0 {
+			break
+		}
+		f.batch.Set(f.scratch, nil, []byte{})
+	}
+}
+
+// SearchHit is one session a search found.
+type SearchHit struct {
+	Summary Summary `json:"session"`
+	// Seq is the event where the first query word is found; Field says
+	// what it is (metadata or user or assistant), Snippet shows the text
+	// around the match.
+	Seq     uint64 `json:"seq"`
+	Field   string `json:"field"`
+	Snippet string `json:"snippet"`
+}
+
+// SearchResult is GET /v1/search.
+type SearchResult struct {
+	Query   string      `json:"query"`
+	Terms   []string    `json:"terms"`
+	Results []SearchHit `json:"results"`
+	// Next is the after= of the following page, empty at the end.
+	Next string `json:"next,omitempty"`
+}
+
+func (s *Service) handleSearch(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	query := q.Get("q")
+	ts := terms(nil, query)
+	if len(ts) == 0 || len(ts) > maxQueryTerms || len(query) > 1024 {
+		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, "q must hold 1 to 8 words of 2 to 48 letters or digits")
+		return
+	}
+	limit, ok := parseLimit(w, r, DefaultSearchLimit, MaxSearchLimit)
+	if !ok {
+		return
+	}
+	after := q.Get("after")
+	if after != "" && !schema.ValidSessionID(after) {
+		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, "after must be a session id from next")
+		return
+	}
+	out := SearchResult{Query: query, Terms: ts, Results: []SearchHit{}}
+	err := s.view(func(rd reader) error {
+		hits, next, err := rd.search(ts, after, limit)
+		if err != nil {
+			return err
+		}
+		out.Next = next
+		for _, h := range hits {
+			sum, err := rd.summary(h.id)
+			if err != nil {
+				return err
+			}
+			if sum != nil {
+				out.Results = append(out.Results, SearchHit{Summary: *sum, Seq: h.seq})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.internal(w, err)
+		return
+	}
+	for i := range out.Results {
+		s.snippet(r, &out.Results[i], ts[0])
+	}
+	writeJSON(w, out)
+}
+
+// searchHit is a session holding every word of a query; seq is the first
+// event holding the first word.
+type searchHit struct {
+	id  string
+	seq uint64
+}
+
+// search finds up to limit sessions (in session id order, after the
+// session after) holding every one of terms. The first term's keys drive:
+// one seek per session holding it, and one per other term to check that
+// session. next is the cursor of the following page ("" at the end); a
+// page ends early, with a cursor, once searchScanBudget sessions were
+// examined.
+func (rd reader) search(ts []string, after string, limit int) (hits []searchHit, next string, err error) {
+	drive := store.SearchTermPrefix(ts[0])
+	it, err := rd.iter(drive)
+	if err != nil {
+		return nil, "", err
+	}
+	defer it.Close()
+	check, err := rd.snap.NewIter(nil)
+	if err != nil {
+		return nil, "", err
+	}
+	defer check.Close()
+	past := func(id string) []byte { return append(append(append([]byte(nil), drive...), id...), 1) }
+	valid := it.First()
+	if after != "" {
+		valid = it.SeekGE(past(after))
+	}
+	for scanned := 0; valid; scanned++ {
+		id, seq, ok := store.SearchEntry(drive, it.Key())
+		if !ok {
+			valid = it.Next()
+			continue
+		}
+		if len(hits) == limit || scanned == searchScanBudget {
+			// More to look at: the next page starts after the last
+			// session examined.
+			if len(hits) > 0 {
+				return hits, hits[len(hits)-1].id, nil
+			}
+			return hits, prevID(drive, it), nil
+		}
+		all := true
+		for _, t := range ts[1:] {
+			p := store.SearchSessionPrefix(t, id)
+			if !check.SeekGE(p) || !bytes.HasPrefix(check.Key(), p) {
+				all = false
+				break
+			}
+		}
+		if all {
+			hits = append(hits, searchHit{id, seq})
+		}
+		valid = it.SeekGE(past(id))
+	}
+	return hits, "", nil
+}
+
+// prevID is the session of the key before it's position (the last one
+// examined), for a cursor that continues after it.
+func prevID(drive []byte, it interface {
+	Prev() bool
+	Key() []byte
+}) string {
+	if !it.Prev() {
+		return ""
+	}
+	id, _, _ := store.SearchEntry(drive, it.Key())
+	return id
+}
+
+// snippet fills what a hit matched: the metadata field holding the term,
+// or the message text around it, read from the log.
+func (s *Service) snippet(r *http.Request, h *SearchHit, term string) {
+	sum := &h.Summary
+	meta := []struct{ field, text string }{{"session", sum.SessionID}, {"title", sum.Title}, {"agent", sum.Agent}, {"workspace", sum.Workspace}}
+	for _, k := range sortedKeys(sum.Labels) {
+		meta = append(meta, struct{ field, text string }{"label " + k, k + "=" + sum.Labels[k]})
+	}
+	if h.Seq <= 1 {
+		for _, m := range meta {
+			if slices.Contains(terms(nil, m.text), term) || strings.EqualFold(m.text, term) {
+				h.Field, h.Snippet = m.field, clipAround(m.text, term)
+				return
+			}
+		}
+		h.Field = "session"
+		return
+	}
+	var ss uint64
+	if err := s.view(func(rd reader) error {
+		v, ok, err := rd.get(store.EventKey(sum.SessionID, h.Seq))
+		if ok {
+			ss, _ = decodeIndex(v)
+		}
+		return err
+	}); err != nil || ss == 0 {
+		return
+	}
+	loc, err := logstore.Locate(sum.SessionID)
+	if err != nil {
+		return
+	}
+	m, err := s.ls.MsgAt(r.Context(), loc.Stream, ss)
+	if err != nil || m == nil {
+		return
+	}
+	ev, err := schema.Decode(m.Data)
+	if err != nil {
+		return
+	}
+	h.Field = strings.TrimPrefix(ev.Type, "message/")
+	h.Snippet = clipAround(searchText(sum.SessionID, &ev), term)
+}
+
+// clipAround returns up to 200 bytes of s around the first occurrence of
+// term (case-insensitive), on rune boundaries.
+func clipAround(s, term string) string {
+	const width = 200
+	if len(s) <= width {
+		return s
+	}
+	i := strings.Index(strings.ToLower(s), term)
+	if i < 0 {
+		i = 0
+	}
+	from := max(0, i-width/3)
+	to := min(len(s), from+width)
+	for from > 0 && !utf8.RuneStart(s[from]) {
+		from--
+	}
+	for to < len(s) && !utf8.RuneStart(s[to]) {
+		to++
+	}
+	out := s[from:to]
+	if from > 0 {
+		out = "…" + out
+	}
+	if to < len(s) {
+		out += "…"
+	}
+	return out
+}

@@ -1,0 +1,91 @@
+package projector
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/projector/loadgen"
+	"github.com/sessionlog/sessionlog/services/projector/store"
+)
+
+// BenchmarkSearch times the search index of a fleet of 10,000 sessions
+// (200,000 events, two turns each, folded into a fresh store): a page of
+// 20 for a word every session holds, for a word few do, and for two words
+// no session holds together (the whole driving list is examined up to
+// the scan budget). index-bytes/event is what the index adds to the
+// store, fold-ns/event the fold with it.
+func BenchmarkSearch(b *testing.B) {
+	const sessions, events = 10_000, 200_000
+	fleet := loadgen.NewFleet("s", sessions, 7, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	db, err := store.Open(b.TempDir(), store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	met, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Every session cached: no restore reads the (absent) log.
+	f := newFolder(db, nil, met, sessions+1, DefaultSnapshotEvery, []store.StreamPos{{Name: logstore.StreamName}})
+	ctx := context.Background()
+	t0 := time.Now()
+	for i := range events {
+		e := fleet.Next()
+		body, err := schema.Encode(&e)
+		if err != nil {
+			b.Fatal(err)
+		}
+		loc, _ := logstore.Locate(e.SessionID)
+		h := nats.Header{}
+		h.Set(logstore.HeaderSeq, strconv.FormatUint(e.Seq, 10))
+		m := msg{stream: logstore.StreamName, streamSeq: uint64(i + 1), subject: loc.Subject, header: h, data: body}
+		if err := f.handle(ctx, &m); err != nil {
+			b.Fatal(err)
+		}
+		if f.events >= DefaultMaxBatchEvents {
+			if err := f.flush(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := f.flush(); err != nil {
+		b.Fatal(err)
+	}
+	fold := time.Since(t0)
+	var indexBytes int
+	it, _ := db.Iter([]byte("vq"))
+	for ok := it.First(); ok; ok = it.Next() {
+		indexBytes += len(it.Key()) + len(it.Value())
+	}
+	it.Close()
+	s := &Service{db: db}
+	for _, c := range []struct {
+		name  string
+		terms []string
+	}{
+		{"CommonWord", []string{"task"}},
+		{"RareWord", []string{"s-9999"}},
+		{"NoSessionHoldsBoth", []string{"please", "zebra"}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if err := s.view(func(rd reader) error {
+					_, _, err := rd.search(c.terms, "", DefaultSearchLimit)
+					return err
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(indexBytes)/events, "index-bytes/event")
+			b.ReportMetric(float64(fold.Nanoseconds())/events, "fold-ns/event")
+		})
+	}
+}

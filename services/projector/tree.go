@@ -1,0 +1,122 @@
+package projector
+
+import (
+	"net/http"
+
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/projector/store"
+)
+
+// Fork tree bounds: ancestors are followed up to maxTreeDepth, descendants
+// listed breadth first up to maxTreeNodes.
+const (
+	maxTreeDepth = 64
+	maxTreeNodes = 500
+)
+
+// TreeNode is one session of a fork tree. Cut is the seed length of the
+// fork that made it: the child holds its parent's events 1..Cut.
+type TreeNode struct {
+	SessionID string `json:"sessionId"`
+	Parent    string `json:"parent,omitempty"`
+	Cut       uint64 `json:"cut,omitempty"`
+	Depth     int    `json:"depth"`
+	Status    string `json:"status,omitempty"`
+	Title     string `json:"title,omitempty"`
+	LastSeq   uint64 `json:"lastSeq"`
+	// Missing: the projector has no view of it (not folded yet, or gone).
+	Missing bool `json:"missing,omitempty"`
+}
+
+// Tree is GET /v1/sessions/{id}/tree: the session's ancestors (root first)
+// and its descendants (breadth first, each naming its parent).
+type Tree struct {
+	SessionID   string     `json:"sessionId"`
+	Ancestors   []TreeNode `json:"ancestors"`
+	Self        TreeNode   `json:"self"`
+	Descendants []TreeNode `json:"descendants"`
+	// Truncated: more descendants than maxTreeNodes.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+func nodeOf(id string, sum *Summary) TreeNode {
+	n := TreeNode{SessionID: id, Missing: sum == nil}
+	if sum != nil {
+		n.Status, n.Title, n.LastSeq = sum.Status, sum.Title, sum.LastSeq
+		if p := sum.Parent; p != nil {
+			n.Parent, n.Cut, n.Depth = p.SessionID, p.SeedLength, p.Depth
+		}
+	}
+	return n
+}
+
+func (s *Service) handleTree(w http.ResponseWriter, r *http.Request) {
+	id, ok := sessionID(w, r)
+	if !ok {
+		return
+	}
+	var out *Tree
+	err := s.view(func(rd reader) error {
+		sum, err := rd.summary(id)
+		if err != nil || sum == nil {
+			return err
+		}
+		out = &Tree{SessionID: id, Self: nodeOf(id, sum), Ancestors: []TreeNode{}, Descendants: []TreeNode{}}
+		seen := map[string]bool{id: true}
+		for p := sum.Parent; p != nil && len(out.Ancestors) < maxTreeDepth && !seen[p.SessionID]; {
+			seen[p.SessionID] = true
+			ps, err := rd.summary(p.SessionID)
+			if err != nil {
+				return err
+			}
+			out.Ancestors = append([]TreeNode{nodeOf(p.SessionID, ps)}, out.Ancestors...)
+			if ps == nil {
+				break
+			}
+			p = ps.Parent
+		}
+		queue := []string{id}
+		for len(queue) > 0 {
+			parent := queue[0]
+			queue = queue[1:]
+			prefix := store.ChildPrefix(parent)
+			it, err := rd.iter(prefix)
+			if err != nil {
+				return err
+			}
+			for ok := it.First(); ok; ok = it.Next() {
+				child := string(it.Key()[len(prefix):])
+				if seen[child] {
+					continue
+				}
+				if len(out.Descendants) == maxTreeNodes {
+					out.Truncated = true
+					break
+				}
+				seen[child] = true
+				cs, err := rd.summary(child)
+				if err != nil {
+					it.Close()
+					return err
+				}
+				n := nodeOf(child, cs)
+				n.Parent = parent
+				out.Descendants = append(out.Descendants, n)
+				queue = append(queue, child)
+			}
+			if err := it.Close(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		s.internal(w, err)
+		return
+	}
+	if out == nil {
+		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
+		return
+	}
+	writeJSON(w, out)
+}
