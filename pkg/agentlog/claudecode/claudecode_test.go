@@ -223,3 +223,28 @@ func TestExportAnswersCallsOfAnUnfinishedMessage(t *testing.T) {
 		t.Errorf("the answers share a uuid")
 	}
 }
+
+func TestSessionFilesAndIDs(t *testing.T) {
+	for _, c := range []struct {
+		path string
+		id   string // "" = not a session file
+	}{
+		{"p/-home-x/0b5c.jsonl", "cc-0b5c"},
+		{"p/-home-x/0b5c/subagents/agent-a1.jsonl", "cc-0b5c-a1"},
+		{"p/-home-x/0b5c/subagents/workflows/wf1/agent-a2.jsonl", "cc-0b5c-a2"},
+		{"p/-home-x/0b5c/subagents/workflows/wf1/journal.jsonl", ""},
+		{"p/-home-x/notes.txt", ""},
+	} {
+		f := Format{}
+		if got := f.IsSessionFile(c.path); got != (c.id != "") {
+			t.Errorf("%s: IsSessionFile %v", c.path, got)
+			continue
+		}
+		if c.id == "" {
+			continue
+		}
+		if got, err := f.SessionID(c.path, nil); err != nil || got != c.id {
+			t.Errorf("%s: id %q %v, want %q", c.path, got, err, c.id)
+		}
+	}
+}
