@@ -408,7 +408,7 @@ func TestHostileHTTP(t *testing.T) {
 		{"enc_slash", "a%2Fb"}, {"double_enc", "%252e%252e%252f"}, {"dot", "a.b"}, {"star", "a*"}, {"gt", "a%3E"}, {"nul", "a%00b"},
 		{"space", "a%20b"}, {"long", strings.Repeat("a", 200)}, {"backslash", "..%5C..%5C"}, {"utf8_bad", "%ff%fe"},
 	}
-	suffixes := []string{"", "/events", "/context", "/watch"}
+	suffixes := []string{"", "/events", "/context", "/watch", "/export?format=claude-code"}
 	for _, id := range ids {
 		for _, sfx := range suffixes {
 			probes = append(probes, probe{name: "id_" + id.name + strings.ReplaceAll(sfx, "/", "_"), method: "GET", path: "/v1/sessions/" + id.raw + sfx,
@@ -435,6 +435,9 @@ func TestHostileHTTP(t *testing.T) {
 		probe{name: "watch_last_event_id_text", method: "GET", path: "/v1/sessions/h-good/watch", hdr: map[string]string{"Last-Event-ID": "../../1"}, want: refused},
 		probe{name: "watch_unknown_session", method: "GET", path: "/v1/sessions/h-nobody/watch", want: []int{404}},
 		probe{name: "session_unknown", method: "GET", path: "/v1/sessions/h-nobody", want: []int{404}},
+		probe{name: "export_format_bogus", method: "GET", path: "/v1/sessions/h-good/export?format=..%2f", want: []int{400}},
+		probe{name: "export_format_missing", method: "GET", path: "/v1/sessions/h-good/export", want: []int{400}},
+		probe{name: "export_unknown_session", method: "GET", path: "/v1/sessions/h-nobody/export?format=claude-code", want: []int{404}},
 		probe{name: "post_sessions", method: "POST", path: "/v1/sessions", want: []int{404, 405}},
 		probe{name: "delete_session", method: "DELETE", path: "/v1/sessions/h-good", want: []int{404, 405}},
 		probe{name: "unknown_api_path", method: "GET", path: "/v1/admin", want: []int{404}},

@@ -275,3 +275,34 @@ func TestDuplicateKeysGiveUniqueEventIDs(t *testing.T) {
 		seen[e.EventID] = true
 	}
 }
+
+// A branch whose branch point is not a safe cut (a call is open there)
+// is a session of its own, the whole path root to leaf, labelled branchOf.
+func TestBranchAtUnsafeCutIsOwnSession(t *testing.T) {
+	p := write(t,
+		`{"id":"u1","kind":"user","text":"one"}`+"\n",
+		`{"id":"a1","parent":"u1","kind":"assistant","call":"c1","stop":"tool_use"}`+"\n",
+		`{"id":"r1","parent":"a1","kind":"result","call":"c1","text":"ok"}`+"\n",
+		`{"id":"r2","parent":"a1","kind":"result","call":"c1","text":"other"}`+"\n",
+	)
+	var c collect
+	if _, err := ReadFile(toy{}, p, Options{}, &c); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.plans) != 2 || c.plans[1].Fork != nil || c.plans[1].FirstSeq != 1 {
+		t.Fatalf("plans %+v", c.plans)
+	}
+	b := render(c.events["toy-s1-b1"])
+	// The main path ends at the last line (r2); r1 is the branch.
+	for _, want := range []string{`"labels":{"branchOf":"toy-s1"}`, `message/user [t.u1] {"content":"one"}`, `"output":"ok"`} {
+		if !strings.Contains(b, want) {
+			t.Errorf("no %q in\n%s", want, b)
+		}
+	}
+	if strings.Contains(b, `"output":"other"`) {
+		t.Errorf("the branch holds the main path's result:\n%s", b)
+	}
+	if m := render(c.events["toy-s1"]); !strings.Contains(m, `"output":"other"`) || strings.Contains(m, `"output":"ok"`) {
+		t.Errorf("main:\n%s", m)
+	}
+}

@@ -110,6 +110,9 @@ type pending struct {
 	usage              json.RawMessage
 }
 
+// maxLabel bounds a label value of session/created.
+const maxLabel = 1024
+
 // holdLines bounds the source lines held back before session/created,
 // waiting for the first prompt to name the session.
 const holdLines = 32
@@ -152,6 +155,9 @@ func (b *Builder) Meta(m Meta) {
 		if v == "" {
 			continue
 		}
+		if len(v) > maxLabel {
+			v = strings.ToValidUTF8(v[:maxLabel], "")
+		}
 		if b.meta.Labels == nil {
 			b.meta.Labels = map[string]string{}
 		}
@@ -185,7 +191,7 @@ func (b *Builder) startLine(index int, key string, at time.Time) {
 	k := lineKey(key, index)
 	if b.usedKeys[k] {
 		// A key met twice (a copied line): the line number tells them apart.
-		k = lineKey(key, index) + "~" + lineKey("", index)
+		k = lineKey(key, index) + ":" + lineKey("", index)
 	}
 	b.usedKeys[k] = true
 	b.index, b.key, b.n, b.at, b.steps, b.notes = index, k, 0, at, 0, b.notes[:0]
@@ -335,10 +341,14 @@ func (b *Builder) finishMessage(stop string) {
 			continue
 		}
 		input := c.Input
-		if len(input) == 0 {
+		if len(input) == 0 || string(input) == "null" {
 			input = json.RawMessage("{}")
 		}
-		b.add(schema.Envelope{Type: schema.TypeToolRequested, TurnID: turn, ToolCallID: id}, schema.ToolRequested{Name: c.Name, Input: input})
+		name := c.Name
+		if name == "" {
+			name = "(unnamed)" // sessionlog needs a name; the source line keeps the truth
+		}
+		b.add(schema.Envelope{Type: schema.TypeToolRequested, TurnID: turn, ToolCallID: id}, schema.ToolRequested{Name: name, Input: input})
 		b.add(schema.Envelope{Type: schema.TypeToolStarted, TurnID: turn, ToolCallID: id}, struct{}{})
 		b.calls[c.ID] = id
 	}
@@ -500,12 +510,23 @@ func (b *Builder) put(e schema.Envelope) {
 	}
 }
 
-// shrink cuts the data of a mapped event over the size limit: the
-// model-visible text of a huge tool output is replaced by its head and a
-// note (the whole line stays in its source/line parts).
+// shrink makes the data of a mapped event one the writer accepts: JSON
+// with a duplicated key is written again (the last value wins, as
+// encoding/json reads it), and data over the size limit keeps the head of
+// its model-visible text and a note (the whole line stays in its
+// source/line parts).
 func (b *Builder) shrink(e *schema.Envelope) {
 	if b.valid(e) == nil {
 		return
+	}
+	var v any
+	if json.Unmarshal(e.Data, &v) == nil {
+		if d, err := json.Marshal(v); err == nil {
+			e.Data = d
+			if b.valid(e) == nil {
+				return
+			}
+		}
 	}
 	budget := b.maxBytes / 2
 	switch e.Type {
@@ -518,13 +539,21 @@ func (b *Builder) shrink(e *schema.Envelope) {
 	case schema.TypeMessageUser, schema.TypeMessageAssistant:
 		var d schema.Message
 		if json.Unmarshal(e.Data, &d) == nil {
-			d.Content = cutText(TextOf(d.Content), budget)
+			d.Content, d.Usage = cutText(TextOf(d.Content), budget), nil
 			e.Data, _ = json.Marshal(d)
 		}
 	case schema.TypeToolRequested:
 		var d schema.ToolRequested
 		if json.Unmarshal(e.Data, &d) == nil {
 			d.Input, _ = json.Marshal(map[string]string{"truncated": string(cutText(string(d.Input), budget))})
+			e.Data, _ = json.Marshal(d)
+		}
+	case schema.TypeCompactionEnded:
+		var d schema.CompactionEnded
+		if json.Unmarshal(e.Data, &d) == nil {
+			var s string
+			_ = json.Unmarshal(cutText(d.Summary, budget), &s)
+			d.Summary = s
 			e.Data, _ = json.Marshal(d)
 		}
 	}

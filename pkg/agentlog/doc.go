@@ -54,8 +54,13 @@
 //     first, as they are), and Export.Events the mapped events that follow
 //     them (all of them when there are no lines): repairs, continuations,
 //     or a whole session from another agent. Every tool call must be
-//     answered exactly once in the output: Export.Unanswered lists the calls
-//     without a result, and RepairNote gives the text of a repaired one.
+//     answered exactly once in the output: a repaired result
+//     (outcome_unknown, not_started) becomes an error result with
+//     RepairNote's text, and every call the output holds without a result
+//     gets one too. Export.Unanswered lists the open calls of the events,
+//     but the source lines may hold calls that never became events (a
+//     message cut off before it was complete): track the calls you write,
+//     as claudecode does.
 //
 // Content conventions, shared by all formats so a session exported to
 // another format keeps its model-visible context: message/user and

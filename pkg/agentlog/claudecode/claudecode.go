@@ -27,12 +27,20 @@ var _ agentlog.Format = Format{}
 
 func (Format) Name() string { return Name }
 
-// IsSessionFile: every .jsonl file under a projects directory is a
-// session, a subagent's included.
-func (Format) IsSessionFile(path string) bool { return strings.HasSuffix(path, ".jsonl") }
+// IsSessionFile: a .jsonl file outside any subagents directory (a
+// session), or an agent-<id>.jsonl somewhere under one (a subagent; newer
+// versions nest workflow agents deeper). Other files under subagents
+// (a workflow's journal.jsonl) are not sessions.
+func (Format) IsSessionFile(path string) bool {
+	if !strings.HasSuffix(path, ".jsonl") {
+		return false
+	}
+	_, _, sub := subagent(path)
+	return sub || !underSubagents(path)
+}
 
 // SessionID is cc-<sessionId> for <sessionId>.jsonl and
-// cc-<sessionId>-<agentId> for <sessionId>/subagents/agent-<agentId>.jsonl.
+// cc-<sessionId>-<agentId> for <sessionId>/subagents/.../agent-<agentId>.jsonl.
 func (Format) SessionID(path string, _ []byte) (string, error) {
 	stem := strings.TrimSuffix(filepath.Base(path), ".jsonl")
 	if stem == "" {
@@ -44,14 +52,33 @@ func (Format) SessionID(path string, _ []byte) (string, error) {
 	return agentlog.SessionID(Prefix, stem), nil
 }
 
-// subagent splits a subagent file's path into its session and agent id.
+// subagent splits a subagent file's path into its session and agent id:
+// the file is agent-<id>.jsonl below a directory "subagents" whose parent
+// is named after the session.
 func subagent(path string) (session, agent string, ok bool) {
-	dir := filepath.Dir(path)
 	stem := strings.TrimSuffix(filepath.Base(path), ".jsonl")
-	if filepath.Base(dir) != "subagents" || !strings.HasPrefix(stem, "agent-") {
+	if !strings.HasPrefix(stem, "agent-") {
 		return "", "", false
 	}
-	return filepath.Base(filepath.Dir(dir)), strings.TrimPrefix(stem, "agent-"), true
+	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+		if filepath.Base(dir) == "subagents" {
+			return filepath.Base(filepath.Dir(dir)), strings.TrimPrefix(stem, "agent-"), true
+		}
+		if next := filepath.Dir(dir); next == dir {
+			return "", "", false
+		}
+	}
+}
+
+func underSubagents(path string) bool {
+	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+		if filepath.Base(dir) == "subagents" {
+			return true
+		}
+		if next := filepath.Dir(dir); next == dir {
+			return false
+		}
+	}
 }
 
 // line is the part of a Claude Code line the mapping reads.

@@ -183,3 +183,68 @@ func completeLines(t *testing.T, path string) []string {
 	}
 	return out
 }
+
+// A file cut off inside an assistant message (its calls never reached
+// sessionlog's events) still exports with every tool_use answered.
+func TestExportAnswersCallsOfAnUnfinishedMessage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "88888888-8888-4888-8888-888888888888.jsonl")
+	lines := `{"type":"user","uuid":"p1","parentUuid":null,"sessionId":"88888888-8888-4888-8888-888888888888","message":{"role":"user","content":"go"}}` + "\n" +
+		`{"type":"assistant","uuid":"p2","parentUuid":"p1","sessionId":"88888888-8888-4888-8888-888888888888","message":{"id":"msg_p","role":"assistant","content":[{"type":"tool_use","id":"toolu_p1","name":"Bash","input":{}}],"stop_reason":null}}` + "\n" +
+		`{"type":"assistant","uuid":"p3","parentUuid":"p2","sessionId":"88888888-8888-4888-8888-888888888888","message":{"id":"msg_p","role":"assistant","content":[{"type":"tool_use","id":"toolu_p2","name":"Bash","input":{}}],"stop_reason":null}}` + "\n"
+	if err := os.WriteFile(path, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, _, _ := read(t, path)
+	x, err := agentlog.NewExport(Name, c.events[c.plans[0].ID])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := (Format{}).Export(&buf, x); err != nil {
+		t.Fatal(err)
+	}
+	out := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+	if len(out) != 5 {
+		t.Fatalf("%d lines:\n%s", len(out), buf.String())
+	}
+	uuids := map[string]bool{}
+	for i, id := range []string{"toolu_p1", "toolu_p2"} {
+		l := out[3+i]
+		if !strings.Contains(l, `"tool_use_id":"`+id+`"`) || !strings.Contains(l, `"is_error":true`) || !strings.Contains(l, "check before any retry") {
+			t.Errorf("line %d: %s", 4+i, l)
+		}
+		var h struct {
+			UUID string `json:"uuid"`
+		}
+		_ = json.Unmarshal([]byte(l), &h)
+		uuids[h.UUID] = true
+	}
+	if len(uuids) != 2 {
+		t.Errorf("the answers share a uuid")
+	}
+}
+
+func TestSessionFilesAndIDs(t *testing.T) {
+	for _, c := range []struct {
+		path string
+		id   string // "" = not a session file
+	}{
+		{"p/-home-x/0b5c.jsonl", "cc-0b5c"},
+		{"p/-home-x/0b5c/subagents/agent-a1.jsonl", "cc-0b5c-a1"},
+		{"p/-home-x/0b5c/subagents/workflows/wf1/agent-a2.jsonl", "cc-0b5c-a2"},
+		{"p/-home-x/0b5c/subagents/workflows/wf1/journal.jsonl", ""},
+		{"p/-home-x/notes.txt", ""},
+	} {
+		f := Format{}
+		if got := f.IsSessionFile(c.path); got != (c.id != "") {
+			t.Errorf("%s: IsSessionFile %v", c.path, got)
+			continue
+		}
+		if c.id == "" {
+			continue
+		}
+		if got, err := f.SessionID(c.path, nil); err != nil || got != c.id {
+			t.Errorf("%s: id %q %v, want %q", c.path, got, err, c.id)
+		}
+	}
+}

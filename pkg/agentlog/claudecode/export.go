@@ -34,8 +34,12 @@ func (Format) Export(w io.Writer, x *agentlog.Export) error {
 		e.event(&x.Events[i])
 	}
 	e.flushAssistant()
-	for _, t := range x.Unanswered() {
-		e.result(t.ID, agentlog.RepairNote(""), true, t.StartSeq, x.State.LastTime)
+	// Every tool_use written (the source's lines included: a message cut
+	// off before its calls reached sessionlog's events) gets a result.
+	for i, id := range e.uses {
+		if !e.answered[id] {
+			e.result(id, agentlog.RepairNote(""), true, x.State.LastSeq+1+uint64(i), x.State.LastTime)
+		}
 	}
 	if e.err != nil {
 		return e.err
@@ -79,12 +83,46 @@ type exporter struct {
 	asst      *schema.Envelope
 	asstCalls []json.RawMessage
 	models    map[string]string // attempt id -> model
+	// uses are the tool_use ids written, in order; answered the ones
+	// with a tool_result.
+	uses     []string
+	answered map[string]bool
+}
+
+// track notes the tool calls and results of a written line.
+func (e *exporter) track(line []byte) {
+	var l struct {
+		Message struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(line, &l) != nil {
+		return
+	}
+	var blocks []block
+	if json.Unmarshal(l.Message.Content, &blocks) != nil {
+		return
+	}
+	if e.answered == nil {
+		e.answered = map[string]bool{}
+	}
+	for _, b := range blocks {
+		switch b.Type {
+		case "tool_use":
+			if b.ID != "" {
+				e.uses = append(e.uses, b.ID)
+			}
+		case "tool_result":
+			e.answered[b.ToolUseID] = true
+		}
+	}
 }
 
 func (e *exporter) raw(b []byte) {
 	if e.err != nil {
 		return
 	}
+	e.track(b)
 	if _, err := e.w.Write(b); err != nil {
 		e.err = err
 		return
