@@ -436,7 +436,7 @@ func TestHostileHTTP(t *testing.T) {
 		probe{name: "watch_unknown_session", method: "GET", path: "/v1/sessions/h-nobody/watch", want: []int{404}},
 		probe{name: "session_unknown", method: "GET", path: "/v1/sessions/h-nobody", want: []int{404}},
 		probe{name: "export_format_bogus", method: "GET", path: "/v1/sessions/h-good/export?format=..%2f", want: []int{400}},
-		probe{name: "export_format_missing", method: "GET", path: "/v1/sessions/h-good/export", want: []int{400}},
+		probe{name: "export_format_missing", method: "GET", path: "/v1/sessions/h-good/export", want: []int{200}},
 		probe{name: "export_unknown_session", method: "GET", path: "/v1/sessions/h-nobody/export?format=claude-code", want: []int{404}},
 		probe{name: "post_sessions", method: "POST", path: "/v1/sessions", want: []int{404, 405}},
 		probe{name: "delete_session", method: "DELETE", path: "/v1/sessions/h-good", want: []int{404, 405}},

@@ -189,49 +189,6 @@ func (s *Service) handleFork(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, reply)
 }
 
-// exportJSONL streams a session as JSON lines, read page by page through
-// sessions.api.read (what sessionlog export writes for one session): GET
-// /v1/sessions/{id}/export without a format.
-func (s *Service) exportJSONL(w http.ResponseWriter, r *http.Request, id string) {
-	if s.cfg.Conn == nil {
-		actionFailed(w, api.ErrorDetail{Code: schema.CodeInternal, Message: "this projector has no NATS connection for actions"})
-		return
-	}
-	c := client.New(s.cfg.Conn)
-	var after uint64
-	started := false
-	for {
-		page, err := c.Read(r.Context(), api.ReadRequest{SessionID: id, AfterSeq: after})
-		if err != nil {
-			if !started {
-				actionFailed(w, api.ErrorDetail{Code: codeOr(client.CodeOf(err)), Message: err.Error()})
-			}
-			return
-		}
-		if !started {
-			if len(page.Events) == 0 {
-				apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
-				return
-			}
-			w.Header().Set("Content-Type", "application/x-ndjson")
-			w.Header().Set("Content-Disposition", `attachment; filename="`+id+`.jsonl"`)
-			started = true
-		}
-		for _, ev := range page.Events {
-			w.Write(ev)
-			w.Write([]byte{'\n'})
-			var probe struct {
-				Seq uint64 `json:"seq"`
-			}
-			json.Unmarshal(ev, &probe)
-			after = max(after, probe.Seq)
-		}
-		if !page.More || len(page.Events) == 0 {
-			return
-		}
-	}
-}
-
 // codeOr is c, or internal for an error without a contract code.
 func codeOr(c api.Code) api.Code {
 	if c == "" {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/formats"
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -12,19 +13,17 @@ import (
 
 // handleExport is GET /v1/sessions/{id}/export?format=NAME: the session as
 // a file of an agent's own format (DESIGN.md section 13), read from the
-// log, offered as a download; without a format, sessionlog's own JSON lines.
+// log, offered as a download; without a format (or format=sessionlog),
+// sessionlog's own JSON lines.
 func (s *Service) handleExport(w http.ResponseWriter, r *http.Request) {
 	id, ok := sessionID(w, r)
 	if !ok {
 		return
 	}
 	name := r.URL.Query().Get("format")
-	if name == "" || name == "sessionlog" {
-		s.exportJSONL(w, r, id)
-		return
-	}
+	own := name == "" || name == "sessionlog"
 	f, ok := formats.Lookup(name)
-	if !ok {
+	if !ok && !own {
 		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, "format must be one of: "+strings.Join(formats.Names(), ", "))
 		return
 	}
@@ -40,6 +39,22 @@ func (s *Service) handleExport(w http.ResponseWriter, r *http.Request) {
 	if sum != nil && stoppedStatus(sum.Status) {
 		// A file an agent would resume must hold the whole session.
 		apiError(w, http.StatusConflict, schema.CodeUnreadable, "session "+id+" cannot be read to its end ("+sum.Status+")")
+		return
+	}
+	if own {
+		// sessionlog's own JSON lines: the stored envelopes, what
+		// sessionlog export writes for one session.
+		var buf bytes.Buffer
+		if _, err := s.ls.ReadSession(r.Context(), id, 0, func(m *logstore.Msg) error {
+			buf.Write(m.Data)
+			return buf.WriteByte('\n')
+		}); err != nil {
+			s.readFailed(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.Header().Set("Content-Disposition", `attachment; filename="`+id+`.jsonl"`)
+		_, _ = w.Write(buf.Bytes())
 		return
 	}
 	stored, _, err := s.ls.ReadEvents(r.Context(), id, 0)
