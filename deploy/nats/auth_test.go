@@ -45,6 +45,7 @@ var passwords = map[string]string{
 	"service":  "p3f9c1b7e2a4d6058c9b1e3f7a2d4c6b8e0f1a3c5d7e9b1",
 	"agent":    "pAgentSecret0123456789abcdefABCDEF",
 	"operator": "pOperator9a8b7c6d5e4f3a2b1c0d",
+	"eraser":   "pEraser5e4d3c2b1a0f9e8d7c6b5a4",
 	"sys":      "pSys0f1e2d3c4b5a69788776655",
 }
 
@@ -75,6 +76,7 @@ func startServer(t *testing.T) *server.Server {
 	t.Setenv("SESSIONLOG_SERVICE_PASSWORD", passwords["service"])
 	t.Setenv("SESSIONLOG_AGENT_PASSWORD", string(hash))
 	t.Setenv("SESSIONLOG_OPERATOR_PASSWORD", passwords["operator"])
+	t.Setenv("SESSIONLOG_ERASER_PASSWORD", passwords["eraser"])
 	t.Setenv("SESSIONLOG_SYS_PASSWORD", passwords["sys"])
 
 	opts, err := server.ProcessConfigFile(confPath)
@@ -104,6 +106,7 @@ type client = natstest.Watched
 // and the sessionlog verbs their own, agents nats.go's default.
 var inboxPrefix = map[string]string{
 	"service":  natsauth.ServiceInboxPrefix,
+	"eraser":   natsauth.ServiceInboxPrefix,
 	"operator": natsauth.OperatorInboxPrefix,
 	"agent":    natsauth.AgentInboxPrefix,
 	"sys":      natsauth.AgentInboxPrefix,
@@ -589,7 +592,7 @@ func TestAuthConfMatchesK8sCopy(t *testing.T) {
 // The single-server config parses, with auth.conf included, and grants what
 // auth.conf grants.
 func TestServerConf(t *testing.T) {
-	for _, v := range []string{"SERVICE", "AGENT", "OPERATOR", "SYS"} {
+	for _, v := range []string{"SERVICE", "ERASER", "AGENT", "OPERATOR", "SYS"} {
 		t.Setenv("SESSIONLOG_"+v+"_PASSWORD", "pPlaceholder"+v)
 	}
 	opts, err := server.ProcessConfigFile("server.conf")
@@ -627,7 +630,7 @@ func TestServerConf(t *testing.T) {
 // One permission definition: auth.conf grants each user exactly what
 // deploy/nats/perms.go (which `sessionlog up` uses) says.
 func TestAuthConfMatchesGo(t *testing.T) {
-	for _, v := range []string{"SERVICE", "AGENT", "OPERATOR", "SYS"} {
+	for _, v := range []string{"SERVICE", "ERASER", "AGENT", "OPERATOR", "SYS"} {
 		t.Setenv("SESSIONLOG_"+v+"_PASSWORD", "pPlaceholder"+v)
 	}
 	opts, err := server.ProcessConfigFile("server.conf")
@@ -636,6 +639,7 @@ func TestAuthConfMatchesGo(t *testing.T) {
 	}
 	want := map[string]*server.Permissions{
 		"service":  natsauth.Service(),
+		"eraser":   natsauth.Eraser(),
 		"agent":    natsauth.Agent(),
 		"operator": natsauth.Operator(),
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2"
@@ -95,6 +96,9 @@ type Store struct {
 	log    *slog.Logger
 	// replies carries the answers of one-event publishes.
 	replies *natsreq.Slots
+	// erased is SESSION_ERASED, opened on first use.
+	erasedOnce sync.Mutex
+	erased     jetstream.KeyValue
 }
 
 // StreamConfig is the SESSIONS stream of the contract.
@@ -177,7 +181,7 @@ func (s *Store) provision(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("logstore: provision bucket %s: %w", ClaimBucket, err)
 	}
-	return nil
+	return s.provisionErasure(ctx)
 }
 
 // Config returns the effective configuration.

@@ -162,6 +162,8 @@ type Service struct {
 
 	// watch is what the watch streams share: limits, queued bytes, metrics.
 	watch *watchHub
+	// er is the set of erased sessions (erase.go).
+	er *erasures
 }
 
 // New opens the store, verifies its checkpoint against the stream (or
@@ -188,6 +190,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, ls: cfg.Store, db: db, met: met, target: map[string]uint64{}}
 	s.watch = hub
+	s.er = newErasures()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.start(ctx); err != nil {
@@ -249,6 +252,7 @@ func (s *Service) start(ctx context.Context) error {
 		s.target[name] = info.last
 	}
 	s.f = newFolder(s.db, s.ls, s.met, s.cfg.CacheSessions, s.cfg.SnapshotEvery, pos)
+	s.f.skip = s.er.has
 	s.updateCaughtUp()
 	return nil
 }
@@ -411,6 +415,11 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.watchErasures(ctx)
+	}()
 	defer wg.Wait()
 	defer cancel()
 
@@ -422,6 +431,14 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 		case err := <-errc:
 			s.commit()
 			return err
+		case id := <-s.er.ch:
+			if err := s.commit(); err != nil {
+				return err
+			}
+			if err := s.eraseViews(id); err != nil {
+				return err
+			}
+			continue
 		case m = <-ch:
 		}
 		start := time.Now()

@@ -18,6 +18,7 @@ package store
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -447,6 +448,18 @@ func (b *Batch) Delete(key, old []byte) {
 	b.add(key, nil, true)
 }
 
+// DeleteInternal removes a key outside the checksum (a snapshot).
+func (b *Batch) DeleteInternal(key []byte) { b.add(key, nil, true) }
+
+// Keys lists the keys the batch writes or deletes.
+func (b *Batch) Keys() [][]byte {
+	out := make([][]byte, len(b.ops))
+	for i := range b.ops {
+		out[i] = bytes.Clone(b.opKey(&b.ops[i]))
+	}
+	return out
+}
+
 // SetInternal writes a key outside the checksum (snapshots).
 func (b *Batch) SetInternal(key, value []byte) { b.add(key, value, false) }
 
@@ -495,6 +508,28 @@ func (b *Batch) Commit(cp Checkpoint) error {
 
 // Abandon drops the batch.
 func (b *Batch) Abandon() { b.buf, b.ops = nil, nil }
+
+// Scrub leaves no copy of deleted keys' old values in the store's files
+// (DESIGN.md section 14): it syncs the WAL holding the deletes, flushes
+// the memtable (the WAL that held the old values is then obsolete and
+// rotated away), and compacts each [lo, hi) range down to the last level,
+// where the tombstones and every value they shadow are dropped and the
+// SSTables that held them are deleted. An erasure is rare; a compaction
+// per key range of the erased session costs little beside it.
+func (d *DB) Scrub(ranges [][2][]byte) error {
+	if err := d.db.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("store: scrub: %w", err)
+	}
+	if err := d.db.Flush(); err != nil {
+		return fmt.Errorf("store: scrub: flush: %w", err)
+	}
+	for _, r := range ranges {
+		if err := d.db.Compact(context.Background(), r[0], r[1], false); err != nil {
+			return fmt.Errorf("store: scrub: compact: %w", err)
+		}
+	}
+	return nil
+}
 
 // SetCheckpointRaw overwrites the stored checkpoint bytes (tests use it to
 // corrupt the checkpoint).

@@ -1,0 +1,195 @@
+package projector
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/projector/store"
+)
+
+// Erasure (DESIGN.md section 14): the projector follows SESSION_ERASED.
+// An erased id is refused by every read at once (erased), its events are
+// no longer folded, and the fold loop removes its views, index entries,
+// compaction summary, children links and fold snapshot from Pebble, then
+// flushes and compacts the key ranges they held, so that no copy of them
+// is left in an SSTable or a live WAL.
+
+// erasures is the set of erased ids and the queue of those whose views
+// the fold loop has yet to remove.
+type erasures struct {
+	mu  sync.RWMutex
+	ids map[string]bool
+	ch  chan string
+}
+
+func newErasures() *erasures {
+	return &erasures{ids: map[string]bool{}, ch: make(chan string, 1024)}
+}
+
+func (e *erasures) has(id string) bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.ids[id]
+}
+
+// watchErasures follows SESSION_ERASED until ctx ends: each id is refused
+// by reads from now on and queued for the fold loop.
+func (s *Service) watchErasures(ctx context.Context) {
+	err := s.ls.WatchErasures(ctx, nil, func(id string) {
+		s.er.mu.Lock()
+		s.er.ids[id] = true
+		s.er.mu.Unlock()
+		select {
+		case s.er.ch <- id:
+		case <-ctx.Done():
+		}
+	})
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("projector: erasure watch", "err", err)
+	}
+}
+
+// eraseViews removes every key of a session from the store (called by
+// the fold loop with no batch open) and scrubs the ranges they held.
+func (s *Service) eraseViews(id string) error {
+	s.f.forget(id)
+	b := s.db.NewBatch()
+	var ranges [][2][]byte
+	del := func(k, v []byte) {
+		b.Delete(k, v)
+		ranges = append(ranges, [2][]byte{k, append(bytes.Clone(k), 0)})
+	}
+	for _, k := range [][]byte{store.SummaryKey(id), store.CompactionKey(id)} {
+		v, ok, err := s.db.Get(k)
+		if err != nil {
+			return err
+		}
+		if ok {
+			del(bytes.Clone(k), v)
+		}
+	}
+	if _, ok, err := s.db.Get(store.SnapshotKey(id)); err != nil {
+		return err
+	} else if ok {
+		k := store.SnapshotKey(id)
+		b.DeleteInternal(k)
+		ranges = append(ranges, [2][]byte{k, append(bytes.Clone(k), 0)})
+	}
+	// Whole prefixes: the event index and the links to its children.
+	for _, p := range [][]byte{store.EventPrefix(id), store.ChildPrefix(id)} {
+		n, err := s.scan(p, func(k []byte) bool { return true }, b)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			ranges = append(ranges, [2][]byte{p, store.PrefixEnd(p)})
+		}
+	}
+	// Index entries that end with the id: activity, status, and the link
+	// from its parent.
+	for _, p := range [][]byte{store.ActivityPrefix(), []byte("vt"), []byte("vk")} {
+		if _, err := s.scan(p, func(k []byte) bool { return indexOf(p, k) == id }, b); err != nil {
+			return err
+		}
+	}
+	if b.Ops() == 0 {
+		return nil
+	}
+	for _, k := range b.Keys() {
+		ranges = append(ranges, [2][]byte{k, append(bytes.Clone(k), 0)})
+	}
+	if err := b.Commit(s.f.checkpoint()); err != nil {
+		return err
+	}
+	if err := s.db.Scrub(ranges); err != nil {
+		return err
+	}
+	s.log.Info("projector: erased views", "session", id)
+	return nil
+}
+
+// scan deletes (in b) the view keys under prefix p that match.
+func (s *Service) scan(p []byte, match func(k []byte) bool, b *store.Batch) (int, error) {
+	it, err := s.db.Iter(p)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for it.First(); it.Valid(); it.Next() {
+		if match(it.Key()) {
+			b.Delete(bytes.Clone(it.Key()), bytes.Clone(it.Value()))
+			n++
+		}
+	}
+	return n, it.Close()
+}
+
+// indexOf is the session id an index key names: after the 8-byte time of
+// an activity or status key, after the separator of a child link.
+func indexOf(prefix, k []byte) string {
+	switch string(prefix) {
+	case "vt":
+		i := bytes.IndexByte(k[len(prefix):], 0)
+		if i < 0 || len(k) < len(prefix)+i+1+8 {
+			return ""
+		}
+		return string(k[len(prefix)+i+1+8:])
+	case "vk":
+		i := bytes.IndexByte(k[len(prefix):], 0)
+		if i < 0 {
+			return ""
+		}
+		return string(k[len(prefix)+i+1:])
+	default:
+		return store.IndexSession(prefix, k)
+	}
+}
+
+// refuseErased answers the reads of an erased session with 404 and the
+// code erased; everything else goes to next. GET /v1/audit is served here.
+func (s *Service) refuseErased(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/audit" && r.Method == http.MethodGet {
+			s.handleAudit(w, r)
+			return
+		}
+		if rest, ok := strings.CutPrefix(r.URL.Path, "/v1/sessions/"); ok {
+			id, _, _ := strings.Cut(rest, "/")
+			if s.er.has(id) {
+				apiError(w, http.StatusNotFound, schema.CodeErased, "session "+id+" was erased")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// AuditPage is the body of GET /v1/audit: the audit records of erased
+// sessions, oldest first; next is the after= of the following page.
+type AuditPage struct {
+	Records []api.AuditRecord `json:"records"`
+	Next    uint64            `json:"next"`
+}
+
+func (s *Service) handleAudit(w http.ResponseWriter, r *http.Request) {
+	after, _ := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
+	limit := DefaultListLimit
+	if v, err := strconv.Atoi(r.URL.Query().Get("limit")); err == nil && v > 0 && v <= MaxListLimit {
+		limit = v
+	}
+	recs, next, err := s.ls.AuditRecords(r.Context(), after, limit)
+	if err != nil {
+		apiError(w, http.StatusServiceUnavailable, schema.CodeNotCommitted, err.Error())
+		return
+	}
+	if recs == nil {
+		recs = []api.AuditRecord{}
+	}
+	writeJSON(w, AuditPage{Records: recs, Next: next})
+}
