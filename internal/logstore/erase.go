@@ -291,3 +291,24 @@ func (s *Store) AuditRecords(ctx context.Context, after uint64, limit int) (recs
 	}
 	return recs, next, nil
 }
+
+// ErrDeletesDenied: the log's stream was made with deny_delete (before
+// erasure existed), which the server never lets an update lift.
+var ErrDeletesDenied = errors.New("logstore: the stream denies message deletes (made before erasure); its sessions cannot be erased")
+
+// CheckErasable returns ErrDeletesDenied if the session's stream denies
+// message deletes.
+func (s *Store) CheckErasable(ctx context.Context, sessionID string) error {
+	loc, err := Locate(sessionID)
+	if err != nil {
+		return err
+	}
+	st, err := s.js.Stream(ctx, loc.Stream)
+	if err != nil {
+		return fmt.Errorf("logstore: stream %s: %w", loc.Stream, err)
+	}
+	if st.CachedInfo().Config.DenyDelete {
+		return ErrDeletesDenied
+	}
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"time"
 
@@ -46,6 +47,10 @@ func (s *Service) Erase(ctx context.Context, req EraseRequest) (EraseReply, erro
 	}
 	if req.Reason == "" || req.By == "" {
 		return EraseReply{}, schema.Errorf(schema.CodeBadRequest, "reason and by are required")
+	}
+	if err := s.st.CheckErasable(ctx, req.SessionID); err != nil {
+		// Refused before anything is marked: the session stays readable.
+		return EraseReply{}, schema.Errorf(schema.CodeInternal, "erase: %v", err)
 	}
 	rec, _, err := s.st.ErasureOf(ctx, req.SessionID)
 	if err != nil {
@@ -93,7 +98,8 @@ func (s *Service) eraseOne(ctx context.Context, id, by, reason string) (uint64, 
 	unlock := s.lock(id)
 	defer unlock()
 	fail := func(err error) (uint64, error) {
-		if schema.CodeOf(err) != "" {
+		var se *schema.Error
+		if errors.As(err, &se) {
 			return 0, err
 		}
 		return 0, schema.Errorf(schema.CodeNotCommitted, "erase %s (repeat it to finish): %v", id, err)
