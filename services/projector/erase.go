@@ -107,7 +107,12 @@ func (s *Service) eraseViews(id string) error {
 	if err := b.Commit(s.f.checkpoint()); err != nil {
 		return err
 	}
-	if err := s.db.Scrub(ranges); err != nil {
+	// Readers wait: their snapshots would keep the old values, and the
+	// store is reopened.
+	s.closeMu.Lock()
+	err := s.db.Scrub(ranges)
+	s.closeMu.Unlock()
+	if err != nil {
 		return err
 	}
 	s.log.Info("projector: erased views", "session", id)

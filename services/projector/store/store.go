@@ -510,16 +510,20 @@ func (b *Batch) Commit(cp Checkpoint) error {
 func (b *Batch) Abandon() { b.buf, b.ops = nil, nil }
 
 // Scrub leaves no copy of deleted keys' old values in the store's files
-// (DESIGN.md section 14): it syncs the WAL holding the deletes, flushes
-// the memtable (the WAL that held the old values is then obsolete and
-// rotated away), and compacts each [lo, hi) range down to the last level,
-// where the tombstones and every value they shadow are dropped and the
-// SSTables that held them are deleted. An erasure is rare; a compaction
-// per key range of the erased session costs little beside it.
+// (DESIGN.md section 14). It flushes the memtable that holds the deletes,
+// and compacts each [lo, hi) range down to the last level, where the
+// tombstones and every value they shadow are dropped and the SSTables that
+// held them are deleted. The write-ahead logs remain: Pebble recycles an
+// obsolete log by writing the next one over it from the start, so its old
+// tail (values included) stays on disk until it is overwritten. Pebble
+// recycles only logs made since it opened and deletes every other obsolete
+// log on open, so Scrub reopens the store, flushes the log it replayed
+// away, and reopens it once more (a close waits for the deletions).
+//
+// The caller keeps readers out while it runs: a snapshot would keep the
+// values it sees from being compacted away, and the store is reopened.
+// An erasure is rare; this costs a compaction and two reopenings.
 func (d *DB) Scrub(ranges [][2][]byte) error {
-	if err := d.db.LogData(nil, pebble.Sync); err != nil {
-		return fmt.Errorf("store: scrub: %w", err)
-	}
 	if err := d.db.Flush(); err != nil {
 		return fmt.Errorf("store: scrub: flush: %w", err)
 	}
@@ -528,7 +532,26 @@ func (d *DB) Scrub(ranges [][2][]byte) error {
 			return fmt.Errorf("store: scrub: compact: %w", err)
 		}
 	}
+	if err := d.reopen(); err != nil {
+		return fmt.Errorf("store: scrub: %w", err)
+	}
+	if err := d.db.Flush(); err != nil {
+		return fmt.Errorf("store: scrub: flush: %w", err)
+	}
+	if err := d.reopen(); err != nil {
+		return fmt.Errorf("store: scrub: %w", err)
+	}
 	return nil
+}
+
+// reopen closes the store and opens it again (the checksum is kept).
+func (d *DB) reopen() error {
+	if err := d.db.Close(); err != nil {
+		d.db = nil
+		return err
+	}
+	d.db = nil
+	return d.open()
 }
 
 // SetCheckpointRaw overwrites the stored checkpoint bytes (tests use it to
