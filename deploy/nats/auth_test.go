@@ -132,7 +132,7 @@ var sessionsStream = jetstream.StreamConfig{
 	Duplicates:         2 * time.Minute,
 	AllowAtomicPublish: true,
 	AllowDirect:        true,
-	DenyDelete:         true,
+	DenyDelete:         false, // erasure deletes (section 14); the permissions decide who
 	Replicas:           1,
 }
 
@@ -382,6 +382,57 @@ func TestPermissions(t *testing.T) {
 		}
 	})
 
+	t.Run("service may not delete a message; the eraser may, and nothing more", func(t *testing.T) {
+		seq, err := svcJS.PublishMsg(ctxT(t, 5*time.Second), event("sessions.ev.s-erase", "s-erase", "e1", 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		del := fmt.Sprintf(`{"seq":%d}`, seq.Sequence)
+		if _, err := svc.Request("$JS.API.STREAM.MSG.DELETE."+streamName, []byte(del), refusedWait); err == nil {
+			t.Error("the service's message delete was answered")
+		}
+		svc.WantViolation(t, "Publish", "$JS.API.STREAM.MSG.DELETE."+streamName)
+		for _, subject := range []string{"$KV.SESSION_ERASED.s-1", "sessions.audit.erased.s-1", "sessions.api.erase"} {
+			if err := svc.Publish(subject, []byte(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+			svc.WantViolation(t, "Publish", subject)
+		}
+		if _, err := stream.GetMsg(ctxT(t, 5*time.Second), seq.Sequence); err != nil {
+			t.Fatalf("the message is gone after the service's delete: %v", err)
+		}
+
+		eraser := connect(t, s, "eraser")
+		erJS, err := jetstream.New(eraser.Conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		erStream, err := erJS.Stream(ctxT(t, 5*time.Second), streamName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := erStream.SecureDeleteMsg(ctxT(t, 5*time.Second), seq.Sequence); err != nil {
+			t.Fatalf("eraser: %v", err)
+		}
+		eraser.NoViolation(t)
+		if _, err := stream.GetMsg(ctxT(t, 5*time.Second), seq.Sequence); !errors.Is(err, jetstream.ErrMsgNotFound) {
+			t.Fatalf("after the eraser's delete: %v, want not found", err)
+		}
+		for subject, call := range map[string]func() error{
+			"$JS.API.STREAM.DELETE." + streamName: func() error { return erJS.DeleteStream(ctxT(t, refusedWait), streamName) },
+			"$JS.API.STREAM.PURGE." + streamName:  func() error { return erStream.Purge(ctxT(t, refusedWait)) },
+		} {
+			if err := call(); err == nil {
+				t.Errorf("eraser: %s succeeded", subject)
+			}
+			eraser.WantViolation(t, "Publish", subject)
+		}
+		if err := eraser.Publish("sessions.api.erase", []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		eraser.WantViolation(t, "Publish", "sessions.api.erase")
+	})
+
 	t.Run("agent cannot publish to the log", func(t *testing.T) {
 		before := msgs()
 		// A plain core publish...
@@ -419,6 +470,7 @@ func TestPermissions(t *testing.T) {
 			"$JS.API.STREAM.INFO." + streamName,
 			"$JS.API.DIRECT.GET." + streamName + ".sessions.ev.s-svc",
 			"$JS.API.STREAM.MSG.DELETE." + streamName,
+			"$JS.API.STREAM.PURGE." + streamName,
 			"$JS.API.CONSUMER.CREATE." + streamName,
 		} {
 			if _, err := agent.Request(subject, []byte(`{}`), refusedWait); err == nil {
