@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -189,6 +190,16 @@ func TestEraseLeavesNoByteOnDisk(t *testing.T) {
 			if err != nil || r.Error == nil || r.Error.Code != "erased" {
 				t.Errorf("create %s again: %+v %v, want erased", id, r.Error, err)
 			}
+			// An agent that goes on where it was (the writer may have the
+			// session cached) is refused too.
+			r, err = request(nc, appendReq{SessionID: id, ExpectedSeq: u64(94), Events: []map[string]any{userMsg("more", "more")}}, 10*time.Second)
+			if err != nil || r.Error == nil || r.Error.Code != "erased" {
+				t.Errorf("append to %s: %+v %v, want erased", id, r.Error, err)
+			}
+			r, err = request(nc, appendReq{SessionID: id, Events: []map[string]any{userMsg("more2", "more")}}, 10*time.Second)
+			if err != nil || r.Error == nil || r.Error.Code != "erased" {
+				t.Errorf("append to %s at its tail: %+v %v, want erased", id, r.Error, err)
+			}
 			for _, path := range []string{"", "/events", "/context", "/watch"} {
 				code, body, err := httpGet(p.HTTPURL + "/v1/sessions/" + id + path)
 				if err != nil || code != 404 || apiCode(body) != "erased" {
@@ -240,5 +251,135 @@ func TestEraseLeavesNoByteOnDisk(t *testing.T) {
 	}
 	if hits := filesHolding(t, dir, []byte(kept)); len(hits) == 0 {
 		t.Fatal("the kept session's marker is in no file: the search proves nothing")
+	}
+}
+
+// closedEvents is markedEvents followed by session/closed.
+func closedEvents(marker string, turns int) []map[string]any {
+	return append(markedEvents(marker, turns), map[string]any{"eventId": "z", "type": "session/closed", "data": map[string]any{"reason": "done"}})
+}
+
+// Retention: up --retain-closed archives and erases a session closed for
+// longer than the window and leaves an open one; the archive is what
+// import takes back, under a new id (the old one is erased).
+func TestRetentionArchivesErasesAndImportsBack(t *testing.T) {
+	archive := t.TempDir()
+	p := startUp(t, t.TempDir(), nil, "--retain-closed", "1s", "--archive-dir", archive)
+	nc := p.Connect(t)
+	url := []string{"--nats-url", p.NATSURL}
+	marker := randomMarker(t)
+	mustAppend(t, nc, appendReq{SessionID: "r-closed", ExpectedSeq: u64(0), Events: closedEvents(marker, 2)})
+	mustAppend(t, nc, appendReq{SessionID: "r-open", ExpectedSeq: u64(0), Events: markedEvents(marker, 1)})
+	before, _ := readAll(t, nc, "r-closed")
+	file := filepath.Join(archive, "r-closed.jsonl.zst")
+	natstest.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
+		if _, err := os.Stat(file); err != nil {
+			return err
+		}
+		if _, code := readAll(t, nc, "r-closed"); code != "erased" {
+			return fmt.Errorf("r-closed: %q", code)
+		}
+		return nil
+	})
+	if evs, code := readAll(t, nc, "r-open"); code != "" || len(evs) != 10 {
+		t.Fatalf("r-open: %d events, %q", len(evs), code)
+	}
+	if raw, _ := os.ReadFile(file); bytes.Contains(raw, []byte(marker)) {
+		t.Fatal("the archive is not compressed")
+	}
+	// The old id is erased: import refuses it, and takes it under another.
+	if out, errOut, code := cli(t, nil, nil, append([]string{"import", "--file", file}, url...)...); code == 0 || !strings.Contains(errOut, "erased") {
+		t.Fatalf("import into the erased id: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if out, errOut, code := cli(t, nil, nil, append([]string{"import", "--file", file, "--as", "r-back"}, url...)...); code != 0 || !strings.Contains(out, "imported 1 sessions, 17 events") {
+		t.Fatalf("import --as: exit %d\n%s\n%s", code, out, errOut)
+	}
+	after, code := readAll(t, nc, "r-back")
+	if code != "" || len(after) != len(before) {
+		t.Fatalf("r-back: %d events (%q), want %d", len(after), code, len(before))
+	}
+	for i := range after {
+		want := strings.Replace(string(before[i]), `"sessionId":"r-closed"`, `"sessionId":"r-back"`, 1)
+		if string(after[i]) != want {
+			t.Fatalf("event %d:\n%s\nwant\n%s", i+1, after[i], want)
+		}
+	}
+}
+
+// A real kill: up is SIGKILLed while it deletes a large session's events;
+// the half-deleted session reads as erased (never as a shorter whole),
+// and the same erase after a restart finishes it: nothing left, one
+// audit record whose digest is that of the whole session.
+func TestEraseKilledMidwayFinishesOnRepeat(t *testing.T) {
+	dir := t.TempDir()
+	p := startUp(t, dir, nil)
+	nc := p.Connect(t)
+	marker := randomMarker(t)
+	evs := markedEvents(marker, 160) // 964 events
+	mustAppend(t, nc, appendReq{SessionID: "big", ExpectedSeq: u64(0), Events: evs[:500]})
+	mustAppend(t, nc, appendReq{SessionID: "big", ExpectedSeq: u64(500), Events: evs[500:]})
+	bodies, _ := readAll(t, nc, "big")
+	h := sha256.New()
+	for _, b := range bodies {
+		h.Write(b)
+	}
+	wantSum := hex.EncodeToString(h.Sum(nil))
+	stored := func(nc *nats.Conn) int {
+		m, err := nc.Request("$JS.API.STREAM.INFO.SESSIONS", []byte(`{"subjects_filter":"sessions.ev.big"}`), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info struct {
+			State struct {
+				Subjects map[string]int `json:"subjects"`
+			} `json:"state"`
+		}
+		if err := json.Unmarshal(m.Data, &info); err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Subjects["sessions.ev.big"]
+	}
+	// The first erase runs until up dies under it (its own exit is
+	// not the point).
+	first := exec.Command(sessionlogBin(t), "erase", "big", "--reason", "kill test", "--nats-url", p.NATSURL)
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = first.Wait() })
+	natstest.CheckFor(t, 60*time.Second, time.Millisecond, func() error {
+		if n := stored(nc); n == len(evs) || n == 0 {
+			return fmt.Errorf("%d stored", n)
+		}
+		return nil
+	})
+	p.Kill()
+
+	p = startUp(t, dir, nil)
+	nc = p.Connect(t)
+	left := stored(nc)
+	if left == 0 || left == len(evs) {
+		t.Fatalf("the kill left %d of %d events: not midway", left, len(evs))
+	}
+	if _, code := readAll(t, nc, "big"); code != "erased" {
+		t.Fatalf("a half-erased session reads %q, want erased", code)
+	}
+	if out, errOut, code := cli(t, nil, nil, "erase", "big", "--reason", "kill test", "--nats-url", p.NATSURL); code != 0 {
+		t.Fatalf("repeat: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if n := stored(nc); n != 0 {
+		t.Fatalf("%d events left", n)
+	}
+	_, body, err := httpGet(p.HTTPURL + "/v1/audit")
+	var page struct{ Records []api.AuditRecord }
+	if err != nil || json.Unmarshal([]byte(body), &page) != nil || len(page.Records) != 1 ||
+		page.Records[0].SHA256 != wantSum || page.Records[0].Events != uint64(len(evs)) {
+		t.Fatalf("audit %s %v, want one record with %s", body, err, wantSum)
+	}
+	if out, errOut, code := cli(t, nil, nil, "verify", "--nats-url", p.NATSURL); code != 0 {
+		t.Fatalf("verify: exit %d\n%s\n%s", code, out, errOut)
+	}
+	p.Stop()
+	if hits := filesHolding(t, dir, []byte(marker)); len(hits) > 0 {
+		t.Fatalf("the marker is still in %v", hits)
 	}
 }
