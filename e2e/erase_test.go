@@ -8,7 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -170,6 +172,17 @@ func TestEraseLeavesNoByteOnDisk(t *testing.T) {
 	if hits := filesHolding(t, filepath.Join(dir, "projector"), []byte(marker)); len(hits) == 0 {
 		t.Fatalf("the projector's files hold no marker before the erase")
 	}
+	// A watch open during the erase ends with it.
+	resp, err := http.Get(p.HTTPURL + "/v1/sessions/s-secret/watch?after=94")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("watch: %v %v", resp, err)
+	}
+	watchEnded := make(chan struct{})
+	go func() {
+		defer close(watchEnded)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}()
 	out, errOut, ec := cli(t, nil, nil, append([]string{"erase", "s-secret", "--reason", "privacy request", "--cascade", "--json"}, url...)...)
 	if ec != 0 {
 		t.Fatalf("erase: exit %d\n%s\n%s", ec, out, errOut)
@@ -240,6 +253,11 @@ func TestEraseLeavesNoByteOnDisk(t *testing.T) {
 		}
 	}
 	checkReads(p, nc)
+	select {
+	case <-watchEnded:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the watch of the erased session is still open")
+	}
 
 	p.Stop()
 	p2 := startUp(t, dir, nil)

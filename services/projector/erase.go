@@ -26,10 +26,47 @@ type erasures struct {
 	mu  sync.RWMutex
 	ids map[string]bool
 	ch  chan string
+	// watches ends the open watch streams of a session when it is erased.
+	watches map[string]map[*context.CancelFunc]struct{}
 }
 
 func newErasures() *erasures {
-	return &erasures{ids: map[string]bool{}, ch: make(chan string, 1024)}
+	return &erasures{ids: map[string]bool{}, ch: make(chan string, 1024), watches: map[string]map[*context.CancelFunc]struct{}{}}
+}
+
+// add marks id erased and ends its open watches.
+func (e *erasures) add(id string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ids[id] = true
+	for c := range e.watches[id] {
+		(*c)()
+	}
+	delete(e.watches, id)
+}
+
+// watching registers an open watch of id; it returns false (and registers
+// nothing) if id is erased already.
+func (e *erasures) watching(id string, cancel *context.CancelFunc) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ids[id] {
+		return false
+	}
+	if e.watches[id] == nil {
+		e.watches[id] = map[*context.CancelFunc]struct{}{}
+	}
+	e.watches[id][cancel] = struct{}{}
+	return true
+}
+
+func (e *erasures) unwatch(id string, cancel *context.CancelFunc) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.watches[id], cancel)
+	if len(e.watches[id]) == 0 {
+		delete(e.watches, id)
+	}
 }
 
 func (e *erasures) has(id string) bool {
@@ -42,9 +79,7 @@ func (e *erasures) has(id string) bool {
 // by reads from now on and queued for the fold loop.
 func (s *Service) watchErasures(ctx context.Context) {
 	err := s.ls.WatchErasures(ctx, nil, func(id string) {
-		s.er.mu.Lock()
-		s.er.ids[id] = true
-		s.er.mu.Unlock()
+		s.er.add(id)
 		select {
 		case s.er.ch <- id:
 		case <-ctx.Done():
@@ -164,14 +199,32 @@ func (s *Service) refuseErased(next http.Handler) http.Handler {
 			s.handleAudit(w, r)
 			return
 		}
-		if rest, ok := strings.CutPrefix(r.URL.Path, "/v1/sessions/"); ok {
-			id, _, _ := strings.Cut(rest, "/")
-			if s.er.has(id) {
-				apiError(w, http.StatusNotFound, schema.CodeErased, "session "+id+" was erased")
-				return
-			}
+		rest, ok := strings.CutPrefix(r.URL.Path, "/v1/sessions/")
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
 		}
-		next.ServeHTTP(w, r)
+		id, sub, _ := strings.Cut(rest, "/")
+		erased := func() {
+			apiError(w, http.StatusNotFound, schema.CodeErased, "session "+id+" was erased")
+		}
+		if s.er.has(id) {
+			erased()
+			return
+		}
+		if sub != "watch" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		// A watch open when its session is erased ends.
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		if !s.er.watching(id, &cancel) {
+			erased()
+			return
+		}
+		defer s.er.unwatch(id, &cancel)
+		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 
