@@ -80,11 +80,25 @@ func (s *Store) erasedKV(ctx context.Context) (jetstream.KeyValue, error) {
 		return s.erased, nil
 	}
 	kv, err := s.js.KeyValue(ctx, ErasedBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		// Not provisioned yet (services older than erasure): nothing was
+		// ever erased. Looked up again next time.
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("logstore: bucket %s: %w", ErasedBucket, err)
 	}
 	s.erased = kv
 	return kv, nil
+}
+
+// erasedKVRequired is erasedKV for callers that need the bucket.
+func (s *Store) erasedKVRequired(ctx context.Context) (jetstream.KeyValue, error) {
+	kv, err := s.erasedKV(ctx)
+	if err == nil && kv == nil {
+		err = fmt.Errorf("logstore: bucket %s: %w (start a service that provisions it)", ErasedBucket, jetstream.ErrBucketNotFound)
+	}
+	return kv, err
 }
 
 // ErasureOf returns the session's erasure record and its revision; nil
@@ -94,7 +108,7 @@ func (s *Store) ErasureOf(ctx context.Context, sessionID string) (*Erasure, uint
 		return nil, 0, err
 	}
 	kv, err := s.erasedKV(ctx)
-	if err != nil {
+	if err != nil || kv == nil {
 		return nil, 0, err
 	}
 	ent, err := kv.Get(ctx, sessionID)
@@ -120,7 +134,7 @@ func (s *Store) Erased(ctx context.Context, sessionID string) (bool, error) {
 // MarkErased writes the session's erasure record unless it has one, and
 // returns the record that holds (an interrupted erase's, when repeated).
 func (s *Store) MarkErased(ctx context.Context, e Erasure) (Erasure, uint64, error) {
-	kv, err := s.erasedKV(ctx)
+	kv, err := s.erasedKVRequired(ctx)
 	if err != nil {
 		return e, 0, err
 	}
@@ -141,7 +155,7 @@ func (s *Store) MarkErased(ctx context.Context, e Erasure) (Erasure, uint64, err
 
 // UpdateErasure replaces the record at revision rev.
 func (s *Store) UpdateErasure(ctx context.Context, e Erasure, rev uint64) (uint64, error) {
-	kv, err := s.erasedKV(ctx)
+	kv, err := s.erasedKVRequired(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -153,7 +167,7 @@ func (s *Store) UpdateErasure(ctx context.Context, e Erasure, rev uint64) (uint6
 // stored when it starts included, until ctx ends. ready is closed once
 // the stored ones have been delivered.
 func (s *Store) WatchErasures(ctx context.Context, ready chan<- struct{}, fn func(id string)) error {
-	kv, err := s.erasedKV(ctx)
+	kv, err := s.erasedKVRequired(ctx)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -76,19 +77,31 @@ func (e *erasures) has(id string) bool {
 }
 
 // watchErasures follows SESSION_ERASED until ctx ends: each id is refused
-// by reads from now on and queued for the fold loop.
+// by reads from now on and queued for the fold loop. A broken watch (or a
+// bucket not provisioned yet) is retried.
 func (s *Service) watchErasures(ctx context.Context) {
-	err := s.ls.WatchErasures(ctx, nil, func(id string) {
-		s.er.add(id)
-		select {
-		case s.er.ch <- id:
-		case <-ctx.Done():
+	for {
+		err := s.ls.WatchErasures(ctx, nil, func(id string) {
+			s.er.add(id)
+			select {
+			case s.er.ch <- id:
+			case <-ctx.Done():
+			}
+		})
+		if ctx.Err() != nil {
+			return
 		}
-	})
-	if err != nil && ctx.Err() == nil {
-		s.log.Warn("projector: erasure watch", "err", err)
+		s.log.Warn("projector: erasure watch; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(erasureWatchRetry):
+		}
 	}
 }
+
+// erasureWatchRetry is the wait before a broken erasure watch is made again.
+const erasureWatchRetry = 2 * time.Second
 
 // eraseViews removes every key of a session from the store (called by
 // the fold loop with no batch open) and scrubs the ranges they held.
