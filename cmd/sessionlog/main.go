@@ -53,6 +53,7 @@ var commands = map[string]command{
 	"import":            {Summary: "import < file.jsonl: append exported sessions; refuses to overwrite existing ones; --from FORMAT PATH...: import an agent's session files", Run: runImport},
 	"repair":            {Summary: "repair <sessionId> [--force]: close what a session left open and pause it (sessions.api.repair)", Run: runRepair},
 	"acp":               {Summary: "an Agent Client Protocol agent on stdio for editors: list the fleet's sessions and replay any of them, read-only (through --http-url)", Run: runACP},
+	"erase":             {Summary: "erase <id> --reason TEXT [--cascade]: remove a session for good, keep an audit record (sessions.api.erase; operators only)", Run: runErase},
 	"fork":              {Summary: "fork a session at a safe point: sessionlog fork <parent> [--at-seq N | --at-turn T] [--child ID]; prints the child id", Run: runFork},
 	// Benchmarks (see benches in bench.go).
 	"bench": {Summary: "run a benchmark (append, ...) and print BENCH lines", Run: runBench},

@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/klauspost/compress/zstd"
+
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
@@ -164,7 +166,8 @@ var errExists = errors.New("exists with different events")
 
 func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs, nf := sreFlags("import", stderr)
-	file := fs.String("file", "-", "export file to read (- = stdin)")
+	file := fs.String("file", "-", "export file to read (- = stdin); a zstd-compressed one (a retention archive, <id>.jsonl.zst) too")
+	as := fs.String("as", "", "import the file's one session under this id instead (e.g. an archive of an erased session, whose id cannot be used again)")
 	batch := fs.Int("batch", 500, "events per atomic append (at most 1000)")
 	from := fs.String("from", "", "read an agent's session files (claude-code, ...) from the PATH arguments instead of sessionlog JSONL")
 	jobs := fs.Int("jobs", 4, "with --from: files imported at once")
@@ -195,9 +198,18 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		defer f.Close()
 		in = f
 	}
+	in, err = maybeZstd(in)
+	if err != nil {
+		return fmt.Errorf("import: nothing written: %w", err)
+	}
 	sessions, err := readExport(in)
 	if err != nil {
 		return fmt.Errorf("import: nothing written: %w", err)
+	}
+	if *as != "" {
+		if err := renameSession(sessions, *as); err != nil {
+			return usageErrorf("--as: %v", err)
+		}
 	}
 	c, err := openSRE(ctx, "import", fs, nf, stderr)
 	if err != nil {
@@ -211,6 +223,12 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	start := make([]int, len(sessions))
 	tails := make([]logstore.Tail, len(sessions))
 	for i, s := range sessions {
+		// Import appends around the writer: it checks the erased ids itself.
+		if erased, err := c.store.Erased(ctx, s.id); err != nil {
+			return fmt.Errorf("import: nothing written: %w", err)
+		} else if erased {
+			return fmt.Errorf("import: nothing written: %s: session %s was erased; import it under another id with --as", schema.CodeErased, s.id)
+		}
 		events, tail, err := c.store.ReadEvents(ctx, s.id, 0)
 		if err != nil {
 			return fmt.Errorf("import: nothing written: read %s: %w", s.id, err)
@@ -243,5 +261,38 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		}
 	}
 	fmt.Fprintf(stdout, "imported %d sessions, %d events (%d sessions already present)\n", len(sessions)-skipped, wrote, skipped)
+	return nil
+}
+
+// zstdMagic starts every zstd frame.
+var zstdMagic = []byte{0x28, 0xb5, 0x2f, 0xfd}
+
+// maybeZstd decompresses r if it is zstd (a retention archive).
+func maybeZstd(r io.Reader) (io.Reader, error) {
+	br := bufio.NewReader(r)
+	head, _ := br.Peek(len(zstdMagic))
+	if !bytes.Equal(head, zstdMagic) {
+		return br, nil
+	}
+	zr, err := zstd.NewReader(br)
+	if err != nil {
+		return nil, err
+	}
+	return zr.IOReadCloser(), nil
+}
+
+// renameSession gives the one session of an export another id.
+func renameSession(sessions []*importSession, id string) error {
+	if len(sessions) != 1 {
+		return fmt.Errorf("the file holds %d sessions, want 1", len(sessions))
+	}
+	if !schema.ValidSessionID(id) {
+		return fmt.Errorf("session id %q must match ^[A-Za-z0-9_-]{1,128}$", id)
+	}
+	s := sessions[0]
+	s.id = id
+	for i := range s.events {
+		s.events[i].SessionID = id
+	}
 	return nil
 }

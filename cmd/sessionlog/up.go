@@ -52,6 +52,9 @@ type upEnv struct {
 	// (closed by up after every actor has stopped).
 	NC      *nats.Conn
 	Connect func(name string) (*nats.Conn, error)
+	// ConnectEraser opens a connection as the user that may erase (the
+	// repairer's).
+	ConnectEraser func(name string) (*nats.Conn, error)
 	// NATSURL is where the embedded server listens, for display.
 	NATSURL  string
 	Store    *logstore.Store
@@ -66,6 +69,9 @@ type upEnv struct {
 	HTTPToken string
 	// OTLPEndpoint: the projector's live trace export (--otlp-endpoint).
 	OTLPEndpoint string
+	// RetainClosed and ArchiveDir: the repairer's retention.
+	RetainClosed time.Duration
+	ArchiveDir   string
 	// AddReady adds a readiness check to /readyz.
 	AddReady func(name string, check func() error)
 }
@@ -95,7 +101,8 @@ var upServices = []upService{
 
 type upFlags struct {
 	dataDir, natsListen, httpListen, sync string
-	leaseTTL, grace                       time.Duration
+	leaseTTL, grace, retainClosed         time.Duration
+	archiveDir                            string
 	httpToken, natsConfig                 string
 	natsUser, natsPassword                string
 	operatorUser, operatorPassword        string
@@ -111,6 +118,8 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.httpListen, "http-listen", defaultHTTPListen, "HTTP listen address: dashboard, API, /healthz /readyz /metrics")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", assemble.DefaultWriter().LeaseTTL, "session lease TTL")
 	fs.DurationVar(&f.grace, "grace", assemble.DefaultRepairer().Grace, "how long a lease must have expired before the repairer closes the session")
+	fs.DurationVar(&f.retainClosed, "retain-closed", 0, "erase sessions closed for longer than this (0: keep them forever), after archiving them to --archive-dir when given")
+	fs.StringVar(&f.archiveDir, "archive-dir", "", "where --retain-closed writes each session before erasing it (<id>.jsonl.zst; sessionlog import reads it)")
 	fs.StringVar(&f.sync, "sync", "interval", "JetStream fsync: interval (default every 2m; a machine crash can lose acknowledged events) or always (fsync before every ack, much slower)")
 	fs.StringVar(&f.httpToken, "http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?access_token= / ?token=); /healthz and /readyz stay open")
 	fs.StringVar(&f.natsConfig, "nats-config", "", "nats-server configuration file for the embedded server (flags given explicitly override its listen address and store dir)")
@@ -172,7 +181,12 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if svcUser != nil {
 		nf.User, nf.Password = svcUser.Username, svcUser.Password
 	}
-	connect := func(name string) (*nats.Conn, error) {
+	// The repairer erases: it logs in as up's eraser user where there is one.
+	ef := *nf
+	if er := upUser(opts, upEraserUser); er != nil {
+		ef.User, ef.Password = er.Username, er.Password
+	}
+	connectAs := func(nf *natsFlags, name string) (*nats.Conn, error) {
 		o, err := nf.options(name)
 		if err != nil {
 			return nil, err
@@ -184,6 +198,8 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		conns.add(nc)
 		return nc, nil
 	}
+	connect := func(name string) (*nats.Conn, error) { return connectAs(nf, name) }
+	connectEraser := func(name string) (*nats.Conn, error) { return connectAs(&ef, name) }
 	nc, err := connect("sessionlog-up")
 	if err != nil {
 		return err
@@ -219,9 +235,10 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	for _, svc := range upServices {
 		env := &upEnv{
-			Ctx: ctx, NC: nc, Connect: connect, NATSURL: natsURL, Store: store,
+			Ctx: ctx, NC: nc, Connect: connect, ConnectEraser: connectEraser, NATSURL: natsURL, Store: store,
 			Logger: log.With("service", svc.Name), Registry: o.Registry, Mux: o.Mux,
 			DataDir: f.dataDir, LeaseTTL: f.leaseTTL, Grace: f.grace, HTTPToken: f.httpToken, OTLPEndpoint: f.otlpEndpoint,
+			RetainClosed: f.retainClosed, ArchiveDir: f.archiveDir,
 			AddReady: o.AddReady,
 		}
 		a, err := svc.Start(env)
@@ -301,6 +318,20 @@ func upServerOptions(fs *flag.FlagSet, f *upFlags) (*server.Options, *server.Use
 // password is new on every start and never leaves the process.
 const upServiceUser = "sessionlog-up-services"
 
+// upEraserUser is the user up's repairer logs in as: the services' rights
+// plus erasure (natsauth.Eraser), with the same password.
+const upEraserUser = "sessionlog-up-eraser"
+
+// upUser returns the embedded server's user of that name, nil if none.
+func upUser(opts *server.Options, name string) *server.User {
+	for _, u := range opts.Users {
+		if u.Username == name {
+			return u
+		}
+	}
+	return nil
+}
+
 // upUsers sets the embedded server's users (DESIGN.md section 10) and
 // returns the one up's services log in as, or nil when NATS is open.
 //
@@ -338,12 +369,15 @@ func upUsers(opts *server.Options, f *upFlags, fromFile bool) (*server.User, err
 	if f.natsUser == "" {
 		return nil, nil
 	}
-	if f.natsUser == upServiceUser || f.operatorUser == upServiceUser {
-		return nil, usageErrorf("user %q is up's own", upServiceUser)
+	for _, own := range []string{upServiceUser, upEraserUser} {
+		if f.natsUser == own || f.operatorUser == own {
+			return nil, usageErrorf("user %q is up's own", own)
+		}
 	}
 	svc := &server.User{Username: upServiceUser, Password: password, Permissions: natsauth.Service()}
 	opts.Users = []*server.User{
 		svc,
+		{Username: upEraserUser, Password: password, Permissions: natsauth.Eraser()},
 		{Username: f.natsUser, Password: f.natsPassword, Permissions: natsauth.Agent()},
 	}
 	if f.operatorUser != "" {
@@ -381,8 +415,8 @@ func upConfigServiceUser(opts *server.Options, path, password string) (*server.U
 	}
 	var tmpl *server.User
 	for _, u := range opts.Users {
-		if u.Username == upServiceUser {
-			return nil, fmt.Errorf("--nats-config %s: user %q is up's own", path, upServiceUser)
+		if u.Username == upServiceUser || u.Username == upEraserUser {
+			return nil, fmt.Errorf("--nats-config %s: user %q is up's own", path, u.Username)
 		}
 		if u.Username == "service" {
 			tmpl = u
@@ -393,6 +427,11 @@ func upConfigServiceUser(opts *server.Options, path, password string) (*server.U
 	}
 	svc := &server.User{Username: upServiceUser, Password: password, Account: tmpl.Account, Permissions: clonePermissions(tmpl.Permissions)}
 	opts.Users = append(opts.Users, svc)
+	// The repairer takes the file's "eraser" user's rights (erase,
+	// retention); a file without one leaves it the services' rights.
+	if er := upUser(opts, "eraser"); er != nil {
+		opts.Users = append(opts.Users, &server.User{Username: upEraserUser, Password: password, Account: er.Account, Permissions: clonePermissions(er.Permissions)})
+	}
 	return svc, nil
 }
 

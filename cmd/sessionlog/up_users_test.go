@@ -44,6 +44,11 @@ func TestUpUsers(t *testing.T) {
 				if u != svc || !natsauth.Equal(u.Permissions, natsauth.Service()) || len(u.Password) < 40 {
 					t.Errorf("service user: %+v", u)
 				}
+			case upEraserUser:
+				// The repairer's: the services' rights plus erasure.
+				if !natsauth.Equal(u.Permissions, natsauth.Eraser()) || len(u.Password) < 40 {
+					t.Errorf("eraser user: %+v", u)
+				}
 			default:
 				t.Errorf("unexpected user %q", u.Username)
 			}
@@ -59,7 +64,7 @@ func TestUpUsers(t *testing.T) {
 	if _, err := parse(); err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []string{"SERVICE", "AGENT", "OPERATOR", "SYS"} {
+	for _, v := range []string{"SERVICE", "ERASER", "AGENT", "OPERATOR", "SYS"} {
 		t.Setenv("SESSIONLOG_"+v+"_PASSWORD", "pPlaceholder"+v)
 	}
 	var ue *usageError
@@ -73,6 +78,7 @@ func TestUpUsers(t *testing.T) {
 		{[]string{"--operator-user", "sre", "--operator-password", "p"}, "needs --nats-user"},
 		{[]string{"--nats-user", "a", "--nats-password", "p", "--operator-user", "a", "--operator-password", "q"}, "must differ"},
 		{[]string{"--nats-user", upServiceUser, "--nats-password", "p"}, "up's own"},
+		{[]string{"--nats-user", "a", "--nats-password", "p", "--operator-user", upEraserUser, "--operator-password", "q"}, "up's own"},
 		{[]string{"--nats-config", "../../deploy/nats/server.conf", "--nats-user", "a", "--nats-password", "p"}, "do not go with --nats-config"},
 	} {
 		_, err := parse(c.args...)

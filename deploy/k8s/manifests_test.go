@@ -51,6 +51,7 @@ const (
 	natsDataVolume   = "data" // volumeClaimTemplate holding the JetStream store
 	sessionlogImage  = "sessionlog"
 	serviceNATSUser  = "service"
+	eraserNATSUser   = "eraser" // the repairer's user: the service rights plus erasure
 	httpPortName     = "http"
 	componentLabel   = "app.kubernetes.io/component"
 	natsURLFlag      = "--nats-url"
@@ -1311,6 +1312,7 @@ func checkNATS(b *bundle) (p []string) {
 	if b.nats.opts != nil {
 		want := map[string]*server.Permissions{
 			serviceNATSUser: natsauth.Service(),
+			eraserNATSUser:  natsauth.Eraser(),
 			"agent":         natsauth.Agent(),
 			"operator":      natsauth.Operator(),
 		}
@@ -1332,12 +1334,27 @@ func checkNATS(b *bundle) (p []string) {
 // serviceUserPasswordRef: the Secret key from which the NATS container takes
 // the password of the "service" user in auth.conf.
 func (b *bundle) serviceUserPasswordRef() *corev1.SecretKeySelector {
+	return b.userPasswordRef(serviceNATSUser)
+}
+
+// natsUserOf is the NATS user a component logs in as: the repairer erases
+// (sessions.api.erase, retention), the others are "service".
+func natsUserOf(component string) string {
+	if component == "repairer" {
+		return eraserNATSUser
+	}
+	return serviceNATSUser
+}
+
+// userPasswordRef: the Secret key from which the NATS container takes the
+// password of a user in auth.conf.
+func (b *bundle) userPasswordRef(name string) *corev1.SecretKeySelector {
 	s := b.natsStatefulSet()
 	if s == nil || b.nats.opts == nil || len(s.Spec.Template.Spec.Containers) == 0 {
 		return nil
 	}
 	for _, u := range b.nats.opts.Users {
-		if u.Username != serviceNATSUser {
+		if u.Username != name {
 			continue
 		}
 		for v, val := range b.nats.vars {
@@ -1379,13 +1396,14 @@ func parseArgs(args []string) (sub string, flags map[string]string, err error) {
 func checkSessionlogServices(b *bundle) (p []string) {
 	found := map[string]bool{}
 	images := map[string]bool{}
-	svcRef := b.serviceUserPasswordRef()
 	for _, w := range b.workloads() {
 		comp := w.template.Labels[componentLabel]
 		want, ok := components[comp]
 		if !ok {
 			continue
 		}
+		natsUser := natsUserOf(comp)
+		svcRef := b.userPasswordRef(natsUser)
 		found[comp] = true
 		if w.kind != want.kind {
 			p = append(p, fmt.Sprintf("%s: %s must be a %s", w, comp, want.kind))
@@ -1465,24 +1483,24 @@ func checkSessionlogServices(b *bundle) (p []string) {
 		} else if hasDataDir {
 			p = append(p, fmt.Sprintf("%s: %s given to a stateless service", w, dataDirFlag))
 		}
-		// NATS credentials: the "service" user, with the password the server expects.
+		// NATS credentials: the component's user ("service", "eraser" for the repairer), with the password the server expects.
 		user := envVar(c, natsUserEnv)
 		switch {
 		case user == nil:
 			p = append(p, fmt.Sprintf("%s: no %s", w, natsUserEnv))
 		case user.ValueFrom != nil && user.ValueFrom.SecretKeyRef != nil:
-			if v, ok := b.secretValue(user.ValueFrom.SecretKeyRef); !ok || v != serviceNATSUser {
-				p = append(p, fmt.Sprintf("%s: %s resolves to %q, want %q", w, natsUserEnv, v, serviceNATSUser))
+			if v, ok := b.secretValue(user.ValueFrom.SecretKeyRef); !ok || v != natsUser {
+				p = append(p, fmt.Sprintf("%s: %s resolves to %q, want %q", w, natsUserEnv, v, natsUser))
 			}
-		case user.Value != serviceNATSUser:
-			p = append(p, fmt.Sprintf("%s: %s is %q, want %q", w, natsUserEnv, user.Value, serviceNATSUser))
+		case user.Value != natsUser:
+			p = append(p, fmt.Sprintf("%s: %s is %q, want %q", w, natsUserEnv, user.Value, natsUser))
 		}
 		pw := envVar(c, natsPasswordEnv)
 		if pw == nil || pw.ValueFrom == nil || pw.ValueFrom.SecretKeyRef == nil {
 			p = append(p, fmt.Sprintf("%s: %s must come from a Secret", w, natsPasswordEnv))
 		} else if svcRef == nil || pw.ValueFrom.SecretKeyRef.Name != svcRef.Name || pw.ValueFrom.SecretKeyRef.Key != svcRef.Key {
-			p = append(p, fmt.Sprintf("%s: %s comes from %s/%s, the NATS server reads the service password from %v",
-				w, natsPasswordEnv, pw.ValueFrom.SecretKeyRef.Name, pw.ValueFrom.SecretKeyRef.Key, svcRef))
+			p = append(p, fmt.Sprintf("%s: %s comes from %s/%s, the NATS server reads the %s password from %v",
+				w, natsPasswordEnv, pw.ValueFrom.SecretKeyRef.Name, pw.ValueFrom.SecretKeyRef.Key, natsUser, svcRef))
 		}
 		for _, e := range c.Env {
 			if !strings.HasPrefix(e.Name, sessionlogPrefix) && e.Name != "GOMEMLIMIT" && e.Name != "GOMAXPROCS" {

@@ -45,6 +45,7 @@ var passwords = map[string]string{
 	"service":  "p3f9c1b7e2a4d6058c9b1e3f7a2d4c6b8e0f1a3c5d7e9b1",
 	"agent":    "pAgentSecret0123456789abcdefABCDEF",
 	"operator": "pOperator9a8b7c6d5e4f3a2b1c0d",
+	"eraser":   "pEraser5e4d3c2b1a0f9e8d7c6b5a4",
 	"sys":      "pSys0f1e2d3c4b5a69788776655",
 }
 
@@ -75,6 +76,7 @@ func startServer(t *testing.T) *server.Server {
 	t.Setenv("SESSIONLOG_SERVICE_PASSWORD", passwords["service"])
 	t.Setenv("SESSIONLOG_AGENT_PASSWORD", string(hash))
 	t.Setenv("SESSIONLOG_OPERATOR_PASSWORD", passwords["operator"])
+	t.Setenv("SESSIONLOG_ERASER_PASSWORD", passwords["eraser"])
 	t.Setenv("SESSIONLOG_SYS_PASSWORD", passwords["sys"])
 
 	opts, err := server.ProcessConfigFile(confPath)
@@ -104,6 +106,7 @@ type client = natstest.Watched
 // and the sessionlog verbs their own, agents nats.go's default.
 var inboxPrefix = map[string]string{
 	"service":  natsauth.ServiceInboxPrefix,
+	"eraser":   natsauth.ServiceInboxPrefix,
 	"operator": natsauth.OperatorInboxPrefix,
 	"agent":    natsauth.AgentInboxPrefix,
 	"sys":      natsauth.AgentInboxPrefix,
@@ -129,7 +132,7 @@ var sessionsStream = jetstream.StreamConfig{
 	Duplicates:         2 * time.Minute,
 	AllowAtomicPublish: true,
 	AllowDirect:        true,
-	DenyDelete:         true,
+	DenyDelete:         false, // erasure deletes (section 14); the permissions decide who
 	Replicas:           1,
 }
 
@@ -379,6 +382,57 @@ func TestPermissions(t *testing.T) {
 		}
 	})
 
+	t.Run("service may not delete a message; the eraser may, and nothing more", func(t *testing.T) {
+		seq, err := svcJS.PublishMsg(ctxT(t, 5*time.Second), event("sessions.ev.s-erase", "s-erase", "e1", 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		del := fmt.Sprintf(`{"seq":%d}`, seq.Sequence)
+		if _, err := svc.Request("$JS.API.STREAM.MSG.DELETE."+streamName, []byte(del), refusedWait); err == nil {
+			t.Error("the service's message delete was answered")
+		}
+		svc.WantViolation(t, "Publish", "$JS.API.STREAM.MSG.DELETE."+streamName)
+		for _, subject := range []string{"$KV.SESSION_ERASED.s-1", "sessions.audit.erased.s-1", "sessions.api.erase"} {
+			if err := svc.Publish(subject, []byte(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+			svc.WantViolation(t, "Publish", subject)
+		}
+		if _, err := stream.GetMsg(ctxT(t, 5*time.Second), seq.Sequence); err != nil {
+			t.Fatalf("the message is gone after the service's delete: %v", err)
+		}
+
+		eraser := connect(t, s, "eraser")
+		erJS, err := jetstream.New(eraser.Conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		erStream, err := erJS.Stream(ctxT(t, 5*time.Second), streamName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := erStream.SecureDeleteMsg(ctxT(t, 5*time.Second), seq.Sequence); err != nil {
+			t.Fatalf("eraser: %v", err)
+		}
+		eraser.NoViolation(t)
+		if _, err := stream.GetMsg(ctxT(t, 5*time.Second), seq.Sequence); !errors.Is(err, jetstream.ErrMsgNotFound) {
+			t.Fatalf("after the eraser's delete: %v, want not found", err)
+		}
+		for subject, call := range map[string]func() error{
+			"$JS.API.STREAM.DELETE." + streamName: func() error { return erJS.DeleteStream(ctxT(t, refusedWait), streamName) },
+			"$JS.API.STREAM.PURGE." + streamName:  func() error { return erStream.Purge(ctxT(t, refusedWait)) },
+		} {
+			if err := call(); err == nil {
+				t.Errorf("eraser: %s succeeded", subject)
+			}
+			eraser.WantViolation(t, "Publish", subject)
+		}
+		if err := eraser.Publish("sessions.api.erase", []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		eraser.WantViolation(t, "Publish", "sessions.api.erase")
+	})
+
 	t.Run("agent cannot publish to the log", func(t *testing.T) {
 		before := msgs()
 		// A plain core publish...
@@ -416,6 +470,7 @@ func TestPermissions(t *testing.T) {
 			"$JS.API.STREAM.INFO." + streamName,
 			"$JS.API.DIRECT.GET." + streamName + ".sessions.ev.s-svc",
 			"$JS.API.STREAM.MSG.DELETE." + streamName,
+			"$JS.API.STREAM.PURGE." + streamName,
 			"$JS.API.CONSUMER.CREATE." + streamName,
 		} {
 			if _, err := agent.Request(subject, []byte(`{}`), refusedWait); err == nil {
@@ -589,7 +644,7 @@ func TestAuthConfMatchesK8sCopy(t *testing.T) {
 // The single-server config parses, with auth.conf included, and grants what
 // auth.conf grants.
 func TestServerConf(t *testing.T) {
-	for _, v := range []string{"SERVICE", "AGENT", "OPERATOR", "SYS"} {
+	for _, v := range []string{"SERVICE", "ERASER", "AGENT", "OPERATOR", "SYS"} {
 		t.Setenv("SESSIONLOG_"+v+"_PASSWORD", "pPlaceholder"+v)
 	}
 	opts, err := server.ProcessConfigFile("server.conf")
@@ -627,7 +682,7 @@ func TestServerConf(t *testing.T) {
 // One permission definition: auth.conf grants each user exactly what
 // deploy/nats/perms.go (which `sessionlog up` uses) says.
 func TestAuthConfMatchesGo(t *testing.T) {
-	for _, v := range []string{"SERVICE", "AGENT", "OPERATOR", "SYS"} {
+	for _, v := range []string{"SERVICE", "ERASER", "AGENT", "OPERATOR", "SYS"} {
 		t.Setenv("SESSIONLOG_"+v+"_PASSWORD", "pPlaceholder"+v)
 	}
 	opts, err := server.ProcessConfigFile("server.conf")
@@ -636,6 +691,7 @@ func TestAuthConfMatchesGo(t *testing.T) {
 	}
 	want := map[string]*server.Permissions{
 		"service":  natsauth.Service(),
+		"eraser":   natsauth.Eraser(),
 		"agent":    natsauth.Agent(),
 		"operator": natsauth.Operator(),
 	}

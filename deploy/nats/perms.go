@@ -31,10 +31,16 @@ const (
 	BucketLeases   = "SESSION_LEASES"
 	BucketClaims   = "SESSION_CLAIMS"
 	BucketForks    = "SESSION_FORKS"
+	BucketErased   = "SESSION_ERASED"
+	StreamAudit    = "SESSION_AUDIT"
+	// AuditSubjects are the audit stream's subjects (one per erased session).
+	AuditSubjects = "sessions.audit.erased.*"
 )
 
-// streams are the streams the services use: the log and the KV buckets.
-var streams = []string{StreamSessions, "KV_" + BucketLeases, "KV_" + BucketClaims, "KV_" + BucketForks}
+// streams are the streams the services use: the log, the KV buckets and
+// the audit stream of erasures (which every service may read).
+var streams = []string{StreamSessions, "KV_" + BucketLeases, "KV_" + BucketClaims, "KV_" + BucketForks,
+	"KV_" + BucketErased, StreamAudit}
 
 // jsAPI lists the JetStream API subjects the services call on one stream:
 // provisioning and lookup, reads (leader and direct gets), the consumers of
@@ -62,8 +68,35 @@ func jsAPI(stream string) []string {
 }
 
 // Service is the permission set of the "service" user: the writer,
-// projector, repairer and forker.
+// projector and forker. They read the erasure records and the audit
+// stream but never write them, and never delete anything.
 func Service() *server.Permissions {
+	p := services()
+	p.Publish.Deny = append(p.Publish.Deny,
+		"$JS.API.STREAM.MSG.DELETE.>",
+		"$KV."+BucketErased+".>",
+		"sessions.audit.>",
+	)
+	return p
+}
+
+// Eraser is the permission set of the "eraser" user: the repairer, which
+// serves sessions.api.erase and retention (DESIGN.md section 14). It has
+// the services' rights plus the secure delete of the log's messages, the
+// erasure records and the audit stream's subjects; it may still neither
+// delete nor purge a stream.
+func Eraser() *server.Permissions {
+	p := services()
+	p.Publish.Allow = append(p.Publish.Allow,
+		"$JS.API.STREAM.MSG.DELETE."+StreamSessions,
+		"$KV."+BucketErased+".>",
+		AuditSubjects,
+	)
+	return p
+}
+
+// services is what the service and eraser users share.
+func services() *server.Permissions {
 	pub := []string{
 		"sessions.ev.>",
 		"$KV." + BucketLeases + ".>",
@@ -88,7 +121,6 @@ func Service() *server.Permissions {
 			Deny: []string{
 				"$JS.API.STREAM.DELETE.>",
 				"$JS.API.STREAM.PURGE.>",
-				"$JS.API.STREAM.MSG.DELETE.>",
 			},
 		},
 		Subscribe: &server.SubjectPermission{
@@ -145,7 +177,9 @@ func Agent() *server.Permissions {
 }
 
 // Operator is the permission set of the "operator" user: nil, the whole
-// account (stream administration, erase, repair, every read).
+// account (stream administration, sessions.api.erase, repair, every read).
+// No other user may publish sessions.api.erase: the services' allow lists
+// do not name it, and the agents' do not either.
 func Operator() *server.Permissions { return nil }
 
 // Equal reports whether two permission sets grant the same: the same allow

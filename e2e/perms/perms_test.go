@@ -390,6 +390,9 @@ func exercise(t *testing.T, s *stack, agentC, opC creds) {
 			"$KV.SESSION_CLAIMS.s-live",
 			"$KV.SESSION_FORKS.s-live",
 			"sessions.api.repair",
+			"sessions.api.erase",
+			"$KV.SESSION_ERASED.s-live",
+			"sessions.audit.erased.s-live",
 			natsauth.ServiceInboxPrefix + ".x",
 		} {
 			if err := agent.Publish(subject, []byte(`{"forged":true}`)); err != nil {
@@ -478,6 +481,23 @@ func exercise(t *testing.T, s *stack, agentC, opC creds) {
 		agent.NoViolation(t)
 	})
 
+	// Last of all: the operator erases it, through the repairer, which
+	// deletes as the eraser user without one refusal (checked below).
+	t.Run("operator erases", func(t *testing.T) {
+		if _, err := agent.Request("sessions.api.erase", []byte(`{"sessionId":"s-live","reason":"r","by":"agent"}`), 300*time.Millisecond); err == nil {
+			t.Fatal("the agent's erase was answered")
+		}
+		agent.WantViolation(t, "Publish", "sessions.api.erase")
+		out, err := cli(t, s, opC, "erase", "s-live", "--reason", "perms test", "--cascade")
+		if err != nil || !strings.Contains(out, "erased s-live") {
+			t.Fatalf("erase: %q %v", out, err)
+		}
+		m, err := agent.Request("sessions.api.read", []byte(`{"sessionId":"s-live"}`), 15*time.Second)
+		if err != nil || !strings.Contains(string(m.Data), `"code":"erased"`) {
+			t.Fatalf("read after the erase: %v", err)
+		}
+	})
+
 	// The services worked under their permissions without one refusal.
 	for _, l := range strings.Split(s.stderr.String(), "\n") {
 		if strings.Contains(l, "Violation") && !strings.Contains(l, "user:"+agentC.user+`\"`) {
@@ -489,6 +509,7 @@ func exercise(t *testing.T, s *stack, agentC, opC creds) {
 // Passwords of the form auth.conf asks for.
 var deployPasswords = map[string]string{
 	"SERVICE":  "pSvc8d7e6f5a4b3c2d1e0f",
+	"ERASER":   "pEr4s3r5e6f7a8b9c0d1e2",
 	"AGENT":    "pAgent1a2b3c4d5e6f7a8b",
 	"OPERATOR": "pOp9f8e7d6c5b4a3f2e1d",
 	"SYS":      "pSys0a1b2c3d4e5f6a7b8c",

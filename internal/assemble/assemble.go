@@ -144,6 +144,10 @@ type Repairer struct {
 	Concurrency int
 	// KeepApprovalsPending leaves pending approvals open (DESIGN.md 6).
 	KeepApprovalsPending bool
+	// RetainClosed, when > 0, erases sessions closed for longer than
+	// this, after archiving them to ArchiveDir when set (DESIGN.md 14).
+	RetainClosed time.Duration
+	ArchiveDir   string
 }
 
 // DefaultRepairer is the repairer's configuration unless a caller changes it.
@@ -164,7 +168,7 @@ func NewRepairer(cfg Repairer, st *logstore.Store, d Deps) (*repairer.Service, e
 	return repairer.New(repairer.Config{
 		Store: st, Conn: d.Conn, Logger: d.Logger, Registerer: d.Registerer, Now: d.Now,
 		LeaseTTL: cfg.LeaseTTL, Grace: cfg.Grace, SweepInterval: cfg.SweepInterval, Concurrency: cfg.Concurrency,
-		KeepApprovalsPending: cfg.KeepApprovalsPending,
+		KeepApprovalsPending: cfg.KeepApprovalsPending, RetainClosed: cfg.RetainClosed, ArchiveDir: cfg.ArchiveDir,
 	})
 }
 

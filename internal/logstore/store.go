@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2"
@@ -95,6 +96,9 @@ type Store struct {
 	log    *slog.Logger
 	// replies carries the answers of one-event publishes.
 	replies *natsreq.Slots
+	// erased is SESSION_ERASED, opened on first use.
+	erasedOnce sync.Mutex
+	erased     jetstream.KeyValue
 }
 
 // StreamConfig is the SESSIONS stream of the contract.
@@ -108,14 +112,17 @@ func StreamConfig(cfg Config) jetstream.StreamConfig {
 		Duplicates:         cfg.Duplicates,
 		AllowAtomicPublish: true,
 		AllowDirect:        true,
-		DenyDelete:         true,
-		MaxMsgs:            -1,
-		MaxBytes:           -1,
-		MaxAge:             0,
-		MaxMsgsPerSubject:  -1,
-		MaxMsgSize:         int32(cfg.MaxEventBytes + 64<<10),
-		Discard:            jetstream.DiscardNew,
-		Retention:          jetstream.LimitsPolicy,
+		// Erasure (DESIGN.md section 14) deletes messages: the stream
+		// allows it, and the NATS permissions allow it only to the eraser
+		// (the repairer) and the operator (deploy/nats/perms.go).
+		DenyDelete:        false,
+		MaxMsgs:           -1,
+		MaxBytes:          -1,
+		MaxAge:            0,
+		MaxMsgsPerSubject: -1,
+		MaxMsgSize:        int32(cfg.MaxEventBytes + 64<<10),
+		Discard:           jetstream.DiscardNew,
+		Retention:         jetstream.LimitsPolicy,
 	}
 }
 
@@ -153,7 +160,15 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 }
 
 func (s *Store) provision(ctx context.Context) error {
-	if _, err := s.js.CreateOrUpdateStream(ctx, StreamConfig(s.cfg)); err != nil {
+	cfg := StreamConfig(s.cfg)
+	if st, err := s.js.Stream(ctx, StreamName); err == nil && st.CachedInfo().Config.DenyDelete {
+		// A stream made before erasure existed denies deletes, and the
+		// server never lets an update lift that: keep it, and say that
+		// its sessions cannot be erased.
+		cfg.DenyDelete = true
+		s.log.Warn("logstore: stream denies message deletes (made before erasure): sessions.api.erase cannot remove its events; copy the log into a new stream to enable it", "stream", StreamName)
+	}
+	if _, err := s.js.CreateOrUpdateStream(ctx, cfg); err != nil {
 		return fmt.Errorf("logstore: provision stream %s: %w", StreamName, err)
 	}
 	// Per-key TTLs need limit markers; the marker TTL is how long a watcher
@@ -177,7 +192,7 @@ func (s *Store) provision(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("logstore: provision bucket %s: %w", ClaimBucket, err)
 	}
-	return nil
+	return s.provisionErasure(ctx)
 }
 
 // Config returns the effective configuration.

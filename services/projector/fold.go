@@ -79,6 +79,16 @@ type folder struct {
 	// it was at start (snapshots further apart, see snapshotInterval).
 	catchingUp bool
 	pos        map[string]store.StreamPos
+	// skip, if set, says a session is erased: its events are not folded.
+	skip func(id string) bool
+}
+
+// forget drops a session from the cache (its views are being erased).
+func (f *folder) forget(id string) {
+	if en, ok := f.cache[id]; ok {
+		f.lru.Remove(en.elem)
+		delete(f.cache, id)
+	}
 }
 
 func newFolder(db *store.DB, ls *logstore.Store, met *metrics, capacity, snapEach int, pos []store.StreamPos) *folder {
@@ -156,6 +166,9 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 	if !m.idOK {
 		f.met.skipped.WithLabelValues("bad_subject").Inc()
 		return nil
+	}
+	if f.skip != nil && f.skip(id) {
+		return nil // erased (erase.go)
 	}
 	en, err := f.load(ctx, id)
 	if err != nil {

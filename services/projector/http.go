@@ -48,7 +48,7 @@ func (s *Service) routes(ops bool) http.Handler {
 		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no such path")
 	})
 	if !ops {
-		return s.auth(mux)
+		return s.auth(s.refuseErased(mux))
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -66,7 +66,7 @@ func (s *Service) routes(ops bool) http.Handler {
 	if s.cfg.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}))
 	}
-	return s.auth(mux)
+	return s.auth(s.refuseErased(mux))
 }
 
 // APIHandler is the API and the dashboard without /healthz, /readyz and

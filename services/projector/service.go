@@ -184,6 +184,8 @@ type Service struct {
 	watch *watchHub
 	// fleet is the overview's recent history (overview.go).
 	fleet *fleetHistory
+	// er is the set of erased sessions (erase.go).
+	er *erasures
 }
 
 // New opens the store, verifies its checkpoint against the stream (or
@@ -211,6 +213,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{cfg: cfg, log: cfg.Logger, ls: cfg.Store, db: db, met: met, target: map[string]uint64{}}
 	s.watch = hub
 	s.fleet = newFleetHistory()
+	s.er = newErasures()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.start(ctx); err != nil {
@@ -279,6 +282,7 @@ func (s *Service) start(ctx context.Context) error {
 			}
 		}
 	}
+	s.f.skip = s.er.has
 	s.updateCaughtUp()
 	return nil
 }
@@ -453,6 +457,11 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 			}
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.watchErasures(ctx)
+	}()
 	defer wg.Wait()
 	defer cancel()
 
@@ -464,6 +473,14 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 		case err := <-errc:
 			s.commit()
 			return err
+		case id := <-s.er.ch:
+			if err := s.commit(); err != nil {
+				return err
+			}
+			if err := s.eraseViews(id); err != nil {
+				return err
+			}
+			continue
 		case m = <-ch:
 		}
 		start := time.Now()

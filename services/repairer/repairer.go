@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 )
@@ -77,6 +78,10 @@ type Config struct {
 	// GroupInflight bounds grouped batches in flight (default
 	// DefaultGroupInflight).
 	GroupInflight int
+	// RetainClosed, when > 0, erases sessions closed for longer than
+	// this (retention.go), after writing them to ArchiveDir if set.
+	RetainClosed time.Duration
+	ArchiveDir   string
 }
 
 // Service is the repairer.
@@ -118,6 +123,10 @@ type Service struct {
 	// beforeAppend, if set (tests only), runs between planning a repair
 	// and appending it.
 	beforeAppend atomic.Pointer[func(id string)]
+
+	// eraseStep, if set (tests only), runs after each step of an erase
+	// (erase.go): an error stops the erase there, as a kill would.
+	eraseStep atomic.Pointer[func(step string) error]
 
 	running  atomic.Bool
 	ready    atomic.Bool
@@ -252,8 +261,13 @@ func (s *Service) Run(ctx context.Context) error {
 		return fmt.Errorf("repairer: add service: %w", err)
 	}
 	reqCtx := context.WithoutCancel(ctx)
-	if err := svc.AddEndpoint("repair", micro.HandlerFunc(func(r micro.Request) { s.dispatch(reqCtx, r) }),
+	if err := svc.AddEndpoint("repair", micro.HandlerFunc(func(r micro.Request) { s.dispatch(reqCtx, r, demandTimeout, s.handleRepair) }),
 		micro.WithEndpointSubject(logstore.SubjectRepair)); err != nil {
+		_ = svc.Stop()
+		return fmt.Errorf("repairer: endpoint: %w", err)
+	}
+	if err := svc.AddEndpoint("erase", micro.HandlerFunc(func(r micro.Request) { s.dispatch(reqCtx, r, eraseTimeout, s.handleErase) }),
+		micro.WithEndpointSubject(api.SubjectErase)); err != nil {
 		_ = svc.Stop()
 		return fmt.Errorf("repairer: endpoint: %w", err)
 	}
@@ -291,6 +305,13 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		s.sweepLoop(ctx)
 	}()
+	if s.cfg.RetainClosed > 0 {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.retentionLoop(ctx)
+		}()
+	}
 	s.ready.Store(true)
 	s.log.Info("repairer running", "grace", s.cfg.Grace, "lease_ttl", s.cfg.LeaseTTL,
 		"sweep", s.cfg.SweepInterval, "concurrency", s.cfg.Concurrency)

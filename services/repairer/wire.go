@@ -25,12 +25,18 @@ type ErrorBody = wire.ErrorBody
 // ErrorDetail carries a contract code.
 type ErrorDetail = wire.ErrorDetail
 
-const demandTimeout = 30 * time.Second
+const (
+	demandTimeout = 30 * time.Second
+	// eraseTimeout bounds one erase request (a cascade of large sessions
+	// deletes message by message); a cut-off erase is finished by
+	// repeating it.
+	eraseTimeout = 5 * time.Minute
+)
 
 // dispatch serves a request on its own goroutine (micro calls an
 // endpoint's handler one request at a time) and replies by publishing
 // directly: micro.Request's bookkeeping is not safe from another goroutine.
-func (s *Service) dispatch(ctx context.Context, r micro.Request) {
+func (s *Service) dispatch(ctx context.Context, r micro.Request, timeout time.Duration, handle func(context.Context, *nats.Msg)) {
 	m := &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Data: r.Data()}
 	s.demand <- struct{}{}
 	s.wg.Add(1)
@@ -39,9 +45,9 @@ func (s *Service) dispatch(ctx context.Context, r micro.Request) {
 			<-s.demand
 			s.wg.Done()
 		}()
-		ctx, cancel := context.WithTimeout(ctx, demandTimeout)
+		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		s.handleRepair(ctx, m)
+		handle(ctx, m)
 	}()
 }
 

@@ -80,6 +80,11 @@ func ReadPage(ctx context.Context, st *logstore.Store, req ReadRequest, maxBytes
 	if err != nil {
 		return ReadReply{}, schema.Errorf(schema.CodeNotCommitted, "cannot read the session: %v", err)
 	}
+	// An erased session (or one being erased) answers erased, never a
+	// part of its events.
+	if err := refuseErased(ctx, st, req.SessionID); err != nil {
+		return ReadReply{}, err
+	}
 	if !tail.Exists() {
 		return ReadReply{}, schema.Errorf(schema.CodeNotFound, "session %s does not exist", req.SessionID)
 	}

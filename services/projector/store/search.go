@@ -1,6 +1,9 @@
 package store
 
-import "encoding/binary"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // prefSearch holds the search index: vq<term>\x00<id>\x00<seq BE8> -> ""
 // for every term of the event seq of session id (its metadata at
@@ -34,4 +37,26 @@ func SearchEntry(termPrefix, key []byte) (id string, seq uint64, ok bool) {
 		return "", 0, false
 	}
 	return string(rest[:len(rest)-9]), binary.BigEndian.Uint64(rest[len(rest)-8:]), true
+}
+
+// SearchPrefix bounds the whole search index.
+func SearchPrefix() []byte { return bytes.Clone(prefSearch) }
+
+// SearchKeySession is the session id a search key names, "" when k is not
+// one. Terms and ids hold no zero byte.
+func SearchKeySession(k []byte) string {
+	rest, ok := bytes.CutPrefix(k, prefSearch)
+	if !ok {
+		return ""
+	}
+	i := bytes.IndexByte(rest, 0)
+	if i < 0 {
+		return ""
+	}
+	rest = rest[i+1:]
+	j := bytes.IndexByte(rest, 0)
+	if j < 0 {
+		return ""
+	}
+	return string(rest[:j])
 }

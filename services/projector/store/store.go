@@ -18,6 +18,7 @@ package store
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -447,6 +448,18 @@ func (b *Batch) Delete(key, old []byte) {
 	b.add(key, nil, true)
 }
 
+// DeleteInternal removes a key outside the checksum (a snapshot).
+func (b *Batch) DeleteInternal(key []byte) { b.add(key, nil, true) }
+
+// Keys lists the keys the batch writes or deletes.
+func (b *Batch) Keys() [][]byte {
+	out := make([][]byte, len(b.ops))
+	for i := range b.ops {
+		out[i] = bytes.Clone(b.opKey(&b.ops[i]))
+	}
+	return out
+}
+
 // SetInternal writes a key outside the checksum (snapshots).
 func (b *Batch) SetInternal(key, value []byte) { b.add(key, value, false) }
 
@@ -495,6 +508,51 @@ func (b *Batch) Commit(cp Checkpoint) error {
 
 // Abandon drops the batch.
 func (b *Batch) Abandon() { b.buf, b.ops = nil, nil }
+
+// Scrub leaves no copy of deleted keys' old values in the store's files
+// (DESIGN.md section 14). It flushes the memtable that holds the deletes,
+// and compacts each [lo, hi) range down to the last level, where the
+// tombstones and every value they shadow are dropped and the SSTables that
+// held them are deleted. The write-ahead logs remain: Pebble recycles an
+// obsolete log by writing the next one over it from the start, so its old
+// tail (values included) stays on disk until it is overwritten. Pebble
+// recycles only logs made since it opened and deletes every other obsolete
+// log on open, so Scrub reopens the store, flushes the log it replayed
+// away, and reopens it once more (a close waits for the deletions).
+//
+// The caller keeps readers out while it runs: a snapshot would keep the
+// values it sees from being compacted away, and the store is reopened.
+// An erasure is rare; this costs a compaction and two reopenings.
+func (d *DB) Scrub(ranges [][2][]byte) error {
+	if err := d.db.Flush(); err != nil {
+		return fmt.Errorf("store: scrub: flush: %w", err)
+	}
+	for _, r := range ranges {
+		if err := d.db.Compact(context.Background(), r[0], r[1], false); err != nil {
+			return fmt.Errorf("store: scrub: compact: %w", err)
+		}
+	}
+	if err := d.reopen(); err != nil {
+		return fmt.Errorf("store: scrub: %w", err)
+	}
+	if err := d.db.Flush(); err != nil {
+		return fmt.Errorf("store: scrub: flush: %w", err)
+	}
+	if err := d.reopen(); err != nil {
+		return fmt.Errorf("store: scrub: %w", err)
+	}
+	return nil
+}
+
+// reopen closes the store and opens it again (the checksum is kept).
+func (d *DB) reopen() error {
+	if err := d.db.Close(); err != nil {
+		d.db = nil
+		return err
+	}
+	d.db = nil
+	return d.open()
+}
 
 // SetCheckpointRaw overwrites the stored checkpoint bytes (tests use it to
 // corrupt the checkpoint).

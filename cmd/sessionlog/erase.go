@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// runErase asks the repairer to erase a session for good (DESIGN.md
+// section 14, sessions.api.erase; only the operator's NATS user may).
+func runErase(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
+	fs := newFlags("erase")
+	fs.SetOutput(stderr)
+	nf := addNATSFlags(fs)
+	reason := fs.String("reason", "", "why the session is erased (kept in the audit record; required)")
+	by := fs.String("by", "", "who erases it (kept in the audit record; default the NATS user, else $USER)")
+	cascade := fs.Bool("cascade", false, "also erase every session forked from it, and their forks; without it forks keep their copies")
+	nf.addTimeoutFlag(fs, 5*time.Minute)
+	jsonOut := fs.Bool("json", false, "print the reply as JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageErrorf("want exactly one session id, got %d arguments", fs.NArg())
+	}
+	id := fs.Arg(0)
+	if !schema.ValidSessionID(id) {
+		return usageErrorf("session id %q must match ^[A-Za-z0-9_-]{1,128}$", id)
+	}
+	if strings.TrimSpace(*reason) == "" {
+		return usageErrorf("--reason is required: it is kept in the audit record")
+	}
+	if *by == "" {
+		*by = nf.User
+	}
+	if *by == "" {
+		*by = os.Getenv("USER")
+	}
+	if *by == "" {
+		*by = "operator"
+	}
+	log, err := newLogger(fs, stderr)
+	if err != nil {
+		return err
+	}
+	nf.Log = log
+	ctx, cancel := nf.verbContext(ctx, "erase")
+	defer cancel()
+	defer func() { err = verbError(ctx, err) }()
+	nc, err := nf.connect("sessionlog-erase")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	body, _ := json.Marshal(api.EraseRequest{SessionID: id, Reason: *reason, By: *by, Cascade: *cascade})
+	m, err := nc.RequestWithContext(ctx, api.SubjectErase, body)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return fmt.Errorf("no repairer is running (nothing answers %s), or this user may not erase", api.SubjectErase)
+	}
+	if err != nil {
+		return fmt.Errorf("erase request (an erase cut short is finished by running it again): %w", err)
+	}
+	var eb api.ErrorBody
+	if json.Unmarshal(m.Data, &eb) == nil && eb.Error.Code != "" {
+		if *jsonOut {
+			fmt.Fprintf(stdout, "%s\n", m.Data)
+		}
+		return fmt.Errorf("%s: %s", eb.Error.Code, eb.Error.Message)
+	}
+	var reply api.EraseReply
+	if err := json.Unmarshal(m.Data, &reply); err != nil {
+		return fmt.Errorf("erase reply %q: %w", m.Data, err)
+	}
+	if *jsonOut {
+		fmt.Fprintf(stdout, "%s\n", m.Data)
+		return nil
+	}
+	fmt.Fprintf(stdout, "erased %s (%d events)\n", strings.Join(reply.Erased, ", "), reply.Events)
+	return nil
+}

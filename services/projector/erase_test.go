@@ -1,0 +1,76 @@
+package projector_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/loadgen"
+)
+
+// An erased session (DESIGN.md section 14) is refused by every read at
+// once, leaves every list, and its views are gone: the store verifies
+// against a clean rebuild of the stream that no longer holds it, also
+// after a restart. /v1/audit serves the audit record.
+func TestErasedSessionLeavesEveryView(t *testing.T) {
+	e := newEnv(t)
+	loadgen.NewFleet("x", 4, 3, t0).Fill(e.ctx, e.ls, 300)
+	dir := t.TempDir()
+	r := e.start(dir)
+	r.waitReady(t)
+	r.waitSession(t, "x-1", func(d projector.Detail) bool { return d.LastSeq > 0 })
+
+	rec, _, err := e.ls.MarkErased(e.ctx, logstore.Erasure{SessionID: "x-1", By: "test", Reason: "r", ErasedAt: time.Now().UTC().Format(time.RFC3339)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ls.EraseEvents(e.ctx, "x-1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ls.WriteAudit(e.ctx, rec.Audit()); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+		for _, p := range []string{"", "/events", "/context"} {
+			code, body := r.get(t, "/v1/sessions/x-1"+p)
+			if code != 404 || !strings.Contains(string(body), `"code":"erased"`) {
+				return fmt.Errorf("GET x-1%s: %d %s", p, code, body)
+			}
+		}
+		code, body := r.get(t, "/v1/sessions?limit=1000")
+		if code != 200 || strings.Contains(string(body), `"x-1"`) || !strings.Contains(string(body), `"x-2"`) {
+			return fmt.Errorf("list: %d %s", code, body)
+		}
+		return nil
+	})
+	var page projector.AuditPage
+	r.getJSON(t, "/v1/audit", &page)
+	if len(page.Records) != 1 || page.Records[0] != (api.AuditRecord{SessionID: "x-1", By: "test", Reason: "r", ErasedAt: rec.ErasedAt}) {
+		b, _ := json.Marshal(page)
+		t.Fatalf("audit %s", b)
+	}
+	// The list lost x-1 once its views were deleted: the store verifies,
+	// and again after a restart.
+	r.stop(t)
+	res, err := projector.Verify(e.ctx, e.ls, dir, filepath.Join(t.TempDir(), "v1"), nil)
+	if err != nil || !res.OK() {
+		t.Fatalf("after the erase: %+v %v", res, err)
+	}
+	r = e.start(dir)
+	r.waitReady(t)
+	if code, _ := r.get(t, "/v1/sessions/x-1"); code != 404 {
+		t.Fatalf("x-1 after a restart: %d", code)
+	}
+	r.stop(t)
+	res, err = projector.Verify(e.ctx, e.ls, dir, filepath.Join(t.TempDir(), "v2"), nil)
+	if err != nil || !res.OK() {
+		t.Fatalf("after a restart: %+v %v", res, err)
+	}
+}

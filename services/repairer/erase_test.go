@@ -1,0 +1,305 @@
+package repairer
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// eraseSession writes a short closed session holding marker in user text,
+// tool input and tool output, and returns the sha256 of its bodies.
+func (e *env) eraseSession(id, marker string, parent string) string {
+	e.t.Helper()
+	created := `{"type":"session/created"}`
+	if parent != "" {
+		created = fmt.Sprintf(`{"type":"session/created","data":{"parent":{"sessionId":%q,"seedLength":1,"depth":1}}}`, parent)
+	}
+	e.appendEvents(id,
+		created,
+		`{"type":"turn/started","turnId":"t1"}`,
+		fmt.Sprintf(`{"type":"message/user","turnId":"t1","data":{"content":"user says %s"}}`, marker),
+		fmt.Sprintf(`{"type":"tool/requested","turnId":"t1","toolCallId":"c1","data":{"name":"sh","input":{"cmd":"echo %s"}}}`, marker),
+		`{"type":"tool/started","turnId":"t1","toolCallId":"c1"}`,
+		fmt.Sprintf(`{"type":"tool/result","turnId":"t1","toolCallId":"c1","data":{"status":"ok","output":"printed %s"}}`, marker),
+		`{"type":"turn/ended","turnId":"t1","data":{"reason":"completed"}}`,
+		`{"type":"session/closed","data":{"reason":"done"}}`,
+	)
+	h := sha256.New()
+	if _, err := e.store.ReadSession(context.Background(), id, 0, func(m *logstore.Msg) error {
+		h.Write(m.Data)
+		return nil
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func (e *env) erase(body string) (api.EraseReply, string) {
+	e.t.Helper()
+	m, err := e.nc.Request(api.SubjectErase, []byte(body), 30*time.Second)
+	if err != nil {
+		e.t.Fatalf("erase %s: %v", body, err)
+	}
+	var eb api.ErrorBody
+	if json.Unmarshal(m.Data, &eb) == nil && eb.Error.Code != "" {
+		return api.EraseReply{}, string(eb.Error.Code)
+	}
+	var out api.EraseReply
+	if err := json.Unmarshal(m.Data, &out); err != nil {
+		e.t.Fatalf("reply %s: %v", m.Data, err)
+	}
+	return out, ""
+}
+
+// audits returns the audit records of the stream.
+func (e *env) audits() []api.AuditRecord {
+	e.t.Helper()
+	recs, _, err := e.store.AuditRecords(context.Background(), 0, 1000)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return recs
+}
+
+// gone checks that nothing of the session is left but its erasure record.
+func (e *env) gone(id string) {
+	e.t.Helper()
+	ctx := context.Background()
+	if m, err := e.store.NextAfter(ctx, id, 0); err != nil || m != nil {
+		e.t.Fatalf("%s: a message is left (%v, %v)", id, m, err)
+	}
+	if l, _, err := e.store.GetLease(ctx, id); err != nil || l != nil {
+		e.t.Fatalf("%s: lease left: %+v %v", id, l, err)
+	}
+	if c, err := e.store.GetClaim(ctx, id); err != nil || c != nil {
+		e.t.Fatalf("%s: claim left: %+v %v", id, c, err)
+	}
+	rec, _, err := e.store.ErasureOf(ctx, id)
+	if err != nil || rec == nil || !rec.Done {
+		e.t.Fatalf("%s: erasure record %+v, %v", id, rec, err)
+	}
+}
+
+func TestEraseRemovesEventsRecordsAndAuditsOnce(t *testing.T) {
+	e := newEnv(t)
+	e.start(Config{LeaseTTL: testTTL, Grace: testGrace})
+	marker := strings.Repeat("M", 64)
+	sum := e.eraseSession("s-erase", marker, "")
+	e.claim("s-erase", "agent-1")
+	e.appendEvents("s-other", `{"type":"session/created"}`)
+
+	got, code := e.erase(`{"sessionId":"s-erase","reason":"privacy request","by":"ops"}`)
+	if code != "" {
+		t.Fatalf("erase: %s", code)
+	}
+	if got.SessionID != "s-erase" || len(got.Erased) != 1 || got.Erased[0] != "s-erase" || got.Events != 8 {
+		t.Fatalf("reply %+v", got)
+	}
+	e.gone("s-erase")
+	recs := e.audits()
+	if len(recs) != 1 {
+		t.Fatalf("%d audit records, want 1", len(recs))
+	}
+	r := recs[0]
+	if r.SessionID != "s-erase" || r.SHA256 != sum || r.Events != 8 || r.LastSeq != 8 || r.By != "ops" || r.Reason != "privacy request" || r.ErasedAt == "" {
+		t.Fatalf("audit %+v, want sha256 %s", r, sum)
+	}
+	// Repeating it changes nothing and writes no second record.
+	if got, code := e.erase(`{"sessionId":"s-erase","reason":"again","by":"ops"}`); code != "" || got.Events != 8 {
+		t.Fatalf("repeat: %+v %s", got, code)
+	}
+	if n := len(e.audits()); n != 1 {
+		t.Fatalf("%d audit records after a repeat, want 1", n)
+	}
+	// Other sessions are untouched.
+	if m, err := e.store.NextAfter(context.Background(), "s-other", 0); err != nil || m == nil {
+		t.Fatalf("s-other lost: %v", err)
+	}
+}
+
+func TestEraseErrors(t *testing.T) {
+	e := newEnv(t)
+	e.start(Config{LeaseTTL: testTTL, Grace: testGrace})
+	for name, tc := range map[string]struct{ body, code string }{
+		"bad_request json":      {`{`, "bad_request"},
+		"bad_request id":        {`{"sessionId":"a.b","reason":"r","by":"b"}`, "bad_request"},
+		"bad_request no reason": {`{"sessionId":"s-1","by":"b"}`, "bad_request"},
+		"bad_request no by":     {`{"sessionId":"s-1","reason":"r"}`, "bad_request"},
+		"not_found":             {`{"sessionId":"s-none","reason":"r","by":"b"}`, "not_found"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, code := e.erase(tc.body); code != tc.code {
+				t.Fatalf("code %q, want %q", code, tc.code)
+			}
+		})
+	}
+	if n := len(e.audits()); n != 0 {
+		t.Fatalf("%d audit records after refused erases", n)
+	}
+}
+
+// Forks: without cascade a child keeps its copy; with it every
+// descendant goes, even when the erase is repeated after the parent is
+// gone.
+func TestEraseCascade(t *testing.T) {
+	e := newEnv(t)
+	e.start(Config{LeaseTTL: testTTL, Grace: testGrace})
+	marker := strings.Repeat("C", 64)
+	e.eraseSession("p", marker, "")
+	e.eraseSession("c1", marker, "p")
+	e.eraseSession("c2", marker, "c1")
+	e.eraseSession("k", marker, "q") // another family
+
+	if got, code := e.erase(`{"sessionId":"p","reason":"r","by":"b"}`); code != "" || len(got.Erased) != 1 {
+		t.Fatalf("erase p: %+v %s", got, code)
+	}
+	if m, _ := e.store.NextAfter(context.Background(), "c1", 0); m == nil {
+		t.Fatal("c1 erased without cascade")
+	}
+	got, code := e.erase(`{"sessionId":"p","reason":"r","by":"b","cascade":true}`)
+	if code != "" {
+		t.Fatalf("cascade: %s", code)
+	}
+	if strings.Join(got.Erased, ",") != "p,c1,c2" || got.Events != 24 {
+		t.Fatalf("cascade erased %v (%d events), want p,c1,c2 (24)", got.Erased, got.Events)
+	}
+	for _, id := range []string{"p", "c1", "c2"} {
+		e.gone(id)
+	}
+	if m, _ := e.store.NextAfter(context.Background(), "k", 0); m == nil {
+		t.Fatal("k erased")
+	}
+	if n := len(e.audits()); n != 3 {
+		t.Fatalf("%d audit records, want 3", n)
+	}
+}
+
+// An erase stopped after any step (as a kill of the repairer would stop
+// it) is finished by repeating it: nothing left, one audit record with
+// the digest of the whole session.
+func TestEraseInterruptedAtEachStepFinishesOnRepeat(t *testing.T) {
+	steps := []struct {
+		step string
+		nth  int // stop at the nth time the step is reached
+	}{{StepMarked, 1}, {StepHashed, 1}, {StepDeleted, 1}, {StepDeleted, 5}, {StepDeleted, 8}, {StepRecords, 1}, {StepAudited, 1}}
+	for _, tc := range steps {
+		t.Run(fmt.Sprintf("%s-%d", tc.step, tc.nth), func(t *testing.T) {
+			e := newEnv(t)
+			r := e.start(Config{LeaseTTL: testTTL, Grace: testGrace})
+			sum := e.eraseSession("s-1", strings.Repeat("K", 64), "")
+			e.claim("s-1", "agent-1")
+			n := 0
+			errKilled := errors.New("killed")
+			hook := func(step string) error {
+				if step == tc.step {
+					n++
+					if n == tc.nth {
+						return errKilled
+					}
+				}
+				return nil
+			}
+			r.svc.eraseStep.Store(&hook)
+			if _, code := e.erase(`{"sessionId":"s-1","reason":"r","by":"b"}`); code != string(schema.CodeNotCommitted) {
+				t.Fatalf("interrupted erase answered %q, want not_committed", code)
+			}
+			if rec, _, _ := e.store.ErasureOf(context.Background(), "s-1"); rec == nil {
+				t.Fatal("no erasure record after the first step")
+			}
+			r.svc.eraseStep.Store(nil)
+			if got, code := e.erase(`{"sessionId":"s-1","reason":"r","by":"b"}`); code != "" || got.Events != 8 {
+				t.Fatalf("repeat: %+v %s", got, code)
+			}
+			e.gone("s-1")
+			recs := e.audits()
+			if len(recs) != 1 || recs[0].SHA256 != sum || recs[0].Events != 8 {
+				t.Fatalf("audit %+v, want one with sha256 %s", recs, sum)
+			}
+		})
+	}
+}
+
+// Retention: sessions closed longer than the window are archived and
+// erased, others (closed recently, or open) are left; the archive holds
+// the session's events as export writes them.
+func TestRetentionArchivesAndErases(t *testing.T) {
+	e := newEnv(t)
+	marker := strings.Repeat("R", 64)
+	e.eraseSession("old", marker, "")
+	e.appendEvents("open", `{"type":"session/created"}`, `{"type":"turn/started","turnId":"t1"}`)
+	dir := t.TempDir()
+	later := time.Now().Add(2 * time.Hour)
+	r := e.start(Config{LeaseTTL: testTTL, Grace: testGrace, SweepInterval: -1, ArchiveDir: dir,
+		Now: func() time.Time { return later }})
+	// Closed after the clock's window: kept.
+	e.eraseSession("recent", marker, "")
+	r.svc.cfg.RetainClosed = time.Hour
+	n, err := r.svc.Retain(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "recent" was closed within the (fake) hour too: the clock is 2h
+	// ahead of both, so only a window longer than that keeps it.
+	if n != 2 {
+		t.Fatalf("retention erased %d sessions, want 2 (old, recent)", n)
+	}
+	if m, _ := e.store.NextAfter(context.Background(), "open", 0); m == nil {
+		t.Fatal("an open session was erased")
+	}
+	f, err := os.Open(filepath.Join(dir, "old"+ArchiveExt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := zstd.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	sc := bufio.NewScanner(zr)
+	lines := 0
+	for sc.Scan() {
+		ev, err := schema.Decode(sc.Bytes())
+		if err != nil || ev.SessionID != "old" || ev.Seq != uint64(lines+1) {
+			t.Fatalf("archive line %d: %+v %v", lines+1, ev, err)
+		}
+		lines++
+	}
+	if lines != 8 {
+		t.Fatalf("archive holds %d events, want 8", lines)
+	}
+	for _, a := range e.audits() {
+		if a.By != RetentionBy {
+			t.Fatalf("audit by %q", a.By)
+		}
+	}
+}
+
+// A window longer than the sessions' age keeps them.
+func TestRetentionKeepsSessionsInsideTheWindow(t *testing.T) {
+	e := newEnv(t)
+	e.eraseSession("young", strings.Repeat("Y", 64), "")
+	r := e.start(Config{LeaseTTL: testTTL, Grace: testGrace, SweepInterval: -1})
+	r.svc.cfg.RetainClosed = time.Hour
+	if n, err := r.svc.Retain(context.Background()); err != nil || n != 0 {
+		t.Fatalf("erased %d, %v", n, err)
+	}
+	if m, _ := e.store.NextAfter(context.Background(), "young", 0); m == nil {
+		t.Fatal("young erased")
+	}
+}
