@@ -7,10 +7,18 @@ RACE_PKGS = $(shell $(GO) list ./... | grep -v /e2e)
 E2E_PKGS = $(shell $(GO) list ./e2e/...)
 FUZZTIME ?= 15s
 
-.PHONY: test test-race test-e2e race lint bench fuzz build
+.PHONY: test node-deps test-race test-e2e race lint bench fuzz build
 
 # `make -k test` runs both halves even when the first fails.
-test: test-race test-e2e
+test: node-deps test-race test-e2e
+
+# The conformance tests run the protocols' own SDKs in Node (clients/*).
+node-deps:
+	@for d in clients/*/; do \
+		if [ -f "$$d/package-lock.json" ] && [ ! -d "$$d/node_modules" ]; then \
+			(cd "$$d" && npm ci --no-audit --no-fund) || exit 1; \
+		fi; \
+	done
 
 test-race:
 	$(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
