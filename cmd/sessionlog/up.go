@@ -94,6 +94,7 @@ var upServices = []upService{
 type upFlags struct {
 	dataDir, natsListen, httpListen, sync string
 	leaseTTL, grace                       time.Duration
+	partitions                            *int
 	httpToken, natsConfig                 string
 	natsUser, natsPassword                string
 	operatorUser, operatorPassword        string
@@ -108,6 +109,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.httpListen, "http-listen", defaultHTTPListen, "HTTP listen address: dashboard, API, /healthz /readyz /metrics")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", assemble.DefaultWriter().LeaseTTL, "session lease TTL")
 	fs.DurationVar(&f.grace, "grace", assemble.DefaultRepairer().Grace, "how long a lease must have expired before the repairer closes the session")
+	f.partitions = partitionsFlag(fs)
 	fs.StringVar(&f.sync, "sync", "interval", "JetStream fsync: interval (default every 2m; a machine crash can lose acknowledged events) or always (fsync before every ack, much slower)")
 	fs.StringVar(&f.httpToken, "http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?access_token= / ?token=); /healthz and /readyz stay open")
 	fs.StringVar(&f.natsConfig, "nats-config", "", "nats-server configuration file for the embedded server (flags given explicitly override its listen address and store dir)")
@@ -126,6 +128,9 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if f.leaseTTL <= 0 || f.grace < 0 {
 		return usageErrorf("--lease-ttl must be > 0 and --grace >= 0")
+	}
+	if err := checkPartitions(*f.partitions); err != nil {
+		return err
 	}
 	log, err := newLogger(fs, stderr)
 	if err != nil {
@@ -184,7 +189,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	store, err := openStore(ctx, nc, logstore.Config{Replicas: 1, LeaseTTL: f.leaseTTL, Logger: log.With("component", "logstore")})
+	store, err := openStore(ctx, nc, logstore.Config{Replicas: 1, Partitions: *f.partitions, LeaseTTL: f.leaseTTL, Logger: log.With("component", "logstore")})
 	if err != nil {
 		return err
 	}

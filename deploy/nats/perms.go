@@ -7,6 +7,7 @@ package natsauth
 
 import (
 	"slices"
+	"strconv"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
@@ -31,10 +32,21 @@ const (
 	BucketLeases   = "SESSION_LEASES"
 	BucketClaims   = "SESSION_CLAIMS"
 	BucketForks    = "SESSION_FORKS"
+	BucketLayout   = "SESSION_LAYOUT"
+	// MaxPartitions is the most session streams a store may have
+	// (DESIGN.md section 11): SESSIONS-0 ... SESSIONS-15.
+	MaxPartitions = 16
 )
 
-// streams are the streams the services use: the log and the KV buckets.
-var streams = []string{StreamSessions, "KV_" + BucketLeases, "KV_" + BucketClaims, "KV_" + BucketForks}
+// streams are the streams the services use: the log (SESSIONS, or its
+// partitions SESSIONS-<p>) and the KV buckets.
+func streams() []string {
+	out := []string{StreamSessions}
+	for p := range MaxPartitions {
+		out = append(out, StreamSessions+"-"+strconv.Itoa(p))
+	}
+	return append(out, "KV_"+BucketLeases, "KV_"+BucketClaims, "KV_"+BucketForks, "KV_"+BucketLayout)
+}
 
 // jsAPI lists the JetStream API subjects the services call on one stream:
 // provisioning and lookup, reads (leader and direct gets), the consumers of
@@ -66,12 +78,14 @@ func jsAPI(stream string) []string {
 func Service() *server.Permissions {
 	pub := []string{
 		"sessions.ev.>",
+		"sessions.*.ev.>",
 		"$KV." + BucketLeases + ".>",
 		"$KV." + BucketClaims + ".>",
 		"$KV." + BucketForks + ".>",
+		"$KV." + BucketLayout + ".>",
 		"$JS.API.INFO",
 	}
-	for _, s := range streams {
+	for _, s := range streams() {
 		pub = append(pub, jsAPI(s)...)
 	}
 	return &server.Permissions{
@@ -113,6 +127,7 @@ func Agent() *server.Permissions {
 			},
 			Deny: []string{
 				"sessions.ev.>",
+				"sessions.*.ev.>",
 				"$JS.>",
 				"$KV.>",
 				"$SRV.>",
@@ -127,6 +142,7 @@ func Agent() *server.Permissions {
 			},
 			Deny: []string{
 				"sessions.ev.>",
+				"sessions.*.ev.>",
 				"sessions.api.>",
 				"$JS.>",
 				"$KV.>",

@@ -32,7 +32,12 @@ const (
 // Config configures a Store.
 type Config struct {
 	// Replicas of the SESSIONS stream and the lease bucket: 1 embedded, 3 in a cluster.
-	Replicas   int
+	Replicas int
+	// Partitions is the number of session streams (DESIGN.md section 11).
+	// When set it must equal the count recorded in the store; 0 takes the
+	// recorded count (1 for a store not provisioned yet): the operator
+	// tools, which read whatever the store holds.
+	Partitions int
 	Duplicates time.Duration
 	LeaseTTL   time.Duration
 	// MaxEventBytes bounds one event's envelope; the stream's MaxMsgSize
@@ -88,6 +93,7 @@ type Store struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	cfg    Config
+	layout Layout
 	kv     jetstream.KeyValue
 	claims jetstream.KeyValue
 	sem    chan struct{}
@@ -97,12 +103,13 @@ type Store struct {
 	replies *natsreq.Slots
 }
 
-// StreamConfig is the SESSIONS stream of the contract.
-func StreamConfig(cfg Config) jetstream.StreamConfig {
+// StreamConfig is the configuration of one session stream of the contract
+// (SESSIONS, or SESSIONS-<p> when the layout has partitions).
+func StreamConfig(cfg Config, l Layout, stream string) jetstream.StreamConfig {
 	cfg.defaults()
 	return jetstream.StreamConfig{
-		Name:               StreamName,
-		Subjects:           []string{SubjectPrefix + "*"},
+		Name:               stream,
+		Subjects:           l.streamSubjects(stream),
 		Storage:            jetstream.FileStorage,
 		Replicas:           cfg.Replicas,
 		Duplicates:         cfg.Duplicates,
@@ -120,7 +127,9 @@ func StreamConfig(cfg Config) jetstream.StreamConfig {
 }
 
 // Open connects the adapter to nc and, unless cfg.NoProvision, creates or
-// updates the stream and buckets (idempotent).
+// updates the streams and buckets (idempotent). It first compares
+// cfg.Partitions with the count recorded in the store and, when they
+// differ, returns a *PartitionsError having created nothing.
 func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	cfg.defaults()
 	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(cfg.RequestTimeout))
@@ -138,6 +147,9 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		log:     cfg.Logger,
 		replies: natsreq.New(nc, natsreq.DefaultMax),
 	}
+	if err := s.choosePartitions(ctx); err != nil {
+		return nil, err
+	}
 	if !cfg.NoProvision {
 		if err := s.provision(ctx); err != nil {
 			return nil, err
@@ -153,8 +165,13 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 }
 
 func (s *Store) provision(ctx context.Context) error {
-	if _, err := s.js.CreateOrUpdateStream(ctx, StreamConfig(s.cfg)); err != nil {
-		return fmt.Errorf("logstore: provision stream %s: %w", StreamName, err)
+	if err := s.recordPartitions(ctx); err != nil {
+		return err
+	}
+	for _, name := range s.layout.Streams() {
+		if _, err := s.js.CreateOrUpdateStream(ctx, StreamConfig(s.cfg, s.layout, name)); err != nil {
+			return fmt.Errorf("logstore: provision stream %s: %w", name, err)
+		}
 	}
 	// Per-key TTLs need limit markers; the marker TTL is how long a watcher
 	// can still see that a lease expired.
@@ -182,6 +199,15 @@ func (s *Store) provision(ctx context.Context) error {
 
 // Config returns the effective configuration.
 func (s *Store) Config() Config { return s.cfg }
+
+// Layout is the store's partition layout.
+func (s *Store) Layout() Layout { return s.layout }
+
+// Locate maps a session id to its stream and subject in this store.
+func (s *Store) Locate(sessionID string) (Location, error) { return s.layout.Locate(sessionID) }
+
+// Streams lists every stream of this store that holds sessions.
+func (s *Store) Streams() []string { return s.layout.Streams() }
 
 // Tail is the last event of a session as the stream leader has it.
 type Tail struct {
@@ -295,7 +321,7 @@ func eventIDOf(msgID string) string {
 
 // Tail reads the session's last event from the stream leader.
 func (s *Store) Tail(ctx context.Context, sessionID string) (Tail, error) {
-	loc, err := Locate(sessionID)
+	loc, err := s.Locate(sessionID)
 	if err != nil {
 		return Tail{}, err
 	}
@@ -321,7 +347,7 @@ func (s *Store) ForgetTail(sessionID string) { s.tails.Remove(sessionID) }
 // NextAfter returns the first stored message of the session with stream
 // sequence > after, from the leader; nil when there is none.
 func (s *Store) NextAfter(ctx context.Context, sessionID string, after uint64) (*Msg, error) {
-	loc, err := Locate(sessionID)
+	loc, err := s.Locate(sessionID)
 	if err != nil {
 		return nil, err
 	}
