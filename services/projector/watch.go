@@ -349,7 +349,7 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, errors.New("response writer cannot flush"))
 		return
 	}
-	loc, err := logstore.Locate(id)
+	loc, err := s.ls.Locate(id)
 	if err != nil {
 		s.internal(w, err)
 		return
