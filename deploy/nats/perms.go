@@ -88,6 +88,12 @@ func Service() *server.Permissions {
 	for _, s := range streams() {
 		pub = append(pub, jsAPI(s)...)
 	}
+	// The provisioning service spreads the partitions' leaders over the
+	// nodes (logstore.SpreadLeaders); the leader of SESSIONS and of the
+	// buckets it never moves.
+	for p := range MaxPartitions {
+		pub = append(pub, "$JS.API.STREAM.LEADER.STEPDOWN."+StreamSessions+"-"+strconv.Itoa(p))
+	}
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{
 			Allow: pub,

@@ -154,6 +154,12 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		if err := s.provision(ctx); err != nil {
 			return nil, err
 		}
+		// Best effort: a store whose leaders stay together still works.
+		if n, err := s.SpreadLeaders(ctx); err != nil {
+			s.log.Warn("logstore: spreading the partitions' leaders", "err", err)
+		} else if n > 0 {
+			s.log.Info("logstore: moved partition leaders to spread them over the nodes", "moved", n)
+		}
 	}
 	if s.kv, err = js.KeyValue(ctx, LeaseBucket); err != nil {
 		return nil, fmt.Errorf("logstore: lease bucket: %w", err)
