@@ -18,6 +18,7 @@ var benches = map[string]benchFunc{
 	"catchup": runBenchCatchup,
 	"fork":    runBenchFork,
 	"repair":  runBenchRepair,
+	"scale":   runBenchScale,
 }
 
 func benchNames() []string {
