@@ -386,7 +386,8 @@ func testSweepOnStartFindsOrphans(t *testing.T, partitions int) {
 		return nil
 	})
 	time.Sleep(testGrace) // no watcher runs: this only lets the grace pass
-	r := e.start(Config{Grace: testGrace, SweepInterval: -1})
+	// A queue of 2 makes the sweep wait for room four times over.
+	r := e.start(Config{Grace: testGrace, SweepInterval: -1, SweepQueue: 2, Concurrency: 1})
 	natstest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
 		for i := 0; i < 10; i++ {
 			if !e.fold(fmt.Sprintf("s-%d", i)).Paused {
