@@ -76,7 +76,7 @@ type Config struct {
 	// SweepQueue bounds the sessions a sweep has queued and not yet
 	// evaluated (default DefaultSweepQueue).
 	SweepQueue int
-	MaxDemand      int
+	MaxDemand  int
 	// GroupEvents is the most events in one grouped batch: repairs ready
 	// at once are committed together (default DefaultGroupEvents; negative:
 	// every repair is its own batch).
@@ -105,8 +105,8 @@ type Service struct {
 	mu       sync.Mutex
 	cond     *sync.Cond
 	room     *sync.Cond // signalled when the sweep's queue has room
-	urgent   []item // lease expiries and their grace timers
-	sweepQ   []item // sweeps: behind every urgent item
+	urgent   []item     // lease expiries and their grace timers
+	sweepQ   []item     // sweeps: behind every urgent item
 	queued   map[string]struct{}
 	timers   map[string]*wake
 	lastPut  map[string]time.Time // last renewal seen per lease key
