@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -286,9 +287,17 @@ func TestFlagEnvHTTPListen(t *testing.T) {
 }
 
 // TestCLIVerbs runs ls, show, replay, verify, export and import against
-// running stacks, and verify against a stream with a broken session.
+// running stacks, and verify against a stream with a broken session: on
+// one stream and on three partitions (cli-a and cli-b in partitions 1 and
+// 0), exported from one layout and imported into the other.
 func TestCLIVerbs(t *testing.T) {
-	p := startUp(t, t.TempDir(), nil)
+	for _, tc := range []struct{ partitions, importInto int }{{1, 3}, {3, 1}} {
+		t.Run(fmt.Sprintf("P%d", tc.partitions), func(t *testing.T) { testCLIVerbs(t, tc.partitions, tc.importInto) })
+	}
+}
+
+func testCLIVerbs(t *testing.T, partitions, importInto int) {
+	p := startUp(t, t.TempDir(), nil, "--partitions", strconv.Itoa(partitions))
 	nc := p.Connect(t)
 	url := []string{"--nats-url", p.NATSURL}
 
@@ -365,7 +374,7 @@ func TestCLIVerbs(t *testing.T) {
 		if err := os.WriteFile(export, []byte(out), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		p2 := startUp(t, t.TempDir(), nil)
+		p2 := startUp(t, t.TempDir(), nil, "--partitions", strconv.Itoa(importInto))
 		url2 := []string{"--nats-url", p2.NATSURL}
 		importFile := func(path string) (string, string, int) {
 			f, err := os.Open(path)
@@ -416,7 +425,11 @@ func TestCLIVerbs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		loc, _ := logstore.Locate("cli-b")
+		layout, _ := logstore.NewLayout(partitions)
+		loc, _ := layout.Locate("cli-b")
+		if out, errOut, code := cli(t, nil, nil, append([]string{"locate", "cli-b"}, url...)...); code != 0 || !strings.Contains(out, "subject "+loc.Subject+" ") {
+			t.Fatalf("locate cli-b: exit %d, %q %s, want %s", code, out, errOut, loc.Subject)
+		}
 		body := fmt.Sprintf(`{"schemaVersion":1,"sessionId":"cli-b","seq":4,"eventId":"b4","time":%q,"type":"message/user","ignorable":false,"synthetic":false,"data":{"content":"skipped"}}`, time.Now().UTC().Format(time.RFC3339Nano))
 		msg := nats.NewMsg(loc.Subject)
 		msg.Data = []byte(body)

@@ -19,6 +19,7 @@ var benches = map[string]benchFunc{
 	"fork":    runBenchFork,
 	"import":  runBenchImport,
 	"repair":  runBenchRepair,
+	"scale":   runBenchScale,
 }
 
 func benchNames() []string {

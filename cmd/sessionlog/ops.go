@@ -36,8 +36,9 @@ func openStore(ctx context.Context, nc *nats.Conn, cfg logstore.Config) (*logsto
 	for {
 		keepReplicas(ctx, nc, &cfg)
 		st, err := logstore.Open(ctx, nc, cfg)
-		if err == nil {
-			return st, nil
+		var pe *logstore.PartitionsError
+		if err == nil || errors.As(err, &pe) {
+			return st, err // another count than the store's: never retried
 		}
 		if cfg.Logger != nil {
 			cfg.Logger.Warn("opening the log store", "err", err)
@@ -58,7 +59,7 @@ func keepReplicas(ctx context.Context, nc *nats.Conn, cfg *logstore.Config) {
 	if cfg.NoProvision {
 		return
 	}
-	for name, have := range logstore.ProvisionedReplicas(ctx, nc) {
+	for name, have := range logstore.ProvisionedReplicas(ctx, nc, cfg.Partitions) {
 		if have > cfg.Replicas {
 			if cfg.Logger != nil {
 				cfg.Logger.Warn("keeping the stream's replicas", "stream", name, "replicas", have, "asked", cfg.Replicas)

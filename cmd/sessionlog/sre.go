@@ -81,7 +81,7 @@ func oneID(fs *flag.FlagSet, verb string) (string, error) {
 		return "", usageErrorf("usage: sessionlog %s <sessionId> [flags]", verb)
 	}
 	id := fs.Arg(0)
-	if _, err := logstore.Locate(id); err != nil {
+	if err := logstore.ValidateSessionID(id); err != nil {
 		return "", usageErrorf("%v", err)
 	}
 	return id, nil

@@ -24,6 +24,7 @@ type standalone struct {
 	nf          *natsFlags
 	httpListen  *string
 	replicas    *int
+	partitions  *int
 	noProvision *bool
 	// handler, when set, makes what the HTTP listener serves from the ops
 	// mux (/healthz /readyz /metrics), after the service is built: the
@@ -48,6 +49,7 @@ func newStandalone(name, defaultHTTP string, stderr io.Writer) *standalone {
 		nf:          nf,
 		httpListen:  fs.String("http-listen", defaultHTTP, "HTTP listen address for /healthz /readyz /metrics"),
 		replicas:    fs.Int("replicas", 1, "replicas of the stream and buckets if this process creates them (3 in a cluster)"),
+		partitions:  partitionsFlag(fs),
 		noProvision: fs.Bool("no-provision", false, "do not create or update the stream and buckets (they must exist)"),
 	}
 }
@@ -68,6 +70,9 @@ func (c *standalone) run(ctx context.Context, args []string, stderr io.Writer, c
 	if *c.replicas < 1 {
 		return usageErrorf("--replicas must be >= 1")
 	}
+	if err := checkPartitions(*c.partitions); err != nil {
+		return err
+	}
 	if err := check(); err != nil {
 		return err
 	}
@@ -86,7 +91,7 @@ func (c *standalone) run(ctx context.Context, args []string, stderr io.Writer, c
 		return err
 	}
 	defer nc.Close()
-	scfg := logstore.Config{Replicas: *c.replicas, NoProvision: *c.noProvision, Logger: log.With("component", "logstore")}
+	scfg := logstore.Config{Replicas: *c.replicas, Partitions: *c.partitions, NoProvision: *c.noProvision, Logger: log.With("component", "logstore")}
 	if leaseTTL != nil {
 		scfg.LeaseTTL = *leaseTTL
 	}

@@ -59,13 +59,13 @@ func tailEvents(ctx context.Context, st *logstore.Store, id string, after int64,
 	var streams []string
 	var subject string
 	if id != "" {
-		loc, err := logstore.Locate(id)
+		loc, err := st.Locate(id)
 		if err != nil {
 			return err
 		}
 		streams, subject = []string{loc.Stream}, loc.Subject
 	} else {
-		streams = logstore.Streams()
+		streams = st.Streams()
 	}
 	if live {
 		sub, err := st.Live(id, 0, func(m logstore.LiveMsg) {

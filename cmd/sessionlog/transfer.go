@@ -53,7 +53,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	ctx = c.ctx
 	var ids []string
 	if *only != "" {
-		if _, err := logstore.Locate(*only); err != nil {
+		if err := logstore.ValidateSessionID(*only); err != nil {
 			return usageErrorf("%v", err)
 		}
 		ids = []string{*only}

@@ -103,6 +103,7 @@ type upFlags struct {
 	dataDir, natsListen, httpListen, sync string
 	leaseTTL, grace, retainClosed         time.Duration
 	archiveDir                            string
+	partitions                            *int
 	httpToken, natsConfig                 string
 	natsUser, natsPassword                string
 	operatorUser, operatorPassword        string
@@ -120,6 +121,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&f.grace, "grace", assemble.DefaultRepairer().Grace, "how long a lease must have expired before the repairer closes the session")
 	fs.DurationVar(&f.retainClosed, "retain-closed", 0, "erase sessions closed for longer than this (0: keep them forever), after archiving them to --archive-dir when given")
 	fs.StringVar(&f.archiveDir, "archive-dir", "", "where --retain-closed writes each session before erasing it (<id>.jsonl.zst; sessionlog import reads it)")
+	f.partitions = partitionsFlag(fs)
 	fs.StringVar(&f.sync, "sync", "interval", "JetStream fsync: interval (default every 2m; a machine crash can lose acknowledged events) or always (fsync before every ack, much slower)")
 	fs.StringVar(&f.httpToken, "http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?access_token= / ?token=); /healthz and /readyz stay open")
 	fs.StringVar(&f.natsConfig, "nats-config", "", "nats-server configuration file for the embedded server (flags given explicitly override its listen address and store dir)")
@@ -139,6 +141,9 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if f.leaseTTL <= 0 || f.grace < 0 {
 		return usageErrorf("--lease-ttl must be > 0 and --grace >= 0")
+	}
+	if err := checkPartitions(*f.partitions); err != nil {
+		return err
 	}
 	log, err := newLogger(fs, stderr)
 	if err != nil {
@@ -204,7 +209,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	store, err := openStore(ctx, nc, logstore.Config{Replicas: 1, LeaseTTL: f.leaseTTL, Logger: log.With("component", "logstore")})
+	store, err := openStore(ctx, nc, logstore.Config{Replicas: 1, Partitions: *f.partitions, LeaseTTL: f.leaseTTL, Logger: log.With("component", "logstore")})
 	if err != nil {
 		return err
 	}

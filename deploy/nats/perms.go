@@ -7,6 +7,7 @@ package natsauth
 
 import (
 	"slices"
+	"strconv"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
@@ -35,12 +36,23 @@ const (
 	StreamAudit    = "SESSION_AUDIT"
 	// AuditSubjects are the audit stream's subjects (one per erased session).
 	AuditSubjects = "sessions.audit.erased.*"
+	BucketLayout  = "SESSION_LAYOUT"
+	// MaxPartitions is the most session streams a store may have
+	// (DESIGN.md section 11): SESSIONS-0 ... SESSIONS-15.
+	MaxPartitions = 16
 )
 
-// streams are the streams the services use: the log, the KV buckets and
-// the audit stream of erasures (which every service may read).
-var streams = []string{StreamSessions, "KV_" + BucketLeases, "KV_" + BucketClaims, "KV_" + BucketForks,
-	"KV_" + BucketErased, StreamAudit}
+// streams are the streams the services use: the log (SESSIONS, or its
+// partitions SESSIONS-<p>), the KV buckets and the audit stream of
+// erasures (which every service may read).
+func streams() []string {
+	out := []string{StreamSessions}
+	for p := range MaxPartitions {
+		out = append(out, StreamSessions+"-"+strconv.Itoa(p))
+	}
+	return append(out, "KV_"+BucketLeases, "KV_"+BucketClaims, "KV_"+BucketForks, "KV_"+BucketLayout,
+		"KV_"+BucketErased, StreamAudit)
+}
 
 // jsAPI lists the JetStream API subjects the services call on one stream:
 // provisioning and lookup, reads (leader and direct gets), the consumers of
@@ -92,6 +104,9 @@ func Eraser() *server.Permissions {
 		"$KV."+BucketErased+".>",
 		AuditSubjects,
 	)
+	for n := range MaxPartitions {
+		p.Publish.Allow = append(p.Publish.Allow, "$JS.API.STREAM.MSG.DELETE."+StreamSessions+"-"+strconv.Itoa(n))
+	}
 	return p
 }
 
@@ -99,9 +114,11 @@ func Eraser() *server.Permissions {
 func services() *server.Permissions {
 	pub := []string{
 		"sessions.ev.>",
+		"sessions.*.ev.>",
 		"$KV." + BucketLeases + ".>",
 		"$KV." + BucketClaims + ".>",
 		"$KV." + BucketForks + ".>",
+		"$KV." + BucketLayout + ".>",
 		"$JS.API.INFO",
 		// The projector relays the dashboard's actions as requests (no
 		// more than the log subjects above already allow a service).
@@ -110,8 +127,14 @@ func services() *server.Permissions {
 		"sessions.api.repair",
 		"sessions.api.read",
 	}
-	for _, s := range streams {
+	for _, s := range streams() {
 		pub = append(pub, jsAPI(s)...)
+	}
+	// The provisioning service spreads the partitions' leaders over the
+	// nodes (logstore.SpreadLeaders); the leader of SESSIONS and of the
+	// buckets it never moves.
+	for p := range MaxPartitions {
+		pub = append(pub, "$JS.API.STREAM.LEADER.STEPDOWN."+StreamSessions+"-"+strconv.Itoa(p))
 	}
 	return &server.Permissions{
 		Publish: &server.SubjectPermission{
@@ -151,6 +174,7 @@ func Agent() *server.Permissions {
 			},
 			Deny: []string{
 				"sessions.ev.>",
+				"sessions.*.ev.>",
 				"$JS.>",
 				"$KV.>",
 				"$SRV.>",
@@ -165,6 +189,7 @@ func Agent() *server.Permissions {
 			},
 			Deny: []string{
 				"sessions.ev.>",
+				"sessions.*.ev.>",
 				"sessions.api.>",
 				"$JS.>",
 				"$KV.>",

@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,6 +21,26 @@ import (
 type faultStored struct {
 	StreamSeq uint64
 	Env       schema.Envelope
+}
+
+// faultDumpAll is faultDump of every session stream (a session lives in
+// one), merged.
+func faultDumpAll(ctx context.Context, js jetstream.JetStream, streams []string) (map[string][]faultStored, int, []string, error) {
+	out := map[string][]faultStored{}
+	var (
+		total    int
+		problems []string
+	)
+	for _, stream := range streams {
+		stored, n, probs, err := faultDump(ctx, js, stream)
+		if err != nil {
+			return nil, total, problems, fmt.Errorf("%s: %w", stream, err)
+		}
+		maps.Copy(out, stored)
+		total += n
+		problems = append(problems, probs...)
+	}
+	return out, total, problems, nil
 }
 
 // faultDump reads every message of the stream, in stream order, checking

@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -222,6 +223,9 @@ type faultCluster struct {
 	admin   *nats.Conn
 	js      jetstream.JetStream
 	mu      sync.Mutex
+	// streams are the session streams of the store (its partitions), set
+	// once the harness provisioned it.
+	streams []string
 }
 
 func faultPort(t testing.TB) int {
@@ -434,7 +438,7 @@ func (c *faultCluster) healthy() error {
 			return fmt.Errorf("node %d is down", i)
 		}
 	}
-	for _, stream := range append(logstore.Streams(), "KV_"+logstore.LeaseBucket, "KV_"+logstore.ClaimBucket, "KV_SESSION_FORKS") {
+	for _, stream := range append(slices.Clone(c.streams), "KV_"+logstore.LeaseBucket, "KV_"+logstore.ClaimBucket, "KV_SESSION_FORKS") {
 		info, err := c.streamInfo(stream)
 		if err != nil {
 			return fmt.Errorf("%s: %w", stream, err)

@@ -137,7 +137,16 @@ func (h *faultHarness) waitLeaderElsewhere(stream string, old, via int) {
 	})
 }
 
+// TestFaultsCluster runs the fleet through the faults on one stream and on
+// three partitions (each fault aimed at the leader of one partition, in
+// turn).
 func TestFaultsCluster(t *testing.T) {
+	for _, partitions := range []int{1, 3} {
+		t.Run(fmt.Sprintf("P%d", partitions), func(t *testing.T) { testFaultsCluster(t, partitions) })
+	}
+}
+
+func testFaultsCluster(t *testing.T, partitions int) {
 	soak := *faultSoak || os.Getenv("SESSIONLOG_SOAK") == "1"
 	times := faultTimesFor(soak)
 	dir := t.TempDir()
@@ -162,7 +171,7 @@ func TestFaultsCluster(t *testing.T) {
 	var st *logstore.Store
 	natstest.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() error {
 		var err error
-		st, err = logstore.Open(ctx, h.c.admin, logstore.Config{Replicas: faultNodes, LeaseTTL: times.LeaseTTL})
+		st, err = logstore.Open(ctx, h.c.admin, logstore.Config{Replicas: faultNodes, Partitions: partitions, LeaseTTL: times.LeaseTTL})
 		if err != nil {
 			return err
 		}
@@ -173,6 +182,7 @@ func TestFaultsCluster(t *testing.T) {
 		})
 		return err
 	})
+	h.c.streams = st.Streams()
 	for _, role := range faultRoles {
 		switch role {
 		case "writer":
@@ -201,23 +211,24 @@ func TestFaultsCluster(t *testing.T) {
 
 	time.Sleep(times.Warmup)
 	for cycle := 0; cycle < times.Cycles; cycle++ {
+		target := h.c.streams[cycle%len(h.c.streams)]
 		h.fault("leader_graceful", func() {
-			l := h.c.StreamLeader(logstore.StreamName)
+			l := h.c.StreamLeader(target)
 			if err := h.c.Stop(l); err != nil {
 				t.Errorf("graceful stop: %v", err)
 			}
 			h.c.Start(l)
 		})
 		h.fault("node_kill", func() {
-			l := h.c.StreamLeader(logstore.StreamName)
+			l := h.c.StreamLeader(target)
 			h.c.Kill(l)
-			h.waitLeaderElsewhere(logstore.StreamName, l, (l+1)%faultNodes)
+			h.waitLeaderElsewhere(target, l, (l+1)%faultNodes)
 			h.c.Start(l)
 		})
 		h.fault("partition", func() {
-			l := h.c.StreamLeader(logstore.StreamName)
+			l := h.c.StreamLeader(target)
 			h.c.Isolate(l)
-			h.waitLeaderElsewhere(logstore.StreamName, l, (l+1)%faultNodes)
+			h.waitLeaderElsewhere(target, l, (l+1)%faultNodes)
 			time.Sleep(times.Partition) // hold the partition
 			h.c.Heal(l)
 		})
@@ -298,7 +309,8 @@ func faultVerify(t *testing.T, h *faultHarness, st *logstore.Store, fleet *fault
 				tail, err := st.Tail(ctx, id)
 				var m *logstore.Msg
 				if err == nil {
-					m, err = st.MsgAt(ctx, logstore.StreamName, tail.StreamSeq)
+					loc, _ := st.Locate(id)
+					m, err = st.MsgAt(ctx, loc.Stream, tail.StreamSeq)
 				}
 				cancel()
 				if err != nil {
@@ -319,7 +331,7 @@ func faultVerify(t *testing.T, h *faultHarness, st *logstore.Store, fleet *fault
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	stored, n, problems, err := faultDump(ctx, h.c.js, logstore.StreamName)
+	stored, n, problems, err := faultDumpAll(ctx, h.c.js, h.c.streams)
 	if err != nil {
 		t.Fatalf("dump: %v", err)
 	}

@@ -165,7 +165,7 @@ func (s *Store) located(req *AppendRequest) (Location, []*nats.Msg, error) {
 	if len(req.Events) > schema.MaxBatchEvents {
 		return Location{}, nil, schema.Errorf(schema.CodeTooLarge, "%d events, at most %d per append", len(req.Events), schema.MaxBatchEvents)
 	}
-	loc, err := Locate(req.SessionID)
+	loc, err := s.Locate(req.SessionID)
 	if err != nil {
 		return Location{}, nil, err
 	}

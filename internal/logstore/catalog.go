@@ -26,7 +26,7 @@ type SessionCount struct {
 // sorted by id. It reads each stream's per-subject state (no consumer).
 func (s *Store) ListSessions(ctx context.Context) ([]SessionCount, error) {
 	var out []SessionCount
-	for _, name := range Streams() {
+	for _, name := range s.Streams() {
 		st, err := s.js.Stream(ctx, name)
 		if err != nil {
 			return nil, fmt.Errorf("stream %s: %w", name, err)
@@ -56,7 +56,7 @@ type LastStored struct {
 // is: Tail refuses a message that is not an event, this does not).
 // A session with no message is an error wrapping jetstream.ErrMsgNotFound.
 func (s *Store) LastStoredOf(ctx context.Context, sessionID string) (*LastStored, error) {
-	loc, err := Locate(sessionID)
+	loc, err := s.Locate(sessionID)
 	if err != nil {
 		return nil, err
 	}
@@ -72,15 +72,17 @@ func (s *Store) LastStoredOf(ctx context.Context, sessionID string) (*LastStored
 }
 
 // ProvisionedReplicas reports the replicas of each of the log's streams
-// that exists and answers, before a store is opened: a process must never
-// provision a stream with fewer replicas than it has.
-func ProvisionedReplicas(ctx context.Context, nc *nats.Conn) map[string]int {
+// (of a layout of the given partitions) that exists and answers, before a
+// store is opened: a process must never provision a stream with fewer
+// replicas than it has.
+func ProvisionedReplicas(ctx context.Context, nc *nats.Conn, partitions int) map[string]int {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil
 	}
 	out := map[string]int{}
-	for _, name := range Streams() {
+	l, _ := NewLayout(partitions)
+	for _, name := range l.Streams() {
 		st, err := js.Stream(ctx, name)
 		if err != nil {
 			continue // absent or unreachable (Open reports it)

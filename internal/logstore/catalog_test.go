@@ -49,11 +49,11 @@ func TestProvisionedReplicas(t *testing.T) {
 	srv := natstest.RunServer(t)
 	nc := natstest.Connect(t, srv)
 	ctx := context.Background()
-	if got := logstore.ProvisionedReplicas(ctx, nc); len(got) != 0 {
+	if got := logstore.ProvisionedReplicas(ctx, nc, 1); len(got) != 0 {
 		t.Fatalf("before provisioning: %v", got)
 	}
 	open(t, nc, logstore.Config{Replicas: 1})
-	if got := logstore.ProvisionedReplicas(ctx, nc); got[logstore.StreamName] != 1 {
+	if got := logstore.ProvisionedReplicas(ctx, nc, 1); got[logstore.StreamName] != 1 {
 		t.Fatalf("after provisioning: %v", got)
 	}
 }

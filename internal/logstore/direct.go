@@ -24,7 +24,7 @@ const MaxDirectRead = 256
 // that does not have them all yet (or an error) sends the read the way
 // ReadSession goes.
 func (s *Store) ReadSessionFrom(ctx context.Context, sessionID string, afterStreamSeq, afterSeq uint64, fn func(*Msg) error) (Tail, error) {
-	loc, err := Locate(sessionID)
+	loc, err := s.Locate(sessionID)
 	if err != nil {
 		return Tail{}, err
 	}

@@ -104,7 +104,7 @@ func (s *Store) erasedKVRequired(ctx context.Context) (jetstream.KeyValue, error
 // ErasureOf returns the session's erasure record and its revision; nil
 // when the session was never erased.
 func (s *Store) ErasureOf(ctx context.Context, sessionID string) (*Erasure, uint64, error) {
-	if _, err := Locate(sessionID); err != nil {
+	if err := ValidateSessionID(sessionID); err != nil {
 		return nil, 0, err
 	}
 	kv, err := s.erasedKV(ctx)
@@ -204,7 +204,7 @@ func (s *Store) WatchErasures(ctx context.Context, ready chan<- struct{}, fn fun
 // messages it deleted. onDelete, if set, is called after each delete and
 // ends the erase with its error (tests interrupt it there).
 func (s *Store) EraseEvents(ctx context.Context, sessionID string, onDelete func() error) (int, error) {
-	loc, err := Locate(sessionID)
+	loc, err := s.Locate(sessionID)
 	if err != nil {
 		return 0, err
 	}
@@ -313,7 +313,7 @@ var ErrDeletesDenied = errors.New("logstore: the stream denies message deletes (
 // CheckErasable returns ErrDeletesDenied if the session's stream denies
 // message deletes.
 func (s *Store) CheckErasable(ctx context.Context, sessionID string) error {
-	loc, err := Locate(sessionID)
+	loc, err := s.Locate(sessionID)
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,9 @@ type FollowSpec struct {
 	StartAfter uint64
 	// OnlyNew: deliver only messages stored after Follow.
 	OnlyNew bool
+	// lastPerSubject delivers the last message of each subject first
+	// (a bucket's keys); headersOnly leaves the bodies on the server.
+	lastPerSubject, headersOnly bool
 	// PageEvents bounds one pull of messages from the server (default
 	// DefaultFollowPageEvents): what the follower holds ahead of its
 	// reader, so a slow reader is paced, not buffered.
@@ -84,6 +87,10 @@ func (s *Store) Follow(ctx context.Context, spec FollowSpec) (*Follower, error) 
 	if spec.OnlyNew {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverNewPolicy, 0
 	}
+	if spec.lastPerSubject {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverLastPerSubjectPolicy, 0
+	}
+	cfg.HeadersOnly = spec.headersOnly
 	if spec.Subject != "" {
 		cfg.FilterSubjects = []string{spec.Subject}
 	}
@@ -220,6 +227,8 @@ func (f *Follower) Close() {
 type StreamStatus struct {
 	LastSeq uint64
 	Created time.Time
+	// Msgs is how many messages the stream holds.
+	Msgs uint64
 }
 
 // StreamStatus reads a stream's status.
@@ -232,7 +241,7 @@ func (s *Store) StreamStatus(ctx context.Context, stream string) (StreamStatus, 
 	if err != nil {
 		return StreamStatus{}, fmt.Errorf("logstore: stream %s: %w", stream, err)
 	}
-	return StreamStatus{LastSeq: info.State.LastSeq, Created: info.Created.UTC()}, nil
+	return StreamStatus{LastSeq: info.State.LastSeq, Created: info.Created.UTC(), Msgs: info.State.Msgs}, nil
 }
 
 // Connected reports whether the store's NATS connection is up.

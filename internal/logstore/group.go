@@ -76,7 +76,7 @@ func (s *Store) AppendGroup(ctx context.Context, parts []GroupPart) ([]AppendRes
 		if len(p.Msgs) == 0 || len(p.Msgs) != len(p.Req.Events) {
 			return nil, schema.Errorf(schema.CodeBadRequest, "group part %d: %d messages for %d events", i, len(p.Msgs), len(p.Req.Events))
 		}
-		loc, err := Locate(p.Req.SessionID)
+		loc, err := s.Locate(p.Req.SessionID)
 		if err != nil {
 			return nil, err
 		}

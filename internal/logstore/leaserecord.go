@@ -50,7 +50,7 @@ const (
 // LeaseRecord reads the last entry of the session's lease key from the
 // leader (never Direct Get: a replica may not have the latest renewal).
 func (s *Store) LeaseRecord(ctx context.Context, sessionID string) (LeaseRecord, error) {
-	if _, err := Locate(sessionID); err != nil {
+	if err := ValidateSessionID(sessionID); err != nil {
 		return LeaseRecord{}, err
 	}
 	b, _ := json.Marshal(msgGetRequest{LastFor: "$KV." + LeaseBucket + "." + sessionID})

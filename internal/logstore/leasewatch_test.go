@@ -2,6 +2,7 @@ package logstore_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -93,5 +94,39 @@ func TestLeaseNeverWithoutClaim(t *testing.T) {
 	}
 	if rev, err := st.ClaimRevision(ctx, "nc-1"); err != nil || rev == 0 {
 		t.Fatalf("claim revision %d, %v after the take: want a claim", rev, err)
+	}
+}
+
+// ClaimedSessions lists every claimed session over several pages, and no
+// session whose claim was dropped.
+func TestClaimedSessionsPages(t *testing.T) {
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv)
+	st := open(t, nc, logstore.Config{})
+	ctx := context.Background()
+	const n = 2100 // three pages
+	want := make([]string, 0, n)
+	for i := range n {
+		id := fmt.Sprintf("c-%04d", i)
+		if err := st.RenewLease(ctx, id, "agent", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, id)
+	}
+	rev, err := st.ClaimRevision(ctx, "c-0007")
+	if err != nil || rev == 0 {
+		t.Fatalf("claim of c-0007: %d, %v", rev, err)
+	}
+	if err := st.DropClaim(ctx, "c-0007", rev); err != nil {
+		t.Fatal(err)
+	}
+	want = slices.DeleteFunc(want, func(id string) bool { return id == "c-0007" })
+	var got []string
+	if err := st.ClaimedSessions(ctx, func(id string) { got = append(got, id) }); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("listed %d claimed sessions, want %d", len(got), len(want))
 	}
 }

@@ -24,7 +24,7 @@ var ErrUnreadable = errors.New("logstore: stored message is not an event")
 // reported when the read began. It returns that tail. fn may return
 // ErrStop to end early.
 func (s *Store) ReadSession(ctx context.Context, sessionID string, afterStreamSeq uint64, fn func(*Msg) error) (Tail, error) {
-	loc, err := Locate(sessionID)
+	loc, err := s.Locate(sessionID)
 	if err != nil {
 		return Tail{}, err
 	}

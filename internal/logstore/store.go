@@ -33,7 +33,12 @@ const (
 // Config configures a Store.
 type Config struct {
 	// Replicas of the SESSIONS stream and the lease bucket: 1 embedded, 3 in a cluster.
-	Replicas   int
+	Replicas int
+	// Partitions is the number of session streams (DESIGN.md section 11).
+	// When set it must equal the count recorded in the store; 0 takes the
+	// recorded count (1 for a store not provisioned yet): the operator
+	// tools, which read whatever the store holds.
+	Partitions int
 	Duplicates time.Duration
 	LeaseTTL   time.Duration
 	// MaxEventBytes bounds one event's envelope; the stream's MaxMsgSize
@@ -89,6 +94,7 @@ type Store struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	cfg    Config
+	layout Layout
 	kv     jetstream.KeyValue
 	claims jetstream.KeyValue
 	sem    chan struct{}
@@ -101,12 +107,13 @@ type Store struct {
 	erased     jetstream.KeyValue
 }
 
-// StreamConfig is the SESSIONS stream of the contract.
-func StreamConfig(cfg Config) jetstream.StreamConfig {
+// StreamConfig is the configuration of one session stream of the contract
+// (SESSIONS, or SESSIONS-<p> when the layout has partitions).
+func StreamConfig(cfg Config, l Layout, stream string) jetstream.StreamConfig {
 	cfg.defaults()
 	return jetstream.StreamConfig{
-		Name:               StreamName,
-		Subjects:           []string{SubjectPrefix + "*"},
+		Name:               stream,
+		Subjects:           l.streamSubjects(stream),
 		Storage:            jetstream.FileStorage,
 		Replicas:           cfg.Replicas,
 		Duplicates:         cfg.Duplicates,
@@ -127,7 +134,9 @@ func StreamConfig(cfg Config) jetstream.StreamConfig {
 }
 
 // Open connects the adapter to nc and, unless cfg.NoProvision, creates or
-// updates the stream and buckets (idempotent).
+// updates the streams and buckets (idempotent). It first compares
+// cfg.Partitions with the count recorded in the store and, when they
+// differ, returns a *PartitionsError having created nothing.
 func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	cfg.defaults()
 	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(cfg.RequestTimeout))
@@ -145,9 +154,18 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		log:     cfg.Logger,
 		replies: natsreq.New(nc, natsreq.DefaultMax),
 	}
+	if err := s.choosePartitions(ctx); err != nil {
+		return nil, err
+	}
 	if !cfg.NoProvision {
 		if err := s.provision(ctx); err != nil {
 			return nil, err
+		}
+		// Best effort: a store whose leaders stay together still works.
+		if n, err := s.SpreadLeaders(ctx); err != nil {
+			s.log.Warn("logstore: spreading the partitions' leaders", "err", err)
+		} else if n > 0 {
+			s.log.Info("logstore: moved partition leaders to spread them over the nodes", "moved", n)
 		}
 	}
 	if s.kv, err = js.KeyValue(ctx, LeaseBucket); err != nil {
@@ -160,16 +178,21 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 }
 
 func (s *Store) provision(ctx context.Context) error {
-	cfg := StreamConfig(s.cfg)
-	if st, err := s.js.Stream(ctx, StreamName); err == nil && st.CachedInfo().Config.DenyDelete {
-		// A stream made before erasure existed denies deletes, and the
-		// server never lets an update lift that: keep it, and say that
-		// its sessions cannot be erased.
-		cfg.DenyDelete = true
-		s.log.Warn("logstore: stream denies message deletes (made before erasure): sessions.api.erase cannot remove its events; copy the log into a new stream to enable it", "stream", StreamName)
+	if err := s.recordPartitions(ctx); err != nil {
+		return err
 	}
-	if _, err := s.js.CreateOrUpdateStream(ctx, cfg); err != nil {
-		return fmt.Errorf("logstore: provision stream %s: %w", StreamName, err)
+	for _, name := range s.layout.Streams() {
+		cfg := StreamConfig(s.cfg, s.layout, name)
+		if st, err := s.js.Stream(ctx, name); err == nil && st.CachedInfo().Config.DenyDelete {
+			// A stream made before erasure existed denies deletes, and the
+			// server never lets an update lift that: keep it, and say that
+			// its sessions cannot be erased.
+			cfg.DenyDelete = true
+			s.log.Warn("logstore: stream denies message deletes (made before erasure): sessions.api.erase cannot remove its events; copy the log into a new stream to enable it", "stream", name)
+		}
+		if _, err := s.js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("logstore: provision stream %s: %w", name, err)
+		}
 	}
 	// Per-key TTLs need limit markers; the marker TTL is how long a watcher
 	// can still see that a lease expired.
@@ -197,6 +220,15 @@ func (s *Store) provision(ctx context.Context) error {
 
 // Config returns the effective configuration.
 func (s *Store) Config() Config { return s.cfg }
+
+// Layout is the store's partition layout.
+func (s *Store) Layout() Layout { return s.layout }
+
+// Locate maps a session id to its stream and subject in this store.
+func (s *Store) Locate(sessionID string) (Location, error) { return s.layout.Locate(sessionID) }
+
+// Streams lists every stream of this store that holds sessions.
+func (s *Store) Streams() []string { return s.layout.Streams() }
 
 // Tail is the last event of a session as the stream leader has it.
 type Tail struct {
@@ -310,7 +342,7 @@ func eventIDOf(msgID string) string {
 
 // Tail reads the session's last event from the stream leader.
 func (s *Store) Tail(ctx context.Context, sessionID string) (Tail, error) {
-	loc, err := Locate(sessionID)
+	loc, err := s.Locate(sessionID)
 	if err != nil {
 		return Tail{}, err
 	}
@@ -336,7 +368,7 @@ func (s *Store) ForgetTail(sessionID string) { s.tails.Remove(sessionID) }
 // NextAfter returns the first stored message of the session with stream
 // sequence > after, from the leader; nil when there is none.
 func (s *Store) NextAfter(ctx context.Context, sessionID string, after uint64) (*Msg, error) {
-	loc, err := Locate(sessionID)
+	loc, err := s.Locate(sessionID)
 	if err != nil {
 		return nil, err
 	}

@@ -38,7 +38,7 @@ func (s *Store) PublishUnchecked(ctx context.Context, events iter.Seq[schema.Env
 		return nil
 	}
 	for e := range events {
-		loc, err := Locate(e.SessionID)
+		loc, err := s.Locate(e.SessionID)
 		if err != nil {
 			return last, err
 		}

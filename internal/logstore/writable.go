@@ -35,7 +35,7 @@ func (e *DegradedError) Error() string {
 // replica is not reached it returns the leaders and a *DegradedError (the
 // first such stream). It writes nothing.
 func (s *Store) Writable(ctx context.Context) (leaders []string, err error) {
-	names := append(Streams(), "KV_"+LeaseBucket, "KV_"+ClaimBucket)
+	names := append(s.Streams(), "KV_"+LeaseBucket, "KV_"+ClaimBucket)
 	leaders = make([]string, 0, len(names))
 	var degraded *DegradedError
 	for _, name := range names {

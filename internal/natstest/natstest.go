@@ -4,10 +4,13 @@
 package natstest
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -94,6 +97,22 @@ func JetStream(t TB, nc *nats.Conn) jetstream.JetStream {
 		t.Fatalf("natstest: jetstream: %v", err)
 	}
 	return js
+}
+
+// StreamNames lists the streams the server holds, sorted (what a test
+// compares before and after a start that must create nothing).
+func StreamNames(t TB, nc *nats.Conn) []string {
+	t.Helper()
+	names := JetStream(t, nc).StreamNames(context.Background())
+	var out []string
+	for n := range names.Name() {
+		out = append(out, n)
+	}
+	if err := names.Err(); err != nil && !errors.Is(err, jetstream.ErrEndOfData) {
+		t.Fatalf("natstest: stream names: %v", err)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Cluster is a JetStream cluster on loopback.

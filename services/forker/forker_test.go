@@ -34,9 +34,20 @@ var basic = []string{
 	"tool/requested turn=t3 call=c1",                                // 11
 }
 
+// TestForkCuts forks at each kind of cut, on one stream and on three
+// partitions, where parent p (partition 2) and its children c-default and
+// c-one (partition 1) live in different streams.
 func TestForkCuts(t *testing.T) {
-	e := newEnv(t, nil)
+	for _, partitions := range []int{1, 3} {
+		t.Run(fmt.Sprintf("P%d", partitions), func(t *testing.T) { testForkCuts(t, partitions) })
+	}
+}
+
+func testForkCuts(t *testing.T, partitions int) {
+	e := newEnvPartitions(t, partitions, nil)
 	e.appendLines("p", basic...)
+	parent, _ := e.st.Locate("p")
+	elsewhere := 0
 	before := e.snapshot("p")
 	for _, tc := range []struct {
 		name  string
@@ -61,7 +72,13 @@ func TestForkCuts(t *testing.T) {
 				t.Fatalf("child created data %s", cev[0].Data)
 			}
 			e.noRecord(tc.child)
+			if loc, _ := e.st.Locate(tc.child); loc.Stream != parent.Stream {
+				elsewhere++
+			}
 		})
+	}
+	if partitions > 1 && elsewhere == 0 {
+		t.Fatalf("no child landed in another partition than its parent's %s", parent.Stream)
 	}
 	if after := e.snapshot("p"); after != before {
 		t.Fatalf("the parent changed:\n%s\nwant\n%s", after, before)

@@ -26,12 +26,15 @@ type env struct {
 	ctx context.Context
 }
 
-func newEnv(t *testing.T, mod func(*Config)) *env {
+func newEnv(t *testing.T, mod func(*Config)) *env { t.Helper(); return newEnvPartitions(t, 1, mod) }
+
+// newEnvPartitions is newEnv on a store of that many partitions.
+func newEnvPartitions(t *testing.T, partitions int, mod func(*Config)) *env {
 	t.Helper()
 	srv := natstest.RunServer(t)
 	nc := natstest.Connect(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
-	st, err := logstore.Open(ctx, nc, logstore.Config{})
+	st, err := logstore.Open(ctx, nc, logstore.Config{Partitions: partitions})
 	if err != nil {
 		t.Fatal(err)
 	}

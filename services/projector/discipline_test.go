@@ -2,6 +2,7 @@ package projector_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -270,8 +271,16 @@ func equal(a, b []string) bool {
 	return true
 }
 
+// TestLineage: on three partitions the children (partitions 1 and 0) live in
+// another stream than their parent (partition 2).
 func TestLineage(t *testing.T) {
-	e := newEnv(t)
+	for _, partitions := range []int{1, 3} {
+		t.Run(fmt.Sprintf("P%d", partitions), func(t *testing.T) { testLineage(t, partitions) })
+	}
+}
+
+func testLineage(t *testing.T, partitions int) {
+	e := newEnvPartitions(t, partitions)
 	r := e.start(t.TempDir())
 	r.waitReady(t)
 	parent := loadgen.NewSession("parent", t0)

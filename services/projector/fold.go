@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -113,10 +114,8 @@ func (f *folder) open() *store.Batch {
 // checkpoint is the position the open batch reaches.
 func (f *folder) checkpoint() store.Checkpoint {
 	cp := store.Checkpoint{Version: Version()}
-	for _, name := range logstore.Streams() {
-		if p, ok := f.pos[name]; ok {
-			cp.Streams = append(cp.Streams, p)
-		}
+	for _, name := range slices.Sorted(maps.Keys(f.pos)) {
+		cp.Streams = append(cp.Streams, f.pos[name])
 	}
 	return cp
 }
@@ -269,7 +268,7 @@ func (f *folder) unreadable(en *entry, streamSeq, got uint64, msg string) {
 // stream seq; one folded in the open batch is among the session's
 // messages after the position its committed views reach.
 func (f *folder) eventIDAt(ctx context.Context, en *entry, seq uint64) (string, error) {
-	loc, err := logstore.Locate(en.id)
+	loc, err := f.ls.Locate(en.id)
 	if err != nil {
 		return "", err
 	}
@@ -517,7 +516,7 @@ func (f *folder) restore(ctx context.Context, en *entry) error {
 			return err
 		}
 	} else {
-		loc, err := logstore.Locate(en.id)
+		loc, err := f.ls.Locate(en.id)
 		if err != nil {
 			return err
 		}

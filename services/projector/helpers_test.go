@@ -30,13 +30,16 @@ type env struct {
 	ctx context.Context
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { t.Helper(); return newEnvPartitions(t, 1) }
+
+// newEnvPartitions is newEnv on a store of that many partitions.
+func newEnvPartitions(t *testing.T, partitions int) *env {
 	t.Helper()
 	srv := natstest.RunServer(t)
 	nc := natstest.Connect(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	ls, err := logstore.Open(ctx, nc, logstore.Config{})
+	ls, err := logstore.Open(ctx, nc, logstore.Config{Partitions: partitions})
 	if err != nil {
 		t.Fatal(err)
 	}

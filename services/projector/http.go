@@ -572,7 +572,7 @@ func (s *Service) stoppedEvents(ctx context.Context, sum *Summary, limit int, ou
 	if err != nil {
 		return err
 	}
-	loc, err := logstore.Locate(sum.SessionID)
+	loc, err := s.ls.Locate(sum.SessionID)
 	if err != nil {
 		return err
 	}

@@ -59,7 +59,7 @@ func child() int {
 	s, err := projector.New(projector.Config{
 		Store: ls, DataDir: os.Getenv("PROJECTOR_DIR"), MaxBatchEvents: batch, SnapshotEvery: snap,
 		Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		OnCommit: func(cp store.Checkpoint) { say("cp %d\n", cp.Stream(logstore.StreamName).Seq) },
+		OnCommit: func(cp store.Checkpoint) { say("cp %d\n", consumed(cp)) },
 	})
 	if err != nil {
 		return fail(err)
@@ -82,13 +82,30 @@ func child() int {
 	return 0
 }
 
+// consumed is how many events a checkpoint's positions cover: the sum of
+// its streams' positions, each stream filled from seq 1.
+func consumed(cp store.Checkpoint) uint64 {
+	var n uint64
+	for _, p := range cp.Streams {
+		n += p.Seq
+	}
+	return n
+}
+
 // TestSIGKILLDuringCatchUpConverges kills a projector process with SIGKILL
-// at 20 random points while it catches up on a large stream, restarts it
-// each time, and checks that the views it ends with equal a clean rebuild
-// and that every restart resumed from its checkpoint (no rebuild hid a
-// broken store).
+// at 20 random points while it catches up on a large stream (or on three
+// partitions, one position each in its checkpoint), restarts it each time,
+// and checks that the views it ends with equal a clean rebuild and that
+// every restart resumed from its checkpoint (no rebuild hid a broken
+// store).
 func TestSIGKILLDuringCatchUpConverges(t *testing.T) {
-	e := newEnv(t)
+	for _, partitions := range []int{1, 3} {
+		t.Run(fmt.Sprintf("P%d", partitions), func(t *testing.T) { testSIGKILLDuringCatchUp(t, partitions) })
+	}
+}
+
+func testSIGKILLDuringCatchUp(t *testing.T, partitions int) {
+	e := newEnvPartitions(t, partitions)
 	// 50k events keep it at ~1 min on 2 cores; the race detector slows
 	// the child several times, so it gets a smaller stream.
 	total, sessions := 50_000, 400
@@ -96,10 +113,11 @@ func TestSIGKILLDuringCatchUpConverges(t *testing.T) {
 		total, sessions = 8_000, 120
 	}
 	fleet := loadgen.NewFleet("k", sessions, 7, t0)
-	last, err := fleet.Fill(e.ctx, e.ls, total)
-	if err != nil {
+	if _, err := fleet.Fill(e.ctx, e.ls, total); err != nil {
 		t.Fatal(err)
 	}
+	// Kill points and the end count events over every stream.
+	last := uint64(total)
 	dir := filepath.Join(t.TempDir(), "views")
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d, stream ends at %d", seed, last)
@@ -192,8 +210,8 @@ func TestSIGKILLDuringCatchUpConverges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cp.Stream(logstore.StreamName).Seq; got < last {
-		t.Fatalf("final checkpoint %d, stream ends at %d", got, last)
+	if got := consumed(cp); got < last || len(cp.Streams) != partitions {
+		t.Fatalf("final checkpoint covers %d events in %d streams, the log holds %d in %d", got, len(cp.Streams), last, partitions)
 	}
 	rebuilt, err := projector.Rebuild(e.ctx, e.ls, filepath.Join(t.TempDir(), "clean"), cp, nil)
 	if err != nil {

@@ -36,8 +36,16 @@ func checkRebuild(t *testing.T, e *env, r *running) {
 	}
 }
 
+// TestCatchUpServesViewsEqualToRebuild: on one stream and on three
+// partitions.
 func TestCatchUpServesViewsEqualToRebuild(t *testing.T) {
-	e := newEnv(t)
+	for _, partitions := range []int{1, 3} {
+		t.Run(fmt.Sprintf("P%d", partitions), func(t *testing.T) { testCatchUp(t, partitions) })
+	}
+}
+
+func testCatchUp(t *testing.T, partitions int) {
+	e := newEnvPartitions(t, partitions)
 	fleet := loadgen.NewFleet("s", 20, 1, t0)
 	if _, err := fleet.Fill(e.ctx, e.ls, 3000); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
@@ -334,7 +333,7 @@ func (s *Service) snippet(r *http.Request, h *SearchHit, term string) {
 	}); err != nil || ss == 0 {
 		return
 	}
-	loc, err := logstore.Locate(sum.SessionID)
+	loc, err := s.ls.Locate(sum.SessionID)
 	if err != nil {
 		return
 	}

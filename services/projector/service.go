@@ -232,7 +232,7 @@ type streamInfo struct {
 
 func (s *Service) streams(ctx context.Context) (map[string]streamInfo, error) {
 	out := map[string]streamInfo{}
-	for _, name := range logstore.Streams() {
+	for _, name := range s.ls.Streams() {
 		st, err := s.ls.StreamStatus(ctx, name)
 		if err != nil {
 			return nil, fmt.Errorf("projector: %w", err)

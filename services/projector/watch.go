@@ -532,7 +532,7 @@ func (s *Service) startFollow(w http.ResponseWriter, r *http.Request, id string,
 		s.internal(w, errors.New("response writer cannot flush"))
 		return fs, false
 	}
-	if fs.loc, err = logstore.Locate(id); err != nil {
+	if fs.loc, err = s.ls.Locate(id); err != nil {
 		s.internal(w, err)
 		return fs, false
 	}

@@ -93,8 +93,15 @@ func next(t *testing.T, ch <-chan sseEvent, skipPings bool) sseEvent {
 	}
 }
 
+// TestWatchReconnectAndTransient: on one stream and on three partitions.
 func TestWatchReconnectAndTransient(t *testing.T) {
-	e := newEnv(t)
+	for _, partitions := range []int{1, 3} {
+		t.Run(fmt.Sprintf("P%d", partitions), func(t *testing.T) { testWatchReconnectAndTransient(t, partitions) })
+	}
+}
+
+func testWatchReconnectAndTransient(t *testing.T, partitions int) {
+	e := newEnvPartitions(t, partitions)
 	r := e.start(t.TempDir())
 	r.waitReady(t)
 	s := loadgen.NewSession("w", t0)

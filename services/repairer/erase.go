@@ -42,7 +42,7 @@ const (
 // step is idempotent: an erase interrupted anywhere is finished by
 // repeating it, and the audit stream keeps one record per session.
 func (s *Service) Erase(ctx context.Context, req EraseRequest) (EraseReply, error) {
-	if _, err := logstore.Locate(req.SessionID); err != nil {
+	if err := logstore.ValidateSessionID(req.SessionID); err != nil {
 		return EraseReply{}, err
 	}
 	if req.Reason == "" || req.By == "" {

@@ -84,7 +84,7 @@ func (s *Service) appendPlan(ctx context.Context, req logstore.AppendRequest) (r
 		res, err = s.st.Append(ctx, req)
 		return res, false, err
 	}
-	loc, err := logstore.Locate(req.SessionID)
+	loc, err := s.st.Locate(req.SessionID)
 	var msgs []*nats.Msg
 	if err == nil {
 		msgs, err = s.st.Messages(&req)

@@ -31,6 +31,10 @@ const (
 	DefaultSweepInterval  = time.Minute
 	DefaultConcurrency    = 256
 	DefaultStateCacheSize = 10_000
+	// DefaultSweepQueue bounds the sweep's queue: the sweep pulls the next
+	// claimed sessions only as workers take the queued ones, so a log of
+	// 100,000 claimed sessions is never in memory at once.
+	DefaultSweepQueue = 2048
 	// DefaultMaxDemand bounds on-demand requests served at once.
 	DefaultMaxDemand = 64
 
@@ -70,7 +74,10 @@ type Config struct {
 	KeepApprovalsPending bool
 	// StateCacheSize bounds the folded session states kept between checks.
 	StateCacheSize int
-	MaxDemand      int
+	// SweepQueue bounds the sessions a sweep has queued and not yet
+	// evaluated (default DefaultSweepQueue).
+	SweepQueue int
+	MaxDemand  int
 	// GroupEvents is the most events in one grouped batch: repairs ready
 	// at once are committed together (default DefaultGroupEvents; negative:
 	// every repair is its own batch).
@@ -102,8 +109,9 @@ type Service struct {
 
 	mu       sync.Mutex
 	cond     *sync.Cond
-	urgent   []item // lease expiries and their grace timers
-	sweepQ   []item // sweeps: behind every urgent item
+	room     *sync.Cond // signalled when the sweep's queue has room
+	urgent   []item     // lease expiries and their grace timers
+	sweepQ   []item     // sweeps: behind every urgent item
 	queued   map[string]struct{}
 	timers   map[string]*wake
 	lastPut  map[string]time.Time // last renewal seen per lease key
@@ -188,6 +196,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.StateCacheSize <= 0 {
 		cfg.StateCacheSize = DefaultStateCacheSize
 	}
+	if cfg.SweepQueue <= 0 {
+		cfg.SweepQueue = DefaultSweepQueue
+	}
 	if cfg.MaxDemand <= 0 {
 		cfg.MaxDemand = DefaultMaxDemand
 	}
@@ -215,6 +226,7 @@ func New(cfg Config) (*Service, error) {
 		expiries: map[string]time.Time{},
 	}
 	s.cond = sync.NewCond(&s.mu)
+	s.room = sync.NewCond(&s.mu)
 	s.out = newOutages(cfg.LeaseTTL, cfg.Grace)
 	m, err := newMetrics(cfg.Registerer, func() float64 {
 		s.mu.Lock()
@@ -326,6 +338,7 @@ func (s *Service) Run(ctx context.Context) error {
 		delete(s.timers, id)
 	}
 	s.cond.Broadcast()
+	s.room.Broadcast()
 	s.mu.Unlock()
 	s.wg.Wait()
 	if err != nil {
@@ -477,6 +490,9 @@ func (s *Service) next() (item, bool) {
 	if len(*q) == 0 {
 		q = &s.sweepQ
 	}
+	if q == &s.sweepQ {
+		s.room.Signal()
+	}
 	it := (*q)[0]
 	(*q)[0] = item{}
 	*q = (*q)[1:]
@@ -514,11 +530,15 @@ func (s *Service) sweepLoop(ctx context.Context) {
 	}
 }
 
-// sweep queues every claimed session: only those can be orphaned.
+// sweep queues every claimed session: only those can be orphaned. It
+// waits for room in the queue (Config.SweepQueue) before each.
 func (s *Service) sweep(ctx context.Context) {
 	n := 0
 	err := s.st.ClaimedSessions(ctx, func(id string) {
 		s.mu.Lock()
+		for len(s.sweepQ) >= s.cfg.SweepQueue && !s.stopping {
+			s.room.Wait()
+		}
 		s.enqueueLocked(item{id, triggerSweep})
 		s.mu.Unlock()
 		n++

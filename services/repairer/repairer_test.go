@@ -33,11 +33,14 @@ type env struct {
 	url   string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { t.Helper(); return newEnvPartitions(t, 1) }
+
+// newEnvPartitions is newEnv on a store of that many partitions.
+func newEnvPartitions(t *testing.T, partitions int) *env {
 	t.Helper()
 	s := natstest.RunServer(t)
 	nc := natstest.Connect(t, s)
-	st, err := logstore.Open(context.Background(), nc, logstore.Config{LeaseTTL: testTTL})
+	st, err := logstore.Open(context.Background(), nc, logstore.Config{LeaseTTL: testTTL, Partitions: partitions})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +169,13 @@ const (
 )
 
 func TestLeaseExpiryRepairsWithinTTLPlusGrace(t *testing.T) {
-	e := newEnv(t)
+	for _, partitions := range []int{1, 3} {
+		t.Run(fmt.Sprintf("P%d", partitions), func(t *testing.T) { testLeaseExpiryRepairs(t, partitions) })
+	}
+}
+
+func testLeaseExpiryRepairs(t *testing.T, partitions int) {
+	e := newEnvPartitions(t, partitions)
 	r := e.start(Config{Grace: testGrace})
 	e.appendEvents("s-1", evCreated, evTurn, evRequested, evStarted)
 	claimed := time.Now()
@@ -352,9 +361,17 @@ func TestLiveHolderNeverRepaired(t *testing.T) {
 	})
 }
 
-// Sessions orphaned while no repairer ran are found by the sweep on start.
+// Sessions orphaned while no repairer ran are found by the sweep on start,
+// on one stream and spread over three partitions (each repair grouped
+// with others of its stream only).
 func TestSweepOnStartFindsOrphans(t *testing.T) {
-	e := newEnv(t)
+	for _, partitions := range []int{1, 3} {
+		t.Run(fmt.Sprintf("P%d", partitions), func(t *testing.T) { testSweepOnStartFindsOrphans(t, partitions) })
+	}
+}
+
+func testSweepOnStartFindsOrphans(t *testing.T, partitions int) {
+	e := newEnvPartitions(t, partitions)
 	for i := 0; i < 10; i++ {
 		id := fmt.Sprintf("s-%d", i)
 		e.appendEvents(id, evCreated, evTurn)
@@ -369,7 +386,8 @@ func TestSweepOnStartFindsOrphans(t *testing.T) {
 		return nil
 	})
 	time.Sleep(testGrace) // no watcher runs: this only lets the grace pass
-	r := e.start(Config{Grace: testGrace, SweepInterval: -1})
+	// A queue of 2 makes the sweep wait for room four times over.
+	r := e.start(Config{Grace: testGrace, SweepInterval: -1, SweepQueue: 2, Concurrency: 1})
 	natstest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
 		for i := 0; i < 10; i++ {
 			if !e.fold(fmt.Sprintf("s-%d", i)).Paused {

@@ -80,7 +80,7 @@ func (s *Service) prepare(req *AppendRequest) (prepared, error) {
 	if req.SessionID == "" {
 		return p, schema.Errorf(schema.CodeBadRequest, "sessionId is required")
 	}
-	if _, err := logstore.Locate(req.SessionID); err != nil {
+	if err := logstore.ValidateSessionID(req.SessionID); err != nil {
 		return p, err
 	}
 	if req.Holder != "" && !schema.ValidItemID(req.Holder) {
@@ -448,7 +448,7 @@ func sameContent(sent, stored *schema.Envelope) bool {
 // event, or a batch the store resolved from the log): its last event is
 // stored at res.StreamSeq.
 func (s *Service) duplicateInWindow(ctx context.Context, req *AppendRequest, res logstore.AppendResult) (AppendReply, error) {
-	loc, _ := logstore.Locate(req.SessionID)
+	loc, _ := s.st.Locate(req.SessionID)
 	m, err := s.st.MsgAt(ctx, loc.Stream, res.StreamSeq)
 	if err != nil || m == nil {
 		return AppendReply{}, schema.Errorf(schema.CodeOutcomeUnknown, "JetStream reported event %s as a duplicate at stream seq %d, which cannot be read: %v", req.Events[0].EventID, res.StreamSeq, err)

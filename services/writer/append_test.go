@@ -2,6 +2,7 @@ package writer_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,9 +18,15 @@ func u64(n uint64) *uint64 { return &n }
 
 // Every refusal of the append table (except the two outcomes that need a
 // broken JetStream, tested below): the code in the body and in the micro
-// error header, and nothing stored.
+// error header, and nothing stored; on one stream and on three partitions.
 func TestAppendErrorCodes(t *testing.T) {
-	e := newEnv(t, envOpts{})
+	for _, partitions := range []int{1, 3} {
+		t.Run(fmt.Sprintf("P%d", partitions), func(t *testing.T) { testAppendErrorCodes(t, partitions) })
+	}
+}
+
+func testAppendErrorCodes(t *testing.T, partitions int) {
+	e := newEnv(t, envOpts{store: logstore.Config{Partitions: partitions}})
 	nc := e.nc
 	ctx := context.Background()
 

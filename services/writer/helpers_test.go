@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,18 +174,26 @@ func mustOK(t *testing.T, nc *nats.Conn, req map[string]any) writer.AppendReply 
 	return r.ok
 }
 
-// streamMsgs counts the stream's messages, read on the test's connection.
+// streamMsgs counts the messages of the session streams (SESSIONS or its
+// partitions), read on the test's connection.
 func streamMsgs(t *testing.T, nc *nats.Conn) uint64 {
 	t.Helper()
-	s, err := natstest.JetStream(t, nc).Stream(context.Background(), logstore.StreamName)
-	if err != nil {
-		t.Fatal(err)
+	var n uint64
+	for _, name := range natstest.StreamNames(t, nc) {
+		if name != logstore.StreamName && !strings.HasPrefix(name, logstore.StreamName+"-") {
+			continue
+		}
+		s, err := natstest.JetStream(t, nc).Stream(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += info.State.Msgs
 	}
-	info, err := s.Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.Msgs
+	return n
 }
 
 func stored(t *testing.T, st *logstore.Store, sid string) []logstore.Event {

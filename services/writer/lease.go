@@ -127,7 +127,7 @@ func (s *Service) Heartbeat(ctx context.Context, body []byte) (HeartbeatReply, e
 	if req.SessionID == "" {
 		return HeartbeatReply{}, schema.Errorf(schema.CodeBadRequest, "sessionId is required")
 	}
-	if _, err := logstore.Locate(req.SessionID); err != nil {
+	if err := logstore.ValidateSessionID(req.SessionID); err != nil {
 		return HeartbeatReply{}, err
 	}
 	if req.Holder == "" || !schema.ValidItemID(req.Holder) {

@@ -73,7 +73,7 @@ func ReadPage(ctx context.Context, st *logstore.Store, req ReadRequest, maxBytes
 	case limit == 0:
 		limit = api.DefaultReadLimit
 	}
-	if _, err := logstore.Locate(req.SessionID); err != nil {
+	if err := logstore.ValidateSessionID(req.SessionID); err != nil {
 		return ReadReply{}, err
 	}
 	tail, err := st.Tail(ctx, req.SessionID)

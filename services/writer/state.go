@@ -205,7 +205,7 @@ func (s *Service) fold(ctx context.Context, sessionID string) (*entry, error) {
 // storedEvent reads the stored event at a stream seq, for an event id the
 // index names there; nil when no event of the session is stored there.
 func (s *Service) storedEvent(ctx context.Context, sessionID string, streamSeq uint64) (*logstore.Event, error) {
-	loc, err := logstore.Locate(sessionID)
+	loc, err := s.st.Locate(sessionID)
 	if err != nil {
 		return nil, err
 	}

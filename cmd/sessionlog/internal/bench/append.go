@@ -11,16 +11,17 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/internal/procstat"
 	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/writer"
 )
 
 // AppendOptions configures the append benchmark.
@@ -92,49 +93,20 @@ func Append(ctx context.Context, opt AppendOptions) error {
 		}
 	}
 
-	dir, cleanup, err := natstest.TempDir("sessionlog-bench-append-")
+	srv, shutdown, err := embeddedServer("sessionlog-bench-append-")
 	if err != nil {
 		return err
 	}
-	defer cleanup()
-	srv, err := natstest.Start(natstest.Options(dir))
-	if err != nil {
-		return err
-	}
-	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+	defer shutdown()
 
 	// The writer has its own connection: in-process, as in `sessionlog
 	// up`, or over TCP, as a writer in its own process; the raw and client
 	// scenarios share another (TCP: agents are other processes).
-	var wopts []nats.Option
-	if !opt.WriterTCP {
-		wopts = append(wopts, nats.InProcessServer(srv))
-	}
-	wnc, err := nats.Connect(srv.ClientURL(), wopts...)
+	_, stopWriter, err := startWriter(ctx, srv, opt.WriterTCP, logstore.Config{MaxInflightBatches: opt.Sessions})
 	if err != nil {
 		return err
 	}
-	defer wnc.Close()
-	st, err := logstore.Open(ctx, wnc, logstore.Config{MaxInflightBatches: opt.Sessions})
-	if err != nil {
-		return err
-	}
-	w, err := assemble.NewWriter(assemble.DefaultWriter(), st, assemble.Deps{Conn: wnc})
-	if err != nil {
-		return err
-	}
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	werr := make(chan error, 1)
-	go func() { werr <- w.Run(wctx) }()
-	defer func() { stop(); <-werr }()
-	for w.Ready() != nil {
-		select {
-		case err := <-werr:
-			return fmt.Errorf("writer: %v", err)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	defer stopWriter()
 
 	nc, err := nats.Connect(srv.ClientURL())
 	if err != nil {
@@ -460,4 +432,39 @@ func writerRequest(ctx context.Context, nc *nats.Conn, sid string, seq uint64, n
 		return fmt.Errorf("writer: %s: %s", code, m.Data)
 	}
 	return nil
+}
+
+// startWriter runs a writer on its own connection to srv (in-process, as
+// in `sessionlog up`, or over TCP) on a store opened with cfg, until stop
+// is called.
+func startWriter(ctx context.Context, srv *server.Server, tcp bool, cfg logstore.Config) (*logstore.Store, func(), error) {
+	var wopts []nats.Option
+	if !tcp {
+		wopts = append(wopts, nats.InProcessServer(srv))
+	}
+	wnc, err := nats.Connect(srv.ClientURL(), wopts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := logstore.Open(ctx, wnc, cfg)
+	if err == nil {
+		var w *writer.Service
+		if w, err = assemble.NewWriter(assemble.DefaultWriter(), st, assemble.Deps{Conn: wnc}); err == nil {
+			wctx, cancel := context.WithCancel(ctx)
+			werr := make(chan error, 1)
+			go func() { werr <- w.Run(wctx) }()
+			stop := func() { cancel(); <-werr; wnc.Close() }
+			for w.Ready() != nil {
+				select {
+				case err := <-werr:
+					wnc.Close()
+					return nil, nil, fmt.Errorf("writer: %v", err)
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			return st, stop, nil
+		}
+	}
+	wnc.Close()
+	return nil, nil, err
 }

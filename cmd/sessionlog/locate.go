@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+)
+
+// partitionsFlag is --partitions of up and every service command: the
+// store's partition count (DESIGN.md section 11). A process started with
+// another count than the store recorded refuses to start.
+func partitionsFlag(fs *flag.FlagSet) *int {
+	return fs.Int("partitions", 1, "session streams the store holds (recorded when first provisioned; another count than the store's refuses to start)")
+}
+
+func checkPartitions(p int) error {
+	if p < 1 || p > logstore.MaxPartitions {
+		return usageErrorf("--partitions %d: want 1 to %d", p, logstore.MaxPartitions)
+	}
+	return nil
+}
+
+// runLocate prints where a session lives in the store: its stream and
+// subject, by the partition count the store recorded.
+func runLocate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, nf := sreFlags("locate", stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	id, err := oneID(fs, "locate")
+	if err != nil {
+		return err
+	}
+	c, err := openSRE(ctx, "locate", fs, nf, stderr)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	loc, err := c.store.Locate(id)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(stdout, "stream %s subject %s partition %d of %d\n", loc.Stream, loc.Subject, loc.Partition, c.store.Layout().Partitions())
+	return err
+}

@@ -1,0 +1,64 @@
+package logstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+)
+
+// On a 3-node cluster, R3, three partitions: their leaders end on three
+// different nodes, and appends, conflicts and reads work in each.
+func TestPartitionsOnCluster(t *testing.T) {
+	c := natstest.RunCluster(t, 3)
+	nc, err := nats.Connect(c.URLs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ctx := context.Background()
+	st := open(t, nc, logstore.Config{Replicas: 3, Partitions: 3})
+	natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		leaders, err := st.PartitionLeaders(ctx)
+		if err != nil {
+			return err
+		}
+		nodes := map[string]bool{}
+		for _, l := range leaders {
+			if l != "" {
+				nodes[l] = true
+			}
+		}
+		if len(nodes) == 3 {
+			t.Logf("leaders %v", leaders)
+			return nil
+		}
+		// A step-down in flight, or an election that landed on a busy node.
+		if _, err := st.SpreadLeaders(ctx); err != nil {
+			return err
+		}
+		return fmt.Errorf("leaders %v on %d nodes", leaders, len(nodes))
+	})
+	for i := range 9 {
+		sid := "cl-" + strconv.Itoa(i)
+		r, err := st.Append(ctx, logstore.AppendRequest{SessionID: sid, Events: events(sid, 1, 2, "e")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = st.Append(ctx, logstore.AppendRequest{SessionID: sid, ExpectedStreamSeq: r.StreamSeq - 1, Events: events(sid, 3, 1, "x")})
+		var ce *logstore.ConflictError
+		if !errors.As(err, &ce) || ce.Tail.Seq != 2 {
+			t.Fatalf("%s: stale expectation = %v, want conflict at 2", sid, err)
+		}
+		if tail, err := st.Tail(ctx, sid); err != nil || tail.Seq != 2 {
+			t.Fatalf("%s: tail %+v, %v", sid, tail, err)
+		}
+	}
+}
