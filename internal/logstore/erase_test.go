@@ -22,7 +22,11 @@ func TestStreamThatDeniesDeletesIsKeptAndNotErasable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := logstore.StreamConfig(logstore.Config{})
+	one, err := logstore.NewLayout(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := logstore.StreamConfig(logstore.Config{}, one, logstore.StreamName)
 	old.DenyDelete = true
 	if _, err := js.CreateStream(ctx, old); err != nil {
 		t.Fatal(err)
