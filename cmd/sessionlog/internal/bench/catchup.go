@@ -41,6 +41,8 @@ type CatchupConfig struct {
 	Progress io.Writer
 	// CPUProfile, if set, is written during the catch-up.
 	Profile func() (stop func())
+	// NoFloors measures the catch-up alone (its rate and peak RSS).
+	NoFloors bool
 }
 
 // CatchupResult is what RunCatchup measured.
@@ -50,9 +52,16 @@ type CatchupResult struct {
 	// (a full rebuild), and EventsPerSec its rate.
 	Catchup      time.Duration
 	EventsPerSec float64
+	// ConsumeWritePerSec is the floor that counts: the same stream
+	// consumed and written to Pebble, one key per event and one summary
+	// key per touched session and batch, sized like the projector's, no
+	// decoding, no folding (consumeFloor); ConsumeOnlyPerSec the stream
+	// consumed alone. Medians of the trials around the catch-up.
+	ConsumeWritePerSec float64
+	ConsumeOnlyPerSec  float64
 	// RawKeysPerSec: the same number of keys (the event index key, the
 	// stored event body as value) written to a fresh Pebble store in
-	// batches of the same size, no folding, no NATS: the floor.
+	// batches of the same size, no folding, no NATS.
 	RawKeysPerSec  float64
 	RawSmallPerSec float64 // the same with 8-byte values
 	ViewKeys       int
@@ -120,18 +129,31 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 	}
 	say("filled in %s", time.Since(start).Round(time.Millisecond))
 
-	// The raw floor: the same events, generated again (same seed), as
-	// Pebble keys. One short run of it is at the mercy of whatever else
-	// the two cores do (the server settling after the fill, other
-	// processes), so it is run floorTrials times on a fresh store each,
-	// half before and half after the catch-up, and the median is the
-	// floor: the conditions it reports are those around the catch-up.
-	floor := newPebbleFloor(cfg.Events, cfg.Sessions, cfg.MaxBatchEvents, dir)
-	if err := floor.run(floorTrials / 2); err != nil {
-		return res, err
+	// The floors: the same events, generated again (same seed). One short
+	// run of one is at the mercy of whatever else the two cores do (the
+	// server settling after the fill, other processes), so each is run
+	// before and after the catch-up, on a fresh store each time, and the
+	// median is the floor: the conditions it reports are those around the
+	// catch-up.
+	var floor *pebbleFloor
+	var cfloor *consumeFloor
+	if !cfg.NoFloors {
+		floor = newPebbleFloor(cfg.Events, cfg.Sessions, cfg.MaxBatchEvents, dir)
+		if err := floor.run(floorTrials / 2); err != nil {
+			return res, err
+		}
+		if cfloor, err = newConsumeFloor(ls, cfg.Events, cfg.Sessions, cfg.MaxBatchEvents, dir); err != nil {
+			return res, err
+		}
+		for range consumeTrials / 2 {
+			if err := cfloor.run(ctx); err != nil {
+				return res, fmt.Errorf("consume floor: %w", err)
+			}
+		}
+		say("consume floor before: only %.0f ev/s, and write %.0f ev/s", cfloor.consumeOnly, cfloor.consumeWrite)
 	}
 
-	// The floor's keys are gone: hand their memory back and restart the
+	// The floors' keys are gone: hand their memory back and restart the
 	// peak RSS count, so that the peak reported is that of the catch-up
 	// (server and projector), not of the floor's data.
 	debug.FreeOSMemory()
@@ -180,6 +202,17 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 	say("caught up in %s (process CPU %s, %.2f µs/event)", res.Catchup.Round(time.Millisecond), res.CatchupCPU.Round(time.Millisecond),
 		float64(res.CatchupCPU.Microseconds())/float64(cfg.Events))
 
+	if cfg.NoFloors {
+		return res, nil
+	}
+	for range consumeTrials - consumeTrials/2 {
+		if err := cfloor.run(ctx); err != nil {
+			return res, fmt.Errorf("consume floor: %w", err)
+		}
+	}
+	res.ConsumeOnlyPerSec, res.ConsumeWritePerSec = medianOf(cfloor.consumeOnly), medianOf(cfloor.consumeWrite)
+	say("consume floor: only %.0f ev/s (trials %.0f), and write %.0f ev/s (trials %.0f)",
+		res.ConsumeOnlyPerSec, cfloor.consumeOnly, res.ConsumeWritePerSec, cfloor.consumeWrite)
 	if err := floor.run(floorTrials - floorTrials/2); err != nil {
 		return res, err
 	}
@@ -189,8 +222,12 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 	return res, nil
 }
 
-// floorTrials is how many times the raw floor is measured.
-const floorTrials = 6
+// floorTrials is how many times the raw Pebble floor is measured,
+// consumeTrials the consume floors (half before the catch-up, half after).
+const (
+	floorTrials   = 2
+	consumeTrials = 4
+)
 
 // pebbleFloor measures writing the benchmark's events as plain Pebble keys:
 // the event index key, the stored event body as value (or an 8-byte
