@@ -75,6 +75,11 @@ func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error
 		res.EventsPerSec, res.ConsumeWritePerSec, res.EventsPerSec/res.ConsumeWritePerSec, res.ConsumeOnlyPerSec, res.EventsPerSec/res.ConsumeOnlyPerSec,
 		res.RawKeysPerSec, res.RawSmallPerSec, res.Events, *sessions)
 	fmt.Fprintf(stdout, "BENCH name=projector-rebuild value=%.2f unit=s events=%d cpu_s=%.2f\n", res.Catchup.Seconds(), res.Events, res.CatchupCPU.Seconds())
+	// CPU per event, the whole process (server included): what the
+	// rates above cost, less at the mercy of other work on the machine.
+	cpuPerEv := float64(res.CatchupCPU.Microseconds()) / float64(res.Events)
+	fmt.Fprintf(stdout, "BENCH name=projector-catchup-cpu value=%.2f unit=us/ev baseline=%.2f ratio=%.2f consume_only=%.2f\n",
+		cpuPerEv, res.ConsumeWriteCPU, res.ConsumeWriteCPU/cpuPerEv, res.ConsumeOnlyCPU)
 	mib := func(b int64) float64 { return float64(b) / (1 << 20) }
 	if small != nil {
 		fmt.Fprintf(stdout, "BENCH name=projector-peak-rss value=%.0f unit=MiB baseline=%.0f ratio=%.2f events=%d baseline_events=%d heap_after_mib=%.0f\n",

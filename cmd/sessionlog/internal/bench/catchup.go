@@ -59,6 +59,8 @@ type CatchupResult struct {
 	// consumed alone. Medians of the trials around the catch-up.
 	ConsumeWritePerSec float64
 	ConsumeOnlyPerSec  float64
+	// The process's CPU µs per event of the same (medians).
+	ConsumeWriteCPU, ConsumeOnlyCPU float64
 	// RawKeysPerSec: the same number of keys (the event index key, the
 	// stored event body as value) written to a fresh Pebble store in
 	// batches of the same size, no folding, no NATS.
@@ -211,6 +213,7 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 		}
 	}
 	res.ConsumeOnlyPerSec, res.ConsumeWritePerSec = medianOf(cfloor.consumeOnly), medianOf(cfloor.consumeWrite)
+	res.ConsumeOnlyCPU, res.ConsumeWriteCPU = medianOf(cfloor.consumeOnlyCPU), medianOf(cfloor.consumeWriteCPU)
 	say("consume floor: only %.0f ev/s (trials %.0f), and write %.0f ev/s (trials %.0f)",
 		res.ConsumeOnlyPerSec, cfloor.consumeOnly, res.ConsumeWritePerSec, cfloor.consumeWrite)
 	if err := floor.run(floorTrials - floorTrials/2); err != nil {

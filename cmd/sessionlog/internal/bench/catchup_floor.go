@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/procstat"
 	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/services/projector"
 	"github.com/sessionlog/sessionlog/services/projector/loadgen"
@@ -38,6 +39,9 @@ type consumeFloor struct {
 	sumSize []map[string]int // per batch: the touched sessions' summary size
 
 	consumeOnly, consumeWrite []float64 // ev/s of each trial
+	// CPU time of the whole process (server included) per event, in µs,
+	// of each trial: less at the mercy of other work on the machine.
+	consumeOnlyCPU, consumeWriteCPU []float64
 }
 
 func newConsumeFloor(ls *logstore.Store, events, sessions, batch int, dir string) (*consumeFloor, error) {
@@ -94,37 +98,37 @@ func newConsumeFloor(ls *logstore.Store, events, sessions, batch int, dir string
 
 // run measures one trial of each kind, consume only first.
 func (r *consumeFloor) run(ctx context.Context) error {
-	rate, err := r.trial(ctx, false)
+	rate, cpu, err := r.trial(ctx, false)
 	if err != nil {
 		return err
 	}
-	r.consumeOnly = append(r.consumeOnly, rate)
-	if rate, err = r.trial(ctx, true); err != nil {
+	r.consumeOnly, r.consumeOnlyCPU = append(r.consumeOnly, rate), append(r.consumeOnlyCPU, cpu)
+	if rate, cpu, err = r.trial(ctx, true); err != nil {
 		return err
 	}
-	r.consumeWrite = append(r.consumeWrite, rate)
+	r.consumeWrite, r.consumeWriteCPU = append(r.consumeWrite, rate), append(r.consumeWriteCPU, cpu)
 	return nil
 }
 
 // trial consumes the whole stream from its start, writing to a fresh
-// store (removed afterwards) if write is set, and returns events/s. The
-// time runs from creating the consumer to the last batch committed.
-func (r *consumeFloor) trial(ctx context.Context, write bool) (float64, error) {
+// store (removed afterwards) if write is set, and returns events/s and
+// the process's CPU µs per event. The time runs from creating the
+// consumer to the last batch committed.
+func (r *consumeFloor) trial(ctx context.Context, write bool) (rate, cpuPerEvent float64, err error) {
 	runtime.GC()
 	var db *store.DB
 	if write {
 		path := filepath.Join(r.dir, fmt.Sprintf("floor-%d", len(r.consumeWrite)))
-		var err error
 		if db, err = store.Open(path, store.Options{}); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		defer os.RemoveAll(path)
 		defer db.Close()
 	}
-	t := time.Now()
+	t, cpu0 := time.Now(), procstat.CPU()
 	fol, err := r.ls.Follow(ctx, logstore.FollowSpec{Stream: logstore.Streams()[0], PageEvents: projector.DefaultFetchBatch, InactiveThreshold: 5 * time.Minute})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer fol.Close()
 	var (
@@ -149,7 +153,7 @@ func (r *consumeFloor) trial(ctx context.Context, write bool) (float64, error) {
 	for i := range r.events {
 		m, err := fol.Next(ctx)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if !write {
 			continue
@@ -157,7 +161,7 @@ func (r *consumeFloor) trial(ctx context.Context, write bool) (float64, error) {
 		id, ok := logstore.SessionFromSubject(m.Subject)
 		seq, err := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64)
 		if !ok || err != nil || m.StreamSeq != uint64(i+1) {
-			return 0, fmt.Errorf("floor: unexpected message %d on %s", m.StreamSeq, m.Subject)
+			return 0, 0, fmt.Errorf("floor: unexpected message %d on %s", m.StreamSeq, m.Subject)
 		}
 		if b == nil {
 			b = db.NewBatchWithSize(last + last/8)
@@ -169,14 +173,15 @@ func (r *consumeFloor) trial(ctx context.Context, write bool) (float64, error) {
 		touched[id] = struct{}{}
 		if (i+1)%r.batch == 0 {
 			if err := commit(); err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 		}
 	}
 	if b != nil {
 		if err := commit(); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
-	return float64(r.events) / time.Since(t).Seconds(), nil
+	cpu := procstat.CPU() - cpu0
+	return float64(r.events) / time.Since(t).Seconds(), float64(cpu.Microseconds()) / float64(r.events), nil
 }
