@@ -113,11 +113,11 @@ type State struct {
 	// check (ids are unique in the session; an event naming one is
 	// refused, and the refusal says where it was used), so a long
 	// session's state grows by a few bytes per call, not by the call.
-	SpentTools     map[string]Spent `json:"spentTools,omitempty"`
-	SpentApprovals map[string]Spent `json:"spentApprovals,omitempty"`
-	Compactions map[string]*Compaction `json:"compactions,omitempty"`
-	Jobs        map[string]*Item       `json:"jobs,omitempty"`
-	Goal        *Goal                  `json:"goal,omitempty"`
+	SpentTools     map[string]Spent       `json:"spentTools,omitempty"`
+	SpentApprovals map[string]Spent       `json:"spentApprovals,omitempty"`
+	Compactions    map[string]*Compaction `json:"compactions,omitempty"`
+	Jobs           map[string]*Item       `json:"jobs,omitempty"`
+	Goal           *Goal                  `json:"goal,omitempty"`
 
 	// Summary of the last successful compaction.
 	Compacted     *Compaction `json:"compacted,omitempty"`
