@@ -17,6 +17,7 @@ var benches = map[string]benchFunc{
 	"append":  runBenchAppend,
 	"catchup": runBenchCatchup,
 	"fork":    runBenchFork,
+	"load":    runBenchLoad,
 	"repair":  runBenchRepair,
 }
 

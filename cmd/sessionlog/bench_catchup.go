@@ -30,6 +30,7 @@ func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error
 	dir := fs.String("dir", "", "working directory (default a temporary one, removed afterwards)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the catch-up to this file")
 	verbose := fs.Bool("v", false, "print progress to stderr")
+	memLimit := fs.Int64("memory-limit", defaultProjectorMemoryLimit, "soft limit of the Go heap in bytes, as the projector command sets it (0: none; GOMEMLIMIT takes precedence); the embedded server shares it")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -40,6 +41,7 @@ func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error
 			n = 200_000
 		}
 	}
+	applyMemoryLimit(*memLimit)
 	cfg := bench.CatchupConfig{Events: n, Sessions: *sessions, MaxBatchEvents: *batch, Dir: *dir}
 	if *verbose {
 		cfg.Progress = os.Stderr
@@ -82,10 +84,12 @@ func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error
 		cpuPerEv, res.ConsumeWriteCPU, res.ConsumeWriteCPU/cpuPerEv, res.ConsumeOnlyCPU)
 	mib := func(b int64) float64 { return float64(b) / (1 << 20) }
 	if small != nil {
-		fmt.Fprintf(stdout, "BENCH name=projector-peak-rss value=%.0f unit=MiB baseline=%.0f ratio=%.2f events=%d baseline_events=%d heap_after_mib=%.0f\n",
-			mib(res.PeakRSSBytes), mib(small.PeakRSSBytes), float64(res.PeakRSSBytes)/float64(small.PeakRSSBytes), res.Events, small.Events, mib(int64(res.HeapAfter)))
+		fmt.Fprintf(stdout, "BENCH name=projector-peak-rss value=%.0f unit=MiB baseline=%.0f ratio=%.2f events=%d baseline_events=%d heap_after_mib=%.0f start_rss_mib=%.0f heap_inuse_mib=%.0f memtables_mib=%.0f block_cache_mib=%.0f baseline_start_rss_mib=%.0f baseline_heap_inuse_mib=%.0f\n",
+			mib(res.PeakRSSBytes), mib(small.PeakRSSBytes), float64(res.PeakRSSBytes)/float64(small.PeakRSSBytes), res.Events, small.Events, mib(int64(res.HeapAfter)),
+			mib(res.Memory.StartRSS), mib(res.Memory.HeapInUse), mib(res.Memory.MemTables), mib(res.Memory.BlockCache), mib(small.Memory.StartRSS), mib(small.Memory.HeapInUse))
 		return nil
 	}
-	fmt.Fprintf(stdout, "BENCH name=projector-peak-rss value=%.0f unit=MiB events=%d heap_after_mib=%.0f\n", mib(res.PeakRSSBytes), res.Events, mib(int64(res.HeapAfter)))
+	fmt.Fprintf(stdout, "BENCH name=projector-peak-rss value=%.0f unit=MiB events=%d heap_after_mib=%.0f start_rss_mib=%.0f heap_inuse_mib=%.0f memtables_mib=%.0f block_cache_mib=%.0f\n",
+		mib(res.PeakRSSBytes), res.Events, mib(int64(res.HeapAfter)), mib(res.Memory.StartRSS), mib(res.Memory.HeapInUse), mib(res.Memory.MemTables), mib(res.Memory.BlockCache))
 	return nil
 }

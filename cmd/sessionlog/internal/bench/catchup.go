@@ -76,6 +76,52 @@ type CatchupResult struct {
 	// mercy of other work on the machine than the rate.
 	CatchupCPU time.Duration
 	HeapAfter  uint64 // live heap after the catch-up (after a GC), the projector's caches still held
+	// Memory is what the peak RSS is made of, sampled during the catch-up.
+	Memory MemoryPeaks
+}
+
+// MemoryPeaks are the largest values seen of what takes the process's
+// memory during a catch-up (the RSS when it started: the server with its
+// stream, the Go runtime).
+type MemoryPeaks struct {
+	StartRSS, HeapInUse, MemTables, BlockCache int64
+}
+
+// sampleMemory samples the Go heap and the projector's Pebble memtables
+// and block cache every 100 ms until the returned function is called,
+// which returns the peaks.
+func sampleMemory(p *projector.Service) func() MemoryPeaks {
+	var pk MemoryPeaks
+	pk.StartRSS = currentRSS()
+	stop, done := make(chan struct{}), make(chan struct{})
+	sample := func() {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		pk.HeapInUse = max(pk.HeapInUse, int64(ms.HeapInuse))
+		if db := p.DB(); db != nil && db.Pebble() != nil {
+			m := db.Pebble().Metrics()
+			pk.MemTables = max(pk.MemTables, int64(m.MemTable.Size))
+			pk.BlockCache = max(pk.BlockCache, m.BlockCache.Size)
+		}
+	}
+	go func() {
+		defer close(done)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				sample()
+			}
+		}
+	}()
+	return func() MemoryPeaks {
+		close(stop)
+		<-done
+		return pk
+	}
 }
 
 // RunCatchup fills a stream with cfg.Events events over cfg.Sessions
@@ -176,6 +222,7 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 	pctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- p.Run(pctx) }()
+	mem := sampleMemory(p)
 	for p.Ready() != nil {
 		select {
 		case err := <-done:
@@ -186,6 +233,7 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 	}
 	res.Catchup = time.Since(start)
 	res.CatchupCPU = procstat.CPU() - cpu0
+	res.Memory = mem() // before the projector stops and closes its store
 	if stop != nil {
 		stop()
 	}
@@ -196,6 +244,8 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 		return res, err
 	}
 	res.PeakRSSBytes = peakRSS()
+	say("memory peaks: RSS at start %d MiB, Go heap in use %d MiB, Pebble memtables %d MiB, block cache %d MiB",
+		res.Memory.StartRSS>>20, res.Memory.HeapInUse>>20, res.Memory.MemTables>>20, res.Memory.BlockCache>>20)
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -330,7 +380,12 @@ func medianOf(xs []float64) float64 {
 func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
 
 // peakRSS reads VmHWM from /proc/self/status (0 where there is none).
-func peakRSS() int64 {
+func peakRSS() int64 { return procStatus("VmHWM:") }
+
+// currentRSS reads VmRSS likewise.
+func currentRSS() int64 { return procStatus("VmRSS:") }
+
+func procStatus(field string) int64 {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
 		return 0
@@ -338,7 +393,7 @@ func peakRSS() int64 {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), field); ok {
 			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			return n << 10
 		}
