@@ -18,6 +18,7 @@ var benches = map[string]benchFunc{
 	"catchup": runBenchCatchup,
 	"fork":    runBenchFork,
 	"import":  runBenchImport,
+	"load":    runBenchLoad,
 	"repair":  runBenchRepair,
 	"scale":   runBenchScale,
 }

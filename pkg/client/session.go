@@ -301,7 +301,7 @@ func (s *Session) ToolResult(ctx context.Context, callID, status string, output 
 // do not run it again; Reload (or the repairer) settles the record.
 func (s *Session) RunTool(ctx context.Context, call ToolCall, fn func(ctx context.Context) (json.RawMessage, error)) (json.RawMessage, error) {
 	s.mu.Lock()
-	_, requested := s.state.Tools[call.ID]
+	requested := s.state.KnownTool(call.ID)
 	s.mu.Unlock()
 	if call.ID == "" || !requested {
 		id, err := s.RequestTool(ctx, call)

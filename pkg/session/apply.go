@@ -171,6 +171,7 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 		return func() {
 			t := s.Turn
 			t.EndSeq, t.Reason = seq, d.Reason
+			s.endTurn(t)
 			s.LastTurn, s.Turn = t, nil
 		}, nil
 
@@ -216,7 +217,7 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 		return noop, nil
 
 	case schema.TypeToolRequested:
-		if t, used := s.Tools[e.ToolCallID]; used {
+		if t, used := s.tool(e.ToolCallID); used {
 			return nil, structure("tool call %s was already requested at seq %d", e.ToolCallID, t.StartSeq)
 		}
 		var d schema.ToolRequested
@@ -230,7 +231,7 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 			s.Tools[e.ToolCallID] = &ToolCall{Item: Item{ID: e.ToolCallID, TurnID: e.TurnID, StartSeq: seq}, Name: d.Name, Idempotent: d.Idempotent, Phase: PhaseRequested}
 		}, nil
 	case schema.TypeToolStarted:
-		t, ok := s.Tools[e.ToolCallID]
+		t, ok := s.tool(e.ToolCallID)
 		switch {
 		case !ok:
 			return nil, structure("tool/started for call %s that was never requested", e.ToolCallID)
@@ -241,7 +242,7 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 		}
 		return func() { t.Phase, t.StartedSeq = PhaseStarted, seq }, nil
 	case schema.TypeToolResult:
-		t, ok := s.Tools[e.ToolCallID]
+		t, ok := s.tool(e.ToolCallID)
 		if !ok {
 			return nil, structure("tool/result for call %s that was never requested", e.ToolCallID)
 		}
@@ -274,11 +275,11 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 		if err := e.DecodeData(&d); err != nil {
 			return bad(err)
 		}
-		if a, used := s.Approvals[d.ApprovalID]; used {
+		if a, used := s.approval(d.ApprovalID); used {
 			return nil, structure("approval %s was already requested at seq %d", d.ApprovalID, a.StartSeq)
 		}
 		if d.ToolCallID != "" {
-			t, ok := s.Tools[d.ToolCallID]
+			t, ok := s.tool(d.ToolCallID)
 			switch {
 			case !ok:
 				return nil, structure("approval %s names tool call %s that was never requested", d.ApprovalID, d.ToolCallID)
@@ -297,7 +298,7 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 		if err := e.DecodeData(&d); err != nil {
 			return bad(err)
 		}
-		a, ok := s.Approvals[d.ApprovalID]
+		a, ok := s.approval(d.ApprovalID)
 		switch {
 		case !ok:
 			return nil, structure("approval/decided for approval %s that was never requested", d.ApprovalID)

@@ -165,15 +165,18 @@ func summary(s *State) string {
 		}
 		b.WriteString("\n")
 	}
-	if len(s.Tools) > 0 {
-		ids := make([]string, 0, len(s.Tools))
+	if len(s.Tools)+len(s.SpentTools) > 0 {
+		ids := make([]string, 0, len(s.Tools)+len(s.SpentTools))
 		for id := range s.Tools {
+			ids = append(ids, id)
+		}
+		for id := range s.SpentTools {
 			ids = append(ids, id)
 		}
 		sort.Strings(ids)
 		b.WriteString("tools:")
 		for _, id := range ids {
-			tc := s.Tools[id]
+			tc, _ := s.tool(id)
 			fmt.Fprintf(&b, " %s=%s", id, tc.Phase)
 			if tc.Status != "" {
 				fmt.Fprintf(&b, "/%s", tc.Status)

@@ -62,6 +62,16 @@ type Goal struct {
 	Seq uint64 `json:"seq"`
 }
 
+// Spent is what the rules check of a closed tool call or approval of a
+// turn ended before the last one: the turn it belonged to, the seq that
+// opened it and its outcome (a tool call's status, an approval's
+// decision; constants, so the strings are shared).
+type Spent struct {
+	TurnID   string `json:"t"`
+	StartSeq uint64 `json:"s"`
+	Outcome  string `json:"o,omitempty"`
+}
+
 // Turn is the open or last turn.
 type Turn struct {
 	Item
@@ -88,13 +98,26 @@ type State struct {
 	LastTurn *Turn `json:"lastTurn,omitempty"` // the last ended turn
 	Turns    int   `json:"turns"`
 
-	Steps       map[string]*Item       `json:"steps,omitempty"`    // key turnId/stepId, open steps only
-	Attempts    map[string]*Item       `json:"attempts,omitempty"` // key turnId/attemptId, all attempts
-	Tools       map[string]*ToolCall   `json:"tools,omitempty"`
-	Approvals   map[string]*Approval   `json:"approvals,omitempty"`
-	Compactions map[string]*Compaction `json:"compactions,omitempty"`
-	Jobs        map[string]*Item       `json:"jobs,omitempty"`
-	Goal        *Goal                  `json:"goal,omitempty"`
+	Steps map[string]*Item `json:"steps,omitempty"` // key turnId/stepId, open steps only
+	// Attempts of the open turn (key turnId/attemptId): nothing can name
+	// an attempt of an ended turn again (events name the open turn, and a
+	// turn id is used once), so they go when their turn ends.
+	Attempts map[string]*Item `json:"attempts,omitempty"`
+	// Tools and Approvals hold those of the open turn and of the last
+	// ended one in full (what a client recovering from an interruption
+	// reads); those of the turns before are Spent.
+	Tools     map[string]*ToolCall `json:"tools,omitempty"`
+	Approvals map[string]*Approval `json:"approvals,omitempty"`
+	// SpentTools and SpentApprovals keep of the tool calls and approvals
+	// of the turns ended before the last one only what the rules still
+	// check (ids are unique in the session; an event naming one is
+	// refused, and the refusal says where it was used), so a long
+	// session's state grows by a few bytes per call, not by the call.
+	SpentTools     map[string]Spent       `json:"spentTools,omitempty"`
+	SpentApprovals map[string]Spent       `json:"spentApprovals,omitempty"`
+	Compactions    map[string]*Compaction `json:"compactions,omitempty"`
+	Jobs           map[string]*Item       `json:"jobs,omitempty"`
+	Goal           *Goal                  `json:"goal,omitempty"`
 
 	// Summary of the last successful compaction.
 	Compacted     *Compaction `json:"compacted,omitempty"`
@@ -110,6 +133,9 @@ type State struct {
 	// closed items for the uniqueness rules). Apply keeps it up to date;
 	// nil means not built (a state decoded from JSON): openIndex builds it.
 	open map[string]string
+	// keepSpent: endTurn keeps every item in full, as the fold did before
+	// items were spent (the tests' reference).
+	keepSpent bool
 }
 
 // New returns the empty state of a session that has no events.
@@ -250,6 +276,71 @@ func (s *State) OpenWork() []OpenItem {
 // compaction or job is open.
 func (s *State) HasOpenWork() bool {
 	return s.Turn != nil || len(s.Steps) > 0 || len(s.openIndex()) > 0
+}
+
+// tool returns the tool call id, in full or, spent, as the rules see it
+// (its phase done).
+func (s *State) tool(id string) (*ToolCall, bool) {
+	if t, ok := s.Tools[id]; ok {
+		return t, true
+	}
+	if sp, ok := s.SpentTools[id]; ok {
+		return &ToolCall{Item: Item{ID: id, TurnID: sp.TurnID, StartSeq: sp.StartSeq}, Phase: PhaseDone, Status: sp.Outcome}, true
+	}
+	return nil, false
+}
+
+// KnownTool reports whether tool call id was requested in the session.
+func (s *State) KnownTool(id string) bool {
+	_, ok := s.tool(id)
+	return ok
+}
+
+// approval is tool's counterpart for approvals (a spent one decided).
+func (s *State) approval(id string) (*Approval, bool) {
+	if a, ok := s.Approvals[id]; ok {
+		return a, true
+	}
+	if sp, ok := s.SpentApprovals[id]; ok {
+		return &Approval{Item: Item{ID: id, TurnID: sp.TurnID, StartSeq: sp.StartSeq, EndSeq: sp.StartSeq}, Decision: sp.Outcome}, true
+	}
+	return nil, false
+}
+
+// endTurn drops the attempts of turn t, which ends, and spends the tool
+// calls and approvals of the turn that ended before it (every one is
+// closed: a turn ends with nothing of it open).
+func (s *State) endTurn(t *Turn) {
+	if s.keepSpent {
+		return
+	}
+	for k, a := range s.Attempts {
+		if a.TurnID == t.ID {
+			delete(s.Attempts, k)
+		}
+	}
+	if s.LastTurn == nil {
+		return
+	}
+	prev := s.LastTurn.ID
+	for id, tc := range s.Tools {
+		if tc.TurnID == prev && !tc.Open() {
+			if s.SpentTools == nil {
+				s.SpentTools = map[string]Spent{}
+			}
+			s.SpentTools[id] = Spent{TurnID: tc.TurnID, StartSeq: tc.StartSeq, Outcome: tc.Status}
+			delete(s.Tools, id)
+		}
+	}
+	for id, a := range s.Approvals {
+		if a.TurnID == prev && !a.Open() {
+			if s.SpentApprovals == nil {
+				s.SpentApprovals = map[string]Spent{}
+			}
+			s.SpentApprovals[id] = Spent{TurnID: a.TurnID, StartSeq: a.StartSeq, Outcome: a.Decision}
+			delete(s.Approvals, id)
+		}
+	}
 }
 
 // openIndex returns s.open, building it from the maps if need be.

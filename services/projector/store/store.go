@@ -250,6 +250,11 @@ type DB struct {
 	opts Options
 	db   *pebble.DB
 	sum  uint64 // checksum of the committed views, kept by the writer
+	// spare is the buffers of the last batch committed or abandoned, for
+	// the next one: a catch-up's batches are megabytes each, which
+	// allocated anew (and zeroed, and grown) cost more than reusing them.
+	spareBuf []byte
+	spareOps []batchOp
 }
 
 // Open opens (creating) the store in dir.
@@ -420,7 +425,21 @@ func (d *DB) NewBatch() *Batch { return d.NewBatchWithSize(0) }
 // at once: a large batch grown by doubling from empty would allocate and
 // copy about twice its size.
 func (d *DB) NewBatchWithSize(size int) *Batch {
-	return &Batch{d: d, buf: make([]byte, 0, size), ops: make([]batchOp, 0, size/64), sum: d.sum}
+	b := &Batch{d: d, buf: d.spareBuf[:0], ops: d.spareOps[:0], sum: d.sum}
+	d.spareBuf, d.spareOps = nil, nil
+	if cap(b.buf) < size {
+		b.buf = make([]byte, 0, size)
+	}
+	if cap(b.ops) < size/64 {
+		b.ops = make([]batchOp, 0, size/64)
+	}
+	return b
+}
+
+// release hands the batch's buffers to the next one.
+func (b *Batch) release() {
+	b.d.spareBuf, b.d.spareOps = b.buf[:0], b.ops[:0]
+	b.buf, b.ops = nil, nil
 }
 
 func (b *Batch) add(key, value []byte, del bool) {
@@ -502,12 +521,12 @@ func (b *Batch) Commit(cp Checkpoint) error {
 		return fmt.Errorf("store: commit: %w", err)
 	}
 	b.d.sum = b.sum
-	b.buf, b.ops = nil, nil
+	b.release() // pb holds copies
 	return pb.Close()
 }
 
 // Abandon drops the batch.
-func (b *Batch) Abandon() { b.buf, b.ops = nil, nil }
+func (b *Batch) Abandon() { b.release() }
 
 // Scrub leaves no copy of deleted keys' old values in the store's files
 // (DESIGN.md section 14). It flushes the memtable that holds the deletes,

@@ -41,6 +41,8 @@ type CatchupConfig struct {
 	Progress io.Writer
 	// CPUProfile, if set, is written during the catch-up.
 	Profile func() (stop func())
+	// NoFloors measures the catch-up alone (its rate and peak RSS).
+	NoFloors bool
 }
 
 // CatchupResult is what RunCatchup measured.
@@ -50,9 +52,18 @@ type CatchupResult struct {
 	// (a full rebuild), and EventsPerSec its rate.
 	Catchup      time.Duration
 	EventsPerSec float64
+	// ConsumeWritePerSec is the floor that counts: the same stream
+	// consumed and written to Pebble, one key per event and one summary
+	// key per touched session and batch, sized like the projector's, no
+	// decoding, no folding (consumeFloor); ConsumeOnlyPerSec the stream
+	// consumed alone. Medians of the trials around the catch-up.
+	ConsumeWritePerSec float64
+	ConsumeOnlyPerSec  float64
+	// The process's CPU µs per event of the same (medians).
+	ConsumeWriteCPU, ConsumeOnlyCPU float64
 	// RawKeysPerSec: the same number of keys (the event index key, the
 	// stored event body as value) written to a fresh Pebble store in
-	// batches of the same size, no folding, no NATS: the floor.
+	// batches of the same size, no folding, no NATS.
 	RawKeysPerSec  float64
 	RawSmallPerSec float64 // the same with 8-byte values
 	ViewKeys       int
@@ -65,6 +76,52 @@ type CatchupResult struct {
 	// mercy of other work on the machine than the rate.
 	CatchupCPU time.Duration
 	HeapAfter  uint64 // live heap after the catch-up (after a GC), the projector's caches still held
+	// Memory is what the peak RSS is made of, sampled during the catch-up.
+	Memory MemoryPeaks
+}
+
+// MemoryPeaks are the largest values seen of what takes the process's
+// memory during a catch-up (the RSS when it started: the server with its
+// stream, the Go runtime).
+type MemoryPeaks struct {
+	StartRSS, HeapInUse, MemTables, BlockCache int64
+}
+
+// sampleMemory samples the Go heap and the projector's Pebble memtables
+// and block cache every 100 ms until the returned function is called,
+// which returns the peaks.
+func sampleMemory(p *projector.Service) func() MemoryPeaks {
+	var pk MemoryPeaks
+	pk.StartRSS = currentRSS()
+	stop, done := make(chan struct{}), make(chan struct{})
+	sample := func() {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		pk.HeapInUse = max(pk.HeapInUse, int64(ms.HeapInuse))
+		if db := p.DB(); db != nil && db.Pebble() != nil {
+			m := db.Pebble().Metrics()
+			pk.MemTables = max(pk.MemTables, int64(m.MemTable.Size))
+			pk.BlockCache = max(pk.BlockCache, m.BlockCache.Size)
+		}
+	}
+	go func() {
+		defer close(done)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				sample()
+			}
+		}
+	}()
+	return func() MemoryPeaks {
+		close(stop)
+		<-done
+		return pk
+	}
 }
 
 // RunCatchup fills a stream with cfg.Events events over cfg.Sessions
@@ -120,18 +177,31 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 	}
 	say("filled in %s", time.Since(start).Round(time.Millisecond))
 
-	// The raw floor: the same events, generated again (same seed), as
-	// Pebble keys. One short run of it is at the mercy of whatever else
-	// the two cores do (the server settling after the fill, other
-	// processes), so it is run floorTrials times on a fresh store each,
-	// half before and half after the catch-up, and the median is the
-	// floor: the conditions it reports are those around the catch-up.
-	floor := newPebbleFloor(cfg.Events, cfg.Sessions, cfg.MaxBatchEvents, dir)
-	if err := floor.run(floorTrials / 2); err != nil {
-		return res, err
+	// The floors: the same events, generated again (same seed). One short
+	// run of one is at the mercy of whatever else the two cores do (the
+	// server settling after the fill, other processes), so each is run
+	// before and after the catch-up, on a fresh store each time, and the
+	// median is the floor: the conditions it reports are those around the
+	// catch-up.
+	var floor *pebbleFloor
+	var cfloor *consumeFloor
+	if !cfg.NoFloors {
+		floor = newPebbleFloor(cfg.Events, cfg.Sessions, cfg.MaxBatchEvents, dir)
+		if err := floor.run(floorTrials / 2); err != nil {
+			return res, err
+		}
+		if cfloor, err = newConsumeFloor(ls, cfg.Events, cfg.Sessions, cfg.MaxBatchEvents, dir); err != nil {
+			return res, err
+		}
+		for range consumeTrials / 2 {
+			if err := cfloor.run(ctx); err != nil {
+				return res, fmt.Errorf("consume floor: %w", err)
+			}
+		}
+		say("consume floor before: only %.0f ev/s, and write %.0f ev/s", cfloor.consumeOnly, cfloor.consumeWrite)
 	}
 
-	// The floor's keys are gone: hand their memory back and restart the
+	// The floors' keys are gone: hand their memory back and restart the
 	// peak RSS count, so that the peak reported is that of the catch-up
 	// (server and projector), not of the floor's data.
 	debug.FreeOSMemory()
@@ -152,6 +222,7 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 	pctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- p.Run(pctx) }()
+	mem := sampleMemory(p)
 	for p.Ready() != nil {
 		select {
 		case err := <-done:
@@ -162,6 +233,7 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 	}
 	res.Catchup = time.Since(start)
 	res.CatchupCPU = procstat.CPU() - cpu0
+	res.Memory = mem() // before the projector stops and closes its store
 	if stop != nil {
 		stop()
 	}
@@ -172,6 +244,8 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 		return res, err
 	}
 	res.PeakRSSBytes = peakRSS()
+	say("memory peaks: RSS at start %d MiB, Go heap in use %d MiB, Pebble memtables %d MiB, block cache %d MiB",
+		res.Memory.StartRSS>>20, res.Memory.HeapInUse>>20, res.Memory.MemTables>>20, res.Memory.BlockCache>>20)
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -180,6 +254,18 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 	say("caught up in %s (process CPU %s, %.2f µs/event)", res.Catchup.Round(time.Millisecond), res.CatchupCPU.Round(time.Millisecond),
 		float64(res.CatchupCPU.Microseconds())/float64(cfg.Events))
 
+	if cfg.NoFloors {
+		return res, nil
+	}
+	for range consumeTrials - consumeTrials/2 {
+		if err := cfloor.run(ctx); err != nil {
+			return res, fmt.Errorf("consume floor: %w", err)
+		}
+	}
+	res.ConsumeOnlyPerSec, res.ConsumeWritePerSec = medianOf(cfloor.consumeOnly), medianOf(cfloor.consumeWrite)
+	res.ConsumeOnlyCPU, res.ConsumeWriteCPU = medianOf(cfloor.consumeOnlyCPU), medianOf(cfloor.consumeWriteCPU)
+	say("consume floor: only %.0f ev/s (trials %.0f), and write %.0f ev/s (trials %.0f)",
+		res.ConsumeOnlyPerSec, cfloor.consumeOnly, res.ConsumeWritePerSec, cfloor.consumeWrite)
 	if err := floor.run(floorTrials - floorTrials/2); err != nil {
 		return res, err
 	}
@@ -189,8 +275,12 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 	return res, nil
 }
 
-// floorTrials is how many times the raw floor is measured.
-const floorTrials = 6
+// floorTrials is how many times the raw Pebble floor is measured,
+// consumeTrials the consume floors (half before the catch-up, half after).
+const (
+	floorTrials   = 2
+	consumeTrials = 4
+)
 
 // pebbleFloor measures writing the benchmark's events as plain Pebble keys:
 // the event index key, the stored event body as value (or an 8-byte
@@ -290,7 +380,12 @@ func medianOf(xs []float64) float64 {
 func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
 
 // peakRSS reads VmHWM from /proc/self/status (0 where there is none).
-func peakRSS() int64 {
+func peakRSS() int64 { return procStatus("VmHWM:") }
+
+// currentRSS reads VmRSS likewise.
+func currentRSS() int64 { return procStatus("VmRSS:") }
+
+func procStatus(field string) int64 {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
 		return 0
@@ -298,7 +393,7 @@ func peakRSS() int64 {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), field); ok {
 			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			return n << 10
 		}

@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/sessionlog/sessionlog/cmd/sessionlog/internal/bench"
+)
+
+// `sessionlog bench load [--quick]`: load the state of a 10,000-event
+// session through pkg/client (sessions.api.read) and through the
+// projector's HTTP API, against reading the same messages raw from the
+// stream, p50 and p99.
+func runBenchLoad(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := newFlags("bench load")
+	fs.SetOutput(stdout)
+	quick := fs.Bool("quick", false, "20 rounds instead of 100")
+	events := fs.Int("events", 10_000, "events of the session")
+	rounds := fs.Int("rounds", 0, "loads of each kind (default 100; --quick 20)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected arguments %q", fs.Args())
+	}
+	n := *rounds
+	if n <= 0 {
+		n = 100
+		if *quick {
+			n = 20
+		}
+	}
+	res, err := bench.RunLoad(ctx, bench.LoadConfig{Events: *events, Rounds: n})
+	if err != nil {
+		return fmt.Errorf("bench load: %w", err)
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	raw50, raw99 := bench.Quantile(res.Raw, 0.5), bench.Quantile(res.Raw, 0.99)
+	for _, k := range []struct {
+		name string
+		ds   []time.Duration
+	}{{"load-client", res.Client}, {"load-http", res.HTTP}} {
+		p50, p99 := bench.Quantile(k.ds, 0.5), bench.Quantile(k.ds, 0.99)
+		fmt.Fprintf(stdout, "BENCH name=%s value=%.2f unit=ms baseline=%.2f ratio=%.2f p99_ms=%.2f baseline_p99_ms=%.2f events=%d rounds=%d\n",
+			k.name, ms(p50), ms(raw50), ms(p50)/ms(raw50), ms(p99), ms(raw99), res.Events, len(k.ds))
+	}
+	return nil
+}

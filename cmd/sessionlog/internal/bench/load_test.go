@@ -1,0 +1,31 @@
+package bench
+
+import (
+	"context"
+	"testing"
+)
+
+// TestRunLoadSmall runs the load benchmark's code path on a small
+// session (two pages of the read API), so the bench command cannot rot;
+// it asserts no speed.
+func TestRunLoadSmall(t *testing.T) {
+	res, err := RunLoad(context.Background(), LoadConfig{Events: 1500, Rounds: 2, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Client) != 2 || len(res.HTTP) != 2 || len(res.Raw) != 2 {
+		t.Fatalf("%+v", res)
+	}
+}
+
+// TestRunCatchupSmall runs the catch-up benchmark's code path, floors
+// included, on a small stream.
+func TestRunCatchupSmall(t *testing.T) {
+	res, err := RunCatchup(context.Background(), CatchupConfig{Events: 3000, Sessions: 20, MaxBatchEvents: 500, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.EventsPerSec <= 0 || res.ConsumeWritePerSec <= 0 || res.ConsumeOnlyPerSec <= 0 || res.RawKeysPerSec <= 0 {
+		t.Fatalf("%+v", res)
+	}
+}
