@@ -3,6 +3,7 @@ package logstore
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -10,14 +11,22 @@ import (
 // ClaimRevision returns the revision of the session's claim in
 // SESSION_CLAIMS, 0 when it has none (never claimed, or dropped).
 func (s *Store) ClaimRevision(ctx context.Context, sessionID string) (uint64, error) {
+	rev, _, err := s.ClaimEntry(ctx, sessionID)
+	return rev, err
+}
+
+// ClaimEntry returns the revision of the session's claim and when the
+// server stored it (the take of a lease writes it just before the lease);
+// 0 and the zero time when it has none.
+func (s *Store) ClaimEntry(ctx context.Context, sessionID string) (uint64, time.Time, error) {
 	e, err := s.claims.Get(ctx, sessionID)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return 0, nil
+		return 0, time.Time{}, nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, time.Time{}, err
 	}
-	return e.Revision(), nil
+	return e.Revision(), e.Created(), nil
 }
 
 // DropClaim deletes the session's claim if it is still at revision: a

@@ -69,6 +69,16 @@ func (s *Service) check(ctx context.Context, id string, why trigger) {
 			return
 		}
 		expiredAt := s.expiryOf(id, rec)
+		if expiredAt.IsZero() && rec.Revision == 0 {
+			// No lease record at all, though claimed: the claim is written
+			// just before the lease, and a lease write that failed (its
+			// bucket unavailable) leaves a claim alone while its holder
+			// goes on and takes the lease at its next append or heartbeat.
+			// The lease it could have had runs out a TTL after the claim.
+			if at := reads.claimedAt(); !at.IsZero() {
+				expiredAt = at.Add(s.cfg.LeaseTTL)
+			}
+		}
 		// A lease that lapsed while the log could not take its renewal
 		// counts from the recovery (outage.go).
 		due, ongoing := s.out.expiry(expiredAt)
@@ -137,6 +147,7 @@ type reads struct {
 
 type claimRead struct {
 	rev uint64 // 0: no claim
+	at  time.Time
 	err error
 }
 
@@ -151,8 +162,8 @@ type foldRead struct {
 func (s *Service) startReads(ctx context.Context, id string, fold bool) *reads {
 	r := &reads{claimC: make(chan claimRead, 1)}
 	go func() {
-		rev, err := s.st.ClaimRevision(ctx, id)
-		r.claimC <- claimRead{rev, err}
+		rev, at, err := s.st.ClaimEntry(ctx, id)
+		r.claimC <- claimRead{rev, at, err}
 	}()
 	if fold {
 		r.foldC = make(chan foldRead, 1)
@@ -169,6 +180,13 @@ func (r *reads) claim() (uint64, error) {
 	c := <-r.claimC
 	r.claimC <- c
 	return c.rev, c.err
+}
+
+// claimedAt is when the server stored the session's claim.
+func (r *reads) claimedAt() time.Time {
+	c := <-r.claimC
+	r.claimC <- c
+	return c.at
 }
 
 // folded returns the state read beside the lease, or folds now.

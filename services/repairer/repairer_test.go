@@ -647,3 +647,52 @@ func TestNewNeedsConn(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A claim whose lease write failed (the lease bucket unavailable) stands
+// alone while its holder goes on and takes the lease at its next append
+// or heartbeat: the session is repaired only once the lease it could have
+// had ran out, a TTL after the claim, and the repair says so. (Repaired at
+// once, the fault suite's live agents were paused during a partition.)
+func TestClaimWithoutLeaseWaitsATTL(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.appendEvents("s-1", evCreated, evTurn)
+	// The state a take leaves when its claim was written and its lease
+	// write failed: a claim, no lease record.
+	claims, err := natstest.JetStream(t, e.nc).KeyValue(ctx, logstore.ClaimBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := claims.Put(ctx, "s-1", []byte(`{"holder":"agent","claimedAt":"2026-12-04T00:00:00Z"}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, claimedAt, err := e.store.ClaimEntry(ctx, "s-1")
+	if err != nil || claimedAt.IsZero() {
+		t.Fatalf("claim: %v %v", claimedAt, err)
+	}
+	e.start(Config{Grace: testGrace, SweepInterval: 100 * time.Millisecond})
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if !e.fold("s-1").Paused {
+			return fmt.Errorf("not repaired")
+		}
+		return nil
+	})
+	evs, _, err := e.store.ReadEvents(ctx, "s-1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var marker schema.RepairApplied
+	for _, ev := range evs {
+		if ev.Type == schema.TypeRepairApplied {
+			if err := json.Unmarshal(ev.Data, &marker); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if marker.LeaseExpiredAt == nil || !marker.LeaseExpiredAt.Equal(claimedAt.Add(testTTL)) {
+		t.Fatalf("repair's leaseExpiredAt %v, want the claim's time + TTL %v", marker.LeaseExpiredAt, claimedAt.Add(testTTL))
+	}
+	if at := evs[len(evs)-1].Time; at.Before(claimedAt.Add(testTTL)) {
+		t.Fatalf("repaired at %v, before the claim's lease could have run out (%v)", at, claimedAt.Add(testTTL))
+	}
+}
