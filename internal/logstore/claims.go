@@ -2,7 +2,9 @@ package logstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,4 +35,15 @@ func (s *Store) ClaimEntry(ctx context.Context, sessionID string) (uint64, time.
 // holder that claimed the session again since keeps its claim.
 func (s *Store) DropClaim(ctx context.Context, sessionID string, revision uint64) error {
 	return s.claims.Delete(ctx, sessionID, jetstream.LastRevision(revision))
+}
+
+// EnsureClaim records the session's claim for holder unless it has one: a
+// writer that stored a holder's events but could not take its lease owes
+// the session a claim (without one the repairer never looks at it).
+func (s *Store) EnsureClaim(ctx context.Context, sessionID, holder string, now time.Time) error {
+	c, _ := json.Marshal(Claim{Holder: holder, ClaimedAt: now.UTC()})
+	if _, err := s.claims.Create(ctx, sessionID, c); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("logstore: claim %s: %w", sessionID, err)
+	}
+	return nil
 }

@@ -91,9 +91,47 @@ func (s *Service) renewAfterAppend(ctx context.Context, sessionID, holder string
 		}
 		s.m.renewals.WithLabelValues("error").Inc()
 		s.log.Warn("writer: lease renewal failed after a committed append", "session", sessionID, "holder", holder, "err", err)
+		// The session holds the holder's events now: if the holder dies
+		// before another append or heartbeat gets through, only a claim
+		// lets the repairer find it. This writer owes it.
+		s.owed.Add(sessionID, holder)
 		return
 	}
+	s.owed.Remove(sessionID)
 	s.m.renewals.WithLabelValues("ok").Inc()
+}
+
+// owedLoop writes, every third of the lease TTL until ctx ends, the claims
+// of sessions whose lease renewal failed after a committed append (the
+// lease or claim bucket unavailable): a holder that died then, its work
+// open, would otherwise never be repaired (DESIGN.md section 6: the
+// repairer closes what claimed sessions left open). A claim already there
+// is kept; the repairer counts the lease a claim alone stands for as
+// running out a TTL after the claim.
+func (s *Service) owedLoop(ctx context.Context) {
+	t := time.NewTicker(max(s.cfg.LeaseTTL/3, 100*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, id := range s.owed.Keys() {
+			holder, ok := s.owed.Peek(id)
+			if !ok {
+				continue
+			}
+			cctx, cancel := context.WithTimeout(ctx, renewTimeout)
+			err := s.st.EnsureClaim(cctx, id, holder, s.cfg.Now())
+			cancel()
+			if err != nil {
+				s.log.Debug("writer: owed claim not written yet", "session", id, "err", err)
+				break // the bucket is still unavailable: next tick
+			}
+			s.owed.Remove(id)
+		}
+	}
 }
 
 // heartbeatMin is the shortest interval between two renewals a heartbeat

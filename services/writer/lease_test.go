@@ -3,10 +3,12 @@ package writer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -199,4 +201,40 @@ func TestLeaseTakeover(t *testing.T) {
 		// And holds it now.
 		refused(t, appendReq(t, e.nc, map[string]any{"sessionId": "s2", "holder": "agent-1", "events": events(msg(1))}), "agent-2")
 	})
+}
+
+// A holder's committed append whose claim could not be written (the claim
+// bucket unavailable) leaves the writer owing the claim: it writes it once
+// the bucket answers, though the holder sends nothing more (it may have
+// died with its work open, and only a claim lets the repairer find it).
+func TestWriterWritesOwedClaim(t *testing.T) {
+	e := newEnv(t, envOpts{store: logstore.Config{LeaseTTL: time.Second}})
+	ctx := context.Background()
+	js := natstest.JetStream(t, e.nc)
+	kv, err := js.KeyValue(ctx, logstore.ClaimBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := kv.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteKeyValue(ctx, logstore.ClaimBucket); err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, e.nc, map[string]any{"sessionId": "owed", "holder": "agent-1", "events": events(created())})
+	if _, err := js.CreateKeyValue(ctx, status.(*jetstream.KeyValueBucketStatus).Config()); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		rev, err := e.st.ClaimRevision(ctx, "owed")
+		if err != nil || rev == 0 {
+			return fmt.Errorf("no claim yet (%v)", err)
+		}
+		return nil
+	})
+	c, err := e.st.GetClaim(ctx, "owed")
+	if err != nil || c == nil || c.Holder != "agent-1" {
+		t.Fatalf("claim %+v %v, want agent-1's", c, err)
+	}
 }

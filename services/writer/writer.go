@@ -62,13 +62,16 @@ type Config struct {
 
 // Service is the writer.
 type Service struct {
-	cfg     Config
-	st      *logstore.Store
-	nc      *nats.Conn
-	log     *slog.Logger
-	m       *metrics
-	cache   *lru.Cache[string, *entry]
-	leases  *lru.Cache[string, leaseMark]
+	cfg    Config
+	st     *logstore.Store
+	nc     *nats.Conn
+	log    *slog.Logger
+	m      *metrics
+	cache  *lru.Cache[string, *entry]
+	leases *lru.Cache[string, leaseMark]
+	// owed are the claims this writer could not record after committed
+	// appends (session id -> holder); owedLoop writes them (lease.go).
+	owed    *lru.Cache[string, string]
 	locks   [stripes]sync.Mutex
 	seed    maphash.Seed
 	sem     chan struct{} // one per worker
@@ -125,7 +128,12 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("writer: lease cache: %w", err)
 	}
+	owed, err := lru.New[string, string](cfg.StateCacheSize)
+	if err != nil {
+		return nil, fmt.Errorf("writer: owed claims: %w", err)
+	}
 	s := &Service{
+		owed:   owed,
 		cfg:    cfg,
 		st:     cfg.Store,
 		nc:     cfg.Conn,
@@ -194,6 +202,11 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("writer: endpoint %s: %w", ep.name, err)
 		}
 	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.owedLoop(ctx)
+	}()
 	s.ready.Store(true)
 	s.log.Info("writer serving", "append", logstore.SubjectAppend, "heartbeat", logstore.SubjectHeartbeat)
 	<-ctx.Done()
