@@ -3,14 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -63,27 +60,10 @@ func runErase(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	}
 	defer nc.Close()
 	body, _ := json.Marshal(api.EraseRequest{SessionID: id, Reason: *reason, By: *by, Cascade: *cascade})
-	m, err := nc.RequestWithContext(ctx, api.SubjectErase, body)
-	if errors.Is(err, nats.ErrNoResponders) {
-		return fmt.Errorf("no repairer is running (nothing answers %s), or this user may not erase", api.SubjectErase)
-	}
-	if err != nil {
-		return fmt.Errorf("erase request (an erase cut short is finished by running it again): %w", err)
-	}
-	var eb api.ErrorBody
-	if json.Unmarshal(m.Data, &eb) == nil && eb.Error.Code != "" {
-		if *jsonOut {
-			fmt.Fprintf(stdout, "%s\n", m.Data)
-		}
-		return fmt.Errorf("%s: %s", eb.Error.Code, eb.Error.Message)
-	}
 	var reply api.EraseReply
-	if err := json.Unmarshal(m.Data, &reply); err != nil {
-		return fmt.Errorf("erase reply %q: %w", m.Data, err)
-	}
-	if *jsonOut {
-		fmt.Fprintf(stdout, "%s\n", m.Data)
-		return nil
+	if done, err := operatorRequest(ctx, nc, api.SubjectErase, body, "erase",
+		", or this user may not erase; an erase cut short is finished by running it again", *jsonOut, stdout, &reply); done || err != nil {
+		return err
 	}
 	fmt.Fprintf(stdout, "erased %s (%d events)\n", strings.Join(reply.Erased, ", "), reply.Events)
 	return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/repairer"
 )
@@ -46,27 +47,9 @@ func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	}
 	defer nc.Close()
 	body, _ := json.Marshal(repairer.RepairRequest{SessionID: id, Force: *force})
-	m, err := nc.RequestWithContext(ctx, logstore.SubjectRepair, body)
-	if errors.Is(err, nats.ErrNoResponders) {
-		return fmt.Errorf("no repairer is running (nothing answers %s)", logstore.SubjectRepair)
-	}
-	if err != nil {
-		return fmt.Errorf("repair request: %w", err)
-	}
-	var eb repairer.ErrorBody
-	if json.Unmarshal(m.Data, &eb) == nil && eb.Error.Code != "" {
-		if *jsonOut {
-			fmt.Fprintf(stdout, "%s\n", m.Data)
-		}
-		return fmt.Errorf("%s: %s", eb.Error.Code, eb.Error.Message)
-	}
 	var reply repairer.RepairReply
-	if err := json.Unmarshal(m.Data, &reply); err != nil {
-		return fmt.Errorf("repair reply %q: %w", m.Data, err)
-	}
-	if *jsonOut {
-		fmt.Fprintf(stdout, "%s\n", m.Data)
-		return nil
+	if done, err := operatorRequest(ctx, nc, logstore.SubjectRepair, body, "repair", "", *jsonOut, stdout, &reply); done || err != nil {
+		return err
 	}
 	if !reply.Repaired {
 		fmt.Fprintf(stdout, "%s: nothing to repair\n", id)
@@ -82,4 +65,35 @@ func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	}
 	fmt.Fprintf(stdout, "the session is paused until session/resumed is appended\n")
 	return nil
+}
+
+// operatorRequest sends an operator's request to the repairer's service
+// and decodes its reply into out. A refusal is the error "code: message";
+// with jsonOut the reply (or the refusal) is printed as it came, and done
+// says the caller prints nothing more. hint ends the message of a request
+// that got no answer.
+func operatorRequest(ctx context.Context, nc *nats.Conn, subject string, body []byte, what, hint string,
+	jsonOut bool, stdout io.Writer, out any) (done bool, err error) {
+	m, err := nc.RequestWithContext(ctx, subject, body)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return false, fmt.Errorf("no repairer is running (nothing answers %s)%s", subject, hint)
+	}
+	if err != nil {
+		return false, fmt.Errorf("%s request%s: %w", what, hint, err)
+	}
+	var eb api.ErrorBody
+	if json.Unmarshal(m.Data, &eb) == nil && eb.Error.Code != "" {
+		if jsonOut {
+			fmt.Fprintf(stdout, "%s\n", m.Data)
+		}
+		return false, fmt.Errorf("%s: %s", eb.Error.Code, eb.Error.Message)
+	}
+	if err := json.Unmarshal(m.Data, out); err != nil {
+		return false, fmt.Errorf("%s reply %q: %w", what, m.Data, err)
+	}
+	if jsonOut {
+		fmt.Fprintf(stdout, "%s\n", m.Data)
+		return true, nil
+	}
+	return false, nil
 }
