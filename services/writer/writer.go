@@ -186,6 +186,7 @@ func (s *Service) Run(ctx context.Context) error {
 		{"append", logstore.SubjectAppend, s.handleAppend},
 		{"heartbeat", logstore.SubjectHeartbeat, s.handleHeartbeat},
 		{"read", api.SubjectRead, s.handleRead},
+		{"source-load", api.SubjectSourceLoad, s.handleSourceLoad},
 	} {
 		h := ep.h
 		if err := svc.AddEndpoint(ep.name, micro.HandlerFunc(func(r micro.Request) { s.dispatch(reqCtx, r, h) }),
