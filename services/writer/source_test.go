@@ -83,3 +83,58 @@ func TestSourceLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestSourceAppend: entries appended in two batches give the session
+// import gives the file (same event ids), the same batch again adds
+// nothing, and load answers the file's entries.
+func TestSourceAppend(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	ctx := context.Background()
+	for _, c := range []struct {
+		path, subpath string
+	}{
+		{ccDir + "11111111-1111-4111-8111-111111111111.jsonl", ""},
+		{ccDir + "22222222-2222-4222-8222-222222222222/subagents/agent-a1b2c3d.jsonl", "subagents/agent-a1b2c3d"},
+	} {
+		key := api.SourceKey{Format: "claude-code", ProjectKey: "-home-ann-shop", SessionKey: "11111111-1111-4111-8111-111111111111", Subpath: c.subpath}
+		if c.subpath != "" {
+			key.SessionKey = "22222222-2222-4222-8222-222222222222"
+		}
+		var entries []json.RawMessage
+		for _, v := range agentlogtest.CompleteLines(t, c.path) {
+			b, _ := json.Marshal(v)
+			entries = append(entries, b)
+		}
+		half := len(entries) / 2
+		for _, batch := range [][]json.RawMessage{entries[:half], entries[half:], entries[half:]} {
+			r := request(t, e.nc, api.SubjectSourceAppend, api.SourceAppendRequest{SourceKey: key, Entries: batch})
+			if r.err != nil {
+				t.Fatalf("append %s: %+v", c.path, r.err)
+			}
+		}
+		rep, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: entries[:1]})
+		if err != nil || rep.Appended != 0 {
+			t.Fatalf("again: %+v %v", rep, err)
+		}
+		imp, _, _ := agentlogtest.Read(t, claudecode.Format{}, c.path)
+		want := imp.Sessions[0]
+		got := stored(t, e.st, want.Plan.ID)
+		if len(got) != len(want.Events) {
+			t.Fatalf("%s: %d events stored, import gives %d", c.path, len(got), len(want.Events))
+		}
+		for i, ev := range want.Events {
+			if got[i].Envelope.EventID != ev.EventID || got[i].Envelope.Type != ev.Type {
+				t.Fatalf("%s: event %d is %s %s, import gives %s %s", c.path, i+1, got[i].Envelope.Type, got[i].Envelope.EventID, ev.Type, ev.EventID)
+			}
+		}
+		ld, err := e.w.SourceLoad(ctx, api.SourceLoadRequest{SourceKey: key})
+		if err != nil || len(ld.Entries) != len(entries) {
+			t.Fatalf("load: %d entries of %d, %v", len(ld.Entries), len(entries), err)
+		}
+	}
+	r := request(t, e.nc, api.SubjectSourceAppend, api.SourceAppendRequest{SourceKey: api.SourceKey{Format: "claude-code", SessionKey: "x"},
+		Entries: []json.RawMessage{json.RawMessage(`[1]`)}})
+	if r.code() != string(schema.CodeBadRequest) {
+		t.Fatalf("not an object: %s", r.raw)
+	}
+}

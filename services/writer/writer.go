@@ -187,6 +187,7 @@ func (s *Service) Run(ctx context.Context) error {
 		{"heartbeat", logstore.SubjectHeartbeat, s.handleHeartbeat},
 		{"read", api.SubjectRead, s.handleRead},
 		{"source-load", api.SubjectSourceLoad, s.handleSourceLoad},
+		{"source-append", api.SubjectSourceAppend, s.handleSourceAppend},
 	} {
 		h := ep.h
 		if err := svc.AddEndpoint(ep.name, micro.HandlerFunc(func(r micro.Request) { s.dispatch(reqCtx, r, h) }),
