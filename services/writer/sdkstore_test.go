@@ -54,7 +54,7 @@ func TestClaudeAgentSDKStore(t *testing.T) {
 		t.Fatalf("report %s: %v", out, err)
 	}
 	t.Logf("report: %s", out)
-	if len(rep.Keys) < 2 || len(rep.Mismatches) > 0 || string(rep.NeverWritten) != "null" || rep.DeleteRefused == nil {
+	if len(rep.Keys) < 2 || len(rep.Mismatches) > 0 || string(rep.NeverWritten) != "null" || rep.DeleteRefused == nil || *rep.DeleteRefused == "" {
 		t.Fatalf("report: %s", out)
 	}
 	for _, k := range rep.Keys {

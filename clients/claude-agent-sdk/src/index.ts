@@ -76,7 +76,10 @@ export class SessionlogStore implements SessionStore {
     } catch (e) {
       if (e instanceof SessionlogError) throw e;
       const msg = e instanceof Error ? e.message : String(e);
-      throw new SessionlogError("forbidden", `erase of ${load.sessionId} refused or unanswered (erasure is operator-only): ${msg}`);
+      if ((e as { code?: string }).code === "503") {
+        throw new SessionlogError("unavailable", `erase of ${load.sessionId}: no service answers sessions.api.erase: ${msg}`);
+      }
+      throw new SessionlogError("forbidden", `erase of ${load.sessionId} refused (erasure is operator-only; the agent user may not publish sessions.api.erase): ${msg}`);
     }
   }
 }
