@@ -170,6 +170,11 @@ func Agent() *server.Permissions {
 				"sessions.api.heartbeat",
 				"sessions.api.read",
 				"sessions.api.fork",
+				// An agent's own transcript entries (section 15).
+				"sessions.api.source.append",
+				"sessions.api.source.load",
+				"sessions.api.source.list",
+				"sessions.api.source.subkeys",
 				"sessions.live.*",
 			},
 			Deny: []string{

@@ -28,6 +28,13 @@ const (
 	SubjectRead      = "sessions.api.read"
 	SubjectErase     = "sessions.api.erase"
 
+	// The agent-file source endpoints (section 15): an agent's own
+	// transcript entries in, mapped as `import --from FORMAT` maps a file.
+	SubjectSourceAppend  = "sessions.api.source.append"
+	SubjectSourceLoad    = "sessions.api.source.load"
+	SubjectSourceList    = "sessions.api.source.list"
+	SubjectSourceSubkeys = "sessions.api.source.subkeys"
+
 	// LeaseBucket holds session leases: key = session id, value a Lease.
 	LeaseBucket = "SESSION_LEASES"
 	// ClaimBucket holds the repairer's claims on sessions.
@@ -194,4 +201,77 @@ type AuditRecord struct {
 	By        string `json:"by"`
 	Reason    string `json:"reason"`
 	SHA256    string `json:"sha256"`
+}
+
+// SourceKey names one agent transcript as the agent's own store keys it
+// (the Claude Agent SDK's SessionKey): the project, the agent's session
+// id, and for a subagent transcript its subpath ("subagents/agent-<id>").
+// Format is the agent's format ("claude-code").
+type SourceKey struct {
+	Format     string `json:"format"`
+	ProjectKey string `json:"projectKey"`
+	SessionKey string `json:"sessionKey"`
+	Subpath    string `json:"subpath,omitempty"`
+}
+
+// SourceAppendRequest is a request on sessions.api.source.append: the next
+// entries of a transcript, each one JSON line of the agent's file. They are
+// mapped exactly as `import --from FORMAT` maps the same file, after what
+// is stored: entries already stored add nothing.
+type SourceAppendRequest struct {
+	SourceKey
+	Entries []json.RawMessage `json:"entries"`
+}
+
+// SourceAppendReply names the session the transcript maps to and how many
+// events the request added.
+type SourceAppendReply struct {
+	SessionID string `json:"sessionId"`
+	Appended  int    `json:"appended"`
+	LastSeq   uint64 `json:"lastSeq"`
+}
+
+// SourceLoadRequest is a request on sessions.api.source.load.
+type SourceLoadRequest struct {
+	SourceKey
+}
+
+// SourceLoadReply holds the transcript's entries verbatim, from the
+// session's source/line events; Found is false for a key never written.
+type SourceLoadReply struct {
+	SessionID string            `json:"sessionId,omitempty"`
+	Found     bool              `json:"found"`
+	Entries   []json.RawMessage `json:"entries"`
+}
+
+// SourceListRequest is a request on sessions.api.source.list: the
+// transcripts of one project (main transcripts only).
+type SourceListRequest struct {
+	Format     string `json:"format"`
+	ProjectKey string `json:"projectKey"`
+}
+
+// SourceListed is one listed transcript: its key and the epoch
+// milliseconds of its last stored event.
+type SourceListed struct {
+	SessionKey string `json:"sessionKey"`
+	Mtime      int64  `json:"mtime"`
+}
+
+// SourceListReply lists a project's transcripts.
+type SourceListReply struct {
+	Sessions []SourceListed `json:"sessions"`
+}
+
+// SourceSubkeysRequest is a request on sessions.api.source.subkeys: the
+// subpaths stored under one transcript.
+type SourceSubkeysRequest struct {
+	Format     string `json:"format"`
+	ProjectKey string `json:"projectKey"`
+	SessionKey string `json:"sessionKey"`
+}
+
+// SourceSubkeysReply lists the subpaths (subagent transcripts).
+type SourceSubkeysReply struct {
+	Subkeys []string `json:"subkeys"`
 }

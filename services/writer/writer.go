@@ -194,6 +194,8 @@ func (s *Service) Run(ctx context.Context) error {
 		{"append", logstore.SubjectAppend, s.handleAppend},
 		{"heartbeat", logstore.SubjectHeartbeat, s.handleHeartbeat},
 		{"read", api.SubjectRead, s.handleRead},
+		{"source-load", api.SubjectSourceLoad, s.handleSourceLoad},
+		{"source-append", api.SubjectSourceAppend, s.handleSourceAppend},
 	} {
 		h := ep.h
 		if err := svc.AddEndpoint(ep.name, micro.HandlerFunc(func(r micro.Request) { s.dispatch(reqCtx, r, h) }),

@@ -1,0 +1,85 @@
+// A Claude Agent SDK SessionStore that keeps sessions in sessionlog.
+// It maps nothing itself: it speaks only sessions.api.* (DESIGN.md
+// section 15), and the service maps entries exactly as
+// `sessionlog import --from claude-code` maps the same file.
+import type { SessionKey, SessionStore, SessionStoreEntry } from "@anthropic-ai/claude-agent-sdk";
+import { type NatsConnection, JSONCodec } from "nats";
+
+const FORMAT = "claude-code";
+
+/** An error answered by a sessionlog service: code is the contract's error code. */
+export class SessionlogError extends Error {
+  constructor(readonly code: string, message: string) {
+    super(`sessionlog: ${code}: ${message}`);
+    this.name = "SessionlogError";
+  }
+}
+
+export interface SessionlogStoreOptions {
+  /** Request timeout in milliseconds (default 20000). */
+  timeoutMs?: number;
+  /** Who asks for an erase, and why (recorded in the audit record). */
+  eraseBy?: string;
+  eraseReason?: string;
+}
+
+const jc = JSONCodec();
+
+/** The SessionStore: pass `new SessionlogStore(nc)` as the SDK's `sessionStore` option. */
+export class SessionlogStore implements SessionStore {
+  private readonly timeout: number;
+
+  constructor(private readonly nc: NatsConnection, private readonly opts: SessionlogStoreOptions = {}) {
+    this.timeout = opts.timeoutMs ?? 20000;
+  }
+
+  private async request<T>(subject: string, body: unknown): Promise<T> {
+    const m = await this.nc.request(subject, jc.encode(body), { timeout: this.timeout });
+    const code = m.headers?.get("Nats-Service-Error-Code");
+    const v = jc.decode(m.data) as { error?: { code: string; message: string } };
+    if (code || v?.error) {
+      throw new SessionlogError(v?.error?.code ?? code ?? "internal", v?.error?.message ?? "request failed");
+    }
+    return v as T;
+  }
+
+  private static source(key: SessionKey) {
+    return { format: FORMAT, projectKey: key.projectKey, sessionKey: key.sessionId, ...(key.subpath ? { subpath: key.subpath } : {}) };
+  }
+
+  /** Appends entries; entries already stored (same uuid) add nothing. */
+  async append(key: SessionKey, entries: SessionStoreEntry[]): Promise<void> {
+    if (entries.length === 0) return;
+    await this.request("sessions.api.source.append", { ...SessionlogStore.source(key), entries });
+  }
+
+  /** The entries as appended, or null for a key never written. */
+  async load(key: SessionKey): Promise<SessionStoreEntry[] | null> {
+    const r = await this.request<{ found: boolean; entries: SessionStoreEntry[] }>("sessions.api.source.load", SessionlogStore.source(key));
+    return r.found ? r.entries : null;
+  }
+
+  /**
+   * Erases the session (sessions.api.erase, DESIGN.md section 14). Erasure
+   * is for operators: with the agent user's rights it is refused, and the
+   * refusal is thrown as is.
+   */
+  async delete(key: SessionKey): Promise<void> {
+    const load = await this.request<{ found: boolean; sessionId?: string }>("sessions.api.source.load", SessionlogStore.source(key));
+    if (!load.found || !load.sessionId) return;
+    try {
+      await this.request("sessions.api.erase", {
+        sessionId: load.sessionId,
+        reason: this.opts.eraseReason ?? "deleted through the Claude Agent SDK session store",
+        by: this.opts.eraseBy ?? "claude-agent-sdk",
+      });
+    } catch (e) {
+      if (e instanceof SessionlogError) throw e;
+      const msg = e instanceof Error ? e.message : String(e);
+      if ((e as { code?: string }).code === "503") {
+        throw new SessionlogError("unavailable", `erase of ${load.sessionId}: no service answers sessions.api.erase: ${msg}`);
+      }
+      throw new SessionlogError("forbidden", `erase of ${load.sessionId} refused (erasure is operator-only; the agent user may not publish sessions.api.erase): ${msg}`);
+    }
+  }
+}

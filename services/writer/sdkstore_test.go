@@ -1,0 +1,76 @@
+package writer_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/sessionlog/sessionlog/pkg/agentlog/agentlogtest"
+	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
+)
+
+const sdkDir = "../../clients/claude-agent-sdk"
+
+// TestClaudeAgentSDKStore runs the Claude Agent SDK's own
+// importSessionToStore (Node, clients/claude-agent-sdk/test/store.mjs)
+// into the sessionlog store and into the SDK's InMemorySessionStore: a
+// transcript with a subagent, imported twice into sessionlog. Every key
+// loads deep-equal from both; the stored main session has the events
+// import --from claude-code gives the file.
+func TestClaudeAgentSDKStore(t *testing.T) {
+	nodePath, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is not installed (apt-get install nodejs npm; .ci/run does): %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(sdkDir, "dist", "index.js")); err != nil {
+		t.Fatalf("the store is not built: npm ci && npm run build in clients/claude-agent-sdk (.ci/run does): %v", err)
+	}
+	e := newEnv(t, envOpts{})
+	const id = "22222222-2222-4222-8222-222222222222"
+	cfg := t.TempDir()
+	if err := os.CopyFS(filepath.Join(cfg, "projects", "-home-ann-shop"), os.DirFS(ccDir)); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(nodePath, "test/store.mjs", e.srv.ClientURL(), id, "/home/ann/shop")
+	cmd.Dir = sdkDir
+	cmd.Env = append(os.Environ(), "CLAUDE_CONFIG_DIR="+cfg)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node: %v: %s", err, out)
+	}
+	var rep struct {
+		Keys []struct {
+			ProjectKey, SessionID, Subpath string
+			Entries                        int
+		}
+		Mismatches    []json.RawMessage
+		NeverWritten  json.RawMessage
+		DeleteRefused *string
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("report %s: %v", out, err)
+	}
+	t.Logf("report: %s", out)
+	if len(rep.Keys) < 2 || len(rep.Mismatches) > 0 || string(rep.NeverWritten) != "null" || rep.DeleteRefused == nil || *rep.DeleteRefused == "" {
+		t.Fatalf("report: %s", out)
+	}
+	for _, k := range rep.Keys {
+		if k.Subpath == "" && k.Entries != len(agentlogtest.CompleteLines(t, ccDir+id+".jsonl")) {
+			t.Fatalf("main transcript: %d entries", k.Entries)
+		}
+	}
+	imp, _, _ := agentlogtest.Read(t, claudecode.Format{}, ccDir+id+".jsonl")
+	got := stored(t, e.st, imp.Sessions[0].Plan.ID)
+	want := imp.Sessions[0].Events
+	if len(got) != len(want) {
+		t.Fatalf("%d events stored, import gives %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].EventID != want[i].EventID {
+			t.Fatalf("event %d: %s, import gives %s", i+1, got[i].EventID, want[i].EventID)
+		}
+	}
+}

@@ -1,0 +1,140 @@
+package writer_test
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionlog/sessionlog/pkg/agentlog/agentlogtest"
+	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
+	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+const ccDir = "../../pkg/agentlog/claudecode/testdata/projects/-home-ann-shop/"
+
+// importFile appends the sessions a file maps to, as import does, but its
+// branches' fork children (load reads the main session only).
+func importFile(t *testing.T, nc *nats.Conn, path string) {
+	t.Helper()
+	c, _, _ := agentlogtest.Read(t, claudecode.Format{}, path)
+	for _, s := range c.Sessions {
+		if s.Plan.Fork != nil {
+			continue
+		}
+		evs := make([]schema.Envelope, len(s.Events))
+		for i, e := range s.Events {
+			e.Seq, e.SessionID = 0, ""
+			evs[i] = e
+		}
+		zero := uint64(0)
+		r := request(t, nc, api.SubjectAppend, api.AppendRequest{SessionID: s.Plan.ID, ExpectedSeq: &zero, Events: evs})
+		if r.err != nil {
+			t.Fatalf("append %s: %+v", s.Plan.ID, r.err)
+		}
+	}
+}
+
+// TestSourceLoad: sessions.api.source.load answers the verbatim entries of
+// an imported transcript and of its subagent, found:false for a key never
+// written, and bad_request for a key that is no file name.
+func TestSourceLoad(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	main := ccDir + "22222222-2222-4222-8222-222222222222.jsonl"
+	sub := ccDir + "22222222-2222-4222-8222-222222222222/subagents/agent-a1b2c3d.jsonl"
+	importFile(t, e.nc, main)
+	importFile(t, e.nc, sub)
+	for _, c := range []struct {
+		path, subpath string
+	}{{main, ""}, {sub, "subagents/agent-a1b2c3d"}} {
+		rep, err := e.w.SourceLoad(context.Background(), api.SourceLoadRequest{SourceKey: api.SourceKey{
+			Format: "claude-code", ProjectKey: "-home-ann-shop", SessionKey: "22222222-2222-4222-8222-222222222222", Subpath: c.subpath}})
+		if err != nil || !rep.Found {
+			t.Fatalf("load %s: %+v %v", c.path, rep, err)
+		}
+		var got []any
+		for _, raw := range rep.Entries {
+			var v any
+			if err := json.Unmarshal(raw, &v); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, v)
+		}
+		if want := agentlogtest.CompleteLines(t, c.path); !reflect.DeepEqual(got, want) {
+			t.Fatalf("load %s: %d entries, the file has %d (or they differ)", c.path, len(got), len(want))
+		}
+	}
+	r := request(t, e.nc, api.SubjectSourceLoad, api.SourceLoadRequest{SourceKey: api.SourceKey{
+		Format: "claude-code", ProjectKey: "p", SessionKey: "33333333-3333-4333-8333-333333333333"}})
+	if r.err != nil || !json.Valid(r.raw) || string(r.raw) != `{"found":false,"entries":[]}` {
+		t.Fatalf("never written: %s %+v", r.raw, r.err)
+	}
+	for _, k := range []api.SourceKey{
+		{Format: "nope", SessionKey: "a"},
+		{Format: "claude-code", SessionKey: "../x"},
+		{Format: "claude-code", SessionKey: "a", Subpath: "../../b"},
+	} {
+		r := request(t, e.nc, api.SubjectSourceLoad, api.SourceLoadRequest{SourceKey: k})
+		if r.code() != string(schema.CodeBadRequest) {
+			t.Fatalf("%+v: %s", k, r.raw)
+		}
+	}
+}
+
+// TestSourceAppend: entries appended in two batches give the session
+// import gives the file (same event ids), the same batch again adds
+// nothing, and load answers the file's entries.
+func TestSourceAppend(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	ctx := context.Background()
+	for _, c := range []struct {
+		path, subpath string
+	}{
+		{ccDir + "11111111-1111-4111-8111-111111111111.jsonl", ""},
+		{ccDir + "22222222-2222-4222-8222-222222222222/subagents/agent-a1b2c3d.jsonl", "subagents/agent-a1b2c3d"},
+	} {
+		key := api.SourceKey{Format: "claude-code", ProjectKey: "-home-ann-shop", SessionKey: "11111111-1111-4111-8111-111111111111", Subpath: c.subpath}
+		if c.subpath != "" {
+			key.SessionKey = "22222222-2222-4222-8222-222222222222"
+		}
+		var entries []json.RawMessage
+		for _, v := range agentlogtest.CompleteLines(t, c.path) {
+			b, _ := json.Marshal(v)
+			entries = append(entries, b)
+		}
+		half := len(entries) / 2
+		for _, batch := range [][]json.RawMessage{entries[:half], entries[half:], entries[half:]} {
+			r := request(t, e.nc, api.SubjectSourceAppend, api.SourceAppendRequest{SourceKey: key, Entries: batch})
+			if r.err != nil {
+				t.Fatalf("append %s: %+v", c.path, r.err)
+			}
+		}
+		rep, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: entries[:1]})
+		if err != nil || rep.Appended != 0 {
+			t.Fatalf("again: %+v %v", rep, err)
+		}
+		imp, _, _ := agentlogtest.Read(t, claudecode.Format{}, c.path)
+		want := imp.Sessions[0]
+		got := stored(t, e.st, want.Plan.ID)
+		if len(got) != len(want.Events) {
+			t.Fatalf("%s: %d events stored, import gives %d", c.path, len(got), len(want.Events))
+		}
+		for i, ev := range want.Events {
+			if got[i].Envelope.EventID != ev.EventID || got[i].Envelope.Type != ev.Type {
+				t.Fatalf("%s: event %d is %s %s, import gives %s %s", c.path, i+1, got[i].Envelope.Type, got[i].Envelope.EventID, ev.Type, ev.EventID)
+			}
+		}
+		ld, err := e.w.SourceLoad(ctx, api.SourceLoadRequest{SourceKey: key})
+		if err != nil || len(ld.Entries) != len(entries) {
+			t.Fatalf("load: %d entries of %d, %v", len(ld.Entries), len(entries), err)
+		}
+	}
+	r := request(t, e.nc, api.SubjectSourceAppend, api.SourceAppendRequest{SourceKey: api.SourceKey{Format: "claude-code", SessionKey: "x"},
+		Entries: []json.RawMessage{json.RawMessage(`[1]`)}})
+	if r.code() != string(schema.CodeBadRequest) {
+		t.Fatalf("not an object: %s", r.raw)
+	}
+}
