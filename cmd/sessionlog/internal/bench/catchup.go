@@ -15,11 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/sessionlog/sessionlog/internal/assemble"
-	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/internal/procstat"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
@@ -145,29 +141,12 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 			fmt.Fprintf(cfg.Progress, format+"\n", args...)
 		}
 	}
-	dir := cfg.Dir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "sessionlog-bench-catchup-")
-		if err != nil {
-			return res, err
-		}
-		defer os.RemoveAll(d)
-		dir = d
-	}
-	srv, err := natstest.Start(natstest.Options(filepath.Join(dir, "nats")))
+	e, err := startEmbedded(ctx, cfg.Dir, "sessionlog-bench-catchup-", cfg.Logger)
 	if err != nil {
 		return res, err
 	}
-	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		return res, err
-	}
-	defer nc.Close()
-	ls, err := logstore.Open(ctx, nc, logstore.Config{Logger: cfg.Logger})
-	if err != nil {
-		return res, err
-	}
+	defer e.close()
+	dir, ls := e.dir, e.st
 
 	say("filling the stream with %d events over %d sessions", cfg.Events, cfg.Sessions)
 	start := time.Now()

@@ -7,18 +7,15 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
@@ -56,29 +53,12 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	res.Events = cfg.Events
-	dir := cfg.Dir
-	if dir == "" {
-		d, err := os.MkdirTemp("", "sessionlog-bench-load-")
-		if err != nil {
-			return res, err
-		}
-		defer os.RemoveAll(d)
-		dir = d
-	}
-	srv, err := natstest.Start(natstest.Options(filepath.Join(dir, "nats")))
+	e, err := startEmbedded(ctx, cfg.Dir, "sessionlog-bench-load-", cfg.Logger)
 	if err != nil {
 		return res, err
 	}
-	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		return res, err
-	}
-	defer nc.Close()
-	st, err := logstore.Open(ctx, nc, logstore.Config{Logger: cfg.Logger})
-	if err != nil {
-		return res, err
-	}
+	defer e.close()
+	dir, nc, st := e.dir, e.nc, e.st
 	const id = "bench-load"
 	if _, err := sessiongen.Seed(ctx, st, id, cfg.Events, schema.MaxBatchEvents); err != nil {
 		return res, fmt.Errorf("seed: %w", err)
