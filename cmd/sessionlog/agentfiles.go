@@ -32,18 +32,11 @@ type agentVerb struct {
 }
 
 func openAgentVerb(ctx context.Context, name string, fs *flag.FlagSet, nf *natsFlags, stderr io.Writer) (*agentVerb, error) {
-	log, err := newLogger(fs, stderr)
+	v, err := nf.openVerb(ctx, name, fs, stderr)
 	if err != nil {
 		return nil, err
 	}
-	nf.Log = log
-	ctx, cancel := nf.verbContext(ctx, name)
-	nc, err := nf.connect("sessionlog-" + name)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	return &agentVerb{cl: client.New(nc), ctx: ctx, close: func() { nc.Close(); cancel() }}, nil
+	return &agentVerb{cl: client.New(v.nc), ctx: v.ctx, close: v.close}, nil
 }
 
 func lookupFormat(name string) (agentlog.Format, error) {

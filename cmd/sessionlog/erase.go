@@ -46,19 +46,13 @@ func runErase(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if *by == "" {
 		*by = "operator"
 	}
-	log, err := newLogger(fs, stderr)
+	v, err := nf.openVerb(ctx, "erase", fs, stderr)
 	if err != nil {
 		return err
 	}
-	nf.Log = log
-	ctx, cancel := nf.verbContext(ctx, "erase")
-	defer cancel()
+	defer v.close()
+	ctx, nc := v.ctx, v.nc
 	defer func() { err = verbError(ctx, err) }()
-	nc, err := nf.connect("sessionlog-erase")
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
 	body, _ := json.Marshal(api.EraseRequest{SessionID: id, Reason: *reason, By: *by, Cascade: *cascade})
 	var reply api.EraseReply
 	if done, err := operatorRequest(ctx, nc, api.SubjectErase, body, "erase",

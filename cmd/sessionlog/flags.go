@@ -273,6 +273,33 @@ func (n *natsFlags) verbContext(ctx context.Context, verb string) (context.Conte
 	return ctx, func() { cancelT(); cancelCause(nil) }
 }
 
+// verbConn is what a verb that talks to NATS holds after its flags: its
+// logger, its context (verbContext) and its connection.
+type verbConn struct {
+	log *slog.Logger
+	ctx context.Context
+	nc  *nats.Conn
+	// close closes the connection and ends the context.
+	close func()
+}
+
+// openVerb makes the logger of --log-level, bounds the verb's context
+// (verbContext) and connects as "sessionlog-<verb>".
+func (n *natsFlags) openVerb(ctx context.Context, verb string, fs *flag.FlagSet, stderr io.Writer) (*verbConn, error) {
+	log, err := newLogger(fs, stderr)
+	if err != nil {
+		return nil, err
+	}
+	n.Log = log
+	ctx, cancel := n.verbContext(ctx, verb)
+	nc, err := n.connect("sessionlog-" + verb)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &verbConn{log: log, ctx: ctx, nc: nc, close: func() { nc.Close(); cancel() }}, nil
+}
+
 // verbError replaces an error a verb got because its context ended with
 // the reason the context ended (deadline, lost connection).
 func verbError(ctx context.Context, err error) error {

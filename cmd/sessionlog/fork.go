@@ -65,19 +65,14 @@ func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	if !schema.ValidSessionID(parent) || !schema.ValidSessionID(req.ChildID) {
 		return usageErrorf("session ids must match ^[A-Za-z0-9_-]{1,128}$")
 	}
-	log, err := newLogger(fs, stderr)
+	v, err := nf.openVerb(ctx, "fork", fs, stderr)
 	if err != nil {
 		return err
 	}
-	nf.Log = log
-	ctx, cancel := nf.verbContext(ctx, "fork")
-	defer cancel()
+	defer v.close()
+	ctx, nc := v.ctx, v.nc
+	log := v.log
 	defer func() { err = verbError(ctx, err) }()
-	nc, err := nf.connect("sessionlog-fork")
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
 
 	stopBar := func() {}
 	if *progress != "never" {

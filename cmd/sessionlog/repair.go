@@ -33,19 +33,13 @@ func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	if !schema.ValidSessionID(id) {
 		return usageErrorf("session id %q must match ^[A-Za-z0-9_-]{1,128}$", id)
 	}
-	log, err := newLogger(fs, stderr)
+	v, err := nf.openVerb(ctx, "repair", fs, stderr)
 	if err != nil {
 		return err
 	}
-	nf.Log = log
-	ctx, cancel := nf.verbContext(ctx, "repair")
-	defer cancel()
+	defer v.close()
+	ctx, nc := v.ctx, v.nc
 	defer func() { err = verbError(ctx, err) }()
-	nc, err := nf.connect("sessionlog-repair")
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
 	body, _ := json.Marshal(repairer.RepairRequest{SessionID: id, Force: *force})
 	var reply repairer.RepairReply
 	if done, err := operatorRequest(ctx, nc, logstore.SubjectRepair, body, "repair", "", *jsonOut, stdout, &reply); done || err != nil {

@@ -54,25 +54,17 @@ func sreFlags(name string, stderr io.Writer) (*flag.FlagSet, *natsFlags) {
 
 // openSRE connects and opens the store without provisioning.
 func openSRE(ctx context.Context, name string, fs *flag.FlagSet, nf *natsFlags, stderr io.Writer) (*sre, error) {
-	log, err := newLogger(fs, stderr)
+	v, err := nf.openVerb(ctx, name, fs, stderr)
 	if err != nil {
 		return nil, err
 	}
-	nf.Log = log
-	ctx, cancel := nf.verbContext(ctx, name)
-	nc, err := nf.connect("sessionlog-" + name)
+	st, err := logstore.Open(v.ctx, v.nc, logstore.Config{NoProvision: true, Logger: v.log.With("component", "logstore")})
 	if err != nil {
-		cancel()
-		return nil, err
-	}
-	st, err := logstore.Open(ctx, nc, logstore.Config{NoProvision: true, Logger: log.With("component", "logstore")})
-	if err != nil {
-		nc.Close()
-		err = verbError(ctx, err)
-		cancel()
+		err = verbError(v.ctx, err)
+		v.close()
 		return nil, fmt.Errorf("open log store at %s: %w", redactURL(nf.URL), err)
 	}
-	return &sre{store: st, log: log, ctx: ctx, close: func() { nc.Close(); cancel() }}, nil
+	return &sre{store: st, log: v.log, ctx: v.ctx, close: v.close}, nil
 }
 
 // oneID parses a verb's single session id argument.

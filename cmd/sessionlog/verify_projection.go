@@ -28,19 +28,14 @@ func runVerifyProjection(ctx context.Context, args []string, stdout, stderr io.W
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected arguments %q", fs.Args())
 	}
-	log, err := newLogger(fs, stderr)
+	v, err := nf.openVerb(ctx, "verify-projection", fs, stderr)
 	if err != nil {
 		return err
 	}
-	nf.Log = log
-	ctx, cancel := nf.verbContext(ctx, "verify-projection")
-	defer cancel()
+	defer v.close()
+	ctx, nc := v.ctx, v.nc
+	log := v.log
 	defer func() { err = verbError(ctx, err) }()
-	nc, err := nf.connect("sessionlog-verify-projection")
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
 	store, err := openStore(ctx, nc, logstore.Config{NoProvision: true, Logger: log.With("component", "logstore")})
 	if err != nil {
 		return err
