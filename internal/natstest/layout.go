@@ -35,10 +35,14 @@ func (l Layout) String() string {
 // Replicas is the replica count of the store's streams and buckets.
 func (l Layout) Replicas() int { return max(l.Nodes, 1) }
 
-// ForEachLayout runs f as one subtest per layout of Layouts.
-func ForEachLayout(t *testing.T, f func(t *testing.T, l Layout)) {
+// ForEachLayout runs f as one subtest per layout given, or per layout of
+// Layouts when none is.
+func ForEachLayout(t *testing.T, f func(t *testing.T, l Layout), layouts ...Layout) {
 	t.Helper()
-	for _, l := range Layouts() {
+	if len(layouts) == 0 {
+		layouts = Layouts()
+	}
+	for _, l := range layouts {
 		t.Run(l.String(), func(t *testing.T) { f(t, l) })
 	}
 }
