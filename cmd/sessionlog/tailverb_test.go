@@ -38,14 +38,8 @@ func (s *syncBuffer) String() string {
 func TestTailAfterAndLive(t *testing.T) { natstest.ForEachLayout(t, testTailAfterAndLive) }
 
 func testTailAfterAndLive(t *testing.T, l natstest.Layout) {
-	d := natstest.RunLayout(t, l)
-	nc := d.Connect()
+	d, nc, st := layoutStore(t, l)
 	ctx := context.Background()
-	st, err := logstore.Open(ctx, nc, logstore.Config{Partitions: l.Partitions, Replicas: l.Replicas()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.WaitLeaders(nc)
 	now := time.Now().UTC()
 	mk := func(sid string, seq uint64) schema.Envelope {
 		typ, data := schema.TypeMessageUser, fmt.Sprintf(`{"content":"%s-%d"}`, sid, seq)
