@@ -239,12 +239,23 @@ func direct(t *testing.T, w *writer.Service) func(map[string]any) reply {
 // the log is whole (the agent is wrong), not_committed while a replica is
 // not reached (a leader cut off by a partition answers reads from what it
 // has, and a conflict would send a live agent away from its session; the
-// fault suite's agents were repaired under them after one).
+// fault suite's agents were repaired under them after one). On one stream
+// and on three partitions of an R3 cluster (the replica down is one of the
+// session's partition).
 func TestExpectedPastTailWhileDegraded(t *testing.T) {
+	natstest.ForEachLayout(t, testExpectedPastTailWhileDegraded,
+		natstest.Layout{Partitions: 1, Nodes: 3}, natstest.Layout{Partitions: 3, Nodes: 3})
+}
+
+func testExpectedPastTailWhileDegraded(t *testing.T, l natstest.Layout) {
 	c := natstest.RunCluster(t, 3)
-	e := newEnv(t, envOpts{url: c.Servers[0].ClientURL(), store: logstore.Config{Replicas: 3}})
-	lead := c.WaitStreamLeader(logstore.StreamName)
+	e := newEnv(t, envOpts{url: c.Servers[0].ClientURL(), store: logstore.Config{Replicas: 3, Partitions: l.Partitions}})
 	const sid = "ahead"
+	loc, err := e.st.Locate(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead := c.WaitStreamLeader(loc.Stream)
 	mustOK(t, e.nc, map[string]any{"sessionId": sid, "events": events(created(), userEv("x", "X"))})
 	ahead := map[string]any{"sessionId": sid, "expectedSeq": 5, "events": events(userEv("y", "Y"))}
 	if r := appendReq(t, e.nc, ahead); r.code() != string(schema.CodeConflict) {
