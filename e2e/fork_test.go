@@ -124,16 +124,26 @@ type fkEnv struct {
 	store *logstore.Store
 	nc    *nats.Conn // the store's
 	cl    *client.Client
+	// layout is where the store lives.
+	layout natstest.Layout
 }
 
 func fkStart(t *testing.T) *fkEnv {
 	t.Helper()
-	s := natstest.RunServer(t)
-	nc := natstest.Connect(t, s)
-	st, err := logstore.Open(context.Background(), nc, logstore.Config{})
+	return fkStartLayout(t, natstest.Layout{Partitions: 1, Nodes: 1})
+}
+
+// fkStartLayout is fkStart on the servers of layout l, every stream led
+// and current; forker processes are then started with fkForkerArgs.
+func fkStartLayout(t *testing.T, l natstest.Layout) *fkEnv {
+	t.Helper()
+	d := natstest.RunLayout(t, l)
+	nc := d.Connect()
+	st, err := logstore.Open(context.Background(), nc, logstore.Config{Partitions: l.Partitions, Replicas: l.Replicas()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	d.WaitLeaders(nc)
 	w, err := writer.New(writer.Config{Store: st, Conn: nc})
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +158,12 @@ func fkStart(t *testing.T) *fkEnv {
 		}
 	})
 	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, w.Ready)
-	return &fkEnv{t: t, url: s.ClientURL(), store: st, nc: nc, cl: client.New(natstest.Connect(t, s))}
+	return &fkEnv{t: t, url: d.URL, store: st, nc: nc, cl: client.New(d.Connect()), layout: l}
+}
+
+// forkerArgs are the flags a forker process needs for the env's store.
+func (e *fkEnv) forkerArgs(args ...string) []string {
+	return append([]string{"--partitions", strconv.Itoa(e.layout.Partitions), "--replicas", strconv.Itoa(e.layout.Replicas())}, args...)
 }
 
 func (e *fkEnv) snapshot(id string) string {
@@ -189,9 +204,16 @@ func (e *fkEnv) appendUser(id, text string) error {
 // The forker killed with SIGKILL in the middle of a 10,000-event copy and
 // started again: the child ends complete with fork/committed (or closed
 // as abandoned), is never usable half-copied, and the parent is
-// unchanged. Afterwards parent and child take appends independently.
+// unchanged. Afterwards parent and child take appends independently. On
+// one stream on one node, and on three partitions of an R3 cluster, where
+// every child lands in another partition than the parent's.
 func TestForkForkerKilledMidCopy(t *testing.T) {
-	e := fkStart(t)
+	natstest.ForEachLayout(t, testForkForkerKilledMidCopy,
+		natstest.Layout{Partitions: 1, Nodes: 1}, natstest.Layout{Partitions: 3, Nodes: 3})
+}
+
+func testForkForkerKilledMidCopy(t *testing.T, l natstest.Layout) {
+	e := fkStartLayout(t, l)
 	const n = 10_000
 	if _, err := sessiongen.Seed(context.Background(), e.store, "parent", n, 1000); err != nil {
 		t.Fatal(err)
@@ -200,12 +222,22 @@ func TestForkForkerKilledMidCopy(t *testing.T) {
 	// Small batches and a short staleness, so the copy takes long enough
 	// to be caught in the middle and the restarted forker takes it over
 	// at once.
-	args := []string{"--batch-size", "100", "--stale-after", "1s", "--sweep-interval", "200ms"}
+	args := e.forkerArgs("--batch-size", "100", "--stale-after", "1s", "--sweep-interval", "200ms")
 	var child string
 	var killedAt uint64
 	for try := 0; try < 5 && killedAt == 0; try++ {
 		fk := fkStartForker(t, e.url, args...)
 		child = fmt.Sprintf("child-%d", try)
+		if l.Partitions > 1 {
+			// Every try's child in another partition than the parent.
+			ploc, _ := e.store.Locate("parent")
+			for {
+				if cloc, _ := e.store.Locate(child); cloc.Stream != ploc.Stream {
+					break
+				}
+				child += "x"
+			}
+		}
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()

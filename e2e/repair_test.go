@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -67,18 +68,31 @@ type rpEnv struct {
 	url   string
 	nc    *nats.Conn
 	store *logstore.Store
+	// replicas of the store's streams, for the repairer processes.
+	replicas int
 }
 
 func rpStart(t *testing.T) *rpEnv {
 	t.Helper()
-	s := natstest.RunServer(t)
-	nc := natstest.Connect(t, s)
-	st, err := logstore.Open(context.Background(), nc, logstore.Config{LeaseTTL: rpTTL})
+	return rpStartLayout(t, natstest.Layout{Partitions: 1, Nodes: 1})
+}
+
+// rpStartLayout is rpStart on the servers of layout l, every stream led
+// and current.
+func rpStartLayout(t *testing.T, l natstest.Layout) *rpEnv {
+	t.Helper()
+	d := natstest.RunLayout(t, l)
+	nc := d.Connect()
+	st, err := logstore.Open(context.Background(), nc, logstore.Config{LeaseTTL: rpTTL, Partitions: l.Partitions, Replicas: l.Replicas()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &rpEnv{t: t, url: s.ClientURL(), nc: nc, store: st}
+	d.WaitLeaders(nc)
+	return &rpEnv{t: t, url: d.URL, nc: nc, store: st, replicas: l.Replicas()}
 }
+
+// rpLayouts: one stream on one node, three partitions on an R3 cluster.
+var rpLayouts = []natstest.Layout{{Partitions: 1, Nodes: 1}, {Partitions: 3, Nodes: 3}}
 
 // rpRun runs a service's Run until the test ends.
 func rpRun(t *testing.T, run func(context.Context) error, ready func() error) {
@@ -294,9 +308,14 @@ func (c *child) kill() {
 // heartbeats (several TTLs, turn open) nothing is repaired; after the kill
 // the session is repaired within TTL + grace + 1 s, the call is
 // outcome_unknown and the session paused: turn/started is refused with
-// paused until session/resumed.
+// paused until session/resumed. On one stream, and on three partitions of
+// an R3 cluster.
 func TestRepairKilledAgent(t *testing.T) {
-	e := rpStart(t)
+	natstest.ForEachLayout(t, testRepairKilledAgent, rpLayouts...)
+}
+
+func testRepairKilledAgent(t *testing.T, l natstest.Layout) {
+	e := rpStartLayout(t, l)
 	e.writer()
 	e.repairer(repairer.Config{Grace: rpGrace, SweepInterval: 200 * time.Millisecond})
 
@@ -420,11 +439,16 @@ func TestRepairerKilledMidRun(t *testing.T) {
 }
 
 // TestRepairReplicaProcesses: three repairer processes race over 200
-// orphans; every session is repaired exactly once.
+// orphans; every session is repaired exactly once. On one stream, and on
+// three partitions of an R3 cluster.
 func TestRepairReplicaProcesses(t *testing.T) {
-	e := rpStart(t)
+	natstest.ForEachLayout(t, testRepairReplicaProcesses, rpLayouts...)
+}
+
+func testRepairReplicaProcesses(t *testing.T, l natstest.Layout) {
+	e := rpStartLayout(t, l)
 	for i := 0; i < 3; i++ {
-		r := rpSpawn(t, "repairer", "-nats-url", e.url, "-ttl", rpTTL.String(), "-grace", rpGrace.String(), "-sweep", "300ms")
+		r := rpSpawn(t, "repairer", "-nats-url", e.url, "-replicas", strconv.Itoa(e.replicas), "-ttl", rpTTL.String(), "-grace", rpGrace.String(), "-sweep", "300ms")
 		r.waitLine(t, "READY", 30*time.Second)
 	}
 	const n = 200

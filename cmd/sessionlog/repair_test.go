@@ -14,15 +14,13 @@ import (
 	"github.com/sessionlog/sessionlog/services/repairer"
 )
 
-// `sessionlog repair <id> [--force]` against a running repairer.
-func TestRepairVerb(t *testing.T) {
-	s := natstest.RunServer(t)
-	nc := natstest.Connect(t, s)
+// `sessionlog repair <id> [--force]` against a running repairer; on one
+// stream and on three partitions, on one node and on an R3 cluster.
+func TestRepairVerb(t *testing.T) { natstest.ForEachLayout(t, testRepairVerb) }
+
+func testRepairVerb(t *testing.T, l natstest.Layout) {
+	d, nc, st := layoutStore(t, l)
 	ctx := context.Background()
-	st, err := logstore.Open(ctx, nc, logstore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	svc, err := repairer.New(repairer.Config{Store: st, Conn: nc})
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +47,7 @@ func TestRepairVerb(t *testing.T) {
 	}
 	run := func(args ...string) (int, string, string) {
 		var out, errb bytes.Buffer
-		code := Main(ctx, append([]string{"repair"}, append(args, "--nats-url", s.ClientURL())...), &out, &errb)
+		code := Main(ctx, append([]string{"repair"}, append(args, "--nats-url", d.URL)...), &out, &errb)
 		return code, out.String(), errb.String()
 	}
 	if code, _, stderr := run("s-cli"); code != 1 || !strings.Contains(stderr, "conflict") {

@@ -33,15 +33,13 @@ func (s *syncBuffer) String() string {
 
 // `sessionlog tail <id> --after N` prints the session's stored events
 // after seq N, then new ones and transient ones as they come, and nothing
-// of other sessions, until interrupted.
-func TestTailAfterAndLive(t *testing.T) {
-	s := natstest.RunServer(t)
-	nc := natstest.Connect(t, s)
+// of other sessions, until interrupted; on one stream and on three
+// partitions, on one node and on an R3 cluster.
+func TestTailAfterAndLive(t *testing.T) { natstest.ForEachLayout(t, testTailAfterAndLive) }
+
+func testTailAfterAndLive(t *testing.T, l natstest.Layout) {
+	d, nc, st := layoutStore(t, l)
 	ctx := context.Background()
-	st, err := logstore.Open(ctx, nc, logstore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now().UTC()
 	mk := func(sid string, seq uint64) schema.Envelope {
 		typ, data := schema.TypeMessageUser, fmt.Sprintf(`{"content":"%s-%d"}`, sid, seq)
@@ -61,7 +59,7 @@ func TestTailAfterAndLive(t *testing.T) {
 	var out, errb syncBuffer
 	done := make(chan int, 1)
 	go func() {
-		done <- Main(tctx, []string{"tail", "tl", "--after", "1", "--nats-url", s.ClientURL()}, &out, &errb)
+		done <- Main(tctx, []string{"tail", "tl", "--after", "1", "--nats-url", d.URL}, &out, &errb)
 	}()
 	wait := func(want ...string) {
 		t.Helper()

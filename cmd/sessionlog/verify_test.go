@@ -16,15 +16,13 @@ import (
 
 // `sessionlog verify` reports an event id stored twice in a session (as
 // JetStream stores it after its duplicate window, or under another
-// Nats-Msg-Id): one PROBLEM line, naming both seqs.
-func TestVerifyDuplicateEventID(t *testing.T) {
-	s := natstest.RunServer(t)
-	nc := natstest.Connect(t, s)
+// Nats-Msg-Id): one PROBLEM line, naming both seqs; on one stream and on
+// three partitions, on one node and on an R3 cluster.
+func TestVerifyDuplicateEventID(t *testing.T) { natstest.ForEachLayout(t, testVerifyDuplicateEventID) }
+
+func testVerifyDuplicateEventID(t *testing.T, l natstest.Layout) {
+	d, nc, st := layoutStore(t, l)
 	ctx := context.Background()
-	st, err := logstore.Open(ctx, nc, logstore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now().UTC()
 	mk := func(sid string, seq uint64, id, typ, data string) schema.Envelope {
 		return schema.Envelope{SchemaVersion: schema.Version, SessionID: sid, Seq: seq, EventID: id, Time: now, Type: typ, Data: []byte(data)}
@@ -47,12 +45,16 @@ func TestVerifyDuplicateEventID(t *testing.T) {
 	h.Set(logstore.HeaderMsgID, "twice:other-msg-id")
 	h.Set(logstore.HeaderSeq, "3")
 	h.Set(logstore.HeaderType, again.Type)
-	if _, err := natstest.JetStream(t, nc).PublishMsg(ctx, &nats.Msg{Subject: logstore.SubjectPrefix + "twice", Header: h, Data: body}); err != nil {
+	loc, err := st.Locate("twice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := natstest.JetStream(t, nc).PublishMsg(ctx, &nats.Msg{Subject: loc.Subject, Header: h, Data: body}); err != nil {
 		t.Fatal(err)
 	}
 	run := func(args ...string) (int, string) {
 		var out, errb bytes.Buffer
-		code := Main(ctx, append([]string{"verify"}, append(args, "--nats-url", s.ClientURL())...), &out, &errb)
+		code := Main(ctx, append([]string{"verify"}, append(args, "--nats-url", d.URL)...), &out, &errb)
 		return code, out.String()
 	}
 	if code, out := run("--session", "clean"); code != 0 || strings.Contains(out, "PROBLEM") {

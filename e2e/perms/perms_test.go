@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -32,6 +33,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
+	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/internal/testbin"
 )
@@ -251,9 +253,13 @@ func cli(t *testing.T, s *stack, op creds, args ...string) (string, error) {
 	return out.String(), nil
 }
 
-// exercise runs the product through the deployment's users, then tries
-// what an agent must not do.
-func exercise(t *testing.T, s *stack, agentC, opC creds) {
+// exercise runs the product through the deployment's users on a store of
+// that many partitions, then tries what an agent must not do.
+func exercise(t *testing.T, s *stack, partitions int, agentC, opC creds) {
+	layout, err := logstore.NewLayout(partitions)
+	if err != nil {
+		t.Fatal(err)
+	}
 	const marker = "secret-marker-7f3a"
 	agent := connect(t, s.natsURL, agentC)
 	// Another agent holding the same user, listening to every _INBOX
@@ -364,28 +370,47 @@ func exercise(t *testing.T, s *stack, agentC, opC creds) {
 		op.NoViolation(t)
 	})
 
+	// stored counts the messages of every session stream.
 	stored := func() uint64 {
 		t.Helper()
-		m, err := op.Request("$JS.API.STREAM.INFO.SESSIONS", nil, 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
+		var n uint64
+		for _, stream := range layout.Streams() {
+			m, err := op.Request("$JS.API.STREAM.INFO."+stream, nil, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var info struct {
+				State struct {
+					Msgs uint64 `json:"messages"`
+				} `json:"state"`
+				Error *struct {
+					Description string `json:"description"`
+				} `json:"error"`
+			}
+			if err := json.Unmarshal(m.Data, &info); err != nil || info.Error != nil {
+				t.Fatalf("stream info %s: %s: %v", stream, m.Data, err)
+			}
+			n += info.State.Msgs
 		}
-		var info struct {
-			State struct {
-				Msgs uint64 `json:"messages"`
-			} `json:"state"`
+		if n == 0 {
+			t.Fatalf("the streams %v hold nothing", layout.Streams())
 		}
-		if err := json.Unmarshal(m.Data, &info); err != nil || info.State.Msgs == 0 {
-			t.Fatalf("stream info %s: %v", m.Data, err)
-		}
-		return info.State.Msgs
+		return n
+	}
+	live, err := layout.Locate("s-live")
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	t.Run("agent is refused", func(t *testing.T) {
 		before := stored()
-		for _, subject := range []string{
-			"sessions.ev.s-live",
-			"sessions.ev.forged",
+		// The log's subjects: of one stream, and of every partition
+		// (DESIGN.md section 11), whatever the store holds.
+		logSubjects := []string{"sessions.ev.s-live", "sessions.ev.forged", live.Subject}
+		for p := range partitions {
+			logSubjects = append(logSubjects, fmt.Sprintf("sessions.%d.ev.forged", p))
+		}
+		for _, subject := range append(logSubjects,
 			"$KV.SESSION_LEASES.s-live",
 			"$KV.SESSION_CLAIMS.s-live",
 			"$KV.SESSION_FORKS.s-live",
@@ -393,22 +418,24 @@ func exercise(t *testing.T, s *stack, agentC, opC creds) {
 			"sessions.api.erase",
 			"$KV.SESSION_ERASED.s-live",
 			"sessions.audit.erased.s-live",
-			natsauth.ServiceInboxPrefix + ".x",
-		} {
+			natsauth.ServiceInboxPrefix+".x",
+		) {
 			if err := agent.Publish(subject, []byte(`{"forged":true}`)); err != nil {
 				t.Fatal(err)
 			}
 			agent.WantViolation(t, "Publish", subject)
 		}
-		for _, subject := range []string{
-			"$JS.API.STREAM.PURGE.SESSIONS",
-			"$JS.API.STREAM.DELETE.SESSIONS",
-			"$JS.API.STREAM.MSG.DELETE.SESSIONS",
-			"$JS.API.STREAM.INFO.SESSIONS",
-			"$JS.API.DIRECT.GET.SESSIONS.sessions.ev.s-live",
-			"$JS.API.CONSUMER.CREATE.SESSIONS",
-			"$JS.API.STREAM.DELETE.KV_SESSION_LEASES",
-		} {
+		api := []string{"$JS.API.STREAM.DELETE.KV_SESSION_LEASES"}
+		for _, stream := range layout.Streams() {
+			api = append(api,
+				"$JS.API.STREAM.PURGE."+stream,
+				"$JS.API.STREAM.DELETE."+stream,
+				"$JS.API.STREAM.MSG.DELETE."+stream,
+				"$JS.API.STREAM.INFO."+stream,
+				"$JS.API.CONSUMER.CREATE."+stream)
+		}
+		api = append(api, "$JS.API.DIRECT.GET."+live.Stream+"."+live.Subject)
+		for _, subject := range api {
 			if _, err := agent.Request(subject, []byte(`{"seq":1}`), 300*time.Millisecond); err == nil {
 				t.Errorf("%s answered", subject)
 			}
@@ -418,6 +445,7 @@ func exercise(t *testing.T, s *stack, agentC, opC creds) {
 			natsauth.ServiceInboxPrefix + ".>",
 			natsauth.OperatorInboxPrefix + ".>",
 			"sessions.ev.>",
+			"sessions.*.ev.>",
 			"sessions.api.>",
 			"$JS.API.>",
 			"$KV.>",
@@ -433,7 +461,11 @@ func exercise(t *testing.T, s *stack, agentC, opC creds) {
 		// A request whose reply subject is the log or a bucket: the service's
 		// answer must not land there (the server checks no publish
 		// permission of the requester on its reply subject).
-		for _, reply := range []string{"sessions.ev.s-victim", "$KV.SESSION_LEASES.s-live", "$KV.SESSION_CLAIMS.s-live"} {
+		victim, err := layout.Locate("s-victim")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, reply := range []string{"sessions.ev.s-victim", victim.Subject, "$KV.SESSION_LEASES.s-live", "$KV.SESSION_CLAIMS.s-live"} {
 			for _, subject := range []string{"sessions.api.append", "sessions.api.heartbeat", "sessions.api.fork"} {
 				if err := agent.PublishRequest(subject, reply, []byte(`{"sessionId":"s-live","holder":"h-evil","events":[]}`)); err != nil {
 					t.Fatal(err)
@@ -525,10 +557,15 @@ func deployEnv(skip string) []string {
 	return env
 }
 
-// TestDeployConfig: up on the shipped single-server config.
+// TestDeployConfig: up on the shipped single-server config, on one stream
+// and on three partitions.
 func TestDeployConfig(t *testing.T) {
-	s := startUp(t, deployEnv(""), "--nats-config", "../../deploy/nats/server.conf")
-	exercise(t, s, creds{"agent", deployPasswords["AGENT"]}, creds{"operator", deployPasswords["OPERATOR"]})
+	for _, partitions := range []int{1, 3} {
+		t.Run(fmt.Sprintf("P%d", partitions), func(t *testing.T) {
+			s := startUp(t, deployEnv(""), "--nats-config", "../../deploy/nats/server.conf", "--partitions", strconv.Itoa(partitions))
+			exercise(t, s, partitions, creds{"agent", deployPasswords["AGENT"]}, creds{"operator", deployPasswords["OPERATOR"]})
+		})
+	}
 }
 
 // TestUpNATSUser: up's own users, from --nats-user and --operator-user.
@@ -551,7 +588,7 @@ func TestUpNATSUser(t *testing.T) {
 			t.Fatalf("want an authorization error, got %v", err)
 		}
 	}
-	exercise(t, s, agent, op)
+	exercise(t, s, 1, agent, op)
 }
 
 // TestUpOpen: without users up says first that NATS is open, and refuses

@@ -97,6 +97,7 @@ func runRepairer(args []string) error {
 	fs := flag.NewFlagSet("repairer", flag.ContinueOnError)
 	url := fs.String("nats-url", nats.DefaultURL, "")
 	ttl := fs.Duration("ttl", 30*time.Second, "")
+	replicas := fs.Int("replicas", 1, "replicas of the store's streams and buckets")
 	cfg := assemble.DefaultRepairer()
 	fs.DurationVar(&cfg.Grace, "grace", cfg.Grace, "")
 	fs.DurationVar(&cfg.SweepInterval, "sweep", cfg.SweepInterval, "")
@@ -111,7 +112,7 @@ func runRepairer(args []string) error {
 	defer nc.Close()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	st, err := logstore.Open(ctx, nc, logstore.Config{LeaseTTL: *ttl, Logger: log})
+	st, err := logstore.Open(ctx, nc, logstore.Config{LeaseTTL: *ttl, Replicas: *replicas, Logger: log})
 	if err != nil {
 		return err
 	}

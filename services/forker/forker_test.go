@@ -35,16 +35,13 @@ var basic = []string{
 }
 
 // TestForkCuts forks at each kind of cut, on one stream and on three
-// partitions, where parent p (partition 2) and its children c-default and
-// c-one (partition 1) live in different streams.
-func TestForkCuts(t *testing.T) {
-	for _, partitions := range []int{1, 3} {
-		t.Run(fmt.Sprintf("P%d", partitions), func(t *testing.T) { testForkCuts(t, partitions) })
-	}
-}
+// partitions (one node and an R3 cluster), where parent p (partition 2)
+// and its children c-default and c-one (partition 1) live in different
+// streams, led by different nodes on the cluster.
+func TestForkCuts(t *testing.T) { natstest.ForEachLayout(t, testForkCuts) }
 
-func testForkCuts(t *testing.T, partitions int) {
-	e := newEnvPartitions(t, partitions, nil)
+func testForkCuts(t *testing.T, l natstest.Layout) {
+	e := newEnvLayout(t, l, nil)
 	e.appendLines("p", basic...)
 	parent, _ := e.st.Locate("p")
 	elsewhere := 0
@@ -77,8 +74,20 @@ func testForkCuts(t *testing.T, partitions int) {
 			}
 		})
 	}
-	if partitions > 1 && elsewhere == 0 {
+	if l.Partitions > 1 && elsewhere == 0 {
 		t.Fatalf("no child landed in another partition than its parent's %s", parent.Stream)
+	}
+	if l.Nodes > 1 {
+		// The copy crossed nodes: the streams of parent and children had
+		// different leaders (the store spreads them when it provisions).
+		leaders, err := e.st.PartitionLeaders(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		child, _ := e.st.Locate("c-default")
+		if leaders[child.Stream] == leaders[parent.Stream] {
+			t.Fatalf("parent's %s and child's %s both led by %q: %v", parent.Stream, child.Stream, leaders[parent.Stream], leaders)
+		}
 	}
 	if after := e.snapshot("p"); after != before {
 		t.Fatalf("the parent changed:\n%s\nwant\n%s", after, before)
@@ -428,9 +437,11 @@ func TestForkIndependentAppends(t *testing.T) {
 
 // Asking for the same fork again answers it again without writing; a
 // different fork into the same child id is a conflict. Two forks racing for
-// one child id: exactly one wins.
-func TestForkRetryAndRace(t *testing.T) {
-	e := newEnv(t, nil)
+// one child id: exactly one wins. On every layout.
+func TestForkRetryAndRace(t *testing.T) { natstest.ForEachLayout(t, testForkRetryAndRace) }
+
+func testForkRetryAndRace(t *testing.T, l natstest.Layout) {
+	e := newEnvLayout(t, l, nil)
 	e.appendLines("p", basic...)
 	e.appendLines("q", basic[:7]...)
 	r1 := e.mustFork(Request{ParentID: "p", ChildID: "c", At: &At{Seq: seqp(7)}})

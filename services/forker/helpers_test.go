@@ -26,21 +26,27 @@ type env struct {
 	ctx context.Context
 }
 
-func newEnv(t *testing.T, mod func(*Config)) *env { t.Helper(); return newEnvPartitions(t, 1, mod) }
-
-// newEnvPartitions is newEnv on a store of that many partitions.
-func newEnvPartitions(t *testing.T, partitions int, mod func(*Config)) *env {
+func newEnv(t *testing.T, mod func(*Config)) *env {
 	t.Helper()
-	srv := natstest.RunServer(t)
-	nc := natstest.Connect(t, srv)
+	return newEnvLayout(t, natstest.Layout{Partitions: 1, Nodes: 1}, mod)
+}
+
+// newEnvLayout is newEnv on the servers of layout l: a store of its
+// partitions with a replica on each of its nodes, every stream (the
+// forker's bucket too) led and current before the test starts.
+func newEnvLayout(t *testing.T, l natstest.Layout, mod func(*Config)) *env {
+	t.Helper()
+	d := natstest.RunLayout(t, l)
+	nc := d.Connect()
 	ctx, cancel := context.WithCancel(context.Background())
-	st, err := logstore.Open(ctx, nc, logstore.Config{Partitions: partitions})
+	st, err := logstore.Open(ctx, nc, logstore.Config{Partitions: l.Partitions, Replicas: l.Replicas()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, srv: srv, nc: nc, st: st, ctx: ctx}
+	e := &env{t: t, srv: d.Server, nc: nc, st: st, ctx: ctx}
 	e.svc = e.startForker(mod)
 	t.Cleanup(cancel)
+	d.WaitLeaders(nc)
 	return e
 }
 

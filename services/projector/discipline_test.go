@@ -2,7 +2,6 @@ package projector_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
 	"github.com/sessionlog/sessionlog/services/projector/loadgen"
@@ -272,15 +272,12 @@ func equal(a, b []string) bool {
 }
 
 // TestLineage: on three partitions the children (partitions 1 and 0) live in
-// another stream than their parent (partition 2).
-func TestLineage(t *testing.T) {
-	for _, partitions := range []int{1, 3} {
-		t.Run(fmt.Sprintf("P%d", partitions), func(t *testing.T) { testLineage(t, partitions) })
-	}
-}
+// another stream than their parent (partition 2), on one node and on an R3
+// cluster.
+func TestLineage(t *testing.T) { natstest.ForEachLayout(t, testLineage) }
 
-func testLineage(t *testing.T, partitions int) {
-	e := newEnvPartitions(t, partitions)
+func testLineage(t *testing.T, l natstest.Layout) {
+	e := newEnvLayout(t, l)
 	r := e.start(t.TempDir())
 	r.waitReady(t)
 	parent := loadgen.NewSession("parent", t0)

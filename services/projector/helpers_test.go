@@ -30,16 +30,27 @@ type env struct {
 	ctx context.Context
 }
 
-func newEnv(t *testing.T) *env { t.Helper(); return newEnvPartitions(t, 1) }
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	return newEnvLayout(t, natstest.Layout{Partitions: 1, Nodes: 1})
+}
 
 // newEnvPartitions is newEnv on a store of that many partitions.
 func newEnvPartitions(t *testing.T, partitions int) *env {
 	t.Helper()
-	srv := natstest.RunServer(t)
-	nc := natstest.Connect(t, srv)
+	return newEnvLayout(t, natstest.Layout{Partitions: partitions, Nodes: 1})
+}
+
+// newEnvLayout is newEnv on the servers of layout l: a store of its
+// partitions with a replica on each of its nodes, every stream led and
+// current before the test starts.
+func newEnvLayout(t *testing.T, l natstest.Layout) *env {
+	t.Helper()
+	d := natstest.RunLayout(t, l)
+	nc := d.Connect()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	ls, err := logstore.Open(ctx, nc, logstore.Config{Partitions: partitions})
+	ls, err := logstore.Open(ctx, nc, logstore.Config{Partitions: l.Partitions, Replicas: l.Replicas()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +58,8 @@ func newEnvPartitions(t *testing.T, partitions int) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, srv: srv, nc: nc, ls: ls, js: js, ctx: ctx}
+	d.WaitLeaders(nc)
+	return &env{t: t, srv: d.Server, nc: nc, ls: ls, js: js, ctx: ctx}
 }
 
 // running is a projector started by a test.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
 	"github.com/sessionlog/sessionlog/services/projector/loadgen"
@@ -37,15 +38,11 @@ func checkRebuild(t *testing.T, e *env, r *running) {
 }
 
 // TestCatchUpServesViewsEqualToRebuild: on one stream and on three
-// partitions.
-func TestCatchUpServesViewsEqualToRebuild(t *testing.T) {
-	for _, partitions := range []int{1, 3} {
-		t.Run(fmt.Sprintf("P%d", partitions), func(t *testing.T) { testCatchUp(t, partitions) })
-	}
-}
+// partitions, on one node and on an R3 cluster.
+func TestCatchUpServesViewsEqualToRebuild(t *testing.T) { natstest.ForEachLayout(t, testCatchUp) }
 
-func testCatchUp(t *testing.T, partitions int) {
-	e := newEnvPartitions(t, partitions)
+func testCatchUp(t *testing.T, l natstest.Layout) {
+	e := newEnvLayout(t, l)
 	fleet := loadgen.NewFleet("s", 20, 1, t0)
 	if _, err := fleet.Fill(e.ctx, e.ls, 3000); err != nil {
 		t.Fatal(err)

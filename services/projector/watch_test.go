@@ -93,15 +93,14 @@ func next(t *testing.T, ch <-chan sseEvent, skipPings bool) sseEvent {
 	}
 }
 
-// TestWatchReconnectAndTransient: on one stream and on three partitions.
+// TestWatchReconnectAndTransient: on one stream and on three partitions,
+// on one node and on an R3 cluster.
 func TestWatchReconnectAndTransient(t *testing.T) {
-	for _, partitions := range []int{1, 3} {
-		t.Run(fmt.Sprintf("P%d", partitions), func(t *testing.T) { testWatchReconnectAndTransient(t, partitions) })
-	}
+	natstest.ForEachLayout(t, testWatchReconnectAndTransient)
 }
 
-func testWatchReconnectAndTransient(t *testing.T, partitions int) {
-	e := newEnvPartitions(t, partitions)
+func testWatchReconnectAndTransient(t *testing.T, l natstest.Layout) {
+	e := newEnvLayout(t, l)
 	r := e.start(t.TempDir())
 	r.waitReady(t)
 	s := loadgen.NewSession("w", t0)

@@ -33,18 +33,24 @@ type env struct {
 	url   string
 }
 
-func newEnv(t *testing.T) *env { t.Helper(); return newEnvPartitions(t, 1) }
-
-// newEnvPartitions is newEnv on a store of that many partitions.
-func newEnvPartitions(t *testing.T, partitions int) *env {
+func newEnv(t *testing.T) *env {
 	t.Helper()
-	s := natstest.RunServer(t)
-	nc := natstest.Connect(t, s)
-	st, err := logstore.Open(context.Background(), nc, logstore.Config{LeaseTTL: testTTL, Partitions: partitions})
+	return newEnvLayout(t, natstest.Layout{Partitions: 1, Nodes: 1})
+}
+
+// newEnvLayout is newEnv on the servers of layout l: a store of its
+// partitions with a replica on each of its nodes, every stream led and
+// current before the test starts.
+func newEnvLayout(t *testing.T, l natstest.Layout) *env {
+	t.Helper()
+	d := natstest.RunLayout(t, l)
+	nc := d.Connect()
+	st, err := logstore.Open(context.Background(), nc, logstore.Config{LeaseTTL: testTTL, Partitions: l.Partitions, Replicas: l.Replicas()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, nc: nc, store: st, url: s.ClientURL()}
+	d.WaitLeaders(nc)
+	return &env{t: t, nc: nc, store: st, url: d.URL}
 }
 
 type running struct {
@@ -168,14 +174,13 @@ const (
 	evStarted   = `{"type":"tool/started","turnId":"t1","toolCallId":"c1"}`
 )
 
+// A lapsed lease is repaired after TTL + grace, on every layout.
 func TestLeaseExpiryRepairsWithinTTLPlusGrace(t *testing.T) {
-	for _, partitions := range []int{1, 3} {
-		t.Run(fmt.Sprintf("P%d", partitions), func(t *testing.T) { testLeaseExpiryRepairs(t, partitions) })
-	}
+	natstest.ForEachLayout(t, testLeaseExpiryRepairs)
 }
 
-func testLeaseExpiryRepairs(t *testing.T, partitions int) {
-	e := newEnvPartitions(t, partitions)
+func testLeaseExpiryRepairs(t *testing.T, l natstest.Layout) {
+	e := newEnvLayout(t, l)
 	r := e.start(Config{Grace: testGrace})
 	e.appendEvents("s-1", evCreated, evTurn, evRequested, evStarted)
 	claimed := time.Now()
@@ -237,8 +242,13 @@ func errCode(reply map[string]any) string {
 
 // A session whose holder never named itself makes no claim of liveness:
 // it is never repaired automatically (a sweep passes it by), only on demand.
+// On every layout.
 func TestNeverClaimedRepairedOnlyOnDemand(t *testing.T) {
-	e := newEnv(t)
+	natstest.ForEachLayout(t, testNeverClaimedRepairedOnlyOnDemand)
+}
+
+func testNeverClaimedRepairedOnlyOnDemand(t *testing.T, l natstest.Layout) {
+	e := newEnvLayout(t, l)
 	r := e.start(Config{Grace: testGrace, SweepInterval: 100 * time.Millisecond})
 	e.appendEvents("s-free", evCreated, evTurn, evRequested)
 	// Let several sweeps and a full TTL + grace pass.
@@ -362,16 +372,14 @@ func TestLiveHolderNeverRepaired(t *testing.T) {
 }
 
 // Sessions orphaned while no repairer ran are found by the sweep on start,
-// on one stream and spread over three partitions (each repair grouped
-// with others of its stream only).
+// on one stream and spread over three partitions, on one node and on an
+// R3 cluster (each repair grouped with others of its stream only).
 func TestSweepOnStartFindsOrphans(t *testing.T) {
-	for _, partitions := range []int{1, 3} {
-		t.Run(fmt.Sprintf("P%d", partitions), func(t *testing.T) { testSweepOnStartFindsOrphans(t, partitions) })
-	}
+	natstest.ForEachLayout(t, testSweepOnStartFindsOrphans)
 }
 
-func testSweepOnStartFindsOrphans(t *testing.T, partitions int) {
-	e := newEnvPartitions(t, partitions)
+func testSweepOnStartFindsOrphans(t *testing.T, l natstest.Layout) {
+	e := newEnvLayout(t, l)
 	for i := 0; i < 10; i++ {
 		id := fmt.Sprintf("s-%d", i)
 		e.appendEvents(id, evCreated, evTurn)

@@ -2,7 +2,6 @@ package writer_test
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,15 +17,12 @@ func u64(n uint64) *uint64 { return &n }
 
 // Every refusal of the append table (except the two outcomes that need a
 // broken JetStream, tested below): the code in the body and in the micro
-// error header, and nothing stored; on one stream and on three partitions.
-func TestAppendErrorCodes(t *testing.T) {
-	for _, partitions := range []int{1, 3} {
-		t.Run(fmt.Sprintf("P%d", partitions), func(t *testing.T) { testAppendErrorCodes(t, partitions) })
-	}
-}
+// error header, and nothing stored; on one stream, on three partitions
+// and on three partitions of an R3 cluster.
+func TestAppendErrorCodes(t *testing.T) { natstest.ForEachLayout(t, testAppendErrorCodes) }
 
-func testAppendErrorCodes(t *testing.T, partitions int) {
-	e := newEnv(t, envOpts{store: logstore.Config{Partitions: partitions}})
+func testAppendErrorCodes(t *testing.T, l natstest.Layout) {
+	e := newEnvLayout(t, l, envOpts{})
 	nc := e.nc
 	ctx := context.Background()
 
@@ -164,9 +160,12 @@ func TestAppendFillsEnvelope(t *testing.T) {
 
 // The same request twice: the second is a duplicate with the original
 // seqs, stored once; with and without expectedSeq, for one event and a
-// batch, and for a retry older than the writer's remembered ids.
-func TestAppendDuplicateRetry(t *testing.T) {
-	e := newEnv(t, envOpts{})
+// batch, and for a retry older than the writer's remembered ids; on every
+// layout.
+func TestAppendDuplicateRetry(t *testing.T) { natstest.ForEachLayout(t, testAppendDuplicateRetry) }
+
+func testAppendDuplicateRetry(t *testing.T, l natstest.Layout) {
+	e := newEnvLayout(t, l, envOpts{})
 	mustOK(t, e.nc, map[string]any{"sessionId": "s1", "expectedSeq": 0, "events": events(created())})
 	user := func(id string) map[string]any {
 		return ev(schema.TypeMessageUser, "eventId", id, "data", map[string]any{"content": id})

@@ -27,6 +27,10 @@ type env struct {
 	st  *logstore.Store
 	w   *writer.Service
 	dir string
+	// url reaches every node the env's servers run on.
+	url string
+	// dep is the layout's servers (newEnvLayout).
+	dep *natstest.Deployment
 }
 
 type envOpts struct {
@@ -47,6 +51,7 @@ func newEnv(t *testing.T, o envOpts) *env {
 	if url == "" {
 		url = e.srv.ClientURL()
 	}
+	e.url = url
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
@@ -58,6 +63,20 @@ func newEnv(t *testing.T, o envOpts) *env {
 		t.Fatal(err)
 	}
 	e.w = startWriter(t, e.st, nc, o.writer)
+	return e
+}
+
+// newEnvLayout is newEnv on the servers of layout l: a store of its
+// partitions with a replica on each of its nodes, every stream led and
+// current before the test starts.
+func newEnvLayout(t *testing.T, l natstest.Layout, o envOpts) *env {
+	t.Helper()
+	d := natstest.RunLayout(t, l)
+	o.url = d.URL
+	o.store.Partitions, o.store.Replicas = l.Partitions, l.Replicas()
+	e := newEnv(t, o)
+	e.srv, e.dep = d.Server, d
+	d.WaitLeaders(e.nc)
 	return e
 }
 

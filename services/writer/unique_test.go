@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -23,16 +22,28 @@ import (
 const shortWindow = time.Second
 
 // waitWindowPassed waits until JetStream's duplicate window no longer
-// holds messages stored before the call: a probe id stored now is
-// published again until the stream stores it again (a separate session,
-// so the sessions under test are untouched).
-func waitWindowPassed(t *testing.T, nc *nats.Conn) {
+// holds messages stored before the call in the stream of session sid: a
+// probe id stored now is published again until the stream stores it again
+// (a separate session of the same partition, so the sessions under test
+// are untouched).
+func waitWindowPassed(t *testing.T, e *env, sid string) {
 	t.Helper()
-	js := natstest.JetStream(t, nc)
+	js := natstest.JetStream(t, e.nc)
 	ctx := context.Background()
+	want, err := e.st.Locate(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var loc logstore.Location
 	probe := fmt.Sprintf("window-probe-%d", time.Now().UnixNano())
+	for loc.Stream != want.Stream {
+		probe += "x"
+		if loc, err = e.st.Locate(probe); err != nil {
+			t.Fatal(err)
+		}
+	}
 	send := func() (*jetstream.PubAck, error) {
-		return js.Publish(ctx, logstore.SubjectPrefix+probe, []byte("probe"), jetstream.WithMsgID(probe))
+		return js.Publish(ctx, loc.Subject, []byte("probe"), jetstream.WithMsgID(probe))
 	}
 	if ack, err := send(); err != nil || ack.Duplicate {
 		t.Fatalf("probe: %+v %v", ack, err)
@@ -147,7 +158,7 @@ func uniqueIDs(t *testing.T, e *env) {
 	for i := 5; i < 75; i++ {
 		mustOK(t, e.nc, map[string]any{"sessionId": sid, "events": events(userEv(fmt.Sprintf("z%d", i), "Z"))})
 	}
-	waitWindowPassed(t, e.nc)
+	waitWindowPassed(t, e, sid)
 	t.Run("AfterWindow", func(t *testing.T) { uniqueIDCases(t, e.st, sid, send) })
 	t.Run("ColdWriter", func(t *testing.T) {
 		w, err := writer.New(writer.Config{Store: e.st, Conn: e.nc})
@@ -162,19 +173,30 @@ func uniqueIDs(t *testing.T, e *env) {
 	}
 }
 
+// Layouts of one node and of an R3 cluster, each on one stream and on
+// three partitions.
+var (
+	r1Layouts = []natstest.Layout{{Partitions: 1, Nodes: 1}, {Partitions: 3, Nodes: 1}}
+	r3Layouts = []natstest.Layout{{Partitions: 1, Nodes: 3}, {Partitions: 3, Nodes: 3}}
+)
+
+// shortWindowEnv is an env on layout l whose streams forget message ids
+// after shortWindow.
+func shortWindowEnv(t *testing.T, l natstest.Layout) *env {
+	t.Helper()
+	return newEnvLayout(t, l, envOpts{store: logstore.Config{Duplicates: shortWindow}})
+}
+
 // An event id is unique in its session for the session's whole life (not
 // only JetStream's duplicate window), on a single node.
 func TestUniqueEventIDsR1(t *testing.T) {
-	uniqueIDs(t, newEnv(t, envOpts{store: logstore.Config{Duplicates: shortWindow}}))
+	natstest.ForEachLayout(t, func(t *testing.T, l natstest.Layout) { uniqueIDs(t, shortWindowEnv(t, l)) }, r1Layouts...)
 }
 
 // The same on an R3 cluster, where JetStream deduplicates before it
 // checks the expected sequence.
 func TestUniqueEventIDsR3(t *testing.T) {
-	c := natstest.RunCluster(t, 3)
-	e := newEnv(t, envOpts{url: c.URLs(), store: logstore.Config{Replicas: 3, Duplicates: shortWindow}})
-	c.WaitStreamLeader(logstore.StreamName)
-	uniqueIDs(t, e)
+	natstest.ForEachLayout(t, func(t *testing.T, l natstest.Layout) { uniqueIDs(t, shortWindowEnv(t, l)) }, r3Layouts...)
 }
 
 // Two writers, one whose cached state is behind: the append it sends
@@ -182,14 +204,11 @@ func TestUniqueEventIDsR3(t *testing.T) {
 // single node; on R3, inside the window, a duplicate id first), and the
 // answer comes from the stored events.
 func TestUniqueEventIDsStaleWriterR1(t *testing.T) {
-	staleWriter(t, newEnv(t, envOpts{store: logstore.Config{Duplicates: shortWindow}}))
+	natstest.ForEachLayout(t, func(t *testing.T, l natstest.Layout) { staleWriter(t, shortWindowEnv(t, l)) }, r1Layouts...)
 }
 
 func TestUniqueEventIDsStaleWriterR3(t *testing.T) {
-	c := natstest.RunCluster(t, 3)
-	e := newEnv(t, envOpts{url: c.URLs(), store: logstore.Config{Replicas: 3, Duplicates: shortWindow}})
-	c.WaitStreamLeader(logstore.StreamName)
-	staleWriter(t, e)
+	natstest.ForEachLayout(t, func(t *testing.T, l natstest.Layout) { staleWriter(t, shortWindowEnv(t, l)) }, r3Layouts...)
 }
 
 func staleWriter(t *testing.T, e *env) {
@@ -239,12 +258,23 @@ func direct(t *testing.T, w *writer.Service) func(map[string]any) reply {
 // the log is whole (the agent is wrong), not_committed while a replica is
 // not reached (a leader cut off by a partition answers reads from what it
 // has, and a conflict would send a live agent away from its session; the
-// fault suite's agents were repaired under them after one).
+// fault suite's agents were repaired under them after one). On one stream
+// and on three partitions of an R3 cluster (the replica down is one of the
+// session's partition).
 func TestExpectedPastTailWhileDegraded(t *testing.T) {
+	natstest.ForEachLayout(t, testExpectedPastTailWhileDegraded,
+		natstest.Layout{Partitions: 1, Nodes: 3}, natstest.Layout{Partitions: 3, Nodes: 3})
+}
+
+func testExpectedPastTailWhileDegraded(t *testing.T, l natstest.Layout) {
 	c := natstest.RunCluster(t, 3)
-	e := newEnv(t, envOpts{url: c.Servers[0].ClientURL(), store: logstore.Config{Replicas: 3}})
-	lead := c.WaitStreamLeader(logstore.StreamName)
+	e := newEnv(t, envOpts{url: c.Servers[0].ClientURL(), store: logstore.Config{Replicas: 3, Partitions: l.Partitions}})
 	const sid = "ahead"
+	loc, err := e.st.Locate(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lead := c.WaitStreamLeader(loc.Stream)
 	mustOK(t, e.nc, map[string]any{"sessionId": sid, "events": events(created(), userEv("x", "X"))})
 	ahead := map[string]any{"sessionId": sid, "expectedSeq": 5, "events": events(userEv("y", "Y"))}
 	if r := appendReq(t, e.nc, ahead); r.code() != string(schema.CodeConflict) {
