@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/agentlog/formats"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/forker"
 )
 
 // The source endpoints (DESIGN.md section 15) serve an agent's own
@@ -27,8 +29,14 @@ func sourceSession(k api.SourceKey) (agentlog.Format, string, error) {
 	if !ok {
 		return nil, "", schema.Errorf(schema.CodeBadRequest, "unknown format %q", k.Format)
 	}
+	if err := checkProject(k.Format, k.ProjectKey); err != nil {
+		return nil, "", err
+	}
 	if k.SessionKey == "" || path.Base(k.SessionKey) != k.SessionKey || k.SessionKey == "." || k.SessionKey == ".." {
 		return nil, "", schema.Errorf(schema.CodeBadRequest, "sessionKey %q is not a file name", k.SessionKey)
+	}
+	if len(k.SessionKey) > maxSourceSessionKey || len(k.Subpath) > maxSourceSubpath {
+		return nil, "", schema.Errorf(schema.CodeBadRequest, "sessionKey over %d bytes or subpath over %d", maxSourceSessionKey, maxSourceSubpath)
 	}
 	p := "/" + k.SessionKey + ".jsonl"
 	if k.Subpath != "" {
@@ -77,6 +85,12 @@ func (s *Service) SourceLoad(ctx context.Context, req api.SourceLoadRequest) (ap
 	if err != nil {
 		return api.SourceLoadReply{}, err
 	}
+	if _, err := s.sourceOwner(ctx, req.SourceKey, id, false); schema.CodeOf(err) == schema.CodeConflict {
+		// Another project's session: this key was never written.
+		return api.SourceLoadReply{Entries: []json.RawMessage{}}, nil
+	} else if err != nil {
+		return api.SourceLoadReply{}, err
+	}
 	events, err := s.readAll(ctx, id)
 	if err != nil || len(events) == 0 {
 		return api.SourceLoadReply{Entries: []json.RawMessage{}}, err
@@ -92,24 +106,34 @@ func (s *Service) SourceLoad(ctx context.Context, req api.SourceLoadRequest) (ap
 }
 
 func (s *Service) handleSourceLoad(ctx context.Context, m *nats.Msg) {
-	var req api.SourceLoadRequest
-	if err := unmarshal(m.Data, &req); err != nil {
-		s.respondErr(m.Reply, errorDetail(schema.Errorf(schema.CodeBadRequest, "request is not a valid source load request: %v", err)))
-		return
-	}
-	rep, err := s.SourceLoad(ctx, req)
-	s.respondJSON(m.Reply, rep, err)
+	serveSource(s, ctx, m, "load", s.SourceLoad)
 }
 
 // sourceBatch is the events per atomic append of a source append.
 const sourceBatch = 500
 
 // SourceAppend maps a transcript's stored entries followed by the new ones
-// as `import` maps the file, and appends the events after the stored tail
-// (the main session; a branch's fork child is left to import and ship).
-// An entry whose key (uuid) or text is stored already adds nothing.
+// as `import` maps the file, and appends what is not stored yet of each
+// session they give (the main session, then a branch's fork child, forked
+// as import forks it), through the step import and ship share
+// (agentlog.AppendSink). An entry whose key (uuid) or text is stored
+// already adds nothing. The first append of a key records its project in
+// the source index; a key of another project that maps to the same
+// session is refused.
 func (s *Service) SourceAppend(ctx context.Context, req api.SourceAppendRequest) (api.SourceAppendReply, error) {
 	f, id, err := sourceSession(req.SourceKey)
+	if err != nil {
+		return api.SourceAppendReply{}, err
+	}
+	entries := make([][]byte, len(req.Entries))
+	for i, e := range req.Entries {
+		var c bytes.Buffer
+		if err := json.Compact(&c, e); err != nil || !bytes.HasPrefix(c.Bytes(), []byte("{")) {
+			return api.SourceAppendReply{}, schema.Errorf(schema.CodeBadRequest, "entry %d is not a JSON object", i)
+		}
+		entries[i] = c.Bytes()
+	}
+	created, err := s.sourceOwner(ctx, req.SourceKey, id, true)
 	if err != nil {
 		return api.SourceAppendReply{}, err
 	}
@@ -118,14 +142,13 @@ func (s *Service) SourceAppend(ctx context.Context, req api.SourceAppendRequest)
 		return api.SourceAppendReply{}, err
 	}
 	var lines []json.RawMessage
-	var tail uint64
-	var tailID string
+	rep := api.SourceAppendReply{SessionID: id}
 	if len(stored) > 0 {
 		x, err := agentlog.NewExport(f.Name(), stored)
 		if err != nil {
 			return api.SourceAppendReply{}, err
 		}
-		lines, tail, tailID = x.Lines, stored[len(stored)-1].Seq, stored[len(stored)-1].EventID
+		lines, rep.LastSeq = x.Lines, stored[len(stored)-1].Seq
 	}
 	seen := map[string]bool{}
 	m := f.NewMapper("")
@@ -139,64 +162,83 @@ func (s *Service) SourceAppend(ctx context.Context, req api.SourceAppendRequest)
 		seen[keyOf(l)] = true
 	}
 	added := 0
-	for i, e := range req.Entries {
-		var c bytes.Buffer
-		if err := json.Compact(&c, e); err != nil || !bytes.HasPrefix(c.Bytes(), []byte("{")) {
-			return api.SourceAppendReply{}, schema.Errorf(schema.CodeBadRequest, "entry %d is not a JSON object", i)
-		}
-		if k := keyOf(c.Bytes()); !seen[k] {
+	for _, c := range entries {
+		if k := keyOf(c); !seen[k] {
 			seen[k] = true
-			lines = append(lines, c.Bytes())
+			lines = append(lines, c)
 			added++
 		}
 	}
-	rep := api.SourceAppendReply{SessionID: id, LastSeq: tail}
-	if added == 0 {
-		return rep, nil
-	}
-	events, err := mapLines(f, req.SourceKey, id, lines)
-	if err != nil {
-		return api.SourceAppendReply{}, err
-	}
-	var fresh []schema.Envelope
-	for _, e := range events {
-		switch {
-		case e.Seq < tail:
-		case e.Seq == tail:
-			if e.EventID != tailID {
-				return api.SourceAppendReply{}, schema.Errorf(schema.CodeConflict, "session %s differs from the entries at seq %d (stored event %s, the entries give %s)", id, tail, tailID, e.EventID)
-			}
-		default:
-			e.Seq, e.SessionID = 0, ""
-			fresh = append(fresh, e)
-		}
-	}
-	for len(fresh) > 0 {
-		n := min(len(fresh), sourceBatch)
-		exp := rep.LastSeq
-		body, err := json.Marshal(api.AppendRequest{SessionID: id, ExpectedSeq: &exp, Events: fresh[:n]})
-		if err != nil {
+	if added > 0 {
+		if err := s.appendLines(ctx, f, req.SourceKey, id, lines, &rep); err != nil {
 			return api.SourceAppendReply{}, err
 		}
-		r, err := s.Append(ctx, body)
-		if err != nil {
+	}
+	if rep.Appended > 0 || created {
+		if err := s.indexSource(ctx, req.SourceKey, id); err != nil {
 			return api.SourceAppendReply{}, err
 		}
-		rep.LastSeq = r.LastSeq
-		if !r.Duplicate {
-			rep.Appended += n
-		}
-		fresh = fresh[n:]
 	}
 	return rep, nil
 }
 
-// mapLines maps lines as import maps the file the key names, and returns
-// the main session's events.
-func mapLines(f agentlog.Format, k api.SourceKey, id string, lines []json.RawMessage) ([]schema.Envelope, error) {
+// appendLines maps lines as import maps the file the key names, and
+// appends what is new of each session; rep gets the main session's.
+// A branch that cannot be written now (no forker answers, its copy is not
+// committed yet) is logged and left to the next append, which maps it
+// again: the key names the main transcript, and that is in.
+func (s *Service) appendLines(ctx context.Context, f agentlog.Format, k api.SourceKey, id string, lines []json.RawMessage, rep *api.SourceAppendReply) error {
+	mainDone := false
+	sink := &agentlog.AppendSink{Ctx: ctx, Log: writerLog{s}, Batch: sourceBatch,
+		Finished: func(p agentlog.Plan, last uint64, added int) {
+			if p.ID == id {
+				rep.LastSeq, rep.Appended, mainDone = last, added, true
+			}
+		}}
+	err := mapLines(f, k, lines, sink)
+	var de *agentlog.DivergedError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &de) && de.Session == id:
+		return schema.Errorf(schema.CodeConflict, "%v", de)
+	case mainDone:
+		s.log.Warn("source append: a branch of the transcript is left for the next append", "session", id, "err", err)
+		return nil
+	}
+	return err
+}
+
+// writerLog is agentlog.Log on the writer's own append path.
+type writerLog struct{ s *Service }
+
+func (l writerLog) Tail(ctx context.Context, id string) (uint64, string, error) {
+	t, err := l.s.st.Tail(ctx, id)
+	return t.Seq, t.EventID, err
+}
+
+func (l writerLog) Append(ctx context.Context, id string, expected uint64, events []schema.Envelope) (uint64, bool, error) {
+	body, err := json.Marshal(api.AppendRequest{SessionID: id, ExpectedSeq: &expected, Events: events})
+	if err != nil {
+		return 0, false, err
+	}
+	r, err := l.s.Append(ctx, body)
+	return r.LastSeq, r.Duplicate, err
+}
+
+func (l writerLog) Fork(ctx context.Context, parent, child string, seq uint64) error {
+	_, err := forker.Call(ctx, l.s.nc, forker.Request{ParentID: parent, ChildID: child, At: &api.ForkAt{Seq: &seq}})
+	if schema.CodeOf(err) == schema.CodeConflict {
+		return nil // the child exists
+	}
+	return err
+}
+
+// mapLines maps lines as import maps the file the key names.
+func mapLines(f agentlog.Format, k api.SourceKey, lines []json.RawMessage, sink agentlog.Sink) error {
 	dir, err := os.MkdirTemp("", "sessionlog-source-")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer os.RemoveAll(dir)
 	p := filepath.Join(dir, k.SessionKey+".jsonl")
@@ -204,7 +246,7 @@ func mapLines(f agentlog.Format, k api.SourceKey, id string, lines []json.RawMes
 		p = filepath.Join(dir, k.SessionKey, filepath.FromSlash(k.Subpath)+".jsonl")
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return nil, err
+		return err
 	}
 	var b bytes.Buffer
 	for _, l := range lines {
@@ -212,38 +254,14 @@ func mapLines(f agentlog.Format, k api.SourceKey, id string, lines []json.RawMes
 		b.WriteByte('\n')
 	}
 	if err := os.WriteFile(p, b.Bytes(), 0o600); err != nil {
-		return nil, err
+		return err
 	}
-	sink := &mainSink{id: id}
-	if _, err := agentlog.ReadFile(f, p, agentlog.Options{}, sink); err != nil {
-		return nil, schema.Errorf(schema.CodeBadRequest, "entries: %v", err)
-	}
-	return sink.events, nil
-}
-
-// mainSink keeps the events of one session.
-type mainSink struct {
-	id, cur string
-	events  []schema.Envelope
-}
-
-func (s *mainSink) Session(p agentlog.Plan) error { s.cur = p.ID; return nil }
-func (s *mainSink) Done() error                   { return nil }
-func (s *mainSink) Event(e schema.Envelope) error {
-	if s.cur == s.id {
-		s.events = append(s.events, e)
-	}
-	return nil
+	_, err = agentlog.ReadFile(f, p, agentlog.Options{}, sink)
+	return err
 }
 
 func (s *Service) handleSourceAppend(ctx context.Context, m *nats.Msg) {
-	var req api.SourceAppendRequest
-	if err := unmarshal(m.Data, &req); err != nil {
-		s.respondErr(m.Reply, errorDetail(schema.Errorf(schema.CodeBadRequest, "request is not a valid source append request: %v", err)))
-		return
-	}
-	rep, err := s.SourceAppend(ctx, req)
-	s.respondJSON(m.Reply, rep, err)
+	serveSource(s, ctx, m, "append", s.SourceAppend)
 }
 
 // respondJSON answers v, or err.

@@ -196,6 +196,8 @@ func (s *Service) Run(ctx context.Context) error {
 		{"read", api.SubjectRead, s.handleRead},
 		{"source-load", api.SubjectSourceLoad, s.handleSourceLoad},
 		{"source-append", api.SubjectSourceAppend, s.handleSourceAppend},
+		{"source-list", api.SubjectSourceList, s.handleSourceList},
+		{"source-subkeys", api.SubjectSourceSubkeys, s.handleSourceSubkeys},
 	} {
 		h := ep.h
 		if err := svc.AddEndpoint(ep.name, micro.HandlerFunc(func(r micro.Request) { s.dispatch(reqCtx, r, h) }),
