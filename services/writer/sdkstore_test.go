@@ -17,8 +17,10 @@ const sdkDir = "../../clients/claude-agent-sdk"
 // importSessionToStore (Node, clients/claude-agent-sdk/test/store.mjs)
 // into the sessionlog store and into the SDK's InMemorySessionStore: a
 // transcript with a subagent, imported twice into sessionlog. Every key
-// loads deep-equal from both; the stored main session has the events
-// import --from claude-code gives the file.
+// loads deep-equal from both; listSessions, listSubkeys and the SDK's own
+// listSessions({ sessionStore }) agree, and listSessionSummaries' SDK data
+// is deep-equal; the stored main session has the events import --from
+// claude-code gives the file.
 func TestClaudeAgentSDKStore(t *testing.T) {
 	nodePath, err := exec.LookPath("node")
 	if err != nil {
@@ -49,6 +51,11 @@ func TestClaudeAgentSDKStore(t *testing.T) {
 		Mismatches    []json.RawMessage
 		NeverWritten  json.RawMessage
 		DeleteRefused *string
+		Listed        []string
+		Summaries     int
+		Subkeys       map[string][]string
+		SDKListed     int `json:"sdkListed"`
+		OtherProject  []json.RawMessage
 	}
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatalf("report %s: %v", out, err)
@@ -56,6 +63,10 @@ func TestClaudeAgentSDKStore(t *testing.T) {
 	t.Logf("report: %s", out)
 	if len(rep.Keys) < 2 || len(rep.Mismatches) > 0 || string(rep.NeverWritten) != "null" || rep.DeleteRefused == nil || *rep.DeleteRefused == "" {
 		t.Fatalf("report: %s", out)
+	}
+	if len(rep.Listed) != 1 || rep.Listed[0] != id || rep.Summaries != 1 || rep.SDKListed != 1 ||
+		len(rep.Subkeys[id]) != 1 || rep.OtherProject == nil || len(rep.OtherProject) != 0 {
+		t.Fatalf("listing: %s", out)
 	}
 	for _, k := range rep.Keys {
 		if k.Subpath == "" && k.Entries != len(agentlogtest.CompleteLines(t, ccDir+id+".jsonl")) {
