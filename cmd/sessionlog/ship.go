@@ -169,7 +169,7 @@ func (sh *shipper) ship(path string) error {
 	}
 	appended := 0
 	sink := &agentlog.AppendSink{Ctx: sh.v.ctx, Log: clientLog{cl: sh.v.cl, holder: holderOf(sh.host, sh.f.Name(), path)}, Batch: sh.batch,
-		Finished: func(_ agentlog.Plan, _ uint64, added int) { appended += added }}
+		Finished: func(_ agentlog.Plan, _ uint64, _ string, added int) { appended += added }}
 	res, err := agentlog.ReadFile(sh.f, path, agentlog.Options{Warn: func(p string, line int, msg string) {
 		fmt.Fprintf(sh.stderr, "warning: %s:%d: skipped: %s\n", p, line, msg)
 	}}, sink)

@@ -51,8 +51,9 @@ type AppendSink struct {
 	Log   Log
 	Batch int // events per append (0: DefaultAppendBatch)
 	// Finished, when set, is told of each session when its events are in:
-	// the session's last seq and how many events this sink added to it.
-	Finished func(p Plan, lastSeq uint64, added int)
+	// the session's last seq, the event id there, and how many events this
+	// sink added to it.
+	Finished func(p Plan, lastSeq uint64, lastID string, added int)
 
 	plan    Plan
 	tail    uint64
@@ -139,7 +140,7 @@ func (s *AppendSink) Done() error {
 		return err
 	}
 	if s.Finished != nil {
-		s.Finished(s.plan, s.tail, s.added)
+		s.Finished(s.plan, s.tail, s.tailID, s.added)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package writer
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"os"
@@ -112,14 +113,19 @@ func (s *Service) handleSourceLoad(ctx context.Context, m *nats.Msg) {
 // sourceBatch is the events per atomic append of a source append.
 const sourceBatch = 500
 
-// SourceAppend maps a transcript's stored entries followed by the new ones
-// as `import` maps the file, and appends what is not stored yet of each
-// session they give (the main session, then a branch's fork child, forked
-// as import forks it), through the step import and ship share
-// (agentlog.AppendSink). An entry whose key (uuid) or text is stored
-// already adds nothing. The first append of a key records its project in
-// the source index; a key of another project that maps to the same
-// session is refused.
+// SourceAppend appends a transcript's new entries as `import` maps the
+// file they extend, through the step import and ship share
+// (agentlog.AppendSink): the stored entries followed by the new ones give
+// the events, and what is not stored yet of each session they give is
+// appended (the main session, then a branch's fork child, forked as import
+// forks it). An entry whose key (uuid) or text is stored already adds
+// nothing. The first append of a key records its project in the source
+// index; a key of another project that maps to the same session is refused.
+//
+// The mapping state after an append is kept (sourceCont), so the next
+// append of the transcript maps only its new entries, unless the session
+// moved on since (another writer, a repair) or an entry branches the
+// transcript: then the stored entries are read and mapped again.
 func (s *Service) SourceAppend(ctx context.Context, req api.SourceAppendRequest) (api.SourceAppendReply, error) {
 	f, id, err := sourceSession(req.SourceKey)
 	if err != nil {
@@ -137,6 +143,136 @@ func (s *Service) SourceAppend(ctx context.Context, req api.SourceAppendRequest)
 	if err != nil {
 		return api.SourceAppendReply{}, err
 	}
+	rep, ok, err := s.continueSource(ctx, id, entries)
+	if err == nil && !ok {
+		rep, err = s.remapSource(ctx, f, req.SourceKey, id, entries)
+	}
+	if err != nil {
+		return api.SourceAppendReply{}, err
+	}
+	if rep.Appended > 0 || created {
+		if err := s.indexSource(ctx, req.SourceKey, id); err != nil {
+			return api.SourceAppendReply{}, err
+		}
+	}
+	return rep, nil
+}
+
+// sourceConts bounds the transcripts whose mapping state the writer keeps.
+const sourceConts = 128
+
+// sourceCont is a transcript's mapping state after its last append
+// through this writer: valid while the session's tail is still tail.
+type sourceCont struct {
+	c      *agentlog.Continuation
+	seen   map[string]bool // entry keys (entryKey) of the transcript
+	key    func([]byte) string
+	tail   uint64
+	tailID string
+}
+
+// entryKeys gives an entry's identity: its key (uuid) when the format
+// gives one, else a hash of its text.
+func entryKeys(f agentlog.Format) func([]byte) string {
+	m := f.NewMapper("")
+	return func(raw []byte) string {
+		if l, err := m.Decode(raw); err == nil && l.Key != "" {
+			return "k:" + l.Key
+		}
+		h := sha256.Sum256(raw)
+		return "t:" + string(h[:])
+	}
+}
+
+// takeCont takes the session's mapping state out of the cache (of two
+// concurrent appends, one gets it; the other maps the transcript again).
+func (s *Service) takeCont(id string) *sourceCont {
+	sc, ok := s.conts.Get(id)
+	if !ok || !s.conts.Remove(id) {
+		return nil
+	}
+	return sc
+}
+
+// continueSource appends entries with the kept mapping state; ok is false
+// when there is none that holds (nothing was appended then).
+func (s *Service) continueSource(ctx context.Context, id string, entries [][]byte) (api.SourceAppendReply, bool, error) {
+	sc := s.takeCont(id)
+	if sc == nil {
+		return api.SourceAppendReply{}, false, nil
+	}
+	t, err := s.st.Tail(ctx, id)
+	if err != nil || t.Seq != sc.tail || t.EventID != sc.tailID {
+		return api.SourceAppendReply{}, false, nil
+	}
+	rep := api.SourceAppendReply{SessionID: id, LastSeq: t.Seq}
+	var events []schema.Envelope
+	emit := func(e schema.Envelope) error { events = append(events, e); return nil }
+	fresh := map[string]bool{}
+	for _, raw := range entries {
+		k := sc.key(raw)
+		if sc.seen[k] || fresh[k] {
+			continue
+		}
+		fresh[k] = true
+		if err := sc.c.Add(raw, emit); err != nil {
+			return api.SourceAppendReply{}, false, nil // not a continuation: map it all again
+		}
+	}
+	if len(fresh) == 0 {
+		s.conts.Add(id, sc)
+		return rep, true, nil
+	}
+	if err := sc.c.End(emit); err != nil {
+		return api.SourceAppendReply{}, false, nil
+	}
+	s.m.sources.WithLabelValues("continued").Inc()
+	sink := &agentlog.AppendSink{Ctx: ctx, Log: writerLog{s}, Batch: sourceBatch,
+		Finished: func(_ agentlog.Plan, last uint64, lastID string, added int) {
+			rep.LastSeq, rep.Appended, sc.tail, sc.tailID = last, added, last, lastID
+		}}
+	if err := s.sinkEvents(sink, id, events); err != nil {
+		return api.SourceAppendReply{}, true, err
+	}
+	for k := range fresh {
+		sc.seen[k] = true
+	}
+	s.conts.Add(id, sc)
+	return rep, true, nil
+}
+
+// sinkEvents gives a session's events to sink.
+func (s *Service) sinkEvents(sink *agentlog.AppendSink, id string, events []schema.Envelope) error {
+	if err := sink.Session(agentlog.Plan{ID: id, FirstSeq: 1}); err != nil {
+		return err
+	}
+	for _, e := range events {
+		if err := sink.Event(e); err != nil {
+			return sourceErr(err, id)
+		}
+	}
+	return sourceErr(sink.Done(), id)
+}
+
+// sourceErr is a conflict when the stored session is not a prefix of what
+// the entries map to.
+func sourceErr(err error, id string) error {
+	if diverged(err, id) {
+		return schema.Errorf(schema.CodeConflict, "%v", err)
+	}
+	return err
+}
+
+// diverged says whether err is the session's *agentlog.DivergedError.
+func diverged(err error, id string) bool {
+	var de *agentlog.DivergedError
+	return errors.As(err, &de) && de.Session == id
+}
+
+// remapSource reads the transcript's stored entries, maps them and the new
+// ones as import maps the file, and appends what is new of each session
+// they give; it keeps the main session's mapping state for the next append.
+func (s *Service) remapSource(ctx context.Context, f agentlog.Format, k api.SourceKey, id string, entries [][]byte) (api.SourceAppendReply, error) {
 	stored, err := s.readAll(ctx, id)
 	if err != nil {
 		return api.SourceAppendReply{}, err
@@ -150,63 +286,45 @@ func (s *Service) SourceAppend(ctx context.Context, req api.SourceAppendRequest)
 		}
 		lines, rep.LastSeq = x.Lines, stored[len(stored)-1].Seq
 	}
-	seen := map[string]bool{}
-	m := f.NewMapper("")
-	keyOf := func(raw []byte) string {
-		if l, err := m.Decode(raw); err == nil && l.Key != "" {
-			return "k:" + l.Key
-		}
-		return "t:" + string(raw)
-	}
+	sc := &sourceCont{seen: map[string]bool{}, key: entryKeys(f)}
 	for _, l := range lines {
-		seen[keyOf(l)] = true
+		sc.seen[sc.key(l)] = true
 	}
 	added := 0
 	for _, c := range entries {
-		if k := keyOf(c); !seen[k] {
-			seen[k] = true
+		if k := sc.key(c); !sc.seen[k] {
+			sc.seen[k] = true
 			lines = append(lines, c)
 			added++
 		}
 	}
-	if added > 0 {
-		if err := s.appendLines(ctx, f, req.SourceKey, id, lines, &rep); err != nil {
-			return api.SourceAppendReply{}, err
-		}
+	if added == 0 {
+		return rep, nil
 	}
-	if rep.Appended > 0 || created {
-		if err := s.indexSource(ctx, req.SourceKey, id); err != nil {
-			return api.SourceAppendReply{}, err
-		}
-	}
-	return rep, nil
-}
-
-// appendLines maps lines as import maps the file the key names, and
-// appends what is new of each session; rep gets the main session's.
-// A branch that cannot be written now (no forker answers, its copy is not
-// committed yet) is logged and left to the next append, which maps it
-// again: the key names the main transcript, and that is in.
-func (s *Service) appendLines(ctx context.Context, f agentlog.Format, k api.SourceKey, id string, lines []json.RawMessage, rep *api.SourceAppendReply) error {
+	s.m.sources.WithLabelValues("remapped").Inc()
+	// A branch that cannot be written now (no forker answers, its copy is
+	// not committed yet) is logged and left to the next append, which maps
+	// it again: the key names the main transcript, and that is in.
 	mainDone := false
 	sink := &agentlog.AppendSink{Ctx: ctx, Log: writerLog{s}, Batch: sourceBatch,
-		Finished: func(p agentlog.Plan, last uint64, added int) {
+		Finished: func(p agentlog.Plan, last uint64, lastID string, added int) {
 			if p.ID == id {
 				rep.LastSeq, rep.Appended, mainDone = last, added, true
+				sc.tail, sc.tailID = last, lastID
 			}
 		}}
-	err := mapLines(f, k, lines, sink)
-	var de *agentlog.DivergedError
+	err = mapLines(f, k, lines, agentlog.Options{Continue: func(c *agentlog.Continuation) { sc.c = c }}, sink)
 	switch {
 	case err == nil:
-		return nil
-	case errors.As(err, &de) && de.Session == id:
-		return schema.Errorf(schema.CodeConflict, "%v", de)
-	case mainDone:
+	case mainDone && !diverged(err, id):
 		s.log.Warn("source append: a branch of the transcript is left for the next append", "session", id, "err", err)
-		return nil
+	default:
+		return api.SourceAppendReply{}, sourceErr(err, id)
 	}
-	return err
+	if sc.c != nil && mainDone {
+		s.conts.Add(id, sc)
+	}
+	return rep, nil
 }
 
 // writerLog is agentlog.Log on the writer's own append path.
@@ -235,7 +353,7 @@ func (l writerLog) Fork(ctx context.Context, parent, child string, seq uint64) e
 }
 
 // mapLines maps lines as import maps the file the key names.
-func mapLines(f agentlog.Format, k api.SourceKey, lines []json.RawMessage, sink agentlog.Sink) error {
+func mapLines(f agentlog.Format, k api.SourceKey, lines []json.RawMessage, opt agentlog.Options, sink agentlog.Sink) error {
 	dir, err := os.MkdirTemp("", "sessionlog-source-")
 	if err != nil {
 		return err
@@ -256,7 +374,7 @@ func mapLines(f agentlog.Format, k api.SourceKey, lines []json.RawMessage, sink 
 	if err := os.WriteFile(p, b.Bytes(), 0o600); err != nil {
 		return err
 	}
-	_, err = agentlog.ReadFile(f, p, agentlog.Options{}, sink)
+	_, err = agentlog.ReadFile(f, p, opt, sink)
 	return err
 }
 

@@ -6,11 +6,14 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sessionlog/sessionlog/pkg/agentlog/agentlogtest"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/forker"
+	"github.com/sessionlog/sessionlog/services/writer"
 )
 
 // entriesOf is a transcript file's complete lines as store entries.
@@ -185,5 +188,61 @@ func TestSourceAppendForksBranches(t *testing.T) {
 	}
 	if forks == 0 {
 		t.Fatal("the transcript has no fork child to check")
+	}
+}
+
+// TestSourceAppendContinues: a transcript appended one entry per request
+// (as the SDK mirrors a live session) gives the events import gives the
+// file, and after the first request each maps only its new entry; a
+// session that moved on since (another writer appended) is mapped again.
+func TestSourceAppendContinues(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e := newEnv(t, envOpts{writer: writer.Config{Registerer: reg}})
+	ctx := context.Background()
+	key := api.SourceKey{Format: "claude-code", ProjectKey: "-home-ann-shop", SessionKey: sid1}
+	entries := entriesOf(t, ccDir+sid1+".jsonl")
+	for i, en := range entries {
+		if _, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: []json.RawMessage{en}}); err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+	}
+	imp, _, _ := agentlogtest.Read(t, claudecode.Format{}, ccDir+sid1+".jsonl")
+	want := imp.Sessions[0].Events
+	got := stored(t, e.st, want[0].SessionID)
+	if len(got) != len(want) {
+		t.Fatalf("%d events stored, import gives %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i].Envelope.EventID != want[i].EventID || got[i].Envelope.Type != want[i].Type {
+			t.Fatalf("event %d: %s %s, import gives %s %s", i+1, got[i].Envelope.Type, got[i].Envelope.EventID, want[i].Type, want[i].EventID)
+		}
+	}
+	continued := counterSum(t, reg, "sessionlog_writer_source_appends_total", "mapping", "continued")
+	remapped := counterSum(t, reg, "sessionlog_writer_source_appends_total", "mapping", "remapped")
+	if remapped != 1 || continued < float64(len(entries)-2) {
+		t.Fatalf("%v remapped, %v continued, of %d entries", remapped, continued, len(entries))
+	}
+
+	// Another writer appends (a repair would): the kept state no longer
+	// holds, and the next entry maps the transcript again.
+	exp := uint64(len(got))
+	r := request(t, e.nc, api.SubjectAppend, api.AppendRequest{SessionID: want[0].SessionID, ExpectedSeq: &exp,
+		Events: []schema.Envelope{{EventID: "other.1", Type: "x-note/added", Ignorable: true, Data: json.RawMessage(`{}`)}}})
+	if r.err != nil {
+		t.Fatalf("other append: %+v", r.err)
+	}
+	var last struct{ UUID string }
+	for _, en := range entries {
+		var l struct{ UUID string }
+		if json.Unmarshal(en, &l) == nil && l.UUID != "" {
+			last = l
+		}
+	}
+	extra := json.RawMessage(`{"type":"user","uuid":"u-late","parentUuid":"` + last.UUID + `","message":{"role":"user","content":"late"}}`)
+	if _, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: []json.RawMessage{extra}}); schema.CodeOf(err) != schema.CodeConflict {
+		t.Fatalf("append after another writer's event: %v, want the remap's conflict", err)
+	}
+	if n := counterSum(t, reg, "sessionlog_writer_source_appends_total", "mapping", "remapped"); n != 2 {
+		t.Fatalf("%v remapped, want 2", n)
 	}
 }

@@ -71,7 +71,10 @@ type Service struct {
 	leases *lru.Cache[string, leaseMark]
 	// owed are the claims this writer could not record after committed
 	// appends (session id -> holder); owedLoop writes them (lease.go).
-	owed    *lru.Cache[string, string]
+	owed *lru.Cache[string, string]
+	// conts are the mapping states of transcripts appended through
+	// sessions.api.source.append (source.go).
+	conts   *lru.Cache[string, *sourceCont]
 	locks   [stripes]sync.Mutex
 	seed    maphash.Seed
 	sem     chan struct{} // one per worker
@@ -132,8 +135,13 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("writer: owed claims: %w", err)
 	}
+	conts, err := lru.New[string, *sourceCont](sourceConts)
+	if err != nil {
+		return nil, fmt.Errorf("writer: source continuations: %w", err)
+	}
 	s := &Service{
 		owed:   owed,
+		conts:  conts,
 		cfg:    cfg,
 		st:     cfg.Store,
 		nc:     cfg.Conn,
