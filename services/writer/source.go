@@ -158,8 +158,9 @@ func (s *Service) SourceAppend(ctx context.Context, req api.SourceAppendRequest)
 	return rep, nil
 }
 
-// sourceConts bounds the transcripts whose mapping state the writer keeps.
-const sourceConts = 128
+// DefaultSourceStates bounds the transcripts whose mapping state the
+// writer keeps (each holds the session's fold and its entries' keys).
+const DefaultSourceStates = 128
 
 // sourceCont is a transcript's mapping state after its last append
 // through this writer: valid while the session's tail is still tail.
@@ -321,7 +322,7 @@ func (s *Service) remapSource(ctx context.Context, f agentlog.Format, k api.Sour
 	default:
 		return api.SourceAppendReply{}, sourceErr(err, id)
 	}
-	if sc.c != nil && mainDone {
+	if sc.c != nil && mainDone && s.cfg.SourceStates > 0 {
 		s.conts.Add(id, sc)
 	}
 	return rep, nil

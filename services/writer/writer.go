@@ -58,6 +58,10 @@ type Config struct {
 	MaxConcurrent int
 	// ConflictRetries bounds retries of appends without expectedSeq.
 	ConflictRetries int
+	// SourceStates bounds the transcripts whose mapping state source
+	// appends keep (0: DefaultSourceStates; negative: none, every source
+	// append reads and maps its transcript again).
+	SourceStates int
 }
 
 // Service is the writer.
@@ -135,7 +139,10 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("writer: owed claims: %w", err)
 	}
-	conts, err := lru.New[string, *sourceCont](sourceConts)
+	if cfg.SourceStates == 0 {
+		cfg.SourceStates = DefaultSourceStates
+	}
+	conts, err := lru.New[string, *sourceCont](max(cfg.SourceStates, 1))
 	if err != nil {
 		return nil, fmt.Errorf("writer: source continuations: %w", err)
 	}
