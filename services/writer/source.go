@@ -159,8 +159,14 @@ func (s *Service) SourceAppend(ctx context.Context, req api.SourceAppendRequest)
 }
 
 // DefaultSourceStates bounds the transcripts whose mapping state the
-// writer keeps (each holds the session's fold and its entries' keys).
-const DefaultSourceStates = 128
+// writer keeps (each holds the session's fold and its entries' keys), and
+// maxStateEntries the entries of one: a longer transcript is mapped again
+// on each append rather than held (an agent cannot make the writer hold
+// more than about DefaultSourceStates x maxStateEntries keys).
+const (
+	DefaultSourceStates = 128
+	maxStateEntries     = 20_000
+)
 
 // sourceCont is a transcript's mapping state after its last append
 // through this writer: valid while the session's tail is still tail.
@@ -221,7 +227,7 @@ func (s *Service) continueSource(ctx context.Context, id string, entries [][]byt
 		}
 	}
 	if len(fresh) == 0 {
-		s.conts.Add(id, sc)
+		s.keepCont(id, sc)
 		return rep, true, nil
 	}
 	if err := sc.c.End(emit); err != nil {
@@ -238,8 +244,15 @@ func (s *Service) continueSource(ctx context.Context, id string, entries [][]byt
 	for k := range fresh {
 		sc.seen[k] = true
 	}
-	s.conts.Add(id, sc)
+	s.keepCont(id, sc)
 	return rep, true, nil
+}
+
+// keepCont keeps a transcript's mapping state for its next append.
+func (s *Service) keepCont(id string, sc *sourceCont) {
+	if sc.c != nil && s.cfg.SourceStates > 0 && len(sc.seen) <= maxStateEntries {
+		s.conts.Add(id, sc)
+	}
 }
 
 // sinkEvents gives a session's events to sink.
@@ -322,9 +335,7 @@ func (s *Service) remapSource(ctx context.Context, f agentlog.Format, k api.Sour
 	default:
 		return api.SourceAppendReply{}, sourceErr(err, id)
 	}
-	if sc.c != nil && mainDone && s.cfg.SourceStates > 0 {
-		s.conts.Add(id, sc)
-	}
+	s.keepCont(id, sc)
 	return rep, nil
 }
 
