@@ -1,13 +1,15 @@
 // Run by services/writer's TestClaudeAgentSDKStore against a running
-// writer: node test/store.mjs NATS_URL SESSION_ID PROJECT_DIR, with
-// CLAUDE_CONFIG_DIR holding projects/<sanitized PROJECT_DIR>/SESSION_ID.jsonl.
+// writer: node test/store.mjs NATS_URL SESSION_IDS PROJECT_DIR, with
+// CLAUDE_CONFIG_DIR holding projects/<sanitized PROJECT_DIR>/<id>.jsonl for
+// each id of the comma-separated SESSION_IDS.
 // Prints one JSON report line.
 import { importSessionToStore, InMemorySessionStore, listSessions } from "@anthropic-ai/claude-agent-sdk";
 import { connect } from "nats";
 import { isDeepStrictEqual } from "node:util";
 import { SessionlogStore } from "../dist/index.js";
 
-const [url, id, dir] = process.argv.slice(2);
+const [url, idList, dir] = process.argv.slice(2);
+const ids = idList.split(",");
 const nc = await connect({ servers: url });
 const store = new SessionlogStore(nc);
 const mem = new InMemorySessionStore();
@@ -20,9 +22,11 @@ const recording = {
   load: (key) => mem.load(key),
 };
 const sorted = (a) => [...a].sort();
-await importSessionToStore(id, store, { dir });
-await importSessionToStore(id, store, { dir }); // again: adds nothing
-await importSessionToStore(id, recording, { dir });
+for (const id of ids) {
+  await importSessionToStore(id, store, { dir });
+  await importSessionToStore(id, store, { dir }); // again: adds nothing
+  await importSessionToStore(id, recording, { dir });
+}
 const report = { keys: [], mismatches: [], neverWritten: null, sessionIds: {} };
 for (const key of keys.values()) {
   const got = await store.load(key);
