@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,9 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/api"
@@ -100,6 +103,9 @@ type shipper struct {
 type shipFile struct {
 	lines, appended, skipped int
 	lag                      time.Duration
+	// indexed: the file's transcript key is recorded for the Claude Agent
+	// SDK store's listings (indexSource).
+	indexed bool
 }
 
 // watchTree watches dir and every directory under it, and marks every
@@ -186,7 +192,53 @@ func (sh *shipper) ship(path string) error {
 	if errors.As(err, &de) {
 		return fmt.Errorf("%w: the file was rewritten since it was shipped; not shipped further", de)
 	}
+	if err == nil && !m.indexed && len(res.Sessions) > 0 {
+		m.indexed = sh.indexSource(path)
+	}
 	return err
+}
+
+// indexSource records a Claude Code file's transcript key (project
+// directory, session, subagent subpath) with an empty
+// sessions.api.source.append, so that the Claude Agent SDK store lists the
+// session under its project and no other project's key can claim it
+// (DESIGN.md section 15, docs/adr/007-source-index.md). It reports whether
+// the key is recorded (or never will be: not a Claude Code transcript path).
+func (sh *shipper) indexSource(path string) bool {
+	k, ok := ccSourceKey(path)
+	if sh.f.Name() != "claude-code" || !ok {
+		return true
+	}
+	body, err := json.Marshal(api.SourceAppendRequest{SourceKey: k, Entries: []json.RawMessage{}})
+	if err != nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(sh.v.ctx, 10*time.Second)
+	defer cancel()
+	msg, err := sh.v.cl.Conn().RequestWithContext(ctx, api.SubjectSourceAppend, body)
+	if err == nil && msg.Header.Get(micro.ErrorCodeHeader) != "" {
+		err = fmt.Errorf("%s: %s", msg.Header.Get(micro.ErrorCodeHeader), msg.Data)
+	}
+	if err != nil {
+		fmt.Fprintf(sh.stderr, "ship: %s: recording its transcript key %s/%s: %v\n", path, k.ProjectKey, k.SessionKey, err)
+		return false
+	}
+	return true
+}
+
+// ccSourceKey is the Claude Agent SDK's key of a Claude Code transcript
+// path: <project>/<session>.jsonl, or
+// <project>/<session>/subagents/agent-<id>.jsonl.
+func ccSourceKey(path string) (api.SourceKey, bool) {
+	name := strings.TrimSuffix(filepath.Base(path), ".jsonl")
+	dir := filepath.Dir(path)
+	k := api.SourceKey{Format: "claude-code", ProjectKey: filepath.Base(dir), SessionKey: name}
+	if filepath.Base(dir) == "subagents" {
+		session := filepath.Dir(dir)
+		k = api.SourceKey{Format: "claude-code", ProjectKey: filepath.Base(filepath.Dir(session)), SessionKey: filepath.Base(session),
+			Subpath: "subagents/" + name}
+	}
+	return k, k.ProjectKey != "" && k.ProjectKey != "." && k.ProjectKey != string(filepath.Separator)
 }
 
 // clientLog is agentlog.Log on the Go client: appends under holder.
