@@ -216,12 +216,15 @@ func (sh *shipper) indexSource(path string) bool {
 	ctx, cancel := context.WithTimeout(sh.v.ctx, 10*time.Second)
 	defer cancel()
 	msg, err := sh.v.cl.Conn().RequestWithContext(ctx, api.SubjectSourceAppend, body)
-	if err == nil && msg.Header.Get(micro.ErrorCodeHeader) != "" {
-		err = fmt.Errorf("%s: %s", msg.Header.Get(micro.ErrorCodeHeader), msg.Data)
-	}
 	if err != nil {
+		// Tried again on the file's next pass.
 		fmt.Fprintf(sh.stderr, "ship: %s: recording its transcript key %s/%s: %v\n", path, k.ProjectKey, k.SessionKey, err)
 		return false
+	}
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+		// Refused (another project's session, a key the store cannot
+		// have): said once, the file is shipped all the same.
+		fmt.Fprintf(sh.stderr, "ship: %s: transcript key %s/%s not recorded: %s: %s\n", path, k.ProjectKey, k.SessionKey, code, msg.Data)
 	}
 	return true
 }
