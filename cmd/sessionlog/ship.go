@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -9,18 +10,24 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
+	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/client"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // ship --from FORMAT DIR...: follow the directories an agent writes its
 // session files to, and append each complete new line's events as it
 // comes (DESIGN.md section 13). It keeps no state: every pass over a file
-// maps it from its first line and appends after the stored tail, so a
-// restart, or a SIGKILL at any point, loses and doubles nothing.
+// maps it from its first line and appends after the stored tail
+// (agentlog.AppendSink, the step the writer's source endpoints share), so
+// a restart, or a SIGKILL at any point, loses and doubles nothing.
 
 // shipSettle is how long a burst of writes to one file is gathered before
 // the file is read: well under the second the contract allows.
@@ -96,6 +103,9 @@ type shipper struct {
 type shipFile struct {
 	lines, appended, skipped int
 	lag                      time.Duration
+	// indexed: the file's transcript key is recorded for the Claude Agent
+	// SDK store's listings (indexSource).
+	indexed bool
 }
 
 // watchTree watches dir and every directory under it, and marks every
@@ -163,22 +173,112 @@ func (sh *shipper) ship(path string) error {
 		m = &shipFile{}
 		sh.files[path] = m
 	}
-	sink := &appendSink{ctx: sh.v.ctx, cl: sh.v.cl, batch: sh.batch, holder: holderOf(sh.host, sh.f.Name(), path)}
+	appended := 0
+	sink := &agentlog.AppendSink{Ctx: sh.v.ctx, Log: clientLog{cl: sh.v.cl, holder: holderOf(sh.host, sh.f.Name(), path)}, Batch: sh.batch,
+		Finished: func(_ agentlog.Plan, _ uint64, _ string, added int) { appended += added }}
 	res, err := agentlog.ReadFile(sh.f, path, agentlog.Options{Warn: func(p string, line int, msg string) {
 		fmt.Fprintf(sh.stderr, "warning: %s:%d: skipped: %s\n", p, line, msg)
 	}}, sink)
-	m.appended += sink.appended
-	if sink.appended > 0 {
+	m.appended += appended
+	if appended > 0 {
 		m.lag = time.Since(info.ModTime())
 	}
 	m.lines, m.skipped = res.Lines, res.Skipped
-	if sink.appended > 0 || err != nil {
+	if appended > 0 || err != nil {
 		fmt.Fprintf(sh.stdout, "ship: %s lines_read=%d events_appended=%d lines_skipped=%d lag_ms=%d\n",
 			path, m.lines, m.appended, m.skipped, m.lag.Milliseconds())
 	}
-	var de *divergedError
+	var de *agentlog.DivergedError
 	if errors.As(err, &de) {
-		return de
+		return fmt.Errorf("%w: the file was rewritten since it was shipped; not shipped further", de)
+	}
+	if err == nil && !m.indexed && len(res.Sessions) > 0 {
+		m.indexed = sh.indexSource(path)
+	}
+	return err
+}
+
+// indexSource records a Claude Code file's transcript key (project
+// directory, session, subagent subpath) with an empty
+// sessions.api.source.append, so that the Claude Agent SDK store lists the
+// session under its project and no other project's key can claim it
+// (DESIGN.md section 15, docs/adr/007-source-index.md). It reports whether
+// the key is recorded (or never will be: not a Claude Code transcript path).
+func (sh *shipper) indexSource(path string) bool {
+	k, ok := ccSourceKey(path)
+	if sh.f.Name() != "claude-code" || !ok {
+		return true
+	}
+	body, err := json.Marshal(api.SourceAppendRequest{SourceKey: k, Entries: []json.RawMessage{}})
+	if err != nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(sh.v.ctx, 10*time.Second)
+	defer cancel()
+	msg, err := sh.v.cl.Conn().RequestWithContext(ctx, api.SubjectSourceAppend, body)
+	if err != nil {
+		// Tried again on the file's next pass.
+		fmt.Fprintf(sh.stderr, "ship: %s: recording its transcript key %s/%s: %v\n", path, k.ProjectKey, k.SessionKey, err)
+		return false
+	}
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+		// Refused (another project's session, a key the store cannot
+		// have): said once, the file is shipped all the same.
+		fmt.Fprintf(sh.stderr, "ship: %s: transcript key %s/%s not recorded: %s: %s\n", path, k.ProjectKey, k.SessionKey, code, msg.Data)
+	}
+	return true
+}
+
+// ccSourceKey is the Claude Agent SDK's key of a Claude Code transcript
+// path: <project>/<session>.jsonl, or
+// <project>/<session>/subagents/agent-<id>.jsonl.
+func ccSourceKey(path string) (api.SourceKey, bool) {
+	name := strings.TrimSuffix(filepath.Base(path), ".jsonl")
+	dir := filepath.Dir(path)
+	k := api.SourceKey{Format: "claude-code", ProjectKey: filepath.Base(dir), SessionKey: name}
+	if filepath.Base(dir) == "subagents" {
+		session := filepath.Dir(dir)
+		k = api.SourceKey{Format: "claude-code", ProjectKey: filepath.Base(filepath.Dir(session)), SessionKey: filepath.Base(session),
+			Subpath: "subagents/" + name}
+	}
+	return k, k.ProjectKey != "" && k.ProjectKey != "." && k.ProjectKey != string(filepath.Separator)
+}
+
+// clientLog is agentlog.Log on the Go client: appends under holder.
+type clientLog struct {
+	cl     *client.Client
+	holder string
+}
+
+// Tail reads the session's last seq, then the event at it.
+func (l clientLog) Tail(ctx context.Context, id string) (uint64, string, error) {
+	page, err := l.cl.Read(ctx, api.ReadRequest{SessionID: id, Limit: 1})
+	switch {
+	case client.CodeOf(err) == schema.CodeNotFound:
+		return 0, "", nil
+	case err != nil || page.LastSeq == 0:
+		return 0, "", err
+	}
+	last := page.LastSeq
+	if page, err = l.cl.Read(ctx, api.ReadRequest{SessionID: id, AfterSeq: last - 1, Limit: 1}); err != nil {
+		return 0, "", err
+	}
+	if len(page.Events) == 0 {
+		return 0, "", fmt.Errorf("no event at its last seq %d", last)
+	}
+	e, err := schema.Decode(page.Events[0])
+	return last, e.EventID, err
+}
+
+func (l clientLog) Append(ctx context.Context, id string, expected uint64, events []schema.Envelope) (uint64, bool, error) {
+	r, err := l.cl.Append(ctx, client.AppendRequest{SessionID: id, ExpectedSeq: client.Seq(expected), Holder: l.holder, Events: events})
+	return r.LastSeq, r.Duplicate, err
+}
+
+func (l clientLog) Fork(ctx context.Context, parent, child string, seq uint64) error {
+	_, err := l.cl.Fork(ctx, api.ForkRequest{ParentID: parent, ChildID: child, At: &api.ForkAt{Seq: client.Seq(seq)}})
+	if errors.Is(err, client.ErrConflict) {
+		return nil // the child exists
 	}
 	return err
 }

@@ -37,6 +37,9 @@ const (
 	// AuditSubjects are the audit stream's subjects (one per erased session).
 	AuditSubjects = "sessions.audit.erased.*"
 	BucketLayout  = "SESSION_LAYOUT"
+	// BucketSources is the writer's index of the transcripts written
+	// through sessions.api.source.* (DESIGN.md section 15).
+	BucketSources = "SESSION_SOURCES"
 	// MaxPartitions is the most session streams a store may have
 	// (DESIGN.md section 11): SESSIONS-0 ... SESSIONS-15.
 	MaxPartitions = 16
@@ -51,7 +54,7 @@ func streams() []string {
 		out = append(out, StreamSessions+"-"+strconv.Itoa(p))
 	}
 	return append(out, "KV_"+BucketLeases, "KV_"+BucketClaims, "KV_"+BucketForks, "KV_"+BucketLayout,
-		"KV_"+BucketErased, StreamAudit)
+		"KV_"+BucketSources, "KV_"+BucketErased, StreamAudit)
 }
 
 // jsAPI lists the JetStream API subjects the services call on one stream:
@@ -119,6 +122,7 @@ func services() *server.Permissions {
 		"$KV." + BucketClaims + ".>",
 		"$KV." + BucketForks + ".>",
 		"$KV." + BucketLayout + ".>",
+		"$KV." + BucketSources + ".>",
 		"$JS.API.INFO",
 		// The projector relays the dashboard's actions as requests (no
 		// more than the log subjects above already allow a service).

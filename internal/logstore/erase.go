@@ -47,14 +47,8 @@ func (e Erasure) Audit() api.AuditRecord {
 }
 
 func (s *Store) provisionErasure(ctx context.Context) error {
-	if _, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      ErasedBucket,
-		Description: "sessionlog: erased session ids (DESIGN.md section 14); no content",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    s.cfg.Replicas,
-	}); err != nil {
-		return fmt.Errorf("logstore: provision bucket %s: %w", ErasedBucket, err)
+	if err := s.provisionKV(ctx, ErasedBucket, "sessionlog: erased session ids (DESIGN.md section 14); no content"); err != nil {
+		return err
 	}
 	if _, err := s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        api.AuditStream,

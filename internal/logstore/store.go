@@ -105,6 +105,8 @@ type Store struct {
 	// erased is SESSION_ERASED, opened on first use.
 	erasedOnce sync.Mutex
 	erased     jetstream.KeyValue
+	// sources is SESSION_SOURCES, opened on first use.
+	sources sourceIndex
 }
 
 // StreamConfig is the configuration of one session stream of the contract
@@ -206,14 +208,11 @@ func (s *Store) provision(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("logstore: provision bucket %s: %w", LeaseBucket, err)
 	}
-	if _, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      ClaimBucket,
-		Description: "sessionlog: sessions whose liveness a holder has claimed (no TTL)",
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    s.cfg.Replicas,
-	}); err != nil {
-		return fmt.Errorf("logstore: provision bucket %s: %w", ClaimBucket, err)
+	if err := s.provisionKV(ctx, ClaimBucket, "sessionlog: sessions whose liveness a holder has claimed (no TTL)"); err != nil {
+		return err
+	}
+	if err := s.provisionKV(ctx, SourceBucket, "sessionlog: agent transcripts by project (source endpoints, DESIGN.md section 15)"); err != nil {
+		return err
 	}
 	return s.provisionErasure(ctx)
 }

@@ -79,6 +79,10 @@ type Options struct {
 	MaxEventBytes int // 0: schema.DefaultMaxEventBytes
 	// Warn is told of each damaged line (1-based line number).
 	Warn func(path string, line int, msg string)
+	// Continue, when set, is given the main session's mapping state once
+	// its events are out, to map lines that follow the file without
+	// reading it again (not for a file whose last line is torn).
+	Continue func(*Continuation)
 }
 
 // SessionResult is one session a file gave.
@@ -146,6 +150,9 @@ func ReadFile(f Format, path string, opt Options, sink Sink) (Result, error) {
 	}
 	res.Sessions = append(res.Sessions, SessionResult{Plan: Plan{ID: id, FirstSeq: 1}, Events: main.stats.Events})
 	res.Lines, res.Skipped, res.Damaged = main.stats.Lines, main.stats.Skipped, main.damaged
+	if opt.Continue != nil && !res.Torn {
+		opt.Continue(newContinuation(main, nodes))
+	}
 	for _, w := range main.warnings {
 		if opt.Warn != nil {
 			opt.Warn(path, w.line, w.msg)
@@ -240,6 +247,10 @@ type pass struct {
 	stats    Stats
 	damaged  int
 	warnings []warning
+	// the end state, for a Continuation
+	b     *Builder
+	m     Mapper
+	index int // the last line's number
 }
 
 type warning struct {
@@ -261,17 +272,19 @@ func runPass(f Format, path, id string, opt Options, sink Sink, p Plan, pick pic
 	if err := feed(f, path, id, b, out, pick); err != nil {
 		return nil, err
 	}
-	out.stats = b.Stats()
+	out.stats, out.b = b.Stats(), b
 	return out, sink.Done()
 }
 
 // feed drives b with the lines of path that pick keeps.
 func feed(f Format, path, id string, b *Builder, out *pass, pick picker) error {
 	m := f.NewMapper(id)
+	out.m = m
 	var compact bytes.Buffer
 	i := -1
 	err := scanLines(path, func(index int, raw []byte, last bool) error {
 		i++
+		out.index = index
 		l, err := decode(m, raw)
 		if err != nil {
 			if !last {

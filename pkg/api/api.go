@@ -41,6 +41,9 @@ const (
 	ClaimBucket = "SESSION_CLAIMS"
 	// ForkBucket holds the forker's records of forks in progress.
 	ForkBucket = "SESSION_FORKS"
+	// SourceBucket indexes the transcripts written through the source
+	// endpoints by project (section 15); only the writer reads and writes it.
+	SourceBucket = "SESSION_SOURCES"
 
 	// AuditStream keeps one record per erased session (section 14), on
 	// AuditSubjectPrefix + <sessionId>.
@@ -245,33 +248,50 @@ type SourceLoadReply struct {
 }
 
 // SourceListRequest is a request on sessions.api.source.list: the
-// transcripts of one project (main transcripts only).
+// transcripts of one project (main transcripts only), a page at a time.
+// Limit is the page size (0: SourcePageDefault; at most SourcePageMax);
+// Cursor is the previous reply's Next.
 type SourceListRequest struct {
 	Format     string `json:"format"`
 	ProjectKey string `json:"projectKey"`
+	Limit      int    `json:"limit,omitempty"`
+	Cursor     string `json:"cursor,omitempty"`
 }
 
+// Page sizes of the source listings.
+const (
+	SourcePageDefault = 500
+	SourcePageMax     = 1000
+)
+
 // SourceListed is one listed transcript: its key and the epoch
-// milliseconds of its last stored event.
+// milliseconds of its last write through the source endpoints (the
+// writer's clock, as the SDK's summaries require).
 type SourceListed struct {
 	SessionKey string `json:"sessionKey"`
 	Mtime      int64  `json:"mtime"`
 }
 
-// SourceListReply lists a project's transcripts.
+// SourceListReply lists a page of a project's transcripts; Next, when
+// set, is the Cursor of the next page. A transcript written again while
+// the listing pages may be listed twice (the later one wins), never missed.
 type SourceListReply struct {
 	Sessions []SourceListed `json:"sessions"`
+	Next     string         `json:"next,omitempty"`
 }
 
 // SourceSubkeysRequest is a request on sessions.api.source.subkeys: the
-// subpaths stored under one transcript.
+// subpaths stored under one transcript, paged as SourceListRequest.
 type SourceSubkeysRequest struct {
 	Format     string `json:"format"`
 	ProjectKey string `json:"projectKey"`
 	SessionKey string `json:"sessionKey"`
+	Limit      int    `json:"limit,omitempty"`
+	Cursor     string `json:"cursor,omitempty"`
 }
 
-// SourceSubkeysReply lists the subpaths (subagent transcripts).
+// SourceSubkeysReply lists a page of the subpaths (subagent transcripts).
 type SourceSubkeysReply struct {
 	Subkeys []string `json:"subkeys"`
+	Next    string   `json:"next,omitempty"`
 }

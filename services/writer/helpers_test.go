@@ -40,7 +40,7 @@ type envOpts struct {
 	url    string
 }
 
-func newEnv(t *testing.T, o envOpts) *env {
+func newEnv(t testing.TB, o envOpts) *env {
 	t.Helper()
 	e := &env{srv: o.srv}
 	url := o.url
@@ -82,7 +82,7 @@ func newEnvLayout(t *testing.T, l natstest.Layout, o envOpts) *env {
 
 // startWriter runs a writer on st that serves on nc unless cfg names
 // another connection.
-func startWriter(t *testing.T, st *logstore.Store, nc *nats.Conn, cfg writer.Config) *writer.Service {
+func startWriter(t testing.TB, st *logstore.Store, nc *nats.Conn, cfg writer.Config) *writer.Service {
 	t.Helper()
 	cfg.Store = st
 	if cfg.Conn == nil {

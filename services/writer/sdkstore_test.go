@@ -16,9 +16,11 @@ const sdkDir = "../../clients/claude-agent-sdk"
 // TestClaudeAgentSDKStore runs the Claude Agent SDK's own
 // importSessionToStore (Node, clients/claude-agent-sdk/test/store.mjs)
 // into the sessionlog store and into the SDK's InMemorySessionStore: a
-// transcript with a subagent, imported twice into sessionlog. Every key
-// loads deep-equal from both; the stored main session has the events
-// import --from claude-code gives the file.
+// transcript with a subagent and one without, each imported twice into sessionlog. Every key
+// loads deep-equal from both; listSessions, listSubkeys and the SDK's own
+// listSessions({ sessionStore }) agree, and listSessionSummaries' SDK data
+// is deep-equal; the stored main session has the events import --from
+// claude-code gives the file.
 func TestClaudeAgentSDKStore(t *testing.T) {
 	nodePath, err := exec.LookPath("node")
 	if err != nil {
@@ -33,7 +35,7 @@ func TestClaudeAgentSDKStore(t *testing.T) {
 	if err := os.CopyFS(filepath.Join(cfg, "projects", "-home-ann-shop"), os.DirFS(ccDir)); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(nodePath, "test/store.mjs", e.srv.ClientURL(), id, "/home/ann/shop")
+	cmd := exec.Command(nodePath, "test/store.mjs", e.srv.ClientURL(), id+","+sid1, "/home/ann/shop")
 	cmd.Dir = sdkDir
 	cmd.Env = append(os.Environ(), "CLAUDE_CONFIG_DIR="+cfg)
 	cmd.Stderr = os.Stderr
@@ -49,6 +51,11 @@ func TestClaudeAgentSDKStore(t *testing.T) {
 		Mismatches    []json.RawMessage
 		NeverWritten  json.RawMessage
 		DeleteRefused *string
+		Listed        []string
+		Summaries     int
+		Subkeys       map[string][]string
+		SDKListed     int `json:"sdkListed"`
+		OtherProject  []json.RawMessage
 	}
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatalf("report %s: %v", out, err)
@@ -57,9 +64,13 @@ func TestClaudeAgentSDKStore(t *testing.T) {
 	if len(rep.Keys) < 2 || len(rep.Mismatches) > 0 || string(rep.NeverWritten) != "null" || rep.DeleteRefused == nil || *rep.DeleteRefused == "" {
 		t.Fatalf("report: %s", out)
 	}
+	if len(rep.Listed) != 2 || rep.Listed[0] != sid1 || rep.Listed[1] != id || rep.Summaries != 2 || rep.SDKListed != 2 ||
+		len(rep.Subkeys[id]) != 1 || len(rep.Subkeys[sid1]) != 0 || rep.OtherProject == nil || len(rep.OtherProject) != 0 {
+		t.Fatalf("listing: %s", out)
+	}
 	for _, k := range rep.Keys {
-		if k.Subpath == "" && k.Entries != len(agentlogtest.CompleteLines(t, ccDir+id+".jsonl")) {
-			t.Fatalf("main transcript: %d entries", k.Entries)
+		if k.Subpath == "" && k.Entries != len(agentlogtest.CompleteLines(t, ccDir+k.SessionID+".jsonl")) {
+			t.Fatalf("main transcript %s: %d entries", k.SessionID, k.Entries)
 		}
 	}
 	imp, _, _ := agentlogtest.Read(t, claudecode.Format{}, ccDir+id+".jsonl")

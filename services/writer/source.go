@@ -3,7 +3,9 @@ package writer
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"os"
 	"path"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/agentlog/formats"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/forker"
 )
 
 // The source endpoints (DESIGN.md section 15) serve an agent's own
@@ -27,8 +30,14 @@ func sourceSession(k api.SourceKey) (agentlog.Format, string, error) {
 	if !ok {
 		return nil, "", schema.Errorf(schema.CodeBadRequest, "unknown format %q", k.Format)
 	}
+	if err := checkProject(k.Format, k.ProjectKey); err != nil {
+		return nil, "", err
+	}
 	if k.SessionKey == "" || path.Base(k.SessionKey) != k.SessionKey || k.SessionKey == "." || k.SessionKey == ".." {
 		return nil, "", schema.Errorf(schema.CodeBadRequest, "sessionKey %q is not a file name", k.SessionKey)
+	}
+	if len(k.SessionKey) > maxSourceSessionKey || len(k.Subpath) > maxSourceSubpath {
+		return nil, "", schema.Errorf(schema.CodeBadRequest, "sessionKey over %d bytes or subpath over %d", maxSourceSessionKey, maxSourceSubpath)
 	}
 	p := "/" + k.SessionKey + ".jsonl"
 	if k.Subpath != "" {
@@ -77,6 +86,12 @@ func (s *Service) SourceLoad(ctx context.Context, req api.SourceLoadRequest) (ap
 	if err != nil {
 		return api.SourceLoadReply{}, err
 	}
+	if _, err := s.sourceOwner(ctx, req.SourceKey, id, false); schema.CodeOf(err) == schema.CodeConflict {
+		// Another project's session: this key was never written.
+		return api.SourceLoadReply{Entries: []json.RawMessage{}}, nil
+	} else if err != nil {
+		return api.SourceLoadReply{}, err
+	}
 	events, err := s.readAll(ctx, id)
 	if err != nil || len(events) == 0 {
 		return api.SourceLoadReply{Entries: []json.RawMessage{}}, err
@@ -92,111 +107,268 @@ func (s *Service) SourceLoad(ctx context.Context, req api.SourceLoadRequest) (ap
 }
 
 func (s *Service) handleSourceLoad(ctx context.Context, m *nats.Msg) {
-	var req api.SourceLoadRequest
-	if err := unmarshal(m.Data, &req); err != nil {
-		s.respondErr(m.Reply, errorDetail(schema.Errorf(schema.CodeBadRequest, "request is not a valid source load request: %v", err)))
-		return
-	}
-	rep, err := s.SourceLoad(ctx, req)
-	s.respondJSON(m.Reply, rep, err)
+	serveSource(s, ctx, m, "load", s.SourceLoad)
 }
 
 // sourceBatch is the events per atomic append of a source append.
 const sourceBatch = 500
 
-// SourceAppend maps a transcript's stored entries followed by the new ones
-// as `import` maps the file, and appends the events after the stored tail
-// (the main session; a branch's fork child is left to import and ship).
-// An entry whose key (uuid) or text is stored already adds nothing.
+// SourceAppend appends a transcript's new entries as `import` maps the
+// file they extend, through the step import and ship share
+// (agentlog.AppendSink): the stored entries followed by the new ones give
+// the events, and what is not stored yet of each session they give is
+// appended (the main session, then a branch's fork child, forked as import
+// forks it). An entry whose key (uuid) or text is stored already adds
+// nothing. The first append of a key records its project in the source
+// index; a key of another project that maps to the same session is refused.
+//
+// The mapping state after an append is kept (sourceCont), so the next
+// append of the transcript maps only its new entries, unless the session
+// moved on since (another writer, a repair) or an entry branches the
+// transcript: then the stored entries are read and mapped again.
 func (s *Service) SourceAppend(ctx context.Context, req api.SourceAppendRequest) (api.SourceAppendReply, error) {
 	f, id, err := sourceSession(req.SourceKey)
 	if err != nil {
 		return api.SourceAppendReply{}, err
 	}
-	stored, err := s.readAll(ctx, id)
-	if err != nil {
-		return api.SourceAppendReply{}, err
-	}
-	var lines []json.RawMessage
-	var tail uint64
-	var tailID string
-	if len(stored) > 0 {
-		x, err := agentlog.NewExport(f.Name(), stored)
-		if err != nil {
-			return api.SourceAppendReply{}, err
-		}
-		lines, tail, tailID = x.Lines, stored[len(stored)-1].Seq, stored[len(stored)-1].EventID
-	}
-	seen := map[string]bool{}
-	m := f.NewMapper("")
-	keyOf := func(raw []byte) string {
-		if l, err := m.Decode(raw); err == nil && l.Key != "" {
-			return "k:" + l.Key
-		}
-		return "t:" + string(raw)
-	}
-	for _, l := range lines {
-		seen[keyOf(l)] = true
-	}
-	added := 0
+	entries := make([][]byte, len(req.Entries))
 	for i, e := range req.Entries {
 		var c bytes.Buffer
 		if err := json.Compact(&c, e); err != nil || !bytes.HasPrefix(c.Bytes(), []byte("{")) {
 			return api.SourceAppendReply{}, schema.Errorf(schema.CodeBadRequest, "entry %d is not a JSON object", i)
 		}
-		if k := keyOf(c.Bytes()); !seen[k] {
-			seen[k] = true
-			lines = append(lines, c.Bytes())
-			added++
-		}
+		entries[i] = c.Bytes()
 	}
-	rep := api.SourceAppendReply{SessionID: id, LastSeq: tail}
-	if added == 0 {
-		return rep, nil
-	}
-	events, err := mapLines(f, req.SourceKey, id, lines)
+	created, err := s.sourceOwner(ctx, req.SourceKey, id, true)
 	if err != nil {
 		return api.SourceAppendReply{}, err
 	}
-	var fresh []schema.Envelope
-	for _, e := range events {
-		switch {
-		case e.Seq < tail:
-		case e.Seq == tail:
-			if e.EventID != tailID {
-				return api.SourceAppendReply{}, schema.Errorf(schema.CodeConflict, "session %s differs from the entries at seq %d (stored event %s, the entries give %s)", id, tail, tailID, e.EventID)
-			}
-		default:
-			e.Seq, e.SessionID = 0, ""
-			fresh = append(fresh, e)
-		}
+	rep, ok, err := s.continueSource(ctx, id, entries)
+	if err == nil && !ok {
+		rep, err = s.remapSource(ctx, f, req.SourceKey, id, entries)
 	}
-	for len(fresh) > 0 {
-		n := min(len(fresh), sourceBatch)
-		exp := rep.LastSeq
-		body, err := json.Marshal(api.AppendRequest{SessionID: id, ExpectedSeq: &exp, Events: fresh[:n]})
-		if err != nil {
+	if err != nil {
+		return api.SourceAppendReply{}, err
+	}
+	if rep.Appended > 0 || created {
+		if err := s.indexSource(ctx, req.SourceKey, id); err != nil {
 			return api.SourceAppendReply{}, err
 		}
-		r, err := s.Append(ctx, body)
-		if err != nil {
-			return api.SourceAppendReply{}, err
-		}
-		rep.LastSeq = r.LastSeq
-		if !r.Duplicate {
-			rep.Appended += n
-		}
-		fresh = fresh[n:]
 	}
 	return rep, nil
 }
 
-// mapLines maps lines as import maps the file the key names, and returns
-// the main session's events.
-func mapLines(f agentlog.Format, k api.SourceKey, id string, lines []json.RawMessage) ([]schema.Envelope, error) {
+// DefaultSourceStates bounds the transcripts whose mapping state the
+// writer keeps (each holds the session's fold and its entries' keys), and
+// maxStateEntries the entries of one: a longer transcript is mapped again
+// on each append rather than held (an agent cannot make the writer hold
+// more than about DefaultSourceStates x maxStateEntries keys).
+const (
+	DefaultSourceStates = 128
+	maxStateEntries     = 20_000
+)
+
+// sourceCont is a transcript's mapping state after its last append
+// through this writer: valid while the session's tail is still tail.
+type sourceCont struct {
+	c      *agentlog.Continuation
+	seen   map[string]bool // entry keys (entryKey) of the transcript
+	key    func([]byte) string
+	tail   uint64
+	tailID string
+}
+
+// entryKeys gives an entry's identity: its key (uuid) when the format
+// gives one, else a hash of its text.
+func entryKeys(f agentlog.Format) func([]byte) string {
+	m := f.NewMapper("")
+	return func(raw []byte) string {
+		if l, err := m.Decode(raw); err == nil && l.Key != "" {
+			return "k:" + l.Key
+		}
+		h := sha256.Sum256(raw)
+		return "t:" + string(h[:])
+	}
+}
+
+// takeCont takes the session's mapping state out of the cache (of two
+// concurrent appends, one gets it; the other maps the transcript again).
+func (s *Service) takeCont(id string) *sourceCont {
+	sc, ok := s.conts.Get(id)
+	if !ok || !s.conts.Remove(id) {
+		return nil
+	}
+	return sc
+}
+
+// continueSource appends entries with the kept mapping state; ok is false
+// when there is none that holds (nothing was appended then).
+func (s *Service) continueSource(ctx context.Context, id string, entries [][]byte) (api.SourceAppendReply, bool, error) {
+	sc := s.takeCont(id)
+	if sc == nil {
+		return api.SourceAppendReply{}, false, nil
+	}
+	t, err := s.st.Tail(ctx, id)
+	if err != nil || t.Seq != sc.tail || t.EventID != sc.tailID {
+		return api.SourceAppendReply{}, false, nil
+	}
+	rep := api.SourceAppendReply{SessionID: id, LastSeq: t.Seq}
+	var events []schema.Envelope
+	emit := func(e schema.Envelope) error { events = append(events, e); return nil }
+	fresh := map[string]bool{}
+	for _, raw := range entries {
+		k := sc.key(raw)
+		if sc.seen[k] || fresh[k] {
+			continue
+		}
+		fresh[k] = true
+		if err := sc.c.Add(raw, emit); err != nil {
+			return api.SourceAppendReply{}, false, nil // not a continuation: map it all again
+		}
+	}
+	if len(fresh) == 0 {
+		s.keepCont(id, sc)
+		return rep, true, nil
+	}
+	if err := sc.c.End(emit); err != nil {
+		return api.SourceAppendReply{}, false, nil
+	}
+	s.m.sources.WithLabelValues("continued").Inc()
+	sink := &agentlog.AppendSink{Ctx: ctx, Log: writerLog{s}, Batch: sourceBatch,
+		Finished: func(_ agentlog.Plan, last uint64, lastID string, added int) {
+			rep.LastSeq, rep.Appended, sc.tail, sc.tailID = last, added, last, lastID
+		}}
+	if err := s.sinkEvents(sink, id, events); err != nil {
+		return api.SourceAppendReply{}, true, err
+	}
+	for k := range fresh {
+		sc.seen[k] = true
+	}
+	s.keepCont(id, sc)
+	return rep, true, nil
+}
+
+// keepCont keeps a transcript's mapping state for its next append.
+func (s *Service) keepCont(id string, sc *sourceCont) {
+	if sc.c != nil && s.cfg.SourceStates > 0 && len(sc.seen) <= maxStateEntries {
+		s.conts.Add(id, sc)
+	}
+}
+
+// sinkEvents gives a session's events to sink.
+func (s *Service) sinkEvents(sink *agentlog.AppendSink, id string, events []schema.Envelope) error {
+	if err := sink.Session(agentlog.Plan{ID: id, FirstSeq: 1}); err != nil {
+		return err
+	}
+	for _, e := range events {
+		if err := sink.Event(e); err != nil {
+			return sourceErr(err, id)
+		}
+	}
+	return sourceErr(sink.Done(), id)
+}
+
+// sourceErr is a conflict when the stored session is not a prefix of what
+// the entries map to.
+func sourceErr(err error, id string) error {
+	if diverged(err, id) {
+		return schema.Errorf(schema.CodeConflict, "%v", err)
+	}
+	return err
+}
+
+// diverged says whether err is the session's *agentlog.DivergedError.
+func diverged(err error, id string) bool {
+	var de *agentlog.DivergedError
+	return errors.As(err, &de) && de.Session == id
+}
+
+// remapSource reads the transcript's stored entries, maps them and the new
+// ones as import maps the file, and appends what is new of each session
+// they give; it keeps the main session's mapping state for the next append.
+func (s *Service) remapSource(ctx context.Context, f agentlog.Format, k api.SourceKey, id string, entries [][]byte) (api.SourceAppendReply, error) {
+	stored, err := s.readAll(ctx, id)
+	if err != nil {
+		return api.SourceAppendReply{}, err
+	}
+	var lines []json.RawMessage
+	rep := api.SourceAppendReply{SessionID: id}
+	if len(stored) > 0 {
+		x, err := agentlog.NewExport(f.Name(), stored)
+		if err != nil {
+			return api.SourceAppendReply{}, err
+		}
+		lines, rep.LastSeq = x.Lines, stored[len(stored)-1].Seq
+	}
+	sc := &sourceCont{seen: map[string]bool{}, key: entryKeys(f)}
+	for _, l := range lines {
+		sc.seen[sc.key(l)] = true
+	}
+	added := 0
+	for _, c := range entries {
+		if k := sc.key(c); !sc.seen[k] {
+			sc.seen[k] = true
+			lines = append(lines, c)
+			added++
+		}
+	}
+	if added == 0 {
+		return rep, nil
+	}
+	s.m.sources.WithLabelValues("remapped").Inc()
+	// A branch that cannot be written now (no forker answers, its copy is
+	// not committed yet) is logged and left to the next append, which maps
+	// it again: the key names the main transcript, and that is in.
+	mainDone := false
+	sink := &agentlog.AppendSink{Ctx: ctx, Log: writerLog{s}, Batch: sourceBatch,
+		Finished: func(p agentlog.Plan, last uint64, lastID string, added int) {
+			if p.ID == id {
+				rep.LastSeq, rep.Appended, mainDone = last, added, true
+				sc.tail, sc.tailID = last, lastID
+			}
+		}}
+	err = mapLines(f, k, lines, agentlog.Options{Continue: func(c *agentlog.Continuation) { sc.c = c }}, sink)
+	switch {
+	case err == nil:
+	case mainDone && !diverged(err, id):
+		s.log.Warn("source append: a branch of the transcript is left for the next append", "session", id, "err", err)
+	default:
+		return api.SourceAppendReply{}, sourceErr(err, id)
+	}
+	s.keepCont(id, sc)
+	return rep, nil
+}
+
+// writerLog is agentlog.Log on the writer's own append path.
+type writerLog struct{ s *Service }
+
+func (l writerLog) Tail(ctx context.Context, id string) (uint64, string, error) {
+	t, err := l.s.st.Tail(ctx, id)
+	return t.Seq, t.EventID, err
+}
+
+func (l writerLog) Append(ctx context.Context, id string, expected uint64, events []schema.Envelope) (uint64, bool, error) {
+	body, err := json.Marshal(api.AppendRequest{SessionID: id, ExpectedSeq: &expected, Events: events})
+	if err != nil {
+		return 0, false, err
+	}
+	r, err := l.s.Append(ctx, body)
+	return r.LastSeq, r.Duplicate, err
+}
+
+func (l writerLog) Fork(ctx context.Context, parent, child string, seq uint64) error {
+	_, err := forker.Call(ctx, l.s.nc, forker.Request{ParentID: parent, ChildID: child, At: &api.ForkAt{Seq: &seq}})
+	if schema.CodeOf(err) == schema.CodeConflict {
+		return nil // the child exists
+	}
+	return err
+}
+
+// mapLines maps lines as import maps the file the key names.
+func mapLines(f agentlog.Format, k api.SourceKey, lines []json.RawMessage, opt agentlog.Options, sink agentlog.Sink) error {
 	dir, err := os.MkdirTemp("", "sessionlog-source-")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer os.RemoveAll(dir)
 	p := filepath.Join(dir, k.SessionKey+".jsonl")
@@ -204,7 +376,7 @@ func mapLines(f agentlog.Format, k api.SourceKey, id string, lines []json.RawMes
 		p = filepath.Join(dir, k.SessionKey, filepath.FromSlash(k.Subpath)+".jsonl")
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return nil, err
+		return err
 	}
 	var b bytes.Buffer
 	for _, l := range lines {
@@ -212,38 +384,14 @@ func mapLines(f agentlog.Format, k api.SourceKey, id string, lines []json.RawMes
 		b.WriteByte('\n')
 	}
 	if err := os.WriteFile(p, b.Bytes(), 0o600); err != nil {
-		return nil, err
+		return err
 	}
-	sink := &mainSink{id: id}
-	if _, err := agentlog.ReadFile(f, p, agentlog.Options{}, sink); err != nil {
-		return nil, schema.Errorf(schema.CodeBadRequest, "entries: %v", err)
-	}
-	return sink.events, nil
-}
-
-// mainSink keeps the events of one session.
-type mainSink struct {
-	id, cur string
-	events  []schema.Envelope
-}
-
-func (s *mainSink) Session(p agentlog.Plan) error { s.cur = p.ID; return nil }
-func (s *mainSink) Done() error                   { return nil }
-func (s *mainSink) Event(e schema.Envelope) error {
-	if s.cur == s.id {
-		s.events = append(s.events, e)
-	}
-	return nil
+	_, err = agentlog.ReadFile(f, p, opt, sink)
+	return err
 }
 
 func (s *Service) handleSourceAppend(ctx context.Context, m *nats.Msg) {
-	var req api.SourceAppendRequest
-	if err := unmarshal(m.Data, &req); err != nil {
-		s.respondErr(m.Reply, errorDetail(schema.Errorf(schema.CodeBadRequest, "request is not a valid source append request: %v", err)))
-		return
-	}
-	rep, err := s.SourceAppend(ctx, req)
-	s.respondJSON(m.Reply, rep, err)
+	serveSource(s, ctx, m, "append", s.SourceAppend)
 }
 
 // respondJSON answers v, or err.

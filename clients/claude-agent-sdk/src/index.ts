@@ -2,7 +2,8 @@
 // It maps nothing itself: it speaks only sessions.api.* (DESIGN.md
 // section 15), and the service maps entries exactly as
 // `sessionlog import --from claude-code` maps the same file.
-import type { SessionKey, SessionStore, SessionStoreEntry } from "@anthropic-ai/claude-agent-sdk";
+import { foldSessionSummary } from "@anthropic-ai/claude-agent-sdk";
+import type { SessionKey, SessionStore, SessionStoreEntry, SessionSummaryEntry } from "@anthropic-ai/claude-agent-sdk";
 import { type NatsConnection, JSONCodec } from "nats";
 
 const FORMAT = "claude-code";
@@ -21,6 +22,12 @@ export interface SessionlogStoreOptions {
   /** Who asks for an erase, and why (recorded in the audit record). */
   eraseBy?: string;
   eraseReason?: string;
+  /** Transcripts per listing request (default 500, at most 1000, the service's limit). */
+  pageSize?: number;
+  /** Listing requests one listSessions/listSubkeys makes at most (default 1000). */
+  maxPages?: number;
+  /** Transcripts listSessionSummaries loads at once (default 8). */
+  loadConcurrency?: number;
 }
 
 const jc = JSONCodec();
@@ -57,6 +64,60 @@ export class SessionlogStore implements SessionStore {
   async load(key: SessionKey): Promise<SessionStoreEntry[] | null> {
     const r = await this.request<{ found: boolean; entries: SessionStoreEntry[] }>("sessions.api.source.load", SessionlogStore.source(key));
     return r.found ? r.entries : null;
+  }
+
+  /** Pages through a listing (sessions.api.source.list or .subkeys). */
+  private async page<R, T>(subject: string, body: object, items: (reply: R) => T[]): Promise<T[]> {
+    const out: T[] = [];
+    let cursor: string | undefined;
+    for (let n = 0; n < (this.opts.maxPages ?? 1000); n++) {
+      const r = await this.request<R & { next?: string }>(subject, { ...body, limit: this.opts.pageSize ?? 500, ...(cursor ? { cursor } : {}) });
+      out.push(...items(r));
+      if (!r.next) return out;
+      cursor = r.next;
+    }
+    throw new SessionlogError("too_large", `${subject}: more than ${this.opts.maxPages ?? 1000} pages`);
+  }
+
+  /**
+   * The project's main transcripts and the epoch ms of their last write
+   * (the service's clock). A transcript written again while the listing
+   * pages is listed once, with its later mtime.
+   */
+  async listSessions(projectKey: string): Promise<Array<{ sessionId: string; mtime: number }>> {
+    const rows = await this.page("sessions.api.source.list", { format: FORMAT, projectKey },
+      (r: { sessions: Array<{ sessionKey: string; mtime: number }> }) => r.sessions);
+    const latest = new Map<string, number>();
+    for (const s of rows) latest.set(s.sessionKey, Math.max(latest.get(s.sessionKey) ?? 0, s.mtime));
+    return [...latest].map(([sessionId, mtime]) => ({ sessionId, mtime }));
+  }
+
+  /**
+   * Summaries of the project's sessions, folded by the SDK's own
+   * foldSessionSummary over each transcript's stored entries, stamped with
+   * the listing's mtime. The fold is SDK-owned code, so the service keeps no
+   * summary: it is computed here from what load returns (one load per
+   * session), and equals what a store folding every append would hold.
+   */
+  async listSessionSummaries(projectKey: string): Promise<SessionSummaryEntry[]> {
+    const sessions = await this.listSessions(projectKey);
+    const out: SessionSummaryEntry[] = [];
+    let next = 0;
+    const worker = async () => {
+      while (next < sessions.length) {
+        const { sessionId, mtime } = sessions[next++];
+        const entries = await this.load({ projectKey, sessionId });
+        if (entries && entries.length > 0) out.push(foldSessionSummary(undefined, { projectKey, sessionId }, entries, { mtime }));
+      }
+    };
+    await Promise.all(Array.from({ length: Math.max(1, this.opts.loadConcurrency ?? 8) }, worker));
+    return out;
+  }
+
+  /** The subpaths stored under a session (its subagent transcripts). */
+  async listSubkeys(key: { projectKey: string; sessionId: string }): Promise<string[]> {
+    return this.page("sessions.api.source.subkeys", { format: FORMAT, projectKey: key.projectKey, sessionKey: key.sessionId },
+      (r: { subkeys: string[] }) => r.subkeys).then((keys) => [...new Set(keys)]);
   }
 
   /**

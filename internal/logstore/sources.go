@@ -1,0 +1,139 @@
+package logstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionlog/sessionlog/pkg/api"
+)
+
+// SourceBucket indexes the transcripts written through the source
+// endpoints (DESIGN.md section 15): which project a session belongs to,
+// and a project's transcripts by key, so a listing reads one project's
+// keys and nothing of the rest of the fleet. The writer chooses the keys;
+// the bucket only stores them.
+const SourceBucket = api.SourceBucket
+
+// SourceRecord is one stored index record.
+type SourceRecord struct {
+	Key      string
+	Value    []byte
+	Revision uint64
+}
+
+// sourceIndex is SESSION_SOURCES, opened on first use.
+type sourceIndex struct {
+	mu sync.Mutex
+	kv jetstream.KeyValue
+}
+
+// provisionKV creates or updates a bucket that keeps one value per key.
+func (s *Store) provisionKV(ctx context.Context, bucket, description string) error {
+	if _, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      bucket,
+		Description: description,
+		History:     1,
+		Storage:     jetstream.FileStorage,
+		Replicas:    s.cfg.Replicas,
+	}); err != nil {
+		return fmt.Errorf("logstore: provision bucket %s: %w", bucket, err)
+	}
+	return nil
+}
+
+func (s *Store) sourceKV(ctx context.Context) (jetstream.KeyValue, error) {
+	s.sources.mu.Lock()
+	defer s.sources.mu.Unlock()
+	if s.sources.kv != nil {
+		return s.sources.kv, nil
+	}
+	kv, err := s.js.KeyValue(ctx, SourceBucket)
+	if err != nil {
+		return nil, fmt.Errorf("logstore: bucket %s: %w", SourceBucket, err)
+	}
+	s.sources.kv = kv
+	return kv, nil
+}
+
+// SourceGet returns the record at key; ok is false when there is none.
+func (s *Store) SourceGet(ctx context.Context, key string) (rec SourceRecord, ok bool, err error) {
+	kv, err := s.sourceKV(ctx)
+	if err != nil {
+		return SourceRecord{}, false, err
+	}
+	e, err := kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return SourceRecord{}, false, nil
+	}
+	if err != nil {
+		return SourceRecord{}, false, fmt.Errorf("logstore: %s %s: %w", SourceBucket, key, err)
+	}
+	return SourceRecord{Key: key, Value: e.Value(), Revision: e.Revision()}, true, nil
+}
+
+// ErrSourceExists: SourceCreate found a record at the key.
+var ErrSourceExists = errors.New("logstore: source record exists")
+
+// SourceCreate writes the record at key if there is none (of several
+// writers, the first wins); ErrSourceExists if there is one.
+func (s *Store) SourceCreate(ctx context.Context, key string, value []byte) error {
+	kv, err := s.sourceKV(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = kv.Create(ctx, key, value)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return ErrSourceExists
+	}
+	if err != nil {
+		return fmt.Errorf("logstore: %s %s: %w", SourceBucket, key, err)
+	}
+	return nil
+}
+
+// SourcePut writes the record at key, whatever it was.
+func (s *Store) SourcePut(ctx context.Context, key string, value []byte) error {
+	kv, err := s.sourceKV(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Put(ctx, key, value); err != nil {
+		return fmt.Errorf("logstore: %s %s: %w", SourceBucket, key, err)
+	}
+	return nil
+}
+
+// SourceList reads the records whose keys match the filter (a key with
+// NATS wildcards), in the order they were last written, from after the
+// bucket position after on: at most limit, and next is where the following
+// page starts (0: there is none). Each record is one indexed lookup by
+// subject, so a page costs limit reads whatever the size of the rest of
+// the bucket. A record rewritten while a listing pages may be listed
+// twice (it moved behind the cursor), never missed.
+func (s *Store) SourceList(ctx context.Context, filter string, after uint64, limit int) (recs []SourceRecord, next uint64, err error) {
+	if _, err := s.sourceKV(ctx); err != nil {
+		return nil, 0, err
+	}
+	stream := "KV_" + SourceBucket
+	prefix := "$KV." + SourceBucket + "."
+	pos := after
+	for len(recs) < limit {
+		m, err := s.msgGet(ctx, stream, msgGetRequest{Seq: pos + 1, NextFor: prefix + filter})
+		if err != nil {
+			return nil, 0, fmt.Errorf("logstore: %s: %w", SourceBucket, err)
+		}
+		if m == nil {
+			return recs, 0, nil
+		}
+		pos = m.StreamSeq
+		if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+			continue
+		}
+		recs = append(recs, SourceRecord{Key: m.Subject[len(prefix):], Value: m.Data, Revision: m.StreamSeq})
+	}
+	return recs, pos, nil
+}

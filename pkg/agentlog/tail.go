@@ -1,0 +1,146 @@
+package agentlog
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// Log is what AppendSink needs of sessionlog: a session's stored tail, an
+// append after it and a fork. ship appends through the Go client, the
+// writer's source endpoints through its own append path.
+type Log interface {
+	// Tail is the session's last seq and the id of the event there (0
+	// and "" for a session with none).
+	Tail(ctx context.Context, sessionID string) (seq uint64, eventID string, err error)
+	// Append appends events (one atomic batch) after seq expected: last
+	// is the session's last seq after them, duplicate that the batch was
+	// stored already.
+	Append(ctx context.Context, sessionID string, expected uint64, events []schema.Envelope) (last uint64, duplicate bool, err error)
+	// Fork makes child a fork of parent through seq; a child that exists
+	// already is no error.
+	Fork(ctx context.Context, parent, child string, seq uint64) error
+}
+
+// DivergedError: the stored session is not a prefix of what the source
+// maps to now (the file was rewritten, or its main path moved).
+type DivergedError struct {
+	Session string
+	Seq     uint64
+	Stored  string // the stored event id at Seq
+	Source  string // the id the source gives that seq
+}
+
+func (e *DivergedError) Error() string {
+	return fmt.Sprintf("session %s differs from the source at seq %d (stored event %s, the source gives %s)",
+		e.Session, e.Seq, e.Stored, e.Source)
+}
+
+// DefaultAppendBatch is AppendSink's batch when it names none.
+const DefaultAppendBatch = 500
+
+// AppendSink is the step every writer of a source's sessions shares: for
+// each session a source maps to, read the stored tail, check that the
+// event the source gives that seq is the stored one, and append the events
+// after it in batches; a fork child missing from the log is forked first.
+// Mapping a source again therefore appends only what is new, and a source
+// that no longer maps to what is stored is a *DivergedError.
+type AppendSink struct {
+	Ctx   context.Context
+	Log   Log
+	Batch int // events per append (0: DefaultAppendBatch)
+	// Finished, when set, is told of each session when its events are in:
+	// the session's last seq, the event id there, and how many events this
+	// sink added to it.
+	Finished func(p Plan, lastSeq uint64, lastID string, added int)
+
+	plan    Plan
+	tail    uint64
+	tailID  string
+	pending []schema.Envelope
+	added   int
+}
+
+var _ Sink = (*AppendSink)(nil)
+
+// Session reads the session's tail, forking it first when it is a fork
+// child the log does not have.
+func (s *AppendSink) Session(p Plan) error {
+	s.plan, s.pending, s.added = p, s.pending[:0], 0
+	var err error
+	if s.tail, s.tailID, err = s.Log.Tail(s.Ctx, p.ID); err != nil {
+		return fmt.Errorf("read %s: %w", p.ID, err)
+	}
+	if p.Fork == nil {
+		return nil
+	}
+	if s.tail == 0 {
+		if err := s.Log.Fork(s.Ctx, p.Fork.ParentID, p.ID, p.Fork.Seq); err != nil {
+			return fmt.Errorf("fork %s from %s at seq %d: %w", p.ID, p.Fork.ParentID, p.Fork.Seq, err)
+		}
+		if s.tail, s.tailID, err = s.Log.Tail(s.Ctx, p.ID); err != nil {
+			return fmt.Errorf("read %s: %w", p.ID, err)
+		}
+	}
+	if s.tail < p.FirstSeq-1 {
+		// The forker is still copying (or a forker that restarted will
+		// finish or abandon the copy): the next pass continues after it.
+		return fmt.Errorf("fork %s holds %d events, %d once its copy is committed: try again", p.ID, s.tail, p.FirstSeq-1)
+	}
+	return nil
+}
+
+// Event passes over the events through the stored tail, checks the one at
+// it, and queues the rest.
+func (s *AppendSink) Event(e schema.Envelope) error {
+	switch {
+	case e.Seq < s.tail:
+		return nil
+	case e.Seq == s.tail:
+		if e.EventID != s.tailID {
+			return &DivergedError{Session: s.plan.ID, Seq: e.Seq, Stored: s.tailID, Source: e.EventID}
+		}
+		return nil
+	}
+	e.Seq, e.SessionID = 0, ""
+	s.pending = append(s.pending, e)
+	if len(s.pending) >= s.batchSize() {
+		return s.flush()
+	}
+	return nil
+}
+
+func (s *AppendSink) batchSize() int {
+	if s.Batch <= 0 {
+		return DefaultAppendBatch
+	}
+	return s.Batch
+}
+
+func (s *AppendSink) flush() error {
+	if len(s.pending) == 0 {
+		return nil
+	}
+	last, dup, err := s.Log.Append(s.Ctx, s.plan.ID, s.tail, s.pending)
+	if err != nil {
+		return fmt.Errorf("append to %s after seq %d: %w", s.plan.ID, s.tail, err)
+	}
+	s.tail, s.tailID = last, s.pending[len(s.pending)-1].EventID
+	if !dup {
+		s.added += len(s.pending)
+	}
+	s.pending = s.pending[:0]
+	return nil
+}
+
+// Done appends what is queued and reports the session.
+func (s *AppendSink) Done() error {
+	if err := s.flush(); err != nil {
+		return err
+	}
+	if s.Finished != nil {
+		s.Finished(s.plan, s.tail, s.tailID, s.added)
+	}
+	return nil
+}
