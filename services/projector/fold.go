@@ -76,6 +76,7 @@ type folder struct {
 	// one is allocated at that size rather than grown to it.
 	lastBatch int
 	scratch   []byte
+	terms     termSet // of the event being indexed (indexSearch)
 	// catchingUp: the projector has not yet reached the stream's end as
 	// it was at start (snapshots further apart, see snapshotInterval).
 	catchingUp bool
