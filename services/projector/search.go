@@ -18,9 +18,18 @@ import (
 // so it is as durable, as checksummed and as rebuildable as the other
 // views. Each key names one term of one event: the metadata of
 // session/created (id, title, agent, label keys and values, workspace) and
-// the text of message/user and message/assistant. A key per event rather
-// than per session means the fold never reads the store to know whether a
-// term is there already: every key it writes is new.
+// the text of message/user and message/assistant. A search needs of a
+// term in a session only the first event holding it (the hit's seq, and
+// that the session holds it), so a key is written at a term's first
+// occurrence in the session, not at every one: a session's own words
+// repeat, and a key per occurrence made the index most of a catch-up's
+// writes. The fold keeps the terms of a session it has indexed
+// (entry.terms, in its snapshot too, so a restore continues it), never
+// reading the store to know whether a term is there: every key it writes
+// is new. The set is bounded: at maxSessionTerms it starts over, and a
+// term seen again after that gets a second key, harmless to a search.
+// What is indexed depends on the session's events alone, so a rebuild
+// writes the same keys.
 //
 // Bounds, so an agent cannot make the index outgrow its log: the first
 // maxIndexText bytes of text of an event are indexed, terms are 2 to
@@ -30,6 +39,9 @@ const (
 	maxIndexText  = 32 << 10
 	maxTermBytes  = 48
 	maxEventTerms = 512
+	// maxSessionTerms bounds the terms a session's fold state remembers
+	// as indexed (entry.terms).
+	maxSessionTerms = 1024
 	// maxQueryTerms bounds the words of a query; every one must match.
 	maxQueryTerms = 8
 	// searchScanBudget bounds the sessions one search request examines;
@@ -208,13 +220,25 @@ func (f *folder) dashboard(en *entry, ev *schema.Envelope) {
 	if ev.Type == schema.TypeRepairApplied {
 		f.met.repairs.Inc()
 	}
-	f.indexSearch(en, ev)
+	f.indexSearch(en, ev, true)
+}
+
+// noteTerm notes term t as indexed in the session.
+func (en *entry) noteTerm(t []byte) {
+	if len(en.terms) >= maxSessionTerms {
+		clear(en.terms)
+	}
+	if en.terms == nil {
+		en.terms = map[string]struct{}{}
+	}
+	en.terms[string(t)] = struct{}{}
 }
 
 // indexSearch writes the search keys of event ev of en into the open
-// batch. Every key is new (one per event and term), so none has an old
-// value to take out of the checksum.
-func (f *folder) indexSearch(en *entry, ev *schema.Envelope) {
+// batch (write false: only notes its terms as indexed, for a restore that
+// folds events again). Every key is new (one per term's first event), so
+// none has an old value to take out of the checksum.
+func (f *folder) indexSearch(en *entry, ev *schema.Envelope, write bool) {
 	txt := searchText(en.id, ev)
 	if txt == "" {
 		return
@@ -225,13 +249,17 @@ func (f *folder) indexSearch(en *entry, ev *schema.Envelope) {
 	// an event's keys stay within a few times its text.
 	budget := 4*len(txt) + 2048
 	set := func(t []byte) {
-		if budget < 0 {
+		if _, indexed := en.terms[string(t)]; indexed || budget < 0 {
 			return
 		}
 		f.scratch = store.AppendSearchKey(f.scratch[:0], t, en.id, ev.Seq)
-		if budget -= len(f.scratch); budget >= 0 {
+		if budget -= len(f.scratch); budget < 0 {
+			return
+		}
+		if write {
 			f.batch.Set(f.scratch, nil, []byte{})
 		}
+		en.noteTerm(t)
 	}
 	if ev.Type == schema.TypeSessionCreated {
 		// The whole id too, so a pasted id finds its session.
