@@ -59,10 +59,13 @@ func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error
 	}
 	var small *bench.CatchupResult
 	if n > smallCatchup {
-		// The small catch-up alone, with its own server, before the
-		// profile starts.
+		// The small catch-up, with its own server, before the profile
+		// starts; with its floors too, so that it starts as the large
+		// one does: after floor trials on its stream (which leave the
+		// server and the runtime some tens of MiB larger), not in a
+		// fresh process.
 		scfg := cfg
-		scfg.Events, scfg.NoFloors, scfg.Profile, scfg.Dir = smallCatchup, true, nil, ""
+		scfg.Events, scfg.Profile, scfg.Dir = smallCatchup, nil, ""
 		r, err := bench.RunCatchup(ctx, scfg)
 		if err != nil {
 			return fmt.Errorf("bench catchup (%d events): %w", smallCatchup, err)
