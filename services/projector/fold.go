@@ -32,8 +32,10 @@ type entry struct {
 	idxTime    uint64
 	indexed    bool
 	compaction []byte // vc value in the store (nil: none)
-	snapSeq    uint64 // LastSeq of the stored snapshot
-	snapBytes  int    // its size
+	// terms are the search terms indexed in the session (search.go).
+	terms     map[string]struct{}
+	snapSeq   uint64 // LastSeq of the stored snapshot
+	snapBytes int    // its size
 	// committed is the stream seq of the last event of the session in
 	// the committed views (LastStreamSeq as of the last flush or load).
 	committed uint64
@@ -52,6 +54,8 @@ type snapshot struct {
 	LastSeq   uint64          `json:"lastSeq"`
 	StreamSeq uint64          `json:"streamSeq"`
 	State     json.RawMessage `json:"state"`
+	// Terms are the search terms indexed up to LastSeq (entry.terms).
+	Terms []string `json:"terms,omitempty"`
 }
 
 // folder folds stream messages into batches of view changes. It is used
@@ -76,6 +80,7 @@ type folder struct {
 	// one is allocated at that size rather than grown to it.
 	lastBatch int
 	scratch   []byte
+	terms     termSet // of the event being indexed (indexSearch)
 	// catchingUp: the projector has not yet reached the stream's end as
 	// it was at start (snapshots further apart, see snapshotInterval).
 	catchingUp bool
@@ -454,6 +459,9 @@ func (f *folder) restore(ctx context.Context, en *entry) error {
 		}
 		if sn.LastSeq <= en.sum.LastSeq {
 			en.st, en.snapSeq, en.snapBytes = st, sn.LastSeq, len(v)
+			for _, t := range sn.Terms {
+				en.noteTerm([]byte(t))
+			}
 		}
 	}
 	if en.st.LastSeq == en.sum.LastSeq {
@@ -486,6 +494,7 @@ func (f *folder) restore(ctx context.Context, en *entry) error {
 		if err := en.st.Apply(&ev); err != nil {
 			return fmt.Errorf("projector: restore %s: seq %d folded before but not now: %w", en.id, ev.Seq, err)
 		}
+		f.indexSearch(en, &ev, false)
 		return nil
 	}
 	if len(seqs) > restoreByLeaderReads && slices.IsSorted(seqs) {
@@ -626,7 +635,15 @@ func (f *folder) flush() error {
 			sv = append(sv, `,"streamSeq":`...)
 			sv = strconv.AppendUint(sv, en.sum.LastStreamSeq, 10)
 			sv = append(sv, `,"state":`...)
-			sv = append(append(sv, st...), '}')
+			sv = append(sv, st...)
+			if len(en.terms) > 0 {
+				ts, err := json.Marshal(sortedKeys(en.terms))
+				if err != nil {
+					return err
+				}
+				sv = append(append(sv, `,"terms":`...), ts...)
+			}
+			sv = append(sv, '}')
 			b.SetInternal(store.SnapshotKey(en.id), sv)
 			en.snapSeq, en.snapBytes = en.st.LastSeq, len(sv)
 		}

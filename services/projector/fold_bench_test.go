@@ -7,12 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/procstat"
-	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
@@ -32,17 +30,10 @@ func BenchmarkFold(b *testing.B) {
 	msgs := make([]msg, events)
 	for i := range msgs {
 		e := fleet.Next()
-		body, err := schema.Encode(&e)
-		if err != nil {
-			b.Fatal(err)
-		}
 		// The subject, seq header and body the fold reads, as the writer
 		// stores them.
-		loc, _ := logstore.Locate(e.SessionID)
-		h := nats.Header{}
-		h.Set(logstore.HeaderSeq, strconv.FormatUint(e.Seq, 10))
-		h.Set(logstore.HeaderType, e.Type)
-		msgs[i] = msg{stream: logstore.StreamName, streamSeq: uint64(i + 1), subject: loc.Subject, header: h, data: body, pending: uint64(events - i - 1)}
+		msgs[i] = storedMsg(b, &e, uint64(i+1))
+		msgs[i].pending = uint64(events - i - 1)
 		msgs[i].prepare()
 	}
 	ctx := context.Background()

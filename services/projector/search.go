@@ -18,9 +18,18 @@ import (
 // so it is as durable, as checksummed and as rebuildable as the other
 // views. Each key names one term of one event: the metadata of
 // session/created (id, title, agent, label keys and values, workspace) and
-// the text of message/user and message/assistant. A key per event rather
-// than per session means the fold never reads the store to know whether a
-// term is there already: every key it writes is new.
+// the text of message/user and message/assistant. A search needs of a
+// term in a session only the first event holding it (the hit's seq, and
+// that the session holds it), so a key is written at a term's first
+// occurrence in the session, not at every one: a session's own words
+// repeat, and a key per occurrence made the index most of a catch-up's
+// writes. The fold keeps the terms of a session it has indexed
+// (entry.terms, in its snapshot too, so a restore continues it), never
+// reading the store to know whether a term is there: every key it writes
+// is new. The set is bounded: at maxSessionTerms it starts over, and a
+// term seen again after that gets a second key, harmless to a search.
+// What is indexed depends on the session's events alone, so a rebuild
+// writes the same keys.
 //
 // Bounds, so an agent cannot make the index outgrow its log: the first
 // maxIndexText bytes of text of an event are indexed, terms are 2 to
@@ -30,6 +39,9 @@ const (
 	maxIndexText  = 32 << 10
 	maxTermBytes  = 48
 	maxEventTerms = 512
+	// maxSessionTerms bounds the terms a session's fold state remembers
+	// as indexed (entry.terms).
+	maxSessionTerms = 1024
 	// maxQueryTerms bounds the words of a query; every one must match.
 	maxQueryTerms = 8
 	// searchScanBudget bounds the sessions one search request examines;
@@ -42,36 +54,95 @@ const (
 // terms appends the distinct search terms of s to dst: maximal runs of
 // letters and digits, lower-cased.
 func terms(dst []string, s string) []string {
+	var ts termSet
+	for _, t := range dst {
+		ts.add([]byte(t))
+	}
+	ts.scan(s, func(t []byte) { dst = append(dst, string(t)) })
+	return dst
+}
+
+// termSet gathers the distinct terms of an event (at most
+// maxEventTerms) in the order they first occur, without a string or an
+// allocation per term: the fold indexes every message with it.
+type termSet struct {
+	buf  []byte // the terms, one after the other
+	ends []int  // where each ends in buf
+	cur  []byte // the term being read
+}
+
+func (ts *termSet) reset() { ts.buf, ts.ends, ts.cur = ts.buf[:0], ts.ends[:0], ts.cur[:0] }
+
+// add adds t unless the set holds it or is full, and reports whether it
+// did.
+func (ts *termSet) add(t []byte) bool {
+	if len(ts.ends) >= maxEventTerms {
+		return false
+	}
+	start := 0
+	for _, end := range ts.ends {
+		if bytes.Equal(ts.buf[start:end], t) {
+			return false
+		}
+		start = end
+	}
+	ts.buf = append(ts.buf, t...)
+	ts.ends = append(ts.ends, len(ts.buf))
+	return true
+}
+
+// scan adds the terms of s (its first maxIndexText bytes), calling yield
+// with each one added (t is valid during the call).
+func (ts *termSet) scan(s string, yield func(t []byte)) {
 	if len(s) > maxIndexText {
 		s = s[:maxIndexText]
 	}
-	var b strings.Builder
 	flush := func() {
-		if n := b.Len(); n >= 2 && n <= maxTermBytes && len(dst) < maxEventTerms {
-			t := b.String()
-			if !slices.Contains(dst, t) {
-				dst = append(dst, t)
-			}
+		if n := len(ts.cur); n >= 2 && n <= maxTermBytes && ts.add(ts.cur) {
+			yield(ts.buf[len(ts.buf)-n:])
 		}
-		b.Reset()
+		ts.cur = ts.cur[:0]
 	}
-	for _, r := range s {
-		if unicode.IsLetter(r) || unicode.IsDigit(r) {
-			if b.Len() <= maxTermBytes {
-				b.WriteRune(unicode.ToLower(r))
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			// ASCII: what unicode.IsLetter, IsDigit and ToLower say of it.
+			i++
+			switch {
+			case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+			case 'A' <= c && c <= 'Z':
+				c += 'a' - 'A'
+			default:
+				flush()
+				continue
+			}
+			if len(ts.cur) <= maxTermBytes {
+				ts.cur = append(ts.cur, c)
 			}
 			continue
 		}
-		flush()
+		r, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+			flush()
+			continue
+		}
+		if len(ts.cur) <= maxTermBytes {
+			ts.cur = utf8.AppendRune(ts.cur, unicode.ToLower(r))
+		}
 	}
 	flush()
-	return dst
 }
 
 // messageText is the text of a message's content: every JSON string
 // value in it (not the keys: those are the agent's field names), whatever
 // shape the agent gave it, up to maxIndexText bytes.
 func messageText(content json.RawMessage) string {
+	if len(content) > 1 && content[0] == '"' && plainASCII(content[1:len(content)-1]) {
+		// Decoded and valid already (DecodeData): without an escape or
+		// a byte beyond ASCII, the string is what its quotes hold.
+		return string(content[1 : len(content)-1])
+	}
 	if len(content) > 0 && content[0] == '"' {
 		// The common case, a plain string: no tree to walk.
 		var str string
@@ -108,6 +179,16 @@ func messageText(content json.RawMessage) string {
 	return sb.String()
 }
 
+// plainASCII reports whether b is ASCII without a backslash.
+func plainASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
 // searchText is the indexed text of event ev ("" for none).
 func searchText(id string, ev *schema.Envelope) string {
 	switch ev.Type {
@@ -139,32 +220,54 @@ func (f *folder) dashboard(en *entry, ev *schema.Envelope) {
 	if ev.Type == schema.TypeRepairApplied {
 		f.met.repairs.Inc()
 	}
-	f.indexSearch(en, ev)
+	f.indexSearch(en, ev, true)
+}
+
+// noteTerm notes term t as indexed in the session.
+func (en *entry) noteTerm(t []byte) {
+	if len(en.terms) >= maxSessionTerms {
+		clear(en.terms)
+	}
+	if en.terms == nil {
+		en.terms = map[string]struct{}{}
+	}
+	en.terms[string(t)] = struct{}{}
 }
 
 // indexSearch writes the search keys of event ev of en into the open
-// batch. Every key is new (one per event and term), so none has an old
-// value to take out of the checksum.
-func (f *folder) indexSearch(en *entry, ev *schema.Envelope) {
+// batch (write false: only notes its terms as indexed, for a restore that
+// folds events again). Every key is new (one per term's first event), so
+// none has an old value to take out of the checksum.
+func (f *folder) indexSearch(en *entry, ev *schema.Envelope, write bool) {
 	txt := searchText(en.id, ev)
 	if txt == "" {
 		return
 	}
-	var ts []string
-	if ev.Type == schema.TypeSessionCreated {
-		// The whole id too, so a pasted id finds its session.
-		ts = append(ts, strings.ToLower(en.id))
-	}
+	ts := &f.terms
+	ts.reset()
 	// Short words under a long session id cost more key bytes than text:
 	// an event's keys stay within a few times its text.
 	budget := 4*len(txt) + 2048
-	for _, t := range terms(ts, txt) {
-		f.scratch = store.SearchKey(f.scratch[:0], t, en.id, ev.Seq)
-		if budget -= len(f.scratch); budget < 0 {
-			break
+	set := func(t []byte) {
+		if _, indexed := en.terms[string(t)]; indexed || budget < 0 {
+			return
 		}
-		f.batch.Set(f.scratch, nil, []byte{})
+		f.scratch = store.AppendSearchKey(f.scratch[:0], t, en.id, ev.Seq)
+		if budget -= len(f.scratch); budget < 0 {
+			return
+		}
+		if write {
+			f.batch.Set(f.scratch, nil, []byte{})
+		}
+		en.noteTerm(t)
 	}
+	if ev.Type == schema.TypeSessionCreated {
+		// The whole id too, so a pasted id finds its session.
+		if id := []byte(strings.ToLower(en.id)); ts.add(id) {
+			set(id)
+		}
+	}
+	ts.scan(txt, set)
 }
 
 // SearchHit is one session a search found.

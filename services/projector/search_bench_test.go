@@ -2,17 +2,10 @@ package projector
 
 import (
 	"context"
-	"strconv"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector/loadgen"
-	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
 // BenchmarkSearch times the search index of a fleet of 10,000 sessions
@@ -24,29 +17,13 @@ import (
 func BenchmarkSearch(b *testing.B) {
 	const sessions, events = 10_000, 200_000
 	fleet := loadgen.NewFleet("s", sessions, 7, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	db, err := store.Open(b.TempDir(), store.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	met, err := newMetrics(prometheus.NewRegistry())
-	if err != nil {
-		b.Fatal(err)
-	}
 	// Every session cached: no restore reads the (absent) log.
-	f := newFolder(db, nil, met, sessions+1, DefaultSnapshotEvery, []store.StreamPos{{Name: logstore.StreamName}})
+	f, db := newTestFolder(b, sessions+1)
 	ctx := context.Background()
 	t0 := time.Now()
 	for i := range events {
 		e := fleet.Next()
-		body, err := schema.Encode(&e)
-		if err != nil {
-			b.Fatal(err)
-		}
-		loc, _ := logstore.Locate(e.SessionID)
-		h := nats.Header{}
-		h.Set(logstore.HeaderSeq, strconv.FormatUint(e.Seq, 10))
-		m := msg{stream: logstore.StreamName, streamSeq: uint64(i + 1), subject: loc.Subject, header: h, data: body}
+		m := storedMsg(b, &e, uint64(i+1))
 		if err := f.handle(ctx, &m); err != nil {
 			b.Fatal(err)
 		}

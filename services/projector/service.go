@@ -29,6 +29,11 @@ const (
 	// lingerBehind: how long a projector that is behind waits for the
 	// next message before committing a partial batch.
 	lingerBehind = 20 * time.Millisecond
+	// chunkMsgs: the consumer hands the fold loop the messages it read
+	// in chunks of up to this many (fewer when nothing more is pending):
+	// one channel operation, and at most one wake-up of the other
+	// goroutine, per chunk rather than per message.
+	chunkMsgs = 128
 )
 
 // Config configures the projector.
@@ -410,7 +415,7 @@ func (s *Service) Run(ctx context.Context) error {
 func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.StreamPos) bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ch := make(chan *msg, 2*s.cfg.FetchBatch)
+	ch := make(chan []msg, 2*s.cfg.FetchBatch/chunkMsgs+1)
 	errc := make(chan error, len(s.f.pos))
 	var wg sync.WaitGroup
 	for name, p := range s.f.pos {
@@ -437,6 +442,7 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 		go func() {
 			defer wg.Done()
 			defer fol.Close()
+			var chunk []msg
 			for {
 				lm, err := fol.Next(ctx)
 				if err != nil {
@@ -445,12 +451,23 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 					}
 					return
 				}
-				m := &msg{stream: name, streamSeq: lm.StreamSeq, subject: lm.Subject, header: lm.Header, data: lm.Data, pending: lm.Pending}
+				if chunk == nil {
+					// A new array each time: the fold loop (and an
+					// observer) may hold on to the messages it was handed.
+					chunk = make([]msg, 0, chunkMsgs)
+				}
+				chunk = append(chunk, msg{stream: name, streamSeq: lm.StreamSeq, subject: lm.Subject, header: lm.Header, data: lm.Data, pending: lm.Pending})
 				// Reading the message here overlaps it with folding in
 				// the other goroutine.
-				m.prepare()
+				chunk[len(chunk)-1].prepare()
+				if len(chunk) < chunkMsgs && lm.Pending > 0 {
+					// More is on its way (the consumer pulls pages ahead):
+					// hand it over with what follows.
+					continue
+				}
 				select {
-				case ch <- m:
+				case ch <- chunk:
+					chunk = nil
 				case <-ctx.Done():
 					return
 				}
@@ -465,37 +482,50 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 	defer wg.Wait()
 	defer cancel()
 
+	var (
+		chunk []msg // the messages in hand, chunk[next:] not yet folded
+		next  int
+	)
 	for {
-		var m *msg
-		select {
-		case <-ctx.Done():
-			return s.commit()
-		case err := <-errc:
-			s.commit()
-			return err
-		case id := <-s.er.ch:
-			if err := s.commit(); err != nil {
+		if next == len(chunk) {
+			select {
+			case <-ctx.Done():
+				return s.commit()
+			case err := <-errc:
+				s.commit()
 				return err
+			case id := <-s.er.ch:
+				if err := s.commit(); err != nil {
+					return err
+				}
+				if err := s.eraseViews(id); err != nil {
+					return err
+				}
+				continue
+			case chunk = <-ch:
+				next = 0
 			}
-			if err := s.eraseViews(id); err != nil {
-				return err
-			}
-			continue
-		case m = <-ch:
 		}
 		start := time.Now()
+		var m *msg
+	batch:
 		for {
-			if err := s.f.handle(ctx, m); err != nil {
-				return err
-			}
-			if stop != nil && stop(s.f.pos) {
-				return s.commit()
-			}
-			if s.f.events >= s.cfg.MaxBatchEvents || s.f.bytes >= s.cfg.MaxBatchBytes {
-				break
+			for next < len(chunk) {
+				m = &chunk[next]
+				next++
+				if err := s.f.handle(ctx, m); err != nil {
+					return err
+				}
+				if stop != nil && stop(s.f.pos) {
+					return s.commit()
+				}
+				if s.f.events >= s.cfg.MaxBatchEvents || s.f.bytes >= s.cfg.MaxBatchBytes {
+					break batch
+				}
 			}
 			select {
-			case m = <-ch:
+			case chunk = <-ch:
+				next = 0
 				continue
 			default:
 			}
@@ -506,8 +536,9 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 			if m.pending > 0 {
 				t := time.NewTimer(lingerBehind)
 				select {
-				case m = <-ch:
+				case chunk = <-ch:
 					t.Stop()
+					next = 0
 					continue
 				case <-t.C:
 				case <-ctx.Done():

@@ -13,6 +13,15 @@ var prefSearch = []byte("vq")
 
 // SearchKey appends the search index key of term in event seq of session id.
 func SearchKey(dst []byte, term, id string, seq uint64) []byte {
+	return appendSearchKey(dst, term, id, seq)
+}
+
+// AppendSearchKey is SearchKey with the term as bytes.
+func AppendSearchKey(dst, term []byte, id string, seq uint64) []byte {
+	return appendSearchKey(dst, term, id, seq)
+}
+
+func appendSearchKey[T string | []byte](dst []byte, term T, id string, seq uint64) []byte {
 	dst = append(dst, prefSearch...)
 	dst = append(dst, term...)
 	dst = append(dst, 0)

@@ -255,6 +255,9 @@ type DB struct {
 	// allocated anew (and zeroed, and grown) cost more than reusing them.
 	spareBuf []byte
 	spareOps []batchOp
+	// pb is the Pebble batch the last commit used, reset: it keeps its
+	// buffer (of a catch-up batch's size) for the next commit.
+	pb *pebble.Batch
 }
 
 // Open opens (creating) the store in dir.
@@ -297,6 +300,14 @@ func (d *DB) open() error {
 	return nil
 }
 
+// dropBatch closes the kept Pebble batch (before its DB closes).
+func (d *DB) dropBatch() {
+	if d.pb != nil {
+		d.pb.Close()
+		d.pb = nil
+	}
+}
+
 // Dir is the store's directory.
 func (d *DB) Dir() string { return d.dir }
 
@@ -305,6 +316,7 @@ func (d *DB) Close() error {
 	if d.db == nil {
 		return nil
 	}
+	d.dropBatch()
 	// Commits use NoSync: make the last ones durable on a clean stop.
 	if err := d.db.LogData(nil, pebble.Sync); err != nil {
 		d.db.Close()
@@ -321,6 +333,7 @@ func (d *DB) Close() error {
 // by key and leaves nothing of the old views behind.
 func (d *DB) Wipe() error {
 	if d.db != nil {
+		d.dropBatch()
 		if err := d.db.Close(); err != nil {
 			return fmt.Errorf("store: wipe: %w", err)
 		}
@@ -414,6 +427,21 @@ type batchOp struct {
 	key, end int // buf[key:val] is the key, buf[val:end] the value
 	val      int
 	del      bool
+	// pre is the key's first 16 bytes (zero-padded) as two big-endian
+	// words: comparing them orders most pairs of keys as bytes.Compare
+	// would, without reading buf.
+	pre [2]uint64
+}
+
+// keyPrefix is the first 16 bytes of k, zero-padded, as two big-endian
+// words. Where two keys' prefixes differ they order the keys as
+// bytes.Compare does: at the first differing byte either both keys have
+// bytes, or the shorter one has ended (padding 0 against a byte that is
+// not 0) and sorts first. Equal prefixes say nothing.
+func keyPrefix(k []byte) [2]uint64 {
+	var b [16]byte
+	copy(b[:], k)
+	return [2]uint64{binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])}
 }
 
 func (b *Batch) opKey(o *batchOp) []byte { return b.buf[o.key:o.val] }
@@ -443,7 +471,7 @@ func (b *Batch) release() {
 }
 
 func (b *Batch) add(key, value []byte, del bool) {
-	o := batchOp{key: len(b.buf), del: del}
+	o := batchOp{key: len(b.buf), del: del, pre: keyPrefix(key)}
 	b.buf = append(b.buf, key...)
 	o.val = len(b.buf)
 	b.buf = append(b.buf, value...)
@@ -501,12 +529,22 @@ func (b *Batch) Commit(cp Checkpoint) error {
 	// Of two writes of one key the later must stay later, and win: ties
 	// go by position in buf, which is the order they were made in.
 	slices.SortFunc(b.ops, func(x, y batchOp) int {
+		if c := cmp.Compare(x.pre[0], y.pre[0]); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(x.pre[1], y.pre[1]); c != 0 {
+			return c
+		}
 		if c := bytes.Compare(b.opKey(&x), b.opKey(&y)); c != 0 {
 			return c
 		}
 		return cmp.Compare(x.key, y.key)
 	})
-	pb := b.d.db.NewBatchWithSize(len(b.buf) + 8*len(b.ops) + 256)
+	pb := b.d.pb
+	b.d.pb = nil
+	if pb == nil {
+		pb = b.d.db.NewBatchWithSize(len(b.buf)+8*len(b.ops)+256, pebble.WithMaxRetainedSizeBytes(maxRetainedBatch))
+	}
 	for i := range b.ops {
 		o := &b.ops[i]
 		if o.del {
@@ -522,8 +560,15 @@ func (b *Batch) Commit(cp Checkpoint) error {
 	}
 	b.d.sum = b.sum
 	b.release() // pb holds copies
-	return pb.Close()
+	pb.Reset()
+	b.d.pb = pb
+	return nil
 }
+
+// maxRetainedBatch: the Pebble batch a commit used keeps a buffer up to
+// this size for the next commit (a catch-up's batches are a few MiB;
+// Pebble's default keeps 1 MiB, so each would be allocated anew).
+const maxRetainedBatch = 32 << 20
 
 // Abandon drops the batch.
 func (b *Batch) Abandon() { b.release() }
@@ -565,6 +610,7 @@ func (d *DB) Scrub(ranges [][2][]byte) error {
 
 // reopen closes the store and opens it again (the checksum is kept).
 func (d *DB) reopen() error {
+	d.dropBatch()
 	if err := d.db.Close(); err != nil {
 		d.db = nil
 		return err

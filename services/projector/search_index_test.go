@@ -1,0 +1,95 @@
+package projector
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/projector/store"
+)
+
+// TestSearchIndexesATermAtItsFirstEvent: a term a session repeats is
+// indexed once, at the first event holding it (what a search reads: the
+// hit's seq, and that the session holds the term); a term first seen later
+// is indexed at that event; and the terms a session remembers as indexed
+// stay within maxSessionTerms however many words it writes.
+func TestSearchIndexesATermAtItsFirstEvent(t *testing.T) {
+	f, db := newTestFolder(t, DefaultCacheSessions)
+	const id = "once-1"
+	var seq uint64
+	fold := func(typ, data string) {
+		t.Helper()
+		seq++
+		ev := schema.Envelope{SchemaVersion: schema.Version, SessionID: id, Seq: seq, EventID: fmt.Sprintf("%s-%d", id, seq),
+			Time: time.Date(2026, 1, 1, 0, 0, 0, int(seq), time.UTC), Type: typ, Data: json.RawMessage(data)}
+		if typ != schema.TypeSessionCreated {
+			ev.TurnID = "t1"
+		}
+		m := storedMsg(t, &ev, seq)
+		if err := f.handle(context.Background(), &m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fold(schema.TypeSessionCreated, `{"title":"quokka"}`)
+	fold(schema.TypeTurnStarted, `{}`)
+	fold(schema.TypeMessageUser, `{"content":"the quokka and the quokka"}`)
+	fold(schema.TypeMessageUser, `{"content":"a wombat, the quokka"}`)
+	if err := f.flush(); err != nil {
+		t.Fatal(err)
+	}
+	seqsOf := func(term string) []uint64 {
+		t.Helper()
+		p := store.SearchSessionPrefix(term, id)
+		it, err := db.Iter(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		var out []uint64
+		for ok := it.First(); ok; ok = it.Next() {
+			_, s, _ := store.SearchEntry(store.SearchTermPrefix(term), it.Key())
+			out = append(out, s)
+		}
+		return out
+	}
+	for term, want := range map[string]string{"quokka": "[1]", "the": "[3]", "wombat": "[4]", "once": "[1]"} {
+		if got := fmt.Sprint(seqsOf(term)); got != want {
+			t.Errorf("term %q indexed at seqs %s, want %s", term, got, want)
+		}
+	}
+
+	// Many distinct words: the session remembers at most maxSessionTerms.
+	var words []string
+	for i := range 3 * maxSessionTerms {
+		words = append(words, fmt.Sprintf("w%d", i))
+	}
+	for i := 0; i < len(words); i += 100 {
+		fold(schema.TypeMessageUser, `{"content":`+strconv.Quote(strings.Join(words[i:min(i+100, len(words))], " "))+`}`)
+		if n := len(f.cache[id].terms); n > maxSessionTerms {
+			t.Fatalf("the session remembers %d indexed terms, more than %d", n, maxSessionTerms)
+		}
+	}
+	if err := f.flush(); err != nil {
+		t.Fatal(err)
+	}
+	it, err := db.Iter(store.SearchPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if bytes.Contains(it.Key(), []byte("\x00"+id+"\x00")) {
+			n++
+		}
+	}
+	if n < len(words) {
+		t.Fatalf("%d search keys, fewer than the %d distinct words", n, len(words))
+	}
+}
