@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -29,8 +30,10 @@ import (
 // `sessionlog bench import [--quick]`: a generated directory of Claude
 // Code session files imported into an embedded server through the writer,
 // against the raw floor of reading and decoding the same files (no
-// appends) and against `bench append`'s raw batch floor for the same
-// number of events, in one run.
+// appends, decode_floor) and against the raw store floor (baseline): the
+// very messages the import stored, published again straight to
+// JetStream in atomic batches of --batch, --jobs at once (see
+// bench.ImportFloor), in one run.
 func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("bench import")
 	fs.SetOutput(stdout)
@@ -38,7 +41,7 @@ func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error 
 	files := fs.Int("files", 1000, "session files to generate")
 	turns := fs.Int("turns", 40, "turns per file (about 2.5 KB each)")
 	batch := fs.Int("batch", 500, "events per append")
-	jobs := fs.Int("jobs", 4, "files imported at once (import's default)")
+	jobs := fs.Int("jobs", 4, "appends in flight at once (import's default), and sessions at once in the floor")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the import to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -139,15 +142,67 @@ func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error 
 		return fmt.Errorf("bench import: %d events appended, the mapping gives %d", appended, events)
 	}
 	rate := float64(appended) / took.Seconds()
+	importRSS := peakRSSMiB()
 
-	// Floor 2: the same number of events in raw atomic batches.
-	floor, err := bench.BatchFloor(ctx, srv.ClientURL(), *batch, events, events/len(paths), *jobs)
+	// Floor 2: the bytes the import stored, published again in raw
+	// atomic batches of the same size, as many at once as the import
+	// keeps appends in flight.
+	sessions, err := spoolSessions(ctx, st, filepath.Join(dir, "spool"))
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "BENCH name=import value=%.0f unit=ev/s baseline=%.0f ratio=%.2f mb_per_s=%.1f decode_floor=%.0f peak_rss_mib=%.0f decode_peak_rss_mib=%.0f files=%d mb=%.1f events=%d\n",
-		rate, floor, rate/floor, float64(bytesTotal)/(1<<20)/took.Seconds(), decode, peakRSSMiB(), decodeRSS, len(paths), float64(bytesTotal)/(1<<20), events)
+	// The floor's connection is in-process like the writer's (the
+	// importer's own requests to the writer go over TCP: that hop is
+	// the project's).
+	fnc, err := nats.Connect(srv.ClientURL(), nats.InProcessServer(srv))
+	if err != nil {
+		return err
+	}
+	defer fnc.Close()
+	floor, err := bench.ImportFloor(ctx, fnc, sessions, *batch, *jobs)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "BENCH name=import value=%.0f unit=ev/s baseline=%.0f ratio=%.2f mb_per_s=%.1f decode_floor=%.0f peak_rss_mib=%.0f decode_peak_rss_mib=%.0f files=%d mb=%.1f events=%d jobs=%d batch=%d\n",
+		rate, floor, rate/floor, float64(bytesTotal)/(1<<20)/took.Seconds(), decode, importRSS, decodeRSS, len(paths), float64(bytesTotal)/(1<<20), events, *jobs, *batch)
 	return nil
+}
+
+// spoolSessions copies every stored session's messages to a spool file in
+// dir, for the raw floor to publish again under an id of the same length
+// ("floor-" in place of the id's first six characters: the bench's ids
+// differ after them).
+func spoolSessions(ctx context.Context, st *logstore.Store, dir string) ([]bench.FloorSession, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	refs, err := st.ListSessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bench.FloorSession, 0, len(refs))
+	for i, r := range refs {
+		if len(r.ID) <= 6 {
+			return nil, fmt.Errorf("bench import: session id %q too short to rename", r.ID)
+		}
+		id := "floor-" + r.ID[6:]
+		loc, err := st.Locate(id)
+		if err != nil {
+			return nil, err
+		}
+		path := filepath.Join(dir, strconv.Itoa(i))
+		sp, err := bench.CreateSpool(path)
+		if err != nil {
+			return nil, err
+		}
+		_, err = st.ReadSession(ctx, r.ID, 0, sp.Add)
+		n, cerr := sp.Close()
+		if err = errors.Join(err, cerr); err != nil {
+			return nil, fmt.Errorf("bench import: spool %s: %w", r.ID, err)
+		}
+		out = append(out, bench.FloorSession{ID: id, Subject: loc.Subject, Spool: path, Events: n})
+	}
+	return out, nil
 }
 
 // countSink counts events.
