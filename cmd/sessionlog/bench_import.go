@@ -42,8 +42,9 @@ import (
 // are events over the summed times. cpu_us_per_ev and floor_cpu_us_per_ev
 // are the process's CPU time per event in each (importer, writer and
 // server are one process), which a shared machine disturbs less than the
-// rates. peak_rss_mib is the process's peak after the last import round
-// (by then the embedded server holds the floor's copies too).
+// rates. peak_rss_mib is the process's peak during the import rounds
+// (the embedded server's included, which by the last round holds the
+// earlier rounds' floor copies too).
 func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("bench import")
 	fs.SetOutput(stdout)
@@ -165,6 +166,7 @@ func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error 
 	per := (len(paths) + *rounds - 1) / *rounds
 	for r := 0; r*per < len(paths); r++ {
 		part := paths[r*per : min((r+1)*per, len(paths))]
+		resetPeakRSS()
 		start, cpu0 := time.Now(), cpuTime()
 		n, err := importFiles(ctx, cl, claudecode.Format{}, part, importOptions{batch: *batch, jobs: *jobs})
 		if err != nil {
@@ -173,7 +175,7 @@ func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error 
 		took += time.Since(start)
 		importCPU += cpuTime() - cpu0
 		appended += n.events
-		importRSS = peakRSSMiB()
+		importRSS = max(importRSS, peakRSSMiB())
 
 		var ids []string
 		for _, p := range part {
@@ -317,6 +319,10 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// resetPeakRSS starts the process's peak resident set (VmHWM) again at
+// its current size, where Linux allows it.
+func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
 
 // peakRSSMiB is the process's peak resident set (VmHWM), 0 where /proc
 // does not say.
