@@ -161,6 +161,7 @@ func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error 
 	var (
 		took, floorTook, importCPU, floorCPU time.Duration
 		appended, floorEvents                int
+		storedBytes                          int64
 		importRSS                            float64
 	)
 	per := (len(paths) + *rounds - 1) / *rounds
@@ -193,14 +194,17 @@ func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error 
 		floorTook += time.Since(start)
 		floorCPU += cpuTime() - cpu0
 		floorEvents += k
+		for _, fs := range sessions {
+			storedBytes += fs.Bytes
+		}
 	}
 	if appended != events || floorEvents != events {
 		return fmt.Errorf("bench import: %d events appended and %d in the floor, the mapping gives %d", appended, floorEvents, events)
 	}
 	rate := float64(appended) / took.Seconds()
 	floor := float64(floorEvents) / floorTook.Seconds()
-	fmt.Fprintf(stdout, "BENCH name=import value=%.0f unit=ev/s baseline=%.0f ratio=%.2f mb_per_s=%.1f decode_floor=%.0f peak_rss_mib=%.0f decode_peak_rss_mib=%.0f files=%d mb=%.1f events=%d jobs=%d batch=%d rounds=%d cpu_us_per_ev=%.1f floor_cpu_us_per_ev=%.1f\n",
-		rate, floor, rate/floor, float64(bytesTotal)/(1<<20)/took.Seconds(), decode, importRSS, decodeRSS, len(paths), float64(bytesTotal)/(1<<20), events, *jobs, *batch, *rounds,
+	fmt.Fprintf(stdout, "BENCH name=import value=%.0f unit=ev/s baseline=%.0f ratio=%.2f mb_per_s=%.1f decode_floor=%.0f peak_rss_mib=%.0f decode_peak_rss_mib=%.0f files=%d mb=%.1f events=%d jobs=%d batch=%d rounds=%d stored_mb=%.1f cpu_us_per_ev=%.1f floor_cpu_us_per_ev=%.1f\n",
+		rate, floor, rate/floor, float64(bytesTotal)/(1<<20)/took.Seconds(), decode, importRSS, decodeRSS, len(paths), float64(bytesTotal)/(1<<20), events, *jobs, *batch, *rounds, float64(storedBytes)/(1<<20),
 		float64(importCPU.Microseconds())/float64(events), float64(floorCPU.Microseconds())/float64(events))
 	return nil
 }
@@ -229,11 +233,11 @@ func spoolSessions(ctx context.Context, st *logstore.Store, dir string, ids []st
 			return nil, err
 		}
 		_, err = st.ReadSession(ctx, sid, 0, sp.Add)
-		n, cerr := sp.Close()
+		n, size, cerr := sp.Close()
 		if err = errors.Join(err, cerr); err != nil {
 			return nil, fmt.Errorf("bench import: spool %s: %w", sid, err)
 		}
-		out = append(out, bench.FloorSession{ID: id, Subject: loc.Subject, Spool: path, Events: n})
+		out = append(out, bench.FloorSession{ID: id, Subject: loc.Subject, Spool: path, Events: n, Bytes: size})
 	}
 	return out, nil
 }

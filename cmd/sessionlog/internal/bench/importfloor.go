@@ -40,14 +40,17 @@ type FloorSession struct {
 	ID, Subject string
 	Spool       string
 	Events      int
+	// Bytes is the size of the message bodies.
+	Bytes int64
 }
 
 // Spool is the writing side of a FloorSession's spool file.
 type Spool struct {
-	f   *os.File
-	w   *bufio.Writer
-	n   int
-	buf []byte
+	f     *os.File
+	w     *bufio.Writer
+	n     int
+	bytes int64
+	buf   []byte
 }
 
 // CreateSpool starts a spool file at path.
@@ -73,17 +76,19 @@ func (s *Spool) Add(m *logstore.Msg) error {
 		s.buf = append(s.buf, f...)
 	}
 	s.n++
+	s.bytes += int64(len(m.Data))
 	_, err := s.w.Write(s.buf)
 	return err
 }
 
-// Close finishes the spool and returns the number of messages in it.
-func (s *Spool) Close() (int, error) {
+// Close finishes the spool and returns the number of messages in it and
+// the size of their bodies.
+func (s *Spool) Close() (int, int64, error) {
 	err := s.w.Flush()
 	if cerr := s.f.Close(); err == nil {
 		err = cerr
 	}
-	return s.n, err
+	return s.n, s.bytes, err
 }
 
 // ImportFloor publishes every session's spool again on nc (a connection

@@ -40,7 +40,7 @@ func TestImportFloorStoresTheSameMessages(t *testing.T) {
 	if _, err := e.st.ReadSession(ctx, sid, 0, sp.Add); err != nil {
 		t.Fatal(err)
 	}
-	k, err := sp.Close()
+	k, _, err := sp.Close()
 	if err != nil || k != n {
 		t.Fatalf("spooled %d messages (%v), want %d", k, err, n)
 	}
