@@ -132,6 +132,9 @@ func runImportFrom(ctx context.Context, fs *flag.FlagSet, nf *natsFlags, from st
 
 // importOptions tune importFiles.
 type importOptions struct {
+	// batch is the events per append; jobs the appends in flight at once
+	// (files are mapped mapPerJob per job, so that each append in flight
+	// has the next one being mapped behind it).
 	batch, jobs int
 	out         io.Writer // per-session lines; nil: none
 	warn        func(path string, line int, msg string)
@@ -139,10 +142,14 @@ type importOptions struct {
 	progress    func(done, events int)
 }
 
-// importFiles imports files, jobs at a time (each file's sessions in
-// order: a branch is forked only after its main session is in). An error
-// that stops one file's sessions (the stored log differs from the file)
-// is reported and the others go on; any other error stops the import.
+// mapPerJob is how many files are mapped per append in flight.
+const mapPerJob = 2
+
+// importFiles imports files, jobs appends at a time (each file's sessions
+// in order: a branch is forked only after its main session is in). An
+// error that stops one file's sessions (the stored log differs from the
+// file) is reported and the others go on; any other error stops the
+// import.
 func importFiles(ctx context.Context, cl *client.Client, f agentlog.Format, files []string, opt importOptions) (importCounts, error) {
 	var (
 		mu    sync.Mutex
@@ -151,14 +158,16 @@ func importFiles(ctx context.Context, cl *client.Client, f agentlog.Format, file
 		done  int
 	)
 	jobs := make(chan string)
+	limit := make(chan struct{}, max(opt.jobs, 1))
 	var wg sync.WaitGroup
-	for range max(opt.jobs, 1) {
+	for range mapPerJob * max(opt.jobs, 1) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for path := range jobs {
-				sink := &appendSink{ctx: ctx, cl: cl, batch: opt.batch, out: opt.out}
+				sink := &appendSink{ctx: ctx, cl: cl, batch: opt.batch, out: opt.out, limit: limit}
 				res, err := agentlog.ReadFile(f, path, agentlog.Options{Warn: opt.warn}, sink)
+				sink.close()
 				mu.Lock()
 				var de *divergedError
 				switch {
@@ -244,7 +253,11 @@ func (e *divergedError) Error() string {
 }
 
 // appendSink appends the events of a file's sessions through the writer,
-// after what is stored already, in batches.
+// after what is stored already, in batches. A batch is sent while the
+// next one is mapped: at most one append of a session is in flight (the
+// writer orders a session's appends by their expected seq, not by their
+// arrival), and limit bounds the appends in flight over all sinks.
+// Without a limit (ship) each append is answered before flush returns.
 type appendSink struct {
 	ctx   context.Context
 	cl    *client.Client
@@ -252,12 +265,15 @@ type appendSink struct {
 	out   io.Writer // nil: say nothing per session
 	// holder names the appender for the lease (ship); "" = no lease.
 	holder string
+	// limit holds a token per append in flight; nil: one at a time.
+	limit chan struct{}
 
 	plan      agentlog.Plan
-	tail      uint64 // stored last seq
+	tail      uint64 // stored last seq (as of the last answered append)
 	tailID    string // stored event id at tail
 	pending   []schema.Envelope
-	added     int // events appended to the current session
+	inflight  chan sentAppend // the session's append in flight; nil: none
+	added     int             // events appended to the current session
 	sessions  int
 	imported  int
 	unchanged int
@@ -266,7 +282,19 @@ type appendSink struct {
 
 var _ agentlog.Sink = (*appendSink)(nil)
 
+// sentAppend is the outcome of an append sent by flush.
+type sentAppend struct {
+	events []schema.Envelope
+	res    client.AppendResult
+	err    error
+}
+
 func (s *appendSink) Session(p agentlog.Plan) error {
+	// A session's fork or first append waits for the one before it: a
+	// branch is forked only after its main session is in.
+	if err := s.wait(); err != nil {
+		return err
+	}
 	s.plan, s.pending, s.added = p, s.pending[:0], 0
 	s.sessions++
 	if err := s.readTail(); err != nil {
@@ -318,6 +346,10 @@ func (s *appendSink) readTail() error {
 	return nil
 }
 
+// Event takes the file's events in seq order. Those up to the tail read
+// by Session are stored already (the one at the tail must be the stored
+// one); an append in flight holds only events after them, so a tail not
+// yet advanced by it changes nothing here.
 func (s *appendSink) Event(e schema.Envelope) error {
 	switch {
 	case e.Seq < s.tail:
@@ -336,26 +368,65 @@ func (s *appendSink) Event(e schema.Envelope) error {
 	return nil
 }
 
+// flush sends the pending events once the append before them is
+// answered, and returns without waiting for their answer.
 func (s *appendSink) flush() error {
+	if err := s.wait(); err != nil {
+		return err
+	}
 	if len(s.pending) == 0 {
 		return nil
 	}
-	res, err := s.cl.Append(s.ctx, client.AppendRequest{SessionID: s.plan.ID, ExpectedSeq: client.Seq(s.tail), Holder: s.holder, Events: s.pending})
-	if err != nil {
-		return fmt.Errorf("append to %s after seq %d: %w", s.plan.ID, s.tail, err)
+	if s.limit != nil {
+		select {
+		case s.limit <- struct{}{}:
+		case <-s.ctx.Done():
+			return s.ctx.Err()
+		}
 	}
-	s.tail = res.LastSeq
-	s.tailID = s.pending[len(s.pending)-1].EventID
-	if !res.Duplicate {
-		s.added += len(s.pending)
-		s.appended += len(s.pending)
+	events := s.pending
+	// The batch in flight keeps its array; the next is mapped into another.
+	s.pending = make([]schema.Envelope, 0, cap(events))
+	req := client.AppendRequest{SessionID: s.plan.ID, ExpectedSeq: client.Seq(s.tail), Holder: s.holder, Events: events}
+	done := make(chan sentAppend, 1)
+	s.inflight = done
+	go func() {
+		res, err := s.cl.Append(s.ctx, req)
+		if s.limit != nil {
+			<-s.limit
+		}
+		done <- sentAppend{events: events, res: res, err: err}
+	}()
+	if s.limit == nil {
+		return s.wait()
 	}
-	s.pending = s.pending[:0]
+	return nil
+}
+
+// wait takes the answer of the append in flight, if any.
+func (s *appendSink) wait() error {
+	if s.inflight == nil {
+		return nil
+	}
+	a := <-s.inflight
+	s.inflight = nil
+	if a.err != nil {
+		return fmt.Errorf("append to %s after seq %d: %w", s.plan.ID, s.tail, a.err)
+	}
+	s.tail = a.res.LastSeq
+	s.tailID = a.events[len(a.events)-1].EventID
+	if !a.res.Duplicate {
+		s.added += len(a.events)
+		s.appended += len(a.events)
+	}
 	return nil
 }
 
 func (s *appendSink) Done() error {
 	if err := s.flush(); err != nil {
+		return err
+	}
+	if err := s.wait(); err != nil {
 		return err
 	}
 	if s.added > 0 {
@@ -370,6 +441,12 @@ func (s *appendSink) Done() error {
 		}
 	}
 	return nil
+}
+
+// close waits for an append left in flight by an error elsewhere, so
+// nothing of the sink outlives ReadFile.
+func (s *appendSink) close() {
+	_ = s.wait()
 }
 
 // runExportTo is `export --to FORMAT --session ID [-o FILE]`.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -28,9 +30,21 @@ import (
 
 // `sessionlog bench import [--quick]`: a generated directory of Claude
 // Code session files imported into an embedded server through the writer,
-// against the raw floor of reading and decoding the same files (no
-// appends) and against `bench append`'s raw batch floor for the same
-// number of events, in one run.
+// as `import --from claude-code` runs it, against two floors in one run:
+//   - decode_floor: reading and mapping the same files, appending nothing;
+//   - baseline: the raw store floor, the very messages the import stored
+//     (body bytes and logstore's headers) published again straight to
+//     JetStream on the same server, in atomic batches of --batch, --jobs
+//     sessions at once (bench.ImportFloor).
+//
+// The files are imported in --rounds parts, each followed by its floor,
+// so that on a shared machine both see the same load; value and baseline
+// are events over the summed times. cpu_us_per_ev and floor_cpu_us_per_ev
+// are the process's CPU time per event in each (importer, writer and
+// server are one process), which a shared machine disturbs less than the
+// rates. peak_rss_mib is the process's peak during the import rounds
+// (the embedded server's included, which by the last round holds the
+// earlier rounds' floor copies too).
 func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("bench import")
 	fs.SetOutput(stdout)
@@ -38,13 +52,17 @@ func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error 
 	files := fs.Int("files", 1000, "session files to generate")
 	turns := fs.Int("turns", 40, "turns per file (about 2.5 KB each)")
 	batch := fs.Int("batch", 500, "events per append")
-	jobs := fs.Int("jobs", 4, "files imported at once (import's default)")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the import to this file")
+	jobs := fs.Int("jobs", 4, "appends in flight at once (import's default), and sessions at once in the floor")
+	rounds := fs.Int("rounds", 5, "import a part of the files, then run the floor on it, this many times")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (the import rounds and the floor rounds; --rounds 1 and the floor comes after the whole import) to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *quick {
 		*files = 100
+	}
+	if *rounds < 1 || *files < 1 || *jobs < 1 || *batch < 1 || *batch > schema.MaxBatchEvents {
+		return usageErrorf("--rounds, --files and --jobs must be >= 1, --batch 1..%d", schema.MaxBatchEvents)
 	}
 	dir, cleanup, err := natstest.TempDir("sessionlog-bench-import-")
 	if err != nil {
@@ -64,12 +82,14 @@ func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error 
 	// Floor 1: read and map every file, appending nothing.
 	start := time.Now()
 	var events int
+	sessionsOf := make(map[string][]string, len(paths))
 	for _, p := range paths {
 		var c countSink
 		if _, err := agentlog.ReadFile(claudecode.Format{}, p, agentlog.Options{}, &c); err != nil {
 			return err
 		}
 		events += c.n
+		sessionsOf[p] = c.ids
 	}
 	decode := float64(events) / time.Since(start).Seconds()
 	// The peak so far is the mapping's alone (the server is not up yet):
@@ -113,8 +133,20 @@ func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error 
 	}
 	defer nc.Close()
 
-	// The import, as `import --from claude-code` runs it.
+	// The import, as `import --from claude-code` runs it, and the raw
+	// floor (the bytes the import stored, published again in atomic
+	// batches of the same size, as many at once as the import keeps
+	// appends in flight), round after round over a part of the files
+	// each: on a shared machine both then see the same load.
 	cl := client.New(nc)
+	// The floor's connection is in-process like the writer's (the
+	// importer's own requests to the writer go over TCP: that hop is
+	// the project's).
+	fnc, err := nats.Connect(srv.ClientURL(), nats.InProcessServer(srv))
+	if err != nil {
+		return err
+	}
+	defer fnc.Close()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -124,38 +156,101 @@ func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error 
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return err
 		}
+		defer pprof.StopCPUProfile()
 	}
-	start = time.Now()
-	n, err := importFiles(ctx, cl, claudecode.Format{}, paths, importOptions{batch: *batch, jobs: *jobs})
-	if err != nil {
-		return err
+	var (
+		took, floorTook, importCPU, floorCPU time.Duration
+		appended, floorEvents                int
+		storedBytes                          int64
+		importRSS                            float64
+	)
+	per := (len(paths) + *rounds - 1) / *rounds
+	for r := 0; r*per < len(paths); r++ {
+		part := paths[r*per : min((r+1)*per, len(paths))]
+		resetPeakRSS()
+		start, cpu0 := time.Now(), cpuTime()
+		n, err := importFiles(ctx, cl, claudecode.Format{}, part, importOptions{batch: *batch, jobs: *jobs})
+		if err != nil {
+			return err
+		}
+		took += time.Since(start)
+		importCPU += cpuTime() - cpu0
+		appended += n.events
+		importRSS = max(importRSS, peakRSSMiB())
+
+		var ids []string
+		for _, p := range part {
+			ids = append(ids, sessionsOf[p]...)
+		}
+		sessions, err := spoolSessions(ctx, st, filepath.Join(dir, "spool"), ids)
+		if err != nil {
+			return err
+		}
+		start, cpu0 = time.Now(), cpuTime()
+		k, err := bench.ImportFloor(ctx, fnc, sessions, *batch, *jobs)
+		if err != nil {
+			return err
+		}
+		floorTook += time.Since(start)
+		floorCPU += cpuTime() - cpu0
+		floorEvents += k
+		for _, fs := range sessions {
+			storedBytes += fs.Bytes
+		}
 	}
-	took := time.Since(start)
-	if *cpuProfile != "" {
-		pprof.StopCPUProfile()
-	}
-	appended := n.events
-	if appended != events {
-		return fmt.Errorf("bench import: %d events appended, the mapping gives %d", appended, events)
+	if appended != events || floorEvents != events {
+		return fmt.Errorf("bench import: %d events appended and %d in the floor, the mapping gives %d", appended, floorEvents, events)
 	}
 	rate := float64(appended) / took.Seconds()
-
-	// Floor 2: the same number of events in raw atomic batches.
-	floor, err := bench.BatchFloor(ctx, srv.ClientURL(), *batch, events, events/len(paths), *jobs)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "BENCH name=import value=%.0f unit=ev/s baseline=%.0f ratio=%.2f mb_per_s=%.1f decode_floor=%.0f peak_rss_mib=%.0f decode_peak_rss_mib=%.0f files=%d mb=%.1f events=%d\n",
-		rate, floor, rate/floor, float64(bytesTotal)/(1<<20)/took.Seconds(), decode, peakRSSMiB(), decodeRSS, len(paths), float64(bytesTotal)/(1<<20), events)
+	floor := float64(floorEvents) / floorTook.Seconds()
+	fmt.Fprintf(stdout, "BENCH name=import value=%.0f unit=ev/s baseline=%.0f ratio=%.2f mb_per_s=%.1f decode_floor=%.0f peak_rss_mib=%.0f decode_peak_rss_mib=%.0f files=%d mb=%.1f events=%d jobs=%d batch=%d rounds=%d stored_mb=%.1f cpu_us_per_ev=%.1f floor_cpu_us_per_ev=%.1f\n",
+		rate, floor, rate/floor, float64(bytesTotal)/(1<<20)/took.Seconds(), decode, importRSS, decodeRSS, len(paths), float64(bytesTotal)/(1<<20), events, *jobs, *batch, *rounds, float64(storedBytes)/(1<<20),
+		float64(importCPU.Microseconds())/float64(events), float64(floorCPU.Microseconds())/float64(events))
 	return nil
 }
 
-// countSink counts events.
-type countSink struct{ n int }
+// spoolSessions copies the stored messages of the sessions ids to a
+// spool file each in dir, for the raw floor to publish again under an id
+// of the same length ("floor-" in place of the id's first six
+// characters: the bench's ids differ after them).
+func spoolSessions(ctx context.Context, st *logstore.Store, dir string, ids []string) ([]bench.FloorSession, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	out := make([]bench.FloorSession, 0, len(ids))
+	for _, sid := range ids {
+		if len(sid) <= 6 {
+			return nil, fmt.Errorf("bench import: session id %q too short to rename", sid)
+		}
+		id := "floor-" + sid[6:]
+		loc, err := st.Locate(id)
+		if err != nil {
+			return nil, err
+		}
+		path := filepath.Join(dir, id)
+		sp, err := bench.CreateSpool(path)
+		if err != nil {
+			return nil, err
+		}
+		_, err = st.ReadSession(ctx, sid, 0, sp.Add)
+		n, size, cerr := sp.Close()
+		if err = errors.Join(err, cerr); err != nil {
+			return nil, fmt.Errorf("bench import: spool %s: %w", sid, err)
+		}
+		out = append(out, bench.FloorSession{ID: id, Subject: loc.Subject, Spool: path, Events: n, Bytes: size})
+	}
+	return out, nil
+}
 
-func (c *countSink) Session(agentlog.Plan) error { return nil }
-func (c *countSink) Event(schema.Envelope) error { c.n++; return nil }
-func (c *countSink) Done() error                 { return nil }
+// countSink counts events and names the sessions.
+type countSink struct {
+	n   int
+	ids []string
+}
+
+func (c *countSink) Session(p agentlog.Plan) error { c.ids = append(c.ids, p.ID); return nil }
+func (c *countSink) Event(schema.Envelope) error   { c.n++; return nil }
+func (c *countSink) Done() error                   { return nil }
 
 // genSessions writes n Claude Code session files of turns turns each: a
 // prompt, a tool call, its 1.5 KB result and a reply per turn.
@@ -218,6 +313,20 @@ func nullable(s string) any {
 	}
 	return s
 }
+
+// cpuTime is the CPU time the process has used (user and system): on a
+// shared machine the CPU an event costs varies less than the rate.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// resetPeakRSS starts the process's peak resident set (VmHWM) again at
+// its current size, where Linux allows it.
+func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
 
 // peakRSSMiB is the process's peak resident set (VmHWM), 0 where /proc
 // does not say.

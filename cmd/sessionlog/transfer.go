@@ -170,7 +170,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	as := fs.String("as", "", "import the file's one session under this id instead (e.g. an archive of an erased session, whose id cannot be used again)")
 	batch := fs.Int("batch", 500, "events per atomic append (at most 1000)")
 	from := fs.String("from", "", "read an agent's session files (claude-code, ...) from the PATH arguments instead of sessionlog JSONL")
-	jobs := fs.Int("jobs", 4, "with --from: files imported at once")
+	jobs := fs.Int("jobs", 4, "with --from: appends in flight at once (twice as many files are read at once)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
