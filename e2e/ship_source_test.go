@@ -13,11 +13,17 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/api"
 )
 
-// A Claude Code transcript that `ship` follows is listed by the Claude
-// Agent SDK store under its project directory (sessions.api.source.list),
-// and its session is that project's: the same session key under another
-// project is refused.
+// A Claude Code transcript that `ship` follows or `import` takes in is
+// listed by the Claude Agent SDK store under its project directory
+// (sessions.api.source.list), and its session is that project's: the same
+// session key under another project is refused.
 func TestShipRecordsTranscriptKey(t *testing.T) {
+	for _, verb := range []string{"ship", "import"} {
+		t.Run(verb, func(t *testing.T) { testRecordsTranscriptKey(t, verb) })
+	}
+}
+
+func testRecordsTranscriptKey(t *testing.T, verb string) {
 	s := imStart(t)
 	dir := filepath.Join(t.TempDir(), "projects")
 	proj := filepath.Join(dir, "-home-ann-shop")
@@ -29,7 +35,13 @@ func TestShipRecordsTranscriptKey(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(proj, sid+".jsonl"), []byte(line), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ship := startShip(t, s, dir)
+	said := func() string { return "" }
+	if verb == "ship" {
+		ship := startShip(t, s, dir)
+		said = ship.out.String
+	} else if code, out, errs := s.run(t, "import", "--from", "claude-code", dir); code != 0 {
+		t.Fatalf("import: exit %d\n%s\n%s", code, out, errs)
+	}
 	request := func(subject string, req, out any) error {
 		b, _ := json.Marshal(req)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -49,7 +61,7 @@ func TestShipRecordsTranscriptKey(t *testing.T) {
 			return err
 		}
 		if len(rep.Sessions) != 1 || rep.Sessions[0].SessionKey != sid {
-			return fmt.Errorf("listed %+v\n%s", rep.Sessions, ship.out.String())
+			return fmt.Errorf("listed %+v\n%s", rep.Sessions, said())
 		}
 		return nil
 	})

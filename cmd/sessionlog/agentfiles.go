@@ -117,6 +117,12 @@ func runImportFrom(ctx context.Context, fs *flag.FlagSet, nf *natsFlags, from st
 			})
 		},
 		progress: func(done, events int) { out.locked(func() { out.w.Flush(); bar.set(done, events) }) },
+		keys: func(msg string) {
+			out.locked(func() {
+				bar.clear()
+				fmt.Fprint(stderr, msg)
+			})
+		},
 	})
 	bar.clear()
 	if err != nil {
@@ -140,6 +146,9 @@ type importOptions struct {
 	warn        func(path string, line int, msg string)
 	failed      func(path string, err error) // a file left unfinished
 	progress    func(done, events int)
+	// keys, when set, has a Claude Code file's transcript key recorded
+	// once the file is in (recordSourceKey), and is told what went wrong.
+	keys func(msg string)
 }
 
 // mapPerJob is how many files are mapped per append in flight.
@@ -165,17 +174,24 @@ func importFiles(ctx context.Context, cl *client.Client, f agentlog.Format, file
 		go func() {
 			defer wg.Done()
 			for path := range jobs {
-				sink := &appendSink{ctx: ctx, cl: cl, batch: opt.batch, out: opt.out, limit: limit}
+				sink := newFileSink(ctx, cl, opt.batch, limit, opt.out)
 				res, err := agentlog.ReadFile(f, path, agentlog.Options{Warn: opt.warn}, sink)
-				sink.close()
+				sink.Close()
+				if err == nil && opt.keys != nil {
+					var msg strings.Builder
+					recordSourceKey(ctx, cl, f.Name(), path, "import", &msg)
+					if msg.Len() > 0 {
+						opt.keys(msg.String())
+					}
+				}
 				mu.Lock()
-				var de *divergedError
+				var de *agentlog.DivergedError
 				switch {
 				case err == nil:
 				case errors.As(err, &de):
 					n.failed++
 					if opt.failed != nil {
-						opt.failed(path, err)
+						opt.failed(path, fmt.Errorf("%w: the file was rewritten since it was imported; not imported further", err))
 					}
 				case first == nil:
 					first = fmt.Errorf("%s: %w (files before it are imported; run again to finish)", path, err)
@@ -238,215 +254,37 @@ func (l *lockedWriter) flush() {
 	l.w.Flush()
 }
 
-// divergedError: the stored session is not a prefix of what the file
-// maps to now (the file was rewritten, or its main path moved).
-type divergedError struct {
-	session string
-	seq     uint64
-	stored  string
-	file    string
+// fileSink is the import's agentlog.AppendSink over the Go client, with
+// the counts of a file's sessions.
+type fileSink struct {
+	*agentlog.AppendSink
+	sessions, imported, unchanged, appended int
 }
 
-func (e *divergedError) Error() string {
-	return fmt.Sprintf("session %s differs from the file at seq %d (stored event %s, the file gives %s): the file was rewritten since it was imported; not imported further",
-		e.session, e.seq, e.stored, e.file)
+func newFileSink(ctx context.Context, cl *client.Client, batch int, limit chan struct{}, out io.Writer) *fileSink {
+	fsk := &fileSink{}
+	fsk.AppendSink = &agentlog.AppendSink{Ctx: ctx, Log: clientLog{cl: cl}, Batch: batch, InFlight: limit,
+		Finished: func(p agentlog.Plan, _ uint64, _ string, added int) {
+			fsk.appended += added
+			if added > 0 {
+				fsk.imported++
+				if out != nil {
+					fmt.Fprintf(out, "imported %s %d events\n", p.ID, added)
+				}
+				return
+			}
+			fsk.unchanged++
+			if out != nil {
+				fmt.Fprintf(out, "unchanged %s\n", p.ID)
+			}
+		}}
+	return fsk
 }
 
-// appendSink appends the events of a file's sessions through the writer,
-// after what is stored already, in batches. A batch is sent while the
-// next one is mapped: at most one append of a session is in flight (the
-// writer orders a session's appends by their expected seq, not by their
-// arrival), and limit bounds the appends in flight over all sinks.
-// Without a limit (ship) each append is answered before flush returns.
-type appendSink struct {
-	ctx   context.Context
-	cl    *client.Client
-	batch int
-	out   io.Writer // nil: say nothing per session
-	// holder names the appender for the lease (ship); "" = no lease.
-	holder string
-	// limit holds a token per append in flight; nil: one at a time.
-	limit chan struct{}
-
-	plan      agentlog.Plan
-	tail      uint64 // stored last seq (as of the last answered append)
-	tailID    string // stored event id at tail
-	pending   []schema.Envelope
-	inflight  chan sentAppend // the session's append in flight; nil: none
-	added     int             // events appended to the current session
-	sessions  int
-	imported  int
-	unchanged int
-	appended  int
-}
-
-var _ agentlog.Sink = (*appendSink)(nil)
-
-// sentAppend is the outcome of an append sent by flush.
-type sentAppend struct {
-	events []schema.Envelope
-	res    client.AppendResult
-	err    error
-}
-
-func (s *appendSink) Session(p agentlog.Plan) error {
-	// A session's fork or first append waits for the one before it: a
-	// branch is forked only after its main session is in.
-	if err := s.wait(); err != nil {
-		return err
-	}
-	s.plan, s.pending, s.added = p, s.pending[:0], 0
-	s.sessions++
-	if err := s.readTail(); err != nil {
-		return err
-	}
-	if p.Fork != nil && s.tail == 0 {
-		_, err := s.cl.Fork(s.ctx, api.ForkRequest{ParentID: p.Fork.ParentID, ChildID: p.ID, At: &api.ForkAt{Seq: client.Seq(p.Fork.Seq)}})
-		if err != nil && !errors.Is(err, client.ErrConflict) {
-			return fmt.Errorf("fork %s from %s at seq %d: %w", p.ID, p.Fork.ParentID, p.Fork.Seq, err)
-		}
-		if err := s.readTail(); err != nil {
-			return err
-		}
-	}
-	if p.Fork != nil && s.tail < p.FirstSeq-1 {
-		// The forker is still copying (or a forker that restarted will
-		// finish or abandon the copy): the next run continues after it.
-		return fmt.Errorf("fork %s holds %d events, %d once its copy is committed: run the import again", p.ID, s.tail, p.FirstSeq-1)
-	}
-	return nil
-}
-
-// readTail reads the session's last seq and the id of its last event.
-func (s *appendSink) readTail() error {
-	r, err := s.cl.Read(s.ctx, api.ReadRequest{SessionID: s.plan.ID, Limit: 1})
-	if err != nil {
-		if client.CodeOf(err) == schema.CodeNotFound {
-			s.tail, s.tailID = 0, ""
-			return nil
-		}
-		return fmt.Errorf("read %s: %w", s.plan.ID, err)
-	}
-	s.tail, s.tailID = r.LastSeq, ""
-	if r.LastSeq == 0 {
-		return nil
-	}
-	r, err = s.cl.Read(s.ctx, api.ReadRequest{SessionID: s.plan.ID, AfterSeq: r.LastSeq - 1, Limit: 1})
-	if err != nil {
-		return fmt.Errorf("read %s: %w", s.plan.ID, err)
-	}
-	if len(r.Events) == 0 {
-		return fmt.Errorf("read %s: no event at its last seq %d", s.plan.ID, s.tail)
-	}
-	e, err := schema.Decode(r.Events[0])
-	if err != nil {
-		return fmt.Errorf("read %s: %w", s.plan.ID, err)
-	}
-	s.tailID = e.EventID
-	return nil
-}
-
-// Event takes the file's events in seq order. Those up to the tail read
-// by Session are stored already (the one at the tail must be the stored
-// one); an append in flight holds only events after them, so a tail not
-// yet advanced by it changes nothing here.
-func (s *appendSink) Event(e schema.Envelope) error {
-	switch {
-	case e.Seq < s.tail:
-		return nil
-	case e.Seq == s.tail:
-		if e.EventID != s.tailID {
-			return &divergedError{session: s.plan.ID, seq: e.Seq, stored: s.tailID, file: e.EventID}
-		}
-		return nil
-	}
-	e.Seq, e.SessionID = 0, ""
-	s.pending = append(s.pending, e)
-	if len(s.pending) >= s.batch {
-		return s.flush()
-	}
-	return nil
-}
-
-// flush sends the pending events once the append before them is
-// answered, and returns without waiting for their answer.
-func (s *appendSink) flush() error {
-	if err := s.wait(); err != nil {
-		return err
-	}
-	if len(s.pending) == 0 {
-		return nil
-	}
-	if s.limit != nil {
-		select {
-		case s.limit <- struct{}{}:
-		case <-s.ctx.Done():
-			return s.ctx.Err()
-		}
-	}
-	events := s.pending
-	// The batch in flight keeps its array; the next is mapped into another.
-	s.pending = make([]schema.Envelope, 0, cap(events))
-	req := client.AppendRequest{SessionID: s.plan.ID, ExpectedSeq: client.Seq(s.tail), Holder: s.holder, Events: events}
-	done := make(chan sentAppend, 1)
-	s.inflight = done
-	go func() {
-		res, err := s.cl.Append(s.ctx, req)
-		if s.limit != nil {
-			<-s.limit
-		}
-		done <- sentAppend{events: events, res: res, err: err}
-	}()
-	if s.limit == nil {
-		return s.wait()
-	}
-	return nil
-}
-
-// wait takes the answer of the append in flight, if any.
-func (s *appendSink) wait() error {
-	if s.inflight == nil {
-		return nil
-	}
-	a := <-s.inflight
-	s.inflight = nil
-	if a.err != nil {
-		return fmt.Errorf("append to %s after seq %d: %w", s.plan.ID, s.tail, a.err)
-	}
-	s.tail = a.res.LastSeq
-	s.tailID = a.events[len(a.events)-1].EventID
-	if !a.res.Duplicate {
-		s.added += len(a.events)
-		s.appended += len(a.events)
-	}
-	return nil
-}
-
-func (s *appendSink) Done() error {
-	if err := s.flush(); err != nil {
-		return err
-	}
-	if err := s.wait(); err != nil {
-		return err
-	}
-	if s.added > 0 {
-		s.imported++
-		if s.out != nil {
-			fmt.Fprintf(s.out, "imported %s %d events\n", s.plan.ID, s.added)
-		}
-	} else {
-		s.unchanged++
-		if s.out != nil {
-			fmt.Fprintf(s.out, "unchanged %s\n", s.plan.ID)
-		}
-	}
-	return nil
-}
-
-// close waits for an append left in flight by an error elsewhere, so
-// nothing of the sink outlives ReadFile.
-func (s *appendSink) close() {
-	_ = s.wait()
+// Session counts the session, then reads its tail (forking it first).
+func (f *fileSink) Session(p agentlog.Plan) error {
+	f.sessions++
+	return f.AppendSink.Session(p)
 }
 
 // runExportTo is `export --to FORMAT --session ID [-o FILE]`.

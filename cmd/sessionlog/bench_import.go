@@ -169,7 +169,7 @@ func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error 
 		part := paths[r*per : min((r+1)*per, len(paths))]
 		resetPeakRSS()
 		start, cpu0 := time.Now(), cpuTime()
-		n, err := importFiles(ctx, cl, claudecode.Format{}, part, importOptions{batch: *batch, jobs: *jobs})
+		n, err := importFiles(ctx, cl, claudecode.Format{}, part, importOptions{batch: *batch, jobs: *jobs, keys: func(string) {}})
 		if err != nil {
 			return err
 		}

@@ -198,33 +198,39 @@ func (sh *shipper) ship(path string) error {
 	return err
 }
 
-// indexSource records a Claude Code file's transcript key (project
+// indexSource records the transcript key of a file that is shipped (it
+// reports false when that is to be tried again).
+func (sh *shipper) indexSource(path string) bool {
+	return recordSourceKey(sh.v.ctx, sh.v.cl, sh.f.Name(), path, "ship", sh.stderr)
+}
+
+// recordSourceKey records a Claude Code file's transcript key (project
 // directory, session, subagent subpath) with an empty
 // sessions.api.source.append, so that the Claude Agent SDK store lists the
 // session under its project and no other project's key can claim it
 // (DESIGN.md section 15, docs/adr/007-source-index.md). It reports whether
-// the key is recorded (or never will be: not a Claude Code transcript path).
-func (sh *shipper) indexSource(path string) bool {
+// the key is recorded (or never will be: not a Claude Code transcript
+// path, or refused); what went wrong is said on w.
+func recordSourceKey(ctx context.Context, cl *client.Client, format, path, verb string, w io.Writer) bool {
 	k, ok := ccSourceKey(path)
-	if sh.f.Name() != "claude-code" || !ok {
+	if format != "claude-code" || !ok {
 		return true
 	}
 	body, err := json.Marshal(api.SourceAppendRequest{SourceKey: k, Entries: []json.RawMessage{}})
 	if err != nil {
 		return true
 	}
-	ctx, cancel := context.WithTimeout(sh.v.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	msg, err := sh.v.cl.Conn().RequestWithContext(ctx, api.SubjectSourceAppend, body)
+	msg, err := cl.Conn().RequestWithContext(ctx, api.SubjectSourceAppend, body)
 	if err != nil {
-		// Tried again on the file's next pass.
-		fmt.Fprintf(sh.stderr, "ship: %s: recording its transcript key %s/%s: %v\n", path, k.ProjectKey, k.SessionKey, err)
+		fmt.Fprintf(w, "%s: %s: recording its transcript key %s/%s: %v\n", verb, path, k.ProjectKey, k.SessionKey, err)
 		return false
 	}
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
 		// Refused (another project's session, a key the store cannot
-		// have): said once, the file is shipped all the same.
-		fmt.Fprintf(sh.stderr, "ship: %s: transcript key %s/%s not recorded: %s: %s\n", path, k.ProjectKey, k.SessionKey, code, msg.Data)
+		// have): said once, the file is taken in all the same.
+		fmt.Fprintf(w, "%s: %s: transcript key %s/%s not recorded: %s: %s\n", verb, path, k.ProjectKey, k.SessionKey, code, msg.Data)
 	}
 	return true
 }

@@ -54,12 +54,28 @@ type AppendSink struct {
 	// the session's last seq, the event id there, and how many events this
 	// sink added to it.
 	Finished func(p Plan, lastSeq uint64, lastID string, added int)
+	// InFlight, when set, lets an append go out while the next batch is
+	// mapped, holding one of its tokens while it is unanswered; sinks that
+	// share it share the bound. A session has at most one append in
+	// flight: the writer orders a session's appends by their expected
+	// seq, not by their arrival. nil: each append is answered before the
+	// sink takes the next event. Call Close when the source is read.
+	InFlight chan struct{}
 
-	plan    Plan
-	tail    uint64
-	tailID  string
-	pending []schema.Envelope
-	added   int
+	plan     Plan
+	tail     uint64 // stored last seq, as of the last answered append
+	tailID   string // stored event id at tail
+	pending  []schema.Envelope
+	added    int
+	inflight chan sentAppend // the append in flight; nil: none
+}
+
+// sentAppend is the answer to an append sent by flush.
+type sentAppend struct {
+	events    []schema.Envelope
+	last      uint64
+	duplicate bool
+	err       error
 }
 
 var _ Sink = (*AppendSink)(nil)
@@ -67,6 +83,11 @@ var _ Sink = (*AppendSink)(nil)
 // Session reads the session's tail, forking it first when it is a fork
 // child the log does not have.
 func (s *AppendSink) Session(p Plan) error {
+	// A session's fork or first append waits for the one before it: a
+	// branch is forked only after its main session is in.
+	if err := s.wait(); err != nil {
+		return err
+	}
 	s.plan, s.pending, s.added = p, s.pending[:0], 0
 	var err error
 	if s.tail, s.tailID, err = s.Log.Tail(s.Ctx, p.ID); err != nil {
@@ -92,7 +113,8 @@ func (s *AppendSink) Session(p Plan) error {
 }
 
 // Event passes over the events through the stored tail, checks the one at
-// it, and queues the rest.
+// it, and queues the rest. An append in flight holds only events after
+// that tail, so a tail it has not advanced yet changes nothing here.
 func (s *AppendSink) Event(e schema.Envelope) error {
 	switch {
 	case e.Seq < s.tail:
@@ -118,29 +140,79 @@ func (s *AppendSink) batchSize() int {
 	return s.Batch
 }
 
+// flush sends the queued events once the append before them is answered;
+// with InFlight it returns without waiting for their answer.
 func (s *AppendSink) flush() error {
+	if err := s.wait(); err != nil {
+		return err
+	}
 	if len(s.pending) == 0 {
 		return nil
 	}
-	last, dup, err := s.Log.Append(s.Ctx, s.plan.ID, s.tail, s.pending)
-	if err != nil {
-		return fmt.Errorf("append to %s after seq %d: %w", s.plan.ID, s.tail, err)
+	events := s.pending
+	if s.InFlight == nil {
+		last, dup, err := s.Log.Append(s.Ctx, s.plan.ID, s.tail, events)
+		return s.answered(sentAppend{events: events, last: last, duplicate: dup, err: err})
 	}
-	s.tail, s.tailID = last, s.pending[len(s.pending)-1].EventID
-	if !dup {
-		s.added += len(s.pending)
+	select {
+	case s.InFlight <- struct{}{}:
+	case <-s.Ctx.Done():
+		return s.Ctx.Err()
 	}
-	s.pending = s.pending[:0]
+	// The batch in flight keeps its array; the next is mapped into another.
+	s.pending = make([]schema.Envelope, 0, cap(events))
+	done := make(chan sentAppend, 1)
+	s.inflight = done
+	go func(id string, expected uint64) {
+		last, dup, err := s.Log.Append(s.Ctx, id, expected, events)
+		<-s.InFlight
+		done <- sentAppend{events: events, last: last, duplicate: dup, err: err}
+	}(s.plan.ID, s.tail)
 	return nil
 }
 
-// Done appends what is queued and reports the session.
+// wait takes the answer of the append in flight, if any.
+func (s *AppendSink) wait() error {
+	if s.inflight == nil {
+		return nil
+	}
+	a := <-s.inflight
+	s.inflight = nil
+	return s.answered(a)
+}
+
+// answered moves the tail past an append's events.
+func (s *AppendSink) answered(a sentAppend) error {
+	if a.err != nil {
+		return fmt.Errorf("append to %s after seq %d: %w", s.plan.ID, s.tail, a.err)
+	}
+	s.tail, s.tailID = a.last, a.events[len(a.events)-1].EventID
+	if !a.duplicate {
+		s.added += len(a.events)
+	}
+	if s.InFlight == nil {
+		s.pending = s.pending[:0]
+	}
+	return nil
+}
+
+// Done appends what is queued, waits for its answer and reports the
+// session.
 func (s *AppendSink) Done() error {
 	if err := s.flush(); err != nil {
+		return err
+	}
+	if err := s.wait(); err != nil {
 		return err
 	}
 	if s.Finished != nil {
 		s.Finished(s.plan, s.tail, s.tailID, s.added)
 	}
 	return nil
+}
+
+// Close waits for an append an error elsewhere left in flight, so nothing
+// of the sink outlives the read of its source.
+func (s *AppendSink) Close() {
+	_ = s.wait()
 }
