@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -31,14 +30,7 @@ const conformanceDir = "../../clients/acp-conformance"
 // the conformance test is never skipped.
 func node(t *testing.T) string {
 	t.Helper()
-	path, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node is not installed: the ACP conformance test runs the protocol's SDK in Node (apt-get install nodejs npm; .ci/run does): %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(conformanceDir, "node_modules", "@agentclientprotocol", "sdk", "package.json")); err != nil {
-		t.Fatalf("the ACP SDK is not installed: run npm ci in clients/acp-conformance (.ci/run does): %v", err)
-	}
-	return path
+	return testbin.Node(t, conformanceDir, "node_modules/@agentclientprotocol/sdk/package.json")
 }
 
 type conformanceReport struct {

@@ -47,3 +47,20 @@ func Main(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// Node returns the path of node for a test that runs a client package of
+// clients/ (dir, relative to the test), failing with how to get what is
+// missing when node is not installed or the package has not installed or
+// built want (a file under dir, for example "dist/index.js"): the tests
+// that run a protocol's own SDK are never skipped.
+func Node(t testing.TB, dir, want string) string {
+	t.Helper()
+	path, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is not installed: this test runs %s in Node (apt-get install nodejs npm; .ci/run does): %v", dir, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, want)); err != nil {
+		t.Fatalf("%s has no %s: run npm ci (and npm run build) in it (make node-deps and .ci/run do): %v", dir, want, err)
+	}
+	return path
+}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/sessionlog/sessionlog/internal/testbin"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/agentlogtest"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
 )
@@ -22,13 +23,7 @@ const sdkDir = "../../clients/claude-agent-sdk"
 // is deep-equal; the stored main session has the events import --from
 // claude-code gives the file.
 func TestClaudeAgentSDKStore(t *testing.T) {
-	nodePath, err := exec.LookPath("node")
-	if err != nil {
-		t.Fatalf("node is not installed (apt-get install nodejs npm; .ci/run does): %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(sdkDir, "dist", "index.js")); err != nil {
-		t.Fatalf("the store is not built: npm ci && npm run build in clients/claude-agent-sdk (.ci/run does): %v", err)
-	}
+	nodePath := testbin.Node(t, sdkDir, "dist/index.js")
 	e := newEnv(t, envOpts{})
 	const id = "22222222-2222-4222-8222-222222222222"
 	cfg := t.TempDir()

@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/testbin"
+	"github.com/sessionlog/sessionlog/pkg/agentlog/agentlogtest"
+	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+const sdkStoreDir = "../clients/claude-agent-sdk"
+
+// TestClaudeAgentSDKStoreOnStack: a transcript an agent appends through
+// the Claude Agent SDK store (Node, clients/claude-agent-sdk) with a tool
+// call left open is a session of the whole stack: the projector's API that
+// the dashboard reads lists it; an operator's repair closes the open call
+// with outcome_unknown in sessionlog; and the next load gives the agent the
+// entries exactly as it appended them (the repair is sessionlog's events,
+// not a rewrite of the transcript).
+func TestClaudeAgentSDKStoreOnStack(t *testing.T) {
+	nodePath := testbin.Node(t, sdkStoreDir, "dist/index.js")
+	s := imStart(t)
+	const (
+		project = "-home-ann-shop"
+		sid     = "77777777-7777-4777-8777-777777777777"
+	)
+	lines := []string{
+		`{"parentUuid":null,"isSidechain":false,"cwd":"/home/ann/shop","sessionId":"` + sid + `","version":"2.0.76","gitBranch":"main","type":"user","message":{"role":"user","content":"deploy the shop"},"uuid":"d-1","timestamp":"2026-12-04T09:00:00.000Z"}`,
+		`{"parentUuid":"d-1","isSidechain":false,"cwd":"/home/ann/shop","sessionId":"` + sid + `","version":"2.0.76","gitBranch":"main","type":"assistant","requestId":"req_d","message":{"model":"claude-sonnet-4-5-20250929","id":"msg_d","type":"message","role":"assistant","content":[{"type":"tool_use","id":"toolu_deploy","name":"Bash","input":{"command":"./deploy.sh"}}],"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":5,"output_tokens":9}},"uuid":"d-2","timestamp":"2026-12-04T09:00:01.000Z"}`,
+	}
+	file := filepath.Join(t.TempDir(), sid+".jsonl")
+	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var want []any
+	for _, l := range lines {
+		var v any
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, v)
+	}
+	store := func(args ...string) (loaded []any, listed []string) {
+		t.Helper()
+		cmd := exec.Command(nodePath, append([]string{"test/entries.mjs", s.url}, args...)...)
+		cmd.Dir = sdkStoreDir
+		cmd.Stderr = os.Stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("node %s: %v: %s", args, err, out)
+		}
+		var rep struct {
+			Loaded []any
+			Listed []string
+		}
+		if err := json.Unmarshal(out, &rep); err != nil {
+			t.Fatalf("report %s: %v", out, err)
+		}
+		return rep.Loaded, rep.Listed
+	}
+	loaded, listed := store("append", project, sid, file)
+	if !reflect.DeepEqual(loaded, want) || !reflect.DeepEqual(listed, []string{sid}) {
+		t.Fatalf("after append: loaded %v, listed %v", loaded, listed)
+	}
+
+	// The session the store wrote is the one import maps the file to.
+	imp, _, _ := agentlogtest.Read(t, claudecode.Format{}, file)
+	id := imp.Sessions[0].Plan.ID
+	natstest.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+		resp, err := http.Get(s.http + "/v1/sessions")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if !strings.Contains(string(b), `"`+id+`"`) {
+			return fmt.Errorf("the projector does not list %s: %s", id, b)
+		}
+		return nil
+	})
+
+	if code, out, errs := s.run(t, "repair", id, "--force"); code != 0 || !strings.Contains(out, "repaired") {
+		t.Fatalf("repair: exit %d\n%s\n%s", code, out, errs)
+	}
+	var closed bool
+	for _, e := range s.events(t, id) {
+		if e.Type == schema.TypeToolResult && e.Synthetic && strings.Contains(string(e.Data), schema.ToolOutcomeUnknown) {
+			closed = true
+		}
+	}
+	if !closed {
+		t.Fatalf("the repair left the open tool call without an outcome_unknown result: %+v", s.events(t, id))
+	}
+	loaded, _ = store("load", project, sid)
+	if !reflect.DeepEqual(loaded, want) {
+		t.Fatalf("after the repair the store loads %v, want the appended entries %v", loaded, want)
+	}
+}
