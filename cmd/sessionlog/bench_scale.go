@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/sessionlog/sessionlog/cmd/sessionlog/internal/bench"
@@ -54,9 +53,7 @@ func runBenchScale(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := checkPartitions(*partitions); err != nil {
 		return err
 	}
-	if *only != "" {
-		opt.Only = strings.Split(*only, ",")
-	}
+	opt.Only = splitList(*only)
 	if *verbose {
 		opt.Progress = os.Stderr
 	}
