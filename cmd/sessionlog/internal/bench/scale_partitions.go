@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -54,9 +55,26 @@ func scalePartitions(ctx context.Context, opt ScaleOptions) error {
 		s.run = &appendRun{name: fmt.Sprintf("p%d", p), batch: 1, run: func(ctx context.Context, sid string, seq uint64, n int) error {
 			return writerRequest(ctx, nc, sid, seq, n)
 		}}
+		// The partitions' leaders were just spread over the nodes (step
+		// downs, then elections): a session's first append may find its
+		// partition without a leader for a moment, and nothing stored.
+		if err := tb.run(func() {
+			for _, name := range st.Streams() {
+				s.clust.WaitStreamLeader(name)
+			}
+		}); err != nil {
+			return err
+		}
 		create := func(ctx context.Context, sid string) error {
-			_, err := cl.Append(ctx, client.AppendRequest{SessionID: sid, ExpectedSeq: client.Seq(0),
-				Events: []schema.Envelope{{Type: schema.TypeSessionCreated, Data: json.RawMessage(`{}`)}}})
+			var err error
+			for range 20 {
+				_, err = cl.Append(ctx, client.AppendRequest{SessionID: sid, ExpectedSeq: client.Seq(0),
+					Events: []schema.Envelope{{Type: schema.TypeSessionCreated, Data: json.RawMessage(`{}`)}}})
+				if !errors.Is(err, client.ErrNotCommitted) {
+					break
+				}
+				time.Sleep(250 * time.Millisecond)
+			}
 			return err
 		}
 		if err := s.run.init(ctx, opt.ClusterSessions, create); err != nil {
