@@ -87,10 +87,10 @@ func (o ScaleOptions) say(format string, args ...any) {
 // embedded node, in order, each naming a holder (so each is claimed and
 // leased), and compares the cost of an append in the first Window
 // sessions against the last Window: whether an append costs more once
-// many sessions exist. The writer's peak RSS is read when it stops; then a
-// repairer process sweeps every session (claimed; leased, or lapsed and
-// repaired) and its peak RSS is read likewise. Both run with their
-// default cache bounds.
+// many sessions exist. Then a repairer process sweeps every session: the
+// last ones' holders keep heartbeating (live leases), the others' leases
+// have lapsed (repaired). The peak RSS of each process, both with their
+// default cache bounds, is read before it stops.
 func scaleFlat(ctx context.Context, opt ScaleOptions) error {
 	srv, shutdown, err := embeddedServer("sessionlog-bench-scale-")
 	if err != nil {
@@ -184,19 +184,56 @@ func scaleFlat(ctx context.Context, opt ScaleOptions) error {
 	if err != nil {
 		return err
 	}
-	wrss, err := w.stop()
-	if err != nil {
-		return err
-	}
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 	lastUS, firstUS := us(last.writer+last.rest), us(first.writer+first.rest)
 	p99First, p99Last := us(Quantile(first.lats, 0.99)), us(Quantile(last.lats, 0.99))
 	fmt.Fprintf(opt.Out, "BENCH name=scale-flat value=%.1f unit=us baseline=%.1f ratio=%.2f p99=%.0f p99_baseline=%.0f p99_ratio=%.2f writer_us=%.1f writer_us_baseline=%.1f sessions=%d window=%d events_per_session=%d partitions=%d lease_ttl=%s\n",
 		lastUS, firstUS, lastUS/firstUS, p99Last, p99First, p99Last/p99First, us(last.writer), us(first.writer),
 		opt.Sessions, opt.Window, opt.EventsPerSession, opt.Partitions, opt.LeaseTTL)
+
+	// The holders of the last sessions stay: they heartbeat through the
+	// writer while the repairer sweeps, which finds their leases live.
+	live := min(1000, opt.Window)
+	hctx, stopHeartbeats := context.WithCancel(ctx)
+	heartbeats := make(chan error, 1)
+	go func() { heartbeats <- heartbeat(hctx, nc, opt.Sessions-live, opt.Sessions, opt.LeaseTTL/3) }()
+	rerr := scaleRepairerRSS(ctx, opt, url, args, live)
+	stopHeartbeats()
+	if err := <-heartbeats; rerr == nil {
+		rerr = err
+	}
+	wrss, err := w.stop()
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(opt.Out, "BENCH name=scale-rss-writer value=%.0f unit=MiB target=256 sessions=%d note=peak-rss-of-the-writer-process-default-cache-bounds\n",
 		float64(wrss)/(1<<20), opt.Sessions)
-	return scaleRepairerRSS(ctx, opt, url, args)
+	return rerr
+}
+
+// heartbeat renews the leases of sessions [from, to) every period until
+// ctx ends (nil then).
+func heartbeat(ctx context.Context, nc *nats.Conn, from, to int, period time.Duration) error {
+	for {
+		for i := from; i < to; i++ {
+			b := fmt.Appendf(nil, `{"sessionId":"scale-%07d","holder":"bench-agent"}`, i)
+			m, err := nc.RequestWithContext(ctx, logstore.SubjectHeartbeat, b)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				return fmt.Errorf("heartbeat: %w", err)
+			}
+			if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
+				return fmt.Errorf("heartbeat: %s: %s", code, m.Data)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(period):
+		}
+	}
 }
 
 // writeScaleSession writes one session, one event per append, naming a
@@ -246,10 +283,10 @@ func scaleEvent(seq, n int) string {
 }
 
 // scaleRepairerRSS runs a repairer process until its first sweep has
-// listed every claimed session and evaluated each (the leases still live
-// found live; the lapsed ones, past the grace period, repaired), then
-// stops it and reports its peak RSS.
-func scaleRepairerRSS(ctx context.Context, opt ScaleOptions, url string, args []string) error {
+// listed the claimed sessions and every session was evaluated (the live
+// leases found live; the lapsed ones, past the grace period, repaired),
+// then reports its peak RSS and stops it.
+func scaleRepairerRSS(ctx context.Context, opt ScaleOptions, url string, args []string, live int) error {
 	var listed atomic.Int64 // sessions the first sweep listed, once it has
 	listed.Store(-1)
 	lines := func(l string) {
@@ -264,7 +301,7 @@ func scaleRepairerRSS(ctx context.Context, opt ScaleOptions, url string, args []
 			listed.CompareAndSwap(-1, rec.Sessions)
 		}
 	}
-	opt.say("flat: a repairer process sweeps the %d claimed sessions", opt.Sessions)
+	opt.say("flat: a repairer process sweeps the %d claimed sessions (the last %d leases kept live)", opt.Sessions, live)
 	start := time.Now()
 	r, err := startChild(ctx, opt.Binary, "repairer", url, lines, append(args, "--log-level", "debug")...)
 	if err != nil {
@@ -319,8 +356,8 @@ func scaleRepairerRSS(ctx context.Context, opt ScaleOptions, url string, args []
 		return err
 	}
 	const repaired = `sessionlog_repairer_sessions_repaired_total{trigger="`
-	fmt.Fprintf(opt.Out, "BENCH name=scale-rss-repairer value=%.0f unit=MiB target=256 sessions=%d swept=%d evaluations=%.0f live=%.0f repaired_by_sweep=%.0f repaired_by_expiry=%.0f errors=%.0f took_s=%.1f cpu_s=%.1f note=peak-rss-of-the-repairer-process-default-cache-bounds\n",
-		float64(rrss)/(1<<20), opt.Sessions, listed.Load(), checks, m[checksPrefix+`live"}`], m[repaired+`sweep"}`], m[repaired+`lease_expiry"}`],
+	fmt.Fprintf(opt.Out, "BENCH name=scale-rss-repairer value=%.0f unit=MiB target=256 sessions=%d kept_live=%d swept=%d evaluations=%.0f live=%.0f repaired_by_sweep=%.0f repaired_by_expiry=%.0f errors=%.0f took_s=%.1f cpu_s=%.1f note=peak-rss-of-the-repairer-process-default-cache-bounds\n",
+		float64(rrss)/(1<<20), opt.Sessions, live, listed.Load(), checks, m[checksPrefix+`live"}`], m[repaired+`sweep"}`], m[repaired+`lease_expiry"}`],
 		m["sessionlog_repairer_errors_total"], took.Seconds(), cpu.Seconds())
 	return nil
 }
