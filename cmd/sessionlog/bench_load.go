@@ -19,6 +19,7 @@ func runBenchLoad(ctx context.Context, args []string, stdout io.Writer) error {
 	quick := fs.Bool("quick", false, "20 rounds instead of 100")
 	events := fs.Int("events", 10_000, "events of the session")
 	rounds := fs.Int("rounds", 0, "loads of each kind (default 100; --quick 20)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed rounds (all three kinds of load) to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -32,7 +33,11 @@ func runBenchLoad(ctx context.Context, args []string, stdout io.Writer) error {
 			n = 20
 		}
 	}
-	res, err := bench.RunLoad(ctx, bench.LoadConfig{Events: *events, Rounds: n})
+	cfg := bench.LoadConfig{Events: *events, Rounds: n}
+	if *cpuProfile != "" {
+		cfg.Profile = cpuProfiler(*cpuProfile)
+	}
+	res, err := bench.RunLoad(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("bench load: %w", err)
 	}
