@@ -51,5 +51,7 @@ func runBenchLoad(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "BENCH name=%s value=%.2f unit=ms baseline=%.2f ratio=%.2f p99_ms=%.2f baseline_p99_ms=%.2f events=%d rounds=%d\n",
 			k.name, ms(p50), ms(raw50), ms(p50)/ms(raw50), ms(p99), ms(raw99), res.Events, len(k.ds))
 	}
+	fmt.Fprintf(stdout, "BENCH name=load-raw value=%.2f unit=ms p99_ms=%.2f events=%d rounds=%d\n",
+		ms(raw50), ms(raw99), res.Events, len(res.Raw))
 	return nil
 }

@@ -20,46 +20,111 @@ type Reader interface {
 
 var _ Reader = (*Client)(nil)
 
+// loadWindow is how many pages Load asks for at once after the first.
+const loadWindow = 4
+
 // Load rebuilds the session's State from the log, page by page through r.
 // A session that does not exist loads as an empty state (Exists() false).
 // A session holding an event this reader cannot decode or fold (a newer
 // schema, an unknown required type) is refused with code unreadable,
 // never guessed at.
+//
+// The first page tells the session's last seq and a page's size; the
+// next pages are then asked for loadWindow at once, each after the seq a
+// full page before it would end, and decoded as they arrive while the
+// state folds the one before. A page is used only if it starts where the
+// state stands: one that came back short (the reply's byte limit) leaves
+// the pages guessed after it unused, and the load asks again from where
+// it stands. Every page is an ordinary read, so the wire is exactly
+// section 12's.
 func Load(ctx context.Context, r Reader, sessionID string) (*session.State, error) {
 	if !schema.ValidSessionID(sessionID) {
 		return nil, errorf(schema.CodeBadRequest, "session id %q is not valid", clip(sessionID))
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // pages asked for and not used
 	st := session.New(sessionID)
-	var after uint64
+	asked := map[uint64]chan loadedPage{}
+	ask := func(after uint64) chan loadedPage {
+		if ch, ok := asked[after]; ok {
+			return ch
+		}
+		ch := make(chan loadedPage, 1)
+		asked[after] = ch
+		go func() { ch <- readPage(ctx, r, sessionID, after) }()
+		return ch
+	}
+	var after, size, last uint64
 	for {
-		page, err := r.Read(ctx, api.ReadRequest{SessionID: sessionID, AfterSeq: after})
-		if err != nil {
-			if CodeOf(err) == schema.CodeNotFound || schema.CodeOf(err) == schema.CodeNotFound {
+		page := <-ask(after)
+		delete(asked, after)
+		if page.err != nil {
+			if CodeOf(page.err) == schema.CodeNotFound || schema.CodeOf(page.err) == schema.CodeNotFound {
 				return st, nil
 			}
 			var ce *Error
-			if errors.As(err, &ce) {
-				return nil, err
+			if errors.As(page.err, &ce) {
+				return nil, page.err
 			}
-			return nil, fmt.Errorf("client: load %s: %w", sessionID, err)
+			return nil, fmt.Errorf("client: load %s: %w", sessionID, page.err)
 		}
-		for _, b := range page.Events {
-			e, err := schema.Decode(b)
-			if err != nil {
-				return nil, errorf(schema.CodeUnreadable, "session %s after seq %d: %v", sessionID, st.LastSeq, err)
+		for i := range page.events {
+			if page.bad == i {
+				return nil, errorf(schema.CodeUnreadable, "session %s after seq %d: %v", sessionID, st.LastSeq, page.badErr)
 			}
-			if err := st.Apply(&e); err != nil {
-				return nil, errorf(schema.CodeUnreadable, "session %s seq %d does not fold: %v", sessionID, e.Seq, err)
+			if err := st.Apply(&page.events[i]); err != nil {
+				return nil, errorf(schema.CodeUnreadable, "session %s seq %d does not fold: %v", sessionID, page.events[i].Seq, err)
 			}
 		}
-		if !page.More {
+		if !page.more {
 			return st, nil
 		}
-		if len(page.Events) == 0 || st.LastSeq <= after {
+		if len(page.events) == 0 || st.LastSeq <= after {
 			return nil, errorf(schema.CodeInternal, "session %s: a read page after seq %d said more but moved nothing", sessionID, after)
 		}
+		if after == 0 {
+			size, last = uint64(len(page.events)), page.lastSeq
+		}
 		after = st.LastSeq
+		for k := range asked {
+			if k < after {
+				delete(asked, k) // guessed after a short page: not used
+			}
+		}
+		for i := uint64(0); i < loadWindow && after+i*size < last; i++ {
+			ask(after + i*size)
+		}
 	}
+}
+
+// loadedPage is one page read and decoded. bad is the index of the first
+// event that does not decode (-1: none); events stop there.
+type loadedPage struct {
+	events  []schema.Envelope
+	lastSeq uint64
+	more    bool
+	bad     int
+	badErr  error
+	err     error
+}
+
+// readPage reads the page after seq after and decodes its events.
+func readPage(ctx context.Context, r Reader, sessionID string, after uint64) loadedPage {
+	reply, err := r.Read(ctx, api.ReadRequest{SessionID: sessionID, AfterSeq: after})
+	if err != nil {
+		return loadedPage{err: err}
+	}
+	p := loadedPage{events: make([]schema.Envelope, len(reply.Events)), lastSeq: reply.LastSeq, more: reply.More, bad: -1}
+	for i, b := range reply.Events {
+		e, err := schema.Decode(b)
+		if err != nil {
+			// The events before it fold first, as they would one by one.
+			p.bad, p.badErr, p.events = i, err, p.events[:i+1]
+			break
+		}
+		p.events[i] = e
+	}
+	return p
 }
 
 // Read asks the writer for one page of a session (sessions.api.read). A
