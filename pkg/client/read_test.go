@@ -18,19 +18,9 @@ import (
 // A session longer than a page loads through sessions.api.read, page by
 // page, into the state a fold of every stored event gives.
 func TestLoadPages(t *testing.T) {
-	srv := natstest.RunServer(t)
-	s := newStack(t, srv.ClientURL(), logstore.Config{})
-	ctx := context.Background()
 	const n = 2500
-	if _, err := sessiongen.Seed(ctx, s.st, "long", n, 500); err != nil {
-		t.Fatal(err)
-	}
-	want := session.New("long")
-	for _, e := range storedEvents(t, s.st, "long") {
-		if err := want.Apply(&e.Envelope); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s, want := longSession(t, n)
+	ctx := context.Background()
 	got, err := s.c.LoadState(ctx, "long")
 	if err != nil {
 		t.Fatal(err)
@@ -79,19 +69,9 @@ func (p *shortPages) Read(ctx context.Context, req api.ReadRequest) (api.ReadRep
 // starts from the first page's size; pages that come back shorter than
 // guessed must not leave a gap or fold an event twice.
 func TestLoadShortPages(t *testing.T) {
-	srv := natstest.RunServer(t)
-	s := newStack(t, srv.ClientURL(), logstore.Config{})
-	ctx := context.Background()
 	const n = 3000
-	if _, err := sessiongen.Seed(ctx, s.st, "long", n, 500); err != nil {
-		t.Fatal(err)
-	}
-	want := session.New("long")
-	for _, e := range storedEvents(t, s.st, "long") {
-		if err := want.Apply(&e.Envelope); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s, want := longSession(t, n)
+	ctx := context.Background()
 	for _, r := range []client.Reader{
 		&shortPages{r: writer.StoreReader{Store: s.st}},
 		writer.StoreReader{Store: s.st, MaxBytes: 64 << 10},
@@ -106,4 +86,22 @@ func TestLoadShortPages(t *testing.T) {
 			t.Fatalf("%T: loaded lastSeq %d, want %d; states equal: %v", r, got.LastSeq, n, string(a) == string(b))
 		}
 	}
+}
+
+// longSession stores a session "long" of n events and returns the stack
+// and the state a fold of every stored event gives.
+func longSession(t *testing.T, n int) (*stack, *session.State) {
+	t.Helper()
+	srv := natstest.RunServer(t)
+	s := newStack(t, srv.ClientURL(), logstore.Config{})
+	if _, err := sessiongen.Seed(context.Background(), s.st, "long", n, 500); err != nil {
+		t.Fatal(err)
+	}
+	want := session.New("long")
+	for _, e := range storedEvents(t, s.st, "long") {
+		if err := want.Apply(&e.Envelope); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s, want
 }
