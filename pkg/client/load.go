@@ -1,10 +1,12 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -110,7 +112,13 @@ type loadedPage struct {
 
 // readPage reads the page after seq after and decodes its events.
 func readPage(ctx context.Context, r Reader, sessionID string, after uint64) loadedPage {
-	reply, err := r.Read(ctx, api.ReadRequest{SessionID: sessionID, AfterSeq: after})
+	var reply api.ReadReply
+	var err error
+	if c, ok := r.(*Client); ok {
+		reply, err = c.readUnchecked(ctx, api.ReadRequest{SessionID: sessionID, AfterSeq: after})
+	} else {
+		reply, err = r.Read(ctx, api.ReadRequest{SessionID: sessionID, AfterSeq: after})
+	}
 	if err != nil {
 		return loadedPage{err: err}
 	}
@@ -147,4 +155,119 @@ func (c *Client) Read(ctx context.Context, req api.ReadRequest) (api.ReadReply, 
 // no JetStream permission.
 func (c *Client) LoadState(ctx context.Context, sessionID string) (*session.State, error) {
 	return Load(ctx, c, sessionID)
+}
+
+// readUnchecked is Read for Load: the reply's events are cut out of it
+// without checking that each is JSON, which schema.Decode checks anyway
+// (json.Unmarshal would scan the reply twice and copy every event).
+func (c *Client) readUnchecked(ctx context.Context, req api.ReadRequest) (api.ReadReply, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return api.ReadReply{}, errorf(schema.CodeBadRequest, "encode request: %v", err)
+	}
+	var r uncheckedReply
+	if _, err := c.request(ctx, api.SubjectRead, body, &r); err != nil {
+		return api.ReadReply{}, err
+	}
+	return r.ReadReply, nil
+}
+
+// replyDecoder is a reply that decodes itself (Client.once).
+type replyDecoder interface {
+	decodeReply(b []byte) error
+}
+
+// uncheckedReply decodes a read reply in the layout the writer writes
+// (`{"sessionId":"…","events":[…],"lastSeq":N,"more":B}`, no spaces),
+// its events as slices of b; any other layout goes through json.Unmarshal.
+type uncheckedReply struct{ api.ReadReply }
+
+func (r *uncheckedReply) decodeReply(b []byte) error {
+	if r.cut(b) {
+		return nil
+	}
+	r.ReadReply = api.ReadReply{}
+	return json.Unmarshal(b, &r.ReadReply)
+}
+
+// cut reads b in the writer's layout; false if b is not in it.
+func (r *uncheckedReply) cut(b []byte) bool {
+	rest, ok := bytes.CutPrefix(b, []byte(`{"sessionId":"`))
+	if !ok {
+		return false
+	}
+	i := bytes.IndexByte(rest, '"')
+	if i < 0 || bytes.IndexByte(rest[:i], '\\') >= 0 {
+		return false
+	}
+	r.SessionID = string(rest[:i])
+	if rest, ok = bytes.CutPrefix(rest[i+1:], []byte(`,"events":[`)); !ok {
+		return false
+	}
+	r.Events = []json.RawMessage{}
+	for len(rest) > 0 && rest[0] != ']' {
+		if len(r.Events) > 0 {
+			if rest[0] != ',' {
+				return false
+			}
+			rest = rest[1:]
+		}
+		n := objectEnd(rest)
+		if n < 0 {
+			return false
+		}
+		r.Events = append(r.Events, json.RawMessage(rest[:n]))
+		rest = rest[n:]
+	}
+	if rest, ok = bytes.CutPrefix(rest, []byte(`],"lastSeq":`)); !ok {
+		return false
+	}
+	i = bytes.IndexByte(rest, ',')
+	if i < 0 {
+		return false
+	}
+	seq, err := strconv.ParseUint(string(rest[:i]), 10, 64)
+	if err != nil {
+		return false
+	}
+	r.LastSeq = seq
+	switch string(rest[i:]) {
+	case `,"more":true}`:
+		r.More = true
+	case `,"more":false}`:
+		r.More = false
+	default:
+		return false
+	}
+	return true
+}
+
+// objectEnd is the length of the JSON object b starts with, found by its
+// braces outside strings (its content is checked by whoever decodes it);
+// -1 if b does not start with one that ends.
+func objectEnd(b []byte) int {
+	if len(b) == 0 || b[0] != '{' {
+		return -1
+	}
+	depth, str := 0, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case str:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				str = false
+			}
+		case c == '"':
+			str = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			if depth--; depth == 0 {
+				return i + 1
+			}
+		}
+	}
+	return -1
 }
