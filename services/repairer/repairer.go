@@ -45,7 +45,7 @@ const (
 	retryBackoff = time.Second
 	// warmLead: how long before a lease's expiry + grace the repairer
 	// first reads the session's state (onRenewed).
-	warmLead = 250 * time.Millisecond
+	warmLead = time.Second
 )
 
 // Config configures a Service.
@@ -416,9 +416,12 @@ func (s *Service) onRenewed(id string, at time.Time) {
 		w.t.Stop()
 		delete(s.timers, id)
 	}
-	// The first look comes a little before the grace period ends: it
-	// finds the lease not yet due, and its read of the session's state,
-	// kept in the cache, leaves only the tail to read when it is due.
+	// The first look comes up to warmLead before the grace period ends
+	// (at the expiry itself with a grace shorter than that): it finds the
+	// lease not yet due, and its read of the session's state, kept in the
+	// cache, leaves only the tail to read when it is due. Many leases
+	// lapsing together then do their reads before they are due, not all
+	// at that moment.
 	lead := min(s.cfg.Grace, warmLead)
 	s.wakeAtLocked(id, at.Add(s.cfg.LeaseTTL+s.cfg.Grace-lead), triggerExpiry)
 }
