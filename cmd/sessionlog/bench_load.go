@@ -19,6 +19,7 @@ func runBenchLoad(ctx context.Context, args []string, stdout io.Writer) error {
 	quick := fs.Bool("quick", false, "20 rounds instead of 100")
 	events := fs.Int("events", 10_000, "events of the session")
 	rounds := fs.Int("rounds", 0, "loads of each kind (default 100; --quick 20)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed rounds (all three kinds of load) to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -32,7 +33,11 @@ func runBenchLoad(ctx context.Context, args []string, stdout io.Writer) error {
 			n = 20
 		}
 	}
-	res, err := bench.RunLoad(ctx, bench.LoadConfig{Events: *events, Rounds: n})
+	cfg := bench.LoadConfig{Events: *events, Rounds: n}
+	if *cpuProfile != "" {
+		cfg.Profile = cpuProfiler(*cpuProfile)
+	}
+	res, err := bench.RunLoad(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("bench load: %w", err)
 	}
@@ -46,5 +51,7 @@ func runBenchLoad(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "BENCH name=%s value=%.2f unit=ms baseline=%.2f ratio=%.2f p99_ms=%.2f baseline_p99_ms=%.2f events=%d rounds=%d\n",
 			k.name, ms(p50), ms(raw50), ms(p50)/ms(raw50), ms(p99), ms(raw99), res.Events, len(k.ds))
 	}
+	fmt.Fprintf(stdout, "BENCH name=load-raw value=%.2f unit=ms p99_ms=%.2f events=%d rounds=%d\n",
+		ms(raw50), ms(raw99), res.Events, len(res.Raw))
 	return nil
 }

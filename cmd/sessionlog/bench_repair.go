@@ -58,19 +58,7 @@ func runBenchRepair(ctx context.Context, args []string, stdout io.Writer) error 
 			if len(topologies) > 1 {
 				path = fmt.Sprintf("%s.r%d", path, r)
 			}
-			cfg.Profile = func() func() {
-				f, err := os.Create(path)
-				if err != nil {
-					fmt.Fprintln(os.Stderr, "cpuprofile:", err)
-					return func() {}
-				}
-				if err := pprof.StartCPUProfile(f); err != nil {
-					fmt.Fprintln(os.Stderr, "cpuprofile:", err)
-					f.Close()
-					return func() {}
-				}
-				return func() { pprof.StopCPUProfile(); f.Close() }
-			}
+			cfg.Profile = cpuProfiler(path)
 		}
 		res, err := bench.RunRepair(ctx, cfg)
 		if err != nil {
@@ -85,8 +73,29 @@ func runBenchRepair(ctx context.Context, args []string, stdout io.Writer) error 
 		if res.Floor > 0 {
 			ratio = float64(res.P99) / float64(res.Floor)
 		}
-		fmt.Fprintf(stdout, "BENCH name=%s value=%s unit=ms p50=%s count=%d baseline=%s ratio=%.2f max=%s replicas=%d grace_ms=%s\n",
-			name, ms(res.P99), ms(res.P50), res.Count, ms(res.Floor), ratio, ms(res.Max), r, ms(*grace))
+		fmt.Fprintf(stdout, "BENCH name=%s value=%s unit=ms p50=%s count=%d baseline=%s ratio=%.2f max=%s replicas=%d grace_ms=%s"+
+			" marker_lag_p50=%s marker_lag_p99=%s after_due_p50=%s after_due_p99=%s\n",
+			name, ms(res.P99), ms(res.P50), res.Count, ms(res.Floor), ratio, ms(res.Max), r, ms(*grace),
+			ms(res.MarkerP50), ms(res.MarkerP99), ms(res.AfterDueP50), ms(res.AfterDueP99))
 	}
 	return nil
+}
+
+// cpuProfiler returns a benchmark's Profile hook: start a CPU profile into
+// path, and the function that stops it. A profile that cannot start is
+// reported and skipped.
+func cpuProfiler(path string) func() func() {
+	return func() func() {
+		f, err := os.Create(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "cpuprofile:", err)
+			return func() {}
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "cpuprofile:", err)
+			f.Close()
+			return func() {}
+		}
+		return func() { pprof.StopCPUProfile(); f.Close() }
+	}
 }

@@ -218,6 +218,12 @@ func (c *Client) once(ctx context.Context, subject string, body []byte, out any)
 		}
 		return e
 	}
+	if d, ok := out.(replyDecoder); ok {
+		if err := d.decodeReply(m.Data); err != nil {
+			return errorf(schema.CodeOutcomeUnknown, "unreadable reply %q: %v", clip(string(m.Data)), err)
+		}
+		return nil
+	}
 	if err := json.Unmarshal(m.Data, out); err != nil {
 		// A garbled reply to an append: whether it committed is unknown.
 		return errorf(schema.CodeOutcomeUnknown, "unreadable reply %q: %v", clip(string(m.Data)), err)

@@ -45,13 +45,19 @@ func (s *Service) check(ctx context.Context, id string, why trigger) {
 			return
 		}
 		now := s.now()
-		if rec.Live() {
+		// A live entry whose TTL has run out on the leader is a lapsed
+		// lease whose marker the server has not written yet (it lags by up
+		// to a few hundred ms); a holder takes it as expired too
+		// (logstore.HeldByOther). A renewal that came first is the
+		// leader's last entry and keeps the lease live here.
+		lapsed := rec.Live() && !rec.ExpiresAt().IsZero() && !now.Before(rec.ExpiresAt())
+		if rec.Live() && !lapsed {
 			reads.wait()
-			// The watch will see the lease go. One whose TTL has run out
-			// but that the server has not removed yet is looked at again
-			// shortly, in case its marker was missed.
-			if exp := rec.ExpiresAt(); !exp.IsZero() && !now.Before(exp) {
-				s.wakeAt(id, now.Add(staleRecheck), why)
+			// The watch will see the lease renewed (and re-arm the
+			// wake-up) or go; a lease it saw no renewal of (taken before
+			// it ran) is looked at again when its TTL and grace run out.
+			if exp := rec.ExpiresAt(); !exp.IsZero() {
+				s.wakeAt(id, exp.Add(s.cfg.Grace), why)
 			}
 			s.m.checks.WithLabelValues("live").Inc()
 			return
@@ -69,6 +75,9 @@ func (s *Service) check(ctx context.Context, id string, why trigger) {
 			return
 		}
 		expiredAt := s.expiryOf(id, rec)
+		if lapsed {
+			expiredAt = rec.ExpiresAt()
+		}
 		if expiredAt.IsZero() && rec.Revision == 0 {
 			// No lease record at all, though claimed: the claim is written
 			// just before the lease, and a lease write that failed (its

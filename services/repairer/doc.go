@@ -9,6 +9,20 @@
 // also sweeps every claimed session on start and periodically, so a
 // restart misses nothing.
 //
+// The server writes those markers a few hundred ms after the TTL runs out,
+// so the service does not wait for them: each renewal it sees arms the
+// session's evaluation at that renewal's expiry plus the grace period (a
+// later renewal moves it), with a first look shortly before that reads the
+// session's state into the cache. The evaluation reads the lease key's
+// last entry from the bucket's leader: a live entry whose TTL has run out
+// by then is a lapsed lease whose marker is still to come (holders take
+// such a lease as expired too, logstore.HeldByOther); a renewal stored
+// before that read is the last entry and keeps the session alone. A
+// renewal stored after the read and before the repair commits is the same
+// race as one just after a marker: the holder was silent for its TTL and
+// the grace period, and if it appended, the repair loses its sequence
+// check and the session is evaluated again.
+//
 // A repair is the plan of session.PlanRepair appended as one atomic batch
 // with the per-subject sequence check against the tail the plan was made
 // from. If the holder appended in between, the batch loses the check and

@@ -42,10 +42,10 @@ const (
 	// session that keeps changing has a live writer and waits for the
 	// next trigger.
 	maxConflicts = 3
-	// staleRecheck: a lease entry whose TTL has passed but that the server
-	// has not removed yet is looked at again this soon.
-	staleRecheck = 100 * time.Millisecond
 	retryBackoff = time.Second
+	// warmLead: how long before a lease's expiry + grace the repairer
+	// first reads the session's state (onRenewed).
+	warmLead = time.Second
 )
 
 // Config configures a Service.
@@ -398,11 +398,32 @@ func (s *Service) follow(ctx context.Context, w *logstore.LeaseWatch) {
 			s.onLeaseGone(c.SessionID, c.At)
 			continue
 		}
-		s.mu.Lock()
-		s.lastPut[c.SessionID] = c.At
-		delete(s.expiries, c.SessionID)
-		s.mu.Unlock()
+		s.onRenewed(c.SessionID, c.At)
 	}
+}
+
+// onRenewed notes a renewal and arms the session's evaluation at the
+// lease's known expiry plus the grace period: the server's expiry marker
+// can arrive a few hundred ms after the TTL ran out, and the evaluation
+// confirms against the leader's last lease entry that no renewal came
+// since (check). A later renewal moves the wake-up.
+func (s *Service) onRenewed(id string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastPut[id] = at
+	delete(s.expiries, id)
+	if w, ok := s.timers[id]; ok {
+		w.t.Stop()
+		delete(s.timers, id)
+	}
+	// The first look comes up to warmLead before the grace period ends
+	// (at the expiry itself with a grace shorter than that): it finds the
+	// lease not yet due, and its read of the session's state, kept in the
+	// cache, leaves only the tail to read when it is due. Many leases
+	// lapsing together then do their reads before they are due, not all
+	// at that moment.
+	lead := min(s.cfg.Grace, warmLead)
+	s.wakeAtLocked(id, at.Add(s.cfg.LeaseTTL+s.cfg.Grace-lead), triggerExpiry)
 }
 
 // onLeaseGone dates the expiry (the last renewal + TTL when this process

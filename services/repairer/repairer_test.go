@@ -704,3 +704,37 @@ func TestClaimWithoutLeaseWaitsATTL(t *testing.T) {
 		t.Fatalf("repaired at %v, before the claim's lease could have run out (%v)", at, claimedAt.Add(testTTL))
 	}
 }
+
+// A lease whose TTL has run out on the leader is repaired without its
+// expiry marker: the server writes markers late, and a repairer that
+// waited for one added that lag to every repair. The repairer's clock is
+// set past the TTL and grace of a lease whose server entry is still live
+// (its real TTL is an hour), so only the leader's last entry can tell it
+// the lease lapsed.
+func TestLapsedLeaseRepairedBeforeItsMarker(t *testing.T) {
+	e := newEnv(t)
+	st, err := logstore.Open(context.Background(), e.nc, logstore.Config{LeaseTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.appendEvents("s-1", evCreated, evTurn)
+	if err := st.RenewLease(context.Background(), "s-1", "agent", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := e.store.LeaseRecord(context.Background(), "s-1")
+	if err != nil || !rec.Live() {
+		t.Fatalf("lease not live: %+v %v", rec, err)
+	}
+	skew := time.Hour + testGrace + time.Second
+	r := e.start(Config{Grace: testGrace, LeaseTTL: time.Hour, SweepInterval: -1,
+		Now: func() time.Time { return time.Now().Add(skew) }})
+	natstest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		if !e.fold("s-1").Paused {
+			return fmt.Errorf("not repaired")
+		}
+		return nil
+	})
+	if got := counter(t, r.svc.m.repaired.WithLabelValues(string(triggerSweep))); got != 1 {
+		t.Fatalf("sweep repairs %v, want 1", got)
+	}
+}

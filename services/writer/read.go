@@ -76,14 +76,17 @@ func ReadPage(ctx context.Context, st *logstore.Store, req ReadRequest, maxBytes
 	if err := logstore.ValidateSessionID(req.SessionID); err != nil {
 		return ReadReply{}, err
 	}
+	// An erased session (or one being erased) answers erased, never a
+	// part of its events. Its record is read beside the tail (one round
+	// trip instead of two); the events are read only after both.
+	erased := make(chan error, 1)
+	go func() { erased <- refuseErased(ctx, st, req.SessionID) }()
 	tail, err := st.Tail(ctx, req.SessionID)
+	if eerr := <-erased; eerr != nil {
+		return ReadReply{}, eerr
+	}
 	if err != nil {
 		return ReadReply{}, schema.Errorf(schema.CodeNotCommitted, "cannot read the session: %v", err)
-	}
-	// An erased session (or one being erased) answers erased, never a
-	// part of its events.
-	if err := refuseErased(ctx, st, req.SessionID); err != nil {
-		return ReadReply{}, err
 	}
 	if !tail.Exists() {
 		return ReadReply{}, schema.Errorf(schema.CodeNotFound, "session %s does not exist", req.SessionID)

@@ -26,6 +26,9 @@ type LoadConfig struct {
 	Rounds int // loads of each kind (default 100)
 	Dir    string
 	Logger *slog.Logger
+	// Profile, if set, is started before the timed rounds and its result
+	// called after them.
+	Profile func() func()
 }
 
 // LoadResult holds the latencies of each kind of load, one per round.
@@ -118,6 +121,9 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 		return err
 	}
 	for round := range cfg.Rounds + 1 {
+		if round == 1 && cfg.Profile != nil {
+			defer cfg.Profile()()
+		}
 		for _, k := range []struct {
 			fn  func() error
 			out *[]time.Duration

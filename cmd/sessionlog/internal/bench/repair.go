@@ -49,6 +49,13 @@ type RepairConfig struct {
 type RepairResult struct {
 	Count         int
 	P50, P99, Max time.Duration
+	// MarkerP50, MarkerP99: how late the server's expiry markers came
+	// after each lease's expiry (the phase a repairer that waits for
+	// them cannot beat); AfterDueP50, AfterDueP99: from the later of the
+	// marker and the expiry + grace to the commit (the repairer's own
+	// phase, negative when it did not wait for the marker).
+	MarkerP50, MarkerP99     time.Duration
+	AfterDueP50, AfterDueP99 time.Duration
 	// Floor: wall time the store needed to commit one atomic batch per
 	// session at the same concurrency (the seeding), measured in this run:
 	// no repairer can close them all faster.
@@ -145,6 +152,31 @@ func RunRepair(ctx context.Context, cfg RepairConfig) (RepairResult, error) {
 		return res, err
 	}
 	defer cc.Stop()
+	// And the expiry markers: the stored timestamp is when the server
+	// wrote each.
+	markers := newCommitLog()
+	mcons, err := js.OrderedConsumer(ctx, "KV_"+logstore.LeaseBucket, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverNewPolicy,
+	})
+	if err != nil {
+		return res, err
+	}
+	mc, err := mcons.Consume(func(m jetstream.Msg) {
+		if m.Headers().Get("Nats-Marker-Reason") == "" {
+			return
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return
+		}
+		if id, ok := strings.CutPrefix(m.Subject(), "$KV."+logstore.LeaseBucket+"."); ok {
+			markers.add(id, md.Timestamp)
+		}
+	})
+	if err != nil {
+		return res, err
+	}
+	defer mc.Stop()
 
 	reg := prometheus.NewRegistry()
 	rcfg := assemble.DefaultRepairer()
@@ -212,20 +244,45 @@ func RunRepair(ctx context.Context, cfg RepairConfig) (RepairResult, error) {
 	if cfg.Progress != nil {
 		say("repairer metrics: %s", metricSummary(reg))
 	}
+	// The markers of the last expiries may still be on their way.
+	for markers.len() < len(ids) && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 	lat := make([]time.Duration, 0, len(ids))
+	var lag, after []time.Duration
 	for _, id := range ids {
 		at, n := commits.get(id)
 		if n != 1 {
 			return res, fmt.Errorf("%s: %d repairs", id, n)
 		}
 		lat = append(lat, at.Sub(expiry[id])-cfg.Grace)
+		if m, n := markers.get(id); n > 0 {
+			lag = append(lag, m.Sub(expiry[id]))
+			due := expiry[id].Add(cfg.Grace)
+			if m.After(due) {
+				due = m
+			}
+			after = append(after, at.Sub(due))
+		}
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	res.Count = len(lat)
-	res.P50 = lat[len(lat)/2]
-	res.P99 = lat[min(len(lat)-1, len(lat)*99/100)]
-	res.Max = lat[len(lat)-1]
+	res.P50, res.P99, res.Max = quantiles(lat)
+	res.MarkerP50, res.MarkerP99, _ = quantiles(lag)
+	res.AfterDueP50, res.AfterDueP99, _ = quantiles(after)
 	return res, nil
+}
+
+// quantiles sorts d and returns its p50, p99 and max (zeros if empty).
+func quantiles(d []time.Duration) (p50, p99, max time.Duration) {
+	if len(d) == 0 {
+		return 0, 0, 0
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return d[len(d)/2], d[min(len(d)-1, len(d)*99/100)], d[len(d)-1]
 }
 
 // metricSummary prints the repairer's counters and histogram counts, one
