@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"os"
-	"runtime/pprof"
 	"strings"
 
 	"github.com/sessionlog/sessionlog/cmd/sessionlog/internal/bench"
@@ -32,15 +30,11 @@ func runBenchAppend(ctx context.Context, args []string, stdout io.Writer) error 
 		return usageErrorf("--sessions must be >= 1")
 	}
 	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
+		stop, err := startCPUProfile(*cpuProfile)
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+		defer stop()
 	}
 	return bench.Append(ctx, bench.AppendOptions{Quick: *quick, Out: stdout, Sessions: *sessions, Duration: *dur, Only: splitList(*only), WriterTCP: *writerTCP})
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/pprof"
 
 	"github.com/sessionlog/sessionlog/cmd/sessionlog/internal/bench"
 )
@@ -47,15 +46,7 @@ func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error
 		cfg.Progress = os.Stderr
 	}
 	if *cpuProfile != "" {
-		cfg.Profile = func() func() {
-			f, err := os.Create(*cpuProfile)
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "cpuprofile:", err)
-				return func() {}
-			}
-			pprof.StartCPUProfile(f)
-			return func() { pprof.StopCPUProfile(); f.Close() }
-		}
+		cfg.Profile = cpuProfiler(*cpuProfile)
 	}
 	var small *bench.CatchupResult
 	if n > smallCatchup {

@@ -86,16 +86,25 @@ func runBenchRepair(ctx context.Context, args []string, stdout io.Writer) error 
 // reported and skipped.
 func cpuProfiler(path string) func() func() {
 	return func() func() {
-		f, err := os.Create(path)
+		stop, err := startCPUProfile(path)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "cpuprofile:", err)
 			return func() {}
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(os.Stderr, "cpuprofile:", err)
-			f.Close()
-			return func() {}
-		}
-		return func() { pprof.StopCPUProfile(); f.Close() }
+		return stop
 	}
+}
+
+// startCPUProfile starts a CPU profile into path (--cpuprofile) and
+// returns the function that stops it and closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
