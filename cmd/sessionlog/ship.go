@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/api"
@@ -216,23 +215,25 @@ func recordSourceKey(ctx context.Context, cl *client.Client, format, path, verb 
 	if format != "claude-code" || !ok {
 		return true
 	}
-	body, err := json.Marshal(api.SourceAppendRequest{SourceKey: k, Entries: []json.RawMessage{}})
-	if err != nil {
-		return true
-	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	msg, err := cl.Conn().RequestWithContext(ctx, api.SubjectSourceAppend, body)
-	if err != nil {
-		fmt.Fprintf(w, "%s: %s: recording its transcript key %s/%s: %v\n", verb, path, k.ProjectKey, k.SessionKey, err)
-		return false
-	}
-	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+	_, err := cl.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: k, Entries: []json.RawMessage{}})
+	switch client.CodeOf(err) {
+	case "":
+		if err == nil {
+			return true
+		}
+	case schema.CodeNotCommitted, schema.CodeOutcomeUnknown:
+	default:
 		// Refused (another project's session, a key the store cannot
 		// have): said once, the file is taken in all the same.
-		fmt.Fprintf(w, "%s: %s: transcript key %s/%s not recorded: %s: %s\n", verb, path, k.ProjectKey, k.SessionKey, code, msg.Data)
+		fmt.Fprintf(w, "%s: %s: transcript key %s/%s not recorded: %v\n", verb, path, k.ProjectKey, k.SessionKey, err)
+		return true
 	}
-	return true
+	// No writer answered, or no answer: tried again on the file's next
+	// pass (ship) or the next run (import).
+	fmt.Fprintf(w, "%s: %s: recording its transcript key %s/%s: %v\n", verb, path, k.ProjectKey, k.SessionKey, err)
+	return false
 }
 
 // ccSourceKey is the Claude Agent SDK's key of a Claude Code transcript

@@ -270,6 +270,21 @@ func clip(s string) string {
 	return s
 }
 
+// SourceAppend appends an agent's own transcript entries through the
+// writer (sessions.api.source.append, DESIGN.md section 15); with no
+// entries it records the transcript's key alone.
+func (c *Client) SourceAppend(ctx context.Context, req api.SourceAppendRequest) (api.SourceAppendReply, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return api.SourceAppendReply{}, errorf(schema.CodeBadRequest, "encode request: %v", err)
+	}
+	var r api.SourceAppendReply
+	if _, err := c.request(ctx, api.SubjectSourceAppend, body, &r); err != nil {
+		return api.SourceAppendReply{}, err
+	}
+	return r, nil
+}
+
 // Fork asks the forker for a child of req.ParentID (DESIGN.md section 8).
 // A fork is idempotent only through its child id: a retry of a fork that
 // committed is refused with conflict (the child id is taken).
