@@ -274,13 +274,20 @@ func clip(s string) string {
 // writer (sessions.api.source.append, DESIGN.md section 15); with no
 // entries it records the transcript's key alone.
 func (c *Client) SourceAppend(ctx context.Context, req api.SourceAppendRequest) (api.SourceAppendReply, error) {
+	return call[api.SourceAppendReply](ctx, c, api.SubjectSourceAppend, req)
+}
+
+// call sends req as JSON on subject (Client.request: retried while its
+// outcome is unknown) and decodes the reply as an R.
+func call[R any](ctx context.Context, c *Client, subject string, req any) (R, error) {
+	var r R
 	body, err := json.Marshal(req)
 	if err != nil {
-		return api.SourceAppendReply{}, errorf(schema.CodeBadRequest, "encode request: %v", err)
+		return r, errorf(schema.CodeBadRequest, "encode request: %v", err)
 	}
-	var r api.SourceAppendReply
-	if _, err := c.request(ctx, api.SubjectSourceAppend, body, &r); err != nil {
-		return api.SourceAppendReply{}, err
+	if _, err := c.request(ctx, subject, body, &r); err != nil {
+		var zero R
+		return zero, err
 	}
 	return r, nil
 }
@@ -289,13 +296,5 @@ func (c *Client) SourceAppend(ctx context.Context, req api.SourceAppendRequest) 
 // A fork is idempotent only through its child id: a retry of a fork that
 // committed is refused with conflict (the child id is taken).
 func (c *Client) Fork(ctx context.Context, req api.ForkRequest) (api.ForkReply, error) {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return api.ForkReply{}, errorf(schema.CodeBadRequest, "encode request: %v", err)
-	}
-	var r api.ForkReply
-	if _, err := c.request(ctx, api.SubjectFork, body, &r); err != nil {
-		return api.ForkReply{}, err
-	}
-	return r, nil
+	return call[api.ForkReply](ctx, c, api.SubjectFork, req)
 }

@@ -139,15 +139,7 @@ func readPage(ctx context.Context, r Reader, sessionID string, after uint64) loa
 // session that does not exist is ErrNotFound. Reads change nothing, so a
 // lost answer is simply asked again.
 func (c *Client) Read(ctx context.Context, req api.ReadRequest) (api.ReadReply, error) {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return api.ReadReply{}, errorf(schema.CodeBadRequest, "encode request: %v", err)
-	}
-	var r api.ReadReply
-	if _, err := c.request(ctx, api.SubjectRead, body, &r); err != nil {
-		return api.ReadReply{}, err
-	}
-	return r, nil
+	return call[api.ReadReply](ctx, c, api.SubjectRead, req)
 }
 
 // LoadState implements StateLoader (for Recover) through the client's own
@@ -161,15 +153,8 @@ func (c *Client) LoadState(ctx context.Context, sessionID string) (*session.Stat
 // without checking that each is JSON, which schema.Decode checks anyway
 // (json.Unmarshal would scan the reply twice and copy every event).
 func (c *Client) readUnchecked(ctx context.Context, req api.ReadRequest) (api.ReadReply, error) {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return api.ReadReply{}, errorf(schema.CodeBadRequest, "encode request: %v", err)
-	}
-	var r uncheckedReply
-	if _, err := c.request(ctx, api.SubjectRead, body, &r); err != nil {
-		return api.ReadReply{}, err
-	}
-	return r.ReadReply, nil
+	r, err := call[uncheckedReply](ctx, c, api.SubjectRead, req)
+	return r.ReadReply, err
 }
 
 // replyDecoder is a reply that decodes itself (Client.once).
