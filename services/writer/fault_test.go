@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -119,10 +120,14 @@ func testAppendOutcomeUnknown(t *testing.T, l natstest.Layout) {
 // outcome_unknown on three partitions of an R3 cluster: the event is
 // committed (a quorum stored it), its acknowledgement is lost and the
 // partition's leader and one more node stop before the writer can resolve
-// it (the follower left has no quorum: the re-send and the read go
-// unanswered; a leader left alone would still answer both from its own
-// state). Once they are back, the client's retry is answered as a
-// duplicate at the same seq, read from the partition's new leader.
+// it. The follower left has no quorum: the re-send and the read go
+// unanswered. (A leader that shuts down hands its leadership to a follower
+// it picks, which may be the one left, and a leader left alone answers
+// reads from its own state until it notices, up to 10 s later, that it lost
+// its quorum; the writer would then resolve the append, correctly, as
+// stored. The test has that node step down at once.) Once the nodes are
+// back, the client's retry is answered as a duplicate at the same seq, read
+// from the partition's new leader.
 func TestAppendOutcomeUnknownR3(t *testing.T) {
 	d := natstest.RunLayout(t, natstest.Layout{Partitions: 3, Nodes: 3})
 	c := d.Cluster
@@ -143,6 +148,18 @@ func TestAppendOutcomeUnknownR3(t *testing.T) {
 				down = []int{lead, (lead + 1) % len(c.Servers)}
 				for _, i := range down {
 					c.Servers[i].Shutdown()
+				}
+				left := c.Servers[(lead+2)%len(c.Servers)]
+				// The hand-over may still be under way: watch for a while.
+				for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+					if left.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, loc.Stream) {
+						if err := left.JetStreamStepdownStream(server.DEFAULT_GLOBAL_ACCOUNT, loc.Stream); err != nil {
+							t.Errorf("step down: %v", err)
+						}
+					}
+				}
+				if left.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, loc.Stream) {
+					t.Errorf("the node left still leads %s", loc.Stream)
 				}
 				return errors.New("injected: ack lost")
 			}
