@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -13,29 +16,90 @@ import (
 )
 
 // Every service command started with another --partitions than the store
-// recorded refuses at once, naming both numbers, and creates nothing.
+// recorded refuses at once, naming both numbers, and creates nothing: a
+// store of one partition started with --partitions 3, and a store of three
+// started without the flag (its default is 1).
 func TestServiceRefusesOtherPartitions(t *testing.T) {
-	s := natstest.RunServer(t)
-	nc := natstest.Connect(t, s)
-	ctx := context.Background()
-	if _, err := logstore.Open(ctx, nc, logstore.Config{Partitions: 1}); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		recorded int
+		flag     []string
+		want     []string
+	}{
+		{1, []string{"--partitions", "3"}, []string{"holds 1 partition", "--partitions 3"}},
+		{3, nil, []string{"holds 3 partition", "--partitions 1"}},
+	} {
+		t.Run(fmt.Sprintf("P%d", tc.recorded), func(t *testing.T) {
+			s := natstest.RunServer(t)
+			nc := natstest.Connect(t, s)
+			ctx := context.Background()
+			if _, err := logstore.Open(ctx, nc, logstore.Config{Partitions: tc.recorded}); err != nil {
+				t.Fatal(err)
+			}
+			before := natstest.StreamNames(t, nc)
+			// A service that did start runs until this ends, and fails
+			// the test by its exit code.
+			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			for _, svc := range []string{"writer", "repairer", "forker", "projector"} {
+				args := append([]string{svc, "--nats-url", s.ClientURL(), "--http-listen", "127.0.0.1:0"}, tc.flag...)
+				if svc == "projector" {
+					args = append(args, "--data-dir", t.TempDir())
+				}
+				var out, errb bytes.Buffer
+				code := Main(ctx, args, &out, &errb)
+				if code != 1 || !containsAll(errb.String(), tc.want...) {
+					t.Fatalf("%s %v on a store of %d: exit %d, %q", svc, tc.flag, tc.recorded, code, errb.String())
+				}
+			}
+			if after := natstest.StreamNames(t, nc); !slices.Equal(before, after) {
+				t.Fatalf("refused starts created streams: %v -> %v", before, after)
+			}
+		})
 	}
-	before := natstest.StreamNames(t, nc)
-	for _, svc := range []string{"writer", "repairer", "forker", "projector"} {
-		args := []string{svc, "--nats-url", s.ClientURL(), "--partitions", "3", "--http-listen", "127.0.0.1:0"}
-		if svc == "projector" {
-			args = append(args, "--data-dir", t.TempDir())
+}
+
+// `sessionlog up --partitions 3` on a data directory whose store holds one
+// partition refuses, naming both numbers, and leaves the store as it was.
+func TestUpRefusesOtherPartitions(t *testing.T) {
+	dir := t.TempDir()
+	// The store up made on an earlier start: its JetStream directory is
+	// <data-dir>/nats.
+	streams := func(provision bool) []string {
+		s, err := natstest.Start(natstest.Options(filepath.Join(dir, "nats")))
+		if err != nil {
+			t.Fatal(err)
 		}
-		var out, errb bytes.Buffer
-		code := Main(ctx, args, &out, &errb)
-		if code != 1 || !strings.Contains(errb.String(), "holds 1 partition") || !strings.Contains(errb.String(), "--partitions 3") {
-			t.Fatalf("%s --partitions 3 on a store of 1: exit %d, %q", svc, code, errb.String())
+		defer func() { s.Shutdown(); s.WaitForShutdown() }()
+		nc := natstest.Connect(t, s)
+		defer nc.Close()
+		if provision {
+			if _, err := logstore.Open(context.Background(), nc, logstore.Config{Partitions: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return natstest.StreamNames(t, nc)
+	}
+	before := streams(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	code := Main(ctx, []string{"up", "--data-dir", dir, "--partitions", "3",
+		"--nats-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, &out, &errb)
+	if code != 1 || !containsAll(errb.String(), "holds 1 partition", "--partitions 3") {
+		t.Fatalf("up --partitions 3 on a store of 1: exit %d, %q", code, errb.String())
+	}
+	if after := streams(false); !slices.Equal(before, after) || slices.Contains(after, "SESSIONS-0") {
+		t.Fatalf("a refused up changed the store's streams: %v -> %v", before, after)
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
 		}
 	}
-	if after := natstest.StreamNames(t, nc); !slices.Equal(before, after) {
-		t.Fatalf("refused starts created streams: %v -> %v", before, after)
-	}
+	return true
 }
 
 // `sessionlog locate` prints a session's stream and subject by the count
