@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"testing"
@@ -44,13 +45,20 @@ func Options(dir string) *server.Options {
 	}
 }
 
+// NodeLabel is the CPU profiler label every goroutine of a server started
+// by Start carries (goroutines inherit their creator's labels): its value
+// is "<cluster name>/<server name>", so that a profile of a test or a
+// benchmark running several servers in one process tells them apart.
+const NodeLabel = "nats_node"
+
 // Start starts a server with opts and waits until it accepts connections.
 func Start(opts *server.Options) (*server.Server, error) {
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, err
 	}
-	go s.Start()
+	node := opts.Cluster.Name + "/" + s.Name()
+	go pprof.Do(context.Background(), pprof.Labels(NodeLabel, node), func(context.Context) { s.Start() })
 	if !s.ReadyForConnections(10 * time.Second) {
 		s.Shutdown()
 		return nil, fmt.Errorf("natstest: server not ready")

@@ -34,4 +34,12 @@ func TestScaleSmall(t *testing.T) {
 			t.Errorf("no %s line in:\n%s", name, out.String())
 		}
 	}
+	// Where the CPU went, P=1 against P=3: each session stream named with
+	// its leader, and every part of the split present.
+	for _, want := range []string{" busy_cores_p1=", " busy_cores_p3=", " cpu_split_p1=S-1:", ",SESSIONS@S-", " cpu_split_p3=S-1:",
+		",SESSIONS-0@S-", ",SESSIONS-1@S-", ",SESSIONS-2@S-", ",writer:", ",load:", ",runtime:"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in the scale-partitions line:\n%s", want, out.String())
+		}
+	}
 }
