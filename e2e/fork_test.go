@@ -124,8 +124,9 @@ type fkEnv struct {
 	store *logstore.Store
 	nc    *nats.Conn // the store's
 	cl    *client.Client
-	// layout is where the store lives.
+	// layout is where the store lives, on the servers of deploy.
 	layout natstest.Layout
+	deploy *natstest.Deployment
 }
 
 func fkStart(t *testing.T) *fkEnv {
@@ -158,7 +159,7 @@ func fkStartLayout(t *testing.T, l natstest.Layout) *fkEnv {
 		}
 	})
 	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, w.Ready)
-	return &fkEnv{t: t, url: d.URL, store: st, nc: nc, cl: client.New(d.Connect()), layout: l}
+	return &fkEnv{t: t, url: d.URL, store: st, nc: nc, cl: client.New(d.Connect()), layout: l, deploy: d}
 }
 
 // forkerArgs are the flags a forker process needs for the env's store.
