@@ -12,8 +12,10 @@ import (
 // `sessionlog bench scale [--quick]`: sessions written through a writer
 // process on one node, the cost of an append in the first sessions
 // against the last ones, the peak RSS of the writer and of a repairer
-// process sweeping them all; P=1 against P=3 on a three-node cluster; the
-// projector catching up over P=1 and P=3 (internal/bench.Scale).
+// process sweeping them all; P=1 against P=3 on a three-node cluster, with
+// where the CPU of each went (the cores kept busy, and the CPU per event
+// of each node, partition, the writer and the load); the projector
+// catching up over P=1 and P=3 (internal/bench.Scale).
 func runBenchScale(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("bench scale")
 	fs.SetOutput(stdout)
