@@ -63,18 +63,30 @@ func (s *Store) ReadBatch(ctx context.Context, sessionID string, tail Tail, afte
 		return bodies, nil
 	}
 	// The rest from the leader, checked as the batch was: after the last
-	// event the batch gave if it is known, else all of it.
-	if last == 0 {
-		bodies, size = bodies[:0], 0
-	} else {
-		after, afterSeq = last, afterSeq+uint64(len(bodies))
+	// event the batch gave if it is known, else (or if that goes wrong:
+	// events lost at the end of the answer) all of it.
+	if last != 0 {
+		more, err := s.readLeader(ctx, loc, sessionID, tail, last, afterSeq+uint64(len(bodies)), n-len(bodies), maxBytes-size)
+		if err == nil {
+			return append(bodies, more...), nil
+		}
+		if !errors.Is(err, ErrNotOnePerSeq) {
+			return nil, err
+		}
 	}
-	_, err = s.readUpTo(ctx, loc, sessionID, after, tail, func(m *Msg) error {
-		if seq, ok := seqOfMsg(m); !ok || seq != afterSeq+1 {
+	return s.readLeader(ctx, loc, sessionID, tail, after, afterSeq, n, maxBytes)
+}
+
+// readLeader is ReadBatch's events read from the leader, from the message
+// after stream seq after, which must be event afterSeq+1.
+func (s *Store) readLeader(ctx context.Context, loc Location, sessionID string, tail Tail, after, afterSeq uint64, n, maxBytes int) ([][]byte, error) {
+	var bodies [][]byte
+	size := 0
+	_, err := s.readUpTo(ctx, loc, sessionID, after, tail, func(m *Msg) error {
+		if seq, ok := seqOfMsg(m); !ok || seq != afterSeq+uint64(len(bodies))+1 {
 			return ErrNotOnePerSeq
 		}
 		bodies = append(bodies, m.Data)
-		afterSeq++
 		size += len(m.Data)
 		if len(bodies) == n || (maxBytes > 0 && size >= maxBytes) {
 			return ErrStop
@@ -87,9 +99,8 @@ func (s *Store) ReadBatch(ctx context.Context, sessionID string, tail Tail, afte
 	return bodies, nil
 }
 
-// seekSeq returns the stream seq of the session's event afterSeq (0 for
-// none), assuming one message per seq: the first message of the session
-// after it is event afterSeq+1 (batchGet checks that).
+// seekSeq returns a stream seq after which the session's first message
+// is event afterSeq+1, assuming one message per seq (batchGet checks it).
 //
 // Event k lies at a stream seq of at least k (each event before it takes
 // one) and at most tail.StreamSeq-(tail.Seq-k) (each after it takes one):
@@ -100,16 +111,17 @@ func (s *Store) seekSeq(ctx context.Context, loc Location, tail Tail, afterSeq u
 	if afterSeq == 0 {
 		return 0, nil
 	}
-	lo, hi := afterSeq, tail.StreamSeq-(tail.Seq-afterSeq)
-	// What probes saw below and above the event: stream seq and seq.
-	loStream, loSeq, hiStream, hiSeq := uint64(0), uint64(0), tail.StreamSeq, tail.Seq
+	k := afterSeq + 1
+	lo, hi := k, tail.StreamSeq-(tail.Seq-k)
+	// What probes saw below and above event k: stream seq and seq.
+	loStream, loSeq, hiStream, hiSeq := uint64(0), uint64(0), tail.StreamSeq+1, tail.Seq+1
 	for probes := 0; lo < hi; probes++ {
 		if probes == maxSeekProbes {
 			return 0, ErrNotOnePerSeq
 		}
-		// Interpolate, and halve the range every other probe so that
-		// an uneven spread cannot make the search linear.
-		x := loStream + uint64(float64(hiStream-loStream)*float64(afterSeq-loSeq)/float64(hiSeq-loSeq))
+		// Interpolate, and halve the range every other probe so that an
+		// uneven spread cannot make the search linear.
+		x := loStream + uint64(float64(hiStream-loStream)*float64(k-loSeq)/float64(hiSeq-loSeq))
 		if probes%2 == 1 {
 			x = lo + (hi-lo)/2
 		}
@@ -123,23 +135,23 @@ func (s *Store) seekSeq(ctx context.Context, loc Location, tail Tail, afterSeq u
 		}
 		q, ok := seqOfMsg(m)
 		switch {
-		case !ok || (q > afterSeq && q-afterSeq >= m.StreamSeq):
+		case !ok || (q > k && q-k >= m.StreamSeq):
 			return 0, ErrNotOnePerSeq
-		case q == afterSeq:
-			return m.StreamSeq, nil
-		case q < afterSeq:
-			// Events q+1..afterSeq follow it, one stream seq each at least.
-			lo, loStream, loSeq = max(lo, m.StreamSeq+(afterSeq-q)), m.StreamSeq, q
+		case q == k:
+			return m.StreamSeq - 1, nil
+		case q < k:
+			// Events q+1..k follow it, one stream seq each at least.
+			lo, loStream, loSeq = max(lo, m.StreamSeq+(k-q)), m.StreamSeq, q
 		default:
 			// No message of the session lies in x..m.StreamSeq-1, and
-			// events afterSeq+1..q-1 precede it.
-			hi, hiStream, hiSeq = min(hi, x-1, m.StreamSeq-(q-afterSeq)), m.StreamSeq, q
+			// events k+1..q-1 precede it.
+			hi, hiStream, hiSeq = min(hi, x-1, m.StreamSeq-(q-k)), m.StreamSeq, q
 		}
 	}
 	if lo > hi {
 		return 0, ErrNotOnePerSeq
 	}
-	return lo, nil
+	return lo - 1, nil
 }
 
 // batchGet reads the bodies of the session's n events after stream seq
