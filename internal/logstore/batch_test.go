@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -55,6 +56,21 @@ func leaderBodies(t *testing.T, st *logstore.Store, sid string) ([][]byte, logst
 		t.Fatal(err)
 	}
 	return out, tail
+}
+
+// interleavedOnOneNode stores runs of size events of sid, each followed
+// by one event of another session, on a new single node.
+func interleavedOnOneNode(t *testing.T, sid string, runs, size int) (*nats.Conn, *logstore.Store, [][]byte, logstore.Tail) {
+	t.Helper()
+	nc := natstest.Connect(t, natstest.RunServer(t))
+	st := open(t, nc, logstore.Config{})
+	other := samePartition(t, st, sid)
+	for i := 0; i < runs; i++ {
+		appendRun(t, st, sid, size)
+		appendRun(t, st, other, 1)
+	}
+	want, tail := leaderBodies(t, st, sid)
+	return nc, st, want, tail
 }
 
 // checkBodies checks that got is want[from:from+n].
@@ -144,17 +160,9 @@ func testReadBatch(t *testing.T, l natstest.Layout) {
 // to a reader) never makes a batch read end early: what it lacks is read
 // from the leader.
 func TestReadBatchStaleReplica(t *testing.T) {
-	srv := natstest.RunServer(t)
-	nc := natstest.Connect(t, srv)
-	st := open(t, nc, logstore.Config{})
-	ctx := context.Background()
 	const sid = "stale"
-	other := samePartition(t, st, sid)
-	for i := 0; i < 40; i++ {
-		appendRun(t, st, sid, 5)
-		appendRun(t, st, other, 1)
-	}
-	want, tail := leaderBodies(t, st, sid)
+	nc, st, want, tail := interleavedOnOneNode(t, sid, 40, 5)
+	ctx := context.Background()
 	js := natstest.JetStream(t, nc)
 	mirror, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "STALE", Mirror: &jetstream.StreamSource{Name: "SESSIONS"}, MirrorDirect: true})
 	if err != nil {
@@ -205,16 +213,9 @@ func TestReadBatchStaleReplica(t *testing.T) {
 // read from its start says ErrNotOnePerSeq; after the deleted events it
 // reads as before.
 func TestReadBatchPartlyErased(t *testing.T) {
-	srv := natstest.RunServer(t)
-	nc := natstest.Connect(t, srv)
-	st := open(t, nc, logstore.Config{})
-	ctx := context.Background()
 	const sid = "partly"
-	for i := 0; i < 10; i++ {
-		appendRun(t, st, sid, 4)
-		appendRun(t, st, samePartition(t, st, sid), 1)
-	}
-	want, tail := leaderBodies(t, st, sid)
+	_, st, want, tail := interleavedOnOneNode(t, sid, 10, 4)
+	ctx := context.Background()
 	stop := errors.New("stop")
 	deleted := 0
 	if _, err := st.EraseEvents(ctx, sid, func() error {
