@@ -53,38 +53,13 @@ func (s *Store) ReadSessionFrom(ctx context.Context, sessionID string, afterStre
 // directRead fetches the session's n events after afterStreamSeq with one
 // batched direct get; the last must be at tailStreamSeq. ok is false when
 // they are not exactly that.
-//
-// The reply inbox gets a channel sized to the answer (jetstreamext's
-// GetBatch subscribes with the connection's default pending limit, a
-// half-megabyte channel allocated per read).
 func (s *Store) directRead(ctx context.Context, loc Location, afterStreamSeq uint64, n int, tailStreamSeq uint64) ([]*Msg, bool) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	defer cancel()
-	inbox := s.nc.NewInbox()
-	ch := make(chan *nats.Msg, n+1) // n events and the end-of-batch status
-	sub, err := s.nc.ChanSubscribe(inbox, ch)
-	if err != nil {
-		return nil, false
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	req, err := json.Marshal(directGetRequest{Seq: afterStreamSeq + 1, NextFor: loc.Subject, Batch: n})
-	if err != nil {
-		return nil, false
-	}
-	if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+loc.Stream, inbox, req); err != nil {
+	got, _, err := s.directBatch(ctx, loc.Stream, directGetRequest{Seq: afterStreamSeq + 1, NextFor: loc.Subject, Batch: n})
+	if err != nil || len(got) < n {
 		return nil, false
 	}
 	msgs := make([]*Msg, 0, n)
-	for len(msgs) < n {
-		var m *nats.Msg
-		select {
-		case m = <-ch:
-		case <-ctx.Done():
-			return nil, false
-		}
-		if len(m.Data) == 0 && m.Header.Get("Status") != "" {
-			return nil, false // the end, or an error, before the tail
-		}
+	for _, m := range got {
 		seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 		if err != nil || m.Header.Get(jetstream.SubjectHeader) != loc.Subject || seq <= afterStreamSeq || seq > tailStreamSeq {
 			return nil, false
@@ -97,10 +72,57 @@ func (s *Store) directRead(ctx context.Context, loc Location, afterStreamSeq uin
 	return msgs, true
 }
 
+// directBatch sends a batched direct get and collects its answer: the
+// messages, then the end-of-batch status (nil when the answer ended
+// otherwise: an error status before any message, no message at all, the
+// request timeout). The messages are those that came before the end.
+//
+// The reply inbox gets a channel sized to the batch (jetstreamext's
+// GetBatch subscribes with the connection's default pending limit, a
+// half-megabyte channel allocated per read, and cannot ask for no
+// headers).
+func (s *Store) directBatch(ctx context.Context, stream string, req directGetRequest) ([]*nats.Msg, *nats.Msg, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	inbox := s.nc.NewInbox()
+	ch := make(chan *nats.Msg, req.Batch+1) // the batch and its end
+	sub, err := s.nc.ChanSubscribe(inbox, ch)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := s.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, inbox, body); err != nil {
+		return nil, nil, err
+	}
+	msgs := make([]*nats.Msg, 0, req.Batch)
+	for {
+		var m *nats.Msg
+		select {
+		case m = <-ch:
+		case <-ctx.Done():
+			return msgs, nil, ctx.Err()
+		}
+		if len(m.Data) == 0 && m.Header.Get("Status") != "" {
+			if m.Header.Get("Status") == "204" {
+				return msgs, m, nil
+			}
+			return msgs, nil, nil // 404: nothing from there on
+		}
+		msgs = append(msgs, m)
+	}
+}
+
 // directGetRequest is a batched direct get: up to Batch messages of the
-// subject from stream sequence Seq on.
+// subject from stream sequence Seq on, stopping once MaxBytes (subjects,
+// stored headers and bodies) were sent; with NoHeaders only their bodies.
 type directGetRequest struct {
-	Seq     uint64 `json:"seq"`
-	NextFor string `json:"next_by_subj"`
-	Batch   int    `json:"batch"`
+	Seq       uint64 `json:"seq"`
+	NextFor   string `json:"next_by_subj"`
+	Batch     int    `json:"batch"`
+	MaxBytes  int    `json:"max_bytes,omitempty"`
+	NoHeaders bool   `json:"no_hdr,omitempty"`
 }

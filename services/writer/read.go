@@ -97,56 +97,62 @@ func ReadPage(ctx context.Context, st *logstore.Store, req ReadRequest, maxBytes
 	}
 	budget := maxBytes - readReplyFixed - len(req.SessionID)
 	size := 0
-	// A session's events carry seqs 1..n in stream order on their subject,
-	// one message each, so event afterSeq+1 is the first message after
-	// stream seq tail.StreamSeq - (tail.Seq - afterSeq): no index needed.
-	// A session that breaks that (messages written around the writer) is
-	// read from its start instead, skipping by seq.
-	from := tail.StreamSeq - (tail.Seq - req.AfterSeq)
-	if tail.Seq-req.AfterSeq > tail.StreamSeq {
-		from = 0
-	}
-	scan := from == 0 && req.AfterSeq > 0
+	// take adds m to the page unless the page is full; false when it is.
 	var fullErr error
-	walk := func(m *logstore.Msg) error {
-		seq, ok := seqOf(m)
-		if scan {
-			if ok && seq <= req.AfterSeq {
-				return nil
-			}
-		} else if len(page.Events) == 0 && (!ok || seq != req.AfterSeq+1) {
-			return errMisplaced
-		}
+	take := func(body []byte, seq uint64) bool {
 		if len(page.Events) == limit {
 			page.More = true
-			return logstore.ErrStop
+			return false
 		}
-		if !json.Valid(m.Data) {
+		if !json.Valid(body) {
 			// The reply carries events as stored: one that is not JSON
 			// would make the whole page unreadable.
-			fullErr = schema.Errorf(schema.CodeUnreadable, "session %s holds a message that is not JSON at stream seq %d", req.SessionID, m.StreamSeq)
-			return logstore.ErrStop
+			fullErr = schema.Errorf(schema.CodeUnreadable, "session %s holds a message that is not JSON at seq %d", req.SessionID, seq)
+			return false
 		}
-		n := len(m.Data)
+		n := len(body)
 		if len(page.Events) > 0 {
 			n++ // the comma
 		}
 		if size+n > budget {
 			if len(page.Events) == 0 {
-				fullErr = schema.Errorf(schema.CodeTooLarge, "the event at seq %d (%d bytes) does not fit in a read reply of %d bytes", seq, len(m.Data), maxBytes)
-				return logstore.ErrStop
+				fullErr = schema.Errorf(schema.CodeTooLarge, "the event at seq %d (%d bytes) does not fit in a read reply of %d bytes", seq, len(body), maxBytes)
+				return false
 			}
 			page.More = true
-			return logstore.ErrStop
+			return false
 		}
 		size += n
-		page.Events = append(page.Events, json.RawMessage(m.Data))
-		return nil
+		page.Events = append(page.Events, json.RawMessage(body))
+		return true
 	}
-	_, err = st.ReadSession(ctx, req.SessionID, from, walk)
-	if errors.Is(err, errMisplaced) {
-		page.Events, page.More, size, scan = page.Events[:0], false, 0, true
-		_, err = st.ReadSession(ctx, req.SessionID, 0, walk)
+	// The page's events are read with one batched get bounded by the tail
+	// read from the leader above (logstore.ReadBatch): a replica behind
+	// the leader is completed from the leader, so a page never ends early
+	// with more false, nor skips an event.
+	bodies, err := st.ReadBatch(ctx, req.SessionID, tail, req.AfterSeq, limit, budget)
+	if err == nil {
+		for i, b := range bodies {
+			if !take(b, req.AfterSeq+uint64(i)+1) {
+				break
+			}
+		}
+		if fullErr == nil && req.AfterSeq+uint64(len(page.Events)) < tail.Seq {
+			page.More = true
+		}
+	} else if errors.Is(err, logstore.ErrNotOnePerSeq) {
+		// A session whose seqs are not one per message (messages written
+		// around the writer) is read from its start, skipping by seq.
+		_, err = st.ReadSession(ctx, req.SessionID, 0, func(m *logstore.Msg) error {
+			seq, ok := seqOf(m)
+			if ok && seq <= req.AfterSeq {
+				return nil
+			}
+			if !take(m.Data, seq) {
+				return logstore.ErrStop
+			}
+			return nil
+		})
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -159,8 +165,6 @@ func ReadPage(ctx context.Context, st *logstore.Store, req ReadRequest, maxBytes
 	}
 	return page, nil
 }
-
-var errMisplaced = errors.New("writer: the session's seqs are not one per message")
 
 // seqOf is a stored event's seq, from its SL-Seq header or else its body.
 func seqOf(m *logstore.Msg) (uint64, bool) {

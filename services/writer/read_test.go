@@ -222,3 +222,78 @@ func TestReadMaxPayload(t *testing.T) {
 		t.Fatalf("%v, want too_large", err)
 	}
 }
+
+// Pages of a session stored among another session's messages, on every
+// layout: read page by page, from the middle, and through a limit, the
+// reads hold every seq once in order; once the session's erasure is
+// recorded, a read answers erased.
+func TestReadInterleaved(t *testing.T) { natstest.ForEachLayout(t, testReadInterleaved) }
+
+func testReadInterleaved(t *testing.T, l natstest.Layout) {
+	e := newEnvLayout(t, l, envOpts{})
+	ctx := context.Background()
+	const sid, n = "mix", 1200
+	loc, _ := e.st.Locate(sid)
+	other := ""
+	for i := 0; other == ""; i++ {
+		if o, _ := e.st.Locate("mix-other-" + strconv.Itoa(i)); o.Stream == loc.Stream {
+			other = "mix-other-" + strconv.Itoa(i)
+		}
+	}
+	gen := func(id string) []schema.Envelope {
+		var out []schema.Envelope
+		if err := sessiongen.GenSession(id, n, func(ev schema.Envelope) error { out = append(out, ev); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	evs := map[string][]schema.Envelope{sid: gen(sid), other: gen(other)}
+	expected := map[string]uint64{}
+	for i := 0; len(evs[sid]) > 0; i++ {
+		for _, id := range []string{sid, other} {
+			k := min(1+i%17, len(evs[id]))
+			r, err := e.st.Append(ctx, logstore.AppendRequest{SessionID: id, ExpectedStreamSeq: expected[id], Events: evs[id][:k]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			expected[id], evs[id] = r.StreamSeq, evs[id][k:]
+		}
+	}
+	var all []uint64
+	for after := uint64(0); ; {
+		r, ed, _ := readReq(t, e.nc, `{"sessionId":"mix","limit":300,"afterSeq":`+strconv.FormatUint(after, 10)+`}`)
+		if ed != nil {
+			t.Fatalf("page after %d: %s: %s", after, ed.Code, ed.Message)
+		}
+		got := seqs(t, r.Events)
+		checkRun(t, got, after+1, min(300, n-int(after)))
+		if r.LastSeq != n || r.More != (after+uint64(len(got)) < n) {
+			t.Fatalf("after %d: lastSeq %d more %v", after, r.LastSeq, r.More)
+		}
+		all = append(all, got...)
+		if !r.More {
+			break
+		}
+		after = got[len(got)-1]
+	}
+	checkRun(t, all, 1, n)
+	for _, after := range []int{1, 17, 599, 1000, n - 1} {
+		r, ed, _ := readReq(t, e.nc, `{"sessionId":"mix","afterSeq":`+strconv.Itoa(after)+`}`)
+		if ed != nil {
+			t.Fatalf("after %d: %s", after, ed.Message)
+		}
+		checkRun(t, seqs(t, r.Events), uint64(after)+1, min(api.DefaultReadLimit, n-after))
+	}
+
+	if _, _, err := e.st.MarkErased(ctx, logstore.Erasure{SessionID: sid, By: "test", Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{`{"sessionId":"mix"}`, `{"sessionId":"mix","afterSeq":600}`} {
+		if _, ed, _ := readReq(t, e.nc, body); ed == nil || ed.Code != api.CodeErased {
+			t.Fatalf("%s after the erasure record: %+v, want erased", body, ed)
+		}
+	}
+	if r, ed, _ := readReq(t, e.nc, `{"sessionId":"`+other+`","afterSeq":1190}`); ed != nil || len(r.Events) != 10 {
+		t.Fatalf("the other session: %+v %+v", r, ed)
+	}
+}
