@@ -41,6 +41,14 @@ type Mapper interface {
 	Map(b *Builder, l Line)
 }
 
+// Replayer is a Mapper that can take a line another mapper of the same
+// file decoded (ReadFile's first pass) in place of decoding it again:
+// Replay leaves the mapper as Decode of the line's text would and returns
+// the Line Decode would give. Lines come to it in file order, as to Decode.
+type Replayer interface {
+	Replay(l Line) Line
+}
+
 // Line is a decoded source line.
 type Line struct {
 	Key    string    // the line's own id (uuid, entry id); "" = use its index
@@ -106,15 +114,37 @@ type node struct {
 	id, parent string
 }
 
+// decoded is a line as the first pass read it, kept for the main pass.
+type decoded struct {
+	raw []byte
+	l   Line
+	err error
+}
+
+// maxKeptBytes bounds the text of the lines the first pass keeps for the
+// main pass (a longer file is read again: its lines are not all held).
+const maxKeptBytes = 32 << 20
+
 // ReadFile maps the file at path to sessions and gives their events to sink.
 func ReadFile(f Format, path string, opt Options, sink Sink) (Result, error) {
 	var res Result
-	// Pass 1: tree links only.
+	// Pass 1: tree links, and the decoded lines for the main pass when
+	// its mapper can take them (each line is then decoded once).
 	var nodes []node
 	var first []byte
 	m := f.NewMapper("")
+	_, keep := m.(Replayer)
+	var kept []decoded
+	keptBytes := 0
 	err := scanLines(path, func(index int, raw []byte, last bool) error {
 		l, err := decode(m, raw)
+		if keep {
+			if keptBytes += len(raw); keptBytes > maxKeptBytes {
+				keep, kept = false, nil
+			} else {
+				kept = append(kept, decoded{raw: raw, l: l, err: err})
+			}
+		}
 		if err != nil {
 			if last {
 				res.Torn = true
@@ -142,7 +172,7 @@ func ReadFile(f Format, path string, opt Options, sink Sink) (Result, error) {
 	t := buildTree(nodes)
 
 	// Pass 2: the main session, every line.
-	main, err := runPass(f, path, id, opt, sink, Plan{ID: id, FirstSeq: 1}, func(i int) (bool, bool, error) {
+	main, err := runPass(f, path, id, opt, sink, Plan{ID: id, FirstSeq: 1}, kept, func(i int) (bool, bool, error) {
 		return nodes[i].id == "" || t.main[i], true, nil
 	})
 	if err != nil {
@@ -262,30 +292,32 @@ type warning struct {
 // source/line only) and whether to keep it at all.
 type picker func(i int) (mapIt, keep bool, err error)
 
-// runPass maps the lines of path into one session.
-func runPass(f Format, path, id string, opt Options, sink Sink, p Plan, pick picker) (*pass, error) {
+// runPass maps the lines of path (kept: as the first pass decoded them,
+// nil: read again) into one session.
+func runPass(f Format, path, id string, opt Options, sink Sink, p Plan, kept []decoded, pick picker) (*pass, error) {
 	out := &pass{}
 	if err := sink.Session(p); err != nil {
 		return nil, err
 	}
 	b := NewBuilder(f.Name(), id, opt.MaxEventBytes, sink.Event)
-	if err := feed(f, path, id, b, out, pick); err != nil {
+	if err := feed(f, path, id, b, out, kept, pick); err != nil {
 		return nil, err
 	}
 	out.stats, out.b = b.Stats(), b
 	return out, sink.Done()
 }
 
-// feed drives b with the lines of path that pick keeps.
-func feed(f Format, path, id string, b *Builder, out *pass, pick picker) error {
+// feed drives b with the lines of path that pick keeps: the lines kept
+// by the first pass when there are any (the mapper is a Replayer), else
+// those read from the file again.
+func feed(f Format, path, id string, b *Builder, out *pass, kept []decoded, pick picker) error {
 	m := f.NewMapper(id)
 	out.m = m
 	var compact bytes.Buffer
 	i := -1
-	err := scanLines(path, func(index int, raw []byte, last bool) error {
+	line := func(index int, raw []byte, last bool, l Line, err error) error {
 		i++
 		out.index = index
-		l, err := decode(m, raw)
 		if err != nil {
 			if !last {
 				out.damaged++
@@ -309,7 +341,25 @@ func feed(f Format, path, id string, b *Builder, out *pass, pick picker) error {
 		}
 		b.sourceLine(compact.Bytes())
 		return b.Err()
-	})
+	}
+	var err error
+	if kept != nil {
+		r := m.(Replayer)
+		for k, d := range kept {
+			l := d.l
+			if d.err == nil {
+				l = r.Replay(l)
+			}
+			if err = line(k+1, d.raw, k == len(kept)-1, l, d.err); err != nil {
+				break
+			}
+		}
+	} else {
+		err = scanLines(path, func(index int, raw []byte, last bool) error {
+			l, err := decode(m, raw)
+			return line(index, raw, last, l, err)
+		})
+	}
 	if err != nil {
 		return err
 	}
@@ -325,7 +375,7 @@ func runBranch(f Format, path, mainID, child string, opt Options, sink Sink, nod
 		var plan *Plan
 		unsafe := false
 		b := NewBuilder(f.Name(), mainID, opt.MaxEventBytes, func(schema.Envelope) error { return nil })
-		err := feed(f, path, mainID, b, &pass{}, func(i int) (bool, bool, error) {
+		err := feed(f, path, mainID, b, &pass{}, nil, func(i int) (bool, bool, error) {
 			switch {
 			case i <= br.point:
 				return nodes[i].id == "" || t.main[i], true, nil
@@ -361,7 +411,7 @@ func runBranch(f Format, path, mainID, child string, opt Options, sink Sink, nod
 	}
 	b := NewBuilder(f.Name(), child, opt.MaxEventBytes, sink.Event)
 	b.Meta(Meta{Labels: map[string]string{LabelBranchOf: mainID}})
-	err := feed(f, path, child, b, &pass{}, func(i int) (bool, bool, error) { return br.path[i], br.path[i], nil })
+	err := feed(f, path, child, b, &pass{}, nil, func(i int) (bool, bool, error) { return br.path[i], br.path[i], nil })
 	if err != nil {
 		return SessionResult{}, err
 	}
@@ -398,7 +448,13 @@ func scanLines(path string, fn func(index int, raw []byte, last bool) error) err
 		return err
 	}
 	defer f.Close()
-	r := bufio.NewReaderSize(f, 1<<20)
+	// A buffer of the file's size, up to 1 MiB (ReadBytes joins longer
+	// lines): most files are far smaller than the bound.
+	size := 1 << 20
+	if info, err := f.Stat(); err == nil && info.Size() < int64(size) {
+		size = max(int(info.Size())+1, 4096)
+	}
+	r := bufio.NewReaderSize(f, size)
 	var cur []byte
 	index := 0
 	for {

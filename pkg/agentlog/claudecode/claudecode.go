@@ -23,7 +23,10 @@ const Prefix = "cc"
 // Format is Claude Code's format.
 type Format struct{}
 
-var _ agentlog.Format = Format{}
+var (
+	_ agentlog.Format   = Format{}
+	_ agentlog.Replayer = (*mapper)(nil)
+)
 
 func (Format) Name() string { return Name }
 
@@ -144,10 +147,7 @@ func (m *mapper) Decode(raw []byte) (agentlog.Line, error) {
 	if l.Type == "" {
 		return agentlog.Line{}, errors.New("no type")
 	}
-	if m.sidechainFile == nil && (l.Type == "user" || l.Type == "assistant") {
-		sc := l.IsSidechain
-		m.sidechainFile = &sc
-	}
+	m.see(&l)
 	out := agentlog.Line{Key: l.UUID, Value: &l}
 	if t, err := time.Parse(time.RFC3339Nano, l.Timestamp); err == nil {
 		out.Time = t.UTC()
@@ -161,6 +161,22 @@ func (m *mapper) Decode(raw []byte) (agentlog.Line, error) {
 		}
 	}
 	return out, nil
+}
+
+// Replay takes a line another mapper of the file decoded: that mapper met
+// the same lines before it, so the Line is the one Decode gives here.
+func (m *mapper) Replay(l agentlog.Line) agentlog.Line {
+	m.see(l.Value.(*line))
+	return l
+}
+
+// see notes whether the file is a subagent's from its first user or
+// assistant line.
+func (m *mapper) see(l *line) {
+	if m.sidechainFile == nil && (l.Type == "user" || l.Type == "assistant") {
+		sc := l.IsSidechain
+		m.sidechainFile = &sc
+	}
 }
 
 func (m *mapper) inlineSidechain(l *line) bool {
