@@ -34,7 +34,9 @@ type Format interface {
 
 // Mapper decodes and maps the lines of one file, in order.
 type Mapper interface {
-	// Decode parses one complete line. An error marks it damaged.
+	// Decode parses one complete line (valid UTF-8, not always valid
+	// JSON: it must refuse a line that is not JSON, and leave the mapper
+	// as it was then). An error marks it damaged.
 	Decode(raw []byte) (Line, error)
 	// Map drives b with the steps of the line (nothing for a line of a kind
 	// that maps to no event: call b.Skip with the reason).
@@ -433,10 +435,14 @@ func decode(m Mapper, raw []byte) (Line, error) {
 	if !utf8.Valid(raw) {
 		return Line{}, errors.New("not valid UTF-8")
 	}
-	if !json.Valid(raw) {
+	// A line is checked as JSON only when the mapper refuses it: a
+	// mapper's Decode parses it anyway, and a line that is not JSON
+	// fails there before it changes the mapper.
+	l, err := m.Decode(raw)
+	if err != nil && !json.Valid(raw) {
 		return Line{}, errors.New("not valid JSON")
 	}
-	return m.Decode(raw)
+	return l, err
 }
 
 // scanLines calls fn with each line of path (without its newline), its

@@ -5,6 +5,7 @@
 package claudecode
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"path/filepath"
@@ -126,6 +127,14 @@ type block struct {
 	IsError   bool            `json:"is_error"`
 }
 
+// maybeString reports whether v (a JSON value) can decode into a Go
+// string: a string or null. An array of blocks is not tried as one (that
+// would scan it twice more).
+func maybeString(v json.RawMessage) bool {
+	v = bytes.TrimLeft(v, " \t\r\n")
+	return len(v) > 0 && (v[0] == '"' || v[0] == 'n')
+}
+
 // interruptPrefix starts the text Claude Code writes as a user line when
 // the user stops a turn ("[Request interrupted by user]", "... for tool use]").
 const interruptPrefix = "[Request interrupted by user"
@@ -229,7 +238,7 @@ func (m *mapper) user(b *agentlog.Builder, l *line) {
 		return
 	}
 	var s string
-	if json.Unmarshal(msg.Content, &s) == nil {
+	if maybeString(msg.Content) && json.Unmarshal(msg.Content, &s) == nil {
 		if strings.HasPrefix(s, interruptPrefix) {
 			b.Interrupt()
 			return
