@@ -125,7 +125,9 @@ type decoded struct {
 
 // maxKeptBytes bounds the text of the lines the first pass keeps for the
 // main pass (a longer file is read again: its lines are not all held).
-const maxKeptBytes = 32 << 20
+// Their decoded values take about as much again, and import maps up to
+// eight files at once.
+const maxKeptBytes = 8 << 20
 
 // ReadFile maps the file at path to sessions and gives their events to sink.
 func ReadFile(f Format, path string, opt Options, sink Sink) (Result, error) {
