@@ -339,11 +339,11 @@ func feed(f Format, path, id string, b *Builder, out *pass, kept []decoded, pick
 		} else {
 			b.Skip("on another branch")
 		}
-		compact.Reset()
-		if err := json.Compact(&compact, raw); err != nil {
+		c, err := compactLine(&compact, raw)
+		if err != nil {
 			return err
 		}
-		b.sourceLine(compact.Bytes())
+		b.sourceLine(c)
 		return b.Err()
 	}
 	var err error
@@ -368,6 +368,42 @@ func feed(f Format, path, id string, b *Builder, out *pass, kept []decoded, pick
 		return err
 	}
 	return b.finish()
+}
+
+// compactLine is raw, a JSON text, compacted (in buf when it is not
+// compact already: agents write compact lines, and json.Compact would
+// copy each one through its slower scanner for nothing;
+// BenchmarkCompactLine).
+func compactLine(buf *bytes.Buffer, raw []byte) ([]byte, error) {
+	if isCompact(raw) {
+		return raw, nil
+	}
+	buf.Reset()
+	if err := json.Compact(buf, raw); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// isCompact reports whether raw has no whitespace outside its strings:
+// for valid JSON, what json.Compact gives back unchanged.
+func isCompact(raw []byte) bool {
+	in := false
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case in:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				in = false
+			}
+		case c == '"':
+			in = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			return false
+		}
+	}
+	return true
 }
 
 // runBranch maps one branch: a fork child of the main session when its
