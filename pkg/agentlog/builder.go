@@ -1,8 +1,10 @@
 package agentlog
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -587,7 +589,7 @@ func (b *Builder) sourceLine(raw []byte) {
 		return
 	}
 	e := schema.Envelope{Type: TypeSourceLine, Ignorable: true, EventID: eventID(b.key, b.n), Time: b.at}
-	e.Data, _ = json.Marshal(SourceLine{Format: b.format, Index: b.index, Line: raw})
+	e.Data = sourceLineData(b.format, b.index, raw)
 	var parts []string
 	if b.valid(&e) == nil {
 		b.n++
@@ -617,6 +619,27 @@ func (b *Builder) sourceLine(raw []byte) {
 		}
 		b.put(e)
 	}
+}
+
+// sourceLineData is json.Marshal(SourceLine{Format: format, Index: index,
+// Line: raw}) for raw a compact JSON value, written by hand: the marshaler
+// would check and compact the line once more only to escape its HTML
+// characters as it does (BenchmarkSourceLineData).
+func sourceLineData(format string, index int, raw []byte) json.RawMessage {
+	f, err := json.Marshal(format)
+	if err != nil || len(raw) == 0 {
+		d, _ := json.Marshal(SourceLine{Format: format, Index: index, Line: raw})
+		return d
+	}
+	d := bytes.NewBuffer(make([]byte, 0, len(raw)+len(f)+32))
+	d.WriteString(`{"format":`)
+	d.Write(f)
+	d.WriteString(`,"index":`)
+	d.Write(strconv.AppendInt(d.AvailableBuffer(), int64(index), 10))
+	d.WriteString(`,"line":`)
+	json.HTMLEscape(d, raw)
+	d.WriteByte('}')
+	return d.Bytes()
 }
 
 // splitText cuts s at rune boundaries into parts whose JSON encoding

@@ -2,7 +2,6 @@ package agentlog
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -70,11 +69,11 @@ func (c *Continuation) Add(raw []byte, emit func(schema.Envelope) error) error {
 	c.index++
 	c.b.startLine(c.index, l.Key, l.Time)
 	c.m.Map(c.b, l)
-	c.compact.Reset()
-	if err := json.Compact(&c.compact, raw); err != nil {
+	line, err := compactLine(&c.compact, raw)
+	if err != nil {
 		return err
 	}
-	c.b.sourceLine(c.compact.Bytes())
+	c.b.sourceLine(line)
 	if err := c.b.Err(); err != nil {
 		return err
 	}

@@ -49,6 +49,8 @@
 //     Builder checks every event against pkg/session's rules and turns a
 //     step that does not fit (a result for an unknown call, a turn end with
 //     a call open) into a counted skip, so a format never has to.
+//     A mapper may also be a Replayer: ReadFile then decodes each line
+//     once, handing the main pass the first pass's lines.
 //   - Export writes a session back. Export.Lines holds the verbatim source
 //     lines when the session was imported from this format (write them
 //     first, as they are), and Export.Events the mapped events that follow

@@ -34,11 +34,21 @@ type Format interface {
 
 // Mapper decodes and maps the lines of one file, in order.
 type Mapper interface {
-	// Decode parses one complete line. An error marks it damaged.
+	// Decode parses one complete line (valid UTF-8, not always valid
+	// JSON: it must refuse a line that is not JSON, and leave the mapper
+	// as it was then). An error marks it damaged.
 	Decode(raw []byte) (Line, error)
 	// Map drives b with the steps of the line (nothing for a line of a kind
 	// that maps to no event: call b.Skip with the reason).
 	Map(b *Builder, l Line)
+}
+
+// Replayer is a Mapper that can take a line another mapper of the same
+// file decoded (ReadFile's first pass) in place of decoding it again:
+// Replay leaves the mapper as Decode of the line's text would and returns
+// the Line Decode would give. Lines come to it in file order, as to Decode.
+type Replayer interface {
+	Replay(l Line) Line
 }
 
 // Line is a decoded source line.
@@ -106,15 +116,39 @@ type node struct {
 	id, parent string
 }
 
+// decoded is a line as the first pass read it, kept for the main pass.
+type decoded struct {
+	raw []byte
+	l   Line
+	err error
+}
+
+// maxKeptBytes bounds the text of the lines the first pass keeps for the
+// main pass (a longer file is read again: its lines are not all held).
+// Their decoded values take about as much again, and import maps up to
+// eight files at once.
+const maxKeptBytes = 8 << 20
+
 // ReadFile maps the file at path to sessions and gives their events to sink.
 func ReadFile(f Format, path string, opt Options, sink Sink) (Result, error) {
 	var res Result
-	// Pass 1: tree links only.
+	// Pass 1: tree links, and the decoded lines for the main pass when
+	// its mapper can take them (each line is then decoded once).
 	var nodes []node
 	var first []byte
 	m := f.NewMapper("")
+	_, keep := m.(Replayer)
+	var kept []decoded
+	keptBytes := 0
 	err := scanLines(path, func(index int, raw []byte, last bool) error {
 		l, err := decode(m, raw)
+		if keep {
+			if keptBytes += len(raw); keptBytes > maxKeptBytes {
+				keep, kept = false, nil
+			} else {
+				kept = append(kept, decoded{raw: raw, l: l, err: err})
+			}
+		}
 		if err != nil {
 			if last {
 				res.Torn = true
@@ -142,7 +176,7 @@ func ReadFile(f Format, path string, opt Options, sink Sink) (Result, error) {
 	t := buildTree(nodes)
 
 	// Pass 2: the main session, every line.
-	main, err := runPass(f, path, id, opt, sink, Plan{ID: id, FirstSeq: 1}, func(i int) (bool, bool, error) {
+	main, err := runPass(f, path, id, opt, sink, Plan{ID: id, FirstSeq: 1}, kept, func(i int) (bool, bool, error) {
 		return nodes[i].id == "" || t.main[i], true, nil
 	})
 	if err != nil {
@@ -262,30 +296,32 @@ type warning struct {
 // source/line only) and whether to keep it at all.
 type picker func(i int) (mapIt, keep bool, err error)
 
-// runPass maps the lines of path into one session.
-func runPass(f Format, path, id string, opt Options, sink Sink, p Plan, pick picker) (*pass, error) {
+// runPass maps the lines of path (kept: as the first pass decoded them,
+// nil: read again) into one session.
+func runPass(f Format, path, id string, opt Options, sink Sink, p Plan, kept []decoded, pick picker) (*pass, error) {
 	out := &pass{}
 	if err := sink.Session(p); err != nil {
 		return nil, err
 	}
 	b := NewBuilder(f.Name(), id, opt.MaxEventBytes, sink.Event)
-	if err := feed(f, path, id, b, out, pick); err != nil {
+	if err := feed(f, path, id, b, out, kept, pick); err != nil {
 		return nil, err
 	}
 	out.stats, out.b = b.Stats(), b
 	return out, sink.Done()
 }
 
-// feed drives b with the lines of path that pick keeps.
-func feed(f Format, path, id string, b *Builder, out *pass, pick picker) error {
+// feed drives b with the lines of path that pick keeps: the lines kept
+// by the first pass when there are any (the mapper is a Replayer), else
+// those read from the file again.
+func feed(f Format, path, id string, b *Builder, out *pass, kept []decoded, pick picker) error {
 	m := f.NewMapper(id)
 	out.m = m
 	var compact bytes.Buffer
 	i := -1
-	err := scanLines(path, func(index int, raw []byte, last bool) error {
+	line := func(index int, raw []byte, last bool, l Line, err error) error {
 		i++
 		out.index = index
-		l, err := decode(m, raw)
 		if err != nil {
 			if !last {
 				out.damaged++
@@ -303,17 +339,71 @@ func feed(f Format, path, id string, b *Builder, out *pass, pick picker) error {
 		} else {
 			b.Skip("on another branch")
 		}
-		compact.Reset()
-		if err := json.Compact(&compact, raw); err != nil {
+		c, err := compactLine(&compact, raw)
+		if err != nil {
 			return err
 		}
-		b.sourceLine(compact.Bytes())
+		b.sourceLine(c)
 		return b.Err()
-	})
+	}
+	var err error
+	if kept != nil {
+		r := m.(Replayer)
+		for k, d := range kept {
+			l := d.l
+			if d.err == nil {
+				l = r.Replay(l)
+			}
+			if err = line(k+1, d.raw, k == len(kept)-1, l, d.err); err != nil {
+				break
+			}
+		}
+	} else {
+		err = scanLines(path, func(index int, raw []byte, last bool) error {
+			l, err := decode(m, raw)
+			return line(index, raw, last, l, err)
+		})
+	}
 	if err != nil {
 		return err
 	}
 	return b.finish()
+}
+
+// compactLine is raw, a JSON text, compacted (in buf when it is not
+// compact already: agents write compact lines, and json.Compact would
+// copy each one through its slower scanner for nothing;
+// BenchmarkCompactLine).
+func compactLine(buf *bytes.Buffer, raw []byte) ([]byte, error) {
+	if isCompact(raw) {
+		return raw, nil
+	}
+	buf.Reset()
+	if err := json.Compact(buf, raw); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// isCompact reports whether raw has no whitespace outside its strings:
+// for valid JSON, what json.Compact gives back unchanged.
+func isCompact(raw []byte) bool {
+	in := false
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case in:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				in = false
+			}
+		case c == '"':
+			in = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			return false
+		}
+	}
+	return true
 }
 
 // runBranch maps one branch: a fork child of the main session when its
@@ -325,7 +415,7 @@ func runBranch(f Format, path, mainID, child string, opt Options, sink Sink, nod
 		var plan *Plan
 		unsafe := false
 		b := NewBuilder(f.Name(), mainID, opt.MaxEventBytes, func(schema.Envelope) error { return nil })
-		err := feed(f, path, mainID, b, &pass{}, func(i int) (bool, bool, error) {
+		err := feed(f, path, mainID, b, &pass{}, nil, func(i int) (bool, bool, error) {
 			switch {
 			case i <= br.point:
 				return nodes[i].id == "" || t.main[i], true, nil
@@ -361,7 +451,7 @@ func runBranch(f Format, path, mainID, child string, opt Options, sink Sink, nod
 	}
 	b := NewBuilder(f.Name(), child, opt.MaxEventBytes, sink.Event)
 	b.Meta(Meta{Labels: map[string]string{LabelBranchOf: mainID}})
-	err := feed(f, path, child, b, &pass{}, func(i int) (bool, bool, error) { return br.path[i], br.path[i], nil })
+	err := feed(f, path, child, b, &pass{}, nil, func(i int) (bool, bool, error) { return br.path[i], br.path[i], nil })
 	if err != nil {
 		return SessionResult{}, err
 	}
@@ -383,10 +473,14 @@ func decode(m Mapper, raw []byte) (Line, error) {
 	if !utf8.Valid(raw) {
 		return Line{}, errors.New("not valid UTF-8")
 	}
-	if !json.Valid(raw) {
+	// A line is checked as JSON only when the mapper refuses it: a
+	// mapper's Decode parses it anyway, and a line that is not JSON
+	// fails there before it changes the mapper.
+	l, err := m.Decode(raw)
+	if err != nil && !json.Valid(raw) {
 		return Line{}, errors.New("not valid JSON")
 	}
-	return m.Decode(raw)
+	return l, err
 }
 
 // scanLines calls fn with each line of path (without its newline), its
@@ -398,7 +492,13 @@ func scanLines(path string, fn func(index int, raw []byte, last bool) error) err
 		return err
 	}
 	defer f.Close()
-	r := bufio.NewReaderSize(f, 1<<20)
+	// A buffer of the file's size, up to 1 MiB (ReadBytes joins longer
+	// lines): most files are far smaller than the bound.
+	size := 1 << 20
+	if info, err := f.Stat(); err == nil && info.Size() < int64(size) {
+		size = max(int(info.Size())+1, 4096)
+	}
+	r := bufio.NewReaderSize(f, size)
 	var cur []byte
 	index := 0
 	for {

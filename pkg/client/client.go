@@ -124,7 +124,7 @@ func (c *Client) Append(ctx context.Context, req AppendRequest) (AppendResult, e
 		}
 		ids[i] = evs[i].EventID
 	}
-	body, err := json.Marshal(api.AppendRequest{SessionID: req.SessionID, ExpectedSeq: req.ExpectedSeq, Holder: req.Holder, Events: evs, Takeover: req.Takeover})
+	body, err := encodeAppend(api.AppendRequest{SessionID: req.SessionID, ExpectedSeq: req.ExpectedSeq, Holder: req.Holder, Events: evs, Takeover: req.Takeover})
 	if err != nil {
 		return AppendResult{}, errorf(schema.CodeBadRequest, "encode request: %v", err)
 	}

@@ -143,8 +143,15 @@ func (s *Service) SourceAppend(ctx context.Context, req api.SourceAppendRequest)
 	if err != nil {
 		return api.SourceAppendReply{}, err
 	}
-	rep, ok, err := s.continueSource(ctx, id, entries)
-	if err == nil && !ok {
+	var (
+		rep api.SourceAppendReply
+		ok  bool
+	)
+	if len(entries) == 0 {
+		// The key alone (what ship and import send once a file is in):
+		// nothing to map, so the stored transcript is not read.
+		rep, err = s.sourceTail(ctx, id)
+	} else if rep, ok, err = s.continueSource(ctx, id, entries); err == nil && !ok {
 		rep, err = s.remapSource(ctx, f, req.SourceKey, id, entries)
 	}
 	if err != nil {
@@ -156,6 +163,19 @@ func (s *Service) SourceAppend(ctx context.Context, req api.SourceAppendRequest)
 		}
 	}
 	return rep, nil
+}
+
+// sourceTail is the answer to an append without entries: the session's
+// stored tail (an erased session is refused as a read refuses it).
+func (s *Service) sourceTail(ctx context.Context, id string) (api.SourceAppendReply, error) {
+	if err := refuseErased(ctx, s.st, id); err != nil {
+		return api.SourceAppendReply{}, err
+	}
+	t, err := s.st.Tail(ctx, id)
+	if err != nil {
+		return api.SourceAppendReply{}, schema.Errorf(schema.CodeNotCommitted, "cannot read the session: %v", err)
+	}
+	return api.SourceAppendReply{SessionID: id, LastSeq: t.Seq}, nil
 }
 
 // DefaultSourceStates bounds the transcripts whose mapping state the

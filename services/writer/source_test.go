@@ -138,3 +138,26 @@ func TestSourceAppend(t *testing.T) {
 		t.Fatalf("not an object: %s", r.raw)
 	}
 }
+
+// TestSourceAppendKeyOnly: an append without entries (the key alone, as
+// ship and import record it) answers the stored tail and appends nothing.
+func TestSourceAppendKeyOnly(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	path := ccDir + "11111111-1111-4111-8111-111111111111.jsonl"
+	importFile(t, e.nc, path)
+	imp, _, _ := agentlogtest.Read(t, claudecode.Format{}, path)
+	want := imp.Sessions[0]
+	key := api.SourceKey{Format: "claude-code", ProjectKey: "-home-ann-shop", SessionKey: "11111111-1111-4111-8111-111111111111"}
+	rep, err := e.w.SourceAppend(context.Background(), api.SourceAppendRequest{SourceKey: key, Entries: []json.RawMessage{}})
+	if err != nil || rep.SessionID != want.Plan.ID || rep.Appended != 0 || rep.LastSeq != uint64(len(want.Events)) {
+		t.Fatalf("key only: %+v %v, want last seq %d", rep, err, len(want.Events))
+	}
+	if got := stored(t, e.st, want.Plan.ID); len(got) != len(want.Events) {
+		t.Fatalf("%d events stored, import gives %d", len(got), len(want.Events))
+	}
+	key.SessionKey = "33333333-3333-4333-8333-333333333333"
+	rep, err = e.w.SourceAppend(context.Background(), api.SourceAppendRequest{SourceKey: key, Entries: []json.RawMessage{}})
+	if err != nil || rep.LastSeq != 0 || rep.Appended != 0 {
+		t.Fatalf("never written: %+v %v", rep, err)
+	}
+}

@@ -5,6 +5,7 @@
 package claudecode
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"path/filepath"
@@ -23,7 +24,10 @@ const Prefix = "cc"
 // Format is Claude Code's format.
 type Format struct{}
 
-var _ agentlog.Format = Format{}
+var (
+	_ agentlog.Format   = Format{}
+	_ agentlog.Replayer = (*mapper)(nil)
+)
 
 func (Format) Name() string { return Name }
 
@@ -123,6 +127,14 @@ type block struct {
 	IsError   bool            `json:"is_error"`
 }
 
+// maybeString reports whether v (a JSON value) can decode into a Go
+// string: a string or null. An array of blocks is not tried as one (that
+// would scan it twice more).
+func maybeString(v json.RawMessage) bool {
+	v = bytes.TrimLeft(v, " \t\r\n")
+	return len(v) > 0 && (v[0] == '"' || v[0] == 'n')
+}
+
 // interruptPrefix starts the text Claude Code writes as a user line when
 // the user stops a turn ("[Request interrupted by user]", "... for tool use]").
 const interruptPrefix = "[Request interrupted by user"
@@ -144,10 +156,7 @@ func (m *mapper) Decode(raw []byte) (agentlog.Line, error) {
 	if l.Type == "" {
 		return agentlog.Line{}, errors.New("no type")
 	}
-	if m.sidechainFile == nil && (l.Type == "user" || l.Type == "assistant") {
-		sc := l.IsSidechain
-		m.sidechainFile = &sc
-	}
+	m.see(&l)
 	out := agentlog.Line{Key: l.UUID, Value: &l}
 	if t, err := time.Parse(time.RFC3339Nano, l.Timestamp); err == nil {
 		out.Time = t.UTC()
@@ -161,6 +170,22 @@ func (m *mapper) Decode(raw []byte) (agentlog.Line, error) {
 		}
 	}
 	return out, nil
+}
+
+// Replay takes a line another mapper of the file decoded: that mapper met
+// the same lines before it, so the Line is the one Decode gives here.
+func (m *mapper) Replay(l agentlog.Line) agentlog.Line {
+	m.see(l.Value.(*line))
+	return l
+}
+
+// see notes whether the file is a subagent's from its first user or
+// assistant line.
+func (m *mapper) see(l *line) {
+	if m.sidechainFile == nil && (l.Type == "user" || l.Type == "assistant") {
+		sc := l.IsSidechain
+		m.sidechainFile = &sc
+	}
 }
 
 func (m *mapper) inlineSidechain(l *line) bool {
@@ -213,7 +238,7 @@ func (m *mapper) user(b *agentlog.Builder, l *line) {
 		return
 	}
 	var s string
-	if json.Unmarshal(msg.Content, &s) == nil {
+	if maybeString(msg.Content) && json.Unmarshal(msg.Content, &s) == nil {
 		if strings.HasPrefix(s, interruptPrefix) {
 			b.Interrupt()
 			return

@@ -23,7 +23,10 @@ const LabelParentSession = "parentSession"
 // Format is the pi session format, version 3.
 type Format struct{}
 
-var _ agentlog.Format = Format{}
+var (
+	_ agentlog.Format   = Format{}
+	_ agentlog.Replayer = (*mapper)(nil)
+)
 
 // Name is "pi".
 func (Format) Name() string { return Name }
@@ -55,6 +58,9 @@ type mapper struct {
 	// compaction that keeps that entry ends.
 	before map[string]uint64
 }
+
+// Replay: Decode keeps no state, so the line is the one it gives.
+func (*mapper) Replay(l agentlog.Line) agentlog.Line { return l }
 
 // Decode parses the header or an entry; an entry must have an id (pi
 // migrates version 1 files, which have none, when it opens them).

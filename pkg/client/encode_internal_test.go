@@ -1,0 +1,95 @@
+package client
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// appendRequests are requests with every member set and unset, and
+// events encodeAppend writes by hand and ones it leaves to json.Marshal.
+func appendRequests() []api.AppendRequest {
+	at := time.Date(2026, 12, 4, 10, 0, 0, 123456789, time.UTC)
+	plain := schema.Envelope{SchemaVersion: schema.Version, EventID: "e1", Time: at, Type: "message/user", TurnID: "t.1",
+		Data: json.RawMessage(`{"content":"hi"}`)}
+	odd := []schema.Envelope{
+		plain,
+		{SchemaVersion: schema.Version, EventID: "e2", Time: at, Type: "source/line", Ignorable: true, Data: json.RawMessage(`{"line":{"a":"<b>&"}}`)},
+		{SchemaVersion: schema.Version, EventID: "e3", Time: at.In(time.FixedZone("x", 3600)), Type: "turn/ended", ToolCallID: "c\u2028", Data: json.RawMessage(`{ "reason" : "completed" }`)},
+		{EventID: "e4", Type: "message/user"}, // no version, no data, no time
+		{SchemaVersion: 7, SessionID: "s<", Seq: 3, Time: at, Type: "x", Synthetic: true, Data: json.RawMessage(`[1, 2]`)},
+	}
+	zero, n := uint64(0), uint64(42)
+	return []api.AppendRequest{
+		{},
+		{SessionID: "cc-1", Events: []schema.Envelope{}},
+		{SessionID: "cc-1", ExpectedSeq: &zero, Events: []schema.Envelope{plain}},
+		{SessionID: "a\"b<>", ExpectedSeq: &n, Holder: "h&1", Events: odd, Takeover: true},
+		{SessionID: "cc-2", Holder: "agent", Events: odd[1:3]},
+	}
+}
+
+// TestEncodeAppend: the request body is the bytes json.Marshal writes.
+func TestEncodeAppend(t *testing.T) {
+	for i, r := range appendRequests() {
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := encodeAppend(r)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("request %d: %v\ngot  %s\nwant %s", i, err, got, want)
+		}
+	}
+}
+
+func FuzzEncodeAppend(f *testing.F) {
+	f.Add("cc-1", "h", uint64(3), true, "e1", "message/user", "t.1", int64(1764842400123456789), []byte(`{"content":"hi <b>"}`))
+	f.Add("", "", uint64(0), false, "", "", "", int64(0), []byte(nil))
+	f.Fuzz(func(t *testing.T, sid, holder string, seq uint64, takeover bool, eid, typ, turn string, ns int64, data []byte) {
+		e := schema.Envelope{SchemaVersion: schema.Version, EventID: eid, Type: typ, TurnID: turn, Time: time.Unix(0, ns).UTC(), Data: data}
+		if !json.Valid(data) {
+			e.Data = nil
+		}
+		r := api.AppendRequest{SessionID: sid, Holder: holder, ExpectedSeq: &seq, Takeover: takeover, Events: []schema.Envelope{e, e}}
+		want, werr := json.Marshal(r)
+		got, gerr := encodeAppend(r)
+		if (werr == nil) != (gerr == nil) || werr == nil && !bytes.Equal(got, want) {
+			t.Fatalf("%v %v\ngot  %s\nwant %s", gerr, werr, got, want)
+		}
+	})
+}
+
+// BenchmarkEncodeAppend: a batch of 500 events as the import sends it,
+// against json.Marshal (x-marshal).
+func BenchmarkEncodeAppend(b *testing.B) {
+	n := uint64(10)
+	r := api.AppendRequest{SessionID: "cc-bench", ExpectedSeq: &n}
+	at := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	for i := range 500 {
+		r.Events = append(r.Events, schema.Envelope{SchemaVersion: schema.Version, EventID: "u-" + strings.Repeat("x", i%7), Time: at,
+			Type: "tool/result", TurnID: "t.1", ToolCallID: "c.1",
+			Data: json.RawMessage(`{"status":"ok","output":"` + strings.Repeat("result line\\n", 40) + `"}`)})
+	}
+	b.Run("hand", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := encodeAppend(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("x-marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := json.Marshal(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
