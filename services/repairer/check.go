@@ -130,7 +130,7 @@ func (s *Service) readDue(ctx context.Context, id string, why trigger, first boo
 		// looked at again when its TTL and grace run out.
 		if exp := rec.ExpiresAt(); !exp.IsZero() {
 			if why == triggerExpiry && cerr == nil && claim != 0 {
-				s.keepWarm(id, warmLook{rev: rec.Revision, expires: exp, claim: claim})
+				s.keepWarm(id, warmLook{rev: rec.Revision, stored: rec.Stored, expires: exp, claim: claim})
 			}
 			s.wakeAt(id, exp.Add(s.cfg.Grace), why)
 		}
@@ -177,7 +177,7 @@ func (s *Service) readDue(ctx context.Context, id string, why trigger, first boo
 	if !due.IsZero() && now.Before(due.Add(s.cfg.Grace)) {
 		reads.wait()
 		if why == triggerExpiry {
-			s.keepWarm(id, warmLook{rev: rec.Revision, expires: expiredAt, claim: claim})
+			s.keepWarm(id, warmLook{rev: rec.Revision, stored: rec.Stored, expires: expiredAt, claim: claim})
 		}
 		s.wakeAt(id, due.Add(s.cfg.Grace), why)
 		s.m.checks.WithLabelValues("grace").Inc()
@@ -192,8 +192,10 @@ func (s *Service) readDue(ctx context.Context, id string, why trigger, first boo
 // claim. The session's state it read is in the state cache.
 type warmLook struct {
 	rev     uint64
+	stored  time.Time // when the server stored the entry read
 	expires time.Time
 	claim   uint64
+	epoch   int // the lease watch that ran when it was read
 	fold    foldFunc
 }
 
@@ -201,6 +203,7 @@ func (s *Service) keepWarm(id string, w warmLook) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.stopping {
+		w.epoch = s.epoch
 		s.warm[id] = w
 	}
 }

@@ -121,6 +121,7 @@ type Service struct {
 	lastPut  map[string]time.Time // last renewal seen per lease key
 	expiries map[string]time.Time // best known expiry of a gone lease
 	warm     map[string]warmLook  // first looks of sessions due soon
+	epoch    int                  // lease watches started
 	stopping bool
 
 	// out: the periods the log could not take writes (outage.go).
@@ -379,6 +380,9 @@ func (s *Service) watchLoop(ctx context.Context, up chan struct{}) {
 			continue
 		}
 		s.watching.Store(true)
+		s.mu.Lock()
+		s.epoch++ // changes while no watch ran went unseen
+		s.mu.Unlock()
 		s.outageOK(srcWatch)
 		if first {
 			close(up)
@@ -448,10 +452,15 @@ func (s *Service) onLeaseGone(id string, marker time.Time, rev uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if w, ok := s.warm[id]; ok && rev > w.rev {
-		// The marker follows the entry the first look read: the lease
-		// is ended at the marker's revision.
-		w.rev = rev
-		s.warm[id] = w
+		if put, seen := s.lastPut[id]; w.epoch == s.epoch && (!seen || !put.After(w.stored)) {
+			// The marker follows the entry the first look read (the
+			// watch ran all along and saw no renewal after it): the
+			// lease is gone at the marker's revision.
+			w.rev = rev
+			s.warm[id] = w
+		} else {
+			delete(s.warm, id)
+		}
 	}
 	at := marker
 	if put, ok := s.lastPut[id]; ok {
@@ -473,12 +482,14 @@ func (s *Service) onLeaseEnded(id string, at time.Time) {
 	s.lmu.Lock()
 	_, evaluating := s.locks[id]
 	s.lmu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// The renewal seen last is gone with the lease: no marker will come
+	// for it to date.
+	delete(s.lastPut, id)
 	if evaluating {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.lastPut, id)
 	delete(s.warm, id)
 	s.wakeAtLocked(id, at.Add(s.cfg.LeaseTTL+s.cfg.Grace), triggerExpiry)
 }
