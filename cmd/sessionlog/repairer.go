@@ -12,15 +12,25 @@ import (
 
 const defaultRepairerHTTP = "127.0.0.1:8083"
 
+// defaultRepairerMemoryLimit is the Go heap's soft limit of a repairer
+// process when GOMEMLIMIT is not set. What it keeps is bounded (the state
+// cache, the sweep's queue, --concurrency evaluations and the grouped
+// batches they wait for), but at GOGC 400 (defaultGCPercent) a burst of
+// repairs or a sweep of many sessions lets the heap grow to five times
+// that; near the limit the collector works harder instead.
+const defaultRepairerMemoryLimit = 256 << 20
+
 func runRepairer(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newStandalone("repairer", defaultRepairerHTTP, stderr)
 	cfg := repairerFlags(c.fs)
+	memLimit := memoryLimitFlag(c.fs, defaultRepairerMemoryLimit)
 	return c.run(ctx, args, stderr, repairer.ServiceName, &cfg.LeaseTTL, func() error {
 		if cfg.LeaseTTL <= 0 || cfg.Grace < 0 {
 			return usageErrorf("--lease-ttl must be > 0 and --grace >= 0")
 		}
 		return nil
 	}, func(store *logstore.Store, d assemble.Deps) (service, error) {
+		applyMemoryLimit(*memLimit)
 		return assemble.NewRepairer(*cfg, store, d)
 	})
 }

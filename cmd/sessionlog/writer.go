@@ -11,17 +11,34 @@ import (
 
 const defaultWriterHTTP = "127.0.0.1:8081"
 
+// defaultWriterMemoryLimit is the Go heap's soft limit of a writer process
+// when GOMEMLIMIT is not set. At GOGC 400 (defaultGCPercent) the heap may
+// grow to five times what is live; what is live is bounded (the state
+// cache of --state-cache sessions, the lease marks, --max-concurrent
+// requests of at most a batch each), but five times a busy moment's
+// requests is far more than the writer needs. Near the limit the
+// collector works harder instead; below it nothing changes.
+const defaultWriterMemoryLimit = 256 << 20
+
 func runWriter(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newStandalone("writer", defaultWriterHTTP, stderr)
 	cfg := writerFlags(c.fs)
+	memLimit := memoryLimitFlag(c.fs, defaultWriterMemoryLimit)
 	return c.run(ctx, args, stderr, "sessionlog-writer", &cfg.LeaseTTL, func() error {
 		if cfg.LeaseTTL <= 0 {
 			return usageErrorf("--lease-ttl must be > 0")
 		}
 		return nil
 	}, func(store *logstore.Store, d assemble.Deps) (service, error) {
+		applyMemoryLimit(*memLimit)
 		return assemble.NewWriter(*cfg, store, d)
 	})
+}
+
+// memoryLimitFlag binds --memory-limit, the Go heap's soft limit of a
+// service process (applyMemoryLimit), with default def.
+func memoryLimitFlag(fs *flag.FlagSet, def int64) *int64 {
+	return fs.Int64("memory-limit", def, "soft limit of the Go heap in bytes (0: none; GOMEMLIMIT takes precedence)")
 }
 
 // writerFlags binds the writer's settings to fs, defaulting to

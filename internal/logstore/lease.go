@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -162,4 +163,39 @@ func (s *Store) TakeLease(ctx context.Context, sessionID, holder string, now tim
 		return fmt.Errorf("logstore: renew lease %s: %w", sessionID, err)
 	}
 	return fmt.Errorf("logstore: lease %s: too much contention", sessionID)
+}
+
+// leaseMarkerTTL is how long EndLease's delete marker stays: as long as
+// the server's own expiry markers (the bucket's LimitMarkerTTL).
+const leaseMarkerTTL = time.Hour
+
+// ErrLeaseChanged: the lease key was written after the revision a caller
+// expected (a holder renewed or took it, or the server wrote its expiry
+// marker).
+var ErrLeaseChanged = errors.New("logstore: lease changed since it was read")
+
+// EndLease deletes the session's lease if its key's last entry is still
+// revision (0: the key has no entry at all), else returns ErrLeaseChanged.
+// The repairer ends a lease it found lapsed this way before it commits a
+// repair: a holder's renewal (a write expecting the revision it read) and
+// the end are ordered by the bucket, so a holder that renews after the
+// repairer's read wins and the repair is not made, and one that renews
+// after the end takes a new lease (and claim) as after any repair. The
+// delete marker expires with the bucket's limit markers (LimitMarkerTTL).
+func (s *Store) EndLease(ctx context.Context, sessionID string, revision uint64) error {
+	if err := ValidateSessionID(sessionID); err != nil {
+		return err
+	}
+	m := nats.NewMsg("$KV." + LeaseBucket + "." + sessionID)
+	m.Header.Set(headerKVOperation, "DEL")
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	_, err := s.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(revision), jetstream.WithMsgTTL(leaseMarkerTTL))
+	if err == nil {
+		return nil
+	}
+	if classify(err) == wrongSeq {
+		return ErrLeaseChanged
+	}
+	return fmt.Errorf("logstore: end lease %s: %w", sessionID, err)
 }

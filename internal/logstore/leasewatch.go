@@ -15,8 +15,13 @@ type LeaseChange struct {
 	// Renewed: the lease was written (taken or renewed); otherwise it is
 	// gone (deleted, or its TTL ran out and the server wrote a marker).
 	Renewed bool
+	// Ended: the lease was deleted (EndLease: a repairer ended it), not
+	// expired.
+	Ended bool
 	// At is when the server stored the change.
 	At time.Time
+	// Revision of the change in the bucket.
+	Revision uint64
 }
 
 // LeaseWatch follows the changes of every lease from the moment it is
@@ -51,9 +56,11 @@ func (w *LeaseWatch) Next(ctx context.Context) (c LeaseChange, ok bool) {
 			}
 			switch e.Operation() {
 			case jetstream.KeyValuePut:
-				return LeaseChange{SessionID: e.Key(), Renewed: true, At: e.Created()}, true
+				return LeaseChange{SessionID: e.Key(), Renewed: true, At: e.Created(), Revision: e.Revision()}, true
 			case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
-				return LeaseChange{SessionID: e.Key(), At: e.Created()}, true
+				// The server's expiry markers come as purges; a delete
+				// is EndLease's.
+				return LeaseChange{SessionID: e.Key(), Ended: e.Operation() == jetstream.KeyValueDelete, At: e.Created(), Revision: e.Revision()}, true
 			}
 		}
 	}

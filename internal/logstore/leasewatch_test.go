@@ -2,6 +2,7 @@ package logstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -13,19 +14,27 @@ import (
 	"github.com/sessionlog/sessionlog/internal/natstest"
 )
 
-// TestWatchLeasesAndClaims: a lease watch sees a renewal, and the lease's
-// end when its TTL runs out; the claim it left is listed.
-func TestWatchLeasesAndClaims(t *testing.T) {
+// watching opens a store with lease TTL ttl on a server of its own and a
+// lease watch on it, both ended with the test.
+func watching(t *testing.T, ttl time.Duration) (*logstore.Store, *logstore.LeaseWatch, context.Context) {
+	t.Helper()
 	srv := natstest.RunServer(t)
 	nc := natstest.Connect(t, srv)
-	st := open(t, nc, logstore.Config{LeaseTTL: time.Second})
+	st := open(t, nc, logstore.Config{LeaseTTL: ttl})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	w, err := st.WatchLeases(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Stop()
+	t.Cleanup(func() { _ = w.Stop() })
+	return st, w, ctx
+}
+
+// TestWatchLeasesAndClaims: a lease watch sees a renewal, and the lease's
+// end when its TTL runs out; the claim it left is listed.
+func TestWatchLeasesAndClaims(t *testing.T) {
+	st, w, ctx := watching(t, time.Second)
 	if err := st.RenewLease(ctx, "w-1", "agent", time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -128,5 +137,51 @@ func TestClaimedSessionsPages(t *testing.T) {
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
 		t.Fatalf("listed %d claimed sessions, want %d", len(got), len(want))
+	}
+}
+
+// TestEndLease: a lease is ended only at the revision its key is still at;
+// a renewal (or the expiry marker) stored after the revision the caller
+// read makes the end fail, and nothing is written. The watch tells an end
+// from an expiry, and a holder takes the ended lease again.
+func TestEndLease(t *testing.T) {
+	st, w, ctx := watching(t, time.Hour)
+	if err := st.EndLease(ctx, "e-1", 0); err != nil {
+		t.Fatalf("end of a key without entries, expecting none: %v", err)
+	}
+	if c, ok := w.Next(ctx); !ok || c.SessionID != "e-1" || !c.Ended || c.Renewed {
+		t.Fatalf("change %+v %v, want e-1 ended", c, ok)
+	}
+	if err := st.RenewLease(ctx, "e-2", "agent", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := st.LeaseRecord(ctx, "e-2")
+	if err != nil || !rec.Live() {
+		t.Fatalf("lease %+v %v", rec, err)
+	}
+	if c, ok := w.Next(ctx); !ok || c.SessionID != "e-2" || !c.Renewed || c.Revision != rec.Revision {
+		t.Fatalf("change %+v %v, want e-2 renewed at revision %d", c, ok, rec.Revision)
+	}
+	// The holder renews after the read: the end at the read's revision fails.
+	if err := st.RenewLease(ctx, "e-2", "agent", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for _, rev := range []uint64{0, rec.Revision} {
+		if err := st.EndLease(ctx, "e-2", rev); !errors.Is(err, logstore.ErrLeaseChanged) {
+			t.Fatalf("end at stale revision %d: %v, want ErrLeaseChanged", rev, err)
+		}
+	}
+	now, err := st.LeaseRecord(ctx, "e-2")
+	if err != nil || !now.Live() || now.Revision <= rec.Revision {
+		t.Fatalf("after the failed ends the lease is %+v %v, want the renewal", now, err)
+	}
+	if err := st.EndLease(ctx, "e-2", now.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if l, _, err := st.GetLease(ctx, "e-2"); err != nil || l != nil {
+		t.Fatalf("ended lease still there: %+v %v", l, err)
+	}
+	if err := st.TakeLease(ctx, "e-2", "agent-2", time.Now(), false); err != nil {
+		t.Fatalf("a holder takes an ended lease: %v", err)
 	}
 }

@@ -28,93 +28,44 @@ type Outcome struct {
 // for longer than the grace period, something open.
 func (s *Service) check(ctx context.Context, id string, why trigger) {
 	defer s.lock(id)()
+	first := true // the next reads are this evaluation's first
 	for attempt := 0; ; attempt++ {
 		if ctx.Err() != nil {
 			return
 		}
-		// The lease, the claim and, for a lease seen to go (most likely
-		// due now), the session's state are read at once. A plan made from
-		// a state read before the lease is as safe as one read after: its
-		// append is checked against the tail that state was read at.
-		reads := s.startReads(ctx, id, why == triggerExpiry && attempt == 0)
-		rec, err := s.st.LeaseRecord(ctx, id)
-		claim, cerr := reads.claim()
-		if err != nil {
-			reads.wait()
-			s.failed(ctx, id, why, "lease", err)
-			return
-		}
-		now := s.now()
-		// A live entry whose TTL has run out on the leader is a lapsed
-		// lease whose marker the server has not written yet (it lags by up
-		// to a few hundred ms); a holder takes it as expired too
-		// (logstore.HeldByOther). A renewal that came first is the
-		// leader's last entry and keeps the lease live here.
-		lapsed := rec.Live() && !rec.ExpiresAt().IsZero() && !now.Before(rec.ExpiresAt())
-		if rec.Live() && !lapsed {
-			reads.wait()
-			// The watch will see the lease renewed (and re-arm the
-			// wake-up) or go; a lease it saw no renewal of (taken before
-			// it ran) is looked at again when its TTL and grace run out.
-			if exp := rec.ExpiresAt(); !exp.IsZero() {
-				s.wakeAt(id, exp.Add(s.cfg.Grace), why)
-			}
-			s.m.checks.WithLabelValues("live").Inc()
-			return
-		}
-		if cerr != nil {
-			reads.wait()
-			s.failed(ctx, id, why, "claim", cerr)
-			return
-		}
-		if claim == 0 {
-			reads.wait()
-			// Never claimed (or repaired already): repaired only on demand.
-			s.m.checks.WithLabelValues("unclaimed").Inc()
-			s.forgetExpiry(id)
-			return
-		}
-		expiredAt := s.expiryOf(id, rec)
-		if lapsed {
-			expiredAt = rec.ExpiresAt()
-		}
-		if expiredAt.IsZero() && rec.Revision == 0 {
-			// No lease record at all, though claimed: the claim is written
-			// just before the lease, and a lease write that failed (its
-			// bucket unavailable) leaves a claim alone while its holder
-			// goes on and takes the lease at its next append or heartbeat.
-			// The lease it could have had runs out a TTL after the claim.
-			if at := reads.claimedAt(); !at.IsZero() {
-				expiredAt = at.Add(s.cfg.LeaseTTL)
-			}
-		}
-		// A lease that lapsed while the log could not take its renewal
-		// counts from the recovery (outage.go).
-		due, ongoing := s.out.expiry(expiredAt)
-		if ongoing {
-			reads.wait()
-			if s.out.park(id, why) {
-				s.m.checks.WithLabelValues("outage").Inc()
+		var (
+			claim     uint64
+			expiredAt time.Time
+			leaseRev  uint64
+			fold      foldFunc
+		)
+		if w, ok := s.takeWarm(id, why, attempt); ok {
+			// Due after a first look: the lease's entry, the claim and the
+			// state it read stand unless something changed since, and
+			// whatever did fails the lease's end (a write to the key) or
+			// the append's sequence check, and the session is read again.
+			claim, expiredAt, leaseRev, fold = w.claim, w.expires, w.rev, w.fold
+		} else {
+			var done bool
+			claim, expiredAt, leaseRev, fold, done = s.readDue(ctx, id, why, first)
+			first = false
+			if done {
 				return
 			}
-			due, _ = s.out.expiry(expiredAt) // it ended meanwhile
-		}
-		if !due.IsZero() && now.Before(due.Add(s.cfg.Grace)) {
-			reads.wait()
-			s.wakeAt(id, due.Add(s.cfg.Grace), why)
-			s.m.checks.WithLabelValues("grace").Inc()
-			return
 		}
 		var exp *time.Time
 		if !expiredAt.IsZero() {
 			exp = &expiredAt
 		}
-		out, err := s.repair(ctx, id, why, session.DefaultRepairReason, exp, reads.folded)
-		if errors.Is(err, logstore.ErrConflict) {
-			// Appended to after we read it: the holder is back, or another
-			// writer. Evaluate again from the new state.
-			s.m.lost.Inc()
-			s.log.Info("repair lost the sequence check; re-evaluating", "session", id, "attempt", attempt)
+		out, err := s.repair(ctx, id, why, session.DefaultRepairReason, exp, fold, &leaseRev)
+		if errors.Is(err, logstore.ErrLeaseChanged) || errors.Is(err, logstore.ErrConflict) {
+			// The lease was written after it was read (renewed, taken, or
+			// its marker came), or the session appended to: the holder
+			// may be back. Evaluate again from the new state.
+			if errors.Is(err, logstore.ErrConflict) {
+				s.m.lost.Inc()
+				s.log.Info("repair lost the sequence check; re-evaluating", "session", id, "attempt", attempt)
+			}
 			if attempt+1 >= maxConflicts {
 				s.wakeAt(id, s.now().Add(s.cfg.Grace+retryBackoff), why)
 				return
@@ -123,6 +74,7 @@ func (s *Service) check(ctx context.Context, id string, why trigger) {
 		}
 		if errors.Is(err, errNoSession) {
 			s.m.checks.WithLabelValues("no_events").Inc()
+			s.forgetExpiry(id)
 			return
 		}
 		if err != nil {
@@ -139,13 +91,147 @@ func (s *Service) check(ctx context.Context, id string, why trigger) {
 		// meanwhile (the revision guard). A holder that comes back creates
 		// a new lease and with it a new claim.
 		if out.Repaired {
-			if err := s.st.DropClaim(ctx, id, claim); err != nil && ctx.Err() == nil {
-				s.log.Debug("repairer: claim kept", "session", id, "err", err)
-			}
+			s.dropClaim(ctx, id, claim)
 		}
 		s.forgetExpiry(id)
 		return
 	}
+}
+
+// foldFunc returns the state a plan is made from and the tail it is
+// checked against.
+type foldFunc func(s *Service, ctx context.Context, id string) (*session.State, logstore.Tail, error)
+
+// readDue reads what an evaluation decides on: the lease, the claim and,
+// for a lease seen to go (most likely due now), the session's state, all
+// at once. A plan made from a state read before the lease is as safe as
+// one read after: its append is checked against the tail that state was
+// read at. done: the evaluation ended here (not due, not claimed, failed).
+func (s *Service) readDue(ctx context.Context, id string, why trigger, first bool) (claim uint64, expiredAt time.Time, leaseRev uint64, fold foldFunc, done bool) {
+	reads := s.startReads(ctx, id, why == triggerExpiry && first)
+	rec, err := s.st.LeaseRecord(ctx, id)
+	claim, cerr := reads.claim()
+	if err != nil {
+		reads.wait()
+		s.failed(ctx, id, why, "lease", err)
+		return 0, time.Time{}, 0, nil, true
+	}
+	now := s.now()
+	// A live entry whose TTL has run out on the leader is a lapsed lease
+	// whose marker the server has not written yet (it lags by up to a few
+	// hundred ms); a holder takes it as expired too
+	// (logstore.HeldByOther). A renewal that came first is the leader's
+	// last entry and keeps the lease live here.
+	lapsed := rec.Live() && !rec.ExpiresAt().IsZero() && !now.Before(rec.ExpiresAt())
+	if rec.Live() && !lapsed {
+		reads.wait()
+		// The watch will see the lease renewed (and re-arm the wake-up)
+		// or go; a lease it saw no renewal of (taken before it ran) is
+		// looked at again when its TTL and grace run out.
+		if exp := rec.ExpiresAt(); !exp.IsZero() {
+			if why == triggerExpiry && cerr == nil && claim != 0 {
+				s.keepWarm(id, warmLook{rev: rec.Revision, stored: rec.Stored, expires: exp, claim: claim})
+			}
+			s.wakeAt(id, exp.Add(s.cfg.Grace), why)
+		}
+		s.m.checks.WithLabelValues("live").Inc()
+		return 0, time.Time{}, 0, nil, true
+	}
+	if cerr != nil {
+		reads.wait()
+		s.failed(ctx, id, why, "claim", cerr)
+		return 0, time.Time{}, 0, nil, true
+	}
+	if claim == 0 {
+		reads.wait()
+		// Never claimed (or repaired already): repaired only on demand.
+		s.m.checks.WithLabelValues("unclaimed").Inc()
+		s.forgetExpiry(id)
+		return 0, time.Time{}, 0, nil, true
+	}
+	expiredAt = s.expiryOf(id, rec)
+	if lapsed {
+		expiredAt = rec.ExpiresAt()
+	}
+	if expiredAt.IsZero() && rec.Revision == 0 {
+		// No lease record at all, though claimed: the claim is written
+		// just before the lease, and a lease write that failed (its
+		// bucket unavailable) leaves a claim alone while its holder goes
+		// on and takes the lease at its next append or heartbeat. The
+		// lease it could have had runs out a TTL after the claim.
+		if at := reads.claimedAt(); !at.IsZero() {
+			expiredAt = at.Add(s.cfg.LeaseTTL)
+		}
+	}
+	// A lease that lapsed while the log could not take its renewal counts
+	// from the recovery (outage.go).
+	due, ongoing := s.out.expiry(expiredAt)
+	if ongoing {
+		reads.wait()
+		if s.out.park(id, why) {
+			s.m.checks.WithLabelValues("outage").Inc()
+			return 0, time.Time{}, 0, nil, true
+		}
+		due, _ = s.out.expiry(expiredAt) // it ended meanwhile
+	}
+	if !due.IsZero() && now.Before(due.Add(s.cfg.Grace)) {
+		reads.wait()
+		if why == triggerExpiry {
+			s.keepWarm(id, warmLook{rev: rec.Revision, stored: rec.Stored, expires: expiredAt, claim: claim})
+		}
+		s.wakeAt(id, due.Add(s.cfg.Grace), why)
+		s.m.checks.WithLabelValues("grace").Inc()
+		return 0, time.Time{}, 0, nil, true
+	}
+	return claim, expiredAt, rec.Revision, reads.folded, false
+}
+
+// warmLook is what the first look at a session before its lease's due
+// time read: the lease key's last entry (a live one, or the expiry marker
+// the watch saw written after it), when that entry's TTL ran out, and the
+// claim. The session's state it read is in the state cache.
+type warmLook struct {
+	rev     uint64
+	stored  time.Time // when the server stored the entry read
+	expires time.Time
+	claim   uint64
+	epoch   int // the lease watch that ran when it was read
+	fold    foldFunc
+}
+
+func (s *Service) keepWarm(id string, w warmLook) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.stopping {
+		w.epoch = s.epoch
+		s.warm[id] = w
+	}
+}
+
+// takeWarm returns the first look of a session whose lease is due now,
+// when it can stand in for reading the lease, the claim and the tail
+// again: the expiry it read is not moved by an outage, and the session's
+// state is cached. Any other evaluation drops it.
+func (s *Service) takeWarm(id string, why trigger, attempt int) (warmLook, bool) {
+	s.mu.Lock()
+	w, ok := s.warm[id]
+	delete(s.warm, id)
+	s.mu.Unlock()
+	if !ok || why != triggerExpiry || attempt > 0 {
+		return warmLook{}, false
+	}
+	due, ongoing := s.out.expiry(w.expires)
+	if ongoing || !due.Equal(w.expires) || s.now().Before(due.Add(s.cfg.Grace)) {
+		return warmLook{}, false
+	}
+	c, ok := s.states.Get(id)
+	if !ok || c.st.LastSeq == 0 {
+		return warmLook{}, false
+	}
+	w.fold = func(*Service, context.Context, string) (*session.State, logstore.Tail, error) {
+		return c.st, logstore.Tail{Seq: c.st.LastSeq, StreamSeq: c.streamSeq}, nil
+	}
+	return w, true
 }
 
 // reads are the reads of one evaluation that run beside its lease read.
@@ -222,6 +308,9 @@ func (s *Service) failed(ctx context.Context, id string, why trigger, op string,
 	if ctx.Err() != nil {
 		return
 	}
+	// The evaluation that follows reads the lease again and dates its
+	// expiry from what it finds.
+	s.forgetExpiry(id)
 	if schema.CodeOf(err) == schema.CodeUnreadable {
 		// The session holds a message that is not a valid event of it
 		// (written around the writer, or by a newer version): no plan can
@@ -257,18 +346,24 @@ func (s *Service) expiryOf(id string, rec logstore.LeaseRecord) time.Time {
 	return rec.Stored
 }
 
+// forgetExpiry drops what this process keeps of a session's lease once an
+// evaluation ended it.
 func (s *Service) forgetExpiry(id string) {
 	s.mu.Lock()
 	delete(s.expiries, id)
+	delete(s.warm, id)
 	s.mu.Unlock()
 }
 
 var errNoSession = schema.Errorf(schema.CodeNotFound, "session has no events")
 
 // repair folds the session, plans and appends the plan in one batch with
-// the per-subject check against the tail the plan was made from.
+// the per-subject check against the tail the plan was made from. With
+// leaseRev it first ends the session's lease if its key is still at that
+// revision (the one the decision to repair was made from): a holder that
+// renewed since wins, and repair returns logstore.ErrLeaseChanged.
 func (s *Service) repair(ctx context.Context, id string, why trigger, reason string, leaseExpiredAt *time.Time,
-	fold func(s *Service, ctx context.Context, id string) (*session.State, logstore.Tail, error)) (Outcome, error) {
+	fold foldFunc, leaseRev *uint64) (Outcome, error) {
 	out := Outcome{SessionID: id, Closed: []schema.Closed{}}
 	st, tail, err := fold(s, ctx, id)
 	if err != nil {
@@ -288,6 +383,11 @@ func (s *Service) repair(ctx context.Context, id string, why trigger, reason str
 	}
 	if hook := s.beforeAppend.Load(); hook != nil {
 		(*hook)(id)
+	}
+	if leaseRev != nil {
+		if err := s.st.EndLease(ctx, id, *leaseRev); err != nil {
+			return out, err
+		}
 	}
 	res, unsure, err := s.appendPlan(ctx, logstore.AppendRequest{SessionID: id, ExpectedStreamSeq: tail.StreamSeq, Events: plan})
 	if err != nil {
@@ -424,7 +524,16 @@ func (s *Service) Repair(ctx context.Context, id string, force bool) (Outcome, e
 		} else if at := s.expiryOf(id, rec); !at.IsZero() {
 			exp = &at
 		}
-		out, err := s.repair(ctx, id, triggerDemand, reason, exp, (*Service).fold)
+		// A forced repair of a live lease leaves it (and the claim): the
+		// holder's later death is still noticed.
+		var leaseRev *uint64
+		if !rec.Live() {
+			leaseRev = &rec.Revision
+		}
+		out, err := s.repair(ctx, id, triggerDemand, reason, exp, (*Service).fold, leaseRev)
+		if errors.Is(err, logstore.ErrLeaseChanged) && attempt+1 < maxConflicts {
+			continue
+		}
 		if errors.Is(err, logstore.ErrConflict) && attempt+1 < maxConflicts {
 			s.m.lost.Inc()
 			continue

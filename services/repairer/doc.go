@@ -12,16 +12,26 @@
 // The server writes those markers a few hundred ms after the TTL runs out,
 // so the service does not wait for them: each renewal it sees arms the
 // session's evaluation at that renewal's expiry plus the grace period (a
-// later renewal moves it), with a first look shortly before that reads the
-// session's state into the cache. The evaluation reads the lease key's
-// last entry from the bucket's leader: a live entry whose TTL has run out
-// by then is a lapsed lease whose marker is still to come (holders take
-// such a lease as expired too, logstore.HeldByOther); a renewal stored
-// before that read is the last entry and keeps the session alone. A
-// renewal stored after the read and before the repair commits is the same
-// race as one just after a marker: the holder was silent for its TTL and
-// the grace period, and if it appended, the repair loses its sequence
-// check and the session is evaluated again.
+// later renewal moves it), with a first look shortly before. The first
+// look reads the lease key's last entry from the bucket's leader, the
+// claim and the session's state (kept in the cache): a live entry whose
+// TTL has run out by then is a lapsed lease whose marker is still to come
+// (holders take such a lease as expired too, logstore.HeldByOther); a
+// renewal stored before that read is the last entry and keeps the session
+// alone.
+//
+// Before a repair is appended, the lease is ended (logstore.EndLease: a
+// delete of the key that expects the revision the decision was made from,
+// the entry read or the marker the watch saw after it). A holder's
+// renewal is a write expecting the revision it read, so the two are
+// ordered by the bucket: a renewal stored first makes the end fail, and
+// the session is evaluated again (its lease is live); one after the end
+// takes a new lease and claim, as after any repair. Once due, an
+// evaluation that follows a first look therefore reads nothing: the end
+// of the lease checks that the lease was not written since, the append's
+// sequence check that the state was not, and either failing sends it back
+// to reading all three. A burst of leases lapsing together costs one lease
+// write and a share of one grouped append per session when it is due.
 //
 // A repair is the plan of session.PlanRepair appended as one atomic batch
 // with the per-subject sequence check against the tail the plan was made
@@ -35,9 +45,10 @@
 // fails is appended session by session instead.
 //
 // After a committed automatic repair the session's claim is deleted
-// (guarded by its revision): the session is paused with nothing open, so
-// sweeps need not visit it again, and a holder that comes back creates a
-// new lease and with it a new claim. A forced repair of a session whose
+// (guarded by its revision), off the repair's path by one goroutine: the
+// session is paused with nothing open, so sweeps need not visit it again,
+// and a holder that comes back creates a new lease and with it a new
+// claim. A forced repair of a session whose
 // lease is live leaves the claim, so the holder's later death is still
 // noticed.
 //

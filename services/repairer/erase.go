@@ -132,6 +132,7 @@ func (s *Service) eraseOne(ctx context.Context, id, by, reason string) (uint64, 
 		return fail(err)
 	}
 	s.states.Remove(id)
+	s.forgetExpiry(id)
 	if err := s.st.DropSessionRecords(ctx, id); err != nil {
 		return fail(err)
 	}

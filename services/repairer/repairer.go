@@ -37,6 +37,9 @@ const (
 	DefaultSweepQueue = 2048
 	// DefaultMaxDemand bounds on-demand requests served at once.
 	DefaultMaxDemand = 64
+	// dropQueue bounds the claims of repaired sessions waiting to be
+	// dropped (dropLoop); past it an evaluation drops its own.
+	dropQueue = 4096
 
 	// maxConflicts bounds re-evaluations after lost sequence checks; a
 	// session that keeps changing has a live writer and waits for the
@@ -106,6 +109,7 @@ type Service struct {
 	lmu    sync.Mutex
 	locks  map[string]*sessionLock
 	demand chan struct{}
+	drops  chan claimDrop
 
 	mu       sync.Mutex
 	cond     *sync.Cond
@@ -116,6 +120,8 @@ type Service struct {
 	timers   map[string]*wake
 	lastPut  map[string]time.Time // last renewal seen per lease key
 	expiries map[string]time.Time // best known expiry of a gone lease
+	warm     map[string]warmLook  // first looks of sessions due soon
+	epoch    int                  // lease watches started
 	stopping bool
 
 	// out: the periods the log could not take writes (outage.go).
@@ -220,10 +226,12 @@ func New(cfg Config) (*Service, error) {
 		states:   newStateCache(cfg.StateCacheSize),
 		locks:    map[string]*sessionLock{},
 		demand:   make(chan struct{}, cfg.MaxDemand),
+		drops:    make(chan claimDrop, dropQueue),
 		queued:   map[string]struct{}{},
 		timers:   map[string]*wake{},
 		lastPut:  map[string]time.Time{},
 		expiries: map[string]time.Time{},
+		warm:     map[string]warmLook{},
 	}
 	s.cond = sync.NewCond(&s.mu)
 	s.room = sync.NewCond(&s.mu)
@@ -296,7 +304,11 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	s.out.start(s.now())
 	watchUp := make(chan struct{})
-	s.wg.Add(3)
+	s.wg.Add(4)
+	go func() {
+		defer s.wg.Done()
+		s.dropLoop(ctx)
+	}()
 	go func() {
 		defer s.wg.Done()
 		s.probeLoop(ctx)
@@ -368,6 +380,9 @@ func (s *Service) watchLoop(ctx context.Context, up chan struct{}) {
 			continue
 		}
 		s.watching.Store(true)
+		s.mu.Lock()
+		s.epoch++ // changes while no watch ran went unseen
+		s.mu.Unlock()
 		s.outageOK(srcWatch)
 		if first {
 			close(up)
@@ -394,11 +409,14 @@ func (s *Service) follow(ctx context.Context, w *logstore.LeaseWatch) {
 			}
 			return
 		}
-		if !c.Renewed {
-			s.onLeaseGone(c.SessionID, c.At)
-			continue
+		switch {
+		case c.Renewed:
+			s.onRenewed(c.SessionID, c.At)
+		case c.Ended:
+			s.onLeaseEnded(c.SessionID, c.At)
+		default:
+			s.onLeaseGone(c.SessionID, c.At, c.Revision)
 		}
-		s.onRenewed(c.SessionID, c.At)
 	}
 }
 
@@ -412,6 +430,7 @@ func (s *Service) onRenewed(id string, at time.Time) {
 	defer s.mu.Unlock()
 	s.lastPut[id] = at
 	delete(s.expiries, id)
+	delete(s.warm, id)
 	if w, ok := s.timers[id]; ok {
 		w.t.Stop()
 		delete(s.timers, id)
@@ -429,9 +448,20 @@ func (s *Service) onRenewed(id string, at time.Time) {
 // onLeaseGone dates the expiry (the last renewal + TTL when this process
 // saw it: the marker itself can be written a little late) and wakes the
 // session's evaluation when the grace period ends.
-func (s *Service) onLeaseGone(id string, marker time.Time) {
+func (s *Service) onLeaseGone(id string, marker time.Time, rev uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if w, ok := s.warm[id]; ok && rev > w.rev {
+		if put, seen := s.lastPut[id]; w.epoch == s.epoch && (!seen || !put.After(w.stored)) {
+			// The marker follows the entry the first look read (the
+			// watch ran all along and saw no renewal after it): the
+			// lease is gone at the marker's revision.
+			w.rev = rev
+			s.warm[id] = w
+		} else {
+			delete(s.warm, id)
+		}
+	}
 	at := marker
 	if put, ok := s.lastPut[id]; ok {
 		if exp := put.Add(s.cfg.LeaseTTL); exp.Before(marker) {
@@ -441,6 +471,27 @@ func (s *Service) onLeaseGone(id string, marker time.Time) {
 	}
 	s.expiries[id] = at
 	s.wakeAtLocked(id, at.Add(s.cfg.Grace), triggerExpiry)
+}
+
+// onLeaseEnded handles a lease a repairer ended (logstore.EndLease) before
+// its repair. This process's own evaluation of the session, still running,
+// decides alone. Another replica's is looked at again once a TTL and the
+// grace period have passed, in case it stopped before its repair
+// committed.
+func (s *Service) onLeaseEnded(id string, at time.Time) {
+	s.lmu.Lock()
+	_, evaluating := s.locks[id]
+	s.lmu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// The renewal seen last is gone with the lease: no marker will come
+	// for it to date.
+	delete(s.lastPut, id)
+	if evaluating {
+		return
+	}
+	delete(s.warm, id)
+	s.wakeAtLocked(id, at.Add(s.cfg.LeaseTTL+s.cfg.Grace), triggerExpiry)
 }
 
 func (s *Service) wakeAt(id string, at time.Time, why trigger) {
@@ -572,6 +623,45 @@ func (s *Service) sweep(ctx context.Context) {
 		return
 	}
 	s.log.Debug("repairer: sweep queued", "sessions", n)
+}
+
+// claimDrop is the claim of a repaired session, at the revision the
+// repair was decided with.
+type claimDrop struct {
+	id  string
+	rev uint64
+}
+
+// dropClaim has the claim of a repaired session dropped, by dropLoop. A
+// repair's latency ends at its commit; the claim's delete, one write per
+// session, is taken off that path so a burst of repairs is not slowed by
+// as many writes to the claim bucket. A claim the process stops before
+// dropping stays: the next sweep finds the session repaired (nothing
+// open) and leaves it.
+func (s *Service) dropClaim(ctx context.Context, id string, rev uint64) {
+	select {
+	case s.drops <- claimDrop{id, rev}:
+	default:
+		s.dropNow(ctx, claimDrop{id, rev})
+	}
+}
+
+// dropLoop drops queued claims one at a time until ctx ends.
+func (s *Service) dropLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case d := <-s.drops:
+			s.dropNow(ctx, d)
+		}
+	}
+}
+
+func (s *Service) dropNow(ctx context.Context, d claimDrop) {
+	if err := s.st.DropClaim(ctx, d.id, d.rev); err != nil && ctx.Err() == nil {
+		s.log.Debug("repairer: claim kept", "session", d.id, "err", err)
+	}
 }
 
 type sessionLock struct {

@@ -51,9 +51,11 @@ type RepairResult struct {
 	P50, P99, Max time.Duration
 	// MarkerP50, MarkerP99: how late the server's expiry markers came
 	// after each lease's expiry (the phase a repairer that waits for
-	// them cannot beat); AfterDueP50, AfterDueP99: from the later of the
-	// marker and the expiry + grace to the commit (the repairer's own
-	// phase, negative when it did not wait for the marker).
+	// them cannot beat; a lease the repairer ended before its marker
+	// came has none); AfterDueP50, AfterDueP99: from the later of the
+	// marker (where one came) and the expiry + grace to the commit (the
+	// repairer's own phase, negative when it did not wait for the
+	// marker).
 	MarkerP50, MarkerP99     time.Duration
 	AfterDueP50, AfterDueP99 time.Duration
 	// Floor: wall time the store needed to commit one atomic batch per
@@ -244,8 +246,28 @@ func RunRepair(ctx context.Context, cfg RepairConfig) (RepairResult, error) {
 	if cfg.Progress != nil {
 		say("repairer metrics: %s", metricSummary(reg))
 	}
-	// The markers of the last expiries may still be on their way.
-	for markers.len() < len(ids) && time.Now().Before(deadline) {
+	// The markers of the last expiries may still be on their way; a lease
+	// the repairer ended (deleted) before its marker came gets none.
+	ended := map[string]bool{}
+	for time.Now().Before(deadline) {
+		waiting := 0
+		for _, id := range ids {
+			if _, n := markers.get(id); n > 0 || ended[id] {
+				continue
+			}
+			rec, err := st.LeaseRecord(ctx, id)
+			if err != nil {
+				return res, err
+			}
+			if !rec.Live() && !rec.Expired {
+				ended[id] = true
+				continue
+			}
+			waiting++
+		}
+		if waiting == 0 {
+			break
+		}
 		select {
 		case <-ctx.Done():
 			return res, ctx.Err()
@@ -260,14 +282,14 @@ func RunRepair(ctx context.Context, cfg RepairConfig) (RepairResult, error) {
 			return res, fmt.Errorf("%s: %d repairs", id, n)
 		}
 		lat = append(lat, at.Sub(expiry[id])-cfg.Grace)
+		due := expiry[id].Add(cfg.Grace)
 		if m, n := markers.get(id); n > 0 {
 			lag = append(lag, m.Sub(expiry[id]))
-			due := expiry[id].Add(cfg.Grace)
 			if m.After(due) {
 				due = m
 			}
-			after = append(after, at.Sub(due))
 		}
+		after = append(after, at.Sub(due))
 	}
 	res.Count = len(lat)
 	res.P50, res.P99, res.Max = quantiles(lat)
