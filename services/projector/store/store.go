@@ -262,11 +262,13 @@ type DB struct {
 	// gate, if set, runs before each batch handed to CommitAsync goes to
 	// Pebble (tests: SetCommitGate).
 	gate func()
-	// spare is the buffers of the last batch committed or abandoned, for
-	// the next one: a catch-up's batches are megabytes each, which
+	// spares are the buffers of the last batches committed or abandoned,
+	// for the next ones: a catch-up's batches are megabytes each, which
 	// allocated anew (and zeroed, and grown) cost more than reusing them.
-	spareBuf []byte
-	spareOps []batchOp
+	// Two: one batch in flight while the next one fills.
+	spares []spare
+	// lastOps is the number of writes of the last batch committed.
+	lastOps int
 	// pb is the Pebble batch the last commit used, reset: it keeps its
 	// buffer (of a catch-up batch's size) for the next commit.
 	pb *pebble.Batch
@@ -484,22 +486,39 @@ func (d *DB) NewBatch() *Batch { return d.NewBatchWithSize(0) }
 // copy about twice its size.
 func (d *DB) NewBatchWithSize(size int) *Batch {
 	d.mu.Lock()
-	b := &Batch{d: d, buf: d.spareBuf[:0], ops: d.spareOps[:0], sum: d.tip}
-	d.spareBuf, d.spareOps = nil, nil
+	b := &Batch{d: d, sum: d.tip}
+	if n := len(d.spares); n > 0 {
+		b.buf, b.ops = d.spares[n-1].buf, d.spares[n-1].ops
+		d.spares = d.spares[:n-1]
+	}
+	ops := d.lastOps + d.lastOps/8
 	d.mu.Unlock()
 	if cap(b.buf) < size {
-		b.buf = make([]byte, 0, size)
+		// Room to spare: batches of a catch-up grow (snapshots of longer
+		// sessions), and a buffer is reused two batches later.
+		b.buf = make([]byte, 0, size+size/4)
 	}
-	if cap(b.ops) < size/64 {
-		b.ops = make([]batchOp, 0, size/64)
+	if ops = max(ops, size/64); cap(b.ops) < ops {
+		b.ops = make([]batchOp, 0, ops+ops/4)
 	}
 	return b
 }
 
-// release hands the batch's buffers to the next one.
+// spare is the buffers of a batch done with.
+type spare struct {
+	buf []byte
+	ops []batchOp
+}
+
+// maxSpares: one batch in flight, one filling.
+const maxSpares = 2
+
+// release hands the batch's buffers to a next one.
 func (b *Batch) release() {
 	b.d.mu.Lock()
-	b.d.spareBuf, b.d.spareOps = b.buf[:0], b.ops[:0]
+	if len(b.d.spares) < maxSpares {
+		b.d.spares = append(b.d.spares, spare{b.buf[:0], b.ops[:0]})
+	}
 	b.d.mu.Unlock()
 	b.buf, b.ops = nil, nil
 }
@@ -672,6 +691,7 @@ func (b *Batch) commit(cp Checkpoint) error {
 	b.d.mu.Lock()
 	b.d.sum = b.sum
 	b.d.pb = pb
+	b.d.lastOps = len(b.ops)
 	b.d.mu.Unlock()
 	b.release() // pb held copies
 	return nil
