@@ -87,6 +87,46 @@ type folder struct {
 	pos        map[string]store.StreamPos
 	// skip, if set, says a session is erased: its events are not folded.
 	skip func(id string) bool
+
+	// inflight is the last flushed batch while Pebble commits it on
+	// another goroutine (nil once landed), inflightEvents its events.
+	// The folder reads the store only after it has landed (landed): a
+	// session evicted from the cache while its last changes are in the
+	// batch must not be reloaded from the views before them.
+	inflight       *store.Pending
+	inflightEvents int
+	// onLanded, if set, is told the checkpoint of each batch that landed.
+	onLanded func(store.Checkpoint)
+	// waiting, if set, is called when the folder is about to wait for a
+	// batch still in flight (tests: HoldCommits).
+	waiting func()
+}
+
+// landed waits for the batch in flight, if any. Every read of the store
+// by the folder comes after it.
+func (f *folder) landed() error {
+	p := f.inflight
+	if p == nil {
+		return nil
+	}
+	if f.waiting != nil {
+		select {
+		case <-p.Done():
+		default:
+			f.waiting()
+		}
+	}
+	cp, err := p.Wait()
+	f.inflight = nil
+	if err != nil {
+		return err
+	}
+	f.met.applied.Add(float64(f.inflightEvents))
+	f.inflightEvents = 0
+	if f.onLanded != nil {
+		f.onLanded(cp)
+	}
+	return nil
 }
 
 // forget drops a session from the cache (its views are being erased).
@@ -273,6 +313,9 @@ func (f *folder) unreadable(en *entry, streamSeq, got uint64, msg string) {
 // stream seq; one folded in the open batch is among the session's
 // messages after the position its committed views reach.
 func (f *folder) eventIDAt(ctx context.Context, en *entry, seq uint64) (string, error) {
+	if err := f.landed(); err != nil {
+		return "", err
+	}
 	loc, err := f.ls.Locate(en.id)
 	if err != nil {
 		return "", err
@@ -410,6 +453,9 @@ func (f *folder) load(ctx context.Context, id string) (*entry, error) {
 		// Not moved to the front here: flush moves the batch's dirty
 		// entries there, before it evicts (once per batch, not per event).
 		return en, nil
+	}
+	if err := f.landed(); err != nil {
+		return nil, err
 	}
 	en := &entry{id: id}
 	v, found, err := f.db.Get(store.SummaryKey(id))
@@ -592,7 +638,8 @@ func (f *folder) settle() {
 func (f *folder) pending() bool { return f.batch != nil }
 
 // flush writes the changed views, the due snapshots and the checkpoint in
-// one batch.
+// one batch, and hands it to Pebble on another goroutine (the batch
+// before it landed first): the next batch folds meanwhile.
 func (f *folder) flush() error {
 	if f.batch == nil {
 		return nil
@@ -652,12 +699,16 @@ func (f *folder) flush() error {
 	}
 	f.dirty = f.dirty[:0]
 	f.lastBatch = b.Bytes()
-	if err := b.Commit(f.checkpoint()); err != nil {
-		f.batch = nil
+	f.batch = nil
+	if err := f.landed(); err != nil {
+		b.Abandon()
 		return err
 	}
-	f.batch = nil
-	f.met.applied.Add(float64(f.events))
+	p, err := b.CommitAsync(f.checkpoint())
+	if err != nil {
+		return err
+	}
+	f.inflight, f.inflightEvents = p, f.events
 	f.events, f.bytes = 0, 0
 	for f.lru.Len() > f.capacity {
 		el := f.lru.Back()

@@ -59,6 +59,9 @@ func BenchmarkFold(b *testing.B) {
 				}
 			}
 		}
+		if err := f.landed(); err != nil {
+			b.Fatal(err)
+		}
 		wall += time.Since(t0)
 		cpu += procstat.CPU() - c0
 		if err := db.Close(); err != nil {

@@ -42,3 +42,15 @@ func storedMsg(tb testing.TB, e *schema.Envelope, streamSeq uint64) msg {
 	h.Set(logstore.HeaderType, e.Type)
 	return msg{stream: logstore.StreamName, streamSeq: streamSeq, subject: loc.Subject, header: h, data: body}
 }
+
+// commit flushes the folder's open batch and waits for it to land, so
+// that the caller reads it from the store.
+func commit(tb testing.TB, f *folder) {
+	tb.Helper()
+	if err := f.flush(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := f.landed(); err != nil {
+		tb.Fatal(err)
+	}
+}

@@ -72,6 +72,13 @@ type running struct {
 
 func (e *env) start(dir string, mod ...func(*projector.Config)) *running {
 	e.t.Helper()
+	return e.startPrepared(dir, nil, mod...)
+}
+
+// startPrepared is start with prepare, if set, called on the service
+// before it runs.
+func (e *env) startPrepared(dir string, prepare func(*projector.Service), mod ...func(*projector.Config)) *running {
+	e.t.Helper()
 	cfg := projector.Config{Store: e.ls, DataDir: dir, Heartbeat: 200 * time.Millisecond}
 	for _, m := range mod {
 		m(&cfg)
@@ -79,6 +86,9 @@ func (e *env) start(dir string, mod ...func(*projector.Config)) *running {
 	s, err := projector.New(cfg)
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(s)
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	r := &running{Service: s, cancel: cancel, done: make(chan error, 1)}

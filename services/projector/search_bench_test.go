@@ -33,9 +33,7 @@ func BenchmarkSearch(b *testing.B) {
 			}
 		}
 	}
-	if err := f.flush(); err != nil {
-		b.Fatal(err)
-	}
+	commit(b, f)
 	fold := time.Since(t0)
 	var indexBytes int
 	it, _ := db.Iter([]byte("vq"))

@@ -40,9 +40,7 @@ func TestSearchIndexesATermAtItsFirstEvent(t *testing.T) {
 	fold(schema.TypeTurnStarted, `{}`)
 	fold(schema.TypeMessageUser, `{"content":"the quokka and the quokka"}`)
 	fold(schema.TypeMessageUser, `{"content":"a wombat, the quokka"}`)
-	if err := f.flush(); err != nil {
-		t.Fatal(err)
-	}
+	commit(t, f)
 	seqsOf := func(term string) []uint64 {
 		t.Helper()
 		p := store.SearchSessionPrefix(term, id)
@@ -75,9 +73,7 @@ func TestSearchIndexesATermAtItsFirstEvent(t *testing.T) {
 			t.Fatalf("the session remembers %d indexed terms, more than %d", n, maxSessionTerms)
 		}
 	}
-	if err := f.flush(); err != nil {
-		t.Fatal(err)
-	}
+	commit(t, f)
 	it, err := db.Iter(store.SearchPrefix())
 	if err != nil {
 		t.Fatal(err)

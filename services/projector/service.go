@@ -282,13 +282,16 @@ func (s *Service) start(ctx context.Context) error {
 	s.f = newFolder(s.db, s.ls, s.met, s.cfg.CacheSessions, s.cfg.SnapshotEvery, pos)
 	if o := s.cfg.Observer; o != nil {
 		s.f.observe = func(ev *schema.Envelope, streamSeq uint64) {
-			if s.caughtUp.Load() {
+			// Not caughtUp, which waits for the batch to land: the
+			// events after the batch that caught up are live.
+			if !s.f.catchingUp {
 				o.Observe(ev, streamSeq)
 			}
 		}
 	}
 	s.f.skip = s.er.has
-	s.updateCaughtUp()
+	s.f.onLanded = s.landed
+	s.updateCaughtUp(s.f.checkpoint())
 	return nil
 }
 
@@ -342,22 +345,44 @@ func (s *Service) DB() *store.DB { return s.db }
 
 // atTarget reports whether the folder's position reaches the stream's end
 // as it was at start.
-func (s *Service) atTarget() bool {
+func (s *Service) atTarget() bool { return s.reaches(s.f.pos) }
+
+func (s *Service) reaches(pos map[string]store.StreamPos) bool {
 	for name, t := range s.target {
-		if s.f.pos[name].Seq < t {
+		if pos[name].Seq < t {
 			return false
 		}
 	}
 	return true
 }
 
-func (s *Service) updateCaughtUp() {
-	if s.caughtUp.Load() || !s.atTarget() {
+// updateCaughtUp marks the projector caught up once the committed views
+// (checkpoint cp) reach the target.
+func (s *Service) updateCaughtUp(cp store.Checkpoint) {
+	if s.caughtUp.Load() {
+		return
+	}
+	pos := map[string]store.StreamPos{}
+	for _, p := range cp.Streams {
+		pos[p.Name] = p
+	}
+	if !s.reaches(pos) {
 		return
 	}
 	s.f.catchingUp = false
 	s.caughtUp.Store(true)
-	s.log.Info("projector: caught up", "checkpoint", s.f.checkpoint().Streams)
+	s.log.Info("projector: caught up", "checkpoint", cp.Streams)
+}
+
+// landed is told each batch the folder's commits landed.
+func (s *Service) landed(cp store.Checkpoint) {
+	if len(cp.Streams) > 0 {
+		s.met.position.Set(float64(cp.Streams[0].Seq))
+	}
+	s.updateCaughtUp(cp)
+	if s.cfg.OnCommit != nil {
+		s.cfg.OnCommit(cp)
+	}
 }
 
 // Ready is nil once NATS is connected, the store open and the views have
@@ -488,6 +513,13 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 	)
 	for {
 		if next == len(chunk) {
+			// Nothing in hand: the batch in flight lands first (readiness
+			// and OnCommit follow it). While catching up this is rare
+			// (batches end within a chunk) and the batch has mostly
+			// landed by then.
+			if err := s.f.landed(); err != nil {
+				return err
+			}
 			select {
 			case <-ctx.Done():
 				return s.commit()
@@ -549,7 +581,7 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 		}
 		s.met.lag.Set(float64(m.pending))
 		n := s.f.events
-		if err := s.commit(); err != nil {
+		if err := s.startCommit(); err != nil {
 			return err
 		}
 		s.met.batch.Observe(time.Since(start).Seconds())
@@ -557,7 +589,17 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 	}
 }
 
+// commit commits the open batch and waits for it to land.
 func (s *Service) commit() error {
+	if err := s.startCommit(); err != nil {
+		return err
+	}
+	return s.f.landed()
+}
+
+// startCommit hands the open batch to the store; the fold loop goes on
+// while it lands.
+func (s *Service) startCommit() error {
 	if !s.f.pending() {
 		return nil
 	}
@@ -565,19 +607,7 @@ func (s *Service) commit() error {
 		// The batch that catches up leaves no snapshot far behind.
 		s.f.settle()
 	}
-	if err := s.f.flush(); err != nil {
-		return err
-	}
-	cp := s.f.checkpoint()
-	if len(cp.Streams) > 0 {
-		s.met.position.Set(float64(cp.Streams[0].Seq))
-	}
-	s.updateCaughtUp()
-	if s.cfg.OnCommit != nil {
-		cp.Checksum = s.db.Checksum()
-		s.cfg.OnCommit(cp)
-	}
-	return nil
+	return s.f.flush()
 }
 
 // Handler serves the HTTP API, the dashboard, /healthz, /readyz and (with

@@ -28,6 +28,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -249,12 +250,25 @@ type DB struct {
 	dir  string
 	opts Options
 	db   *pebble.DB
-	sum  uint64 // checksum of the committed views, kept by the writer
-	// spare is the buffers of the last batch committed or abandoned, for
-	// the next one: a catch-up's batches are megabytes each, which
+	// mu guards what a commit on another goroutine (CommitAsync) shares
+	// with the writer: sum, tip, the spare buffers and pb.
+	mu  sync.Mutex
+	sum uint64 // checksum of the committed views, kept by the writer
+	// tip is the checksum a new batch starts from: sum, or that of the
+	// batch handed to CommitAsync and not yet landed.
+	tip uint64
+	// inflight is the last batch handed to CommitAsync (nil: none).
+	inflight *Pending
+	// gate, if set, runs before each batch handed to CommitAsync goes to
+	// Pebble (tests: SetCommitGate).
+	gate func()
+	// spares are the buffers of the last batches committed or abandoned,
+	// for the next ones: a catch-up's batches are megabytes each, which
 	// allocated anew (and zeroed, and grown) cost more than reusing them.
-	spareBuf []byte
-	spareOps []batchOp
+	// Two: one batch in flight while the next one fills.
+	spares []spare
+	// lastOps is the number of writes of the last batch committed.
+	lastOps int
 	// pb is the Pebble batch the last commit used, reset: it keeps its
 	// buffer (of a catch-up batch's size) for the next commit.
 	pb *pebble.Batch
@@ -300,12 +314,17 @@ func (d *DB) open() error {
 	return nil
 }
 
-// dropBatch closes the kept Pebble batch (before its DB closes).
-func (d *DB) dropBatch() {
+// dropBatch waits for a batch in flight and closes the kept Pebble batch
+// (before its DB closes).
+func (d *DB) dropBatch() error {
+	err := d.Landed()
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.pb != nil {
 		d.pb.Close()
 		d.pb = nil
 	}
+	return err
 }
 
 // Dir is the store's directory.
@@ -316,7 +335,7 @@ func (d *DB) Close() error {
 	if d.db == nil {
 		return nil
 	}
-	d.dropBatch()
+	lerr := d.dropBatch()
 	// Commits use NoSync: make the last ones durable on a clean stop.
 	if err := d.db.LogData(nil, pebble.Sync); err != nil {
 		d.db.Close()
@@ -325,6 +344,9 @@ func (d *DB) Close() error {
 	}
 	err := d.db.Close()
 	d.db = nil
+	if lerr != nil {
+		return lerr
+	}
 	return err
 }
 
@@ -333,7 +355,9 @@ func (d *DB) Close() error {
 // by key and leaves nothing of the old views behind.
 func (d *DB) Wipe() error {
 	if d.db != nil {
-		d.dropBatch()
+		if err := d.dropBatch(); err != nil {
+			return fmt.Errorf("store: wipe: %w", err)
+		}
 		if err := d.db.Close(); err != nil {
 			return fmt.Errorf("store: wipe: %w", err)
 		}
@@ -348,7 +372,7 @@ func (d *DB) Wipe() error {
 			return fmt.Errorf("store: wipe: %w", err)
 		}
 	}
-	d.sum = 0
+	d.sum, d.tip = 0, 0
 	return d.open()
 }
 
@@ -364,10 +388,18 @@ func (d *DB) Checkpoint() (c Checkpoint, ok bool, err error) {
 
 // SetChecksum tells the store the checksum of its committed views (after a
 // verified Scan on start).
-func (d *DB) SetChecksum(sum uint64) { d.sum = sum }
+func (d *DB) SetChecksum(sum uint64) {
+	d.mu.Lock()
+	d.sum, d.tip = sum, sum
+	d.mu.Unlock()
+}
 
 // Checksum is the checksum of the committed views as the writer kept it.
-func (d *DB) Checksum() uint64 { return d.sum }
+func (d *DB) Checksum() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.sum
+}
 
 // Scan recomputes the checksum of every view key from the data.
 func (d *DB) Scan() (uint64, int, error) {
@@ -453,20 +485,41 @@ func (d *DB) NewBatch() *Batch { return d.NewBatchWithSize(0) }
 // at once: a large batch grown by doubling from empty would allocate and
 // copy about twice its size.
 func (d *DB) NewBatchWithSize(size int) *Batch {
-	b := &Batch{d: d, buf: d.spareBuf[:0], ops: d.spareOps[:0], sum: d.sum}
-	d.spareBuf, d.spareOps = nil, nil
-	if cap(b.buf) < size {
-		b.buf = make([]byte, 0, size)
+	d.mu.Lock()
+	b := &Batch{d: d, sum: d.tip}
+	if n := len(d.spares); n > 0 {
+		b.buf, b.ops = d.spares[n-1].buf, d.spares[n-1].ops
+		d.spares = d.spares[:n-1]
 	}
-	if cap(b.ops) < size/64 {
-		b.ops = make([]batchOp, 0, size/64)
+	ops := d.lastOps + d.lastOps/8
+	d.mu.Unlock()
+	if cap(b.buf) < size {
+		// Room to spare: batches of a catch-up grow (snapshots of longer
+		// sessions), and a buffer is reused two batches later.
+		b.buf = make([]byte, 0, size+size/4)
+	}
+	if ops = max(ops, size/64); cap(b.ops) < ops {
+		b.ops = make([]batchOp, 0, ops+ops/4)
 	}
 	return b
 }
 
-// release hands the batch's buffers to the next one.
+// spare is the buffers of a batch done with.
+type spare struct {
+	buf []byte
+	ops []batchOp
+}
+
+// maxSpares: one batch in flight, one filling.
+const maxSpares = 2
+
+// release hands the batch's buffers to a next one.
 func (b *Batch) release() {
-	b.d.spareBuf, b.d.spareOps = b.buf[:0], b.ops[:0]
+	b.d.mu.Lock()
+	if len(b.d.spares) < maxSpares {
+		b.d.spares = append(b.d.spares, spare{b.buf[:0], b.ops[:0]})
+	}
+	b.d.mu.Unlock()
 	b.buf, b.ops = nil, nil
 }
 
@@ -524,7 +577,78 @@ func (b *Batch) Checksum() uint64 { return b.sum }
 // WAL and a crash loses at most a suffix of batches, each carrying its own
 // checkpoint, so the store always reopens at a consistent position; the
 // stream still holds what was lost.
+//
+// A batch handed to CommitAsync before lands first.
 func (b *Batch) Commit(cp Checkpoint) error {
+	if err := b.d.Landed(); err != nil {
+		return err
+	}
+	b.d.mu.Lock()
+	b.d.tip = b.sum
+	b.d.mu.Unlock()
+	return b.commit(cp)
+}
+
+// Pending is a batch handed to CommitAsync.
+type Pending struct {
+	cp   Checkpoint
+	done chan struct{}
+	err  error
+}
+
+// Wait waits for the batch to land and returns the checkpoint it wrote
+// (with its checksum) or why it did not.
+func (p *Pending) Wait() (Checkpoint, error) {
+	<-p.done
+	return p.cp, p.err
+}
+
+// Done is closed once the batch has landed (or failed).
+func (p *Pending) Done() <-chan struct{} { return p.done }
+
+// CommitAsync commits the batch as Commit does, on another goroutine, so
+// that the writer can build the next batch meanwhile: one batch in
+// flight at a time, landing in the order they were handed over (it first
+// waits for the one before). A new batch starts from this one's checksum.
+// Reads do not see the batch until it has landed: a writer that reads
+// what it wrote waits for it first (Landed). After an error the store
+// takes no more batches; the writer stops.
+func (b *Batch) CommitAsync(cp Checkpoint) (*Pending, error) {
+	d := b.d
+	if err := d.Landed(); err != nil {
+		return nil, err
+	}
+	cp.Checksum = b.sum
+	p := &Pending{cp: cp, done: make(chan struct{})}
+	d.mu.Lock()
+	d.tip = b.sum
+	d.inflight = p
+	gate := d.gate
+	d.mu.Unlock()
+	go func() {
+		defer close(p.done)
+		if gate != nil {
+			gate()
+		}
+		p.err = b.commit(cp)
+	}()
+	return p, nil
+}
+
+// Landed waits for the batch handed to CommitAsync, if any, and returns
+// its error.
+func (d *DB) Landed() error {
+	d.mu.Lock()
+	p := d.inflight
+	d.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	_, err := p.Wait()
+	return err
+}
+
+func (b *Batch) commit(cp Checkpoint) error {
 	cp.Checksum = b.sum
 	// Of two writes of one key the later must stay later, and win: ties
 	// go by position in buf, which is the order they were made in.
@@ -540,8 +664,10 @@ func (b *Batch) Commit(cp Checkpoint) error {
 		}
 		return cmp.Compare(x.key, y.key)
 	})
+	b.d.mu.Lock()
 	pb := b.d.pb
 	b.d.pb = nil
+	b.d.mu.Unlock()
 	if pb == nil {
 		pb = b.d.db.NewBatchWithSize(len(b.buf)+8*len(b.ops)+256, pebble.WithMaxRetainedSizeBytes(maxRetainedBatch))
 	}
@@ -556,12 +682,18 @@ func (b *Batch) Commit(cp Checkpoint) error {
 	pb.Set(keyCheckpoint, EncodeCheckpoint(cp), nil)
 	if err := pb.Commit(pebble.NoSync); err != nil {
 		pb.Close()
+		b.d.mu.Lock()
+		b.d.tip = b.d.sum
+		b.d.mu.Unlock()
 		return fmt.Errorf("store: commit: %w", err)
 	}
-	b.d.sum = b.sum
-	b.release() // pb holds copies
 	pb.Reset()
+	b.d.mu.Lock()
+	b.d.sum = b.sum
 	b.d.pb = pb
+	b.d.lastOps = len(b.ops)
+	b.d.mu.Unlock()
+	b.release() // pb held copies
 	return nil
 }
 
@@ -610,13 +742,24 @@ func (d *DB) Scrub(ranges [][2][]byte) error {
 
 // reopen closes the store and opens it again (the checksum is kept).
 func (d *DB) reopen() error {
-	d.dropBatch()
+	if err := d.dropBatch(); err != nil {
+		return err
+	}
 	if err := d.db.Close(); err != nil {
 		d.db = nil
 		return err
 	}
 	d.db = nil
 	return d.open()
+}
+
+// SetCommitGate makes each batch handed to CommitAsync wait for gate to
+// return before it goes to Pebble (tests use it to hold batches in
+// flight, as a slow disk would).
+func (d *DB) SetCommitGate(gate func()) {
+	d.mu.Lock()
+	d.gate = gate
+	d.mu.Unlock()
 }
 
 // SetCheckpointRaw overwrites the stored checkpoint bytes (tests use it to

@@ -102,3 +102,50 @@ func TestBatchesReuseOneBuffer(t *testing.T) {
 		t.Fatalf("%d view keys, checksum %x, kept %x; want 3 keys and equal checksums", keys, sum, d.Checksum())
 	}
 }
+
+// TestCommitAsyncChainsBatches: a batch started while the one before it
+// is still in flight starts from that one's checksum (not the committed
+// one), the batches land in order, and once they have the kept checksum,
+// the scanned one and the stored checkpoint agree.
+func TestCommitAsyncChainsBatches(t *testing.T) {
+	d, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	hold := make(chan struct{})
+	d.SetCommitGate(func() { <-hold })
+	b1 := d.NewBatch()
+	b1.Set(SummaryKey("a"), nil, []byte("1"))
+	p1, err := b1.CommitAsync(Checkpoint{Version: "t", Streams: []StreamPos{{Name: "s", Seq: 1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b1 is held in flight: b2 replaces its value.
+	b2 := d.NewBatch()
+	b2.Set(SummaryKey("a"), []byte("1"), []byte("2"))
+	b2.Set(SummaryKey("b"), nil, []byte("x"))
+	close(hold)
+	p2, err := b2.CommitAsync(Checkpoint{Version: "t", Streams: []StreamPos{{Name: "s", Seq: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p1.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := p2.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scan, _, err := d.Scan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, ok, err := d.Checkpoint()
+	if err != nil || !ok {
+		t.Fatalf("checkpoint: %v %v", ok, err)
+	}
+	if d.Checksum() != scan || cp.Checksum != scan || stored.Checksum != scan || stored.Stream("s").Seq != 2 {
+		t.Fatalf("kept %016x, landed %016x, stored %016x at %d, scanned %016x", d.Checksum(), cp.Checksum, stored.Checksum, stored.Stream("s").Seq, scan)
+	}
+}
