@@ -336,6 +336,13 @@ func (s *Service) Run(ctx context.Context) error {
 			s.retentionLoop(ctx)
 		}()
 	}
+	// Ready means a request can reach us: the server has our
+	// subscriptions once it answers a flush (a request sent on another
+	// connection before then may find no responders). Disconnected, the
+	// client sends them again on reconnect.
+	if err := s.nc.FlushTimeout(5 * time.Second); err != nil {
+		s.log.Warn("repairer: flush of subscriptions", "err", err)
+	}
 	s.ready.Store(true)
 	s.log.Info("repairer running", "grace", s.cfg.Grace, "lease_ttl", s.cfg.LeaseTTL,
 		"sweep", s.cfg.SweepInterval, "concurrency", s.cfg.Concurrency)

@@ -226,6 +226,13 @@ func (s *Service) Run(ctx context.Context) error {
 		defer s.wg.Done()
 		s.owedLoop(ctx)
 	}()
+	// Ready means a request can reach us: the server has our
+	// subscriptions once it answers a flush (a request sent on another
+	// connection before then may find no responders). Disconnected, the
+	// client sends them again on reconnect.
+	if err := s.nc.FlushTimeout(5 * time.Second); err != nil {
+		s.log.Warn("writer: flush of subscriptions", "err", err)
+	}
 	s.ready.Store(true)
 	s.log.Info("writer serving", "append", logstore.SubjectAppend, "heartbeat", logstore.SubjectHeartbeat)
 	<-ctx.Done()
