@@ -165,8 +165,8 @@ func (s *Store) TakeLease(ctx context.Context, sessionID, holder string, now tim
 	return fmt.Errorf("logstore: lease %s: too much contention", sessionID)
 }
 
-// leaseMarkerTTL is how long EndLease's delete marker stays: as long as
-// the server's own expiry markers (the bucket's LimitMarkerTTL).
+// leaseMarkerTTL is how long a lease's delete markers stay: the server's
+// expiry markers (the bucket's LimitMarkerTTL) and EndLease's alike.
 const leaseMarkerTTL = time.Hour
 
 // ErrLeaseChanged: the lease key was written after the revision a caller

@@ -208,7 +208,7 @@ func (s *Store) provision(ctx context.Context) error {
 		History:        1,
 		Storage:        jetstream.FileStorage,
 		Replicas:       s.cfg.Replicas,
-		LimitMarkerTTL: time.Hour,
+		LimitMarkerTTL: leaseMarkerTTL,
 	}); err != nil {
 		return fmt.Errorf("logstore: provision bucket %s: %w", LeaseBucket, err)
 	}
