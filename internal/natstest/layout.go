@@ -96,6 +96,9 @@ func (d *Deployment) WaitLeaders(nc *nats.Conn) {
 	if d.Cluster == nil {
 		return
 	}
+	// Listing streams needs a meta leader: after a node stops there may
+	// be none until the nodes left elect one.
+	d.Cluster.WaitMetaLeader()
 	d.Cluster.WaitStreamsCurrent(StreamNames(d.t, nc)...)
 }
 
