@@ -1,12 +1,15 @@
 // Package wire renders contract errors for the NATS services: the JSON
 // error body of DESIGN.md section 4 ({"error":{...}}) and the micro error
-// headers, in one place for the writer, the repairer and the forker.
+// headers, in one place for the writer, the repairer and the forker, and
+// the step before each of them reports ready (Subscribed).
 package wire
 
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -78,4 +81,15 @@ func ErrorMsg(reply string, d ErrorDetail) *nats.Msg {
 // $-subjects (JetStream, KV, micro, system).
 func Answerable(reply string) bool {
 	return reply != "" && !strings.HasPrefix(reply, "sessions.") && !strings.HasPrefix(reply, "$")
+}
+
+// Subscribed waits until the server holds nc's subscriptions (it answers a
+// flush once it has processed every SUB sent before), so a service that
+// reports ready after it can be reached from any other connection: before,
+// a request may find no responders. Disconnected, the client sends the
+// subscriptions again on reconnect, so a failed flush is only logged.
+func Subscribed(nc *nats.Conn, log *slog.Logger) {
+	if err := nc.FlushTimeout(5 * time.Second); err != nil {
+		log.Warn("flush of subscriptions", "err", err)
+	}
 }

@@ -171,13 +171,7 @@ func (s *Service) Run(ctx context.Context) error {
 		_ = svc.Stop()
 		return fmt.Errorf("forker: add endpoint: %w", err)
 	}
-	// Ready means a request can reach us: the server has our
-	// subscriptions once it answers a flush (a request sent on another
-	// connection before then may find no responders). Disconnected, the
-	// client sends them again on reconnect.
-	if err := s.cfg.Conn.FlushTimeout(5 * time.Second); err != nil {
-		s.log.Warn("forker: flush of subscriptions", "err", err)
-	}
+	wire.Subscribed(s.cfg.Conn, s.log)
 	s.ready.Store(true)
 	s.log.Info("serving", "subject", logstore.SubjectFork)
 

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/wire"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
@@ -336,13 +337,7 @@ func (s *Service) Run(ctx context.Context) error {
 			s.retentionLoop(ctx)
 		}()
 	}
-	// Ready means a request can reach us: the server has our
-	// subscriptions once it answers a flush (a request sent on another
-	// connection before then may find no responders). Disconnected, the
-	// client sends them again on reconnect.
-	if err := s.nc.FlushTimeout(5 * time.Second); err != nil {
-		s.log.Warn("repairer: flush of subscriptions", "err", err)
-	}
+	wire.Subscribed(s.nc, s.log)
 	s.ready.Store(true)
 	s.log.Info("repairer running", "grace", s.cfg.Grace, "lease_ttl", s.cfg.LeaseTTL,
 		"sweep", s.cfg.SweepInterval, "concurrency", s.cfg.Concurrency)

@@ -226,13 +226,7 @@ func (s *Service) Run(ctx context.Context) error {
 		defer s.wg.Done()
 		s.owedLoop(ctx)
 	}()
-	// Ready means a request can reach us: the server has our
-	// subscriptions once it answers a flush (a request sent on another
-	// connection before then may find no responders). Disconnected, the
-	// client sends them again on reconnect.
-	if err := s.nc.FlushTimeout(5 * time.Second); err != nil {
-		s.log.Warn("writer: flush of subscriptions", "err", err)
-	}
+	wire.Subscribed(s.nc, s.log)
 	s.ready.Store(true)
 	s.log.Info("writer serving", "append", logstore.SubjectAppend, "heartbeat", logstore.SubjectHeartbeat)
 	<-ctx.Done()
