@@ -220,7 +220,8 @@ type SourceKey struct {
 // SourceAppendRequest is a request on sessions.api.source.append: the next
 // entries of a transcript, each one JSON line of the agent's file. They are
 // mapped exactly as `import --from FORMAT` maps the same file, after what
-// is stored: entries already stored add nothing.
+// is stored: an entry whose key (uuid) is stored adds nothing, and so
+// does a replay of stored entries (DESIGN.md section 15).
 type SourceAppendRequest struct {
 	SourceKey
 	Entries []json.RawMessage `json:"entries"`

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 
 	"github.com/nats-io/nats.go"
 
@@ -192,23 +193,90 @@ const (
 // through this writer: valid while the session's tail is still tail.
 type sourceCont struct {
 	c      *agentlog.Continuation
-	seen   map[string]bool // entry keys (entryKey) of the transcript
-	key    func([]byte) string
+	t      *transcript
 	tail   uint64
 	tailID string
 }
 
-// entryKeys gives an entry's identity: its key (uuid) when the format
-// gives one, else a hash of its text.
-func entryKeys(f agentlog.Format) func([]byte) string {
+// transcript is what a source append knows of a transcript's stored
+// entries: the identity of each, in order.
+type transcript struct {
+	id    func([]byte) string
+	ids   []string       // per stored entry
+	keyed map[string]int // the index of each keyed entry
+}
+
+// newTranscript is an empty transcript of format f: an entry's identity
+// is its key (uuid) when the format gives one, else a hash of its text.
+func newTranscript(f agentlog.Format) *transcript {
 	m := f.NewMapper("")
-	return func(raw []byte) string {
+	return &transcript{keyed: map[string]int{}, id: func(raw []byte) string {
 		if l, err := m.Decode(raw); err == nil && l.Key != "" {
 			return "k:" + l.Key
 		}
 		h := sha256.Sum256(raw)
 		return "t:" + string(h[:])
+	}}
+}
+
+func isKeyed(id string) bool { return id[0] == 'k' }
+
+// add records the next stored entry.
+func (t *transcript) add(id string) {
+	if isKeyed(id) {
+		t.keyed[id] = len(t.ids)
 	}
+	t.ids = append(t.ids, id)
+}
+
+// fresh says which entries of a batch (given by their identities) are not
+// stored yet. A keyed entry is stored when its key is (or an earlier
+// entry of the batch has it). An entry without a key is new each time it
+// is sent (the SDK asks stores to append those without dedup: a title set
+// back to an earlier one is a new entry), unless the batch replays stored
+// entries (importSessionToStore again): the nearest keyed entry before it
+// in the batch (else after it), when stored, places it, and it is stored
+// when the entry at that place has the same text. A batch of entries
+// without keys that the transcript ends with already is a retry of the
+// last append and adds nothing.
+func (t *transcript) fresh(ids []string) []bool {
+	out := make([]bool, len(ids))
+	next := make([]int, len(ids)) // the nearest keyed entry at or after each
+	n := -1
+	for j := len(ids) - 1; j >= 0; j-- {
+		if isKeyed(ids[j]) {
+			n = j
+		}
+		next[j] = n
+	}
+	if n < 0 && len(ids) <= len(t.ids) && slices.Equal(ids, t.ids[len(t.ids)-len(ids):]) {
+		return out
+	}
+	inBatch := map[string]bool{}
+	prev := -1
+	for j, id := range ids {
+		out[j] = true
+		if isKeyed(id) {
+			_, stored := t.keyed[id]
+			out[j] = !stored && !inBatch[id]
+			inBatch[id] = true
+			prev = j
+			continue
+		}
+		a := prev
+		if a < 0 {
+			a = next[j]
+		}
+		if a < 0 {
+			continue
+		}
+		if p, stored := t.keyed[ids[a]]; stored {
+			if q := p + j - a; q >= 0 && q < len(t.ids) && t.ids[q] == id {
+				out[j] = false
+			}
+		}
+	}
+	return out
 }
 
 // takeCont takes the session's mapping state out of the cache (of two
@@ -235,18 +303,22 @@ func (s *Service) continueSource(ctx context.Context, id string, entries [][]byt
 	rep := api.SourceAppendReply{SessionID: id, LastSeq: t.Seq}
 	var events []schema.Envelope
 	emit := func(e schema.Envelope) error { events = append(events, e); return nil }
-	fresh := map[string]bool{}
-	for _, raw := range entries {
-		k := sc.key(raw)
-		if sc.seen[k] || fresh[k] {
+	ids := make([]string, len(entries))
+	for i, raw := range entries {
+		ids[i] = sc.t.id(raw)
+	}
+	fresh := sc.t.fresh(ids)
+	added := 0
+	for i, raw := range entries {
+		if !fresh[i] {
 			continue
 		}
-		fresh[k] = true
+		added++
 		if err := sc.c.Add(raw, emit); err != nil {
 			return api.SourceAppendReply{}, false, nil // not a continuation: map it all again
 		}
 	}
-	if len(fresh) == 0 {
+	if added == 0 {
 		s.keepCont(id, sc)
 		return rep, true, nil
 	}
@@ -261,8 +333,10 @@ func (s *Service) continueSource(ctx context.Context, id string, entries [][]byt
 	if err := s.sinkEvents(sink, id, events); err != nil {
 		return api.SourceAppendReply{}, true, err
 	}
-	for k := range fresh {
-		sc.seen[k] = true
+	for i := range ids {
+		if fresh[i] {
+			sc.t.add(ids[i])
+		}
 	}
 	s.keepCont(id, sc)
 	return rep, true, nil
@@ -270,7 +344,7 @@ func (s *Service) continueSource(ctx context.Context, id string, entries [][]byt
 
 // keepCont keeps a transcript's mapping state for its next append.
 func (s *Service) keepCont(id string, sc *sourceCont) {
-	if sc.c != nil && s.cfg.SourceStates > 0 && len(sc.seen) <= maxStateEntries {
+	if sc.c != nil && s.cfg.SourceStates > 0 && len(sc.t.ids) <= maxStateEntries {
 		s.conts.Add(id, sc)
 	}
 }
@@ -320,15 +394,19 @@ func (s *Service) remapSource(ctx context.Context, f agentlog.Format, k api.Sour
 		}
 		lines, rep.LastSeq = x.Lines, stored[len(stored)-1].Seq
 	}
-	sc := &sourceCont{seen: map[string]bool{}, key: entryKeys(f)}
+	sc := &sourceCont{t: newTranscript(f)}
 	for _, l := range lines {
-		sc.seen[sc.key(l)] = true
+		sc.t.add(sc.t.id(l))
+	}
+	ids := make([]string, len(entries))
+	for i, c := range entries {
+		ids[i] = sc.t.id(c)
 	}
 	added := 0
-	for _, c := range entries {
-		if k := sc.key(c); !sc.seen[k] {
-			sc.seen[k] = true
-			lines = append(lines, c)
+	for i, fresh := range sc.t.fresh(ids) {
+		if fresh {
+			sc.t.add(ids[i])
+			lines = append(lines, entries[i])
 			added++
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -12,6 +13,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/writer"
 )
 
 const ccDir = "../../pkg/agentlog/claudecode/testdata/projects/-home-ann-shop/"
@@ -112,7 +114,8 @@ func TestSourceAppend(t *testing.T) {
 				t.Fatalf("append %s: %+v", c.path, r.err)
 			}
 		}
-		rep, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: entries[:1]})
+		// A replay of stored entries, placed by a stored uuid among them.
+		rep, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: entries[:3]})
 		if err != nil || rep.Appended != 0 {
 			t.Fatalf("again: %+v %v", rep, err)
 		}
@@ -159,5 +162,79 @@ func TestSourceAppendKeyOnly(t *testing.T) {
 	rep, err = e.w.SourceAppend(context.Background(), api.SourceAppendRequest{SourceKey: key, Entries: []json.RawMessage{}})
 	if err != nil || rep.LastSeq != 0 || rep.Appended != 0 {
 		t.Fatalf("never written: %+v %v", rep, err)
+	}
+}
+
+// TestSourceAppendKeylessEntries: an entry without a uuid (a title, a
+// mode marker) is appended each time it is sent, as the SDK asks, even
+// when the same text is stored already (a title set back to an earlier
+// one); only a replay of stored entries, placed by a stored uuid in the
+// same batch, adds nothing. Both with the kept mapping state and with
+// every append mapped again.
+func TestSourceAppendKeylessEntries(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		states int
+	}{{"continued", 0}, {"remapped", -1}} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, envOpts{writer: writer.Config{SourceStates: c.states}})
+			ctx := context.Background()
+			const sid = "44444444-4444-4444-8444-444444444444"
+			key := api.SourceKey{Format: "claude-code", ProjectKey: "-home-ann-shop", SessionKey: sid}
+			user := func(uuid, parent, text string) json.RawMessage {
+				p := "null"
+				if parent != "" {
+					p = `"` + parent + `"`
+				}
+				return json.RawMessage(`{"parentUuid":` + p + `,"isSidechain":false,"cwd":"/home/ann/shop","sessionId":"` + sid +
+					`","type":"user","message":{"role":"user","content":"` + text + `"},"uuid":"` + uuid + `","timestamp":"2026-12-04T09:00:00.000Z"}`)
+			}
+			title := func(s string) json.RawMessage {
+				return json.RawMessage(`{"type":"custom-title","customTitle":"` + s + `","sessionId":"` + sid + `"}`)
+			}
+			a, b := user("k-1", "", "first"), user("k-2", "k-1", "second")
+			x, y := title("x"), title("y")
+			var want []json.RawMessage
+			for _, batch := range [][]json.RawMessage{{a, x}, {y}, {x}, {b, x, x}, {y, x}} {
+				if _, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: batch}); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, batch...)
+			}
+			load := func(what string) {
+				t.Helper()
+				ld, err := e.w.SourceLoad(ctx, api.SourceLoadRequest{SourceKey: key})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, l := range ld.Entries {
+					got = append(got, string(l))
+				}
+				var w []string
+				for _, l := range want {
+					w = append(w, string(l))
+				}
+				if !reflect.DeepEqual(got, w) {
+					t.Fatalf("%s: load\n%s\nwant\n%s", what, strings.Join(got, "\n"), strings.Join(w, "\n"))
+				}
+			}
+			load("appended")
+			// A replay of the whole transcript, in batches as the SDK's
+			// importSessionToStore sends it, adds nothing.
+			for _, batch := range [][]json.RawMessage{want[:3], want[3:]} {
+				rep, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: batch})
+				if err != nil || rep.Appended != 0 {
+					t.Fatalf("replay: %+v %v", rep, err)
+				}
+			}
+			load("replayed")
+			// The last batch again (a retry whose reply was lost) adds
+			// nothing: the transcript ends with it.
+			if rep, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: want[len(want)-2:]}); err != nil || rep.Appended != 0 {
+				t.Fatalf("retry: %+v %v", rep, err)
+			}
+			load("retried")
+		})
 	}
 }

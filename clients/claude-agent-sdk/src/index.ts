@@ -54,7 +54,10 @@ export class SessionlogStore implements SessionStore {
     return { format: FORMAT, projectKey: key.projectKey, sessionKey: key.sessionId, ...(key.subpath ? { subpath: key.subpath } : {}) };
   }
 
-  /** Appends entries; entries already stored (same uuid) add nothing. */
+  /**
+   * Appends entries. An entry whose uuid is stored adds nothing; one without
+   * a uuid is appended each time, unless the batch replays stored entries.
+   */
   async append(key: SessionKey, entries: SessionStoreEntry[]): Promise<void> {
     if (entries.length === 0) return;
     await this.request("sessions.api.source.append", { ...SessionlogStore.source(key), entries });
