@@ -235,17 +235,32 @@ type SourceAppendReply struct {
 	LastSeq   uint64 `json:"lastSeq"`
 }
 
-// SourceLoadRequest is a request on sessions.api.source.load.
+// SourceLoadRequest is a request on sessions.api.source.load: a page of
+// the transcript's entries, from its start or from Cursor (the previous
+// reply's Next).
 type SourceLoadRequest struct {
 	SourceKey
+	Cursor string `json:"cursor,omitempty"`
 }
 
-// SourceLoadReply holds the transcript's entries verbatim, from the
-// session's source/line events; Found is false for a key never written.
+// SourceLoadReply holds a page of the transcript's entries verbatim, from
+// the session's source/line events; Found is false for a key never
+// written (or erased). A page fits in one NATS message: Next, when set,
+// is the Cursor of the next page. An entry too large for a page comes as
+// Part pieces of its text, one page each, with no Entries beside them:
+// the entry is their concatenation once a Part has Last.
 type SourceLoadReply struct {
 	SessionID string            `json:"sessionId,omitempty"`
 	Found     bool              `json:"found"`
 	Entries   []json.RawMessage `json:"entries"`
+	Part      *SourcePart       `json:"part,omitempty"`
+	Next      string            `json:"next,omitempty"`
+}
+
+// SourcePart is a piece of the text of an entry too large for one page.
+type SourcePart struct {
+	Text string `json:"text"`
+	Last bool   `json:"last"`
 }
 
 // SourceListRequest is a request on sessions.api.source.list: the

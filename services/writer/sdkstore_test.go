@@ -2,9 +2,11 @@ package writer_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sessionlog/sessionlog/internal/testbin"
@@ -30,7 +32,11 @@ func TestClaudeAgentSDKStore(t *testing.T) {
 	if err := os.CopyFS(filepath.Join(cfg, "projects", "-home-ann-shop"), os.DirFS(ccDir)); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(nodePath, "test/store.mjs", e.srv.ClientURL(), id+","+sid1, "/home/ann/shop")
+	// A third transcript larger than a NATS message (3 MB in entries of
+	// 100 KB, as long tool outputs make them): the store sends it in
+	// several requests and loads it a page at a time.
+	big := bigTranscript(t, filepath.Join(cfg, "projects", "-home-ann-shop"))
+	cmd := exec.Command(nodePath, "test/store.mjs", e.srv.ClientURL(), id+","+sid1+","+big, "/home/ann/shop")
 	cmd.Dir = sdkDir
 	cmd.Env = append(os.Environ(), "CLAUDE_CONFIG_DIR="+cfg)
 	cmd.Stderr = os.Stderr
@@ -59,12 +65,12 @@ func TestClaudeAgentSDKStore(t *testing.T) {
 	if len(rep.Keys) < 2 || len(rep.Mismatches) > 0 || string(rep.NeverWritten) != "null" || rep.DeleteRefused == nil || *rep.DeleteRefused == "" {
 		t.Fatalf("report: %s", out)
 	}
-	if len(rep.Listed) != 2 || rep.Listed[0] != sid1 || rep.Listed[1] != id || rep.Summaries != 2 || rep.SDKListed != 2 ||
+	if len(rep.Listed) != 3 || rep.Listed[0] != sid1 || rep.Listed[1] != id || rep.Listed[2] != big || rep.Summaries != 3 || rep.SDKListed != 3 ||
 		len(rep.Subkeys[id]) != 1 || len(rep.Subkeys[sid1]) != 0 || rep.OtherProject == nil || len(rep.OtherProject) != 0 {
 		t.Fatalf("listing: %s", out)
 	}
 	for _, k := range rep.Keys {
-		if k.Subpath == "" && k.Entries != len(agentlogtest.CompleteLines(t, ccDir+k.SessionID+".jsonl")) {
+		if k.Subpath == "" && k.SessionID != big && k.Entries != len(agentlogtest.CompleteLines(t, ccDir+k.SessionID+".jsonl")) {
 			t.Fatalf("main transcript %s: %d entries", k.SessionID, k.Entries)
 		}
 	}
@@ -79,4 +85,38 @@ func TestClaudeAgentSDKStore(t *testing.T) {
 			t.Fatalf("event %d: %s, import gives %s", i+1, got[i].EventID, want[i].EventID)
 		}
 	}
+}
+
+// bigTranscript writes a Claude Code transcript of 3 MB (30 turns, each
+// a prompt and a reply of 50 KB) into dir and returns its session id.
+func bigTranscript(t *testing.T, dir string) string {
+	t.Helper()
+	const sid = "66666666-6666-4666-8666-666666666666"
+	var b strings.Builder
+	parent := any(nil)
+	for i := range 30 {
+		u, a := fmt.Sprintf("big-u%02d", i), fmt.Sprintf("big-a%02d", i)
+		for _, line := range []map[string]any{
+			{"parentUuid": parent, "isSidechain": false, "cwd": "/home/ann/shop", "sessionId": sid, "version": "2.0.76", "type": "user",
+				"message": map[string]any{"role": "user", "content": fmt.Sprintf("step %d: %s", i, strings.Repeat("<log line> & more\n", 50<<10/19))},
+				"uuid":    u, "timestamp": "2026-12-04T10:00:00.000Z"},
+			{"parentUuid": u, "isSidechain": false, "cwd": "/home/ann/shop", "sessionId": sid, "version": "2.0.76", "type": "assistant", "requestId": "req_" + a,
+				"message": map[string]any{"model": "claude-sonnet-4-5-20250929", "id": "msg_" + a, "type": "message", "role": "assistant",
+					"content": []any{map[string]any{"type": "text", "text": strings.Repeat("ok ", 50<<10/3)}}, "stop_reason": "end_turn", "stop_sequence": nil,
+					"usage": map[string]any{"input_tokens": 5, "output_tokens": 9}},
+				"uuid": a, "timestamp": "2026-12-04T10:00:01.000Z"},
+		} {
+			j, err := json.Marshal(line)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Write(j)
+			b.WriteByte('\n')
+		}
+		parent = a
+	}
+	if err := os.WriteFile(filepath.Join(dir, sid+".jsonl"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return sid
 }

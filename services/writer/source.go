@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 
 	"github.com/nats-io/nats.go"
 
@@ -81,30 +82,163 @@ func (s *Service) readAll(ctx context.Context, id string) ([]schema.Envelope, er
 	}
 }
 
-// SourceLoad returns the verbatim entries of a transcript.
+// SourceLoad returns a page of the verbatim entries of a transcript: the
+// lines of its source/line events after the cursor (a seq), as many as fit
+// in one reply. A line kept in parts (one over the event size limit) comes
+// whole when it fits, else as pieces of its text a page each. The session
+// is read a page at a time, so a load holds about one reply in memory
+// however long the transcript. An erased session loads as never written.
 func (s *Service) SourceLoad(ctx context.Context, req api.SourceLoadRequest) (api.SourceLoadReply, error) {
 	f, id, err := sourceSession(req.SourceKey)
 	if err != nil {
 		return api.SourceLoadReply{}, err
 	}
+	none := api.SourceLoadReply{Entries: []json.RawMessage{}}
 	if _, err := s.sourceOwner(ctx, req.SourceKey, id, false); schema.CodeOf(err) == schema.CodeConflict {
 		// Another project's session: this key was never written.
-		return api.SourceLoadReply{Entries: []json.RawMessage{}}, nil
+		return none, nil
 	} else if err != nil {
 		return api.SourceLoadReply{}, err
 	}
-	events, err := s.readAll(ctx, id)
-	if err != nil || len(events) == 0 {
-		return api.SourceLoadReply{Entries: []json.RawMessage{}}, err
+	var after uint64
+	if req.Cursor != "" {
+		if after, err = strconv.ParseUint(req.Cursor, 10, 64); err != nil || after == 0 {
+			return api.SourceLoadReply{}, schema.Errorf(schema.CodeBadRequest, "cursor %q is not one this service gave", req.Cursor)
+		}
 	}
-	x, err := agentlog.NewExport(f.Name(), events)
-	if err != nil {
-		return api.SourceLoadReply{}, err
+	maxBytes := int(s.nc.MaxPayload())
+	pg := loadPage{format: f.Name(), budget: maxBytes - sourceLoadSlack, last: after}
+	for {
+		page, err := ReadPage(ctx, s.st, ReadRequest{SessionID: id, AfterSeq: after}, maxBytes)
+		if c := schema.CodeOf(err); err != nil && req.Cursor == "" && (c == schema.CodeNotFound || c == schema.CodeErased) {
+			return none, nil
+		} else if err != nil {
+			return api.SourceLoadReply{}, err
+		}
+		for _, raw := range page.Events {
+			e, err := schema.Decode(raw)
+			if err != nil {
+				return api.SourceLoadReply{}, err
+			}
+			if !pg.add(&e) {
+				return pg.reply(id, true)
+			}
+			after = e.Seq
+		}
+		if !page.More || len(page.Events) == 0 {
+			if req.Cursor == "" && !pg.lines {
+				return none, nil // no line of the format: not a transcript
+			}
+			return pg.reply(id, false)
+		}
 	}
-	if len(x.Lines) == 0 {
-		return api.SourceLoadReply{Entries: []json.RawMessage{}}, nil
+}
+
+// sourceLoadSlack is the room a load reply keeps for all but its entries.
+const sourceLoadSlack = 4 << 10
+
+// loadPage gathers one page of a source load.
+type loadPage struct {
+	format string
+	budget int
+	// last is the seq the next page starts after; lines says a line of
+	// the format was seen.
+	last  uint64
+	lines bool
+
+	entries []json.RawMessage
+	size    int
+	// A line kept in parts being put together: its text so far, the
+	// length and seq of its first part, and the seq before it (where a
+	// page that cannot hold it ends).
+	parts               []byte
+	inLine              bool
+	firstLen            int
+	firstSeq, partsFrom uint64
+	// piece: the page is one part of a line too large for a page.
+	piece *api.SourcePart
+}
+
+// add takes the next stored event; false when the page is full: the
+// event is not in it, and last says where the next page starts.
+func (p *loadPage) add(e *schema.Envelope) bool {
+	var d agentlog.SourceLine
+	if e.Type != agentlog.TypeSourceLine || json.Unmarshal(e.Data, &d) != nil || d.Format != p.format {
+		p.last = e.Seq
+		return true
 	}
-	return api.SourceLoadReply{SessionID: id, Found: true, Entries: x.Lines}, nil
+	p.lines = true
+	switch {
+	case p.piece != nil:
+		return false // a piece is a page of its own
+	case d.Parts == 0:
+		n := encodedLen(d.Line)
+		if len(p.entries) > 0 && p.size+n > p.budget {
+			return false
+		}
+		p.entries = append(p.entries, d.Line)
+		p.size += n + 1
+		p.last = e.Seq
+		return true
+	case d.Part > 1 && !p.inLine:
+		// The page starts inside a line sent in pieces.
+		if len(p.entries) > 0 {
+			return false
+		}
+		p.piece = &api.SourcePart{Text: d.Text, Last: d.Part == d.Parts}
+		p.last = e.Seq
+		return true
+	case d.Part == 1:
+		p.parts, p.inLine, p.firstLen, p.firstSeq, p.partsFrom = append(p.parts[:0], d.Text...), true, len(d.Text), e.Seq, p.last
+	default:
+		p.parts = append(p.parts, d.Text...)
+	}
+	done := d.Part == d.Parts
+	if n := encodedLen(p.parts); n+p.size <= p.budget || (done && len(p.entries) == 0 && n <= p.budget) {
+		if done {
+			p.entries = append(p.entries, json.RawMessage(p.parts))
+			p.size += n + 1
+			p.parts, p.inLine = nil, false
+		}
+		p.last = e.Seq
+		return true
+	}
+	// The line does not fit: the page ends before it, or, holding
+	// nothing else, is its first part.
+	if len(p.entries) > 0 {
+		p.last = p.partsFrom
+		return false
+	}
+	p.piece = &api.SourcePart{Text: string(p.parts[:p.firstLen]), Last: done && p.firstSeq == e.Seq}
+	p.last = p.firstSeq
+	return false
+}
+
+// reply is the page; more says the transcript goes on after it.
+func (p *loadPage) reply(id string, more bool) (api.SourceLoadReply, error) {
+	r := api.SourceLoadReply{SessionID: id, Found: true, Entries: p.entries, Part: p.piece}
+	if r.Entries == nil {
+		r.Entries = []json.RawMessage{}
+	}
+	if more {
+		r.Next = strconv.FormatUint(p.last, 10)
+	}
+	return r, nil
+}
+
+// encodedLen is the length of JSON text b in a reply (encoding/json
+// writes <, >, & and U+2028, U+2029 as \u escapes).
+func encodedLen(b []byte) int {
+	n := len(b)
+	for i, c := range b {
+		switch {
+		case c == '<' || c == '>' || c == '&':
+			n += 5
+		case c == 0xE2 && i+2 < len(b) && b[i+1] == 0x80 && (b[i+2] == 0xA8 || b[i+2] == 0xA9):
+			n += 3
+		}
+	}
+	return n
 }
 
 func (s *Service) handleSourceLoad(ctx context.Context, m *nats.Msg) {

@@ -3,6 +3,7 @@ package writer_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -236,5 +237,88 @@ func TestSourceAppendKeylessEntries(t *testing.T) {
 			}
 			load("retried")
 		})
+	}
+}
+
+// TestSourceLoadPages: a transcript larger than a NATS message (entries of
+// 100-150 KB, some full of characters JSON escapes, one of 600 KB and one
+// of 3 MB, each kept in parts) loads through sessions.api.source.load a
+// page at a time, each page a message the server carries, the 3 MB entry
+// in pieces: the pages put together are the entries as appended.
+func TestSourceLoadPages(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	ctx := context.Background()
+	const sid = "55555555-5555-4555-8555-555555555555"
+	key := api.SourceKey{Format: "claude-code", ProjectKey: "-home-ann-shop", SessionKey: sid}
+	var entries []json.RawMessage
+	parent := "null"
+	add := func(text string) {
+		uuid := fmt.Sprintf("big-%02d", len(entries))
+		b, _ := json.Marshal(map[string]any{"parentUuid": json.RawMessage(parent), "isSidechain": false, "cwd": "/home/ann/shop", "sessionId": sid,
+			"type": "user", "message": map[string]any{"role": "user", "content": text}, "uuid": uuid, "timestamp": "2026-12-04T09:00:00.000Z"})
+		entries = append(entries, b)
+		parent = `"` + uuid + `"`
+	}
+	for i := range 8 {
+		if i%2 == 0 {
+			add(strings.Repeat("<&>", 100<<10/3))
+		} else {
+			add(strings.Repeat("x", 150<<10))
+		}
+	}
+	add(strings.Repeat("y", 600<<10))
+	add(strings.Repeat("é<", 1<<20))
+	add("short")
+	add("the end")
+	for i := 0; i < len(entries); i += 3 {
+		if _, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: entries[i:min(i+3, len(entries))]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []json.RawMessage
+	var pieces []byte
+	cursor, pages, pieced := "", 0, 0
+	for {
+		r := request(t, e.nc, api.SubjectSourceLoad, api.SourceLoadRequest{SourceKey: key, Cursor: cursor})
+		if r.err != nil {
+			t.Fatalf("page %d: %+v", pages, r.err)
+		}
+		var rep api.SourceLoadReply
+		if err := json.Unmarshal(r.raw, &rep); err != nil || !rep.Found {
+			t.Fatalf("page %d: %v %.200s", pages, err, r.raw)
+		}
+		pages++
+		got = append(got, rep.Entries...)
+		if rep.Part != nil {
+			if len(rep.Entries) > 0 {
+				t.Fatalf("page %d: a piece beside %d entries", pages, len(rep.Entries))
+			}
+			pieced++
+			pieces = append(pieces, rep.Part.Text...)
+			if rep.Part.Last {
+				got = append(got, json.RawMessage(pieces))
+				pieces = nil
+			}
+		}
+		if rep.Next == "" {
+			break
+		}
+		cursor = rep.Next
+	}
+	if len(got) != len(entries) {
+		t.Fatalf("%d entries in %d pages, want %d", len(got), pages, len(entries))
+	}
+	for i := range entries {
+		var a, b any
+		if json.Unmarshal(got[i], &a) != nil || json.Unmarshal(entries[i], &b) != nil || !reflect.DeepEqual(a, b) {
+			t.Fatalf("entry %d differs (%d bytes, want %d)", i, len(got[i]), len(entries[i]))
+		}
+	}
+	if pieced < 2 || pages < 8 {
+		t.Errorf("%d pages, %d pieces: the transcript should take several of each", pages, pieced)
+	}
+	// A cursor the service never gave is refused.
+	if r := request(t, e.nc, api.SubjectSourceLoad, api.SourceLoadRequest{SourceKey: key, Cursor: "x"}); r.code() != string(schema.CodeBadRequest) {
+		t.Fatalf("bad cursor: %s", r.raw)
 	}
 }

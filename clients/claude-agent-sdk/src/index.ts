@@ -41,7 +41,11 @@ export class SessionlogStore implements SessionStore {
   }
 
   private async request<T>(subject: string, body: unknown): Promise<T> {
-    const m = await this.nc.request(subject, jc.encode(body), { timeout: this.timeout });
+    return this.requestRaw<T>(subject, JSON.stringify(body));
+  }
+
+  private async requestRaw<T>(subject: string, body: string): Promise<T> {
+    const m = await this.nc.request(subject, new TextEncoder().encode(body), { timeout: this.timeout });
     const code = m.headers?.get("Nats-Service-Error-Code");
     const v = jc.decode(m.data) as { error?: { code: string; message: string } };
     if (code || v?.error) {
@@ -60,13 +64,60 @@ export class SessionlogStore implements SessionStore {
    */
   async append(key: SessionKey, entries: SessionStoreEntry[]): Promise<void> {
     if (entries.length === 0) return;
-    await this.request("sessions.api.source.append", { ...SessionlogStore.source(key), entries });
+    // A request is one NATS message: a batch larger than the server takes
+    // goes in several, in order.
+    const src = SessionlogStore.source(key);
+    const room = (this.nc.info?.max_payload ?? 1 << 20) - jc.encode({ ...src, entries: [] }).length - 1024;
+    let batch: string[] = [];
+    let size = 0;
+    const send = async () => {
+      if (batch.length === 0) return;
+      const body = `{"format":${JSON.stringify(src.format)},"projectKey":${JSON.stringify(src.projectKey)},"sessionKey":${JSON.stringify(src.sessionKey)}` +
+        (src.subpath ? `,"subpath":${JSON.stringify(src.subpath)}` : "") + `,"entries":[${batch.join(",")}]}`;
+      await this.requestRaw("sessions.api.source.append", body);
+      batch = [];
+      size = 0;
+    };
+    for (const [i, e] of entries.entries()) {
+      const text = JSON.stringify(e);
+      const n = Buffer.byteLength(text) + 1;
+      if (n > room) {
+        throw new SessionlogError("too_large", `entry ${i} is ${n} bytes, over the ${room} a request to the server can hold (its max_payload)`);
+      }
+      if (size + n > room) await send();
+      batch.push(text);
+      size += n;
+    }
+    await send();
   }
 
-  /** The entries as appended, or null for a key never written. */
+  /**
+   * The entries as appended, or null for a key never written (or erased).
+   * The service answers a page at a time; an entry too large for a page
+   * comes as pieces of its text.
+   */
   async load(key: SessionKey): Promise<SessionStoreEntry[] | null> {
-    const r = await this.request<{ found: boolean; entries: SessionStoreEntry[] }>("sessions.api.source.load", SessionlogStore.source(key));
-    return r.found ? r.entries : null;
+    const out: SessionStoreEntry[] = [];
+    let pieces = "";
+    let cursor: string | undefined;
+    for (;;) {
+      const r = await this.request<{ found: boolean; entries: SessionStoreEntry[]; part?: { text: string; last: boolean }; next?: string }>(
+        "sessions.api.source.load", { ...SessionlogStore.source(key), ...(cursor ? { cursor } : {}) });
+      if (!r.found) {
+        if (cursor === undefined) return null;
+        throw new SessionlogError("not_found", "the transcript was erased while it loaded");
+      }
+      out.push(...r.entries);
+      if (r.part) {
+        pieces += r.part.text;
+        if (r.part.last) {
+          out.push(JSON.parse(pieces) as SessionStoreEntry);
+          pieces = "";
+        }
+      }
+      if (!r.next) return out;
+      cursor = r.next;
+    }
   }
 
   /** Pages through a listing (sessions.api.source.list or .subkeys). */
