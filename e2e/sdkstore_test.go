@@ -28,7 +28,8 @@ const sdkStoreDir = "../clients/claude-agent-sdk"
 // the dashboard reads lists it; an operator's repair closes the open call
 // with outcome_unknown in sessionlog; and the next load gives the agent the
 // entries exactly as it appended them (the repair is sessionlog's events,
-// not a rewrite of the transcript).
+// not a rewrite of the transcript). delete erases it with its subagent
+// transcript.
 func TestClaudeAgentSDKStoreOnStack(t *testing.T) {
 	nodePath := testbin.Node(t, sdkStoreDir, "dist/index.js")
 	s := imStart(t)
@@ -53,22 +54,8 @@ func TestClaudeAgentSDKStoreOnStack(t *testing.T) {
 		want = append(want, v)
 	}
 	store := func(args ...string) (loaded []any, listed []string) {
-		t.Helper()
-		cmd := exec.Command(nodePath, append([]string{"test/entries.mjs", s.url}, args...)...)
-		cmd.Dir = sdkStoreDir
-		cmd.Stderr = os.Stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("node %s: %v: %s", args, err, out)
-		}
-		var rep struct {
-			Loaded []any
-			Listed []string
-		}
-		if err := json.Unmarshal(out, &rep); err != nil {
-			t.Fatalf("report %s: %v", out, err)
-		}
-		return rep.Loaded, rep.Listed
+		r := storeRun(t, nodePath, s.url, args...)
+		return r.Loaded, r.Listed
 	}
 	loaded, listed := store("append", project, sid, file)
 	if !reflect.DeepEqual(loaded, want) || !reflect.DeepEqual(listed, []string{sid}) {
@@ -107,4 +94,64 @@ func TestClaudeAgentSDKStoreOnStack(t *testing.T) {
 	if !reflect.DeepEqual(loaded, want) {
 		t.Fatalf("after the repair the store loads %v, want the appended entries %v", loaded, want)
 	}
+
+	// delete is erase (DESIGN.md section 14), of the session and of its
+	// subagent transcripts, as the SDK's InMemorySessionStore deletes a
+	// main key's subkeys: afterwards each loads null, the project lists
+	// nothing, and sessionlog holds none of them.
+	const sub = "subagents/agent-d1"
+	subFile := filepath.Join(t.TempDir(), "agent-d1.jsonl")
+	subLine := `{"parentUuid":null,"isSidechain":true,"agentId":"d1","cwd":"/home/ann/shop","sessionId":"` + sid + `","type":"user","message":{"role":"user","content":"check the deploy"},"uuid":"s-1","timestamp":"2026-12-04T09:00:02.000Z"}`
+	if err := os.WriteFile(subFile, []byte(subLine+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := storeRun(t, nodePath, s.url, "append", project, sid, subFile, sub)
+	if len(r.SubLoaded) != 1 || !reflect.DeepEqual(r.Subkeys, []string{sub}) {
+		t.Fatalf("the subagent transcript: loaded %v, subkeys %v", r.SubLoaded, r.Subkeys)
+	}
+	r = storeRun(t, nodePath, s.url, "delete", project, sid, "-", sub)
+	if r.Loaded != nil || r.SubLoaded != nil || len(r.Listed) != 0 || len(r.Subkeys) != 0 {
+		t.Fatalf("after delete: loaded %v, subagent %v, listed %v, subkeys %v; want nulls and nothing listed", r.Loaded, r.SubLoaded, r.Listed, r.Subkeys)
+	}
+	for _, path := range []string{"/v1/sessions/" + id, "/v1/sessions/" + id + "-d1"} {
+		natstest.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+			resp, err := http.Get(s.http + path)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), `"erased"`) {
+				return fmt.Errorf("GET %s after delete: %d %s", path, resp.StatusCode, b)
+			}
+			return nil
+		})
+	}
+	// Deleting again is nothing to do.
+	if r := storeRun(t, nodePath, s.url, "delete", project, sid); r.Loaded != nil {
+		t.Fatalf("second delete: %+v", r)
+	}
+}
+
+// storeReport is what test/entries.mjs prints (null loads stay nil).
+type storeReport struct {
+	Loaded, SubLoaded []any
+	Listed, Subkeys   []string
+}
+
+// storeRun runs the SDK store's test/entries.mjs (Node) against the stack.
+func storeRun(t *testing.T, nodePath, url string, args ...string) storeReport {
+	t.Helper()
+	cmd := exec.Command(nodePath, append([]string{"test/entries.mjs", url}, args...)...)
+	cmd.Dir = sdkStoreDir
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node %s: %v: %s", args, err, out)
+	}
+	var rep storeReport
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("report %s: %v", out, err)
+	}
+	return rep
 }

@@ -175,11 +175,26 @@ export class SessionlogStore implements SessionStore {
   }
 
   /**
-   * Erases the session (sessions.api.erase, DESIGN.md section 14). Erasure
-   * is for operators: with the agent user's rights it is refused, and the
-   * refusal is thrown as is.
+   * Erases the session (sessions.api.erase, DESIGN.md section 14) for good,
+   * its fork children with it, and for a main transcript its subagent
+   * transcripts too, as the SDK's InMemorySessionStore deletes a main key's
+   * subkeys: afterwards each loads null and is listed nowhere. Erasure is
+   * for operators: with the agent user's rights it is refused, and the
+   * refusal is thrown. A key never written (or erased already) is nothing
+   * to do.
    */
   async delete(key: SessionKey): Promise<void> {
+    const keys: SessionKey[] = [];
+    if (!key.subpath) {
+      for (const subpath of await this.listSubkeys(key)) keys.push({ ...key, subpath });
+    }
+    // The main transcript last: a delete that fails part way can be
+    // repeated, and still finds the subagents through it.
+    keys.push(key);
+    for (const k of keys) await this.erase(k);
+  }
+
+  private async erase(key: SessionKey): Promise<void> {
     const load = await this.request<{ found: boolean; sessionId?: string }>("sessions.api.source.load", SessionlogStore.source(key));
     if (!load.found || !load.sessionId) return;
     try {
@@ -187,6 +202,7 @@ export class SessionlogStore implements SessionStore {
         sessionId: load.sessionId,
         reason: this.opts.eraseReason ?? "deleted through the Claude Agent SDK session store",
         by: this.opts.eraseBy ?? "claude-agent-sdk",
+        cascade: true,
       });
     } catch (e) {
       if (e instanceof SessionlogError) throw e;
