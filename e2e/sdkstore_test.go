@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -54,7 +53,7 @@ func TestClaudeAgentSDKStoreOnStack(t *testing.T) {
 		want = append(want, v)
 	}
 	store := func(args ...string) (loaded []any, listed []string) {
-		r := storeRun(t, nodePath, s.url, args...)
+		r := storeRun(t, nodePath, nil, s.url, args...)
 		return r.Loaded, r.Listed
 	}
 	loaded, listed := store("append", project, sid, file)
@@ -105,11 +104,11 @@ func TestClaudeAgentSDKStoreOnStack(t *testing.T) {
 	if err := os.WriteFile(subFile, []byte(subLine+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r := storeRun(t, nodePath, s.url, "append", project, sid, subFile, sub)
+	r := storeRun(t, nodePath, nil, s.url, "append", project, sid, subFile, sub)
 	if len(r.SubLoaded) != 1 || !reflect.DeepEqual(r.Subkeys, []string{sub}) {
 		t.Fatalf("the subagent transcript: loaded %v, subkeys %v", r.SubLoaded, r.Subkeys)
 	}
-	r = storeRun(t, nodePath, s.url, "delete", project, sid, "-", sub)
+	r = storeRun(t, nodePath, nil, s.url, "delete", project, sid, "-", sub)
 	if r.Loaded != nil || r.SubLoaded != nil || len(r.Listed) != 0 || len(r.Subkeys) != 0 {
 		t.Fatalf("after delete: loaded %v, subagent %v, listed %v, subkeys %v; want nulls and nothing listed", r.Loaded, r.SubLoaded, r.Listed, r.Subkeys)
 	}
@@ -128,7 +127,7 @@ func TestClaudeAgentSDKStoreOnStack(t *testing.T) {
 		})
 	}
 	// Deleting again is nothing to do.
-	if r := storeRun(t, nodePath, s.url, "delete", project, sid); r.Loaded != nil {
+	if r := storeRun(t, nodePath, nil, s.url, "delete", project, sid); r.Loaded != nil {
 		t.Fatalf("second delete: %+v", r)
 	}
 }
@@ -140,18 +139,81 @@ type storeReport struct {
 }
 
 // storeRun runs the SDK store's test/entries.mjs (Node) against the stack.
-func storeRun(t *testing.T, nodePath, url string, args ...string) storeReport {
+func storeRun(t *testing.T, nodePath string, env []string, url string, args ...string) storeReport {
 	t.Helper()
-	cmd := exec.Command(nodePath, append([]string{"test/entries.mjs", url}, args...)...)
-	cmd.Dir = sdkStoreDir
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node %s: %v: %s", args, err, out)
-	}
+	out := testbin.RunNode(t, nodePath, sdkStoreDir, env, append([]string{"test/entries.mjs", url}, args...)...)
 	var rep storeReport
 	if err := json.Unmarshal(out, &rep); err != nil {
 		t.Fatalf("report %s: %v", out, err)
 	}
 	return rep
+}
+
+// TestClaudeAgentSDKStoreOnUp: against a running `sessionlog up` whose
+// agents hold the agent user's rights, the Claude Agent SDK's own
+// importSessionToStore (Node, clients/claude-agent-sdk/test/store.mjs)
+// copies two local transcripts, one with a subagent, into the sessionlog
+// store twice and once into the SDK's InMemorySessionStore: every key
+// loads deep-equal from both, the listings agree, the agent's delete is
+// refused (erasure is the operator's), and the sessions show on the
+// dashboard's list. The operator's delete erases the session and its
+// subagent transcript.
+func TestClaudeAgentSDKStoreOnUp(t *testing.T) {
+	nodePath := testbin.Node(t, sdkStoreDir, "dist/index.js")
+	up := startUp(t, t.TempDir(), nil, "--nats-user", "fleet", "--nats-password", "fleet-pw",
+		"--operator-user", "sre", "--operator-password", "sre-pw")
+	const (
+		project = "-home-ann-shop"
+		sid     = "22222222-2222-4222-8222-222222222222"
+		sid1    = "11111111-1111-4111-8111-111111111111"
+	)
+	cfg := t.TempDir()
+	if err := os.CopyFS(filepath.Join(cfg, "projects", project), os.DirFS("../pkg/agentlog/claudecode/testdata/projects/"+project)); err != nil {
+		t.Fatal(err)
+	}
+	out := testbin.RunNode(t, nodePath, sdkStoreDir, []string{"CLAUDE_CONFIG_DIR=" + cfg, "NATS_USER=fleet", "NATS_PASS=fleet-pw"},
+		"test/store.mjs", up.NATSURL, sid+","+sid1, "/home/ann/shop")
+	var rep struct {
+		Keys []struct {
+			SessionID, Subpath string
+			Entries            int
+		}
+		Mismatches    []json.RawMessage
+		NeverWritten  json.RawMessage
+		DeleteRefused *string
+		Listed        []string
+		Subkeys       map[string][]string
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("report %s: %v", out, err)
+	}
+	if len(rep.Keys) != 3 || len(rep.Mismatches) > 0 || string(rep.NeverWritten) != "null" || len(rep.Listed) != 2 || len(rep.Subkeys[sid]) != 1 {
+		t.Fatalf("report: %s", out)
+	}
+	// The agent user may not erase: the store throws the refusal.
+	if rep.DeleteRefused == nil || *rep.DeleteRefused != "forbidden" {
+		t.Fatalf("the agent's delete: %v, want refused as forbidden: %s", rep.DeleteRefused, out)
+	}
+	for _, id := range []string{"cc-" + sid, "cc-" + sid1, "cc-" + sid + "-a1b2c3d"} {
+		if code, body, err := httpGet(up.HTTPURL + "/v1/sessions/" + id); err != nil || code != 200 {
+			t.Fatalf("the dashboard's API on %s: %d %v %s", id, code, err, body)
+		}
+	}
+	if code, body, err := httpGet(up.HTTPURL + "/v1/sessions"); err != nil || code != 200 || !strings.Contains(body, `"cc-`+sid+`"`) {
+		t.Fatalf("the dashboard's list: %d %v %s", code, err, body)
+	}
+
+	// The operator's delete erases the session and its subagent.
+	after := storeRun(t, nodePath, []string{"NATS_USER=sre", "NATS_PASS=sre-pw"}, up.NATSURL, "delete", project, sid, "-", "subagents/agent-a1b2c3d")
+	if after.Loaded != nil || after.SubLoaded != nil || len(after.Subkeys) != 0 || len(after.Listed) != 1 || after.Listed[0] != sid1 {
+		t.Fatalf("after the operator's delete: %s", out)
+	}
+	for _, id := range []string{"cc-" + sid, "cc-" + sid + "-a1b2c3d"} {
+		natstest.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
+			if code, body, _ := httpGet(up.HTTPURL + "/v1/sessions/" + id); code != 404 || !strings.Contains(body, `"erased"`) {
+				return fmt.Errorf("%s after delete: %d %s", id, code, body)
+			}
+			return nil
+		})
+	}
 }

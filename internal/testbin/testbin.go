@@ -64,3 +64,19 @@ func Node(t testing.TB, dir, want string) string {
 	}
 	return path
 }
+
+// RunNode runs node (Node's path) on args in dir with env added to this
+// process's, and returns its standard output; a run that fails fails the
+// test with what it printed (its standard error goes to the test's).
+func RunNode(t testing.TB, node, dir string, env []string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(node, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node %v: %v: %s", args, err, out)
+	}
+	return out
+}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,14 +35,7 @@ func TestClaudeAgentSDKStore(t *testing.T) {
 	// 100 KB, as long tool outputs make them): the store sends it in
 	// several requests and loads it a page at a time.
 	big := bigTranscript(t, filepath.Join(cfg, "projects", "-home-ann-shop"))
-	cmd := exec.Command(nodePath, "test/store.mjs", e.srv.ClientURL(), id+","+sid1+","+big, "/home/ann/shop")
-	cmd.Dir = sdkDir
-	cmd.Env = append(os.Environ(), "CLAUDE_CONFIG_DIR="+cfg)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node: %v: %s", err, out)
-	}
+	out := testbin.RunNode(t, nodePath, sdkDir, []string{"CLAUDE_CONFIG_DIR=" + cfg}, "test/store.mjs", e.srv.ClientURL(), id+","+sid1+","+big, "/home/ann/shop")
 	var rep struct {
 		Keys []struct {
 			ProjectKey, SessionID, Subpath string

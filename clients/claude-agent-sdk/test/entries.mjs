@@ -12,7 +12,8 @@ import { connect } from "nats";
 import { SessionlogStore } from "../dist/index.js";
 
 const [url, mode, projectKey, sessionId, file, subpath] = process.argv.slice(2);
-const nc = await connect({ servers: url });
+// NATS_USER, NATS_PASS: the user to connect as (the agent user of `sessionlog up`).
+const nc = await connect({ servers: url, user: process.env.NATS_USER, pass: process.env.NATS_PASS });
 const store = new SessionlogStore(nc);
 const key = { projectKey, sessionId };
 if (mode === "append") {

@@ -10,7 +10,8 @@ import { SessionlogStore } from "../dist/index.js";
 
 const [url, idList, dir] = process.argv.slice(2);
 const ids = idList.split(",");
-const nc = await connect({ servers: url });
+// NATS_USER, NATS_PASS: the user to connect as (the agent user of `sessionlog up`).
+const nc = await connect({ servers: url, user: process.env.NATS_USER, pass: process.env.NATS_PASS });
 const store = new SessionlogStore(nc);
 const mem = new InMemorySessionStore();
 const keys = new Map();
