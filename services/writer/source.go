@@ -56,10 +56,20 @@ func sourceSession(k api.SourceKey) (agentlog.Format, string, error) {
 	return f, id, nil
 }
 
-// readAll reads every stored event of a session; nil when it has none.
+// Bounds of the source appends that read a whole transcript to map it
+// again: an agent can make a session as long as it likes, and would
+// otherwise make the writer hold it whole, once per concurrent request.
+const (
+	DefaultMaxSourceBytes = 64 << 20
+	sourceRemaps          = 2
+)
+
+// readAll reads every stored event of a session (nil when it has none),
+// refusing one whose events hold more than the writer's MaxSourceBytes.
 func (s *Service) readAll(ctx context.Context, id string) ([]schema.Envelope, error) {
 	var out []schema.Envelope
 	var after uint64
+	size := 0
 	for {
 		page, err := ReadPage(ctx, s.st, ReadRequest{SessionID: id, AfterSeq: after}, int(s.nc.MaxPayload()))
 		if schema.CodeOf(err) == schema.CodeNotFound {
@@ -69,6 +79,9 @@ func (s *Service) readAll(ctx context.Context, id string) ([]schema.Envelope, er
 			return nil, err
 		}
 		for _, raw := range page.Events {
+			if size += len(raw); size > s.cfg.MaxSourceBytes {
+				return nil, schema.Errorf(schema.CodeTooLarge, "session %s holds over %d bytes: too large to map again through the source endpoints (ship or import its file)", id, s.cfg.MaxSourceBytes)
+			}
 			e, err := schema.Decode(raw)
 			if err != nil {
 				return nil, err
@@ -515,6 +528,12 @@ func diverged(err error, id string) bool {
 // ones as import maps the file, and appends what is new of each session
 // they give; it keeps the main session's mapping state for the next append.
 func (s *Service) remapSource(ctx context.Context, f agentlog.Format, k api.SourceKey, id string, entries [][]byte) (api.SourceAppendReply, error) {
+	select {
+	case s.remaps <- struct{}{}:
+		defer func() { <-s.remaps }()
+	case <-ctx.Done():
+		return api.SourceAppendReply{}, schema.Errorf(schema.CodeNotCommitted, "waiting to map the transcript: %v", ctx.Err())
+	}
 	stored, err := s.readAll(ctx, id)
 	if err != nil {
 		return api.SourceAppendReply{}, err

@@ -322,3 +322,39 @@ func TestSourceLoadPages(t *testing.T) {
 		t.Fatalf("bad cursor: %s", r.raw)
 	}
 }
+
+// TestSourceAppendBounded: a source append that has to read its
+// transcript whole (no mapping state kept) refuses one whose session
+// holds more than MaxSourceBytes with too_large and stores nothing: an
+// agent cannot make the writer hold a session of any size.
+func TestSourceAppendBounded(t *testing.T) {
+	e := newEnv(t, envOpts{writer: writer.Config{SourceStates: -1, MaxSourceBytes: 64 << 10}})
+	ctx := context.Background()
+	const sid = "88888888-8888-4888-8888-888888888888"
+	key := api.SourceKey{Format: "claude-code", ProjectKey: "-home-ann-shop", SessionKey: sid}
+	entry := func(i int) json.RawMessage {
+		parent := "null"
+		if i > 0 {
+			parent = fmt.Sprintf(`"b-%d"`, i-1)
+		}
+		return json.RawMessage(fmt.Sprintf(`{"parentUuid":%s,"isSidechain":false,"sessionId":%q,"type":"user","message":{"role":"user","content":%q},"uuid":"b-%d","timestamp":"2026-12-04T09:00:00.000Z"}`,
+			parent, sid, strings.Repeat("x", 8<<10), i))
+	}
+	var last uint64
+	for i := 0; ; i++ {
+		if i > 20 {
+			t.Fatal("never refused")
+		}
+		rep, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: []json.RawMessage{entry(i)}})
+		if err != nil {
+			if schema.CodeOf(err) != schema.CodeTooLarge {
+				t.Fatalf("append %d: %v, want too_large", i, err)
+			}
+			break
+		}
+		last = rep.LastSeq
+	}
+	if got := stored(t, e.st, "cc-"+sid); uint64(len(got)) != last {
+		t.Fatalf("%d events stored, the last accepted append left %d", len(got), last)
+	}
+}

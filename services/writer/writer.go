@@ -62,6 +62,11 @@ type Config struct {
 	// appends keep (0: DefaultSourceStates; negative: none, every source
 	// append reads and maps its transcript again).
 	SourceStates int
+	// MaxSourceBytes bounds the stored bytes of a transcript's session a
+	// source append reads to map it again (0: DefaultMaxSourceBytes);
+	// over it the append is refused with too_large. At most
+	// sourceRemaps such reads run at once.
+	MaxSourceBytes int
 }
 
 // Service is the writer.
@@ -78,7 +83,9 @@ type Service struct {
 	owed *lru.Cache[string, string]
 	// conts are the mapping states of transcripts appended through
 	// sessions.api.source.append (source.go).
-	conts   *lru.Cache[string, *sourceCont]
+	conts *lru.Cache[string, *sourceCont]
+	// remaps holds a slot per source append reading a whole transcript.
+	remaps  chan struct{}
 	locks   [stripes]sync.Mutex
 	seed    maphash.Seed
 	sem     chan struct{} // one per worker
@@ -142,6 +149,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.SourceStates == 0 {
 		cfg.SourceStates = DefaultSourceStates
 	}
+	if cfg.MaxSourceBytes <= 0 {
+		cfg.MaxSourceBytes = DefaultMaxSourceBytes
+	}
 	conts, err := lru.New[string, *sourceCont](max(cfg.SourceStates, 1))
 	if err != nil {
 		return nil, fmt.Errorf("writer: source continuations: %w", err)
@@ -149,6 +159,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{
 		owed:   owed,
 		conts:  conts,
+		remaps: make(chan struct{}, sourceRemaps),
 		cfg:    cfg,
 		st:     cfg.Store,
 		nc:     cfg.Conn,
