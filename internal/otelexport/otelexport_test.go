@@ -414,3 +414,49 @@ func BenchmarkBuild(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(evs)), "ns/event")
 }
+
+// A long session goes to the collector in requests of at most
+// MaxExportSpans spans, every span sent once.
+func TestExportLongSessionInParts(t *testing.T) {
+	rcv := otlptest.NewReceiver(t)
+	ctx := context.Background()
+	exp, err := otelexport.NewOTLPHTTP(ctx, rcv.URL, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exp.Shutdown(ctx)
+	const id, turns = "otel-long", 300
+	t0 := time.Date(2026, 12, 4, 9, 0, 0, 0, time.UTC)
+	var evs []schema.Envelope
+	add := func(typ, turn, attempt, data string) {
+		n := uint64(len(evs) + 1)
+		evs = append(evs, schema.Envelope{SchemaVersion: schema.Version, SessionID: id, Seq: n, EventID: fmt.Sprintf("e%d", n),
+			Time: t0.Add(time.Duration(n) * time.Second), Type: typ, TurnID: turn, AttemptID: attempt, Data: []byte(data)})
+	}
+	add(schema.TypeSessionCreated, "", "", `{}`)
+	for i := range turns {
+		tid, aid := fmt.Sprintf("t%d", i), fmt.Sprintf("a%d", i)
+		add(schema.TypeTurnStarted, tid, "", `{}`)
+		add(schema.TypeAttemptStarted, tid, aid, `{}`)
+		add(schema.TypeMessageAssistant, tid, aid, `{"content":"ok"}`)
+		add(schema.TypeTurnEnded, tid, "", `{"reason":"completed"}`)
+	}
+	if err := sessionfixture.Check(evs); err != nil {
+		t.Fatal(err)
+	}
+	n, spans, err := otelexport.Export(ctx, exp, evs)
+	if err != nil || n != turns || spans != 2*turns {
+		t.Fatalf("exported %d turns, %d spans, %v", n, spans, err)
+	}
+	sizes := rcv.Requests()
+	total := 0
+	for _, s := range sizes {
+		if s > otelexport.MaxExportSpans {
+			t.Errorf("a request of %d spans", s)
+		}
+		total += s
+	}
+	if len(sizes) < 2 || total != 2*turns || len(views(rcv.Take())) != 2*turns {
+		t.Errorf("requests of %v spans, want %d spans in all in several", sizes, 2*turns)
+	}
+}

@@ -19,6 +19,7 @@ package otelexport
 import (
 	"context"
 	"crypto/sha256"
+	"slices"
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -369,7 +370,12 @@ func (b *builder) event(e *schema.Envelope) {
 	}
 }
 
-// Export builds the spans of events and sends them with exp in one call.
+// MaxExportSpans bounds the spans of one export request: a long session
+// goes in several, as a collector takes requests of a bounded size.
+const MaxExportSpans = 512
+
+// Export builds the spans of events and sends them with exp, at most
+// MaxExportSpans a call.
 func Export(ctx context.Context, exp sdktrace.SpanExporter, events []schema.Envelope) (turns, spans int, err error) {
 	ss := Build(events)
 	if len(ss) == 0 {
@@ -380,8 +386,10 @@ func Export(ctx context.Context, exp sdktrace.SpanExporter, events []schema.Enve
 			turns++
 		}
 	}
-	if err := exp.ExportSpans(ctx, ss); err != nil {
-		return 0, 0, err
+	for chunk := range slices.Chunk(ss, MaxExportSpans) {
+		if err := exp.ExportSpans(ctx, chunk); err != nil {
+			return 0, 0, err
+		}
 	}
 	return turns, len(ss), nil
 }

@@ -20,6 +20,7 @@ type Receiver struct {
 	*httptest.Server
 	mu    sync.Mutex
 	spans []*tracepb.Span
+	sizes []int // spans per request
 }
 
 // NewReceiver starts a receiver, closed when the test ends.
@@ -38,7 +39,7 @@ func NewReceiver(t testing.TB) *Receiver {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		r.mu.Lock()
+		var got []*tracepb.Span
 		for _, rs := range msg.ResourceSpans {
 			name := ""
 			for _, kv := range rs.GetResource().GetAttributes() {
@@ -50,9 +51,12 @@ func NewReceiver(t testing.TB) *Receiver {
 				t.Errorf("receiver: service.name %q", name)
 			}
 			for _, ss := range rs.ScopeSpans {
-				r.spans = append(r.spans, ss.Spans...)
+				got = append(got, ss.Spans...)
 			}
 		}
+		r.mu.Lock()
+		r.spans = append(r.spans, got...)
+		r.sizes = append(r.sizes, len(got))
 		r.mu.Unlock()
 		out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
 		w.Header().Set("Content-Type", "application/x-protobuf")
@@ -76,4 +80,14 @@ func (r *Receiver) Count() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.spans)
+}
+
+// Requests returns the number of spans of each request received so far,
+// and forgets them.
+func (r *Receiver) Requests() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.sizes
+	r.sizes = nil
+	return out
 }
