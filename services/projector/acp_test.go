@@ -182,6 +182,14 @@ func TestACPReplayFollowAndResume(t *testing.T) {
 		got = append(got, l)
 	}
 	sameLines(t, "after event id", got, wantLines(t, id, append(rest, more...)))
+
+	// And following from that event id: the same, then live.
+	want = wantLines(t, id, append(rest, more...))
+	ch = acpStream(t, ctx, r.srv.URL+"/v1/sessions/"+id+"/acp?follow=1&afterEventId="+cutID)
+	sameLines(t, "followed after event id", readLines(t, ch, len(want)), want)
+	last := publishN(t, e, s, 2)
+	want = wantLines(t, id, last)
+	sameLines(t, "followed after event id, live", readLines(t, ch, len(want)), want)
 }
 
 func TestACPBadRequests(t *testing.T) {
