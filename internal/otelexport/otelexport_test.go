@@ -336,9 +336,10 @@ func parentOf(s string) string {
 	return s
 }
 
-// A collector that never answers does not hold the projector back: it
-// folds every session, and the turns the full queue cannot take are
-// dropped and counted.
+// A collector that never answers, or that is down (nothing listens), does
+// not hold the projector back: it folds every session, and the turns the
+// full queue cannot take are dropped and counted, as are those the
+// collector did not take.
 func TestLiveExportCollectorDown(t *testing.T) {
 	stuck := make(chan struct{})
 	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -349,35 +350,58 @@ func TestLiveExportCollectorDown(t *testing.T) {
 	}))
 	defer hung.Close()
 	defer close(stuck)
-	reg := prometheus.NewRegistry()
-	// Each export waits up to a minute for the collector: a projector
-	// that waited for its exporter would fold nothing for minutes.
-	st, p := stack(t, hung.URL, 2, time.Minute, reg)
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
 	const n = 12
-	for i := range n {
-		appendAll(t, st, sessionfixture.Events(fmt.Sprintf("down-%d", i)))
-	}
-	srv := httptest.NewServer(p.Handler())
-	defer srv.Close()
-	natstest.CheckFor(t, 50*time.Second, 20*time.Millisecond, func() error {
-		for i := range n {
-			resp, err := http.Get(fmt.Sprintf("%s/v1/sessions/down-%d", srv.URL, i))
-			if err != nil {
-				return err
+	for _, c := range []struct {
+		name, url string
+		timeout   time.Duration
+	}{
+		// Each export waits up to a minute for the collector: a projector
+		// that waited for its exporter would fold nothing for minutes.
+		{"hung", hung.URL, time.Minute},
+		{"down", down.URL, time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			st, p := stack(t, c.url, 2, c.timeout, reg)
+			for i := range n {
+				appendAll(t, st, sessionfixture.Events(fmt.Sprintf("down-%d", i)))
 			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if !bytes.Contains(b, []byte(`"lastSeq":41`)) {
-				return fmt.Errorf("down-%d not folded: %s", i, b)
+			srv := httptest.NewServer(p.Handler())
+			defer srv.Close()
+			natstest.CheckFor(t, 50*time.Second, 20*time.Millisecond, func() error {
+				for i := range n {
+					resp, err := http.Get(fmt.Sprintf("%s/v1/sessions/down-%d", srv.URL, i))
+					if err != nil {
+						return err
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if !bytes.Contains(b, []byte(`"lastSeq":41`)) {
+						return fmt.Errorf("down-%d not folded: %s", i, b)
+					}
+				}
+				return nil
+			})
+			if c.name == "hung" {
+				// 2 turns a session: at most the queue and the one in
+				// export were taken; the rest were dropped.
+				if dropped := counter(t, reg, "sessionlog_otlp_turns_dropped_total", "queue_full"); dropped < 2*n-4 {
+					t.Errorf("dropped %v turns, want at least %d", dropped, 2*n-4)
+				}
+				return
 			}
-		}
-		return nil
-	})
-	// 2 turns a session: at most the queue and the one in export were
-	// taken; the rest were dropped.
-	dropped := counter(t, reg, "sessionlog_otlp_turns_dropped_total", "queue_full")
-	if dropped < 2*n-4 {
-		t.Errorf("dropped %v turns, want at least %d", dropped, 2*n-4)
+			// Down: every turn is dropped, as export_failed once its
+			// export gives up, or as queue_full while the queue is full.
+			natstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+				full, failed := counter(t, reg, "sessionlog_otlp_turns_dropped_total", "queue_full"), counter(t, reg, "sessionlog_otlp_turns_dropped_total", "export_failed")
+				if failed < 1 || full+failed != 2*n {
+					return fmt.Errorf("dropped %v queue_full and %v export_failed, want %d in all", full, failed, 2*n)
+				}
+				return nil
+			})
+		})
 	}
 }
 
