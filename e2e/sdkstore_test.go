@@ -206,7 +206,7 @@ func TestClaudeAgentSDKStoreOnUp(t *testing.T) {
 	// The operator's delete erases the session and its subagent.
 	after := storeRun(t, nodePath, []string{"NATS_USER=sre", "NATS_PASS=sre-pw"}, up.NATSURL, "delete", project, sid, "-", "subagents/agent-a1b2c3d")
 	if after.Loaded != nil || after.SubLoaded != nil || len(after.Subkeys) != 0 || len(after.Listed) != 1 || after.Listed[0] != sid1 {
-		t.Fatalf("after the operator's delete: %s", out)
+		t.Fatalf("after the operator's delete: %+v", after)
 	}
 	for _, id := range []string{"cc-" + sid, "cc-" + sid + "-a1b2c3d"} {
 		natstest.CheckFor(t, 20*time.Second, 50*time.Millisecond, func() error {
