@@ -16,7 +16,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// The source index (SESSION_SOURCES, docs/adr/013-source-index.md) holds
+// The source index (SESSION_SOURCES, docs/adr/007-source-index.md) holds
 // two records per transcript written through sessions.api.source.append:
 //
 //	o.<sessionId>                          the key that owns the session (first writer wins)
