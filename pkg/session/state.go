@@ -404,11 +404,6 @@ func (s *State) track(e *schema.Envelope) {
 	var k openKey
 	var turn string
 	var open bool
-	var d struct {
-		ApprovalID   string `json:"approvalId"`
-		CompactionID string `json:"compactionId"`
-		JobID        string `json:"jobId"`
-	}
 	switch e.Type {
 	case schema.TypeAttemptStarted, schema.TypeMessageAssistant, schema.TypeAttemptInterrupt:
 		k = openKey{openAttempt, e.TurnID, e.AttemptID}
@@ -421,21 +416,21 @@ func (s *State) track(e *schema.Envelope) {
 			open, turn = t.Phase != PhaseDone, t.TurnID
 		}
 	case schema.TypeApprovalRequested, schema.TypeApprovalDecided:
-		_ = json.Unmarshal(e.Data, &d)
-		k = openKey{kind: openApproval, id: d.ApprovalID}
-		if a, ok := s.Approvals[d.ApprovalID]; ok {
+		id := dataIDs(e).ApprovalID
+		k = openKey{kind: openApproval, id: id}
+		if a, ok := s.Approvals[id]; ok {
 			open, turn = a.Open(), a.TurnID
 		}
 	case schema.TypeCompactionStarted, schema.TypeCompactionEnded, schema.TypeCompactionAborted:
-		_ = json.Unmarshal(e.Data, &d)
-		k = openKey{kind: openCompaction, id: d.CompactionID}
-		if c, ok := s.Compactions[d.CompactionID]; ok {
+		id := dataIDs(e).CompactionID
+		k = openKey{kind: openCompaction, id: id}
+		if c, ok := s.Compactions[id]; ok {
 			open, turn = c.Open(), c.TurnID
 		}
 	case schema.TypeJobStarted, schema.TypeJobEnded:
-		_ = json.Unmarshal(e.Data, &d)
-		k = openKey{kind: openJob, id: d.JobID}
-		if j, ok := s.Jobs[d.JobID]; ok {
+		id := dataIDs(e).JobID
+		k = openKey{kind: openJob, id: id}
+		if j, ok := s.Jobs[id]; ok {
 			open, turn = j.Open(), j.TurnID
 		}
 	default:
@@ -446,6 +441,23 @@ func (s *State) track(e *schema.Envelope) {
 	} else {
 		delete(s.open, k)
 	}
+}
+
+// itemIDs are the ids an event's data may name.
+type itemIDs struct {
+	ApprovalID   string `json:"approvalId"`
+	CompactionID string `json:"compactionId"`
+	JobID        string `json:"jobId"`
+}
+
+// dataIDs decodes the ids e's data names. A function of its own: the
+// decoder takes the struct's address, which moves it to the heap, and
+// track would pay that for every event rather than for those that
+// name one.
+func dataIDs(e *schema.Envelope) itemIDs {
+	var d itemIDs
+	_ = json.Unmarshal(e.Data, &d)
+	return d
 }
 
 // openInTurn lists what is still open in turn t.
