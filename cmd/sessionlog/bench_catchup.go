@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 
 	"github.com/sessionlog/sessionlog/cmd/sessionlog/internal/bench"
 )
@@ -28,6 +29,7 @@ func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error
 	batch := fs.Int("max-batch-events", 0, "events per Pebble batch (0: the projector's default)")
 	dir := fs.String("dir", "", "working directory (default a temporary one, removed afterwards)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the catch-up to this file")
+	memProfile := fs.String("memprofile", "", "write the allocation profile at the catch-up's end to this file, and at its start to this file + \".base\" (go tool pprof -base)")
 	verbose := fs.Bool("v", false, "print progress to stderr")
 	memLimit := fs.Int64("memory-limit", defaultProjectorMemoryLimit, "soft limit of the Go heap in bytes, as the projector command sets it (0: none; GOMEMLIMIT takes precedence); the embedded server shares it")
 	if err := parseFlags(fs, args); err != nil {
@@ -47,6 +49,9 @@ func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error
 	}
 	if *cpuProfile != "" {
 		cfg.Profile = cpuProfiler(*cpuProfile)
+	}
+	if *memProfile != "" {
+		cfg.Profile = withAllocProfile(cfg.Profile, *memProfile)
 	}
 	var small *bench.CatchupResult
 	if n > smallCatchup {
@@ -91,4 +96,31 @@ func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error
 	fmt.Fprintf(stdout, "BENCH name=projector-peak-rss value=%.0f unit=MiB events=%d heap_after_mib=%.0f start_rss_mib=%.0f heap_inuse_mib=%.0f memtables_mib=%.0f block_cache_mib=%.0f\n",
 		mib(res.PeakRSSBytes), res.Events, mib(int64(res.HeapAfter)), mib(res.Memory.StartRSS), mib(res.Memory.HeapInUse), mib(res.Memory.MemTables), mib(res.Memory.BlockCache))
 	return nil
+}
+
+// withAllocProfile adds to profile (which may be nil) writing the
+// allocation profile at its start (path + ".base") and at its stop
+// (path): their difference is what the catch-up allocated.
+func withAllocProfile(profile func() func(), path string) func() func() {
+	write := func(p string) {
+		f, err := os.Create(p)
+		if err == nil {
+			err = pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "memprofile:", err)
+		}
+	}
+	return func() func() {
+		write(path + ".base")
+		stop := func() {}
+		if profile != nil {
+			stop = profile()
+		}
+		return func() {
+			stop()
+			write(path)
+		}
+	}
 }

@@ -23,17 +23,14 @@ func describe(items []OpenItem) string {
 // error is a *schema.Error with code structure, paused, closed or forking.
 // e.Seq, when set, must be LastSeq+1.
 func (s *State) Check(e *schema.Envelope) error {
-	_, err := s.plan(e)
-	return err
+	return s.plan(e, false)
 }
 
 // Apply checks e and folds it into s. On error s is unchanged.
 func (s *State) Apply(e *schema.Envelope) error {
-	mut, err := s.plan(e)
-	if err != nil {
+	if err := s.plan(e, true); err != nil {
 		return err
 	}
-	mut()
 	s.track(e)
 	s.LastSeq++ // plan checked that e.Seq is 0 or LastSeq+1
 	s.LastEventID = e.EventID
@@ -60,57 +57,59 @@ func acceptedWhilePaused(e *schema.Envelope) bool {
 	return false
 }
 
-// plan validates e against s and returns the mutation that folds it.
-func (s *State) plan(e *schema.Envelope) (func(), error) {
+// plan validates e against s and, if apply is set, folds it. Every check
+// comes before the change it guards, so a refused event leaves s as it
+// was; the change is made in place rather than returned as a closure,
+// which would be allocated for every event.
+func (s *State) plan(e *schema.Envelope, apply bool) error {
 	if e.Seq != 0 && e.Seq != s.LastSeq+1 {
-		return nil, structure("seq %d does not follow last seq %d", e.Seq, s.LastSeq)
+		return structure("seq %d does not follow last seq %d", e.Seq, s.LastSeq)
 	}
 	if e.SessionID != "" && s.SessionID != "" && e.SessionID != s.SessionID {
-		return nil, structure("event of session %q folded into %q", e.SessionID, s.SessionID)
+		return structure("event of session %q folded into %q", e.SessionID, s.SessionID)
 	}
-	noop := func() {}
 	if s.LastSeq == 0 {
 		if e.Type != schema.TypeSessionCreated {
-			return nil, structure("the first event of a session must be session/created, got %s", e.Type)
+			return structure("the first event of a session must be session/created, got %s", e.Type)
 		}
 	} else if e.Type == schema.TypeSessionCreated {
-		return nil, structure("session/created is only valid as seq 1")
+		return structure("session/created is only valid as seq 1")
 	}
 	if s.Closed {
-		return nil, schema.Errorf(schema.CodeClosed, "session is closed (%s): nothing may follow", s.CloseReason)
+		return schema.Errorf(schema.CodeClosed, "session is closed (%s): nothing may follow", s.CloseReason)
 	}
 	if s.Forking && !e.Synthetic {
-		return nil, schema.Errorf(schema.CodeForking, "session is a fork still being copied; wait for fork/committed")
+		return schema.Errorf(schema.CodeForking, "session is a fork still being copied; wait for fork/committed")
 	}
 	if s.Paused && !acceptedWhilePaused(e) {
-		return nil, schema.Errorf(schema.CodePaused, "session is paused (%s): only session/resumed, goal/updated and session/closed are accepted", s.PauseReason)
+		return schema.Errorf(schema.CodePaused, "session is paused (%s): only session/resumed, goal/updated and session/closed are accepted", s.PauseReason)
 	}
 	spec, known := schema.Lookup(e.Type)
 	if !known {
 		if e.Ignorable {
-			return noop, nil
+			return nil
 		}
-		return nil, schema.Errorf(schema.CodeUnknownType, "unknown event type %q", e.Type)
+		return schema.Errorf(schema.CodeUnknownType, "unknown event type %q", e.Type)
 	}
 	// Validate checks ids too; the fold must not trust that it ran.
 	if err := spec.CheckIDs(e); err != nil {
-		return nil, err
+		return err
 	}
 	// Events that name a turn must name the open one.
 	if e.TurnID != "" && e.Type != schema.TypeTurnStarted {
 		if s.Turn == nil {
-			return nil, structure("%s names turn %s but no turn is open", e.Type, e.TurnID)
+			return structure("%s names turn %s but no turn is open", e.Type, e.TurnID)
 		}
 		if s.Turn.ID != e.TurnID {
-			return nil, structure("%s names turn %s but the open turn is %s", e.Type, e.TurnID, s.Turn.ID)
+			return structure("%s names turn %s but the open turn is %s", e.Type, e.TurnID, s.Turn.ID)
 		}
 	}
 	seq := e.Seq
 	if seq == 0 {
 		seq = s.LastSeq + 1
 	}
-	bad := func(err error) (func(), error) {
-		return nil, schema.Errorf(schema.CodeInvalidEvent, "%s: %v", e.Type, err)
+	bad := func(err error) error {
+		return schema.Errorf(schema.CodeInvalidEvent, "%s: %v", e.Type, err)
 	}
 
 	switch e.Type {
@@ -119,138 +118,162 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 		if err := e.DecodeData(&d); err != nil {
 			return bad(err)
 		}
-		return func() {
+		if apply {
 			s.Meta = d
 			s.CreatedAt = e.Time
 			if s.SessionID == "" {
 				s.SessionID = e.SessionID
 			}
 			s.Forking = d.Parent != nil
-		}, nil
+		}
+		return nil
 	case schema.TypeSessionPaused:
 		var d schema.Reason
 		if err := e.DecodeData(&d); err != nil {
 			return bad(err)
 		}
-		return func() { s.Paused, s.PauseReason = true, d.Reason }, nil
+		if apply {
+			s.Paused, s.PauseReason = true, d.Reason
+		}
+		return nil
 	case schema.TypeSessionResumed:
 		if !s.Paused {
-			return nil, structure("session/resumed while the session is not paused")
+			return structure("session/resumed while the session is not paused")
 		}
-		return func() { s.Paused, s.PauseReason = false, "" }, nil
+		if apply {
+			s.Paused, s.PauseReason = false, ""
+		}
+		return nil
 	case schema.TypeSessionClosed:
 		var d schema.Reason
 		if err := e.DecodeData(&d); err != nil {
 			return bad(err)
 		}
-		return func() { s.Closed, s.CloseReason, s.Forking = true, d.Reason, false }, nil
+		if apply {
+			s.Closed, s.CloseReason, s.Forking = true, d.Reason, false
+		}
+		return nil
 
 	case schema.TypeTurnStarted:
 		if s.Turn != nil {
-			return nil, structure("turn %s is still open: at most one open turn", s.Turn.ID)
+			return structure("turn %s is still open: at most one open turn", s.Turn.ID)
 		}
 		if _, used := s.usedTurns[e.TurnID]; used {
-			return nil, structure("turn id %s was already used in this session", e.TurnID)
+			return structure("turn id %s was already used in this session", e.TurnID)
 		}
-		return func() {
+		if apply {
 			s.Turn = &Turn{Item: Item{ID: e.TurnID, StartSeq: seq}}
 			if s.usedTurns == nil {
 				s.usedTurns = map[string]struct{}{}
 			}
 			s.usedTurns[e.TurnID] = struct{}{}
 			s.Turns++
-		}, nil
+		}
+		return nil
 	case schema.TypeTurnEnded:
 		if open := s.openInTurn(e.TurnID); len(open) > 0 {
-			return nil, structure("turn %s cannot end: still open: %s", e.TurnID, describe(open))
+			return structure("turn %s cannot end: still open: %s", e.TurnID, describe(open))
 		}
 		var d schema.Reason
 		if err := e.DecodeData(&d); err != nil {
 			return bad(err)
 		}
-		return func() {
+		if apply {
 			t := s.Turn
 			t.EndSeq, t.Reason = seq, d.Reason
 			s.endTurn(t)
 			s.LastTurn, s.Turn = t, nil
-		}, nil
+		}
+		return nil
 
 	case schema.TypeStepStarted:
 		k := key(e.TurnID, e.StepID)
 		if _, open := s.Steps[k]; open {
-			return nil, structure("step %s is already open", e.StepID)
+			return structure("step %s is already open", e.StepID)
 		}
-		return func() {
+		if apply {
 			if s.Steps == nil {
 				s.Steps = map[string]*Item{}
 			}
 			s.Steps[k] = &Item{ID: e.StepID, TurnID: e.TurnID, StartSeq: seq}
-		}, nil
+		}
+		return nil
 	case schema.TypeStepEnded:
 		k := key(e.TurnID, e.StepID)
 		if _, open := s.Steps[k]; !open {
-			return nil, structure("step/ended for step %s that is not open", e.StepID)
+			return structure("step/ended for step %s that is not open", e.StepID)
 		}
-		return func() { delete(s.Steps, k) }, nil
+		if apply {
+			delete(s.Steps, k)
+		}
+		return nil
 
 	case schema.TypeAttemptStarted:
 		k := key(e.TurnID, e.AttemptID)
 		if _, used := s.Attempts[k]; used {
-			return nil, structure("attempt id %s was already used in turn %s: a new attempt needs a new attemptId", e.AttemptID, e.TurnID)
+			return structure("attempt id %s was already used in turn %s: a new attempt needs a new attemptId", e.AttemptID, e.TurnID)
 		}
-		return func() {
+		if apply {
 			if s.Attempts == nil {
 				s.Attempts = map[string]*Item{}
 			}
 			s.Attempts[k] = &Item{ID: e.AttemptID, TurnID: e.TurnID, StartSeq: seq}
-		}, nil
+		}
+		return nil
 	case schema.TypeMessageAssistant, schema.TypeAttemptInterrupt:
 		a, ok := s.Attempts[key(e.TurnID, e.AttemptID)]
 		if !ok {
-			return nil, structure("%s for attempt %s that was never started", e.Type, e.AttemptID)
+			return structure("%s for attempt %s that was never started", e.Type, e.AttemptID)
 		}
 		if !a.Open() {
-			return nil, structure("%s for attempt %s that already ended at seq %d", e.Type, e.AttemptID, a.EndSeq)
+			return structure("%s for attempt %s that already ended at seq %d", e.Type, e.AttemptID, a.EndSeq)
 		}
-		return func() { a.EndSeq = seq }, nil
+		if apply {
+			a.EndSeq = seq
+		}
+		return nil
 	case schema.TypeMessageUser:
-		return noop, nil
+		return nil
 
 	case schema.TypeToolRequested:
 		if t, used := s.tool(e.ToolCallID); used {
-			return nil, structure("tool call %s was already requested at seq %d", e.ToolCallID, t.StartSeq)
+			return structure("tool call %s was already requested at seq %d", e.ToolCallID, t.StartSeq)
 		}
 		var d schema.ToolRequested
 		if err := e.DecodeData(&d); err != nil {
 			return bad(err)
 		}
-		return func() {
+		if apply {
 			if s.Tools == nil {
 				s.Tools = map[string]*ToolCall{}
 			}
 			s.Tools[e.ToolCallID] = &ToolCall{Item: Item{ID: e.ToolCallID, TurnID: e.TurnID, StartSeq: seq}, Name: d.Name, Idempotent: d.Idempotent, Phase: PhaseRequested}
-		}, nil
+		}
+		return nil
 	case schema.TypeToolStarted:
 		t, ok := s.tool(e.ToolCallID)
 		switch {
 		case !ok:
-			return nil, structure("tool/started for call %s that was never requested", e.ToolCallID)
+			return structure("tool/started for call %s that was never requested", e.ToolCallID)
 		case t.TurnID != e.TurnID:
-			return nil, structure("tool call %s belongs to turn %s", e.ToolCallID, t.TurnID)
+			return structure("tool call %s belongs to turn %s", e.ToolCallID, t.TurnID)
 		case t.Phase != PhaseRequested:
-			return nil, structure("tool call %s is already %s", e.ToolCallID, t.Phase)
+			return structure("tool call %s is already %s", e.ToolCallID, t.Phase)
 		}
-		return func() { t.Phase, t.StartedSeq = PhaseStarted, seq }, nil
+		if apply {
+			t.Phase, t.StartedSeq = PhaseStarted, seq
+		}
+		return nil
 	case schema.TypeToolResult:
 		t, ok := s.tool(e.ToolCallID)
 		if !ok {
-			return nil, structure("tool/result for call %s that was never requested", e.ToolCallID)
+			return structure("tool/result for call %s that was never requested", e.ToolCallID)
 		}
 		if t.TurnID != e.TurnID {
-			return nil, structure("tool call %s belongs to turn %s", e.ToolCallID, t.TurnID)
+			return structure("tool call %s belongs to turn %s", e.ToolCallID, t.TurnID)
 		}
 		if t.Phase == PhaseDone {
-			return nil, structure("tool call %s already has a result (%s): exactly one per call", e.ToolCallID, t.Status)
+			return structure("tool call %s already has a result (%s): exactly one per call", e.ToolCallID, t.Status)
 		}
 		var d schema.ToolResult
 		if err := e.DecodeData(&d); err != nil {
@@ -259,16 +282,19 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 		switch d.Status {
 		case schema.ToolOK, schema.ToolError, schema.ToolOutcomeUnknown:
 			if t.Phase != PhaseStarted {
-				return nil, structure("tool/result %s for call %s needs tool/started first", d.Status, e.ToolCallID)
+				return structure("tool/result %s for call %s needs tool/started first", d.Status, e.ToolCallID)
 			}
 		case schema.ToolNotStarted:
 			if t.Phase != PhaseRequested {
-				return nil, structure("tool/result not_started for call %s that was started: its outcome is unknown", e.ToolCallID)
+				return structure("tool/result not_started for call %s that was started: its outcome is unknown", e.ToolCallID)
 			}
 		default:
 			return bad(fmt.Errorf("unknown status %q", d.Status))
 		}
-		return func() { t.Phase, t.Status, t.EndSeq = PhaseDone, d.Status, seq }, nil
+		if apply {
+			t.Phase, t.Status, t.EndSeq = PhaseDone, d.Status, seq
+		}
+		return nil
 
 	case schema.TypeApprovalRequested:
 		var d schema.ApprovalRequested
@@ -276,23 +302,24 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 			return bad(err)
 		}
 		if a, used := s.approval(d.ApprovalID); used {
-			return nil, structure("approval %s was already requested at seq %d", d.ApprovalID, a.StartSeq)
+			return structure("approval %s was already requested at seq %d", d.ApprovalID, a.StartSeq)
 		}
 		if d.ToolCallID != "" {
 			t, ok := s.tool(d.ToolCallID)
 			switch {
 			case !ok:
-				return nil, structure("approval %s names tool call %s that was never requested", d.ApprovalID, d.ToolCallID)
+				return structure("approval %s names tool call %s that was never requested", d.ApprovalID, d.ToolCallID)
 			case t.TurnID != e.TurnID:
-				return nil, structure("approval %s names tool call %s of turn %s", d.ApprovalID, d.ToolCallID, t.TurnID)
+				return structure("approval %s names tool call %s of turn %s", d.ApprovalID, d.ToolCallID, t.TurnID)
 			}
 		}
-		return func() {
+		if apply {
 			if s.Approvals == nil {
 				s.Approvals = map[string]*Approval{}
 			}
 			s.Approvals[d.ApprovalID] = &Approval{Item: Item{ID: d.ApprovalID, TurnID: e.TurnID, StartSeq: seq}, ToolCallID: d.ToolCallID, Prompt: d.Prompt}
-		}, nil
+		}
+		return nil
 	case schema.TypeApprovalDecided:
 		var d schema.ApprovalDecided
 		if err := e.DecodeData(&d); err != nil {
@@ -301,13 +328,16 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 		a, ok := s.approval(d.ApprovalID)
 		switch {
 		case !ok:
-			return nil, structure("approval/decided for approval %s that was never requested", d.ApprovalID)
+			return structure("approval/decided for approval %s that was never requested", d.ApprovalID)
 		case !a.Open():
-			return nil, structure("approval %s was already decided (%s): one decision per approval", d.ApprovalID, a.Decision)
+			return structure("approval %s was already decided (%s): one decision per approval", d.ApprovalID, a.Decision)
 		case a.TurnID != e.TurnID:
-			return nil, structure("approval %s belongs to turn %s", d.ApprovalID, a.TurnID)
+			return structure("approval %s belongs to turn %s", d.ApprovalID, a.TurnID)
 		}
-		return func() { a.Decision, a.EndSeq = d.Decision, seq }, nil
+		if apply {
+			a.Decision, a.EndSeq = d.Decision, seq
+		}
+		return nil
 
 	case schema.TypeCompactionStarted:
 		var d schema.CompactionStarted
@@ -316,21 +346,22 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 		}
 		for _, c := range s.Compactions {
 			if c.Open() {
-				return nil, structure("compaction %s is still open", c.ID)
+				return structure("compaction %s is still open", c.ID)
 			}
 		}
 		if _, used := s.Compactions[d.CompactionID]; used {
-			return nil, structure("compaction id %s was already used", d.CompactionID)
+			return structure("compaction id %s was already used", d.CompactionID)
 		}
 		if d.ThroughSeq == 0 || d.ThroughSeq >= seq {
-			return nil, structure("compaction throughSeq %d must be between 1 and %d", d.ThroughSeq, seq-1)
+			return structure("compaction throughSeq %d must be between 1 and %d", d.ThroughSeq, seq-1)
 		}
-		return func() {
+		if apply {
 			if s.Compactions == nil {
 				s.Compactions = map[string]*Compaction{}
 			}
 			s.Compactions[d.CompactionID] = &Compaction{Item: Item{ID: d.CompactionID, TurnID: e.TurnID, StartSeq: seq}, ThroughSeq: d.ThroughSeq}
-		}, nil
+		}
+		return nil
 	case schema.TypeCompactionEnded, schema.TypeCompactionAborted:
 		var id string
 		var through uint64
@@ -350,13 +381,13 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 		c, ok := s.Compactions[id]
 		switch {
 		case !ok:
-			return nil, structure("%s for compaction %s that was never started", e.Type, id)
+			return structure("%s for compaction %s that was never started", e.Type, id)
 		case !c.Open():
-			return nil, structure("compaction %s already %s", id, c.Outcome)
+			return structure("compaction %s already %s", id, c.Outcome)
 		case e.Type == schema.TypeCompactionEnded && through != c.ThroughSeq:
-			return nil, structure("compaction %s ends through seq %d but started through %d", id, through, c.ThroughSeq)
+			return structure("compaction %s ends through seq %d but started through %d", id, through, c.ThroughSeq)
 		}
-		return func() {
+		if apply {
 			c.EndSeq = seq
 			if e.Type == schema.TypeCompactionEnded {
 				c.Outcome = "ended"
@@ -364,7 +395,8 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 			} else {
 				c.Outcome = "aborted"
 			}
-		}, nil
+		}
+		return nil
 
 	case schema.TypeGoalUpdated:
 		var d schema.GoalUpdated
@@ -376,9 +408,12 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 			want = s.Goal.Revision + 1
 		}
 		if d.Revision != want {
-			return nil, structure("goal revision %d, want %d (revisions increase by 1)", d.Revision, want)
+			return structure("goal revision %d, want %d (revisions increase by 1)", d.Revision, want)
 		}
-		return func() { s.Goal = &Goal{GoalUpdated: d, Seq: seq} }, nil
+		if apply {
+			s.Goal = &Goal{GoalUpdated: d, Seq: seq}
+		}
+		return nil
 
 	case schema.TypeJobStarted:
 		var d schema.JobStarted
@@ -386,14 +421,15 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 			return bad(err)
 		}
 		if _, used := s.Jobs[d.JobID]; used {
-			return nil, structure("job id %s was already used", d.JobID)
+			return structure("job id %s was already used", d.JobID)
 		}
-		return func() {
+		if apply {
 			if s.Jobs == nil {
 				s.Jobs = map[string]*Item{}
 			}
 			s.Jobs[d.JobID] = &Item{ID: d.JobID, TurnID: e.TurnID, StartSeq: seq}
-		}, nil
+		}
+		return nil
 	case schema.TypeJobEnded:
 		var d schema.JobEnded
 		if err := e.DecodeData(&d); err != nil {
@@ -402,32 +438,42 @@ func (s *State) plan(e *schema.Envelope) (func(), error) {
 		j, ok := s.Jobs[d.JobID]
 		switch {
 		case !ok:
-			return nil, structure("job/ended for job %s that was never started", d.JobID)
+			return structure("job/ended for job %s that was never started", d.JobID)
 		case !j.Open():
-			return nil, structure("job %s already ended", d.JobID)
+			return structure("job %s already ended", d.JobID)
 		}
-		return func() { j.EndSeq = seq }, nil
+		if apply {
+			j.EndSeq = seq
+		}
+		return nil
 
 	case schema.TypeRepairApplied:
-		return func() { s.Repairs++; s.LastRepairSeq = seq }, nil
+		if apply {
+			s.Repairs++
+			s.LastRepairSeq = seq
+		}
+		return nil
 	case schema.TypeForkCommitted:
 		var d schema.ForkCommitted
 		if err := e.DecodeData(&d); err != nil {
 			return bad(err)
 		}
 		if !s.Forking || s.Meta.Parent == nil {
-			return nil, structure("fork/committed in a session that is not being forked")
+			return structure("fork/committed in a session that is not being forked")
 		}
 		// A fork of a fork copies its parent's own, older fork/committed
 		// (with a shorter seed): only the one with this session's
 		// seedLength ends the copy.
 		switch own := s.Meta.Parent.SeedLength; {
 		case d.SeedLength > own:
-			return nil, structure("fork/committed seedLength %d is longer than this fork's seed %d", d.SeedLength, own)
+			return structure("fork/committed seedLength %d is longer than this fork's seed %d", d.SeedLength, own)
 		case d.SeedLength < own:
-			return noop, nil
+			return nil
 		}
-		return func() { s.Forking, s.ForkCommittedSeq = false, seq }, nil
+		if apply {
+			s.Forking, s.ForkCommittedSeq = false, seq
+		}
+		return nil
 	}
-	return nil, schema.Errorf(schema.CodeUnknownType, "no rule for event type %q", e.Type)
+	return schema.Errorf(schema.CodeUnknownType, "no rule for event type %q", e.Type)
 }

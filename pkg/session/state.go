@@ -132,7 +132,9 @@ type State struct {
 	// every append cost what is open, not the whole history (the maps keep
 	// closed items for the uniqueness rules). Apply keeps it up to date;
 	// nil means not built (a state decoded from JSON): openIndex builds it.
-	open map[string]string
+	// Keyed by struct, not by a "kind/id" string: track runs for every
+	// event, and a string key would be built (allocated) each time.
+	open map[openKey]string
 	// keepSpent: endTurn keeps every item in full, as the fold did before
 	// items were spent (the tests' reference).
 	keepSpent bool
@@ -343,35 +345,52 @@ func (s *State) endTurn(t *Turn) {
 	}
 }
 
+// openKey names an open item in State.open: its kind and id (for an
+// attempt, its turn too: attempt ids are unique within a turn).
+type openKey struct {
+	kind     openKind
+	turn, id string
+}
+
+type openKind uint8
+
+const (
+	openAttempt openKind = iota
+	openTool
+	openApproval
+	openCompaction
+	openJob
+)
+
 // openIndex returns s.open, building it from the maps if need be.
-func (s *State) openIndex() map[string]string {
+func (s *State) openIndex() map[openKey]string {
 	if s.open != nil {
 		return s.open
 	}
-	s.open = map[string]string{}
-	for k, a := range s.Attempts {
+	s.open = map[openKey]string{}
+	for _, a := range s.Attempts {
 		if a.Open() {
-			s.open["attempt/"+k] = a.TurnID
+			s.open[openKey{openAttempt, a.TurnID, a.ID}] = a.TurnID
 		}
 	}
 	for id, t := range s.Tools {
 		if t.Phase != PhaseDone {
-			s.open["tool/"+id] = t.TurnID
+			s.open[openKey{kind: openTool, id: id}] = t.TurnID
 		}
 	}
 	for id, a := range s.Approvals {
 		if a.Open() {
-			s.open["approval/"+id] = a.TurnID
+			s.open[openKey{kind: openApproval, id: id}] = a.TurnID
 		}
 	}
 	for id, c := range s.Compactions {
 		if c.Open() {
-			s.open["compaction/"+id] = c.TurnID
+			s.open[openKey{kind: openCompaction, id: id}] = c.TurnID
 		}
 	}
 	for id, j := range s.Jobs {
 		if j.Open() {
-			s.open["job/"+id] = j.TurnID
+			s.open[openKey{kind: openJob, id: id}] = j.TurnID
 		}
 	}
 	return s.open
@@ -382,41 +401,36 @@ func (s *State) track(e *schema.Envelope) {
 	if s.open == nil {
 		return // built from the maps when first needed
 	}
-	var k, turn string
+	var k openKey
+	var turn string
 	var open bool
-	var d struct {
-		ApprovalID   string `json:"approvalId"`
-		CompactionID string `json:"compactionId"`
-		JobID        string `json:"jobId"`
-	}
 	switch e.Type {
 	case schema.TypeAttemptStarted, schema.TypeMessageAssistant, schema.TypeAttemptInterrupt:
-		ak := key(e.TurnID, e.AttemptID)
-		k = "attempt/" + ak
-		if a, ok := s.Attempts[ak]; ok {
+		k = openKey{openAttempt, e.TurnID, e.AttemptID}
+		if a, ok := s.Attempts[key(e.TurnID, e.AttemptID)]; ok {
 			open, turn = a.Open(), a.TurnID
 		}
 	case schema.TypeToolRequested, schema.TypeToolStarted, schema.TypeToolResult:
-		k = "tool/" + e.ToolCallID
+		k = openKey{kind: openTool, id: e.ToolCallID}
 		if t, ok := s.Tools[e.ToolCallID]; ok {
 			open, turn = t.Phase != PhaseDone, t.TurnID
 		}
 	case schema.TypeApprovalRequested, schema.TypeApprovalDecided:
-		_ = json.Unmarshal(e.Data, &d)
-		k = "approval/" + d.ApprovalID
-		if a, ok := s.Approvals[d.ApprovalID]; ok {
+		id := dataIDs(e).ApprovalID
+		k = openKey{kind: openApproval, id: id}
+		if a, ok := s.Approvals[id]; ok {
 			open, turn = a.Open(), a.TurnID
 		}
 	case schema.TypeCompactionStarted, schema.TypeCompactionEnded, schema.TypeCompactionAborted:
-		_ = json.Unmarshal(e.Data, &d)
-		k = "compaction/" + d.CompactionID
-		if c, ok := s.Compactions[d.CompactionID]; ok {
+		id := dataIDs(e).CompactionID
+		k = openKey{kind: openCompaction, id: id}
+		if c, ok := s.Compactions[id]; ok {
 			open, turn = c.Open(), c.TurnID
 		}
 	case schema.TypeJobStarted, schema.TypeJobEnded:
-		_ = json.Unmarshal(e.Data, &d)
-		k = "job/" + d.JobID
-		if j, ok := s.Jobs[d.JobID]; ok {
+		id := dataIDs(e).JobID
+		k = openKey{kind: openJob, id: id}
+		if j, ok := s.Jobs[id]; ok {
 			open, turn = j.Open(), j.TurnID
 		}
 	default:
@@ -427,6 +441,23 @@ func (s *State) track(e *schema.Envelope) {
 	} else {
 		delete(s.open, k)
 	}
+}
+
+// itemIDs are the ids an event's data may name.
+type itemIDs struct {
+	ApprovalID   string `json:"approvalId"`
+	CompactionID string `json:"compactionId"`
+	JobID        string `json:"jobId"`
+}
+
+// dataIDs decodes the ids e's data names. A function of its own: the
+// decoder takes the struct's address, which moves it to the heap, and
+// track would pay that for every event rather than for those that
+// name one.
+func dataIDs(e *schema.Envelope) itemIDs {
+	var d itemIDs
+	_ = json.Unmarshal(e.Data, &d)
+	return d
 }
 
 // openInTurn lists what is still open in turn t.

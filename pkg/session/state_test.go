@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -346,6 +347,7 @@ func TestRandomHistories(t *testing.T) {
 				continue
 			}
 			applyChecked(t, s, e)
+			checkOpenIndex(t, s)
 			if s.Turn == nil {
 				for _, it := range s.OpenWork() {
 					if it.TurnID != "" {
@@ -354,5 +356,17 @@ func TestRandomHistories(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// checkOpenIndex fails unless the open index Apply keeps up to date
+// equals the one built from the maps (as for a state decoded from JSON).
+func checkOpenIndex(t *testing.T, s *State) {
+	t.Helper()
+	got := maps.Clone(s.openIndex())
+	fresh := *s
+	fresh.open = nil
+	if want := fresh.openIndex(); !maps.Equal(got, want) {
+		t.Fatalf("open index after seq %d:\n got %v\nwant %v", s.LastSeq, got, want)
 	}
 }

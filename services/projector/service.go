@@ -441,6 +441,12 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ch := make(chan []msg, 2*s.cfg.FetchBatch/chunkMsgs+1)
+	// spent takes the chunks the fold loop is done with back to the
+	// consumers: a chunk with its decoded envelopes is tens of KiB,
+	// allocated and zeroed anew for every chunkMsgs events otherwise.
+	// Nothing keeps a message of a chunk it has handled (what the fold
+	// and the observer keep of one they copy).
+	spent := make(chan []msg, cap(ch)+2)
 	errc := make(chan error, len(s.f.pos))
 	var wg sync.WaitGroup
 	for name, p := range s.f.pos {
@@ -477,9 +483,12 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 					return
 				}
 				if chunk == nil {
-					// A new array each time: the fold loop (and an
-					// observer) may hold on to the messages it was handed.
-					chunk = make([]msg, 0, chunkMsgs)
+					select {
+					case c := <-spent:
+						chunk = c[:0]
+					default:
+						chunk = make([]msg, 0, chunkMsgs)
+					}
 				}
 				chunk = append(chunk, msg{stream: name, streamSeq: lm.StreamSeq, subject: lm.Subject, header: lm.Header, data: lm.Data, pending: lm.Pending})
 				// Reading the message here overlaps it with folding in
@@ -511,6 +520,16 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 		chunk []msg // the messages in hand, chunk[next:] not yet folded
 		next  int
 	)
+	// take makes c the chunk in hand and gives the one before back.
+	take := func(c []msg) {
+		if chunk != nil {
+			select {
+			case spent <- chunk:
+			default:
+			}
+		}
+		chunk, next = c, 0
+	}
 	for {
 		if next == len(chunk) {
 			// Nothing in hand: the batch in flight lands first (readiness
@@ -534,8 +553,8 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 					return err
 				}
 				continue
-			case chunk = <-ch:
-				next = 0
+			case c := <-ch:
+				take(c)
 			}
 		}
 		start := time.Now()
@@ -556,8 +575,8 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 				}
 			}
 			select {
-			case chunk = <-ch:
-				next = 0
+			case c := <-ch:
+				take(c)
 				continue
 			default:
 			}
@@ -568,9 +587,9 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 			if m.pending > 0 {
 				t := time.NewTimer(lingerBehind)
 				select {
-				case chunk = <-ch:
+				case c := <-ch:
 					t.Stop()
-					next = 0
+					take(c)
 					continue
 				case <-t.C:
 				case <-ctx.Done():
