@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,7 +24,6 @@ import (
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
-	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -36,14 +36,21 @@ import (
 //     JetStream on the same server, in atomic batches of --batch, --jobs
 //     sessions at once (bench.ImportFloor).
 //
-// The files are imported in --rounds parts, each followed by its floor,
-// so that on a shared machine both see the same load; value and baseline
-// are events over the summed times. cpu_us_per_ev and floor_cpu_us_per_ev
-// are the process's CPU time per event in each (importer, writer and
-// server are one process), which a shared machine disturbs less than the
-// rates. peak_rss_mib is the process's peak during the import rounds
-// (the embedded server's included, which by the last round holds the
-// earlier rounds' floor copies too).
+// The import runs as a child process, `sessionlog import --from
+// claude-code` of this binary against the server over TCP, as a user runs
+// it; this process holds the embedded server and the writer. The files
+// are imported in --rounds parts, each followed by its floor, so that on
+// a shared machine both see the same load; value and baseline are events
+// over the summed times. cpu_us_per_ev and floor_cpu_us_per_ev are the
+// CPU time per event in each (the child's and this process's), which a
+// shared machine disturbs less than the rates; importer_cpu_us_per_ev
+// is the importer process's part of cpu_us_per_ev. peak_rss_mib is the
+// importer's own peak resident set (the child's, largest of the rounds):
+// it stays flat in the number of files. server_peak_rss_mib is this
+// process's (server and writer) during the import rounds, which grows
+// with the data: the server's stream caches hold the events of the
+// import and, by the last round, of the earlier rounds' floors too.
+// decode_peak_rss_mib is the mapping's alone, before the server starts.
 func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("bench import")
 	fs.SetOutput(stdout)
@@ -126,18 +133,14 @@ func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error 
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	nc, err := nats.Connect(srv.ClientURL())
+	// The import runs as `sessionlog import --from claude-code` does: a
+	// process of its own (this program's binary) talking to the server
+	// over TCP, so that its peak resident set is the importer's alone;
+	// this process holds the server and the writer.
+	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-
-	// The import, as `import --from claude-code` runs it, and the raw
-	// floor (the bytes the import stored, published again in atomic
-	// batches of the same size, as many at once as the import keeps
-	// appends in flight), round after round over a part of the files
-	// each: on a shared machine both then see the same load.
-	cl := client.New(nc)
 	// The floor's connection is in-process like the writer's (the
 	// importer's own requests to the writer go over TCP: that hop is
 	// the project's).
@@ -155,23 +158,26 @@ func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error 
 	}
 	var (
 		took, floorTook, importCPU, floorCPU time.Duration
+		childCPU                             time.Duration
 		appended, floorEvents                int
 		storedBytes                          int64
-		importRSS                            float64
+		importRSS, serverRSS                 float64
 	)
 	per := (len(paths) + *rounds - 1) / *rounds
 	for r := 0; r*per < len(paths); r++ {
 		part := paths[r*per : min((r+1)*per, len(paths))]
 		resetPeakRSS()
 		start, cpu0 := time.Now(), cpuTime()
-		n, err := importFiles(ctx, cl, claudecode.Format{}, part, importOptions{batch: *batch, jobs: *jobs, keys: func(string) {}})
+		run, err := importChild(ctx, exe, srv.ClientURL(), part, *batch, *jobs)
 		if err != nil {
 			return err
 		}
 		took += time.Since(start)
-		importCPU += cpuTime() - cpu0
-		appended += n.events
-		importRSS = max(importRSS, peakRSSMiB())
+		importCPU += cpuTime() - cpu0 + run.cpu
+		childCPU += run.cpu
+		appended += run.events
+		importRSS = max(importRSS, run.peakRSS)
+		serverRSS = max(serverRSS, peakRSSMiB())
 
 		var ids []string
 		for _, p := range part {
@@ -198,9 +204,9 @@ func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error 
 	}
 	rate := float64(appended) / took.Seconds()
 	floor := float64(floorEvents) / floorTook.Seconds()
-	fmt.Fprintf(stdout, "BENCH name=import value=%.0f unit=ev/s baseline=%.0f ratio=%.2f mb_per_s=%.1f decode_floor=%.0f peak_rss_mib=%.0f decode_peak_rss_mib=%.0f files=%d mb=%.1f events=%d jobs=%d batch=%d rounds=%d stored_mb=%.1f cpu_us_per_ev=%.1f floor_cpu_us_per_ev=%.1f\n",
-		rate, floor, rate/floor, float64(bytesTotal)/(1<<20)/took.Seconds(), decode, importRSS, decodeRSS, len(paths), float64(bytesTotal)/(1<<20), events, *jobs, *batch, *rounds, float64(storedBytes)/(1<<20),
-		float64(importCPU.Microseconds())/float64(events), float64(floorCPU.Microseconds())/float64(events))
+	fmt.Fprintf(stdout, "BENCH name=import value=%.0f unit=ev/s baseline=%.0f ratio=%.2f mb_per_s=%.1f decode_floor=%.0f peak_rss_mib=%.0f decode_peak_rss_mib=%.0f server_peak_rss_mib=%.0f files=%d mb=%.1f events=%d jobs=%d batch=%d rounds=%d stored_mb=%.1f cpu_us_per_ev=%.1f importer_cpu_us_per_ev=%.1f floor_cpu_us_per_ev=%.1f\n",
+		rate, floor, rate/floor, float64(bytesTotal)/(1<<20)/took.Seconds(), decode, importRSS, decodeRSS, serverRSS, len(paths), float64(bytesTotal)/(1<<20), events, *jobs, *batch, *rounds, float64(storedBytes)/(1<<20),
+		float64(importCPU.Microseconds())/float64(events), float64(childCPU.Microseconds())/float64(events), float64(floorCPU.Microseconds())/float64(events))
 	return nil
 }
 
@@ -236,6 +242,65 @@ func spoolSessions(ctx context.Context, st *logstore.Store, dir string, ids []st
 	}
 	return out, nil
 }
+
+// childImport is what one `sessionlog import --from claude-code` child did.
+type childImport struct {
+	events  int
+	cpu     time.Duration // its user and system time
+	peakRSS float64       // its peak resident set, MiB
+}
+
+// importChild runs `exe import --from claude-code` over files against
+// the server at url and reads the events it appended from its summary
+// line, its CPU time and peak resident set from its rusage.
+func importChild(ctx context.Context, exe, url string, files []string, batch, jobs int) (childImport, error) {
+	args := []string{"import", "--from", claudecode.Name, "--nats-url", url, "--timeout", "0",
+		"--batch", strconv.Itoa(batch), "--jobs", strconv.Itoa(jobs)}
+	cmd := exec.CommandContext(ctx, exe, append(args, files...)...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		return childImport{}, err
+	}
+	// The child's peak resident set is read from its /proc status while
+	// it runs (VmHWM only grows; the last reading misses at most the last
+	// tick): the rusage of a child forked and exec'd by Go counts the
+	// parent's peak too (Linux keeps the larger of the two across exec).
+	peak := make(chan float64, 1)
+	done := make(chan struct{})
+	go func() {
+		var hwm float64
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if v := vmHWMMiB(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)); v > 0 {
+				hwm = v
+			}
+			select {
+			case <-done:
+				peak <- hwm
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	run := childImport{peakRSS: <-peak}
+	if err != nil {
+		return childImport{}, fmt.Errorf("bench import: %s import: %v: %s", exe, err, clipBytes(errOut.Bytes()))
+	}
+	summary := out.Bytes()[bytes.LastIndex(out.Bytes(), []byte("import: "))+len("import: "):]
+	if _, err := fmt.Sscanf(string(summary), "%d files, %d sessions (%d imported, %d unchanged), %d events appended",
+		new(int), new(int), new(int), new(int), &run.events); err != nil {
+		return childImport{}, fmt.Errorf("bench import: no summary line in the import's output: %v: %q", err, clipBytes(out.Bytes()))
+	}
+	run.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	return run, nil
+}
+
+// clipBytes is b's last 500 bytes at most.
+func clipBytes(b []byte) []byte { return b[max(0, len(b)-500):] }
 
 // countSink counts events and names the sessions.
 type countSink struct {
@@ -325,8 +390,12 @@ func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) 
 
 // peakRSSMiB is the process's peak resident set (VmHWM), 0 where /proc
 // does not say.
-func peakRSSMiB() float64 {
-	b, err := os.ReadFile("/proc/self/status")
+func peakRSSMiB() float64 { return vmHWMMiB("/proc/self/status") }
+
+// vmHWMMiB reads the peak resident set (VmHWM) from a /proc status file,
+// 0 where it does not say (the process has exited).
+func vmHWMMiB(status string) float64 {
+	b, err := os.ReadFile(status)
 	if err != nil {
 		return 0
 	}

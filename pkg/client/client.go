@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -111,19 +112,7 @@ type AppendResult struct {
 // another *Error. Event ids are filled before the first send, so retries
 // of unknown outcomes, done here automatically, carry the same ids.
 func (c *Client) Append(ctx context.Context, req AppendRequest) (AppendResult, error) {
-	evs := make([]schema.Envelope, len(req.Events))
-	copy(evs, req.Events)
-	ids := make([]string, len(evs))
-	now := c.now().UTC()
-	for i := range evs {
-		if evs[i].EventID == "" {
-			evs[i].EventID = ulid.Make().String()
-		}
-		if evs[i].Time.IsZero() {
-			evs[i].Time = now
-		}
-		ids[i] = evs[i].EventID
-	}
+	evs, ids := completeEvents(req, c.now().UTC())
 	body, err := encodeAppend(api.AppendRequest{SessionID: req.SessionID, ExpectedSeq: req.ExpectedSeq, Holder: req.Holder, Events: evs, Takeover: req.Takeover})
 	if err != nil {
 		return AppendResult{}, errorf(schema.CodeBadRequest, "encode request: %v", err)
@@ -135,6 +124,41 @@ func (c *Client) Append(ctx context.Context, req AppendRequest) (AppendResult, e
 	}
 	return AppendResult{SessionID: reply.SessionID, FirstSeq: reply.FirstSeq, LastSeq: reply.LastSeq, StreamSeq: reply.StreamSeq,
 		Duplicate: reply.Duplicate, EventIDs: ids, Attempts: n}, nil
+}
+
+// completeEvents copies req's events with what the writer would fill in
+// filled in: an event id, the time now, the schema version, the session
+// id, and with an expectation the seqs (the writer assigns them after the
+// tail, which must then be the expected seq; a seq given is checked as
+// an expectation). The events then go as schema.Encode writes them,
+// which the writer stores as they came instead of encoding them again.
+func completeEvents(req AppendRequest, now time.Time) ([]schema.Envelope, []string) {
+	evs := make([]schema.Envelope, len(req.Events))
+	copy(evs, req.Events)
+	ids := make([]string, len(evs))
+	seqs := req.ExpectedSeq != nil && *req.ExpectedSeq < math.MaxUint64-uint64(len(evs))
+	for i := range evs {
+		if evs[i].EventID == "" {
+			evs[i].EventID = ulid.Make().String()
+		}
+		if evs[i].Time.IsZero() {
+			evs[i].Time = now
+		}
+		ids[i] = evs[i].EventID
+		seqs = seqs && evs[i].Seq == 0
+	}
+	for i := range evs {
+		if evs[i].SchemaVersion == 0 {
+			evs[i].SchemaVersion = schema.Version
+		}
+		if evs[i].SessionID == "" {
+			evs[i].SessionID = req.SessionID
+		}
+		if seqs {
+			evs[i].Seq = *req.ExpectedSeq + 1 + uint64(i)
+		}
+	}
+	return evs, ids
 }
 
 // request sends body until it gets a definite answer, retrying unknown

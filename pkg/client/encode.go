@@ -45,16 +45,15 @@ func encodeAppend(r api.AppendRequest) ([]byte, error) {
 				b = append(b, ',')
 			}
 			e := r.Events[i]
-			var enc []byte
 			if len(e.Data) == 0 {
-				enc, err = json.Marshal(&e)
-			} else {
-				enc, err = schema.Encode(&e)
-			}
-			if err != nil {
+				var enc []byte
+				if enc, err = json.Marshal(&e); err != nil {
+					return nil, err
+				}
+				b = append(b, enc...)
+			} else if b, err = schema.AppendEncode(b, &e); err != nil {
 				return nil, err
 			}
-			b = append(b, enc...)
 		}
 		b = append(b, ']')
 	}

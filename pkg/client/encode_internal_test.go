@@ -3,6 +3,7 @@ package client
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -92,4 +93,53 @@ func BenchmarkEncodeAppend(b *testing.B) {
 			}
 		}
 	})
+}
+
+// completeEvents fills in what the writer would: with an expectation the
+// events of an agent that sets neither seq nor session go as
+// schema.Encode writes them, the bytes the writer stores as they came.
+func TestCompleteEventsCanonical(t *testing.T) {
+	at := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+	events := []schema.Envelope{
+		{Type: "message/user", Data: json.RawMessage(`{"content":"hi"}`)},
+		{Type: "source/line", Ignorable: true, Data: json.RawMessage(`{"line":{"a":1}}`)},
+	}
+	expected := uint64(41)
+	evs, ids := completeEvents(AppendRequest{SessionID: "cc-1", ExpectedSeq: &expected, Events: events}, at)
+	body, err := encodeAppend(api.AppendRequest{SessionID: "cc-1", ExpectedSeq: &expected, Events: evs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := bytes.Index(body, []byte(`"events":[`)) + len(`"events":[`)
+	for k := range evs {
+		e, end, ok := schema.CanonicalEventAt(body, i, 3, schema.MaxJSONDepth)
+		if !ok {
+			t.Fatalf("event %d not canonical in %s", k, body)
+		}
+		if e.Seq != expected+1+uint64(k) || e.SessionID != "cc-1" || e.EventID != ids[k] || !e.Time.Equal(at) {
+			t.Fatalf("event %d: %+v", k, e)
+		}
+		i = end + 1
+	}
+	if events[0].Seq != 0 || events[0].SessionID != "" {
+		t.Fatal("the caller's events were changed")
+	}
+	// Without an expectation the writer picks the seqs; one seq given
+	// leaves the others to the writer's check.
+	for _, req := range []AppendRequest{
+		{SessionID: "cc-1", Events: events},
+		{SessionID: "cc-1", ExpectedSeq: &expected, Events: []schema.Envelope{{Type: "x", Seq: 42}, {Type: "y"}}},
+	} {
+		evs, _ := completeEvents(req, at)
+		for k, e := range evs {
+			if e.Seq != req.Events[k].Seq {
+				t.Fatalf("seq %d set on %+v", e.Seq, req)
+			}
+		}
+	}
+	// An expectation at the top of the seqs is left to the writer.
+	top := uint64(math.MaxUint64)
+	if evs, _ := completeEvents(AppendRequest{SessionID: "cc-1", ExpectedSeq: &top, Events: events}, at); evs[0].Seq != 0 {
+		t.Fatalf("seq %d after expectation %d", evs[0].Seq, top)
+	}
 }

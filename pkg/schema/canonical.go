@@ -71,28 +71,40 @@ type Identity struct {
 // ScanCanonical takes b apart if it is laid out as Encode writes it; ok is
 // false for any other body (decode it instead).
 func ScanCanonical(b []byte) (c CanonicalBody, ok bool) {
-	if !hasPrefixAt(b, 0, canonHead) {
+	c, i, ok := scanCanonicalHead(b)
+	if !ok || len(b)-1 <= i || b[len(b)-1] != '}' {
 		return c, false
 	}
-	i := len(canonHead)
+	c.data = i
+	c.b = b
+	return c, true
+}
+
+// scanCanonicalHead scans the members before the data, returning where
+// the data value starts.
+func scanCanonicalHead(b []byte) (c CanonicalBody, i int, ok bool) {
+	if !hasPrefixAt(b, 0, canonHead) {
+		return c, 0, false
+	}
+	i = len(canonHead)
 	if c.sessionID, i = canonSpan(b, i); i < 0 || c.sessionID.end == c.sessionID.start {
-		return c, false
+		return c, 0, false
 	}
 	if i = expect(b, i, `,"seq":`); i < 0 {
-		return c, false
+		return c, 0, false
 	}
 	if c.Seq, i = canonUint(b, i); i < 0 {
-		return c, false
+		return c, 0, false
 	}
 	if c.eventID, i = canonSpan(b, expect(b, i, `,"eventId":"`)); i < 0 {
-		return c, false
+		return c, 0, false
 	}
 	c.identityEnd = i
 	if c.time, i = canonSpan(b, expect(b, i, `,"time":"`)); i < 0 {
-		return c, false
+		return c, 0, false
 	}
 	if c.typ, i = canonSpan(b, expect(b, i, `,"type":"`)); i < 0 {
-		return c, false
+		return c, 0, false
 	}
 	for _, m := range canonIDs {
 		if !hasPrefixAt(b, i, m.key) {
@@ -101,23 +113,21 @@ func ScanCanonical(b []byte) (c CanonicalBody, ok bool) {
 		// Encode omits an empty id: a present one is never empty.
 		var sp span
 		if sp, i = canonSpan(b, i+len(m.key)); i < 0 || sp.end == sp.start {
-			return c, false
+			return c, 0, false
 		}
 		c.ids[m.off] = sp
 	}
 	if c.Ignorable, i = canonBool(b, i, `,"ignorable":`); i < 0 {
-		return c, false
+		return c, 0, false
 	}
 	c.afterIgnored = i
 	if c.Synthetic, i = canonBool(b, i, `,"synthetic":`); i < 0 {
-		return c, false
+		return c, 0, false
 	}
-	if i = expect(b, i, `,"data":`); i < 0 || len(b)-1 <= i || b[len(b)-1] != '}' {
-		return c, false
+	if i = expect(b, i, `,"data":`); i < 0 {
+		return c, 0, false
 	}
-	c.data = i
-	c.b = b
-	return c, true
+	return c, i, true
 }
 
 // canonSpan is canonString's span.
@@ -177,13 +187,49 @@ func decodeCanonical(b []byte) (e Envelope, ok bool) {
 	if !ok {
 		return e, false
 	}
-	// The time with its quotes.
-	if err := e.Time.UnmarshalJSON(b[c.time.start-1 : c.time.end+1]); err != nil || !canonTime(e.Time, b[c.time.start:c.time.end]) {
-		return e, false
-	}
 	data := b[c.data : len(b)-1]
 	if end, ok := canonValue(data, 0, 0, MaxJSONDepth-1); !ok || end != len(data) {
 		return e, false
+	}
+	if !c.envelope(&e) {
+		return e, false
+	}
+	e.Data = append([]byte(nil), data...)
+	return e, true
+}
+
+// CanonicalEventAt reads an event laid out as Encode writes it at b[i:],
+// inside a larger document (an append request's events): its data is
+// checked as JSONScanner.Value(dataDepth) with MaxDepth maxDepth checks
+// it, and more (what canonValue refuses). ok means b[i:end] is exactly
+// Encode's body for e (whose Data is a sub-slice of b); not ok means only
+// "not sure": decode the event by the general path, which accepts and
+// refuses the same events.
+func CanonicalEventAt(b []byte, i, dataDepth, maxDepth int) (e Envelope, end int, ok bool) {
+	sub := b[i:]
+	c, j, ok := scanCanonicalHead(sub)
+	if !ok {
+		return e, 0, false
+	}
+	k, ok := canonValue(sub, j, dataDepth, maxDepth)
+	if !ok || k >= len(sub) || sub[k] != '}' {
+		return e, 0, false
+	}
+	c.b = sub[:k+1]
+	if !c.envelope(&e) {
+		return Envelope{}, 0, false
+	}
+	e.Data = sub[j:k:k]
+	return e, i + k + 1, true
+}
+
+// envelope fills e with c's members but the data; false when the time
+// is not what Encode writes for it.
+func (c *CanonicalBody) envelope(e *Envelope) bool {
+	b := c.b
+	// The time with its quotes.
+	if err := e.Time.UnmarshalJSON(b[c.time.start-1 : c.time.end+1]); err != nil || !canonTime(e.Time, b[c.time.start:c.time.end]) {
+		return false
 	}
 	e.SchemaVersion = Version
 	e.SessionID = c.str(c.sessionID)
@@ -197,8 +243,7 @@ func decodeCanonical(b []byte) (e Envelope, ok bool) {
 		}
 	}
 	e.Ignorable, e.Synthetic = c.Ignorable, c.Synthetic
-	e.Data = append([]byte(nil), data...)
-	return e, true
+	return true
 }
 
 func hasPrefixAt(b []byte, i int, s string) bool {

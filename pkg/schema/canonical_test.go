@@ -159,5 +159,12 @@ func FuzzEncode(f *testing.F) {
 		if (werr == nil) != (gerr == nil) || !bytes.Equal(got, want) {
 			t.Fatalf("Encode %s (%v), json.Marshal %s (%v)", got, gerr, want, werr)
 		}
+		// AppendEncode writes the same after what dst holds, and leaves
+		// dst as it was on error.
+		dst := []byte("[prefix,")
+		app, aerr := AppendEncode(dst, &e)
+		if (aerr == nil) != (gerr == nil) || (aerr == nil && string(app) != "[prefix,"+string(got)) || (aerr != nil && string(app) != "[prefix,") {
+			t.Fatalf("AppendEncode %q (%v), Encode %s (%v)", app, aerr, got, gerr)
+		}
 	})
 }

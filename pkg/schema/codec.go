@@ -339,11 +339,26 @@ func DecodeStrict(b []byte) (Envelope, error) {
 // Encode renders a stored event: json.Marshal of the envelope. Data
 // defaults to {}.
 func Encode(e *Envelope) ([]byte, error) {
+	return AppendEncode(nil, e)
+}
+
+// AppendEncode appends Encode(e) to dst (a request of many events is
+// written in one buffer, not one per event). On error dst is returned as
+// it was.
+func AppendEncode(dst []byte, e *Envelope) ([]byte, error) {
 	if len(e.Data) == 0 {
 		e.Data = json.RawMessage("{}")
 	}
-	if b, ok := appendCanonical(make([]byte, 0, encodedSize(e)), e); ok {
+	if dst == nil {
+		dst = make([]byte, 0, encodedSize(e))
+	}
+	n := len(dst)
+	if b, ok := appendCanonical(dst, e); ok {
 		return b, nil
 	}
-	return json.Marshal(e)
+	enc, err := json.Marshal(e)
+	if err != nil {
+		return dst[:n], err
+	}
+	return append(dst[:n], enc...), nil
 }

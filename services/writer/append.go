@@ -44,13 +44,16 @@ func (s *Service) handleAppend(ctx context.Context, m *nats.Msg) {
 // benchmarks may call it directly.
 func (s *Service) Append(ctx context.Context, body []byte) (AppendReply, error) {
 	var req AppendRequest
-	if err := decodeAppend(body, &req); err != nil {
+	var bodies [][]byte
+	if err := decodeAppendBodies(body, &req, &bodies); err != nil {
 		return AppendReply{}, schema.Errorf(schema.CodeBadRequest, "request is not a valid append request: %v", err)
 	}
+	kept, seqs := keepBodies(req.Events, bodies)
 	p, err := s.prepare(&req)
 	if err != nil {
 		return AppendReply{}, err
 	}
+	p.bodies, p.seqs = kept, seqs
 	if err := s.checkHolder(ctx, &req); err != nil {
 		return AppendReply{}, err
 	}
@@ -71,6 +74,44 @@ func (s *Service) Append(ctx context.Context, body []byte) (AppendReply, error) 
 type prepared struct {
 	// expected is the required last seq (nil: after the tail).
 	expected *uint64
+	// bodies are the events' bodies as the client encoded them, each
+	// exactly schema.Encode's for the event as it was decoded, with seqs
+	// the seq each one holds; nil unless every event came so.
+	bodies [][]byte
+	seqs   []uint64
+}
+
+// keepBodies returns the client's bodies of events, and the seq each one
+// holds, when every event is canonical and prepare will leave it as it
+// was decoded: prepare fills in only what a canonical body cannot lack,
+// but the zero time, which it replaces with now. Else nil.
+func keepBodies(events []schema.Envelope, bodies [][]byte) ([][]byte, []uint64) {
+	if len(bodies) != len(events) {
+		return nil, nil
+	}
+	seqs := make([]uint64, len(events))
+	for i := range events {
+		if bodies[i] == nil || events[i].Time.IsZero() {
+			return nil, nil
+		}
+		seqs[i] = events[i].Seq
+	}
+	return bodies, seqs
+}
+
+// storeBodies is what the store is to write for events: the client's
+// bodies when they are still the events' encoding (the seqs check
+// assigned are the ones they hold), else nil (the store encodes them).
+func (p *prepared) storeBodies(events []schema.Envelope) [][]byte {
+	if p.bodies == nil {
+		return nil
+	}
+	for i := range events {
+		if events[i].Seq != p.seqs[i] {
+			return nil
+		}
+	}
+	return p.bodies
 }
 
 // prepare checks the request on its own and completes its events (all but
@@ -240,7 +281,7 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 			}
 			return AppendReply{}, err
 		}
-		res, err := s.st.Append(ctx, logstore.AppendRequest{SessionID: req.SessionID, ExpectedStreamSeq: ent.tail.StreamSeq, Events: req.Events})
+		res, err := s.st.Append(ctx, logstore.AppendRequest{SessionID: req.SessionID, ExpectedStreamSeq: ent.tail.StreamSeq, Events: req.Events, Bodies: p.storeBodies(req.Events)})
 		if err != nil {
 			if errors.Is(err, logstore.ErrConflict) {
 				// Another writer moved the tail. Reload: the next round

@@ -14,7 +14,12 @@ import (
 
 // scanner is schema's JSON scanner with the steps that read the fields
 // of an append request.
-type scanner struct{ schema.JSONScanner }
+type scanner struct {
+	schema.JSONScanner
+	// bodies, when not nil, gets each event's bytes when they are exactly
+	// what schema.Encode writes for it (nil for any other event).
+	bodies *[][]byte
+}
 
 // decodeAppend parses an append request in one pass with the checks of
 // schema.Unmarshal (one JSON value, valid UTF-8, no duplicated key, depth
@@ -24,10 +29,21 @@ type scanner struct{ schema.JSONScanner }
 // schema.Unmarshal + encoding/json on the hot path; a fuzz test holds it
 // to encoding/json's results.
 func decodeAppend(b []byte, req *AppendRequest) error {
+	return decodeAppendBodies(b, req, nil)
+}
+
+// decodeAppendBodies is decodeAppend that also sets *bodies (when not
+// nil) to each event's canonical body, a sub-slice of b, or nil where the
+// event is not written as schema.Encode writes it: an event a client
+// encoded with schema.Encode (pkg/client does) can be stored as it came,
+// not encoded again. A canonical event is read by position
+// (schema.CanonicalEventAt), which is sure of it only where this decoder
+// would accept it too (FuzzDecodeAppendBodies holds the two equal).
+func decodeAppendBodies(b []byte, req *AppendRequest, bodies *[][]byte) error {
 	if !utf8.Valid(b) {
 		return errors.New("not valid UTF-8")
 	}
-	p := &scanner{schema.JSONScanner{B: b, MaxDepth: schema.MaxJSONDepth}}
+	p := &scanner{JSONScanner: schema.JSONScanner{B: b, MaxDepth: schema.MaxJSONDepth}, bodies: bodies}
 	p.WS()
 	if p.I == len(p.B) {
 		return errors.New("empty document")
@@ -245,7 +261,7 @@ func (p *scanner) events(req *AppendRequest) error {
 			}
 		} else {
 			req.Events = append(req.Events, schema.Envelope{})
-			if err := p.envelope(&req.Events[len(req.Events)-1]); err != nil {
+			if err := p.event(&req.Events[len(req.Events)-1]); err != nil {
 				return err
 			}
 		}
@@ -253,6 +269,25 @@ func (p *scanner) events(req *AppendRequest) error {
 			return err
 		}
 	}
+}
+
+// event reads one event: by position when it is canonical and its body
+// is wanted, else by envelope.
+func (p *scanner) event(e *schema.Envelope) error {
+	if p.bodies == nil {
+		return p.envelope(e)
+	}
+	// The data of an event is at depth 3: in the request, its events
+	// array and the event.
+	c, end, ok := schema.CanonicalEventAt(p.B, p.I, 3, p.MaxDepth)
+	if !ok {
+		*p.bodies = append(*p.bodies, nil)
+		return p.envelope(e)
+	}
+	*e = c
+	*p.bodies = append(*p.bodies, p.B[p.I:end:end])
+	p.I = end
+	return nil
 }
 
 func (p *scanner) envelope(e *schema.Envelope) error {

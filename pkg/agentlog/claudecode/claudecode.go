@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -103,6 +104,83 @@ type line struct {
 	Timestamp        string          `json:"timestamp"`
 	Summary          string          `json:"summary"`
 	Message          json.RawMessage `json:"message"`
+
+	// msg is the message when decodeLine decoded it with the line (then
+	// Message is empty); nil: decode Message.
+	msg *message
+}
+
+// lineWithMessage is a line whose message is decoded in the same pass.
+type lineWithMessage struct {
+	line
+	Message *message `json:"message"`
+}
+
+// decodeLine decodes a line, its message with it when that gives what
+// decoding the line and then its message alone gives: the line has at
+// most one key that encoding/json could match to "message" (two would be
+// merged into one message where the line's own decode keeps the last),
+// and the message is an object. Anything else is decoded in two passes.
+// FuzzDecodeLine holds the two equal.
+func decodeLine(raw []byte, l *line) error {
+	if atMostOneMessageKey(raw) {
+		var lm lineWithMessage
+		if json.Unmarshal(raw, &lm) == nil && lm.Message != nil {
+			*l = lm.line
+			l.msg = lm.Message
+			return nil
+		}
+	}
+	*l = line{}
+	return json.Unmarshal(raw, l)
+}
+
+// atMostOneMessageKey reports whether raw has at most one string that
+// encoding/json's case-folding key match could take for "message": at
+// most one `message"` in any case, and no escape or rune that could spell
+// one of its letters otherwise (\u00XX, \u017F, U+017F, which folds to s).
+func atMostOneMessageKey(raw []byte) bool {
+	if bytes.Contains(raw, []byte("\xc5\xbf")) {
+		return false
+	}
+	for rest := raw; ; {
+		i := bytes.Index(rest, []byte(`\u`))
+		if i < 0 {
+			break
+		}
+		if len(rest) < i+6 {
+			return false
+		}
+		r, err := strconv.ParseUint(string(rest[i+2:i+6]), 16, 32)
+		if err != nil || r < 0x80 || r == 0x17f {
+			return false
+		}
+		rest = rest[i+6:]
+	}
+	const key = `message"`
+	n := 0
+	for rest := raw; ; {
+		i := bytes.IndexByte(rest, '"')
+		if i < 0 {
+			return true
+		}
+		if i >= len(key)-1 && bytes.EqualFold(rest[i-len(key)+1:i+1], []byte(key)) {
+			if n++; n > 1 {
+				return false
+			}
+		}
+		rest = rest[i+1:]
+	}
+}
+
+// message decodes the line's message.
+func (l *line) message() (message, error) {
+	if l.msg != nil {
+		return *l.msg, nil
+	}
+	var msg message
+	err := json.Unmarshal(l.Message, &msg)
+	return msg, err
 }
 
 // message is the Anthropic API message a user or assistant line carries.
@@ -150,7 +228,7 @@ type mapper struct {
 
 func (m *mapper) Decode(raw []byte) (agentlog.Line, error) {
 	var l line
-	if err := json.Unmarshal(raw, &l); err != nil {
+	if err := decodeLine(raw, &l); err != nil {
 		return agentlog.Line{}, err
 	}
 	if l.Type == "" {
@@ -224,8 +302,8 @@ func (m *mapper) Map(b *agentlog.Builder, al agentlog.Line) {
 }
 
 func (m *mapper) user(b *agentlog.Builder, l *line) {
-	var msg message
-	if err := json.Unmarshal(l.Message, &msg); err != nil || len(msg.Content) == 0 {
+	msg, err := l.message()
+	if err != nil || len(msg.Content) == 0 {
 		b.Skip("user line without a message")
 		return
 	}
@@ -281,8 +359,8 @@ func (m *mapper) user(b *agentlog.Builder, l *line) {
 }
 
 func (m *mapper) assistant(b *agentlog.Builder, l *line) {
-	var msg message
-	if err := json.Unmarshal(l.Message, &msg); err != nil {
+	msg, err := l.message()
+	if err != nil {
 		b.Skip("assistant line without a message")
 		return
 	}
