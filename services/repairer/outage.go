@@ -28,7 +28,12 @@ import (
 //   - a probe (every probeEvery) that finds a stream the holders need
 //     (sessions, leases, claims) without a leader, without a quorum, or
 //     does not get an answer, which also covers this process's own
-//     disconnection;
+//     disconnection; a probe that runs out of time while the log answers
+//     this process's own reads and writes (heard) is slow, not failed: a
+//     loaded server (a burst of repairs, a busy machine) answers a probe
+//     of five stream infos late, and counting that as an outage gave every
+//     lease lapsing meanwhile another TTL. It is neither a failure nor a
+//     recovery: the next probe decides;
 //   - a change of a stream's leader between two probes (the election in
 //     between refused writes);
 //   - a failed read or write of the repairer's own (not a definite answer
@@ -210,11 +215,19 @@ func (s *Service) probeLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		began := s.heardClock()
 		pctx, cancel := context.WithTimeout(ctx, timeout)
-		leaders, err := s.st.Writable(pctx)
+		leaders, err := s.writable(pctx)
+		slow := err != nil && pctx.Err() != nil
 		cancel()
 		if ctx.Err() != nil {
 			return
+		}
+		if slow && s.heardSince(began) {
+			s.m.slowProbes.Inc()
+			s.log.Debug("repairer: probe unanswered in time while the log answers this process; not an outage", "timeout", timeout, "err", err)
+			t.Reset(every)
+			continue
 		}
 		var deg *logstore.DegradedError
 		if errors.As(err, &deg) {
@@ -248,6 +261,33 @@ func (s *Service) probeLoop(ctx context.Context) {
 		}
 		t.Reset(every)
 	}
+}
+
+// writable is the probe: logstore.Writable, or the test's stand-in.
+func (s *Service) writable(ctx context.Context) ([]string, error) {
+	if hook := s.probeHook.Load(); hook != nil {
+		return (*hook)(ctx)
+	}
+	return s.st.Writable(ctx)
+}
+
+// heard notes that the log answered one of this process's own reads or
+// writes: a success, or a definite answer about the session (a lost
+// check, a lease written since). It returns err.
+func (s *Service) heard(err error) error {
+	if err == nil || errors.Is(err, logstore.ErrLeaseChanged) || errors.Is(err, logstore.ErrConflict) {
+		s.lastHeard.Store(int64(s.heardClock()))
+	}
+	return err
+}
+
+// heardClock is the monotonic time heard and heardSince compare.
+func (s *Service) heardClock() time.Duration { return time.Since(s.born) }
+
+// heardSince reports whether the log answered this process at or after
+// t (heardClock).
+func (s *Service) heardSince(t time.Duration) bool {
+	return time.Duration(s.lastHeard.Load()) >= t
 }
 
 // maxDegraded is how long a replica that is not reached keeps the log in

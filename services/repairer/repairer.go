@@ -135,6 +135,15 @@ type Service struct {
 	// answered: an error replaces the answer, as if it was lost.
 	groupFault atomic.Pointer[func() error]
 
+	// probeHook, if set (tests only), stands in for the writability
+	// probe (logstore.Writable).
+	probeHook atomic.Pointer[func(ctx context.Context) ([]string, error)]
+
+	// born and lastHeard: when the log last answered a read or write of
+	// this process's own (heard), as time since born.
+	born      time.Time
+	lastHeard atomic.Int64
+
 	// beforeAppend, if set (tests only), runs between planning a repair
 	// and appending it.
 	beforeAppend atomic.Pointer[func(id string)]
@@ -233,6 +242,7 @@ func New(cfg Config) (*Service, error) {
 		lastPut:  map[string]time.Time{},
 		expiries: map[string]time.Time{},
 		warm:     map[string]warmLook{},
+		born:     time.Now(),
 	}
 	s.cond = sync.NewCond(&s.mu)
 	s.room = sync.NewCond(&s.mu)
@@ -661,7 +671,7 @@ func (s *Service) dropLoop(ctx context.Context) {
 }
 
 func (s *Service) dropNow(ctx context.Context, d claimDrop) {
-	if err := s.st.DropClaim(ctx, d.id, d.rev); err != nil && ctx.Err() == nil {
+	if err := s.heard(s.st.DropClaim(ctx, d.id, d.rev)); err != nil && ctx.Err() == nil {
 		s.log.Debug("repairer: claim kept", "session", d.id, "err", err)
 	}
 }
