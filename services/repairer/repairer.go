@@ -71,8 +71,9 @@ type Config struct {
 	// DefaultSweepInterval; negative: sweep only on start).
 	SweepInterval time.Duration
 	// Concurrency is how many sessions are evaluated at once (default
-	// DefaultConcurrency). An evaluation waits for its grouped batch, so it
-	// also bounds the sessions one grouped batch can hold.
+	// DefaultConcurrency). An evaluation whose repair waits for its
+	// grouped batch gives its place to the next one (pipeline.go); up to
+	// waitingPerWorker times as many may wait so.
 	Concurrency int
 	// KeepApprovalsPending leaves pending approvals open (DESIGN.md 6).
 	KeepApprovalsPending bool
@@ -134,6 +135,12 @@ type Service struct {
 	// groupFault, if set (tests only), runs after a grouped batch was
 	// answered: an error replaces the answer, as if it was lost.
 	groupFault atomic.Pointer[func() error]
+
+	// slots: evaluations running (Config.Concurrency); waiters:
+	// evaluations that gave their slot up to wait for a grouped batch
+	// (pipeline.go).
+	slots   chan struct{}
+	waiters chan struct{}
 
 	// probeHook, if set (tests only), stands in for the writability
 	// probe (logstore.Writable).
@@ -243,6 +250,8 @@ func New(cfg Config) (*Service, error) {
 		expiries: map[string]time.Time{},
 		warm:     map[string]warmLook{},
 		born:     time.Now(),
+		slots:    make(chan struct{}, cfg.Concurrency),
+		waiters:  make(chan struct{}, cfg.Concurrency*waitingPerWorker),
 	}
 	s.cond = sync.NewCond(&s.mu)
 	s.room = sync.NewCond(&s.mu)
@@ -306,13 +315,11 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.cfg.GroupEvents > 1 {
 		s.grouper.Store(newGrouper(s, ctx))
 	}
-	for i := 0; i < s.cfg.Concurrency; i++ {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.worker(ctx)
-		}()
-	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.evaluateLoop(ctx)
+	}()
 	s.out.start(s.now())
 	watchUp := make(chan struct{})
 	s.wg.Add(4)
@@ -585,16 +592,6 @@ func (s *Service) next() (item, bool) {
 	}
 	delete(s.queued, it.id)
 	return it, true
-}
-
-func (s *Service) worker(ctx context.Context) {
-	for {
-		it, ok := s.next()
-		if !ok {
-			return
-		}
-		s.check(ctx, it.id, it.why)
-	}
 }
 
 func (s *Service) sweepLoop(ctx context.Context) {
