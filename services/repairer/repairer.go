@@ -48,7 +48,7 @@ const (
 	maxConflicts = 3
 	retryBackoff = time.Second
 	// warmLead: how long before a lease's expiry + grace the repairer
-	// first reads the session's state (onRenewed).
+	// first reads the session's state, at most (onRenewed).
 	warmLead = time.Second
 )
 
@@ -455,12 +455,14 @@ func (s *Service) onRenewed(id string, at time.Time) {
 		delete(s.timers, id)
 	}
 	// The first look comes up to warmLead before the grace period ends
-	// (at the expiry itself with a grace shorter than that): it finds the
-	// lease not yet due, and its read of the session's state, kept in the
-	// cache, leaves only the tail to read when it is due. Many leases
-	// lapsing together then do their reads before they are due, not all
-	// at that moment.
-	lead := min(s.cfg.Grace, warmLead)
+	// (with a grace shorter than that, up to a quarter TTL before the
+	// expiry: a live holder renews every TTL/3, so it never comes for
+	// one): it finds the lease not yet due, and its read of the session's
+	// state, kept in the cache, leaves only the tail to read when it is
+	// due. Many leases lapsing together then do their reads before they
+	// are due, not all at that moment (a burst that took longer to read
+	// than the grace period was still reading when its repairs were due).
+	lead := min(s.cfg.Grace+s.cfg.LeaseTTL/4, warmLead)
 	s.wakeAtLocked(id, at.Add(s.cfg.LeaseTTL+s.cfg.Grace-lead), triggerExpiry)
 }
 
