@@ -312,18 +312,35 @@ func TestSlowProbeWhileTheLogAnswers(t *testing.T) {
 }
 
 // A probe that gets no answer in time while nothing else of the log
-// answers the repairer is an outage, and ends at the next good probe.
+// answers the repairer, or only some of the streams it asks about do, is
+// an outage, and ends at the next good probe.
 func TestSlowProbeAloneIsAnOutage(t *testing.T) {
-	e := newEnv(t)
-	r := e.start(Config{Grace: testGrace, SweepInterval: -1})
-	waitNoOutage(t, r)
-	slowProbe(r)
-	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
-		if got := counter(t, r.svc.m.outages); got < 1 || !outageOpen(r) {
-			return fmt.Errorf("no outage counted (%v) from a probe unanswered alone", got)
-		}
-		return nil
-	})
-	r.svc.probeHook.Store(nil)
-	waitNoOutage(t, r)
+	for _, tc := range []struct {
+		name string
+		read func(r *running) // the repairer's own reads meanwhile
+	}{
+		{"NothingAnswers", func(*running) {}},
+		{"OnlyTheLeasesAnswer", func(r *running) {
+			_, err := r.svc.st.LeaseRecord(context.Background(), "s-none")
+			if r.svc.heard(fromLeases, err) != nil {
+				t.Error(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			r := e.start(Config{Grace: testGrace, SweepInterval: -1})
+			waitNoOutage(t, r)
+			slowProbe(r)
+			natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+				tc.read(r)
+				if got := counter(t, r.svc.m.outages); got < 1 || !outageOpen(r) {
+					return fmt.Errorf("no outage counted (%v) from a probe unanswered", got)
+				}
+				return nil
+			})
+			r.svc.probeHook.Store(nil)
+			waitNoOutage(t, r)
+		})
+	}
 }

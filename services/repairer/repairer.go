@@ -146,10 +146,11 @@ type Service struct {
 	// probe (logstore.Writable).
 	probeHook atomic.Pointer[func(ctx context.Context) ([]string, error)]
 
-	// born and lastHeard: when the log last answered a read or write of
-	// this process's own (heard), as time since born.
+	// born and lastHeard: when each of the streams a probe asks about
+	// last answered a read or write of this process's own (heard), as
+	// time since born.
 	born      time.Time
-	lastHeard atomic.Int64
+	lastHeard [heardFrom]atomic.Int64
 
 	// beforeAppend, if set (tests only), runs between planning a repair
 	// and appending it.
@@ -670,7 +671,7 @@ func (s *Service) dropLoop(ctx context.Context) {
 }
 
 func (s *Service) dropNow(ctx context.Context, d claimDrop) {
-	if err := s.heard(s.st.DropClaim(ctx, d.id, d.rev)); err != nil && ctx.Err() == nil {
+	if err := s.heard(fromClaims, s.st.DropClaim(ctx, d.id, d.rev)); err != nil && ctx.Err() == nil {
 		s.log.Debug("repairer: claim kept", "session", d.id, "err", err)
 	}
 }
