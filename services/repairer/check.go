@@ -110,6 +110,7 @@ type foldFunc func(s *Service, ctx context.Context, id string) (*session.State, 
 func (s *Service) readDue(ctx context.Context, id string, why trigger, first bool) (claim uint64, expiredAt time.Time, leaseRev uint64, fold foldFunc, done bool) {
 	reads := s.startReads(ctx, id, why == triggerExpiry && first)
 	rec, err := s.st.LeaseRecord(ctx, id)
+	s.heard(fromLeases, err)
 	claim, cerr := reads.claim()
 	if err != nil {
 		reads.wait()
@@ -258,6 +259,7 @@ func (s *Service) startReads(ctx context.Context, id string, fold bool) *reads {
 	r := &reads{claimC: make(chan claimRead, 1)}
 	go func() {
 		rev, at, err := s.st.ClaimEntry(ctx, id)
+		s.heard(fromClaims, err)
 		r.claimC <- claimRead{rev, at, err}
 	}()
 	if fold {
@@ -385,11 +387,12 @@ func (s *Service) repair(ctx context.Context, id string, why trigger, reason str
 		(*hook)(id)
 	}
 	if leaseRev != nil {
-		if err := s.st.EndLease(ctx, id, *leaseRev); err != nil {
+		if err := s.heard(fromLeases, s.st.EndLease(ctx, id, *leaseRev)); err != nil {
 			return out, err
 		}
 	}
 	res, unsure, err := s.appendPlan(ctx, logstore.AppendRequest{SessionID: id, ExpectedStreamSeq: tail.StreamSeq, Events: plan})
+	s.heard(fromSessions, err)
 	if err != nil {
 		if errors.Is(err, logstore.ErrConflict) {
 			s.states.Remove(id)
@@ -472,7 +475,7 @@ func (s *Service) fold(ctx context.Context, id string) (*session.State, logstore
 		}
 		return nil
 	})
-	if err != nil {
+	if s.heard(fromSessions, err) != nil {
 		s.states.Remove(id)
 		return nil, tail, err
 	}
@@ -506,7 +509,7 @@ func (s *Service) Repair(ctx context.Context, id string, force bool) (Outcome, e
 	defer s.lock(id)()
 	for attempt := 0; ; attempt++ {
 		rec, err := s.st.LeaseRecord(ctx, id)
-		if err != nil {
+		if s.heard(fromLeases, err) != nil {
 			return Outcome{}, err
 		}
 		if rec.Live() && !force {
@@ -514,7 +517,7 @@ func (s *Service) Repair(ctx context.Context, id string, force bool) (Outcome, e
 				id, rec.Lease.Holder, rec.Stored.UTC().Format(time.RFC3339Nano))
 		}
 		claim, err := s.st.ClaimRevision(ctx, id)
-		if err != nil {
+		if s.heard(fromClaims, err) != nil {
 			return Outcome{}, err
 		}
 		var exp *time.Time

@@ -58,7 +58,10 @@
 // the cluster cannot take writes, so such an expiry says nothing about the
 // holder. The service keeps the periods it saw the log unable to take
 // writes (outage.go): a probe every TTL/16 of the leaders of the session
-// stream and the lease and claim buckets (no answer, no leader, no quorum),
+// stream and the lease and claim buckets (no answer, no leader, no quorum;
+// a probe unanswered in time while the session stream and both buckets
+// answer the service's own reads and writes is a slow server, not an
+// outage),
 // a leader change between two probes, its own failed reads and writes, its
 // lease watch breaking, and its own start until the first good probe. A
 // lease whose expiry falls inside such a period, or within a TTL after its

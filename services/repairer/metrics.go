@@ -16,6 +16,9 @@ type metrics struct {
 	groupFallbacks *prometheus.CounterVec // by reason
 	// outages: periods this replica saw the log unable to take writes.
 	outages prometheus.Counter
+	// slowProbes: probes that ran out of time while the log answered this
+	// replica's own reads and writes (not counted as outages).
+	slowProbes prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, error) {
@@ -66,11 +69,15 @@ func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, e
 			Name: "sessionlog_repairer_outages_total",
 			Help: "Periods this replica saw the log unable to take writes (leases that lapse in one get their TTL again from its end).",
 		}),
+		slowProbes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sessionlog_repairer_slow_probes_total",
+			Help: "Writability probes that got no answer in time while the log answered this replica's own reads and writes (not counted as outages).",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.repaired, m.closers, m.latency, m.lost, m.duplicates, m.checks, m.errors, m.queue, m.groups, m.groupFallbacks, m.outages} {
+	for _, c := range []prometheus.Collector{m.repaired, m.closers, m.latency, m.lost, m.duplicates, m.checks, m.errors, m.queue, m.groups, m.groupFallbacks, m.outages, m.slowProbes} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

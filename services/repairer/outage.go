@@ -28,7 +28,13 @@ import (
 //   - a probe (every probeEvery) that finds a stream the holders need
 //     (sessions, leases, claims) without a leader, without a quorum, or
 //     does not get an answer, which also covers this process's own
-//     disconnection;
+//     disconnection; a probe that runs out of time while the session
+//     stream and the lease and claim buckets each answer this process's
+//     own reads and writes (heard) is slow, not failed: a
+//     loaded server (a burst of repairs, a busy machine) answers a probe
+//     of five stream infos late, and counting that as an outage gave every
+//     lease lapsing meanwhile another TTL. It is neither a failure nor a
+//     recovery: the next probe decides;
 //   - a change of a stream's leader between two probes (the election in
 //     between refused writes);
 //   - a failed read or write of the repairer's own (not a definite answer
@@ -210,11 +216,19 @@ func (s *Service) probeLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		began := s.heardClock()
 		pctx, cancel := context.WithTimeout(ctx, timeout)
-		leaders, err := s.st.Writable(pctx)
+		leaders, err := s.writable(pctx)
+		slow := err != nil && pctx.Err() != nil
 		cancel()
 		if ctx.Err() != nil {
 			return
+		}
+		if slow && s.heardAllSince(began) {
+			s.m.slowProbes.Inc()
+			s.log.Debug("repairer: probe unanswered in time while the log answers this process; not an outage", "timeout", timeout, "err", err)
+			t.Reset(every)
+			continue
 		}
 		var deg *logstore.DegradedError
 		if errors.As(err, &deg) {
@@ -248,6 +262,47 @@ func (s *Service) probeLoop(ctx context.Context) {
 		}
 		t.Reset(every)
 	}
+}
+
+// writable is the probe: logstore.Writable, or the test's stand-in.
+func (s *Service) writable(ctx context.Context) ([]string, error) {
+	if hook := s.probeHook.Load(); hook != nil {
+		return (*hook)(ctx)
+	}
+	return s.st.Writable(ctx)
+}
+
+// The streams a probe asks about, as heard tells them apart.
+const (
+	fromSessions = iota
+	fromLeases
+	fromClaims
+	heardFrom // how many
+)
+
+// heard notes that stream from answered one of this process's own reads
+// or writes: a success, or a definite answer about the session (a lost
+// check, a lease written since). It returns err.
+func (s *Service) heard(from int, err error) error {
+	if err == nil || errors.Is(err, logstore.ErrLeaseChanged) || errors.Is(err, logstore.ErrConflict) {
+		s.lastHeard[from].Store(int64(s.heardClock()))
+	}
+	return err
+}
+
+// heardClock is the monotonic time heard and heardAllSince compare.
+func (s *Service) heardClock() time.Duration { return time.Since(s.born) }
+
+// heardAllSince reports whether every stream a probe asks about answered
+// this process at or after t (heardClock): only then is a probe that ran
+// out of time a slow server rather than one stream that cannot answer.
+func (s *Service) heardAllSince(t time.Duration) bool {
+	for i := range s.lastHeard {
+		if time.Duration(s.lastHeard[i].Load()) < t {
+			return false
+		}
+	}
+	return true
 }
 
 // maxDegraded is how long a replica that is not reached keeps the log in

@@ -255,3 +255,92 @@ func TestOutageOnlyFromReachingTheLog(t *testing.T) {
 		t.Fatalf("a timeout reaching the log: %v outages, want 1", got)
 	}
 }
+
+// slowProbe stands in for the writability probe of r: it never answers
+// in time. It returns how many probes ran out of time so far.
+func slowProbe(r *running) func() int32 {
+	var n atomic.Int32
+	probe := func(ctx context.Context) ([]string, error) {
+		<-ctx.Done()
+		n.Add(1)
+		return nil, fmt.Errorf("logstore: KV_SESSION_CLAIMS: %w", ctx.Err())
+	}
+	r.svc.probeHook.Store(&probe)
+	return n.Load
+}
+
+// outageOpen reports whether r counts the log as unable to take writes now.
+func outageOpen(r *running) bool {
+	_, ongoing := r.svc.out.expiry(time.Now())
+	return ongoing
+}
+
+func waitNoOutage(t *testing.T, r *running) {
+	t.Helper()
+	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		if outageOpen(r) {
+			return errors.New("the repairer counts an outage")
+		}
+		return nil
+	})
+}
+
+// A probe that gets no answer in time while the log answers the
+// repairer's own reads and writes is a loaded server, not an outage: it
+// must not give every lease lapsing meanwhile another TTL.
+func TestSlowProbeWhileTheLogAnswers(t *testing.T) {
+	e := newEnv(t)
+	e.appendEvents("s-busy", evCreated)
+	r := e.start(Config{Grace: testGrace, SweepInterval: -1})
+	waitNoOutage(t, r) // the start's outage ends at the first good probe
+	probes := slowProbe(r)
+	for probes() < 3 {
+		// The repairer's own reads: the lease, the claim, the session.
+		if _, err := r.svc.Repair(context.Background(), "s-busy", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := counter(t, r.svc.m.outages); got != 0 {
+		t.Fatalf("%v outages counted from slow probes while the log answered", got)
+	}
+	if outageOpen(r) {
+		t.Fatal("an outage is open after slow probes while the log answered")
+	}
+	if got := counter(t, r.svc.m.slowProbes); got < 2 {
+		t.Fatalf("slow probes metric %v, want >= 2", got)
+	}
+}
+
+// A probe that gets no answer in time while nothing else of the log
+// answers the repairer, or only some of the streams it asks about do, is
+// an outage, and ends at the next good probe.
+func TestSlowProbeAloneIsAnOutage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		read func(r *running) // the repairer's own reads meanwhile
+	}{
+		{"NothingAnswers", func(*running) {}},
+		{"OnlyTheLeasesAnswer", func(r *running) {
+			_, err := r.svc.st.LeaseRecord(context.Background(), "s-none")
+			if r.svc.heard(fromLeases, err) != nil {
+				t.Error(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			r := e.start(Config{Grace: testGrace, SweepInterval: -1})
+			waitNoOutage(t, r)
+			slowProbe(r)
+			natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+				tc.read(r)
+				if got := counter(t, r.svc.m.outages); got < 1 || !outageOpen(r) {
+					return fmt.Errorf("no outage counted (%v) from a probe unanswered", got)
+				}
+				return nil
+			})
+			r.svc.probeHook.Store(nil)
+			waitNoOutage(t, r)
+		})
+	}
+}

@@ -48,7 +48,7 @@ const (
 	maxConflicts = 3
 	retryBackoff = time.Second
 	// warmLead: how long before a lease's expiry + grace the repairer
-	// first reads the session's state (onRenewed).
+	// first reads the session's state, at most (onRenewed).
 	warmLead = time.Second
 )
 
@@ -71,8 +71,9 @@ type Config struct {
 	// DefaultSweepInterval; negative: sweep only on start).
 	SweepInterval time.Duration
 	// Concurrency is how many sessions are evaluated at once (default
-	// DefaultConcurrency). An evaluation waits for its grouped batch, so it
-	// also bounds the sessions one grouped batch can hold.
+	// DefaultConcurrency). An evaluation whose repair waits for its
+	// grouped batch gives its place to the next one (pipeline.go); up to
+	// waitingPerWorker times as many may wait so.
 	Concurrency int
 	// KeepApprovalsPending leaves pending approvals open (DESIGN.md 6).
 	KeepApprovalsPending bool
@@ -134,6 +135,22 @@ type Service struct {
 	// groupFault, if set (tests only), runs after a grouped batch was
 	// answered: an error replaces the answer, as if it was lost.
 	groupFault atomic.Pointer[func() error]
+
+	// slots: evaluations running (Config.Concurrency); waiters:
+	// evaluations that gave their slot up to wait for a grouped batch
+	// (pipeline.go).
+	slots   chan struct{}
+	waiters chan struct{}
+
+	// probeHook, if set (tests only), stands in for the writability
+	// probe (logstore.Writable).
+	probeHook atomic.Pointer[func(ctx context.Context) ([]string, error)]
+
+	// born and lastHeard: when each of the streams a probe asks about
+	// last answered a read or write of this process's own (heard), as
+	// time since born.
+	born      time.Time
+	lastHeard [heardFrom]atomic.Int64
 
 	// beforeAppend, if set (tests only), runs between planning a repair
 	// and appending it.
@@ -233,6 +250,9 @@ func New(cfg Config) (*Service, error) {
 		lastPut:  map[string]time.Time{},
 		expiries: map[string]time.Time{},
 		warm:     map[string]warmLook{},
+		born:     time.Now(),
+		slots:    make(chan struct{}, cfg.Concurrency),
+		waiters:  make(chan struct{}, cfg.Concurrency*waitingPerWorker),
 	}
 	s.cond = sync.NewCond(&s.mu)
 	s.room = sync.NewCond(&s.mu)
@@ -296,13 +316,11 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.cfg.GroupEvents > 1 {
 		s.grouper.Store(newGrouper(s, ctx))
 	}
-	for i := 0; i < s.cfg.Concurrency; i++ {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.worker(ctx)
-		}()
-	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.evaluateLoop(ctx)
+	}()
 	s.out.start(s.now())
 	watchUp := make(chan struct{})
 	s.wg.Add(4)
@@ -438,12 +456,14 @@ func (s *Service) onRenewed(id string, at time.Time) {
 		delete(s.timers, id)
 	}
 	// The first look comes up to warmLead before the grace period ends
-	// (at the expiry itself with a grace shorter than that): it finds the
-	// lease not yet due, and its read of the session's state, kept in the
-	// cache, leaves only the tail to read when it is due. Many leases
-	// lapsing together then do their reads before they are due, not all
-	// at that moment.
-	lead := min(s.cfg.Grace, warmLead)
+	// (with a grace shorter than that, up to a quarter TTL before the
+	// expiry: a live holder renews every TTL/3, so it never comes for
+	// one): it finds the lease not yet due, and its read of the session's
+	// state, kept in the cache, leaves only the tail to read when it is
+	// due. Many leases lapsing together then do their reads before they
+	// are due, not all at that moment (a burst that took longer to read
+	// than the grace period was still reading when its repairs were due).
+	lead := min(s.cfg.Grace+s.cfg.LeaseTTL/4, warmLead)
 	s.wakeAtLocked(id, at.Add(s.cfg.LeaseTTL+s.cfg.Grace-lead), triggerExpiry)
 }
 
@@ -577,16 +597,6 @@ func (s *Service) next() (item, bool) {
 	return it, true
 }
 
-func (s *Service) worker(ctx context.Context) {
-	for {
-		it, ok := s.next()
-		if !ok {
-			return
-		}
-		s.check(ctx, it.id, it.why)
-	}
-}
-
 func (s *Service) sweepLoop(ctx context.Context) {
 	s.sweep(ctx)
 	if s.cfg.SweepInterval < 0 {
@@ -661,7 +671,7 @@ func (s *Service) dropLoop(ctx context.Context) {
 }
 
 func (s *Service) dropNow(ctx context.Context, d claimDrop) {
-	if err := s.st.DropClaim(ctx, d.id, d.rev); err != nil && ctx.Err() == nil {
+	if err := s.heard(fromClaims, s.st.DropClaim(ctx, d.id, d.rev)); err != nil && ctx.Err() == nil {
 		s.log.Debug("repairer: claim kept", "session", d.id, "err", err)
 	}
 }
