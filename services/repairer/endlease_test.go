@@ -63,7 +63,7 @@ func TestRenewalBeforeCommitWins(t *testing.T) {
 	}
 	// The holder renews no more: its new lease lapses and the session is
 	// repaired then, not before.
-	natstest.CheckFor(t, testTTL+5*time.Second, 20*time.Millisecond, func() error {
+	natstest.CheckFor(t, liveness, 20*time.Millisecond, func() error {
 		if !e.fold(id).Paused {
 			return fmt.Errorf("not repaired")
 		}

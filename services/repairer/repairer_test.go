@@ -3,6 +3,7 @@ package repairer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -24,6 +25,9 @@ import (
 const (
 	testTTL   = time.Second
 	testGrace = 300 * time.Millisecond
+	// liveness bounds a wait for something that must happen: long enough
+	// for a loaded machine, so a failure means it did not happen.
+	liveness = 30 * time.Second
 )
 
 type env struct {
@@ -185,7 +189,9 @@ func testLeaseExpiryRepairs(t *testing.T, l natstest.Layout) {
 	e.appendEvents("s-1", evCreated, evTurn, evRequested, evStarted)
 	claimed := time.Now()
 	e.claim("s-1", "agent-1")
-	natstest.CheckFor(t, testTTL+testGrace+time.Second, 20*time.Millisecond, func() error {
+	// The upper bound is liveness, not speed (speed is bench repair's):
+	// on a loaded machine a 3-node cluster can take seconds to commit.
+	natstest.CheckFor(t, liveness, 20*time.Millisecond, func() error {
 		if !e.fold("s-1").Paused {
 			return fmt.Errorf("not repaired yet")
 		}
@@ -367,7 +373,7 @@ func TestLiveHolderNeverRepaired(t *testing.T) {
 		t.Fatal("the sweeps never looked at the session")
 	}
 	// Once it stops renewing, it is.
-	natstest.CheckFor(t, testTTL+2*time.Second, 20*time.Millisecond, func() error {
+	natstest.CheckFor(t, liveness, 20*time.Millisecond, func() error {
 		if !e.fold("s-busy").Paused {
 			return fmt.Errorf("not repaired")
 		}
@@ -475,7 +481,7 @@ func TestEveryRowThroughService(t *testing.T) {
 	for name := range rows {
 		ids = append(ids, "row-"+name)
 	}
-	natstest.CheckFor(t, testTTL+testGrace+3*time.Second, 20*time.Millisecond, func() error {
+	natstest.CheckFor(t, liveness, 20*time.Millisecond, func() error {
 		for _, id := range ids {
 			st := e.fold(id)
 			if !st.Paused || st.HasOpenWork() {
@@ -585,8 +591,19 @@ func TestReplicasRepairEachSessionOnce(t *testing.T) {
 			const n = 200
 			parallel(n, func(i int) {
 				id := fmt.Sprintf("orphan-%d", i)
-				if _, err := e.tryAppend(id, evCreated, evTurn, evRequested, evStarted); err != nil {
-					t.Error(err)
+				// not_committed stored nothing: on a loaded machine the
+				// batch slots can stay full past the append's timeout, and
+				// the session must still exist for the count below.
+				for {
+					_, err := e.tryAppend(id, evCreated, evTurn, evRequested, evStarted)
+					var se *schema.Error
+					if errors.As(err, &se) && se.Code == schema.CodeNotCommitted {
+						continue
+					}
+					if err != nil {
+						t.Error(err)
+					}
+					break
 				}
 				if err := e.store.RenewLease(context.Background(), id, "agent", time.Now()); err != nil {
 					t.Error(err)
