@@ -430,6 +430,14 @@ func (s *Service) duplicateOf(ctx context.Context, req *AppendRequest, ent *entr
 			if st != nil && st.EventID == id {
 				found = st
 			}
+			if st == nil {
+				// The index holds only seqs read from the log or
+				// acknowledged to this writer: a read that finds nothing
+				// there is stale (a replica or former leader behind) or
+				// the event was removed. Logged, because a retry then
+				// looks new and its expectation check answers conflict.
+				s.log.Warn("writer: indexed event not found", "session", req.SessionID, "streamSeq", ss, "eventId", clip(id))
+			}
 		}
 		if found == nil {
 			continue // another id with the same hash
