@@ -44,8 +44,11 @@ import (
 //     markers the server writes on its own restart (a whole-cluster or
 //     single-node restart) are dated at that restart.
 //
-// Nothing is persisted: a restarted repairer knows no earlier periods, but
-// its start is one.
+// Nothing is persisted: a restarted repairer knows no earlier periods, so
+// its start is one reaching back to before any lease it finds lapsed
+// (beforeStart): the repair of a session found abandoned at the start
+// waits TTL + grace after the first good probe, and a holder that lost
+// its lease in an outage just before the restart still gets its TTL.
 
 // Sources of an outage: each must be fine again for one to end.
 const (
@@ -77,15 +80,23 @@ func newOutages(ttl, grace time.Duration) *outages {
 	return &outages{ttl: ttl, keep: 2*ttl + grace, down: map[string]time.Time{}, parked: map[string]trigger{}}
 }
 
+// beforeStart is where the outage a process starts in begins: it knows
+// nothing of the log before its start, so a lease that lapsed at any time
+// before it may have lapsed in an outage it did not see (a repairer
+// restarted a few seconds after a partition healed found the leases the
+// partition let lapse, and repaired a holder that was about to renew).
+var beforeStart = time.Unix(0, 0)
+
 // start opens the outage that lasts until the first good probe: until then
-// nothing is known of the log.
+// nothing is known of the log, and nothing before it either, so every
+// lease found lapsed counts from a TTL after that probe.
 func (o *outages) start(now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.lastOK = now
 	o.down[srcProbe] = now
 	if o.from.IsZero() {
-		o.from = now
+		o.from = beforeStart
 	}
 }
 
@@ -339,8 +350,13 @@ func (s *Service) outageOK(src string) {
 		return
 	}
 	due := w.to.Add(s.cfg.LeaseTTL + s.cfg.Grace)
-	s.log.Info("repairer: the log takes writes again; leases that lapsed during the outage count from now",
-		"outage", w.to.Sub(w.from).Round(time.Millisecond), "parked", len(parked), "repairable_after", due.Format(time.RFC3339Nano))
+	if w.from.Equal(beforeStart) {
+		s.log.Info("repairer: the log takes writes; leases that lapsed before this start count from now",
+			"parked", len(parked), "repairable_after", due.Format(time.RFC3339Nano))
+	} else {
+		s.log.Info("repairer: the log takes writes again; leases that lapsed during the outage count from now",
+			"outage", w.to.Sub(w.from).Round(time.Millisecond), "parked", len(parked), "repairable_after", due.Format(time.RFC3339Nano))
+	}
 	for id, why := range parked {
 		s.wakeAt(id, due, why)
 	}

@@ -87,6 +87,36 @@ func TestOutageExpiry(t *testing.T) {
 	}
 }
 
+// A process that starts knows nothing of the time before: every lease
+// that lapsed before its start, however long ago, counts from a TTL after
+// its first good probe (a partition may have let it lapse just before).
+func TestOutageAtStartReachesBack(t *testing.T) {
+	ttl := 10 * time.Second
+	t0 := time.Unix(1_000_000, 0)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	o := newOutages(ttl, time.Second)
+	o.start(at(0))
+	for _, exp := range []float64{-3600, -11, -1, 0.5} {
+		if _, ongoing := o.expiry(at(exp)); !ongoing {
+			t.Errorf("expiry at %v dated before the first probe", exp)
+		}
+	}
+	if !o.park("s1", triggerSweep) {
+		t.Fatal("park before the first probe")
+	}
+	if _, parked, ended := o.ok(srcProbe, at(1)); !ended || parked["s1"] != triggerSweep {
+		t.Fatalf("first probe: ended %v parked %v", ended, parked)
+	}
+	for _, tc := range []struct{ exp, want float64 }{
+		{-3600, 11}, {-11, 11}, {-1, 11}, {0.5, 11}, {10.9, 11}, // lapsed before the start, or within a TTL after the first probe
+		{11, 11}, {12, 12}, // renewed after it
+	} {
+		if got, ongoing := o.expiry(at(tc.exp)); ongoing || !got.Equal(at(tc.want)) {
+			t.Errorf("expiry at %v: got %v (ongoing %v), want %v", tc.exp, got.Sub(t0).Seconds(), ongoing, tc.want)
+		}
+	}
+}
+
 // The server is down for longer than the lease TTL while two holders keep
 // their sessions open. The one that renews again within a TTL of the
 // recovery (not at once: its own retry pacing) keeps its session; the one

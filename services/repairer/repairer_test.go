@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -746,10 +747,27 @@ func TestLapsedLeaseRepairedBeforeItsMarker(t *testing.T) {
 	if err != nil || !rec.Live() {
 		t.Fatalf("lease not live: %+v %v", rec, err)
 	}
+	// The clock moves past the lease only after the repairer's first good
+	// probe: a lease found lapsed at the start counts from a TTL after it.
 	skew := time.Hour + testGrace + time.Second
-	r := e.start(Config{Grace: testGrace, LeaseTTL: time.Hour, SweepInterval: -1,
-		Now: func() time.Time { return time.Now().Add(skew) }})
-	natstest.CheckFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+	var skewed atomic.Bool
+	r := e.start(Config{Grace: testGrace, LeaseTTL: time.Hour, SweepInterval: 100 * time.Millisecond,
+		Now: func() time.Time {
+			if skewed.Load() {
+				return time.Now().Add(skew)
+			}
+			return time.Now()
+		}})
+	natstest.CheckFor(t, liveness, 10*time.Millisecond, func() error {
+		r.svc.out.mu.Lock()
+		defer r.svc.out.mu.Unlock()
+		if !r.svc.out.from.IsZero() {
+			return fmt.Errorf("no good probe yet")
+		}
+		return nil
+	})
+	skewed.Store(true)
+	natstest.CheckFor(t, liveness, 20*time.Millisecond, func() error {
 		if !e.fold("s-1").Paused {
 			return fmt.Errorf("not repaired")
 		}
