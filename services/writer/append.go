@@ -84,14 +84,14 @@ type prepared struct {
 // keepBodies returns the client's bodies of events, and the seq each one
 // holds, when every event is canonical and prepare will leave it as it
 // was decoded: prepare fills in only what a canonical body cannot lack,
-// but the zero time, which it replaces with now. Else nil.
+// but the zero time and the empty event id, which it replaces. Else nil.
 func keepBodies(events []schema.Envelope, bodies [][]byte) ([][]byte, []uint64) {
 	if len(bodies) != len(events) {
 		return nil, nil
 	}
 	seqs := make([]uint64, len(events))
 	for i := range events {
-		if bodies[i] == nil || events[i].Time.IsZero() {
+		if bodies[i] == nil || events[i].Time.IsZero() || events[i].EventID == "" {
 			return nil, nil
 		}
 		seqs[i] = events[i].Seq

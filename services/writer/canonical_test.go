@@ -92,4 +92,19 @@ func TestAppendStoresCanonicalBodies(t *testing.T) {
 	if n := len(storedBodies(t, e.st, "canon-1")); n != 4 {
 		t.Fatalf("%d events stored after refusals, want 4", n)
 	}
+
+	// An empty event id (Encode writes it): the writer's id is stored,
+	// never the empty one the body holds.
+	noID := ev(1, "", schema.TypeSessionCreated, `{"title":"t"}`)
+	noID.SessionID = "canon-2"
+	if _, err := e.w.Append(ctx, []byte(`{"sessionId":"canon-2","events":[`+enc(noID)+`]}`)); err != nil {
+		t.Fatal(err)
+	}
+	got = storedBodies(t, e.st, "canon-2")
+	if len(got) != 1 {
+		t.Fatalf("%d events stored, want 1", len(got))
+	}
+	if d, canonical, err := schema.DecodeCanonical([]byte(got[0])); err != nil || !canonical || d.EventID == "" {
+		t.Fatalf("event without an id stored as %s (canonical %v, %v)", got[0], canonical, err)
+	}
 }
