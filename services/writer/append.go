@@ -230,6 +230,20 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 		// may mix them with the client's): a miss, the common case,
 		// costs a hash and a map lookup per event.
 		rep, ok, err := s.duplicateOf(ctx, req, ent)
+		if errors.Is(err, errIndexedAbsent) {
+			// The index places one of the request's ids at a stream seq
+			// that reads as empty. A cached index may hold an event
+			// removed since: fold the session from the log. A fresh fold
+			// that still places it there is read from a stale leader:
+			// the event may be stored, so neither append it again nor
+			// call the retry a conflict.
+			s.cache.Remove(req.SessionID)
+			if !fresh {
+				reload = true
+				continue
+			}
+			return AppendReply{}, schema.Errorf(schema.CodeNotCommitted, "%v: nothing stored, retry", err)
+		}
 		if err != nil {
 			return AppendReply{}, err
 		}
@@ -402,6 +416,10 @@ func conflict(cur uint64, msg string) error {
 	return &schema.Error{Code: schema.CodeConflict, Message: msg, Index: -1, CurrentSeq: &cur}
 }
 
+// errIndexedAbsent is duplicateOf's answer when the session's index
+// places a request's event id at a stream seq that reads as empty.
+var errIndexedAbsent = errors.New("an indexed event reads as absent (a stale read or a removed event)")
+
 // duplicateOf looks the request's event ids up in the session's index of
 // every stored id. None stored: not a duplicate (ok false, no error), the
 // request appends. Every event stored, in the request's order at
@@ -433,10 +451,12 @@ func (s *Service) duplicateOf(ctx context.Context, req *AppendRequest, ent *entr
 			if st == nil {
 				// The index holds only seqs read from the log or
 				// acknowledged to this writer: a read that finds nothing
-				// there is stale (a replica or former leader behind) or
-				// the event was removed. Logged, because a retry then
-				// looks new and its expectation check answers conflict.
+				// there is stale (a former leader behind) or the event
+				// was removed. Taken for a miss, a retry of a stored
+				// event would look new: stored twice without an
+				// expectation, answered conflict with one.
 				s.log.Warn("writer: indexed event not found", "session", req.SessionID, "streamSeq", ss, "eventId", clip(id))
+				return AppendReply{}, false, fmt.Errorf("%w: event id %s is indexed at stream seq %d", errIndexedAbsent, clip(id), ss)
 			}
 		}
 		if found == nil {
