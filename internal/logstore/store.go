@@ -380,8 +380,16 @@ func (s *Store) NextAfter(ctx context.Context, sessionID string, after uint64) (
 
 // MsgAt returns the stored message at a stream sequence, from the leader.
 func (s *Store) MsgAt(ctx context.Context, stream string, seq uint64) (*Msg, error) {
+	if s.cfg.FaultHook != nil && s.cfg.FaultHook(FaultMsgAt) != nil {
+		return nil, nil
+	}
 	return s.msgGet(ctx, stream, msgGetRequest{Seq: seq})
 }
+
+// FaultMsgAt runs before MsgAt reads: a non-nil error from the hook makes
+// the read find nothing, as a former leader cut off by a partition
+// answers for a message stored after it lost touch.
+const FaultMsgAt FaultStage = "msg-at"
 
 // LastStreamSeq is the stream's last sequence (for catch-up checks).
 func (s *Store) LastStreamSeq(ctx context.Context, stream string) (uint64, error) {
