@@ -81,6 +81,7 @@ func newGrouper(s *Service, ctx context.Context) *grouper {
 func (s *Service) appendPlan(ctx context.Context, req logstore.AppendRequest) (res logstore.AppendResult, unsure bool, err error) {
 	g := s.grouper.Load()
 	if g == nil || len(req.Events) > g.maxEvents/2 {
+		s.stage(req.SessionID, StageSent)
 		res, err = s.st.Append(ctx, req)
 		return res, false, err
 	}
@@ -175,6 +176,9 @@ func (g *grouper) take() []*pendingAppend {
 
 // commit stores one group and answers each of its requests.
 func (g *grouper) commit(group []*pendingAppend) {
+	for _, p := range group {
+		g.s.stage(p.req.SessionID, StageSent)
+	}
 	if len(group) == 1 {
 		p := group[0]
 		res, err := g.s.st.Append(g.ctx, p.req)

@@ -160,6 +160,12 @@ type Service struct {
 	// (erase.go): an error stops the erase there, as a kill would.
 	eraseStep atomic.Pointer[func(step string) error]
 
+	// repairing counts repairs between their decision and their commit.
+	repairing atomic.Int64
+
+	// stages, if set, observes the stages of repairs (ObserveStages).
+	stages atomic.Pointer[func(id string, st Stage, at time.Time)]
+
 	running  atomic.Bool
 	ready    atomic.Bool
 	watching atomic.Bool
@@ -560,6 +566,9 @@ func (s *Service) enqueueLocked(it item) {
 		return
 	}
 	s.queued[it.id] = struct{}{}
+	if it.why == triggerExpiry {
+		s.stage(it.id, StageQueued)
+	}
 	if it.why == triggerSweep {
 		s.sweepQ = append(s.sweepQ, it)
 	} else {
@@ -658,14 +667,40 @@ func (s *Service) dropClaim(ctx context.Context, id string, rev uint64) {
 	}
 }
 
-// dropLoop drops queued claims one at a time until ctx ends.
+// dropLoop drops queued claims one at a time until ctx ends. While
+// repairs are on their way to their commits it holds the drops back (up
+// to dropHold): a burst of repairs then does not share the server with as
+// many claim writes.
 func (s *Service) dropLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case d := <-s.drops:
+			s.quiet(ctx, dropHold)
 			s.dropNow(ctx, d)
+		}
+	}
+}
+
+// dropHold bounds how long dropLoop holds a claim's drop back for repairs
+// in flight.
+const dropHold = 2 * time.Second
+
+// quiet waits until no repair is between its decision and its commit, at
+// most max.
+func (s *Service) quiet(ctx context.Context, max time.Duration) {
+	if s.repairing.Load() == 0 {
+		return
+	}
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	end := time.Now().Add(max)
+	for s.repairing.Load() > 0 && time.Now().Before(end) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }
