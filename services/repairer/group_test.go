@@ -441,3 +441,23 @@ func TestWaitingRepairGivesUpItsSlot(t *testing.T) {
 	}
 	e.wantRepairedOnce(ids)
 }
+
+// On a store of one replica (an R1 file stream fsyncs each atomic batch,
+// one at a time) one committer takes everything pending.
+func TestGroupInflightOneOnR1(t *testing.T) {
+	e := newEnv(t)
+	svc, err := New(Config{Store: e.store, Conn: e.nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := svc.cfg.GroupInflight; got != 1 {
+		t.Fatalf("GroupInflight %d on R1, want 1", got)
+	}
+	svc, err = New(Config{Store: e.store, Conn: e.nc, GroupInflight: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := svc.cfg.GroupInflight; got != 3 {
+		t.Fatalf("GroupInflight %d, want the configured 3", got)
+	}
+}

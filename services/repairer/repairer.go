@@ -88,7 +88,7 @@ type Config struct {
 	// every repair is its own batch).
 	GroupEvents int
 	// GroupInflight bounds grouped batches in flight (default
-	// DefaultGroupInflight).
+	// DefaultGroupInflight, 1 on a store of one replica).
 	GroupInflight int
 	// RetainClosed, when > 0, erases sessions closed for longer than
 	// this (retention.go), after writing them to ArchiveDir if set.
@@ -240,6 +240,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.GroupInflight <= 0 {
 		cfg.GroupInflight = DefaultGroupInflight
+		if cfg.Store.Config().Replicas <= 1 {
+			cfg.GroupInflight = 1 // one fsync at a time (group.go)
+		}
 	}
 	s := &Service{
 		cfg:      cfg,
