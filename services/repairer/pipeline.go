@@ -11,8 +11,9 @@ import "context"
 // left the sessions due behind it queued until the batch answered, and
 // the next group could only hold what the held places had ready: a burst
 // of expiries was repaired in waves of one group each. So an evaluation
-// whose repair waits for its group gives its slot to the next one, and
-// the next group fills while this one commits. Up to waitingPerWorker
+// that has decided to repair gives its slot to the next one before it
+// ends the lease (repair calls waiting): a burst's lease ends run at once,
+// and the next group fills while this one commits. Up to waitingPerWorker
 // times Concurrency evaluations may wait so (each holds its plan and a
 // goroutine); past that, one waits in its slot as before.
 //
