@@ -389,9 +389,6 @@ func (s *Service) repair(ctx context.Context, id string, why trigger, reason str
 		(*hook)(id)
 	}
 	s.stage(id, StageDecided)
-	// What is left is writes that wait for the server (the lease's end,
-	// then the grouped batch): the slot goes to the next session due.
-	waiting(ctx)
 	s.repairing.Add(1)
 	defer s.repairing.Add(-1)
 	if leaseRev != nil {

@@ -32,9 +32,8 @@
 // sequence check that the state was not, and either failing sends it back
 // to reading all three. A burst of leases lapsing together costs one lease
 // write and a share of one grouped append per session when it is due; an
-// evaluation that has decided gives its slot to the next session due
-// while it waits for those writes (pipeline.go), so the whole burst ends
-// its leases at once and fills the next group while one commits.
+// evaluation whose repair waits for its group gives its slot to the next
+// session due (pipeline.go), so the next group fills while one commits.
 //
 // A repair is the plan of session.PlanRepair appended as one atomic batch
 // with the per-subject sequence check against the tail the plan was made

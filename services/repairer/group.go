@@ -74,6 +74,9 @@ type grouper struct {
 	ctx         context.Context
 	maxEvents   int
 	maxInflight int
+	// yield: an evaluation gives its slot up while its repair waits for
+	// its group (pipeline.go).
+	yield bool
 
 	mu      sync.Mutex
 	pending []*pendingAppend
@@ -81,7 +84,8 @@ type grouper struct {
 }
 
 func newGrouper(s *Service, ctx context.Context) *grouper {
-	return &grouper{s: s, ctx: ctx, maxEvents: s.cfg.GroupEvents, maxInflight: s.cfg.GroupInflight}
+	return &grouper{s: s, ctx: ctx, maxEvents: s.cfg.GroupEvents, maxInflight: s.cfg.GroupInflight,
+		yield: s.st.Config().Replicas <= 1}
 }
 
 // appendPlan appends req: through a grouped batch while the service runs
@@ -117,7 +121,11 @@ func (s *Service) appendPlan(ctx context.Context, req logstore.AppendRequest) (r
 		return res, false, err
 	}
 	// The group's batch runs on the service's context with the store's
-	// timeout: it always answers.
+	// timeout: it always answers. On R1 the slot goes to the next
+	// session due meanwhile (pipeline.go).
+	if g.yield {
+		waiting(ctx)
+	}
 	o := <-p.done
 	return o.res, o.unsure, o.err
 }
