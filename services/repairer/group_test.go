@@ -387,8 +387,8 @@ func TestGroupTake(t *testing.T) {
 	}
 }
 
-// An evaluation whose repair waits for its grouped batch gives its slot
-// to the next session due: with one slot, two sessions' repairs still
+// On R1 an evaluation whose repair waits for its grouped batch gives its
+// slot to the next session due: with one slot, two sessions' repairs still
 // wait for the same batch (without it the second waited for the first's
 // batch to commit before it was even read, and a burst was repaired in
 // waves).
