@@ -28,6 +28,7 @@ type Outcome struct {
 // for longer than the grace period, something open.
 func (s *Service) check(ctx context.Context, id string, why trigger) {
 	defer s.lock(id)()
+	s.stage(id, StageStarted)
 	first := true // the next reads are this evaluation's first
 	for attempt := 0; ; attempt++ {
 		if ctx.Err() != nil {
@@ -52,6 +53,7 @@ func (s *Service) check(ctx context.Context, id string, why trigger) {
 			if done {
 				return
 			}
+			s.stage(id, StageRead)
 		}
 		var exp *time.Time
 		if !expiredAt.IsZero() {
@@ -386,13 +388,18 @@ func (s *Service) repair(ctx context.Context, id string, why trigger, reason str
 	if hook := s.beforeAppend.Load(); hook != nil {
 		(*hook)(id)
 	}
+	s.stage(id, StageDecided)
+	s.repairing.Add(1)
+	defer s.repairing.Add(-1)
 	if leaseRev != nil {
 		if err := s.heard(fromLeases, s.st.EndLease(ctx, id, *leaseRev)); err != nil {
 			return out, err
 		}
+		s.stage(id, StageEnded)
 	}
 	res, unsure, err := s.appendPlan(ctx, logstore.AppendRequest{SessionID: id, ExpectedStreamSeq: tail.StreamSeq, Events: plan})
 	s.heard(fromSessions, err)
+	s.stage(id, StageCommitted)
 	if err != nil {
 		if errors.Is(err, logstore.ErrConflict) {
 			s.states.Remove(id)

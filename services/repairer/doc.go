@@ -31,7 +31,9 @@
 // of the lease checks that the lease was not written since, the append's
 // sequence check that the state was not, and either failing sends it back
 // to reading all three. A burst of leases lapsing together costs one lease
-// write and a share of one grouped append per session when it is due.
+// write and a share of one grouped append per session when it is due; an
+// evaluation whose repair waits for its group gives its slot to the next
+// session due (pipeline.go), so the next group fills while one commits.
 //
 // A repair is the plan of session.PlanRepair appended as one atomic batch
 // with the per-subject sequence check against the tail the plan was made

@@ -386,3 +386,78 @@ func TestGroupTake(t *testing.T) {
 		}
 	}
 }
+
+// On R1 an evaluation whose repair waits for its grouped batch gives its
+// slot to the next session due: with one slot, two sessions' repairs still
+// wait for the same batch (without it the second waited for the first's
+// batch to commit before it was even read, and a burst was repaired in
+// waves).
+func TestWaitingRepairGivesUpItsSlot(t *testing.T) {
+	e := newEnv(t)
+	h := e.held(Config{Grace: 0, SweepInterval: -1, Concurrency: 1})
+	ids := e.orphans("w-a", "w-b")
+	h.svc.wg.Add(1)
+	go func() {
+		defer h.svc.wg.Done()
+		h.svc.evaluateLoop(h.ctx)
+	}()
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			h.g.mu.Lock()
+			h.g.running = 1 // the one committer started here
+			h.g.mu.Unlock()
+			h.svc.wg.Add(1)
+			go h.g.loop()
+		})
+	}
+	t.Cleanup(func() {
+		release() // a failed test leaves no evaluation waiting
+		h.svc.mu.Lock()
+		h.svc.stopping = true
+		h.svc.cond.Broadcast()
+		h.svc.mu.Unlock()
+	})
+	for _, id := range ids {
+		h.svc.wakeAt(id, time.Now(), triggerExpiry)
+	}
+	natstest.CheckFor(t, 10*time.Second, 5*time.Millisecond, func() error {
+		h.g.mu.Lock()
+		defer h.g.mu.Unlock()
+		if len(h.g.pending) < len(ids) {
+			return fmt.Errorf("%d of %d plans queued", len(h.g.pending), len(ids))
+		}
+		return nil
+	})
+	release()
+	natstest.CheckFor(t, 30*time.Second, 10*time.Millisecond, func() error {
+		if n := counter(t, h.svc.m.repaired.WithLabelValues(string(triggerExpiry))); n != float64(len(ids)) {
+			return fmt.Errorf("%v of %d repaired", n, len(ids))
+		}
+		return nil
+	})
+	if n, sum := histCount(t, h.svc.m.groups); n != 1 || sum != float64(len(ids)) {
+		t.Fatalf("grouped batches: %d holding %v sessions; want 1 holding %d", n, sum, len(ids))
+	}
+	e.wantRepairedOnce(ids)
+}
+
+// On a store of one replica (an R1 file stream fsyncs each atomic batch,
+// one at a time) one committer takes everything pending.
+func TestGroupInflightOneOnR1(t *testing.T) {
+	e := newEnv(t)
+	svc, err := New(Config{Store: e.store, Conn: e.nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := svc.cfg.GroupInflight; got != 1 {
+		t.Fatalf("GroupInflight %d on R1, want 1", got)
+	}
+	svc, err = New(Config{Store: e.store, Conn: e.nc, GroupInflight: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := svc.cfg.GroupInflight; got != 3 {
+		t.Fatalf("GroupInflight %d, want the configured 3", got)
+	}
+}

@@ -49,7 +49,7 @@ const (
 	retryBackoff = time.Second
 	// warmLead: how long before a lease's expiry + grace the repairer
 	// first reads the session's state, at most (onRenewed).
-	warmLead = time.Second
+	warmLead = 2 * time.Second
 )
 
 // Config configures a Service.
@@ -88,7 +88,7 @@ type Config struct {
 	// every repair is its own batch).
 	GroupEvents int
 	// GroupInflight bounds grouped batches in flight (default
-	// DefaultGroupInflight).
+	// DefaultGroupInflight, 1 on a store of one replica).
 	GroupInflight int
 	// RetainClosed, when > 0, erases sessions closed for longer than
 	// this (retention.go), after writing them to ArchiveDir if set.
@@ -159,6 +159,12 @@ type Service struct {
 	// eraseStep, if set (tests only), runs after each step of an erase
 	// (erase.go): an error stops the erase there, as a kill would.
 	eraseStep atomic.Pointer[func(step string) error]
+
+	// repairing counts repairs between their decision and their commit.
+	repairing atomic.Int64
+
+	// stages, if set, observes the stages of repairs (ObserveStages).
+	stages atomic.Pointer[func(id string, st Stage, at time.Time)]
 
 	running  atomic.Bool
 	ready    atomic.Bool
@@ -234,6 +240,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.GroupInflight <= 0 {
 		cfg.GroupInflight = DefaultGroupInflight
+		if cfg.Store.Config().Replicas <= 1 {
+			cfg.GroupInflight = 1 // one fsync at a time (group.go)
+		}
 	}
 	s := &Service{
 		cfg:      cfg,
@@ -456,14 +465,17 @@ func (s *Service) onRenewed(id string, at time.Time) {
 		delete(s.timers, id)
 	}
 	// The first look comes up to warmLead before the grace period ends
-	// (with a grace shorter than that, up to a quarter TTL before the
-	// expiry: a live holder renews every TTL/3, so it never comes for
-	// one): it finds the lease not yet due, and its read of the session's
+	// (with a grace shorter than that, up to half a TTL before the
+	// expiry: a live holder renews every TTL/3, so it seldom comes for
+	// one, and then only reads): it finds the lease not yet due, and its read of the session's
 	// state, kept in the cache, leaves only the tail to read when it is
 	// due. Many leases lapsing together then do their reads before they
 	// are due, not all at that moment (a burst that took longer to read
-	// than the grace period was still reading when its repairs were due).
-	lead := min(s.cfg.Grace+s.cfg.LeaseTTL/4, warmLead)
+	// than the grace period was still reading when its repairs were due;
+	// on R3 under load the first looks of 1,000 sessions took over a
+	// second, and those still reading at their due time were repaired up
+	// to a second late).
+	lead := min(s.cfg.Grace+s.cfg.LeaseTTL/2, warmLead)
 	s.wakeAtLocked(id, at.Add(s.cfg.LeaseTTL+s.cfg.Grace-lead), triggerExpiry)
 }
 
@@ -560,6 +572,9 @@ func (s *Service) enqueueLocked(it item) {
 		return
 	}
 	s.queued[it.id] = struct{}{}
+	if it.why == triggerExpiry {
+		s.stage(it.id, StageQueued)
+	}
 	if it.why == triggerSweep {
 		s.sweepQ = append(s.sweepQ, it)
 	} else {
@@ -658,14 +673,40 @@ func (s *Service) dropClaim(ctx context.Context, id string, rev uint64) {
 	}
 }
 
-// dropLoop drops queued claims one at a time until ctx ends.
+// dropLoop drops queued claims one at a time until ctx ends. While
+// repairs are on their way to their commits it holds the drops back (up
+// to dropHold): a burst of repairs then does not share the server with as
+// many claim writes.
 func (s *Service) dropLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case d := <-s.drops:
+			s.quiet(ctx, dropHold)
 			s.dropNow(ctx, d)
+		}
+	}
+}
+
+// dropHold bounds how long dropLoop holds a claim's drop back for repairs
+// in flight.
+const dropHold = 2 * time.Second
+
+// quiet waits until no repair is between its decision and its commit, at
+// most max.
+func (s *Service) quiet(ctx context.Context, max time.Duration) {
+	if s.repairing.Load() == 0 {
+		return
+	}
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	end := time.Now().Add(max)
+	for s.repairing.Load() > 0 && time.Now().Before(end) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }

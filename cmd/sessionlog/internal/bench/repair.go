@@ -188,6 +188,10 @@ func RunRepair(ctx context.Context, cfg RepairConfig) (RepairResult, error) {
 	if err != nil {
 		return res, err
 	}
+	stages := newStageLog()
+	if cfg.Progress != nil {
+		svc.ObserveStages(stages.add)
+	}
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(rctx) }()
@@ -227,7 +231,16 @@ func RunRepair(ctx context.Context, cfg RepairConfig) (RepairResult, error) {
 		return res, err
 	}
 
-	say("waiting for %d repairs", cfg.Sessions)
+	var first, last time.Time
+	for _, at := range expiry {
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	say("waiting for %d repairs (their leases expire within %s)", cfg.Sessions, last.Sub(first).Round(time.Millisecond))
 	if cfg.Profile != nil {
 		stopProfile := cfg.Profile()
 		defer stopProfile()
@@ -290,6 +303,13 @@ func RunRepair(ctx context.Context, cfg RepairConfig) (RepairResult, error) {
 			}
 		}
 		after = append(after, at.Sub(due))
+	}
+	if cfg.Progress != nil {
+		due := make(map[string]time.Time, len(ids))
+		for _, id := range ids {
+			due[id] = expiry[id].Add(cfg.Grace)
+		}
+		say("stages after due (p50/p99/max ms): %s", stages.summary(due))
 	}
 	res.Count = len(lat)
 	res.P50, res.P99, res.Max = quantiles(lat)
@@ -358,6 +378,47 @@ func seedOpen(ctx context.Context, st *logstore.Store, id string) error {
 		mk(4, schema.TypeToolStarted, ""),
 	}})
 	return err
+}
+
+// stageLog keeps the last time each session passed each repairer stage.
+type stageLog struct {
+	mu sync.Mutex
+	at map[string]map[repairer.Stage]time.Time
+}
+
+func newStageLog() *stageLog {
+	return &stageLog{at: map[string]map[repairer.Stage]time.Time{}}
+}
+
+func (l *stageLog) add(id string, st repairer.Stage, t time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := l.at[id]
+	if m == nil {
+		m = map[repairer.Stage]time.Time{}
+		l.at[id] = m
+	}
+	m[st] = t
+}
+
+// summary gives each stage's p50/p99/max after each session's due time.
+func (l *stageLog) summary(due map[string]time.Time) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var b strings.Builder
+	for _, st := range []repairer.Stage{repairer.StageQueued, repairer.StageStarted, repairer.StageRead, repairer.StageDecided,
+		repairer.StageEnded, repairer.StageSent, repairer.StageCommitted} {
+		var d []time.Duration
+		for id, at := range due {
+			if t, ok := l.at[id][st]; ok {
+				d = append(d, t.Sub(at))
+			}
+		}
+		p50, p99, mx := quantiles(d)
+		ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+		fmt.Fprintf(&b, " %s=%.0f/%.0f/%.0f(n=%d)", st, ms(p50), ms(p99), ms(mx), len(d))
+	}
+	return strings.TrimSpace(b.String())
 }
 
 type commitLog struct {
