@@ -23,6 +23,18 @@ type Log interface {
 	Fork(ctx context.Context, parent, child string, seq uint64) error
 }
 
+// PreparingLog is a Log that can encode an append ahead of sending it.
+// An AppendSink with InFlight prepares each batch before it takes a slot,
+// so that a slot is held only while the batch is on its way and being
+// stored, not while it is encoded.
+type PreparingLog interface {
+	Log
+	// PrepareAppend encodes what Append(ctx, sessionID, expected, events)
+	// sends; the returned send sends it (and resends it on an unknown
+	// outcome, as Append does) and answers as Append answers.
+	PrepareAppend(sessionID string, expected uint64, events []schema.Envelope) (send func(ctx context.Context) (last uint64, duplicate bool, err error), err error)
+}
+
 // DivergedError: the stored session is not a prefix of what the source
 // maps to now (the file was rewritten, or its main path moved).
 type DivergedError struct {
@@ -154,6 +166,17 @@ func (s *AppendSink) flush() error {
 		last, dup, err := s.Log.Append(s.Ctx, s.plan.ID, s.tail, events)
 		return s.answered(sentAppend{events: events, last: last, duplicate: dup, err: err})
 	}
+	id, expected := s.plan.ID, s.tail
+	send := func(ctx context.Context) (uint64, bool, error) {
+		return s.Log.Append(ctx, id, expected, events)
+	}
+	if pl, ok := s.Log.(PreparingLog); ok {
+		// Encoded before taking a slot: the slot is for the store.
+		var err error
+		if send, err = pl.PrepareAppend(id, expected, events); err != nil {
+			return s.answered(sentAppend{events: events, err: err})
+		}
+	}
 	select {
 	case s.InFlight <- struct{}{}:
 	case <-s.Ctx.Done():
@@ -163,11 +186,11 @@ func (s *AppendSink) flush() error {
 	s.pending = make([]schema.Envelope, 0, cap(events))
 	done := make(chan sentAppend, 1)
 	s.inflight = done
-	go func(id string, expected uint64) {
-		last, dup, err := s.Log.Append(s.Ctx, id, expected, events)
+	go func() {
+		last, dup, err := send(s.Ctx)
 		<-s.InFlight
 		done <- sentAppend{events: events, last: last, duplicate: dup, err: err}
-	}(s.plan.ID, s.tail)
+	}()
 	return nil
 }
 
