@@ -281,6 +281,21 @@ func newFileSink(ctx context.Context, cl *client.Client, batch int, limit chan s
 	return fsk
 }
 
+var _ agentlog.PreparingLog = clientLog{}
+
+// PrepareAppend encodes the append Append would send (an import encodes
+// its next batch while its appends in flight are unanswered).
+func (l clientLog) PrepareAppend(id string, expected uint64, events []schema.Envelope) (func(context.Context) (uint64, bool, error), error) {
+	p, err := l.cl.PrepareAppend(client.AppendRequest{SessionID: id, ExpectedSeq: client.Seq(expected), Holder: l.holder, Events: events})
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) (uint64, bool, error) {
+		r, err := l.cl.SendAppend(ctx, p)
+		return r.LastSeq, r.Duplicate, err
+	}, nil
+}
+
 // Session counts the session, then reads its tail (forking it first).
 func (f *fileSink) Session(p agentlog.Plan) error {
 	f.sessions++

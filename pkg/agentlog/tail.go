@@ -23,6 +23,18 @@ type Log interface {
 	Fork(ctx context.Context, parent, child string, seq uint64) error
 }
 
+// PreparingLog is a Log that can encode an append ahead of sending it.
+// An AppendSink with InFlight prepares each batch before it takes a slot,
+// so that a slot is held only while the batch is on its way and being
+// stored, not while it is encoded.
+type PreparingLog interface {
+	Log
+	// PrepareAppend encodes what Append(ctx, sessionID, expected, events)
+	// sends; the returned send sends it (and resends it on an unknown
+	// outcome, as Append does) and answers as Append answers.
+	PrepareAppend(sessionID string, expected uint64, events []schema.Envelope) (send func(ctx context.Context) (last uint64, duplicate bool, err error), err error)
+}
+
 // DivergedError: the stored session is not a prefix of what the source
 // maps to now (the file was rewritten, or its main path moved).
 type DivergedError struct {
@@ -70,9 +82,13 @@ type AppendSink struct {
 	inflight chan sentAppend // the append in flight; nil: none
 }
 
-// sentAppend is the answer to an append sent by flush.
+// sentAppend is the answer to an append sent by flush: of its events it
+// keeps only their number and the last one's id, so that a batch already
+// encoded (PreparingLog) holds only its encoding while it waits for a slot
+// and is in flight.
 type sentAppend struct {
-	events    []schema.Envelope
+	n         int
+	lastID    string
 	last      uint64
 	duplicate bool
 	err       error
@@ -152,22 +168,35 @@ func (s *AppendSink) flush() error {
 	events := s.pending
 	if s.InFlight == nil {
 		last, dup, err := s.Log.Append(s.Ctx, s.plan.ID, s.tail, events)
-		return s.answered(sentAppend{events: events, last: last, duplicate: dup, err: err})
+		return s.answered(sentAppend{n: len(events), lastID: events[len(events)-1].EventID, last: last, duplicate: dup, err: err})
 	}
+	id, expected, n, lastID := s.plan.ID, s.tail, len(events), events[len(events)-1].EventID
+	batch := events
+	send := func(ctx context.Context) (uint64, bool, error) {
+		return s.Log.Append(ctx, id, expected, batch)
+	}
+	if pl, ok := s.Log.(PreparingLog); ok {
+		// Encoded before taking a slot: the slot is for the store.
+		var err error
+		if send, err = pl.PrepareAppend(id, expected, events); err != nil {
+			return s.answered(sentAppend{n: n, lastID: lastID, err: err})
+		}
+	}
+	// The batch in flight keeps its array (when it is not encoded yet);
+	// the next is mapped into another.
+	s.pending = make([]schema.Envelope, 0, cap(events))
 	select {
 	case s.InFlight <- struct{}{}:
 	case <-s.Ctx.Done():
 		return s.Ctx.Err()
 	}
-	// The batch in flight keeps its array; the next is mapped into another.
-	s.pending = make([]schema.Envelope, 0, cap(events))
 	done := make(chan sentAppend, 1)
 	s.inflight = done
-	go func(id string, expected uint64) {
-		last, dup, err := s.Log.Append(s.Ctx, id, expected, events)
+	go func() {
+		last, dup, err := send(s.Ctx)
 		<-s.InFlight
-		done <- sentAppend{events: events, last: last, duplicate: dup, err: err}
-	}(s.plan.ID, s.tail)
+		done <- sentAppend{n: n, lastID: lastID, last: last, duplicate: dup, err: err}
+	}()
 	return nil
 }
 
@@ -186,9 +215,9 @@ func (s *AppendSink) answered(a sentAppend) error {
 	if a.err != nil {
 		return fmt.Errorf("append to %s after seq %d: %w", s.plan.ID, s.tail, a.err)
 	}
-	s.tail, s.tailID = a.last, a.events[len(a.events)-1].EventID
+	s.tail, s.tailID = a.last, a.lastID
 	if !a.duplicate {
-		s.added += len(a.events)
+		s.added += a.n
 	}
 	if s.InFlight == nil {
 		s.pending = s.pending[:0]

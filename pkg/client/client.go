@@ -112,18 +112,45 @@ type AppendResult struct {
 // another *Error. Event ids are filled before the first send, so retries
 // of unknown outcomes, done here automatically, carry the same ids.
 func (c *Client) Append(ctx context.Context, req AppendRequest) (AppendResult, error) {
+	p, err := c.PrepareAppend(req)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	return c.SendAppend(ctx, p)
+}
+
+// PreparedAppend is an append encoded and not yet sent (PrepareAppend):
+// its event ids and times are fixed, so every send of it is the same
+// request.
+type PreparedAppend struct {
+	ids  []string
+	body []byte
+}
+
+// PrepareAppend fills in and encodes req as Append would send it, so that
+// a caller that bounds its appends in flight can encode the next one while
+// the others are unanswered and send it the moment a slot frees. Only an
+// event that cannot be encoded is an error (bad_request).
+func (c *Client) PrepareAppend(req AppendRequest) (*PreparedAppend, error) {
 	evs, ids := completeEvents(req, c.now().UTC())
 	body, err := encodeAppend(api.AppendRequest{SessionID: req.SessionID, ExpectedSeq: req.ExpectedSeq, Holder: req.Holder, Events: evs, Takeover: req.Takeover})
 	if err != nil {
-		return AppendResult{}, errorf(schema.CodeBadRequest, "encode request: %v", err)
+		return nil, errorf(schema.CodeBadRequest, "encode request: %v", err)
 	}
+	return &PreparedAppend{ids: ids, body: body}, nil
+}
+
+// SendAppend sends a prepared append, with Append's outcomes and retries;
+// sending it again (after an unknown outcome) is a retry of the same
+// request.
+func (c *Client) SendAppend(ctx context.Context, p *PreparedAppend) (AppendResult, error) {
 	var reply api.AppendReply
-	n, err := c.request(ctx, api.SubjectAppend, body, &reply)
+	n, err := c.request(ctx, api.SubjectAppend, p.body, &reply)
 	if err != nil {
 		return AppendResult{Attempts: n}, err
 	}
 	return AppendResult{SessionID: reply.SessionID, FirstSeq: reply.FirstSeq, LastSeq: reply.LastSeq, StreamSeq: reply.StreamSeq,
-		Duplicate: reply.Duplicate, EventIDs: ids, Attempts: n}, nil
+		Duplicate: reply.Duplicate, EventIDs: p.ids, Attempts: n}, nil
 }
 
 // completeEvents copies req's events with what the writer would fill in

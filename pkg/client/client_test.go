@@ -232,3 +232,44 @@ func TestErrorIs(t *testing.T) {
 		}
 	}
 }
+
+// A prepared append is one request however often it is sent: encoded once
+// with its ids and times fixed, its second send is a duplicate of the
+// first, and a batch prepared after it (expecting the first's last seq)
+// follows it. The expectation is fixed when it is prepared: sent out of
+// order, the later batch is refused as a conflict and stores nothing.
+func TestPreparedAppendSentTwiceIsOneAppend(t *testing.T) {
+	srv := natstest.RunServer(t)
+	s := newStack(t, srv.ClientURL(), logstore.Config{})
+	ctx := context.Background()
+	first, err := s.c.PrepareAppend(client.AppendRequest{SessionID: "p1", ExpectedSeq: client.Seq(0), Events: []schema.Envelope{created(), msg("a")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := s.c.PrepareAppend(client.AppendRequest{SessionID: "p1", ExpectedSeq: client.Seq(2), Events: []schema.Envelope{msg("b")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.c.SendAppend(ctx, second); !errors.Is(err, client.ErrConflict) {
+		t.Fatalf("the second batch sent first: %v, want conflict", err)
+	}
+	r1, err := s.c.SendAppend(ctx, first)
+	if err != nil || r1.Duplicate || r1.LastSeq != 2 {
+		t.Fatalf("first send: %+v %v", r1, err)
+	}
+	again, err := s.c.SendAppend(ctx, first)
+	if err != nil || !again.Duplicate || again.LastSeq != 2 || again.EventIDs[1] != r1.EventIDs[1] {
+		t.Fatalf("second send of the same prepared append: %+v %v, want a duplicate of %+v", again, err, r1)
+	}
+	r2, err := s.c.SendAppend(ctx, second)
+	if err != nil || r2.FirstSeq != 3 {
+		t.Fatalf("the batch after it: %+v %v", r2, err)
+	}
+	evs := storedEvents(t, s.st, "p1")
+	if len(evs) != 3 || evs[0].EventID != r1.EventIDs[0] || evs[2].EventID != r2.EventIDs[0] {
+		t.Fatalf("stored %+v", evs)
+	}
+	if _, err := s.c.PrepareAppend(client.AppendRequest{SessionID: "p1", Events: []schema.Envelope{{Type: schema.TypeMessageUser, Data: json.RawMessage(`{`)}}}); !errors.Is(err, client.ErrBadRequest) {
+		t.Errorf("an event that cannot be encoded: %v, want bad_request", err)
+	}
+}
