@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"time"
 
 	"github.com/sessionlog/sessionlog/cmd/sessionlog/internal/bench"
 )
@@ -30,6 +31,7 @@ func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error
 	dir := fs.String("dir", "", "working directory (default a temporary one, removed afterwards)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the catch-up to this file")
 	memProfile := fs.String("memprofile", "", "write the allocation profile at the catch-up's end to this file, and at its start to this file + \".base\" (go tool pprof -base)")
+	dups := fs.Duration("duplicates", time.Second, "the stream's deduplication window during the fill, waited out before the measures (0: the store's default, 2m: the server's message ids stay in this process's heap during the catch-up)")
 	verbose := fs.Bool("v", false, "print progress to stderr")
 	memLimit := fs.Int64("memory-limit", defaultProjectorMemoryLimit, "soft limit of the Go heap in bytes, as the projector command sets it (0: none; GOMEMLIMIT takes precedence); the embedded server shares it")
 	if err := parseFlags(fs, args); err != nil {
@@ -43,7 +45,7 @@ func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error
 		}
 	}
 	applyMemoryLimit(*memLimit)
-	cfg := bench.CatchupConfig{Events: n, Sessions: *sessions, MaxBatchEvents: *batch, Dir: *dir}
+	cfg := bench.CatchupConfig{Events: n, Sessions: *sessions, MaxBatchEvents: *batch, Dir: *dir, Duplicates: *dups}
 	if *verbose {
 		cfg.Progress = os.Stderr
 	}
