@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"runtime/trace"
+	"time"
 
 	"github.com/sessionlog/sessionlog/cmd/sessionlog/internal/bench"
 )
@@ -29,7 +31,9 @@ func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error
 	batch := fs.Int("max-batch-events", 0, "events per Pebble batch (0: the projector's default)")
 	dir := fs.String("dir", "", "working directory (default a temporary one, removed afterwards)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the catch-up to this file")
+	tracePath := fs.String("trace", "", "write an execution trace of the catch-up to this file (go tool trace: where the fold loop and the consumer wait)")
 	memProfile := fs.String("memprofile", "", "write the allocation profile at the catch-up's end to this file, and at its start to this file + \".base\" (go tool pprof -base)")
+	dups := fs.Duration("duplicates", time.Second, "the stream's deduplication window during the fill, waited out before the measures (0: the store's default, 2m: the server's message ids stay in this process's heap during the catch-up)")
 	verbose := fs.Bool("v", false, "print progress to stderr")
 	memLimit := fs.Int64("memory-limit", defaultProjectorMemoryLimit, "soft limit of the Go heap in bytes, as the projector command sets it (0: none; GOMEMLIMIT takes precedence); the embedded server shares it")
 	if err := parseFlags(fs, args); err != nil {
@@ -43,7 +47,7 @@ func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error
 		}
 	}
 	applyMemoryLimit(*memLimit)
-	cfg := bench.CatchupConfig{Events: n, Sessions: *sessions, MaxBatchEvents: *batch, Dir: *dir}
+	cfg := bench.CatchupConfig{Events: n, Sessions: *sessions, MaxBatchEvents: *batch, Dir: *dir, Duplicates: *dups}
 	if *verbose {
 		cfg.Progress = os.Stderr
 	}
@@ -52,6 +56,9 @@ func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error
 	}
 	if *memProfile != "" {
 		cfg.Profile = withAllocProfile(cfg.Profile, *memProfile)
+	}
+	if *tracePath != "" {
+		cfg.Profile = withTrace(cfg.Profile, *tracePath)
 	}
 	var small *bench.CatchupResult
 	if n > smallCatchup {
@@ -121,6 +128,32 @@ func withAllocProfile(profile func() func(), path string) func() func() {
 		return func() {
 			stop()
 			write(path)
+		}
+	}
+}
+
+// withTrace adds to profile (which may be nil) an execution trace into
+// path.
+func withTrace(profile func() func(), path string) func() func() {
+	return func() func() {
+		stop := func() {}
+		if profile != nil {
+			stop = profile()
+		}
+		f, err := os.Create(path)
+		if err == nil {
+			if err = trace.Start(f); err != nil {
+				f.Close()
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "trace:", err)
+			return stop
+		}
+		return func() {
+			trace.Stop()
+			f.Close()
+			stop()
 		}
 	}
 }

@@ -235,7 +235,12 @@ func (c *CanonicalBody) envelope(e *Envelope) bool {
 	e.SessionID = c.str(c.sessionID)
 	e.Seq = c.Seq
 	e.EventID = c.str(c.eventID)
-	e.Type = c.str(c.typ)
+	// A registered type is its spec's string: no copy per event decoded.
+	if spec, ok := registry[string(b[c.typ.start:c.typ.end])]; ok {
+		e.Type = spec.Type
+	} else {
+		e.Type = c.str(c.typ)
+	}
 	ids := [4]*string{&e.TurnID, &e.StepID, &e.AttemptID, &e.ToolCallID}
 	for k, sp := range c.ids {
 		if sp.end > sp.start {

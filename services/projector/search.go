@@ -2,13 +2,17 @@ package projector
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
@@ -223,15 +227,33 @@ func (f *folder) dashboard(en *entry, ev *schema.Envelope) {
 	f.indexSearch(en, ev, true)
 }
 
-// noteTerm notes term t as indexed in the session.
-func (en *entry) noteTerm(t []byte) {
+// noteTerm notes the term of hash h as indexed in the session.
+func (en *entry) noteTerm(h uint64) {
 	if len(en.terms) >= maxSessionTerms {
 		clear(en.terms)
 	}
 	if en.terms == nil {
-		en.terms = map[string]struct{}{}
+		en.terms = map[uint64]struct{}{}
 	}
-	en.terms[string(t)] = struct{}{}
+	en.terms[h] = struct{}{}
+}
+
+// termHash is what a session's set of indexed terms keeps of a term. Two
+// terms of one session with the same hash (about one chance in 2^44 for
+// a full set) would index the second one at the first one's event: a
+// search for it would miss the session, and a rebuild would miss it
+// alike.
+func termHash(t []byte) uint64 { return xxhash.Sum64(t) }
+
+// appendTermHashes appends the hashes of terms to dst for a snapshot:
+// base64 of their big-endian bytes, in ascending order.
+func appendTermHashes(dst []byte, terms map[uint64]struct{}) []byte {
+	hs := slices.Sorted(maps.Keys(terms))
+	raw := make([]byte, 0, 8*len(hs))
+	for _, h := range hs {
+		raw = binary.BigEndian.AppendUint64(raw, h)
+	}
+	return base64.StdEncoding.AppendEncode(dst, raw)
 }
 
 // indexSearch writes the search keys of event ev of en into the open
@@ -249,7 +271,11 @@ func (f *folder) indexSearch(en *entry, ev *schema.Envelope, write bool) {
 	// an event's keys stay within a few times its text.
 	budget := 4*len(txt) + 2048
 	set := func(t []byte) {
-		if _, indexed := en.terms[string(t)]; indexed || budget < 0 {
+		if budget < 0 {
+			return
+		}
+		h := termHash(t)
+		if _, indexed := en.terms[h]; indexed {
 			return
 		}
 		f.scratch = store.AppendSearchKey(f.scratch[:0], t, en.id, ev.Seq)
@@ -259,7 +285,7 @@ func (f *folder) indexSearch(en *entry, ev *schema.Envelope, write bool) {
 		if write {
 			f.batch.Set(f.scratch, nil, []byte{})
 		}
-		en.noteTerm(t)
+		en.noteTerm(h)
 	}
 	if ev.Type == schema.TypeSessionCreated {
 		// The whole id too, so a pasted id finds its session.

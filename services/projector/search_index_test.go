@@ -89,3 +89,86 @@ func TestSearchIndexesATermAtItsFirstEvent(t *testing.T) {
 		t.Fatalf("%d search keys, fewer than the %d distinct words", n, len(words))
 	}
 }
+
+// TestSnapshotKeepsIndexedTerms: a session's indexed terms come back from
+// its snapshot, whether the snapshot holds their hashes or (as written
+// before) the terms themselves; a term indexed before the snapshot is not
+// indexed again after the restore.
+func TestSnapshotKeepsIndexedTerms(t *testing.T) {
+	f, db := newTestFolder(t, DefaultCacheSessions)
+	f.catchingUp, f.snapEach = false, 1
+	const id = "snap-1"
+	ctx := context.Background()
+	var seq uint64
+	fold := func(typ, data string) {
+		t.Helper()
+		seq++
+		ev := schema.Envelope{SchemaVersion: schema.Version, SessionID: id, Seq: seq, EventID: fmt.Sprintf("%s-%d", id, seq),
+			Time: time.Date(2026, 1, 1, 0, 0, 0, int(seq), time.UTC), Type: typ, Data: json.RawMessage(data)}
+		if typ != schema.TypeSessionCreated {
+			ev.TurnID = "t1"
+		}
+		m := storedMsg(t, &ev, seq)
+		if err := f.handle(ctx, &m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fold(schema.TypeSessionCreated, `{"title":"quokka"}`)
+	fold(schema.TypeTurnStarted, `{}`)
+	fold(schema.TypeMessageUser, `{"content":"the quokka and a wombat"}`)
+	commit(t, f)
+	want := fmt.Sprint(f.cache[id].terms)
+	if len(f.cache[id].terms) < 5 {
+		t.Fatalf("terms %s: want the id, quokka, the, and, wombat", want)
+	}
+	restore := func() string {
+		t.Helper()
+		f.forget(id)
+		if _, err := f.load(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(f.cache[id].terms)
+	}
+	if got := restore(); got != want {
+		t.Fatalf("restored terms %s, want %s", got, want)
+	}
+
+	// The snapshot as written before: the terms by name.
+	v, _, err := db.Get(store.SnapshotKey(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sn snapshot
+	if err := json.Unmarshal(v, &sn); err != nil {
+		t.Fatal(err)
+	}
+	sn.TermHashes, sn.Terms = nil, []string{strings.ToLower(id), "snap", "quokka", "the", "and", "wombat"}
+	old, err := json.Marshal(&sn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := db.NewBatch()
+	b.SetInternal(store.SnapshotKey(id), old)
+	if err := b.Commit(f.checkpoint()); err != nil {
+		t.Fatal(err)
+	}
+	if got := restore(); got != want {
+		t.Fatalf("terms restored from names %s, want %s", got, want)
+	}
+
+	// Indexed before the restore: no second key.
+	fold(schema.TypeMessageUser, `{"content":"wombat"}`)
+	commit(t, f)
+	it, err := db.Iter(store.SearchSessionPrefix("wombat", id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	if n != 1 {
+		t.Fatalf("wombat has %d keys, want 1", n)
+	}
+}
