@@ -22,20 +22,7 @@ import (
 func TestSearchIndexesATermAtItsFirstEvent(t *testing.T) {
 	f, db := newTestFolder(t, DefaultCacheSessions)
 	const id = "once-1"
-	var seq uint64
-	fold := func(typ, data string) {
-		t.Helper()
-		seq++
-		ev := schema.Envelope{SchemaVersion: schema.Version, SessionID: id, Seq: seq, EventID: fmt.Sprintf("%s-%d", id, seq),
-			Time: time.Date(2026, 1, 1, 0, 0, 0, int(seq), time.UTC), Type: typ, Data: json.RawMessage(data)}
-		if typ != schema.TypeSessionCreated {
-			ev.TurnID = "t1"
-		}
-		m := storedMsg(t, &ev, seq)
-		if err := f.handle(context.Background(), &m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fold := folderOf(t, f, id)
 	fold(schema.TypeSessionCreated, `{"title":"quokka"}`)
 	fold(schema.TypeTurnStarted, `{}`)
 	fold(schema.TypeMessageUser, `{"content":"the quokka and the quokka"}`)
@@ -99,20 +86,7 @@ func TestSnapshotKeepsIndexedTerms(t *testing.T) {
 	f.catchingUp, f.snapEach = false, 1
 	const id = "snap-1"
 	ctx := context.Background()
-	var seq uint64
-	fold := func(typ, data string) {
-		t.Helper()
-		seq++
-		ev := schema.Envelope{SchemaVersion: schema.Version, SessionID: id, Seq: seq, EventID: fmt.Sprintf("%s-%d", id, seq),
-			Time: time.Date(2026, 1, 1, 0, 0, 0, int(seq), time.UTC), Type: typ, Data: json.RawMessage(data)}
-		if typ != schema.TypeSessionCreated {
-			ev.TurnID = "t1"
-		}
-		m := storedMsg(t, &ev, seq)
-		if err := f.handle(ctx, &m); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fold := folderOf(t, f, id)
 	fold(schema.TypeSessionCreated, `{"title":"quokka"}`)
 	fold(schema.TypeTurnStarted, `{}`)
 	fold(schema.TypeMessageUser, `{"content":"the quokka and a wombat"}`)
@@ -170,5 +144,24 @@ func TestSnapshotKeepsIndexedTerms(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("wombat has %d keys, want 1", n)
+	}
+}
+
+// folderOf returns a function that folds the session's next event (of
+// type typ with data) through f, at seqs 1, 2, ... in turn "t1".
+func folderOf(t *testing.T, f *folder, id string) func(typ, data string) {
+	var seq uint64
+	return func(typ, data string) {
+		t.Helper()
+		seq++
+		ev := schema.Envelope{SchemaVersion: schema.Version, SessionID: id, Seq: seq, EventID: fmt.Sprintf("%s-%d", id, seq),
+			Time: time.Date(2026, 1, 1, 0, 0, 0, int(seq), time.UTC), Type: typ, Data: json.RawMessage(data)}
+		if typ != schema.TypeSessionCreated {
+			ev.TurnID = "t1"
+		}
+		m := storedMsg(t, &ev, seq)
+		if err := f.handle(context.Background(), &m); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
