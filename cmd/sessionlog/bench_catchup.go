@@ -35,7 +35,8 @@ func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error
 	memProfile := fs.String("memprofile", "", "write the allocation profile at the catch-up's end to this file, and at its start to this file + \".base\" (go tool pprof -base)")
 	dups := fs.Duration("duplicates", time.Second, "the stream's deduplication window during the fill, waited out before the measures (0: the store's default, 2m: the server's message ids stay in this process's heap during the catch-up)")
 	verbose := fs.Bool("v", false, "print progress to stderr")
-	memLimit := fs.Int64("memory-limit", defaultProjectorMemoryLimit, "soft limit of the Go heap in bytes, as the projector command sets it (0: none; GOMEMLIMIT takes precedence); the embedded server shares it")
+	memLimit := fs.Int64("memory-limit", defaultProjectorMemoryLimit, "soft limit of the Go heap in bytes, as the projector command sets it (0: none; GOMEMLIMIT takes precedence)")
+	noProcess := fs.Bool("no-process", false, "skip the second catch-up, by a `sessionlog projector` process of its own as deployed, which measures the projector's peak RSS alone (the first runs in this process, beside the server, as the floors do)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -48,6 +49,13 @@ func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error
 	}
 	applyMemoryLimit(*memLimit)
 	cfg := bench.CatchupConfig{Events: n, Sessions: *sessions, MaxBatchEvents: *batch, Dir: *dir, Duplicates: *dups}
+	if !*noProcess {
+		bin, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		cfg.ProjectorBinary = bin
+	}
 	if *verbose {
 		cfg.Progress = os.Stderr
 	}
@@ -83,16 +91,28 @@ func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error
 		res.EventsPerSec, res.ConsumeWritePerSec, res.EventsPerSec/res.ConsumeWritePerSec, res.ConsumeOnlyPerSec, res.EventsPerSec/res.ConsumeOnlyPerSec,
 		res.RawKeysPerSec, res.RawSmallPerSec, res.Events, *sessions)
 	fmt.Fprintf(stdout, "BENCH name=projector-rebuild value=%.2f unit=s events=%d cpu_s=%.2f\n", res.Catchup.Seconds(), res.Events, res.CatchupCPU.Seconds())
-	// CPU per event, the whole process (server included): what the
+	// CPU per event, the processes (server included): what the
 	// rates above cost, less at the mercy of other work on the machine.
 	cpuPerEv := float64(res.CatchupCPU.Microseconds()) / float64(res.Events)
 	fmt.Fprintf(stdout, "BENCH name=projector-catchup-cpu value=%.2f unit=us/ev baseline=%.2f ratio=%.2f consume_only=%.2f\n",
 		cpuPerEv, res.ConsumeWriteCPU, res.ConsumeWriteCPU/cpuPerEv, res.ConsumeOnlyCPU)
 	mib := func(b int64) float64 { return float64(b) / (1 << 20) }
+	if res.Process.PeakRSSBytes > 0 {
+		// The projector as a process of its own: its peak is all it holds.
+		pr := &res.Process
+		if small != nil {
+			fmt.Fprintf(stdout, "BENCH name=projector-process-peak-rss value=%.0f unit=MiB baseline=%.0f ratio=%.2f events=%d baseline_events=%d catchup_s=%.2f baseline_catchup_s=%.2f cpu_us_per_ev=%.2f\n",
+				mib(pr.PeakRSSBytes), mib(small.Process.PeakRSSBytes), float64(pr.PeakRSSBytes)/float64(small.Process.PeakRSSBytes), res.Events, small.Events,
+				pr.Catchup.Seconds(), small.Process.Catchup.Seconds(), float64(pr.CPU.Microseconds())/float64(res.Events))
+		} else {
+			fmt.Fprintf(stdout, "BENCH name=projector-process-peak-rss value=%.0f unit=MiB events=%d catchup_s=%.2f cpu_us_per_ev=%.2f\n",
+				mib(pr.PeakRSSBytes), res.Events, pr.Catchup.Seconds(), float64(pr.CPU.Microseconds())/float64(res.Events))
+		}
+	}
 	if small != nil {
-		// growth: the peak less the RSS at the catch-up's start (the
-		// embedded server holding its stream, the Go runtime), what the
-		// catch-up itself added.
+		// growth: the peak less the RSS at the catch-up's start (the Go
+		// runtime, and the server holding its stream when it runs in this
+		// process), what the catch-up itself added.
 		growth, sgrowth := res.PeakRSSBytes-res.Memory.StartRSS, small.PeakRSSBytes-small.Memory.StartRSS
 		fmt.Fprintf(stdout, "BENCH name=projector-peak-rss value=%.0f unit=MiB baseline=%.0f ratio=%.2f events=%d baseline_events=%d heap_after_mib=%.0f start_rss_mib=%.0f heap_inuse_mib=%.0f memtables_mib=%.0f block_cache_mib=%.0f baseline_start_rss_mib=%.0f baseline_heap_inuse_mib=%.0f growth_mib=%.0f baseline_growth_mib=%.0f growth_ratio=%.2f\n",
 			mib(res.PeakRSSBytes), mib(small.PeakRSSBytes), float64(res.PeakRSSBytes)/float64(small.PeakRSSBytes), res.Events, small.Events, mib(int64(res.HeapAfter)),

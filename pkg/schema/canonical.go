@@ -227,8 +227,10 @@ func CanonicalEventAt(b []byte, i, dataDepth, maxDepth int) (e Envelope, end int
 // is not what Encode writes for it.
 func (c *CanonicalBody) envelope(e *Envelope) bool {
 	b := c.b
-	// The time with its quotes.
-	if err := e.Time.UnmarshalJSON(b[c.time.start-1 : c.time.end+1]); err != nil || !canonTime(e.Time, b[c.time.start:c.time.end]) {
+	if t, ok := canonUTC(b[c.time.start:c.time.end]); ok {
+		e.Time = t
+	} else if err := e.Time.UnmarshalJSON(b[c.time.start-1 : c.time.end+1]); err != nil || !canonTime(e.Time, b[c.time.start:c.time.end]) {
+		// (The time with its quotes.)
 		return false
 	}
 	e.SchemaVersion = Version
@@ -334,6 +336,64 @@ func canonBool(b []byte, i int, key string) (bool, int) {
 		return false, i + 5
 	}
 	return false, -1
+}
+
+// canonUTC reads the time Encode writes for a UTC time (every event
+// time the services stamp): "2006-01-02T15:04:05Z", with a fraction of 1
+// to 9 digits, the last not 0, before the Z. ok means s is exactly that
+// layout with every field in range, and t is what time.Time's
+// UnmarshalJSON reads from it (and MarshalJSON writes back as s); any
+// other s (another zone, a trailing 0, an out-of-range field) is not ok,
+// and left to the general path, which decides. It saves that path's two
+// passes (a parse, then a format to compare) on every event decoded.
+func canonUTC(s []byte) (t time.Time, ok bool) {
+	if len(s) < 20 || s[len(s)-1] != 'Z' || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
+		return t, false
+	}
+	num := func(i, n int) int {
+		v := 0
+		for _, c := range s[i : i+n] {
+			if c < '0' || c > '9' {
+				return -1
+			}
+			v = v*10 + int(c-'0')
+		}
+		return v
+	}
+	year, month, day := num(0, 4), num(5, 2), num(8, 2)
+	hour, minute, sec := num(11, 2), num(14, 2), num(17, 2)
+	if year < 1 || month < 1 || month > 12 || day < 1 || hour < 0 || hour > 23 || minute < 0 || minute > 59 || sec < 0 || sec > 59 {
+		return t, false
+	}
+	if day > 28 && day > daysIn(time.Month(month), year) {
+		return t, false
+	}
+	ns := 0
+	switch frac := s[19 : len(s)-1]; {
+	case len(frac) == 0:
+	case frac[0] != '.' || len(frac) < 2 || len(frac) > 10 || frac[len(frac)-1] == '0':
+		return t, false
+	default:
+		v := num(20, len(frac)-1)
+		if v < 0 {
+			return t, false
+		}
+		for range 10 - len(frac) {
+			v *= 10
+		}
+		ns = v
+	}
+	return time.Date(year, time.Month(month), day, hour, minute, sec, ns, time.UTC), true
+}
+
+func daysIn(m time.Month, year int) int {
+	if m == time.February {
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	}
+	return time.Date(year, m+1, 0, 0, 0, 0, 0, time.UTC).Day()
 }
 
 // canonTime: s is what time.Time's MarshalJSON writes for t.

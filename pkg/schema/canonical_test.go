@@ -168,3 +168,51 @@ func FuzzEncode(f *testing.F) {
 		}
 	})
 }
+
+// checkCanonUTC holds canonUTC to the general path: whatever it reads,
+// time.Time's UnmarshalJSON reads as the same instant in UTC, and
+// MarshalJSON writes back byte for byte.
+func checkCanonUTC(t *testing.T, s string) bool {
+	t.Helper()
+	got, ok := canonUTC([]byte(s))
+	if !ok {
+		return false
+	}
+	var want time.Time
+	if err := want.UnmarshalJSON([]byte(`"` + s + `"`)); err != nil {
+		t.Fatalf("canonUTC read %q, which UnmarshalJSON refuses: %v", s, err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("canonUTC read %q as %#v, UnmarshalJSON as %#v", s, got, want)
+	}
+	if back, _ := got.MarshalJSON(); string(back) != `"`+s+`"` {
+		t.Fatalf("canonUTC read %q, which MarshalJSON writes as %s", s, back)
+	}
+	return true
+}
+
+func TestCanonUTC(t *testing.T) {
+	for _, s := range []string{"2026-01-01T00:00:00Z", "2026-12-05T08:29:53.1Z", "2026-12-05T08:29:53.123456789Z",
+		"2024-02-29T23:59:59.000000001Z", "0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999999999Z", "2026-04-30T12:00:00.5Z"} {
+		if !checkCanonUTC(t, s) {
+			t.Errorf("canonUTC refuses %q", s)
+		}
+	}
+	// Not what Encode writes for a UTC time, or not a time at all: left
+	// to the general path.
+	for _, s := range []string{"2026-01-01T00:00:00.10Z", "2026-01-01T00:00:00.Z", "2026-01-01T00:00:00.1234567891Z",
+		"2025-02-29T00:00:00Z", "2026-04-31T00:00:00Z", "2026-13-01T00:00:00Z", "2026-00-01T00:00:00Z", "2026-01-00T00:00:00Z",
+		"2026-01-01T24:00:00Z", "2026-01-01T00:60:00Z", "2026-01-01T00:00:60Z", "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:00",
+		"2026-01-01 00:00:00Z", "2026-1-01T00:00:00Z", "0000-01-01T00:00:00Z", "2026-01-01T00:00:0aZ", "+026-01-01T00:00:00Z", "1900-02-29T00:00:00Z"} {
+		if checkCanonUTC(t, s) {
+			t.Errorf("canonUTC reads %q", s)
+		}
+	}
+}
+
+func FuzzCanonUTC(f *testing.F) {
+	for _, s := range []string{"2026-01-01T00:00:00Z", "2024-02-29T23:59:59.000000001Z", "2026-01-01T00:00:00.10Z", "2026-04-31T00:00:00Z"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) { checkCanonUTC(t, s) })
+}

@@ -9,18 +9,27 @@ import (
 	"sync"
 )
 
-// Most data types are flat: strings and raw JSON values. For those,
+// Most data types are flat: strings, booleans and raw JSON values. For those,
 // decodeFlat fills the struct from a compact document by hand, without
 // encoding/json's reflection walk; it answers ok only when the result is
 // the one exactUnmarshal would give (a compact canonical object, every key
-// an exact field name, every string field a plain string or null), and
+// an exact field name, every string field a plain string, every bool
+// field true or false), and
 // leaves everything else, errors included, to exactUnmarshal.
 
 type flatField struct {
 	name  string
 	index int
-	raw   bool // json.RawMessage; else string
+	kind  flatKind
 }
+
+type flatKind uint8
+
+const (
+	flatString flatKind = iota
+	flatRaw             // json.RawMessage
+	flatBool
+)
 
 // flatPlans caches, per struct type, its fields when it is flat (nil when
 // it is not).
@@ -45,10 +54,14 @@ func flatPlan(t reflect.Type) []flatField {
 		}
 		switch {
 		case f.Type == rawMessageType:
-			plan = append(plan, flatField{name: name, index: i, raw: true})
-		case f.Type.Kind() == reflect.String && !reflect.PointerTo(f.Type).Implements(unmarshalerType) &&
+			plan = append(plan, flatField{name: name, index: i, kind: flatRaw})
+		case (f.Type.Kind() == reflect.String || f.Type.Kind() == reflect.Bool) && !reflect.PointerTo(f.Type).Implements(unmarshalerType) &&
 			!reflect.PointerTo(f.Type).Implements(textUnmarshalerType):
-			plan = append(plan, flatField{name: name, index: i})
+			k := flatString
+			if f.Type.Kind() == reflect.Bool {
+				k = flatBool
+			}
+			plan = append(plan, flatField{name: name, index: i, kind: k})
 		default:
 			plan = nil
 		}
@@ -101,8 +114,15 @@ func decodeFlat(b []byte, v any) bool {
 		if f == nil || n == len(set) || string(val) == "null" {
 			return errFlatUnsure
 		}
-		if !f.raw && (val[0] != '"' || strings.IndexByte(string(val), '\\') >= 0) {
-			return errFlatUnsure
+		switch f.kind {
+		case flatString:
+			if val[0] != '"' || strings.IndexByte(string(val), '\\') >= 0 {
+				return errFlatUnsure
+			}
+		case flatBool:
+			if string(val) != "true" && string(val) != "false" {
+				return errFlatUnsure
+			}
 		}
 		set[n] = member{f, val}
 		n++
@@ -113,9 +133,12 @@ func decodeFlat(b []byte, v any) bool {
 	s := rv.Elem()
 	for _, m := range set[:n] {
 		fv := s.Field(m.f.index)
-		if m.f.raw {
+		switch m.f.kind {
+		case flatRaw:
 			fv.SetBytes(append([]byte(nil), m.val...))
-		} else {
+		case flatBool:
+			fv.SetBool(m.val[0] == 't')
+		default:
 			fv.SetString(string(m.val[1 : len(m.val)-1]))
 		}
 	}

@@ -15,7 +15,8 @@ func flatDecoders() []func() any {
 		func() any { return new(ApprovalDecided) },
 		func() any { return new(Reason) },
 		func() any { return new(TurnStarted) },
-		func() any { return new(ToolRequested) }, // a bool: not flat
+		func() any { return new(ToolRequested) },     // a bool
+		func() any { return new(CompactionStarted) }, // a number: not flat
 	}
 }
 
@@ -70,8 +71,18 @@ func TestDecodeFlat(t *testing.T) {
 			t.Errorf("%s: fast path %v, want %v", tc.doc, anyFast, tc.fast)
 		}
 	}
-	if decodeFlat([]byte(`{"name":"x","input":{},"idempotent":true}`), new(ToolRequested)) {
-		t.Error("fast path took a struct with a bool field")
+	for _, doc := range []string{`{"name":"x","input":{},"idempotent":true}`, `{"name":"x","input":{},"idempotent":false}`} {
+		if !checkFlat(t, []byte(doc), func() any { return new(ToolRequested) }) {
+			t.Errorf("fast path refused %s", doc)
+		}
+	}
+	for _, doc := range []string{`{"name":"x","idempotent":1}`, `{"name":"x","idempotent":"true"}`, `{"name":"x","idempotent":null}`, `{"name":"x","idempotent":tru}`} {
+		if checkFlat(t, []byte(doc), func() any { return new(ToolRequested) }) {
+			t.Errorf("fast path took %s", doc)
+		}
+	}
+	if decodeFlat([]byte(`{"compactionId":"c","throughSeq":3}`), new(CompactionStarted)) {
+		t.Error("fast path took a struct with a number field")
 	}
 }
 
@@ -79,6 +90,7 @@ func FuzzDecodeFlat(f *testing.F) {
 	for _, s := range []string{
 		`{"content":"hi","usage":{"in":1}}`, `{"status":"ok","output":[1,"x",{"a":null}]}`,
 		`{"approvalId":"a1","decision":"approved","by":"me"}`, `{"reason":"ü"}`, `{"input":"x"}`,
+		`{"name":"t","input":{"a":1},"idempotent":true}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -48,6 +48,15 @@ type CatchupConfig struct {
 	// projector's process (the server is another one). 0: the store's
 	// default window (2 minutes, longer than the benchmark waits).
 	Duplicates time.Duration
+	// ProjectorBinary, if set, is a sessionlog binary to catch up once
+	// more with, after the floors, as `sessionlog projector` (its defaults
+	// but the store directory and the batch size): a process of its own,
+	// as deployed, whose peak RSS is the projector's alone, not that of
+	// this process, which holds the server and what the fill and the
+	// floors left behind. The rate and CPU figures are those of the
+	// catch-up in this process, measured as the floors are (in the
+	// server's process).
+	ProjectorBinary string
 }
 
 // CatchupResult is what RunCatchup measured.
@@ -76,6 +85,14 @@ type CatchupResult struct {
 	// during the catch-up, where the kernel lets it be reset (Linux), else
 	// since the start.
 	PeakRSSBytes int64
+	// Process is the catch-up of the projector as a process of its own
+	// (with ProjectorBinary): its time, its CPU with the server's, and its
+	// peak RSS.
+	Process struct {
+		Catchup      time.Duration
+		CPU          time.Duration
+		PeakRSSBytes int64
+	}
 	// CatchupCPU is the CPU time (user and system) of the whole process
 	// during the catch-up, the embedded server included: less at the
 	// mercy of other work on the machine than the rate.
@@ -205,54 +222,25 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 	// peak RSS count, so that the peak reported is that of the catch-up
 	// (server and projector), not of the floor's data.
 	debug.FreeOSMemory()
+	trimCHeap()
 	resetPeakRSS()
 
-	var stop func()
-	if cfg.Profile != nil {
-		stop = cfg.Profile()
-	}
-	start = time.Now()
-	cpu0 := procstat.CPU()
-	pcfg := assemble.DefaultProjector(filepath.Join(dir, "views"))
-	pcfg.MaxBatchEvents = cfg.MaxBatchEvents
-	p, err := assemble.NewProjector(pcfg, ls, assemble.Deps{Logger: cfg.Logger})
-	if err != nil {
+	if err := catchupHere(ctx, cfg, e, &res); err != nil {
 		return res, err
-	}
-	pctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- p.Run(pctx) }()
-	mem := sampleMemory(p)
-	for p.Ready() != nil {
-		select {
-		case err := <-done:
-			cancel()
-			return res, fmt.Errorf("projector stopped: %v", err)
-		case <-time.After(2 * time.Millisecond):
-		}
-	}
-	res.Catchup = time.Since(start)
-	res.CatchupCPU = procstat.CPU() - cpu0
-	res.Memory = mem() // before the projector stops and closes its store
-	if stop != nil {
-		stop()
 	}
 	res.Events = cfg.Events
 	res.EventsPerSec = float64(cfg.Events) / res.Catchup.Seconds()
-	cancel()
-	if err := <-done; err != nil {
-		return res, err
-	}
-	res.PeakRSSBytes = peakRSS()
 	say("memory peaks: RSS at start %d MiB, Go heap in use %d MiB, Pebble memtables %d MiB, block cache %d MiB",
 		res.Memory.StartRSS>>20, res.Memory.HeapInUse>>20, res.Memory.MemTables>>20, res.Memory.BlockCache>>20)
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	res.HeapAfter = ms.HeapAlloc
-	runtime.KeepAlive(p)
-	say("caught up in %s (process CPU %s, %.2f µs/event)", res.Catchup.Round(time.Millisecond), res.CatchupCPU.Round(time.Millisecond),
-		float64(res.CatchupCPU.Microseconds())/float64(cfg.Events))
+	say("caught up in %s (process CPU %s, %.2f µs/event; peak RSS %d MiB)", res.Catchup.Round(time.Millisecond), res.CatchupCPU.Round(time.Millisecond),
+		float64(res.CatchupCPU.Microseconds())/float64(cfg.Events), res.PeakRSSBytes>>20)
+	if cfg.ProjectorBinary != "" {
+		if err := catchupProcess(ctx, cfg, e, &res); err != nil {
+			return res, err
+		}
+		say("as a process of its own: caught up in %s (CPU %s with the server's), peak RSS %d MiB",
+			res.Process.Catchup.Round(time.Millisecond), res.Process.CPU.Round(time.Millisecond), res.Process.PeakRSSBytes>>20)
+	}
 
 	if cfg.NoFloors {
 		return res, nil
@@ -273,6 +261,75 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 	say("raw floor: %.0f keys/s (event bodies; trials %.0f), %.0f keys/s (8-byte values; trials %.0f)",
 		res.RawKeysPerSec, floor.bodies, res.RawSmallPerSec, floor.small)
 	return res, nil
+}
+
+// catchupHere runs the projector in this process from an empty store
+// until it is caught up.
+func catchupHere(ctx context.Context, cfg CatchupConfig, e *embedded, res *CatchupResult) error {
+	var stop func()
+	if cfg.Profile != nil {
+		stop = cfg.Profile()
+	}
+	start := time.Now()
+	cpu0 := procstat.CPU()
+	pcfg := assemble.DefaultProjector(filepath.Join(e.dir, "views"))
+	pcfg.MaxBatchEvents = cfg.MaxBatchEvents
+	p, err := assemble.NewProjector(pcfg, e.st, assemble.Deps{Logger: cfg.Logger})
+	if err != nil {
+		return err
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(pctx) }()
+	mem := sampleMemory(p)
+	for p.Ready() != nil {
+		select {
+		case err := <-done:
+			cancel()
+			return fmt.Errorf("projector stopped: %v", err)
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	res.Catchup = time.Since(start)
+	res.CatchupCPU = procstat.CPU() - cpu0
+	res.Memory = mem() // before the projector stops and closes its store
+	if stop != nil {
+		stop()
+	}
+	cancel()
+	if err := <-done; err != nil {
+		return err
+	}
+	res.PeakRSSBytes = peakRSS()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	res.HeapAfter = ms.HeapAlloc
+	runtime.KeepAlive(p)
+	return nil
+}
+
+// catchupProcess runs `sessionlog projector` from an empty store until its
+// /readyz answers (caught up), and reads its peak RSS before stopping it.
+func catchupProcess(ctx context.Context, cfg CatchupConfig, e *embedded, res *CatchupResult) error {
+	dir := filepath.Join(e.dir, "views-process")
+	defer os.RemoveAll(dir)
+	start := time.Now()
+	cpu0 := procstat.CPU()
+	c, err := startChild(ctx, cfg.ProjectorBinary, "projector", e.nc.ConnectedUrl(), nil,
+		"--data-dir", dir, "--max-batch-events", strconv.Itoa(cfg.MaxBatchEvents), "--log-level", "warn")
+	if err != nil {
+		return err
+	}
+	res.Process.Catchup = time.Since(start)
+	ccpu, err := c.cpu()
+	if err != nil {
+		c.kill()
+		return err
+	}
+	res.Process.CPU = procstat.CPU() - cpu0 + ccpu
+	res.Process.PeakRSSBytes, err = c.stop()
+	return err
 }
 
 // floorTrials is how many times the raw Pebble floor is measured,
@@ -385,8 +442,11 @@ func peakRSS() int64 { return procStatus("VmHWM:") }
 // currentRSS reads VmRSS likewise.
 func currentRSS() int64 { return procStatus("VmRSS:") }
 
-func procStatus(field string) int64 {
-	f, err := os.Open("/proc/self/status")
+func procStatus(field string) int64 { return procStatusOf("/proc/self/status", field) }
+
+// procStatusOf reads a field in kB of a /proc/<pid>/status file, in bytes.
+func procStatusOf(path, field string) int64 {
+	f, err := os.Open(path)
 	if err != nil {
 		return 0
 	}

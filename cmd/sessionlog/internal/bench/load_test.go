@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"testing"
+
+	"github.com/sessionlog/sessionlog/internal/testbin"
 )
 
 // TestRunLoadSmall runs the load benchmark's code path on a small
@@ -19,13 +21,17 @@ func TestRunLoadSmall(t *testing.T) {
 }
 
 // TestRunCatchupSmall runs the catch-up benchmark's code path, floors
-// included, on a small stream.
+// and the catch-up by a projector process included, on a small stream.
 func TestRunCatchupSmall(t *testing.T) {
-	res, err := RunCatchup(context.Background(), CatchupConfig{Events: 3000, Sessions: 20, MaxBatchEvents: 500, Dir: t.TempDir()})
+	res, err := RunCatchup(context.Background(), CatchupConfig{Events: 3000, Sessions: 20, MaxBatchEvents: 500, Dir: t.TempDir(),
+		ProjectorBinary: testbin.Path(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.EventsPerSec <= 0 || res.ConsumeWritePerSec <= 0 || res.ConsumeOnlyPerSec <= 0 || res.RawKeysPerSec <= 0 {
+	if res.EventsPerSec <= 0 || res.ConsumeWritePerSec <= 0 || res.ConsumeOnlyPerSec <= 0 || res.RawKeysPerSec <= 0 ||
+		res.Process.PeakRSSBytes <= 0 || res.Process.Catchup <= 0 || res.Process.CPU <= 0 {
 		t.Fatalf("%+v", res)
 	}
 }
+
+func TestMain(m *testing.M) { testbin.Main(m) }

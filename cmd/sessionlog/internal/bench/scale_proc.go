@@ -107,10 +107,13 @@ func (c *child) kill() {
 	<-c.exited
 }
 
-// cpu is the user and system CPU time the process has used so far, from
-// /proc/<pid>/stat in clock ticks of 10 ms (USER_HZ is 100 on Linux).
-func (c *child) cpu() (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+// cpu is the user and system CPU time the process has used so far.
+func (c *child) cpu() (time.Duration, error) { return procCPU(c.cmd.Process.Pid) }
+
+// procCPU is the user and system CPU time process pid has used so far,
+// from /proc/<pid>/stat in clock ticks of 10 ms (USER_HZ is 100 on Linux).
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
 	}
@@ -119,7 +122,7 @@ func (c *child) cpu() (time.Duration, error) {
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(f) < 13 {
-		return 0, fmt.Errorf("%s: short /proc stat", c.name)
+		return 0, fmt.Errorf("process %d: short /proc stat", pid)
 	}
 	utime, err1 := strconv.ParseInt(f[11], 10, 64)
 	stime, err2 := strconv.ParseInt(f[12], 10, 64)
