@@ -158,15 +158,16 @@ func (s *State) plan(e *schema.Envelope, apply bool) error {
 		if s.Turn != nil {
 			return structure("turn %s is still open: at most one open turn", s.Turn.ID)
 		}
-		if _, used := s.usedTurns[e.TurnID]; used {
+		h := idHash(e.TurnID)
+		if _, used := s.usedTurns[h]; used {
 			return structure("turn id %s was already used in this session", e.TurnID)
 		}
 		if apply {
 			s.Turn = &Turn{Item: Item{ID: e.TurnID, StartSeq: seq}}
 			if s.usedTurns == nil {
-				s.usedTurns = map[string]struct{}{}
+				s.usedTurns = map[uint64]struct{}{}
 			}
-			s.usedTurns[e.TurnID] = struct{}{}
+			s.usedTurns[h] = struct{}{}
 			s.Turns++
 		}
 		return nil
@@ -236,8 +237,11 @@ func (s *State) plan(e *schema.Envelope, apply bool) error {
 		return nil
 
 	case schema.TypeToolRequested:
-		if t, used := s.tool(e.ToolCallID); used {
+		if t, used := s.Tools[e.ToolCallID]; used {
 			return structure("tool call %s was already requested at seq %d", e.ToolCallID, t.StartSeq)
+		}
+		if at, spent := s.spentTool(e.ToolCallID); spent {
+			return structure("tool call %s was already requested at seq %d", e.ToolCallID, at)
 		}
 		var d schema.ToolRequested
 		if err := e.DecodeData(&d); err != nil {
@@ -251,9 +255,12 @@ func (s *State) plan(e *schema.Envelope, apply bool) error {
 		}
 		return nil
 	case schema.TypeToolStarted:
-		t, ok := s.tool(e.ToolCallID)
+		t, ok := s.Tools[e.ToolCallID]
 		switch {
 		case !ok:
+			if at, spent := s.spentTool(e.ToolCallID); spent {
+				return structure("tool call %s belongs to a turn that has ended (requested at seq %d)", e.ToolCallID, at)
+			}
 			return structure("tool/started for call %s that was never requested", e.ToolCallID)
 		case t.TurnID != e.TurnID:
 			return structure("tool call %s belongs to turn %s", e.ToolCallID, t.TurnID)
@@ -265,8 +272,11 @@ func (s *State) plan(e *schema.Envelope, apply bool) error {
 		}
 		return nil
 	case schema.TypeToolResult:
-		t, ok := s.tool(e.ToolCallID)
+		t, ok := s.Tools[e.ToolCallID]
 		if !ok {
+			if at, spent := s.spentTool(e.ToolCallID); spent {
+				return structure("tool call %s belongs to a turn that has ended (requested at seq %d)", e.ToolCallID, at)
+			}
 			return structure("tool/result for call %s that was never requested", e.ToolCallID)
 		}
 		if t.TurnID != e.TurnID {
@@ -301,13 +311,19 @@ func (s *State) plan(e *schema.Envelope, apply bool) error {
 		if err := e.DecodeData(&d); err != nil {
 			return bad(err)
 		}
-		if a, used := s.approval(d.ApprovalID); used {
+		if a, used := s.Approvals[d.ApprovalID]; used {
 			return structure("approval %s was already requested at seq %d", d.ApprovalID, a.StartSeq)
 		}
+		if at, spent := s.spentApproval(d.ApprovalID); spent {
+			return structure("approval %s was already requested at seq %d", d.ApprovalID, at)
+		}
 		if d.ToolCallID != "" {
-			t, ok := s.tool(d.ToolCallID)
+			t, ok := s.Tools[d.ToolCallID]
 			switch {
 			case !ok:
+				if at, spent := s.spentTool(d.ToolCallID); spent {
+					return structure("approval %s names tool call %s of a turn that has ended (requested at seq %d)", d.ApprovalID, d.ToolCallID, at)
+				}
 				return structure("approval %s names tool call %s that was never requested", d.ApprovalID, d.ToolCallID)
 			case t.TurnID != e.TurnID:
 				return structure("approval %s names tool call %s of turn %s", d.ApprovalID, d.ToolCallID, t.TurnID)
@@ -325,9 +341,12 @@ func (s *State) plan(e *schema.Envelope, apply bool) error {
 		if err := e.DecodeData(&d); err != nil {
 			return bad(err)
 		}
-		a, ok := s.approval(d.ApprovalID)
+		a, ok := s.Approvals[d.ApprovalID]
 		switch {
 		case !ok:
+			if _, spent := s.spentApproval(d.ApprovalID); spent {
+				return structure("approval %s was already decided, in a turn that has ended: one decision per approval", d.ApprovalID)
+			}
 			return structure("approval/decided for approval %s that was never requested", d.ApprovalID)
 		case !a.Open():
 			return structure("approval %s was already decided (%s): one decision per approval", d.ApprovalID, a.Decision)

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 
@@ -165,24 +166,20 @@ func summary(s *State) string {
 		}
 		b.WriteString("\n")
 	}
-	if len(s.Tools)+len(s.SpentTools) > 0 {
-		ids := make([]string, 0, len(s.Tools)+len(s.SpentTools))
-		for id := range s.Tools {
-			ids = append(ids, id)
-		}
-		for id := range s.SpentTools {
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
+	if len(s.Tools) > 0 {
+		ids := slices.Sorted(maps.Keys(s.Tools))
 		b.WriteString("tools:")
 		for _, id := range ids {
-			tc, _ := s.tool(id)
+			tc := s.Tools[id]
 			fmt.Fprintf(&b, " %s=%s", id, tc.Phase)
 			if tc.Status != "" {
 				fmt.Fprintf(&b, "/%s", tc.Status)
 			}
 		}
 		b.WriteString("\n")
+	}
+	if n := len(s.spentTools); n > 0 {
+		fmt.Fprintf(&b, "spent tools: %d\n", n)
 	}
 	if s.Goal != nil {
 		fmt.Fprintf(&b, "goal: revision=%d status=%s @%d\n", s.Goal.Revision, s.Goal.Status, s.Goal.Seq)

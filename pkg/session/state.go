@@ -1,17 +1,25 @@
 package session
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // ReducerVersion changes whenever Apply folds any event differently.
-// Read models built by another version are rebuilt.
-const ReducerVersion = 1
+// Read models built by another version are rebuilt. 2: the ids of closed
+// items are kept as hashes (the refusal of an event naming one says less
+// of it, and a read model's problem message with it).
+const ReducerVersion = 2
 
 // Tool call phases.
 const (
@@ -62,16 +70,6 @@ type Goal struct {
 	Seq uint64 `json:"seq"`
 }
 
-// Spent is what the rules check of a closed tool call or approval of a
-// turn ended before the last one: the turn it belonged to, the seq that
-// opened it and its outcome (a tool call's status, an approval's
-// decision; constants, so the strings are shared).
-type Spent struct {
-	TurnID   string `json:"t"`
-	StartSeq uint64 `json:"s"`
-	Outcome  string `json:"o,omitempty"`
-}
-
 // Turn is the open or last turn.
 type Turn struct {
 	Item
@@ -105,19 +103,12 @@ type State struct {
 	Attempts map[string]*Item `json:"attempts,omitempty"`
 	// Tools and Approvals hold those of the open turn and of the last
 	// ended one in full (what a client recovering from an interruption
-	// reads); those of the turns before are Spent.
-	Tools     map[string]*ToolCall `json:"tools,omitempty"`
-	Approvals map[string]*Approval `json:"approvals,omitempty"`
-	// SpentTools and SpentApprovals keep of the tool calls and approvals
-	// of the turns ended before the last one only what the rules still
-	// check (ids are unique in the session; an event naming one is
-	// refused, and the refusal says where it was used), so a long
-	// session's state grows by a few bytes per call, not by the call.
-	SpentTools     map[string]Spent       `json:"spentTools,omitempty"`
-	SpentApprovals map[string]Spent       `json:"spentApprovals,omitempty"`
-	Compactions    map[string]*Compaction `json:"compactions,omitempty"`
-	Jobs           map[string]*Item       `json:"jobs,omitempty"`
-	Goal           *Goal                  `json:"goal,omitempty"`
+	// reads); those of the turns before are spent (spentTools).
+	Tools       map[string]*ToolCall   `json:"tools,omitempty"`
+	Approvals   map[string]*Approval   `json:"approvals,omitempty"`
+	Compactions map[string]*Compaction `json:"compactions,omitempty"`
+	Jobs        map[string]*Item       `json:"jobs,omitempty"`
+	Goal        *Goal                  `json:"goal,omitempty"`
 
 	// Summary of the last successful compaction.
 	Compacted     *Compaction `json:"compacted,omitempty"`
@@ -126,7 +117,16 @@ type State struct {
 	// ForkCommittedSeq is the seq of this session's own fork/committed.
 	ForkCommittedSeq uint64 `json:"forkCommittedSeq,omitempty"`
 
-	usedTurns map[string]struct{}
+	// usedTurns holds every turn id the session used, spentTools and
+	// spentApprovals every tool call and approval of the turns ended
+	// before the last one, each by idHash of its id (with the seq that
+	// opened it): what the rules still check of them (an id is used once
+	// in a session; a refusal says where it was used). A closed item costs
+	// a map slot of 16 bytes or less, not its ids, turn and outcome, so
+	// the state of a long session stays small (its JSON: snapshots, and
+	// the writer's copy per append, read and write it whole).
+	usedTurns                  map[uint64]struct{}
+	spentTools, spentApprovals map[uint64]uint64
 	// open indexes the open attempts, tool calls, approvals, compactions
 	// and jobs (key kind/id, value turn id) so the checks that run on
 	// every append cost what is open, not the whole history (the maps keep
@@ -165,35 +165,106 @@ func (s *State) Clone() *State {
 
 type stateJSON struct {
 	*stateAlias
-	UsedTurns []string `json:"usedTurns,omitempty"`
+	// The sets of hashes (State.usedTurns and the spent items): 8 bytes
+	// of hash each, then for the spent items 8 of seq, big-endian, in
+	// ascending order of hash (a stable checksum of a snapshot), base64.
+	UsedTurnHashes []byte `json:"usedTurnHashes,omitempty"`
+	SpentTools     []byte `json:"spentToolSeqs,omitempty"`
+	SpentApprovals []byte `json:"spentApprovalSeqs,omitempty"`
+	oldStateJSON
 }
+
+// oldStateJSON is how states were written before the hashes: read, never
+// written (a snapshot of an older projector).
+type oldStateJSON struct {
+	UsedTurns    []string            `json:"usedTurns,omitempty"`
+	OldTools     map[string]oldSpent `json:"spentTools,omitempty"`
+	OldApprovals map[string]oldSpent `json:"spentApprovals,omitempty"`
+}
+
+type oldSpent struct {
+	StartSeq uint64 `json:"s"`
+}
+
 type stateAlias State
 
-// MarshalJSON includes the set of used turn ids (kept sorted for a stable
-// checksum). A value receiver, so a State marshalled by value keeps them too.
-func (s State) MarshalJSON() ([]byte, error) {
-	used := make([]string, 0, len(s.usedTurns))
-	for t := range s.usedTurns {
-		used = append(used, t)
+// idHash is what the state keeps of a used id. Two ids of one session
+// with the same hash (about one chance in 2^64 for a pair) would refuse
+// the second as used; the writer, the projector and every rebuild refuse
+// it alike.
+func idHash(id string) uint64 { return xxhash.Sum64String(id) }
+
+func appendHashes(dst []byte, set map[uint64]struct{}) []byte {
+	hs := slices.Sorted(maps.Keys(set))
+	for _, h := range hs {
+		dst = binary.BigEndian.AppendUint64(dst, h)
 	}
-	sort.Strings(used)
-	return json.Marshal(stateJSON{stateAlias: (*stateAlias)(&s), UsedTurns: used})
+	return dst
 }
 
-// UnmarshalJSON decodes a state written by MarshalJSON.
+func appendSeqs(dst []byte, set map[uint64]uint64) []byte {
+	hs := slices.Sorted(maps.Keys(set))
+	for _, h := range hs {
+		dst = binary.BigEndian.AppendUint64(dst, h)
+		dst = binary.BigEndian.AppendUint64(dst, set[h])
+	}
+	return dst
+}
+
+// MarshalJSON includes the sets of hashes (kept sorted for a stable
+// checksum). A value receiver, so a State marshalled by value keeps them
+// too.
+func (s State) MarshalJSON() ([]byte, error) {
+	j := stateJSON{stateAlias: (*stateAlias)(&s)}
+	if len(s.usedTurns) > 0 {
+		j.UsedTurnHashes = appendHashes(make([]byte, 0, 8*len(s.usedTurns)), s.usedTurns)
+	}
+	if len(s.spentTools) > 0 {
+		j.SpentTools = appendSeqs(make([]byte, 0, 16*len(s.spentTools)), s.spentTools)
+	}
+	if len(s.spentApprovals) > 0 {
+		j.SpentApprovals = appendSeqs(make([]byte, 0, 16*len(s.spentApprovals)), s.spentApprovals)
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON decodes a state written by MarshalJSON, or by the
+// versions before the hashes.
 func (s *State) UnmarshalJSON(b []byte) error {
 	*s = State{}
 	j := stateJSON{stateAlias: (*stateAlias)(s)}
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	if len(j.UsedTurns) > 0 {
-		s.usedTurns = make(map[string]struct{}, len(j.UsedTurns))
+	if len(j.UsedTurnHashes)%8 != 0 || len(j.SpentTools)%16 != 0 || len(j.SpentApprovals)%16 != 0 {
+		return errors.New("session: state: a set of hashes of a wrong length")
+	}
+	if n := len(j.UsedTurnHashes)/8 + len(j.UsedTurns); n > 0 {
+		s.usedTurns = make(map[uint64]struct{}, n)
+		for h := range slices.Chunk(j.UsedTurnHashes, 8) {
+			s.usedTurns[binary.BigEndian.Uint64(h)] = struct{}{}
+		}
 		for _, t := range j.UsedTurns {
-			s.usedTurns[t] = struct{}{}
+			s.usedTurns[idHash(t)] = struct{}{}
 		}
 	}
+	s.spentTools = readSeqs(j.SpentTools, j.OldTools)
+	s.spentApprovals = readSeqs(j.SpentApprovals, j.OldApprovals)
 	return nil
+}
+
+func readSeqs(b []byte, old map[string]oldSpent) map[uint64]uint64 {
+	if len(b) == 0 && len(old) == 0 {
+		return nil
+	}
+	m := make(map[uint64]uint64, len(b)/16+len(old))
+	for p := range slices.Chunk(b, 16) {
+		m[binary.BigEndian.Uint64(p)] = binary.BigEndian.Uint64(p[8:])
+	}
+	for id, sp := range old {
+		m[idHash(id)] = sp.StartSeq
+	}
+	return m
 }
 
 // UnmarshalState decodes a state written by MarshalJSON.
@@ -280,33 +351,32 @@ func (s *State) HasOpenWork() bool {
 	return s.Turn != nil || len(s.Steps) > 0 || len(s.openIndex()) > 0
 }
 
-// tool returns the tool call id, in full or, spent, as the rules see it
-// (its phase done).
-func (s *State) tool(id string) (*ToolCall, bool) {
-	if t, ok := s.Tools[id]; ok {
-		return t, true
+// spentTool reports whether tool call id is one of a turn ended before
+// the last, and the seq that requested it.
+func (s *State) spentTool(id string) (uint64, bool) {
+	if len(s.spentTools) == 0 {
+		return 0, false
 	}
-	if sp, ok := s.SpentTools[id]; ok {
-		return &ToolCall{Item: Item{ID: id, TurnID: sp.TurnID, StartSeq: sp.StartSeq}, Phase: PhaseDone, Status: sp.Outcome}, true
+	seq, ok := s.spentTools[idHash(id)]
+	return seq, ok
+}
+
+// spentApproval is spentTool's counterpart for approvals.
+func (s *State) spentApproval(id string) (uint64, bool) {
+	if len(s.spentApprovals) == 0 {
+		return 0, false
 	}
-	return nil, false
+	seq, ok := s.spentApprovals[idHash(id)]
+	return seq, ok
 }
 
 // KnownTool reports whether tool call id was requested in the session.
 func (s *State) KnownTool(id string) bool {
-	_, ok := s.tool(id)
+	if _, ok := s.Tools[id]; ok {
+		return true
+	}
+	_, ok := s.spentTool(id)
 	return ok
-}
-
-// approval is tool's counterpart for approvals (a spent one decided).
-func (s *State) approval(id string) (*Approval, bool) {
-	if a, ok := s.Approvals[id]; ok {
-		return a, true
-	}
-	if sp, ok := s.SpentApprovals[id]; ok {
-		return &Approval{Item: Item{ID: id, TurnID: sp.TurnID, StartSeq: sp.StartSeq, EndSeq: sp.StartSeq}, Decision: sp.Outcome}, true
-	}
-	return nil, false
 }
 
 // endTurn drops the attempts of turn t, which ends, and spends the tool
@@ -327,19 +397,19 @@ func (s *State) endTurn(t *Turn) {
 	prev := s.LastTurn.ID
 	for id, tc := range s.Tools {
 		if tc.TurnID == prev && !tc.Open() {
-			if s.SpentTools == nil {
-				s.SpentTools = map[string]Spent{}
+			if s.spentTools == nil {
+				s.spentTools = map[uint64]uint64{}
 			}
-			s.SpentTools[id] = Spent{TurnID: tc.TurnID, StartSeq: tc.StartSeq, Outcome: tc.Status}
+			s.spentTools[idHash(id)] = tc.StartSeq
 			delete(s.Tools, id)
 		}
 	}
 	for id, a := range s.Approvals {
 		if a.TurnID == prev && !a.Open() {
-			if s.SpentApprovals == nil {
-				s.SpentApprovals = map[string]Spent{}
+			if s.spentApprovals == nil {
+				s.spentApprovals = map[uint64]uint64{}
 			}
-			s.SpentApprovals[id] = Spent{TurnID: a.TurnID, StartSeq: a.StartSeq, Outcome: a.Decision}
+			s.spentApprovals[idHash(id)] = a.StartSeq
 			delete(s.Approvals, id)
 		}
 	}

@@ -76,7 +76,7 @@ func TestStateJSONRoundTrip(t *testing.T) {
 	if !reflect.DeepEqual(got.usedTurns, s.usedTurns) || len(got.usedTurns) != 2 {
 		t.Fatalf("used turns: got %v, want %v", got.usedTurns, s.usedTurns)
 	}
-	if !strings.Contains(string(b), `"usedTurns":["t1","t2"]`) {
+	if !strings.Contains(string(b), `"usedTurnHashes":"`) {
 		t.Fatalf("used turns not in JSON: %s", b)
 	}
 
@@ -174,7 +174,7 @@ func TestCloneIsDeep(t *testing.T) {
 	if got := mustJSON(t, s); !bytes.Equal(got, want) {
 		t.Fatalf("changing the clone changed the original:\n%s\n%s", got, want)
 	}
-	if _, ok := s.usedTurns["t3"]; ok {
+	if _, ok := s.usedTurns[idHash("t3")]; ok {
 		t.Fatal("used turns shared with the clone")
 	}
 }
@@ -368,5 +368,41 @@ func checkOpenIndex(t *testing.T, s *State) {
 	fresh.open = nil
 	if want := fresh.openIndex(); !maps.Equal(got, want) {
 		t.Fatalf("open index after seq %d:\n got %v\nwant %v", s.LastSeq, got, want)
+	}
+}
+
+// TestStateJSONBeforeHashes reads a state as versions before the hashes
+// wrote it (a projector's older snapshot): its used turn ids and spent
+// items are still refused, and it is written back in the new form.
+func TestStateJSONBeforeHashes(t *testing.T) {
+	old := `{"sessionId":"s-1","lastSeq":20,"lastTime":"2026-12-04T00:00:00Z","createdAt":"2026-12-04T00:00:00Z","meta":{},"turns":2,` +
+		`"spentTools":{"c1":{"t":"t1","s":3,"o":"ok"}},"spentApprovals":{"ap1":{"t":"t1","s":5,"o":"approved"}},"usedTurns":["t1","t2"]}`
+	s, err := UnmarshalState([]byte(old))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(sessiontest.Event(t, `turn/started turn=t2`)); schema.CodeOf(err) != schema.CodeStructure || !strings.Contains(err.Error(), "turn id t2 was already used") {
+		t.Errorf("a used turn id: %v", err)
+	}
+	fold(t, s, []string{`turn/started turn=t3`})
+	for _, tc := range []struct{ line, want string }{
+		{`tool/requested turn=t3 call=c1`, "tool call c1 was already requested at seq 3"},
+		{`tool/started turn=t3 call=c1`, "tool call c1 belongs to a turn that has ended (requested at seq 3)"},
+		{`approval/requested turn=t3 approvalId=ap1`, "approval ap1 was already requested at seq 5"},
+		{`approval/decided turn=t3 approvalId=ap1`, "approval ap1 was already decided"},
+	} {
+		err := s.Check(sessiontest.Event(t, tc.line))
+		if schema.CodeOf(err) != schema.CodeStructure || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want a structure error saying %q", tc.line, err, tc.want)
+		}
+	}
+	b := mustJSON(t, s)
+	for _, gone := range []string{`"usedTurns"`, `"spentTools"`, `"spentApprovals"`} {
+		if strings.Contains(string(b), gone) {
+			t.Errorf("written back with %s: %s", gone, b)
+		}
+	}
+	if back, err := UnmarshalState(b); err != nil || !reflect.DeepEqual(back.spentTools, s.spentTools) || !reflect.DeepEqual(back.usedTurns, s.usedTurns) {
+		t.Fatalf("round trip: %v", err)
 	}
 }
