@@ -96,27 +96,32 @@ func (s *Store) erasedKVRequired(ctx context.Context) (jetstream.KeyValue, error
 }
 
 // ErasureOf returns the session's erasure record and its revision; nil
-// when the session was never erased.
+// when the session was never erased. It reads from the bucket's leader,
+// never by Direct Get: on R3 any replica answers a Direct Get, and one
+// that has not yet applied a record just written would say the session
+// was never erased (a read right after an erase served its events).
 func (s *Store) ErasureOf(ctx context.Context, sessionID string) (*Erasure, uint64, error) {
 	if err := ValidateSessionID(sessionID); err != nil {
 		return nil, 0, err
 	}
-	kv, err := s.erasedKV(ctx)
-	if err != nil || kv == nil {
-		return nil, 0, err
-	}
-	ent, err := kv.Get(ctx, sessionID)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	m, err := s.msgGet(ctx, "KV_"+ErasedBucket, msgGetRequest{LastFor: "$KV." + ErasedBucket + "." + sessionID})
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamNotFound {
+		// Not provisioned yet (services older than erasure): nothing was
+		// ever erased.
 		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, 0, err
-	}
-	var e Erasure
-	if err := json.Unmarshal(ent.Value(), &e); err != nil {
 		return nil, 0, fmt.Errorf("logstore: erasure record of %s: %w", sessionID, err)
 	}
-	return &e, ent.Revision(), nil
+	if m == nil || m.Header.Get(headerKVOperation) != "" {
+		return nil, 0, nil // none, or deleted (DEL, PURGE)
+	}
+	var e Erasure
+	if err := json.Unmarshal(m.Data, &e); err != nil {
+		return nil, 0, fmt.Errorf("logstore: erasure record of %s: %w", sessionID, err)
+	}
+	return &e, m.StreamSeq, nil
 }
 
 // Erased reports whether the session id was erased (or is being erased).

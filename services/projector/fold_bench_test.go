@@ -21,10 +21,16 @@ import (
 // fresh store. fold-ns/event is the loop's wall time, cpu-ns/event the
 // process CPU time (Pebble's background work included).
 func BenchmarkFold(b *testing.B) {
-	const events, sessions = 200_000, 1000
+	const events = 200_000
 	batch, batchBytes := DefaultMaxBatchEvents, DefaultMaxBatchBytes
 	if n, _ := strconv.Atoi(os.Getenv("FOLD_BATCH")); n > 0 {
 		batch, batchBytes = n, 1<<30
+	}
+	// FOLD_SESSIONS: fewer sessions, longer ones (what a per-event cost
+	// that grows with a session's length shows in).
+	sessions := 1000
+	if n, _ := strconv.Atoi(os.Getenv("FOLD_SESSIONS")); n > 0 {
+		sessions = n
 	}
 	fleet := loadgen.NewFleet("bench", sessions, 42, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	msgs := make([]msg, events)
