@@ -70,17 +70,17 @@ func Start(opts *server.Options) (*server.Server, error) {
 // shut down when the test ends.
 func RunServer(t TB) *server.Server {
 	t.Helper()
-	return RunServerDir(t, StoreDir(t))
+	return RunServerDir(t, storeDir(t))
 }
 
-// StoreDir returns a new temporary directory for a server's store,
+// storeDir returns a new temporary directory for a server's store,
 // removed when the test ends, after the servers started on it have
 // stopped (its cleanup is registered first, so it runs last). A server's
 // JetStream store can still be writing a stream's files for a moment after
 // WaitForShutdown returns (seen: "unlinkat .../jetstream/$G/streams:
 // directory not empty" from t.TempDir's removal), so the removal is
 // tried again until it holds, for up to 10 seconds.
-func StoreDir(t TB) string {
+func storeDir(t TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "natstest-")
 	if err != nil {
@@ -205,7 +205,7 @@ func startCluster(t TB, n int) (*Cluster, error) {
 		routes = append(routes, u)
 	}
 	for i := 0; i < n; i++ {
-		o := Options(StoreDir(t))
+		o := Options(storeDir(t))
 		o.ServerName = fmt.Sprintf("S-%d", i+1)
 		o.Cluster.Name = c.Name
 		o.Cluster.Host = "127.0.0.1"
