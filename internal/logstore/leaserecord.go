@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // LeaseRecord is the last entry stored under a session's lease key, read
@@ -53,46 +50,27 @@ func (s *Store) LeaseRecord(ctx context.Context, sessionID string) (LeaseRecord,
 	if err := ValidateSessionID(sessionID); err != nil {
 		return LeaseRecord{}, err
 	}
-	b, _ := json.Marshal(msgGetRequest{LastFor: "$KV." + LeaseBucket + "." + sessionID})
-	ctx, cancel := s.withTimeout(ctx)
-	defer cancel()
-	reply, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+LeaseBucket, b)
+	sm, h, err := s.msgGetStored(ctx, "KV_"+LeaseBucket, msgGetRequest{LastFor: "$KV." + LeaseBucket + "." + sessionID})
 	if err != nil {
 		return LeaseRecord{}, fmt.Errorf("logstore: lease record %s: %w", sessionID, err)
 	}
-	var resp msgGetResponse
-	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return LeaseRecord{}, fmt.Errorf("logstore: lease record %s: %w", sessionID, err)
+	if sm == nil {
+		return LeaseRecord{}, nil
 	}
-	if resp.Error != nil {
-		if resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
-			return LeaseRecord{}, nil
-		}
-		return LeaseRecord{}, fmt.Errorf("logstore: lease record %s: %w", sessionID, resp.Error)
-	}
-	if resp.Message == nil {
-		return LeaseRecord{}, jetstream.ErrInvalidJetStreamResponse
-	}
-	m := &Msg{StreamSeq: resp.Message.Sequence, Subject: resp.Message.Subject, Data: resp.Message.Data}
-	if len(resp.Message.Header) > 0 {
-		if m.Header, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
-			return LeaseRecord{}, fmt.Errorf("logstore: lease record %s: %w", sessionID, err)
-		}
-	}
-	rec := LeaseRecord{Revision: m.StreamSeq, Stored: resp.Message.Time}
-	if op := m.Header.Get(headerKVOperation); op != "" {
+	rec := LeaseRecord{Revision: sm.Sequence, Stored: sm.Time}
+	if op := h.Get(headerKVOperation); op != "" {
 		return rec, nil // DEL or PURGE
 	}
-	if reason := m.Header.Get(headerMarkerReason); reason != "" {
+	if reason := h.Get(headerMarkerReason); reason != "" {
 		rec.Expired = reason == "MaxAge"
 		return rec, nil
 	}
 	var l Lease
-	if err := json.Unmarshal(m.Data, &l); err != nil {
+	if err := json.Unmarshal(sm.Data, &l); err != nil {
 		return LeaseRecord{}, fmt.Errorf("logstore: lease %s: %w", sessionID, err)
 	}
 	rec.Lease = &l
-	if v := m.Header.Get(headerTTL); v != "" {
+	if v := h.Get(headerTTL); v != "" {
 		rec.TTL = parseTTL(v)
 	}
 	return rec, nil

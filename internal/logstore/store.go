@@ -279,33 +279,43 @@ type Msg struct {
 // msgGet asks the stream leader ($JS.API.STREAM.MSG.GET, never Direct Get,
 // which any replica answers and which can be stale on R3).
 func (s *Store) msgGet(ctx context.Context, stream string, req msgGetRequest) (*Msg, error) {
+	sm, h, err := s.msgGetStored(ctx, stream, req)
+	if sm == nil || err != nil {
+		return nil, err
+	}
+	return &Msg{StreamSeq: sm.Sequence, Subject: sm.Subject, Header: h, Data: sm.Data}, nil
+}
+
+// msgGetStored is msgGet's answer as the leader gives it (its stored time
+// too), with its headers decoded; nil, nil when there is no such message.
+func (s *Store) msgGetStored(ctx context.Context, stream string, req msgGetRequest) (*storedMsg, nats.Header, error) {
 	b, _ := json.Marshal(req)
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
 	reply, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, b)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var resp msgGetResponse
 	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return nil, fmt.Errorf("logstore: msg get: %w", err)
+		return nil, nil, fmt.Errorf("logstore: msg get: %w", err)
 	}
 	if resp.Error != nil {
 		if resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
-			return nil, nil
+			return nil, nil, nil
 		}
-		return nil, resp.Error
+		return nil, nil, resp.Error
 	}
 	if resp.Message == nil {
-		return nil, jetstream.ErrInvalidJetStreamResponse
+		return nil, nil, jetstream.ErrInvalidJetStreamResponse
 	}
-	m := &Msg{StreamSeq: resp.Message.Sequence, Subject: resp.Message.Subject, Data: resp.Message.Data}
+	var h nats.Header
 	if len(resp.Message.Header) > 0 {
-		if m.Header, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
-			return nil, fmt.Errorf("logstore: msg get headers: %w", err)
+		if h, err = nats.DecodeHeadersMsg(resp.Message.Header); err != nil {
+			return nil, nil, fmt.Errorf("logstore: msg get headers: %w", err)
 		}
 	}
-	return m, nil
+	return resp.Message, h, nil
 }
 
 func (s *Store) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {

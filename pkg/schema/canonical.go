@@ -386,15 +386,9 @@ func canonUTC(s []byte) (t time.Time, ok bool) {
 	return time.Date(year, time.Month(month), day, hour, minute, sec, ns, time.UTC), true
 }
 
-func daysIn(m time.Month, year int) int {
-	if m == time.February {
-		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
-			return 29
-		}
-		return 28
-	}
-	return time.Date(year, m+1, 0, 0, 0, 0, 0, time.UTC).Day()
-}
+// daysIn is the number of days of month m of year (day 0 of the next
+// month is its last).
+func daysIn(m time.Month, year int) int { return time.Date(year, m+1, 0, 0, 0, 0, 0, time.UTC).Day() }
 
 // canonTime: s is what time.Time's MarshalJSON writes for t.
 func canonTime(t time.Time, s []byte) bool {
