@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,16 +21,19 @@ const defaultProjectorHTTP = "127.0.0.1:8080"
 const otlpEndpointUsage = "if set, an OTLP/HTTP collector (http://host:4318) each turn is sent to as an OpenTelemetry trace when it ends; a collector that is down never holds the projector back (turns it misses are counted in sessionlog_otlp_turns_dropped_total; sessionlog export --to otlp sends them again)"
 
 // defaultProjectorMemoryLimit is the Go heap's soft limit of a projector
-// process when GOMEMLIMIT is not set. The binary runs at GOGC 400
-// (defaultGCPercent), which lets the heap grow to five times what is
-// live: during a catch-up that is the batches (a few MiB each), the
-// consumer's pages and the garbage of folding, and bench catchup measured
-// its peak RSS at 418 MiB for 200,000 events and 630 MiB for 1,000,000
-// (a larger stream's server state and caches count five times too). With
-// this limit the collector stays as lazy as GOGC 400 while the heap is
-// small and works harder only near the limit: the peak no longer follows
-// the stream's length. Pebble's memtables (32 MiB, at most 4 queued) and
-// block cache (64 MiB) are outside the Go heap.
+// process when GOMEMLIMIT is not set, and the heap's budget: the projector
+// runs its collector when the heap reaches it (applyProjectorMemory), not
+// at five times what is live as GOGC 400 (defaultGCPercent) would. bench
+// catchup measured the three ways (projector process's peak RSS, 200,000
+// events then 1,000,000):
+//   - GOGC 400, no limit: 418 and 630 MiB, the peak grew with the stream
+//     (five times a larger stream's server state and caches);
+//   - GOGC 400, this limit: 251 and 383 MiB, a short catch-up ended
+//     before its heap reached the limit, a long one did (1.52×);
+//   - the limit alone: 370 and 402 MiB (1.09×), the same CPU per event.
+//
+// Pebble's memtables (32 MiB, at most 4 queued) and block cache (64 MiB)
+// are outside the Go heap.
 const defaultProjectorMemoryLimit = 320 << 20
 
 // applyMemoryLimit sets the Go heap's soft limit to limit bytes, unless
@@ -40,12 +44,28 @@ func applyMemoryLimit(limit int64) {
 	}
 }
 
+// applyProjectorMemory sets the heap's soft limit as applyMemoryLimit
+// does and, when the heap has a limit and GOGC is not set, turns the
+// proportional target off: the collector runs when the heap reaches the
+// limit. A live heap over a fifth of the limit would meet the limit
+// before five times itself anyway, so this changes only a small heap,
+// which now grows to the budget before a collection instead of to five
+// times itself: fewer collections, and a peak the same for a short
+// catch-up as for a long one. With no limit (--memory-limit 0 and no
+// GOMEMLIMIT) GOGC 400 stays: off would never collect.
+func applyProjectorMemory(limit int64) {
+	applyMemoryLimit(limit)
+	if os.Getenv("GOGC") == "" && debug.SetMemoryLimit(-1) != math.MaxInt64 {
+		debug.SetGCPercent(-1)
+	}
+}
+
 func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newStandalone("projector", defaultProjectorHTTP, stderr)
 	c.fs.Lookup("http-listen").Usage = "HTTP listen address: dashboard, /v1 API, /healthz /readyz /metrics"
 	token := c.fs.String("http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?access_token= / ?token=); /healthz and /readyz stay open")
 	cfg := projectorFlags(c.fs)
-	memLimit := c.fs.Int64("memory-limit", defaultProjectorMemoryLimit, "soft limit of the Go heap in bytes (0: none; GOMEMLIMIT takes precedence)")
+	memLimit := c.fs.Int64("memory-limit", defaultProjectorMemoryLimit, "soft limit of the Go heap in bytes, and its budget: the collector runs when the heap reaches it unless GOGC is set (0: none, GOGC 400; GOMEMLIMIT takes precedence)")
 	var svc *projector.Service
 	c.handler = func(ops *http.ServeMux) http.Handler {
 		ops.Handle("/", svc.APIHandler())
@@ -53,7 +73,7 @@ func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	return c.run(ctx, args, stderr, "sessionlog-projector", nil, func() error { return nil },
 		func(store *logstore.Store, d assemble.Deps) (service, error) {
-			applyMemoryLimit(*memLimit)
+			applyProjectorMemory(*memLimit)
 			var err error
 			svc, err = assemble.NewProjector(*cfg, store, d)
 			return svc, err

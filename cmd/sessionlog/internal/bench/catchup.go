@@ -57,6 +57,9 @@ type CatchupConfig struct {
 	// catch-up in this process, measured as the floors are (in the
 	// server's process).
 	ProjectorBinary string
+	// ProjectorArgs are added to that process's command line (the bench
+	// command passes its --memory-limit).
+	ProjectorArgs []string
 }
 
 // CatchupResult is what RunCatchup measured.
@@ -316,8 +319,8 @@ func catchupProcess(ctx context.Context, cfg CatchupConfig, e *embedded, res *Ca
 	defer os.RemoveAll(dir)
 	start := time.Now()
 	cpu0 := procstat.CPU()
-	c, err := startChild(ctx, cfg.ProjectorBinary, "projector", e.nc.ConnectedUrl(), nil,
-		"--data-dir", dir, "--max-batch-events", strconv.Itoa(cfg.MaxBatchEvents), "--log-level", "warn")
+	args := append([]string{"--data-dir", dir, "--max-batch-events", strconv.Itoa(cfg.MaxBatchEvents), "--log-level", "warn"}, cfg.ProjectorArgs...)
+	c, err := startChild(ctx, cfg.ProjectorBinary, "projector", e.nc.ConnectedUrl(), nil, args...)
 	if err != nil {
 		return err
 	}
