@@ -24,13 +24,16 @@ const otlpEndpointUsage = "if set, an OTLP/HTTP collector (http://host:4318) eac
 // process when GOMEMLIMIT is not set, and the heap's budget: the projector
 // runs its collector when the heap reaches it (applyProjectorMemory), not
 // at five times what is live as GOGC 400 (defaultGCPercent) would. bench
-// catchup measured the three ways (projector process's peak RSS, 200,000
-// events then 1,000,000):
-//   - GOGC 400, no limit: 418 and 630 MiB, the peak grew with the stream
-//     (five times a larger stream's server state and caches);
-//   - GOGC 400, this limit: 251 and 383 MiB, a short catch-up ended
-//     before its heap reached the limit, a long one did (1.52×);
-//   - the limit alone: 370 and 402 MiB (1.09×), the same CPU per event.
+// catchup measured the peak RSS of a 200,000-event and a 1,000,000-event
+// catch-up three ways:
+//   - GOGC 400, no limit (in the bench's process, an earlier stop): 418
+//     and 630 MiB, the peak grew with the stream;
+//   - GOGC 400, this limit (a projector process): 242-251 and 354-383 MiB
+//     (1.41-1.52×), a short catch-up ended before its heap reached the
+//     limit, a long one did not;
+//   - this budget (a projector process): 361-371 and 393-402 MiB
+//     (1.08-1.09×), at a CPU per event within the runs' spread of the
+//     above (17.9-19.0 against 16.1-20.3 µs for 1,000,000 events).
 //
 // Pebble's memtables (32 MiB, at most 4 queued) and block cache (64 MiB)
 // are outside the Go heap.
