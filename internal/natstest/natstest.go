@@ -87,17 +87,7 @@ func storeDir(t TB) string {
 		t.Fatalf("natstest: %v", err)
 	}
 	t.Cleanup(func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			err := os.RemoveAll(dir)
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("natstest: remove the store %s: %v", dir, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error { return os.RemoveAll(dir) })
 	})
 	return dir
 }
