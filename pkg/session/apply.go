@@ -240,7 +240,7 @@ func (s *State) plan(e *schema.Envelope, apply bool) error {
 		if t, used := s.Tools[e.ToolCallID]; used {
 			return structure("tool call %s was already requested at seq %d", e.ToolCallID, t.StartSeq)
 		}
-		if at, spent := s.spentTool(e.ToolCallID); spent {
+		if at, spent := spentAt(s.spentTools, e.ToolCallID); spent {
 			return structure("tool call %s was already requested at seq %d", e.ToolCallID, at)
 		}
 		var d schema.ToolRequested
@@ -258,7 +258,7 @@ func (s *State) plan(e *schema.Envelope, apply bool) error {
 		t, ok := s.Tools[e.ToolCallID]
 		switch {
 		case !ok:
-			if at, spent := s.spentTool(e.ToolCallID); spent {
+			if at, spent := spentAt(s.spentTools, e.ToolCallID); spent {
 				return structure("tool call %s belongs to a turn that has ended (requested at seq %d)", e.ToolCallID, at)
 			}
 			return structure("tool/started for call %s that was never requested", e.ToolCallID)
@@ -274,7 +274,7 @@ func (s *State) plan(e *schema.Envelope, apply bool) error {
 	case schema.TypeToolResult:
 		t, ok := s.Tools[e.ToolCallID]
 		if !ok {
-			if at, spent := s.spentTool(e.ToolCallID); spent {
+			if at, spent := spentAt(s.spentTools, e.ToolCallID); spent {
 				return structure("tool call %s belongs to a turn that has ended (requested at seq %d)", e.ToolCallID, at)
 			}
 			return structure("tool/result for call %s that was never requested", e.ToolCallID)
@@ -314,14 +314,14 @@ func (s *State) plan(e *schema.Envelope, apply bool) error {
 		if a, used := s.Approvals[d.ApprovalID]; used {
 			return structure("approval %s was already requested at seq %d", d.ApprovalID, a.StartSeq)
 		}
-		if at, spent := s.spentApproval(d.ApprovalID); spent {
+		if at, spent := spentAt(s.spentApprovals, d.ApprovalID); spent {
 			return structure("approval %s was already requested at seq %d", d.ApprovalID, at)
 		}
 		if d.ToolCallID != "" {
 			t, ok := s.Tools[d.ToolCallID]
 			switch {
 			case !ok:
-				if at, spent := s.spentTool(d.ToolCallID); spent {
+				if at, spent := spentAt(s.spentTools, d.ToolCallID); spent {
 					return structure("approval %s names tool call %s of a turn that has ended (requested at seq %d)", d.ApprovalID, d.ToolCallID, at)
 				}
 				return structure("approval %s names tool call %s that was never requested", d.ApprovalID, d.ToolCallID)
@@ -344,7 +344,7 @@ func (s *State) plan(e *schema.Envelope, apply bool) error {
 		a, ok := s.Approvals[d.ApprovalID]
 		switch {
 		case !ok:
-			if _, spent := s.spentApproval(d.ApprovalID); spent {
+			if _, spent := spentAt(s.spentApprovals, d.ApprovalID); spent {
 				return structure("approval %s was already decided, in a turn that has ended: one decision per approval", d.ApprovalID)
 			}
 			return structure("approval/decided for approval %s that was never requested", d.ApprovalID)

@@ -351,22 +351,14 @@ func (s *State) HasOpenWork() bool {
 	return s.Turn != nil || len(s.Steps) > 0 || len(s.openIndex()) > 0
 }
 
-// spentTool reports whether tool call id is one of a turn ended before
-// the last, and the seq that requested it.
-func (s *State) spentTool(id string) (uint64, bool) {
-	if len(s.spentTools) == 0 {
+// spentAt reports whether id is in set (State.spentTools or
+// spentApprovals: a tool call or approval of a turn ended before the
+// last), and the seq that requested it.
+func spentAt(set map[uint64]uint64, id string) (uint64, bool) {
+	if len(set) == 0 {
 		return 0, false
 	}
-	seq, ok := s.spentTools[idHash(id)]
-	return seq, ok
-}
-
-// spentApproval is spentTool's counterpart for approvals.
-func (s *State) spentApproval(id string) (uint64, bool) {
-	if len(s.spentApprovals) == 0 {
-		return 0, false
-	}
-	seq, ok := s.spentApprovals[idHash(id)]
+	seq, ok := set[idHash(id)]
 	return seq, ok
 }
 
@@ -375,7 +367,7 @@ func (s *State) KnownTool(id string) bool {
 	if _, ok := s.Tools[id]; ok {
 		return true
 	}
-	_, ok := s.spentTool(id)
+	_, ok := spentAt(s.spentTools, id)
 	return ok
 }
 
