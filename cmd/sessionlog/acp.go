@@ -11,12 +11,12 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/sessionlog/sessionlog/internal/version"
 	"github.com/sessionlog/sessionlog/pkg/acp"
 )
 
@@ -219,10 +219,7 @@ func (a *acpAgent) initialize(params json.RawMessage) (any, error) {
 	if json.Unmarshal(params, &p) != nil || p.ProtocolVersion == nil {
 		return nil, &rpcError{Code: rpcInvalidParams, Message: "initialize needs protocolVersion"}
 	}
-	version := "dev"
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		version = bi.Main.Version
-	}
+	agentVersion := version.Get().Short()
 	return map[string]any{
 		"protocolVersion": acp.ProtocolVersion,
 		"agentCapabilities": map[string]any{
@@ -234,7 +231,7 @@ func (a *acpAgent) initialize(params json.RawMessage) (any, error) {
 			"auth":                map[string]any{},
 		},
 		"authMethods": []any{},
-		"agentInfo":   map[string]any{"name": "sessionlog", "title": "sessionlog (read-only replay)", "version": version},
+		"agentInfo":   map[string]any{"name": "sessionlog", "title": "sessionlog (read-only replay)", "version": agentVersion},
 	}, nil
 }
 

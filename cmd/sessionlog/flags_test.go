@@ -16,6 +16,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/version"
 )
 
 func TestParseFlagsEnv(t *testing.T) {
@@ -145,5 +146,37 @@ func TestOpenStoreKeepsReplicas(t *testing.T) {
 	}
 	if got := s.CachedInfo().Config.Replicas; got != 3 {
 		t.Fatalf("stream has %d replicas after a --replicas 1 start, want 3", got)
+	}
+}
+
+func TestUnknownCommandSuggests(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lss"}, `Did you mean ls?`},
+		{[]string{"shwo"}, `Did you mean show?`},
+		{[]string{"help", "nonexist"}, `unknown command "nonexist"`},
+		{[]string{"help", "verfy"}, `Did you mean verify?`},
+	} {
+		var out, errOut bytes.Buffer
+		if code := Main(context.Background(), tc.args, &out, &errOut); code != 2 {
+			t.Errorf("%v: exit %d, want 2", tc.args, code)
+		}
+		if !strings.Contains(errOut.String(), tc.want) {
+			t.Errorf("%v: stderr %q lacks %q", tc.args, errOut.String(), tc.want)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		var out bytes.Buffer
+		if code := Main(context.Background(), args, &out, &out); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, out.String())
+		}
+		if !strings.HasPrefix(out.String(), "sessionlog "+version.Release) {
+			t.Errorf("%v printed %q, want it to start with the release %s", args, out.String(), version.Release)
+		}
 	}
 }

@@ -21,6 +21,8 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/sessionlog/sessionlog/internal/version"
 )
 
 // command is one subcommand.
@@ -58,6 +60,17 @@ var commands = map[string]command{
 	"fork":              {Summary: "fork a session at a safe point: sessionlog fork <parent> [--at-seq N | --at-turn T] [--child ID]; prints the child id", Run: runFork},
 	// Benchmarks (see benches in bench.go).
 	"bench": {Summary: "run a benchmark (append, ...) and print BENCH lines", Run: runBench},
+	// The binary itself.
+	"version": {Summary: "print the release, the commit it was built from and the Go version", Run: runVersion},
+}
+
+// runVersion prints version.Get() (also `sessionlog --version`).
+func runVersion(_ context.Context, args []string, stdout, _ io.Writer) error {
+	if len(args) > 0 {
+		return usageErrorf("version takes no arguments")
+	}
+	fmt.Fprintln(stdout, version.Get())
+	return nil
 }
 
 // usageError is a mistake on the command line: exit status 2.
@@ -99,19 +112,23 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch name {
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 {
-			if c, ok := commands[args[1]]; ok {
-				// Every command prints its own flags on -h.
-				_ = c.Run(ctx, []string{"-h"}, stdout, stdout)
-				return 0
+			c, ok := commands[args[1]]
+			if !ok {
+				unknownCommand(stderr, args[1])
+				return 2
 			}
+			// Every command prints its own flags on -h.
+			_ = c.Run(ctx, []string{"-h"}, stdout, stdout)
+			return 0
 		}
 		printHelp(stdout)
 		return 0
+	case "-version", "--version":
+		name = "version"
 	}
 	c, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(stderr, "sessionlog: unknown command %q\n\n", name)
-		printHelp(stderr)
+		unknownCommand(stderr, name)
 		return 2
 	}
 	err := c.Run(ctx, args[1:], stdout, stderr)
@@ -128,6 +145,75 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sessionlog %s: %v\n", name, err)
 		return 1
 	}
+}
+
+// unknownCommand says that name is no command, with the nearest ones when
+// they are close (a typo: "lss", "shwo"), else the list of commands.
+func unknownCommand(w io.Writer, name string) {
+	fmt.Fprintf(w, "sessionlog: unknown command %q\n", name)
+	if near := nearCommands(name); len(near) > 0 {
+		fmt.Fprintf(w, "Did you mean %s?\nRun \"sessionlog help\" for every command.\n", strings.Join(near, " or "))
+		return
+	}
+	fmt.Fprintln(w)
+	printHelp(w)
+}
+
+// nearCommands are the nearest commands to name when they are within two
+// edits of it (one for names of up to three letters).
+func nearCommands(name string) []string {
+	limit := 2
+	if len(name) <= 3 {
+		limit = 1
+	}
+	type near struct {
+		name string
+		d    int
+	}
+	var found []near
+	for _, c := range commandNames() {
+		if d := editDistance(name, c); d <= limit {
+			found = append(found, near{c, d})
+		}
+	}
+	best := limit
+	for _, f := range found {
+		best = min(best, f.d)
+	}
+	var out []string
+	for _, f := range found {
+		if f.d == best {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+// editDistance is the optimal string alignment distance of a and b
+// (bytes): insertions, deletions, substitutions and swaps of two adjacent
+// letters ("shwo" is one edit from "show").
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }
 
 func printHelp(w io.Writer) {
