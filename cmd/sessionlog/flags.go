@@ -55,12 +55,20 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 func parseFlagsEnv(fs *flag.FlagSet, args []string, lookup func(string) (string, bool)) error {
 	var positional []string
 	rest := args
+	// The flag package prints a bad flag's error and the whole usage
+	// itself; Main prints the error once, with a hint, and only -h prints
+	// the usage.
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	defer fs.SetOutput(out)
 	for {
 		if err := fs.Parse(rest); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(out)
+				fs.Usage()
 				return err
 			}
-			return &usageError{msg: err.Error()}
+			return &usageError{msg: flagHint(fs, err)}
 		}
 		rem := fs.Args()
 		consumed := len(rest) - len(rem)
@@ -339,4 +347,23 @@ func (w *connWatch) up() {
 		w.timer.Stop()
 		w.timer = nil
 	}
+}
+
+// flagHint is a flag error with the nearest flag's name when the flag
+// is unknown ("-jsn": did you mean --json?) and where the flags are listed.
+func flagHint(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	const unknown = "flag provided but not defined: -"
+	if name, ok := strings.CutPrefix(msg, unknown); ok {
+		best, bestD := "", 3
+		fs.VisitAll(func(f *flag.Flag) {
+			if d := editDistance(name, f.Name); d < bestD {
+				best, bestD = f.Name, d
+			}
+		})
+		if best != "" {
+			msg += " (did you mean --" + best + "?)"
+		}
+	}
+	return msg + "; \"" + fs.Name() + " -h\" lists the flags"
 }

@@ -180,3 +180,16 @@ func TestVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestBadFlagSaysItOnce: a misspelt flag is one line naming the nearest
+// flag, not the error twice around the whole usage.
+func TestBadFlagSaysItOnce(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := Main(context.Background(), []string{"ls", "--jsn"}, &out, &errOut); code != 2 {
+		t.Fatalf("exit %d, want 2", code)
+	}
+	got := errOut.String()
+	if strings.Count(got, "-jsn") != 1 || !strings.Contains(got, "did you mean --json?") || strings.Contains(got, "Usage of") {
+		t.Fatalf("stderr:\n%s\nwant one line naming -jsn and --json, without the usage", got)
+	}
+}
