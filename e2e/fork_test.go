@@ -365,7 +365,7 @@ func TestForkCommand(t *testing.T) {
 	}
 	_, errOut, err = run("p", "--child", "c3", "--at-seq", "5")
 	var xe *exec.ExitError
-	if !errors.As(err, &xe) || xe.ExitCode() != 1 || !strings.Contains(errOut, "unsafe_cut") || !strings.Contains(errOut, "before 1, after 9") {
+	if !errors.As(err, &xe) || xe.ExitCode() != 1 || !strings.Contains(errOut, "unsafe_cut") || !strings.Contains(errOut, "(nearest safe: before 1 after 9)") || strings.Count(errOut, "nearest safe") != 1 {
 		t.Fatalf("unsafe cut: %v %s", err, errOut)
 	}
 	_, errOut, err = run("missing")

@@ -33,7 +33,7 @@ func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	atTurn := fs.String("at-turn", "", "cut right after this turn's turn/ended")
 	child := fs.String("child", "", "the child's session id (default: a new ULID)")
 	workspace := fs.String("workspace", "", "shared (default) or isolated: whether the child needs a workspace of its own")
-	progress := fs.String("progress", "auto", "progress bar on stderr: auto (for prefixes of "+strconv.Itoa(forkProgressMin)+"+ events), always, never")
+	progress := fs.String("progress", "auto", "progress bar on stderr: auto (on a terminal, for prefixes of "+strconv.Itoa(forkProgressMin)+"+ events), always, never")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -75,27 +75,20 @@ func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	defer func() { err = verbError(ctx, err) }()
 
 	stopBar := func() {}
-	if *progress != "never" {
+	// auto draws only on a terminal: a redirected stderr (a log file)
+	// gets no carriage returns.
+	if *progress == "always" || *progress == "auto" && isTerminal(stderr) {
 		stopBar = forkProgress(ctx, nc, req, *progress == "always", stderr)
 	}
 	reply, err := forker.Call(ctx, nc, req)
 	stopBar()
 	if err != nil {
-		if se, ok := err.(*schema.Error); ok && se.Code == schema.CodeUnsafeCut {
-			return fmt.Errorf("%v (nearest safe seqs: before %s, after %s)", err, seqText(se.NearestSafeBefore), seqText(se.NearestSafeAfter))
-		}
+		// An unsafe_cut's message names the nearest safe seqs already.
 		return err
 	}
 	fmt.Fprintln(stdout, reply.ChildID)
 	log.Debug("forked", "child", reply.ChildID, "parent", reply.ParentID, "seedLength", reply.SeedLength, "depth", reply.Depth)
 	return nil
-}
-
-func seqText(p *uint64) string {
-	if p == nil {
-		return "none"
-	}
-	return strconv.FormatUint(*p, 10)
 }
 
 // forkProgress shows how far the child's copy has come by polling its tail

@@ -24,7 +24,8 @@ func checkPartitions(p int) error {
 }
 
 // runLocate prints where a session lives in the store: its stream and
-// subject, by the partition count the store recorded.
+// subject, by the partition count the store recorded. A session with no
+// events is not found (exit 1).
 func runLocate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, nf := sreFlags("locate", stderr)
 	if err := parseFlags(fs, args); err != nil {
@@ -42,6 +43,15 @@ func runLocate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	loc, err := c.store.Locate(id)
 	if err != nil {
 		return err
+	}
+	tail, err := c.store.Tail(c.ctx, id)
+	if err != nil {
+		return err
+	}
+	if !tail.Exists() {
+		// A subject printed for a session that is not there reads as a
+		// place to look: say it is missing, and where it would be.
+		return fmt.Errorf("session %s: %w (it would be stream %s subject %s)", id, errNotFound, loc.Stream, loc.Subject)
 	}
 	_, err = fmt.Fprintf(stdout, "stream %s subject %s partition %d of %d\n", loc.Stream, loc.Subject, loc.Partition, c.store.Layout().Partitions())
 	return err

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
+	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 )
@@ -103,7 +104,7 @@ func containsAll(s string, subs ...string) bool {
 }
 
 // `sessionlog locate` prints a session's stream and subject by the count
-// the store recorded.
+// the store recorded; a missing session is an error.
 func TestLocateVerb(t *testing.T) {
 	s := natstest.RunServer(t)
 	nc := natstest.Connect(t, s)
@@ -114,6 +115,16 @@ func TestLocateVerb(t *testing.T) {
 	}
 	want, _ := st.Locate("agent-7")
 	var out, errb bytes.Buffer
+	// A session that is not there is not found (exit 1), with where it
+	// would be.
+	if code := Main(ctx, []string{"locate", "agent-7", "--nats-url", s.ClientURL()}, &out, &errb); code != 1 || out.Len() != 0 ||
+		!strings.Contains(errb.String(), "session agent-7: not found (it would be stream "+want.Stream+" subject "+want.Subject+")") {
+		t.Fatalf("locate of a missing session: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+	}
+	if _, err := sessiongen.Seed(ctx, st, "agent-7", 3, 0); err != nil {
+		t.Fatal(err)
+	}
+	errb.Reset()
 	if code := Main(ctx, []string{"locate", "agent-7", "--nats-url", s.ClientURL()}, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}

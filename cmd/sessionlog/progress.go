@@ -17,14 +17,18 @@ type progress struct {
 }
 
 func newProgress(w io.Writer, total int) *progress {
+	return &progress{w: w, total: total, on: isTerminal(w)}
+}
+
+// isTerminal reports whether w is a terminal (a character device), where
+// a progress bar may redraw itself.
+func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	on := false
-	if ok {
-		if info, err := f.Stat(); err == nil && info.Mode()&os.ModeCharDevice != 0 {
-			on = true
-		}
+	if !ok {
+		return false
 	}
-	return &progress{w: w, total: total, on: on}
+	info, err := f.Stat()
+	return err == nil && info.Mode()&os.ModeCharDevice != 0
 }
 
 // set draws done of total files and the events so far.
