@@ -51,7 +51,7 @@ func exportOTLP(ctx context.Context, st *logstore.Store, ids []string, endpoint 
 			return err
 		}
 		if !tail.Exists() {
-			return fmt.Errorf("session %s: %w", id, errNotFound)
+			return missing(ctx, st, id)
 		}
 		n, m, err := otelexport.Export(ctx, exp, evs)
 		if err != nil {

@@ -51,7 +51,7 @@ func runLocate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if !tail.Exists() {
 		// A subject printed for a session that is not there reads as a
 		// place to look: say it is missing, and where it would be.
-		return fmt.Errorf("session %s: %w (it would be stream %s subject %s)", id, errNotFound, loc.Stream, loc.Subject)
+		return fmt.Errorf("%w (it would be stream %s subject %s)", missing(c.ctx, c.store, id), loc.Stream, loc.Subject)
 	}
 	_, err = fmt.Fprintf(stdout, "stream %s subject %s partition %d of %d\n", loc.Stream, loc.Subject, loc.Partition, c.store.Layout().Partitions())
 	return err

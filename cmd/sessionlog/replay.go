@@ -43,7 +43,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		return err
 	}
 	if !tail.Exists() {
-		return fmt.Errorf("session %s: %w", id, errNotFound)
+		return missing(ctx, c.store, id)
 	}
 	return nil
 }

@@ -50,7 +50,7 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 		return err
 	}
 	if !tail.Exists() {
-		return fmt.Errorf("session %s: %w", id, errNotFound)
+		return missing(ctx, c.store, id)
 	}
 	lease, _, lerr := c.store.GetLease(ctx, id)
 	if *asJSON {
@@ -76,6 +76,25 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 }
 
 var errNotFound = errors.New("not found")
+
+// errErased: the session was erased (section 14); its id is refused for
+// good, where a session never written is only not found.
+var errErased = errors.New("erased")
+
+// missing is the error for a session with no events: erased, with when,
+// by whom and why, when its erasure record says so; else not found. A
+// record that cannot be read (a user without the bucket's permission)
+// leaves it not found.
+func missing(ctx context.Context, st *logstore.Store, id string) error {
+	if er, _, err := st.ErasureOf(ctx, id); err == nil && er != nil {
+		state := ""
+		if !er.Done {
+			state = "; the erasure has not finished: run sessionlog erase again"
+		}
+		return fmt.Errorf("session %s: %w at %s by %s (%s)%s", id, errErased, er.ErasedAt, er.By, er.Reason, state)
+	}
+	return fmt.Errorf("session %s: %w", id, errNotFound)
+}
 
 func showStatus(st *session.State, foldErr error) string {
 	var rp *readProblem

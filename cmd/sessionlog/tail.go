@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 
@@ -40,6 +41,21 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	defer c.close()
 	defer func() { err = c.explain(err) }()
 	ctx = c.ctx
+	if id != "" {
+		// Following a session that has no events yet is allowed (its
+		// agent may not have started), but never silently: an erased one
+		// gets none ever, a typo none either.
+		tail, err := c.store.Tail(ctx, id)
+		if err != nil {
+			return err
+		}
+		if !tail.Exists() {
+			if err := missing(ctx, c.store, id); errors.Is(err, errErased) {
+				return err
+			}
+			fmt.Fprintf(stderr, "sessionlog tail: session %s has no events yet; waiting for its first (Ctrl-C to stop)\n", id)
+		}
+	}
 	ctx, cancel := signalContext(ctx)
 	defer cancel()
 	return tailEvents(ctx, c.store, id, *after, !*noLive, stdout)

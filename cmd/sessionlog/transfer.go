@@ -93,7 +93,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 			return err
 		}
 		if !tail.Exists() {
-			return fmt.Errorf("session %s: %w", id, errNotFound)
+			return missing(ctx, c.store, id)
 		}
 		if _, err := w.Write(buf.Bytes()); err != nil {
 			return err

@@ -520,7 +520,7 @@ func (s *Service) Repair(ctx context.Context, id string, force bool) (Outcome, e
 			return Outcome{}, err
 		}
 		if rec.Live() && !force {
-			return Outcome{}, schema.Errorf(schema.CodeConflict, "session %s is held by %q (lease renewed %s); use force to repair it anyway",
+			return Outcome{}, schema.Errorf(schema.CodeConflict, "session %s is held by %q (lease renewed %s); repair it anyway with force (sessionlog repair --force, or force: true in sessions.api.repair)",
 				id, rec.Lease.Holder, rec.Stored.UTC().Format(time.RFC3339Nano))
 		}
 		claim, err := s.st.ClaimRevision(ctx, id)

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+)
+
+// A session with no events is said to be missing by show, replay, locate
+// and tail alike: erased (with its record's when, by and why) when its
+// erasure record says so, else not found; tail of a session not found
+// waits for it, but says so first.
+func TestMissingSessionVerbs(t *testing.T) {
+	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s)
+	ctx := context.Background()
+	st, err := logstore.Open(ctx, nc, logstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.MarkErased(ctx, logstore.Erasure{SessionID: "gone", By: "sre", Reason: "privacy request", ErasedAt: "2026-12-06T05:00:00Z", Done: true}); err != nil {
+		t.Fatal(err)
+	}
+	url := []string{"--nats-url", s.ClientURL()}
+	for _, verb := range []string{"show", "replay", "locate"} {
+		for id, want := range map[string]string{
+			"gone":  "session gone: erased at 2026-12-06T05:00:00Z by sre (privacy request)",
+			"never": "session never: not found",
+		} {
+			var out, errb bytes.Buffer
+			if code := Main(ctx, append([]string{verb, id}, url...), &out, &errb); code != 1 || !strings.Contains(errb.String(), want) {
+				t.Errorf("%s %s: exit %d, stderr %q, want exit 1 and %q", verb, id, code, errb.String(), want)
+			}
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := Main(ctx, append([]string{"tail", "gone"}, url...), &out, &errb); code != 1 || !strings.Contains(errb.String(), "erased") {
+		t.Errorf("tail gone: exit %d, stderr %q, want the erasure", code, errb.String())
+	}
+	errb.Reset()
+	tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	Main(tctx, append([]string{"tail", "never"}, url...), &out, &errb)
+	if !strings.Contains(errb.String(), "session never has no events yet; waiting for its first") {
+		t.Errorf("tail never: stderr %q, want it to say it waits", errb.String())
+	}
+}
