@@ -54,7 +54,15 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	}
 	lease, _, lerr := c.store.GetLease(ctx, id)
 	if *asJSON {
-		out := map[string]any{"state": st, "openWork": st.OpenWork(), "status": showStatus(st, foldErr), "streamSeq": tail.StreamSeq}
+		state, err := showState(st)
+		if err != nil {
+			return err
+		}
+		open := st.OpenWork()
+		if open == nil {
+			open = []session.OpenItem{}
+		}
+		out := map[string]any{"state": state, "openWork": open, "status": showStatus(st, foldErr), "streamSeq": tail.StreamSeq}
 		if lease != nil {
 			out["lease"] = lease
 		}
@@ -76,6 +84,28 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 }
 
 var errNotFound = errors.New("not found")
+
+// stateInternals are the keys of a folded state's JSON that only the
+// rules read back (the hashes of spent ids, kept so a snapshot restores
+// them): show --json is for people and scripts, who get the state without
+// them.
+var stateInternals = []string{"usedTurnHashes", "spentToolSeqs", "spentApprovalSeqs", "usedTurns", "spentTools", "spentApprovals"}
+
+// showState is st's JSON without stateInternals.
+func showState(st *session.State) (map[string]json.RawMessage, error) {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	for _, k := range stateInternals {
+		delete(m, k)
+	}
+	return m, nil
+}
 
 // errErased: the session was erased (section 14); its id is refused for
 // good, where a session never written is only not found.

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 )
@@ -48,5 +51,40 @@ func TestMissingSessionVerbs(t *testing.T) {
 	Main(tctx, append([]string{"tail", "never"}, url...), &out, &errb)
 	if !strings.Contains(errb.String(), "session never has no events yet; waiting for its first") {
 		t.Errorf("tail never: stderr %q, want it to say it waits", errb.String())
+	}
+}
+
+// show --json gives the folded state without the hashes only the rules
+// read, and openWork as a list (empty, never null).
+func TestShowJSON(t *testing.T) {
+	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s)
+	ctx := context.Background()
+	st, err := logstore.Open(ctx, nc, logstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Several whole turns: the first ones' tool calls are spent.
+	if _, err := sessiongen.Seed(ctx, st, "many", 1+5*sessiongen.TurnEvents, 0); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := Main(ctx, []string{"show", "--json", "many", "--nats-url", s.ClientURL()}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	var got struct {
+		State    map[string]json.RawMessage `json:"state"`
+		OpenWork json.RawMessage            `json:"openWork"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, k := range stateInternals {
+		if _, ok := got.State[k]; ok {
+			t.Errorf("state has %s:\n%s", k, out.String())
+		}
+	}
+	if string(got.State["lastSeq"]) != strconv.Itoa(1+5*sessiongen.TurnEvents) || string(got.OpenWork) != "[]" {
+		t.Errorf("lastSeq %s, openWork %s:\n%s", got.State["lastSeq"], got.OpenWork, out.String())
 	}
 }
