@@ -36,7 +36,8 @@ func listSessions(ctx context.Context, st *logstore.Store) ([]sessionRef, error)
 	return out, nil
 }
 
-// lastEvent is the summary `ls` prints per session.
+// lastEvent is the summary `ls` prints per session (the table gives the
+// time to the second, JSON to the nanosecond).
 type lastEvent struct {
 	SessionID string    `json:"sessionId"`
 	Events    uint64    `json:"events"`
@@ -49,8 +50,12 @@ type lastEvent struct {
 func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs, nf := sreFlags("ls", stderr)
 	asJSON := fs.Bool("json", false, "print JSON lines instead of a table")
+	limit := fs.Int("limit", 0, "print at most this many sessions, in id order (0: all); the rest are counted on stderr")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *limit < 0 {
+		return usageErrorf("--limit %d: want 0 (all) or more", *limit)
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("ls takes no arguments")
@@ -65,6 +70,10 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 	refs, err := listSessions(ctx, c.store)
 	if err != nil {
 		return err
+	}
+	if *limit > 0 && len(refs) > *limit {
+		fmt.Fprintf(stderr, "sessionlog ls: %d sessions, the first %d listed (--limit 0 lists all)\n", len(refs), *limit)
+		refs = refs[:*limit]
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
 	if !*asJSON {
@@ -82,7 +91,7 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 			}
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", le.SessionID, le.Events, le.LastSeq, le.LastType, le.LastTime.UTC().Format(time.RFC3339Nano))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", le.SessionID, le.Events, le.LastSeq, le.LastType, le.LastTime.UTC().Format(time.RFC3339))
 	}
 	if !*asJSON {
 		return tw.Flush()

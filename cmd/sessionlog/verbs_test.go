@@ -88,3 +88,32 @@ func TestShowJSON(t *testing.T) {
 		t.Errorf("lastSeq %s, openWork %s:\n%s", got.State["lastSeq"], got.OpenWork, out.String())
 	}
 }
+
+// ls --limit lists the first sessions and counts the rest on stderr; the
+// table's times are to the second.
+func TestLsLimit(t *testing.T) {
+	s := natstest.RunServer(t)
+	nc := natstest.Connect(t, s)
+	ctx := context.Background()
+	st, err := logstore.Open(ctx, nc, logstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		if _, err := sessiongen.Seed(ctx, st, id, 2, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := Main(ctx, []string{"ls", "--limit", "2", "--nats-url", s.ClientURL()}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[1], "a ") || !strings.HasPrefix(lines[2], "b ") ||
+		!strings.Contains(errb.String(), "3 sessions, the first 2 listed") {
+		t.Fatalf("stdout:\n%s\nstderr: %s", out.String(), errb.String())
+	}
+	if f := strings.Fields(lines[1]); !strings.HasSuffix(f[len(f)-1], "Z") || strings.Contains(f[len(f)-1], ".") {
+		t.Errorf("time %q: want RFC 3339 to the second", f[len(f)-1])
+	}
+}
