@@ -36,7 +36,7 @@ func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error
 	memProfile := fs.String("memprofile", "", "write the allocation profile at the catch-up's end to this file, and at its start to this file + \".base\" (go tool pprof -base)")
 	dups := fs.Duration("duplicates", time.Second, "the stream's deduplication window during the fill, waited out before the measures (0: the store's default, 2m: the server's message ids stay in this process's heap during the catch-up)")
 	verbose := fs.Bool("v", false, "print progress to stderr")
-	memLimit := fs.Int64("memory-limit", defaultProjectorMemoryLimit, "soft limit of the Go heap in bytes and its budget, as the projector command sets them, for this process (the server, the floors and the first catch-up) and the projector process (0: none; GOMEMLIMIT takes precedence)")
+	memLimit := bytesFlag(fs, "memory-limit", defaultProjectorMemoryLimit, "soft limit of the Go heap, a `size` such as 320MiB, and its budget, as the projector command sets them, for this process (the server, the floors and the first catch-up) and the projector process (0: none; GOMEMLIMIT takes precedence)")
 	noProcess := fs.Bool("no-process", false, "skip the second catch-up, by a `sessionlog projector` process of its own as deployed, which measures the projector's peak RSS alone (the first runs in this process, beside the server, as the floors do)")
 	if err := parseFlags(fs, args); err != nil {
 		return err

@@ -68,7 +68,7 @@ func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	c.fs.Lookup("http-listen").Usage = "HTTP listen address: dashboard, /v1 API, /healthz /readyz /metrics"
 	token := c.fs.String("http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?access_token= / ?token=); /healthz and /readyz stay open")
 	cfg := projectorFlags(c.fs)
-	memLimit := c.fs.Int64("memory-limit", defaultProjectorMemoryLimit, "soft limit of the Go heap in bytes, and its budget: the collector runs when the heap reaches it unless GOGC is set (0: none, GOGC 400; GOMEMLIMIT takes precedence)")
+	memLimit := bytesFlag(c.fs, "memory-limit", defaultProjectorMemoryLimit, "soft limit of the Go heap, a `size` such as 320MiB, and its budget: the collector runs when the heap reaches it unless GOGC is set (0: none, GOGC 400; GOMEMLIMIT takes precedence)")
 	var svc *projector.Service
 	c.handler = func(ops *http.ServeMux) http.Handler {
 		ops.Handle("/", svc.APIHandler())

@@ -38,7 +38,7 @@ func runWriter(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // memoryLimitFlag binds --memory-limit, the Go heap's soft limit of a
 // service process (applyMemoryLimit), with default def.
 func memoryLimitFlag(fs *flag.FlagSet, def int64) *int64 {
-	return fs.Int64("memory-limit", def, "soft limit of the Go heap in bytes (0: none; GOMEMLIMIT takes precedence)")
+	return bytesFlag(fs, "memory-limit", def, "soft limit of the Go heap, a `size` such as 256MiB (0: none; GOMEMLIMIT takes precedence)")
 }
 
 // writerFlags binds the writer's settings to fs, defaulting to
