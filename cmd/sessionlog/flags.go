@@ -126,7 +126,16 @@ func newLogger(fs *flag.FlagSet, w io.Writer) (*slog.Logger, error) {
 	if err := lvl.UnmarshalText([]byte(s)); err != nil {
 		return nil, usageErrorf("--log-level %q: want debug, info, warn or error", s)
 	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})), nil
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl, ReplaceAttr: readableDurations})), nil
+}
+
+// readableDurations writes a duration as Go prints it ("1.5s", "250ms"),
+// not as the integer nanoseconds slog's JSON handler gives.
+func readableDurations(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 // natsFlags are the flags of a connection to an existing NATS system.

@@ -217,3 +217,17 @@ func TestByteSizeFlag(t *testing.T) {
 		}
 	}
 }
+
+// Logs give durations as Go writes them, not as nanoseconds.
+func TestLogDurations(t *testing.T) {
+	fs := newFlags("x")
+	var buf bytes.Buffer
+	log, err := newLogger(fs, &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("waited", "took", 1500*time.Millisecond)
+	if !strings.Contains(buf.String(), `"took":"1.5s"`) {
+		t.Fatalf("log line %s: want took 1.5s", buf.String())
+	}
+}

@@ -132,7 +132,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	return &Service{
-		cfg: cfg, st: cfg.Store, log: cfg.Logger.With("service", "forker"), m: m,
+		cfg: cfg, st: cfg.Store, log: cfg.Logger, m: m, // its runner names the service
 		owner:    ulid.Make().String(),
 		sem:      make(chan struct{}, cfg.MaxConcurrent),
 		inflight: map[string]struct{}{},
