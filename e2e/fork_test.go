@@ -368,6 +368,15 @@ func TestForkCommand(t *testing.T) {
 	if !errors.As(err, &xe) || xe.ExitCode() != 1 || !strings.Contains(errOut, "unsafe_cut") || !strings.Contains(errOut, "(nearest safe: before 1 after 9)") || strings.Count(errOut, "nearest safe") != 1 {
 		t.Fatalf("unsafe cut: %v %s", err, errOut)
 	}
+	out, errOut, err = run("p", "--child", "c4", "--at-seq", "4001", "--json", "--progress", "never")
+	var reply struct {
+		ChildID    string `json:"childId"`
+		ParentID   string `json:"parentId"`
+		SeedLength uint64 `json:"seedLength"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &reply) != nil || reply.ChildID != "c4" || reply.ParentID != "p" || reply.SeedLength != 4001 {
+		t.Fatalf("fork --json: %v %q %s", err, out, errOut)
+	}
 	_, errOut, err = run("missing")
 	if !errors.As(err, &xe) || !strings.Contains(errOut, "not_found") {
 		t.Fatalf("missing parent: %v %s", err, errOut)

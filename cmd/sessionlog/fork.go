@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -33,6 +34,7 @@ func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	atTurn := fs.String("at-turn", "", "cut right after this turn's turn/ended")
 	child := fs.String("child", "", "the child's session id (default: a new ULID)")
 	workspace := fs.String("workspace", "", "shared (default) or isolated: whether the child needs a workspace of its own")
+	asJSON := fs.Bool("json", false, "print the reply as JSON (childId, parentId, seedLength, depth) instead of the child id")
 	progress := fs.String("progress", "auto", "progress bar on stderr: auto (on a terminal, for prefixes of "+strconv.Itoa(forkProgressMin)+"+ events), always, never")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -86,7 +88,13 @@ func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 		// An unsafe_cut's message names the nearest safe seqs already.
 		return err
 	}
-	fmt.Fprintln(stdout, reply.ChildID)
+	if *asJSON {
+		if err := json.NewEncoder(stdout).Encode(reply); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintln(stdout, reply.ChildID)
+	}
 	log.Debug("forked", "child", reply.ChildID, "parent", reply.ParentID, "seedLength", reply.SeedLength, "depth", reply.Depth)
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -28,6 +29,7 @@ func checkPartitions(p int) error {
 // events is not found (exit 1).
 func runLocate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, nf := sreFlags("locate", stderr)
+	asJSON := fs.Bool("json", false, "print JSON (sessionId, stream, subject, partition, partitions) instead of a line")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -52,6 +54,15 @@ func runLocate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		// A subject printed for a session that is not there reads as a
 		// place to look: say it is missing, and where it would be.
 		return fmt.Errorf("%w (it would be stream %s subject %s)", missing(c.ctx, c.store, id), loc.Stream, loc.Subject)
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(struct {
+			SessionID  string `json:"sessionId"`
+			Stream     string `json:"stream"`
+			Subject    string `json:"subject"`
+			Partition  int    `json:"partition"`
+			Partitions int    `json:"partitions"`
+		}{id, loc.Stream, loc.Subject, loc.Partition, c.store.Layout().Partitions()})
 	}
 	_, err = fmt.Fprintf(stdout, "stream %s subject %s partition %d of %d\n", loc.Stream, loc.Subject, loc.Partition, c.store.Layout().Partitions())
 	return err

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -130,6 +131,17 @@ func TestLocateVerb(t *testing.T) {
 	}
 	if got := out.String(); !strings.Contains(got, "stream "+want.Stream+" subject "+want.Subject) || !strings.HasPrefix(want.Stream, "SESSIONS-") {
 		t.Fatalf("locate printed %q, want %+v", got, want)
+	}
+	out.Reset()
+	if code := Main(ctx, []string{"locate", "--json", "agent-7", "--nats-url", s.ClientURL()}, &out, &errb); code != 0 {
+		t.Fatalf("locate --json: exit %d: %s", code, errb.String())
+	}
+	var j struct {
+		SessionID, Stream, Subject string
+		Partition, Partitions      int
+	}
+	if err := json.Unmarshal(out.Bytes(), &j); err != nil || j.SessionID != "agent-7" || j.Stream != want.Stream || j.Subject != want.Subject || j.Partitions != 3 {
+		t.Fatalf("locate --json printed %s (%v), want %+v", out.String(), err, want)
 	}
 	if code := Main(ctx, []string{"locate", "a.b", "--nats-url", s.ClientURL()}, &out, &errb); code != 2 {
 		t.Fatalf("locate of a bad id: exit %d", code)
