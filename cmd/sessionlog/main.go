@@ -61,7 +61,14 @@ var commands = map[string]command{
 	// Benchmarks (see benches in bench.go).
 	"bench": {Summary: "run a benchmark (append, ...) and print BENCH lines", Run: runBench},
 	// The binary itself.
-	"version": {Summary: "print the release, the commit it was built from and the Go version", Run: runVersion},
+	"version":    {Summary: "print the release, the commit it was built from and the Go version", Run: runVersion},
+	"completion": {Summary: "completion bash|zsh: a script that completes commands and flags (source <(sessionlog completion bash))", Run: runCompletion},
+}
+
+// hidden are commands that help does not list: the completion scripts'
+// helper.
+var hidden = map[string]command{
+	"__complete": {Run: runComplete},
 }
 
 // runVersion prints version.Get() (also `sessionlog --version`).
@@ -127,6 +134,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		name = "version"
 	}
 	c, ok := commands[name]
+	if !ok {
+		c, ok = hidden[name]
+	}
 	if !ok {
 		unknownCommand(stderr, name)
 		return 2
