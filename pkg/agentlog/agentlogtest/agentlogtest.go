@@ -128,15 +128,7 @@ type Entry struct {
 // results after its throughSeq. Empty assistant messages (a reply of tool
 // calls only) are left out: formats differ in whether they write one.
 func Context(events []schema.Envelope) []Entry {
-	var through uint64
-	var summary string
-	for _, e := range events {
-		if e.Type == schema.TypeCompactionEnded {
-			var c schema.CompactionEnded
-			_ = e.DecodeData(&c)
-			through, summary = c.ThroughSeq, c.Summary
-		}
-	}
+	through, summary := lastCompaction(events)
 	var out []Entry
 	if summary != "" {
 		out = append(out, Entry{"summary", summary})
