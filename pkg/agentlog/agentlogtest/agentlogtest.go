@@ -226,7 +226,7 @@ func CheckOwnExport(t *testing.T, f agentlog.Format, path string) {
 	t.Helper()
 	c, _, _ := Read(t, f, path)
 	events := c.Sessions[0].Events
-	got := decodeLines(t, Export(t, f, events))
+	got := DecodeLines(t, Export(t, f, events))
 	want := CompleteLines(t, path)
 	for i := range min(len(got), len(want)) {
 		if !reflect.DeepEqual(got[i], want[i]) {
@@ -275,7 +275,7 @@ func show(es []Entry) string {
 	return b.String()
 }
 
-func decodeLines(t testing.TB, b []byte) []any {
+func DecodeLines(t testing.TB, b []byte) []any {
 	t.Helper()
 	var out []any
 	sc := bufio.NewScanner(bytes.NewReader(b))

@@ -1,14 +1,21 @@
 package formats_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/agentlogtest"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/codex"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/pi"
+	"github.com/sessionlog/sessionlog/pkg/session"
 )
 
 // real are the real transcripts of each format (testdata/real/README.md).
@@ -49,5 +56,143 @@ func TestRealFilesRoundTrip(t *testing.T) {
 				t.Run(r.dir+"/"+to.Name()+"/"+filepath.Base(path), func(t *testing.T) { agentlogtest.CheckRoundTrip(t, r.f, path, to) })
 			}
 		}
+	}
+}
+
+// TestExportsCarryOnlyTheirFormatsFields: each real transcript exported
+// to another format from its events names the model and provider the
+// session recorded in that format's own fields, none of another format's
+// (no provider or api "sessionlog" in pi, no Claude Code version as
+// codex's cli_version), usage in the format's own shape, and no time of
+// 1970 or year 1 even when the first events have the epoch (a line
+// without a time before any line with one).
+func TestExportsCarryOnlyTheirFormatsFields(t *testing.T) {
+	for _, r := range real {
+		for _, path := range realFiles(t, r.dir) {
+			c, _, _ := agentlogtest.Read(t, r.f, path)
+			events := agentlogtest.FromElsewhere(c.Sessions[0].Events)
+			for i := range events[:min(5, len(events))] {
+				events[i].Time = time.Unix(0, 0).UTC()
+			}
+			for _, to := range all {
+				t.Run(r.dir+"/"+to.Name()+"/"+filepath.Base(path), func(t *testing.T) {
+					checkFields(t, r.f.Name(), to.Name(), agentlogtest.Export(t, to, events))
+				})
+			}
+		}
+	}
+}
+
+var usageKeys = map[string][]string{
+	claudecode.Name: {"input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"},
+	codex.Name:      {"input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens", "total_tokens"},
+	pi.Name:         {"input", "output", "cacheRead", "cacheWrite", "totalTokens", "cost"},
+}
+
+// wantProvider is the provider an export names for a session from agent.
+var wantProvider = map[string]string{claudecode.Name: "anthropic", codex.Name: "openai", pi.Name: ""}
+
+func checkFields(t *testing.T, from, to string, out []byte) {
+	t.Helper()
+	models := 0
+	for n, line := range strings.Split(strings.TrimSuffix(string(out), "\n"), "\n") {
+		var l map[string]any
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("line %d: %v", n+1, err)
+		}
+		where := fmt.Sprintf("%s -> %s line %d", from, to, n+1)
+		if ts, _ := l["timestamp"].(string); ts == "" || strings.HasPrefix(ts, "1970-") || strings.HasPrefix(ts, "0001-") {
+			t.Errorf("%s: timestamp %q", where, ts)
+		}
+		if strings.Contains(line, `"sessionlog"`) && !(to == codex.Name && n == 0) { // codex's originator names the writer
+			t.Errorf("%s names sessionlog: %.300s", where, line)
+		}
+		var msg map[string]any
+		switch to {
+		case pi.Name:
+			msg, _ = l["message"].(map[string]any)
+			if msg == nil || msg["role"] != "assistant" {
+				continue
+			}
+			models++
+			if p := wantProvider[from]; p != "" && msg["provider"] != p {
+				t.Errorf("%s: provider %v, want %s", where, msg["provider"], p)
+			}
+			if msg["model"] == nil || msg["model"] == "" || (msg["provider"] != nil && msg["api"] == nil) {
+				t.Errorf("%s: model %v provider %v api %v", where, msg["model"], msg["provider"], msg["api"])
+			}
+		case claudecode.Name:
+			if _, ok := l["version"]; ok && from != to {
+				t.Errorf("%s: Claude Code's version field in a session from %s", where, from)
+			}
+			msg, _ = l["message"].(map[string]any)
+			if msg == nil || msg["role"] != "assistant" {
+				continue
+			}
+			models++
+			if m, _ := msg["model"].(string); m == "" || m == "<synthetic>" || strings.Contains(m, "/") {
+				t.Errorf("%s: model %q, want the session's", where, m)
+			}
+		case codex.Name:
+			p, _ := l["payload"].(map[string]any)
+			if l["type"] == "session_meta" && from != to && (p["cli_version"] != "" || p["model_provider"] != nil) {
+				t.Errorf("%s: cli_version %v, model_provider %v in a session from %s", where, p["cli_version"], p["model_provider"], from)
+			}
+			if p["type"] == "token_count" {
+				if info, _ := p["info"].(map[string]any); info != nil {
+					msg = map[string]any{"usage": info["last_token_usage"]}
+				}
+			}
+		}
+		if u, ok := msg["usage"].(map[string]any); ok && from != to {
+			for k := range u {
+				if !slices.Contains(usageKeys[to], k) {
+					t.Errorf("%s: usage field %s is not %s's", where, k, to)
+				}
+			}
+		}
+	}
+	if to != codex.Name && models == 0 {
+		t.Errorf("%s -> %s: no assistant message", from, to)
+	}
+}
+
+// TestRealFilesRepairedExport: a real transcript that leaves calls open,
+// repaired as the repairer does, exports to its own format as the file's
+// lines, deep-equal, followed by what the repair recorded; in every
+// format each call then has exactly one result, the repaired ones an
+// error saying to check before any retry.
+func TestRealFilesRepairedExport(t *testing.T) {
+	files := 0
+	for _, r := range real {
+		for _, path := range realFiles(t, r.dir) {
+			c, _, _ := agentlogtest.Read(t, r.f, path)
+			events := c.Sessions[0].Events
+			st := session.New(events[0].SessionID)
+			for i := range events {
+				if err := st.Apply(&events[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			repair := session.PlanRepair(st, session.RepairOptions{Now: st.LastTime})
+			if len(repair) == 0 {
+				continue // nothing open
+			}
+			files++
+			name := r.dir + "/" + filepath.Base(path)
+			t.Run("own/"+name, func(t *testing.T) {
+				want := agentlogtest.CompleteLines(t, path)
+				got := agentlogtest.DecodeLines(t, agentlogtest.Export(t, r.f, append(events, repair...)))
+				if len(got) <= len(want) || !reflect.DeepEqual(got[:len(want)], want) {
+					t.Errorf("%d lines, want the file's %d deep-equal, then the repair's", len(got), len(want))
+				}
+			})
+			for _, to := range all {
+				t.Run(to.Name()+"/"+name, func(t *testing.T) { agentlogtest.CheckRepairedExport(t, r.f, path, to) })
+			}
+		}
+	}
+	if files < 2 {
+		t.Errorf("%d real files leave calls open, want the codex and pi ones", files)
 	}
 }
