@@ -1,8 +1,10 @@
 package formats_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -10,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionlog/sessionlog/internal/testbin"
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/agentlogtest"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
@@ -194,5 +197,100 @@ func TestRealFilesRepairedExport(t *testing.T) {
 	}
 	if files < 2 {
 		t.Errorf("%d real files leave calls open, want the codex and pi ones", files)
+	}
+}
+
+// sdkDir is clients/claude-agent-sdk: the Claude Agent SDK in Node.
+const sdkDir = "../../../clients/claude-agent-sdk"
+
+// readAsClaudeCode gives the messages the Claude Agent SDK's
+// getSessionMessages reads from the Claude Code transcript at path (named
+// <session id>.jsonl) as agentlogtest.Steps gives a session's: a user
+// message "user" (Claude Code's "[Request interrupted by user]", its form
+// of an interrupted turn, left out), a tool_result block "result <id>",
+// an assistant message "assistant" and its tool_use blocks "call <id>".
+func readAsClaudeCode(t *testing.T, path string) []string {
+	t.Helper()
+	node := testbin.Node(t, sdkDir, "node_modules/@anthropic-ai/claude-agent-sdk/package.json")
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var messages []struct {
+		Type    string `json:"type"`
+		Message struct {
+			Content json.RawMessage `json:"content"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(testbin.RunNode(t, node, sdkDir, nil, "test/export-messages.mjs", abs), &messages); err != nil {
+		t.Fatalf("export-messages.mjs %s: %v", path, err)
+	}
+	var steps []string
+	for _, m := range messages {
+		var text string
+		if json.Unmarshal(m.Message.Content, &text) == nil {
+			steps = append(steps, m.Type)
+			continue
+		}
+		var blocks []struct {
+			Type, ID, Text string
+			ToolUseID      string `json:"tool_use_id"`
+		}
+		_ = json.Unmarshal(m.Message.Content, &blocks)
+		var calls, results []string
+		said := m.Type == "assistant"
+		for _, b := range blocks {
+			switch b.Type {
+			case "tool_use":
+				calls = append(calls, "call "+b.ID)
+			case "tool_result":
+				results = append(results, "result "+b.ToolUseID)
+			case "text":
+				said = said || !strings.HasPrefix(b.Text, "[Request interrupted by user")
+			}
+		}
+		if said {
+			steps = append(steps, m.Type)
+		}
+		steps = append(append(steps, calls...), results...)
+	}
+	return steps
+}
+
+// TestExportsReadByClaudeAgentSDK: the real transcripts of every format,
+// exported to Claude Code from their events, read by the Claude Agent
+// SDK's getSessionMessages, give the session's messages, tool calls and
+// results (then the error results the export gives calls left open).
+func TestExportsReadByClaudeAgentSDK(t *testing.T) {
+	for _, r := range real {
+		for _, path := range realFiles(t, r.dir) {
+			t.Run(r.dir+"/"+filepath.Base(path), func(t *testing.T) {
+				c, _, _ := agentlogtest.Read(t, r.f, path)
+				want := agentlogtest.Steps(c.Sessions[0].Events)
+				out := agentlogtest.Export(t, claudecode.Format{}, agentlogtest.FromElsewhere(c.Sessions[0].Events))
+				var first struct {
+					SessionID string `json:"sessionId"`
+				}
+				_ = json.Unmarshal(out[:bytes.IndexByte(out, '\n')], &first)
+				file := filepath.Join(t.TempDir(), first.SessionID+".jsonl")
+				if err := os.WriteFile(file, out, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				got := readAsClaudeCode(t, file)
+				i := 0
+				for i < min(len(got), len(want)) && got[i] == want[i] {
+					i++
+				}
+				if i < len(want) {
+					t.Fatalf("the SDK reads the export differently at step %d of %d/%d:\n got %v\nwant %v", i, len(got), len(want),
+						got[max(i-3, 0):min(i+4, len(got))], want[max(i-3, 0):min(i+4, len(want))])
+				}
+				for _, g := range got[len(want):] {
+					if !strings.HasPrefix(g, "result ") {
+						t.Errorf("after the session's steps the SDK reads %q, want only the results of open calls", g)
+					}
+				}
+			})
+		}
 	}
 }

@@ -10,7 +10,10 @@ import (
 	"testing"
 
 	"github.com/sessionlog/sessionlog/internal/testbin"
+	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/agentlogtest"
+	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
+	"github.com/sessionlog/sessionlog/pkg/agentlog/codex"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/pi"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
@@ -200,6 +203,48 @@ func TestVersion1MapsInPrefixes(t *testing.T) {
 		}
 		if len(got) > len(all) || !reflect.DeepEqual(got, all[:len(got)]) {
 			t.Errorf("the first %d lines give %d events, not a prefix of the file's %d", k, len(got), len(all))
+		}
+	}
+}
+
+// TestExportsOpenInPi: the real transcripts of every format, exported to
+// pi from their events, open in pi's own SessionManager, and its
+// buildSessionContext gives the session's messages, tool calls and
+// results (then the error results the export gives calls left open), with
+// the model and provider the session recorded.
+func TestExportsOpenInPi(t *testing.T) {
+	sources := []struct {
+		f        agentlog.Format
+		glob     string
+		provider string
+	}{
+		{claudecode.Format{}, "../testdata/real/cc/*.jsonl", "anthropic"},
+		{codex.Format{}, "../testdata/real/codex/*.jsonl", "openai"},
+		{pi.Format{}, "../testdata/real/pi/*.jsonl", "anthropic"},
+	}
+	for _, s := range sources {
+		for _, path := range agentlogtest.Files(t, s.glob) {
+			t.Run(s.f.Name()+"/"+filepath.Base(path), func(t *testing.T) {
+				c, _, _ := agentlogtest.Read(t, s.f, path)
+				want := agentlogtest.Steps(c.Sessions[0].Events)
+				file := filepath.Join(t.TempDir(), "2026-01-01T00-00-00-000Z_export.jsonl")
+				if err := os.WriteFile(file, agentlogtest.Export(t, pi.Format{}, agentlogtest.FromElsewhere(c.Sessions[0].Events)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				got, ctx := readAsPi(t, file)
+				i := firstDiff(got, want)
+				if i < len(want) {
+					t.Fatalf("pi reads the export differently at step %d of %d/%d:\n got %v\nwant %v", i, len(got), len(want), around(got, i), around(want, i))
+				}
+				for _, g := range got[len(want):] {
+					if !strings.HasPrefix(g, "result ") {
+						t.Errorf("after the session's steps pi reads %q, want only the results of open calls", g)
+					}
+				}
+				if ctx.Model == nil || ctx.Model.Provider != s.provider || ctx.Model.ModelID == "" {
+					t.Errorf("pi resumes with model %+v, want the session's, from %s", ctx.Model, s.provider)
+				}
+			})
 		}
 	}
 }
