@@ -16,6 +16,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/agentlog/codex"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/pi"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
 )
 
 // readerDir is clients/pi-reader: pi's own SessionManager in Node.
@@ -247,4 +248,40 @@ func TestExportsOpenInPi(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestRepairedVersion1ExportOpensInPi: the real version 1 file, repaired
+// (its 18 open calls closed as outcome_unknown) and exported to pi, is the
+// file's lines followed by entries of version 3 shape; pi migrates it as
+// one chain and reads what sessionlog reads of it, every call answered.
+func TestRepairedVersion1ExportOpensInPi(t *testing.T) {
+	c, _, _ := agentlogtest.Read(t, pi.Format{}, "../testdata/real/pi/large-session.jsonl")
+	events := c.Sessions[0].Events
+	st := session.New(events[0].SessionID)
+	for i := range events {
+		if err := st.Apply(&events[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	events = append(events, session.PlanRepair(st, session.RepairOptions{Now: st.LastTime})...)
+	file := filepath.Join(t.TempDir(), "2025-11-20T23-33-50-805Z_d703a1a9-1b7b-4fb1-b512-c9738b1fe617.jsonl")
+	if err := os.WriteFile(file, agentlogtest.Export(t, pi.Format{}, events), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	steps := checkReadAsPi(t, file)
+	calls, results := 0, 0
+	for _, s := range steps {
+		calls += boolInt(strings.HasPrefix(s, "call "))
+		results += boolInt(strings.HasPrefix(s, "result "))
+	}
+	if calls != results || calls != 391 {
+		t.Errorf("%d calls, %d results, want the file's 391 calls all answered", calls, results)
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
