@@ -197,13 +197,32 @@ func TestVersion1MapsInPrefixes(t *testing.T) {
 		if err := os.WriteFile(part, []byte(strings.Join(lines[:k], "")), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		c, _, _ := agentlogtest.Read(t, pi.Format{}, part)
-		var got []schema.Envelope
-		if len(c.Sessions) > 0 {
-			got = c.Sessions[0].Events
+		var c agentlogtest.Collect
+		var cont *agentlog.Continuation
+		if _, err := agentlog.ReadFile(pi.Format{}, part, agentlog.Options{Continue: func(x *agentlog.Continuation) { cont = x }}, &c); err != nil {
+			t.Fatal(err)
 		}
+		got := c.Sessions[0].Events
 		if len(got) > len(all) || !reflect.DeepEqual(got, all[:len(got)]) {
 			t.Errorf("the first %d lines give %d events, not a prefix of the file's %d", k, len(got), len(all))
+			continue
+		}
+		// Continued with the rest of the file line by line, as the SDK
+		// store and a follower do: the whole file's events.
+		emit := func(e schema.Envelope) error { got = append(got, e); return nil }
+		for _, l := range lines[k:] {
+			if l == "" {
+				continue
+			}
+			if err := cont.Add([]byte(strings.TrimSuffix(l, "\n")), emit); err != nil {
+				t.Fatalf("k=%d: %v", k, err)
+			}
+		}
+		if err := cont.End(emit); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, all) {
+			t.Errorf("the first %d lines continued with the rest give %d events, not the file's %d", k, len(got), len(all))
 		}
 	}
 }
