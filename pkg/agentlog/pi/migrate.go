@@ -52,7 +52,9 @@ func (m *mapper) migrate(e *entry) {
 // number gives a version 1 entry the id its place in the file makes
 // (its index among the mapped lines, the header at 0, as in pi's list of
 // parsed lines) and resolves a compaction's firstKeptEntryIndex to that
-// id. Map calls it for every line, in file order.
+// id. Map calls it for every line, in file order. (pi also counts a JSON
+// line that has no type, which sessionlog skips as damaged: in a file
+// with one before a compaction, the kept entry would be one further on.)
 func (m *mapper) number(v any) {
 	n := m.lines
 	m.lines++
