@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
+	"time"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
@@ -99,3 +101,76 @@ func RepairNote(status string) string {
 	}
 	return "sessionlog: this tool call has no recorded result; its outcome is unknown. It may or may not have taken effect: check before any retry."
 }
+
+// Extended reports whether the export writes something after the source
+// lines: true for a session from elsewhere (no lines of the format), and
+// for one whose events after its last source line carry a step of the
+// conversation that sessionlog recorded (a repair's results and turn end,
+// a continuation). An export to the session's own format that is not
+// extended is the source lines alone, deep-equal to the file: a call the
+// file leaves open stays open, as the agent left it.
+func (x *Export) Extended() bool {
+	if len(x.Lines) == 0 {
+		return true
+	}
+	for _, e := range x.Events {
+		switch e.Type {
+		case schema.TypeTurnStarted, schema.TypeTurnEnded, schema.TypeMessageUser, schema.TypeMessageAssistant,
+			schema.TypeToolRequested, schema.TypeToolResult, schema.TypeCompactionEnded:
+			return true
+		}
+	}
+	return false
+}
+
+// KnownTime reports whether t is a time a source or sessionlog gave: not
+// zero and not the Unix epoch, which a line without a time may carry.
+func KnownTime(t time.Time) bool { return !t.IsZero() && t.Unix() != 0 }
+
+// FirstTime is the first known time of the events (zero when none is):
+// the time an exporter gives what comes before it.
+func (x *Export) FirstTime() time.Time {
+	for _, e := range x.Events {
+		if KnownTime(e.Time) {
+			return e.Time
+		}
+	}
+	if KnownTime(x.State.LastTime) {
+		return x.State.LastTime
+	}
+	return time.Time{}
+}
+
+// Clock gives an exporter's lines their times: an event's own when it is
+// known, else the last known one before it (the first known one for what
+// comes before any), so no line gets the epoch.
+type Clock struct{ At time.Time }
+
+// Tick moves the clock to t when t is known, and returns its time.
+func (c *Clock) Tick(t time.Time) time.Time {
+	if KnownTime(t) {
+		c.At = t
+	}
+	return c.At
+}
+
+// ProviderOf is the model provider of a model name as agentlog maps it
+// ("provider/model" for pi) and the session's agent: pi names its own;
+// Claude Code's models are Anthropic's; codex's provider is the session's
+// LabelModelProvider. "" when the session does not say.
+func ProviderOf(model string, meta schema.SessionCreated) (provider, name string) {
+	if p, m, ok := strings.Cut(model, "/"); ok && meta.Agent == "pi" {
+		return p, m
+	}
+	switch meta.Agent {
+	case "claude-code":
+		return "anthropic", model
+	case "codex":
+		return meta.Labels[LabelModelProvider], model
+	}
+	return "", model
+}
+
+// LabelModelProvider is the model provider a session's source names
+// (codex's session_meta.model_provider).
+const LabelModelProvider = "modelProvider"

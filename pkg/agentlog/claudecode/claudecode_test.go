@@ -10,9 +10,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -185,7 +187,8 @@ func completeLines(t *testing.T, path string) []string {
 }
 
 // A file cut off inside an assistant message (its calls never reached
-// sessionlog's events) still exports with every tool_use answered.
+// sessionlog's events) exports as it is; repaired, it exports with every
+// tool_use answered, right after the file's lines.
 func TestExportAnswersCallsOfAnUnfinishedMessage(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "88888888-8888-4888-8888-888888888888.jsonl")
 	lines := `{"type":"user","uuid":"p1","parentUuid":null,"sessionId":"88888888-8888-4888-8888-888888888888","message":{"role":"user","content":"go"}}` + "\n" +
@@ -195,17 +198,30 @@ func TestExportAnswersCallsOfAnUnfinishedMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, _, _ := read(t, path)
-	x, err := agentlog.NewExport(Name, c.events[c.plans[0].ID])
-	if err != nil {
-		t.Fatal(err)
+	events := c.events[c.plans[0].ID]
+	export := func(events []schema.Envelope) []string {
+		x, err := agentlog.NewExport(Name, events)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := (Format{}).Export(&buf, x); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
 	}
-	var buf bytes.Buffer
-	if err := (Format{}).Export(&buf, x); err != nil {
-		t.Fatal(err)
+	if out := export(events); strings.Join(out, "\n")+"\n" != lines {
+		t.Errorf("not repaired: the export is not the file:\n%s", strings.Join(out, "\n"))
 	}
-	out := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
-	if len(out) != 5 {
-		t.Fatalf("%d lines:\n%s", len(out), buf.String())
+	st := session.New(c.plans[0].ID)
+	for i := range events {
+		if err := st.Apply(&events[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := export(append(events, session.PlanRepair(st, session.RepairOptions{Now: time.Now()})...))
+	if len(out) < 5 {
+		t.Fatalf("repaired: %d lines:\n%s", len(out), strings.Join(out, "\n"))
 	}
 	uuids := map[string]bool{}
 	for i, id := range []string{"toolu_p1", "toolu_p2"} {

@@ -16,10 +16,12 @@ import (
 // Export writes the session as a Claude Code file: the source lines as
 // they were, then what happened after them in Claude Code's shape, then an
 // error result for every call left without one, so `claude --resume`
-// never meets a tool_use without its tool_result.
+// never meets a tool_use without its tool_result; unless nothing follows
+// the source lines (agentlog.Export.Extended): the file as it was.
 func (Format) Export(w io.Writer, x *agentlog.Export) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	e := &exporter{w: bw, x: x, session: sourceSession(x)}
+	e.clock.At = x.FirstTime()
 	for _, l := range x.Lines {
 		e.raw(l)
 		var h struct {
@@ -30,6 +32,17 @@ func (Format) Export(w io.Writer, x *agentlog.Export) error {
 			e.parent = h.UUID
 		}
 	}
+	// The calls of a message the file cut off never reached sessionlog's
+	// events, so nothing after the file answers them: when something
+	// follows, they are answered first (a tool_use is followed by its
+	// tool_result).
+	if x.Extended() {
+		for i, id := range e.uses {
+			if !e.answered[id] && x.State.Tools[agentlog.ItemID(id)] == nil {
+				e.result(id, agentlog.RepairNote(""), true, x.State.LastSeq+1+uint64(i), time.Time{})
+			}
+		}
+	}
 	for i := range x.Events {
 		e.event(&x.Events[i])
 	}
@@ -37,8 +50,8 @@ func (Format) Export(w io.Writer, x *agentlog.Export) error {
 	// Every tool_use written (the source's lines included: a message cut
 	// off before its calls reached sessionlog's events) gets a result.
 	for i, id := range e.uses {
-		if !e.answered[id] {
-			e.result(id, agentlog.RepairNote(""), true, x.State.LastSeq+1+uint64(i), x.State.LastTime)
+		if x.Extended() && !e.answered[id] {
+			e.result(id, agentlog.RepairNote(""), true, x.State.LastSeq+1+uint64(i), time.Time{})
 		}
 	}
 	if e.err != nil {
@@ -87,6 +100,7 @@ type exporter struct {
 	// with a tool_result.
 	uses     []string
 	answered map[string]bool
+	clock    agentlog.Clock
 }
 
 // track notes the tool calls and results of a written line.
@@ -130,7 +144,9 @@ func (e *exporter) raw(b []byte) {
 	e.err = e.w.WriteByte('\n')
 }
 
-// line writes a user, assistant or system line with the common fields.
+// line writes a user, assistant or system line with the common fields,
+// at at (or the last known time before it); version is Claude Code's,
+// so only a session from Claude Code has one.
 func (e *exporter) line(seq uint64, n int, at time.Time, typ string, fields map[string]any) {
 	id := uuidOf(fmt.Sprintf("%s/%d/%d", e.x.SessionID, seq, n))
 	l := map[string]any{
@@ -139,11 +155,13 @@ func (e *exporter) line(seq uint64, n int, at time.Time, typ string, fields map[
 		"userType":    "external",
 		"cwd":         e.x.Meta.Labels[agentlog.LabelCwd],
 		"sessionId":   e.session,
-		"version":     e.x.Meta.Labels[agentlog.LabelVersion],
 		"gitBranch":   e.x.Meta.Labels[agentlog.LabelGitBranch],
 		"type":        typ,
 		"uuid":        id,
-		"timestamp":   at.UTC().Format("2006-01-02T15:04:05.000Z"),
+		"timestamp":   e.clock.Tick(at).UTC().Format("2006-01-02T15:04:05.000Z"),
+	}
+	if v := e.x.Meta.Labels[agentlog.LabelVersion]; v != "" && e.x.Meta.Agent == Name {
+		l["version"] = v
 	}
 	for k, v := range fields {
 		l[k] = v
@@ -180,7 +198,7 @@ func (e *exporter) event(ev *schema.Envelope) {
 	case schema.TypeMessageUser:
 		var d schema.Message
 		_ = ev.DecodeData(&d)
-		e.line(ev.Seq, 0, ev.Time, "user", map[string]any{"message": map[string]any{"role": "user", "content": d.Content}})
+		e.line(ev.Seq, 0, ev.Time, "user", map[string]any{"message": map[string]any{"role": "user", "content": e.content(d.Content)}})
 	case schema.TypeMessageAssistant:
 		c := *ev
 		e.asst, e.asstCalls = &c, nil
@@ -201,7 +219,7 @@ func (e *exporter) event(ev *schema.Envelope) {
 			if len(out) == 0 {
 				out = json.RawMessage(`""`)
 			}
-			e.result(ev.ToolCallID, out, d.Status == schema.ToolError, ev.Seq, ev.Time)
+			e.result(ev.ToolCallID, e.content(out), d.Status == schema.ToolError, ev.Seq, ev.Time)
 		default:
 			e.result(ev.ToolCallID, agentlog.RepairNote(d.Status), true, ev.Seq, ev.Time)
 		}
@@ -234,7 +252,7 @@ func (e *exporter) flushAssistant() {
 	var d schema.Message
 	_ = a.DecodeData(&d)
 	var content []json.RawMessage
-	if json.Unmarshal(d.Content, &content) != nil {
+	if json.Unmarshal(e.content(d.Content), &content) != nil {
 		t, _ := json.Marshal(map[string]string{"type": "text", "text": agentlog.TextOf(d.Content)})
 		content = []json.RawMessage{t}
 	}
@@ -245,18 +263,67 @@ func (e *exporter) flushAssistant() {
 	}
 	msg := map[string]any{"id": "msg_" + strings.ReplaceAll(a.AttemptID, ".", "_"), "type": "message", "role": "assistant",
 		"model": e.model(a), "content": content, "stop_reason": stop, "stop_sequence": nil}
-	if len(d.Usage) > 0 {
-		msg["usage"] = d.Usage
+	if u := e.usage(d.Usage); u != nil {
+		msg["usage"] = u
 	}
 	e.line(a.Seq, 0, a.Time, "assistant", map[string]any{"message": msg})
 }
 
-// model is the model the attempt named.
+// model is the model the attempt named (without pi's provider), else
+// the name Claude Code gives the model of a message it made itself.
 func (e *exporter) model(a *schema.Envelope) string {
-	if m := e.models[a.AttemptID]; m != "" {
+	if _, m := agentlog.ProviderOf(e.models[a.AttemptID], e.x.Meta); m != "" {
 		return m
 	}
-	return "unknown"
+	return "<synthetic>"
+}
+
+// usage is a message's usage in Claude Code's shape (nil: none).
+func (e *exporter) usage(raw json.RawMessage) any {
+	if e.x.Meta.Agent == Name && len(raw) > 0 {
+		return raw
+	}
+	t, ok := agentlog.UsageTokens(raw)
+	if !ok {
+		return nil
+	}
+	return map[string]int64{"input_tokens": t.Input, "output_tokens": t.Output, "cache_read_input_tokens": t.CacheRead,
+		"cache_creation_input_tokens": t.CacheWrite}
+}
+
+// content is message content in Claude Code's shape: a Claude Code
+// session's as it is; another agent's blocks as Claude Code's text,
+// thinking and image blocks (the text of any other block that has one as
+// a text block; one without text left out). A string stays a string.
+func (e *exporter) content(raw json.RawMessage) json.RawMessage {
+	var blocks []json.RawMessage
+	if e.x.Meta.Agent == Name || json.Unmarshal(raw, &blocks) != nil {
+		return raw
+	}
+	out := make([]any, 0, len(blocks))
+	for _, b := range blocks {
+		var bl struct {
+			Type              string `json:"type"`
+			Text              string `json:"text"`
+			Thinking          string `json:"thinking"`
+			ThinkingSignature string `json:"thinkingSignature"`
+			Data              string `json:"data"`
+			MimeType          string `json:"mimeType"`
+		}
+		if json.Unmarshal(b, &bl) != nil {
+			continue
+		}
+		switch {
+		case bl.Type == "thinking":
+			out = append(out, map[string]string{"type": "thinking", "thinking": bl.Thinking, "signature": bl.ThinkingSignature})
+		case bl.Type == "image" && bl.Data != "":
+			out = append(out, map[string]any{"type": "image", "source": map[string]string{"type": "base64", "media_type": bl.MimeType, "data": bl.Data}})
+		case bl.Text != "":
+			out = append(out, map[string]string{"type": "text", "text": bl.Text})
+		}
+	}
+	c, _ := json.Marshal(out)
+	return c
 }
 
 // result writes a tool_result line; output is its content (a string or

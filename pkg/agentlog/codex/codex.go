@@ -128,7 +128,8 @@ func (m *mapper) sessionMeta(b *agentlog.Builder, payload json.RawMessage) {
 		return
 	}
 	m.meta = true
-	labels := map[string]string{agentlog.LabelCwd: sm.Cwd, agentlog.LabelVersion: sm.CLIVersion, "originator": sm.Originator}
+	labels := map[string]string{agentlog.LabelCwd: sm.Cwd, agentlog.LabelVersion: sm.CLIVersion, "originator": sm.Originator,
+		agentlog.LabelModelProvider: sm.ModelProvider}
 	if sm.Git != nil {
 		labels[agentlog.LabelGitBranch] = sm.Git.Branch
 	}

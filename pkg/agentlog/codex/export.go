@@ -17,19 +17,22 @@ import (
 
 // Export writes x as a rollout file: the source lines as they are, then
 // the events that follow them (all events for a session from elsewhere),
-// then an error result for every call still without one.
+// then an error result for every call still without one, unless nothing
+// follows the source lines (agentlog.Export.Extended): the file as it was.
 func (Format) Export(w io.Writer, x *agentlog.Export) error {
 	bw := bufio.NewWriter(w)
 	ex := &exporter{w: bw, custom: map[string]bool{}, answered: map[string]bool{}}
+	ex.clock.At = x.FirstTime()
 	for _, l := range x.Lines {
 		ex.raw(l)
 		ex.learn(l)
 	}
+	extended := x.Extended()
 	// A call of the file's last model response was never complete in
 	// sessionlog: it is answered before what happened after the file.
 	for _, id := range ex.requested {
-		if !ex.answered[id] && x.State.Tools[agentlog.ItemID(id)] == nil {
-			ex.result(ex.at, id, "", nil, "")
+		if extended && !ex.answered[id] && x.State.Tools[agentlog.ItemID(id)] == nil {
+			ex.result(time.Time{}, id, "", nil, "")
 		}
 	}
 	if len(x.Lines) == 0 {
@@ -49,20 +52,24 @@ func (Format) Export(w io.Writer, x *agentlog.Export) error {
 	sort.SliceStable(compactions, func(a, b int) bool { return compactions[a].ThroughSeq < compactions[b].ThroughSeq })
 	for i := range x.Events {
 		e := &x.Events[i]
+		if e.Type != schema.TypeToolRequested && e.Type != schema.TypeToolStarted {
+			ex.endResponse(x.Meta)
+		}
 		for len(compactions) > 0 && compactions[0].ThroughSeq < e.Seq {
 			ex.line(e.Time, kindCompacted, compactedItem{Message: compactions[0].Summary})
 			compactions = compactions[1:]
 		}
 		ex.event(e)
 	}
+	ex.endResponse(x.Meta)
 	for _, c := range compactions {
-		ex.line(ex.at, kindCompacted, compactedItem{Message: c.Summary})
+		ex.line(time.Time{}, kindCompacted, compactedItem{Message: c.Summary})
 	}
 	// Every call is answered once: those still open get an error result
 	// saying the outcome is unknown.
 	for _, id := range ex.requested {
-		if !ex.answered[id] {
-			ex.result(ex.at, id, "", nil, "")
+		if extended && !ex.answered[id] {
+			ex.result(time.Time{}, id, "", nil, "")
 		}
 	}
 	if ex.err != nil {
@@ -77,11 +84,48 @@ type exporter struct {
 	err    error
 	custom map[string]bool // call id -> requested as a custom tool call
 	last   string          // text of the turn's last assistant message
-	at     time.Time       // time of the last line written
+	clock  agentlog.Clock  // the time of the lines
 	// requested: call ids in the order of their requests; answered: those
 	// with an output.
 	requested []string
 	answered  map[string]bool
+	// the model response being written (its message and calls), ended by
+	// a token_count line; usage is its message's
+	open  bool
+	usage json.RawMessage
+	total agentlog.Tokens
+}
+
+// endResponse ends the model response written last with a token_count
+// line, as codex does: the reader takes the response's items up to it as
+// one message (two messages in a row stay two), with its usage in codex's
+// shape (a codex session's as it is).
+func (x *exporter) endResponse(meta schema.SessionCreated) {
+	if !x.open {
+		return
+	}
+	x.open = false
+	usage := x.usage
+	x.usage = nil
+	t, ok := agentlog.UsageTokens(usage)
+	if !ok {
+		x.line(time.Time{}, kindEventMsg, map[string]any{"type": "token_count", "info": nil, "rate_limits": nil})
+		return
+	}
+	x.total = agentlog.Tokens{Input: x.total.Input + t.Input, Output: x.total.Output + t.Output, CacheRead: x.total.CacheRead + t.CacheRead}
+	last := usage
+	if meta.Agent != Name {
+		last = codexUsage(t)
+	}
+	x.line(time.Time{}, kindEventMsg, map[string]any{"type": "token_count", "rate_limits": nil,
+		"info": map[string]any{"total_token_usage": codexUsage(x.total), "last_token_usage": last, "model_context_window": nil}})
+}
+
+// codexUsage is t as codex counts it: input_tokens counts the cached ones.
+func codexUsage(t agentlog.Tokens) json.RawMessage {
+	b, _ := json.Marshal(map[string]int64{"input_tokens": t.Input + t.CacheRead + t.CacheWrite, "cached_input_tokens": t.CacheRead,
+		"output_tokens": t.Output, "reasoning_output_tokens": 0, "total_tokens": t.Input + t.CacheRead + t.CacheWrite + t.Output})
+	return b
 }
 
 func (x *exporter) raw(b []byte) {
@@ -90,15 +134,13 @@ func (x *exporter) raw(b []byte) {
 	}
 }
 
+// line writes a rollout line at t (or the last known time before it).
 func (x *exporter) line(t time.Time, typ string, payload any) {
-	if !t.IsZero() {
-		x.at = t
-	}
 	b, err := json.Marshal(struct {
 		Timestamp string `json:"timestamp"`
 		Type      string `json:"type"`
 		Payload   any    `json:"payload"`
-	}{stamp(x.at), typ, payload})
+	}{stamp(x.clock.Tick(t)), typ, payload})
 	if err != nil && x.err == nil {
 		x.err = err
 	}
@@ -126,7 +168,7 @@ func (x *exporter) learn(raw json.RawMessage) {
 		}
 	}
 	if t, err := time.Parse(time.RFC3339Nano, l.Timestamp); err == nil {
-		x.at = t
+		x.clock.Tick(t)
 	}
 }
 
@@ -144,17 +186,22 @@ func ThreadID(sessionID string) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }
 
+// meta writes the session_meta of a session from elsewhere: written by
+// sessionlog (originator), so cli_version (which codex requires) is a
+// codex version only when the session came from codex, else empty, and
+// so is model_provider (codex lists a thread under its provider: another
+// agent's provider name is not one of codex's).
 func (x *exporter) meta(ex *agentlog.Export) {
-	var t time.Time
-	if len(ex.Events) > 0 {
-		t = ex.Events[0].Time
+	m := sessionMeta{ID: ThreadID(ex.SessionID), Timestamp: stamp(x.clock.At), Cwd: ex.Meta.Labels[agentlog.LabelCwd],
+		Originator: "sessionlog", Source: json.RawMessage(`"cli"`)}
+	if ex.Meta.Agent == Name {
+		m.CLIVersion = ex.Meta.Labels[agentlog.LabelVersion]
+		m.ModelProvider = ex.Meta.Labels[agentlog.LabelModelProvider]
 	}
-	m := sessionMeta{ID: ThreadID(ex.SessionID), Timestamp: stamp(t), Cwd: ex.Meta.Labels[agentlog.LabelCwd],
-		Originator: "sessionlog", CLIVersion: ex.Meta.Labels[agentlog.LabelVersion], Source: json.RawMessage(`"cli"`)}
 	if b := ex.Meta.Labels[agentlog.LabelGitBranch]; b != "" {
 		m.Git = &gitInfo{Branch: b}
 	}
-	x.line(t, kindSessionMeta, m)
+	x.line(time.Time{}, kindSessionMeta, m)
 }
 
 type msgItem struct {
@@ -208,8 +255,9 @@ func (x *exporter) event(e *schema.Envelope) {
 	case schema.TypeMessageAssistant:
 		var m schema.Message
 		_ = e.DecodeData(&m)
+		x.usage = m.Usage
 		if text := agentlog.TextOf(m.Content); text != "" {
-			x.last = text
+			x.last, x.open = text, true
 			x.line(e.Time, kindResponseItem, msgItem{Type: "message", Role: "assistant", Content: []contentItem{{Type: "output_text", Text: text}}})
 			x.line(e.Time, kindEventMsg, textEvent{Type: "agent_message", Message: text})
 		}
@@ -217,6 +265,7 @@ func (x *exporter) event(e *schema.Envelope) {
 		var r schema.ToolRequested
 		_ = e.DecodeData(&r)
 		x.requested = append(x.requested, e.ToolCallID)
+		x.open = true
 		var s string
 		if json.Unmarshal(r.Input, &s) == nil {
 			x.custom[e.ToolCallID] = true

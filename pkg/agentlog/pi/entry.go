@@ -47,8 +47,10 @@ type entry struct {
 	// compaction, branch_summary
 	Summary          string `json:"summary,omitempty"`
 	FirstKeptEntryID string `json:"firstKeptEntryId,omitempty"`
-	TokensBefore     *int   `json:"tokensBefore,omitempty"`
-	FromID           string `json:"fromId,omitempty"`
+	// version 1: the index of the first kept line (migrate.go)
+	FirstKeptEntryIndex *int   `json:"firstKeptEntryIndex,omitempty"`
+	TokensBefore        *int   `json:"tokensBefore,omitempty"`
+	FromID              string `json:"fromId,omitempty"`
 	// custom_message
 	CustomType string          `json:"customType,omitempty"`
 	Content    json.RawMessage `json:"content,omitempty"`

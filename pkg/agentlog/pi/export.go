@@ -18,28 +18,28 @@ import (
 // Export writes x as a pi session file: the source lines as they are,
 // then the events that follow them as a chain of entries from the last
 // one (all events for a session from elsewhere, after a header), then an
-// error result for every call still without one.
+// error result for every call still without one, unless nothing follows
+// the source lines (agentlog.Export.Extended): the file as it was.
 func (Format) Export(w io.Writer, x *agentlog.Export) error {
 	bw := bufio.NewWriter(w)
-	ex := &exporter{w: bw, ids: map[string]bool{}, names: map[string]string{}, entryOf: map[uint64]string{}}
+	ex := &exporter{w: bw, meta: x.Meta, ids: map[string]bool{}, names: map[string]string{}, entryOf: map[uint64]string{}}
+	ex.clock.At = x.FirstTime()
 	for _, l := range x.Lines {
 		ex.raw(l)
 		ex.learn(l)
 	}
 	if len(x.Lines) == 0 {
-		var t time.Time
-		if len(x.Events) > 0 {
-			t = x.Events[0].Time
-		}
-		ex.write(header{Type: typeSession, Version: 3, ID: SessionUUID(x.SessionID), Timestamp: iso(t), Cwd: x.Meta.Labels[agentlog.LabelCwd],
-			ParentSession: x.Meta.Labels[LabelParentSession]})
+		ex.write(header{Type: typeSession, Version: currentVersion, ID: SessionUUID(x.SessionID), Timestamp: iso(ex.clock.At),
+			Cwd: x.Meta.Labels[agentlog.LabelCwd], ParentSession: x.Meta.Labels[LabelParentSession]})
 	}
 	for i := range x.Events {
 		ex.event(&x.Events[i])
 	}
 	ex.flush("stop")
-	for _, t := range x.Unanswered() {
-		ex.result(ex.entryID("unanswered/"+t.ID), ex.at, t.ID, t.Name, "", nil)
+	if x.Extended() {
+		for _, t := range x.Unanswered() {
+			ex.result(ex.entryID("unanswered/"+t.ID), time.Time{}, t.ID, t.Name, "", nil)
+		}
 	}
 	if ex.err != nil {
 		return ex.err
@@ -65,12 +65,16 @@ func SessionUUID(sessionID string) string {
 type exporter struct {
 	w       *bufio.Writer
 	err     error
+	meta    schema.SessionCreated
 	parent  *string
 	ids     map[string]bool
 	names   map[string]string // call id -> tool name
 	entryOf map[uint64]string // seq -> id of the entry that holds it
-	model   string
-	at      time.Time
+	model   string            // the current attempt's, as agentlog maps it
+	// api is the api of the source's last assistant message, for the
+	// provider/model it names (apiModel)
+	api, apiModel string
+	clock         agentlog.Clock
 	// the assistant message being gathered: its tool calls follow it
 	asst *assistantOut
 }
@@ -98,20 +102,24 @@ func (x *exporter) write(v any) {
 }
 
 // learn notes what a source line says that later entries need: its id
-// (the next entry's parent), tool names, the model.
+// (the next entry's parent; a version 1 entry has none, and pi chains
+// what follows it in file order), tool names, the model and its api.
 func (x *exporter) learn(raw json.RawMessage) {
 	var e entry
-	if json.Unmarshal(raw, &e) != nil || e.ID == "" || e.Type == typeSession {
+	if json.Unmarshal(raw, &e) != nil || e.Type == typeSession {
 		return
 	}
-	x.ids[e.ID] = true
-	id := e.ID
-	x.parent = &id
+	if e.ID != "" {
+		x.ids[e.ID] = true
+		id := e.ID
+		x.parent = &id
+	}
 	if t, err := time.Parse(time.RFC3339Nano, e.Timestamp); err == nil {
-		x.at = t
+		x.clock.Tick(t)
 	}
 	if e.Message != nil && e.Message.Role == roleAssistant {
 		x.model = e.Message.Provider + "/" + e.Message.Model
+		x.api, x.apiModel = e.Message.API, x.model
 		for _, bl := range blocks(e.Message.Content) {
 			if bl.Type == "toolCall" {
 				x.names[bl.ID] = bl.Name
@@ -135,12 +143,10 @@ func (x *exporter) entryID(key string) string {
 
 func iso(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
-// add writes an entry as the child of the previous one.
+// add writes an entry as the child of the previous one, at t (or the
+// last known time before it).
 func (x *exporter) add(id string, t time.Time, typ string, fields map[string]any) {
-	if !t.IsZero() {
-		x.at = t
-	}
-	e := map[string]any{"type": typ, "id": id, "parentId": x.parent, "timestamp": iso(x.at)}
+	e := map[string]any{"type": typ, "id": id, "parentId": x.parent, "timestamp": iso(x.clock.Tick(t))}
 	for k, v := range fields {
 		e[k] = v
 	}
@@ -149,11 +155,13 @@ func (x *exporter) add(id string, t time.Time, typ string, fields map[string]any
 }
 
 func (x *exporter) addMessage(id string, t time.Time, m map[string]any) {
-	m["timestamp"] = t.UnixMilli()
+	m["timestamp"] = x.clock.Tick(t).UnixMilli()
 	x.add(id, t, typeMessage, map[string]any{"message": m})
 }
 
-var zeroUsage = json.RawMessage(`{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"totalTokens":0,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}}`)
+const zeroCost = `{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}`
+
+var zeroUsage = json.RawMessage(`{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"totalTokens":0,"cost":` + zeroCost + `}`)
 
 // gather starts an assistant message (once per attempt).
 func (x *exporter) gather(id string, t time.Time, content []json.RawMessage, usage json.RawMessage) {
@@ -178,24 +186,59 @@ func (x *exporter) flush(stop string) {
 	if calls {
 		stop = "toolUse"
 	}
-	provider, model, ok := strings.Cut(a.model, "/")
-	if !ok {
-		provider, model = "sessionlog", a.model
-	}
-	usage := a.usage
-	if len(usage) == 0 || !json.Valid(usage) {
-		usage = zeroUsage
-	}
 	content := a.content
 	if content == nil {
 		content = []json.RawMessage{}
 	}
-	x.addMessage(a.id, a.at, map[string]any{"role": roleAssistant, "content": content, "api": "sessionlog", "provider": provider,
-		"model": model, "usage": usage, "stopReason": stop})
+	m := map[string]any{"role": roleAssistant, "content": content, "usage": x.usage(a.usage), "stopReason": stop}
+	// The model and provider the session recorded, with the api pi names
+	// for them; left out when the session does not say (pi then resumes
+	// with its default model).
+	provider, model := agentlog.ProviderOf(a.model, x.meta)
+	if model != "" {
+		m["model"] = model
+	}
+	if provider != "" {
+		m["provider"] = provider
+		if api := x.apiOf(provider, model); api != "" {
+			m["api"] = api
+		}
+	}
+	x.addMessage(a.id, a.at, m)
 }
 
-// blocksOf is content as pi blocks: a string becomes one text block.
-func blocksOf(content json.RawMessage) []json.RawMessage {
+// apis are the apis pi uses for the providers of other agents' sessions.
+var apis = map[string]string{"anthropic": "anthropic-messages", "openai": "openai-responses"}
+
+// apiOf is the api of provider/model: the source's when its last
+// assistant message named the same model.
+func (x *exporter) apiOf(provider, model string) string {
+	if x.apiModel == provider+"/"+model && x.api != "" {
+		return x.api
+	}
+	return apis[provider]
+}
+
+// usage is a message's usage in pi's shape: pi's own as it is, another
+// agent's counts converted, zeros when there are none.
+func (x *exporter) usage(raw json.RawMessage) json.RawMessage {
+	if x.meta.Agent == Name && len(raw) > 0 && json.Valid(raw) {
+		return raw
+	}
+	t, ok := agentlog.UsageTokens(raw)
+	if !ok {
+		return zeroUsage
+	}
+	b, _ := json.Marshal(map[string]any{"input": t.Input, "output": t.Output, "cacheRead": t.CacheRead, "cacheWrite": t.CacheWrite,
+		"totalTokens": t.Input + t.Output + t.CacheRead + t.CacheWrite, "cost": json.RawMessage(zeroCost)})
+	return b
+}
+
+// blocks is content as pi blocks: a string becomes one text block; the
+// blocks of a pi session are kept as they are, another agent's become
+// pi's text, thinking and image blocks (the text of any other block that
+// has one becomes a text block; one without text is left out).
+func (x *exporter) blocks(content json.RawMessage) []json.RawMessage {
 	var s string
 	if json.Unmarshal(content, &s) == nil {
 		b, _ := json.Marshal(block{Type: "text", Text: s})
@@ -206,17 +249,51 @@ func blocksOf(content json.RawMessage) []json.RawMessage {
 		b, _ := json.Marshal(block{Type: "text", Text: string(content)})
 		return []json.RawMessage{b}
 	}
-	// Blocks of other agents' shapes that carry text (codex's input_text)
-	// become pi text blocks; pi's own are kept as they are.
+	if x.meta.Agent == Name {
+		return raws
+	}
 	out := make([]json.RawMessage, 0, len(raws))
 	for _, raw := range raws {
-		var bl block
-		if json.Unmarshal(raw, &bl) == nil && bl.Text != "" && bl.Type != "text" {
-			raw, _ = json.Marshal(block{Type: "text", Text: bl.Text})
+		if b := foreignBlock(raw); b != nil {
+			out = append(out, b)
 		}
-		out = append(out, raw)
 	}
 	return out
+}
+
+// foreignBlock is a content block of another agent as a pi block, nil
+// when it has nothing pi holds.
+func foreignBlock(raw json.RawMessage) json.RawMessage {
+	var bl struct {
+		Type      string `json:"type"`
+		Text      string `json:"text"`
+		Thinking  string `json:"thinking"`
+		Signature string `json:"signature"`
+		Source    *struct {
+			Type      string `json:"type"`
+			MediaType string `json:"media_type"`
+			Data      string `json:"data"`
+		} `json:"source"`
+	}
+	if json.Unmarshal(raw, &bl) != nil {
+		return nil
+	}
+	var v any
+	switch {
+	case bl.Type == "thinking":
+		v = map[string]any{"type": "thinking", "thinking": bl.Thinking, "thinkingSignature": bl.Signature}
+		if bl.Signature == "" {
+			v = map[string]any{"type": "thinking", "thinking": bl.Thinking}
+		}
+	case bl.Type == "image" && bl.Source != nil && bl.Source.Type == "base64":
+		v = block{Type: "image", Data: bl.Source.Data, MimeType: bl.Source.MediaType}
+	case bl.Text != "":
+		v = block{Type: "text", Text: bl.Text}
+	default:
+		return nil
+	}
+	b, _ := json.Marshal(v)
+	return b
 }
 
 func (x *exporter) event(e *schema.Envelope) {
@@ -241,14 +318,14 @@ func (x *exporter) event(e *schema.Envelope) {
 		_ = e.DecodeData(&m)
 		id := x.entryID(e.EventID)
 		x.entryOf[e.Seq] = id
-		x.addMessage(id, e.Time, map[string]any{"role": roleUser, "content": blocksOf(m.Content)})
+		x.addMessage(id, e.Time, map[string]any{"role": roleUser, "content": x.blocks(m.Content)})
 	case schema.TypeMessageAssistant:
 		var m schema.Message
 		_ = e.DecodeData(&m)
 		id := x.entryID(e.EventID)
 		x.entryOf[e.Seq] = id
 		var content []json.RawMessage
-		for _, c := range blocksOf(m.Content) {
+		for _, c := range x.blocks(m.Content) {
 			var bl block
 			if json.Unmarshal(c, &bl) == nil && bl.Type == "text" && bl.Text == "" {
 				continue
@@ -291,9 +368,9 @@ func (x *exporter) event(e *schema.Envelope) {
 // result writes a toolResult; a status other than ok is an error, and a
 // call whose outcome is not known says so.
 func (x *exporter) result(id string, t time.Time, call, name, status string, output json.RawMessage) {
-	content := blocksOf(output)
+	content := x.blocks(output)
 	if status != schema.ToolOK && status != schema.ToolError {
-		content = blocksOf(jsonString(agentlog.RepairNote(status)))
+		content = x.blocks(jsonString(agentlog.RepairNote(status)))
 	}
 	x.addMessage(id, t, map[string]any{"role": roleToolResult, "toolCallId": call, "toolName": name, "content": content, "isError": status != schema.ToolOK})
 }

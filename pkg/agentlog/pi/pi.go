@@ -54,16 +54,25 @@ func (Format) NewMapper(string) agentlog.Mapper { return &mapper{before: map[str
 
 type mapper struct {
 	header bool
+	// version is the file's format version (0 before its header); lines
+	// counts the lines mapped (migrate.go).
+	version int
+	lines   int
 	// before is the last seq before each mapped entry's events: where a
 	// compaction that keeps that entry ends.
 	before map[string]uint64
 }
 
-// Replay: Decode keeps no state, so the line is the one it gives.
-func (*mapper) Replay(l agentlog.Line) agentlog.Line { return l }
+// Replay: Decode keeps the header's version only.
+func (m *mapper) Replay(l agentlog.Line) agentlog.Line {
+	if h, ok := l.Value.(*header); ok {
+		m.sawHeader(h)
+	}
+	return l
+}
 
-// Decode parses the header or an entry; an entry must have an id (pi
-// migrates version 1 files, which have none, when it opens them).
+// Decode parses the header or an entry, migrated to version 3 as pi
+// does (migrate.go); an entry of a version 2 or 3 file must have an id.
 func (m *mapper) Decode(raw []byte) (agentlog.Line, error) {
 	var probe struct {
 		Type string `json:"type"`
@@ -76,6 +85,7 @@ func (m *mapper) Decode(raw []byte) (agentlog.Line, error) {
 		if err := json.Unmarshal(raw, &h); err != nil {
 			return agentlog.Line{}, err
 		}
+		m.sawHeader(&h)
 		t, _ := time.Parse(time.RFC3339Nano, h.Timestamp)
 		return agentlog.Line{Time: t, Value: &h}, nil
 	}
@@ -83,15 +93,17 @@ func (m *mapper) Decode(raw []byte) (agentlog.Line, error) {
 	if err := json.Unmarshal(raw, &e); err != nil {
 		return agentlog.Line{}, err
 	}
-	if e.Type == "" || e.ID == "" {
+	if e.Type == "" || e.ID == "" && !m.chained() {
 		return agentlog.Line{}, errors.New("pi: an entry without type or id")
 	}
+	m.migrate(&e)
 	t, _ := time.Parse(time.RFC3339Nano, e.Timestamp)
 	return agentlog.Line{Key: e.ID, ID: e.ID, Parent: e.parent(), Time: t, Value: &e}, nil
 }
 
 // Map drives b with the steps of one line.
 func (m *mapper) Map(b *agentlog.Builder, l agentlog.Line) {
+	m.number(l.Value)
 	switch v := l.Value.(type) {
 	case *header:
 		if m.header {
