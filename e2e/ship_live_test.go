@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -110,7 +112,8 @@ func TestShipKeepsLeaseWhileFileHeldOpen(t *testing.T) {
 // An agent that writes its file every two lease TTLs, closing it in
 // between (as Claude Code and pi do), keeps its session while each write
 // comes within --idle of the last; when it stops writing, the lease lapses
-// and the repairer closes its open call.
+// and the repairer closes its open call; when it writes again, ship takes
+// the lease again.
 func TestShipKeepsLeaseWhileFileGrows(t *testing.T) {
 	s := imStartTTL(t, liveTTL)
 	const sid = "5a5a5a5a-0000-4000-8000-00000000000b"
@@ -130,6 +133,22 @@ func TestShipKeepsLeaseWhileFileGrows(t *testing.T) {
 				t.Fatalf("toolu_%d was repaired while its agent wrote", k)
 			}
 		}
+	}
+	// The agent writes again after the repair: ship takes the lease again.
+	write(ccCall(sid, calls+1))
+	holder := agentlog.ItemID("h1:claude-code:" + filepath.Base(path))
+	natstest.CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+		l, _, err := s.st.GetLease(context.Background(), id)
+		if err != nil {
+			return err
+		}
+		if l == nil || l.Holder != holder {
+			return fmt.Errorf("lease %+v, want one held by %s\n%s", l, holder, ship.out.String())
+		}
+		return nil
+	})
+	if out := ship.out.String(); !strings.Contains(out, "written again: its sessions' leases are renewed") {
+		t.Errorf("ship did not say it renews the leases again:\n%s", out)
 	}
 }
 

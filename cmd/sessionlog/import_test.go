@@ -15,8 +15,9 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// importStack is an embedded server with the writer, and the files of
-// `bench import` (six sessions of about seventy events).
+// importStack is an embedded server with the writer (its leases lasting
+// cfg.LeaseTTL, when set), and the files of `bench import` (six sessions
+// of about seventy events).
 func importStack(t *testing.T, cfg logstore.Config) (*logstore.Store, *client.Client, []string) {
 	t.Helper()
 	s := natstest.RunServer(t)
@@ -26,7 +27,11 @@ func importStack(t *testing.T, cfg logstore.Config) (*logstore.Store, *client.Cl
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := assemble.NewWriter(assemble.DefaultWriter(), st, assemble.Deps{Conn: nc})
+	wcfg := assemble.DefaultWriter()
+	if cfg.LeaseTTL > 0 {
+		wcfg.LeaseTTL = cfg.LeaseTTL
+	}
+	w, err := assemble.NewWriter(wcfg, st, assemble.Deps{Conn: nc})
 	if err != nil {
 		t.Fatal(err)
 	}

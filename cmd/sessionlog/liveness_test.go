@@ -1,10 +1,19 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // heldOpen finds a file another process holds open (a child given the
@@ -52,5 +61,71 @@ func BenchmarkShipHeldOpen(b *testing.B) {
 	want := map[string]bool{filepath.Join(b.TempDir(), "none.jsonl"): true}
 	for b.Loop() {
 		heldOpen("/proc", want, os.Getpid())
+	}
+}
+
+// A file another process holds open keeps its session's lease past idle
+// for several TTLs (while ship notes reads of it at the same time); once
+// the process exits, the lease lapses.
+func TestShipLivenessKeepsLeaseWhileOpen(t *testing.T) {
+	const ttl = time.Second
+	st, cl, _ := importStack(t, logstore.Config{LeaseTTL: ttl})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const id, holder = "s-live", "h1:claude-code:s.jsonl"
+	if _, err := cl.Create(ctx, id, holder, schema.SessionCreated{Agent: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	child := exec.Command("sleep", "60")
+	child.ExtraFiles = []*os.File{f}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &bytes.Buffer{} // written by run only
+	lv := newLiveness(cl, 200*time.Millisecond, out)
+	stopped := make(chan struct{})
+	go func() { lv.run(ctx); close(stopped) }()
+	noting := make(chan struct{})
+	go func() {
+		defer close(noting)
+		for ctx.Err() == nil {
+			lv.note(path, holder, info, []string{id})
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	for end := time.Now().Add(5 * ttl); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		l, _, err := st.GetLease(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l == nil || l.Holder != holder {
+			t.Fatalf("lease %+v while the file is held open", l)
+		}
+	}
+	_ = child.Process.Kill()
+	_ = child.Wait()
+	natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		l, _, err := st.GetLease(ctx, id)
+		if err != nil || l != nil {
+			return fmt.Errorf("lease %+v (%v) after its holder exited", l, err)
+		}
+		return nil
+	})
+	cancel()
+	<-stopped
+	<-noting
+	if !strings.Contains(out.String(), "held open by no process") {
+		t.Errorf("the lapse was not said: %q", out.String())
 	}
 }
