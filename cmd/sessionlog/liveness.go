@@ -19,9 +19,10 @@ import (
 // 13): ship renews the leases of a file's sessions while a process holds
 // the file open or it changed within --idle, and lets them lapse after
 // that, so the repairer closes only what a gone agent left open. An agent
-// that waits an hour on its user or on a long tool call keeps its
-// sessions; when its file grows again after a lapse the leases are taken
-// again.
+// that waits on its user or on a long tool call for far longer than the
+// lease TTL keeps its sessions while it holds its file open, or for --idle
+// after its last write; when its file grows again after a lapse the leases
+// are taken again.
 
 const (
 	// shipIdleDefault is --idle: how long a file nobody holds open may go
@@ -132,10 +133,13 @@ func realPath(path string) string {
 }
 
 // run renews leases until ctx ends: a round every third of the shortest
-// TTL the heartbeats were given (livenessFirst before any).
+// TTL the heartbeats were given (livenessFirst before any). After a round
+// in which another holder's lease was in the way, the next comes three
+// times sooner: that lease may lapse at any moment, and the repairer waits
+// only its grace (5 s by default, under a third of the default TTL) before
+// it repairs.
 func (lv *liveness) run(ctx context.Context) {
-	period := livenessFirst
-	t := time.NewTimer(period)
+	t := time.NewTimer(livenessFirst)
 	defer t.Stop()
 	for {
 		select {
@@ -145,22 +149,27 @@ func (lv *liveness) run(ctx context.Context) {
 		case <-lv.kick:
 			t.Stop() // Go 1.23 timers: no stale tick after Stop
 		}
-		if ttl := lv.round(ctx); ttl > 0 {
-			lv.mu.Lock()
-			if lv.ttl == 0 || ttl < lv.ttl {
-				lv.ttl = ttl
-			}
-			period = max(lv.ttl/3, livenessMin)
-			lv.mu.Unlock()
+		ttl, held := lv.round(ctx)
+		lv.mu.Lock()
+		if ttl > 0 && (lv.ttl == 0 || ttl < lv.ttl) {
+			lv.ttl = ttl
 		}
-		t.Reset(period)
+		period := livenessFirst
+		if lv.ttl > 0 {
+			period = lv.ttl / 3
+		}
+		lv.mu.Unlock()
+		if held {
+			period /= 3
+		}
+		t.Reset(max(period, livenessMin))
 	}
 }
 
 // round looks at every followed file once and renews the leases of the
 // live ones; it returns the shortest lease TTL a heartbeat was given (0:
-// none answered).
-func (lv *liveness) round(ctx context.Context) time.Duration {
+// none answered) and whether another holder's lease refused one.
+func (lv *liveness) round(ctx context.Context) (ttl time.Duration, held bool) {
 	lv.mu.Lock()
 	files := make([]*liveFile, 0, len(lv.files))
 	for _, f := range lv.files {
@@ -201,7 +210,6 @@ func (lv *liveness) round(ctx context.Context) time.Duration {
 		open = heldOpen(lv.proc, ask, lv.self)
 	}
 
-	var ttl time.Duration
 	failed := false
 	for _, f := range kept {
 		alive := !quiet[f.real] || open[f.real]
@@ -226,15 +234,16 @@ func (lv *liveness) round(ctx context.Context) time.Duration {
 				// Not stored yet (nothing of the file mapped to it).
 			case code == schema.CodeConflict:
 				// Another holder's live lease: not taken from it. Its
-				// holder keeps the session alive; once it lapses, the
-				// next round takes it.
+				// holder keeps the session alive; once it lapses, a
+				// round takes it.
+				held = true
 				if !f.refused[id] {
 					f.refused[id] = true
 					fmt.Fprintf(lv.stdout, "ship: %s: lease of %s not renewed: %v\n", f.path, id, err)
 				}
 			default:
 				if ctx.Err() != nil {
-					return ttl
+					return ttl, held
 				}
 				if !failed {
 					failed = true // once a round: an outage fails them all
@@ -243,7 +252,7 @@ func (lv *liveness) round(ctx context.Context) time.Duration {
 			}
 		}
 	}
-	return ttl
+	return ttl, held
 }
 
 // say tells when a file's verdict changes after its first.

@@ -65,8 +65,9 @@ func BenchmarkShipHeldOpen(b *testing.B) {
 }
 
 // A file another process holds open keeps its session's lease past idle
-// for several TTLs (while ship notes reads of it at the same time); once
-// the process exits, the lease lapses.
+// for several TTLs (while ship notes reads of it at the same time), takes
+// it back from another holder that took it and went; once the process
+// exits, the lease lapses.
 func TestShipLivenessKeepsLeaseWhileOpen(t *testing.T) {
 	const ttl = time.Second
 	st, cl, _ := importStack(t, logstore.Config{LeaseTTL: ttl})
@@ -113,6 +114,18 @@ func TestShipLivenessKeepsLeaseWhileOpen(t *testing.T) {
 			t.Fatalf("lease %+v while the file is held open", l)
 		}
 	}
+	// Another holder takes the lease and goes: ship takes it back once
+	// that lease lapses.
+	if _, err := cl.TakeOver(ctx, id, "other"); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		l, _, err := st.GetLease(ctx, id)
+		if err != nil || l == nil || l.Holder != holder {
+			return fmt.Errorf("lease %+v (%v), want it back for %s", l, err, holder)
+		}
+		return nil
+	})
 	_ = child.Process.Kill()
 	_ = child.Wait()
 	natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
@@ -125,7 +138,9 @@ func TestShipLivenessKeepsLeaseWhileOpen(t *testing.T) {
 	cancel()
 	<-stopped
 	<-noting
-	if !strings.Contains(out.String(), "held open by no process") {
-		t.Errorf("the lapse was not said: %q", out.String())
+	for _, want := range []string{"lease of s-live not renewed", "held open by no process"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("%q not said: %q", want, out.String())
+		}
 	}
 }
