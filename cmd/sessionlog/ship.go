@@ -36,9 +36,9 @@ const shipSettle = 150 * time.Millisecond
 // what notifications missed: a watch that could not be added (the inotify
 // watch limit), events dropped when the kernel's queue overflowed (also
 // rescanned at once), a followed directory removed and made again, and a
-// file whose last read failed (the writer unreachable) while its agent
-// writes nothing more. A file is read again when its size or modification
-// time differs from the last read's.
+// file whose last read no writer answered while its agent writes nothing
+// more. A file is read again when its size or modification time differs
+// from the last read's.
 const shipRescan = 10 * time.Second
 
 func runShip(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
@@ -134,8 +134,8 @@ type shipFile struct {
 	// indexed: the file's transcript key is recorded for the Claude Agent
 	// SDK store's listings (indexSource).
 	indexed bool
-	// read: the size and modification time before the last read that
-	// ended (a failed read leaves it unset, so a rescan reads it again).
+	// read: size and modTime are the file's before its last read (unset
+	// after a read no writer answered, so a rescan reads it again).
 	read    bool
 	size    int64
 	modTime time.Time
@@ -258,10 +258,12 @@ func (sh *shipper) ship(path string) error {
 		sessions = append(sessions, r.ID)
 	}
 	sh.live.note(path, holder, info, sessions)
-	var de *agentlog.DivergedError
-	// A failed read is tried again by the next rescan, unless what failed
-	// is the file itself: that waits for the file to change.
-	m.read = err == nil || errors.As(err, &de)
+	// A read that no writer answered (nothing stored, or no answer) is
+	// tried again by the next rescan though the file does not change (its
+	// agent may write nothing more for an hour); any other outcome waits
+	// for the file to change.
+	code := client.CodeOf(err)
+	m.read = code != schema.CodeNotCommitted && code != schema.CodeOutcomeUnknown
 	m.size, m.modTime = info.Size(), info.ModTime()
 	m.appended += appended
 	if appended > 0 {
@@ -272,6 +274,7 @@ func (sh *shipper) ship(path string) error {
 		fmt.Fprintf(sh.stdout, "ship: %s lines_read=%d events_appended=%d lines_skipped=%d lag_ms=%d\n",
 			path, m.lines, m.appended, m.skipped, m.lag.Milliseconds())
 	}
+	var de *agentlog.DivergedError
 	if errors.As(err, &de) {
 		return fmt.Errorf("%w: the file was rewritten since it was shipped; not shipped further", de)
 	}
