@@ -13,7 +13,6 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -21,15 +20,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// TB is the part of testing.TB the helpers need.
+// TB is the part of testing.TB the helpers need (natstest_test.go holds
+// testing.TB to it).
 type TB interface {
 	Helper()
 	Fatalf(format string, args ...any)
 	TempDir() string
 	Cleanup(func())
 }
-
-var _ TB = (testing.TB)(nil)
 
 // Options returns embedded-server options for a JetStream node storing in dir.
 func Options(dir string) *server.Options {
