@@ -34,24 +34,44 @@ func (toy) IsSessionFile(path string) bool { return strings.HasSuffix(path, ".js
 func (toy) SessionID(path string, _ []byte) (string, error) {
 	return SessionID("toy", strings.TrimSuffix(filepath.Base(path), ".jsonl")), nil
 }
-func (toy) NewMapper(string) Mapper         { return toyMapper{} }
+func (toy) NewMapper(string) Mapper         { return &toyMapper{ends: map[string]toyEnd{}} }
 func (toy) Export(io.Writer, *Export) error { return errors.New("not used") }
 
-type toyMapper struct{}
+// toyMapper rewinds as pi does: a prompt whose parent is not the line
+// before it goes back to where its parent's events end.
+type toyMapper struct {
+	ends map[string]toyEnd
+	last string
+}
 
-func (toyMapper) Decode(raw []byte) (Line, error) {
+type toyEnd struct {
+	seq uint64
+	id  string
+}
+
+func (*toyMapper) Decode(raw []byte) (Line, error) {
 	var l toyLine
 	if err := json.Unmarshal(raw, &l); err != nil {
 		return Line{}, err
 	}
-	return Line{Key: l.ID, ID: l.ID, Parent: l.Parent, Value: l}, nil
+	return Line{Key: l.ID, Value: l}, nil
 }
 
-func (toyMapper) Map(b *Builder, line Line) {
+func (m *toyMapper) Map(b *Builder, line Line) {
 	l := line.Value.(toyLine)
+	prev := m.last
+	if prev != "" {
+		seq, id := b.Mark()
+		m.ends[prev] = toyEnd{seq, id}
+	}
+	m.last = l.ID
 	text, _ := json.Marshal(l.Text)
 	switch l.Kind {
 	case "user":
+		if prev != "" && l.Parent != prev {
+			e := m.ends[l.Parent]
+			b.Rewind(e.seq, e.id)
+		}
 		b.Prompt(text)
 	case "assistant":
 		a := Assistant{ID: l.Msg, Stop: l.Stop}
@@ -169,7 +189,10 @@ func TestReadFileMapsTurnsToolsAndTornLine(t *testing.T) {
 	}
 }
 
-func TestReadFileBranchForksAtSafeCut(t *testing.T) {
+// A prompt that goes back to an earlier line is a rewind in the same
+// session: every line is mapped where it stands, and the model's context
+// continues from the earlier line.
+func TestReadFileRewindStaysInTheSession(t *testing.T) {
 	p := write(t,
 		`{"id":"u1","kind":"user","text":"one"}`+"\n",
 		`{"id":"a1","parent":"u1","kind":"assistant","text":"first","stop":"end_turn"}`+"\n",
@@ -183,24 +206,31 @@ func TestReadFileBranchForksAtSafeCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.plans) != 2 || c.plans[1].ID != "toy-s1-b1" || c.plans[1].Fork == nil {
-		t.Fatalf("plans = %+v", c.plans)
+	if len(c.plans) != 1 || len(res.Sessions) != 1 || res.Lines != 6 {
+		t.Fatalf("plans = %+v, result %+v", c.plans, res)
 	}
 	main := c.events["toy-s1"]
-	// The main path is u1 a1 u3 a3; u2 and a2 are kept as source lines only.
-	if s := render(main); !strings.Contains(s, "two, rewritten") || strings.Contains(s, `"content":"two"`) {
-		t.Errorf("main:\n%s", s)
+	s := render(main)
+	for _, want := range []string{`"content":"two"`, "two, rewritten", `context/rewound [] {"toEventId":"a1.3","toSeq":`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("no %q in\n%s", want, s)
+		}
 	}
-	fork := c.plans[1].Fork
-	if fork.ParentID != "toy-s1" || main[fork.Seq-1].EventID != "a1.3" {
-		t.Errorf("fork at %+v, main:\n%s", fork, render(main))
+	var rw schema.ContextRewound
+	var abandoned []string
+	for _, e := range main {
+		if e.Type == schema.TypeContextRewound {
+			_ = json.Unmarshal(e.Data, &rw)
+		}
 	}
-	child := c.events["toy-s1-b1"]
-	if len(child) == 0 || child[0].Seq != fork.Seq+2 || child[0].Type != schema.TypeTurnStarted {
-		t.Errorf("child:\n%s", render(child))
+	if main[rw.ToSeq-1].EventID != "a1.3" {
+		t.Errorf("rewound to seq %d:\n%s", rw.ToSeq, s)
 	}
-	if res.Lines != 6 || len(res.Sessions) != 2 {
-		t.Errorf("result %+v", res)
+	for _, e := range VisibleEvents(main) {
+		abandoned = append(abandoned, string(e.Data))
+	}
+	if got := strings.Join(abandoned, " "); strings.Contains(got, `"two"`) || strings.Contains(got, "second") || !strings.Contains(got, "other") {
+		t.Errorf("model-visible: %s", got)
 	}
 	x, err := NewExport("toy", main)
 	if err != nil {
@@ -276,9 +306,10 @@ func TestDuplicateKeysGiveUniqueEventIDs(t *testing.T) {
 	}
 }
 
-// A branch whose branch point is not a safe cut (a call is open there)
-// is a session of its own, the whole path root to leaf, labelled branchOf.
-func TestBranchAtUnsafeCutIsOwnSession(t *testing.T) {
+// A second result for a call (a line the agent wrote twice, on two
+// branches) is kept as its source line, mapped to nothing: one session,
+// one result per call.
+func TestSecondResultIsKeptAsLineOnly(t *testing.T) {
 	p := write(t,
 		`{"id":"u1","kind":"user","text":"one"}`+"\n",
 		`{"id":"a1","parent":"u1","kind":"assistant","call":"c1","stop":"tool_use"}`+"\n",
@@ -286,23 +317,19 @@ func TestBranchAtUnsafeCutIsOwnSession(t *testing.T) {
 		`{"id":"r2","parent":"a1","kind":"result","call":"c1","text":"other"}`+"\n",
 	)
 	var c collect
-	if _, err := ReadFile(toy{}, p, Options{}, &c); err != nil {
+	res, err := ReadFile(toy{}, p, Options{}, &c)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.plans) != 2 || c.plans[1].Fork != nil || c.plans[1].FirstSeq != 1 {
-		t.Fatalf("plans %+v", c.plans)
+	if len(c.plans) != 1 || res.Lines != 4 {
+		t.Fatalf("plans %+v, result %+v", c.plans, res)
 	}
-	b := render(c.events["toy-s1-b1"])
-	// The main path ends at the last line (r2); r1 is the branch.
-	for _, want := range []string{`"labels":{"branchOf":"toy-s1"}`, `message/user [t.u1] {"content":"one"}`, `"output":"ok"`} {
-		if !strings.Contains(b, want) {
-			t.Errorf("no %q in\n%s", want, b)
-		}
-	}
-	if strings.Contains(b, `"output":"other"`) {
-		t.Errorf("the branch holds the main path's result:\n%s", b)
-	}
-	if m := render(c.events["toy-s1"]); !strings.Contains(m, `"output":"other"`) || strings.Contains(m, `"output":"ok"`) {
+	m := render(c.events["toy-s1"])
+	if !strings.Contains(m, `tool/result [t.u1 c1] {"status":"ok","output":"ok"}`) || strings.Contains(m, `"output":"other"`) {
 		t.Errorf("main:\n%s", m)
+	}
+	x, err := NewExport("toy", c.events["toy-s1"])
+	if err != nil || len(x.Lines) != 4 {
+		t.Errorf("export: %v %+v", err, x)
 	}
 }

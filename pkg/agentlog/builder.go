@@ -62,7 +62,6 @@ const (
 	LabelGitBranch = "gitBranch"
 	LabelVersion   = "version"
 	LabelHost      = "host"
-	LabelBranchOf  = "branchOf"
 )
 
 // Stats counts what a mapping did.
@@ -90,6 +89,8 @@ type Builder struct {
 	at    time.Time
 	steps int // mapped steps of the line
 	notes []string
+	// defaultAt is the time of lines that say none before any line does.
+	defaultAt time.Time
 
 	meta      schema.SessionCreated
 	created   bool
@@ -105,11 +106,20 @@ type Builder struct {
 }
 
 // pending is an assistant message whose lines are still coming.
+// Its events take the ids of the lines they come from: the message the
+// id of its first line, each call those of the line that holds it.
 type pending struct {
 	id, attempt, model string
+	eventID            string // of message/assistant
 	content            []json.RawMessage
-	calls              []ToolCall
+	calls              []pendingCall
 	usage              json.RawMessage
+}
+
+type pendingCall struct {
+	ToolCall
+	requested, started string // event ids
+	fallback           string // the call id when the source gives none
 }
 
 // maxLabel bounds a label value of session/created.
@@ -143,15 +153,14 @@ func (b *Builder) Stats() Stats { return b.stats }
 func (b *Builder) Err() error { return b.err }
 
 // Meta adds what the line says of the session: a title (the first one
-// given wins) and labels (the first value of each key wins). It counts
+// given wins) and labels (the first value of each key wins). Labels count
 // only before session/created is written (the first prompt or other
-// mapped step), so a file that grows keeps its session/created.
+// mapped step), so a file that grows keeps its session/created; a title
+// that comes after it, when it has none, is session/titled.
 func (b *Builder) Meta(m Meta) {
+	b.title(m.Title)
 	if b.created {
 		return
-	}
-	if b.meta.Title == "" && m.Title != "" {
-		b.meta.Title = Title(m.Title)
 	}
 	for k, v := range m.Labels {
 		if v == "" {
@@ -166,6 +175,16 @@ func (b *Builder) Meta(m Meta) {
 		if _, ok := b.meta.Labels[k]; !ok {
 			b.meta.Labels[k] = v
 		}
+	}
+}
+
+// title names the session with t (its first line) unless it has a name.
+func (b *Builder) title(t string) {
+	if b.meta.Title != "" || b.err != nil {
+		return
+	}
+	if b.meta.Title = Title(t); b.meta.Title != "" && b.created {
+		b.add(schema.Envelope{Type: schema.TypeSessionTitled}, schema.SessionTitled{Title: b.meta.Title})
 	}
 }
 
@@ -188,7 +207,10 @@ func (b *Builder) startLine(index int, key string, at time.Time) {
 		at = b.at // a line without a time shows its predecessor's
 	}
 	if at.IsZero() {
-		at = time.Unix(0, 0).UTC()
+		at = b.defaultAt // or the file's, before any line gave one
+	}
+	if at.IsZero() {
+		at = time.Unix(0, 0).UTC() // a Builder driven without a file
 	}
 	k := lineKey(key, index)
 	if b.usedKeys[k] {
@@ -222,9 +244,7 @@ func (b *Builder) Prompt(content json.RawMessage) {
 	if !b.step() {
 		return
 	}
-	if b.meta.Title == "" {
-		b.meta.Title = Title(TextOf(content))
-	}
+	b.title(TextOf(content))
 	b.ensureCreated()
 	if b.st.Turn != nil {
 		b.interruptTurn(b.replied)
@@ -305,11 +325,15 @@ func (b *Builder) Assistant(a Assistant) {
 		}
 		attempt := "a." + b.key
 		b.add(schema.Envelope{Type: schema.TypeAttemptStarted, TurnID: b.turnID(), AttemptID: attempt}, schema.AttemptStarted{Model: a.Model})
-		b.msg = &pending{id: a.ID, attempt: attempt, model: a.Model}
+		b.msg = &pending{id: a.ID, attempt: attempt, model: a.Model, eventID: b.nextID()}
 	}
 	m := b.msg
 	m.content = append(m.content, a.Content...)
-	m.calls = append(m.calls, a.Calls...)
+	for _, c := range a.Calls {
+		pc := pendingCall{ToolCall: c, fallback: "c." + b.key + "." + fmt.Sprint(b.n)}
+		pc.requested, pc.started = b.nextID(), b.nextID()
+		m.calls = append(m.calls, pc)
+	}
 	if len(a.Usage) > 0 {
 		m.usage = a.Usage
 	}
@@ -332,11 +356,11 @@ func (b *Builder) finishMessage(stop string) {
 	if len(m.content) > 0 {
 		content, _ = json.Marshal(m.content)
 	}
-	b.add(schema.Envelope{Type: schema.TypeMessageAssistant, TurnID: turn, AttemptID: m.attempt}, schema.Message{Content: content, Usage: m.usage})
+	b.add(schema.Envelope{Type: schema.TypeMessageAssistant, TurnID: turn, AttemptID: m.attempt, EventID: m.eventID}, schema.Message{Content: content, Usage: m.usage})
 	for _, c := range m.calls {
 		id := ItemID(c.ID)
 		if id == "" {
-			id = "c." + b.key + "." + fmt.Sprint(b.n)
+			id = c.fallback
 		}
 		if _, used := b.st.Tools[id]; used {
 			b.Skip("tool call " + id + " requested twice")
@@ -350,8 +374,8 @@ func (b *Builder) finishMessage(stop string) {
 		if name == "" {
 			name = "(unnamed)" // sessionlog needs a name; the source line keeps the truth
 		}
-		b.add(schema.Envelope{Type: schema.TypeToolRequested, TurnID: turn, ToolCallID: id}, schema.ToolRequested{Name: name, Input: input})
-		b.add(schema.Envelope{Type: schema.TypeToolStarted, TurnID: turn, ToolCallID: id}, struct{}{})
+		b.add(schema.Envelope{Type: schema.TypeToolRequested, TurnID: turn, ToolCallID: id, EventID: c.requested}, schema.ToolRequested{Name: name, Input: input})
+		b.add(schema.Envelope{Type: schema.TypeToolStarted, TurnID: turn, ToolCallID: id, EventID: c.started}, struct{}{})
 		b.calls[c.ID] = id
 	}
 	b.replied = len(m.calls) == 0
@@ -669,12 +693,12 @@ func escapedLen(r rune) int {
 	return utf8.RuneLen(r)
 }
 
-// finish ends the mapping: source lines still held get their
-// session/created (a file with no prompt yet).
+// finish ends the mapping. Source lines still held (a file with no
+// prompt yet) stay held: what a file maps to must not depend on where it
+// ends, so that a file that grows gives the same events for its old
+// lines (session/created would otherwise lose the title the prompt
+// brings). They come with the prompt, or once holdLines are held.
 func (b *Builder) finish() error {
-	if len(b.held) > 0 {
-		b.ensureCreated()
-	}
 	return b.err
 }
 

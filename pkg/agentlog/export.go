@@ -65,9 +65,17 @@ func NewExport(format string, events []schema.Envelope) (*Export, error) {
 			x.Lines = append(x.Lines, json.RawMessage(append([]byte(nil), text...)))
 		}
 	}
+	// A rewind abandons the messages after its point: an export gives
+	// the conversation the model continues, without them.
+	var kept map[uint64]bool
+	if x.State.Rewinds > 0 {
+		kept = visible(events, false)
+	}
 	for i := lastLine + 1; i < len(events); i++ {
-		if events[i].Type != TypeSourceLine {
-			x.Events = append(x.Events, events[i])
+		e := &events[i]
+		abandoned := kept != nil && (modelVisible(e.Type) || e.Type == schema.TypeCompactionEnded) && !kept[e.Seq]
+		if e.Type != TypeSourceLine && !abandoned {
+			x.Events = append(x.Events, *e)
 		}
 	}
 	return x, nil
@@ -98,4 +106,63 @@ func RepairNote(status string) string {
 		return "sessionlog: the outcome of this tool call is unknown (the session was repaired after it started: status outcome_unknown). It may or may not have taken effect: check before any retry."
 	}
 	return "sessionlog: this tool call has no recorded result; its outcome is unknown. It may or may not have taken effect: check before any retry."
+}
+
+// VisibleEvents are the events of a session (seq 1 on, in order) that
+// the model sees now: messages, tool calls and results, and the summary
+// (compaction/ended) of the compactions that stand, without what a
+// compaction replaced or a rewind abandoned.
+func VisibleEvents(events []schema.Envelope) []schema.Envelope {
+	seen := visible(events, true)
+	var out []schema.Envelope
+	for _, e := range events {
+		if seen[e.Seq] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// visible is the set of seqs the model sees, of the events modelVisible
+// says it can see and of the compaction summaries; compact false leaves
+// what the compactions replaced in (all but what a rewind abandoned).
+func visible(events []schema.Envelope, compact bool) map[uint64]bool {
+	c := session.NewContext()
+	for i := range events {
+		e := &events[i]
+		switch e.Type {
+		case schema.TypeCompactionEnded:
+			if !compact {
+				c.Add(e.Seq)
+				continue
+			}
+			var d schema.CompactionEnded
+			if e.DecodeData(&d) == nil {
+				c.Compact(e.Seq, d.ThroughSeq)
+			}
+		case schema.TypeContextRewound:
+			var d schema.ContextRewound
+			if e.DecodeData(&d) == nil {
+				c.Rewind(e.Seq, d.ToSeq)
+			}
+		default:
+			if modelVisible(e.Type) {
+				c.Add(e.Seq)
+			}
+		}
+	}
+	seen := map[uint64]bool{}
+	for _, s := range c.Seqs() {
+		seen[s] = true
+	}
+	return seen
+}
+
+// modelVisible says which events are part of what the model reads.
+func modelVisible(typ string) bool {
+	switch typ {
+	case schema.TypeMessageUser, schema.TypeMessageAssistant, schema.TypeToolRequested, schema.TypeToolResult:
+		return true
+	}
+	return false
 }

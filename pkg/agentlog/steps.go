@@ -50,3 +50,42 @@ func (b *Builder) CompactionThrough(through uint64, summary string) {
 	b.add(schema.Envelope{Type: schema.TypeCompactionStarted}, schema.CompactionStarted{CompactionID: id, ThroughSeq: through})
 	b.add(schema.Envelope{Type: schema.TypeCompactionEnded}, schema.CompactionEnded{CompactionID: id, Summary: summary, ThroughSeq: through})
 }
+
+// nextID takes the next event id of the line for an event written later
+// (a message whose last line has not come yet).
+func (b *Builder) nextID() string {
+	id := eventID(b.key, b.n)
+	b.n++
+	return id
+}
+
+// Mark is the last event so far (seq 0 before session/created): where a
+// rewind to the lines mapped so far goes back to.
+func (b *Builder) Mark() (seq uint64, eventID string) {
+	return b.st.LastSeq, b.st.LastEventID
+}
+
+// Rewind is a return of the conversation to an earlier point (a prompt
+// whose parent is not the conversation's last line, pi's /tree): the
+// model's context continues from the event at toSeq (Mark of the line it
+// continues; 0: from the start, session/created). The open turn ends
+// first (interrupted, or completed after a complete reply) when it can:
+// what was abandoned is not the turn that follows. It is
+// context/rewound; the abandoned events stay in the log.
+func (b *Builder) Rewind(toSeq uint64, toEventID string) {
+	if !b.step() {
+		return
+	}
+	b.ensureCreated()
+	if toSeq == 0 {
+		toSeq, toEventID = 1, "created"
+	}
+	if toSeq >= b.st.LastSeq+1 {
+		b.Skip("rewind to an event not written yet")
+		return
+	}
+	if b.st.Turn != nil {
+		b.interruptTurn(b.replied)
+	}
+	b.add(schema.Envelope{Type: schema.TypeContextRewound}, schema.ContextRewound{ToEventID: toEventID, ToSeq: toSeq})
+}

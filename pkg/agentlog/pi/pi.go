@@ -23,10 +23,7 @@ const LabelParentSession = "parentSession"
 // Format is the pi session format, version 3.
 type Format struct{}
 
-var (
-	_ agentlog.Format   = Format{}
-	_ agentlog.Replayer = (*mapper)(nil)
-)
+var _ agentlog.Format = Format{}
 
 // Name is "pi".
 func (Format) Name() string { return Name }
@@ -50,17 +47,27 @@ func (Format) SessionID(_ string, first []byte) (string, error) {
 }
 
 // NewMapper starts a pass over one session file.
-func (Format) NewMapper(string) agentlog.Mapper { return &mapper{before: map[string]uint64{}} }
+func (Format) NewMapper(string) agentlog.Mapper {
+	return &mapper{before: map[string]uint64{}, ends: map[string]end{}}
+}
 
 type mapper struct {
 	header bool
 	// before is the last seq before each mapped entry's events: where a
 	// compaction that keeps that entry ends.
 	before map[string]uint64
+	// ends is the last event of each entry's mapping (taken when the next
+	// entry starts), leaf the last entry: the one pi appends to, unless
+	// /tree moved it.
+	ends map[string]end
+	leaf string
 }
 
-// Replay: Decode keeps no state, so the line is the one it gives.
-func (*mapper) Replay(l agentlog.Line) agentlog.Line { return l }
+// end is the last event of an entry's mapping.
+type end struct {
+	seq uint64
+	id  string
+}
 
 // Decode parses the header or an entry; an entry must have an id (pi
 // migrates version 1 files, which have none, when it opens them).
@@ -87,7 +94,7 @@ func (m *mapper) Decode(raw []byte) (agentlog.Line, error) {
 		return agentlog.Line{}, errors.New("pi: an entry without type or id")
 	}
 	t, _ := time.Parse(time.RFC3339Nano, e.Timestamp)
-	return agentlog.Line{Key: e.ID, ID: e.ID, Parent: e.parent(), Time: t, Value: &e}, nil
+	return agentlog.Line{Key: e.ID, Time: t, Value: &e}, nil
 }
 
 // Map drives b with the steps of one line.
@@ -102,7 +109,19 @@ func (m *mapper) Map(b *agentlog.Builder, l agentlog.Line) {
 		b.Meta(agentlog.Meta{Labels: map[string]string{agentlog.LabelCwd: v.Cwd, LabelParentSession: v.ParentSession}})
 		b.Skip("session header: session/created")
 	case *entry:
-		m.before[v.ID] = b.State().LastSeq
+		seq, id := b.Mark()
+		if m.leaf != "" {
+			m.ends[m.leaf] = end{seq, id}
+		}
+		m.before[v.ID] = seq
+		if p := v.parent(); m.leaf != "" && p != m.leaf {
+			// /tree moved the leaf: the model's context continues from
+			// the entry this one is appended to (none known: the start).
+			e := m.ends[p]
+			b.Rewind(e.seq, e.id)
+			m.before[v.ID], _ = b.Mark()
+		}
+		m.leaf = v.ID
 		m.entry(b, v)
 	}
 }
