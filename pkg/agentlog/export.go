@@ -109,16 +109,17 @@ func RepairNote(status string) string {
 }
 
 // VisibleEvents are the events of a session (seq 1 on, in order) that
-// the model sees now: messages, tool calls and results, and the summary
-// (compaction/ended) of the compactions that stand, without what a
-// compaction replaced or a rewind abandoned.
+// the model sees now, in the order it reads them: the summary
+// (compaction/ended) of the compaction that stands, then the messages,
+// tool calls and results after it, without what a rewind abandoned.
 func VisibleEvents(events []schema.Envelope) []schema.Envelope {
-	seen := visible(events, true)
+	bySeq := make(map[uint64]int, len(events))
+	for i := range events {
+		bySeq[events[i].Seq] = i
+	}
 	var out []schema.Envelope
-	for _, e := range events {
-		if seen[e.Seq] {
-			out = append(out, e)
-		}
+	for _, s := range modelContext(events, true).Seqs() {
+		out = append(out, events[bySeq[s]])
 	}
 	return out
 }
@@ -127,6 +128,15 @@ func VisibleEvents(events []schema.Envelope) []schema.Envelope {
 // says it can see and of the compaction summaries; compact false leaves
 // what the compactions replaced in (all but what a rewind abandoned).
 func visible(events []schema.Envelope, compact bool) map[uint64]bool {
+	seen := map[uint64]bool{}
+	for _, s := range modelContext(events, compact).Seqs() {
+		seen[s] = true
+	}
+	return seen
+}
+
+// modelContext follows the model's context through events.
+func modelContext(events []schema.Envelope, compact bool) *session.Context {
 	c := session.NewContext()
 	for i := range events {
 		e := &events[i]
@@ -151,11 +161,7 @@ func visible(events []schema.Envelope, compact bool) map[uint64]bool {
 			}
 		}
 	}
-	seen := map[uint64]bool{}
-	for _, s := range c.Seqs() {
-		seen[s] = true
-	}
-	return seen
+	return c
 }
 
 // modelVisible says which events are part of what the model reads.
