@@ -34,19 +34,13 @@ func (toy) IsSessionFile(path string) bool { return strings.HasSuffix(path, ".js
 func (toy) SessionID(path string, _ []byte) (string, error) {
 	return SessionID("toy", strings.TrimSuffix(filepath.Base(path), ".jsonl")), nil
 }
-func (toy) NewMapper(string) Mapper         { return &toyMapper{ends: map[string]toyEnd{}} }
+func (toy) NewMapper(string) Mapper         { return &toyMapper{} }
 func (toy) Export(io.Writer, *Export) error { return errors.New("not used") }
 
 // toyMapper rewinds as pi does: a prompt whose parent is not the line
 // before it goes back to where its parent's events end.
 type toyMapper struct {
-	ends map[string]toyEnd
 	last string
-}
-
-type toyEnd struct {
-	seq uint64
-	id  string
 }
 
 func (*toyMapper) Decode(raw []byte) (Line, error) {
@@ -60,17 +54,12 @@ func (*toyMapper) Decode(raw []byte) (Line, error) {
 func (m *toyMapper) Map(b *Builder, line Line) {
 	l := line.Value.(toyLine)
 	prev := m.last
-	if prev != "" {
-		seq, id := b.Mark()
-		m.ends[prev] = toyEnd{seq, id}
-	}
 	m.last = l.ID
 	text, _ := json.Marshal(l.Text)
 	switch l.Kind {
 	case "user":
 		if prev != "" && l.Parent != prev {
-			e := m.ends[l.Parent]
-			b.Rewind(e.seq, e.id)
+			b.Rewind(l.Parent)
 		}
 		b.Prompt(text)
 	case "assistant":

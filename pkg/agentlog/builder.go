@@ -100,7 +100,8 @@ type Builder struct {
 	compact   string
 	usedTurns map[string]bool
 	usedKeys  map[string]bool
-	calls     map[string]string // source call id -> tool call id
+	calls     map[string]string  // source call id -> tool call id
+	lineEnds  map[string]lineEnd // line key -> its last event, for Rewind
 	stats     Stats
 	err       error
 }
@@ -137,7 +138,7 @@ func NewBuilder(format, id string, maxEventBytes int, emit func(schema.Envelope)
 		maxEventBytes = schema.DefaultMaxEventBytes
 	}
 	return &Builder{format: format, id: id, st: session.New(id), emit: emit, maxBytes: maxEventBytes,
-		meta: schema.SessionCreated{Agent: format}, usedTurns: map[string]bool{}, usedKeys: map[string]bool{}, calls: map[string]string{}}
+		meta: schema.SessionCreated{Agent: format}, usedTurns: map[string]bool{}, usedKeys: map[string]bool{}, calls: map[string]string{}, lineEnds: map[string]lineEnd{}}
 }
 
 // SessionID is the id of the session being built.
@@ -531,6 +532,9 @@ func (b *Builder) put(e schema.Envelope) {
 		return
 	}
 	b.stats.Events++
+	if i := strings.LastIndexByte(e.EventID, '.'); i > 0 {
+		b.lineEnds[e.EventID[:i]] = lineEnd{e.Seq, e.EventID}
+	}
 	if err := b.emit(e); err != nil {
 		b.err = err
 	}

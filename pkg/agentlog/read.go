@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-		"time"
+	"time"
 	"unicode/utf8"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -43,9 +43,9 @@ type Mapper interface {
 
 // Line is a decoded source line.
 type Line struct {
-	Key    string    // the line's own id (uuid, entry id); "" = use its index
-	Time   time.Time // when the source wrote it, if it says
-	Value  any       // the format's parsed line, for Map
+	Key   string    // the line's own id (uuid, entry id); "" = use its index
+	Time  time.Time // when the source wrote it, if it says
+	Value any       // the format's parsed line, for Map
 }
 
 // ForkAt is where a branch session forks from the main session.

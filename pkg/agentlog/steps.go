@@ -59,33 +59,31 @@ func (b *Builder) nextID() string {
 	return id
 }
 
-// Mark is the last event so far (seq 0 before session/created): where a
-// rewind to the lines mapped so far goes back to.
-func (b *Builder) Mark() (seq uint64, eventID string) {
-	return b.st.LastSeq, b.st.LastEventID
-}
-
 // Rewind is a return of the conversation to an earlier point (a prompt
 // whose parent is not the conversation's last line, pi's /tree): the
-// model's context continues from the event at toSeq (Mark of the line it
-// continues; 0: from the start, session/created). The open turn ends
+// model's context continues from the last event of the line whose key is
+// key (its events as a whole: a message finished after the line counts;
+// a key not met: from the start, session/created). The open turn ends
 // first (interrupted, or completed after a complete reply) when it can:
 // what was abandoned is not the turn that follows. It is
 // context/rewound; the abandoned events stay in the log.
-func (b *Builder) Rewind(toSeq uint64, toEventID string) {
+func (b *Builder) Rewind(key string) {
 	if !b.step() {
 		return
 	}
 	b.ensureCreated()
-	if toSeq == 0 {
-		toSeq, toEventID = 1, "created"
-	}
-	if toSeq >= b.st.LastSeq+1 {
-		b.Skip("rewind to an event not written yet")
-		return
+	to, ok := b.lineEnds[lineKey(key, 0)]
+	if key == "" || !ok {
+		to = lineEnd{1, "created"}
 	}
 	if b.st.Turn != nil {
 		b.interruptTurn(b.replied)
 	}
-	b.add(schema.Envelope{Type: schema.TypeContextRewound}, schema.ContextRewound{ToEventID: toEventID, ToSeq: toSeq})
+	b.add(schema.Envelope{Type: schema.TypeContextRewound}, schema.ContextRewound{ToEventID: to.id, ToSeq: to.seq})
+}
+
+// lineEnd is the last event of a line's mapping so far.
+type lineEnd struct {
+	seq uint64
+	id  string
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // Name is the format's --from/--to name.
@@ -215,28 +216,20 @@ func maybeString(v json.RawMessage) bool {
 const interruptPrefix = "[Request interrupted by user"
 
 func (Format) NewMapper(string) agentlog.Mapper {
-	return &mapper{parent: map[string]string{}, ends: map[string]end{}}
+	return &mapper{parent: map[string]string{}, conv: map[string]bool{}}
 }
 
 // mapper remembers whether the file is a subagent's (all its lines are a
 // sidechain): in a main file, sidechain lines are an older Claude Code's
 // inline subagent and stay out of the conversation. It follows the
 // conversation's tree as far as a rewind needs: the parent of every line,
-// where the events of each conversation line (user, assistant,
-// compact_boundary) end, and the last of them, the leaf a new prompt
-// continues.
+// which lines are the conversation's (user, assistant, compact_boundary),
+// and the last of them, the leaf a new prompt continues.
 type mapper struct {
 	sidechainFile *bool
 	parent        map[string]string
-	ends          map[string]end
+	conv          map[string]bool
 	leaf          string
-	open          string // the last conversation line, its end not taken yet
-}
-
-// end is the last event of a line's mapping.
-type end struct {
-	seq uint64
-	id  string
 }
 
 func (m *mapper) Decode(raw []byte) (agentlog.Line, error) {
@@ -270,17 +263,13 @@ func (m *mapper) inlineSidechain(l *line) bool {
 
 func (m *mapper) Map(b *agentlog.Builder, al agentlog.Line) {
 	l := al.Value.(*line)
-	if m.open != "" {
-		seq, id := b.Mark()
-		m.ends[m.open], m.open = end{seq, id}, ""
-	}
 	if l.UUID != "" {
 		if _, seen := m.parent[l.UUID]; !seen && l.ParentUUID != nil {
 			m.parent[l.UUID] = *l.ParentUUID
 		}
 		if (l.Type == "user" || l.Type == "assistant") && !m.inlineSidechain(l) ||
 			l.Type == "system" && l.Subtype == "compact_boundary" {
-			defer func() { m.leaf, m.open = l.UUID, l.UUID }()
+			defer func() { m.leaf, m.conv[l.UUID] = l.UUID, true }()
 		}
 	}
 	b.Meta(agentlog.Meta{Labels: map[string]string{
@@ -302,8 +291,14 @@ func (m *mapper) Map(b *agentlog.Builder, al agentlog.Line) {
 	case "assistant":
 		m.assistant(b, l)
 	case "system":
-		if l.Subtype == "compact_boundary" {
+		switch l.Subtype {
+		case "compact_boundary":
 			b.CompactionStart()
+			return
+		case "stop_hook_summary":
+			// The Stop hooks ran: the agent finished its reply, whose
+			// lines say no stop reason in Claude Code 2.1.
+			b.EndTurn(schema.TurnCompleted)
 			return
 		}
 		b.Skip("system line " + l.Subtype + ": display only")
@@ -402,7 +397,7 @@ func (m *mapper) rewind(b *agentlog.Builder, l *line) {
 		at = *l.ParentUUID
 	}
 	for steps := 0; at != "" && steps <= len(m.parent); steps++ {
-		if _, ok := m.ends[at]; ok {
+		if m.conv[at] {
 			break
 		}
 		at = m.parent[at] // "" for a line not in the file: a root
@@ -410,8 +405,7 @@ func (m *mapper) rewind(b *agentlog.Builder, l *line) {
 	if at == m.leaf {
 		return
 	}
-	e := m.ends[at] // the zero end: back to the start
-	b.Rewind(e.seq, e.id)
+	b.Rewind(at) // "": back to the start
 }
 
 func (m *mapper) assistant(b *agentlog.Builder, l *line) {

@@ -48,7 +48,7 @@ func (Format) SessionID(_ string, first []byte) (string, error) {
 
 // NewMapper starts a pass over one session file.
 func (Format) NewMapper(string) agentlog.Mapper {
-	return &mapper{before: map[string]uint64{}, ends: map[string]end{}}
+	return &mapper{before: map[string]uint64{}}
 }
 
 type mapper struct {
@@ -56,17 +56,9 @@ type mapper struct {
 	// before is the last seq before each mapped entry's events: where a
 	// compaction that keeps that entry ends.
 	before map[string]uint64
-	// ends is the last event of each entry's mapping (taken when the next
-	// entry starts), leaf the last entry: the one pi appends to, unless
-	// /tree moved it.
-	ends map[string]end
+	// leaf is the last entry: the one pi appends to, unless /tree moved
+	// it.
 	leaf string
-}
-
-// end is the last event of an entry's mapping.
-type end struct {
-	seq uint64
-	id  string
 }
 
 // Decode parses the header or an entry; an entry must have an id (pi
@@ -109,18 +101,12 @@ func (m *mapper) Map(b *agentlog.Builder, l agentlog.Line) {
 		b.Meta(agentlog.Meta{Labels: map[string]string{agentlog.LabelCwd: v.Cwd, LabelParentSession: v.ParentSession}})
 		b.Skip("session header: session/created")
 	case *entry:
-		seq, id := b.Mark()
-		if m.leaf != "" {
-			m.ends[m.leaf] = end{seq, id}
-		}
-		m.before[v.ID] = seq
 		if p := v.parent(); m.leaf != "" && p != m.leaf {
 			// /tree moved the leaf: the model's context continues from
 			// the entry this one is appended to (none known: the start).
-			e := m.ends[p]
-			b.Rewind(e.seq, e.id)
-			m.before[v.ID], _ = b.Mark()
+			b.Rewind(p)
 		}
+		m.before[v.ID] = b.State().LastSeq
 		m.leaf = v.ID
 		m.entry(b, v)
 	}
