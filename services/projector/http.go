@@ -15,6 +15,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/httpauth"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 	"github.com/sessionlog/sessionlog/services/projector/web"
 )
@@ -636,6 +637,11 @@ func (s *Service) handleContext(w http.ResponseWriter, r *http.Request) {
 			return err
 		}
 		defer it.Close()
+		// A rewind takes the context back to what it was after its
+		// toSeq: the entries it abandoned drop out.
+		c := session.NewContext()
+		var entries []ContextEntry
+		bySeq := map[uint64]int{}
 		for ok := it.SeekGE(store.EventKey(id, from)); ok; ok = it.Next() {
 			_, e := decodeIndex(it.Value())
 			if len(e) == 0 {
@@ -645,7 +651,20 @@ func (s *Service) handleContext(w http.ResponseWriter, r *http.Request) {
 			if err := json.Unmarshal(e, &ce); err != nil {
 				return err
 			}
-			out.Entries = append(out.Entries, ce)
+			if ce.Type == schema.TypeContextRewound {
+				var d schema.ContextRewound
+				if err := json.Unmarshal(ce.Data, &d); err != nil {
+					return err
+				}
+				c.Rewind(ce.Seq, d.ToSeq)
+				continue
+			}
+			c.Add(ce.Seq)
+			bySeq[ce.Seq] = len(entries)
+			entries = append(entries, ce)
+		}
+		for _, seq := range c.Seqs() {
+			out.Entries = append(out.Entries, entries[bySeq[seq]])
 		}
 		return nil
 	})

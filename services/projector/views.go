@@ -259,6 +259,10 @@ func contextRole(typ string) string {
 		return "tool_call"
 	case schema.TypeToolResult:
 		return "tool_result"
+	case schema.TypeContextRewound:
+		// Not shown to the model: indexed so the context view can drop
+		// what it abandoned.
+		return "rewind"
 	}
 	return ""
 }
