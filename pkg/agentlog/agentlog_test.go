@@ -322,3 +322,32 @@ func TestSecondResultIsKeptAsLineOnly(t *testing.T) {
 		t.Errorf("export: %v %+v", err, x)
 	}
 }
+
+// An export to another format leaves out what a rewind abandoned, an
+// open call included: it is neither written nor answered.
+func TestExportLeavesOutAbandonedCall(t *testing.T) {
+	p := write(t,
+		`{"id":"u1","kind":"user","text":"one"}`+"\n",
+		`{"id":"a1","parent":"u1","kind":"assistant","msg":"m1","text":"trying","call":"c1","stop":"tool_use"}`+"\n",
+		`{"id":"u2","parent":"u1","kind":"user","text":"no, this"}`+"\n",
+	)
+	var c collect
+	if _, err := ReadFile(toy{}, p, Options{}, &c); err != nil {
+		t.Fatal(err)
+	}
+	x, err := NewExport("other", c.events["toy-s1"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range x.Events {
+		if e.Type == schema.TypeToolRequested || e.Type == schema.TypeMessageAssistant {
+			t.Errorf("the export holds abandoned %s %s", e.Type, e.Data)
+		}
+	}
+	if u := x.Unanswered(); len(u) != 0 {
+		t.Errorf("unanswered: %v", u)
+	}
+	if s := render(x.Events); !strings.Contains(s, "no, this") || !strings.Contains(s, "context/rewound") {
+		t.Errorf("export events:\n%s", s)
+	}
+}

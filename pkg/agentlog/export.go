@@ -23,6 +23,9 @@ type Export struct {
 	Events []schema.Envelope
 	// State is the fold of the whole session.
 	State *session.State
+	// abandoned holds the seqs of the model-visible events a rewind
+	// abandoned (left out of Events).
+	abandoned map[uint64]bool
 }
 
 // NewExport prepares the events of one session, seq 1 on, for an export
@@ -73,8 +76,13 @@ func NewExport(format string, events []schema.Envelope) (*Export, error) {
 	}
 	for i := lastLine + 1; i < len(events); i++ {
 		e := &events[i]
-		abandoned := kept != nil && (modelVisible(e.Type) || e.Type == schema.TypeCompactionEnded) && !kept[e.Seq]
-		if e.Type != TypeSourceLine && !abandoned {
+		switch {
+		case kept != nil && (modelVisible(e.Type) || e.Type == schema.TypeCompactionEnded) && !kept[e.Seq]:
+			if x.abandoned == nil {
+				x.abandoned = map[uint64]bool{}
+			}
+			x.abandoned[e.Seq] = true
+		case e.Type != TypeSourceLine:
 			x.Events = append(x.Events, *e)
 		}
 	}
@@ -83,11 +91,12 @@ func NewExport(format string, events []schema.Envelope) (*Export, error) {
 
 // Unanswered lists the tool calls that have no result at the end of the
 // session, in the order they were requested: an export must answer them
-// (with an error result saying the outcome is not known).
+// (with an error result saying the outcome is not known). A call a
+// rewind abandoned is not among them: the export does not hold it.
 func (x *Export) Unanswered() []*session.ToolCall {
 	var out []*session.ToolCall
 	for _, t := range x.State.Tools {
-		if t.Open() {
+		if t.Open() && !x.abandoned[t.StartSeq] {
 			out = append(out, t)
 		}
 	}
