@@ -94,7 +94,7 @@ func Events(id string) []schema.Envelope {
 func Finish(id string) []schema.Envelope {
 	evs := build(id, T0.Add(time.Hour), []ev{
 		{typ: schema.TypeSessionResumed, data: map[string]any{"by": "bob"}},
-		{typ: schema.TypeSessionTitled, data: map[string]any{"title": "Fix the flaky test"}},
+		{typ: schema.TypeSessionTitled, data: map[string]any{"title": "Fix TestFlaky"}},
 		// The model's context goes back to the first turn's end: the
 		// second turn, repaired, is abandoned.
 		{typ: schema.TypeContextRewound, data: map[string]any{"toEventId": id + "-e29", "toSeq": 29}},
