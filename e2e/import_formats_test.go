@@ -15,9 +15,10 @@ import (
 )
 
 // The codex and pi fixtures through the import and export verbs: what is
-// stored is what the mapping gives, a branch is a fork child, a second
-// import appends nothing, and the export to the format is the file's
-// complete lines (then the answers to the calls it leaves open).
+// stored is what the mapping gives, a /tree jump is a rewind in the same
+// session, a second import appends nothing, and the export to the format
+// is the file's complete lines (then the answers to the calls it leaves
+// open).
 func TestImportCodexAndPi(t *testing.T) {
 	for _, tc := range []struct {
 		f        agentlog.Format
