@@ -191,17 +191,108 @@ func sessionMessages(events []schema.Envelope) []sdkMessage {
 	return out
 }
 
+// ccLine is a Claude Code line of type typ (user, assistant, progress,
+// boundary: a compact_boundary, summary: a compact summary, stop: the
+// stop_hook_summary that ends a turn).
+func ccLine(typ, uuid, parent, content string) string {
+	p := `null`
+	if parent != "" {
+		p = `"` + parent + `"`
+	}
+	head := `"uuid":"` + uuid + `","parentUuid":` + p + `,"sessionId":"s","timestamp":"2026-02-10T22:00:00Z"`
+	switch typ {
+	case "progress":
+		return `{"type":"progress",` + head + `}`
+	case "stop":
+		return `{"type":"system","subtype":"stop_hook_summary",` + head + `}`
+	case "boundary":
+		// A boundary whose logical parent is not in the file.
+		return `{"type":"system","subtype":"compact_boundary",` + head + `,"logicalParentUuid":"not-in-the-file","content":"Conversation compacted"}`
+	case "summary":
+		return `{"type":"user",` + head + `,"isCompactSummary":true,"message":{"role":"user","content":` + content + `}}`
+	case "assistant":
+		return `{"type":"assistant",` + head + `,"message":{"id":"m-` + uuid + `","role":"assistant","content":` + content + `}}`
+	}
+	return `{"type":"` + typ + `",` + head + `,"message":{"role":"` + typ + `","content":` + content + `}}`
+}
+
+// handMade writes transcripts the real files lack into dir: a prompt that
+// goes back (through a progress line) to an earlier reply, and a
+// compact_boundary whose logical parent is not in the file.
+func handMade(t *testing.T, dir string) []string {
+	t.Helper()
+	files := map[string][]string{
+		"0a0a0a0a-0000-4000-8000-000000000000": {
+			ccLine("user", "u1", "", `"one"`),
+			ccLine("assistant", "a1", "u1", `[{"type":"text","text":"first"}]`),
+			ccLine("progress", "p1", "a1", ""),
+			ccLine("user", "u2", "p1", `"two"`),
+			ccLine("assistant", "a2", "u2", `[{"type":"text","text":"second"}]`),
+			ccLine("user", "u3", "p1", `"two, again"`),
+			ccLine("assistant", "a3", "u3", `[{"type":"text","text":"third"}]`),
+			ccLine("user", "u4", "a3", `"four"`),
+		},
+		"0b0b0b0b-0000-4000-8000-000000000000": {
+			ccLine("user", "u1", "", `"one"`),
+			ccLine("assistant", "a1", "u1", `[{"type":"text","text":"first"}]`),
+			ccLine("boundary", "b1", "", ""),
+			ccLine("summary", "s1", "b1", `"the summary"`),
+			ccLine("user", "u2", "s1", `"two"`),
+			ccLine("assistant", "a2", "u2", `[{"type":"text","text":"second"}]`),
+			ccLine("stop", "h1", "a2", ""),
+		},
+	}
+	var paths []string
+	for _, name := range []string{"0a0a0a0a-0000-4000-8000-000000000000", "0b0b0b0b-0000-4000-8000-000000000000"} {
+		p := filepath.Join(dir, name+".jsonl")
+		if err := os.WriteFile(p, []byte(strings.Join(files[name], "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+	}
+	return paths
+}
+
+// TestCompactBoundaryKeepsTheSession: a compact_boundary whose logical
+// parent is not in the file does not cut the session: the lines before it
+// stay, and the model's context is the summary and what follows.
+func TestCompactBoundaryKeepsTheSession(t *testing.T) {
+	events := mapReal(t, handMade(t, t.TempDir())[1])
+	var created schema.SessionCreated
+	_ = json.Unmarshal(events[0].Data, &created)
+	if created.Title != "one" {
+		t.Errorf("title %q, want the first prompt", created.Title)
+	}
+	var seen []string
+	for _, m := range sessionMessages(events) {
+		seen = append(seen, m.UUID)
+	}
+	if got := strings.Join(seen, " "); got != "s1 u2 a2" {
+		t.Errorf("model-visible lines %q, want s1 u2 a2", got)
+	}
+	lines := 0
+	for _, e := range events {
+		if e.Type == agentlog.TypeSourceLine {
+			lines++
+		}
+	}
+	if lines != 7 {
+		t.Errorf("%d source lines, want 7", lines)
+	}
+}
+
 // TestSDKMessages holds the session of each real transcript against the
 // Claude Agent SDK's own reader: getSessionMessages of
 // @anthropic-ai/claude-agent-sdk (clients/claude-agent-sdk, run by
 // test/messages.mjs) returns, message for message, what the session's
 // model-visible context holds: the same roles, lines, tool_use ids and
-// tool_result ids, in the same order. Node and the package must be
-// installed (make node-deps): the test fails without them.
+// tool_result ids, in the same order; the hand-made files too (a rewind, a
+// compaction whose boundary's parent is not in the file). Node and the
+// package must be installed (make node-deps): the test fails without them.
 func TestSDKMessages(t *testing.T) {
 	dir := filepath.Join("..", "..", "..", "clients", "claude-agent-sdk")
 	node := testbin.Node(t, dir, filepath.Join("node_modules", "@anthropic-ai", "claude-agent-sdk", "package.json"))
-	files := realFiles(t)
+	files := append(realFiles(t), handMade(t, t.TempDir())...)
 	var args []string
 	for _, f := range files {
 		abs, err := filepath.Abs(f)
@@ -254,36 +345,7 @@ func TestSDKMessages(t *testing.T) {
 // context/rewound to where that line's events end, in the same session;
 // the abandoned exchange stays in the log but leaves the model's context.
 func TestPromptThatGoesBackIsRewind(t *testing.T) {
-	line := func(typ, uuid, parent, content string) string {
-		p := `null`
-		if parent != "" {
-			p = `"` + parent + `"`
-		}
-		role := typ
-		if typ == "progress" {
-			return `{"type":"progress","uuid":"` + uuid + `","parentUuid":` + p + `,"timestamp":"2026-02-10T22:00:00Z"}`
-		}
-		msg := `{"role":"` + role + `","content":` + content + `}`
-		if typ == "assistant" {
-			msg = `{"id":"m-` + uuid + `","role":"assistant","content":` + content + `}`
-		}
-		return `{"type":"` + typ + `","uuid":"` + uuid + `","parentUuid":` + p + `,"timestamp":"2026-02-10T22:00:00Z","message":` + msg + `}`
-	}
-	lines := []string{
-		line("user", "u1", "", `"one"`),
-		line("assistant", "a1", "u1", `[{"type":"text","text":"first"}]`),
-		line("progress", "p1", "a1", ""),
-		line("user", "u2", "p1", `"two"`),
-		line("assistant", "a2", "u2", `[{"type":"text","text":"second"}]`),
-		line("user", "u3", "p1", `"two, again"`),
-		line("assistant", "a3", "u3", `[{"type":"text","text":"third"}]`),
-		line("user", "u4", "a3", `"four"`),
-	}
-	path := filepath.Join(t.TempDir(), "0a0a0a0a-0000-4000-8000-000000000000.jsonl")
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	events := mapReal(t, path)
+	events := mapReal(t, handMade(t, t.TempDir())[0])
 	var rewinds []schema.ContextRewound
 	for _, e := range events {
 		if e.Type == schema.TypeContextRewound {
