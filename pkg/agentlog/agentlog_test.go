@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
@@ -349,5 +350,59 @@ func TestExportLeavesOutAbandonedCall(t *testing.T) {
 	}
 	if s := render(x.Events); !strings.Contains(s, "no, this") || !strings.Contains(s, "context/rewound") {
 		t.Errorf("export events:\n%s", s)
+	}
+}
+
+// A title known only after session/created (the first prompt after more
+// lines than are held) is session/titled; a file's first lines map to
+// nothing until the prompt or the held bound, whatever they end with.
+func TestLateTitleIsSessionTitled(t *testing.T) {
+	var lines []string
+	for i := range holdLines {
+		lines = append(lines, fmt.Sprintf(`{"id":"x%d","kind":"mystery"}`+"\n", i))
+	}
+	lines = append(lines, `{"id":"u1","kind":"user","text":"the title\nand more"}`+"\n")
+	var c collect
+	if _, err := ReadFile(toy{}, write(t, lines[:3]...), Options{}, &c); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(c.events["toy-s1"]); n != 0 {
+		t.Fatalf("3 lines without a prompt gave %d events", n)
+	}
+	c = collect{}
+	if _, err := ReadFile(toy{}, write(t, lines...), Options{}, &c); err != nil {
+		t.Fatal(err)
+	}
+	s := render(c.events["toy-s1"])
+	if !strings.Contains(s, `1 created session/created [] {"agent":"toy"}`) || !strings.Contains(s, `session/titled [] {"title":"the title"}`) {
+		t.Errorf("events:\n%s", s)
+	}
+}
+
+// A line without a time takes the previous line's; before any line with
+// one, the file's modification time (Options.ModTime, else the file's):
+// never the epoch.
+func TestLineWithoutTimeTakesFileTime(t *testing.T) {
+	p := write(t, `{"id":"u1","kind":"user","text":"one"}`+"\n")
+	mtime := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	if err := os.Chtimes(p, mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+	var c collect
+	if _, err := ReadFile(toy{}, p, Options{}, &c); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range c.events["toy-s1"] {
+		if !e.Time.Equal(mtime) {
+			t.Errorf("seq %d at %v, want the file's %v", e.Seq, e.Time, mtime)
+		}
+	}
+	given := mtime.Add(time.Hour)
+	c = collect{}
+	if _, err := ReadFile(toy{}, p, Options{ModTime: given}, &c); err != nil {
+		t.Fatal(err)
+	}
+	if e := c.events["toy-s1"][0]; !e.Time.Equal(given) {
+		t.Errorf("seq 1 at %v, want Options.ModTime %v", e.Time, given)
 	}
 }
