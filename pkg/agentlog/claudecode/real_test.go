@@ -118,7 +118,7 @@ func TestRealFilesOneSessionEveryCallPaired(t *testing.T) {
 	}
 }
 
-// message is one model-visible message, as the SDK's reader or the
+// sdkMessage is one model-visible message, as the SDK's reader or the
 // session gives it: lines of one assistant message that follow each other
 // are one message (sessionlog's message/assistant), under its first
 // line's uuid.
