@@ -48,7 +48,8 @@ type Line struct {
 	Value any       // the format's parsed line, for Map
 }
 
-// ForkAt is where a branch session forks from the main session.
+// ForkAt is where a session forks from another. ReadFile makes no fork
+// (a file is one session); AppendSink still forks a Plan that names one.
 type ForkAt struct {
 	ParentID string
 	Seq      uint64 // the fork copies parent events 1..Seq
