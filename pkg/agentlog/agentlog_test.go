@@ -28,6 +28,7 @@ type toyLine struct {
 	Error  bool            `json:"error"`
 	Stop   string          `json:"stop"`
 	Input  json.RawMessage `json:"input"`
+	Time   time.Time       `json:"time"`
 }
 
 func (toy) Name() string                   { return "toy" }
@@ -49,7 +50,7 @@ func (*toyMapper) Decode(raw []byte) (Line, error) {
 	if err := json.Unmarshal(raw, &l); err != nil {
 		return Line{}, err
 	}
-	return Line{Key: l.ID, Value: l}, nil
+	return Line{Key: l.ID, Time: l.Time, Value: l}, nil
 }
 
 func (m *toyMapper) Map(b *Builder, line Line) {
@@ -380,8 +381,9 @@ func TestLateTitleIsSessionTitled(t *testing.T) {
 }
 
 // A line without a time takes the previous line's; before any line with
-// one, the file's modification time (Options.ModTime, else the file's):
-// never the epoch.
+// one, the file's modification time (Options.ModTime, else the file's),
+// or, for the lines held for the first prompt, the prompt's: never the
+// epoch.
 func TestLineWithoutTimeTakesFileTime(t *testing.T) {
 	p := write(t, `{"id":"u1","kind":"user","text":"one"}`+"\n")
 	mtime := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -404,5 +406,18 @@ func TestLineWithoutTimeTakesFileTime(t *testing.T) {
 	}
 	if e := c.events["toy-s1"][0]; !e.Time.Equal(given) {
 		t.Errorf("seq 1 at %v, want Options.ModTime %v", e.Time, given)
+	}
+	// Lines held for the first prompt take its time when it has one: the
+	// modification time of a file that grows changes.
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	p = write(t, `{"id":"x1","kind":"mystery"}`+"\n", `{"id":"u1","kind":"user","text":"one","time":"2026-01-02T03:04:05Z"}`+"\n")
+	c = collect{}
+	if _, err := ReadFile(toy{}, p, Options{}, &c); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range c.events["toy-s1"] {
+		if !e.Time.Equal(at) {
+			t.Errorf("seq %d (%s) at %v, want the prompt's %v", e.Seq, e.EventID, e.Time, at)
+		}
 	}
 }

@@ -89,8 +89,9 @@ type Builder struct {
 	at    time.Time
 	steps int // mapped steps of the line
 	notes []string
-	// defaultAt is the time of lines that say none before any line does.
-	defaultAt time.Time
+	// known is the last time a line gave; defaultAt the time of lines
+	// that say none before any line does.
+	known, defaultAt time.Time
 
 	meta      schema.SessionCreated
 	created   bool
@@ -204,11 +205,16 @@ func Title(s string) string {
 
 // startLine begins mapping line index with key and time.
 func (b *Builder) startLine(index int, key string, at time.Time) {
-	if at.IsZero() {
-		at = b.at // a line without a time shows its predecessor's
+	if !at.IsZero() {
+		b.known = at
 	}
+	// A line without a time shows its predecessor's; before any line
+	// gave one, the file's (but the lines held for the first prompt take
+	// the time of the line that releases them, when it has one: a file
+	// read while it grows has another modification time each time).
+	at = b.known
 	if at.IsZero() {
-		at = b.defaultAt // or the file's, before any line gave one
+		at = b.defaultAt
 	}
 	if at.IsZero() {
 		at = time.Unix(0, 0).UTC() // a Builder driven without a file
@@ -639,6 +645,7 @@ func (b *Builder) sourceLine(raw []byte) {
 	}
 	for _, e := range out {
 		if !b.created {
+			e.Time = b.known // zero: the releasing line's time
 			b.held = append(b.held, e)
 			if len(b.held) >= holdLines {
 				b.ensureCreated()

@@ -22,7 +22,7 @@ func (b *Builder) UserMessage(content json.RawMessage) {
 		return
 	}
 	e.Data, _ = json.Marshal(schema.Message{Content: content})
-	e.EventID, e.Time = eventID(b.key, b.n), b.at
+	e.EventID, e.Time = eventID(b.key, b.n), b.known // zero: the releasing line's time
 	b.n++
 	b.shrink(&e)
 	b.held = append(b.held, e)
