@@ -369,6 +369,7 @@ func (m *mapper) user(b *agentlog.Builder, l *line) {
 	}
 	switch {
 	case results > 0:
+		// A line of results: its text, if any, is not a prompt.
 	case interrupted && len(rest) == 0:
 		// What the model reads next; then the turn ends.
 		b.UserMessage(msg.Content)
