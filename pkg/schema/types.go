@@ -34,6 +34,8 @@ const (
 	TypeJobEnded          = "job/ended"
 	TypeRepairApplied     = "repair/applied"
 	TypeForkCommitted     = "fork/committed"
+	TypeContextRewound    = "context/rewound"
+	TypeSessionTitled     = "session/titled"
 )
 
 // Enumerated data values.
@@ -193,6 +195,10 @@ func init() {
 	register(&Spec{Type: TypeSessionPaused, check: dataCheck(func(d *Reason) error { return need("reason", d.Reason) })})
 	register(&Spec{Type: TypeSessionResumed, check: dataCheck(func(d *SessionResumed) error { return need("by", d.By) })})
 	register(&Spec{Type: TypeSessionClosed, check: dataCheck(func(d *Reason) error { return need("reason", d.Reason) })})
+	register(&Spec{Type: TypeSessionTitled, check: dataCheck(func(d *SessionTitled) error { return need("title", d.Title) })})
+	register(&Spec{Type: TypeContextRewound, check: dataCheck(func(d *ContextRewound) error {
+		return firstErr(need("toEventId", d.ToEventID), needSeq("toSeq", d.ToSeq))
+	})})
 	register(&Spec{Type: TypeTurnStarted, IDs: IDTurn, check: dataCheck[TurnStarted](nil)})
 	register(&Spec{Type: TypeTurnEnded, IDs: IDTurn, check: dataCheck(func(d *Reason) error {
 		return oneOf("reason", d.Reason, TurnCompleted, TurnInterrupted, TurnAborted, TurnFailed)

@@ -36,10 +36,12 @@ var minimal = map[string]struct{ data, full string }{
 	TypeCompactionAborted: {`{"compactionId":"k1","reason":"oom"}`, ``},
 	TypeGoalUpdated: {`{"revision":1,"objective":"o","status":"active"}`,
 		`{"revision":2,"objective":"o","acceptance":["a"],"phase":"p","budget":{"usd":1},"status":"blocked","blockedReason":"b"}`},
-	TypeJobStarted:    {`{"jobId":"j1"}`, `{"jobId":"j1","command":["make"]}`},
-	TypeJobEnded:      {`{"jobId":"j1","status":"exited"}`, `{"jobId":"j1","status":"failed","exitCode":2}`},
-	TypeRepairApplied: {`{"reason":"lease expired","closed":[]}`, `{"reason":"lease expired","closed":[{"kind":"tool_started","id":"c1","turnId":"t1"}],"leaseExpiredAt":"2026-12-02T15:04:05Z","plannedAtSeq":9}`},
-	TypeForkCommitted: {`{"seedLength":4}`, ``},
+	TypeJobStarted:     {`{"jobId":"j1"}`, `{"jobId":"j1","command":["make"]}`},
+	TypeJobEnded:       {`{"jobId":"j1","status":"exited"}`, `{"jobId":"j1","status":"failed","exitCode":2}`},
+	TypeRepairApplied:  {`{"reason":"lease expired","closed":[]}`, `{"reason":"lease expired","closed":[{"kind":"tool_started","id":"c1","turnId":"t1"}],"leaseExpiredAt":"2026-12-02T15:04:05Z","plannedAtSeq":9}`},
+	TypeForkCommitted:  {`{"seedLength":4}`, ``},
+	TypeSessionTitled:  {`{"title":"t"}`, ``},
+	TypeContextRewound: {`{"toEventId":"e3","toSeq":3}`, ``},
 }
 
 var idNames = []struct {

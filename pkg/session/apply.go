@@ -154,6 +154,32 @@ func (s *State) plan(e *schema.Envelope, apply bool) error {
 		}
 		return nil
 
+	case schema.TypeSessionTitled:
+		var d schema.SessionTitled
+		if err := e.DecodeData(&d); err != nil {
+			return bad(err)
+		}
+		if apply {
+			s.Meta.Title = d.Title
+		}
+		return nil
+	case schema.TypeContextRewound:
+		// The model's context goes back to the event at toSeq: it must be
+		// an earlier event of this session. Open work stays open (the
+		// rewind changes what the model sees next, not what ran).
+		var d schema.ContextRewound
+		if err := e.DecodeData(&d); err != nil {
+			return bad(err)
+		}
+		if d.ToSeq == 0 || d.ToSeq >= seq {
+			return structure("context/rewound toSeq %d must be between 1 and %d", d.ToSeq, seq-1)
+		}
+		if apply {
+			s.Rewinds++
+			s.LastRewind = &Rewind{Seq: seq, ToSeq: d.ToSeq, ToEventID: d.ToEventID}
+		}
+		return nil
+
 	case schema.TypeTurnStarted:
 		if s.Turn != nil {
 			return structure("turn %s is still open: at most one open turn", s.Turn.ID)
