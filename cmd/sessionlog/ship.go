@@ -173,11 +173,12 @@ func (sh *shipper) ship(path string) error {
 		sh.files[path] = m
 	}
 	appended := 0
-	sink := &agentlog.AppendSink{Ctx: sh.v.ctx, Log: clientLog{cl: sh.v.cl, holder: holderOf(sh.host, sh.f.Name(), path)}, Batch: sh.batch,
-		Finished: func(_ agentlog.Plan, _ uint64, _ string, added int) { appended += added }}
-	res, err := agentlog.ReadFile(sh.f, path, agentlog.Options{Warn: func(p string, line int, msg string) {
+	sink := fileAppendSink(sh.v.ctx, clientLog{cl: sh.v.cl, holder: holderOf(sh.host, sh.f.Name(), path)}, path, sh.batch,
+		func(msg string) { fmt.Fprintf(sh.stderr, "warning: %s\n", msg) })
+	sink.Finished = func(_ agentlog.Plan, _ uint64, _ string, added int) { appended += added }
+	res, err := sink.ReadFile(sh.f, path, agentlog.Options{Warn: func(p string, line int, msg string) {
 		fmt.Fprintf(sh.stderr, "warning: %s:%d: skipped: %s\n", p, line, msg)
-	}}, sink)
+	}}, nil)
 	m.appended += appended
 	if appended > 0 {
 		m.lag = time.Since(info.ModTime())
