@@ -293,8 +293,8 @@ func openCallCut(t *testing.T, f agentlog.Format, dir string, lines [][]byte) in
 // paused) continues when the file grows again: the import resumes it, the
 // call's real result is kept as tool/late-result beside the repair's
 // outcome_unknown, the turn the repair ended goes on in a turn that
-// continues it, and every later event of the file is stored. Importing
-// again appends nothing.
+// continues it, and every later event of the file is stored (as itself, or
+// as source/unfit under its id). Importing again appends nothing.
 func TestImportContinuesAfterRepair(t *testing.T) {
 	h := newContStack(t)
 	ctx := context.Background()
@@ -392,7 +392,7 @@ func TestImportContinuesAfterRepair(t *testing.T) {
 	whole := mainOf(t, f, path).events
 	gives := map[string]bool{}
 	for _, e := range whole {
-		if !ids[e.EventID] && e.Type != schema.TypeTurnEnded {
+		if !ids[e.EventID] {
 			t.Errorf("source event %s %s is not stored", e.Type, e.EventID)
 		}
 		if e.Type == schema.TypeToolResult {
@@ -502,6 +502,22 @@ func TestImportFilesWithOneIDStayApart(t *testing.T) {
 	}
 	if run := h.importPaths(t, a, b, dot, dash); run.n.events != 0 || run.n.failed > 0 {
 		t.Fatalf("again: %+v", run)
+	}
+
+	// A third dup.jsonl, whose own id a file named after it holds: the
+	// import of it fails, naming both files.
+	c := filepath.Join(dir, "proj-c", "dup.jsonl")
+	own := agentlog.FileSessionID("cc-dup", "proj-c/dup.jsonl")
+	squatter := filepath.Join(dir, "proj-x", strings.TrimPrefix(own, "cc-")+".jsonl")
+	writeLines(t, squatter, x, nil)
+	if run := h.importPaths(t, squatter); run.n.failed > 0 {
+		t.Fatalf("%+v", run)
+	}
+	writeLines(t, c, realLines(t, "55604662-cf2a-4331-851a-ec234028f8ca.jsonl"), nil)
+	run = h.importPaths(t, c)
+	if run.n.failed != 1 || len(run.failures) != 1 || !strings.Contains(run.failures[0], "proj-c/dup.jsonl") ||
+		!strings.Contains(run.failures[0], "proj-x/"+strings.TrimPrefix(own, "cc-")+".jsonl") || !strings.Contains(run.failures[0], "collides") {
+		t.Fatalf("a collision of the file's own id: %+v", run)
 	}
 }
 

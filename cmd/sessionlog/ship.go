@@ -96,6 +96,9 @@ type shipper struct {
 	w              *fsnotify.Watcher
 	dirty          map[string]bool
 	files          map[string]*shipFile
+	// stored: the sessions with a repair in them, as the last pass left
+	// them (agentlog.StoredCache).
+	stored agentlog.StoredCache
 }
 
 // shipFile is the metrics of one followed file.
@@ -176,6 +179,7 @@ func (sh *shipper) ship(path string) error {
 	sink := fileAppendSink(sh.v.ctx, clientLog{cl: sh.v.cl, holder: holderOf(sh.host, sh.f.Name(), path)}, path, sh.batch,
 		func(msg string) { fmt.Fprintf(sh.stderr, "warning: %s\n", msg) })
 	sink.Finished = func(_ agentlog.Plan, _ uint64, _ string, added int) { appended += added }
+	sink.Cache = &sh.stored
 	res, err := sink.ReadFile(sh.f, path, agentlog.Options{Warn: func(p string, line int, msg string) {
 		fmt.Fprintf(sh.stderr, "warning: %s:%d: skipped: %s\n", p, line, msg)
 	}}, nil)

@@ -138,6 +138,9 @@ type AppendSink struct {
 	// one after the other). The lock is held from Session to Done (or
 	// Close).
 	Locks *SessionLocks
+	// Cache, when set, keeps a stored session this sink had to read
+	// whole for the next sink that finds its tail unchanged.
+	Cache *StoredCache
 
 	locked       string // the session id locked, "" = none
 	plan         Plan
@@ -363,6 +366,10 @@ func (s *AppendSink) Event(e schema.Envelope) error {
 // byID reads the stored session, then compares the source events seen so
 // far with it.
 func (s *AppendSink) byID() error {
+	if c := s.Cache.take(s.plan.ID, s.tail, s.tailID); c != nil {
+		c.k = 0
+		return s.compareFrom(c)
+	}
 	c := &storedSession{st: session.New(s.plan.ID), turns: map[string]string{}}
 	err := s.Log.Events(s.Ctx, s.plan.ID, 0, func(e schema.Envelope) error {
 		if err := c.st.Apply(&e); err != nil {
@@ -382,6 +389,12 @@ func (s *AppendSink) byID() error {
 	if err != nil {
 		return fmt.Errorf("read %s: %w", s.plan.ID, err)
 	}
+	return s.compareFrom(c)
+}
+
+// compareFrom compares the source events seen so far with the stored
+// session c, and the rest as they come.
+func (s *AppendSink) compareFrom(c *storedSession) error {
 	s.mode, s.cmp = byID, c
 	s.tail, s.tailID = c.st.LastSeq, c.st.LastEventID
 	seen, held := s.seen, s.held
@@ -518,12 +531,26 @@ func (s *AppendSink) fit(e schema.Envelope) error {
 		}
 	}
 	if err := st.Check(&e); err != nil {
+		// Kept under its id, so that the stored session still holds
+		// every source event.
 		if s.Warn != nil {
-			s.Warn(fmt.Sprintf("session %s: %s %s is not stored after the session's repair (%v); its source line is", s.plan.ID, e.Type, e.EventID, err))
+			s.Warn(fmt.Sprintf("session %s: %s %s does not fit the session after its repair (%v): kept as %s", s.plan.ID, e.Type, e.EventID, err, TypeSourceUnfit))
 		}
-		return nil
+		d, _ := json.Marshal(SourceUnfit{Type: e.Type, Reason: err.Error()})
+		return s.put(schema.Envelope{Type: TypeSourceUnfit, Ignorable: true, EventID: e.EventID, Time: e.Time, Data: d})
 	}
 	return s.put(e)
+}
+
+// TypeSourceUnfit is the ignorable event that stands for a source event
+// that does not fit the stored session after a repair (a turn/ended of a
+// turn the repair ended): it keeps the event's id, its type and why.
+const TypeSourceUnfit = "source/unfit"
+
+// SourceUnfit is the data of a source/unfit event.
+type SourceUnfit struct {
+	Type   string `json:"type"`
+	Reason string `json:"reason"`
 }
 
 // closedCall says whether the stored session has a result for call id
@@ -556,6 +583,9 @@ func (s *AppendSink) by() string {
 func (s *AppendSink) put(e schema.Envelope) error {
 	if err := s.cmp.st.Apply(&e); err != nil {
 		return fmt.Errorf("session %s: %s %s: %w", s.plan.ID, e.Type, e.EventID, err)
+	}
+	if !addedID(e.EventID) {
+		s.cmp.ids = append(s.cmp.ids, e.EventID)
 	}
 	return s.queue(e)
 }
@@ -704,10 +734,66 @@ func (s *AppendSink) Done() error {
 		return err
 	}
 	s.unlock()
+	if s.cmp != nil {
+		s.Cache.keep(s.plan.ID, s.tail, s.tailID, s.cmp)
+	}
 	if s.Finished != nil {
 		s.Finished(s.plan, s.tail, s.tailID, s.added)
 	}
 	return nil
+}
+
+// StoredCache keeps what AppendSinks read of stored sessions they
+// compared by id, for the next sink that finds a session's tail as the
+// last one left it: ship reads a file again on every write, and a session
+// with a repair in it would otherwise be read whole each time. A nil
+// StoredCache keeps nothing. Safe for concurrent use.
+type StoredCache struct {
+	mu sync.Mutex
+	m  map[string]*cachedSession
+}
+
+// maxCachedSessions bounds a StoredCache.
+const maxCachedSessions = 64
+
+type cachedSession struct {
+	tail   uint64
+	tailID string
+	c      *storedSession
+}
+
+// take takes the session's entry out when the tail is the one it was kept
+// at.
+func (sc *StoredCache) take(id string, tail uint64, tailID string) *storedSession {
+	if sc == nil {
+		return nil
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	cs, ok := sc.m[id]
+	delete(sc.m, id)
+	if !ok || cs.tail != tail || cs.tailID != tailID {
+		return nil
+	}
+	return cs.c
+}
+
+func (sc *StoredCache) keep(id string, tail uint64, tailID string, c *storedSession) {
+	if sc == nil {
+		return
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.m == nil {
+		sc.m = map[string]*cachedSession{}
+	}
+	for k := range sc.m {
+		if len(sc.m) < maxCachedSessions {
+			break
+		}
+		delete(sc.m, k)
+	}
+	sc.m[id] = &cachedSession{tail: tail, tailID: tailID, c: c}
 }
 
 // Close waits for an append an error elsewhere left in flight, so nothing
