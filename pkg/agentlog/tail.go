@@ -154,10 +154,11 @@ type AppendSink struct {
 	mode mode
 	// seen: the ids of the source events before the tail seq, while mode
 	// is bySeq; held: the last of them (keepBeforeTail), whole.
-	seen    []string
-	held    []schema.Envelope
-	cmp     *storedSession
-	compare map[string]bool // plans compared byID from their start
+	seen      []string
+	held      []schema.Envelope
+	heldBytes int
+	cmp       *storedSession
+	compare   map[string]bool // plans compared byID from their start
 	// orig is the plan's id of the session announced last, at the
 	// session it goes to. instead: the session a plan's id goes to (a new
 	// generation); probe: the id whose generations are probed for it (the
@@ -239,7 +240,7 @@ func (s *AppendSink) Session(p Plan) error {
 		s.locked = p.ID
 	}
 	s.plan, s.orig, s.pending, s.pendingBytes, s.added = p, p.ID, s.pending[:0], 0, 0
-	s.mode, s.seen, s.held, s.cmp = bySeq, s.seen[:0], s.held[:0], nil
+	s.mode, s.seen, s.held, s.heldBytes, s.cmp = bySeq, s.seen[:0], nil, 0, nil
 	var err error
 	if p.Fork == nil && s.File != "" {
 		s.plan.ID, s.tail, s.tailID, err = s.current(p.ID)
@@ -341,11 +342,16 @@ func (s *AppendSink) Event(e schema.Envelope) error {
 			s.seen = append(s.seen, e.EventID)
 			if e.Seq+keepBeforeTail >= s.tail {
 				s.held = append(s.held, e)
+				s.heldBytes += len(e.Data)
+				for len(s.held) > 1 && s.heldBytes > maxHeldBytes {
+					s.heldBytes -= len(s.held[0].Data)
+					s.held = s.held[1:]
+				}
 			}
 		}
 		return nil
 	case e.Seq == s.tail && e.EventID == s.tailID:
-		s.mode, s.seen, s.held = appending, s.seen[:0], s.held[:0]
+		s.mode, s.seen, s.held = appending, s.seen[:0], nil
 		return nil
 	case e.Seq > s.tail && len(s.seen) == 0:
 		// The source starts after the tail: a fork child's first event
@@ -398,7 +404,7 @@ func (s *AppendSink) compareFrom(c *storedSession) error {
 	s.mode, s.cmp = byID, c
 	s.tail, s.tailID = c.st.LastSeq, c.st.LastEventID
 	seen, held := s.seen, s.held
-	s.seen, s.held = s.seen[:0], s.held[:0]
+	s.seen, s.held = s.seen[:0], nil
 	for i, id := range seen {
 		e := schema.Envelope{Seq: s.plan.FirstSeq + uint64(i), EventID: id}
 		if c.k >= len(c.ids) {
@@ -443,10 +449,14 @@ func EachStored(after uint64, next func(after uint64) (events []json.RawMessage,
 }
 
 // keepBeforeTail is how many source events before the stored tail's seq
-// an AppendSink keeps whole while it compares by seq: the events a
-// repair and a continuation add between the source's (a few each) put
-// the source's new events there.
-const keepBeforeTail = 256
+// an AppendSink keeps whole while it compares by seq (at most
+// maxHeldBytes of their data): the events a repair and a continuation
+// add between the source's (a few each) put the source's new events
+// there. A source whose new events were not kept is read again.
+const (
+	keepBeforeTail = 64
+	maxHeldBytes   = 4 << 20
+)
 
 // errReread: the source's new events were passed over; ReadFile reads the
 // file again, comparing by id from its start.
