@@ -145,7 +145,7 @@ func sameEvents(t *testing.T, what string, got, want []schema.Envelope) {
 		g, w := got[i], want[i]
 		if g.EventID != w.EventID || g.Type != w.Type || g.TurnID != w.TurnID || g.ToolCallID != w.ToolCallID ||
 			withoutSourceFile(t, g) != withoutSourceFile(t, w) {
-			t.Fatalf("%s: seq %d is %s %s, the one-shot import has %s %s", what, g.Seq, g.Type, g.EventID, w.Type, w.EventID)
+			t.Fatalf("%s: seq %d is %s %s %s, the one-shot import has %s %s %s", what, g.Seq, g.Type, g.EventID, g.Data, w.Type, w.EventID, w.Data)
 		}
 	}
 }
@@ -624,5 +624,40 @@ func TestImportTenMegabyteTranscriptDefaultFlags(t *testing.T) {
 	}
 	if m, got := mainOnly(t, path), h.stored(t, "cc-10000000-0000-4000-8000-000000000001"); len(got) != len(m.events) {
 		t.Fatalf("%d events stored, the file maps to %d", len(got), len(m.events))
+	}
+}
+
+// ship sends a followed file that shrank and went on to <id>-r2, with a
+// warning naming the file, and goes on with -r2 on its next passes.
+func TestShipShrunkFileGoesToNextGeneration(t *testing.T) {
+	h := newImportHarness(t, logstore.Config{})
+	var stdout, stderr bytes.Buffer
+	sh := &shipper{v: &agentVerb{cl: h.cl, ctx: context.Background()}, f: claudecode.Format{}, host: "h", batch: 500,
+		stdout: &stdout, stderr: &stderr, dirty: map[string]bool{}, files: map[string]*shipFile{}}
+	name := "491e126e-1e71-469c-ade2-fcc8af567c74.jsonl"
+	lines := realLines(t, name)
+	other := realLines(t, "d6e0bada-1959-4eec-a9d2-0bfade768d8f.jsonl")
+	path := filepath.Join(t.TempDir(), "proj", name)
+	id := "cc-" + strings.TrimSuffix(name, ".jsonl")
+	writeLines(t, path, lines, nil)
+	if err := sh.ship(path); err != nil {
+		t.Fatal(err)
+	}
+	writeLines(t, path, append(append([][]byte{}, lines[:len(lines)-20]...), other[3:12]...), nil)
+	if err := sh.ship(path); err != nil {
+		t.Fatal(err)
+	}
+	r2 := agentlog.GenerationID(id, 2)
+	if !strings.Contains(stderr.String(), path) || !strings.Contains(stderr.String(), r2) {
+		t.Fatalf("no warning naming %s and %s: %s", path, r2, stderr.String())
+	}
+	n := len(h.stored(t, r2))
+	writeLines(t, path, append(append([][]byte{}, lines[:len(lines)-20]...), other[3:20]...), nil)
+	stderr.Reset()
+	if err := sh.ship(path); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(h.stored(t, r2)); got <= n || strings.Contains(stderr.String(), "-r3") {
+		t.Fatalf("%s went from %d to %d events as the file grew; stderr: %s", r2, n, got, stderr.String())
 	}
 }
