@@ -416,18 +416,25 @@ func TestImportContinuesAfterRepair(t *testing.T) {
 	}
 }
 
+// rewriteCase writes a real transcript (lines) to path, whose session is
+// id, and gives another one's lines to rewrite it with.
+func rewriteCase(t *testing.T) (path, id string, lines, other [][]byte) {
+	t.Helper()
+	name := "491e126e-1e71-469c-ade2-fcc8af567c74.jsonl"
+	lines = realLines(t, name)
+	other = realLines(t, "d6e0bada-1959-4eec-a9d2-0bfade768d8f.jsonl")
+	path = filepath.Join(t.TempDir(), "proj", name)
+	writeLines(t, path, lines, nil)
+	return path, "cc-" + strings.TrimSuffix(name, ".jsonl"), lines, other
+}
+
 // A file that is no longer a continuation of its session goes to a
 // session of its own, <id>-r2, then -r3, with a warning naming the file;
 // the stored sessions are left as they are, and importing again appends
 // nothing (the generation is found again).
 func TestImportRewrittenFileGoesToNextGeneration(t *testing.T) {
 	h := newImportHarness(t, logstore.Config{})
-	name := "491e126e-1e71-469c-ade2-fcc8af567c74.jsonl"
-	lines := realLines(t, name)
-	other := realLines(t, "d6e0bada-1959-4eec-a9d2-0bfade768d8f.jsonl")
-	path := filepath.Join(t.TempDir(), "proj", name)
-	id := "cc-" + strings.TrimSuffix(name, ".jsonl")
-	writeLines(t, path, lines, nil)
+	path, id, lines, other := rewriteCase(t)
 	h.importPaths(t, path)
 	first := len(h.stored(t, id))
 
@@ -634,12 +641,7 @@ func TestShipShrunkFileGoesToNextGeneration(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	sh := &shipper{v: &agentVerb{cl: h.cl, ctx: context.Background()}, f: claudecode.Format{}, host: "h", batch: 500,
 		stdout: &stdout, stderr: &stderr, dirty: map[string]bool{}, files: map[string]*shipFile{}}
-	name := "491e126e-1e71-469c-ade2-fcc8af567c74.jsonl"
-	lines := realLines(t, name)
-	other := realLines(t, "d6e0bada-1959-4eec-a9d2-0bfade768d8f.jsonl")
-	path := filepath.Join(t.TempDir(), "proj", name)
-	id := "cc-" + strings.TrimSuffix(name, ".jsonl")
-	writeLines(t, path, lines, nil)
+	path, id, lines, other := rewriteCase(t)
 	if err := sh.ship(path); err != nil {
 		t.Fatal(err)
 	}
