@@ -421,10 +421,14 @@ func readSession(ctx context.Context, cl *client.Client, id string) ([]schema.En
 	return out, nil
 }
 
-// Events reads the session's events after seq a page at a time.
+// Events reads the session's events after seq a page at a time, the
+// first page of one event (a sink that needs only session/created reads
+// no more).
 func (l clientLog) Events(ctx context.Context, id string, after uint64, fn func(schema.Envelope) error) error {
+	limit := 1
 	return agentlog.EachStored(after, func(after uint64) ([]json.RawMessage, bool, error) {
-		page, err := l.cl.Read(ctx, api.ReadRequest{SessionID: id, AfterSeq: after})
+		page, err := l.cl.Read(ctx, api.ReadRequest{SessionID: id, AfterSeq: after, Limit: limit})
+		limit = 0
 		if client.CodeOf(err) == schema.CodeNotFound {
 			return nil, false, nil
 		}

@@ -507,8 +507,8 @@ func TestImportFilesWithOneIDStayApart(t *testing.T) {
 			t.Errorf("%s is not the session of %s: %d events, labels %v", c.id, c.file, len(evs), d.Labels)
 		}
 	}
-	if run := h.importPaths(t, a, b, dot, dash); run.n.events != 0 || run.n.failed > 0 {
-		t.Fatalf("again: %+v", run)
+	if run := h.importPaths(t, a, b, dot, dash); run.n.events != 0 || run.n.failed > 0 || len(run.notices) > 0 {
+		t.Fatalf("again: %+v, want nothing appended and nothing said", run)
 	}
 
 	// A third dup.jsonl, whose own id a file named after it holds: the

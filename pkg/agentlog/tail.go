@@ -164,6 +164,7 @@ type AppendSink struct {
 	// generation); probe: the id whose generations are probed for it (the
 	// file's own).
 	orig    string
+	path    string // the file ReadFile reads
 	at      generation
 	instead map[string]generation
 	probe   map[string]string
@@ -306,6 +307,20 @@ func (s *AppendSink) current(id string) (string, uint64, string, error) {
 	base := id
 	if b, ok := s.probe[id]; ok {
 		base = b
+	} else if other, err := s.storedFile(id); err != nil {
+		return "", 0, "", err
+	} else if other != "" && other != s.File {
+		// Another file's session: this file has an id of its own.
+		base = FileSessionID(id, s.File)
+		mine, err := s.storedFile(base)
+		switch {
+		case err != nil:
+			return "", 0, "", err
+		case mine != "" && mine != s.File:
+			return "", 0, "", &CollisionError{Session: base, File: s.File, Other: mine}
+		case mine == "" && s.Warn != nil:
+			s.Warn(fmt.Sprintf("%s: session %s is the session of another file (%s): this file goes to session %s", s.path, id, other, base))
+		}
 	}
 	s.at = generation{base: base, n: 1}
 	var seq uint64
@@ -321,6 +336,28 @@ func (s *AppendSink) current(id string) (string, uint64, string, error) {
 		s.at, seq, eid = g, t, tid
 	}
 }
+
+// storedFile is the sourceFile label of a stored session ("" for none,
+// or no session).
+func (s *AppendSink) storedFile(id string) (string, error) {
+	var file string
+	err := s.Log.Events(s.Ctx, id, 0, func(e schema.Envelope) error {
+		if e.Type == schema.TypeSessionCreated {
+			var d schema.SessionCreated
+			if json.Unmarshal(e.Data, &d) == nil {
+				file = d.Labels[LabelSourceFile]
+			}
+		}
+		return errFirstOnly
+	})
+	if err != nil && !errors.Is(err, errFirstOnly) {
+		return "", fmt.Errorf("read %s: %w", id, err)
+	}
+	return file, nil
+}
+
+// errFirstOnly stops a read after its first event.
+var errFirstOnly = errors.New("agentlog: first event read")
 
 // Event passes over what is stored of the source and queues the rest.
 func (s *AppendSink) Event(e schema.Envelope) error {
@@ -863,6 +900,7 @@ func (s *AppendSink) ReadFile(f Format, path string, opt Options, sink Sink) (Re
 	if sink == nil {
 		sink = s
 	}
+	s.path = path
 	for {
 		res, err := ReadFile(f, path, opt, sink)
 		s.Close()

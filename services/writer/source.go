@@ -598,9 +598,14 @@ func (l writerLog) Tail(ctx context.Context, id string) (uint64, string, error) 
 	return t.Seq, t.EventID, err
 }
 
+// Events reads the session's events after seq a page at a time, the
+// first page of one event (a sink that needs only session/created reads
+// no more).
 func (l writerLog) Events(ctx context.Context, id string, after uint64, fn func(schema.Envelope) error) error {
+	limit := 1
 	return agentlog.EachStored(after, func(after uint64) ([]json.RawMessage, bool, error) {
-		page, err := ReadPage(ctx, l.s.st, ReadRequest{SessionID: id, AfterSeq: after}, int(l.s.nc.MaxPayload()))
+		page, err := ReadPage(ctx, l.s.st, ReadRequest{SessionID: id, AfterSeq: after, Limit: limit}, int(l.s.nc.MaxPayload()))
+		limit = 0
 		if schema.CodeOf(err) == schema.CodeNotFound {
 			return nil, false, nil
 		}
