@@ -625,10 +625,12 @@ func TestImportTenMegabyteTranscriptDefaultFlags(t *testing.T) {
 		t.Fatalf("max_payload %d, want the default 1 MiB", mp)
 	}
 	var stdout, stderr bytes.Buffer
+	start := time.Now()
 	code := Main(context.Background(), []string{"import", "--from", "claude-code", "--nats-url", h.url, dir}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("import of a %d-byte transcript: exit %d\n%s\n%s", size, code, stdout.String(), stderr.String())
 	}
+	t.Logf("imported %d bytes in %v: %s", size, time.Since(start), stdout.String())
 	if m, got := mainOnly(t, path), h.stored(t, "cc-10000000-0000-4000-8000-000000000001"); len(got) != len(m.events) {
 		t.Fatalf("%d events stored, the file maps to %d", len(got), len(m.events))
 	}
