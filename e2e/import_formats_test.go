@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -59,7 +58,7 @@ func TestImportCodexAndPi(t *testing.T) {
 				t.Fatalf("%d events stored, the mapping gives %d", len(stored), len(mapped))
 			}
 			for i, e := range stored {
-				if m := mapped[i]; e.EventID != m.EventID || e.Seq != m.Seq || !bytes.Equal(e.Data, m.Data) {
+				if m := mapped[i]; e.EventID != m.EventID || e.Seq != m.Seq || !sameData(e, m) {
 					t.Errorf("seq %d: stored %s %s, mapped %s %s", e.Seq, e.EventID, e.Data, m.EventID, m.Data)
 				}
 			}

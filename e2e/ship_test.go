@@ -135,6 +135,30 @@ func TestShipFollowsGrowingFileAcrossKill(t *testing.T) {
 	if !strings.Contains(ship.out.String(), "events_appended=") {
 		t.Errorf("no metrics line: %s", ship.out.String())
 	}
+	// The agent comes back: the call's real result and the reply that
+	// follows continue the repaired session (resumed; the result kept as
+	// tool/late-result beside the repair's).
+	write(line("v-5", "v-4", "user", `{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_v2","content":"installed"}]}`))
+	write(line("v-6", "v-5", "assistant", `{"id":"msg_v3","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"Installed."}],"stop_reason":"end_turn"}`))
+	waitLines(6)
+	evs := s.events(t, id)
+	if got := sourceIndexes(evs); fmt.Sprint(got) != "[1 2 3 4 5 6]" {
+		t.Fatalf("source lines stored %v after the repair\n%s", got, ship.out.String())
+	}
+	var resumed, late, results int
+	for _, e := range evs {
+		switch {
+		case e.Type == schema.TypeSessionResumed:
+			resumed++
+		case e.Type == schema.TypeToolLateResult && strings.Contains(string(e.Data), "toolu_v2"):
+			late++
+		case e.Type == schema.TypeToolResult && e.ToolCallID == "toolu_v2":
+			results++
+		}
+	}
+	if resumed != 1 || late != 1 || results != 1 {
+		t.Fatalf("after the repair: %d session/resumed, %d tool/late-result, %d tool/result of toolu_v2; want 1 each\n%s", resumed, late, results, ship.out.String())
+	}
 }
 
 // ccLine is a line of Claude Code session sid: uuid, its parent ("" for

@@ -17,10 +17,16 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// importStack is an embedded server with the writer (its leases lasting
-// cfg.LeaseTTL, or the default), and the files of `bench import` (six sessions
-// of about seventy events).
-func importStack(t *testing.T, cfg logstore.Config) (*logstore.Store, *client.Client, []string) {
+// importHarness is an embedded server with the writer (its leases
+// lasting cfg.LeaseTTL, or the default).
+type importHarness struct {
+	st  *logstore.Store
+	nc  *nats.Conn
+	cl  *client.Client
+	url string
+}
+
+func newImportHarness(t *testing.T, cfg logstore.Config) *importHarness {
 	t.Helper()
 	s := natstest.RunServer(t)
 	nc := natstest.Connect(t, s)
@@ -30,6 +36,14 @@ func importStack(t *testing.T, cfg logstore.Config) (*logstore.Store, *client.Cl
 		t.Fatal(err)
 	}
 	startWriter(t, st, nc)
+	return &importHarness{st: st, nc: nc, cl: client.New(natstest.Connect(t, s)), url: s.ClientURL()}
+}
+
+// importStack is an embedded server with the writer, and the files of
+// `bench import` (six sessions of about seventy events).
+func importStack(t *testing.T, cfg logstore.Config) (*logstore.Store, *client.Client, []string) {
+	t.Helper()
+	h := newImportHarness(t, cfg)
 	dir := t.TempDir()
 	if _, err := genSessions(dir, 6, 5); err != nil {
 		t.Fatal(err)
@@ -38,7 +52,7 @@ func importStack(t *testing.T, cfg logstore.Config) (*logstore.Store, *client.Cl
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st, client.New(natstest.Connect(t, s)), files
+	return h.st, h.cl, files
 }
 
 // startWriter runs the writer on st (its leases lasting the store's lease

@@ -125,6 +125,9 @@ type shipper struct {
 	// not added, a directory not readable), so a rescan repeats none.
 	said map[string]string
 	live *liveness
+	// stored: the sessions with a repair in them, as the last pass left
+	// them (agentlog.StoredCache).
+	stored agentlog.StoredCache
 }
 
 // shipFile is the metrics of one followed file.
@@ -246,14 +249,16 @@ func (sh *shipper) ship(path string) error {
 	appended := 0
 	holder := holderOf(sh.host, sh.f.Name(), path)
 	var sessions []string
-	sink := &agentlog.AppendSink{Ctx: sh.v.ctx, Log: clientLog{cl: sh.v.cl, holder: holder}, Batch: sh.batch,
-		Finished: func(p agentlog.Plan, _ uint64, _ string, added int) {
-			appended += added
-			sessions = append(sessions, p.ID)
-		}}
-	res, err := agentlog.ReadFile(sh.f, path, agentlog.Options{Warn: func(p string, line int, msg string) {
+	sink := fileAppendSink(sh.v.ctx, clientLog{cl: sh.v.cl, holder: holder}, path, sh.batch,
+		func(msg string) { fmt.Fprintf(sh.stderr, "warning: %s\n", msg) })
+	sink.Finished = func(p agentlog.Plan, _ uint64, _ string, added int) {
+		appended += added
+		sessions = append(sessions, p.ID)
+	}
+	sink.Cache = &sh.stored
+	res, err := sink.ReadFile(sh.f, path, agentlog.Options{Warn: func(p string, line int, msg string) {
 		fmt.Fprintf(sh.stderr, "warning: %s:%d: skipped: %s\n", p, line, msg)
-	}}, sink)
+	}}, nil)
 	for _, r := range res.Sessions {
 		sessions = append(sessions, r.ID)
 	}

@@ -265,15 +265,28 @@ func TestSourceLineOverLimitSplitsIntoParts(t *testing.T) {
 }
 
 func TestSessionIDRules(t *testing.T) {
-	if got := SessionID("cc", "a b/c.d"); got != "cc-a-b-c-d" {
+	if got := SessionID("cc", "55604662-cf2a-4331-851a-ec234028f8ca"); got != "cc-55604662-cf2a-4331-851a-ec234028f8ca" {
+		t.Errorf("a valid id changed: %q", got)
+	}
+	got := SessionID("cc", "a b/c.d")
+	if !strings.HasPrefix(got, "cc-a-b-c-d-") || len(got) != len("cc-a-b-c-d-")+16 || !schema.ValidSessionID(got) {
 		t.Errorf("got %q", got)
 	}
+	if dot, dash := SessionID("cc", "a.b"), SessionID("cc", "a-b"); dot == dash {
+		t.Errorf("a.b and a-b are both %s", dot)
+	}
 	long := SessionID("cc", strings.Repeat("x", 200))
-	if len(long) != 128 || !schema.ValidSessionID(long) || long[119] != '-' {
+	if len(long) != 128 || !schema.ValidSessionID(long) || long[111] != '-' {
 		t.Errorf("long id %q (%d)", long, len(long))
 	}
 	if other := SessionID("cc", strings.Repeat("x", 199)+"y"); other == long {
 		t.Error("two long ids collide")
+	}
+	if a, b := FileSessionID("cc-dup", "proj-a/dup.jsonl"), FileSessionID("cc-dup", "proj-b/dup.jsonl"); a == b || !schema.ValidSessionID(a) {
+		t.Errorf("file ids %q, %q", a, b)
+	}
+	if g := GenerationID("cc-x", 2); g != "cc-x-r2" {
+		t.Errorf("generation 2 of cc-x is %q", g)
 	}
 }
 

@@ -188,6 +188,14 @@ type ToolResult struct {
 	Output json.RawMessage `json:"output,omitempty"`
 }
 
+// ToolLateResult is the data of tool/late-result: a call's result that
+// came after a repair closed the call.
+type ToolLateResult struct {
+	ToolCallID string          `json:"toolCallId"`
+	Status     string          `json:"status"`
+	Output     json.RawMessage `json:"output,omitempty"`
+}
+
 type ApprovalRequested struct {
 	ApprovalID string `json:"approvalId"`
 	ToolCallID string `json:"toolCallId,omitempty"`

@@ -36,6 +36,9 @@ const (
 	TypeForkCommitted     = "fork/committed"
 	TypeContextRewound    = "context/rewound"
 	TypeSessionTitled     = "session/titled"
+	// TypeToolLateResult (ignorable) records a result that came after a
+	// repair had closed its call: the repair's result stands.
+	TypeToolLateResult = "tool/late-result"
 )
 
 // Enumerated data values.
@@ -82,6 +85,9 @@ type Spec struct {
 	// ServiceOnly types are written by sessionlog's own services
 	// (repairer, forker), never accepted from an agent.
 	ServiceOnly bool
+	// Ignorable types are registered for their data checks but are
+	// always marked ignorable: an older reader may skip them.
+	Ignorable bool
 	// check decodes and validates data.
 	check func(e *Envelope) error
 }
@@ -259,6 +265,9 @@ func init() {
 		}
 		return nil
 	})})
+	register(&Spec{Type: TypeToolLateResult, Ignorable: true, check: dataCheck(func(d *ToolLateResult) error {
+		return firstErr(needID("toolCallId", d.ToolCallID), oneOf("status", d.Status, ToolOK, ToolError))
+	})})
 	register(&Spec{Type: TypeForkCommitted, ServiceOnly: true, check: dataCheck(func(d *ForkCommitted) error {
 		return needSeq("seedLength", d.SeedLength)
 	})})
@@ -411,7 +420,10 @@ func validateType(e *Envelope, opt ValidateOptions) error {
 		}
 		return nil
 	}
-	if e.Ignorable {
+	if e.Ignorable != spec.Ignorable {
+		if spec.Ignorable {
+			return bad("type %q must be marked ignorable", e.Type)
+		}
 		return bad("type %q is a known required type and cannot be marked ignorable", e.Type)
 	}
 	if opt.Origin == OriginAgent && spec.ServiceOnly {

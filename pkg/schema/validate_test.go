@@ -42,6 +42,7 @@ var minimal = map[string]struct{ data, full string }{
 	TypeForkCommitted:  {`{"seedLength":4}`, ``},
 	TypeSessionTitled:  {`{"title":"t"}`, ``},
 	TypeContextRewound: {`{"toEventId":"e3","toSeq":3}`, ``},
+	TypeToolLateResult: {`{"toolCallId":"c1","status":"ok"}`, `{"toolCallId":"c1","status":"error","output":"exit 1"}`},
 }
 
 var idNames = []struct {
@@ -75,6 +76,7 @@ func event(t *testing.T, typ, data string) *Envelope {
 		if spec.ServiceOnly {
 			e.Synthetic = true
 		}
+		e.Ignorable = spec.Ignorable
 	}
 	return e
 }
@@ -193,9 +195,9 @@ func TestValidateEveryType(t *testing.T) {
 			t.Run("InvalidEvent/dataNotObject", func(t *testing.T) {
 				wantCode(t, Validate(event(t, typ, `[]`), originFor(typ)), CodeInvalidEvent)
 			})
-			t.Run("InvalidEvent/markedIgnorable", func(t *testing.T) {
+			t.Run("InvalidEvent/ignorableFlagWrong", func(t *testing.T) {
 				e := event(t, typ, m.data)
-				e.Ignorable = true
+				e.Ignorable = !spec.Ignorable
 				wantCode(t, Validate(e, originFor(typ)), CodeInvalidEvent)
 			})
 			if spec.ServiceOnly {

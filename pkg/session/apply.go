@@ -85,9 +85,14 @@ func (s *State) plan(e *schema.Envelope, apply bool) error {
 		return schema.Errorf(schema.CodePaused, "session is paused (%s): only session/resumed, goal/updated and session/closed are accepted", s.PauseReason)
 	}
 	spec, known := schema.Lookup(e.Type)
-	if !known {
+	if !known || spec.Ignorable {
+		// An ignorable type (tool/late-result) changes nothing of the
+		// state: display data only.
 		if e.Ignorable {
 			return nil
+		}
+		if known {
+			return schema.Errorf(schema.CodeInvalidEvent, "%s must be marked ignorable", e.Type)
 		}
 		return schema.Errorf(schema.CodeUnknownType, "unknown event type %q", e.Type)
 	}
