@@ -11,10 +11,11 @@
 //   - a file's data is durable up to its last fsync (or fdatasync); a
 //     write through a descriptor opened with O_SYNC or O_DSYNC is durable
 //     when it returns;
-//   - a file created and never synced is lost with its directory entry;
+//   - a file created and never synced is lost with its directory entry,
+//     unless its directory was fsynced since: then the entry stays, with
+//     the file's data as of its last sync (empty if never);
 //   - renames, unlinks and directory creation are durable at once (the
-//     journal commits metadata in order); directory fsyncs are therefore
-//     not needed and not tracked.
+//     journal commits metadata in order).
 //
 // A power loss (PowerLoss) reverts every file to that state: each file
 // keeps an undo log of the writes and truncations since its last sync
@@ -196,6 +197,9 @@ type LossStats struct {
 	// never synced), Bytes of data dropped (size lost plus bytes restored).
 	Reverted, Removed int
 	Bytes             int64
+	// Paths are the files reverted or removed, relative to the mount,
+	// with what happened to each ("path: removed 123 bytes").
+	Paths []string
 }
 
 func (s LossStats) String() string {
@@ -229,9 +233,11 @@ func (f *FS) PowerLoss() (LossStats, error) {
 		if s == nil {
 			return nil
 		}
+		rel, _ := filepath.Rel(f.backing, p)
 		if s.created {
 			ls.Removed++
 			ls.Bytes += st.Size
+			ls.Paths = append(ls.Paths, fmt.Sprintf("%s: removed %d bytes", rel, st.Size))
 			return os.Remove(p)
 		}
 		if len(s.undo) == 0 {
@@ -240,6 +246,7 @@ func (f *FS) PowerLoss() (LossStats, error) {
 		ls.Reverted++
 		b, err := revert(p, s.undo)
 		ls.Bytes += b
+		ls.Paths = append(ls.Paths, fmt.Sprintf("%s: reverted %d bytes", rel, b))
 		return err
 	})
 	f.files = map[uint64]*fileState{}

@@ -188,6 +188,29 @@ func TestPowerLossCreatedFiles(t *testing.T) {
 	wantFile(t, f, "msgs/3.blk", "osync")
 }
 
+// A directory's fsync makes the entries of files created in it durable,
+// not their data: a marker file (its name is the data) survives, so does
+// an unsynced file's entry, empty.
+func TestPowerLossDirectorySync(t *testing.T) {
+	f := mountT(t)
+	openT(t, f, "marker.000001", os.O_CREATE|os.O_RDWR).Close()
+	fh := openT(t, f, "000004.log", os.O_CREATE|os.O_RDWR)
+	writeT(t, fh, "unsynced")
+	fh.Close()
+	d, err := os.Open(f.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncT(t, d)
+	d.Close()
+	fh = openT(t, f, "after", os.O_CREATE|os.O_RDWR)
+	fh.Close()
+	lossT(t, f)
+	wantFile(t, f, "marker.000001", "")
+	wantFile(t, f, "000004.log", "")
+	wantGone(t, f, "after")
+}
+
 // Renames are durable at once and carry a file's record with it: the
 // atomic write of an index (write a temporary file, sync it, rename it
 // over the old one) survives; an unsynced write after the rename does not.

@@ -24,6 +24,7 @@ var (
 	_ gofs.NodeUnlinker       = (*node)(nil)
 	_ gofs.NodeRenamer        = (*node)(nil)
 	_ gofs.NodeCopyFileRanger = (*node)(nil)
+	_ gofs.NodeOpendirHandler = (*node)(nil)
 )
 
 // backingPath is the node's path in the backing directory.
@@ -131,6 +132,64 @@ func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 		n.fs.forget(ino)
 	}
 	return errno
+}
+
+// OpendirHandle wraps the directory's handle so that its fsync is seen.
+func (n *node) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	fh, ff, errno := n.LoopbackNode.OpendirHandle(ctx, flags)
+	if errno != 0 {
+		return nil, 0, errno
+	}
+	return &dirHandle{ds: fh, n: n}, ff, 0
+}
+
+// dirHandle is an open directory.
+type dirHandle struct {
+	ds gofs.FileHandle
+	n  *node
+}
+
+var (
+	_ gofs.FileReaddirenter = (*dirHandle)(nil)
+	_ gofs.FileSeekdirer    = (*dirHandle)(nil)
+	_ gofs.FileReleasedirer = (*dirHandle)(nil)
+	_ gofs.FileFsyncdirer   = (*dirHandle)(nil)
+)
+
+func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	return d.ds.(gofs.FileReaddirenter).Readdirent(ctx)
+}
+
+func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	return d.ds.(gofs.FileSeekdirer).Seekdir(ctx, off)
+}
+
+func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
+	d.ds.(gofs.FileReleasedirer).Releasedir(ctx, flags)
+}
+
+// Fsyncdir makes the directory's entries durable: a file created in it
+// stays after a power loss (with what of its data was synced).
+func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
+	d.n.fs.mu.RLock()
+	defer d.n.fs.mu.RUnlock()
+	dir := d.n.backingPath()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return gofs.ToErrno(err)
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if ino, _ := inoOf(filepath.Join(dir, e.Name())); ino != 0 {
+			s := d.n.fs.state(ino)
+			s.mu.Lock()
+			s.created = false
+			s.mu.Unlock()
+		}
+	}
+	return 0
 }
 
 // CopyFileRange is refused so that the kernel copies through reads and

@@ -1,0 +1,174 @@
+package faults
+
+import (
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The faults the engine fears (Jepsen, NATS 2.12.1, 2025-12-08): power
+// loss of one node and of all three, an OS crash of one node while
+// another is paused, a bit flipped or a tail cut in a block file of one
+// replica, a full disk, and a pause longer than an election. They need
+// the fault filesystem (internal/faultfs) under every node's store and
+// run with the sync policy sessionlog ships: sync_interval always.
+
+var faultOnly = flag.String("faults", "", "comma-separated names of the durable faults to run (default: all)")
+
+// faultDurableNames are the durable faults in the order they run: the
+// corruptions come before the power loss of all nodes, so that a replica
+// that came back wrong can be the one the cluster restarts from.
+var faultDurableNames = []string{"pause", "power_loss", "os_crash_pause", "disk_full", "corrupt_bit", "corrupt_truncate", "power_loss_all"}
+
+func faultSelected(name string) bool {
+	if *faultOnly == "" {
+		return true
+	}
+	return slices.Contains(strings.Split(*faultOnly, ","), name)
+}
+
+// TestFaultsDurable runs the fleet through the durable faults on one
+// stream and on three partitions, with fsync before every acknowledgement.
+func TestFaultsDurable(t *testing.T) {
+	for _, partitions := range []int{1, 3} {
+		t.Run(fmt.Sprintf("P%d", partitions), func(t *testing.T) { testFaultsDurable(t, partitions) })
+	}
+}
+
+func testFaultsDurable(t *testing.T, partitions int) {
+	r := startFaultRun(t, partitions, faultClusterOpts{Sync: faultSyncAlways, FaultFS: true})
+	h, c := r.h, r.h.c
+	rng := rand.New(rand.NewPCG(uint64(r.runStart.UnixNano()), 29))
+	for i, name := range faultDurableNames {
+		if !faultSelected(name) {
+			continue
+		}
+		// Each fault aims at the leader of one partition in turn.
+		target := c.streams[i%len(c.streams)]
+		h.faultDetail(name, func() string { return faultInject(h, name, target, rng) })
+	}
+	r.finish(t)
+}
+
+// faultInject injects one durable fault aimed at target's leader and
+// brings the cluster back; it returns what it did.
+func faultInject(h *faultHarness, name, target string, rng *rand.Rand) string {
+	c := h.c
+	l := c.StreamLeader(target)
+	other := (l + 1) % faultNodes
+	third := (l + 2) % faultNodes
+	detail := fmt.Sprintf("stream=%s node=%s", target, c.specs[l].Name)
+	switch name {
+	case "pause":
+		// SIGSTOP longer than an election: the others elect a leader,
+		// the frozen one wakes up believing it still leads.
+		c.Pause(l)
+		h.waitLeaderElsewhere(target, l, other)
+		time.Sleep(h.times.Partition)
+		c.Resume(l)
+	case "power_loss":
+		ls := c.PowerLoss(l)
+		h.waitLeaderElsewhere(target, l, other)
+		c.Start(l)
+		detail += " dropped=" + ls.String()
+	case "os_crash_pause":
+		// One node's OS crashes while another is frozen: the crashed one
+		// comes back without what it had not synced and forms a majority
+		// with the third before the frozen one wakes up.
+		c.Pause(other)
+		ls := c.PowerLoss(l)
+		c.Start(l)
+		h.waitLeaderElsewhere(target, other, third)
+		time.Sleep(h.times.Partition)
+		c.Resume(other)
+		detail += fmt.Sprintf(" paused=%s dropped=%s", c.specs[other].Name, ls)
+	case "power_loss_all":
+		for i := range faultNodes {
+			_ = c.procs[i].cmd.Process.Kill()
+		}
+		var parts []string
+		for i := range faultNodes {
+			parts = append(parts, c.specs[i].Name+":"+c.PowerLoss(i).String())
+		}
+		for i := range faultNodes {
+			c.Start(i)
+		}
+		detail = fmt.Sprintf("stream=%s dropped=%s", target, strings.Join(parts, ","))
+	case "corrupt_bit", "corrupt_truncate":
+		// The replica is stopped (SIGKILL: its page cache is not the
+		// point here, the disk is), its block file damaged, restarted.
+		c.Kill(l)
+		blocks := faultBlocks(c.specs[l].Dir, target)
+		if len(blocks) == 0 {
+			h.t.Fatalf("%s: no block files of %s on %s", name, target, c.specs[l].Name)
+		}
+		if name == "corrupt_bit" {
+			b := blocks[rng.IntN(len(blocks))]
+			off, bit := rng.Int64N(b.size), uint(rng.IntN(8))
+			if err := c.fss[l].FlipBit(b.rel, off, bit); err != nil {
+				h.t.Fatalf("%s: %v", name, err)
+			}
+			detail += fmt.Sprintf(" file=%s size=%d offset=%d bit=%d", filepath.Base(b.rel), b.size, off, bit)
+		} else {
+			b := blocks[len(blocks)-1]
+			cut := max(b.size/2, 1)
+			size, err := c.fss[l].TruncateTail(b.rel, cut)
+			if err != nil {
+				h.t.Fatalf("%s: %v", name, err)
+			}
+			detail += fmt.Sprintf(" file=%s size=%d cut=%d", filepath.Base(b.rel), size+cut, cut)
+		}
+		h.waitLeaderElsewhere(target, l, other)
+		c.Start(l)
+	case "disk_full":
+		// The leader's disk fills: its next write fails with ENOSPC and
+		// nats-server turns JetStream off on it. Space is freed once the
+		// others lead; JetStream comes back with a restart.
+		c.fss[l].SetSpace(0)
+		h.waitLeaderElsewhere(target, l, other)
+		time.Sleep(h.times.Partition)
+		c.fss[l].SetSpace(-1)
+		if err := c.Stop(l); err != nil {
+			h.t.Logf("disk_full: %v", err)
+		}
+		c.Start(l)
+	default:
+		h.t.Fatalf("unknown fault %q", name)
+	}
+	return detail
+}
+
+// faultBlock is one message block file of a stream on a node.
+type faultBlock struct {
+	rel  string // relative to the node's store directory
+	size int64
+	n    int
+}
+
+// faultBlocks lists the non-empty message blocks of stream in a node's
+// store, in block order.
+func faultBlocks(storeDir, stream string) []faultBlock {
+	rel := filepath.Join("jetstream", "$G", "streams", stream, "msgs")
+	ents, _ := os.ReadDir(filepath.Join(storeDir, rel))
+	var out []faultBlock
+	for _, e := range ents {
+		num, ok := strings.CutSuffix(e.Name(), ".blk")
+		n, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			continue
+		}
+		if info, err := e.Info(); err == nil && info.Size() > 0 {
+			out = append(out, faultBlock{rel: filepath.Join(rel, e.Name()), size: info.Size(), n: n})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].n < out[j].n })
+	return out
+}
