@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -287,6 +288,18 @@ func (r *faultRun) finish(t *testing.T) *faultReport {
 	case <-r.done:
 	case <-time.After(h.times.Drain):
 		t.Errorf("fleet did not finish its sessions within %v of the stop", h.times.Drain)
+		if faultExplainStuck(t, fleet) {
+			// What the forker's requests wait on: its goroutines, in its
+			// log (SIGQUIT; it is not needed by the checks below).
+			if p := h.svcs["forker"]; p != nil && p.proc.running() {
+				_ = p.proc.cmd.Process.Signal(syscall.SIGQUIT)
+				select {
+				case <-p.proc.done:
+				case <-time.After(5 * time.Second):
+				}
+				t.Logf("STUCK forks: the forker's goroutines are in forker.log (SESSIONLOG_FAULTS_KEEP keeps it)")
+			}
+		}
 		r.cancel()
 		<-r.done
 	}
@@ -299,6 +312,27 @@ func (r *faultRun) finish(t *testing.T) *faultReport {
 	faultReportRun(t, fleet, rep, h.windows, h.times.Calm, r.runStart, runEnd)
 	faultAssert(t, rep)
 	return rep
+}
+
+// faultExplainStuck prints what the agents that did not finish were
+// waiting for: their appends still without an outcome, and what each
+// send of them was answered.
+func faultExplainStuck(t *testing.T, fleet *faultFleet) (forks bool) {
+	t.Helper()
+	fleet.mu.Lock()
+	defer fleet.mu.Unlock()
+	for _, b := range fleet.batches {
+		if b.Outcome == "" {
+			t.Logf("STUCK agent %d %s expected %d %v: attempts %s", b.Agent, b.Session, b.ExpectedSeq, b.Types, faultAttempts(b))
+		}
+	}
+	for _, f := range fleet.forks {
+		if f.Result != "ok" && len(f.Attempts) > 0 && time.Since(f.Attempts[len(f.Attempts)-1].End) < 15*time.Second {
+			t.Logf("STUCK agent %d fork %s of %s: attempts %s", f.Agent, f.Child, f.Parent, faultForkAttempts(f))
+			forks = true
+		}
+	}
+	return forks
 }
 
 // faultAssert fails the test on every broken guarantee.
