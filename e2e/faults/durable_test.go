@@ -1,6 +1,8 @@
 package faults
 
 import (
+	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -12,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sessionlog/sessionlog/internal/natstest"
 )
 
 // The faults the engine fears (Jepsen, NATS 2.12.1, 2025-12-08): power
@@ -56,6 +60,12 @@ func testFaultsDurable(t *testing.T, partitions int) {
 		h.faultDetail(name, func() string { return faultInject(h, name, target, rng) })
 	}
 	r.finish(t)
+	// Every replica must serve the same streams: a corrupted one that
+	// came back shorter or changed is found here even when it did not
+	// lead at the end.
+	for _, d := range faultCompareReplicas(t, h) {
+		t.Errorf("replicas differ: %s", d)
+	}
 }
 
 // faultInject injects one durable fault aimed at target's leader and
@@ -170,5 +180,80 @@ func faultBlocks(storeDir, stream string) []faultBlock {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].n < out[j].n })
+	return out
+}
+
+// faultCompareReplicas makes every node in turn the leader of every
+// session stream and reads the whole stream through it: a replica that
+// came back from a corruption or a power loss shorter or changed, and
+// would serve that (as leader, or to direct gets, which followers answer),
+// differs from the others. It prints a REPLICAS line per stream and
+// returns the differences.
+func faultCompareReplicas(t *testing.T, h *faultHarness) []string {
+	t.Helper()
+	c := h.c
+	var diffs []string
+	for _, stream := range c.streams {
+		var (
+			ref   map[string][]faultStored
+			refBy string
+			line  []string
+		)
+		before := len(diffs)
+		for i := range faultNodes {
+			name := c.specs[i].Name
+			natstest.CheckFor(t, 60*time.Second, 500*time.Millisecond, func() error {
+				if l := c.StreamLeader(stream); l == i {
+					return nil
+				}
+				body, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": name}})
+				if _, err := c.admin.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, body, 5*time.Second); err != nil {
+					return err
+				}
+				return fmt.Errorf("%s not yet led by %s", stream, name)
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			stored, n, problems, err := faultDump(ctx, c.js, stream)
+			cancel()
+			if err != nil {
+				t.Fatalf("read %s through %s: %v", stream, name, err)
+			}
+			for _, p := range problems {
+				diffs = append(diffs, fmt.Sprintf("%s led by %s: %s", stream, name, p))
+			}
+			line = append(line, fmt.Sprintf("%s=%d", name, n))
+			if ref == nil {
+				ref, refBy = stored, name
+				continue
+			}
+			diffs = append(diffs, faultDiffStreams(stream, refBy, name, ref, stored)...)
+		}
+		t.Logf("REPLICAS stream=%s %s same=%v", stream, strings.Join(line, " "), len(diffs) == before)
+	}
+	return diffs
+}
+
+// faultDiffStreams lists where two reads of a stream differ, session by
+// session (at most a few per session).
+func faultDiffStreams(stream, an, bn string, a, b map[string][]faultStored) []string {
+	var out []string
+	for sid := range a {
+		if _, ok := b[sid]; !ok {
+			out = append(out, fmt.Sprintf("%s: session %s: %d events through %s, none through %s", stream, sid, len(a[sid]), an, bn))
+		}
+	}
+	for sid, evs := range b {
+		other := a[sid]
+		if len(other) != len(evs) {
+			out = append(out, fmt.Sprintf("%s: session %s: %d events through %s, %d through %s", stream, sid, len(other), an, len(evs), bn))
+		}
+		for i := range min(len(other), len(evs)) {
+			x, y := other[i], evs[i]
+			if x.StreamSeq != y.StreamSeq || x.Env.EventID != y.Env.EventID || faultDataSum(x.Env.Data) != faultDataSum(y.Env.Data) {
+				out = append(out, fmt.Sprintf("%s: session %s seq %d: %s/%s through %s, %s/%s through %s", stream, sid, x.Env.Seq, x.Env.EventID, x.Env.Type, an, y.Env.EventID, y.Env.Type, bn))
+				break
+			}
+		}
+	}
 	return out
 }
