@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -43,8 +44,11 @@ func startFaultUp(t *testing.T, sync faultSync) *faultUp {
 	u.fs = fs
 	t.Cleanup(func() {
 		u.proc.kill()
-		if t.Failed() {
+		if t.Failed() || os.Getenv("SESSIONLOG_FAULTS_LOGS") == "1" {
 			faultDumpLogs(t, dir)
+		}
+		if keep := os.Getenv("SESSIONLOG_FAULTS_KEEP"); keep != "" {
+			faultKeepLogs(t, dir, keep)
 		}
 		if err := fs.Unmount(); err != nil {
 			t.Error(err)
@@ -193,4 +197,41 @@ func TestFaultsUpPowerLossLazy(t *testing.T) {
 	}
 	t.Logf("CONTROL sync=interval acked=%d lost=%d (%.0f%%): the power loss drops acknowledged events the engine had not fsynced",
 		rep.Acked, rep.Lost, 100*float64(rep.Lost)/float64(rep.Acked))
+}
+
+// TestFaultsUpDiskFull: up's disk fills mid-load (every write that grows a
+// file fails with ENOSPC); the fleet's appends are refused or left unknown
+// and retried; space is freed and up restarted, as an operator would;
+// nothing acknowledged is lost, and nothing is stored twice.
+func TestFaultsUpDiskFull(t *testing.T) {
+	r := startFaultUpRun(t, faultSyncAlways)
+	u := r.up
+	time.Sleep(3 * time.Second)
+	w := faultWindow{Name: "disk_full", Start: time.Now()}
+	u.fs.SetSpace(0)
+	// The disk stays full for 5 s; whether up's readyz (which checks
+	// JetStream) noticed is reported.
+	readyz := "127.0.0.1:" + strconv.Itoa(u.httpPort)
+	notReady := false
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		notReady = notReady || faultHTTPReady(readyz) != nil
+	}
+	u.fs.SetSpace(-1)
+	// nats-server keeps failing the stream's writes after a write error
+	// until it restarts: the operator frees space and restarts up.
+	stopped := "sigterm"
+	if err := u.proc.stop(10 * time.Second); err != nil {
+		t.Logf("disk_full: %v", err)
+		stopped = "sigkill"
+	}
+	u.start()
+	w.End = time.Now()
+	w.Detail = fmt.Sprintf("node=up sync=always readyz_failed=%v stopped_by=%s", notReady, stopped)
+	time.Sleep(3 * time.Second)
+	r.stopFleet(t)
+	rep := r.check(t, []faultWindow{w})
+	for _, e := range r.fleet.errs {
+		t.Errorf("fleet: %s", e)
+	}
+	faultAssert(t, rep)
 }
