@@ -157,6 +157,19 @@ func (r *faultUpRun) check(t *testing.T, windows []faultWindow) *faultReport {
 	return rep
 }
 
+// finish lets the fleet run 3 s past the fault window w, stops it, runs
+// the checker and fails the test on any broken guarantee.
+func (r *faultUpRun) finish(t *testing.T, w faultWindow) {
+	t.Helper()
+	time.Sleep(3 * time.Second)
+	r.stopFleet(t)
+	rep := r.check(t, []faultWindow{w})
+	for _, e := range r.fleet.errs {
+		t.Errorf("fleet: %s", e)
+	}
+	faultAssert(t, rep)
+}
+
 // TestFaultsUpPowerLoss: up with the sync policy it ships (fsync before
 // every acknowledgement) loses power mid-load and restarts on what its
 // disk kept: nothing acknowledged is lost.
@@ -166,13 +179,7 @@ func TestFaultsUpPowerLoss(t *testing.T) {
 	w := faultWindow{Name: "power_loss", Start: time.Now()}
 	w.Detail = "node=up sync=always " + r.up.powerLoss()
 	w.End = time.Now()
-	time.Sleep(3 * time.Second)
-	r.stopFleet(t)
-	rep := r.check(t, []faultWindow{w})
-	for _, e := range r.fleet.errs {
-		t.Errorf("fleet: %s", e)
-	}
-	faultAssert(t, rep)
+	r.finish(t, w)
 }
 
 // TestFaultsUpPowerLossLazy proves that the fault filesystem bites: up
@@ -227,11 +234,5 @@ func TestFaultsUpDiskFull(t *testing.T) {
 	u.start()
 	w.End = time.Now()
 	w.Detail = fmt.Sprintf("node=up sync=always readyz_failed=%v stopped_by=%s", notReady, stopped)
-	time.Sleep(3 * time.Second)
-	r.stopFleet(t)
-	rep := r.check(t, []faultWindow{w})
-	for _, e := range r.fleet.errs {
-		t.Errorf("fleet: %s", e)
-	}
-	faultAssert(t, rep)
+	r.finish(t, w)
 }
