@@ -414,6 +414,23 @@ func (c *faultCluster) PowerLoss(i int) faultfs.LossStats {
 	return ls
 }
 
+// PowerLossAll cuts the power of every node at once, drops what each had
+// not fsynced and starts them again; it says what each lost.
+func (c *faultCluster) PowerLossAll() string {
+	c.t.Helper()
+	for i := range faultNodes {
+		_ = c.procs[i].cmd.Process.Kill()
+	}
+	var parts []string
+	for i := range faultNodes {
+		parts = append(parts, c.specs[i].Name+":"+c.PowerLoss(i).String())
+	}
+	for i := range faultNodes {
+		c.Start(i)
+	}
+	return strings.Join(parts, ",")
+}
+
 // Pause freezes node i (SIGSTOP); Resume thaws it (SIGCONT).
 func (c *faultCluster) Pause(i int)  { _ = c.procs[i].cmd.Process.Signal(syscall.SIGSTOP) }
 func (c *faultCluster) Resume(i int) { _ = c.procs[i].cmd.Process.Signal(syscall.SIGCONT) }
