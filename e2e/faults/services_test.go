@@ -58,6 +58,13 @@ func faultNewService(role string, env faultSvcEnv) (faultService, http.Handler, 
 	case "forker":
 		cfg := assemble.DefaultForker()
 		cfg.SweepEvery, cfg.StaleAfter = env.Spec.Sweep, 3*env.Spec.Sweep
+		// The shipped fork timeout (30 min) also bounds a JetStream call
+		// whose reply was lost to a paused or crashed node: eight such
+		// fill the forker's slots. This shortens it, to tell that stall
+		// from another.
+		if os.Getenv("SESSIONLOG_FAULTS_FORK_TIMEOUT") != "" {
+			cfg.ForkTimeout, _ = time.ParseDuration(os.Getenv("SESSIONLOG_FAULTS_FORK_TIMEOUT"))
+		}
 		s, err := assemble.NewForker(cfg, env.Store, deps)
 		return s, nil, err
 	case "repairer":
