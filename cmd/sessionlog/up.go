@@ -211,7 +211,10 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	store, err := openStore(ctx, nc, logstore.Config{Replicas: 1, Partitions: *f.partitions, LeaseTTL: f.leaseTTL, Logger: log.With("component", "logstore")})
+	store, err := openStore(ctx, nc, logstore.Config{Replicas: 1, Partitions: *f.partitions, LeaseTTL: f.leaseTTL, Logger: log.With("component", "logstore"),
+		// On one node that does not fsync per event, an atomic batch costs
+		// more than the publishes it gathers (docs/adr/008-group-commit.md).
+		NoGroupCommit: !opts.SyncAlways})
 	if err != nil {
 		return err
 	}
