@@ -175,9 +175,10 @@ func (c *committer) take() []*pendingSend {
 }
 
 // GroupCommitStats counts the sends of group commit so far: the batches
-// (or lone publishes) sent, and the appends they carried.
-func (s *Store) GroupCommitStats() (batches, appends uint64) {
-	return s.groupBatches.Load(), s.groupAppends.Load()
+// (or lone publishes) sent, the appends they carried, and the batches
+// refused whole (their appends then sent alone).
+func (s *Store) GroupCommitStats() (batches, appends, refused uint64) {
+	return s.groupBatches.Load(), s.groupAppends.Load(), s.groupRefused.Load()
 }
 
 // sendBatch sends one batch and answers each of its sends.
@@ -212,6 +213,7 @@ func (c *committer) sendBatch(batch []*pendingSend) {
 		return
 	}
 	// Refused whole: nothing stored. Each append again, alone, at once.
+	c.s.groupRefused.Add(1)
 	c.s.log.Debug("logstore: group commit refused, sending each append alone", "appends", len(batch), "err", err)
 	var wg sync.WaitGroup
 	for _, p := range batch {

@@ -219,8 +219,8 @@ func TestGroupCommitConcurrentAppends(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
-	batches, appends := st.GroupCommitStats()
-	t.Logf("%d appends in %d sends", appends, batches)
+	batches, appends, refused := st.GroupCommitStats()
+	t.Logf("%d appends in %d sends, %d refused whole", appends, batches, refused)
 	for _, sid := range sids {
 		var seqs []uint64
 		if _, err := st.ReadSession(ctx, sid, 0, func(m *Msg) error {

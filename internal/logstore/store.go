@@ -120,6 +120,7 @@ type Store struct {
 	commitMu                   sync.Mutex
 	committers                 map[string]*committer
 	groupBatches, groupAppends atomic.Uint64
+	groupRefused               atomic.Uint64
 }
 
 // StreamConfig is the configuration of one session stream of the contract

@@ -65,8 +65,11 @@ type AppendResult struct {
 	// BaselineP99 is the baseline scenario's p99 (its own for a baseline).
 	BaselineP99 time.Duration
 	// AppendsPerCommit is, for a writer with group commit, the appends
-	// it sent per batch (or lone publish) over the measured rounds.
+	// it sent per batch (or lone publish) over the measured rounds;
+	// RefusedCommits the batches refused whole (their appends sent again
+	// alone).
 	AppendsPerCommit float64
+	RefusedCommits   uint64
 	// CPU is the process's CPU time per event over the measured rounds
 	// (server, writer and load together): unlike the rate, it does not
 	// swing with whatever else the machine runs.
@@ -82,7 +85,7 @@ func (r AppendResult) Line() string {
 	line := fmt.Sprintf("BENCH name=%s value=%.0f unit=ev/s baseline=%.0f ratio=%.2f p50=%.3f p99=%.3f baseline_p99=%.3f cpu_us_per_event=%.1f",
 		r.Name, r.EventsPS, r.Baseline, ratio, ms(r.P50), ms(r.P99), ms(r.BaselineP99), float64(r.CPU)/float64(time.Microsecond))
 	if r.AppendsPerCommit > 0 {
-		line += fmt.Sprintf(" appends_per_commit=%.1f", r.AppendsPerCommit)
+		line += fmt.Sprintf(" appends_per_commit=%.1f refused_commits=%d", r.AppendsPerCommit, r.RefusedCommits)
 	}
 	return line
 }
@@ -160,7 +163,7 @@ func Append(ctx context.Context, opt AppendOptions) error {
 		run      func(ctx context.Context, sid string, seq uint64, n int) error
 		setup    func(ctx context.Context, sid string) error
 		// commits counts the writer's group commits, if it has them.
-		commits func() (batches, appends uint64)
+		commits func() (batches, appends, refused uint64)
 	}
 	rawSeq := newStreamSeqs()
 	rawPublishOn := func(t *appendTarget) func(ctx context.Context, sid string, seq uint64, n int) error {
@@ -275,9 +278,10 @@ type appendRun struct {
 	lats    []time.Duration
 	elapsed time.Duration
 	cpu     time.Duration
-	commits func() (batches, appends uint64)
-	// batches and appends the writer's group commit sent in measured rounds.
-	batches, appends uint64
+	commits func() (batches, appends, refused uint64)
+	// batches, appends and refusals of the writer's group commit in
+	// measured rounds.
+	batches, appends, refused uint64
 }
 
 func (a *appendRun) init(ctx context.Context, sessions int, setup func(context.Context, string) error) error {
@@ -307,9 +311,9 @@ func (a *appendRun) round(ctx context.Context, d time.Duration, measure bool) er
 		lats []time.Duration
 		errs = make(chan error, len(a.sids))
 	)
-	var b0, a0 uint64
+	var b0, a0, r0 uint64
 	if a.commits != nil {
-		b0, a0 = a.commits()
+		b0, a0, r0 = a.commits()
 	}
 	cpu0 := procstat.CPU()
 	start := time.Now()
@@ -349,8 +353,8 @@ func (a *appendRun) round(ctx context.Context, d time.Duration, measure bool) er
 		a.elapsed += took
 		a.cpu += cpu
 		if a.commits != nil {
-			b1, a1 := a.commits()
-			a.batches, a.appends = a.batches+b1-b0, a.appends+a1-a0
+			b1, a1, r1 := a.commits()
+			a.batches, a.appends, a.refused = a.batches+b1-b0, a.appends+a1-a0, a.refused+r1-r0
 		}
 	}
 	return nil
@@ -369,6 +373,7 @@ func (a *appendRun) result() (AppendResult, error) {
 		CPU:      a.cpu / time.Duration(len(a.lats)*a.batch),
 
 		AppendsPerCommit: perCommit(a.appends, a.batches),
+		RefusedCommits:   a.refused,
 	}, nil
 }
 
