@@ -310,6 +310,8 @@ func upServerOptions(fs *flag.FlagSet, f *upFlags) (*server.Options, *server.Use
 	// every acknowledgement, not the server's lazy default.
 	if !fromFile || flagGiven(fs, "sync") || (!opts.SyncAlways && opts.SyncInterval == 0) {
 		opts.SyncAlways = f.sync == "always"
+	} else if !opts.SyncAlways {
+		f.sync = "interval" // the file's, as up reports it
 	}
 	if opts.JetStreamLimits.MaxBatchInflightPerStream == 0 {
 		opts.JetStreamLimits.MaxBatchInflightPerStream = upMaxBatchInflightPerStream

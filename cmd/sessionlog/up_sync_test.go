@@ -47,6 +47,10 @@ func TestUpSync(t *testing.T) {
 			if opts.SyncAlways != c.wantAlways || opts.SyncInterval != c.wantInterval {
 				t.Errorf("SyncAlways %v SyncInterval %s, want %v %s", opts.SyncAlways, opts.SyncInterval, c.wantAlways, c.wantInterval)
 			}
+			// up reports (and picks group commit by) what holds.
+			if (f.sync == "always") != c.wantAlways {
+				t.Errorf("--sync reads %q with SyncAlways %v", f.sync, opts.SyncAlways)
+			}
 		})
 	}
 }
