@@ -1130,6 +1130,12 @@ func checkNATS(b *bundle) (p []string) {
 	}
 	c := spec.Containers[0]
 
+	// Acknowledged means fsynced by a quorum (DESIGN.md section 4): the
+	// server's default flushes every 2 minutes.
+	if !o.SyncAlways {
+		p = append(p, "jetstream sync_interval is not always: an acknowledged event is not fsynced before its ack")
+	}
+
 	// Routes: exactly one per ordinal, through the headless service, to the cluster port.
 	if o.Cluster.Name == "" {
 		p = append(p, "cluster has no name")
@@ -1713,6 +1719,7 @@ func TestCheckersCatch(t *testing.T) {
 			}
 		}, "is not the mount path"},
 		{"store bigger than claim", func(b *bundle) { b.nats.opts.JetStreamMaxStore = 1 << 40 }, "larger than the claim"},
+		{"lazy fsync", func(b *bundle) { b.nats.opts.SyncAlways = false }, "sync_interval is not always"},
 		{"nats replicas", func(b *bundle) { two := int32(2); b.natsStatefulSet().Spec.Replicas = &two }, "replicas"},
 		{"route missing", func(b *bundle) { b.nats.opts.Routes = b.nats.opts.Routes[:2] }, "0 routes to ordinal 2"},
 		{"route duplicated", func(b *bundle) { b.nats.opts.Routes[2] = b.nats.opts.Routes[1] }, "2 routes to ordinal 1"},

@@ -110,6 +110,7 @@ func faultChildMain(raw string) int {
 func faultNodeOptions(n *faultNodeSpec) *server.Options {
 	o := natstest.Options(n.Dir)
 	o.ServerName = n.Name
+	o.SyncAlways = true // as deploy/k8s/nats.conf ships
 	o.Port = n.ClientPort
 	o.NoLog = false
 	o.Cluster.Name = n.Cluster
