@@ -147,6 +147,16 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := checkPartitions(*f.partitions); err != nil {
 		return err
 	}
+	quiet := false
+	if isTerminal(stderr) && !flagGiven(fs, "log-level") {
+		// On a terminal the lines that say where things are come first,
+		// not after the server's banner and thirty JSON log lines: only
+		// warnings and errors are logged unless --log-level asks for more.
+		if err := fs.Set("log-level", "warn"); err != nil {
+			return err
+		}
+		quiet = true
+	}
 	log, err := newLogger(fs, stderr)
 	if err != nil {
 		return err
@@ -268,6 +278,9 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "nats: %s\n", natsURL)
 	fmt.Fprintf(stdout, "readyz: %s/readyz\n", httpURL)
 	fmt.Fprintf(stdout, "data: %s (sync %s)\n", f.dataDir, f.sync)
+	if quiet {
+		fmt.Fprintf(stdout, "logs: warnings and errors only on this terminal (--log-level info for all)\n")
+	}
 	log.Info("sessionlog up", "dashboard", httpURL+"/", "nats", natsURL, "data_dir", f.dataDir, "sync", f.sync,
 		"services", len(upServices))
 	return runGroup(ctx, &g, log)
