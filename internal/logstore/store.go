@@ -302,7 +302,9 @@ func (s *Store) msgGet(ctx context.Context, stream string, req msgGetRequest) (*
 // too), with its headers decoded; nil, nil when there is no such message.
 func (s *Store) msgGetStored(ctx context.Context, stream string, req msgGetRequest) (*storedMsg, nats.Header, error) {
 	b, _ := json.Marshal(req)
-	ctx, cancel := s.withTimeout(ctx)
+	// One request, bounded by the request timeout even under a longer
+	// deadline: a reply lost with a paused leader never comes.
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	reply, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, b)
 	if err != nil {
