@@ -81,20 +81,22 @@ func sampleKey(l map[string][]string) string {
 }
 
 // format is the split in µs per event of n events: each node of cluster
-// outside streams ("S-1:<µs>"), each session stream of leaders (stream to
+// (servers, and any other the profile names) outside streams ("S-1:<µs>"), each session stream of leaders (stream to
 // its leader's name) on all its replicas ("SESSIONS-0@S-2:<µs>"), the KV
 // buckets' streams, the writer, the load, the runtime, and "other" for
 // what is left (the servers of any other cluster in the process).
-func (c *cpuSplit) format(cluster string, leaders map[string]string, n int) string {
+func (c *cpuSplit) format(cluster string, servers []string, leaders map[string]string, n int) string {
 	us := func(d time.Duration) string {
 		return fmt.Sprintf("%.1f", float64(d)/float64(time.Microsecond)/float64(max(n, 1)))
 	}
 	rest := maps.Clone(c.by)
 	take := func(key string) time.Duration { d := rest[key]; delete(rest, key); return d }
 	var out []string
-	var nodes []string
+	// Every server of the cluster, one the profile caught no sample of
+	// too (0.0: a short run on a loaded machine may catch none).
+	nodes := slices.Clone(servers)
 	for k := range c.by {
-		if name, ok := strings.CutPrefix(k, "node:"+cluster+"/"); ok {
+		if name, ok := strings.CutPrefix(k, "node:"+cluster+"/"); ok && !slices.Contains(nodes, name) {
 			nodes = append(nodes, name)
 		}
 	}

@@ -137,7 +137,11 @@ func scalePartitionsLabelled(ctx context.Context, opt ScaleOptions) error {
 			return err
 		}
 		leaders[i] = leaderList(m)
-		split[i] = s.cpu.format(s.clust.Name, m, len(s.run.lats)*s.run.batch)
+		var names []string
+		for _, srv := range s.clust.Servers {
+			names = append(names, srv.Name())
+		}
+		split[i] = s.cpu.format(s.clust.Name, names, m, len(s.run.lats)*s.run.batch)
 	}
 	p1, p3 := res[0], res[1]
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
