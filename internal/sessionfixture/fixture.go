@@ -94,6 +94,9 @@ func Events(id string) []schema.Envelope {
 func Finish(id string) []schema.Envelope {
 	evs := build(id, T0.Add(time.Hour), []ev{
 		{typ: schema.TypeSessionResumed, data: map[string]any{"by": "bob"}},
+		// The write's real result, come after the repair closed the call:
+		// the repair's result stands.
+		{typ: schema.TypeToolLateResult, ignorable: true, data: map[string]any{"toolCallId": "call-write", "status": "ok", "output": "wrote flaky.go"}},
 		{typ: schema.TypeSessionTitled, data: map[string]any{"title": "Fix TestFlaky"}},
 		// The model's context goes back to the first turn's end: the
 		// second turn, repaired, is abandoned.
