@@ -10,32 +10,19 @@
 // append names the session's last seq (expectedSeq): of two processes
 // appending at once one wins, the other reads the new tail and tries again,
 // so no item is lost, doubled or interleaved with another call's items.
-import { randomUUID, randomBytes } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import type { AgentInputItem, Session } from "@openai/agents";
 import type { NatsConnection } from "nats";
+import { type Ev, type LogOptions, type Stored, Joiner, Log, MAX_EVENT_BYTES, SessionlogError, cutText, depth, fnv1a32, safeName, textOf, validItemId, verbatim } from "@sessionlog/nats-log";
+
+export { SessionlogError };
 
 /** The format of the source/line events this session writes. */
 export const FORMAT = "openai-agents";
 
-/** An error answered by sessionlog (code is a contract error code of DESIGN.md section 4), or the session's own. */
-export class SessionlogError extends Error {
-  constructor(readonly code: string, message: string, readonly currentSeq?: number) {
-    super(`sessionlog: ${code}: ${message}`);
-    this.name = "SessionlogError";
-  }
-}
-
-export interface SessionlogSessionOptions {
+export interface SessionlogSessionOptions extends LogOptions {
   /** The SDK's session id (default: a new random UUID, as MemorySession's). */
   sessionId?: string;
-  /** Request timeout in milliseconds (default 20000). */
-  timeoutMs?: number;
-  /** How long an append keeps retrying while no writer answers or the connection is down (default 60000). */
-  retryForMs?: number;
-  /** Appends retried after losing a race to another writer before giving up (default 200). */
-  maxConflicts?: number;
-  /** The lease holder named in appends (DESIGN.md section 2), if any. */
-  holder?: string;
   /** Largest event the writer takes, in bytes (default 256 KiB, DESIGN.md section 3). */
   maxEventBytes?: number;
 }
@@ -45,12 +32,8 @@ export function sessionlogId(sessionId: string): string {
   if (/^[A-Za-z0-9_-]{1,100}$/.test(sessionId)) return `oa-${sessionId}`;
   // Another id is made safe and told apart from the ids it could be
   // confused with by a hash of it.
-  let h = 0x811c9dc5;
-  for (const b of Buffer.from(sessionId, "utf8")) h = Math.imul(h ^ b, 0x01000193) >>> 0;
-  return `oa-${sessionId.replace(/[^A-Za-z0-9_-]/g, "-").slice(0, 100)}-${h.toString(16).padStart(8, "0")}`;
+  return `oa-${safeName(sessionId, 100)}-${fnv1a32(sessionId)}`;
 }
-
-type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 
 /** A record of the openai-agents source: what the source/line events carry. */
 interface Rec {
@@ -66,22 +49,6 @@ interface Rec {
   item?: string;
 }
 
-/** An event as sent in an append request. */
-interface Ev {
-  eventId: string;
-  type: string;
-  turnId?: string;
-  attemptId?: string;
-  toolCallId?: string;
-  ignorable?: boolean;
-  data: Json | object;
-}
-
-/** A stored event as sessions.api.read answers it. */
-interface Stored extends Ev {
-  seq: number;
-}
-
 interface Tool {
   turn: string;
   phase: "requested" | "started" | "done";
@@ -94,7 +61,7 @@ class Fold {
   // The batch being read: its items by index, and the parts of one.
   private batch = "";
   private pending = new Map<number, AgentInputItem>();
-  private parts: string[] = [];
+  private parts = new Joiner();
   // The mapping's state, from every event (a repair's too).
   turn: string | null = null;
   replied = false;
@@ -160,17 +127,9 @@ class Fold {
       // died) is never committed: its items are not the session's.
       this.batch = r.batch;
       this.pending = new Map();
-      this.parts = [];
     }
-    if (r.line !== undefined) {
-      this.pending.set(r.index ?? 0, r.line);
-    } else if (r.part !== undefined) {
-      this.parts.push(r.text ?? "");
-      if (r.part === r.parts) {
-        this.pending.set(r.index ?? 0, reviveItem(this.parts.join("")));
-        this.parts = [];
-      }
-    }
+    const item = this.parts.take(r) as AgentInputItem | undefined;
+    if (item !== undefined) this.pending.set(r.index ?? 0, item);
     switch (r.op) {
       case "add": {
         const n = r.items ?? 0;
@@ -195,64 +154,6 @@ class Fold {
   }
 }
 
-function reviveItem(text: string): AgentInputItem {
-  return JSON.parse(text) as AgentInputItem;
-}
-
-/** JSON nesting depth of a value (sessionlog accepts at most 64). */
-function depth(v: unknown): number {
-  if (v === null || typeof v !== "object") return 0;
-  let d = 0;
-  for (const x of Object.values(v)) d = Math.max(d, depth(x));
-  return d + 1;
-}
-
-/** s split into pieces whose JSON string encodings are at most max bytes each. */
-function splitText(s: string, max: number): string[] {
-  const out: string[] = [];
-  let start = 0;
-  let size = 0;
-  for (let i = 0; i < s.length; ) {
-    const c = s.codePointAt(i)!;
-    const w = c > 0xffff ? 2 : 1;
-    let n: number;
-    if (c === 0x22 || c === 0x5c || c === 8 || c === 9 || c === 10 || c === 12 || c === 13) n = 2;
-    else if (c < 0x20 || (c >= 0xd800 && c <= 0xdfff)) n = 6;
-    else if (c < 0x80) n = 1;
-    else if (c < 0x800) n = 2;
-    else if (c < 0x10000) n = 3;
-    else n = 4;
-    if (size + n > max && i > start) {
-      out.push(s.slice(start, i));
-      start = i;
-      size = 0;
-    }
-    size += n;
-    i += w;
-  }
-  out.push(s.slice(start));
-  return out;
-}
-
-/** The text of a message's content, for a mapped event too large to keep whole. */
-function textOf(v: unknown): string {
-  if (typeof v === "string") return v;
-  if (Array.isArray(v)) return v.map(textOf).filter((s) => s !== "").join("\n");
-  if (v && typeof v === "object") {
-    const o = v as Record<string, unknown>;
-    if (typeof o.text === "string") return o.text;
-    if (typeof o.output === "string") return o.output;
-  }
-  return "";
-}
-
-function validItemId(s: string): boolean {
-  return /^[A-Za-z0-9_.:-]{1,128}$/.test(s);
-}
-
-const enc = new TextEncoder();
-const dec = new TextDecoder();
-
 /**
  * The Session: pass `new SessionlogSession(nc, { sessionId })` as the
  * runner's `session` option. One object serves one session; any number of
@@ -262,17 +163,17 @@ export class SessionlogSession implements Session {
   readonly sessionId: string;
   /** The sessionlog session id (oa-<sessionId>). */
   readonly id: string;
-  private readonly timeout: number;
+  private readonly log: Log;
   private readonly maxEvent: number;
   private fold = new Fold();
   // One operation at a time per object: the fold is shared.
   private queue: Promise<unknown> = Promise.resolve();
 
-  constructor(private readonly nc: NatsConnection, private readonly opts: SessionlogSessionOptions = {}) {
+  constructor(nc: NatsConnection, opts: SessionlogSessionOptions = {}) {
     this.sessionId = opts.sessionId ?? randomUUID();
     this.id = sessionlogId(this.sessionId);
-    this.timeout = opts.timeoutMs ?? 20000;
-    this.maxEvent = opts.maxEventBytes ?? 256 << 10;
+    this.log = new Log(nc, opts);
+    this.maxEvent = opts.maxEventBytes ?? MAX_EVENT_BYTES;
   }
 
   async getSessionId(): Promise<string> {
@@ -293,13 +194,12 @@ export class SessionlogSession implements Session {
   /** Appends items, after whatever another process appended first. */
   async addItems(items: AgentInputItem[]): Promise<void> {
     if (items.length === 0) return;
-    const texts = items.map((item, i) => {
+    const copies = items.map((item, i) => {
       const t = JSON.stringify(item);
       if (t === undefined) throw new SessionlogError("bad_request", `item ${i} is not a JSON value`);
-      return t;
+      return JSON.parse(t) as AgentInputItem;
     });
-    const copies = texts.map((t) => JSON.parse(t) as AgentInputItem);
-    await this.serial(() => this.commit((batch, mapped) => this.batchEvents(batch, copies, texts, mapped)));
+    await this.serial(() => this.commit((batch, mapped) => this.batchEvents(batch, copies, mapped)));
   }
 
   /** Retracts the last item and returns it (undefined when there is none). */
@@ -344,7 +244,7 @@ export class SessionlogSession implements Session {
    * verbatim record (in parts when larger than an event); last the add
    * record that commits them. mapped=false leaves the mapping out.
    */
-  private batchEvents(batch: string, items: AgentInputItem[], texts: string[], mapped = true): Ev[] {
+  private batchEvents(batch: string, items: AgentInputItem[], mapped = true): Ev[] {
     const m = new Mapper(this.fold, batch, this.maxEvent);
     const out: Ev[] = [];
     let n = 0;
@@ -354,13 +254,7 @@ export class SessionlogSession implements Session {
       if (mapped) m.map(item, i);
       for (const e of m.events) out.push({ ...e, eventId: id() });
       m.events = [];
-      const whole: Rec = { format: FORMAT, batch, index: i, line: item };
-      if (texts[i].length < this.maxEvent / 6 || (Buffer.byteLength(JSON.stringify(whole)) < this.maxEvent - 2048 && depth(item) < 60)) {
-        out.push(this.recordEvent(id(), whole));
-        return;
-      }
-      const pieces = splitText(texts[i], this.maxEvent - 2048);
-      pieces.forEach((text, k) => out.push(this.recordEvent(id(), { format: FORMAT, batch, index: i, part: k + 1, parts: pieces.length, text })));
+      out.push(...verbatim({ format: FORMAT, batch, index: i }, item, this.maxEvent, id));
     });
     if (mapped) m.finish();
     for (const e of m.events) out.push({ ...e, eventId: id() });
@@ -372,122 +266,14 @@ export class SessionlogSession implements Session {
     return out;
   }
 
-  /**
-   * Appends the events make gives for the fold as it is, in requests of
-   * one NATS message each, chained by expectedSeq. When another writer got
-   * there first the fold is read again and make called again for a new
-   * batch: the events already stored of a batch left this way are never
-   * committed. A refusal of the mapped events (a session some other writer
-   * left in a state the mapping does not foresee) falls back to the
-   * verbatim records alone.
-   */
-  private async commit(make: (batch: string, mapped: boolean) => Ev[]): Promise<void> {
-    let verbatimOnly = false;
-    for (let round = 0; ; round++) {
-      await this.sync();
-      const batch = `oa.${Date.now().toString(36)}.${randomBytes(6).toString("hex")}`;
-      const events = make(batch, !verbatimOnly);
-      if (events.length === 0) return;
-      try {
-        let expected = this.fold.lastSeq;
-        for (const req of this.requests(events)) {
-          expected = await this.append(req, expected);
-        }
-        return;
-      } catch (e) {
-        if (!(e instanceof SessionlogError)) throw e;
-        if (e.code === "conflict" && round < (this.opts.maxConflicts ?? 200)) continue;
-        if ((e.code === "structure" || e.code === "invalid_event") && !verbatimOnly) {
-          verbatimOnly = true;
-          continue;
-        }
-        throw e;
-      }
-    }
+  /** Appends what make gives for the fold brought up to the session's tail (Log.commit). */
+  private commit(make: (batch: string, mapped: boolean) => Ev[]): Promise<void> {
+    return this.log.commit(this.id, "oa", () => this.sync(), make);
   }
 
-  /** events in requests that each fit in a NATS message and hold at most 1000 events. */
-  private *requests(events: Ev[]): Generator<Ev[]> {
-    const room = (this.nc.info?.max_payload ?? 1 << 20) - 4096;
-    let req: Ev[] = [];
-    let size = 0;
-    for (const e of events) {
-      const n = Buffer.byteLength(JSON.stringify(e)) + 1;
-      if (req.length > 0 && (size + n > room || req.length === 1000)) {
-        yield req;
-        req = [];
-        size = 0;
-      }
-      req.push(e);
-      size += n;
-    }
-    if (req.length > 0) yield req;
-  }
-
-  /**
-   * One append request, retried as it is (same event ids, so a retry of
-   * one that was stored is answered as a duplicate) while the outcome is
-   * unknown, nothing was committed, or no writer answers (the connection
-   * reconnecting). Returns the session's new last seq.
-   */
-  private async append(events: Ev[], expectedSeq: number): Promise<number> {
-    const body = JSON.stringify({ sessionId: this.id, expectedSeq, ...(this.opts.holder ? { holder: this.opts.holder } : {}), events });
-    const deadline = Date.now() + (this.opts.retryForMs ?? 60000);
-    for (let wait = 100; ; wait = Math.min(wait * 2, 2000)) {
-      try {
-        const r = await this.request<{ lastSeq: number }>("sessions.api.append", body);
-        return r.lastSeq;
-      } catch (e) {
-        const code = e instanceof SessionlogError ? e.code : "unavailable";
-        if (!["not_committed", "outcome_unknown", "unavailable"].includes(code) || Date.now() > deadline) {
-          throw e instanceof SessionlogError ? e : new SessionlogError("unavailable", `append to ${this.id}: ${(e as Error).message}`);
-        }
-      }
-      await new Promise((r) => setTimeout(r, wait));
-    }
-  }
-
-  /** Reads the events after the fold's last seq into it (sessions.api.read, a page at a time). */
-  private async sync(): Promise<void> {
-    for (;;) {
-      let r: { events: Stored[]; more: boolean };
-      try {
-        r = await this.request("sessions.api.read", JSON.stringify({ sessionId: this.id, afterSeq: this.fold.lastSeq }));
-      } catch (e) {
-        if (e instanceof SessionlogError && e.code === "not_found" && this.fold.lastSeq === 0) return;
-        throw e;
-      }
-      for (const e of r.events) {
-        if (e.seq !== this.fold.lastSeq + 1) {
-          throw new SessionlogError("unreadable", `session ${this.id}: event seq ${e.seq} after ${this.fold.lastSeq}`);
-        }
-        this.fold.apply(e);
-      }
-      if (!r.more || r.events.length === 0) return;
-    }
-  }
-
-  private async request<T>(subject: string, body: string): Promise<T> {
-    let m;
-    try {
-      m = await this.nc.request(subject, enc.encode(body), { timeout: this.timeout });
-    } catch (e) {
-      // No responder, a timeout, a connection reconnecting: nothing said
-      // whether a request was taken.
-      throw new SessionlogError("unavailable", `${subject}: ${(e as Error).message}`);
-    }
-    const text = dec.decode(m.data);
-    let v: { error?: { code: string; message: string; currentSeq?: number } };
-    try {
-      v = JSON.parse(text);
-    } catch {
-      throw new SessionlogError("internal", `${subject}: reply is not JSON: ${text.slice(0, 200)}`);
-    }
-    const code = m.headers?.get("Nats-Service-Error-Code");
-    if (v?.error || code) {
-      throw new SessionlogError(v?.error?.code ?? code ?? "internal", v?.error?.message ?? "request failed", v?.error?.currentSeq);
-    }
-    return v as T;
+  /** Reads the events after the fold's last seq into it, and returns that seq. */
+  private async sync(): Promise<number> {
+    return this.log.read(this.id, this.fold.lastSeq, (e) => this.fold.apply(e));
   }
 }
 
@@ -510,7 +296,7 @@ class Mapper {
   private readonly tools: Map<string, Tool>;
   private readonly attempts: Map<string, string>;
 
-  constructor(private readonly fold: Fold, private readonly batch: string, private readonly maxEvent = 256 << 10) {
+  constructor(private readonly fold: Fold, private readonly batch: string, private readonly maxEvent = MAX_EVENT_BYTES) {
     this.turn = fold.turn;
     this.replied = fold.replied;
     this.turnsUsed = new Set(fold.usedTurns);
@@ -617,10 +403,7 @@ class Mapper {
   private shrink(type: string, data: Record<string, unknown>): object {
     const budget = Math.floor(this.maxEvent / 2);
     if (Buffer.byteLength(JSON.stringify(data)) < budget && depth(data) < 60) return data;
-    const cut = (s: string) => {
-      const parts = splitText(s, budget / 2);
-      return parts.length > 1 ? `${parts[0]}\n[cut by sessionlog: ${Buffer.byteLength(s)} bytes in all; the whole item is kept as source/line]` : s;
-    };
+    const cut = (s: string) => cutText(s, budget / 2);
     switch (type) {
       case "message/user":
       case "message/assistant":

@@ -29,7 +29,7 @@ const model = {
     }
     return { usage, responseId: `resp_${seen.length}`, output: [{ type: "function_call", id: `fc_${seen.length}`, callId: `call_${phase}_${seen.length}`, name: "get_weather", status: "completed", arguments: JSON.stringify({ city: "Zürich" }) }] };
   },
-  async *getStreamedResponse() {
+  getStreamedResponse() {
     throw new Error("not scripted");
   },
 };
@@ -38,7 +38,7 @@ const getWeather = tool({
   description: "The weather in a city",
   parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"], additionalProperties: false },
   strict: true,
-  execute: async ({ city }) => (phase === "first" ? "sunny" : "rainy"),
+  execute: async () => (phase === "first" ? "sunny" : "rainy"),
 });
 const agent = new Agent({ name: "weather", instructions: "Answer about the weather.", model, tools: [getWeather] });
 
