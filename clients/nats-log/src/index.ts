@@ -285,3 +285,48 @@ export class Log {
     return v as T;
   }
 }
+
+export { Mapper, TurnState, title } from "./mapping.js";
+
+/** A record of a verbatim batch: an item (whole or a part), or a batch's add record. */
+export interface BatchRecord {
+  batch?: string;
+  index?: number;
+  line?: unknown;
+  part?: number;
+  parts?: number;
+  text?: string;
+  op?: string;
+  items?: number;
+}
+
+/**
+ * Batches folds the records of batches (DESIGN.md section 15): the items
+ * of a batch count once its add record comes, and a batch left without
+ * one (its writer lost a race between two of its requests, or died) is
+ * dropped when the next batch's records begin.
+ */
+export class Batches {
+  private batch = "";
+  private pending = new Map<number, unknown>();
+  private parts = new Joiner();
+
+  /** Takes one record; for an add record, returns the batch's items in order with their refs (batch/index). */
+  take(r: BatchRecord): Array<{ ref: string; item: unknown }> | undefined {
+    if (r.batch !== undefined && r.batch !== this.batch) {
+      this.batch = r.batch;
+      this.pending = new Map();
+    }
+    const item = this.parts.take(r);
+    if (item !== undefined) this.pending.set(r.index ?? 0, item);
+    if (r.op !== "add") return undefined;
+    const out: Array<{ ref: string; item: unknown }> = [];
+    for (let i = 0; i < (r.items ?? 0); i++) {
+      if (!this.pending.has(i)) throw new SessionlogError("unreadable", `batch ${r.batch} commits ${r.items} items but item ${i} is missing`);
+      out.push({ ref: `${r.batch}/${i}`, item: this.pending.get(i) });
+    }
+    this.batch = "";
+    this.pending = new Map();
+    return out;
+  }
+}

@@ -13,7 +13,7 @@
 import { randomUUID } from "node:crypto";
 import type { AgentInputItem, Session } from "@openai/agents";
 import type { NatsConnection } from "nats";
-import { type Ev, type LogOptions, type Stored, Joiner, Log, MAX_EVENT_BYTES, SessionlogError, cutText, depth, fnv1a32, safeName, textOf, validItemId, verbatim } from "@sessionlog/nats-log";
+import { type Ev, type LogOptions, type Stored, Batches, Log, MAX_EVENT_BYTES, Mapper, SessionlogError, TurnState, fnv1a32, safeName, textOf, title, verbatim } from "@sessionlog/nats-log";
 
 export { SessionlogError };
 
@@ -49,99 +49,25 @@ interface Rec {
   item?: string;
 }
 
-interface Tool {
-  turn: string;
-  phase: "requested" | "started" | "done";
-}
-
 /** The fold of the stored events: the items, and what the mapping needs. */
 class Fold {
   lastSeq = 0;
   items: Array<{ ref: string; item: AgentInputItem }> = [];
-  // The batch being read: its items by index, and the parts of one.
-  private batch = "";
-  private pending = new Map<number, AgentInputItem>();
-  private parts = new Joiner();
+  private batches = new Batches();
   // The mapping's state, from every event (a repair's too).
-  turn: string | null = null;
-  replied = false;
-  tools = new Map<string, Tool>();
-  usedTools = new Set<string>();
-  usedTurns = new Set<string>();
-  openAttempts = new Map<string, string>(); // attempt id -> turn id
-  openOther = 0; // steps, approvals, compactions of the open turn: a turn with one cannot end
+  readonly turns = new TurnState();
 
   apply(e: Stored): void {
     this.lastSeq = e.seq;
     const d = (e.data ?? {}) as Record<string, unknown>;
-    switch (e.type) {
-      case "source/line":
-        if (d.format === FORMAT) this.record(d as unknown as Rec);
-        return;
-      case "turn/started":
-        this.turn = e.turnId ?? null;
-        this.replied = false;
-        this.openOther = 0;
-        if (e.turnId) this.usedTurns.add(e.turnId);
-        return;
-      case "turn/ended":
-        this.turn = null;
-        this.openAttempts.clear();
-        return;
-      case "attempt/started":
-        this.openAttempts.set(e.attemptId ?? "", e.turnId ?? "");
-        return;
-      case "message/assistant":
-      case "attempt/interrupted":
-        this.openAttempts.delete(e.attemptId ?? "");
-        return;
-      case "tool/requested":
-        this.tools.set(e.toolCallId ?? "", { turn: e.turnId ?? "", phase: "requested" });
-        this.usedTools.add(e.toolCallId ?? "");
-        return;
-      case "tool/started": {
-        const t = this.tools.get(e.toolCallId ?? "");
-        if (t) t.phase = "started";
-        return;
-      }
-      case "tool/result":
-        this.tools.delete(e.toolCallId ?? "");
-        return;
-      case "step/started":
-      case "approval/requested":
-      case "compaction/started":
-        this.openOther++;
-        return;
-      case "step/ended":
-      case "approval/decided":
-      case "compaction/ended":
-      case "compaction/aborted":
-        this.openOther--;
-        return;
-    }
+    if (e.type === "source/line" && d.format === FORMAT) this.record(d as unknown as Rec);
+    this.turns.apply(e);
   }
 
   private record(r: Rec): void {
-    if (r.batch !== undefined && r.batch !== this.batch) {
-      // A batch left without its add record (its writer lost a race or
-      // died) is never committed: its items are not the session's.
-      this.batch = r.batch;
-      this.pending = new Map();
-    }
-    const item = this.parts.take(r) as AgentInputItem | undefined;
-    if (item !== undefined) this.pending.set(r.index ?? 0, item);
+    const added = this.batches.take(r);
+    for (const a of added ?? []) this.items.push(a as { ref: string; item: AgentInputItem });
     switch (r.op) {
-      case "add": {
-        const n = r.items ?? 0;
-        for (let i = 0; i < n; i++) {
-          const item = this.pending.get(i);
-          if (item === undefined) throw new SessionlogError("unreadable", `batch ${r.batch} commits ${n} items but item ${i} is missing`);
-          this.items.push({ ref: `${r.batch}/${i}`, item });
-        }
-        this.batch = "";
-        this.pending = new Map();
-        return;
-      }
       case "pop": {
         const i = this.items.findLastIndex((x) => x.ref === r.item);
         if (i >= 0) this.items.splice(i, 1);
@@ -221,7 +147,7 @@ export class SessionlogSession implements Session {
     await this.serial(() =>
       this.commit((batch, mapped) => {
         if (this.fold.items.length === 0) return [];
-        const m = new Mapper(this.fold, batch);
+        const m = new Mapper(this.fold.turns, batch);
         if (mapped) m.endTurn("interrupted");
         const out = m.events.map((e, i) => ({ ...e, eventId: `${batch}.${i}` }));
         return [...out, this.recordEvent(`${batch}.${out.length}`, { format: FORMAT, op: "clear" })];
@@ -245,23 +171,21 @@ export class SessionlogSession implements Session {
    * record that commits them. mapped=false leaves the mapping out.
    */
   private batchEvents(batch: string, items: AgentInputItem[], mapped = true): Ev[] {
-    const m = new Mapper(this.fold, batch, this.maxEvent);
+    const m = new Mapper(this.fold.turns, batch, this.maxEvent);
     const out: Ev[] = [];
     let n = 0;
     const id = () => `${batch}.${n++}`;
-    if (this.fold.lastSeq === 0) m.created(this.sessionId, items);
     items.forEach((item, i) => {
-      if (mapped) m.map(item, i);
-      for (const e of m.events) out.push({ ...e, eventId: id() });
-      m.events = [];
+      if (mapped) mapItem(m, item, i);
+      for (const e of m.take()) out.push({ ...e, eventId: id() });
       out.push(...verbatim({ format: FORMAT, batch, index: i }, item, this.maxEvent, id));
     });
     if (mapped) m.finish();
-    for (const e of m.events) out.push({ ...e, eventId: id() });
+    for (const e of m.take()) out.push({ ...e, eventId: id() });
     out.push(this.recordEvent(id(), { format: FORMAT, batch, op: "add", items: items.length }));
     if (this.fold.lastSeq === 0) {
       // A new session starts with session/created (the writer's rule).
-      out.unshift({ ...(m.createdEvent ?? { type: "session/created", data: { agent: FORMAT } }), eventId: `${batch}.c` });
+      out.unshift({ ...created(this.sessionId, items), eventId: `${batch}.c` });
     }
     return out;
   }
@@ -278,141 +202,35 @@ export class SessionlogSession implements Session {
 }
 
 /**
- * Mapper turns items into sessionlog events after the fold's state, as
- * `import` maps an agent file (DESIGN.md section 13): a user message opens
- * a turn (ending the open one first, completed when its last step was a
- * reply), an assistant message is an attempt and its reply, a function
- * call tool/requested + tool/started, its output tool/result; the turn
- * ends completed when a batch ends on a reply with nothing open. Other
- * items (reasoning, hosted tools, system messages) are kept verbatim only.
+ * mapItem maps one item (DESIGN.md section 15): a user message is a
+ * prompt, an assistant message a reply, a function call a call, its output
+ * the call's result (an error when incomplete). Other items (reasoning,
+ * hosted tools, system messages) are kept verbatim only.
  */
-class Mapper {
-  events: Ev[] = [];
-  createdEvent?: Ev;
-  private readonly turnsUsed: Set<string>;
-  private readonly toolsUsed: Set<string>;
-  private turn: string | null;
-  private replied: boolean;
-  private readonly tools: Map<string, Tool>;
-  private readonly attempts: Map<string, string>;
-
-  constructor(private readonly fold: Fold, private readonly batch: string, private readonly maxEvent = MAX_EVENT_BYTES) {
-    this.turn = fold.turn;
-    this.replied = fold.replied;
-    this.turnsUsed = new Set(fold.usedTurns);
-    this.toolsUsed = new Set(fold.usedTools);
-    this.tools = new Map([...fold.tools].map(([k, v]) => [k, { ...v }]));
-    this.attempts = new Map(fold.openAttempts);
-  }
-
-  created(sessionId: string, items: AgentInputItem[]): void {
-    const first = items.find((i) => (i as { role?: string }).role === "user") as { content?: unknown } | undefined;
-    let title = first ? textOf(first.content).trim().split("\n")[0] : "";
-    if ([...title].length > 120) title = [...title].slice(0, 119).join("") + "…";
-    this.createdEvent = {
-      eventId: "", type: "session/created",
-      data: { agent: FORMAT, ...(title ? { title } : {}), labels: { sessionKey: sessionId.slice(0, 1024) } },
-    };
-  }
-
-  private add(e: Omit<Ev, "eventId">): void {
-    this.events.push({ ...e, eventId: "", data: this.shrink(e.type, e.data as Record<string, unknown>) });
-  }
-
-  private id(prefix: string, i: number): string {
-    return `${prefix}.${this.batch}.${i}`;
-  }
-
-  private openInTurn(): boolean {
-    if (this.fold.openOther > 0 && this.turn === this.fold.turn) return true;
-    for (const t of this.tools.values()) if (t.turn === this.turn) return true;
-    return false;
-  }
-
-  endTurn(reason: string): void {
-    if (this.turn === null || this.openInTurn()) return;
-    for (const [a, t] of this.attempts) {
-      if (t === this.turn) this.add({ type: "attempt/interrupted", turnId: t, attemptId: a, data: { reason: "interrupted" } });
+function mapItem(m: Mapper, item: AgentInputItem, i: number): void {
+  const it = item as Record<string, unknown>;
+  const type = (it.type as string | undefined) ?? "message";
+  if (type === "message" && it.role === "user") {
+    m.prompt(it.content, i);
+  } else if (type === "message" && it.role === "assistant") {
+    m.reply(it.content, i);
+  } else if (type === "function_call" && typeof it.callId === "string") {
+    let input: unknown = { arguments: it.arguments ?? "" };
+    try {
+      const v = JSON.parse(String(it.arguments ?? ""));
+      if (v !== null) input = v;
+    } catch {
+      // not JSON: kept as the string it is
     }
-    this.attempts.clear();
-    this.add({ type: "turn/ended", turnId: this.turn, data: { reason } });
-    this.turn = null;
+    m.call(it.callId, String(it.name ?? ""), input, i);
+  } else if (type === "function_call_result" && typeof it.callId === "string") {
+    m.result(it.callId, it.output, it.status === "incomplete");
   }
+}
 
-  private openTurn(i: number): string {
-    if (this.turn !== null) return this.turn;
-    let id = this.id("t", i);
-    for (let k = 2; this.turnsUsed.has(id); k++) id = `${this.id("t", i)}.${k}`;
-    this.turnsUsed.add(id);
-    this.turn = id;
-    this.replied = false;
-    this.add({ type: "turn/started", turnId: id, data: {} });
-    return id;
-  }
-
-  map(item: AgentInputItem, i: number): void {
-    const it = item as Record<string, unknown>;
-    const type = (it.type as string | undefined) ?? "message";
-    if (type === "message" && it.role === "user") {
-      if (this.turn !== null) this.endTurn(this.replied ? "completed" : "interrupted");
-      const turn = this.openTurn(i);
-      this.add({ type: "message/user", turnId: turn, data: { content: it.content ?? "" } });
-      return;
-    }
-    if (type === "message" && it.role === "assistant") {
-      const turn = this.openTurn(i);
-      const attempt = this.id("a", i);
-      this.add({ type: "attempt/started", turnId: turn, attemptId: attempt, data: {} });
-      this.add({ type: "message/assistant", turnId: turn, attemptId: attempt, data: { content: it.content ?? [] } });
-      this.replied = true;
-      return;
-    }
-    if (type === "function_call" && typeof it.callId === "string") {
-      const turn = this.openTurn(i);
-      let id = validItemId(it.callId) ? it.callId : this.id("c", i);
-      if (this.toolsUsed.has(id)) id = this.id("c", i);
-      if (this.toolsUsed.has(id)) return;
-      let input: unknown = { arguments: it.arguments ?? "" };
-      try {
-        const v = JSON.parse(String(it.arguments ?? ""));
-        if (v !== null) input = v;
-      } catch {
-        // not JSON: kept as the string it is
-      }
-      this.add({ type: "tool/requested", turnId: turn, toolCallId: id, data: { name: String(it.name || "(unnamed)"), input } });
-      this.add({ type: "tool/started", turnId: turn, toolCallId: id, data: {} });
-      this.toolsUsed.add(id);
-      this.tools.set(id, { turn, phase: "started" });
-      this.replied = false;
-      return;
-    }
-    if (type === "function_call_result" && typeof it.callId === "string") {
-      const t = this.tools.get(it.callId);
-      if (!t || t.phase !== "started" || t.turn !== this.turn) return;
-      this.add({ type: "tool/result", turnId: t.turn, toolCallId: it.callId, data: { status: it.status === "incomplete" ? "error" : "ok", output: it.output ?? null } });
-      this.tools.delete(it.callId);
-      this.replied = false;
-    }
-  }
-
-  finish(): void {
-    if (this.turn !== null && this.replied) this.endTurn("completed");
-  }
-
-  /** data the writer takes: model-visible text over the event limit is cut, with a note (the item stays whole in its record). */
-  private shrink(type: string, data: Record<string, unknown>): object {
-    const budget = Math.floor(this.maxEvent / 2);
-    if (Buffer.byteLength(JSON.stringify(data)) < budget && depth(data) < 60) return data;
-    const cut = (s: string) => cutText(s, budget / 2);
-    switch (type) {
-      case "message/user":
-      case "message/assistant":
-        return { content: cut(textOf(data.content)) };
-      case "tool/requested":
-        return { name: data.name, input: { truncated: cut(JSON.stringify(data.input)) } };
-      case "tool/result":
-        return { status: data.status, output: cut(textOf(data.output) || JSON.stringify(data.output)) };
-    }
-    return data;
-  }
+/** The session/created of a new session: its first prompt is the title. */
+function created(sessionId: string, items: AgentInputItem[]): Ev {
+  const first = items.find((i) => (i as { role?: string }).role === "user") as { content?: unknown } | undefined;
+  const t = first ? title(textOf(first.content)) : "";
+  return { eventId: "", type: "session/created", data: { agent: FORMAT, ...(t ? { title: t } : {}), labels: { sessionKey: sessionId.slice(0, 1024) } } };
 }
