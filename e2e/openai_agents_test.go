@@ -176,25 +176,7 @@ func TestOpenAIAgentsUncommittedBatch(t *testing.T) {
 func TestOpenAIAgentsRunnerResume(t *testing.T) {
 	nodePath := testbin.Node(t, openaiDir, "dist/index.js")
 	s := imStart(t)
-	cmd := exec.Command(nodePath, "test/runner.mjs", s.url, "run-1", "first")
-	cmd.Dir, cmd.Stderr = openaiDir, os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(stdout).ReadBytes('\n')
-	if err != nil {
-		_ = cmd.Process.Kill()
-		t.Fatalf("the first run printed %q: %v", line, err)
-	}
-	// Killed while it still holds its connection, after the run returned.
-	if err := cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = cmd.Wait()
+	line := firstLineThenKill(t, nodePath, openaiDir, "test/runner.mjs", s.url, "run-1", "first")
 	var first struct {
 		Items []any
 		Final string
@@ -253,28 +235,17 @@ func TestOpenAIAgentsConcurrentAppends(t *testing.T) {
 				per += 1 + i%3
 			}
 			sid := "conc-" + c.name
-			var outs [2]bytes.Buffer
-			var cmds [2]*exec.Cmd
-			for w := range cmds {
-				cmds[w] = exec.Command(nodePath, "test/concurrent.mjs", s.url, sid, string(rune('A'+w)), fmt.Sprint(c.calls), fmt.Sprint(2*per), fmt.Sprint(c.pad))
-				cmds[w].Dir, cmds[w].Stdout, cmds[w].Stderr = openaiDir, &outs[w], os.Stderr
-				if err := cmds[w].Start(); err != nil {
-					t.Fatal(err)
-				}
-			}
-			for w, cmd := range cmds {
-				if err := cmd.Wait(); err != nil {
-					t.Fatalf("writer %c: %v", 'A'+w, err)
-				}
-			}
-			if !bytes.Equal(outs[0].Bytes(), outs[1].Bytes()) {
-				t.Fatalf("the two readers differ:\n%s\n%s", outs[0].Bytes(), outs[1].Bytes())
+			outs := runAtOnce(t, nodePath, openaiDir,
+				[]string{"test/concurrent.mjs", s.url, sid, "A", fmt.Sprint(c.calls), fmt.Sprint(2 * per), fmt.Sprint(c.pad)},
+				[]string{"test/concurrent.mjs", s.url, sid, "B", fmt.Sprint(c.calls), fmt.Sprint(2 * per), fmt.Sprint(c.pad)})
+			if !bytes.Equal(outs[0], outs[1]) {
+				t.Fatalf("the two readers differ:\n%s\n%s", outs[0], outs[1])
 			}
 			var items []struct {
 				Writer      string
 				Call, K, Of int
 			}
-			if err := json.Unmarshal(outs[0].Bytes(), &items); err != nil {
+			if err := json.Unmarshal(outs[0], &items); err != nil {
 				t.Fatal(err)
 			}
 			if len(items) != 2*per {
@@ -324,13 +295,7 @@ func TestOpenAIAgentsConcurrentAppends(t *testing.T) {
 // identity; per-agent isolation is an open issue).
 func TestOpenAIAgentsAgentUser(t *testing.T) {
 	nodePath := testbin.Node(t, openaiDir, "dist/index.js")
-	up := startUp(t, t.TempDir(), nil, "--nats-user", "fleet", "--nats-password", "fleet-pw",
-		"--operator-user", "sre", "--operator-password", "sre-pw")
-	out := testbin.RunNode(t, nodePath, openaiDir, []string{"NATS_USER=fleet", "NATS_PASS=fleet-pw"}, "test/agent.mjs", up.NATSURL, "ag-1")
-	var rep map[string]any
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatalf("report %s: %v", out, err)
-	}
+	up, out, rep := runAsAgent(t, nodePath, openaiDir, "test/agent.mjs", "ag-1")
 	want := map[string]any{
 		"own": 2.0, "afterPop": 1.0,
 		"otherRead": 1.0, "otherAppendSeen": 2.0, "afterOtherClear": 0.0,
@@ -346,4 +311,66 @@ func TestOpenAIAgentsAgentUser(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// firstLineThenKill runs node on args in dir, reads the first line it
+// prints, kills it with SIGKILL (it still holds its connection) and
+// returns the line.
+func firstLineThenKill(t *testing.T, nodePath, dir string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(nodePath, args...)
+	cmd.Dir, cmd.Stderr = dir, os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if err != nil {
+		t.Fatalf("node %v printed %q: %v", args, line, err)
+	}
+	return line
+}
+
+// runAtOnce starts node on each of argsets in dir at once, waits for all
+// and returns what each printed.
+func runAtOnce(t *testing.T, nodePath, dir string, argsets ...[]string) [][]byte {
+	t.Helper()
+	outs := make([]bytes.Buffer, len(argsets))
+	cmds := make([]*exec.Cmd, len(argsets))
+	for i, args := range argsets {
+		cmds[i] = exec.Command(nodePath, args...)
+		cmds[i].Dir, cmds[i].Stdout, cmds[i].Stderr = dir, &outs[i], os.Stderr
+		if err := cmds[i].Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := make([][]byte, len(argsets))
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("node %v: %v", argsets[i], err)
+		}
+		res[i] = outs[i].Bytes()
+	}
+	return res
+}
+
+// runAsAgent starts `sessionlog up` whose agents log in as the agent user
+// "fleet" (and whose operator is "sre"), runs node on script with the NATS
+// URL and args in dir as that user, and returns the stack, what the
+// script printed and that as a JSON object.
+func runAsAgent(t *testing.T, nodePath, dir, script string, args ...string) (*upProc, []byte, map[string]any) {
+	t.Helper()
+	up := startUp(t, t.TempDir(), nil, "--nats-user", "fleet", "--nats-password", "fleet-pw",
+		"--operator-user", "sre", "--operator-password", "sre-pw")
+	out := testbin.RunNode(t, nodePath, dir, []string{"NATS_USER=fleet", "NATS_PASS=fleet-pw"}, append([]string{script, up.NATSURL}, args...)...)
+	var rep map[string]any
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("report %s: %v", out, err)
+	}
+	return up, out, rep
 }

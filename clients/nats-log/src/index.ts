@@ -261,10 +261,10 @@ export class Log {
   }
 
   /** One request; an error reply is thrown as a SessionlogError, and so is no answer (unavailable). */
-  async request<T>(subject: string, body: string): Promise<T> {
+  async request<T>(subject: string, body: string, timeoutMs = this.timeout): Promise<T> {
     let m;
     try {
-      m = await this.nc.request(subject, enc.encode(body), { timeout: this.timeout });
+      m = await this.nc.request(subject, enc.encode(body), { timeout: timeoutMs });
     } catch (e) {
       // No responder, a timeout, a connection reconnecting or a subject
       // the user may not publish: nothing said whether it was taken.
