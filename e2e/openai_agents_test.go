@@ -216,6 +216,57 @@ func TestOpenAIAgentsRunnerResume(t *testing.T) {
 	}
 }
 
+// TestOpenAIAgentsSessionSurvivesRestart: a process adds 60 items one
+// call at a time (test/restart.mjs) while `sessionlog up` is killed with
+// SIGKILL after the 20th acknowledged call and started again on the same
+// data and port: the client reconnects, retries what got no answer with
+// the same event ids, and ends with every item once, in order.
+func TestOpenAIAgentsSessionSurvivesRestart(t *testing.T) {
+	nodePath := testbin.Node(t, openaiDir, "dist/index.js")
+	port, err := natstest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	listen := fmt.Sprintf("127.0.0.1:%d", port)
+	up := startUp(t, dir, nil, "--nats-listen", listen)
+	cmd := exec.Command(nodePath, "test/restart.mjs", up.NATSURL, "restart-1", "60")
+	cmd.Dir, cmd.Stderr = openaiDir, os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	lines := bufio.NewScanner(stdout)
+	lines.Buffer(nil, 1<<20)
+	var last string
+	for lines.Scan() {
+		last = lines.Text()
+		if last == "acked 20" {
+			up.Kill()
+			up = startUp(t, dir, nil, "--nats-listen", listen)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the client: %v (last line %q)", err, last)
+	}
+	var got []string
+	if err := json.Unmarshal([]byte(last), &got); err != nil {
+		t.Fatalf("last line %q: %v", last, err)
+	}
+	if len(got) != 60 {
+		t.Fatalf("%d items after the restart, want 60: %v", len(got), got)
+	}
+	for k, c := range got {
+		if c != fmt.Sprintf("item %d", k) {
+			t.Fatalf("item %d is %q: %v", k, c, got)
+		}
+	}
+}
+
 // TestOpenAIAgentsConcurrentAppends: two processes append to one session
 // at once (test/concurrent.mjs), each in calls of 1 to 3 items; then each
 // reads the session. Both read the same items in the same order, every

@@ -179,7 +179,8 @@ export class Log {
     for (;;) {
       let r: { events: Stored[]; more: boolean };
       try {
-        r = await this.request("sessions.api.read", JSON.stringify({ sessionId, afterSeq }));
+        const body = JSON.stringify({ sessionId, afterSeq });
+        r = await this.retrying(() => this.request("sessions.api.read", body));
       } catch (e) {
         if (e instanceof SessionlogError && e.code === "not_found" && afterSeq === 0) return 0;
         throw e;
@@ -249,10 +250,19 @@ export class Log {
    */
   private async append(sessionId: string, events: Ev[], expectedSeq: number): Promise<number> {
     const body = JSON.stringify({ sessionId, expectedSeq, ...(this.opts.holder ? { holder: this.opts.holder } : {}), events });
+    return (await this.retrying(() => this.request<{ lastSeq: number }>("sessions.api.append", body))).lastSeq;
+  }
+
+  /**
+   * f, called again after a pause (100 ms, doubling to 2 s) while it
+   * fails with not_committed, outcome_unknown or unavailable (no answer:
+   * a writer restarting, the connection reconnecting), for retryForMs.
+   */
+  private async retrying<T>(f: () => Promise<T>): Promise<T> {
     const deadline = Date.now() + (this.opts.retryForMs ?? 60000);
     for (let wait = 100; ; wait = Math.min(wait * 2, 2000)) {
       try {
-        return (await this.request<{ lastSeq: number }>("sessions.api.append", body)).lastSeq;
+        return await f();
       } catch (e) {
         if (!(e instanceof SessionlogError) || !["not_committed", "outcome_unknown", "unavailable"].includes(e.code) || Date.now() > deadline) throw e;
       }
