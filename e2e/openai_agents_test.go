@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"reflect"
@@ -230,15 +231,7 @@ func TestOpenAIAgentsSessionSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	listen := fmt.Sprintf("127.0.0.1:%d", port)
 	up := startUp(t, dir, nil, "--nats-listen", listen)
-	cmd := exec.Command(nodePath, "test/restart.mjs", up.NATSURL, "restart-1", "60")
-	cmd.Dir, cmd.Stderr = openaiDir, os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdout := startNode(t, nodePath, openaiDir, "test/restart.mjs", up.NATSURL, "restart-1", "60")
 	defer func() { _ = cmd.Process.Kill() }()
 	lines := bufio.NewScanner(stdout)
 	lines.Buffer(nil, 1<<20)
@@ -369,15 +362,7 @@ func TestOpenAIAgentsAgentUser(t *testing.T) {
 // returns the line.
 func firstLineThenKill(t *testing.T, nodePath, dir string, args ...string) []byte {
 	t.Helper()
-	cmd := exec.Command(nodePath, args...)
-	cmd.Dir, cmd.Stderr = dir, os.Stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdout := startNode(t, nodePath, dir, args...)
 	line, err := bufio.NewReader(stdout).ReadBytes('\n')
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
@@ -424,4 +409,20 @@ func runAsAgent(t *testing.T, nodePath, dir, script string, args ...string) (*up
 		t.Fatalf("report %s: %v", out, err)
 	}
 	return up, out, rep
+}
+
+// startNode starts node on args in dir and returns it with its standard
+// output (its standard error goes to the test's).
+func startNode(t *testing.T, nodePath, dir string, args ...string) (*exec.Cmd, io.Reader) {
+	t.Helper()
+	cmd := exec.Command(nodePath, args...)
+	cmd.Dir, cmd.Stderr = dir, os.Stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, stdout
 }
