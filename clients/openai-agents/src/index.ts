@@ -167,8 +167,8 @@ export class SessionlogSession implements Session {
 
   /**
    * The events of an addItems batch: per item, its mapped events then its
-   * verbatim record (in parts when larger than an event); last the add
-   * record that commits them. mapped=false leaves the mapping out.
+   * verbatim record (in parts when larger than an event); the last record
+   * carries the add that commits them. mapped=false leaves the mapping out.
    */
   private batchEvents(batch: string, items: AgentInputItem[], mapped = true): Ev[] {
     const m = new Mapper(this.fold.turns, batch, this.maxEvent);
@@ -176,13 +176,15 @@ export class SessionlogSession implements Session {
     let n = 0;
     const id = () => `${batch}.${n++}`;
     items.forEach((item, i) => {
+      const last = i === items.length - 1;
       if (mapped) mapItem(m, item, i);
+      if (mapped && last) m.finish();
       for (const e of m.take()) out.push({ ...e, eventId: id() });
-      out.push(...verbatim({ format: FORMAT, batch, index: i }, item, this.maxEvent, id));
+      const records = verbatim({ format: FORMAT, batch, index: i }, item, this.maxEvent, id);
+      // The batch's last record commits it.
+      if (last) Object.assign(records[records.length - 1].data, { op: "add", items: items.length });
+      out.push(...records);
     });
-    if (mapped) m.finish();
-    for (const e of m.take()) out.push({ ...e, eventId: id() });
-    out.push(this.recordEvent(id(), { format: FORMAT, batch, op: "add", items: items.length }));
     if (this.fold.lastSeq === 0) {
       // A new session starts with session/created (the writer's rule).
       out.unshift({ ...created(this.sessionId, items), eventId: `${batch}.c` });
