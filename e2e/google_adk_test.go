@@ -167,6 +167,31 @@ func TestGoogleADKConcurrentAppends(t *testing.T) {
 	}
 }
 
+// TestGoogleADKSessionSurvivesRestart: a process appends 60 events one at
+// a time (test/restart.mjs) while `sessionlog up` is killed with SIGKILL
+// after the 20th and started again on the same data and port: every
+// appendEvent returns, and the session holds each event once, in order,
+// with the last state delta.
+func TestGoogleADKSessionSurvivesRestart(t *testing.T) {
+	nodePath := testbin.Node(t, adkDir, "dist/index.js")
+	last := killUpUnder(t, nodePath, adkDir, "test/restart.mjs", "restart-1", "60")
+	var got struct {
+		Texts []string
+		State map[string]any
+	}
+	if err := json.Unmarshal(last, &got); err != nil {
+		t.Fatalf("last line %q: %v", last, err)
+	}
+	if len(got.Texts) != 60 || got.State["k"] != 59.0 {
+		t.Fatalf("after the restart: %s", last)
+	}
+	for k, text := range got.Texts {
+		if text != fmt.Sprintf("event %d", k) {
+			t.Fatalf("event %d is %q: %s", k, text, last)
+		}
+	}
+}
+
 // TestGoogleADKAgentUser: against `sessionlog up` with the deployment's
 // agent user (test/agent.mjs), SessionlogSessionService creates, appends,
 // reads and lists with the agent's rights alone; deleteSession (erase) is

@@ -224,30 +224,9 @@ func TestOpenAIAgentsRunnerResume(t *testing.T) {
 // the same event ids, and ends with every item once, in order.
 func TestOpenAIAgentsSessionSurvivesRestart(t *testing.T) {
 	nodePath := testbin.Node(t, openaiDir, "dist/index.js")
-	port, err := natstest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	listen := fmt.Sprintf("127.0.0.1:%d", port)
-	up := startUp(t, dir, nil, "--nats-listen", listen)
-	cmd, stdout := startNode(t, nodePath, openaiDir, "test/restart.mjs", up.NATSURL, "restart-1", "60")
-	defer func() { _ = cmd.Process.Kill() }()
-	lines := bufio.NewScanner(stdout)
-	lines.Buffer(nil, 1<<20)
-	var last string
-	for lines.Scan() {
-		last = lines.Text()
-		if last == "acked 20" {
-			up.Kill()
-			up = startUp(t, dir, nil, "--nats-listen", listen)
-		}
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("the client: %v (last line %q)", err, last)
-	}
+	last := killUpUnder(t, nodePath, openaiDir, "test/restart.mjs", "restart-1", "60")
 	var got []string
-	if err := json.Unmarshal([]byte(last), &got); err != nil {
+	if err := json.Unmarshal(last, &got); err != nil {
 		t.Fatalf("last line %q: %v", last, err)
 	}
 	if len(got) != 60 {
@@ -258,6 +237,37 @@ func TestOpenAIAgentsSessionSurvivesRestart(t *testing.T) {
 			t.Fatalf("item %d is %q: %v", k, c, got)
 		}
 	}
+}
+
+// killUpUnder starts `sessionlog up`, runs node on script with its NATS
+// URL and args in dir, kills up with SIGKILL once the script printed
+// "acked 20" and starts it again on the same data and port, and returns
+// the last line the script printed once it exited (it must exit 0).
+func killUpUnder(t *testing.T, nodePath, dir, script string, args ...string) []byte {
+	t.Helper()
+	port, err := natstest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := t.TempDir()
+	listen := fmt.Sprintf("127.0.0.1:%d", port)
+	up := startUp(t, data, nil, "--nats-listen", listen)
+	cmd, stdout := startNode(t, nodePath, dir, append([]string{script, up.NATSURL}, args...)...)
+	defer func() { _ = cmd.Process.Kill() }()
+	lines := bufio.NewScanner(stdout)
+	lines.Buffer(nil, 1<<20)
+	var last string
+	for lines.Scan() {
+		last = lines.Text()
+		if last == "acked 20" {
+			up.Kill()
+			up = startUp(t, data, nil, "--nats-listen", listen)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("node %s: %v (last line %q)", script, err, last)
+	}
+	return []byte(last)
 }
 
 // TestOpenAIAgentsConcurrentAppends: two processes append to one session
