@@ -16,9 +16,10 @@ test: node-deps test-race test-e2e
 
 # The conformance tests run the protocols' own SDKs in Node (clients/*):
 # their packages installed, and built (again: a dist/ older than its
-# sources would test old code) where a package has a build.
+# sources would test old code) where a package has a build. nats-log
+# first: the SDK clients build on it.
 node-deps:
-	@for d in clients/*/; do \
+	@for d in clients/nats-log/ clients/*/; do \
 		if [ -f "$$d/package-lock.json" ] && [ ! -d "$$d/node_modules" ]; then \
 			(cd "$$d" && npm ci --no-audit --no-fund) || exit 1; \
 		fi; \

@@ -1,0 +1,13 @@
+// Lint of the package as built (tsc --noEmit with the strict flags of
+// package.json's lint checks the source).
+import js from "@eslint/js";
+import globals from "globals";
+
+export default [
+  js.configs.recommended,
+  {
+    files: ["dist/**/*.js", "eslint.config.mjs"],
+    languageOptions: { ecmaVersion: 2022, sourceType: "module", globals: { ...globals.node } },
+    rules: { "no-unused-vars": ["error", { args: "all", argsIgnorePattern: "^_", ignoreRestSiblings: true }], eqeqeq: "error", "prefer-const": "error" },
+  },
+];
