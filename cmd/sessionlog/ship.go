@@ -381,14 +381,6 @@ func (l clientLog) Append(ctx context.Context, id string, expected uint64, event
 	return r.LastSeq, r.Duplicate, err
 }
 
-func (l clientLog) Fork(ctx context.Context, parent, child string, seq uint64) error {
-	_, err := l.cl.Fork(ctx, api.ForkRequest{ParentID: parent, ChildID: child, At: &api.ForkAt{Seq: client.Seq(seq)}})
-	if errors.Is(err, client.ErrConflict) {
-		return nil // the child exists
-	}
-	return err
-}
-
 // holderOf is the lease holder of a file's sessions: host, format and file
 // name, as one id (DESIGN.md writes it <host>/<format>/<file>; a holder is
 // an item id, which has no "/", so the parts are joined with ":").
