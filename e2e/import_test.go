@@ -549,11 +549,11 @@ func TestExportImportRoundTripKeepsContext(t *testing.T) {
 // modelContext is what the model sees (DESIGN.md section 5, as the
 // projector's /context serves it): the last compaction's summary, then
 // the user and assistant messages, tool calls and results after its
-// throughSeq, each as its type and data. Without compacted: the whole
-// transcript, every message and call. Claude Code's "[Request interrupted
-// by user]" message is left out: it is how an export to Claude Code says
-// that a turn was interrupted (turn/ended interrupted in the native
-// session), and the import reads it as the message the model reads next.
+// throughSeq, each as its type and data (as a JSON value: the order of
+// an object's keys is no part of it; a message's usage, which the model
+// does not read and an export to another format gives in that format's
+// own shape, left out). Without compacted: the whole transcript, every
+// message and call.
 func modelContext(events []schema.Envelope, compacted bool) []string {
 	var from uint64
 	var out []string
@@ -567,11 +567,12 @@ func modelContext(events []schema.Envelope, compacted bool) []string {
 	for _, e := range events {
 		switch e.Type {
 		case schema.TypeMessageUser, schema.TypeMessageAssistant, schema.TypeToolRequested, schema.TypeToolResult:
-			if e.Type == schema.TypeMessageUser && strings.Contains(string(e.Data), `"[Request interrupted by user`) {
-				continue
-			}
 			if e.Seq > from {
-				out = append(out, e.Type+" "+e.ToolCallID+" "+string(e.Data))
+				var d map[string]any
+				_ = json.Unmarshal(e.Data, &d)
+				delete(d, "usage")
+				b, _ := json.Marshal(d)
+				out = append(out, e.Type+" "+e.ToolCallID+" "+string(b))
 			}
 		}
 	}

@@ -641,8 +641,7 @@ func TestImportTenMegabyteTranscriptDefaultFlags(t *testing.T) {
 func TestShipShrunkFileGoesToNextGeneration(t *testing.T) {
 	h := newImportHarness(t, logstore.Config{})
 	var stdout, stderr bytes.Buffer
-	sh := &shipper{v: &agentVerb{cl: h.cl, ctx: context.Background()}, f: claudecode.Format{}, host: "h", batch: 500,
-		stdout: &stdout, stderr: &stderr, dirty: map[string]bool{}, files: map[string]*shipFile{}}
+	sh := newShipper(&agentVerb{cl: h.cl, ctx: context.Background()}, claudecode.Format{}, "h", 500, shipIdleDefault, &stdout, &stderr)
 	path, id, lines, other := rewriteCase(t)
 	if err := sh.ship(path); err != nil {
 		t.Fatal(err)

@@ -72,9 +72,8 @@ func runShip(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 		return err
 	}
 	defer w.Close()
-	sh := &shipper{v: v, f: f, host: *host, batch: *batch, stdout: stdout, stderr: stderr, w: w,
-		roots: fs.Args(), dirty: map[string]bool{}, files: map[string]*shipFile{}, said: map[string]string{},
-		live: newLiveness(v.cl, *idle, stdout)}
+	sh := newShipper(v, f, *host, *batch, *idle, stdout, stderr)
+	sh.w, sh.roots = w, fs.Args()
 	// Watch first, then read what is there: a line written in between is
 	// seen by both, and appended once.
 	for _, dir := range sh.roots {
@@ -128,6 +127,14 @@ type shipper struct {
 	// stored: the sessions with a repair in them, as the last pass left
 	// them (agentlog.StoredCache).
 	stored agentlog.StoredCache
+}
+
+// newShipper is a shipper of files of format f that follows no
+// directory yet (w and roots unset).
+func newShipper(v *agentVerb, f agentlog.Format, host string, batch int, idle time.Duration, stdout, stderr io.Writer) *shipper {
+	return &shipper{v: v, f: f, host: host, batch: batch, stdout: stdout, stderr: stderr,
+		dirty: map[string]bool{}, files: map[string]*shipFile{}, said: map[string]string{},
+		live: newLiveness(v.cl, idle, stdout)}
 }
 
 // shipFile is the metrics of one followed file.
@@ -372,14 +379,6 @@ func (l clientLog) Tail(ctx context.Context, id string) (uint64, string, error) 
 func (l clientLog) Append(ctx context.Context, id string, expected uint64, events []schema.Envelope) (uint64, bool, error) {
 	r, err := l.cl.Append(ctx, client.AppendRequest{SessionID: id, ExpectedSeq: client.Seq(expected), Holder: l.holder, Events: events})
 	return r.LastSeq, r.Duplicate, err
-}
-
-func (l clientLog) Fork(ctx context.Context, parent, child string, seq uint64) error {
-	_, err := l.cl.Fork(ctx, api.ForkRequest{ParentID: parent, ChildID: child, At: &api.ForkAt{Seq: client.Seq(seq)}})
-	if errors.Is(err, client.ErrConflict) {
-		return nil // the child exists
-	}
-	return err
 }
 
 // holderOf is the lease holder of a file's sessions: host, format and file

@@ -48,19 +48,9 @@ type Line struct {
 	Value any       // the format's parsed line, for Map
 }
 
-// ForkAt is where a session forks from another. ReadFile makes no fork
-// (a file is one session); AppendSink still forks a Plan that names one.
-type ForkAt struct {
-	ParentID string
-	Seq      uint64 // the fork copies parent events 1..Seq
-}
-
 // Plan announces a session to a Sink before its events.
 type Plan struct {
 	ID string
-	// Fork: the session is a fork child; its first event is at Seq+2
-	// (the forker writes session/created, the copies and fork/committed).
-	Fork *ForkAt
 	// FirstSeq is the seq of the first event the Sink gets.
 	FirstSeq uint64
 }

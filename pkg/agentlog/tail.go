@@ -13,7 +13,7 @@ import (
 )
 
 // Log is what AppendSink needs of sessionlog: a session's stored tail and
-// events, an append after it and a fork. ship and import append through
+// events, and an append after it. ship and import append through
 // the Go client, the writer's source endpoints through its own append path.
 type Log interface {
 	// Tail is the session's last seq and the id of the event there (0
@@ -25,9 +25,6 @@ type Log interface {
 	// is the session's last seq after them, duplicate that the batch was
 	// stored already.
 	Append(ctx context.Context, sessionID string, expected uint64, events []schema.Envelope) (last uint64, duplicate bool, err error)
-	// Fork makes child a fork of parent through seq; a child that exists
-	// already is no error.
-	Fork(ctx context.Context, parent, child string, seq uint64) error
 }
 
 // PreparingLog is a Log that can encode an append ahead of sending it.
@@ -53,7 +50,6 @@ type DivergedError struct {
 	Source  string // the id the source gives there; "" = the source ends before it
 	// File is the stored session's sourceFile label ("" = none).
 	File string
-	fork bool
 }
 
 func (e *DivergedError) Error() string {
@@ -87,12 +83,12 @@ const DefaultAppendBatch = 500
 // AppendSink is the step every writer of a source's sessions shares: for
 // each session a source maps to, read the stored tail, check that what is
 // stored is what the source gives, and append the events after it in
-// batches; a fork child missing from the log is forked first. Mapping a
+// batches. Mapping a
 // source again therefore appends only what is new, and a source that no
 // longer maps to what is stored is a *DivergedError.
 //
 // What is stored is compared with the source by event id, leaving out
-// synthetic events (a repair's, a fork copy's) and the events AppendSink
+// synthetic events (a repair's) and the events AppendSink
 // itself adds to continue a repaired session: a session with a repair
 // between the source's events continues when the source grows. The
 // events after the repair are fitted to the session as it is stored: a
@@ -225,11 +221,9 @@ func addedID(id string) bool {
 	return strings.HasSuffix(id, idResumed) || strings.HasSuffix(id, idTurn) || strings.HasSuffix(id, idAttempt)
 }
 
-// Session reads the session's tail, forking it first when it is a fork
-// child the log does not have.
+// Session reads the session's tail.
 func (s *AppendSink) Session(p Plan) error {
-	// A session's fork or first append waits for the one before it: a
-	// branch is forked only after its main session is in.
+	// A session's first append waits for the one before it.
 	if err := s.wait(); err != nil {
 		return err
 	}
@@ -243,7 +237,7 @@ func (s *AppendSink) Session(p Plan) error {
 	s.plan, s.orig, s.pending, s.pendingBytes, s.added = p, p.ID, s.pending[:0], 0, 0
 	s.mode, s.seen, s.held, s.heldBytes, s.cmp = bySeq, s.seen[:0], nil, 0, nil
 	var err error
-	if p.Fork == nil && s.File != "" {
+	if s.File != "" {
 		s.plan.ID, s.tail, s.tailID, err = s.current(p.ID)
 		if err != nil {
 			return err
@@ -251,29 +245,13 @@ func (s *AppendSink) Session(p Plan) error {
 	} else if s.tail, s.tailID, err = s.Log.Tail(s.Ctx, p.ID); err != nil {
 		return fmt.Errorf("read %s: %w", p.ID, err)
 	}
-	if p.Fork == nil {
-		switch {
-		case s.tail == 0:
-			s.mode = appending
-		case s.compare[p.ID] || !sourceLikeID(s.tailID):
-			// Not a source event at the tail: a repair's, or one this
-			// sink added.
-			return s.byID()
-		}
-		return nil
-	}
-	if s.tail == 0 {
-		if err := s.Log.Fork(s.Ctx, p.Fork.ParentID, p.ID, p.Fork.Seq); err != nil {
-			return fmt.Errorf("fork %s from %s at seq %d: %w", p.ID, p.Fork.ParentID, p.Fork.Seq, err)
-		}
-		if s.tail, s.tailID, err = s.Log.Tail(s.Ctx, p.ID); err != nil {
-			return fmt.Errorf("read %s: %w", p.ID, err)
-		}
-	}
-	if s.tail < p.FirstSeq-1 {
-		// The forker is still copying (or a forker that restarted will
-		// finish or abandon the copy): the next pass continues after it.
-		return fmt.Errorf("fork %s holds %d events, %d once its copy is committed: try again", p.ID, s.tail, p.FirstSeq-1)
+	switch {
+	case s.tail == 0:
+		s.mode = appending
+	case s.compare[p.ID] || !sourceLikeID(s.tailID):
+		// Not a source event at the tail: a repair's, or one this
+		// sink added.
+		return s.byID()
 	}
 	return nil
 }
@@ -372,18 +350,15 @@ func (s *AppendSink) Event(e schema.Envelope) error {
 		}
 		return s.queue(e)
 	}
-	fork := s.plan.Fork != nil
 	switch {
 	case e.Seq < s.tail:
-		if !fork {
-			s.seen = append(s.seen, e.EventID)
-			if e.Seq+keepBeforeTail >= s.tail {
-				s.held = append(s.held, e)
-				s.heldBytes += len(e.Data)
-				for len(s.held) > 1 && s.heldBytes > maxHeldBytes {
-					s.heldBytes -= len(s.held[0].Data)
-					s.held = s.held[1:]
-				}
+		s.seen = append(s.seen, e.EventID)
+		if e.Seq+keepBeforeTail >= s.tail {
+			s.held = append(s.held, e)
+			s.heldBytes += len(e.Data)
+			for len(s.held) > 1 && s.heldBytes > maxHeldBytes {
+				s.heldBytes -= len(s.held[0].Data)
+				s.held = s.held[1:]
 			}
 		}
 		return nil
@@ -391,12 +366,10 @@ func (s *AppendSink) Event(e schema.Envelope) error {
 		s.mode, s.seen, s.held = appending, s.seen[:0], nil
 		return nil
 	case e.Seq > s.tail && len(s.seen) == 0:
-		// The source starts after the tail: a fork child's first event
-		// after its copy, or a continuation's events (Continuation).
+		// The source starts after the tail: a continuation's events
+		// (Continuation).
 		s.mode = appending
 		return s.queue(e)
-	case fork:
-		return &DivergedError{Session: s.plan.ID, Seq: e.Seq, Stored: s.tailID, Source: e.EventID, fork: true}
 	}
 	// Not the stored event at that seq: events were added between the
 	// source's (a repair), or the source is not what is stored.
@@ -641,7 +614,7 @@ func (s *AppendSink) put(e schema.Envelope) error {
 // take it over MaxBytes, and after when it holds Batch events.
 func (s *AppendSink) queue(e schema.Envelope) error {
 	e.Seq, e.SessionID = 0, ""
-	if e.Type == schema.TypeSessionCreated && s.File != "" && s.plan.Fork == nil {
+	if e.Type == schema.TypeSessionCreated && s.File != "" {
 		e.Data = withLabel(e.Data, LabelSourceFile, s.File)
 	}
 	n := eventBytes(&e, len(s.plan.ID))
@@ -764,7 +737,7 @@ func (s *AppendSink) answered(a sentAppend) error {
 // session. A source that ends before what is stored of it (the file
 // shrank) is a *DivergedError.
 func (s *AppendSink) Done() error {
-	if s.mode == bySeq && s.plan.Fork == nil && s.tail > 0 {
+	if s.mode == bySeq && s.tail > 0 {
 		// The source ended before the stored tail's seq: compare what it
 		// gave with the stored source events.
 		if err := s.byID(); err != nil {
@@ -912,7 +885,7 @@ func (s *AppendSink) ReadFile(f Format, path string, opt Options, sink Sink) (Re
 			continue
 		}
 		var de *DivergedError
-		if s.File == "" || !errors.As(err, &de) || de.fork {
+		if s.File == "" || !errors.As(err, &de) {
 			return res, err
 		}
 		if err := s.moveOn(path, de); err != nil {

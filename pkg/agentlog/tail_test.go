@@ -67,10 +67,6 @@ func (l *memLog) Append(_ context.Context, id string, expected uint64, events []
 	return uint64(len(stored)), false, nil
 }
 
-func (l *memLog) Fork(context.Context, string, string, uint64) error {
-	return fmt.Errorf("no forks here")
-}
-
 // Appends end at MaxBytes as well as at Batch: events of 100 KB each go
 // three to a request under 350 KB, and none is over it.
 func TestAppendSinkSizesBatchesInBytes(t *testing.T) {

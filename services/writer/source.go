@@ -18,7 +18,6 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/agentlog/formats"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/services/forker"
 )
 
 // The source endpoints (DESIGN.md section 15) serve an agent's own
@@ -265,15 +264,15 @@ const sourceBatch = 500
 // file they extend, through the step import and ship share
 // (agentlog.AppendSink): the stored entries followed by the new ones give
 // the events, and what is not stored yet of each session they give is
-// appended (the main session, then a branch's fork child, forked as import
-// forks it). An entry whose key (uuid) or text is stored already adds
+// appended (one session: a transcript is one session, its rewinds
+// context/rewound in it). An entry whose key (uuid) or text is stored already adds
 // nothing. The first append of a key records its project in the source
 // index; a key of another project that maps to the same session is refused.
 //
 // The mapping state after an append is kept (sourceCont), so the next
 // append of the transcript maps only its new entries, unless the session
-// moved on since (another writer, a repair) or an entry branches the
-// transcript: then the stored entries are read and mapped again.
+// moved on since (another writer, a repair) or an entry does not decode
+// as a line of the file: then the stored entries are read and mapped again.
 func (s *Service) SourceAppend(ctx context.Context, req api.SourceAppendRequest) (api.SourceAppendReply, error) {
 	f, id, err := sourceSession(req.SourceKey)
 	if err != nil {
@@ -512,21 +511,15 @@ func (s *Service) sinkEvents(sink *agentlog.AppendSink, id string, events []sche
 // sourceErr is a conflict when the stored session is not a prefix of what
 // the entries map to.
 func sourceErr(err error, id string) error {
-	if diverged(err, id) {
+	if de := (*agentlog.DivergedError)(nil); errors.As(err, &de) && de.Session == id {
 		return schema.Errorf(schema.CodeConflict, "%v", err)
 	}
 	return err
 }
 
-// diverged says whether err is the session's *agentlog.DivergedError.
-func diverged(err error, id string) bool {
-	var de *agentlog.DivergedError
-	return errors.As(err, &de) && de.Session == id
-}
-
 // remapSource reads the transcript's stored entries, maps them and the new
-// ones as import maps the file, and appends what is new of each session
-// they give; it keeps the main session's mapping state for the next append.
+// ones as import maps the file, and appends what is new of the session
+// they give; it keeps the session's mapping state for the next append.
 func (s *Service) remapSource(ctx context.Context, f agentlog.Format, k api.SourceKey, id string, entries [][]byte) (api.SourceAppendReply, error) {
 	select {
 	case s.remaps <- struct{}{}:
@@ -567,23 +560,14 @@ func (s *Service) remapSource(ctx context.Context, f agentlog.Format, k api.Sour
 		return rep, nil
 	}
 	s.m.sources.WithLabelValues("remapped").Inc()
-	// A branch that cannot be written now (no forker answers, its copy is
-	// not committed yet) is logged and left to the next append, which maps
-	// it again: the key names the main transcript, and that is in.
-	mainDone := false
 	sink := &agentlog.AppendSink{Ctx: ctx, Log: writerLog{s}, Batch: sourceBatch, MaxBytes: int(s.nc.MaxPayload()),
 		Finished: func(p agentlog.Plan, last uint64, lastID string, added int) {
 			if p.ID == id {
-				rep.LastSeq, rep.Appended, mainDone = last, added, true
+				rep.LastSeq, rep.Appended = last, added
 				sc.tail, sc.tailID = last, lastID
 			}
 		}}
-	err = mapLines(f, k, lines, agentlog.Options{Continue: func(c *agentlog.Continuation) { sc.c = c }}, sink)
-	switch {
-	case err == nil:
-	case mainDone && !diverged(err, id):
-		s.log.Warn("source append: a branch of the transcript is left for the next append", "session", id, "err", err)
-	default:
+	if err := mapLines(f, k, lines, agentlog.Options{Continue: func(c *agentlog.Continuation) { sc.c = c }}, sink); err != nil {
 		return api.SourceAppendReply{}, sourceErr(err, id)
 	}
 	s.keepCont(id, sc)
@@ -620,14 +604,6 @@ func (l writerLog) Append(ctx context.Context, id string, expected uint64, event
 	}
 	r, err := l.s.Append(ctx, body)
 	return r.LastSeq, r.Duplicate, err
-}
-
-func (l writerLog) Fork(ctx context.Context, parent, child string, seq uint64) error {
-	_, err := forker.Call(ctx, l.s.nc, forker.Request{ParentID: parent, ChildID: child, At: &api.ForkAt{Seq: &seq}})
-	if schema.CodeOf(err) == schema.CodeConflict {
-		return nil // the child exists
-	}
-	return err
 }
 
 // mapLines maps lines as import maps the file the key names.

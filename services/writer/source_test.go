@@ -19,15 +19,11 @@ import (
 
 const ccDir = "../../pkg/agentlog/claudecode/testdata/projects/-home-ann-shop/"
 
-// importFile appends the sessions a file maps to, as import does, but its
-// branches' fork children (load reads the main session only).
+// importFile appends the session a file maps to, as import does.
 func importFile(t *testing.T, nc *nats.Conn, path string) {
 	t.Helper()
 	c, _, _ := agentlogtest.Read(t, claudecode.Format{}, path)
 	for _, s := range c.Sessions {
-		if s.Plan.Fork != nil {
-			continue
-		}
 		evs := make([]schema.Envelope, len(s.Events))
 		for i, e := range s.Events {
 			e.Seq, e.SessionID = 0, ""

@@ -12,7 +12,6 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/services/forker"
 	"github.com/sessionlog/sessionlog/services/writer"
 )
 
@@ -25,19 +24,6 @@ func entriesOf(t *testing.T, path string) []json.RawMessage {
 		out = append(out, b)
 	}
 	return out
-}
-
-// startForker serves sessions.api.fork on the env's connection.
-func startForker(t *testing.T, e *env) {
-	t.Helper()
-	f, err := forker.New(forker.Config{Store: e.st, Conn: e.nc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
 }
 
 const (

@@ -101,11 +101,6 @@ type exporter struct {
 	uses     []string
 	answered map[string]bool
 	clock    agentlog.Clock
-	// interrupted: the last line written is the user's interruption
-	// ("[Request interrupted by user]", kept as a message since Claude
-	// Code's reader counts it as one), so an interrupted turn end adds no
-	// second one.
-	interrupted bool
 }
 
 // track notes the tool calls and results of a written line.
@@ -192,11 +187,6 @@ func (e *exporter) event(ev *schema.Envelope) {
 	case schema.TypeMessageUser, schema.TypeMessageAssistant, schema.TypeToolResult, schema.TypeTurnEnded, schema.TypeCompactionEnded:
 		e.flushAssistant() // the calls of the message are all in
 	}
-	wasInterrupted := e.interrupted
-	switch ev.Type {
-	case schema.TypeMessageUser, schema.TypeMessageAssistant, schema.TypeToolRequested, schema.TypeToolResult, schema.TypeCompactionEnded:
-		e.interrupted = false
-	}
 	switch ev.Type {
 	case schema.TypeAttemptStarted:
 		var d schema.AttemptStarted
@@ -209,7 +199,6 @@ func (e *exporter) event(ev *schema.Envelope) {
 		var d schema.Message
 		_ = ev.DecodeData(&d)
 		e.line(ev.Seq, 0, ev.Time, "user", map[string]any{"message": map[string]any{"role": "user", "content": e.content(d.Content)}})
-		e.interrupted = strings.HasPrefix(agentlog.TextOf(d.Content), interruptPrefix)
 	case schema.TypeMessageAssistant:
 		c := *ev
 		e.asst, e.asstCalls = &c, nil
@@ -235,12 +224,12 @@ func (e *exporter) event(ev *schema.Envelope) {
 			e.result(ev.ToolCallID, agentlog.RepairNote(d.Status), true, ev.Seq, ev.Time)
 		}
 	case schema.TypeTurnEnded:
-		var d schema.Reason
-		_ = ev.DecodeData(&d)
-		if d.Reason != schema.TurnCompleted && !wasInterrupted {
-			e.line(ev.Seq, 0, ev.Time, "user", map[string]any{"message": map[string]any{"role": "user",
-				"content": []any{map[string]string{"type": "text", "text": interruptPrefix + "]"}}}})
-		}
+		// No line: Claude Code's "[Request interrupted by user]" is a
+		// message the model reads (the import maps it to message/user, as
+		// getSessionMessages returns it), so a session's own interruption
+		// is already its message/user, and one written for a turn that
+		// ended otherwise (a new prompt, codex's turn_aborted) would add a
+		// message the session's model never read.
 	case schema.TypeCompactionEnded:
 		var d schema.CompactionEnded
 		_ = ev.DecodeData(&d)
