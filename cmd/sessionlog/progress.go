@@ -11,13 +11,14 @@ import (
 // pipe or a file gets only the lines the verb prints).
 type progress struct {
 	w     io.Writer
+	unit  string // what total counts: "files", "sessions"
 	total int
 	on    bool
 	drawn bool
 }
 
 func newProgress(w io.Writer, total int) *progress {
-	return &progress{w: w, total: total, on: isTerminal(w)}
+	return &progress{w: w, unit: "files", total: total, on: isTerminal(w)}
 }
 
 // isTerminal reports whether w is a terminal (a character device), where
@@ -38,7 +39,7 @@ func (p *progress) set(done, events int) {
 	}
 	const width = 30
 	n := done * width / p.total
-	fmt.Fprintf(p.w, "\r[%s%s] %d/%d files, %d events", strings.Repeat("=", n), strings.Repeat(" ", width-n), done, p.total, events)
+	fmt.Fprintf(p.w, "\r[%s%s] %d/%d %s, %d events", strings.Repeat("=", n), strings.Repeat(" ", width-n), done, p.total, p.unit, events)
 	p.drawn = true
 }
 

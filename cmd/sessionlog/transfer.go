@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -135,6 +136,9 @@ func readExport(r io.Reader) ([]*importSession, error) {
 		}
 		e, err := schema.Decode(b)
 		if err != nil {
+			if f := agentFormatOf(b); f != "" {
+				return nil, fmt.Errorf("line %d: %w; this looks like a %s session file, not a sessionlog export: sessionlog import --from %s FILE", line, err, f, f)
+			}
 			return nil, fmt.Errorf("line %d: %w", line, err)
 		}
 		if err := schema.Validate(&e, schema.ValidateOptions{Origin: schema.OriginService, MaxEventBytes: -1, Stored: true}); err != nil {
@@ -167,7 +171,7 @@ var errExists = errors.New("exists with different events")
 func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs, nf := sreFlags("import", stderr)
 	file := fs.String("file", "-", "export file to read (- = stdin); a zstd-compressed one (a retention archive, <id>.jsonl.zst) too")
-	as := fs.String("as", "", "import the file's one session under this id instead (e.g. an archive of an erased session, whose id cannot be used again)")
+	as := fs.String("as", "", "import under other ids: NEW for a file of one session, or OLD=NEW[,OLD=NEW...] for any file (e.g. an erased session, whose id cannot be used again)")
 	batch := fs.Int("batch", 500, "events per atomic append (at most 1000); with --from, fewer when their bytes would take a request over the server's max_payload")
 	from := fs.String("from", "", "read an agent's session files (claude-code, ...) from the PATH arguments instead of sessionlog JSONL")
 	jobs := fs.Int("jobs", 4, "with --from: appends in flight at once (twice as many files are read at once)")
@@ -207,7 +211,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		return fmt.Errorf("import: nothing written: %w", err)
 	}
 	if *as != "" {
-		if err := renameSession(sessions, *as); err != nil {
+		if err := renameSessions(sessions, *as); err != nil {
 			return usageErrorf("--as: %v", err)
 		}
 	}
@@ -222,12 +226,19 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	// holds exactly a prefix of the export (an import cut short, resumed).
 	start := make([]int, len(sessions))
 	tails := make([]logstore.Tail, len(sessions))
+	// An erased id is refused for good (section 14): that session is left
+	// out, said with how to import it under another id, and the others go
+	// in; the command exits 1.
+	var erased []string
 	for i, s := range sessions {
 		// Import appends around the writer: it checks the erased ids itself.
-		if erased, err := c.store.Erased(ctx, s.id); err != nil {
+		if gone, err := c.store.Erased(ctx, s.id); err != nil {
 			return fmt.Errorf("import: nothing written: %w", err)
-		} else if erased {
-			return fmt.Errorf("import: nothing written: %s: session %s was erased; import it under another id with --as", schema.CodeErased, s.id)
+		} else if gone {
+			fmt.Fprintf(stderr, "import: session %s not imported: %s (its id cannot be used again; import it under another with --as %s=NEW_ID)\n", s.id, schema.CodeErased, s.id)
+			erased = append(erased, s.id)
+			start[i] = -1
+			continue
 		}
 		events, tail, err := c.store.ReadEvents(ctx, s.id, 0)
 		if err != nil {
@@ -244,7 +255,14 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		start[i], tails[i] = len(events), tail
 	}
 	var wrote, skipped int
+	bar := newProgress(stderr, len(sessions)) // on a terminal only
+	bar.unit = "sessions"
+	defer bar.clear()
 	for i, s := range sessions {
+		bar.set(i, wrote)
+		if start[i] < 0 {
+			continue // erased
+		}
 		if start[i] == len(s.events) {
 			skipped++
 			continue
@@ -260,7 +278,11 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 			wrote += to - from
 		}
 	}
-	fmt.Fprintf(stdout, "imported %d sessions, %d events (%d sessions already present)\n", len(sessions)-skipped, wrote, skipped)
+	bar.clear()
+	fmt.Fprintf(stdout, "imported %d sessions, %d events (%d sessions already present, %d erased left out)\n", len(sessions)-skipped-len(erased), wrote, skipped, len(erased))
+	if len(erased) > 0 {
+		return fmt.Errorf("import: %d erased sessions not imported: %s", len(erased), strings.Join(erased, ", "))
+	}
 	return nil
 }
 
@@ -281,18 +303,83 @@ func maybeZstd(r io.Reader) (io.Reader, error) {
 	return zr.IOReadCloser(), nil
 }
 
-// renameSession gives the one session of an export another id.
-func renameSession(sessions []*importSession, id string) error {
-	if len(sessions) != 1 {
-		return fmt.Errorf("the file holds %d sessions, want 1", len(sessions))
+// renameSessions gives sessions of an export other ids: as is NEW (the
+// file's one session) or OLD=NEW pairs separated by commas.
+func renameSessions(sessions []*importSession, as string) error {
+	renames := map[string]string{}
+	if !strings.Contains(as, "=") {
+		if len(sessions) != 1 {
+			return fmt.Errorf("the file holds %d sessions: name each, OLD=NEW[,OLD=NEW...]", len(sessions))
+		}
+		renames[sessions[0].id] = as
+	} else {
+		for _, pair := range strings.Split(as, ",") {
+			old, id, ok := strings.Cut(pair, "=")
+			if !ok || old == "" {
+				return fmt.Errorf("%q: want OLD=NEW", pair)
+			}
+			renames[old] = id
+		}
 	}
-	if !schema.ValidSessionID(id) {
-		return fmt.Errorf("session id %q must match ^[A-Za-z0-9_-]{1,128}$", id)
+	have := map[string]*importSession{}
+	for _, s := range sessions {
+		have[s.id] = s
 	}
-	s := sessions[0]
-	s.id = id
-	for i := range s.events {
-		s.events[i].SessionID = id
+	taken := map[string]bool{}
+	for _, s := range sessions {
+		if _, renamed := renames[s.id]; !renamed {
+			taken[s.id] = true
+		}
+	}
+	for old, id := range renames {
+		if have[old] == nil {
+			return fmt.Errorf("the file holds no session %s", old)
+		}
+		if !schema.ValidSessionID(id) {
+			return fmt.Errorf("session id %q must match ^[A-Za-z0-9_-]{1,128}$", id)
+		}
+		if taken[id] {
+			return fmt.Errorf("two sessions of the file would be %s", id)
+		}
+		taken[id] = true
+	}
+	for old, id := range renames {
+		s := have[old]
+		s.id = id
+		for i := range s.events {
+			s.events[i].SessionID = id
+		}
 	}
 	return nil
+}
+
+// agentFormatOf names the agent format a line that is not a sessionlog
+// envelope looks like ("" when none): a Claude Code line has a uuid and a
+// sessionId (or is a summary, file-history-snapshot or queue-operation
+// line), a codex rollout line a type and a payload, a pi line a
+// session header or an entry with an id and a parentId.
+func agentFormatOf(line []byte) string {
+	var l struct {
+		Type      string          `json:"type"`
+		UUID      string          `json:"uuid"`
+		SessionID string          `json:"sessionId"`
+		Payload   json.RawMessage `json:"payload"`
+		ID        string          `json:"id"`
+		ParentID  *string         `json:"parentId"`
+		Version   *int            `json:"version"`
+		Cwd       string          `json:"cwd"`
+	}
+	if json.Unmarshal(line, &l) != nil {
+		return ""
+	}
+	switch {
+	case l.UUID != "" && l.SessionID != "", l.Type == "summary" && l.SessionID == "",
+		l.Type == "file-history-snapshot", l.Type == "queue-operation":
+		return "claude-code"
+	case len(l.Payload) > 0 && l.Type != "":
+		return "codex"
+	case l.Type == "session" && l.ID != "" && l.Cwd != "", l.ID != "" && l.ParentID != nil:
+		return "pi"
+	}
+	return ""
 }

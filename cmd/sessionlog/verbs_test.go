@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -115,5 +117,76 @@ func TestLsLimit(t *testing.T) {
 	}
 	if f := strings.Fields(lines[1]); !strings.HasSuffix(f[len(f)-1], "Z") || strings.Contains(f[len(f)-1], ".") {
 		t.Errorf("time %q: want RFC 3339 to the second", f[len(f)-1])
+	}
+}
+
+// An export holding an erased session imports the others and says which
+// it left out and how to take it under another id (exit 1); --as renames
+// any session of the file with OLD=NEW; an agent's own file given without
+// --from is named as one.
+func TestImportLeavesErasedOut(t *testing.T) {
+	ctx := context.Background()
+	src := natstest.RunServer(t)
+	st, err := logstore.Open(ctx, natstest.Connect(t, src), logstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"keep", "gone"} {
+		if _, err := sessiongen.Seed(ctx, st, id, 5, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var export, errb bytes.Buffer
+	if code := Main(ctx, []string{"export", "--nats-url", src.ClientURL()}, &export, &errb); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errb.String())
+	}
+	file := filepath.Join(t.TempDir(), "all.jsonl")
+	if err := os.WriteFile(file, export.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	dst := natstest.RunServer(t)
+	dstStore, err := logstore.Open(ctx, natstest.Connect(t, dst), logstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := dstStore.MarkErased(ctx, logstore.Erasure{SessionID: "gone", By: "sre", Reason: "test", ErasedAt: "2026-12-06T05:00:00Z", Done: true}); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	errb.Reset()
+	code := Main(ctx, []string{"import", "--file", file, "--nats-url", dst.ClientURL()}, &out, &errb)
+	if code != 1 || !strings.Contains(out.String(), "imported 1 sessions, 5 events (0 sessions already present, 1 erased left out)") ||
+		!strings.Contains(errb.String(), "session gone not imported: erased") || !strings.Contains(errb.String(), "--as gone=NEW_ID") {
+		t.Fatalf("import: exit %d\nstdout %s\nstderr %s", code, out.String(), errb.String())
+	}
+	if tail, err := dstStore.Tail(ctx, "keep"); err != nil || tail.Seq != 5 {
+		t.Fatalf("keep: %+v %v", tail, err)
+	}
+	out.Reset()
+	errb.Reset()
+	if code := Main(ctx, []string{"import", "--file", file, "--as", "gone=back", "--nats-url", dst.ClientURL()}, &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), "imported 1 sessions, 5 events (1 sessions already present, 0 erased left out)") {
+		t.Fatalf("import --as gone=back: exit %d\nstdout %s\nstderr %s", code, out.String(), errb.String())
+	}
+	if tail, err := dstStore.Tail(ctx, "back"); err != nil || tail.Seq != 5 {
+		t.Fatalf("back: %+v %v", tail, err)
+	}
+	errb.Reset()
+	if code := Main(ctx, []string{"import", "--file", file, "--as", "back", "--nats-url", dst.ClientURL()}, &out, &errb); code != 2 ||
+		!strings.Contains(errb.String(), "the file holds 2 sessions: name each, OLD=NEW") {
+		t.Fatalf("import --as of a two-session file: exit %d: %s", code, errb.String())
+	}
+
+	for dir, format := range map[string]string{"cc": "claude-code", "codex": "codex", "pi": "pi"} {
+		files, err := filepath.Glob("../../pkg/agentlog/testdata/real/" + dir + "/*.jsonl")
+		if err != nil || len(files) == 0 {
+			t.Fatalf("real %s files: %v %v", format, files, err)
+		}
+		errb.Reset()
+		if code := Main(ctx, []string{"import", "--file", files[0], "--nats-url", dst.ClientURL()}, &out, &errb); code == 0 ||
+			!strings.Contains(errb.String(), "this looks like a "+format+" session file") || !strings.Contains(errb.String(), "import --from "+format) {
+			t.Errorf("import of a %s file without --from: exit %d: %s", format, code, errb.String())
+		}
 	}
 }
