@@ -240,7 +240,7 @@ func TestDashboardMissingSession(t *testing.T) {
 	b := newBrowser(t, e.ctx, 1280, 860)
 	b.do("open a missing session", chromedp.Navigate(r.srv.URL+"/?s=does-not-exist"),
 		chromedp.WaitVisible(chromedp.CSS(`#detail h2`)), chromedp.Sleep(500*time.Millisecond))
-	if got := b.text(`#detail`); strings.Count(got, "does-not-exist") != 1 || !strings.Contains(got, "Session does-not-exist not found") || strings.Contains(got, "loading") {
+	if got := b.text(`#detail`); strings.Count(got, "does-not-exist") != 1 || !strings.Contains(got, "Session does-not-exist not found") || strings.Contains(got, "loading") || strings.Contains(got, "null") {
 		t.Errorf("the page says %q", got)
 	}
 	if n := b.evalInt(`[...document.querySelectorAll("#loading")].filter(x => x.offsetParent && x.textContent).length`); n != 0 {
@@ -268,6 +268,8 @@ func TestDashboardRepairNow(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-type="repair/applied"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-type="session/paused"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#head .pill.st-paused`)),
+		chromedp.WaitVisible(chromedp.CSS(`#act-resume`)),
 	)
 	if got := b.text(`#outcome`); !strings.Contains(got, "Repaired: seqs 5 to") {
 		t.Errorf("the outcome says %q", got)
@@ -330,7 +332,7 @@ func TestDashboardErase(t *testing.T) {
 	b.shot("erased")
 	b.do("the session is erased", chromedp.Navigate(r.srv.URL+"/?s=er-1"),
 		chromedp.WaitVisible(chromedp.CSS(`#missing[data-missing="erased"]`)))
-	if got := b.text(`#detail`); strings.Count(got, "er-1") != 1 || strings.Contains(got, "loading") {
+	if got := b.text(`#detail`); strings.Count(got, "er-1") != 1 || strings.Contains(got, "loading") || strings.Contains(got, "null") {
 		t.Errorf("the erased session's page says %q", got)
 	}
 	b.shot("erased-session")
