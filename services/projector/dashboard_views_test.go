@@ -228,6 +228,13 @@ func TestDashboardViews(t *testing.T) {
 		t.Errorf("the empty audit view says %q", got)
 	}
 	b.do("back to the fleet", chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.CSS(`#overview[data-home="fleet"]`)))
+	b.do("the fleet at phone width", chromedp.EmulateViewport(390, 844), chromedp.Navigate(r.srv.URL+"/?view=overview"),
+		chromedp.WaitVisible(chromedp.CSS(`#overview[data-home="fleet"]`)), chromedp.WaitVisible(chromedp.CSS(`#fleet-charts`)))
+	if w := b.evalInt(`document.documentElement.scrollWidth`); w > 390 {
+		t.Errorf("at phone width the fleet is %d px wide", w)
+	}
+	b.shot("fleet-phone")
+	b.do("the audit at phone width", chromedp.Navigate(r.srv.URL+"/?view=audit"), chromedp.WaitVisible(chromedp.CSS(`#audit`)))
 	b.noPageErrors()
 }
 
