@@ -75,11 +75,14 @@ func TestDashboardForkCopyNotRepair(t *testing.T) {
 	r := e.start(t.TempDir())
 	r.waitReady(t)
 	s := newScript(t, e, "fc-child")
-	s.add(schema.TypeSessionCreated, `{"title":"a fork","parent":{"sessionId":"fc-parent","seedLength":4,"depth":1}}`, synthetic)
-	s.add(schema.TypeMessageUser, `{"content":"one"}`, synthetic)
-	s.add(schema.TypeMessageUser, `{"content":"two"}`, synthetic)
+	s.add(schema.TypeSessionCreated, `{"title":"a fork","parent":{"sessionId":"fc-parent","seedLength":7,"depth":1}}`, synthetic)
+	s.add(schema.TypeTurnStarted, `{}`, inTurn("t0"), synthetic)
+	s.add(schema.TypeToolRequested, `{"name":"migrate_db","input":{}}`, toolCall("t0", "c0"), synthetic)
+	s.add(schema.TypeToolStarted, `{}`, toolCall("t0", "c0"), synthetic)
+	s.add(schema.TypeToolResult, `{"status":"outcome_unknown"}`, toolCall("t0", "c0"), synthetic) // the parent's agent reported it
+	s.add(schema.TypeTurnEnded, `{"reason":"completed"}`, inTurn("t0"), synthetic)
 	s.add(schema.TypeMessageUser, `{"content":"three"}`, synthetic)
-	s.add(schema.TypeForkCommitted, `{"seedLength":4}`, synthetic)
+	s.add(schema.TypeForkCommitted, `{"seedLength":7}`, synthetic)
 	s.add(schema.TypeTurnStarted, `{}`, inTurn("t1"))
 	s.add(schema.TypeToolRequested, `{"name":"deploy_prod","input":{}}`, toolCall("t1", "c1"))
 	s.add(schema.TypeToolStarted, `{}`, toolCall("t1", "c1"))
@@ -89,10 +92,13 @@ func TestDashboardForkCopyNotRepair(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	firstRepair := s.seq + 1
+	firstRepair, repairedResult := s.seq+1, uint64(0)
 	for _, ev := range session.PlanRepair(st, session.RepairOptions{Now: t0}) {
 		s.seq = ev.Seq
 		s.publish(ev)
+		if ev.Type == schema.TypeToolResult {
+			repairedResult = ev.Seq
+		}
 	}
 	r.waitSession(t, "fc-child", func(d projector.Detail) bool { return d.LastSeq == s.seq })
 
@@ -102,13 +108,19 @@ func TestDashboardForkCopyNotRepair(t *testing.T) {
 	for seq := uint64(1); seq <= s.seq; seq++ {
 		got := b.evalString(fmt.Sprintf(`(document.querySelector('#timeline .ev[data-seq="%d"] .txt') || {}).textContent || "(no row)"`, seq))
 		switch {
-		case seq <= 5 && (!strings.Contains(got, "copied by fork") || strings.Contains(got, "repair")):
+		case seq <= 8 && (!strings.Contains(got, "copied by fork") || strings.Contains(got, "repair")):
 			t.Errorf("seq %d (the fork's copy) says %q, want copied by fork", seq, got)
-		case seq > 5 && seq < firstRepair && (strings.Contains(got, "copied by fork") || strings.Contains(got, "written by repair")):
+		case seq > 8 && seq < firstRepair && (strings.Contains(got, "copied by fork") || strings.Contains(got, "written by repair")):
 			t.Errorf("seq %d (the agent's) says %q", seq, got)
 		case seq >= firstRepair && (!strings.Contains(got, "written by repair") || strings.Contains(got, "fork")):
 			t.Errorf("seq %d (the repair's) says %q, want written by repair", seq, got)
 		}
+	}
+	if got := b.text(`#checks li[data-check="5"]`); strings.Contains(got, "repair") || !strings.Contains(got, "copied by the fork") {
+		t.Errorf("the copied outcome_unknown is listed as %q", got)
+	}
+	if got := b.text(fmt.Sprintf(`#checks li[data-check="%d"]`, repairedResult)); !strings.Contains(got, "by a repair") {
+		t.Errorf("the repaired outcome_unknown is listed as %q", got)
 	}
 	b.shot("fork-copy")
 	b.noPageErrors()
