@@ -13,7 +13,18 @@ import (
 func startUpProjector(env *upEnv) (*upActor, error) {
 	cfg := assemble.DefaultProjector(filepath.Join(env.DataDir, "projector"))
 	cfg.OTLPEndpoint = env.OTLPEndpoint
-	svc, err := assemble.NewProjector(cfg, env.Store, assemble.Deps{Conn: env.NC, Logger: env.Logger, Registerer: env.Registry})
+	d := assemble.Deps{Conn: env.NC, Logger: env.Logger, Registerer: env.Registry}
+	// With an --http-token, whoever holds it is the operator: the
+	// dashboard's erase goes out as up's eraser user. Without one the
+	// dashboard cannot erase (sessionlog erase still can).
+	if env.HTTPToken != "" {
+		op, err := env.ConnectEraser("sessionlog-up-projector-erase")
+		if err != nil {
+			return nil, err
+		}
+		d.Operator = op
+	}
+	svc, err := assemble.NewProjector(cfg, env.Store, d)
 	if err != nil {
 		return nil, err
 	}

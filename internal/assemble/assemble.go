@@ -31,7 +31,11 @@ import (
 type Deps struct {
 	// Conn is the connection a service serves its endpoints on (the
 	// store's own or another one).
-	Conn       *nats.Conn
+	Conn *nats.Conn
+	// Operator, when set, is a connection with the operator's rights
+	// (sessions.api.erase): the projector relays the dashboard's erase on
+	// it, and refuses that action without it.
+	Operator   *nats.Conn
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 	// Gatherer, when set, is served on the projector's /metrics by its
@@ -115,7 +119,7 @@ func NewProjector(cfg Projector, st *logstore.Store, d Deps) (*projector.Service
 		return nil, errors.New("assemble: projector: no data directory")
 	}
 	pc := projector.Config{
-		Store: st, Conn: d.Conn, DataDir: cfg.DataDir, Logger: d.Logger, Registerer: d.Registerer, Gatherer: d.Gatherer, Now: d.Now,
+		Store: st, Conn: d.Conn, Operator: d.Operator, DataDir: cfg.DataDir, Logger: d.Logger, Registerer: d.Registerer, Gatherer: d.Gatherer, Now: d.Now,
 		HTTPToken: cfg.HTTPToken, MaxBatchEvents: cfg.MaxBatchEvents, CacheSessions: cfg.CacheSessions, Watch: cfg.Watch,
 	}
 	if cfg.OTLPEndpoint != "" {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -42,6 +43,7 @@ func (s *Service) actionRoutes(mux *http.ServeMux) {
 	mux.Handle("POST /v1/sessions/{id}/resume", guard(s.handleResume))
 	mux.Handle("POST /v1/sessions/{id}/repair", guard(s.handleRepair))
 	mux.Handle("POST /v1/sessions/{id}/fork", guard(s.handleFork))
+	mux.Handle("POST /v1/sessions/{id}/erase", guard(s.handleErase))
 }
 
 func actionFailed(w http.ResponseWriter, d api.ErrorDetail) {
@@ -62,13 +64,18 @@ func actionFailed(w http.ResponseWriter, d api.ErrorDetail) {
 // relay sends req on subject and decodes the reply into out, or returns
 // the refusal.
 func (s *Service) relay(ctx context.Context, subject string, req, out any) *api.ErrorDetail {
-	if s.cfg.Conn == nil {
+	return relayOn(ctx, s.cfg.Conn, subject, req, out)
+}
+
+// relayOn is relay on the connection nc.
+func relayOn(ctx context.Context, nc *nats.Conn, subject string, req, out any) *api.ErrorDetail {
+	if nc == nil {
 		return &api.ErrorDetail{Code: schema.CodeInternal, Message: "this projector has no NATS connection for actions"}
 	}
 	body, _ := json.Marshal(req)
 	ctx, cancel := context.WithTimeout(ctx, actionTimeout)
 	defer cancel()
-	m, err := s.cfg.Conn.RequestWithContext(ctx, subject, body)
+	m, err := nc.RequestWithContext(ctx, subject, body)
 	if errors.Is(err, nats.ErrNoResponders) {
 		return &api.ErrorDetail{Code: schema.CodeInternal, Message: "no service answers " + subject}
 	}
@@ -98,6 +105,19 @@ func actionBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	return true
 }
 
+// actionBy defaults an action's by to the dashboard and refuses one over
+// 128 bytes.
+func actionBy(w http.ResponseWriter, by *string) bool {
+	if *by == "" {
+		*by = DashboardHolder
+	}
+	if len(*by) > 128 {
+		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, "by must be at most 128 bytes")
+		return false
+	}
+	return true
+}
+
 // ResumeRequest is the body of POST /v1/sessions/{id}/resume.
 type ResumeRequest struct {
 	// By names who resumes (session/resumed data.by); default "dashboard".
@@ -116,11 +136,7 @@ func (s *Service) handleResume(w http.ResponseWriter, r *http.Request) {
 	if !actionBody(w, r, &req) {
 		return
 	}
-	if req.By == "" {
-		req.By = DashboardHolder
-	}
-	if len(req.By) > 128 {
-		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, "by must be at most 128 bytes")
+	if !actionBy(w, &req.By) {
 		return
 	}
 	if s.cfg.Conn == nil {
@@ -187,6 +203,50 @@ func (s *Service) handleFork(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, reply)
+}
+
+// EraseRequest is the body of POST /v1/sessions/{id}/erase.
+type EraseRequest struct {
+	// Reason is kept in the audit record (required).
+	Reason string `json:"reason"`
+	// By names who erases (default "dashboard").
+	By string `json:"by"`
+	// Cascade also erases every fork descendant.
+	Cascade bool `json:"cascade"`
+}
+
+// handleErase relays sessions.api.erase (DESIGN.md section 14) on the
+// operator's connection (Config.Operator): only a projector given one may
+// erase; any other refuses with forbidden and says who can. The reply is
+// the eraser's, passed on as it is (done, or an accepted job with its
+// progress).
+func (s *Service) handleErase(w http.ResponseWriter, r *http.Request) {
+	id, ok := sessionID(w, r)
+	if !ok {
+		return
+	}
+	var req EraseRequest
+	if !actionBody(w, r, &req) {
+		return
+	}
+	if strings.TrimSpace(req.Reason) == "" || len(req.Reason) > 1024 {
+		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, "reason is required (at most 1024 bytes): it is kept in the audit record")
+		return
+	}
+	if !actionBy(w, &req.By) {
+		return
+	}
+	if s.cfg.Operator == nil {
+		apiError(w, http.StatusForbidden, "forbidden", "erasing needs the operator's rights, which this projector was not given: an operator erases with sessionlog erase "+id+" --reason TEXT")
+		return
+	}
+	var reply json.RawMessage
+	if d := relayOn(r.Context(), s.cfg.Operator, api.SubjectErase, api.EraseRequest{SessionID: id, Reason: req.Reason, By: req.By, Cascade: req.Cascade}, &reply); d != nil {
+		actionFailed(w, *d)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(append(reply, '\n'))
 }
 
 // codeOr is c, or internal for an error without a contract code.

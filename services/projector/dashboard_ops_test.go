@@ -337,23 +337,7 @@ func TestDashboardResume(t *testing.T) {
 	s := &script{t: t, e: e, id: "rs-1", seq: 11}
 	s.add(schema.TypeSessionPaused, `{"reason":"operator hold"}`)
 	waitStatus := func(status string) projector.Detail {
-		var d projector.Detail
-		natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
-			req, _ := http.NewRequest("GET", r.srv.URL+"/v1/sessions/rs-1", nil)
-			req.Header.Set("Authorization", "Bearer "+token)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				return err
-			}
-			defer resp.Body.Close()
-			d = projector.Detail{}
-			json.NewDecoder(resp.Body).Decode(&d)
-			if d.Status != status {
-				return fmt.Errorf("status %q, want %q", d.Status, status)
-			}
-			return nil
-		})
-		return d
+		return waitDetailToken(t, r, token, "rs-1", func(d projector.Detail) bool { return d.Status == status })
 	}
 	waitStatus(projector.StatusPaused)
 

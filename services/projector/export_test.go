@@ -1,5 +1,16 @@
 package projector
 
+import "time"
+
+// SetFleetEvery samples the fleet overview every d in the projectors
+// started from now on; restore puts the interval back (cleanup, once they
+// stopped).
+func SetFleetEvery(d time.Duration) (restore func()) {
+	old := fleetEvery
+	fleetEvery = d
+	return func() { fleetEvery = old }
+}
+
 // HoldCommits makes each batch the projector hands to its store land only
 // when the fold loop waits for it, as if the disk were slow: whatever the
 // fold loop reads from the store before waiting misses the batch in

@@ -18,12 +18,16 @@ import (
 // the projector runs. The history is the process's memory, not a view: a
 // restarted projector starts a new hour.
 const (
-	fleetEvery   = 10 * time.Second
-	fleetSamples = int(time.Hour / fleetEvery)
+	fleetSamples = int(time.Hour / (10 * time.Second))
 	// countsEvery: status counts scan the status index (100,000 keys take
 	// tens of milliseconds), so an answer is reused this long.
 	countsEvery = 5 * time.Second
 )
+
+// fleetEvery is the sampling interval of the services made from now on
+// (a variable only so that a test of the charts need not wait minutes for
+// a history).
+var fleetEvery = 10 * time.Second
 
 // FleetSample is one point of the overview's history.
 type FleetSample struct {
@@ -45,6 +49,8 @@ type Overview struct {
 }
 
 type fleetHistory struct {
+	// every is fleetEvery when the service was made.
+	every   time.Duration
 	mu      sync.Mutex
 	samples []FleetSample
 	applied float64
@@ -53,7 +59,7 @@ type fleetHistory struct {
 	counts  map[string]int
 }
 
-func newFleetHistory() *fleetHistory { return &fleetHistory{} }
+func newFleetHistory() *fleetHistory { return &fleetHistory{every: fleetEvery} }
 
 func metricValue(c prometheus.Metric) float64 {
 	var m dto.Metric
@@ -76,7 +82,7 @@ func (s *Service) sample(now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if n := len(h.samples); n > 0 || h.applied > 0 || h.repairs > 0 {
-		dt := fleetEvery.Seconds()
+		dt := h.every.Seconds()
 		if n > 0 {
 			dt = max(now.Sub(h.samples[n-1].Time).Seconds(), 0.001)
 		}
@@ -91,7 +97,7 @@ func (s *Service) sample(now time.Time) {
 }
 
 func (s *Service) sampleFleet(ctx context.Context) {
-	t := time.NewTicker(fleetEvery)
+	t := time.NewTicker(s.fleet.every)
 	defer t.Stop()
 	s.sample(s.cfg.Now())
 	for {
@@ -137,7 +143,7 @@ func (s *Service) handleOverview(w http.ResponseWriter, r *http.Request) {
 		h.counts, h.counted = counts, now
 		h.mu.Unlock()
 	}
-	out := Overview{Counts: counts, Every: fleetEvery.String()}
+	out := Overview{Counts: counts, Every: h.every.String()}
 	for _, n := range counts {
 		out.Total += n
 	}

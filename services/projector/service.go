@@ -43,6 +43,11 @@ type Config struct {
 	// fork, export) as sessions.api.* requests; without it they answer
 	// internal.
 	Conn *nats.Conn
+	// Operator, when set, is a connection with the operator's rights
+	// (sessions.api.erase, DESIGN.md section 14) that carries the
+	// dashboard's erase; without it the dashboard's erase is refused
+	// (forbidden).
+	Operator *nats.Conn
 	// DataDir holds the Pebble store.
 	DataDir    string
 	Logger     *slog.Logger

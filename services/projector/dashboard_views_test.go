@@ -1,0 +1,401 @@
+package projector_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionlog/sessionlog/internal/assemble"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
+	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/loadgen"
+)
+
+// startRepairer runs the repairer (sessions.api.repair and erase) and
+// waits until it answers.
+func startRepairer(t *testing.T, e *env) {
+	t.Helper()
+	rp, err := assemble.NewRepairer(assemble.DefaultRepairer(), e.ls, assemble.Deps{Conn: e.nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(api.RepairRequest{SessionID: "probe"})
+	runService(t, e, rp.Run, api.SubjectRepair, body)
+}
+
+// waitDetailToken waits until the summary of id, read with the bearer
+// token, satisfies ok, and returns it.
+func waitDetailToken(t *testing.T, r *running, token, id string, ok func(projector.Detail) bool) projector.Detail {
+	t.Helper()
+	var d projector.Detail
+	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+		req, _ := http.NewRequest("GET", r.srv.URL+"/v1/sessions/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		d = projector.Detail{}
+		json.NewDecoder(resp.Body).Decode(&d)
+		if !ok(d) {
+			return fmt.Errorf("%s: status %d, summary %+v", id, resp.StatusCode, d)
+		}
+		return nil
+	})
+	return d
+}
+
+// openToolCall scripts a session whose tool call was started and never
+// finished (no holder: it is repaired only on demand).
+func openToolCall(t *testing.T, e *env, id string) *script {
+	t.Helper()
+	s := newScript(t, e, id)
+	s.add(schema.TypeSessionCreated, `{"title":"deploys"}`)
+	s.add(schema.TypeTurnStarted, `{}`, inTurn("t1"))
+	s.add(schema.TypeToolRequested, `{"name":"deploy_prod","input":{"service":"api"}}`, toolCall("t1", "c1"))
+	s.add(schema.TypeToolStarted, `{}`, toolCall("t1", "c1"))
+	return s
+}
+
+// TestDashboardForkCopyNotRepair: in a fork child, the synthetic events of
+// the copy (up to its fork/committed) are labelled "copied by fork", and
+// only a repair's batch after it "written by repair".
+func TestDashboardForkCopyNotRepair(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	s := newScript(t, e, "fc-child")
+	s.add(schema.TypeSessionCreated, `{"title":"a fork","parent":{"sessionId":"fc-parent","seedLength":7,"depth":1}}`, synthetic)
+	s.add(schema.TypeTurnStarted, `{}`, inTurn("t0"), synthetic)
+	s.add(schema.TypeToolRequested, `{"name":"migrate_db","input":{}}`, toolCall("t0", "c0"), synthetic)
+	s.add(schema.TypeToolStarted, `{}`, toolCall("t0", "c0"), synthetic)
+	s.add(schema.TypeToolResult, `{"status":"outcome_unknown"}`, toolCall("t0", "c0"), synthetic) // the parent's agent reported it
+	s.add(schema.TypeTurnEnded, `{"reason":"completed"}`, inTurn("t0"), synthetic)
+	s.add(schema.TypeMessageUser, `{"content":"three"}`, synthetic)
+	s.add(schema.TypeForkCommitted, `{"seedLength":7}`, synthetic)
+	s.add(schema.TypeTurnStarted, `{}`, inTurn("t1"))
+	s.add(schema.TypeToolRequested, `{"name":"deploy_prod","input":{}}`, toolCall("t1", "c1"))
+	s.add(schema.TypeToolStarted, `{}`, toolCall("t1", "c1"))
+	st := session.New("fc-child")
+	for i := range s.evs {
+		if err := st.Apply(&s.evs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	firstRepair, repairedResult := s.seq+1, uint64(0)
+	for _, ev := range session.PlanRepair(st, session.RepairOptions{Now: t0}) {
+		s.seq = ev.Seq
+		s.publish(ev)
+		if ev.Type == schema.TypeToolResult {
+			repairedResult = ev.Seq
+		}
+	}
+	r.waitSession(t, "fc-child", func(d projector.Detail) bool { return d.LastSeq == s.seq })
+
+	b := newBrowser(t, e.ctx, 1280, 860)
+	b.do("open the child", chromedp.Navigate(r.srv.URL+"/?s=fc-child"),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="fc-child"]`)))
+	for seq := uint64(1); seq <= s.seq; seq++ {
+		got := b.evalString(fmt.Sprintf(`(document.querySelector('#timeline .ev[data-seq="%d"] .txt') || {}).textContent || "(no row)"`, seq))
+		switch {
+		case seq <= 8 && (!strings.Contains(got, "copied by fork") || strings.Contains(got, "repair")):
+			t.Errorf("seq %d (the fork's copy) says %q, want copied by fork", seq, got)
+		case seq > 8 && seq < firstRepair && (strings.Contains(got, "copied by fork") || strings.Contains(got, "written by repair")):
+			t.Errorf("seq %d (the agent's) says %q", seq, got)
+		case seq >= firstRepair && (!strings.Contains(got, "written by repair") || strings.Contains(got, "fork")):
+			t.Errorf("seq %d (the repair's) says %q, want written by repair", seq, got)
+		}
+	}
+	if got := b.text(`#checks li[data-check="5"]`); strings.Contains(got, "repair") || !strings.Contains(got, "copied by the fork") {
+		t.Errorf("the copied outcome_unknown is listed as %q", got)
+	}
+	if got := b.text(fmt.Sprintf(`#checks li[data-check="%d"]`, repairedResult)); !strings.Contains(got, "by a repair") {
+		t.Errorf("the repaired outcome_unknown is listed as %q", got)
+	}
+	b.shot("fork-copy")
+	b.noPageErrors()
+}
+
+// TestDashboardChartsFit: at 1400 and at 1000 px the three fleet charts
+// stay inside their columns, no two time labels overlap, and the value
+// axis is as wide as its widest label (thousands included), measured in
+// the page.
+func TestDashboardChartsFit(t *testing.T) {
+	t.Cleanup(projector.SetFleetEvery(100 * time.Millisecond))
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	for i := range 4 {
+		publishN(t, e, loadgen.NewSession(fmt.Sprintf("cf-%d", i), t0), 600)
+	}
+	var o projector.Overview
+	for deadline := time.Now().Add(30 * time.Second); len(o.History) < 40; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the overview holds %d samples", len(o.History))
+		}
+		r.getJSON(t, "/v1/overview", &o)
+	}
+
+	// problems lists, for every chart, an element outside its column, two
+	// time labels that overlap, and a value label wider than its axis.
+	const problems = `(() => {
+	  const out = [], grid = document.querySelector("#detail .charts").getBoundingClientRect();
+	  for (const col of document.querySelectorAll("#detail .charts > div")) {
+	    const c = col.getBoundingClientRect(), name = col.querySelector("h4").textContent;
+	    if (c.right > grid.right + 0.5 || c.left < grid.left - 0.5) out.push(name + ": column outside the grid");
+	    for (const x of col.querySelectorAll("*")) {
+	      const b = x.getBoundingClientRect();
+	      if (b.width && (b.right > c.right + 0.5 || b.left < c.left - 0.5)) out.push(name + ": " + x.tagName + "." + x.className + " spans " + Math.round(b.left) + "-" + Math.round(b.right) + ", its column " + Math.round(c.left) + "-" + Math.round(c.right));
+	    }
+	  }
+	  const ctx = document.createElement("canvas").getContext("2d");
+	  const width = (ax, s) => { ctx.font = Array.isArray(ax.font) ? ax.font[0] : ax.font; return ctx.measureText(s).width / devicePixelRatio; };
+	  for (const u of window.__charts || []) {
+	    const x = u.axes[0], y = u.axes[1], name = u.series[1].label;
+	    const labels = (x._values || []).map((v, i) => ({v: String(v), at: u.valToPos(x._splits[i], "x")})).filter(l => l.v.trim());
+	    for (let i = 1; i < labels.length; i++) {
+	      const a = labels[i - 1], b = labels[i];
+	      const gap = (b.at - a.at) - (Math.max(...a.v.split("\n").map(s => width(x, s))) + Math.max(...b.v.split("\n").map(s => width(x, s)))) / 2;
+	      if (gap < 4) out.push(name + ": time labels " + JSON.stringify(a.v) + " and " + JSON.stringify(b.v) + " " + Math.round(gap) + " px apart");
+	    }
+	    for (const v of y._values || []) {
+	      const need = width(y, String(v)) + y.ticks.size + y.gap;
+	      if (need > y._size) out.push(name + ": value label " + JSON.stringify(String(v)) + " needs " + Math.ceil(need) + " px, its axis has " + y._size);
+	    }
+	  }
+	  return JSON.stringify({charts: (window.__charts || []).length, problems: out});
+	})()`
+	check := func(b *browser, width int) {
+		t.Helper()
+		var got struct {
+			Charts   int
+			Problems []string
+		}
+		if err := json.Unmarshal([]byte(b.evalString(problems)), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Charts != 3 {
+			t.Errorf("at %d px: %d charts drawn, want 3", width, got.Charts)
+		}
+		for _, p := range got.Problems {
+			t.Errorf("at %d px: %s", width, p)
+		}
+	}
+	b := newBrowser(t, e.ctx, 1400, 900)
+	b.do("open the fleet", chromedp.Navigate(r.srv.URL+"/?view=overview"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-chart="lag"] .uplot`)))
+	check(b, 1400)
+	b.shot("fleet-1400")
+	b.do("narrow the window", chromedp.EmulateViewport(1000, 900), chromedp.Sleep(300*time.Millisecond))
+	check(b, 1000)
+	b.do("open the fleet at 1000 px", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`[data-chart="lag"] .uplot`)))
+	check(b, 1000)
+	b.shot("fleet-1000")
+	b.noPageErrors()
+}
+
+// TestDashboardViews: Sessions, Fleet and Audit each show their own view,
+// chosen by the address (?view=overview, ?view=audit) or the nav entry.
+func TestDashboardViews(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	publishN(t, e, loadgen.NewSession("vw-1", t0), 11)
+	r.waitSession(t, "vw-1", func(d projector.Detail) bool { return d.LastSeq == 11 })
+
+	b := newBrowser(t, e.ctx, 1280, 860)
+	view := func(what, want string) {
+		t.Helper()
+		if got := b.evalString(`document.body.dataset.view + " " + location.search + " " + (document.querySelector("nav.top a[aria-current]") || {}).textContent`); got != want {
+			t.Errorf("%s: view, address and nav %q, want %q", what, got, want)
+		}
+	}
+	b.do("open the fleet by address", chromedp.Navigate(r.srv.URL+"/?view=overview"),
+		chromedp.WaitVisible(chromedp.CSS(`#overview[data-home="fleet"]`)), chromedp.WaitVisible(chromedp.CSS(`#fleet-charts`)),
+		chromedp.WaitNotVisible(chromedp.CSS(`#side`)))
+	view("fleet by address", "overview ?view=overview Fleet")
+	b.do("Sessions", chromedp.Click(chromedp.CSS(`nav.top a[data-view-link="sessions"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#overview[data-home="sessions"]`)), chromedp.WaitVisible(chromedp.CSS(`#list [data-session-id="vw-1"]`)))
+	if n := b.evalInt(`document.querySelectorAll("#fleet-charts").length`); n != 0 {
+		t.Errorf("the Sessions view shows the fleet charts")
+	}
+	view("sessions", "sessions  Sessions")
+	b.shot("sessions")
+	b.do("Fleet", chromedp.Click(chromedp.CSS(`nav.top a[data-view-link="overview"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#overview[data-home="fleet"]`)))
+	view("fleet", "overview ?view=overview Fleet")
+	b.do("Audit", chromedp.Click(chromedp.CSS(`nav.top a[data-view-link="audit"]`)), chromedp.WaitVisible(chromedp.CSS(`#audit`)))
+	view("audit", "audit ?view=audit Audit")
+	if got := b.text(`#audit`); !strings.Contains(got, "No session has been erased") {
+		t.Errorf("the empty audit view says %q", got)
+	}
+	b.do("back to the fleet", chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.CSS(`#overview[data-home="fleet"]`)))
+	b.do("the fleet at phone width", chromedp.EmulateViewport(390, 844), chromedp.Navigate(r.srv.URL+"/?view=overview"),
+		chromedp.WaitVisible(chromedp.CSS(`#overview[data-home="fleet"]`)), chromedp.WaitVisible(chromedp.CSS(`#fleet-charts`)))
+	if w := b.evalInt(`document.documentElement.scrollWidth`); w > 390 {
+		t.Errorf("at phone width the fleet is %d px wide", w)
+	}
+	b.shot("fleet-phone")
+	b.do("the audit at phone width", chromedp.Navigate(r.srv.URL+"/?view=audit"), chromedp.WaitVisible(chromedp.CSS(`#audit`)))
+	b.noPageErrors()
+}
+
+// TestDashboardMissingSession: an id no session has shows one clear "not
+// found" and no loading line.
+func TestDashboardMissingSession(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	b := newBrowser(t, e.ctx, 1280, 860)
+	b.do("open a missing session", chromedp.Navigate(r.srv.URL+"/?s=does-not-exist"),
+		chromedp.WaitVisible(chromedp.CSS(`#detail h2`)), chromedp.Sleep(500*time.Millisecond))
+	if got := b.text(`#detail`); strings.Count(got, "does-not-exist") != 1 || !strings.Contains(got, "Session does-not-exist not found") || strings.Contains(got, "loading") || strings.Contains(got, "null") {
+		t.Errorf("the page says %q", got)
+	}
+	if n := b.evalInt(`[...document.querySelectorAll("#loading")].filter(x => x.offsetParent && x.textContent).length`); n != 0 {
+		t.Errorf("a loading line is shown")
+	}
+	b.shot("missing")
+	b.noPageErrors()
+}
+
+// TestDashboardRepairNow: "Repair now" on a session with an open tool
+// call closes it: repair/applied and the closers appear in the timeline.
+func TestDashboardRepairNow(t *testing.T) {
+	e := newEnv(t)
+	startRepairer(t, e)
+	r := e.start(t.TempDir(), func(c *projector.Config) { c.Conn = e.nc })
+	r.waitReady(t)
+	openToolCall(t, e, "rn-1")
+	r.waitSession(t, "rn-1", func(d projector.Detail) bool { return d.LastSeq == 4 })
+
+	b := newBrowser(t, e.ctx, 1280, 860)
+	b.do("repair now", chromedp.Navigate(r.srv.URL+"/?s=rn-1"),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="rn-1"]`)),
+		chromedp.Click(chromedp.CSS(`#act-repair`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm-ok`)),
+		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-type="repair/applied"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-type="session/paused"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#head .pill.st-paused`)),
+		chromedp.WaitVisible(chromedp.CSS(`#act-resume`)),
+	)
+	if got := b.text(`#outcome`); !strings.Contains(got, "Repaired: seqs 5 to") {
+		t.Errorf("the outcome says %q", got)
+	}
+	if got := b.text(`#timeline .ev[data-type="tool/result"]`); !strings.Contains(got, "outcome unknown — repaired, needs a check") || !strings.Contains(got, "written by repair") {
+		t.Errorf("the closed call says %q", got)
+	}
+	b.shot("repaired")
+	b.noPageErrors()
+}
+
+// TestDashboardErase: erasing from the page asks for a reason and the id,
+// goes through sessions.api.erase with the operator's rights, and the
+// audit view lists the record; the session then shows as erased. A
+// projector without the operator's rights refuses, saying so.
+func TestDashboardErase(t *testing.T) {
+	e := newEnv(t)
+	startRepairer(t, e)
+	const token = "erase-token"
+	r := e.start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.Conn, c.Operator = token, e.nc, e.nc })
+	plain := e.start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.Conn = token, e.nc })
+	r.waitReady(t)
+	plain.waitReady(t)
+	publishN(t, e, loadgen.NewSession("er-1", t0), 11)
+	for _, p := range []*running{r, plain} {
+		waitDetailToken(t, p, token, "er-1", func(d projector.Detail) bool { return d.LastSeq == 11 })
+	}
+	eraseForm := func(b *browser, reason, confirm string) {
+		b.do("erase "+reason, chromedp.Click(chromedp.CSS(`#act-erase`)),
+			chromedp.WaitVisible(chromedp.CSS(`#confirm input[name="reason"]`)),
+			chromedp.SendKeys(chromedp.CSS(`#confirm input[name="reason"]`), reason),
+			chromedp.SendKeys(chromedp.CSS(`#confirm input[name="confirm"]`), confirm),
+			chromedp.Click(chromedp.CSS(`#confirm-ok`)))
+	}
+
+	// Without the operator's rights: refused, in words.
+	b := newBrowser(t, e.ctx, 1280, 860)
+	b.do("open on the plain projector", chromedp.Navigate(plain.srv.URL+"/?token="+token+"&s=er-1"),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="er-1"]`)))
+	eraseForm(b, "privacy request", "er-1")
+	b.do("refused", chromedp.WaitVisible(chromedp.CSS(`#outcome.bad`)))
+	if got := b.text(`#outcome`); !strings.Contains(got, "forbidden") || !strings.Contains(got, "operator") {
+		t.Errorf("the refusal says %q", got)
+	}
+	b.shot("erase-refused")
+
+	// With them: a wrong id is not sent; the right one erases.
+	b.do("open on the operator's projector", chromedp.Navigate(r.srv.URL+"/?token="+token+"&s=er-1"),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="er-1"]`)))
+	eraseForm(b, "privacy request", "er-2")
+	b.do("not confirmed", chromedp.WaitVisible(chromedp.CSS(`#outcome.bad`)))
+	if got := b.text(`#outcome`); !strings.Contains(got, "does not match") {
+		t.Errorf("a wrong confirmation says %q", got)
+	}
+	eraseForm(b, "privacy request", "er-1")
+	b.do("erased", chromedp.WaitVisible(chromedp.CSS(`#outcome[data-erase="done"]`)))
+	if got := b.text(`#outcome`); !strings.Contains(got, "Erased er-1 (11 events)") {
+		t.Errorf("the outcome says %q", got)
+	}
+	b.shot("erased")
+	b.do("the session is erased", chromedp.Navigate(r.srv.URL+"/?s=er-1"),
+		chromedp.WaitVisible(chromedp.CSS(`#missing[data-missing="erased"]`)))
+	if got := b.text(`#detail`); strings.Count(got, "er-1") != 1 || strings.Contains(got, "loading") || strings.Contains(got, "null") {
+		t.Errorf("the erased session's page says %q", got)
+	}
+	b.shot("erased-session")
+	b.do("the audit view", chromedp.Navigate(r.srv.URL+"/?view=audit"),
+		chromedp.WaitVisible(chromedp.CSS(`#audit tr[data-audit="er-1"]`)))
+	if got := b.text(`#audit tr[data-audit="er-1"]`); !strings.Contains(got, "privacy request") || !strings.Contains(got, "dashboard") || !strings.Contains(got, "11") {
+		t.Errorf("the audit record reads %q", got)
+	}
+	b.shot("audit")
+	b.noPageErrors()
+}
+
+// TestDashboardEraseAccepted: an eraser that takes the erase as a job
+// answers accepted with its progress, and the page says it is erasing,
+// with that progress, until the session answers erased. The eraser here
+// is a responder that answers as such a job does.
+func TestDashboardEraseAccepted(t *testing.T) {
+	e := newEnv(t)
+	sub, err := e.nc.Subscribe(api.SubjectErase, func(m *nats.Msg) {
+		var req api.EraseRequest
+		json.Unmarshal(m.Data, &req)
+		m.Respond(fmt.Appendf(nil, `{"sessionId":%q,"state":"accepted","progress":{"deleted":3,"total":11}}`, req.SessionID))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Unsubscribe() })
+	r := e.start(t.TempDir(), func(c *projector.Config) { c.Conn, c.Operator = e.nc, e.nc })
+	r.waitReady(t)
+	publishN(t, e, loadgen.NewSession("ea-1", t0), 11)
+	r.waitSession(t, "ea-1", func(d projector.Detail) bool { return d.LastSeq == 11 })
+
+	b := newBrowser(t, e.ctx, 1280, 860)
+	b.do("erase", chromedp.Navigate(r.srv.URL+"/?s=ea-1"),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="ea-1"]`)),
+		chromedp.Click(chromedp.CSS(`#act-erase`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm input[name="reason"]`)),
+		chromedp.SendKeys(chromedp.CSS(`#confirm input[name="reason"]`), "secret in a prompt"),
+		chromedp.SendKeys(chromedp.CSS(`#confirm input[name="confirm"]`), "ea-1"),
+		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
+		chromedp.WaitVisible(chromedp.CSS(`#outcome[data-erase="accepted"]`)))
+	if got := b.text(`#outcome`); got != "Erasing… (accepted: 3 of 11 events deleted)" {
+		t.Errorf("the outcome says %q", got)
+	}
+	b.shot("erasing")
+	b.noPageErrors()
+}
