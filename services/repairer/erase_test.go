@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
@@ -190,9 +191,10 @@ func TestEraseCascade(t *testing.T) {
 }
 
 // An erase stopped after any step (as a kill of the repairer would stop
-// it) is finished by repeating it: nothing left, one audit record with
-// the digest of the whole session.
-func TestEraseInterruptedAtEachStepFinishesOnRepeat(t *testing.T) {
+// it) is finished by itself: a repairer started afterwards resumes the
+// job from its record, with no request; nothing is left, and there is one
+// audit record with the digest of the whole session.
+func TestEraseInterruptedAtEachStepFinishesByItself(t *testing.T) {
 	steps := []struct {
 		step string
 		nth  int // stop at the nth time the step is reached
@@ -215,23 +217,40 @@ func TestEraseInterruptedAtEachStepFinishesOnRepeat(t *testing.T) {
 				return nil
 			}
 			r.svc.eraseStep.Store(&hook)
-			if _, code := e.erase(`{"sessionId":"s-1","reason":"r","by":"b"}`); code != string(schema.CodeNotCommitted) {
-				t.Fatalf("interrupted erase answered %q, want not_committed", code)
+			got, code := e.erase(`{"sessionId":"s-1","reason":"r","by":"b"}`)
+			if tc.step == StepMarked {
+				if code != string(schema.CodeNotCommitted) {
+					t.Fatalf("erase stopped at its record answered %q, want not_committed", code)
+				}
+			} else if code != "" || got.State != EraseAccepted || len(got.Jobs) != 1 || got.Jobs[0].Done {
+				t.Fatalf("interrupted erase answered %+v %q, want accepted and not done", got, code)
 			}
-			if rec, _, _ := e.store.ErasureOf(context.Background(), "s-1"); rec == nil {
-				t.Fatal("no erasure record after the first step")
+			rec, _, _ := e.store.ErasureOf(context.Background(), "s-1")
+			if rec == nil || rec.Done {
+				t.Fatalf("record after the interruption: %+v", rec)
 			}
-			r.svc.eraseStep.Store(nil)
-			if got, code := e.erase(`{"sessionId":"s-1","reason":"r","by":"b"}`); code != "" || got.Events != 8 {
-				t.Fatalf("repeat: %+v %s", got, code)
-			}
+			r.stop()
+			e.start(Config{LeaseTTL: testTTL, Grace: testGrace})
+			e.waitErased("s-1")
 			e.gone("s-1")
 			recs := e.audits()
-			if len(recs) != 1 || recs[0].SHA256 != sum || recs[0].Events != 8 {
+			if len(recs) != 1 || recs[0].SHA256 != sum || recs[0].Events != 8 || recs[0].LastSeq != 8 {
 				t.Fatalf("audit %+v, want one with sha256 %s", recs, sum)
 			}
 		})
 	}
+}
+
+// waitErased waits until the session's erasure record says done.
+func (e *env) waitErased(id string) {
+	e.t.Helper()
+	natstest.CheckFor(e.t, 30*time.Second, 20*time.Millisecond, func() error {
+		rec, _, err := e.store.ErasureOf(context.Background(), id)
+		if err != nil || rec == nil || !rec.Done {
+			return fmt.Errorf("%s: %+v %v", id, rec, err)
+		}
+		return nil
+	})
 }
 
 // Retention: sessions closed longer than the window are archived and

@@ -219,12 +219,13 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 			return AppendReply{}, err
 		}
 		reload = false
-		if ent.state.LastSeq == 0 {
-			// A new session (or one whose events an erase removed): its id
-			// must not be an erased one (DESIGN.md section 14).
-			if err := refuseErased(ctx, s.st, req.SessionID); err != nil {
-				return AppendReply{}, err
-			}
+		// The id must not be an erased one, or one being erased (DESIGN.md
+		// section 14): read from the record's leader on every append, not
+		// from a cache, so no append is taken once the record exists but
+		// those already on their way (the erase deletes those too, and its
+		// digest covers them).
+		if err := refuseErased(ctx, s.st, req.SessionID); err != nil {
+			return AppendReply{}, err
 		}
 		// Every event id is looked up, the writer's own too (a request
 		// may mix them with the client's): a miss, the common case,
