@@ -476,12 +476,14 @@ func (s *Store) dropSourceRecords(ctx context.Context, sessionID string) error {
 	return s.dropKey(ctx, SourceBucket, owner)
 }
 
-// dropKey securely deletes every stored message of the key in the
-// bucket (its revisions, markers included).
+// dropKey securely deletes every stored message of the key in the bucket
+// (its revisions, and markers). No marker is left: a purge marker made
+// the repairer's listing of claims wait out its fetch on every sweep.
 func (s *Store) dropKey(ctx context.Context, bucket, key string) error {
 	stream, subject := "KV_"+bucket, "$KV."+bucket+"."+key
+	var after uint64
 	for {
-		m, err := s.msgGet(ctx, stream, msgGetRequest{Seq: 1, NextFor: subject})
+		m, err := s.msgGet(ctx, stream, msgGetRequest{Seq: after + 1, NextFor: subject})
 		if isStreamNotFound(err) {
 			return nil // a bucket not made yet holds nothing
 		}
@@ -489,8 +491,9 @@ func (s *Store) dropKey(ctx context.Context, bucket, key string) error {
 			return fmt.Errorf("logstore: drop %s in %s: %w", key, bucket, err)
 		}
 		if m == nil {
-			return nil
+			break
 		}
+		after = m.StreamSeq
 		if err := s.secureDeleteMsg(ctx, stream, m.StreamSeq); err != nil {
 			if st, serr := s.js.Stream(ctx, stream); serr == nil && st.CachedInfo().Config.DenyDelete {
 				// A bucket made before erasure could delete (provisionBucket):
@@ -500,6 +503,7 @@ func (s *Store) dropKey(ctx context.Context, bucket, key string) error {
 			return fmt.Errorf("logstore: drop %s in %s: %w", key, bucket, err)
 		}
 	}
+	return nil
 }
 
 func (s *Store) purgeKey(ctx context.Context, bucket, key string) error {

@@ -204,7 +204,8 @@ func TestEraseInterruptedAtEachStepFinishesByItself(t *testing.T) {
 			e := newEnv(t)
 			r := e.start(Config{LeaseTTL: testTTL, Grace: testGrace})
 			sum := e.eraseSession("s-1", strings.Repeat("K", 64), "")
-			e.claim("s-1", "agent-1")
+			// No claim: a sweep listing the claims while the job deletes one
+			// waits out its fetch (5 s).
 			n := 0
 			errKilled := errors.New("killed")
 			hook := func(step string) error {
@@ -320,5 +321,57 @@ func TestRetentionKeepsSessionsInsideTheWindow(t *testing.T) {
 	}
 	if m, _ := e.store.NextAfter(context.Background(), "young", 0); m == nil {
 		t.Fatal("young erased")
+	}
+}
+
+// Appends that land while the job deletes (they were past the writer's
+// check of the record already) are deleted too, and the audit's count,
+// last seq and digest cover exactly the events deleted, those included.
+func TestEraseAuditCoversAppendsDuringTheErase(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(Config{LeaseTTL: testTTL, Grace: testGrace})
+	e.eraseSession("s-live", strings.Repeat("L", 64), "")
+	ctx := context.Background()
+	var bodies [][]byte
+	tail, err := e.store.ReadSession(ctx, "s-live", 0, func(m *logstore.Msg) error {
+		bodies = append(bodies, m.Data)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var appendErr error
+	appended := false
+	hook := func(step string) error {
+		if step != StepDeleted || appended {
+			return nil
+		}
+		appended = true
+		if _, appendErr = e.tryAppend("s-live", `{"type":"turn/started","turnId":"t2"}`,
+			`{"type":"message/user","turnId":"t2","data":{"content":"late"}}`, `{"type":"turn/ended","turnId":"t2","data":{"reason":"completed"}}`); appendErr != nil {
+			return nil
+		}
+		_, appendErr = e.store.ReadSession(ctx, "s-live", tail.StreamSeq, func(m *logstore.Msg) error {
+			bodies = append(bodies, m.Data)
+			return nil
+		})
+		return nil
+	}
+	r.svc.eraseStep.Store(&hook)
+	got, err := r.svc.Erase(ctx, EraseRequest{SessionID: "s-live", Reason: "r", By: "b"})
+	if err != nil || appendErr != nil || !appended {
+		t.Fatalf("erase: %+v %v (append: %v, %v)", got, err, appended, appendErr)
+	}
+	h := sha256.New()
+	for _, b := range bodies {
+		h.Write(b)
+	}
+	e.gone("s-live")
+	recs := e.audits()
+	if len(bodies) != 11 || len(recs) != 1 || recs[0].Events != 11 || recs[0].LastSeq != 11 || recs[0].SHA256 != hex.EncodeToString(h.Sum(nil)) {
+		t.Fatalf("audit %+v over %d bodies, want 11 events and their digest", recs, len(bodies))
+	}
+	if got.State != EraseDone || got.Events != 11 || len(got.Jobs) != 1 || got.Jobs[0].Deleted != 11 {
+		t.Fatalf("reply %+v", got)
 	}
 }
