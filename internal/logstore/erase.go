@@ -61,6 +61,10 @@ type Erasure struct {
 	// digest's state after it (sha256, marshalled, base64).
 	Through   uint64 `json:"through,omitempty"`
 	HashState string `json:"hashState,omitempty"`
+	// Sealed: the event that was the session's tail when the digest
+	// covered it all is deleted (with the first), so an append that
+	// expects it as the tail fails the stream's per-subject check.
+	Sealed bool `json:"sealed,omitempty"`
 	// Children: with a cascade, the fork descendants erased with it (each
 	// has its own record and job).
 	Cascade  bool     `json:"cascade,omitempty"`

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"strconv"
 	"time"
 
@@ -257,12 +258,19 @@ func (s *Service) eraseOne(ctx context.Context, rec logstore.Erasure, rev uint64
 	return nil
 }
 
-// eraseEvents hashes and deletes the session's events, oldest first, a
-// batch at a time: the batch goes into the record's digest (the record
-// is written) before it is deleted, so the digest covers exactly what
-// was deleted, appends that landed during the erase included, and a
-// resumed job neither hashes an event twice nor misses one. It ends
-// when the stream leader has no event of the session left.
+// eraseEvents hashes and deletes the session's events. First the seal:
+// every stored event goes into the record's digest (the record is
+// written), then the first event and the tail are deleted. An append
+// from a writer that took the tail from its cache expects that tail,
+// so the stream's per-subject sequence check refuses it from then on,
+// and the writer, reading the session again, reads the record too and
+// answers erased. Appends that landed before the seal are hashed and
+// the new tail deleted, until none did. Then the rest goes oldest
+// first, a batch at a time (anything not yet hashed is hashed, and the
+// record written, before its batch is deleted). The digest covers
+// exactly what was deleted, and a resumed job neither hashes an event
+// twice nor misses one. It ends when the stream leader has no event of
+// the session left.
 func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev uint64) (uint64, error) {
 	// A record of an erase made before jobs (no phase, hashed) has the
 	// whole digest: its events are only deleted.
@@ -276,6 +284,55 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 		}
 		if err != nil {
 			return rev, fmt.Errorf("digest state in the record: %w", err)
+		}
+	}
+	hashAfter := func() (logstore.Tail, error) {
+		tail, err := s.st.ReadSession(ctx, rec.SessionID, rec.Through, func(m *logstore.Msg) error {
+			hashOne(h, rec, m)
+			return nil
+		})
+		if err != nil {
+			return tail, err
+		}
+		b, _ := h.(encoding.BinaryMarshaler).MarshalBinary()
+		rec.HashState = base64.StdEncoding.EncodeToString(b)
+		if rev, err = s.st.UpdateErasure(ctx, *rec, rev); err != nil {
+			return tail, err
+		}
+		return tail, s.step(StepHashed)
+	}
+	for !legacy && !rec.Sealed {
+		tail, err := hashAfter()
+		if err != nil {
+			return rev, err
+		}
+		if !tail.Exists() || tail.StreamSeq <= rec.Through {
+			// Nothing stored after what is hashed: delete the first
+			// event, then the tail, the one a cached append expects.
+			first, err := s.st.NextAfter(ctx, rec.SessionID, 0)
+			if err != nil {
+				return rev, err
+			}
+			var seqs []uint64
+			if first != nil {
+				seqs = append(seqs, first.StreamSeq)
+			}
+			if tail.Exists() && (first == nil || tail.StreamSeq != first.StreamSeq) {
+				seqs = append(seqs, tail.StreamSeq)
+			}
+			if err := s.st.SecureDelete(ctx, rec.SessionID, seqs, 1, func() error { return s.step(StepDeleted) }); err != nil {
+				return rev, err
+			}
+			rec.Deleted += uint64(len(seqs))
+		}
+		// An append may have landed after the tail hashed: hash it and
+		// seal again on the new tail.
+		after, err := s.st.Tail(ctx, rec.SessionID)
+		if err != nil && schema.CodeOf(err) != schema.CodeNotFound {
+			return rev, err
+		}
+		if after.StreamSeq <= rec.Through {
+			rec.Sealed = true
 		}
 	}
 	for {
@@ -293,13 +350,7 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 			if legacy || m.StreamSeq <= rec.Through {
 				continue
 			}
-			h.Write(m.Data)
-			rec.Events++
-			rec.LastSeq = rec.Events
-			if v, err := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64); err == nil {
-				rec.LastSeq = v
-			}
-			rec.Through = m.StreamSeq
+			hashOne(h, rec, m)
 			hashed = true
 		}
 		if hashed {
@@ -322,6 +373,17 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 	}
 	rec.Deleted, rec.HashState, rec.Phase = rec.Events, "", logstore.ErasePhaseRecords
 	return s.st.UpdateErasure(ctx, *rec, rev)
+}
+
+// hashOne adds m to the digest and the record's count.
+func hashOne(h hash.Hash, rec *logstore.Erasure, m *logstore.Msg) {
+	h.Write(m.Data)
+	rec.Events++
+	rec.LastSeq = rec.Events
+	if v, err := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64); err == nil {
+		rec.LastSeq = v
+	}
+	rec.Through = m.StreamSeq
 }
 
 // descendants lists every session forked (directly or not) from root,
