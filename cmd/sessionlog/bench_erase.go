@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 
 	"github.com/sessionlog/sessionlog/cmd/sessionlog/internal/bench"
 )
@@ -18,6 +19,7 @@ func runBenchErase(ctx context.Context, args []string, stdout io.Writer) error {
 	quick := fs.Bool("quick", false, "sessions of 2,000 and 10,000 events instead of 10k, 100k and 1M")
 	baseline := fs.Int("baseline", 2000, "events of each session deleted one at a time first (the baseline rate)")
 	purge := fs.Bool("purge", true, "also time a purge of the subject (a candidate that leaves the bytes in the files)")
+	sizes := fs.String("sizes", "", "comma-separated session sizes instead of the defaults (100000,1000000)")
 	verbose := fs.Bool("v", false, "print progress to stderr")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -29,6 +31,16 @@ func runBenchErase(ctx context.Context, args []string, stdout io.Writer) error {
 	if *quick {
 		cfg.Sizes = []int{2_000, 10_000}
 		cfg.Baseline = min(*baseline, 500)
+	}
+	if *sizes != "" {
+		cfg.Sizes = nil
+		for _, f := range splitList(*sizes) {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 2 {
+				return usageErrorf("--sizes %q: want numbers of events of at least 2", *sizes)
+			}
+			cfg.Sizes = append(cfg.Sizes, n)
+		}
 	}
 	if *verbose {
 		cfg.Progress = os.Stderr
