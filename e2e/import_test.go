@@ -105,6 +105,27 @@ func (s *imStack) run(t *testing.T, args ...string) (code int, stdout, stderr st
 	return 0, out.String(), errb.String()
 }
 
+// sameData says whether a stored event has the data the mapping gives
+// it; session/created's, but for the label sourceFile import adds (the
+// file's name, DESIGN.md section 13).
+func sameData(stored, mapped schema.Envelope) bool {
+	if stored.Type != schema.TypeSessionCreated {
+		return bytes.Equal(stored.Data, mapped.Data)
+	}
+	var a, b schema.SessionCreated
+	if json.Unmarshal(stored.Data, &a) != nil || json.Unmarshal(mapped.Data, &b) != nil {
+		return false
+	}
+	if a.Labels[agentlog.LabelSourceFile] == "" {
+		return false
+	}
+	delete(a.Labels, agentlog.LabelSourceFile)
+	if len(a.Labels) == 0 {
+		a.Labels = nil
+	}
+	return reflect.DeepEqual(a, b)
+}
+
 // events reads a session's stored events.
 func (s *imStack) events(t *testing.T, id string) []schema.Envelope {
 	t.Helper()
@@ -152,11 +173,10 @@ func copyTree(t *testing.T, src string) string {
 const (
 	ccMain     = "cc-11111111-1111-4111-8111-111111111111"
 	ccRewind   = "cc-22222222-2222-4222-8222-222222222222"
-	ccBranch   = ccRewind + "-b1"
 	ccSubagent = ccRewind + "-a1b2c3d"
 )
 
-var ccSessions = []string{ccMain, ccRewind, ccBranch, ccSubagent}
+var ccSessions = []string{ccMain, ccRewind, ccSubagent}
 
 // snapshot renders every event of the sessions (seq, id, type, ids, data).
 func (s *imStack) snapshot(t *testing.T, ids ...string) string {
@@ -200,13 +220,17 @@ func TestImportClaudeCodeTwiceAppendsNothing(t *testing.T) {
 		t.Fatalf("%d events stored, the mapping gives %d", len(stored), len(c.events))
 	}
 	for i, e := range stored {
-		if m := c.events[i]; e.EventID != m.EventID || e.Seq != m.Seq || !bytes.Equal(e.Data, m.Data) {
+		if m := c.events[i]; e.EventID != m.EventID || e.Seq != m.Seq || !sameData(e, m) {
 			t.Errorf("seq %d: stored %s %s, mapped %s %s", e.Seq, e.EventID, e.Data, m.EventID, m.Data)
 		}
 	}
-	// The branch is a fork child of the main session.
-	if b := s.events(t, ccBranch); len(b) == 0 || !strings.Contains(string(b[0].Data), `"parent":{"sessionId":"`+ccRewind+`","seedLength":15`) {
-		t.Errorf("branch session: %v", b)
+	// The prompt that goes back is a rewind in the same session.
+	rewound := false
+	for _, e := range s.events(t, ccRewind) {
+		rewound = rewound || e.Type == schema.TypeContextRewound
+	}
+	if !rewound {
+		t.Errorf("no context/rewound in %s", ccRewind)
 	}
 	before := s.snapshot(t, ccSessions...)
 	code, out, errs = s.run(t, "import", "--from", "claude-code", dir)
@@ -526,7 +550,10 @@ func TestExportImportRoundTripKeepsContext(t *testing.T) {
 // projector's /context serves it): the last compaction's summary, then
 // the user and assistant messages, tool calls and results after its
 // throughSeq, each as its type and data. Without compacted: the whole
-// transcript, every message and call.
+// transcript, every message and call. Claude Code's "[Request interrupted
+// by user]" message is left out: it is how an export to Claude Code says
+// that a turn was interrupted (turn/ended interrupted in the native
+// session), and the import reads it as the message the model reads next.
 func modelContext(events []schema.Envelope, compacted bool) []string {
 	var from uint64
 	var out []string
@@ -540,6 +567,9 @@ func modelContext(events []schema.Envelope, compacted bool) []string {
 	for _, e := range events {
 		switch e.Type {
 		case schema.TypeMessageUser, schema.TypeMessageAssistant, schema.TypeToolRequested, schema.TypeToolResult:
+			if e.Type == schema.TypeMessageUser && strings.Contains(string(e.Data), `"[Request interrupted by user`) {
+				continue
+			}
 			if e.Seq > from {
 				out = append(out, e.Type+" "+e.ToolCallID+" "+string(e.Data))
 			}

@@ -23,15 +23,20 @@ type shipProc struct {
 	done chan struct{}
 }
 
-func startShip(t *testing.T, s *imStack, dir string) *shipProc {
+func startShip(t *testing.T, s *imStack, dir string, args ...string) *shipProc {
 	t.Helper()
-	return startShipFrom(t, s, "claude-code", dir)
+	return startShipFrom(t, s, "claude-code", dir, args...)
 }
 
-func startShipFrom(t *testing.T, s *imStack, format, dir string) *shipProc {
+// shipIdle is the tests' --idle: a file nobody holds open counts as its
+// agent gone this long after its last write (args may say otherwise).
+const shipIdle = "1s"
+
+func startShipFrom(t *testing.T, s *imStack, format, dir string, args ...string) *shipProc {
 	t.Helper()
 	p := &shipProc{out: &lockedBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(sessionlogBin(t), "ship", "--from", format, "--host", "h1", dir, "--nats-url", s.url)
+	args = append([]string{"ship", "--from", format, "--host", "h1", "--idle", shipIdle, dir, "--nats-url", s.url}, args...)
+	p.cmd = exec.Command(sessionlogBin(t), args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -41,17 +46,18 @@ func startShipFrom(t *testing.T, s *imStack, format, dir string) *shipProc {
 	return p
 }
 
-// agentWriter plays an agent writing the file at path: write appends to
-// it; waitLines waits until session id holds the source lines 1..n.
+// agentWriter plays an agent writing the file at path as Claude Code and
+// pi do (open, append, close): write appends to it; waitLines waits until
+// session id holds the source lines 1..n.
 func agentWriter(t *testing.T, s *imStack, path, id string) (write func(string), waitLines func(n int)) {
 	t.Helper()
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
 	write = func(s string) {
 		t.Helper()
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
 		if _, err := f.WriteString(s); err != nil {
 			t.Fatal(err)
 		}
@@ -91,14 +97,7 @@ func TestShipFollowsGrowingFileAcrossKill(t *testing.T) {
 	const sid = "77777777-7777-4777-8777-777777777777"
 	id := "cc-" + sid
 	path := filepath.Join(proj, sid+".jsonl")
-	line := func(uuid, parent, typ, msg string) string {
-		p := "null"
-		if parent != "" {
-			p = `"` + parent + `"`
-		}
-		return fmt.Sprintf(`{"parentUuid":%s,"isSidechain":false,"userType":"external","cwd":"/w","sessionId":"%s","version":"2.1.3","type":"%s","message":%s,"uuid":"%s","timestamp":"2026-11-30T10:00:00.000Z"}`,
-			p, sid, typ, msg, uuid) + "\n"
-	}
+	line := func(uuid, parent, typ, msg string) string { return ccLine(sid, uuid, parent, typ, msg) }
 	lines := []string{
 		line("v-1", "", "user", `{"role":"user","content":"build it"}`),
 		line("v-2", "v-1", "assistant", `{"id":"msg_v1","type":"message","role":"assistant","model":"m","content":[{"type":"tool_use","id":"toolu_v1","name":"Bash","input":{"command":"make"}}],"stop_reason":"tool_use"}`),
@@ -136,6 +135,41 @@ func TestShipFollowsGrowingFileAcrossKill(t *testing.T) {
 	if !strings.Contains(ship.out.String(), "events_appended=") {
 		t.Errorf("no metrics line: %s", ship.out.String())
 	}
+	// The agent comes back: the call's real result and the reply that
+	// follows continue the repaired session (resumed; the result kept as
+	// tool/late-result beside the repair's).
+	write(line("v-5", "v-4", "user", `{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_v2","content":"installed"}]}`))
+	write(line("v-6", "v-5", "assistant", `{"id":"msg_v3","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"Installed."}],"stop_reason":"end_turn"}`))
+	waitLines(6)
+	evs := s.events(t, id)
+	if got := sourceIndexes(evs); fmt.Sprint(got) != "[1 2 3 4 5 6]" {
+		t.Fatalf("source lines stored %v after the repair\n%s", got, ship.out.String())
+	}
+	var resumed, late, results int
+	for _, e := range evs {
+		switch {
+		case e.Type == schema.TypeSessionResumed:
+			resumed++
+		case e.Type == schema.TypeToolLateResult && strings.Contains(string(e.Data), "toolu_v2"):
+			late++
+		case e.Type == schema.TypeToolResult && e.ToolCallID == "toolu_v2":
+			results++
+		}
+	}
+	if resumed != 1 || late != 1 || results != 1 {
+		t.Fatalf("after the repair: %d session/resumed, %d tool/late-result, %d tool/result of toolu_v2; want 1 each\n%s", resumed, late, results, ship.out.String())
+	}
+}
+
+// ccLine is a line of Claude Code session sid: uuid, its parent ("" for
+// none), its type and message.
+func ccLine(sid, uuid, parent, typ, msg string) string {
+	p := "null"
+	if parent != "" {
+		p = `"` + parent + `"`
+	}
+	return fmt.Sprintf(`{"parentUuid":%s,"isSidechain":false,"userType":"external","cwd":"/w","sessionId":"%s","version":"2.1.3","type":"%s","message":%s,"uuid":"%s","timestamp":"2026-11-30T10:00:00.000Z"}`,
+		p, sid, typ, msg, uuid) + "\n"
 }
 
 // sourceIndexes lists the line numbers of a session's source/line events.

@@ -317,7 +317,7 @@ func checkReplayedContent(t *testing.T, events []schema.Envelope, wire []json.Ra
 	if len(plans) != 2 || plans[0][0].Status != acp.StatusInProgress || plans[1][0].Status != acp.StatusCompleted || len(plans[1]) != 3 {
 		t.Errorf("plans: %+v", plans)
 	}
-	if !reflect.DeepEqual(titles, []string{"Fix the flaky test"}) {
+	if !reflect.DeepEqual(titles, []string{"Fix the flaky test", "Fix TestFlaky"}) {
 		t.Errorf("titles: %v", titles)
 	}
 }

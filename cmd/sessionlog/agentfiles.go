@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -116,6 +117,12 @@ func runImportFrom(ctx context.Context, fs *flag.FlagSet, nf *natsFlags, from st
 				fmt.Fprintf(stderr, "error: %s: %v\n", p, err)
 			})
 		},
+		notice: func(msg string) {
+			out.locked(func() {
+				bar.clear()
+				fmt.Fprintf(stderr, "warning: %s\n", msg)
+			})
+		},
 		progress: func(done, events int) { out.locked(func() { out.w.Flush(); bar.set(done, events) }) },
 		keys: func(msg string) {
 			out.locked(func() {
@@ -145,7 +152,10 @@ type importOptions struct {
 	out         io.Writer // per-session lines; nil: none
 	warn        func(path string, line int, msg string)
 	failed      func(path string, err error) // a file left unfinished
-	progress    func(done, events int)
+	// notice is told what the import decided in a file's stead (a file
+	// that goes to a new generation of its session).
+	notice   func(msg string)
+	progress func(done, events int)
 	// keys, when set, has a Claude Code file's transcript key recorded
 	// once the file is in (recordSourceKey), and is told what went wrong.
 	keys func(msg string)
@@ -168,15 +178,20 @@ func importFiles(ctx context.Context, cl *client.Client, f agentlog.Format, file
 	)
 	jobs := make(chan string)
 	limit := make(chan struct{}, max(opt.jobs, 1))
+	// Files that map to one session id are read one after the other.
+	locks := &agentlog.SessionLocks{}
 	var wg sync.WaitGroup
 	for range mapPerJob * max(opt.jobs, 1) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for path := range jobs {
-				sink := newFileSink(ctx, cl, opt.batch, limit, opt.out)
-				res, err := agentlog.ReadFile(f, path, agentlog.Options{Warn: opt.warn}, sink)
-				sink.Close()
+				sink := newFileSink(ctx, cl, path, opt.batch, limit, locks, opt.out, func(msg string) {
+					if opt.notice != nil {
+						opt.notice(msg)
+					}
+				})
+				res, err := sink.AppendSink.ReadFile(f, path, agentlog.Options{Warn: opt.warn}, sink)
 				if err == nil && opt.keys != nil {
 					var msg strings.Builder
 					recordSourceKey(ctx, cl, f.Name(), path, "import", &msg)
@@ -185,9 +200,17 @@ func importFiles(ctx context.Context, cl *client.Client, f agentlog.Format, file
 					}
 				}
 				mu.Lock()
-				var de *agentlog.DivergedError
+				var (
+					de *agentlog.DivergedError
+					ce *agentlog.CollisionError
+				)
 				switch {
 				case err == nil:
+				case errors.As(err, &ce):
+					n.failed++
+					if opt.failed != nil {
+						opt.failed(path, err)
+					}
 				case errors.As(err, &de):
 					n.failed++
 					if opt.failed != nil {
@@ -261,24 +284,43 @@ type fileSink struct {
 	sessions, imported, unchanged, appended int
 }
 
-func newFileSink(ctx context.Context, cl *client.Client, batch int, limit chan struct{}, out io.Writer) *fileSink {
+func newFileSink(ctx context.Context, cl *client.Client, path string, batch int, limit chan struct{}, locks *agentlog.SessionLocks, out io.Writer, warn func(string)) *fileSink {
 	fsk := &fileSink{}
-	fsk.AppendSink = &agentlog.AppendSink{Ctx: ctx, Log: clientLog{cl: cl}, Batch: batch, InFlight: limit,
-		Finished: func(p agentlog.Plan, _ uint64, _ string, added int) {
-			fsk.appended += added
-			if added > 0 {
-				fsk.imported++
-				if out != nil {
-					fmt.Fprintf(out, "imported %s %d events\n", p.ID, added)
-				}
-				return
-			}
-			fsk.unchanged++
+	fsk.AppendSink = fileAppendSink(ctx, clientLog{cl: cl}, path, batch, warn)
+	fsk.InFlight, fsk.Locks = limit, locks
+	fsk.Finished = func(p agentlog.Plan, _ uint64, _ string, added int) {
+		fsk.appended += added
+		if added > 0 {
+			fsk.imported++
 			if out != nil {
-				fmt.Fprintf(out, "unchanged %s\n", p.ID)
+				fmt.Fprintf(out, "imported %s %d events\n", p.ID, added)
 			}
-		}}
+			return
+		}
+		fsk.unchanged++
+		if out != nil {
+			fmt.Fprintf(out, "unchanged %s\n", p.ID)
+		}
+	}
 	return fsk
+}
+
+// requestSlack is the room an append request keeps for all but its
+// events' estimated size (agentlog.AppendSink.MaxBytes).
+const requestSlack = 4 << 10
+
+// fileAppendSink is the AppendSink import and ship read a file into:
+// appends sized under the connection's max payload, the file named so
+// that a file that is no longer a continuation of its session goes to a
+// new generation and two files with one session id stay apart, and a
+// session a repair paused resumed by the log's holder.
+func fileAppendSink(ctx context.Context, l clientLog, path string, batch int, warn func(string)) *agentlog.AppendSink {
+	by := l.holder
+	if by == "" {
+		by = "import:" + agentlog.ItemID(filepath.Base(path))
+	}
+	return &agentlog.AppendSink{Ctx: ctx, Log: l, Batch: batch, MaxBytes: int(l.cl.Conn().MaxPayload()) - requestSlack,
+		By: by, File: agentlog.FileLabel(path), Warn: warn}
 }
 
 var _ agentlog.PreparingLog = clientLog{}
@@ -377,4 +419,19 @@ func readSession(ctx context.Context, cl *client.Client, id string) ([]schema.En
 		return nil, fmt.Errorf("session %s: %w", id, errNotFound)
 	}
 	return out, nil
+}
+
+// Events reads the session's events after seq a page at a time, the
+// first page of one event (a sink that needs only session/created reads
+// no more).
+func (l clientLog) Events(ctx context.Context, id string, after uint64, fn func(schema.Envelope) error) error {
+	limit := 1
+	return agentlog.EachStored(after, func(after uint64) ([]json.RawMessage, bool, error) {
+		page, err := l.cl.Read(ctx, api.ReadRequest{SessionID: id, AfterSeq: after, Limit: limit})
+		limit = 0
+		if client.CodeOf(err) == schema.CodeNotFound {
+			return nil, false, nil
+		}
+		return page.Events, page.More, err
+	}, fn)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/sessionlog/sessionlog/cmd/sessionlog/internal/bench"
@@ -20,6 +21,9 @@ func runBenchAppend(ctx context.Context, args []string, stdout io.Writer) error 
 	writerTCP := fs.Bool("writer-tcp", false, "connect the writer over TCP, as a writer in its own process (default: in-process, as `up` runs it)")
 	only := fs.String("only", "", "comma-separated scenarios to run (with the baselines they need), e.g. writer-1")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (every scenario) to this file")
+	durable := fs.String("durable-sessions", "64,256", "comma-separated session counts of the durable scenarios (writer-durable-N against raw-publish-1-N and raw-publish-sync-N); empty: none")
+	lazyGroup := fs.Bool("lazy-group-commit", false, "give the lazy server's writer group commit, which up --sync interval leaves off (an A/B of the writer path)")
+	r3 := fs.Bool("r3", false, "also run the durable scenarios on 3-node clusters (R3), the fault suite's shape")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -36,7 +40,16 @@ func runBenchAppend(ctx context.Context, args []string, stdout io.Writer) error 
 		}
 		defer stop()
 	}
-	return bench.Append(ctx, bench.AppendOptions{Quick: *quick, Out: stdout, Sessions: *sessions, Duration: *dur, Only: splitList(*only), WriterTCP: *writerTCP})
+	durableSessions := []int{}
+	for _, v := range splitList(*durable) {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return usageErrorf("--durable-sessions %q: want session counts >= 1", *durable)
+		}
+		durableSessions = append(durableSessions, n)
+	}
+	return bench.Append(ctx, bench.AppendOptions{Quick: *quick, Out: stdout, Sessions: *sessions, Duration: *dur, Only: splitList(*only), WriterTCP: *writerTCP,
+		DurableSessions: durableSessions, LazyGroupCommit: *lazyGroup, R3: *r3})
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
@@ -15,9 +17,16 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// importStack is an embedded server with the writer, and the files of
-// `bench import` (six sessions of about seventy events).
-func importStack(t *testing.T, cfg logstore.Config) (*logstore.Store, *client.Client, []string) {
+// importHarness is an embedded server with the writer (its leases
+// lasting cfg.LeaseTTL, or the default).
+type importHarness struct {
+	st  *logstore.Store
+	nc  *nats.Conn
+	cl  *client.Client
+	url string
+}
+
+func newImportHarness(t *testing.T, cfg logstore.Config) *importHarness {
 	t.Helper()
 	s := natstest.RunServer(t)
 	nc := natstest.Connect(t, s)
@@ -26,15 +35,15 @@ func importStack(t *testing.T, cfg logstore.Config) (*logstore.Store, *client.Cl
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := assemble.NewWriter(assemble.DefaultWriter(), st, assemble.Deps{Conn: nc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(wctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, w.Ready)
+	startWriter(t, st, nc)
+	return &importHarness{st: st, nc: nc, cl: client.New(natstest.Connect(t, s)), url: s.ClientURL()}
+}
+
+// importStack is an embedded server with the writer, and the files of
+// `bench import` (six sessions of about seventy events).
+func importStack(t *testing.T, cfg logstore.Config) (*logstore.Store, *client.Client, []string) {
+	t.Helper()
+	h := newImportHarness(t, cfg)
 	dir := t.TempDir()
 	if _, err := genSessions(dir, 6, 5); err != nil {
 		t.Fatal(err)
@@ -43,7 +52,24 @@ func importStack(t *testing.T, cfg logstore.Config) (*logstore.Store, *client.Cl
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st, client.New(natstest.Connect(t, s)), files
+	return h.st, h.cl, files
+}
+
+// startWriter runs the writer on st (its leases lasting the store's lease
+// TTL) until the test ends.
+func startWriter(t *testing.T, st *logstore.Store, nc *nats.Conn) {
+	t.Helper()
+	cfg := assemble.DefaultWriter()
+	cfg.LeaseTTL = st.Config().LeaseTTL
+	w, err := assemble.NewWriter(cfg, st, assemble.Deps{Conn: nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, w.Ready)
 }
 
 // mapped is what the mapping gives for a file's one session.

@@ -84,13 +84,27 @@ type ops struct {
 func newOps() *ops {
 	o := &ops{Mux: http.NewServeMux(), Registry: prometheus.NewRegistry(), checks: map[string]func() error{}}
 	o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	o.Mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	o.register(o.Mux)
+	return o
+}
+
+// register adds /healthz, /readyz and /metrics to mux.
+func (o *ops) register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
-	o.Mux.HandleFunc("GET /readyz", o.serveReady)
-	o.Mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry}))
-	return o
+	mux.HandleFunc("GET /readyz", o.serveReady)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{Registry: o.Registry}))
+}
+
+// MetricsHandler serves /healthz, /readyz and /metrics alone: what
+// --metrics-listen serves without the API token, for a scraper and
+// probes that hold none.
+func (o *ops) MetricsHandler() http.Handler {
+	mux := http.NewServeMux()
+	o.register(mux)
+	return mux
 }
 
 // AddReady adds a readiness check: /readyz is 200 only when every check

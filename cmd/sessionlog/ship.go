@@ -32,14 +32,28 @@ import (
 // the file is read: well under the second the contract allows.
 const shipSettle = 150 * time.Millisecond
 
+// shipRescan is how often the followed directories are walked again, for
+// what notifications missed: a watch that could not be added (the inotify
+// watch limit), events dropped when the kernel's queue overflowed (also
+// rescanned at once), a followed directory removed and made again, and a
+// file whose last read no writer answered while its agent writes nothing
+// more. A file is read again when its size or modification time differs
+// from the last read's.
+const shipRescan = 10 * time.Second
+
 func runShip(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs, nf := sreFlags("ship", stderr)
 	from := fs.String("from", "", "the agent's format: claude-code, ...")
 	hostDefault, _ := os.Hostname()
 	host := fs.String("host", hostDefault, "host name in the holder of each file's sessions")
 	batch := fs.Int("batch", 500, "events per atomic append (at most 1000)")
+	idle := fs.Duration("idle", shipIdleDefault, "how long a file no process holds open may go unwritten while its agent counts as alive: "+
+		"until then ship renews its sessions' leases, after that it lets them lapse and the repairer closes what the agent left open")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if *idle < 0 {
+		return usageErrorf("--idle must not be negative")
 	}
 	f, err := lookupFormat(*from)
 	if err != nil {
@@ -59,17 +73,22 @@ func runShip(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	}
 	defer w.Close()
 	sh := &shipper{v: v, f: f, host: *host, batch: *batch, stdout: stdout, stderr: stderr, w: w,
-		dirty: map[string]bool{}, files: map[string]*shipFile{}}
+		roots: fs.Args(), dirty: map[string]bool{}, files: map[string]*shipFile{}, said: map[string]string{},
+		live: newLiveness(v.cl, *idle, stdout)}
 	// Watch first, then read what is there: a line written in between is
 	// seen by both, and appended once.
-	for _, dir := range fs.Args() {
-		if err := sh.watchTree(dir); err != nil {
+	for _, dir := range sh.roots {
+		if _, err := os.Stat(dir); err != nil {
 			return err
 		}
+		sh.watchTree(dir)
 	}
+	go sh.live.run(v.ctx)
 	fmt.Fprintf(stdout, "ship: following %d directories as %s\n", fs.NArg(), *from)
 	tick := time.NewTicker(shipSettle)
 	defer tick.Stop()
+	rescan := time.NewTicker(shipRescan)
+	defer rescan.Stop()
 	for {
 		select {
 		case <-v.ctx.Done():
@@ -81,6 +100,11 @@ func runShip(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 			sh.event(ev)
 		case err := <-w.Errors:
 			fmt.Fprintf(stderr, "ship: watch: %v\n", err)
+			if errors.Is(err, fsnotify.ErrEventOverflow) {
+				sh.rescan() // events were dropped
+			}
+		case <-rescan.C:
+			sh.rescan()
 		case <-tick.C:
 			sh.pass()
 		}
@@ -94,8 +118,16 @@ type shipper struct {
 	batch          int
 	stdout, stderr io.Writer
 	w              *fsnotify.Watcher
+	roots          []string // the directories followed
 	dirty          map[string]bool
 	files          map[string]*shipFile
+	// said: the last problem told of each path that is walked (a watch
+	// not added, a directory not readable), so a rescan repeats none.
+	said map[string]string
+	live *liveness
+	// stored: the sessions with a repair in them, as the last pass left
+	// them (agentlog.StoredCache).
+	stored agentlog.StoredCache
 }
 
 // shipFile is the metrics of one followed file.
@@ -105,23 +137,67 @@ type shipFile struct {
 	// indexed: the file's transcript key is recorded for the Claude Agent
 	// SDK store's listings (indexSource).
 	indexed bool
+	// read: size and modTime are the file's before its last read (unset
+	// after a read no writer answered, so a rescan reads it again).
+	read    bool
+	size    int64
+	modTime time.Time
 }
 
 // watchTree watches dir and every directory under it, and marks every
-// session file in them for reading.
-func (sh *shipper) watchTree(dir string) error {
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+// session file in them for reading. What cannot be watched or read is
+// told once and walked past: the rescan finds its files all the same.
+func (sh *shipper) watchTree(dir string) { sh.walk(dir, true) }
+
+// rescan walks the followed directories again: it watches what is not
+// watched (re-adding a watch is harmless) and marks every session file
+// that changed since its last read, or was never read.
+func (sh *shipper) rescan() {
+	for _, dir := range sh.roots {
+		sh.walk(dir, false)
+	}
+}
+
+func (sh *shipper) walk(dir string, all bool) {
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return err
+			sh.tell(p, err) // a directory that went away or cannot be read
+			return nil
 		}
 		if d.IsDir() {
-			return sh.w.Add(p)
+			sh.tell(p, sh.w.Add(p))
+			return nil
 		}
-		if d.Type().IsRegular() && sh.f.IsSessionFile(p) {
+		if !d.Type().IsRegular() || !sh.f.IsSessionFile(p) {
+			return nil
+		}
+		if all {
+			sh.dirty[p] = true
+			return nil
+		}
+		info, err := d.Info()
+		if m := sh.files[p]; err == nil && (m == nil || !m.read || m.size != info.Size() || !m.modTime.Equal(info.ModTime())) {
 			sh.dirty[p] = true
 		}
 		return nil
 	})
+}
+
+// tell says a path's problem once (err nil: the path is fine again).
+func (sh *shipper) tell(p string, err error) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	if sh.said[p] == msg {
+		return
+	}
+	if msg == "" {
+		delete(sh.said, p)
+		return
+	}
+	sh.said[p] = msg
+	fmt.Fprintf(sh.stderr, "ship: %s: %v (walked again every %s)\n", p, err, shipRescan)
 }
 
 func (sh *shipper) event(ev fsnotify.Event) {
@@ -133,9 +209,7 @@ func (sh *shipper) event(ev fsnotify.Event) {
 		return
 	}
 	if info.IsDir() {
-		if err := sh.watchTree(ev.Name); err != nil {
-			fmt.Fprintf(sh.stderr, "ship: %v\n", err)
-		}
+		sh.watchTree(ev.Name)
 		return
 	}
 	if sh.f.IsSessionFile(ev.Name) {
@@ -173,11 +247,29 @@ func (sh *shipper) ship(path string) error {
 		sh.files[path] = m
 	}
 	appended := 0
-	sink := &agentlog.AppendSink{Ctx: sh.v.ctx, Log: clientLog{cl: sh.v.cl, holder: holderOf(sh.host, sh.f.Name(), path)}, Batch: sh.batch,
-		Finished: func(_ agentlog.Plan, _ uint64, _ string, added int) { appended += added }}
-	res, err := agentlog.ReadFile(sh.f, path, agentlog.Options{Warn: func(p string, line int, msg string) {
+	holder := holderOf(sh.host, sh.f.Name(), path)
+	var sessions []string
+	sink := fileAppendSink(sh.v.ctx, clientLog{cl: sh.v.cl, holder: holder}, path, sh.batch,
+		func(msg string) { fmt.Fprintf(sh.stderr, "warning: %s\n", msg) })
+	sink.Finished = func(p agentlog.Plan, _ uint64, _ string, added int) {
+		appended += added
+		sessions = append(sessions, p.ID)
+	}
+	sink.Cache = &sh.stored
+	res, err := sink.ReadFile(sh.f, path, agentlog.Options{Warn: func(p string, line int, msg string) {
 		fmt.Fprintf(sh.stderr, "warning: %s:%d: skipped: %s\n", p, line, msg)
-	}}, sink)
+	}}, nil)
+	for _, r := range res.Sessions {
+		sessions = append(sessions, r.ID)
+	}
+	sh.live.note(path, holder, info, sessions)
+	// A read that no writer answered (nothing stored, or no answer) is
+	// tried again by the next rescan though the file does not change (its
+	// agent may write nothing more for an hour); any other outcome waits
+	// for the file to change.
+	code := client.CodeOf(err)
+	m.read = code != schema.CodeNotCommitted && code != schema.CodeOutcomeUnknown
+	m.size, m.modTime = info.Size(), info.ModTime()
 	m.appended += appended
 	if appended > 0 {
 		m.lag = time.Since(info.ModTime())

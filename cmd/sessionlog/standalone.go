@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"net"
 	"net/http"
 	"time"
 
@@ -19,13 +20,16 @@ import (
 // runs it (connect as a service, open the store, serve /healthz /readyz
 // /metrics, an actor group ended by a signal).
 type standalone struct {
-	name        string
-	fs          *flag.FlagSet
-	nf          *natsFlags
-	httpListen  *string
-	replicas    *int
-	partitions  *int
-	noProvision *bool
+	name       string
+	fs         *flag.FlagSet
+	nf         *natsFlags
+	httpListen *string
+	// metricsListen, when set, is a second listener with /healthz /readyz
+	// /metrics alone and no token.
+	metricsListen *string
+	replicas      *int
+	partitions    *int
+	noProvision   *bool
 	// handler, when set, makes what the HTTP listener serves from the ops
 	// mux (/healthz /readyz /metrics), after the service is built: the
 	// projector adds its API and dashboard behind a token.
@@ -44,13 +48,14 @@ func newStandalone(name, defaultHTTP string, stderr io.Writer) *standalone {
 	nf := addNATSFlags(fs)
 	nf.Inbox = natsauth.ServiceInboxPrefix
 	return &standalone{
-		name:        name,
-		fs:          fs,
-		nf:          nf,
-		httpListen:  fs.String("http-listen", defaultHTTP, "HTTP listen address for /healthz /readyz /metrics"),
-		replicas:    fs.Int("replicas", 1, "replicas of the stream and buckets if this process creates them (3 in a cluster)"),
-		partitions:  partitionsFlag(fs),
-		noProvision: fs.Bool("no-provision", false, "do not create or update the stream and buckets (they must exist)"),
+		name:          name,
+		fs:            fs,
+		nf:            nf,
+		httpListen:    fs.String("http-listen", defaultHTTP, "HTTP listen address for /healthz /readyz /metrics"),
+		metricsListen: fs.String("metrics-listen", "", "if set, a second HTTP listen address serving only /healthz /readyz /metrics, never behind --http-token (for a scraper and probes)"),
+		replicas:      fs.Int("replicas", 1, "replicas of the stream and buckets if this process creates them (3 in a cluster)"),
+		partitions:    partitionsFlag(fs),
+		noProvision:   fs.Bool("no-provision", false, "do not create or update the stream and buckets (they must exist)"),
 	}
 }
 
@@ -86,6 +91,13 @@ func (c *standalone) run(ctx context.Context, args []string, stderr io.Writer, c
 		return err
 	}
 	defer ln.Close()
+	var mln net.Listener
+	if *c.metricsListen != "" {
+		if mln, err = listen(*c.metricsListen); err != nil {
+			return err
+		}
+		defer mln.Close()
+	}
 	nc, err := c.nf.connect(connName)
 	if err != nil {
 		return err
@@ -114,5 +126,8 @@ func (c *standalone) run(ctx context.Context, args []string, stderr io.Writer, c
 		h = c.handler(o.Mux)
 	}
 	serveOps(&g, ln, h, log)
+	if mln != nil {
+		serveOps(&g, mln, o.MetricsHandler(), log)
+	}
 	return runGroup(ctx, &g, log)
 }

@@ -35,6 +35,8 @@ const (
 	defaultDataDir    = "./data"
 	defaultNATSListen = "127.0.0.1:4222"
 	defaultHTTPListen = "127.0.0.1:8080"
+	// defaultSync: an acknowledged event is on disk (DESIGN.md section 4).
+	defaultSync = "always"
 	// The server allows 50 open atomic batches per stream by default; one
 	// process with several services and clients opens more than that under
 	// load, and a refused batch is only a retry, so allow more.
@@ -122,7 +124,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&f.retainClosed, "retain-closed", 0, "erase sessions closed for longer than this (0: keep them forever), after archiving them to --archive-dir when given")
 	fs.StringVar(&f.archiveDir, "archive-dir", "", "where --retain-closed writes each session before erasing it (<id>.jsonl.zst; sessionlog import reads it)")
 	f.partitions = partitionsFlag(fs)
-	fs.StringVar(&f.sync, "sync", "interval", "JetStream fsync: interval (default every 2m; a machine crash can lose acknowledged events) or always (fsync before every ack, much slower)")
+	fs.StringVar(&f.sync, "sync", defaultSync, "JetStream fsync: always (every event is on disk before it is acknowledged; the writer commits the appends of many sessions with one fsync) or interval (fsync every 2m, faster: a machine crash or power loss loses the acknowledged events of the last interval)")
 	fs.StringVar(&f.httpToken, "http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?access_token= / ?token=); /healthz and /readyz stay open")
 	fs.StringVar(&f.natsConfig, "nats-config", "", "nats-server configuration file for the embedded server (flags given explicitly override its listen address and store dir)")
 	fs.StringVar(&f.natsUser, "nats-user", "", "the agents' NATS user: with --nats-password, clients must log in, and this user gets the agent permissions of deploy/nats/auth.conf (append, heartbeat, read, fork requests, live events; nothing of the log or the JetStream API). Without it NATS is open and listens on loopback only")
@@ -144,6 +146,16 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if err := checkPartitions(*f.partitions); err != nil {
 		return err
+	}
+	quiet := false
+	if isTerminal(stderr) && !flagGiven(fs, "log-level") {
+		// On a terminal the lines that say where things are come first,
+		// not after the server's banner and thirty JSON log lines: only
+		// warnings and errors are logged unless --log-level asks for more.
+		if err := fs.Set("log-level", "warn"); err != nil {
+			return err
+		}
+		quiet = true
 	}
 	log, err := newLogger(fs, stderr)
 	if err != nil {
@@ -209,7 +221,10 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	store, err := openStore(ctx, nc, logstore.Config{Replicas: 1, Partitions: *f.partitions, LeaseTTL: f.leaseTTL, Logger: log.With("component", "logstore")})
+	store, err := openStore(ctx, nc, logstore.Config{Replicas: 1, Partitions: *f.partitions, LeaseTTL: f.leaseTTL, Logger: log.With("component", "logstore"),
+		// On one node that does not fsync per event, an atomic batch costs
+		// more than the publishes it gathers (docs/adr/008-group-commit.md).
+		NoGroupCommit: !opts.SyncAlways})
 	if err != nil {
 		return err
 	}
@@ -263,6 +278,9 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "nats: %s\n", natsURL)
 	fmt.Fprintf(stdout, "readyz: %s/readyz\n", httpURL)
 	fmt.Fprintf(stdout, "data: %s (sync %s)\n", f.dataDir, f.sync)
+	if quiet {
+		fmt.Fprintf(stdout, "logs: warnings and errors only on this terminal (--log-level info for all)\n")
+	}
 	log.Info("sessionlog up", "dashboard", httpURL+"/", "nats", natsURL, "data_dir", f.dataDir, "sync", f.sync,
 		"services", len(upServices))
 	return runGroup(ctx, &g, log)
@@ -300,8 +318,13 @@ func upServerOptions(fs *flag.FlagSet, f *upFlags) (*server.Options, *server.Use
 	opts.JetStream = true
 	// up handles signals itself and shuts the server down last.
 	opts.NoSigs = true
-	if f.sync == "always" {
-		opts.SyncAlways = true
+	// --sync, unless a --nats-config that sets sync_interval holds and the
+	// flag was not given: a file that says nothing gets the fsync before
+	// every acknowledgement, not the server's lazy default.
+	if !fromFile || flagGiven(fs, "sync") || (!opts.SyncAlways && opts.SyncInterval == 0) {
+		opts.SyncAlways = f.sync == "always"
+	} else if !opts.SyncAlways {
+		f.sync = "interval" // the file's, as up reports it
 	}
 	if opts.JetStreamLimits.MaxBatchInflightPerStream == 0 {
 		opts.JetStreamLimits.MaxBatchInflightPerStream = upMaxBatchInflightPerStream

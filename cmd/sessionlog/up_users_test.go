@@ -15,7 +15,7 @@ func TestUpUsers(t *testing.T) {
 		var f upFlags
 		fs.StringVar(&f.dataDir, "data-dir", t.TempDir(), "")
 		fs.StringVar(&f.natsListen, "nats-listen", defaultNATSListen, "")
-		fs.StringVar(&f.sync, "sync", "interval", "")
+		fs.StringVar(&f.sync, "sync", defaultSync, "")
 		fs.StringVar(&f.natsConfig, "nats-config", "", "")
 		fs.StringVar(&f.natsUser, "nats-user", "", "")
 		fs.StringVar(&f.natsPassword, "nats-password", "", "")

@@ -62,6 +62,10 @@ const (
 	sessionlogPrefix = "SESSIONLOG_"
 )
 
+// memoryLimitDefaults are the --memory-limit defaults of the commands
+// that set the Go heap's soft limit (cmd/sessionlog).
+var memoryLimitDefaults = map[string]int64{"writer": 256 << 20, "repairer": 256 << 20, "projector": 320 << 20}
+
 // The four services: the kind and replica count each must run with.
 var components = map[string]struct {
 	kind        string
@@ -1130,6 +1134,12 @@ func checkNATS(b *bundle) (p []string) {
 	}
 	c := spec.Containers[0]
 
+	// Acknowledged means fsynced by a quorum (DESIGN.md section 4): the
+	// server's default flushes every 2 minutes.
+	if !o.SyncAlways {
+		p = append(p, "jetstream sync_interval is not always: an acknowledged event is not fsynced before its ack")
+	}
+
 	// Routes: exactly one per ordinal, through the headless service, to the cluster port.
 	if o.Cluster.Name == "" {
 		p = append(p, "cluster has no name")
@@ -1470,6 +1480,38 @@ func checkSessionlogServices(b *bundle) (p []string) {
 				p = append(p, fmt.Sprintf("%s: %s probe must be GET %s on the %s port", w, kind, path, httpPortName))
 			}
 		}
+		// The scrape annotation names a port that serves /metrics without
+		// the API token: the HTTP port when the service takes no token,
+		// else the port of --metrics-listen (on all interfaces).
+		if ann := w.template.Annotations; ann["prometheus.io/scrape"] == "true" {
+			scrape := ann["prometheus.io/port"]
+			served := strconv.Itoa(int(hp))
+			if envVar(c, "SESSIONLOG_HTTP_TOKEN") != nil || flags["--http-token"] != "" {
+				served = ""
+				if host, port, err := net.SplitHostPort(flags["--metrics-listen"]); err == nil && host == "0.0.0.0" {
+					served = port
+				}
+			}
+			if served == "" || scrape != served || ann["prometheus.io/path"] != "/metrics" {
+				p = append(p, fmt.Sprintf("%s: scraped at port %q path %q, but /metrics without a token is served at port %q", w, scrape, ann["prometheus.io/path"], served))
+			}
+		}
+		// The Go heap's soft limit (--memory-limit, or the command's
+		// default) well under the container's memory limit (at most
+		// three quarters): a soft limit at the kill line cannot work.
+		if def, ok := memoryLimitDefaults[w.name]; ok {
+			soft := def
+			if v, given := flags["--memory-limit"]; given {
+				q, err := resource.ParseQuantity(strings.TrimSuffix(v, "B"))
+				if err != nil {
+					p = append(p, fmt.Sprintf("%s: --memory-limit %q: %v", w, v, err))
+				}
+				soft = q.Value()
+			}
+			if lim := c.Resources.Limits.Memory(); lim.IsZero() || soft > lim.Value()*3/4 {
+				p = append(p, fmt.Sprintf("%s: the heap's soft limit %d MiB is over three quarters of limits.memory %s", w, soft>>20, lim))
+			}
+		}
 		// --data-dir on a claim (projector), nowhere else.
 		dataDir, hasDataDir := flags[dataDirFlag]
 		if want.dataDir {
@@ -1698,9 +1740,15 @@ func TestCheckersCatch(t *testing.T) {
 		{"service target port name", func(b *bundle) {
 			b.service("nats").Spec.Ports[0].TargetPort = intstr.FromString("clients")
 		}, "targetPort clients is not a container port"},
+		{"scrape behind the token", func(b *bundle) {
+			sts(b, "projector").Spec.Template.Annotations["prometheus.io/port"] = "8080"
+		}, "without a token is served at port"},
+		{"soft limit at the kill line", func(b *bundle) {
+			dep(b, "repairer").Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory] = resource.MustParse("256Mi")
+		}, "over three quarters of limits.memory"},
 		{"service target port number", func(b *bundle) {
-			b.service("projector").Spec.Ports[0].TargetPort = intstr.FromInt32(9090)
-		}, "targetPort 9090 is not a container port"},
+			b.service("projector").Spec.Ports[0].TargetPort = intstr.FromInt32(9099)
+		}, "targetPort 9099 is not a container port"},
 		{"statefulset serviceName", func(b *bundle) { sts(b, "projector").Spec.ServiceName = "projector-hedless" }, "is not a Service here"},
 		{"statefulset service not headless", func(b *bundle) { b.service("nats-headless").Spec.ClusterIP = "" }, "is not headless"},
 		{"mount without volume", func(b *bundle) { writerC(b).VolumeMounts[0].Name = "temp" }, "refers to no volume"},
@@ -1713,6 +1761,7 @@ func TestCheckersCatch(t *testing.T) {
 			}
 		}, "is not the mount path"},
 		{"store bigger than claim", func(b *bundle) { b.nats.opts.JetStreamMaxStore = 1 << 40 }, "larger than the claim"},
+		{"lazy fsync", func(b *bundle) { b.nats.opts.SyncAlways = false }, "sync_interval is not always"},
 		{"nats replicas", func(b *bundle) { two := int32(2); b.natsStatefulSet().Spec.Replicas = &two }, "replicas"},
 		{"route missing", func(b *bundle) { b.nats.opts.Routes = b.nats.opts.Routes[:2] }, "0 routes to ordinal 2"},
 		{"route duplicated", func(b *bundle) { b.nats.opts.Routes[2] = b.nats.opts.Routes[1] }, "2 routes to ordinal 1"},

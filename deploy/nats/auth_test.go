@@ -654,6 +654,9 @@ func TestServerConf(t *testing.T) {
 	if !opts.JetStream || opts.Port != 4222 || opts.SystemAccount != "SYS" {
 		t.Fatalf("jetstream=%v port=%d system_account=%q", opts.JetStream, opts.Port, opts.SystemAccount)
 	}
+	if !opts.SyncAlways {
+		t.Errorf("sync_interval is not always: an acknowledged event is not fsynced before its ack")
+	}
 	users := map[string]*server.User{}
 	for _, u := range opts.Users {
 		users[u.Username] = u

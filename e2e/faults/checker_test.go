@@ -113,8 +113,9 @@ type faultReport struct {
 	Acked int
 	// Lost: acknowledged events missing from the stream (or not where
 	// the reply said). Dups: an event id stored twice, or a seq twice.
-	// Gaps: a session whose seqs are not 1..n.
-	Lost, Dups, Gaps int
+	// Gaps: a session whose seqs are not 1..n. Changed: acknowledged
+	// events stored where the reply said, with other data than was sent.
+	Lost, Dups, Gaps, Changed int
 	// Batches still unknown at the end, found committed / not committed
 	// in the stream; Partial ones are a broken atomic batch.
 	UnknownCommitted, UnknownNot, Partial int
@@ -132,7 +133,11 @@ type faultReport struct {
 	Unfoldable                                                int
 	// Forks answered ok, and those whose child is not the copy promised.
 	Forks, BadForks int
-	Problems        []string
+	// Linearizable: fleet sessions whose history of appends porcupine
+	// linearized; NotLinearizable: those it proved cannot be; LinUnknown:
+	// those it gave up on (time out).
+	Linearizable, NotLinearizable, LinUnknown int
+	Problems                                  []string
 }
 
 func (r *faultReport) problem(format string, args ...any) {
@@ -143,14 +148,14 @@ func (r *faultReport) problem(format string, args ...any) {
 
 // OK reports whether every guarantee held.
 func (r *faultReport) OK() bool {
-	return r.Lost == 0 && r.Dups == 0 && r.Gaps == 0 && r.Partial == 0 && r.Phantom == 0 &&
+	return r.Lost == 0 && r.Dups == 0 && r.Gaps == 0 && r.Changed == 0 && r.NotLinearizable == 0 && r.Partial == 0 && r.Phantom == 0 &&
 		r.Foreign == 0 && r.BadForks == 0 && r.RepairedTwice == 0 && r.RepairedLive == 0 && r.Unfoldable == 0 && r.AbandonedRepaired == r.Abandoned && len(r.Problems) == 0
 }
 
 func (r *faultReport) String() string {
-	return fmt.Sprintf("events=%d sessions=%d acked=%d lost=%d dups=%d gaps=%d resolved_committed=%d resolved_not=%d unknown_committed=%d unknown_not=%d partial=%d phantom=%d foreign=%d abandoned=%d repaired=%d repaired_live=%d repaired_twice=%d unfoldable=%d forks=%d bad_forks=%d",
+	return fmt.Sprintf("events=%d sessions=%d acked=%d lost=%d dups=%d gaps=%d resolved_committed=%d resolved_not=%d unknown_committed=%d unknown_not=%d partial=%d phantom=%d foreign=%d abandoned=%d repaired=%d repaired_live=%d repaired_twice=%d unfoldable=%d forks=%d bad_forks=%d changed=%d linearizable=%d not_linearizable=%d lin_unknown=%d",
 		r.Events, r.Sessions, r.Acked, r.Lost, r.Dups, r.Gaps, r.ResolvedCommitted, r.ResolvedNot, r.UnknownCommitted, r.UnknownNot, r.Partial, r.Phantom,
-		r.Foreign, r.Abandoned, r.AbandonedRepaired, r.RepairedLive, r.RepairedTwice, r.Unfoldable, r.Forks, r.BadForks)
+		r.Foreign, r.Abandoned, r.AbandonedRepaired, r.RepairedLive, r.RepairedTwice, r.Unfoldable, r.Forks, r.BadForks, r.Changed, r.Linearizable, r.NotLinearizable, r.LinUnknown)
 }
 
 // faultCheck holds the fleet's history against the stored sessions.
@@ -163,6 +168,7 @@ func faultCheck(stored map[string][]faultStored, batches []*faultBatch, forks []
 		sid string
 		seq uint64
 		typ string
+		sum [32]byte
 	}
 	where := map[string]pos{} // sid:eventId -> position
 	for sid, evs := range stored {
@@ -182,7 +188,7 @@ func faultCheck(stored map[string][]faultStored, batches []*faultBatch, forks []
 				r.problem("%s: event id %s stored twice", sid, s.Env.EventID)
 			}
 			seen[k] = true
-			where[k] = pos{sid, s.Env.Seq, s.Env.Type}
+			where[k] = pos{sid, s.Env.Seq, s.Env.Type, faultDataSum(s.Env.Data)}
 		}
 		// Every stored session folds under the rules of pkg/session.
 		st := session.New(sid)
@@ -250,6 +256,9 @@ func faultCheck(stored map[string][]faultStored, batches []*faultBatch, forks []
 				if want := b.FirstSeq + uint64(i); p.seq != want || p.typ != b.Types[i] {
 					r.Lost++
 					r.problem("%s: %s %s acknowledged at seq %d, stored at seq %d as %s", b.Session, b.Types[i], id, want, p.seq, p.typ)
+				} else if i < len(b.Sums) && p.sum != b.Sums[i] {
+					r.Changed++
+					r.problem("%s: %s %s acknowledged at seq %d is stored there with other data than was sent", b.Session, b.Types[i], id, want)
 				}
 			}
 		}
@@ -324,6 +333,7 @@ func faultCheck(stored map[string][]faultStored, batches []*faultBatch, forks []
 			r.problem("fork %s of %s: %v (attempts %s)", f.Child, f.Parent, err, faultForkAttempts(f))
 		}
 	}
+	faultLinearize(r, stored, batches, sessions)
 	sort.Strings(r.Problems)
 	return r
 }
@@ -395,6 +405,9 @@ func faultAttempts(b *faultBatch) string {
 type faultWindow struct {
 	Name       string
 	Start, End time.Time
+	// Detail is what the fault did, printed at the end of its FAULT line
+	// (key=value pairs).
+	Detail string
 }
 
 // faultUnavailable is the longest time within w during which no agent got
@@ -492,9 +505,18 @@ func TestFaultChecker(t *testing.T) {
 			faultEnv("s", 2, "e2", schema.TypeMessageUser),
 			faultEnv("s", 3, "e3", schema.TypeMessageUser),
 		}}
+		t0 := time.Now()
+		at := func(ms int) []faultAttempt {
+			return []faultAttempt{{Start: t0.Add(time.Duration(ms) * time.Millisecond), End: t0.Add(time.Duration(ms+1) * time.Millisecond), Result: "ok", Sends: 1}}
+		}
 		batches := []*faultBatch{
-			{Session: "s", EventIDs: []string{"e1"}, Types: []string{schema.TypeSessionCreated}, Outcome: faultCommitted, FirstSeq: 1, LastSeq: 1},
-			{Session: "s", EventIDs: []string{"e2", "e3"}, Types: []string{schema.TypeMessageUser, schema.TypeMessageUser}, Outcome: faultCommitted, FirstSeq: 2, LastSeq: 3},
+			{Session: "s", EventIDs: []string{"e1"}, Types: []string{schema.TypeSessionCreated}, Outcome: faultCommitted, FirstSeq: 1, LastSeq: 1, Attempts: at(0)},
+			{Session: "s", EventIDs: []string{"e2", "e3"}, Types: []string{schema.TypeMessageUser, schema.TypeMessageUser}, Outcome: faultCommitted, FirstSeq: 2, LastSeq: 3, ExpectedSeq: 1, Attempts: at(2)},
+		}
+		for _, b := range batches {
+			for _, id := range b.EventIDs {
+				b.Sums = append(b.Sums, faultDataSum(stored["s"][id[1]-'1'].Env.Data))
+			}
 		}
 		return stored, batches, map[string]*faultSessionRec{"s": {ID: "s"}}
 	}
@@ -539,6 +561,19 @@ func TestFaultChecker(t *testing.T) {
 		{"NotRepaired", func(_ map[string][]faultStored, _ *[]*faultBatch, s map[string]*faultSessionRec) {
 			s["s"].Abandoned = true
 		}, func(r *faultReport) int { return r.Abandoned - r.AbandonedRepaired }},
+		{"Changed", func(st map[string][]faultStored, _ *[]*faultBatch, _ map[string]*faultSessionRec) {
+			st["s"][2].Env.Data = []byte(`{"content":"y"}`)
+		}, func(r *faultReport) int { return r.Changed }},
+		{"NotLinearizable", func(_ map[string][]faultStored, b *[]*faultBatch, _ map[string]*faultSessionRec) {
+			// Answered ok at seq 2 though it expected the empty session.
+			(*b)[1].ExpectedSeq = 0
+		}, func(r *faultReport) int { return r.NotLinearizable }},
+		{"ConflictOnTime", func(_ map[string][]faultStored, b *[]*faultBatch, _ map[string]*faultSessionRec) {
+			// A conflict for an append that expected exactly what the
+			// session held, with nothing else in between.
+			*b = append(*b, &faultBatch{Session: "s", Agent: 1, EventIDs: []string{"e8"}, Types: []string{schema.TypeMessageUser}, ExpectedSeq: 3,
+				Outcome: faultNotCommitted, Code: string(schema.CodeConflict), Attempts: []faultAttempt{{Start: time.Now().Add(time.Hour), End: time.Now().Add(time.Hour + time.Millisecond), Result: "conflict", Sends: 1}}})
+		}, func(r *faultReport) int { return r.NotLinearizable }},
 		{"Unfoldable", func(st map[string][]faultStored, b *[]*faultBatch, _ map[string]*faultSessionRec) {
 			st["s"][1].Env.Type = schema.TypeSessionCreated
 			(*b)[1].Types[0] = schema.TypeSessionCreated

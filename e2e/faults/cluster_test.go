@@ -33,9 +33,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sessionlog/sessionlog/internal/faultfs"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/internal/netproxy"
+	"github.com/sessionlog/sessionlog/internal/testbin"
 )
 
 const (
@@ -50,7 +52,7 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(faultChildEnv); spec != "" {
 		os.Exit(faultChildMain(spec))
 	}
-	os.Exit(m.Run())
+	testbin.Main(m)
 }
 
 // faultSpec tells a child process what to run.
@@ -67,6 +69,9 @@ type faultNodeSpec struct {
 	ClientPort int      `json:"clientPort"`
 	RoutePort  int      `json:"routePort"`
 	Routes     []string `json:"routes"`
+	// SyncAlways: fsync before every acknowledgement (nats-server's
+	// sync_interval: always); off, the engine's lazy default (every 2 min).
+	SyncAlways bool `json:"syncAlways,omitempty"`
 }
 
 type faultSvcSpec struct {
@@ -105,6 +110,7 @@ func faultChildMain(raw string) int {
 func faultNodeOptions(n *faultNodeSpec) *server.Options {
 	o := natstest.Options(n.Dir)
 	o.ServerName = n.Name
+	o.SyncAlways = true // as deploy/k8s/nats.conf ships
 	o.Port = n.ClientPort
 	o.NoLog = false
 	o.Cluster.Name = n.Cluster
@@ -118,6 +124,7 @@ func faultNodeOptions(n *faultNodeSpec) *server.Options {
 	for _, r := range n.Routes {
 		o.Routes = append(o.Routes, server.RoutesFromStr(r)...)
 	}
+	o.SyncAlways = n.SyncAlways
 	o.LameDuckDuration = 2 * time.Second
 	o.LameDuckGracePeriod = 500 * time.Millisecond
 	return o
@@ -155,13 +162,19 @@ type faultProc struct {
 func faultStart(t testing.TB, name string, spec faultSpec, logPath string) *faultProc {
 	t.Helper()
 	b, _ := json.Marshal(spec)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), faultChildEnv+"="+string(b), "GOTRACEBACK=all")
+	return faultStartCmd(t, name, cmd, logPath)
+}
+
+// faultStartCmd starts cmd as a child; its output goes to logPath.
+func faultStartCmd(t testing.TB, name string, cmd *exec.Cmd, logPath string) *faultProc {
+	t.Helper()
 	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(lf, "\n==== %s start %s\n", name, time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), faultChildEnv+"="+string(b), "GOTRACEBACK=all")
 	cmd.Stdout, cmd.Stderr = lf, lf
 	// The child dies with the test process even if cleanup never runs.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -226,6 +239,29 @@ type faultCluster struct {
 	// streams are the session streams of the store (its partitions), set
 	// once the harness provisioned it.
 	streams []string
+	// fss are the fault filesystems under the nodes' store directories
+	// (faultClusterOpts.FaultFS), nil otherwise.
+	fss []*faultfs.FS
+}
+
+// faultSync is a cluster's fsync policy, always explicit.
+type faultSync string
+
+const (
+	// faultSyncAlways: fsync before every acknowledgement, what
+	// sessionlog ships (sync_interval: always).
+	faultSyncAlways faultSync = "always"
+	// faultSyncInterval: the engine's lazy default (fsync every 2 min).
+	faultSyncInterval faultSync = "interval"
+)
+
+// faultClusterOpts shape a cluster.
+type faultClusterOpts struct {
+	Sync faultSync
+	// FaultFS mounts a fault filesystem (internal/faultfs) over every
+	// node's store directory: the power-loss, corruption and disk-full
+	// faults need it.
+	FaultFS bool
 }
 
 func faultPort(t testing.TB) int {
@@ -237,8 +273,11 @@ func faultPort(t testing.TB) int {
 	return p
 }
 
-func newFaultCluster(t testing.TB, dir string) *faultCluster {
+func newFaultCluster(t testing.TB, dir string, opts faultClusterOpts) *faultCluster {
 	t.Helper()
+	if opts.Sync != faultSyncAlways && opts.Sync != faultSyncInterval {
+		t.Fatalf("cluster sync policy %q: want always or interval", opts.Sync)
+	}
 	c := &faultCluster{t: t, dir: dir}
 	name := fmt.Sprintf("FAULTS%d", time.Now().UnixNano()%100000)
 	// The nodes' ports stay bound until the proxies have theirs: a port
@@ -258,7 +297,15 @@ func newFaultCluster(t testing.TB, dir string) *faultCluster {
 			Name: fmt.Sprintf("N-%d", i+1), Cluster: name,
 			Dir:        filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
 			ClientPort: hold(), RoutePort: hold(),
+			SyncAlways: opts.Sync == faultSyncAlways,
 		})
+		if opts.FaultFS {
+			fs, err := faultfs.Mount(c.specs[i].Dir, c.specs[i].Dir+".disk")
+			if err != nil {
+				t.Fatalf("fault filesystem for node %d (needs root and /dev/fuse): %v", i+1, err)
+			}
+			c.fss = append(c.fss, fs)
+		}
 	}
 	for i := range c.specs {
 		for j := range c.specs {
@@ -302,6 +349,11 @@ func (c *faultCluster) shutdown() {
 	}
 	for _, p := range c.procs {
 		p.kill()
+	}
+	for _, fs := range c.fss {
+		if err := fs.Unmount(); err != nil {
+			c.t.Errorf("%v", err)
+		}
 	}
 	for i := range c.proxies {
 		for _, p := range c.proxies[i] {
@@ -347,6 +399,42 @@ func (c *faultCluster) Start(i int) {
 
 // Kill stops node i with SIGKILL.
 func (c *faultCluster) Kill(i int) { c.procs[i].kill() }
+
+// PowerLoss cuts node i's power: SIGKILL, then every write it had not
+// fsynced is dropped from its disk. It stays down until Start.
+func (c *faultCluster) PowerLoss(i int) faultfs.LossStats {
+	c.t.Helper()
+	c.procs[i].kill()
+	ls, err := c.fss[i].PowerLoss()
+	if err != nil {
+		c.t.Fatalf("power loss of node %d: %v", i+1, err)
+	}
+	for _, p := range ls.Paths {
+		c.t.Logf("power loss of %s: %s", c.specs[i].Name, p)
+	}
+	return ls
+}
+
+// PowerLossAll cuts the power of every node at once, drops what each had
+// not fsynced and starts them again; it says what each lost.
+func (c *faultCluster) PowerLossAll() string {
+	c.t.Helper()
+	for i := range faultNodes {
+		_ = c.procs[i].cmd.Process.Kill()
+	}
+	var parts []string
+	for i := range faultNodes {
+		parts = append(parts, c.specs[i].Name+":"+c.PowerLoss(i).String())
+	}
+	for i := range faultNodes {
+		c.Start(i)
+	}
+	return strings.Join(parts, ",")
+}
+
+// Pause freezes node i (SIGSTOP); Resume thaws it (SIGCONT).
+func (c *faultCluster) Pause(i int)  { _ = c.procs[i].cmd.Process.Signal(syscall.SIGSTOP) }
+func (c *faultCluster) Resume(i int) { _ = c.procs[i].cmd.Process.Signal(syscall.SIGCONT) }
 
 // Stop shuts node i down gracefully (lame duck mode).
 func (c *faultCluster) Stop(i int) error { return c.procs[i].stop(20 * time.Second) }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,8 +91,15 @@ func (h *faultHarness) addService(role, name string, prefer int, dataDir string)
 // fault runs one fault window: inject, recover, wait until whole again.
 func (h *faultHarness) fault(name string, do func()) {
 	h.t.Helper()
+	h.faultDetail(name, func() string { do(); return "" })
+}
+
+// faultDetail is fault for an injection that says what it did (key=value
+// pairs for the FAULT line).
+func (h *faultHarness) faultDetail(name string, do func() string) {
+	h.t.Helper()
 	w := faultWindow{Name: name, Start: time.Now()}
-	do()
+	w.Detail = do()
 	if err := h.c.WaitHealthy(60 * time.Second); err != nil {
 		h.t.Fatalf("after %s: %v", name, err)
 	}
@@ -105,7 +113,7 @@ func (h *faultHarness) fault(name string, do func()) {
 	}
 	w.End = time.Now()
 	h.windows = append(h.windows, w)
-	h.t.Logf("fault %s: %s .. %s (%v)", name, w.Start.Format("15:04:05.000"), w.End.Format("15:04:05.000"), w.End.Sub(w.Start).Round(time.Millisecond))
+	h.t.Logf("fault %s: %s .. %s (%v) %s", name, w.Start.Format("15:04:05.000"), w.End.Format("15:04:05.000"), w.End.Sub(w.Start).Round(time.Millisecond), w.Detail)
 	time.Sleep(h.times.Calm) // steady traffic between faults
 }
 
@@ -147,69 +155,10 @@ func TestFaultsCluster(t *testing.T) {
 }
 
 func testFaultsCluster(t *testing.T, partitions int) {
-	soak := *faultSoak || os.Getenv("SESSIONLOG_SOAK") == "1"
-	times := faultTimesFor(soak)
-	dir := t.TempDir()
-	h := &faultHarness{t: t, dir: dir, times: times, svcs: map[string]*faultSvc{}}
-	h.c = newFaultCluster(t, dir)
-	t.Cleanup(func() {
-		for _, s := range h.svcs {
-			s.proc.kill()
-		}
-		if t.Failed() || os.Getenv("SESSIONLOG_FAULTS_LOGS") == "1" {
-			faultDumpLogs(t, dir)
-		}
-		if keep := os.Getenv("SESSIONLOG_FAULTS_KEEP"); keep != "" {
-			faultKeepLogs(t, dir, keep)
-		}
-	})
-	ctx := context.Background()
-	// The harness provisions the R3 stream and buckets, as an operator
-	// would before deploying the services.
-	// The meta group learns of all peers shortly after it elects a
-	// leader: until then R3 placement fails.
-	var st *logstore.Store
-	natstest.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() error {
-		var err error
-		st, err = logstore.Open(ctx, h.c.admin, logstore.Config{Replicas: faultNodes, Partitions: partitions, LeaseTTL: times.LeaseTTL})
-		if err != nil {
-			return err
-		}
-		// The forker's own bucket, as the forker provisions it when it
-		// may (services here run with NoProvision).
-		_, err = natstest.JetStream(t, h.c.admin).CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: forker.ForkBucket, History: 1, Storage: jetstream.FileStorage, Replicas: faultNodes,
-		})
-		return err
-	})
-	h.c.streams = st.Streams()
-	for _, role := range faultRoles {
-		switch role {
-		case "writer":
-			h.addService(role, "writer-1", 0, "")
-			h.addService(role, "writer-2", 1, "")
-		default:
-			h.addService(role, role, 2, filepath.Join(dir, role+"-data"))
-		}
-	}
-
-	runStart := time.Now()
-	think := times.Think
-	if faultRace {
-		think *= 4
-	}
-	fleet := newFaultFleet(faultFleetConfig{
-		Agents: 32, URLs: h.c.URLsFrom, Reader: st, Think: think, LeaseTTL: times.LeaseTTL,
-		Abandon: 0.03, AbandonUntil: runStart.Add(times.Warmup + 20*time.Second),
-		Seed: uint64(runStart.UnixNano()),
-	})
-	stop := make(chan struct{})
-	fctx, fcancel := context.WithCancel(ctx)
-	defer fcancel()
-	done := make(chan struct{})
-	go func() { fleet.Run(fctx, stop); close(done) }()
-
-	time.Sleep(times.Warmup)
+	// SIGKILL leaves the page cache to the restarted process: these
+	// faults hold under the engine's lazy default too, and run under it.
+	r := startFaultRun(t, partitions, faultClusterOpts{Sync: faultSyncInterval})
+	h, times := r.h, r.h.times
 	for cycle := 0; cycle < times.Cycles; cycle++ {
 		target := h.c.streams[cycle%len(h.c.streams)]
 		h.fault("leader_graceful", func() {
@@ -247,28 +196,172 @@ func testFaultsCluster(t *testing.T, partitions int) {
 			})
 		}
 	}
-	close(stop)
+	r.finish(t)
+}
+
+// faultRun is one run of the fleet on a cluster with its services.
+type faultRun struct {
+	h        *faultHarness
+	st       *logstore.Store
+	fleet    *faultFleet
+	stop     chan struct{}
+	done     chan struct{}
+	cancel   context.CancelFunc
+	runStart time.Time
+}
+
+// startFaultRun starts a cluster, provisions the store on it, starts the
+// services and the fleet, and returns after the warm-up.
+func startFaultRun(t *testing.T, partitions int, copts faultClusterOpts) *faultRun {
+	soak := *faultSoak || os.Getenv("SESSIONLOG_SOAK") == "1"
+	times := faultTimesFor(soak)
+	dir := t.TempDir()
+	h := &faultHarness{t: t, dir: dir, times: times, svcs: map[string]*faultSvc{}}
+	// Registered before the cluster's own cleanup, so it runs after it.
+	t.Cleanup(func() {
+		for _, s := range h.svcs {
+			s.proc.kill()
+		}
+		if t.Failed() || os.Getenv("SESSIONLOG_FAULTS_LOGS") == "1" {
+			faultDumpLogs(t, dir)
+		}
+		if keep := os.Getenv("SESSIONLOG_FAULTS_KEEP"); keep != "" {
+			faultKeepLogs(t, dir, keep)
+		}
+	})
+	h.c = newFaultCluster(t, dir, copts)
+	ctx := context.Background()
+	// The harness provisions the R3 stream and buckets, as an operator
+	// would before deploying the services.
+	// The meta group learns of all peers shortly after it elects a
+	// leader: until then R3 placement fails.
+	var st *logstore.Store
+	natstest.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() error {
+		var err error
+		st, err = logstore.Open(ctx, h.c.admin, logstore.Config{Replicas: faultNodes, Partitions: partitions, LeaseTTL: times.LeaseTTL})
+		if err != nil {
+			return err
+		}
+		// The forker's own bucket, as the forker provisions it when it
+		// may (services here run with NoProvision).
+		_, err = natstest.JetStream(t, h.c.admin).CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: forker.ForkBucket, History: 1, Storage: jetstream.FileStorage, Replicas: faultNodes,
+		})
+		return err
+	})
+	h.c.streams = st.Streams()
+	for _, role := range faultRoles {
+		switch role {
+		case "writer":
+			h.addService(role, "writer-1", 0, "")
+			h.addService(role, "writer-2", 1, "")
+		default:
+			h.addService(role, role, 2, filepath.Join(dir, role+"-data"))
+		}
+	}
+
+	r := &faultRun{h: h, st: st, runStart: time.Now(), stop: make(chan struct{}), done: make(chan struct{})}
+	think := times.Think
+	if faultRace {
+		think *= 4
+	}
+	r.fleet = newFaultFleet(faultFleetConfig{
+		Agents: 32, URLs: h.c.URLsFrom, Reader: st, Think: think, LeaseTTL: times.LeaseTTL,
+		Abandon: 0.03, AbandonUntil: r.runStart.Add(times.Warmup + 20*time.Second),
+		Seed: uint64(r.runStart.UnixNano()),
+	})
+	var fctx context.Context
+	fctx, r.cancel = context.WithCancel(ctx)
+	t.Cleanup(r.cancel)
+	go func() { r.fleet.Run(fctx, r.stop); close(r.done) }()
+	time.Sleep(times.Warmup)
+	return r
+}
+
+// finish stops the fleet, lets it close its sessions, runs the checker
+// and prints the FAULT, CHECK and ATTEMPTS lines; a broken guarantee
+// fails the test.
+func (r *faultRun) finish(t *testing.T) *faultReport {
+	h, fleet := r.h, r.fleet
+	close(r.stop)
 	select {
-	case <-done:
-	case <-time.After(times.Drain):
-		t.Errorf("fleet did not finish its sessions within %v of the stop", times.Drain)
-		fcancel()
-		<-done
+	case <-r.done:
+	case <-time.After(h.times.Drain):
+		t.Errorf("fleet did not finish its sessions within %v of the stop", h.times.Drain)
+		if faultExplainStuck(t, fleet) {
+			// What the forker's requests wait on: its goroutines, in its
+			// log (SIGQUIT; it is not needed by the checks below).
+			if p := h.svcs["forker"]; p != nil && p.proc.running() {
+				_ = p.proc.cmd.Process.Signal(syscall.SIGQUIT)
+				select {
+				case <-p.proc.done:
+				case <-time.After(5 * time.Second):
+				}
+				t.Logf("STUCK forks: the forker's goroutines are in forker.log (SESSIONLOG_FAULTS_KEEP keeps it)")
+			}
+		}
+		r.cancel()
+		<-r.done
 	}
 	runEnd := time.Now()
 
-	rep := faultVerify(t, h, st, fleet)
+	rep := faultVerify(t, h, r.st, fleet)
 	for _, e := range fleet.errs {
 		t.Errorf("fleet: %s", e)
 	}
+	faultReportRun(t, fleet, rep, h.windows, h.times.Calm, r.runStart, runEnd)
+	faultAssert(t, rep)
+	return rep
+}
+
+// faultExplainStuck prints what the agents that did not finish were
+// waiting for: their appends still without an outcome, and what each
+// send of them was answered.
+func faultExplainStuck(t *testing.T, fleet *faultFleet) (forks bool) {
+	t.Helper()
+	fleet.mu.Lock()
+	defer fleet.mu.Unlock()
+	for _, b := range fleet.batches {
+		if b.Outcome == "" {
+			t.Logf("STUCK agent %d %s expected %d %v: attempts %s", b.Agent, b.Session, b.ExpectedSeq, b.Types, faultAttempts(b))
+		}
+	}
+	for _, f := range fleet.forks {
+		if f.Result != "ok" && len(f.Attempts) > 0 && time.Since(f.Attempts[len(f.Attempts)-1].End) < 15*time.Second {
+			t.Logf("STUCK agent %d fork %s of %s: attempts %s", f.Agent, f.Child, f.Parent, faultForkAttempts(f))
+			forks = true
+		}
+	}
+	return forks
+}
+
+// faultAssert fails the test on every broken guarantee.
+func faultAssert(t *testing.T, rep *faultReport) {
+	t.Helper()
+	for _, p := range rep.Problems {
+		t.Errorf("checker: %s", p)
+	}
+	if !rep.OK() {
+		t.Errorf("checker: guarantees broken: %s", rep)
+	}
+}
+
+// faultReportRun prints a FAULT line per window and the run's total,
+// CHECK and ATTEMPTS.
+func faultReportRun(t *testing.T, fleet *faultFleet, rep *faultReport, windows []faultWindow, calm time.Duration, runStart, runEnd time.Time) {
+	t.Helper()
 	sort.Slice(fleet.oks, func(i, j int) bool { return fleet.oks[i].T.Before(fleet.oks[j].T) })
-	for _, w := range h.windows {
+	for _, w := range windows {
 		// The aftermath (clients backing off, caches refilling) belongs
 		// to the fault: measure until the calm period after it ended.
-		w.End = w.End.Add(times.Calm)
+		w.End = w.End.Add(calm)
 		d, acked := faultUnavailable(fleet.oks, w)
-		t.Logf("FAULT name=%s unavailable_ms=%d acked=%d lost=%d dups=%d gaps=%d window_ms=%d worst_agent_ms=%d",
-			w.Name, d.Milliseconds(), acked, rep.Lost, rep.Dups, rep.Gaps, w.End.Sub(w.Start).Milliseconds(), faultWorstAgent(fleet.oks, w).Milliseconds())
+		detail := ""
+		if w.Detail != "" {
+			detail = " " + w.Detail
+		}
+		t.Logf("FAULT name=%s unavailable_ms=%d acked=%d lost=%d dups=%d gaps=%d window_ms=%d worst_agent_ms=%d%s",
+			w.Name, d.Milliseconds(), acked, rep.Lost, rep.Dups, rep.Gaps, w.End.Sub(w.Start).Milliseconds(), faultWorstAgent(fleet.oks, w).Milliseconds(), detail)
 	}
 	d, acked := faultUnavailable(fleet.oks, faultWindow{Name: "run", Start: runStart, End: runEnd})
 	t.Logf("FAULT name=total unavailable_ms=%d acked=%d lost=%d dups=%d gaps=%d events=%d duration_ms=%d",
@@ -282,12 +375,6 @@ func testFaultsCluster(t *testing.T, partitions int) {
 		}
 	}
 	faultExplainLive(t, fleet, rep)
-	for _, p := range rep.Problems {
-		t.Errorf("checker: %s", p)
-	}
-	if !rep.OK() {
-		t.Errorf("checker: guarantees broken: %s", rep)
-	}
 }
 
 // faultVerify waits for the repairs of abandoned sessions, then dumps the

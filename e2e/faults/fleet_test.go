@@ -1,7 +1,9 @@
 package faults
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,10 +52,13 @@ type faultAttempt struct {
 // faultBatch is one logical append (all its attempts carry the same
 // event ids and expectation).
 type faultBatch struct {
-	Agent       int
-	Session     string
-	EventIDs    []string
-	Types       []string
+	Agent    int
+	Session  string
+	EventIDs []string
+	Types    []string
+	// Sums are the SHA-256 of each event's data as sent (compacted): the
+	// checker finds an acknowledged event stored changed.
+	Sums        [][32]byte
 	ExpectedSeq uint64
 	Attempts    []faultAttempt
 	Outcome     faultOutcome
@@ -536,6 +541,15 @@ func (a *faultAgent) tool(ctx context.Context, turn string) error {
 	return a.append(ctx, a.ev(schema.TypeToolResult, inCall, schema.ToolResult{Status: schema.ToolOK, Output: mustJSON(a.blob(size))}))
 }
 
+// faultDataSum is the SHA-256 of an event's data, compacted.
+func faultDataSum(data json.RawMessage) [32]byte {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, data); err != nil {
+		return sha256.Sum256(data)
+	}
+	return sha256.Sum256(buf.Bytes())
+}
+
 func mustJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -554,6 +568,7 @@ func (a *faultAgent) append(ctx context.Context, events ...schema.Envelope) erro
 	for _, e := range events {
 		b.EventIDs = append(b.EventIDs, e.EventID)
 		b.Types = append(b.Types, e.Type)
+		b.Sums = append(b.Sums, faultDataSum(e.Data))
 	}
 	a.f.mu.Lock()
 	a.f.batches = append(a.f.batches, b)

@@ -58,6 +58,12 @@ func faultNewService(role string, env faultSvcEnv) (faultService, http.Handler, 
 	case "forker":
 		cfg := assemble.DefaultForker()
 		cfg.SweepEvery, cfg.StaleAfter = env.Spec.Sweep, 3*env.Spec.Sweep
+		// The shipped fork timeout is 30 min; each JetStream call of a
+		// fork has its own bound. This shortens the fork's, to tell a
+		// stall of a fork as a whole from one of a call.
+		if os.Getenv("SESSIONLOG_FAULTS_FORK_TIMEOUT") != "" {
+			cfg.ForkTimeout, _ = time.ParseDuration(os.Getenv("SESSIONLOG_FAULTS_FORK_TIMEOUT"))
+		}
 		s, err := assemble.NewForker(cfg, env.Store, deps)
 		return s, nil, err
 	case "repairer":

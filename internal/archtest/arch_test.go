@@ -227,3 +227,43 @@ func main() {
 		t.Fatalf("go build of an agent outside the module: %v\n%s\ngo.mod:\n%s", err, out, mod.Bytes())
 	}
 }
+
+// The shipped binary does not link package testing: test kits stay out of
+// what operators run (go list -deps sees what the linker gets).
+func TestBinaryLinksNoTesting(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", module+"/cmd/sessionlog").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 100 {
+		t.Fatalf("go list -deps gave %d packages", len(deps))
+	}
+	if slices.Contains(deps, "testing") {
+		why, _ := exec.Command("go", "list", "-f", `{{.ImportPath}}: {{join .Imports " "}}`, "-deps", module+"/cmd/sessionlog").Output()
+		var via []string
+		for _, l := range strings.Split(string(why), "\n") {
+			if slices.Contains(strings.Fields(l), "testing") {
+				via = append(via, strings.SplitN(l, ":", 2)[0])
+			}
+		}
+		t.Errorf("cmd/sessionlog links package testing, imported by %v", via)
+	}
+}
+
+// ./... is the module's own packages: Go code that npm packages ship in
+// clients/*/node_modules is not vetted, tested or built as sessionlog's
+// (clients/go.mod makes clients/ a module of its own).
+func TestModuleHoldsNoForeignPackages(t *testing.T) {
+	cmd := exec.Command("go", "list", "./...")
+	cmd.Dir = root(t)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list ./...: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if strings.Contains(p, "/node_modules/") || strings.HasPrefix(p, module+"/clients/") {
+			t.Errorf("go list ./... lists %s", p)
+		}
+	}
+}

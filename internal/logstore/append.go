@@ -256,7 +256,7 @@ func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResult, er
 	res := AppendResult{FirstSeq: req.Events[0].Seq, LastSeq: req.Events[len(req.Events)-1].Seq}
 	var lastErr error
 	for attempt := 0; ; attempt++ {
-		streamSeq, dup, err := s.publish(ctx, msgs)
+		streamSeq, dup, err := s.send(ctx, loc.Stream, msgs)
 		if err == nil && s.cfg.FaultHook != nil {
 			if herr := s.cfg.FaultHook(FaultAck); herr != nil {
 				err = herr

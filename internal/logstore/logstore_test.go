@@ -16,19 +16,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-func events(sid string, from uint64, n int, prefix string) []schema.Envelope {
-	out := make([]schema.Envelope, n)
-	for i := range out {
-		seq := from + uint64(i)
-		typ, data := schema.TypeMessageUser, `{"content":"hi"}`
-		if seq == 1 {
-			typ, data = schema.TypeSessionCreated, `{}`
-		}
-		out[i] = schema.Envelope{SchemaVersion: 1, SessionID: sid, Seq: seq, EventID: fmt.Sprintf("%s-%d", prefix, seq),
-			Time: time.Now().UTC(), Type: typ, Data: []byte(data)}
-	}
-	return out
-}
+var events = logstore.EventsForTest
 
 func open(t *testing.T, nc *nats.Conn, cfg logstore.Config) *logstore.Store {
 	t.Helper()

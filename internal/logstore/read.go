@@ -35,97 +35,172 @@ func (s *Store) ReadSession(ctx context.Context, sessionID string, afterStreamSe
 	return s.readUpTo(ctx, loc, sessionID, afterStreamSeq, tail, fn)
 }
 
+// ErrReadStalled marks a read that got no answer from the cluster for
+// readAttempts stalls in a row (a node paused or crashed with the
+// replies): nothing is wrong with the session, and a retry may succeed.
+var ErrReadStalled = errors.New("logstore: read stalled")
+
+// readAttempts bounds the stalls in a row (no event read in between) a
+// read takes before it gives up with ErrReadStalled.
+const readAttempts = 3
+
+// readStall is how long a read's consumer may deliver nothing while the
+// leader's tail says more is there before the read drops it and starts
+// over from the last event it read: a consumer whose stream leader or
+// consumer leader went away with its replies otherwise waits for the
+// caller's deadline (a fork's is half an hour).
+func (s *Store) readStall() time.Duration { return 2 * s.cfg.RequestTimeout }
+
 // readUpTo is ReadSession after the tail was read.
+//
+// Every call it makes to the cluster is bounded (a leader read by the
+// request timeout, a consumer by readStall): a stalled call is retried
+// from the last event read, and after readAttempts stalls in a row the
+// read ends with ErrReadStalled.
 func (s *Store) readUpTo(ctx context.Context, loc Location, sessionID string, afterStreamSeq uint64, tail Tail, fn func(*Msg) error) (Tail, error) {
-	if tail.StreamSeq <= afterStreamSeq {
-		return tail, nil
-	}
-	// Short remainders: a few leader reads beat creating a consumer.
-	if tail.Seq > 0 && tail.Seq <= 8 {
-		cur := afterStreamSeq
-		for cur < tail.StreamSeq {
-			m, err := s.NextAfter(ctx, sessionID, cur)
-			if err != nil {
-				return tail, err
-			}
-			if m == nil || m.StreamSeq > tail.StreamSeq {
-				return tail, fmt.Errorf("logstore: %s: stored events end before the tail at stream seq %d", sessionID, tail.StreamSeq)
-			}
-			if err := fn(m); err != nil {
-				if err == ErrStop {
-					return tail, nil
-				}
-				return tail, err
-			}
-			cur = m.StreamSeq
+	cur := afterStreamSeq
+	var last error
+	for stalls := 0; cur < tail.StreamSeq; {
+		if stalls == readAttempts {
+			return tail, fmt.Errorf("logstore: read %s after stream seq %d (tail at %d): %w: %w", sessionID, cur, tail.StreamSeq, ErrReadStalled, last)
 		}
-		return tail, nil
+		var (
+			at   uint64
+			done bool
+			err  error
+		)
+		// Short remainders: a few leader reads beat creating a consumer.
+		if tail.Seq > 0 && tail.Seq <= 8 {
+			at, done, err = s.readLeaderUpTo(ctx, sessionID, cur, tail, fn)
+		} else {
+			at, done, err = s.readConsumerUpTo(ctx, loc, sessionID, cur, tail, fn)
+		}
+		if done || err == nil {
+			return tail, err
+		}
+		if ctx.Err() != nil {
+			return tail, ctx.Err()
+		}
+		if at > cur {
+			cur, stalls = at, 0
+		}
+		stalls++
+		last = err
 	}
+	return tail, nil
+}
+
+// readLeaderUpTo reads the session after stream seq cur up to the tail
+// with leader reads, one per event. It returns the stream seq of the last
+// event handed to fn, and done with the read's result when it ended (fn
+// stopped it or failed, the events end short of the tail); otherwise err
+// is a leader read that failed, which a retry from there may not.
+func (s *Store) readLeaderUpTo(ctx context.Context, sessionID string, cur uint64, tail Tail, fn func(*Msg) error) (uint64, bool, error) {
+	for cur < tail.StreamSeq {
+		m, err := s.NextAfter(ctx, sessionID, cur)
+		if err != nil {
+			return cur, false, err
+		}
+		if m == nil || m.StreamSeq > tail.StreamSeq {
+			return cur, true, fmt.Errorf("logstore: %s: stored events end before the tail at stream seq %d", sessionID, tail.StreamSeq)
+		}
+		if err := fn(m); err != nil {
+			return cur, true, stopped(err)
+		}
+		cur = m.StreamSeq
+	}
+	return cur, true, nil
+}
+
+// stopped is fn's error as the read returns it: nil for ErrStop.
+func stopped(err error) error {
+	if err == ErrStop {
+		return nil
+	}
+	return err
+}
+
+// readConsumerUpTo is readLeaderUpTo with an ordered consumer: it creates
+// one from stream seq cur+1 (the creation bounded by the request timeout)
+// and reads until the tail, failing (done false) when the consumer
+// delivers nothing for readStall.
+func (s *Store) readConsumerUpTo(ctx context.Context, loc Location, sessionID string, cur uint64, tail Tail, fn func(*Msg) error) (uint64, bool, error) {
 	// An ordered consumer outlives Stop on the server for its inactive
 	// threshold (nats.go's default is 5 minutes), and a stream takes at
 	// most 1000 consumers by default (nats-server 2.11+): folds at a few
 	// per second then exhaust the stream's consumers and every read fails
 	// (err 10026). Keep the threshold short and delete the consumer once
 	// the read is done.
-	cons, err := s.js.OrderedConsumer(ctx, loc.Stream, jetstream.OrderedConsumerConfig{
+	//
+	// The consumer's own recovery (a new consumer after missed
+	// heartbeats) retries without end by default, each try waiting ten
+	// seconds for its answer: one try, and the stall bound does the rest.
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	cons, err := s.js.OrderedConsumer(cctx, loc.Stream, jetstream.OrderedConsumerConfig{
 		FilterSubjects:    []string{loc.Subject},
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:       afterStreamSeq + 1,
+		OptStartSeq:       cur + 1,
 		InactiveThreshold: readInactiveThreshold,
+		MaxResetAttempts:  1,
 	})
+	cancel()
 	if err != nil {
-		return tail, fmt.Errorf("logstore: read %s: %w", sessionID, err)
+		return cur, false, fmt.Errorf("logstore: read %s: %w", sessionID, err)
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(1000))
 	if err != nil {
-		return tail, fmt.Errorf("logstore: read %s: %w", sessionID, err)
+		s.dropReadConsumer(loc, cons)
+		return cur, false, fmt.Errorf("logstore: read %s: %w", sessionID, err)
 	}
 	defer func() {
 		it.Stop()
-		if ci := cons.CachedInfo(); ci != nil && ci.Name != "" {
-			name := ci.Name
-			go func() {
-				dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = s.js.DeleteConsumer(dctx, loc.Stream, name)
-			}()
-		}
+		s.dropReadConsumer(loc, cons)
 	}()
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-ctx.Done():
-			it.Stop()
-		case <-done:
-		}
-	}()
+	stall := s.readStall()
 	for {
-		jm, err := it.Next()
+		nctx, cancel := context.WithTimeout(ctx, stall)
+		jm, err := it.Next(jetstream.NextContext(nctx))
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
-				return tail, ctx.Err()
+				return cur, true, ctx.Err()
 			}
-			return tail, fmt.Errorf("logstore: read %s: %w", sessionID, err)
+			if errors.Is(err, context.DeadlineExceeded) {
+				err = fmt.Errorf("no event for %v at stream seq %d", stall, cur)
+			}
+			return cur, false, fmt.Errorf("logstore: read %s: %w", sessionID, err)
 		}
 		md, err := jm.Metadata()
 		if err != nil {
-			return tail, err
+			return cur, true, err
 		}
 		m := &Msg{StreamSeq: md.Sequence.Stream, Subject: jm.Subject(), Header: jm.Headers(), Data: jm.Data()}
 		if m.StreamSeq > tail.StreamSeq {
-			return tail, nil
+			return cur, true, nil
 		}
 		if err := fn(m); err != nil {
-			if err == ErrStop {
-				return tail, nil
-			}
-			return tail, err
+			return cur, true, stopped(err)
 		}
-		if m.StreamSeq == tail.StreamSeq {
-			return tail, nil
+		cur = m.StreamSeq
+		if cur == tail.StreamSeq {
+			return cur, true, nil
 		}
 	}
+}
+
+// dropReadConsumer deletes a read's consumer in the background, bounded:
+// the server would drop it after readInactiveThreshold anyway.
+func (s *Store) dropReadConsumer(loc Location, cons jetstream.Consumer) {
+	ci := cons.CachedInfo()
+	if ci == nil || ci.Name == "" {
+		return
+	}
+	name := ci.Name
+	go func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.js.DeleteConsumer(dctx, loc.Stream, name)
+	}()
 }
 
 // Event is a decoded stored event with its stream position.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2"
@@ -61,6 +62,10 @@ type Config struct {
 	Logger      *slog.Logger
 	// FaultHook injects faults in tests (see FaultStage); nil in production.
 	FaultHook func(FaultStage) error
+	// NoGroupCommit sends every append as its own publish or batch,
+	// instead of gathering the appends of different sessions that wait at
+	// once into one atomic batch (commit.go).
+	NoGroupCommit bool
 }
 
 func (c *Config) defaults() {
@@ -111,6 +116,11 @@ type Store struct {
 	erased     jetstream.KeyValue
 	// sources is SESSION_SOURCES, opened on first use.
 	sources sourceIndex
+	// committers gather each stream's appends (commit.go).
+	commitMu                   sync.Mutex
+	committers                 map[string]*committer
+	groupBatches, groupAppends atomic.Uint64
+	groupRefused               atomic.Uint64
 }
 
 // StreamConfig is the configuration of one session stream of the contract
@@ -159,6 +169,8 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 		tails:   tails,
 		log:     cfg.Logger,
 		replies: natsreq.New(nc, natsreq.DefaultMax),
+
+		committers: map[string]*committer{},
 	}
 	if err := s.choosePartitions(ctx); err != nil {
 		return nil, err
@@ -283,7 +295,9 @@ func (s *Store) msgGet(ctx context.Context, stream string, req msgGetRequest) (*
 // too), with its headers decoded; nil, nil when there is no such message.
 func (s *Store) msgGetStored(ctx context.Context, stream string, req msgGetRequest) (*storedMsg, nats.Header, error) {
 	b, _ := json.Marshal(req)
-	ctx, cancel := s.withTimeout(ctx)
+	// One request, bounded by the request timeout even under a longer
+	// deadline: a reply lost with a paused leader never comes.
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	reply, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+stream, b)
 	if err != nil {

@@ -2,7 +2,6 @@ package natstest
 
 import (
 	"fmt"
-	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -35,15 +34,23 @@ func (l Layout) String() string {
 // Replicas is the replica count of the store's streams and buckets.
 func (l Layout) Replicas() int { return max(l.Nodes, 1) }
 
+// Subtests is what ForEachLayout needs of a *testing.T (T is *testing.T):
+// the package names no testing type, so the sessionlog binary, whose
+// benchmarks start servers through it, does not link package testing.
+type Subtests[T any] interface {
+	Helper()
+	Run(name string, f func(T)) bool
+}
+
 // ForEachLayout runs f as one subtest per layout given, or per layout of
 // Layouts when none is.
-func ForEachLayout(t *testing.T, f func(t *testing.T, l Layout), layouts ...Layout) {
+func ForEachLayout[T Subtests[T]](t T, f func(t T, l Layout), layouts ...Layout) {
 	t.Helper()
 	if len(layouts) == 0 {
 		layouts = Layouts()
 	}
 	for _, l := range layouts {
-		t.Run(l.String(), func(t *testing.T) { f(t, l) })
+		t.Run(l.String(), func(t T) { f(t, l) })
 	}
 }
 

@@ -13,23 +13,23 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionlog/sessionlog/internal/netproxy"
 )
 
-// TB is the part of testing.TB the helpers need.
+// TB is the part of testing.TB the helpers need (natstest_test.go holds
+// testing.TB to it).
 type TB interface {
 	Helper()
 	Fatalf(format string, args ...any)
 	TempDir() string
 	Cleanup(func())
 }
-
-var _ TB = (testing.TB)(nil)
 
 // Options returns embedded-server options for a JetStream node storing in dir.
 func Options(dir string) *server.Options {
@@ -112,6 +112,24 @@ func Connect(t TB, s *server.Server, opts ...nats.Option) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// ConnectThrough connects to s through a pausable proxy: pausing it loses
+// the replies of every request in flight, as a paused or crashed node
+// loses them; the connection reconnects at once when it resumes.
+func ConnectThrough(t TB, s *server.Server) (*nats.Conn, *netproxy.Proxy) {
+	t.Helper()
+	p, err := netproxy.New(strings.TrimPrefix(s.ClientURL(), "nats://"))
+	if err != nil {
+		t.Fatalf("natstest: proxy: %v", err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	nc, err := nats.Connect("nats://"+p.Addr(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatalf("natstest: connect: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc, p
 }
 
 // JetStream is JetStream on the test's own connection nc, for what a test

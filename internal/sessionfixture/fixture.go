@@ -94,6 +94,10 @@ func Events(id string) []schema.Envelope {
 func Finish(id string) []schema.Envelope {
 	evs := build(id, T0.Add(time.Hour), []ev{
 		{typ: schema.TypeSessionResumed, data: map[string]any{"by": "bob"}},
+		{typ: schema.TypeSessionTitled, data: map[string]any{"title": "Fix TestFlaky"}},
+		// The model's context goes back to the first turn's end: the
+		// second turn, repaired, is abandoned.
+		{typ: schema.TypeContextRewound, data: map[string]any{"toEventId": id + "-e29", "toSeq": 29}},
 		{typ: schema.TypeGoalUpdated, data: map[string]any{"revision": 2, "objective": "Make TestFlaky pass", "acceptance": []string{"go test passes", "no sleep added"}, "status": "done"}},
 		{typ: schema.TypeSessionClosed, data: map[string]any{"reason": "done"}},
 	})

@@ -151,6 +151,10 @@ func Map(e *schema.Envelope) []Update {
 		var d schema.SessionCreated
 		_ = e.DecodeData(&d)
 		return []Update{{SessionUpdate: SessionInfoUpdate, Title: d.Title, UpdatedAt: stamp(e.Time), Meta: metaOf(e, true)}}
+	case schema.TypeSessionTitled:
+		var d schema.SessionTitled
+		_ = e.DecodeData(&d)
+		return []Update{{SessionUpdate: SessionInfoUpdate, Title: d.Title, UpdatedAt: stamp(e.Time), Meta: metaOf(e, true)}}
 	case schema.TypeMessageUser:
 		var d schema.Message
 		_ = e.DecodeData(&d)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
@@ -27,6 +28,7 @@ type toyLine struct {
 	Error  bool            `json:"error"`
 	Stop   string          `json:"stop"`
 	Input  json.RawMessage `json:"input"`
+	Time   time.Time       `json:"time"`
 }
 
 func (toy) Name() string                   { return "toy" }
@@ -34,24 +36,33 @@ func (toy) IsSessionFile(path string) bool { return strings.HasSuffix(path, ".js
 func (toy) SessionID(path string, _ []byte) (string, error) {
 	return SessionID("toy", strings.TrimSuffix(filepath.Base(path), ".jsonl")), nil
 }
-func (toy) NewMapper(string) Mapper         { return toyMapper{} }
+func (toy) NewMapper(string) Mapper         { return &toyMapper{} }
 func (toy) Export(io.Writer, *Export) error { return errors.New("not used") }
 
-type toyMapper struct{}
+// toyMapper rewinds as pi does: a prompt whose parent is not the line
+// before it goes back to where its parent's events end.
+type toyMapper struct {
+	last string
+}
 
-func (toyMapper) Decode(raw []byte) (Line, error) {
+func (*toyMapper) Decode(raw []byte) (Line, error) {
 	var l toyLine
 	if err := json.Unmarshal(raw, &l); err != nil {
 		return Line{}, err
 	}
-	return Line{Key: l.ID, ID: l.ID, Parent: l.Parent, Value: l}, nil
+	return Line{Key: l.ID, Time: l.Time, Value: l}, nil
 }
 
-func (toyMapper) Map(b *Builder, line Line) {
+func (m *toyMapper) Map(b *Builder, line Line) {
 	l := line.Value.(toyLine)
+	prev := m.last
+	m.last = l.ID
 	text, _ := json.Marshal(l.Text)
 	switch l.Kind {
 	case "user":
+		if prev != "" && l.Parent != prev {
+			b.Rewind(l.Parent)
+		}
 		b.Prompt(text)
 	case "assistant":
 		a := Assistant{ID: l.Msg, Stop: l.Stop}
@@ -169,7 +180,10 @@ func TestReadFileMapsTurnsToolsAndTornLine(t *testing.T) {
 	}
 }
 
-func TestReadFileBranchForksAtSafeCut(t *testing.T) {
+// A prompt that goes back to an earlier line is a rewind in the same
+// session: every line is mapped where it stands, and the model's context
+// continues from the earlier line.
+func TestReadFileRewindStaysInTheSession(t *testing.T) {
 	p := write(t,
 		`{"id":"u1","kind":"user","text":"one"}`+"\n",
 		`{"id":"a1","parent":"u1","kind":"assistant","text":"first","stop":"end_turn"}`+"\n",
@@ -183,24 +197,31 @@ func TestReadFileBranchForksAtSafeCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.plans) != 2 || c.plans[1].ID != "toy-s1-b1" || c.plans[1].Fork == nil {
-		t.Fatalf("plans = %+v", c.plans)
+	if len(c.plans) != 1 || len(res.Sessions) != 1 || res.Lines != 6 {
+		t.Fatalf("plans = %+v, result %+v", c.plans, res)
 	}
 	main := c.events["toy-s1"]
-	// The main path is u1 a1 u3 a3; u2 and a2 are kept as source lines only.
-	if s := render(main); !strings.Contains(s, "two, rewritten") || strings.Contains(s, `"content":"two"`) {
-		t.Errorf("main:\n%s", s)
+	s := render(main)
+	for _, want := range []string{`"content":"two"`, "two, rewritten", `context/rewound [] {"toEventId":"a1.3","toSeq":`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("no %q in\n%s", want, s)
+		}
 	}
-	fork := c.plans[1].Fork
-	if fork.ParentID != "toy-s1" || main[fork.Seq-1].EventID != "a1.3" {
-		t.Errorf("fork at %+v, main:\n%s", fork, render(main))
+	var rw schema.ContextRewound
+	var abandoned []string
+	for _, e := range main {
+		if e.Type == schema.TypeContextRewound {
+			_ = json.Unmarshal(e.Data, &rw)
+		}
 	}
-	child := c.events["toy-s1-b1"]
-	if len(child) == 0 || child[0].Seq != fork.Seq+2 || child[0].Type != schema.TypeTurnStarted {
-		t.Errorf("child:\n%s", render(child))
+	if main[rw.ToSeq-1].EventID != "a1.3" {
+		t.Errorf("rewound to seq %d:\n%s", rw.ToSeq, s)
 	}
-	if res.Lines != 6 || len(res.Sessions) != 2 {
-		t.Errorf("result %+v", res)
+	for _, e := range VisibleEvents(main) {
+		abandoned = append(abandoned, string(e.Data))
+	}
+	if got := strings.Join(abandoned, " "); strings.Contains(got, `"two"`) || strings.Contains(got, "second") || !strings.Contains(got, "other") {
+		t.Errorf("model-visible: %s", got)
 	}
 	x, err := NewExport("toy", main)
 	if err != nil {
@@ -244,15 +265,28 @@ func TestSourceLineOverLimitSplitsIntoParts(t *testing.T) {
 }
 
 func TestSessionIDRules(t *testing.T) {
-	if got := SessionID("cc", "a b/c.d"); got != "cc-a-b-c-d" {
+	if got := SessionID("cc", "55604662-cf2a-4331-851a-ec234028f8ca"); got != "cc-55604662-cf2a-4331-851a-ec234028f8ca" {
+		t.Errorf("a valid id changed: %q", got)
+	}
+	got := SessionID("cc", "a b/c.d")
+	if !strings.HasPrefix(got, "cc-a-b-c-d-") || len(got) != len("cc-a-b-c-d-")+16 || !schema.ValidSessionID(got) {
 		t.Errorf("got %q", got)
 	}
+	if dot, dash := SessionID("cc", "a.b"), SessionID("cc", "a-b"); dot == dash {
+		t.Errorf("a.b and a-b are both %s", dot)
+	}
 	long := SessionID("cc", strings.Repeat("x", 200))
-	if len(long) != 128 || !schema.ValidSessionID(long) || long[119] != '-' {
+	if len(long) != 128 || !schema.ValidSessionID(long) || long[111] != '-' {
 		t.Errorf("long id %q (%d)", long, len(long))
 	}
 	if other := SessionID("cc", strings.Repeat("x", 199)+"y"); other == long {
 		t.Error("two long ids collide")
+	}
+	if a, b := FileSessionID("cc-dup", "proj-a/dup.jsonl"), FileSessionID("cc-dup", "proj-b/dup.jsonl"); a == b || !schema.ValidSessionID(a) {
+		t.Errorf("file ids %q, %q", a, b)
+	}
+	if g := GenerationID("cc-x", 2); g != "cc-x-r2" {
+		t.Errorf("generation 2 of cc-x is %q", g)
 	}
 }
 
@@ -276,9 +310,10 @@ func TestDuplicateKeysGiveUniqueEventIDs(t *testing.T) {
 	}
 }
 
-// A branch whose branch point is not a safe cut (a call is open there)
-// is a session of its own, the whole path root to leaf, labelled branchOf.
-func TestBranchAtUnsafeCutIsOwnSession(t *testing.T) {
+// A second result for a call (a line the agent wrote twice, on two
+// branches) is kept as its source line, mapped to nothing: one session,
+// one result per call.
+func TestSecondResultIsKeptAsLineOnly(t *testing.T) {
 	p := write(t,
 		`{"id":"u1","kind":"user","text":"one"}`+"\n",
 		`{"id":"a1","parent":"u1","kind":"assistant","call":"c1","stop":"tool_use"}`+"\n",
@@ -286,23 +321,116 @@ func TestBranchAtUnsafeCutIsOwnSession(t *testing.T) {
 		`{"id":"r2","parent":"a1","kind":"result","call":"c1","text":"other"}`+"\n",
 	)
 	var c collect
+	res, err := ReadFile(toy{}, p, Options{}, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.plans) != 1 || res.Lines != 4 {
+		t.Fatalf("plans %+v, result %+v", c.plans, res)
+	}
+	m := render(c.events["toy-s1"])
+	if !strings.Contains(m, `tool/result [t.u1 c1] {"status":"ok","output":"ok"}`) || strings.Contains(m, `"output":"other"`) {
+		t.Errorf("main:\n%s", m)
+	}
+	x, err := NewExport("toy", c.events["toy-s1"])
+	if err != nil || len(x.Lines) != 4 {
+		t.Errorf("export: %v %+v", err, x)
+	}
+}
+
+// An export to another format leaves out what a rewind abandoned, an
+// open call included: it is neither written nor answered.
+func TestExportLeavesOutAbandonedCall(t *testing.T) {
+	p := write(t,
+		`{"id":"u1","kind":"user","text":"one"}`+"\n",
+		`{"id":"a1","parent":"u1","kind":"assistant","msg":"m1","text":"trying","call":"c1","stop":"tool_use"}`+"\n",
+		`{"id":"u2","parent":"u1","kind":"user","text":"no, this"}`+"\n",
+	)
+	var c collect
 	if _, err := ReadFile(toy{}, p, Options{}, &c); err != nil {
 		t.Fatal(err)
 	}
-	if len(c.plans) != 2 || c.plans[1].Fork != nil || c.plans[1].FirstSeq != 1 {
-		t.Fatalf("plans %+v", c.plans)
+	x, err := NewExport("other", c.events["toy-s1"])
+	if err != nil {
+		t.Fatal(err)
 	}
-	b := render(c.events["toy-s1-b1"])
-	// The main path ends at the last line (r2); r1 is the branch.
-	for _, want := range []string{`"labels":{"branchOf":"toy-s1"}`, `message/user [t.u1] {"content":"one"}`, `"output":"ok"`} {
-		if !strings.Contains(b, want) {
-			t.Errorf("no %q in\n%s", want, b)
+	for _, e := range x.Events {
+		if e.Type == schema.TypeToolRequested || e.Type == schema.TypeMessageAssistant {
+			t.Errorf("the export holds abandoned %s %s", e.Type, e.Data)
 		}
 	}
-	if strings.Contains(b, `"output":"other"`) {
-		t.Errorf("the branch holds the main path's result:\n%s", b)
+	if u := x.Unanswered(); len(u) != 0 {
+		t.Errorf("unanswered: %v", u)
 	}
-	if m := render(c.events["toy-s1"]); !strings.Contains(m, `"output":"other"`) || strings.Contains(m, `"output":"ok"`) {
-		t.Errorf("main:\n%s", m)
+	if s := render(x.Events); !strings.Contains(s, "no, this") || !strings.Contains(s, "context/rewound") {
+		t.Errorf("export events:\n%s", s)
+	}
+}
+
+// A title known only after session/created (the first prompt after more
+// lines than are held) is session/titled; a file's first lines map to
+// nothing until the prompt or the held bound, whatever they end with.
+func TestLateTitleIsSessionTitled(t *testing.T) {
+	var lines []string
+	for i := range holdLines {
+		lines = append(lines, fmt.Sprintf(`{"id":"x%d","kind":"mystery"}`+"\n", i))
+	}
+	lines = append(lines, `{"id":"u1","kind":"user","text":"the title\nand more"}`+"\n")
+	var c collect
+	if _, err := ReadFile(toy{}, write(t, lines[:3]...), Options{}, &c); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(c.events["toy-s1"]); n != 0 {
+		t.Fatalf("3 lines without a prompt gave %d events", n)
+	}
+	c = collect{}
+	if _, err := ReadFile(toy{}, write(t, lines...), Options{}, &c); err != nil {
+		t.Fatal(err)
+	}
+	s := render(c.events["toy-s1"])
+	if !strings.Contains(s, `1 created session/created [] {"agent":"toy"}`) || !strings.Contains(s, `session/titled [] {"title":"the title"}`) {
+		t.Errorf("events:\n%s", s)
+	}
+}
+
+// A line without a time takes the previous line's; before any line with
+// one, the file's modification time (Options.ModTime, else the file's),
+// or, for the lines held for the first prompt, the prompt's: never the
+// epoch.
+func TestLineWithoutTimeTakesFileTime(t *testing.T) {
+	p := write(t, `{"id":"u1","kind":"user","text":"one"}`+"\n")
+	mtime := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	if err := os.Chtimes(p, mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+	var c collect
+	if _, err := ReadFile(toy{}, p, Options{}, &c); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range c.events["toy-s1"] {
+		if !e.Time.Equal(mtime) {
+			t.Errorf("seq %d at %v, want the file's %v", e.Seq, e.Time, mtime)
+		}
+	}
+	given := mtime.Add(time.Hour)
+	c = collect{}
+	if _, err := ReadFile(toy{}, p, Options{ModTime: given}, &c); err != nil {
+		t.Fatal(err)
+	}
+	if e := c.events["toy-s1"][0]; !e.Time.Equal(given) {
+		t.Errorf("seq 1 at %v, want Options.ModTime %v", e.Time, given)
+	}
+	// Lines held for the first prompt take its time when it has one: the
+	// modification time of a file that grows changes.
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	p = write(t, `{"id":"x1","kind":"mystery"}`+"\n", `{"id":"u1","kind":"user","text":"one","time":"2026-01-02T03:04:05Z"}`+"\n")
+	c = collect{}
+	if _, err := ReadFile(toy{}, p, Options{}, &c); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range c.events["toy-s1"] {
+		if !e.Time.Equal(at) {
+			t.Errorf("seq %d (%s) at %v, want the prompt's %v", e.Seq, e.EventID, e.Time, at)
+		}
 	}
 }

@@ -62,7 +62,6 @@ const (
 	LabelGitBranch = "gitBranch"
 	LabelVersion   = "version"
 	LabelHost      = "host"
-	LabelBranchOf  = "branchOf"
 )
 
 // Stats counts what a mapping did.
@@ -90,6 +89,9 @@ type Builder struct {
 	at    time.Time
 	steps int // mapped steps of the line
 	notes []string
+	// known is the last time a line gave; defaultAt the time of lines
+	// that say none before any line does.
+	known, defaultAt time.Time
 
 	meta      schema.SessionCreated
 	created   bool
@@ -99,17 +101,27 @@ type Builder struct {
 	compact   string
 	usedTurns map[string]bool
 	usedKeys  map[string]bool
-	calls     map[string]string // source call id -> tool call id
+	calls     map[string]string  // source call id -> tool call id
+	lineEnds  map[string]lineEnd // line key -> its last event, for Rewind
 	stats     Stats
 	err       error
 }
 
 // pending is an assistant message whose lines are still coming.
+// Its events take the ids of the lines they come from: the message the
+// id of its first line, each call those of the line that holds it.
 type pending struct {
 	id, attempt, model string
+	eventID            string // of message/assistant
 	content            []json.RawMessage
-	calls              []ToolCall
+	calls              []pendingCall
 	usage              json.RawMessage
+}
+
+type pendingCall struct {
+	ToolCall
+	requested, started string // event ids
+	fallback           string // the call id when the source gives none
 }
 
 // maxLabel bounds a label value of session/created.
@@ -127,7 +139,7 @@ func NewBuilder(format, id string, maxEventBytes int, emit func(schema.Envelope)
 		maxEventBytes = schema.DefaultMaxEventBytes
 	}
 	return &Builder{format: format, id: id, st: session.New(id), emit: emit, maxBytes: maxEventBytes,
-		meta: schema.SessionCreated{Agent: format}, usedTurns: map[string]bool{}, usedKeys: map[string]bool{}, calls: map[string]string{}}
+		meta: schema.SessionCreated{Agent: format}, usedTurns: map[string]bool{}, usedKeys: map[string]bool{}, calls: map[string]string{}, lineEnds: map[string]lineEnd{}}
 }
 
 // SessionID is the id of the session being built.
@@ -143,15 +155,14 @@ func (b *Builder) Stats() Stats { return b.stats }
 func (b *Builder) Err() error { return b.err }
 
 // Meta adds what the line says of the session: a title (the first one
-// given wins) and labels (the first value of each key wins). It counts
+// given wins) and labels (the first value of each key wins). Labels count
 // only before session/created is written (the first prompt or other
-// mapped step), so a file that grows keeps its session/created.
+// mapped step), so a file that grows keeps its session/created; a title
+// that comes after it, when it has none, is session/titled.
 func (b *Builder) Meta(m Meta) {
+	b.title(m.Title)
 	if b.created {
 		return
-	}
-	if b.meta.Title == "" && m.Title != "" {
-		b.meta.Title = Title(m.Title)
 	}
 	for k, v := range m.Labels {
 		if v == "" {
@@ -166,6 +177,16 @@ func (b *Builder) Meta(m Meta) {
 		if _, ok := b.meta.Labels[k]; !ok {
 			b.meta.Labels[k] = v
 		}
+	}
+}
+
+// title names the session with t (its first line) unless it has a name.
+func (b *Builder) title(t string) {
+	if b.meta.Title != "" || b.err != nil {
+		return
+	}
+	if b.meta.Title = Title(t); b.meta.Title != "" && b.created {
+		b.add(schema.Envelope{Type: schema.TypeSessionTitled}, schema.SessionTitled{Title: b.meta.Title})
 	}
 }
 
@@ -184,11 +205,19 @@ func Title(s string) string {
 
 // startLine begins mapping line index with key and time.
 func (b *Builder) startLine(index int, key string, at time.Time) {
+	if !at.IsZero() {
+		b.known = at
+	}
+	// A line without a time shows its predecessor's; before any line
+	// gave one, the file's (but the lines held for the first prompt take
+	// the time of the line that releases them, when it has one: a file
+	// read while it grows has another modification time each time).
+	at = b.known
 	if at.IsZero() {
-		at = b.at // a line without a time shows its predecessor's
+		at = b.defaultAt
 	}
 	if at.IsZero() {
-		at = time.Unix(0, 0).UTC()
+		at = time.Unix(0, 0).UTC() // a Builder driven without a file
 	}
 	k := lineKey(key, index)
 	if b.usedKeys[k] {
@@ -222,9 +251,7 @@ func (b *Builder) Prompt(content json.RawMessage) {
 	if !b.step() {
 		return
 	}
-	if b.meta.Title == "" {
-		b.meta.Title = Title(TextOf(content))
-	}
+	b.title(TextOf(content))
 	b.ensureCreated()
 	if b.st.Turn != nil {
 		b.interruptTurn(b.replied)
@@ -305,11 +332,15 @@ func (b *Builder) Assistant(a Assistant) {
 		}
 		attempt := "a." + b.key
 		b.add(schema.Envelope{Type: schema.TypeAttemptStarted, TurnID: b.turnID(), AttemptID: attempt}, schema.AttemptStarted{Model: a.Model})
-		b.msg = &pending{id: a.ID, attempt: attempt, model: a.Model}
+		b.msg = &pending{id: a.ID, attempt: attempt, model: a.Model, eventID: b.nextID()}
 	}
 	m := b.msg
 	m.content = append(m.content, a.Content...)
-	m.calls = append(m.calls, a.Calls...)
+	for _, c := range a.Calls {
+		pc := pendingCall{ToolCall: c, fallback: "c." + b.key + "." + fmt.Sprint(b.n)}
+		pc.requested, pc.started = b.nextID(), b.nextID()
+		m.calls = append(m.calls, pc)
+	}
 	if len(a.Usage) > 0 {
 		m.usage = a.Usage
 	}
@@ -332,11 +363,11 @@ func (b *Builder) finishMessage(stop string) {
 	if len(m.content) > 0 {
 		content, _ = json.Marshal(m.content)
 	}
-	b.add(schema.Envelope{Type: schema.TypeMessageAssistant, TurnID: turn, AttemptID: m.attempt}, schema.Message{Content: content, Usage: m.usage})
+	b.add(schema.Envelope{Type: schema.TypeMessageAssistant, TurnID: turn, AttemptID: m.attempt, EventID: m.eventID}, schema.Message{Content: content, Usage: m.usage})
 	for _, c := range m.calls {
 		id := ItemID(c.ID)
 		if id == "" {
-			id = "c." + b.key + "." + fmt.Sprint(b.n)
+			id = c.fallback
 		}
 		if _, used := b.st.Tools[id]; used {
 			b.Skip("tool call " + id + " requested twice")
@@ -350,8 +381,8 @@ func (b *Builder) finishMessage(stop string) {
 		if name == "" {
 			name = "(unnamed)" // sessionlog needs a name; the source line keeps the truth
 		}
-		b.add(schema.Envelope{Type: schema.TypeToolRequested, TurnID: turn, ToolCallID: id}, schema.ToolRequested{Name: name, Input: input})
-		b.add(schema.Envelope{Type: schema.TypeToolStarted, TurnID: turn, ToolCallID: id}, struct{}{})
+		b.add(schema.Envelope{Type: schema.TypeToolRequested, TurnID: turn, ToolCallID: id, EventID: c.requested}, schema.ToolRequested{Name: name, Input: input})
+		b.add(schema.Envelope{Type: schema.TypeToolStarted, TurnID: turn, ToolCallID: id, EventID: c.started}, struct{}{})
 		b.calls[c.ID] = id
 	}
 	b.replied = len(m.calls) == 0
@@ -507,6 +538,9 @@ func (b *Builder) put(e schema.Envelope) {
 		return
 	}
 	b.stats.Events++
+	if i := strings.LastIndexByte(e.EventID, '.'); i > 0 {
+		b.lineEnds[e.EventID[:i]] = lineEnd{e.Seq, e.EventID}
+	}
 	if err := b.emit(e); err != nil {
 		b.err = err
 	}
@@ -611,6 +645,7 @@ func (b *Builder) sourceLine(raw []byte) {
 	}
 	for _, e := range out {
 		if !b.created {
+			e.Time = b.known // zero: the releasing line's time
 			b.held = append(b.held, e)
 			if len(b.held) >= holdLines {
 				b.ensureCreated()
@@ -669,12 +704,12 @@ func escapedLen(r rune) int {
 	return utf8.RuneLen(r)
 }
 
-// finish ends the mapping: source lines still held get their
-// session/created (a file with no prompt yet).
+// finish ends the mapping. Source lines still held (a file with no
+// prompt yet) stay held: what a file maps to must not depend on where it
+// ends, so that a file that grows gives the same events for its old
+// lines (session/created would otherwise lose the title the prompt
+// brings). They come with the prompt, or once holdLines are held.
 func (b *Builder) finish() error {
-	if len(b.held) > 0 {
-		b.ensureCreated()
-	}
 	return b.err
 }
 

@@ -4,20 +4,16 @@
 // projector's export drive it; a package per format (claudecode, codex, pi)
 // implements Format.
 //
-// # How a file becomes sessions
+// # How a file becomes a session
 //
-// ReadFile reads one file line by line, twice: a first pass collects only
-// the tree links of each line (Line.ID, Line.Parent) to find the main path
-// (the root to the last tree line of the file) and the branches; a second
-// pass per session maps the lines and hands the events to a Sink one by one,
-// so one session at a time is in memory, never the whole directory. The
-// main session keeps every complete line of the file as a source/line
-// event, in file order (lines of other branches too, mapped to nothing), so
-// an export to the file's own format gives the file back. Each branch (a
-// leaf off the main path, in file order of the branch's first line) becomes
-// the session "<main>-b<n>": a fork child of the main session at the seq
-// right after its branch point's events when that seq is a safe cut
-// (Plan.Fork), else a session of its own labelled branchOf.
+// ReadFile reads one file line by line, once, and maps every line, in
+// file order, into one session whose events it hands to a Sink one by one
+// (a file is one session; its tree, where the format has one, does not
+// make sessions). Every complete line is also a source/line event, so an
+// export to the file's own format gives the file back. A prompt that goes
+// back in the file's tree is a rewind (Builder.Rewind, context/rewound):
+// the model-visible context continues from an earlier line, the
+// abandoned part staying in the log; VisibleEvents gives that context.
 //
 // Event ids come from the source: the line's Key (its uuid or entry id; the
 // line index when it has none) and the index of the event within the line
@@ -40,17 +36,17 @@
 //   - NewMapper returns the per-file, per-pass state. Its Decode parses one
 //     complete line (an error marks the line damaged: skipped with a warning
 //     naming file and line, or left for later when it is the last line) and
-//     returns a Line with Key, ID/Parent (empty ID: the line is not part of
-//     the tree and belongs to the main session), Time and the parsed value.
+//     returns a Line with Key, Time and the parsed value. Decode may be
+//     called twice for a line (Continuation.Check); keep the mapper's
+//     state in Map.
 //     Map then drives the Builder with the semantic steps of the line:
 //     Meta (title, labels), Prompt, Assistant (one call per line; lines that
 //     share a message id are one message), ToolResult, EndTurn, Interrupt,
-//     CompactionStart/CompactionEnd (or Compaction for both), Skip. The
+//     CompactionStart/CompactionEnd (or Compaction for both), Rewind,
+//     Skip. The
 //     Builder checks every event against pkg/session's rules and turns a
 //     step that does not fit (a result for an unknown call, a turn end with
 //     a call open) into a counted skip, so a format never has to.
-//     A mapper may also be a Replayer: ReadFile then decodes each line
-//     once, handing the main pass the first pass's lines.
 //   - Export writes a session back. Export.Lines holds the verbatim source
 //     lines when the session was imported from this format (write them
 //     first, as they are), and Export.Events the mapped events that follow

@@ -25,6 +25,9 @@ type Export struct {
 	Events []schema.Envelope
 	// State is the fold of the whole session.
 	State *session.State
+	// abandoned holds the seqs of the model-visible events a rewind
+	// abandoned (left out of Events).
+	abandoned map[uint64]bool
 }
 
 // NewExport prepares the events of one session, seq 1 on, for an export
@@ -67,9 +70,22 @@ func NewExport(format string, events []schema.Envelope) (*Export, error) {
 			x.Lines = append(x.Lines, json.RawMessage(append([]byte(nil), text...)))
 		}
 	}
+	// A rewind abandons the messages after its point: an export gives
+	// the conversation the model continues, without them.
+	var kept map[uint64]bool
+	if x.State.Rewinds > 0 {
+		kept = visible(events, false)
+	}
 	for i := lastLine + 1; i < len(events); i++ {
-		if events[i].Type != TypeSourceLine {
-			x.Events = append(x.Events, events[i])
+		e := &events[i]
+		switch {
+		case kept != nil && (modelVisible(e.Type) || e.Type == schema.TypeCompactionEnded) && !kept[e.Seq]:
+			if x.abandoned == nil {
+				x.abandoned = map[uint64]bool{}
+			}
+			x.abandoned[e.Seq] = true
+		case e.Type != TypeSourceLine:
+			x.Events = append(x.Events, *e)
 		}
 	}
 	return x, nil
@@ -77,11 +93,12 @@ func NewExport(format string, events []schema.Envelope) (*Export, error) {
 
 // Unanswered lists the tool calls that have no result at the end of the
 // session, in the order they were requested: an export must answer them
-// (with an error result saying the outcome is not known).
+// (with an error result saying the outcome is not known). A call a
+// rewind abandoned is not among them: the export does not hold it.
 func (x *Export) Unanswered() []*session.ToolCall {
 	var out []*session.ToolCall
 	for _, t := range x.State.Tools {
-		if t.Open() {
+		if t.Open() && !x.abandoned[t.StartSeq] {
 			out = append(out, t)
 		}
 	}
@@ -174,3 +191,68 @@ func ProviderOf(model string, meta schema.SessionCreated) (provider, name string
 // LabelModelProvider is the model provider a session's source names
 // (codex's session_meta.model_provider).
 const LabelModelProvider = "modelProvider"
+
+// VisibleEvents are the events of a session (seq 1 on, in order) that
+// the model sees now, in the order it reads them: the summary
+// (compaction/ended) of the compaction that stands, then the messages,
+// tool calls and results after it, without what a rewind abandoned.
+func VisibleEvents(events []schema.Envelope) []schema.Envelope {
+	bySeq := make(map[uint64]int, len(events))
+	for i := range events {
+		bySeq[events[i].Seq] = i
+	}
+	var out []schema.Envelope
+	for _, s := range modelContext(events, true).Seqs() {
+		out = append(out, events[bySeq[s]])
+	}
+	return out
+}
+
+// visible is the set of seqs the model sees, of the events modelVisible
+// says it can see and of the compaction summaries; compact false leaves
+// what the compactions replaced in (all but what a rewind abandoned).
+func visible(events []schema.Envelope, compact bool) map[uint64]bool {
+	seen := map[uint64]bool{}
+	for _, s := range modelContext(events, compact).Seqs() {
+		seen[s] = true
+	}
+	return seen
+}
+
+// modelContext follows the model's context through events.
+func modelContext(events []schema.Envelope, compact bool) *session.Context {
+	c := session.NewContext()
+	for i := range events {
+		e := &events[i]
+		switch e.Type {
+		case schema.TypeCompactionEnded:
+			if !compact {
+				c.Add(e.Seq)
+				continue
+			}
+			var d schema.CompactionEnded
+			if e.DecodeData(&d) == nil {
+				c.Compact(e.Seq, d.ThroughSeq)
+			}
+		case schema.TypeContextRewound:
+			var d schema.ContextRewound
+			if e.DecodeData(&d) == nil {
+				c.Rewind(e.Seq, d.ToSeq)
+			}
+		default:
+			if modelVisible(e.Type) {
+				c.Add(e.Seq)
+			}
+		}
+	}
+	return c
+}
+
+// modelVisible says which events are part of what the model reads.
+func modelVisible(typ string) bool {
+	switch typ {
+	case schema.TypeMessageUser, schema.TypeMessageAssistant, schema.TypeToolRequested, schema.TypeToolResult:
+		return true
+	}
+	return false
+}

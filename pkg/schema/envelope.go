@@ -146,6 +146,20 @@ type SessionResumed struct {
 	By string `json:"by"`
 }
 
+// SessionTitled names a session whose session/created had no title (the
+// title became known later: an imported file's summary or first prompt).
+type SessionTitled struct {
+	Title string `json:"title"`
+}
+
+// ContextRewound: the model's context continues from the event at ToSeq
+// (its id ToEventID); the events after it, up to the rewind, stay in the
+// log but are no longer part of what the model sees.
+type ContextRewound struct {
+	ToEventID string `json:"toEventId"`
+	ToSeq     uint64 `json:"toSeq"`
+}
+
 type TurnStarted struct {
 	Input json.RawMessage `json:"input,omitempty"`
 }
@@ -172,6 +186,14 @@ type ToolRequested struct {
 type ToolResult struct {
 	Status string          `json:"status"`
 	Output json.RawMessage `json:"output,omitempty"`
+}
+
+// ToolLateResult is the data of tool/late-result: a call's result that
+// came after a repair closed the call.
+type ToolLateResult struct {
+	ToolCallID string          `json:"toolCallId"`
+	Status     string          `json:"status"`
+	Output     json.RawMessage `json:"output,omitempty"`
 }
 
 type ApprovalRequested struct {

@@ -34,6 +34,11 @@ const (
 	TypeJobEnded          = "job/ended"
 	TypeRepairApplied     = "repair/applied"
 	TypeForkCommitted     = "fork/committed"
+	TypeContextRewound    = "context/rewound"
+	TypeSessionTitled     = "session/titled"
+	// TypeToolLateResult (ignorable) records a result that came after a
+	// repair had closed its call: the repair's result stands.
+	TypeToolLateResult = "tool/late-result"
 )
 
 // Enumerated data values.
@@ -80,6 +85,9 @@ type Spec struct {
 	// ServiceOnly types are written by sessionlog's own services
 	// (repairer, forker), never accepted from an agent.
 	ServiceOnly bool
+	// Ignorable types are registered for their data checks but are
+	// always marked ignorable: an older reader may skip them.
+	Ignorable bool
 	// check decodes and validates data.
 	check func(e *Envelope) error
 }
@@ -193,6 +201,10 @@ func init() {
 	register(&Spec{Type: TypeSessionPaused, check: dataCheck(func(d *Reason) error { return need("reason", d.Reason) })})
 	register(&Spec{Type: TypeSessionResumed, check: dataCheck(func(d *SessionResumed) error { return need("by", d.By) })})
 	register(&Spec{Type: TypeSessionClosed, check: dataCheck(func(d *Reason) error { return need("reason", d.Reason) })})
+	register(&Spec{Type: TypeSessionTitled, check: dataCheck(func(d *SessionTitled) error { return need("title", d.Title) })})
+	register(&Spec{Type: TypeContextRewound, check: dataCheck(func(d *ContextRewound) error {
+		return firstErr(need("toEventId", d.ToEventID), needSeq("toSeq", d.ToSeq))
+	})})
 	register(&Spec{Type: TypeTurnStarted, IDs: IDTurn, check: dataCheck[TurnStarted](nil)})
 	register(&Spec{Type: TypeTurnEnded, IDs: IDTurn, check: dataCheck(func(d *Reason) error {
 		return oneOf("reason", d.Reason, TurnCompleted, TurnInterrupted, TurnAborted, TurnFailed)
@@ -252,6 +264,9 @@ func init() {
 			}
 		}
 		return nil
+	})})
+	register(&Spec{Type: TypeToolLateResult, Ignorable: true, check: dataCheck(func(d *ToolLateResult) error {
+		return firstErr(needID("toolCallId", d.ToolCallID), oneOf("status", d.Status, ToolOK, ToolError))
 	})})
 	register(&Spec{Type: TypeForkCommitted, ServiceOnly: true, check: dataCheck(func(d *ForkCommitted) error {
 		return needSeq("seedLength", d.SeedLength)
@@ -405,7 +420,10 @@ func validateType(e *Envelope, opt ValidateOptions) error {
 		}
 		return nil
 	}
-	if e.Ignorable {
+	if e.Ignorable != spec.Ignorable {
+		if spec.Ignorable {
+			return bad("type %q must be marked ignorable", e.Type)
+		}
 		return bad("type %q is a known required type and cannot be marked ignorable", e.Type)
 	}
 	if opt.Origin == OriginAgent && spec.ServiceOnly {

@@ -36,10 +36,13 @@ var minimal = map[string]struct{ data, full string }{
 	TypeCompactionAborted: {`{"compactionId":"k1","reason":"oom"}`, ``},
 	TypeGoalUpdated: {`{"revision":1,"objective":"o","status":"active"}`,
 		`{"revision":2,"objective":"o","acceptance":["a"],"phase":"p","budget":{"usd":1},"status":"blocked","blockedReason":"b"}`},
-	TypeJobStarted:    {`{"jobId":"j1"}`, `{"jobId":"j1","command":["make"]}`},
-	TypeJobEnded:      {`{"jobId":"j1","status":"exited"}`, `{"jobId":"j1","status":"failed","exitCode":2}`},
-	TypeRepairApplied: {`{"reason":"lease expired","closed":[]}`, `{"reason":"lease expired","closed":[{"kind":"tool_started","id":"c1","turnId":"t1"}],"leaseExpiredAt":"2026-12-02T15:04:05Z","plannedAtSeq":9}`},
-	TypeForkCommitted: {`{"seedLength":4}`, ``},
+	TypeJobStarted:     {`{"jobId":"j1"}`, `{"jobId":"j1","command":["make"]}`},
+	TypeJobEnded:       {`{"jobId":"j1","status":"exited"}`, `{"jobId":"j1","status":"failed","exitCode":2}`},
+	TypeRepairApplied:  {`{"reason":"lease expired","closed":[]}`, `{"reason":"lease expired","closed":[{"kind":"tool_started","id":"c1","turnId":"t1"}],"leaseExpiredAt":"2026-12-02T15:04:05Z","plannedAtSeq":9}`},
+	TypeForkCommitted:  {`{"seedLength":4}`, ``},
+	TypeSessionTitled:  {`{"title":"t"}`, ``},
+	TypeContextRewound: {`{"toEventId":"e3","toSeq":3}`, ``},
+	TypeToolLateResult: {`{"toolCallId":"c1","status":"ok"}`, `{"toolCallId":"c1","status":"error","output":"exit 1"}`},
 }
 
 var idNames = []struct {
@@ -73,6 +76,7 @@ func event(t *testing.T, typ, data string) *Envelope {
 		if spec.ServiceOnly {
 			e.Synthetic = true
 		}
+		e.Ignorable = spec.Ignorable
 	}
 	return e
 }
@@ -191,9 +195,9 @@ func TestValidateEveryType(t *testing.T) {
 			t.Run("InvalidEvent/dataNotObject", func(t *testing.T) {
 				wantCode(t, Validate(event(t, typ, `[]`), originFor(typ)), CodeInvalidEvent)
 			})
-			t.Run("InvalidEvent/markedIgnorable", func(t *testing.T) {
+			t.Run("InvalidEvent/ignorableFlagWrong", func(t *testing.T) {
 				e := event(t, typ, m.data)
-				e.Ignorable = true
+				e.Ignorable = !spec.Ignorable
 				wantCode(t, Validate(e, originFor(typ)), CodeInvalidEvent)
 			})
 			if spec.ServiceOnly {

@@ -85,9 +85,14 @@ func (s *State) plan(e *schema.Envelope, apply bool) error {
 		return schema.Errorf(schema.CodePaused, "session is paused (%s): only session/resumed, goal/updated and session/closed are accepted", s.PauseReason)
 	}
 	spec, known := schema.Lookup(e.Type)
-	if !known {
+	if !known || spec.Ignorable {
+		// An ignorable type (tool/late-result) changes nothing of the
+		// state: display data only.
 		if e.Ignorable {
 			return nil
+		}
+		if known {
+			return schema.Errorf(schema.CodeInvalidEvent, "%s must be marked ignorable", e.Type)
 		}
 		return schema.Errorf(schema.CodeUnknownType, "unknown event type %q", e.Type)
 	}
@@ -151,6 +156,32 @@ func (s *State) plan(e *schema.Envelope, apply bool) error {
 		}
 		if apply {
 			s.Closed, s.CloseReason, s.Forking = true, d.Reason, false
+		}
+		return nil
+
+	case schema.TypeSessionTitled:
+		var d schema.SessionTitled
+		if err := e.DecodeData(&d); err != nil {
+			return bad(err)
+		}
+		if apply {
+			s.Meta.Title = d.Title
+		}
+		return nil
+	case schema.TypeContextRewound:
+		// The model's context goes back to the event at toSeq: it must be
+		// an earlier event of this session. Open work stays open (the
+		// rewind changes what the model sees next, not what ran).
+		var d schema.ContextRewound
+		if err := e.DecodeData(&d); err != nil {
+			return bad(err)
+		}
+		if d.ToSeq == 0 || d.ToSeq >= seq {
+			return structure("context/rewound toSeq %d must be between 1 and %d", d.ToSeq, seq-1)
+		}
+		if apply {
+			s.Rewinds++
+			s.LastRewind = &Rewind{Seq: seq, ToSeq: d.ToSeq, ToEventID: d.ToEventID}
 		}
 		return nil
 

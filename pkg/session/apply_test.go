@@ -187,6 +187,12 @@ func summary(s *State) string {
 	if s.Compacted != nil {
 		fmt.Fprintf(&b, "compacted: %s through=%d @%d\n", s.Compacted.ID, s.Compacted.ThroughSeq, s.Compacted.EndSeq)
 	}
+	if r := s.LastRewind; r != nil {
+		fmt.Fprintf(&b, "rewinds=%d last: @%d to %d (%s)\n", s.Rewinds, r.Seq, r.ToSeq, r.ToEventID)
+	}
+	if s.Meta.Title != "" {
+		fmt.Fprintf(&b, "title: %s\n", s.Meta.Title)
+	}
 	if s.Repairs > 0 {
 		fmt.Fprintf(&b, "repairs=%d last@%d\n", s.Repairs, s.LastRepairSeq)
 	}

@@ -64,6 +64,14 @@ type Compaction struct {
 	Outcome    string `json:"outcome,omitempty"` // ended / aborted
 }
 
+// Rewind is a context/rewound: at Seq, the model's context went back to
+// the event at ToSeq.
+type Rewind struct {
+	Seq       uint64 `json:"seq"`
+	ToSeq     uint64 `json:"toSeq"`
+	ToEventID string `json:"toEventId"`
+}
+
 // Goal is the latest goal/updated.
 type Goal struct {
 	schema.GoalUpdated
@@ -114,6 +122,9 @@ type State struct {
 	Compacted     *Compaction `json:"compacted,omitempty"`
 	Repairs       int         `json:"repairs,omitempty"`
 	LastRepairSeq uint64      `json:"lastRepairSeq,omitempty"`
+	// Rewinds counts the context/rewound events; LastRewind is the last.
+	Rewinds    int     `json:"rewinds,omitempty"`
+	LastRewind *Rewind `json:"lastRewind,omitempty"`
 	// ForkCommittedSeq is the seq of this session's own fork/committed.
 	ForkCommittedSeq uint64 `json:"forkCommittedSeq,omitempty"`
 

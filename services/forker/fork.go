@@ -81,7 +81,8 @@ func (s *Service) Fork(ctx context.Context, r Request) (rep Reply, err error) {
 	}
 	sc, err := s.resolve(ctx, r.ParentID, cut)
 	if err != nil {
-		return Reply{}, err
+		// Nothing is written before the parent is read.
+		return Reply{}, definite(schema.CodeNotCommitted, err)
 	}
 	k, depth := sc.k, sc.depth
 	scanned := time.Since(start)
@@ -98,12 +99,12 @@ func (s *Service) Fork(ctx context.Context, r Request) (rep Reply, err error) {
 	// An erased id is never used again (DESIGN.md section 14); the
 	// forker appends around the writer, so it checks itself. A parent
 	// erased (or being erased) is not copied either.
-	if erased, err := s.st.Erased(ctx, r.ChildID); err != nil {
+	if erased, err := s.erased(ctx, r.ChildID); err != nil {
 		return Reply{}, schema.Errorf(schema.CodeNotCommitted, "fork: %v", err)
 	} else if erased {
 		return Reply{}, schema.Errorf(schema.CodeErased, "child id %s belonged to an erased session; use another id", r.ChildID)
 	}
-	if erased, err := s.st.Erased(ctx, r.ParentID); err != nil {
+	if erased, err := s.erased(ctx, r.ParentID); err != nil {
 		return Reply{}, schema.Errorf(schema.CodeNotCommitted, "fork: %v", err)
 	} else if erased {
 		return Reply{}, schema.Errorf(schema.CodeErased, "session %s was erased", r.ParentID)
@@ -135,9 +136,10 @@ func (s *Service) Fork(ctx context.Context, r Request) (rep Reply, err error) {
 			s.abandon(ctx, p, err)
 			return Reply{}, perm.err
 		}
-		// The record stays: a sweep finishes the copy.
+		// The record stays: a sweep finishes the copy, and so does the
+		// same request sent again.
 		s.log.Warn("fork copy interrupted; a sweep will finish it", "child", p.ChildID, "parent", p.ParentID, "err", err)
-		return Reply{}, err
+		return Reply{}, definite(schema.CodeOutcomeUnknown, err)
 	}
 	s.dropRecord(p)
 	return p.reply(), nil
@@ -180,6 +182,37 @@ func (s *Service) check(r *Request) (session.Cut, error) {
 		cut.Seq, cut.TurnID = r.At.Seq, r.At.TurnID
 	}
 	return cut, nil
+}
+
+// callTimeout bounds one call of a fork to the store that is not a read
+// of a session (a leader read, a record write, an append): a reply lost
+// with a paused or crashed node must not hold the fork's slot for its
+// whole ForkTimeout. Session reads bound their own calls (logstore's
+// readUpTo) and give up with logstore.ErrReadStalled.
+func (s *Service) callTimeout() time.Duration { return 4 * s.st.Config().RequestTimeout }
+
+// call is ctx bounded by callTimeout.
+func (s *Service) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.callTimeout())
+}
+
+func (s *Service) erased(ctx context.Context, id string) (bool, error) {
+	ctx, cancel := s.call(ctx)
+	defer cancel()
+	return s.st.Erased(ctx, id)
+}
+
+// definite gives an error that carries no contract code (a store call
+// that failed or timed out: the cluster, not the request) the code the
+// fork's state implies: not_committed before anything that a sweep could
+// finish was written, outcome_unknown after (the same request sent again
+// finishes the copy or answers it done). Errors with a code keep it.
+func definite(code schema.Code, err error) error {
+	var se *schema.Error
+	if err == nil || errors.As(err, &se) {
+		return err
+	}
+	return schema.Errorf(code, "fork: %v", err)
 }
 
 func clip(s string) string {
@@ -280,25 +313,29 @@ func (e *permanentError) Unwrap() error { return e.err }
 func (s *Service) claimChild(ctx context.Context, p *plan) error {
 	first, err := s.st.NextAfter(ctx, p.ChildID, 0)
 	if err != nil {
-		return fmt.Errorf("forker: read child %s: %w", p.ChildID, err)
+		return schema.Errorf(schema.CodeNotCommitted, "forker: read child %s: %v", p.ChildID, err)
 	}
 	if first != nil && !p.ours(first.EventID()) {
 		t, err := s.st.Tail(ctx, p.ChildID)
 		if err != nil {
-			return err
+			return schema.Errorf(schema.CodeNotCommitted, "forker: read child %s: %v", p.ChildID, err)
 		}
 		cur := t.Seq
 		return &schema.Error{Code: schema.CodeConflict, Index: -1, CurrentSeq: &cur,
 			Message: fmt.Sprintf("child id %s is taken: that session has %d events", p.ChildID, t.Seq)}
 	}
 	b, _ := json.Marshal(p)
+	ctx, cancel := s.call(ctx)
+	defer cancel()
+	// A record write that went unanswered may have landed, and a sweep
+	// finishes the copy of a record it finds.
 	if err := s.bucket().Create(ctx, p.ChildID, b); err != nil {
 		if !errors.Is(err, logstore.ErrForkRecordExists) {
-			return fmt.Errorf("forker: record %s: %w", p.ChildID, err)
+			return schema.Errorf(schema.CodeOutcomeUnknown, "forker: record %s: %v", p.ChildID, err)
 		}
 		rec, _, gerr := s.bucket().Get(ctx, p.ChildID)
 		if gerr != nil {
-			return fmt.Errorf("forker: record %s: %w", p.ChildID, gerr)
+			return schema.Errorf(schema.CodeNotCommitted, "forker: record %s: %v", p.ChildID, gerr)
 		}
 		var other plan
 		if json.Unmarshal(rec.Value, &other) != nil || other.OpID != p.OpID {
@@ -306,7 +343,7 @@ func (s *Service) claimChild(ctx context.Context, p *plan) error {
 		}
 		// The same fork, left by a crash or asked again: take it on.
 		if err := s.bucket().Put(ctx, p.ChildID, b); err != nil {
-			return fmt.Errorf("forker: record %s: %w", p.ChildID, err)
+			return schema.Errorf(schema.CodeOutcomeUnknown, "forker: record %s: %v", p.ChildID, err)
 		}
 	}
 	return nil
@@ -553,7 +590,9 @@ func (s *Service) childEvent(p *plan, m *logstore.Msg, seq uint64, canonical boo
 func (s *Service) appendBatches(ctx context.Context, p *plan, expected uint64, wrote bool, batches <-chan *copyBatch) error {
 	lastBeat := time.Now()
 	for batch := range batches {
-		res, err := s.st.Append(ctx, logstore.AppendRequest{SessionID: p.ChildID, ExpectedStreamSeq: expected, Events: batch.events, Bodies: batch.bodies})
+		actx, cancel := s.call(ctx)
+		res, err := s.st.Append(actx, logstore.AppendRequest{SessionID: p.ChildID, ExpectedStreamSeq: expected, Events: batch.events, Bodies: batch.bodies})
+		cancel()
 		if err != nil {
 			switch code := schema.CodeOf(err); {
 			case !wrote && code == schema.CodeConflict:
@@ -604,6 +643,8 @@ func (s *Service) created(p *plan, parentCreated *schema.Envelope) (schema.Envel
 func (s *Service) heartbeat(ctx context.Context, p *plan) {
 	p.HeartbeatAt, p.Owner = s.cfg.Now().UTC(), s.owner
 	b, _ := json.Marshal(p)
+	ctx, cancel := s.call(ctx)
+	defer cancel()
 	if err := s.bucket().Put(ctx, p.ChildID, b); err != nil {
 		s.log.Warn("renew fork record", "child", p.ChildID, "err", err)
 	}

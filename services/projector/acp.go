@@ -75,6 +75,22 @@ func (s *Service) handleACP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer stop()
+	// What a rewind abandoned (as the views hold it now) is not replayed:
+	// a client shows the conversation the model continues. A rewind that
+	// comes later is a notification of its own.
+	var skip map[uint64]bool
+	if err := s.view(func(rd reader) error {
+		sum, err := rd.summary(id)
+		if err != nil || sum == nil || sum.Rewinds == 0 {
+			return err
+		}
+		skip, err = rd.abandoned(id)
+		return err
+	}); err != nil {
+		s.internal(w, err)
+		return
+	}
+	skipCalls := map[string]bool{}
 
 	s.met.watchers.Inc()
 	defer s.met.watchers.Dec()
@@ -141,6 +157,16 @@ func (s *Service) handleACP(w http.ResponseWriter, r *http.Request) {
 				// that changed under us.
 				s.log.Error("projector: acp: decode", "session", id, "seq", seq, "err", err)
 				return
+			}
+			if skip[seq] || ev.Type == schema.TypeToolStarted && skipCalls[ev.ToolCallID] {
+				if ev.Type == schema.TypeToolRequested {
+					skipCalls[ev.ToolCallID] = true
+				}
+				if done {
+					rc.Flush()
+					return
+				}
+				continue
 			}
 			for _, u := range acp.Map(&ev) {
 				if write(acp.Notify(id, u)) != nil {

@@ -217,3 +217,49 @@ func TestACPBadRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestACPReplayLeavesOutAbandoned: a replay gives the conversation the
+// model continues: what a context/rewound abandoned (the messages, the
+// call and its start and result) is not replayed; the rest is.
+func TestACPReplayLeavesOutAbandoned(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	const id = "acp-rw"
+	var evs []schema.Envelope
+	add := func(typ, data string, mod ...func(*schema.Envelope)) {
+		ev := schema.Envelope{SchemaVersion: schema.Version, SessionID: id, Seq: uint64(len(evs) + 1), EventID: fmt.Sprintf("e%d", len(evs)+1),
+			Time: time.Date(2026, 12, 4, 10, 0, len(evs), 0, time.UTC), Type: typ, Data: json.RawMessage(data)}
+		for _, m := range mod {
+			m(&ev)
+		}
+		if _, err := loadgen.Publish(e.ctx, e.ls, ev); err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	turn := func(ev *schema.Envelope) { ev.TurnID = "t1" }
+	call := func(ev *schema.Envelope) { ev.TurnID, ev.ToolCallID = "t1", "c1" }
+	add(schema.TypeSessionCreated, `{}`)                            // 1
+	add(schema.TypeTurnStarted, `{}`, turn)                         // 2
+	add(schema.TypeMessageUser, `{"content":"one"}`, turn)          // 3
+	add(schema.TypeToolRequested, `{"name":"sh","input":{}}`, call) // 4
+	add(schema.TypeToolStarted, `{}`, call)                         // 5
+	add(schema.TypeToolResult, `{"status":"ok"}`, call)             // 6
+	add(schema.TypeMessageUser, `{"content":"two"}`, turn)          // 7
+	add(schema.TypeContextRewound, `{"toEventId":"e3","toSeq":3}`)  // 8
+	add(schema.TypeMessageUser, `{"content":"two, again"}`, turn)   // 9
+	r.waitSession(t, id, func(d projector.Detail) bool { return d.LastSeq == 9 })
+
+	var kept []schema.Envelope
+	for _, ev := range evs {
+		if ev.Seq < 4 || ev.Seq > 7 {
+			kept = append(kept, ev)
+		}
+	}
+	var got []acpLine
+	for l := range acpStream(t, e.ctx, r.srv.URL+"/v1/sessions/"+id+"/acp") {
+		got = append(got, l)
+	}
+	sameLines(t, "replay", got, wantLines(t, id, kept))
+}

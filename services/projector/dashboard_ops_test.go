@@ -627,3 +627,38 @@ func TestDashboardForkFromPage(t *testing.T) {
 	b.shot("forked")
 	b.noPageErrors()
 }
+
+// TestDashboardShowsAbandoned: what a context/rewound abandoned stays in
+// the timeline, marked abandoned; what came before its toSeq and after it
+// is not.
+func TestDashboardShowsAbandoned(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	s := newScript(t, e, "rw-1")
+	s.add(schema.TypeSessionCreated, `{}`)
+	s.add(schema.TypeMessageUser, `{"content":"one"}`)   // 2
+	s.add(schema.TypeMessageUser, `{"content":"two"}`)   // 3
+	s.add(schema.TypeMessageUser, `{"content":"three"}`) // 4
+	s.add(schema.TypeContextRewound, `{"toEventId":"e2","toSeq":2}`)
+	s.add(schema.TypeMessageUser, `{"content":"two, again"}`) // 6
+	s.add(schema.TypeSessionTitled, `{"title":"rewound"}`)
+	r.waitSession(t, "rw-1", func(d projector.Detail) bool { return d.LastSeq == 7 })
+
+	b := newBrowser(t, e.ctx, 1280, 860)
+	b.do("open the rewound session",
+		chromedp.Navigate(r.srv.URL+"/?s=rw-1"),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="rw-1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="7"]`)),
+	)
+	if got := b.evalString(`[...document.querySelectorAll("#timeline .ev.abandoned")].map(r => r.dataset.seq).join(" ")`); got != "3 4" {
+		t.Errorf("abandoned rows %q, want 3 4", got)
+	}
+	if got := b.text(`#timeline .ev[data-seq="5"]`); !strings.Contains(got, "continues from #2") {
+		t.Errorf("the rewind says %q", got)
+	}
+	if got := b.text(`#timeline .ev[data-seq="7"]`); !strings.Contains(got, "Titled: rewound") {
+		t.Errorf("the title says %q", got)
+	}
+	b.noPageErrors()
+}

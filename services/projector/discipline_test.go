@@ -256,6 +256,38 @@ func TestContextAcrossCompactions(t *testing.T) {
 	if c.Compaction == nil || c.Compaction.Summary != "S3" || len(c.Entries) != 1 || c.Entries[0].Seq != 13 || c.Entries[0].Role != "user" {
 		t.Fatalf("context after S3: %+v %+v", c.Compaction, c.Entries)
 	}
+
+	// A rewind drops what it abandoned; a compaction before its toSeq
+	// still applies. A late title names the session.
+	user("seven")                                                                   // 14
+	user("eight")                                                                   // 15
+	pub(schema.TypeContextRewound, map[string]any{"toEventId": "e14", "toSeq": 14}) // 16
+	user("nine")                                                                    // 17
+	pub(schema.TypeSessionTitled, map[string]any{"title": "ctx, renamed"})          // 18
+	r.waitSession(t, "ctx", func(d projector.Detail) bool { return d.LastSeq == 18 })
+	contents := func() []string {
+		c = projector.Context{}
+		r.getJSON(t, "/v1/sessions/ctx/context", &c)
+		var out []string
+		for _, en := range c.Entries {
+			var m struct{ Content string }
+			json.Unmarshal(en.Data, &m)
+			out = append(out, m.Content)
+		}
+		return out
+	}
+	if got, want := contents(), []string{"six", "seven", "nine"}; !equal(got, want) || c.Compaction == nil || c.Compaction.Summary != "S3" {
+		t.Fatalf("context after the rewind: %v, want %v after S3 (%+v)", got, want, c.Compaction)
+	}
+	pub(schema.TypeContextRewound, map[string]any{"toEventId": "e12", "toSeq": 12}) // 19
+	user("ten")                                                                     // 20
+	d := r.waitSession(t, "ctx", func(d projector.Detail) bool { return d.LastSeq == 20 })
+	if got, want := contents(), []string{"ten"}; !equal(got, want) || c.Compaction == nil || c.Compaction.Summary != "S3" {
+		t.Fatalf("context after a rewind to the compaction: %v, want %v after S3", got, want)
+	}
+	if d.Title != "ctx, renamed" {
+		t.Errorf("title %q, want the session/titled one", d.Title)
+	}
 	checkRebuild(t, e, r)
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/httpauth"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 	"github.com/sessionlog/sessionlog/services/projector/web"
 )
@@ -603,6 +604,63 @@ func (s *Service) stoppedEvents(ctx context.Context, sum *Summary, limit int, ou
 	return nil
 }
 
+// context reads the session's context entries from seq from on, and
+// follows them: a context/rewound takes the context back to what it was
+// after its toSeq (its own entry is not among entries).
+func (rd reader) context(id string, from uint64) ([]ContextEntry, *session.Context, error) {
+	it, err := rd.iter(store.EventPrefix(id))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer it.Close()
+	c := session.NewContext()
+	var entries []ContextEntry
+	for ok := it.SeekGE(store.EventKey(id, from)); ok; ok = it.Next() {
+		_, e := decodeIndex(it.Value())
+		if len(e) == 0 {
+			continue
+		}
+		var ce ContextEntry
+		if err := json.Unmarshal(e, &ce); err != nil {
+			return nil, nil, err
+		}
+		if ce.Type == schema.TypeContextRewound {
+			var d schema.ContextRewound
+			if err := json.Unmarshal(ce.Data, &d); err != nil {
+				return nil, nil, err
+			}
+			c.Rewind(ce.Seq, d.ToSeq)
+			continue
+		}
+		c.Add(ce.Seq)
+		entries = append(entries, ce)
+	}
+	return entries, c, nil
+}
+
+// abandoned is the set of the session's model-visible events that a
+// context/rewound abandoned, as the views hold them now (nil: none).
+func (rd reader) abandoned(id string) (map[uint64]bool, error) {
+	entries, c, err := rd.context(id, 1)
+	if err != nil {
+		return nil, err
+	}
+	kept := map[uint64]bool{}
+	for _, seq := range c.Seqs() {
+		kept[seq] = true
+	}
+	var out map[uint64]bool
+	for _, ce := range entries {
+		if !kept[ce.Seq] {
+			if out == nil {
+				out = map[uint64]bool{}
+			}
+			out[ce.Seq] = true
+		}
+	}
+	return out, nil
+}
+
 func (s *Service) handleContext(w http.ResponseWriter, r *http.Request) {
 	id, ok := sessionID(w, r)
 	if !ok {
@@ -631,21 +689,16 @@ func (s *Service) handleContext(w http.ResponseWriter, r *http.Request) {
 			out.Compaction = &c
 			from = c.ThroughSeq + 1
 		}
-		it, err := rd.iter(store.EventPrefix(id))
+		entries, c, err := rd.context(id, from)
 		if err != nil {
 			return err
 		}
-		defer it.Close()
-		for ok := it.SeekGE(store.EventKey(id, from)); ok; ok = it.Next() {
-			_, e := decodeIndex(it.Value())
-			if len(e) == 0 {
-				continue
-			}
-			var ce ContextEntry
-			if err := json.Unmarshal(e, &ce); err != nil {
-				return err
-			}
-			out.Entries = append(out.Entries, ce)
+		bySeq := make(map[uint64]int, len(entries))
+		for i, ce := range entries {
+			bySeq[ce.Seq] = i
+		}
+		for _, seq := range c.Seqs() {
+			out.Entries = append(out.Entries, entries[bySeq[seq]])
 		}
 		return nil
 	})

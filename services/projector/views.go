@@ -147,6 +147,7 @@ type Summary struct {
 	Compaction       *CompactionView    `json:"compaction,omitempty"`
 	Repairs          int                `json:"repairs,omitempty"`
 	LastRepairSeq    uint64             `json:"lastRepairSeq,omitempty"`
+	Rewinds          int                `json:"rewinds,omitempty"`
 	ForkCommittedSeq uint64             `json:"forkCommittedSeq,omitempty"`
 
 	Problem *Problem `json:"problem,omitempty"`
@@ -195,6 +196,7 @@ func derive(sum *Summary, st *session.State) {
 		sum.Compaction = &CompactionView{ID: c.ID, ThroughSeq: c.ThroughSeq, EndSeq: c.EndSeq}
 	}
 	sum.Repairs, sum.LastRepairSeq, sum.ForkCommittedSeq = st.Repairs, st.LastRepairSeq, st.ForkCommittedSeq
+	sum.Rewinds = st.Rewinds
 	sum.Status = statusOf(st, len(sum.OpenWork) > 0)
 }
 
@@ -259,6 +261,10 @@ func contextRole(typ string) string {
 		return "tool_call"
 	case schema.TypeToolResult:
 		return "tool_result"
+	case schema.TypeContextRewound:
+		// Not shown to the model: indexed so the context view can drop
+		// what it abandoned.
+		return "rewind"
 	}
 	return ""
 }

@@ -79,6 +79,46 @@ func TestClaudeAgentSDKStore(t *testing.T) {
 	}
 }
 
+// The real Claude Code transcripts (pkg/agentlog/testdata/real/cc), sent
+// by the SDK's importSessionToStore in appends of a few entries each, as a
+// growing file is mirrored: no append is refused, and every key loads
+// deep-equal to the SDK's InMemorySessionStore.
+func TestClaudeAgentSDKStoreRealTranscripts(t *testing.T) {
+	nodePath := testbin.Node(t, sdkDir, "dist/index.js")
+	e := newEnv(t, envOpts{})
+	const real = "../../pkg/agentlog/testdata/real/cc"
+	cfg := t.TempDir()
+	proj := filepath.Join(cfg, "projects", "-home-marco-projects-spotter")
+	if err := os.CopyFS(proj, os.DirFS(real)); err != nil {
+		t.Fatal(err)
+	}
+	names, err := os.ReadDir(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, n := range names {
+		if id, ok := strings.CutSuffix(n.Name(), ".jsonl"); ok {
+			ids = append(ids, id)
+		}
+	}
+	for _, batch := range []string{"1", "7"} {
+		out := testbin.RunNode(t, nodePath, sdkDir, []string{"CLAUDE_CONFIG_DIR=" + cfg}, "test/store-real.mjs", e.srv.ClientURL(),
+			strings.Join(ids, ","), "/home/marco/projects/spotter", batch)
+		var rep struct {
+			Keys       []json.RawMessage
+			Mismatches []json.RawMessage
+			Errors     []json.RawMessage
+		}
+		if err := json.Unmarshal(out, &rep); err != nil {
+			t.Fatalf("report %s: %v", out, err)
+		}
+		if len(rep.Keys) < len(ids) || len(rep.Mismatches) > 0 || len(rep.Errors) > 0 {
+			t.Fatalf("batches of %s entries: %s", batch, out)
+		}
+	}
+}
+
 // bigTranscript writes a Claude Code transcript of 3 MB (30 turns, each
 // a prompt and a reply of 50 KB) into dir and returns its session id.
 func bigTranscript(t *testing.T, dir string) string {

@@ -473,7 +473,7 @@ func (s *Service) continueSource(ctx context.Context, id string, entries [][]byt
 		return api.SourceAppendReply{}, false, nil
 	}
 	s.m.sources.WithLabelValues("continued").Inc()
-	sink := &agentlog.AppendSink{Ctx: ctx, Log: writerLog{s}, Batch: sourceBatch,
+	sink := &agentlog.AppendSink{Ctx: ctx, Log: writerLog{s}, Batch: sourceBatch, MaxBytes: int(s.nc.MaxPayload()),
 		Finished: func(_ agentlog.Plan, last uint64, lastID string, added int) {
 			rep.LastSeq, rep.Appended, sc.tail, sc.tailID = last, added, last, lastID
 		}}
@@ -571,7 +571,7 @@ func (s *Service) remapSource(ctx context.Context, f agentlog.Format, k api.Sour
 	// not committed yet) is logged and left to the next append, which maps
 	// it again: the key names the main transcript, and that is in.
 	mainDone := false
-	sink := &agentlog.AppendSink{Ctx: ctx, Log: writerLog{s}, Batch: sourceBatch,
+	sink := &agentlog.AppendSink{Ctx: ctx, Log: writerLog{s}, Batch: sourceBatch, MaxBytes: int(s.nc.MaxPayload()),
 		Finished: func(p agentlog.Plan, last uint64, lastID string, added int) {
 			if p.ID == id {
 				rep.LastSeq, rep.Appended, mainDone = last, added, true
@@ -596,6 +596,21 @@ type writerLog struct{ s *Service }
 func (l writerLog) Tail(ctx context.Context, id string) (uint64, string, error) {
 	t, err := l.s.st.Tail(ctx, id)
 	return t.Seq, t.EventID, err
+}
+
+// Events reads the session's events after seq a page at a time, the
+// first page of one event (a sink that needs only session/created reads
+// no more).
+func (l writerLog) Events(ctx context.Context, id string, after uint64, fn func(schema.Envelope) error) error {
+	limit := 1
+	return agentlog.EachStored(after, func(after uint64) ([]json.RawMessage, bool, error) {
+		page, err := ReadPage(ctx, l.s.st, ReadRequest{SessionID: id, AfterSeq: after, Limit: limit}, int(l.s.nc.MaxPayload()))
+		limit = 0
+		if schema.CodeOf(err) == schema.CodeNotFound {
+			return nil, false, nil
+		}
+		return page.Events, page.More, err
+	}, fn)
 }
 
 func (l writerLog) Append(ctx context.Context, id string, expected uint64, events []schema.Envelope) (uint64, bool, error) {

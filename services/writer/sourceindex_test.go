@@ -155,12 +155,12 @@ func TestSourceList(t *testing.T) {
 	}
 }
 
-// TestSourceAppendForksBranches: a branched transcript appended through
-// the store gives the fork child import gives the file (same id, parent
-// and event ids), and appending it again adds nothing.
-func TestSourceAppendForksBranches(t *testing.T) {
+// TestSourceAppendRewindStaysInTheSession: a transcript whose prompt goes
+// back, appended through the store, is the one session import gives the
+// file (same event ids, its context/rewound included), and appending it
+// again adds nothing.
+func TestSourceAppendRewindStaysInTheSession(t *testing.T) {
 	e := newEnv(t, envOpts{})
-	startForker(t, e)
 	ctx := context.Background()
 	key := api.SourceKey{Format: "claude-code", ProjectKey: "-home-ann-shop", SessionKey: sid2}
 	entries := entriesOf(t, ccDir+sid2+".jsonl")
@@ -170,24 +170,23 @@ func TestSourceAppendForksBranches(t *testing.T) {
 		}
 	}
 	imp, _, _ := agentlogtest.Read(t, claudecode.Format{}, ccDir+sid2+".jsonl")
-	forks := 0
-	for _, s := range imp.Sessions {
-		if s.Plan.Fork == nil {
-			continue
-		}
-		forks++
-		got := stored(t, e.st, s.Plan.ID)
-		if len(got) != int(s.Plan.FirstSeq)-1+len(s.Events) {
-			t.Fatalf("%s: %d events stored, import gives %d after the fork's %d", s.Plan.ID, len(got), len(s.Events), s.Plan.FirstSeq-1)
-		}
-		for i, ev := range s.Events {
-			if g := got[int(s.Plan.FirstSeq)-1+i].Envelope; g.EventID != ev.EventID {
-				t.Fatalf("%s: event at seq %d is %s, import gives %s", s.Plan.ID, ev.Seq, g.EventID, ev.EventID)
-			}
-		}
+	if len(imp.Sessions) != 1 {
+		t.Fatalf("import gives %d sessions", len(imp.Sessions))
 	}
-	if forks == 0 {
-		t.Fatal("the transcript has no fork child to check")
+	s := imp.Sessions[0]
+	got := stored(t, e.st, s.Plan.ID)
+	if len(got) != len(s.Events) {
+		t.Fatalf("%s: %d events stored, import gives %d", s.Plan.ID, len(got), len(s.Events))
+	}
+	rewound := false
+	for i, ev := range s.Events {
+		if g := got[i].Envelope; g.EventID != ev.EventID {
+			t.Fatalf("%s: event at seq %d is %s, import gives %s", s.Plan.ID, ev.Seq, g.EventID, ev.EventID)
+		}
+		rewound = rewound || ev.Type == schema.TypeContextRewound
+	}
+	if !rewound {
+		t.Fatal("the transcript has no rewind to check")
 	}
 }
 

@@ -125,19 +125,16 @@ type Entry struct {
 
 // Context is what the model sees of a session (DESIGN.md section 5): the
 // summary of the last ended compaction, then the messages, tool calls and
-// results after its throughSeq. Empty assistant messages (a reply of tool
+// results after its throughSeq, without what a rewind abandoned. Empty assistant messages (a reply of tool
 // calls only) are left out: formats differ in whether they write one.
 func Context(events []schema.Envelope) []Entry {
-	through, summary := lastCompaction(events)
 	var out []Entry
-	if summary != "" {
-		out = append(out, Entry{"summary", summary})
-	}
-	for _, e := range events {
-		if e.Seq <= through {
-			continue
-		}
+	for _, e := range agentlog.VisibleEvents(events) {
 		switch e.Type {
+		case schema.TypeCompactionEnded:
+			var c schema.CompactionEnded
+			_ = e.DecodeData(&c)
+			out = append(out, Entry{"summary", c.Summary})
 		case schema.TypeMessageUser, schema.TypeMessageAssistant:
 			var m schema.Message
 			_ = e.DecodeData(&m)
@@ -378,9 +375,6 @@ func CheckGolden(t *testing.T, f agentlog.Format, path string) {
 	}
 	for _, s := range c.Sessions {
 		fmt.Fprintf(&b, "\nsession %s first=%d", s.Plan.ID, s.Plan.FirstSeq)
-		if s.Plan.Fork != nil {
-			fmt.Fprintf(&b, " fork of %s at %d", s.Plan.Fork.ParentID, s.Plan.Fork.Seq)
-		}
 		b.WriteString("\n" + Render(s.Events))
 	}
 	Golden(t, filepath.Join("testdata", "golden", strings.TrimSuffix(filepath.Base(path), ".jsonl")+".txt"), b.String())
@@ -449,7 +443,7 @@ func FuzzFile(t *testing.T, f agentlog.Format, name string, data []byte) {
 		t.Fatalf("ReadFile: %v", err)
 	}
 	for _, s := range c.Sessions {
-		if s.Plan.Fork == nil && len(s.Events) > 0 {
+		if len(s.Events) > 0 {
 			Export(t, f, s.Events)
 		}
 	}

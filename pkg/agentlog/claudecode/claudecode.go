@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // Name is the format's --from/--to name.
@@ -25,10 +26,7 @@ const Prefix = "cc"
 // Format is Claude Code's format.
 type Format struct{}
 
-var (
-	_ agentlog.Format   = Format{}
-	_ agentlog.Replayer = (*mapper)(nil)
-)
+var _ agentlog.Format = Format{}
 
 func (Format) Name() string { return Name }
 
@@ -217,13 +215,21 @@ func maybeString(v json.RawMessage) bool {
 // the user stops a turn ("[Request interrupted by user]", "... for tool use]").
 const interruptPrefix = "[Request interrupted by user"
 
-func (Format) NewMapper(string) agentlog.Mapper { return &mapper{} }
+func (Format) NewMapper(string) agentlog.Mapper {
+	return &mapper{parent: map[string]string{}, conv: map[string]bool{}}
+}
 
 // mapper remembers whether the file is a subagent's (all its lines are a
 // sidechain): in a main file, sidechain lines are an older Claude Code's
-// inline subagent and stay out of the tree.
+// inline subagent and stay out of the conversation. It follows the
+// conversation's tree as far as a rewind needs: the parent of every line,
+// which lines are the conversation's (user, assistant, compact_boundary),
+// and the last of them, the leaf a new prompt continues.
 type mapper struct {
 	sidechainFile *bool
+	parent        map[string]string
+	conv          map[string]bool
+	leaf          string
 }
 
 func (m *mapper) Decode(raw []byte) (agentlog.Line, error) {
@@ -239,22 +245,7 @@ func (m *mapper) Decode(raw []byte) (agentlog.Line, error) {
 	if t, err := time.Parse(time.RFC3339Nano, l.Timestamp); err == nil {
 		out.Time = t.UTC()
 	}
-	if l.UUID != "" && !m.inlineSidechain(&l) {
-		out.ID = l.UUID
-		if l.ParentUUID != nil {
-			out.Parent = *l.ParentUUID
-		} else {
-			out.Parent = l.LogicalParent // a compaction starts a new root
-		}
-	}
 	return out, nil
-}
-
-// Replay takes a line another mapper of the file decoded: that mapper met
-// the same lines before it, so the Line is the one Decode gives here.
-func (m *mapper) Replay(l agentlog.Line) agentlog.Line {
-	m.see(l.Value.(*line))
-	return l
 }
 
 // see notes whether the file is a subagent's from its first user or
@@ -272,6 +263,15 @@ func (m *mapper) inlineSidechain(l *line) bool {
 
 func (m *mapper) Map(b *agentlog.Builder, al agentlog.Line) {
 	l := al.Value.(*line)
+	if l.UUID != "" {
+		if _, seen := m.parent[l.UUID]; !seen && l.ParentUUID != nil {
+			m.parent[l.UUID] = *l.ParentUUID
+		}
+		if (l.Type == "user" || l.Type == "assistant") && !m.inlineSidechain(l) ||
+			l.Type == "system" && l.Subtype == "compact_boundary" {
+			defer func() { m.leaf, m.conv[l.UUID] = l.UUID, true }()
+		}
+	}
 	b.Meta(agentlog.Meta{Labels: map[string]string{
 		agentlog.LabelCwd: l.Cwd, agentlog.LabelGitBranch: l.GitBranch, agentlog.LabelVersion: l.Version,
 	}})
@@ -291,8 +291,14 @@ func (m *mapper) Map(b *agentlog.Builder, al agentlog.Line) {
 	case "assistant":
 		m.assistant(b, l)
 	case "system":
-		if l.Subtype == "compact_boundary" {
+		switch l.Subtype {
+		case "compact_boundary":
 			b.CompactionStart()
+			return
+		case "stop_hook_summary":
+			// The Stop hooks ran: the agent finished its reply, whose
+			// lines say no stop reason in Claude Code 2.1.
+			b.EndTurn(schema.TurnCompleted)
 			return
 		}
 		b.Skip("system line " + l.Subtype + ": display only")
@@ -317,7 +323,9 @@ func (m *mapper) user(b *agentlog.Builder, l *line) {
 	}
 	var s string
 	if maybeString(msg.Content) && json.Unmarshal(msg.Content, &s) == nil {
+		m.rewind(b, l)
 		if strings.HasPrefix(s, interruptPrefix) {
+			b.UserMessage(msg.Content)
 			b.Interrupt()
 			return
 		}
@@ -337,11 +345,6 @@ func (m *mapper) user(b *agentlog.Builder, l *line) {
 		_ = json.Unmarshal(raw, &bl)
 		switch {
 		case bl.Type == "tool_result":
-			out := bl.Content
-			if len(out) == 0 {
-				out = json.RawMessage(`""`)
-			}
-			b.ToolResult(bl.ToolUseID, bl.IsError, out)
 			results++
 		case bl.Type == "text" && strings.HasPrefix(bl.Text, interruptPrefix):
 			interrupted = true
@@ -349,13 +352,61 @@ func (m *mapper) user(b *agentlog.Builder, l *line) {
 			rest = append(rest, raw)
 		}
 	}
-	if len(rest) > 0 && results == 0 {
+	if results == 0 {
+		m.rewind(b, l)
+	}
+	for _, raw := range blocks {
+		var bl block
+		if json.Unmarshal(raw, &bl) != nil || bl.Type != "tool_result" {
+			continue
+		}
+		out := bl.Content
+		if len(out) == 0 {
+			out = json.RawMessage(`""`)
+		}
+		// Paired by id, whatever line the result is parented to.
+		b.ToolResult(bl.ToolUseID, bl.IsError, out)
+	}
+	switch {
+	case results > 0:
+		// A line of results: its text, if any, is not a prompt.
+	case interrupted && len(rest) == 0:
+		// What the model reads next; then the turn ends.
+		b.UserMessage(msg.Content)
+	case len(rest) > 0:
 		content, _ := json.Marshal(rest)
 		b.Prompt(content)
 	}
 	if interrupted {
 		b.Interrupt()
 	}
+}
+
+// rewind checks a user line that is not a tool result against the
+// conversation's leaf: Claude Code parents a new prompt to the last line
+// of the conversation (through the progress, system and attachment lines
+// that sit in the chain), so a prompt whose nearest user or assistant
+// ancestor is not the leaf went back to that ancestor (a rewind, or a
+// resume from an earlier message), and the model's context continues
+// from there.
+func (m *mapper) rewind(b *agentlog.Builder, l *line) {
+	if m.leaf == "" {
+		return // the first message: nothing to go back from
+	}
+	at := ""
+	if l.ParentUUID != nil {
+		at = *l.ParentUUID
+	}
+	for steps := 0; at != "" && steps <= len(m.parent); steps++ {
+		if m.conv[at] {
+			break
+		}
+		at = m.parent[at] // "" for a line not in the file: a root
+	}
+	if at == m.leaf {
+		return
+	}
+	b.Rewind(at) // "": back to the start
 }
 
 func (m *mapper) assistant(b *agentlog.Builder, l *line) {

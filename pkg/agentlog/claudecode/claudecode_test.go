@@ -71,9 +71,6 @@ func readLimit(t *testing.T, path string, maxEventBytes int) (*collect, agentlog
 	fmt.Fprintf(&out, "lines %d, skipped %d, damaged %d, torn %v\n", res.Lines, res.Skipped, res.Damaged, res.Torn)
 	for _, p := range c.plans {
 		fmt.Fprintf(&out, "\nsession %s", p.ID)
-		if p.Fork != nil {
-			fmt.Fprintf(&out, " (fork of %s at seq %d)", p.Fork.ParentID, p.Fork.Seq)
-		}
 		out.WriteString("\n")
 		for _, e := range c.events[p.ID] {
 			out.WriteString(renderEvent(e))

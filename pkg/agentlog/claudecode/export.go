@@ -101,6 +101,11 @@ type exporter struct {
 	uses     []string
 	answered map[string]bool
 	clock    agentlog.Clock
+	// interrupted: the last line written is the user's interruption
+	// ("[Request interrupted by user]", kept as a message since Claude
+	// Code's reader counts it as one), so an interrupted turn end adds no
+	// second one.
+	interrupted bool
 }
 
 // track notes the tool calls and results of a written line.
@@ -187,6 +192,11 @@ func (e *exporter) event(ev *schema.Envelope) {
 	case schema.TypeMessageUser, schema.TypeMessageAssistant, schema.TypeToolResult, schema.TypeTurnEnded, schema.TypeCompactionEnded:
 		e.flushAssistant() // the calls of the message are all in
 	}
+	wasInterrupted := e.interrupted
+	switch ev.Type {
+	case schema.TypeMessageUser, schema.TypeMessageAssistant, schema.TypeToolRequested, schema.TypeToolResult, schema.TypeCompactionEnded:
+		e.interrupted = false
+	}
 	switch ev.Type {
 	case schema.TypeAttemptStarted:
 		var d schema.AttemptStarted
@@ -199,6 +209,7 @@ func (e *exporter) event(ev *schema.Envelope) {
 		var d schema.Message
 		_ = ev.DecodeData(&d)
 		e.line(ev.Seq, 0, ev.Time, "user", map[string]any{"message": map[string]any{"role": "user", "content": e.content(d.Content)}})
+		e.interrupted = strings.HasPrefix(agentlog.TextOf(d.Content), interruptPrefix)
 	case schema.TypeMessageAssistant:
 		c := *ev
 		e.asst, e.asstCalls = &c, nil
@@ -226,7 +237,7 @@ func (e *exporter) event(ev *schema.Envelope) {
 	case schema.TypeTurnEnded:
 		var d schema.Reason
 		_ = ev.DecodeData(&d)
-		if d.Reason != schema.TurnCompleted {
+		if d.Reason != schema.TurnCompleted && !wasInterrupted {
 			e.line(ev.Seq, 0, ev.Time, "user", map[string]any{"message": map[string]any{"role": "user",
 				"content": []any{map[string]string{"type": "text", "text": interruptPrefix + "]"}}}})
 		}

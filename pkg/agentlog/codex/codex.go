@@ -20,10 +20,7 @@ const Name = "codex"
 // Format is the codex rollout format.
 type Format struct{}
 
-var (
-	_ agentlog.Format   = Format{}
-	_ agentlog.Replayer = (*mapper)(nil)
-)
+var _ agentlog.Format = Format{}
 
 // Name is "codex".
 func (Format) Name() string { return Name }
@@ -64,9 +61,6 @@ type mapper struct {
 	resp  string
 	lines int // lines mapped so far
 }
-
-// Replay: Decode keeps no state, so the line is the one it gives.
-func (*mapper) Replay(l agentlog.Line) agentlog.Line { return l }
 
 // Decode parses a RolloutLine.
 func (m *mapper) Decode(raw []byte) (agentlog.Line, error) {

@@ -23,10 +23,7 @@ const LabelParentSession = "parentSession"
 // Format is the pi session format, version 3.
 type Format struct{}
 
-var (
-	_ agentlog.Format   = Format{}
-	_ agentlog.Replayer = (*mapper)(nil)
-)
+var _ agentlog.Format = Format{}
 
 // Name is "pi".
 func (Format) Name() string { return Name }
@@ -50,7 +47,9 @@ func (Format) SessionID(_ string, first []byte) (string, error) {
 }
 
 // NewMapper starts a pass over one session file.
-func (Format) NewMapper(string) agentlog.Mapper { return &mapper{before: map[string]uint64{}} }
+func (Format) NewMapper(string) agentlog.Mapper {
+	return &mapper{before: map[string]uint64{}}
+}
 
 type mapper struct {
 	header bool
@@ -61,14 +60,9 @@ type mapper struct {
 	// before is the last seq before each mapped entry's events: where a
 	// compaction that keeps that entry ends.
 	before map[string]uint64
-}
-
-// Replay: Decode keeps the header's version only.
-func (m *mapper) Replay(l agentlog.Line) agentlog.Line {
-	if h, ok := l.Value.(*header); ok {
-		m.sawHeader(h)
-	}
-	return l
+	// leaf is the last entry: the one pi appends to, unless /tree moved
+	// it.
+	leaf string
 }
 
 // Decode parses the header or an entry, migrated to version 3 as pi
@@ -98,7 +92,7 @@ func (m *mapper) Decode(raw []byte) (agentlog.Line, error) {
 	}
 	m.migrate(&e)
 	t, _ := time.Parse(time.RFC3339Nano, e.Timestamp)
-	return agentlog.Line{Key: e.ID, ID: e.ID, Parent: e.parent(), Time: t, Value: &e}, nil
+	return agentlog.Line{Key: e.ID, Time: t, Value: &e}, nil
 }
 
 // Map drives b with the steps of one line.
@@ -114,7 +108,15 @@ func (m *mapper) Map(b *agentlog.Builder, l agentlog.Line) {
 		b.Meta(agentlog.Meta{Labels: map[string]string{agentlog.LabelCwd: v.Cwd, LabelParentSession: v.ParentSession}})
 		b.Skip("session header: session/created")
 	case *entry:
+		if p := v.parent(); m.leaf != "" && p != m.leaf && !m.chained() {
+			// /tree moved the leaf: the model's context continues from
+			// the entry this one is appended to (none known: the start).
+			// A version 1 file's entries are a chain: each continues the
+			// one before it.
+			b.Rewind(p)
+		}
 		m.before[v.ID] = b.State().LastSeq
+		m.leaf = v.ID
 		m.entry(b, v)
 	}
 }

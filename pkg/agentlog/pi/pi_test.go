@@ -83,3 +83,38 @@ func TestContextMessages(t *testing.T) {
 		t.Errorf("%d damaged lines, want the entry without id", res.Damaged)
 	}
 }
+
+// TestTreeJumpIsRewind: the fixture's two /tree jumps (back to an earlier
+// reply, then back to the branch it left) are context/rewound in the one
+// session, to the last event of the entry each continues, and the model's
+// context is pi's: the root-to-leaf path, without the abandoned branch.
+func TestTreeJumpIsRewind(t *testing.T) {
+	paths, err := filepath.Glob(filepath.Join("testdata", "sessions", "*", "*8c2f4b1e*.jsonl"))
+	if err != nil || len(paths) != 1 {
+		t.Fatalf("fixture: %v %v", paths, err)
+	}
+	c, _, _ := agentlogtest.Read(t, pi.Format{}, paths[0])
+	if len(c.Sessions) != 1 {
+		t.Fatalf("%d sessions", len(c.Sessions))
+	}
+	events := c.Sessions[0].Events
+	var to []string
+	for _, e := range events {
+		if e.Type == schema.TypeContextRewound {
+			var d schema.ContextRewound
+			_ = json.Unmarshal(e.Data, &d)
+			if events[d.ToSeq-1].EventID != d.ToEventID {
+				t.Errorf("toSeq %d is %s, not %s", d.ToSeq, events[d.ToSeq-1].EventID, d.ToEventID)
+			}
+			to = append(to, d.ToEventID)
+		}
+	}
+	if got := strings.Join(to, " "); got != "7e8f9001.3 aabbccdd.3" {
+		t.Errorf("rewound to %s, want 7e8f9001.3 aabbccdd.3", got)
+	}
+	for _, en := range agentlogtest.Context(events) {
+		if strings.Contains(en.Text, "NFC") || strings.Contains(en.Text, "summary of a branch") {
+			t.Errorf("the abandoned branch is in the context: %+v", en)
+		}
+	}
+}

@@ -38,6 +38,8 @@ var Defaults = map[string]map[string]string{
 	schema.TypeGoalUpdated:       {"objective": `"objective"`, "status": `"active"`},
 	schema.TypeJobEnded:          {"status": `"exited"`},
 	schema.TypeRepairApplied:     {"reason": `"lease expired"`, "closed": `[]`},
+	schema.TypeSessionTitled:     {"title": `"title"`},
+	schema.TypeContextRewound:    {"toEventId": `"e1"`},
 }
 
 // Event parses line, failing t if it cannot. The envelope has

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/internal/procstat"
 	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -40,6 +43,17 @@ type AppendOptions struct {
 	Only []string
 	// Duration per scenario (overrides Quick).
 	Duration time.Duration
+	// DurableSessions are the session counts of the durable scenarios
+	// (default 64 and 256; none when Only leaves them out).
+	DurableSessions []int
+	// LazyGroupCommit gives the writer of the lazy server group commit,
+	// which `up --sync interval` leaves off (an A/B of the writer path; the
+	// durable writers always have it).
+	LazyGroupCommit bool
+	// R3 adds the durable scenarios on 3-node clusters (streams R3), the
+	// fault suite's shape: raw-publish-1-r3-n, raw-publish-sync-r3-n and
+	// writer-durable-r3-n.
+	R3 bool
 }
 
 // AppendResult is one scenario's figures.
@@ -48,6 +62,14 @@ type AppendResult struct {
 	EventsPS float64
 	Baseline float64
 	P50, P99 time.Duration
+	// BaselineP99 is the baseline scenario's p99 (its own for a baseline).
+	BaselineP99 time.Duration
+	// AppendsPerCommit is, for a writer with group commit, the appends
+	// it sent per batch (or lone publish) over the measured rounds;
+	// RefusedCommits the batches refused whole (their appends sent again
+	// alone).
+	AppendsPerCommit float64
+	RefusedCommits   uint64
 	// CPU is the process's CPU time per event over the measured rounds
 	// (server, writer and load together): unlike the rate, it does not
 	// swing with whatever else the machine runs.
@@ -60,13 +82,17 @@ func (r AppendResult) Line() string {
 	if r.Baseline > 0 {
 		ratio = r.EventsPS / r.Baseline
 	}
-	return fmt.Sprintf("BENCH name=%s value=%.0f unit=ev/s baseline=%.0f ratio=%.2f p50=%.3f p99=%.3f cpu_us_per_event=%.1f",
-		r.Name, r.EventsPS, r.Baseline, ratio, ms(r.P50), ms(r.P99), float64(r.CPU)/float64(time.Microsecond))
+	line := fmt.Sprintf("BENCH name=%s value=%.0f unit=ev/s baseline=%.0f ratio=%.2f p50=%.3f p99=%.3f baseline_p99=%.3f cpu_us_per_event=%.1f",
+		r.Name, r.EventsPS, r.Baseline, ratio, ms(r.P50), ms(r.P99), ms(r.BaselineP99), float64(r.CPU)/float64(time.Microsecond))
+	if r.AppendsPerCommit > 0 {
+		line += fmt.Sprintf(" appends_per_commit=%.1f refused_commits=%d", r.AppendsPerCommit, r.RefusedCommits)
+	}
+	return line
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// Append runs, in one process on one embedded JetStream server (file
+// Append runs, in one process on an embedded JetStream server (file
 // storage in a temporary directory), with Sessions concurrent sessions:
 //
 //	raw-publish-1   synchronous JetStream publish with the per-subject
@@ -75,6 +101,14 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 //	client-1        through pkg/client (Append with expectedSeq)
 //	raw-batch-10    atomic batches of 10 straight to JetStream (the batch floor)
 //	writer-batch-10 10-event requests through the writer
+//
+// and, for each n of DurableSessions, with n sessions:
+//
+//	raw-publish-1-n     raw-publish-1 (the lazy server: fsync every 2 minutes)
+//	raw-publish-sync-n  raw-publish-1 on a second server that fsyncs
+//	                    before every acknowledgement (sync_interval: always)
+//	writer-durable-n    writer-1 on that server: the writer's group commit
+//	                    against the lazy raw floor
 //
 // and prints one BENCH line per scenario; ratios are against the raw
 // floor of the same batch size, measured in the same run.
@@ -85,6 +119,9 @@ func Append(ctx context.Context, opt AppendOptions) error {
 	if opt.Sessions <= 0 {
 		opt.Sessions = 64
 	}
+	if opt.DurableSessions == nil {
+		opt.DurableSessions = []int{64, 256}
+	}
 	dur := opt.Duration
 	if dur <= 0 {
 		dur = 40 * time.Second
@@ -93,61 +130,79 @@ func Append(ctx context.Context, opt AppendOptions) error {
 		}
 	}
 
-	srv, shutdown, err := embeddedServer("sessionlog-bench-append-")
+	lazy, err := startAppendTarget(ctx, "sessionlog-bench-append-", false, opt.WriterTCP, logstore.Config{MaxInflightBatches: opt.Sessions, NoGroupCommit: !opt.LazyGroupCommit})
 	if err != nil {
 		return err
 	}
-	defer shutdown()
-
-	// The writer has its own connection: in-process, as in `sessionlog
-	// up`, or over TCP, as a writer in its own process; the raw and client
-	// scenarios share another (TCP: agents are other processes).
-	_, stopWriter, err := startWriter(ctx, srv, opt.WriterTCP, logstore.Config{MaxInflightBatches: opt.Sessions})
-	if err != nil {
-		return err
+	defer lazy.close()
+	var durable, lazyR3, durableR3 *appendTarget
+	if len(opt.DurableSessions) > 0 {
+		cfg := logstore.Config{MaxInflightBatches: slices.Max(opt.DurableSessions)}
+		if durable, err = startAppendTarget(ctx, "sessionlog-bench-append-sync-", true, opt.WriterTCP, cfg); err != nil {
+			return err
+		}
+		defer durable.close()
+		if opt.R3 {
+			cfg.Replicas = 3
+			if lazyR3, err = startClusterTarget(ctx, false, cfg); err != nil {
+				return err
+			}
+			defer lazyR3.close()
+			if durableR3, err = startClusterTarget(ctx, true, cfg); err != nil {
+				return err
+			}
+			defer durableR3.close()
+		}
 	}
-	defer stopWriter()
-
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	cl := client.New(nc)
 
 	type scenario struct {
 		name     string
 		batch    int
+		sessions int
 		baseline string
 		run      func(ctx context.Context, sid string, seq uint64, n int) error
 		setup    func(ctx context.Context, sid string) error
+		// commits counts the writer's group commits, if it has them.
+		commits func() (batches, appends, refused uint64)
 	}
 	rawSeq := newStreamSeqs()
-	writerSetup := func(ctx context.Context, sid string) error {
-		_, err := cl.Append(ctx, client.AppendRequest{SessionID: sid, ExpectedSeq: client.Seq(0), Events: []schema.Envelope{{Type: schema.TypeSessionCreated, Data: json.RawMessage(`{}`)}}})
-		return err
+	rawPublishOn := func(t *appendTarget) func(ctx context.Context, sid string, seq uint64, n int) error {
+		return func(ctx context.Context, sid string, seq uint64, n int) error {
+			return rawPublish(ctx, t.js, rawSeq, sid, seq)
+		}
 	}
+	writerOn := func(t *appendTarget) func(ctx context.Context, sid string, seq uint64, n int) error {
+		return func(ctx context.Context, sid string, seq uint64, n int) error {
+			return writerRequest(ctx, t.nc, sid, seq, n)
+		}
+	}
+	cl := lazy.cl
 	scenarios := []scenario{
-		{name: "raw-publish-1", batch: 1, run: func(ctx context.Context, sid string, seq uint64, n int) error {
-			return rawPublish(ctx, js, rawSeq, sid, seq)
-		}},
-		{name: "writer-1", batch: 1, baseline: "raw-publish-1", setup: writerSetup, run: func(ctx context.Context, sid string, seq uint64, n int) error {
-			return writerRequest(ctx, nc, sid, seq, n)
-		}},
-		{name: "client-1", batch: 1, baseline: "raw-publish-1", setup: writerSetup, run: func(ctx context.Context, sid string, seq uint64, n int) error {
+		{name: "raw-publish-1", batch: 1, run: rawPublishOn(lazy)},
+		{name: "writer-1", batch: 1, baseline: "raw-publish-1", setup: lazy.writerSetup, run: writerOn(lazy)},
+		{name: "client-1", batch: 1, baseline: "raw-publish-1", setup: lazy.writerSetup, run: func(ctx context.Context, sid string, seq uint64, n int) error {
 			_, err := cl.Append(ctx, client.AppendRequest{SessionID: sid, ExpectedSeq: client.Seq(seq - 1), Events: benchEvents(n)})
 			return err
 		}},
 		{name: "raw-batch-10", batch: 10, run: func(ctx context.Context, sid string, seq uint64, n int) error {
-			return rawBatch(ctx, js, rawSeq, sid, seq, n)
+			return rawBatch(ctx, lazy.js, rawSeq, sid, seq, n)
 		}},
-		{name: "writer-batch-10", batch: 10, baseline: "raw-batch-10", setup: writerSetup, run: func(ctx context.Context, sid string, seq uint64, n int) error {
-			return writerRequest(ctx, nc, sid, seq, n)
-		}},
+		{name: "writer-batch-10", batch: 10, baseline: "raw-batch-10", setup: lazy.writerSetup, run: writerOn(lazy)},
+	}
+	durableScenarios := func(suffix string, lazy, durable *appendTarget) {
+		for _, n := range opt.DurableSessions {
+			raw := fmt.Sprintf("raw-publish-1%s-%d", suffix, n)
+			scenarios = append(scenarios,
+				scenario{name: raw, batch: 1, sessions: n, run: rawPublishOn(lazy)},
+				scenario{name: fmt.Sprintf("raw-publish-sync%s-%d", suffix, n), batch: 1, sessions: n, baseline: raw, run: rawPublishOn(durable)},
+				scenario{name: fmt.Sprintf("writer-durable%s-%d", suffix, n), batch: 1, sessions: n, baseline: raw, setup: durable.writerSetup, run: writerOn(durable),
+					commits: durable.st.GroupCommitStats},
+			)
+		}
+	}
+	durableScenarios("", lazy, durable)
+	if opt.R3 {
+		durableScenarios("-r3", lazyR3, durableR3)
 	}
 	if len(opt.Only) > 0 {
 		keep := map[string]bool{}
@@ -180,8 +235,12 @@ func Append(ctx context.Context, opt AppendOptions) error {
 	slice := dur / time.Duration(rounds)
 	runs := make([]*appendRun, len(scenarios))
 	for i, sc := range scenarios {
-		runs[i] = &appendRun{name: sc.name, batch: sc.batch, run: sc.run}
-		if err := runs[i].init(ctx, opt.Sessions, sc.setup); err != nil {
+		runs[i] = &appendRun{name: sc.name, batch: sc.batch, run: sc.run, commits: sc.commits}
+		sessions := sc.sessions
+		if sessions == 0 {
+			sessions = opt.Sessions
+		}
+		if err := runs[i].init(ctx, sessions, sc.setup); err != nil {
 			return fmt.Errorf("bench append %s: %w", sc.name, err)
 		}
 	}
@@ -199,9 +258,9 @@ func Append(ctx context.Context, opt AppendOptions) error {
 			return fmt.Errorf("bench append %s: %w", sc.name, err)
 		}
 		if sc.baseline != "" {
-			r.Baseline = results[sc.baseline].EventsPS
+			r.Baseline, r.BaselineP99 = results[sc.baseline].EventsPS, results[sc.baseline].P99
 		} else {
-			r.Baseline = r.EventsPS
+			r.Baseline, r.BaselineP99 = r.EventsPS, r.P99
 		}
 		results[sc.name] = r
 		fmt.Fprintln(opt.Out, r.Line())
@@ -219,6 +278,10 @@ type appendRun struct {
 	lats    []time.Duration
 	elapsed time.Duration
 	cpu     time.Duration
+	commits func() (batches, appends, refused uint64)
+	// batches, appends and refusals of the writer's group commit in
+	// measured rounds.
+	batches, appends, refused uint64
 }
 
 func (a *appendRun) init(ctx context.Context, sessions int, setup func(context.Context, string) error) error {
@@ -248,6 +311,10 @@ func (a *appendRun) round(ctx context.Context, d time.Duration, measure bool) er
 		lats []time.Duration
 		errs = make(chan error, len(a.sids))
 	)
+	var b0, a0, r0 uint64
+	if a.commits != nil {
+		b0, a0, r0 = a.commits()
+	}
 	cpu0 := procstat.CPU()
 	start := time.Now()
 	end := start.Add(d)
@@ -285,6 +352,10 @@ func (a *appendRun) round(ctx context.Context, d time.Duration, measure bool) er
 		a.lats = append(a.lats, lats...)
 		a.elapsed += took
 		a.cpu += cpu
+		if a.commits != nil {
+			b1, a1, r1 := a.commits()
+			a.batches, a.appends, a.refused = a.batches+b1-b0, a.appends+a1-a0, a.refused+r1-r0
+		}
 	}
 	return nil
 }
@@ -300,7 +371,17 @@ func (a *appendRun) result() (AppendResult, error) {
 		P50:      a.lats[len(a.lats)/2],
 		P99:      a.lats[len(a.lats)*99/100],
 		CPU:      a.cpu / time.Duration(len(a.lats)*a.batch),
+
+		AppendsPerCommit: perCommit(a.appends, a.batches),
+		RefusedCommits:   a.refused,
 	}, nil
+}
+
+func perCommit(appends, batches uint64) float64 {
+	if batches == 0 {
+		return 0
+	}
+	return float64(appends) / float64(batches)
 }
 
 // streamSeqs keeps each raw session's last stream seq, as the raw floor
@@ -357,12 +438,22 @@ func rawPublish(ctx context.Context, js jetstream.JetStream, seqs *streamSeqs, s
 	if err != nil {
 		return err
 	}
-	ack, err := js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
-	if err != nil {
-		return err
+	for attempt := 0; ; attempt++ {
+		ack, err := js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant && attempt < 100 {
+			// A replicated stream refuses an expectation on a subject
+			// whose previous message it has acknowledged but not yet
+			// cleared from its in-process set: a moment later it passes.
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		seqs.set(sid, ack.Sequence)
+		return nil
 	}
-	seqs.set(sid, ack.Sequence)
-	return nil
 }
 
 func rawBatch(ctx context.Context, js jetstream.JetStream, seqs *streamSeqs, sid string, seq uint64, n int) error {
@@ -432,6 +523,132 @@ func writerRequest(ctx context.Context, nc *nats.Conn, sid string, seq uint64, n
 		return fmt.Errorf("writer: %s: %s", code, m.Data)
 	}
 	return nil
+}
+
+// appendTarget is one embedded server of the append benchmark, with a
+// writer on it and a connection for the load.
+type appendTarget struct {
+	st    *logstore.Store
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	cl    *client.Client
+	close func()
+}
+
+// startClusterTarget is startAppendTarget on a 3-node cluster, shaped as
+// the fault suite's (each node its own store; the writer and the load on
+// the first node).
+func startClusterTarget(ctx context.Context, syncAlways bool, cfg logstore.Config) (*appendTarget, error) {
+	var ports []int
+	var routes []*url.URL
+	for range 3 {
+		p, err := natstest.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		ports = append(ports, p)
+		u, _ := url.Parse(fmt.Sprintf("nats-route://127.0.0.1:%d", p))
+		routes = append(routes, u)
+	}
+	name := fmt.Sprintf("bench-%d", time.Now().UnixNano()%100000)
+	var stops []func()
+	stopAll := func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	var first *server.Server
+	for i := range 3 {
+		dir, cleanup, err := natstest.TempDir("sessionlog-bench-append-r3-")
+		if err != nil {
+			stopAll()
+			return nil, err
+		}
+		o := natstest.Options(dir)
+		o.SyncAlways = syncAlways
+		o.ServerName = fmt.Sprintf("%s-%d", name, i)
+		o.Cluster.Name = name
+		o.Cluster.Host = "127.0.0.1"
+		o.Cluster.Port = ports[i]
+		o.Routes = routes
+		srv, err := natstest.Start(o)
+		if err != nil {
+			cleanup()
+			stopAll()
+			return nil, err
+		}
+		stops = append(stops, func() { srv.Shutdown(); srv.WaitForShutdown(); cleanup() })
+		if first == nil {
+			first = srv
+		}
+	}
+	// The store is provisioned once a meta leader is elected.
+	var t *appendTarget
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if t, err = startTargetOn(ctx, first, false, cfg); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if err != nil {
+		stopAll()
+		return nil, err
+	}
+	closeTarget := t.close
+	t.close = func() { closeTarget(); stopAll() }
+	return t, nil
+}
+
+// startAppendTarget starts a server (fsyncing before every
+// acknowledgement if syncAlways), a writer on it with the store opened
+// with cfg, and the load's connection.
+func startAppendTarget(ctx context.Context, prefix string, syncAlways, writerTCP bool, cfg logstore.Config) (*appendTarget, error) {
+	srv, shutdown, err := embeddedServerSync(prefix, syncAlways)
+	if err != nil {
+		return nil, err
+	}
+	t, err := startTargetOn(ctx, srv, writerTCP, cfg)
+	if err != nil {
+		shutdown()
+		return nil, err
+	}
+	closeTarget := t.close
+	t.close = func() { closeTarget(); shutdown() }
+	return t, nil
+}
+
+// startTargetOn starts the writer and the load's connection on srv.
+func startTargetOn(ctx context.Context, srv *server.Server, writerTCP bool, cfg logstore.Config) (*appendTarget, error) {
+	// The writer has its own connection: in-process, as in `sessionlog
+	// up`, or over TCP, as a writer in its own process; the raw and client
+	// scenarios share another (TCP: agents are other processes).
+	st, stopWriter, err := startWriter(ctx, srv, writerTCP, cfg)
+	if err != nil {
+		return nil, err
+	}
+	t := &appendTarget{st: st}
+	if t.nc, err = nats.Connect(srv.ClientURL()); err == nil {
+		t.js, err = jetstream.New(t.nc)
+	}
+	t.close = func() {
+		if t.nc != nil {
+			t.nc.Close()
+		}
+		stopWriter()
+	}
+	if err != nil {
+		t.close()
+		return nil, err
+	}
+	t.cl = client.New(t.nc)
+	return t, nil
+}
+
+// writerSetup creates the session through the writer.
+func (t *appendTarget) writerSetup(ctx context.Context, sid string) error {
+	_, err := t.cl.Append(ctx, client.AppendRequest{SessionID: sid, ExpectedSeq: client.Seq(0), Events: []schema.Envelope{{Type: schema.TypeSessionCreated, Data: json.RawMessage(`{}`)}}})
+	return err
 }
 
 // startWriter runs a writer on its own connection to srv (in-process, as

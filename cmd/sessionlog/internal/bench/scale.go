@@ -365,11 +365,20 @@ func scaleRepairerRSS(ctx context.Context, opt ScaleOptions, url string, args []
 // embeddedServer starts a JetStream server in a temporary directory;
 // shutdown stops it and removes the directory.
 func embeddedServer(prefix string) (*server.Server, func(), error) {
+	return embeddedServerSync(prefix, false)
+}
+
+// embeddedServerSync is embeddedServer, fsyncing before every
+// acknowledgement if syncAlways (else every 2 minutes, the server's
+// default).
+func embeddedServerSync(prefix string, syncAlways bool) (*server.Server, func(), error) {
 	dir, cleanup, err := natstest.TempDir(prefix)
 	if err != nil {
 		return nil, nil, err
 	}
-	srv, err := natstest.Start(natstest.Options(dir))
+	o := natstest.Options(dir)
+	o.SyncAlways = syncAlways
+	srv, err := natstest.Start(o)
 	if err != nil {
 		cleanup()
 		return nil, nil, err
