@@ -375,3 +375,43 @@ func TestEraseAuditCoversAppendsDuringTheErase(t *testing.T) {
 		t.Fatalf("reply %+v", got)
 	}
 }
+
+// A cascade cut short resumes by itself: the session's record names its
+// children, each child has its own job, and a repairer started afterwards
+// finishes them all; the same request then answers done with every id.
+func TestEraseCascadeCutShortFinishesByItself(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(Config{LeaseTTL: testTTL, Grace: testGrace})
+	marker := strings.Repeat("Q", 64)
+	e.eraseSession("cp", marker, "")
+	e.eraseSession("cc1", marker, "cp")
+	e.eraseSession("cc2", marker, "cc1")
+	errKilled := errors.New("killed")
+	hook := func(step string) error {
+		if step == StepDeleted {
+			return errKilled
+		}
+		return nil
+	}
+	r.svc.eraseStep.Store(&hook)
+	got, code := e.erase(`{"sessionId":"cp","reason":"r","by":"b","cascade":true}`)
+	if code != "" || got.State != EraseAccepted || len(got.Jobs) != 3 || len(got.Erased) != 0 {
+		t.Fatalf("cut-short cascade answered %+v %q", got, code)
+	}
+	if rec, _, _ := e.store.ErasureOf(context.Background(), "cp"); rec == nil || !rec.Cascade || strings.Join(rec.Children, ",") != "cc1,cc2" {
+		t.Fatalf("the record of cp: %+v", rec)
+	}
+	r.stop()
+	e.start(Config{LeaseTTL: testTTL, Grace: testGrace})
+	for _, id := range []string{"cp", "cc1", "cc2"} {
+		e.waitErased(id)
+		e.gone(id)
+	}
+	if got, code := e.erase(`{"sessionId":"cp","reason":"r","by":"b","cascade":true}`); code != "" || got.State != EraseDone ||
+		strings.Join(got.Erased, ",") != "cp,cc1,cc2" || got.Events != 24 {
+		t.Fatalf("repeat: %+v %q", got, code)
+	}
+	if n := len(e.audits()); n != 3 {
+		t.Fatalf("%d audit records, want 3", n)
+	}
+}
