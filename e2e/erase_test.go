@@ -12,7 +12,6 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -138,7 +137,17 @@ func TestEraseLeavesNoByteOnDisk(t *testing.T) {
 	// 64 random characters: found nowhere else, and not compressible away
 	// (a repeated pattern would not survive Pebble's block compression).
 	marker, kept := randomMarker(t), randomMarker(t)
-	mustAppend(t, nc, appendReq{SessionID: "s-secret", ExpectedSeq: u64(0), Events: markedEvents(marker, 15)})
+	// The lease's holder, and a transcript's project and session key (the
+	// source index), are erased with their session too.
+	holder, project, skey := "agent-"+randomMarker(t), "/home/"+randomMarker(t), "key."+randomMarker(t)[:40]
+	mustAppend(t, nc, appendReq{SessionID: "s-secret", ExpectedSeq: u64(0), Holder: holder, Events: markedEvents(marker, 15)})
+	srcReq, _ := json.Marshal(api.SourceAppendRequest{SourceKey: api.SourceKey{Format: "claude-code", ProjectKey: project, SessionKey: skey},
+		Entries: []json.RawMessage{json.RawMessage(`{"type":"user","uuid":"e-1","sessionId":"` + skey + `","message":{"role":"user","content":"about ` + marker + `"}}`)}})
+	sm, err := nc.Request(api.SubjectSourceAppend, srcReq, 30*time.Second)
+	var srcRep api.SourceAppendReply
+	if err != nil || json.Unmarshal(sm.Data, &srcRep) != nil || srcRep.SessionID == "" || srcRep.Appended == 0 {
+		t.Fatalf("source append: %v %s", err, sm.Data)
+	}
 	mustAppend(t, nc, appendReq{SessionID: "s-kept", ExpectedSeq: u64(0), Events: markedEvents(kept, 2)})
 	if out, errOut, code := cli(t, nil, nil, append([]string{"fork", "s-secret", "--child", "s-fork"}, url...)...); code != 0 {
 		t.Fatalf("fork: exit %d\n%s\n%s", code, out, errOut)
@@ -188,8 +197,11 @@ func TestEraseLeavesNoByteOnDisk(t *testing.T) {
 		t.Fatalf("erase: exit %d\n%s\n%s", ec, out, errOut)
 	}
 	var rep api.EraseReply
-	if err := json.Unmarshal([]byte(out), &rep); err != nil || strings.Join(rep.Erased, ",") != "s-secret,s-fork" {
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || strings.Join(rep.Erased, ",") != "s-secret,s-fork" || rep.State != api.EraseDone {
 		t.Fatalf("erase reply %q: %v", out, err)
+	}
+	if out, errOut, ec := cli(t, nil, nil, append([]string{"erase", srcRep.SessionID, "--reason", "privacy request"}, url...)...); ec != 0 {
+		t.Fatalf("erase the transcript: exit %d\n%s\n%s", ec, out, errOut)
 	}
 
 	checkReads := func(p *upProc, nc *nats.Conn) {
@@ -245,10 +257,16 @@ func TestEraseLeavesNoByteOnDisk(t *testing.T) {
 		}
 		_, body, err := httpGet(p.HTTPURL + "/v1/audit")
 		var page struct{ Records []api.AuditRecord }
-		if err != nil || json.Unmarshal([]byte(body), &page) != nil || len(page.Records) != 2 {
+		if err != nil || json.Unmarshal([]byte(body), &page) != nil || len(page.Records) != 3 {
 			t.Fatalf("audit: %s %v", body, err)
 		}
-		if r := page.Records[0]; r.SessionID != "s-secret" || r.SHA256 != wantSum || r.Events != 94 || r.LastSeq != 94 || r.Reason != "privacy request" || strings.Contains(body, marker) {
+		var r api.AuditRecord
+		for _, rec := range page.Records {
+			if rec.SessionID == "s-secret" {
+				r = rec
+			}
+		}
+		if r.SessionID != "s-secret" || r.SHA256 != wantSum || r.Events != 94 || r.LastSeq != 94 || r.Reason != "privacy request" || strings.Contains(body, marker) {
 			t.Errorf("audit %+v, want sha256 %s", r, wantSum)
 		}
 	}
@@ -264,8 +282,13 @@ func TestEraseLeavesNoByteOnDisk(t *testing.T) {
 	checkReads(p2, p2.Connect(t))
 	p2.Stop()
 
-	if hits := filesHolding(t, dir, []byte(marker)); len(hits) > 0 {
-		t.Fatalf("the erased marker is still in %v", hits)
+	// Every file under the data directory: the streams' and every KV
+	// bucket's block files, Pebble's, the logs.
+	for what, needle := range map[string]string{"the erased marker": marker, "the lease holder": holder,
+		"the project key": project, "the session key": skey} {
+		if hits := filesHolding(t, dir, []byte(needle)); len(hits) > 0 {
+			t.Errorf("%s is still in %v", what, hits)
+		}
 	}
 	if hits := filesHolding(t, dir, []byte(kept)); len(hits) == 0 {
 		t.Fatal("the kept session's marker is in no file: the search proves nothing")
@@ -326,16 +349,27 @@ func TestRetentionArchivesErasesAndImportsBack(t *testing.T) {
 
 // A real kill: up is SIGKILLed while it deletes a large session's events;
 // the half-deleted session reads as erased (never as a shorter whole),
-// and the same erase after a restart finishes it: nothing left, one
-// audit record whose digest is that of the whole session.
-func TestEraseKilledMidwayFinishesOnRepeat(t *testing.T) {
+// and up, restarted, finishes the erase by itself (no request): nothing
+// left, one audit record whose digest is that of the whole session.
+func TestEraseKilledMidwayFinishesByItself(t *testing.T) {
 	dir := t.TempDir()
 	p := startUp(t, dir, nil)
 	nc := p.Connect(t)
 	marker := randomMarker(t)
 	evs := markedEvents(marker, 160) // 964 events
-	mustAppend(t, nc, appendReq{SessionID: "big", ExpectedSeq: u64(0), Events: evs[:500]})
-	mustAppend(t, nc, appendReq{SessionID: "big", ExpectedSeq: u64(500), Events: evs[500:]})
+	// 16 KiB of output per call (2.5 MiB in all): the server rewrites
+	// the block file for each delete, so the erase takes seconds, longer
+	// than the request waits before it answers accepted.
+	pad := strings.Repeat(randomMarker(t), 256)
+	for _, e := range evs {
+		if e["type"] == "tool/result" {
+			d := e["data"].(map[string]any)
+			d["output"] = d["output"].(string) + pad
+		}
+	}
+	for i := 0; i < len(evs); i += 40 {
+		mustAppend(t, nc, appendReq{SessionID: "big", ExpectedSeq: u64(uint64(i)), Events: evs[i:min(i+40, len(evs))]})
+	}
 	bodies, _ := readAll(t, nc, "big")
 	h := sha256.New()
 	for _, b := range bodies {
@@ -357,13 +391,12 @@ func TestEraseKilledMidwayFinishesOnRepeat(t *testing.T) {
 		}
 		return info.State.Subjects["sessions.ev.big"]
 	}
-	// The first erase runs until up dies under it (its own exit is
-	// not the point).
-	first := exec.Command(sessionlogBin(t), "erase", "big", "--reason", "kill test", "--nats-url", p.NATSURL)
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
+	// The erase is accepted at once and goes on in up; up dies under it.
+	out, errOut, code := cli(t, nil, nil, "erase", "big", "--reason", "kill test", "--wait=false", "--json", "--nats-url", p.NATSURL)
+	var rep api.EraseReply
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.State != api.EraseAccepted || len(rep.Jobs) != 1 {
+		t.Fatalf("erase: exit %d\n%s\n%s", code, out, errOut)
 	}
-	t.Cleanup(func() { _ = first.Wait() })
 	natstest.CheckFor(t, 60*time.Second, time.Millisecond, func() error {
 		if n := stored(nc); n == len(evs) || n == 0 {
 			return fmt.Errorf("%d stored", n)
@@ -374,24 +407,31 @@ func TestEraseKilledMidwayFinishesOnRepeat(t *testing.T) {
 
 	p = startUp(t, dir, nil)
 	nc = p.Connect(t)
-	left := stored(nc)
-	if left == 0 || left == len(evs) {
-		t.Fatalf("the kill left %d of %d events: not midway", left, len(evs))
-	}
 	if _, code := readAll(t, nc, "big"); code != "erased" {
 		t.Fatalf("a half-erased session reads %q, want erased", code)
 	}
-	if out, errOut, code := cli(t, nil, nil, "erase", "big", "--reason", "kill test", "--nats-url", p.NATSURL); code != 0 {
-		t.Fatalf("repeat: exit %d\n%s\n%s", code, out, errOut)
+	// While it runs, verify names it as an erasure under way, not a gap.
+	if out, _, _ := cli(t, nil, nil, "verify", "--nats-url", p.NATSURL); stored(nc) > 0 && strings.Contains(out, "gap") {
+		t.Errorf("verify calls the unfinished erasure a gap:\n%s", out)
 	}
+	natstest.CheckFor(t, 5*time.Minute, 100*time.Millisecond, func() error {
+		_, body, err := httpGet(p.HTTPURL + "/v1/audit")
+		var page struct{ Records []api.AuditRecord }
+		if err != nil || json.Unmarshal([]byte(body), &page) != nil || len(page.Records) != 1 {
+			return fmt.Errorf("audit %s %v", body, err)
+		}
+		if r := page.Records[0]; r.SHA256 != wantSum || r.Events != uint64(len(evs)) {
+			t.Fatalf("audit %+v, want %s over %d events", r, wantSum, len(evs))
+		}
+		return nil
+	})
 	if n := stored(nc); n != 0 {
 		t.Fatalf("%d events left", n)
 	}
-	_, body, err := httpGet(p.HTTPURL + "/v1/audit")
-	var page struct{ Records []api.AuditRecord }
-	if err != nil || json.Unmarshal([]byte(body), &page) != nil || len(page.Records) != 1 ||
-		page.Records[0].SHA256 != wantSum || page.Records[0].Events != uint64(len(evs)) {
-		t.Fatalf("audit %s %v, want one record with %s", body, err, wantSum)
+	// The same request now answers done, from the record.
+	out, errOut, code = cli(t, nil, nil, "erase", "big", "--reason", "kill test", "--nats-url", p.NATSURL)
+	if code != 0 || !strings.Contains(out, "erased big (964 events)") {
+		t.Fatalf("repeat: exit %d\n%s\n%s", code, out, errOut)
 	}
 	if out, errOut, code := cli(t, nil, nil, "verify", "--nats-url", p.NATSURL); code != 0 {
 		t.Fatalf("verify: exit %d\n%s\n%s", code, out, errOut)

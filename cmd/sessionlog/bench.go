@@ -15,6 +15,7 @@ type benchFunc func(ctx context.Context, args []string, stdout io.Writer) error
 // bench_<name>.go.
 var benches = map[string]benchFunc{
 	"append":  runBenchAppend,
+	"erase":   runBenchErase,
 	"catchup": runBenchCatchup,
 	"fork":    runBenchFork,
 	"import":  runBenchImport,

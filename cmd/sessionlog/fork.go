@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/oklog/ulid/v2"
-	"github.com/schollz/progressbar/v3"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -116,16 +115,7 @@ func forkProgress(ctx context.Context, nc *nats.Conn, req forker.Request, always
 	if total == 0 || (!always && total < forkProgressMin) {
 		return func() {}
 	}
-	bar := progressbar.NewOptions64(int64(total)+1,
-		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription("fork "+req.ParentID+" -> "+req.ChildID),
-		progressbar.OptionShowCount(),
-		progressbar.OptionShowIts(),
-		progressbar.OptionSetItsString("events"),
-		progressbar.OptionThrottle(100*time.Millisecond),
-		progressbar.OptionSetPredictTime(true),
-		progressbar.OptionClearOnFinish(),
-	)
+	bar := eventsBar(w, total+1, "fork "+req.ParentID+" -> "+req.ChildID)
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {

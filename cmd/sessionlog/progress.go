@@ -5,6 +5,9 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
 )
 
 // progress draws a one-line bar on a terminal, and nothing elsewhere (a
@@ -49,4 +52,19 @@ func (p *progress) clear() {
 		fmt.Fprint(p.w, "\r\033[K")
 		p.drawn = false
 	}
+}
+
+// eventsBar is a progress bar on w counting events up to total (fork and
+// erase draw it on a terminal).
+func eventsBar(w io.Writer, total uint64, desc string) *progressbar.ProgressBar {
+	return progressbar.NewOptions64(int64(total),
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription(desc),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("events"),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionClearOnFinish(),
+	)
 }

@@ -9,10 +9,15 @@ import (
 // The projector in `sessionlog up`: its store lives in <data-dir>/projector,
 // its API and dashboard are mounted at "/" of the --http-listen mux (up
 // serves /healthz, /readyz and /metrics and checks the token), and /readyz
-// waits until it has caught up with the stream.
+// waits until it has caught up with the stream. The projector is given
+// the token too: up's Require lets a cookie or ?token= through, and only
+// the projector's action check (httpauth.Action) asks for the token in
+// the Authorization header, which it can do only when it knows it.
 func startUpProjector(env *upEnv) (*upActor, error) {
 	cfg := assemble.DefaultProjector(filepath.Join(env.DataDir, "projector"))
 	cfg.OTLPEndpoint = env.OTLPEndpoint
+	// Dashboard actions take the token only from the Authorization header.
+	cfg.HTTPToken = env.HTTPToken
 	d := assemble.Deps{Conn: env.NC, Logger: env.Logger, Registerer: env.Registry}
 	// With an --http-token, whoever holds it is the operator: the
 	// dashboard's erase goes out as up's eraser user. Without one the

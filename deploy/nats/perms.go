@@ -97,9 +97,9 @@ func Service() *server.Permissions {
 
 // Eraser is the permission set of the "eraser" user: the repairer, which
 // serves sessions.api.erase and retention (DESIGN.md section 14). It has
-// the services' rights plus the secure delete of the log's messages, the
-// erasure records and the audit stream's subjects; it may still neither
-// delete nor purge a stream.
+// the services' rights plus the secure delete of the log's messages and of
+// the session's KV records, the erasure records and the audit stream's
+// subjects; it may still neither delete nor purge a stream.
 func Eraser() *server.Permissions {
 	p := services()
 	p.Publish.Allow = append(p.Publish.Allow,
@@ -109,6 +109,10 @@ func Eraser() *server.Permissions {
 	)
 	for n := range MaxPartitions {
 		p.Publish.Allow = append(p.Publish.Allow, "$JS.API.STREAM.MSG.DELETE."+StreamSessions+"-"+strconv.Itoa(n))
+	}
+	// The erased session's lease, claim, fork and source index records.
+	for _, b := range []string{BucketLeases, BucketClaims, BucketForks, BucketSources} {
+		p.Publish.Allow = append(p.Publish.Allow, "$JS.API.STREAM.MSG.DELETE.KV_"+b)
 	}
 	return p
 }

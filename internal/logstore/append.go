@@ -359,6 +359,13 @@ func (s *Store) committed(req AppendRequest, res AppendResult) {
 	s.tails.Add(req.SessionID, Tail{Seq: res.LastSeq, StreamSeq: res.StreamSeq, EventID: last.EventID})
 }
 
+// storedPast reports whether the stream's leader has stored stream seq
+// seq (its last seq stays where it was when the last message is deleted).
+func (s *Store) storedPast(ctx context.Context, stream string, seq uint64) bool {
+	last, err := s.LastStreamSeq(ctx, stream)
+	return err == nil && last >= seq
+}
+
 // errNotYet: the events are not stored after the expected position (yet).
 var errNotYet = errors.New("logstore: not stored yet")
 
@@ -372,6 +379,21 @@ func (s *Store) resolve(ctx context.Context, req *AppendRequest, loc Location) (
 		return AppendResult{}, err
 	}
 	if first == nil {
+		if req.ExpectedStreamSeq > 0 {
+			// The expected tail is gone from the leader though the stream
+			// is past it: an erase deleted it (DESIGN.md section 14), and
+			// the position after it can never be taken. Definite: the
+			// caller reads the session again. (A tail not stored yet, as a
+			// stale read shows, stays unknown.)
+			if m, err := s.msgGet(ctx, loc.Stream, msgGetRequest{Seq: req.ExpectedStreamSeq}); err == nil && m == nil &&
+				s.storedPast(ctx, loc.Stream, req.ExpectedStreamSeq) {
+				t, terr := s.Tail(ctx, req.SessionID)
+				if terr != nil && !errors.Is(terr, ErrUnreadable) {
+					return AppendResult{}, terr
+				}
+				return AppendResult{}, &ConflictError{Tail: t, Expected: req.ExpectedStreamSeq}
+			}
+		}
 		return AppendResult{}, errNotYet
 	}
 	if eventIDOf(first.Header.Get(HeaderMsgID)) != req.Events[0].EventID {

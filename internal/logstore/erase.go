@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,22 +25,59 @@ import (
 // ErasedBucket holds one record per erased (or erasing) session.
 const ErasedBucket = "SESSION_ERASED"
 
-// Erasure is a SESSION_ERASED record. The digest of the bodies is taken
-// before anything is deleted and kept here, so a repeated erase writes
-// the same audit record as the one that was interrupted.
+// Erasure is a SESSION_ERASED record, and the erase's job: it says where
+// the erase stands, so any eraser (the one that took the request, or one
+// started later) finishes it from there.
+//
+// The digest is taken as the events are deleted, batch by batch: a batch
+// is hashed into HashState and the record updated (Through is the stream
+// seq hashed up to) before the batch is deleted, so a resumed erase
+// deletes what it hashed without hashing it twice and hashes what came
+// after. LastSeq, Events and SHA256 then describe exactly the events
+// deleted, appends that landed during the erase included.
 type Erasure struct {
 	SessionID string `json:"sessionId"`
 	By        string `json:"by"`
 	Reason    string `json:"reason"`
 	ErasedAt  string `json:"erasedAt"`
-	// Hashed: LastSeq, Events and SHA256 describe the erased bodies.
+	// Hashed: LastSeq, Events and SHA256 describe the erased bodies. A
+	// record without Phase (written before erase jobs) sets it before
+	// deleting anything: its digest is whole already.
 	Hashed  bool   `json:"hashed,omitempty"`
 	LastSeq uint64 `json:"lastSeq,omitempty"`
 	Events  uint64 `json:"events,omitempty"`
 	SHA256  string `json:"sha256,omitempty"`
 	// Done: every step finished and the audit record is written.
 	Done bool `json:"done,omitempty"`
+
+	// Phase is the step the job is at (ErasePhase*).
+	Phase string `json:"phase,omitempty"`
+	// Total: the session's events when the erase was accepted (for a
+	// progress bar; appends during the erase may add to it).
+	Total uint64 `json:"total,omitempty"`
+	// Deleted: events deleted so far.
+	Deleted uint64 `json:"deleted,omitempty"`
+	// Through: the stream seq the digest covers up to; HashState: the
+	// digest's state after it (sha256, marshalled, base64).
+	Through   uint64 `json:"through,omitempty"`
+	HashState string `json:"hashState,omitempty"`
+	// Sealed: the event that was the session's tail when the digest
+	// covered it all is deleted (with the first), so an append that
+	// expects it as the tail fails the stream's per-subject check.
+	Sealed bool `json:"sealed,omitempty"`
+	// Children: with a cascade, the fork descendants erased with it (each
+	// has its own record and job).
+	Cascade  bool     `json:"cascade,omitempty"`
+	Children []string `json:"children,omitempty"`
 }
+
+// The phases of an erase job, in order.
+const (
+	ErasePhaseDeleting = "deleting" // hashing and deleting the events
+	ErasePhaseRecords  = "records"  // dropping lease, claim, fork and source records
+	ErasePhaseAudit    = "audit"    // writing the audit record
+	ErasePhaseDone     = "done"
+)
 
 // Audit is the record the audit stream keeps.
 func (e Erasure) Audit() api.AuditRecord {
@@ -166,6 +205,13 @@ func (s *Store) UpdateErasure(ctx context.Context, e Erasure, rev uint64) (uint6
 // stored when it starts included, until ctx ends. ready is closed once
 // the stored ones have been delivered.
 func (s *Store) WatchErasures(ctx context.Context, ready chan<- struct{}, fn func(id string)) error {
+	return s.WatchErasureRecords(ctx, ready, func(e Erasure) { fn(e.SessionID) })
+}
+
+// WatchErasureRecords is WatchErasures with each record as stored (an
+// eraser follows the unfinished jobs with it). A record it cannot decode
+// is given with its id only.
+func (s *Store) WatchErasureRecords(ctx context.Context, ready chan<- struct{}, fn func(Erasure)) error {
 	kv, err := s.erasedKVRequired(ctx)
 	if err != nil {
 		return err
@@ -190,9 +236,169 @@ func (s *Store) WatchErasures(ctx context.Context, ready chan<- struct{}, fn fun
 				}
 				continue
 			}
-			fn(ent.Key())
+			var e Erasure
+			if json.Unmarshal(ent.Value(), &e) != nil || e.SessionID != ent.Key() {
+				e = Erasure{SessionID: ent.Key()}
+			}
+			fn(e)
 		}
 	}
+}
+
+// StoredPage returns the session's oldest stored messages, at most n
+// (none once nothing is left), with one batched direct get. A replica
+// may be behind the leader: it may miss the newest (a later page or
+// the leader's check finds them) or give one the leader deleted already
+// (deleting it again is a no-op).
+func (s *Store) StoredPage(ctx context.Context, sessionID string, n int) ([]*Msg, error) {
+	loc, err := s.Locate(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	got, _, err := s.directBatch(ctx, loc.Stream, directGetRequest{Seq: 1, NextFor: loc.Subject, Batch: n})
+	if err != nil {
+		return nil, fmt.Errorf("logstore: read %s: %w", sessionID, err)
+	}
+	msgs := make([]*Msg, 0, len(got))
+	for _, m := range got {
+		seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+		if err != nil || m.Header.Get(jetstream.SubjectHeader) != loc.Subject {
+			return nil, fmt.Errorf("logstore: read %s: a direct get answered another message", sessionID)
+		}
+		msgs = append(msgs, &Msg{StreamSeq: seq, Subject: loc.Subject, Header: m.Header, Data: m.Data})
+	}
+	if len(msgs) == 0 {
+		// The batch found nothing: ask the leader (a replica may not
+		// have the newest yet).
+		m, err := s.NextAfter(ctx, sessionID, 0)
+		if err != nil || m == nil {
+			return nil, err
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, nil
+}
+
+// EraseInFlight is how many secure deletes an erase keeps in flight. The
+// server runs them one after another (each rewrites its whole block file,
+// docs/adr/009-erase-jobs.md): more in flight gained nothing measurable
+// and queued the stream's other API requests behind them (a stream info
+// timed out after 5 s with 4 in flight).
+const EraseInFlight = 1
+
+// SecureDelete deletes the given messages of the session's stream with
+// the server's secure delete (their bytes are overwritten in the block
+// files), the first alone and the rest with up to inFlight requests at
+// once: with seqs oldest first, a reader between two deletes sees a
+// session that does not start at seq 1, never a shorter whole one. A
+// message already gone counts as deleted. onDelete, if set, is called
+// after each delete and ends the erase with its error (tests interrupt
+// it there).
+func (s *Store) SecureDelete(ctx context.Context, sessionID string, seqs []uint64, inFlight int, onDelete func() error) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	loc, err := s.Locate(sessionID)
+	if err != nil {
+		return err
+	}
+	if inFlight < 1 {
+		inFlight = 1
+	}
+	del := func(seq uint64) error {
+		if err := s.secureDeleteMsg(ctx, loc.Stream, seq); err != nil {
+			return fmt.Errorf("logstore: erase %s at stream seq %d: %w", sessionID, seq, err)
+		}
+		if onDelete != nil {
+			return onDelete()
+		}
+		return nil
+	}
+	if err := del(seqs[0]); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+	)
+	sem := make(chan struct{}, inFlight)
+	for _, seq := range seqs[1:] {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := del(seq); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+					cancel()
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		first = ctx.Err()
+	}
+	if first != nil {
+		return first
+	}
+	s.ForgetTail(sessionID)
+	return nil
+}
+
+// The server's error codes of a message delete (server/errors.json).
+const (
+	errCodeSequenceNotFound jetstream.ErrorCode = 10043
+	errCodeMsgDeleteFailed  jetstream.ErrorCode = 10057
+)
+
+// secureDeleteMsg sends $JS.API.STREAM.MSG.DELETE without no_erase; a
+// message already deleted is no error.
+func (s *Store) secureDeleteMsg(ctx context.Context, stream string, seq uint64) error {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	b, _ := json.Marshal(struct {
+		Seq uint64 `json:"seq"`
+	}{seq})
+	m, err := s.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.DELETE."+stream, b)
+	if err != nil {
+		return err
+	}
+	var r struct {
+		Success bool                `json:"success"`
+		Error   *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return err
+	}
+	if r.Error != nil {
+		if r.Error.ErrorCode == errCodeSequenceNotFound {
+			return nil // deleted already
+		}
+		if r.Error.ErrorCode == errCodeMsgDeleteFailed {
+			// The store's "no message found" comes as a failed delete:
+			// gone if the leader has no message there.
+			if m, gerr := s.msgGet(ctx, stream, msgGetRequest{Seq: seq}); gerr == nil && m == nil {
+				return nil
+			}
+		}
+		return r.Error
+	}
+	if !r.Success {
+		return errors.New("the server did not confirm the delete")
+	}
+	return nil
 }
 
 // EraseEvents deletes every stored message of the session, oldest first,
@@ -234,31 +440,90 @@ func (s *Store) EraseEvents(ctx context.Context, sessionID string, onDelete func
 }
 
 // DropSessionRecords removes the session's lease, claim and fork record
-// with their history (a purge leaves only a marker holding the key).
+// and its source index records (owner and listing: the project key and
+// the agent's session key) with the server's secure delete of every
+// message the key still has, so their bytes (holder names, project
+// paths) are overwritten in the files: a KV purge would leave them in
+// place until the server compacts the block.
 func (s *Store) DropSessionRecords(ctx context.Context, sessionID string) error {
-	for _, kv := range []jetstream.KeyValue{s.kv, s.claims} {
-		if err := purgeKey(ctx, kv, sessionID); err != nil {
+	for _, bucket := range []string{LeaseBucket, ClaimBucket, api.ForkBucket} {
+		if err := s.dropKey(ctx, bucket, sessionID); err != nil {
 			return err
 		}
 	}
-	forks, err := s.js.KeyValue(ctx, api.ForkBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
+	return s.dropSourceRecords(ctx, sessionID)
+}
+
+// dropSourceRecords drops the session's owner record and the listing
+// record it names.
+func (s *Store) dropSourceRecords(ctx context.Context, sessionID string) error {
+	owner := SourceOwnerKey(sessionID)
+	m, err := s.msgGet(ctx, "KV_"+SourceBucket, msgGetRequest{LastFor: "$KV." + SourceBucket + "." + owner})
+	if isStreamNotFound(err) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("logstore: fork bucket: %w", err)
+		return fmt.Errorf("logstore: %s %s: %w", SourceBucket, owner, err)
 	}
-	return purgeKey(ctx, forks, sessionID)
+	if m != nil && m.Header.Get(headerKVOperation) == "" {
+		var rec struct {
+			api.SourceKey
+			SessionID string `json:"sessionId"`
+		}
+		if json.Unmarshal(m.Data, &rec) == nil && rec.SessionID == sessionID && rec.ProjectKey != "" {
+			if err := s.dropKey(ctx, SourceBucket, SourceListKey(rec.SourceKey)); err != nil {
+				return err
+			}
+		}
+	}
+	// The owner record last: a repeat finds the listing record from it.
+	return s.dropKey(ctx, SourceBucket, owner)
 }
 
-func purgeKey(ctx context.Context, kv jetstream.KeyValue, key string) error {
-	if _, err := kv.Get(ctx, key); errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil
-	}
-	if err := kv.Purge(ctx, key); err != nil {
-		return fmt.Errorf("logstore: purge %s in %s: %w", key, kv.Bucket(), err)
+// dropKey securely deletes every stored message of the key in the bucket
+// (its revisions, and markers). No marker is left: a purge marker made
+// the repairer's listing of claims wait out its fetch on every sweep.
+func (s *Store) dropKey(ctx context.Context, bucket, key string) error {
+	stream, subject := "KV_"+bucket, "$KV."+bucket+"."+key
+	var after uint64
+	for {
+		m, err := s.msgGet(ctx, stream, msgGetRequest{Seq: after + 1, NextFor: subject})
+		if isStreamNotFound(err) {
+			return nil // a bucket not made yet holds nothing
+		}
+		if err != nil {
+			return fmt.Errorf("logstore: drop %s in %s: %w", key, bucket, err)
+		}
+		if m == nil {
+			break
+		}
+		after = m.StreamSeq
+		if err := s.secureDeleteMsg(ctx, stream, m.StreamSeq); err != nil {
+			if st, serr := s.js.Stream(ctx, stream); serr == nil && st.CachedInfo().Config.DenyDelete {
+				// A bucket made before erasure could delete (provisionBucket):
+				// the purge drops the key, its bytes stay until compacted.
+				return s.purgeKey(ctx, bucket, key)
+			}
+			return fmt.Errorf("logstore: drop %s in %s: %w", key, bucket, err)
+		}
 	}
 	return nil
+}
+
+func (s *Store) purgeKey(ctx context.Context, bucket, key string) error {
+	kv, err := s.js.KeyValue(ctx, bucket)
+	if err == nil {
+		err = kv.Purge(ctx, key)
+	}
+	if err != nil {
+		return fmt.Errorf("logstore: purge %s in %s: %w", key, bucket, err)
+	}
+	return nil
+}
+
+func isStreamNotFound(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamNotFound
 }
 
 // WriteAudit appends the erasure's audit record unless the session has

@@ -37,13 +37,7 @@ func (s *Store) OpenForkRecords(ctx context.Context) (*ForkRecords, error) {
 	if s.cfg.NoProvision {
 		kv, err = s.js.KeyValue(ctx, ForkBucket)
 	} else {
-		kv, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      ForkBucket,
-			Description: "sessionlog-forker: fork copies in flight (key = child id)",
-			History:     1,
-			Storage:     jetstream.FileStorage,
-			Replicas:    s.cfg.Replicas,
-		})
+		kv, err = s.provisionBucket(ctx, ForkBucket, "sessionlog-forker: fork copies in flight (key = child id)", 0)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("logstore: bucket %s: %w", ForkBucket, err)

@@ -2,6 +2,8 @@ package logstore
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"sync"
@@ -18,6 +20,32 @@ import (
 // the bucket only stores them.
 const SourceBucket = api.SourceBucket
 
+// The keys of the index (the writer's, docs/adr/007-source-index.md):
+//
+//	o.<sessionId>                          the key that owns the session (first writer wins)
+//	p.<format>.<project>.<session>[.<sub>] the listing record, with its mtime
+//
+// <project> is 128 bits of the SHA-256 of the project key (base64url), and
+// <session>, <sub> the session key and subpath in base64url.
+
+// SourceOwnerKey is the key of the record naming the session's owner.
+func SourceOwnerKey(sessionID string) string { return "o." + sessionID }
+
+// SourceProjectPrefix begins the listing keys of one project.
+func SourceProjectPrefix(format, projectKey string) string {
+	h := sha256.Sum256([]byte(projectKey))
+	return "p." + format + "." + base64.RawURLEncoding.EncodeToString(h[:16]) + "."
+}
+
+// SourceListKey is the key of a transcript's listing record.
+func SourceListKey(k api.SourceKey) string {
+	key := SourceProjectPrefix(k.Format, k.ProjectKey) + base64.RawURLEncoding.EncodeToString([]byte(k.SessionKey))
+	if k.Subpath != "" {
+		key += "." + base64.RawURLEncoding.EncodeToString([]byte(k.Subpath))
+	}
+	return key
+}
+
 // SourceRecord is one stored index record.
 type SourceRecord struct {
 	Key      string
@@ -31,18 +59,11 @@ type sourceIndex struct {
 	kv jetstream.KeyValue
 }
 
-// provisionKV creates or updates a bucket that keeps one value per key.
+// provisionKV creates or updates a bucket that keeps one value per key,
+// and whose keys an erase can delete (provisionBucket).
 func (s *Store) provisionKV(ctx context.Context, bucket, description string) error {
-	if _, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      bucket,
-		Description: description,
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    s.cfg.Replicas,
-	}); err != nil {
-		return fmt.Errorf("logstore: provision bucket %s: %w", bucket, err)
-	}
-	return nil
+	_, err := s.provisionBucket(ctx, bucket, description, 0)
+	return err
 }
 
 func (s *Store) sourceKV(ctx context.Context) (jetstream.KeyValue, error) {

@@ -214,15 +214,8 @@ func (s *Store) provision(ctx context.Context) error {
 	}
 	// Per-key TTLs need limit markers; the marker TTL is how long a watcher
 	// can still see that a lease expired.
-	if _, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:         LeaseBucket,
-		Description:    "sessionlog session leases: key = session id, per-key TTL = lease TTL",
-		History:        1,
-		Storage:        jetstream.FileStorage,
-		Replicas:       s.cfg.Replicas,
-		LimitMarkerTTL: leaseMarkerTTL,
-	}); err != nil {
-		return fmt.Errorf("logstore: provision bucket %s: %w", LeaseBucket, err)
+	if _, err := s.provisionBucket(ctx, LeaseBucket, "sessionlog session leases: key = session id, per-key TTL = lease TTL", leaseMarkerTTL); err != nil {
+		return err
 	}
 	if err := s.provisionKV(ctx, ClaimBucket, "sessionlog: sessions whose liveness a holder has claimed (no TTL)"); err != nil {
 		return err

@@ -187,11 +187,35 @@ type EraseRequest struct {
 	Cascade   bool   `json:"cascade,omitempty"`
 }
 
-// EraseReply lists the erased sessions and how many events they held.
+// EraseReply says where the erase stands. State is EraseDone once every
+// job is done, else EraseAccepted (the jobs go on by themselves: ask
+// again, with the same request, to follow them). Erased lists the
+// sessions whose erase is done and Events how many events they held;
+// Jobs has one entry per session, the request's first.
 type EraseReply struct {
-	SessionID string   `json:"sessionId"`
-	Erased    []string `json:"erased"`
-	Events    uint64   `json:"events"`
+	SessionID string     `json:"sessionId"`
+	Erased    []string   `json:"erased"`
+	Events    uint64     `json:"events"`
+	State     string     `json:"state,omitempty"`
+	Jobs      []EraseJob `json:"jobs,omitempty"`
+}
+
+// The states of an EraseReply.
+const (
+	EraseAccepted = "accepted"
+	EraseDone     = "done"
+)
+
+// EraseJob is one session's erase as its record says: Phase "deleting",
+// "records", "audit" or "done"; Deleted of Total events deleted (Total
+// was the session's length when the erase was accepted; appends during
+// the erase may add to it).
+type EraseJob struct {
+	SessionID string `json:"sessionId"`
+	Phase     string `json:"phase"`
+	Total     uint64 `json:"total"`
+	Deleted   uint64 `json:"deleted"`
+	Done      bool   `json:"done"`
 }
 
 // AuditRecord is the body of a SESSION_AUDIT message: no content, and the

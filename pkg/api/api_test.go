@@ -65,6 +65,9 @@ func TestShapes(t *testing.T) {
 			`{"sessionId":"s-1","reason":"gdpr","by":"ops","cascade":true}`},
 		{"EraseReply", api.EraseReply{SessionID: "s-1", Erased: []string{"s-1", "s-2"}, Events: 40},
 			`{"sessionId":"s-1","erased":["s-1","s-2"],"events":40}`},
+		{"EraseReplyAccepted", api.EraseReply{SessionID: "s-1", Erased: []string{}, State: api.EraseAccepted,
+			Jobs: []api.EraseJob{{SessionID: "s-1", Phase: "deleting", Total: 40, Deleted: 12}}},
+			`{"sessionId":"s-1","erased":[],"events":0,"state":"accepted","jobs":[{"sessionId":"s-1","phase":"deleting","total":40,"deleted":12,"done":false}]}`},
 		{"AuditRecord", api.AuditRecord{SessionID: "s-1", LastSeq: 40, Events: 40, ErasedAt: "2026-01-02T03:04:05Z", By: "ops", Reason: "gdpr", SHA256: "ab"},
 			`{"sessionId":"s-1","lastSeq":40,"events":40,"erasedAt":"2026-01-02T03:04:05Z","by":"ops","reason":"gdpr","sha256":"ab"}`},
 	} {
@@ -167,7 +170,7 @@ func TestExamplesAreTheContracts(t *testing.T) {
 		`{"childId","parentId","seedLength","depth"}`,
 		`{"sessionId","repaired":bool,"firstSeq?","lastSeq?","closed":[...]}`,
 		`{"sessionId","reason","by","cascade?":false}`,
-		`{"sessionId","erased":[ids],"events":N}`,
+		`{"sessionId","erased":[ids],"events":N,"state","jobs":[{"sessionId","phase","total","deleted","done"}]}`,
 	} {
 		if !strings.Contains(string(doc), ex) {
 			t.Errorf("docs/DESIGN.md no longer has %s: update the shapes here and in pkg/api", ex)

@@ -97,11 +97,17 @@ func (s *Service) Fork(ctx context.Context, r Request) (rep Reply, err error) {
 		OpID: opID(r.ChildID, r.ParentID, k, r.Workspace), StartedAt: now, HeartbeatAt: now, Owner: s.owner,
 	}
 	// An erased id is never used again (DESIGN.md section 14); the
-	// forker appends around the writer, so it checks itself.
+	// forker appends around the writer, so it checks itself. A parent
+	// erased (or being erased) is not copied either.
 	if erased, err := s.erased(ctx, r.ChildID); err != nil {
 		return Reply{}, schema.Errorf(schema.CodeNotCommitted, "fork: %v", err)
 	} else if erased {
 		return Reply{}, schema.Errorf(schema.CodeErased, "child id %s belonged to an erased session; use another id", r.ChildID)
+	}
+	if erased, err := s.erased(ctx, r.ParentID); err != nil {
+		return Reply{}, schema.Errorf(schema.CodeNotCommitted, "fork: %v", err)
+	} else if erased {
+		return Reply{}, schema.Errorf(schema.CodeErased, "session %s was erased", r.ParentID)
 	}
 	// A child id that holds another session (or another fork) is taken.
 	// The same fork asked again (a retry) finds its own events and is

@@ -3,6 +3,7 @@ package projector
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -224,7 +225,14 @@ func (s *Service) refuseErased(next http.Handler) http.Handler {
 		}
 		id, sub, _ := strings.Cut(rest, "/")
 		erased := func() {
-			apiError(w, http.StatusNotFound, schema.CodeErased, "session "+id+" was erased")
+			msg := "session " + id + " was erased"
+			// An erasure under way is named as such (its job finishes by
+			// itself), with its progress.
+			if rec, _, err := s.ls.ErasureOf(r.Context(), id); err == nil && rec != nil && !rec.Done {
+				msg = fmt.Sprintf("session %s is being erased (%s, %d of %d events deleted; it finishes by itself)",
+					id, rec.Phase, rec.Deleted, max(rec.Total, rec.Deleted))
+			}
+			apiError(w, http.StatusNotFound, schema.CodeErased, msg)
 		}
 		if s.er.has(id) {
 			erased()

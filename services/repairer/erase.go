@@ -3,9 +3,13 @@ package repairer
 import (
 	"context"
 	"crypto/sha256"
+	"encoding"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"hash"
 	"strconv"
 	"time"
 
@@ -32,55 +36,158 @@ type (
 // erase after any of them, as a kill would.
 const (
 	StepMarked  = "marked"  // the erasure record exists: the id is refused, reads answer erased
-	StepHashed  = "hashed"  // the digest of the bodies is in the record
+	StepHashed  = "hashed"  // one more batch hashed into the record (called per batch)
 	StepDeleted = "deleted" // one more message deleted (called per message)
-	StepRecords = "records" // lease, claim and fork record dropped
+	StepRecords = "records" // lease, claim, fork and source records dropped
 	StepAudited = "audited" // the audit record is written
 )
 
-// Erase erases a session (and with Cascade its fork descendants). Every
-// step is idempotent: an erase interrupted anywhere is finished by
-// repeating it, and the audit stream keeps one record per session.
+// Erase states of a reply (api.EraseReply.State).
+const (
+	EraseAccepted = api.EraseAccepted
+	EraseDone     = api.EraseDone
+)
+
+const (
+	// eraseBatch: events hashed into the record, then deleted, at a time.
+	eraseBatch = 1024
+	// eraseAnswerWait: how long a request waits for its jobs before it
+	// answers accepted with their progress (a small erase answers done).
+	eraseAnswerWait = 2 * time.Second
+	// eraseJobsAtOnce: jobs this process runs at once.
+	eraseJobsAtOnce = 2
+	// eraseResumeEvery: how often unfinished jobs are started again when
+	// the repairer does not sweep (SweepInterval < 0).
+	eraseResumeEvery = 30 * time.Second
+)
+
+// Erase erases a session (and with Cascade its fork descendants) and
+// returns when every job is done: retention's erase, and the one a test
+// drives. The request endpoint accepts the jobs and answers at once.
 func (s *Service) Erase(ctx context.Context, req EraseRequest) (EraseReply, error) {
-	if err := logstore.ValidateSessionID(req.SessionID); err != nil {
+	ids, err := s.acceptErase(ctx, req)
+	if err != nil {
 		return EraseReply{}, err
 	}
+	for _, id := range ids {
+		if err := s.runErase(ctx, id); err != nil {
+			return EraseReply{}, err
+		}
+	}
+	return s.eraseProgress(ctx, req.SessionID, ids)
+}
+
+// acceptErase checks the request and writes the erasure record of every
+// session it erases (from then on each id is refused and reads answer
+// erased), and returns their ids, the session's first. Repeated, it
+// writes nothing new and returns the same ids.
+func (s *Service) acceptErase(ctx context.Context, req EraseRequest) ([]string, error) {
+	if err := logstore.ValidateSessionID(req.SessionID); err != nil {
+		return nil, err
+	}
 	if req.Reason == "" || req.By == "" {
-		return EraseReply{}, schema.Errorf(schema.CodeBadRequest, "reason and by are required")
+		return nil, schema.Errorf(schema.CodeBadRequest, "reason and by are required")
 	}
 	if err := s.st.CheckErasable(ctx, req.SessionID); err != nil {
 		// Refused before anything is marked: the session stays readable.
-		return EraseReply{}, schema.Errorf(schema.CodeInternal, "erase: %v", err)
+		return nil, schema.Errorf(schema.CodeInternal, "erase: %v", err)
 	}
 	rec, _, err := s.st.ErasureOf(ctx, req.SessionID)
 	if err != nil {
-		return EraseReply{}, schema.Errorf(schema.CodeNotCommitted, "erase: %v", err)
+		return nil, schema.Errorf(schema.CodeNotCommitted, "erase: %v", err)
 	}
+	var total uint64
 	if rec == nil {
-		m, err := s.st.NextAfter(ctx, req.SessionID, 0)
-		if err != nil {
-			return EraseReply{}, schema.Errorf(schema.CodeNotCommitted, "erase: %v", err)
+		t, err := s.st.Tail(ctx, req.SessionID)
+		if err != nil && schema.CodeOf(err) != schema.CodeNotFound {
+			return nil, schema.Errorf(schema.CodeNotCommitted, "erase: %v", err)
 		}
-		if m == nil {
-			return EraseReply{}, schema.Errorf(schema.CodeNotFound, "session %s does not exist", req.SessionID)
+		if t.StreamSeq == 0 {
+			return nil, schema.Errorf(schema.CodeNotFound, "session %s does not exist", req.SessionID)
+		}
+		total = t.Seq
+	}
+	var children []string
+	switch {
+	case rec != nil && rec.Cascade:
+		children = rec.Children
+	case req.Cascade:
+		if children, err = s.descendants(ctx, req.SessionID); err != nil {
+			return nil, schema.Errorf(schema.CodeNotCommitted, "erase: descendants: %v", err)
 		}
 	}
-	ids := []string{req.SessionID}
-	if req.Cascade {
-		desc, err := s.descendants(ctx, req.SessionID)
-		if err != nil {
-			return EraseReply{}, schema.Errorf(schema.CodeNotCommitted, "erase: descendants: %v", err)
+	now := s.now().UTC().Format(time.RFC3339Nano)
+	mark := func(id string, total uint64, cascade bool, children []string) error {
+		_, _, err := s.st.MarkErased(ctx, logstore.Erasure{SessionID: id, By: req.By, Reason: req.Reason, ErasedAt: now,
+			Phase: logstore.ErasePhaseDeleting, Total: total, Cascade: cascade, Children: children})
+		if err == nil {
+			err = s.step(StepMarked)
 		}
-		ids = append(ids, desc...)
+		if err != nil {
+			return schema.Errorf(schema.CodeNotCommitted, "erase %s (repeat it to finish): %v", id, err)
+		}
+		return nil
 	}
-	out := EraseReply{SessionID: req.SessionID, Erased: []string{}}
+	// The children first: once the parent's record names them, a repeat
+	// takes them from it.
+	for _, c := range children {
+		var n uint64
+		if t, err := s.st.Tail(ctx, c); err == nil {
+			n = t.Seq
+		}
+		if err := mark(c, n, false, nil); err != nil {
+			return nil, err
+		}
+	}
+	if rec == nil || (req.Cascade && !rec.Cascade) {
+		if rec != nil {
+			// A cascade after a plain erase: the record learns the children.
+			rec.Cascade, rec.Children = true, children
+			if err := s.updateRecord(ctx, *rec); err != nil {
+				return nil, err
+			}
+		} else if err := mark(req.SessionID, total, req.Cascade, children); err != nil {
+			return nil, err
+		}
+	}
+	return append([]string{req.SessionID}, children...), nil
+}
+
+// updateRecord rewrites the record over its current revision.
+func (s *Service) updateRecord(ctx context.Context, rec logstore.Erasure) error {
+	_, rev, err := s.st.ErasureOf(ctx, rec.SessionID)
+	if err == nil {
+		_, err = s.st.UpdateErasure(ctx, rec, rev)
+	}
+	if err != nil {
+		return schema.Errorf(schema.CodeNotCommitted, "erase %s (repeat it to finish): %v", rec.SessionID, err)
+	}
+	return nil
+}
+
+// eraseProgress is the reply: the jobs as their records say.
+func (s *Service) eraseProgress(ctx context.Context, root string, ids []string) (EraseReply, error) {
+	out := EraseReply{SessionID: root, Erased: []string{}, State: EraseDone}
 	for _, id := range ids {
-		n, err := s.eraseOne(ctx, id, req.By, req.Reason)
+		rec, _, err := s.st.ErasureOf(ctx, id)
 		if err != nil {
-			return out, err
+			return out, schema.Errorf(schema.CodeNotCommitted, "erase: %v", err)
 		}
-		out.Erased = append(out.Erased, id)
-		out.Events += n
+		if rec == nil {
+			return out, schema.Errorf(schema.CodeNotCommitted, "erase: the record of %s is gone", id)
+		}
+		j := api.EraseJob{SessionID: id, Phase: rec.Phase, Total: rec.Total, Deleted: rec.Deleted, Done: rec.Done}
+		if rec.Done {
+			j.Phase, j.Deleted = logstore.ErasePhaseDone, rec.Events
+			out.Erased = append(out.Erased, id)
+			out.Events += rec.Events
+		} else {
+			out.State = EraseAccepted
+		}
+		if j.Total < j.Deleted {
+			j.Total = j.Deleted
+		}
+		out.Jobs = append(out.Jobs, j)
 	}
 	return out, nil
 }
@@ -92,90 +199,191 @@ func (s *Service) step(name string) error {
 	return nil
 }
 
-// eraseOne runs the steps for one session: mark, hash, delete, drop the
-// records, audit, done.
-func (s *Service) eraseOne(ctx context.Context, id, by, reason string) (uint64, error) {
+// runErase runs the session's erase job to its end (at once if done).
+func (s *Service) runErase(ctx context.Context, id string) error {
 	unlock := s.lock(id)
 	defer unlock()
-	fail := func(err error) (uint64, error) {
+	rec, rev, err := s.st.ErasureOf(ctx, id)
+	if err != nil {
+		return schema.Errorf(schema.CodeNotCommitted, "erase %s: %v", id, err)
+	}
+	if rec == nil || rec.Done {
+		return nil
+	}
+	if err := s.eraseOne(ctx, *rec, rev); err != nil {
 		var se *schema.Error
 		if errors.As(err, &se) {
-			return 0, err
+			return err
 		}
-		return 0, schema.Errorf(schema.CodeNotCommitted, "erase %s (repeat it to finish): %v", id, err)
+		return schema.Errorf(schema.CodeNotCommitted, "erase %s (it goes on by itself): %v", id, err)
 	}
-	rec, rev, err := s.st.MarkErased(ctx, logstore.Erasure{SessionID: id, By: by, Reason: reason,
-		ErasedAt: s.now().UTC().Format(time.RFC3339Nano)})
-	if err != nil {
-		return fail(err)
-	}
-	if rec.Done {
-		return rec.Events, nil
-	}
-	if err := s.step(StepMarked); err != nil {
-		return fail(err)
-	}
-	if !rec.Hashed {
-		// Nothing is deleted before the digest is recorded, so a repeat
-		// hashes the same bodies.
-		if err := s.hashInto(ctx, &rec); err != nil {
-			return fail(err)
+	return nil
+}
+
+// eraseOne takes the job on from where its record stands: hash and
+// delete the events batch by batch, drop the records, audit, done.
+func (s *Service) eraseOne(ctx context.Context, rec logstore.Erasure, rev uint64) error {
+	id := rec.SessionID
+	var err error
+	if rec.Phase == "" || rec.Phase == logstore.ErasePhaseDeleting {
+		if rev, err = s.eraseEvents(ctx, &rec, rev); err != nil {
+			return err
 		}
-		if rev, err = s.st.UpdateErasure(ctx, rec, rev); err != nil {
-			return fail(err)
-		}
-		if err := s.step(StepHashed); err != nil {
-			return fail(err)
-		}
-	}
-	if _, err := s.st.EraseEvents(ctx, id, func() error { return s.step(StepDeleted) }); err != nil {
-		return fail(err)
 	}
 	s.states.Remove(id)
 	s.forgetExpiry(id)
-	if err := s.st.DropSessionRecords(ctx, id); err != nil {
-		return fail(err)
-	}
-	if err := s.step(StepRecords); err != nil {
-		return fail(err)
-	}
-	if err := s.st.WriteAudit(ctx, rec.Audit()); err != nil {
-		return fail(err)
-	}
-	if err := s.step(StepAudited); err != nil {
-		return fail(err)
-	}
-	rec.Done = true
-	if _, err := s.st.UpdateErasure(ctx, rec, rev); err != nil {
-		return fail(err)
-	}
-	s.log.Info("repairer: erased", "session", id, "events", rec.Events, "by", by)
-	return rec.Events, nil
-}
-
-// hashInto records the digest of the session's stored bodies in seq
-// order, their number and the last seq.
-func (s *Service) hashInto(ctx context.Context, rec *logstore.Erasure) error {
-	h := sha256.New()
-	var after, n, last uint64
-	for {
-		m, err := s.st.NextAfter(ctx, rec.SessionID, after)
-		if err != nil {
+	if rec.Phase == logstore.ErasePhaseRecords {
+		if err := s.st.DropSessionRecords(ctx, id); err != nil {
 			return err
 		}
-		if m == nil {
+		if err := s.step(StepRecords); err != nil {
+			return err
+		}
+		rec.Phase = logstore.ErasePhaseAudit
+		if rev, err = s.st.UpdateErasure(ctx, rec, rev); err != nil {
+			return err
+		}
+	}
+	if err := s.st.WriteAudit(ctx, rec.Audit()); err != nil {
+		return err
+	}
+	if err := s.step(StepAudited); err != nil {
+		return err
+	}
+	rec.Done, rec.Phase = true, logstore.ErasePhaseDone
+	if _, err := s.st.UpdateErasure(ctx, rec, rev); err != nil {
+		return err
+	}
+	s.log.Info("repairer: erased", "session", id, "events", rec.Events, "by", rec.By)
+	return nil
+}
+
+// eraseEvents hashes and deletes the session's events. First the seal:
+// every stored event goes into the record's digest (the record is
+// written), then the first event and the tail are deleted. An append
+// from a writer that took the tail from its cache expects that tail,
+// so the stream's per-subject sequence check refuses it from then on,
+// and the writer, reading the session again, reads the record too and
+// answers erased. Appends that landed before the seal are hashed and
+// the new tail deleted, until none did. Then the rest goes oldest
+// first, a batch at a time (anything not yet hashed is hashed, and the
+// record written, before its batch is deleted). The digest covers
+// exactly what was deleted, and a resumed job neither hashes an event
+// twice nor misses one. It ends when the stream leader has no event of
+// the session left.
+func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev uint64) (uint64, error) {
+	// A record of an erase made before jobs (no phase, hashed) has the
+	// whole digest: its events are only deleted.
+	legacy := rec.Phase == "" && rec.Hashed
+	rec.Phase = logstore.ErasePhaseDeleting
+	h := sha256.New()
+	if rec.HashState != "" {
+		b, err := base64.StdEncoding.DecodeString(rec.HashState)
+		if err == nil {
+			err = h.(encoding.BinaryUnmarshaler).UnmarshalBinary(b)
+		}
+		if err != nil {
+			return rev, fmt.Errorf("digest state in the record: %w", err)
+		}
+	}
+	hashAfter := func() (logstore.Tail, error) {
+		tail, err := s.st.ReadSession(ctx, rec.SessionID, rec.Through, func(m *logstore.Msg) error {
+			hashOne(h, rec, m)
+			return nil
+		})
+		if err != nil {
+			return tail, err
+		}
+		b, _ := h.(encoding.BinaryMarshaler).MarshalBinary()
+		rec.HashState = base64.StdEncoding.EncodeToString(b)
+		if rev, err = s.st.UpdateErasure(ctx, *rec, rev); err != nil {
+			return tail, err
+		}
+		return tail, s.step(StepHashed)
+	}
+	for !legacy && !rec.Sealed {
+		tail, err := hashAfter()
+		if err != nil {
+			return rev, err
+		}
+		if !tail.Exists() || tail.StreamSeq <= rec.Through {
+			// Nothing stored after what is hashed: delete the first
+			// event, then the tail, the one a cached append expects.
+			first, err := s.st.NextAfter(ctx, rec.SessionID, 0)
+			if err != nil {
+				return rev, err
+			}
+			var seqs []uint64
+			if first != nil {
+				seqs = append(seqs, first.StreamSeq)
+			}
+			if tail.Exists() && (first == nil || tail.StreamSeq != first.StreamSeq) {
+				seqs = append(seqs, tail.StreamSeq)
+			}
+			if err := s.st.SecureDelete(ctx, rec.SessionID, seqs, 1, func() error { return s.step(StepDeleted) }); err != nil {
+				return rev, err
+			}
+			rec.Deleted += uint64(len(seqs))
+		}
+		// An append may have landed after the tail hashed: hash it and
+		// seal again on the new tail.
+		after, err := s.st.Tail(ctx, rec.SessionID)
+		if err != nil && schema.CodeOf(err) != schema.CodeNotFound {
+			return rev, err
+		}
+		if after.StreamSeq <= rec.Through {
+			rec.Sealed = true
+		}
+	}
+	for {
+		page, err := s.st.StoredPage(ctx, rec.SessionID, eraseBatch)
+		if err != nil {
+			return rev, err
+		}
+		if len(page) == 0 {
 			break
 		}
-		h.Write(m.Data)
-		n++
-		last = n
-		if v, err := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64); err == nil {
-			last = v
+		seqs := make([]uint64, len(page))
+		hashed := false
+		for i, m := range page {
+			seqs[i] = m.StreamSeq
+			if legacy || m.StreamSeq <= rec.Through {
+				continue
+			}
+			hashOne(h, rec, m)
+			hashed = true
 		}
-		after = m.StreamSeq
+		if hashed {
+			b, _ := h.(encoding.BinaryMarshaler).MarshalBinary()
+			rec.HashState = base64.StdEncoding.EncodeToString(b)
+			if rev, err = s.st.UpdateErasure(ctx, *rec, rev); err != nil {
+				return rev, err
+			}
+			if err := s.step(StepHashed); err != nil {
+				return rev, err
+			}
+		}
+		if err := s.st.SecureDelete(ctx, rec.SessionID, seqs, logstore.EraseInFlight, func() error { return s.step(StepDeleted) }); err != nil {
+			return rev, err
+		}
+		rec.Deleted += uint64(len(seqs))
 	}
-	rec.Hashed, rec.Events, rec.LastSeq, rec.SHA256 = true, n, last, hex.EncodeToString(h.Sum(nil))
-	return nil
+	if !legacy {
+		rec.Hashed, rec.SHA256 = true, hex.EncodeToString(h.Sum(nil))
+	}
+	rec.Deleted, rec.HashState, rec.Phase = rec.Events, "", logstore.ErasePhaseRecords
+	return s.st.UpdateErasure(ctx, *rec, rev)
+}
+
+// hashOne adds m to the digest and the record's count.
+func hashOne(h hash.Hash, rec *logstore.Erasure, m *logstore.Msg) {
+	h.Write(m.Data)
+	rec.Events++
+	rec.LastSeq = rec.Events
+	if v, err := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64); err == nil {
+		rec.LastSeq = v
+	}
+	rec.Through = m.StreamSeq
 }
 
 // descendants lists every session forked (directly or not) from root,
@@ -225,7 +433,27 @@ func (s *Service) handleErase(ctx context.Context, m *nats.Msg) {
 		s.respondErr(m.Reply, ErrorDetail{Code: schema.CodeBadRequest, Message: "request: " + err.Error()})
 		return
 	}
-	out, err := s.Erase(ctx, req)
+	ids, err := s.acceptErase(ctx, req)
+	if err != nil {
+		s.respondErr(m.Reply, errorDetail(err))
+		return
+	}
+	// The jobs run on whatever the request does; it waits a little for
+	// them, so a small erase answers done.
+	ends := make([]<-chan struct{}, len(ids))
+	for i, id := range ids {
+		ends[i] = s.startErase(id)
+	}
+	wait := time.NewTimer(eraseAnswerWait)
+	defer wait.Stop()
+	for _, end := range ends {
+		select {
+		case <-end:
+		case <-wait.C:
+		case <-ctx.Done():
+		}
+	}
+	out, err := s.eraseProgress(ctx, req.SessionID, ids)
 	if err != nil {
 		s.respondErr(m.Reply, errorDetail(err))
 		return

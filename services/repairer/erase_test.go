@@ -17,6 +17,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
@@ -190,9 +191,10 @@ func TestEraseCascade(t *testing.T) {
 }
 
 // An erase stopped after any step (as a kill of the repairer would stop
-// it) is finished by repeating it: nothing left, one audit record with
-// the digest of the whole session.
-func TestEraseInterruptedAtEachStepFinishesOnRepeat(t *testing.T) {
+// it) is finished by itself: a repairer started afterwards resumes the
+// job from its record, with no request; nothing is left, and there is one
+// audit record with the digest of the whole session.
+func TestEraseInterruptedAtEachStepFinishesByItself(t *testing.T) {
 	steps := []struct {
 		step string
 		nth  int // stop at the nth time the step is reached
@@ -202,7 +204,8 @@ func TestEraseInterruptedAtEachStepFinishesOnRepeat(t *testing.T) {
 			e := newEnv(t)
 			r := e.start(Config{LeaseTTL: testTTL, Grace: testGrace})
 			sum := e.eraseSession("s-1", strings.Repeat("K", 64), "")
-			e.claim("s-1", "agent-1")
+			// No claim: a sweep listing the claims while the job deletes one
+			// waits out its fetch (5 s).
 			n := 0
 			errKilled := errors.New("killed")
 			hook := func(step string) error {
@@ -215,23 +218,40 @@ func TestEraseInterruptedAtEachStepFinishesOnRepeat(t *testing.T) {
 				return nil
 			}
 			r.svc.eraseStep.Store(&hook)
-			if _, code := e.erase(`{"sessionId":"s-1","reason":"r","by":"b"}`); code != string(schema.CodeNotCommitted) {
-				t.Fatalf("interrupted erase answered %q, want not_committed", code)
+			got, code := e.erase(`{"sessionId":"s-1","reason":"r","by":"b"}`)
+			if tc.step == StepMarked {
+				if code != string(schema.CodeNotCommitted) {
+					t.Fatalf("erase stopped at its record answered %q, want not_committed", code)
+				}
+			} else if code != "" || got.State != EraseAccepted || len(got.Jobs) != 1 || got.Jobs[0].Done {
+				t.Fatalf("interrupted erase answered %+v %q, want accepted and not done", got, code)
 			}
-			if rec, _, _ := e.store.ErasureOf(context.Background(), "s-1"); rec == nil {
-				t.Fatal("no erasure record after the first step")
+			rec, _, _ := e.store.ErasureOf(context.Background(), "s-1")
+			if rec == nil || rec.Done {
+				t.Fatalf("record after the interruption: %+v", rec)
 			}
-			r.svc.eraseStep.Store(nil)
-			if got, code := e.erase(`{"sessionId":"s-1","reason":"r","by":"b"}`); code != "" || got.Events != 8 {
-				t.Fatalf("repeat: %+v %s", got, code)
-			}
+			r.stop()
+			e.start(Config{LeaseTTL: testTTL, Grace: testGrace})
+			e.waitErased("s-1")
 			e.gone("s-1")
 			recs := e.audits()
-			if len(recs) != 1 || recs[0].SHA256 != sum || recs[0].Events != 8 {
+			if len(recs) != 1 || recs[0].SHA256 != sum || recs[0].Events != 8 || recs[0].LastSeq != 8 {
 				t.Fatalf("audit %+v, want one with sha256 %s", recs, sum)
 			}
 		})
 	}
+}
+
+// waitErased waits until the session's erasure record says done.
+func (e *env) waitErased(id string) {
+	e.t.Helper()
+	natstest.CheckFor(e.t, 30*time.Second, 20*time.Millisecond, func() error {
+		rec, _, err := e.store.ErasureOf(context.Background(), id)
+		if err != nil || rec == nil || !rec.Done {
+			return fmt.Errorf("%s: %+v %v", id, rec, err)
+		}
+		return nil
+	})
 }
 
 // Retention: sessions closed longer than the window are archived and
@@ -301,5 +321,97 @@ func TestRetentionKeepsSessionsInsideTheWindow(t *testing.T) {
 	}
 	if m, _ := e.store.NextAfter(context.Background(), "young", 0); m == nil {
 		t.Fatal("young erased")
+	}
+}
+
+// Appends that land while the job deletes (they were past the writer's
+// check of the record already) are deleted too, and the audit's count,
+// last seq and digest cover exactly the events deleted, those included.
+func TestEraseAuditCoversAppendsDuringTheErase(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(Config{LeaseTTL: testTTL, Grace: testGrace})
+	e.eraseSession("s-live", strings.Repeat("L", 64), "")
+	ctx := context.Background()
+	var bodies [][]byte
+	tail, err := e.store.ReadSession(ctx, "s-live", 0, func(m *logstore.Msg) error {
+		bodies = append(bodies, m.Data)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var appendErr error
+	appended := false
+	hook := func(step string) error {
+		if step != StepDeleted || appended {
+			return nil
+		}
+		appended = true
+		if _, appendErr = e.tryAppend("s-live", `{"type":"turn/started","turnId":"t2"}`,
+			`{"type":"message/user","turnId":"t2","data":{"content":"late"}}`, `{"type":"turn/ended","turnId":"t2","data":{"reason":"completed"}}`); appendErr != nil {
+			return nil
+		}
+		_, appendErr = e.store.ReadSession(ctx, "s-live", tail.StreamSeq, func(m *logstore.Msg) error {
+			bodies = append(bodies, m.Data)
+			return nil
+		})
+		return nil
+	}
+	r.svc.eraseStep.Store(&hook)
+	got, err := r.svc.Erase(ctx, EraseRequest{SessionID: "s-live", Reason: "r", By: "b"})
+	if err != nil || appendErr != nil || !appended {
+		t.Fatalf("erase: %+v %v (append: %v, %v)", got, err, appended, appendErr)
+	}
+	h := sha256.New()
+	for _, b := range bodies {
+		h.Write(b)
+	}
+	e.gone("s-live")
+	recs := e.audits()
+	if len(bodies) != 11 || len(recs) != 1 || recs[0].Events != 11 || recs[0].LastSeq != 11 || recs[0].SHA256 != hex.EncodeToString(h.Sum(nil)) {
+		t.Fatalf("audit %+v over %d bodies, want 11 events and their digest", recs, len(bodies))
+	}
+	if got.State != EraseDone || got.Events != 11 || len(got.Jobs) != 1 || got.Jobs[0].Deleted != 11 {
+		t.Fatalf("reply %+v", got)
+	}
+}
+
+// A cascade cut short resumes by itself: the session's record names its
+// children, each child has its own job, and a repairer started afterwards
+// finishes them all; the same request then answers done with every id.
+func TestEraseCascadeCutShortFinishesByItself(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(Config{LeaseTTL: testTTL, Grace: testGrace})
+	marker := strings.Repeat("Q", 64)
+	e.eraseSession("cp", marker, "")
+	e.eraseSession("cc1", marker, "cp")
+	e.eraseSession("cc2", marker, "cc1")
+	errKilled := errors.New("killed")
+	hook := func(step string) error {
+		if step == StepDeleted {
+			return errKilled
+		}
+		return nil
+	}
+	r.svc.eraseStep.Store(&hook)
+	got, code := e.erase(`{"sessionId":"cp","reason":"r","by":"b","cascade":true}`)
+	if code != "" || got.State != EraseAccepted || len(got.Jobs) != 3 || len(got.Erased) != 0 {
+		t.Fatalf("cut-short cascade answered %+v %q", got, code)
+	}
+	if rec, _, _ := e.store.ErasureOf(context.Background(), "cp"); rec == nil || !rec.Cascade || strings.Join(rec.Children, ",") != "cc1,cc2" {
+		t.Fatalf("the record of cp: %+v", rec)
+	}
+	r.stop()
+	e.start(Config{LeaseTTL: testTTL, Grace: testGrace})
+	for _, id := range []string{"cp", "cc1", "cc2"} {
+		e.waitErased(id)
+		e.gone(id)
+	}
+	if got, code := e.erase(`{"sessionId":"cp","reason":"r","by":"b","cascade":true}`); code != "" || got.State != EraseDone ||
+		strings.Join(got.Erased, ",") != "cp,cc1,cc2" || got.Events != 24 {
+		t.Fatalf("repeat: %+v %q", got, code)
+	}
+	if n := len(e.audits()); n != 3 {
+		t.Fatalf("%d audit records, want 3", n)
 	}
 }

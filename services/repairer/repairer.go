@@ -160,6 +160,9 @@ type Service struct {
 	// (erase.go): an error stops the erase there, as a kill would.
 	eraseStep atomic.Pointer[func(step string) error]
 
+	// jobs: the erase jobs (erasejobs.go).
+	jobs eraseJobs
+
 	// repairing counts repairs between their decision and their commit.
 	repairing atomic.Int64
 
@@ -356,6 +359,11 @@ func (s *Service) Run(ctx context.Context) error {
 			return
 		}
 		s.sweepLoop(ctx)
+	}()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.eraseLoop(ctx)
 	}()
 	if s.cfg.RetainClosed > 0 {
 		s.wg.Add(1)

@@ -27,9 +27,9 @@ type ErrorDetail = wire.ErrorDetail
 
 const (
 	demandTimeout = 30 * time.Second
-	// eraseTimeout bounds one erase request (a cascade of large sessions
-	// deletes message by message); a cut-off erase is finished by
-	// repeating it.
+	// eraseTimeout bounds one erase request: writing the records (and,
+	// for a cascade, finding the descendants). The jobs run apart from
+	// the request, with no timeout (erasejobs.go).
 	eraseTimeout = 5 * time.Minute
 )
 

@@ -216,12 +216,20 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 	for {
 		ent, fresh, err := s.entryFor(ctx, req.SessionID, reload)
 		if err != nil {
+			// A session being erased lost its first event: it does not
+			// fold, and the answer is erased.
+			if rerr := refuseErased(ctx, s.st, req.SessionID); schema.CodeOf(rerr) == schema.CodeErased {
+				return AppendReply{}, rerr
+			}
 			return AppendReply{}, err
 		}
 		reload = false
-		if ent.state.LastSeq == 0 {
-			// A new session (or one whose events an erase removed): its id
-			// must not be an erased one (DESIGN.md section 14).
+		if ent.state.LastSeq == 0 || fresh {
+			// The id must not be an erased one, or one being erased
+			// (DESIGN.md section 14), read from the record's leader. A
+			// cached state needs no read: an erase seals the session by
+			// deleting the tail the cache holds, so the append fails the
+			// stream's per-subject check and comes back here fresh.
 			if err := refuseErased(ctx, s.st, req.SessionID); err != nil {
 				return AppendReply{}, err
 			}

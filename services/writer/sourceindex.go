@@ -2,8 +2,6 @@ package writer
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -44,26 +42,15 @@ const (
 	maxSourceProjectKey = 1024
 )
 
-func projectToken(projectKey string) string {
-	h := sha256.Sum256([]byte(projectKey))
-	return base64.RawURLEncoding.EncodeToString(h[:16])
-}
-
-func keyToken(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
-
-func ownerKey(sessionID string) string { return "o." + sessionID }
+// The keys are made in package logstore, which drops them when the
+// session is erased.
+func ownerKey(sessionID string) string { return logstore.SourceOwnerKey(sessionID) }
 
 func projectPrefix(format, projectKey string) string {
-	return "p." + format + "." + projectToken(projectKey) + "."
+	return logstore.SourceProjectPrefix(format, projectKey)
 }
 
-func listKey(k api.SourceKey) string {
-	key := projectPrefix(k.Format, k.ProjectKey) + keyToken(k.SessionKey)
-	if k.Subpath != "" {
-		key += "." + keyToken(k.Subpath)
-	}
-	return key
-}
+func listKey(k api.SourceKey) string { return logstore.SourceListKey(k) }
 
 // errForeignKey: the session was written through another key (another
 // project). The message names neither the other project nor its key.

@@ -84,11 +84,7 @@ func RunRepair(ctx context.Context, cfg RepairConfig) (RepairResult, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	say := func(format string, args ...any) {
-		if cfg.Progress != nil {
-			fmt.Fprintf(cfg.Progress, format+"\n", args...)
-		}
-	}
+	say := sayer(cfg.Progress)
 	var res RepairResult
 
 	tb := &benchTB{}
