@@ -373,7 +373,7 @@ func TestDashboardEraseAccepted(t *testing.T) {
 	sub, err := e.nc.Subscribe(api.SubjectErase, func(m *nats.Msg) {
 		var req api.EraseRequest
 		json.Unmarshal(m.Data, &req)
-		m.Respond(fmt.Appendf(nil, `{"sessionId":%q,"state":"accepted","progress":{"deleted":3,"total":11}}`, req.SessionID))
+		m.Respond(fmt.Appendf(nil, `{"sessionId":%q,"erased":[],"events":0,"state":"accepted","jobs":[{"sessionId":%q,"phase":"deleting","total":11,"deleted":3,"done":false}]}`, req.SessionID, req.SessionID))
 	})
 	if err != nil {
 		t.Fatal(err)
