@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/version"
 )
 
 // freeAddr is a loopback address no one listens on (just now).
@@ -69,5 +70,8 @@ func TestMetricsListenNeedsNoToken(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(b), "go_goroutines") {
 		t.Errorf("/metrics lacks the Go collector:\n%.300s", b)
+	}
+	if !strings.Contains(string(b), `sessionlog_build_info{goversion="go`) || !strings.Contains(string(b), `version="`+version.Release+`"} 1`) {
+		t.Errorf("/metrics lacks sessionlog_build_info with the release %s", version.Release)
 	}
 }

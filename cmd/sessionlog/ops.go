@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/version"
 )
 
 // openStoreTimeout bounds how long a service waits for JetStream at start
@@ -83,7 +85,7 @@ type ops struct {
 // registry with the Go and process collectors).
 func newOps() *ops {
 	o := &ops{Mux: http.NewServeMux(), Registry: prometheus.NewRegistry(), checks: map[string]func() error{}}
-	o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	o.register(o.Mux)
 	return o
 }
@@ -220,4 +222,17 @@ func runGroup(ctx context.Context, g *run.Group, log *slog.Logger) error {
 func serviceActor(parent context.Context, runFn func(context.Context) error) (func() error, func(error)) {
 	ctx, cancel := context.WithCancel(parent)
 	return func() error { return runFn(ctx) }, func(error) { cancel() }
+}
+
+// buildInfo is sessionlog_build_info: 1, labelled with the release, the
+// commit and the Go version the process was built from (version.Get).
+func buildInfo() prometheus.Collector {
+	in := version.Get()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "sessionlog_build_info",
+		Help:        "Always 1; the labels say which sessionlog build this process is.",
+		ConstLabels: prometheus.Labels{"version": in.Release, "revision": in.Revision, "goversion": in.Go, "modified": strconv.FormatBool(in.Modified)},
+	})
+	g.Set(1)
+	return g
 }
