@@ -231,3 +231,21 @@ func TestLogDurations(t *testing.T) {
 		t.Fatalf("log line %s: want took 1.5s", buf.String())
 	}
 }
+
+// The events bar's clock starts when it is made, so the first poll's
+// events are not counted as done in no time.
+func TestEventsBarRateFromStart(t *testing.T) {
+	var out bytes.Buffer
+	bar := eventsBar(&out, 100000, "fork")
+	time.Sleep(200 * time.Millisecond)
+	if err := bar.Set64(1000); err != nil {
+		t.Fatal(err)
+	}
+	s := bar.State()
+	if s.SecondsSince < 0.2 {
+		t.Fatalf("the bar's clock started %.3f s ago, want it from its making (0.2 s)", s.SecondsSince)
+	}
+	if rate := float64(s.CurrentNum) / s.SecondsSince; rate > 10000 {
+		t.Fatalf("first rate %.0f events/s for 1000 events in 0.2 s", rate)
+	}
+}

@@ -55,9 +55,12 @@ func (p *progress) clear() {
 }
 
 // eventsBar is a progress bar on w counting events up to total (fork and
-// erase draw it on a terminal).
+// erase draw it on a terminal). It is drawn empty at once: the bar's clock
+// starts at its first drawing, and a first drawing at the first poll that
+// found events took all of them as done in no time (a first rate of
+// 90407739 events/s).
 func eventsBar(w io.Writer, total uint64, desc string) *progressbar.ProgressBar {
-	return progressbar.NewOptions64(int64(total),
+	bar := progressbar.NewOptions64(int64(total),
 		progressbar.OptionSetWriter(w),
 		progressbar.OptionSetDescription(desc),
 		progressbar.OptionShowCount(),
@@ -67,4 +70,6 @@ func eventsBar(w io.Writer, total uint64, desc string) *progressbar.ProgressBar 
 		progressbar.OptionSetPredictTime(true),
 		progressbar.OptionClearOnFinish(),
 	)
+	_ = bar.RenderBlank()
+	return bar
 }
