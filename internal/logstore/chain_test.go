@@ -2,6 +2,8 @@ package logstore_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -66,5 +68,34 @@ func TestChainPrevHeader(t *testing.T) {
 	}
 	if b := logstore.CheckChain(msgs, seqs); len(b) != 0 {
 		t.Errorf("whole chain reported broken: %v", b)
+	}
+}
+
+// CheckChain names each break: an event deleted in the middle (a gap
+// at seq 3), a body changed (seq 2 changed), two swapped (reordered).
+// Events stored without SL-Prev (before the header) are accepted.
+func TestChainBreaks(t *testing.T) {
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv)
+	st := open(t, nc, logstore.Config{})
+	ctx := context.Background()
+	want := map[string]string{natstest.BreakDelete: "gap@3", natstest.BreakChange: "changed@2", natstest.BreakSwap: "reordered@3"}
+	for _, how := range natstest.BreakKinds {
+		sid := "b-" + how
+		if _, err := st.Append(ctx, logstore.AppendRequest{SessionID: sid, Events: events(sid, 1, 5, "e")}); err != nil {
+			t.Fatal(err)
+		}
+		natstest.BreakChain(t, nc, "SESSIONS", logstore.SubjectPrefix+sid, how)
+		breaks := logstore.CheckChain(storedMsgs(t, st, sid))
+		if len(breaks) == 0 || fmt.Sprintf("%s@%d", breaks[0].Kind, breaks[0].Seq) != want[how] {
+			t.Errorf("%s: breaks %v, want first %s", how, breaks, want[how])
+		}
+	}
+	// Old events: no SL-Prev, nothing to check but the seqs.
+	if _, err := st.PublishUnchecked(ctx, slices.Values(events("old", 1, 4, "e"))); err != nil {
+		t.Fatal(err)
+	}
+	if b := logstore.CheckChain(storedMsgs(t, st, "old")); len(b) != 0 {
+		t.Errorf("old events: %v", b)
 	}
 }

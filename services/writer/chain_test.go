@@ -2,9 +2,11 @@ package writer_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/writer"
 )
@@ -39,5 +41,29 @@ func TestChainPrevWriter(t *testing.T) {
 	}
 	if len(msgs) != 5 || len(logstore.CheckChain(msgs, seqs)) != 0 {
 		t.Fatalf("%d messages, breaks %v", len(msgs), logstore.CheckChain(msgs, seqs))
+	}
+}
+
+// A session whose stored chain is broken (an event deleted in the middle,
+// a body changed, two swapped) is unreadable to a writer that folds it,
+// and the answer names the break.
+func TestChainBreakWriter(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	want := map[string]string{natstest.BreakDelete: "gap", natstest.BreakChange: "changed", natstest.BreakSwap: "gap"}
+	for _, how := range natstest.BreakKinds {
+		t.Run(how, func(t *testing.T) {
+			sid := "broken-" + how
+			mustOK(t, e.nc, map[string]any{"sessionId": sid, "events": events(created(), userEv("u1", "one"), userEv("u2", "two"), userEv("u3", "three"))})
+			natstest.BreakChain(t, e.nc, "SESSIONS", logstore.SubjectPrefix+sid, how)
+			cold, err := writer.New(writer.Config{Store: e.st, Conn: e.nc})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := direct(t, cold)(map[string]any{"sessionId": sid, "events": events(userEv("next", "x"))})
+			if r.err == nil || r.err.Code != schema.CodeUnreadable || !strings.Contains(r.err.Message, "hash chain broken") || !strings.Contains(r.err.Message, want[how]) {
+				t.Fatalf("got %+v %+v, want unreadable naming a %s in the hash chain", r.ok, r.err, want[how])
+			}
+			t.Log(r.err.Message)
+		})
 	}
 }

@@ -170,6 +170,11 @@ func (s *Service) applyStored(sessionID string, e *entry, m *logstore.Msg) error
 	if ev.SessionID != sessionID {
 		return schema.Errorf(schema.CodeUnreadable, "session holds an event of session %q at stream seq %d", clip(ev.SessionID), m.StreamSeq)
 	}
+	// The hash chain (SL-Prev) names a gap, a changed or a reordered
+	// event where the log lost or changed what was acknowledged.
+	if b := logstore.CheckLink(logstore.Link{Seq: e.tail.Seq, StreamSeq: e.tail.StreamSeq, Hash: e.tail.Hash}, m, ev.Seq); b != nil {
+		return schema.Errorf(schema.CodeUnreadable, "session's %v", b)
+	}
 	switch {
 	case ev.Seq != want:
 		return schema.Errorf(schema.CodeUnreadable, "session holds seq %d at stream seq %d where seq %d belongs", ev.Seq, m.StreamSeq, want)
