@@ -358,7 +358,7 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 		ent.tail = logstore.Tail{Seq: res.LastSeq, StreamSeq: res.StreamSeq, EventID: lastEv.EventID, Hash: res.Hash}
 		s.cache.Add(req.SessionID, ent)
 		s.m.events.Add(float64(len(req.Events)))
-		return AppendReply{SessionID: req.SessionID, FirstSeq: res.FirstSeq, LastSeq: res.LastSeq, StreamSeq: res.StreamSeq}, nil
+		return AppendReply{SessionID: req.SessionID, FirstSeq: res.FirstSeq, LastSeq: res.LastSeq, StreamSeq: res.StreamSeq, Hash: res.Hash}, nil
 	}
 }
 
