@@ -30,7 +30,9 @@ func (p problem) String() string {
 
 // Kinds of problems verify reports.
 const (
-	probGap         = "gap"
+	probGap         = logstore.BreakGap
+	probChanged     = logstore.BreakChanged   // the hash chain: a stored body is not the one written
+	probReordered   = logstore.BreakReordered // the hash chain: an event stored after a later one
 	probDuplicate   = "duplicate"
 	probDuplicateID = "duplicate_id"
 	probUnreadable  = "unreadable"
@@ -43,7 +45,8 @@ const (
 // verifySession checks one session's stored events: each decodes (a newer
 // schema or an unknown required type makes the session unreadable),
 // validates as a stored event, names this session, has seq prev+1 (no gap,
-// no duplicate), carries an event id no earlier event of the session has
+// no duplicate), follows the hash chain (SL-Prev: no event missing,
+// changed or reordered), carries an event id no earlier event of the session has
 // (an id is unique in its session for the session's whole life), and
 // folds with pkg/session's rules (pairing, structure). Seq checks go on
 // after a fold error, so every gap is reported.
@@ -52,6 +55,15 @@ func verifySession(ctx context.Context, st *logstore.Store, id string, expectEve
 	folding := true
 	var prev uint64
 	ids := make(map[string]uint64) // event id -> the seq that first holds it
+	// The hash chain's last link; the seqs stored; the problems that are
+	// gaps, each a reordering if its first missing seq is stored later.
+	var link logstore.Link
+	seen := make(map[uint64]bool)
+	type gap struct {
+		prob    int
+		missing uint64
+	}
+	var gaps []gap
 	add := func(seq, sseq uint64, kind, format string, args ...any) {
 		probs = append(probs, problem{Session: id, Seq: seq, StreamSeq: sseq, Kind: kind, Message: fmt.Sprintf(format, args...)})
 	}
@@ -68,20 +80,29 @@ func verifySession(ctx context.Context, st *logstore.Store, id string, expectEve
 			if hseq > 0 {
 				prev = hseq
 			}
+			link = logstore.Link{} // not chained to what follows
 			folding = false
 			return nil
 		}
 		seqStored := e.Seq <= prev // reported below as a seq stored again
+		seen[e.Seq] = true
 		switch {
 		case e.Seq == prev:
 			add(e.Seq, m.StreamSeq, probDuplicate, "seq %d stored again (event %s)", e.Seq, e.EventID)
-		case e.Seq < prev:
-			add(e.Seq, m.StreamSeq, probDuplicate, "seq %d after seq %d", e.Seq, prev)
-		case e.Seq > prev+1:
+		case e.Seq > prev+1 && link.StreamSeq == 0:
 			add(e.Seq, m.StreamSeq, probGap, "seq %d follows seq %d: %d missing", e.Seq, prev, e.Seq-prev-1)
+		default:
+			// The hash chain: a gap, a changed event, a reordered one.
+			if b := logstore.CheckLink(link, m, e.Seq); b != nil {
+				if b.Kind == probGap {
+					gaps = append(gaps, gap{len(probs), link.Seq + 1})
+				}
+				add(b.Seq, b.StreamSeq, b.Kind, "%s", b.Message)
+			}
 		}
 		if e.Seq > prev {
 			prev = e.Seq
+			link = logstore.LinkOf(m, e.Seq)
 		}
 		if first, dup := ids[e.EventID]; dup && !seqStored {
 			add(e.Seq, m.StreamSeq, probDuplicateID, "event id %s is stored again: first at seq %d", e.EventID, first)
@@ -119,6 +140,11 @@ func verifySession(ctx context.Context, st *logstore.Store, id string, expectEve
 	if err != nil {
 		add(0, 0, probRead, "%v", err)
 		return n, probs
+	}
+	for _, g := range gaps {
+		if p := &probs[g.prob]; seen[g.missing] {
+			p.Kind, p.Message = probReordered, fmt.Sprintf("%s, and seq %d is stored later", p.Message, g.missing)
+		}
 	}
 	if expectEvents > 0 && n < expectEvents && tail.Exists() {
 		add(0, tail.StreamSeq, probRead, "read %d events, the stream holds %d", n, expectEvents)

@@ -76,3 +76,54 @@ func testVerifyDuplicateEventID(t *testing.T, l natstest.Layout) {
 		}
 	}
 }
+
+// `sessionlog verify` finds a broken hash chain: an event deleted in the
+// middle (gap at seq 3), a body changed (seq 2 changed), two events
+// swapped (reordered); a whole session has no problem.
+func TestVerifyChain(t *testing.T) {
+	d, nc, st := layoutStore(t, natstest.Layout{Partitions: 1, Nodes: 1})
+	ctx := context.Background()
+	want := map[string]string{
+		"whole":              "",
+		natstest.BreakDelete: "seq=3 kind=gap",
+		natstest.BreakChange: "seq=2 kind=changed",
+		natstest.BreakSwap:   "seq=3 kind=reordered",
+	}
+	for _, how := range append([]string{"whole"}, natstest.BreakKinds...) {
+		sid := "chain-" + how
+		evs := make([]schema.Envelope, 5)
+		for i := range evs {
+			typ, data := schema.TypeMessageUser, `{"content":"hi"}`
+			if i == 0 {
+				typ, data = schema.TypeSessionCreated, `{}`
+			}
+			evs[i] = schema.Envelope{SchemaVersion: schema.Version, SessionID: sid, Seq: uint64(i + 1), EventID: sid + "-" + string(rune('a'+i)),
+				Time: time.Now().UTC(), Type: typ, Data: []byte(data)}
+		}
+		if _, err := st.Append(ctx, logstore.AppendRequest{SessionID: sid, Events: evs}); err != nil {
+			t.Fatal(err)
+		}
+		if how != "whole" {
+			natstest.BreakChain(t, nc, "SESSIONS", logstore.SubjectPrefix+sid, how)
+		}
+	}
+	for how, line := range want {
+		var out, errb bytes.Buffer
+		code := Main(ctx, []string{"verify", "--session", "chain-" + how, "--nats-url", d.URL}, &out, &errb)
+		if line == "" {
+			if code != 0 || strings.Contains(out.String(), "PROBLEM") {
+				t.Errorf("%s: exit %d, %q", how, code, out.String())
+			}
+			continue
+		}
+		seq, kind, _ := strings.Cut(line, " ")
+		found := false
+		for _, l := range strings.Split(out.String(), "\n") {
+			found = found || strings.HasPrefix(l, "PROBLEM session=chain-"+how+" "+seq+" ") && strings.Contains(l, " "+kind+":")
+		}
+		if code != 1 || !found {
+			t.Errorf("%s: exit %d, want a PROBLEM line with %q: %s", how, code, line, out.String())
+		}
+		t.Logf("%s: %s", how, out.String())
+	}
+}

@@ -28,6 +28,12 @@ type AppendRequest struct {
 	// (a copier that splices stored bodies): Append sends them as they
 	// are, and of Events reads only the fields of the headers and ids.
 	Bodies [][]byte
+	// PrevHash is ChainHash of the body stored as the session's event at
+	// ExpectedStreamSeq (empty for a new session): the SL-Prev of the
+	// first event. A caller that keeps the session's state passes it (the
+	// writer: no read per append); left empty for an existing session,
+	// Append takes it from its cached tail or reads that body.
+	PrevHash string
 }
 
 // AppendResult describes a committed append.
@@ -42,6 +48,10 @@ type AppendResult struct {
 	// stored, but another writer sending the same ids (a repairer replica
 	// planning the same state) may be the one that stored them.
 	Resolved bool
+	// Hash is ChainHash of the last event's stored body: the PrevHash of
+	// the session's next append. Empty when the append was found stored
+	// (Duplicate, Resolved): those bodies may be another sender's.
+	Hash string
 }
 
 // Sentinels; errors.Is matches them on the code alone.
@@ -169,11 +179,11 @@ func (s *Store) located(req *AppendRequest) (Location, []*nats.Msg, error) {
 	if err != nil {
 		return Location{}, nil, err
 	}
-	msgs, err := s.messages(req, loc.Subject)
+	msgs, err := s.messages(req, loc.Subject, s.prevHash(req, loc))
 	return loc, msgs, err
 }
 
-func (s *Store) messages(req *AppendRequest, subject string) (msgs []*nats.Msg, err error) {
+func (s *Store) messages(req *AppendRequest, subject, prev string) (msgs []*nats.Msg, err error) {
 	if req.Bodies != nil && len(req.Bodies) != len(req.Events) {
 		return nil, schema.Errorf(schema.CodeBadRequest, "%d bodies for %d events", len(req.Bodies), len(req.Events))
 	}
@@ -191,9 +201,14 @@ func (s *Store) messages(req *AppendRequest, subject string) (msgs []*nats.Msg, 
 		}
 		// The header's values share one array (one allocation, not one
 		// per value).
-		vals := [5]string{MsgID(req.SessionID, e.EventID), e.Type, strconv.FormatUint(e.Seq, 10), strconv.Itoa(e.SchemaVersion)}
-		h := make(nats.Header, 5)
+		vals := [6]string{MsgID(req.SessionID, e.EventID), e.Type, strconv.FormatUint(e.Seq, 10), strconv.Itoa(e.SchemaVersion), "", prev}
+		h := make(nats.Header, 6)
 		h[HeaderMsgID], h[HeaderType], h[HeaderSeq], h[HeaderSchema] = vals[0:1:1], vals[1:2:2], vals[2:3:3], vals[3:4:4]
+		if prev != "" {
+			h[HeaderPrev] = vals[5:6:6]
+		}
+		// The chain: the next event is written after this body.
+		prev = ChainHash(body)
 		if i == 0 {
 			// An expectation on a later message of the same subject fails
 			// the batch (10164): only the first carries it.
@@ -253,7 +268,7 @@ func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResult, er
 	if err != nil {
 		return AppendResult{}, err
 	}
-	res := AppendResult{FirstSeq: req.Events[0].Seq, LastSeq: req.Events[len(req.Events)-1].Seq}
+	res := AppendResult{FirstSeq: req.Events[0].Seq, LastSeq: req.Events[len(req.Events)-1].Seq, Hash: ChainHash(msgs[len(msgs)-1].Data)}
 	var lastErr error
 	for attempt := 0; ; attempt++ {
 		streamSeq, dup, err := s.send(ctx, loc.Stream, msgs)
@@ -271,9 +286,14 @@ func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResult, er
 		case committed:
 			res.StreamSeq, res.Duplicate = streamSeq, dup && attempt == 0
 			res.Resolved = dup && attempt > 0
+			if dup {
+				res.Hash = ""
+			}
 			s.committed(req, res)
 			return res, nil
 		case duplicate, wrongSeq:
+			// Found in the log, r leaves Hash empty: the stored bodies
+			// may be another sender's of the same ids.
 			r, rerr := s.resolve(ctx, &req, loc)
 			if rerr == nil {
 				r.Duplicate = attempt == 0
@@ -356,7 +376,7 @@ func outcomeUnknown(err error) error {
 
 func (s *Store) committed(req AppendRequest, res AppendResult) {
 	last := req.Events[len(req.Events)-1]
-	s.tails.Add(req.SessionID, Tail{Seq: res.LastSeq, StreamSeq: res.StreamSeq, EventID: last.EventID})
+	s.tails.Add(req.SessionID, Tail{Seq: res.LastSeq, StreamSeq: res.StreamSeq, EventID: last.EventID, Hash: res.Hash})
 }
 
 // storedPast reports whether the stream's leader has stored stream seq

@@ -246,6 +246,9 @@ type Tail struct {
 	// Nats-Expected-Last-Subject-Sequence for the next append.
 	StreamSeq uint64
 	EventID   string
+	// Hash is ChainHash of that event's stored body: the SL-Prev of the
+	// session's next event.
+	Hash string
 }
 
 // Exists reports whether the session has any event.
@@ -348,7 +351,7 @@ func tailOf(m *Msg) (Tail, error) {
 		}
 		seq = e.Seq
 	}
-	return Tail{Seq: seq, StreamSeq: m.StreamSeq, EventID: eventIDOf(m.Header.Get(HeaderMsgID))}, nil
+	return Tail{Seq: seq, StreamSeq: m.StreamSeq, EventID: eventIDOf(m.Header.Get(HeaderMsgID)), Hash: ChainHash(m.Data)}, nil
 }
 
 func eventIDOf(msgID string) string {

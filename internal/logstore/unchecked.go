@@ -42,7 +42,7 @@ func (s *Store) PublishUnchecked(ctx context.Context, events iter.Seq[schema.Env
 		if err != nil {
 			return last, err
 		}
-		msgs, err := s.messages(&AppendRequest{SessionID: e.SessionID, Events: []schema.Envelope{e}}, loc.Subject)
+		msgs, err := s.messages(&AppendRequest{SessionID: e.SessionID, Events: []schema.Envelope{e}}, loc.Subject, "")
 		if err != nil {
 			return last, err
 		}

@@ -87,6 +87,10 @@ type AppendReply struct {
 	LastSeq   uint64 `json:"lastSeq"`
 	StreamSeq uint64 `json:"streamSeq"`
 	Duplicate bool   `json:"duplicate"`
+	// Hash is the hash chain's link of the last event stored (SL-Prev of
+	// the next, DESIGN.md section 2), when the writer knows it (not on a
+	// duplicate): a client compares it with later answers.
+	Hash string `json:"hash,omitempty"`
 }
 
 // HeartbeatRequest is a request on sessions.api.heartbeat: holder renews

@@ -27,8 +27,8 @@ func TestShapes(t *testing.T) {
 			`{"sessionId":"s-1","events":[]}`},
 		{"AppendRequestNew", api.AppendRequest{SessionID: "s-1", ExpectedSeq: u64(0), Events: []schema.Envelope{}},
 			`{"sessionId":"s-1","expectedSeq":0,"events":[]}`},
-		{"AppendReply", api.AppendReply{SessionID: "s-1", FirstSeq: 7, LastSeq: 7, StreamSeq: 1234},
-			`{"sessionId":"s-1","firstSeq":7,"lastSeq":7,"streamSeq":1234,"duplicate":false}`},
+		{"AppendReply", api.AppendReply{SessionID: "s-1", FirstSeq: 7, LastSeq: 7, StreamSeq: 1234, Hash: "3cac97db9ab26cb737af1b13c45d1502"},
+			`{"sessionId":"s-1","firstSeq":7,"lastSeq":7,"streamSeq":1234,"duplicate":false,"hash":"3cac97db9ab26cb737af1b13c45d1502"}`},
 		{"ErrorConflict", api.ErrorBody{Error: api.ErrorDetail{Code: api.CodeConflict, Message: "...", CurrentSeq: u64(8)}},
 			`{"error":{"code":"conflict","message":"...","currentSeq":8}}`},
 		{"ErrorIndex", api.ErrorBody{Error: api.ErrorDetail{Code: api.CodeInvalidEvent, Message: "m", Index: intp(0)}},
@@ -116,7 +116,7 @@ func TestAppendRequest(t *testing.T) {
 // Every code of the contract's tables, spelled as on the wire, once.
 func TestCodes(t *testing.T) {
 	want := []string{"bad_request", "invalid_event", "unknown_type", "structure", "conflict", "paused", "closed", "forking",
-		"too_large", "unreadable", "erased", "not_committed", "outcome_unknown", "not_found", "unsafe_cut", "internal"}
+		"too_large", "unreadable", "erased", "not_committed", "outcome_unknown", "not_found", "unsafe_cut", "internal", "rolled_back"}
 	have := map[string]bool{}
 	for _, c := range api.Codes {
 		if have[string(c)] {
@@ -162,7 +162,7 @@ func TestExamplesAreTheContracts(t *testing.T) {
 	}
 	for _, ex := range []string{
 		`{"sessionId":"s-1","expectedSeq":6,"holder":"agent-7","events":[{"eventId":"...","type":"tool/started","turnId":"t3","toolCallId":"call_9"}]}`,
-		`{"sessionId":"s-1","firstSeq":7,"lastSeq":7,"streamSeq":1234,"duplicate":false}`,
+		`{"sessionId":"s-1","firstSeq":7,"lastSeq":7,"streamSeq":1234,"duplicate":false,"hash":"3cac97db9ab26cb737af1b13c45d1502"}`,
 		`{"error":{"code":"conflict","message":"...","currentSeq":8}}`,
 		`{"sessionId","afterSeq?":0,"limit?":1000}`,
 		`{"sessionId","events":[<stored envelopes>],"lastSeq":N,"more":bool}`,

@@ -29,6 +29,8 @@ const (
 	// CodeInternal: a failure the contract has no code for (a bug or an
 	// outage); never a refusal of the request's content.
 	CodeInternal = schema.CodeInternal
+	// CodeRolledBack: the log lost events acknowledged earlier (pkg/client).
+	CodeRolledBack = schema.CodeRolledBack
 )
 
 // Codes lists every code.

@@ -40,6 +40,8 @@ type Client struct {
 	retries int
 	backoff time.Duration
 	now     func() time.Time
+	// acks is what was acknowledged per session (rolledback.go).
+	acks acks
 }
 
 // Option configures a Client.
@@ -123,8 +125,9 @@ func (c *Client) Append(ctx context.Context, req AppendRequest) (AppendResult, e
 // its event ids and times are fixed, so every send of it is the same
 // request.
 type PreparedAppend struct {
-	ids  []string
-	body []byte
+	sessionID string
+	ids       []string
+	body      []byte
 }
 
 // PrepareAppend fills in and encodes req as Append would send it, so that
@@ -137,7 +140,7 @@ func (c *Client) PrepareAppend(req AppendRequest) (*PreparedAppend, error) {
 	if err != nil {
 		return nil, errorf(schema.CodeBadRequest, "encode request: %v", err)
 	}
-	return &PreparedAppend{ids: ids, body: body}, nil
+	return &PreparedAppend{sessionID: req.SessionID, ids: ids, body: body}, nil
 }
 
 // SendAppend sends a prepared append, with Append's outcomes and retries;
@@ -145,8 +148,9 @@ func (c *Client) PrepareAppend(req AppendRequest) (*PreparedAppend, error) {
 // request.
 func (c *Client) SendAppend(ctx context.Context, p *PreparedAppend) (AppendResult, error) {
 	var reply api.AppendReply
+	prev, acked := c.acks.get(p.sessionID)
 	n, err := c.request(ctx, api.SubjectAppend, p.body, &reply)
-	if err != nil {
+	if err = c.checkAppend(p.sessionID, prev, acked, reply, err); err != nil {
 		return AppendResult{Attempts: n}, err
 	}
 	return AppendResult{SessionID: reply.SessionID, FirstSeq: reply.FirstSeq, LastSeq: reply.LastSeq, StreamSeq: reply.StreamSeq,
@@ -262,7 +266,7 @@ func (c *Client) once(ctx context.Context, subject string, body []byte, out any)
 		}
 		e := &Error{Code: we.Error.Code, Message: we.Error.Message, Index: -1}
 		if we.Error.CurrentSeq != nil {
-			e.CurrentSeq = *we.Error.CurrentSeq
+			e.CurrentSeq, e.hasCurrent = *we.Error.CurrentSeq, true
 		}
 		if we.Error.Index != nil {
 			e.Index = *we.Error.Index

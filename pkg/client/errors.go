@@ -15,6 +15,8 @@ type Error struct {
 	CurrentSeq uint64
 	// Index is the offending event of the request, -1 for the request.
 	Index int
+	// hasCurrent: the answer carried currentSeq (a lease conflict has none).
+	hasCurrent bool
 }
 
 func (e *Error) Error() string {
@@ -53,6 +55,9 @@ var (
 	ErrUnreadable     = sentinel(api.CodeUnreadable)
 	ErrErased         = sentinel(api.CodeErased)
 	ErrInternal       = sentinel(api.CodeInternal)
+	// ErrRolledBack: the log lost events acknowledged to this client
+	// (rolledback.go); definite, no retry brings them back.
+	ErrRolledBack = sentinel(api.CodeRolledBack)
 )
 
 func errorf(c api.Code, format string, args ...any) *Error {

@@ -139,7 +139,12 @@ func readPage(ctx context.Context, r Reader, sessionID string, after uint64) loa
 // session that does not exist is ErrNotFound. Reads change nothing, so a
 // lost answer is simply asked again.
 func (c *Client) Read(ctx context.Context, req api.ReadRequest) (api.ReadReply, error) {
-	return call[api.ReadReply](ctx, c, api.SubjectRead, req)
+	prev, _ := c.acks.get(req.SessionID)
+	r, err := call[api.ReadReply](ctx, c, api.SubjectRead, req)
+	if err == nil {
+		err = checkRead(req.SessionID, prev, r.LastSeq)
+	}
+	return r, err
 }
 
 // LoadState implements StateLoader (for Recover) through the client's own
@@ -153,7 +158,11 @@ func (c *Client) LoadState(ctx context.Context, sessionID string) (*session.Stat
 // without checking that each is JSON, which schema.Decode checks anyway
 // (json.Unmarshal would scan the reply twice and copy every event).
 func (c *Client) readUnchecked(ctx context.Context, req api.ReadRequest) (api.ReadReply, error) {
+	prev, _ := c.acks.get(req.SessionID)
 	r, err := call[uncheckedReply](ctx, c, api.SubjectRead, req)
+	if err == nil {
+		err = checkRead(req.SessionID, prev, r.LastSeq)
+	}
 	return r.ReadReply, err
 }
 

@@ -30,6 +30,10 @@ const (
 	// section 14); it cannot be created again.
 	CodeErased   Code = "erased"
 	CodeInternal Code = "internal"
+	// CodeRolledBack: the log lost events acknowledged earlier (it came
+	// back shorter, or different at an acknowledged seq). pkg/client
+	// answers it from what was acknowledged to it; definite.
+	CodeRolledBack Code = "rolled_back"
 )
 
 // Codes lists every code, in the order of the contract's table.
@@ -37,6 +41,7 @@ var Codes = []Code{
 	CodeBadRequest, CodeInvalidEvent, CodeUnknownType, CodeStructure, CodeConflict,
 	CodePaused, CodeClosed, CodeForking, CodeTooLarge, CodeNotCommitted,
 	CodeOutcomeUnknown, CodeNotFound, CodeUnsafeCut, CodeUnreadable, CodeErased, CodeInternal,
+	CodeRolledBack,
 }
 
 // Error is a refusal with a contract code. Index is the position of the

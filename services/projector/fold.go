@@ -256,7 +256,7 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 			return err
 		}
 	}
-	f.apply(en, ev, m.streamSeq)
+	f.apply(en, ev, m.streamSeq, m.header, m.data)
 	return nil
 }
 
@@ -367,7 +367,14 @@ func (f *folder) eventIDAt(ctx context.Context, en *entry, seq uint64) (string, 
 }
 
 // apply folds one decoded event with the next seq into en.
-func (f *folder) apply(en *entry, ev *schema.Envelope, streamSeq uint64) {
+func (f *folder) apply(en *entry, ev *schema.Envelope, streamSeq uint64, header nats.Header, data []byte) {
+	// The hash chain (SL-Prev): the body folded before this event must be
+	// the one it was written after, else the log lost or changed it.
+	m := logstore.Msg{StreamSeq: streamSeq, Header: header, Data: data}
+	if b := logstore.CheckLink(logstore.Link{Seq: en.st.LastSeq, StreamSeq: en.sum.LastStreamSeq, Hash: en.sum.LastHash}, &m, ev.Seq); b != nil {
+		f.unreadable(en, streamSeq, 0, b.Error())
+		return
+	}
 	if err := en.st.Apply(ev); err != nil {
 		code := schema.CodeOf(err)
 		if code == schema.CodeUnknownType {
@@ -384,6 +391,7 @@ func (f *folder) apply(en *entry, ev *schema.Envelope, streamSeq uint64) {
 	b.Set(f.scratch[:k], nil, f.scratch[k:])
 	f.dashboard(en, ev)
 	en.sum.LastStreamSeq = streamSeq
+	en.sum.LastHash = logstore.ChainHash(data)
 	en.sum.LastType = ev.Type
 	switch ev.Type {
 	case schema.TypeSessionCreated:
@@ -444,7 +452,7 @@ func (f *folder) fillGap(ctx context.Context, en *entry, before uint64) error {
 			// A stored message that skips ahead too: the gap is before it.
 			return err
 		}
-		f.apply(en, ev, m.StreamSeq)
+		f.apply(en, ev, m.StreamSeq, m.Header, m.Data)
 		return nil
 	})
 	if err != nil {

@@ -46,6 +46,9 @@ type Overview struct {
 	Total   int            `json:"total"`
 	History []FleetSample  `json:"history"`
 	Every   string         `json:"every"`
+	// RolledBack is set when a stream's last sequence went below what the
+	// projector consumed (log_rolled_back, rollback.go): the reason.
+	RolledBack string `json:"rolledBack,omitempty"`
 }
 
 type fleetHistory struct {
@@ -97,17 +100,8 @@ func (s *Service) sample(now time.Time) {
 }
 
 func (s *Service) sampleFleet(ctx context.Context) {
-	t := time.NewTicker(s.fleet.every)
-	defer t.Stop()
 	s.sample(s.cfg.Now())
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.sample(s.cfg.Now())
-		}
-	}
+	every(ctx, s.fleet.every, func() { s.sample(s.cfg.Now()) })
 }
 
 func (s *Service) handleOverview(w http.ResponseWriter, r *http.Request) {
@@ -143,7 +137,7 @@ func (s *Service) handleOverview(w http.ResponseWriter, r *http.Request) {
 		h.counts, h.counted = counts, now
 		h.mu.Unlock()
 	}
-	out := Overview{Counts: counts, Every: h.every.String()}
+	out := Overview{Counts: counts, Every: h.every.String(), RolledBack: s.rb.reason()}
 	for _, n := range counts {
 		out.Total += n
 	}

@@ -196,6 +196,10 @@ type Service struct {
 	fleet *fleetHistory
 	// er is the set of erased sessions (erase.go).
 	er *erasures
+	// rb watches the streams for a last sequence going backwards
+	// (rollback.go); created is each stream's creation time at start.
+	rb      *rollbacks
+	created map[string]time.Time
 }
 
 // New opens the store, verifies its checkpoint against the stream (or
@@ -220,7 +224,12 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, ls: cfg.Store, db: db, met: met, target: map[string]uint64{}}
+	rb, err := newRollbacks(cfg.Registerer)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s := &Service{cfg: cfg, log: cfg.Logger, ls: cfg.Store, db: db, met: met, target: map[string]uint64{}, rb: rb, created: map[string]time.Time{}}
 	s.watch = hub
 	s.fleet = newFleetHistory()
 	s.er = newErasures()
@@ -257,6 +266,22 @@ func (s *Service) start(ctx context.Context) error {
 	infos, err := s.streams(ctx)
 	if err != nil {
 		return err
+	}
+	// What the stored checkpoint says was consumed, before a rebuild
+	// forgets it: a stream that ends before it rolled back.
+	if cp, ok, err := s.db.Checkpoint(); err == nil && ok {
+		for _, p := range cp.Streams {
+			if info, ok := infos[p.Name]; ok && p.Created.Equal(info.created) {
+				s.rb.saw(store.Checkpoint{Streams: []store.StreamPos{p}})
+				s.rb.check(p.Name, info.last, p.Seq)
+			}
+		}
+	}
+	for name, info := range infos {
+		s.created[name] = info.created
+	}
+	if r := s.rb.reason(); r != "" {
+		s.log.Error("projector: the log rolled back", "reason", r)
 	}
 	mode, err := checkStore(s.db, infos)
 	if err != nil {
@@ -381,6 +406,7 @@ func (s *Service) updateCaughtUp(cp store.Checkpoint) {
 
 // landed is told each batch the folder's commits landed.
 func (s *Service) landed(cp store.Checkpoint) {
+	s.rb.saw(cp)
 	if len(cp.Streams) > 0 {
 		s.met.position.Set(float64(cp.Streams[0].Seq))
 	}
@@ -391,8 +417,13 @@ func (s *Service) landed(cp store.Checkpoint) {
 }
 
 // Ready is nil once NATS is connected, the store open and the views have
-// caught up with the stream as it was at start.
+// caught up with the stream as it was at start, and no stream rolled
+// back (rollback.go).
 func (s *Service) Ready() error {
+	if r := s.rb.reason(); r != "" {
+		// Said first: nothing else the projector does makes it whole.
+		return errors.New("projector: " + r)
+	}
 	switch {
 	case s.closed.Load():
 		return errors.New("projector: stopped")
@@ -427,6 +458,7 @@ func (s *Service) Run(ctx context.Context) error {
 		})
 	}
 	go s.sampleFleet(ctx)
+	go every(ctx, rollbackEvery, func() { s.CheckStreams(ctx) })
 	err := s.consume(ctx, nil)
 	s.running.Store(false)
 	s.closeMu.Lock()

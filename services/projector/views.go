@@ -126,6 +126,7 @@ type Summary struct {
 	LastType      string    `json:"lastType,omitempty"`
 	CreatedAt     time.Time `json:"createdAt"`
 	LastActivity  time.Time `json:"lastActivity"`
+	LastHash      string    `json:"lastHash,omitempty"` // the chain's link of the last folded event: SL-Prev of the next (DESIGN.md section 2)
 
 	Title     string            `json:"title,omitempty"`
 	Agent     string            `json:"agent,omitempty"`

@@ -303,7 +303,7 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 			}
 			return AppendReply{}, err
 		}
-		res, err := s.st.Append(ctx, logstore.AppendRequest{SessionID: req.SessionID, ExpectedStreamSeq: ent.tail.StreamSeq, Events: req.Events, Bodies: p.storeBodies(req.Events)})
+		res, err := s.st.Append(ctx, logstore.AppendRequest{SessionID: req.SessionID, ExpectedStreamSeq: ent.tail.StreamSeq, PrevHash: ent.tail.Hash, Events: req.Events, Bodies: p.storeBodies(req.Events)})
 		if err != nil {
 			if errors.Is(err, logstore.ErrConflict) {
 				// Another writer moved the tail. Reload: the next round
@@ -363,10 +363,10 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 			ent.index(s.hashID(e.EventID), e.EventID, ss)
 		}
 		lastEv := &req.Events[len(req.Events)-1]
-		ent.tail = logstore.Tail{Seq: res.LastSeq, StreamSeq: res.StreamSeq, EventID: lastEv.EventID}
+		ent.tail = logstore.Tail{Seq: res.LastSeq, StreamSeq: res.StreamSeq, EventID: lastEv.EventID, Hash: res.Hash}
 		s.cache.Add(req.SessionID, ent)
 		s.m.events.Add(float64(len(req.Events)))
-		return AppendReply{SessionID: req.SessionID, FirstSeq: res.FirstSeq, LastSeq: res.LastSeq, StreamSeq: res.StreamSeq}, nil
+		return AppendReply{SessionID: req.SessionID, FirstSeq: res.FirstSeq, LastSeq: res.LastSeq, StreamSeq: res.StreamSeq, Hash: res.Hash}, nil
 	}
 }
 

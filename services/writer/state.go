@@ -167,9 +167,15 @@ func (s *Service) applyStored(sessionID string, e *entry, m *logstore.Msg) error
 		return schema.Errorf(schema.CodeUnreadable, "session holds an undecodable event at stream seq %d: %v", m.StreamSeq, err)
 	}
 	want := e.state.LastSeq + 1
-	switch {
-	case ev.SessionID != sessionID:
+	if ev.SessionID != sessionID {
 		return schema.Errorf(schema.CodeUnreadable, "session holds an event of session %q at stream seq %d", clip(ev.SessionID), m.StreamSeq)
+	}
+	// The hash chain (SL-Prev) names a gap, a changed or a reordered
+	// event where the log lost or changed what was acknowledged.
+	if b := logstore.CheckLink(logstore.Link{Seq: e.tail.Seq, StreamSeq: e.tail.StreamSeq, Hash: e.tail.Hash}, m, ev.Seq); b != nil {
+		return schema.Errorf(schema.CodeUnreadable, "session's %v", b)
+	}
+	switch {
 	case ev.Seq != want:
 		return schema.Errorf(schema.CodeUnreadable, "session holds seq %d at stream seq %d where seq %d belongs", ev.Seq, m.StreamSeq, want)
 	}
@@ -183,7 +189,7 @@ func (s *Service) applyStored(sessionID string, e *entry, m *logstore.Msg) error
 		return schema.Errorf(schema.CodeUnreadable, "session cannot be folded at seq %d: %v", ev.Seq, err)
 	}
 	e.index(s.hashID(ev.EventID), ev.EventID, m.StreamSeq)
-	e.tail = logstore.Tail{Seq: ev.Seq, StreamSeq: m.StreamSeq, EventID: ev.EventID}
+	e.tail = logstore.Tail{Seq: ev.Seq, StreamSeq: m.StreamSeq, EventID: ev.EventID, Hash: logstore.ChainHash(m.Data)}
 	return nil
 }
 

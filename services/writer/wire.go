@@ -40,6 +40,11 @@ func encodeOK(r AppendReply) []byte {
 	b = strconv.AppendUint(b, r.StreamSeq, 10)
 	b = append(b, `,"duplicate":`...)
 	b = strconv.AppendBool(b, r.Duplicate)
+	if r.Hash != "" {
+		b = append(b, `,"hash":"`...)
+		b = append(b, r.Hash...) // hex
+		b = append(b, '"')
+	}
 	return append(b, '}')
 }
 

@@ -1,0 +1,101 @@
+package logstore_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// storedMsgs reads a session's stored messages and their event seqs.
+func storedMsgs(t *testing.T, st *logstore.Store, sid string) (msgs []*logstore.Msg, seqs []uint64) {
+	t.Helper()
+	_, err := st.ReadSession(context.Background(), sid, 0, func(m *logstore.Msg) error {
+		e, err := schema.Decode(m.Data)
+		if err != nil {
+			return err
+		}
+		msgs, seqs = append(msgs, m), append(seqs, e.Seq)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return msgs, seqs
+}
+
+// Every stored event but the first carries SL-Prev, the hash of the body
+// stored before it, whoever appended it: a caller passing PrevHash, one
+// leaving it to the store's cached tail, one to a read (another store).
+func TestChainPrevHeader(t *testing.T) {
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv)
+	st := open(t, nc, logstore.Config{})
+	ctx := context.Background()
+	r1, err := st.Append(ctx, logstore.AppendRequest{SessionID: "c1", Events: events("c1", 1, 1, "e")})
+	if err != nil || r1.Hash == "" {
+		t.Fatalf("append = %+v, %v", r1, err)
+	}
+	r2, err := st.Append(ctx, logstore.AppendRequest{SessionID: "c1", ExpectedStreamSeq: r1.StreamSeq, PrevHash: r1.Hash, Events: events("c1", 2, 3, "e")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// From the cached tail.
+	r3, err := st.Append(ctx, logstore.AppendRequest{SessionID: "c1", ExpectedStreamSeq: r2.StreamSeq, Events: events("c1", 5, 1, "e")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// From a read: a store that never saw the session.
+	other := open(t, nc, logstore.Config{})
+	if _, err := other.Append(ctx, logstore.AppendRequest{SessionID: "c1", ExpectedStreamSeq: r3.StreamSeq, Events: events("c1", 6, 2, "e")}); err != nil {
+		t.Fatal(err)
+	}
+	msgs, seqs := storedMsgs(t, st, "c1")
+	if len(msgs) != 7 {
+		t.Fatalf("%d messages, want 7", len(msgs))
+	}
+	if h := msgs[0].Header.Get(logstore.HeaderPrev); h != "" {
+		t.Errorf("seq 1 carries %s %q, want none", logstore.HeaderPrev, h)
+	}
+	for i := 1; i < len(msgs); i++ {
+		if got, want := msgs[i].Header.Get(logstore.HeaderPrev), logstore.ChainHash(msgs[i-1].Data); got != want || len(got) != 32 {
+			t.Errorf("seq %d: %s = %q, want %q", seqs[i], logstore.HeaderPrev, got, want)
+		}
+	}
+	if b := logstore.CheckChain(msgs, seqs); len(b) != 0 {
+		t.Errorf("whole chain reported broken: %v", b)
+	}
+}
+
+// CheckChain names each break: an event deleted in the middle (a gap
+// at seq 3), a body changed (seq 2 changed), two swapped (reordered).
+// Events stored without SL-Prev (before the header) are accepted.
+func TestChainBreaks(t *testing.T) {
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv)
+	st := open(t, nc, logstore.Config{})
+	ctx := context.Background()
+	want := map[string]string{natstest.BreakDelete: "gap@3", natstest.BreakChange: "changed@2", natstest.BreakSwap: "reordered@3"}
+	for _, how := range natstest.BreakKinds {
+		sid := "b-" + how
+		if _, err := st.Append(ctx, logstore.AppendRequest{SessionID: sid, Events: events(sid, 1, 5, "e")}); err != nil {
+			t.Fatal(err)
+		}
+		natstest.BreakChain(t, nc, "SESSIONS", logstore.SubjectPrefix+sid, how)
+		breaks := logstore.CheckChain(storedMsgs(t, st, sid))
+		if len(breaks) == 0 || fmt.Sprintf("%s@%d", breaks[0].Kind, breaks[0].Seq) != want[how] {
+			t.Errorf("%s: breaks %v, want first %s", how, breaks, want[how])
+		}
+	}
+	// Old events: no SL-Prev, nothing to check but the seqs.
+	if _, err := st.PublishUnchecked(ctx, slices.Values(events("old", 1, 4, "e"))); err != nil {
+		t.Fatal(err)
+	}
+	if b := logstore.CheckChain(storedMsgs(t, st, "old")); len(b) != 0 {
+		t.Errorf("old events: %v", b)
+	}
+}
