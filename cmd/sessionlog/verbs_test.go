@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
@@ -21,13 +23,8 @@ import (
 // erasure record says so, else not found; tail of a session not found
 // waits for it, but says so first.
 func TestMissingSessionVerbs(t *testing.T) {
-	s := natstest.RunServer(t)
-	nc := natstest.Connect(t, s)
+	s, st := storeOnServer(t)
 	ctx := context.Background()
-	st, err := logstore.Open(ctx, nc, logstore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, _, err := st.MarkErased(ctx, logstore.Erasure{SessionID: "gone", By: "sre", Reason: "privacy request", ErasedAt: "2026-12-06T05:00:00Z", Done: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -59,13 +56,8 @@ func TestMissingSessionVerbs(t *testing.T) {
 // show --json gives the folded state without the hashes only the rules
 // read, and openWork as a list (empty, never null).
 func TestShowJSON(t *testing.T) {
-	s := natstest.RunServer(t)
-	nc := natstest.Connect(t, s)
+	s, st := storeOnServer(t)
 	ctx := context.Background()
-	st, err := logstore.Open(ctx, nc, logstore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Several whole turns: the first ones' tool calls are spent.
 	if _, err := sessiongen.Seed(ctx, st, "many", 1+5*sessiongen.TurnEvents, 0); err != nil {
 		t.Fatal(err)
@@ -94,13 +86,8 @@ func TestShowJSON(t *testing.T) {
 // ls --limit lists the first sessions and counts the rest on stderr; the
 // table's times are to the second.
 func TestLsLimit(t *testing.T) {
-	s := natstest.RunServer(t)
-	nc := natstest.Connect(t, s)
+	s, st := storeOnServer(t)
 	ctx := context.Background()
-	st, err := logstore.Open(ctx, nc, logstore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, id := range []string{"a", "b", "c"} {
 		if _, err := sessiongen.Seed(ctx, st, id, 2, 0); err != nil {
 			t.Fatal(err)
@@ -126,11 +113,7 @@ func TestLsLimit(t *testing.T) {
 // --from is named as one.
 func TestImportLeavesErasedOut(t *testing.T) {
 	ctx := context.Background()
-	src := natstest.RunServer(t)
-	st, err := logstore.Open(ctx, natstest.Connect(t, src), logstore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, st := storeOnServer(t)
 	for _, id := range []string{"keep", "gone"} {
 		if _, err := sessiongen.Seed(ctx, st, id, 5, 0); err != nil {
 			t.Fatal(err)
@@ -145,11 +128,7 @@ func TestImportLeavesErasedOut(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	dst := natstest.RunServer(t)
-	dstStore, err := logstore.Open(ctx, natstest.Connect(t, dst), logstore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dst, dstStore := storeOnServer(t)
 	if _, _, err := dstStore.MarkErased(ctx, logstore.Erasure{SessionID: "gone", By: "sre", Reason: "test", ErasedAt: "2026-12-06T05:00:00Z", Done: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -189,4 +168,15 @@ func TestImportLeavesErasedOut(t *testing.T) {
 			t.Errorf("import of a %s file without --from: exit %d: %s", format, code, errb.String())
 		}
 	}
+}
+
+// storeOnServer is an embedded server and the log store on it.
+func storeOnServer(t *testing.T) (*server.Server, *logstore.Store) {
+	t.Helper()
+	s := natstest.RunServer(t)
+	st, err := logstore.Open(context.Background(), natstest.Connect(t, s), logstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, st
 }
