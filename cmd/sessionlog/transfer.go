@@ -279,7 +279,11 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		}
 	}
 	bar.clear()
-	fmt.Fprintf(stdout, "imported %d sessions, %d events (%d sessions already present, %d erased left out)\n", len(sessions)-skipped-len(erased), wrote, skipped, len(erased))
+	left := ""
+	if len(erased) > 0 {
+		left = fmt.Sprintf(", %d erased left out", len(erased))
+	}
+	fmt.Fprintf(stdout, "imported %d sessions, %d events (%d sessions already present%s)\n", len(sessions)-skipped-len(erased), wrote, skipped, left)
 	if len(erased) > 0 {
 		return fmt.Errorf("import: %d erased sessions not imported: %s", len(erased), strings.Join(erased, ", "))
 	}
