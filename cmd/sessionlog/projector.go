@@ -93,6 +93,7 @@ func projectorFlags(fs *flag.FlagSet) *assemble.Projector {
 	fs.IntVar(&cfg.CacheSessions, "state-cache", cfg.CacheSessions, "sessions whose fold state is kept in memory")
 	fs.IntVar(&cfg.Watch.QueueBytes, "watch-queue-bytes", cfg.Watch.QueueBytes, "transient event bytes one watch (SSE) may hold for a client that does not read; past it the watch ends with slow_consumer")
 	fs.IntVar(&cfg.Watch.TotalBytes, "watch-total-bytes", cfg.Watch.TotalBytes, "transient event bytes all watches together may hold")
+	fs.IntVar(&cfg.Watch.PageBytes, "watch-page-bytes", cfg.Watch.PageBytes, "durable event bytes one watch (SSE) reads from the log ahead of its client")
 	fs.IntVar(&cfg.Watch.MaxTransientBytes, "max-transient-bytes", cfg.Watch.MaxTransientBytes, "larger transient events are dropped (and counted)")
 	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", otlpEndpointUsage)
 	return &cfg

@@ -10,7 +10,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -149,4 +152,40 @@ func (f *Fleet) Fill(ctx context.Context, st *logstore.Store, total int) (uint64
 			}
 		}
 	})
+}
+
+// LargeSession writes session id with a session/created event and n user
+// messages of size bytes each (seqs 1..n+1, a millisecond apart from t0),
+// as the watchers' memory tests load it, and returns its last seq.
+func LargeSession(ctx context.Context, st *logstore.Store, id string, n, size int, t0 time.Time) (uint64, error) {
+	content := strings.Repeat("x", size)
+	last := uint64(n) + 1
+	for seq := uint64(1); seq <= last; seq++ {
+		typ, data := schema.TypeMessageUser, `{"content":"`+content+`"}`
+		if seq == 1 {
+			typ, data = schema.TypeSessionCreated, `{"title":"`+id+`"}`
+		}
+		ev := schema.Envelope{SchemaVersion: schema.Version, SessionID: id, Seq: seq, EventID: fmt.Sprintf("%s-%d", id, seq),
+			Time: t0.Add(time.Duration(seq) * time.Millisecond), Type: typ, Data: json.RawMessage(data)}
+		if _, err := Publish(ctx, st, ev); err != nil {
+			return 0, err
+		}
+	}
+	return last, nil
+}
+
+// FarClient is an HTTP client whose connections have a receive buffer of
+// readBuffer bytes: it stands for a client far away, which a server
+// cannot push tens of megabytes into as it can over loopback.
+func FarClient(readBuffer int) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DisableCompression: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err == nil {
+				c.(*net.TCPConn).SetReadBuffer(readBuffer)
+			}
+			return c, err
+		},
+	}}
 }
