@@ -23,6 +23,7 @@ func runBenchAppend(ctx context.Context, args []string, stdout io.Writer) error 
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run (every scenario) to this file")
 	durable := fs.String("durable-sessions", "64,256", "comma-separated session counts of the durable scenarios (writer-durable-N against raw-publish-1-N and raw-publish-sync-N); empty: none")
 	lazyGroup := fs.Bool("lazy-group-commit", false, "give the lazy server's writer group commit, which up --sync interval leaves off (an A/B of the writer path)")
+	durableParts := fs.Int("durable-partitions", 1, "session streams of the durable servers: each commits its own batches")
 	r3 := fs.Bool("r3", false, "also run the durable scenarios on 3-node clusters (R3), the fault suite's shape")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -49,7 +50,7 @@ func runBenchAppend(ctx context.Context, args []string, stdout io.Writer) error 
 		durableSessions = append(durableSessions, n)
 	}
 	return bench.Append(ctx, bench.AppendOptions{Quick: *quick, Out: stdout, Sessions: *sessions, Duration: *dur, Only: splitList(*only), WriterTCP: *writerTCP,
-		DurableSessions: durableSessions, LazyGroupCommit: *lazyGroup, R3: *r3})
+		DurableSessions: durableSessions, LazyGroupCommit: *lazyGroup, R3: *r3, DurablePartitions: *durableParts})
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

@@ -54,6 +54,9 @@ type AppendOptions struct {
 	// fault suite's shape: raw-publish-1-r3-n, raw-publish-sync-r3-n and
 	// writer-durable-r3-n.
 	R3 bool
+	// DurablePartitions is the number of session streams of the durable
+	// servers (default 1): each stream commits its own batches.
+	DurablePartitions int
 }
 
 // AppendResult is one scenario's figures.
@@ -137,7 +140,7 @@ func Append(ctx context.Context, opt AppendOptions) error {
 	defer lazy.close()
 	var durable, lazyR3, durableR3 *appendTarget
 	if len(opt.DurableSessions) > 0 {
-		cfg := logstore.Config{MaxInflightBatches: slices.Max(opt.DurableSessions)}
+		cfg := logstore.Config{MaxInflightBatches: slices.Max(opt.DurableSessions), Partitions: opt.DurablePartitions}
 		if durable, err = startAppendTarget(ctx, "sessionlog-bench-append-sync-", true, opt.WriterTCP, cfg); err != nil {
 			return err
 		}
