@@ -14,14 +14,15 @@ type benchFunc func(ctx context.Context, args []string, stdout io.Writer) error
 // benches is every `sessionlog bench <name>`; each one's code is in
 // bench_<name>.go.
 var benches = map[string]benchFunc{
-	"append":  runBenchAppend,
-	"erase":   runBenchErase,
-	"catchup": runBenchCatchup,
-	"fork":    runBenchFork,
-	"import":  runBenchImport,
-	"load":    runBenchLoad,
-	"repair":  runBenchRepair,
-	"scale":   runBenchScale,
+	"append":    runBenchAppend,
+	"erase":     runBenchErase,
+	"catchup":   runBenchCatchup,
+	"dashboard": runBenchDashboard,
+	"fork":      runBenchFork,
+	"import":    runBenchImport,
+	"load":      runBenchLoad,
+	"repair":    runBenchRepair,
+	"scale":     runBenchScale,
 }
 
 func benchNames() []string {

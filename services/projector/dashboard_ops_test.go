@@ -508,6 +508,12 @@ func TestDashboardLongSession(t *testing.T) {
 	t.Logf("10,003 events: first rows after %v, all after %v; the page says %q; per page: %s", first, all, b.text(`#loading`), b.evalString(`JSON.stringify(window.__timing)`))
 	b.do("a link into the middle", chromedp.Navigate(r.srv.URL+"/?s=long&e=7777"),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev.cur[data-seq="7777"] .body`)))
+	// Rows open from the keyboard and by a click, through the timeline's
+	// one listener.
+	b.do("Enter on a row", chromedp.Focus(chromedp.CSS(`#timeline .ev[data-seq="7779"]`)), chromedp.KeyEvent("\r"),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="7779"][aria-expanded="true"] .body`)))
+	b.do("a click on a row", chromedp.Click(chromedp.CSS(`#timeline .ev[data-seq="7781"] .txt`)),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="7781"][aria-expanded="true"] .body`)))
 	b.shot("long")
 	b.noPageErrors()
 }
