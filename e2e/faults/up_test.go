@@ -24,6 +24,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/internal/testbin"
+	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
 )
@@ -231,34 +232,104 @@ func TestFaultsUpPowerLossLazy(t *testing.T) {
 }
 
 // TestFaultsUpDiskFull: up's disk fills mid-load (every write that grows a
-// file fails with ENOSPC); the fleet's appends are refused or left unknown
-// and retried; space is freed and up restarted, as an operator would;
-// nothing acknowledged is lost, and nothing is stored twice.
+// file fails with ENOSPC). While it is full, /readyz says not ready and
+// why, and an append answers a definite error (not_committed: nothing
+// stored) rather than hanging to a timeout; once space is freed, appends
+// succeed again in the same process, without a restart. Nothing
+// acknowledged is lost, nothing is stored twice, every history is
+// linearizable.
 func TestFaultsUpDiskFull(t *testing.T) {
 	r := startFaultUpRun(t, faultSyncAlways)
 	u := r.up
+	pid := u.proc.cmd.Process.Pid
 	time.Sleep(3 * time.Second)
 	w := faultWindow{Name: "disk_full", Start: time.Now()}
 	u.fs.SetSpace(0)
-	// The disk stays full for 5 s; whether up's readyz (which checks
-	// JetStream) noticed is reported.
-	readyz := "127.0.0.1:" + strconv.Itoa(u.httpPort)
-	notReady := false
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		notReady = notReady || faultHTTPReady(readyz) != nil
+	var reason string
+	natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		checks, err := u.readyz()
+		if err != nil {
+			return err
+		}
+		for name, v := range checks {
+			if strings.Contains(v, "no space left") {
+				reason = name + ": " + v
+				return nil
+			}
+		}
+		return fmt.Errorf("readyz does not say the disk is full: %v", checks)
+	})
+	full := time.Now()
+	t.Logf("readyz while full: %s", reason)
+	// An append sent now is answered not_committed, once (no retry of an
+	// unknown outcome in the client).
+	probe := fmt.Sprintf("full-%d", full.UnixNano())
+	cl := client.New(r.nc, client.WithTimeout(4*time.Second), client.WithRetries(0))
+	_, perr := cl.Append(context.Background(), client.AppendRequest{SessionID: probe, ExpectedSeq: client.Seq(0), Holder: "probe",
+		Events: []schema.Envelope{{Type: schema.TypeSessionCreated, Data: mustJSON(schema.SessionCreated{Title: "disk full", Agent: "probe"})}}})
+	if client.CodeOf(perr) != schema.CodeNotCommitted {
+		t.Errorf("an append while the disk is full answered %v (%s), want not_committed", client.CodeOf(perr), perr)
 	}
+	t.Logf("append while full: %v", perr)
+	// The disk stays full for 5 s more: the fleet keeps sending.
+	time.Sleep(5 * time.Second)
+	freed := time.Now()
 	u.fs.SetSpace(-1)
-	// nats-server keeps failing the stream's writes after a write error
-	// until it restarts: the operator frees space and restarts up.
-	stopped := "sigterm"
-	if err := u.proc.stop(10 * time.Second); err != nil {
-		t.Logf("disk_full: %v", err)
-		stopped = "sigkill"
+	natstest.CheckFor(t, 60*time.Second, 100*time.Millisecond, func() error {
+		if !u.proc.running() {
+			return fmt.Errorf("up exited: %v", u.proc.err)
+		}
+		checks, err := u.readyz()
+		if err != nil {
+			return err
+		}
+		for name, v := range checks {
+			if v != "ok" {
+				return fmt.Errorf("readyz after space was freed: %s: %s", name, v)
+			}
+		}
+		return nil
+	})
+	ready := time.Now()
+	if !u.proc.running() || u.proc.cmd.Process.Pid != pid {
+		t.Fatalf("up was restarted")
 	}
-	u.start()
 	w.End = time.Now()
-	w.Detail = fmt.Sprintf("node=up sync=always readyz_failed=%v stopped_by=%s", notReady, stopped)
+	// What the appends sent while the disk was known full were answered.
+	answers := map[string]int{}
+	r.fleet.mu.Lock()
+	for _, b := range r.fleet.batches {
+		for _, a := range b.Attempts {
+			if a.Start.After(full) && a.End.Before(freed) {
+				answers[a.Result]++
+			}
+		}
+	}
+	r.fleet.mu.Unlock()
+	w.Detail = fmt.Sprintf("node=up sync=always full_ms=%d recovered_ms=%d answers_while_full=%v restarted=false",
+		freed.Sub(w.Start).Milliseconds(), ready.Sub(freed).Milliseconds(), answers)
 	r.finish(t, w)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if evs, _, err := r.st.ReadEvents(ctx, probe, 0); len(evs) > 0 {
+		t.Errorf("the append answered not_committed while the disk was full stored %d events (%v)", len(evs), err)
+	}
+	if answers[string(schema.CodeNotCommitted)] == 0 {
+		t.Errorf("no append sent while the disk was full was answered not_committed: %v", answers)
+	}
+	if n := answers[string(schema.CodeOutcomeUnknown)]; n > 0 {
+		t.Errorf("%d appends sent while the disk was known full were left outcome_unknown: %v", n, answers)
+	}
+	after := 0
+	for _, ok := range r.fleet.oks {
+		if ok.T.After(ready) {
+			after += ok.Events
+		}
+	}
+	if after == 0 {
+		t.Errorf("no append was acknowledged after space was freed")
+	}
+	t.Logf("DISKFULL reason=%q acked_after_free=%d", reason, after)
 }
 
 // faultUpPause is how long the pause fault freezes up: twice the fleet's
