@@ -329,7 +329,12 @@ func TestFaultsUpDiskFull(t *testing.T) {
 	if after == 0 {
 		t.Errorf("no append was acknowledged after space was freed")
 	}
-	t.Logf("DISKFULL reason=%q acked_after_free=%d", reason, after)
+	// The services go on in the same process: up's projector shows every
+	// session at its stored last seq, read across JetStream's restart.
+	stored, _ := r.dump(t)
+	waited := time.Now()
+	faultProjectorCaughtUp(t, "127.0.0.1:"+strconv.Itoa(u.httpPort), stored)
+	t.Logf("DISKFULL reason=%q acked_after_free=%d projector_caught_up_ms=%d", reason, after, time.Since(waited).Milliseconds())
 }
 
 // faultUpPause is how long the pause fault freezes up: twice the fleet's
