@@ -129,7 +129,12 @@ func (w *storeWatch) probeWrite() error {
 
 // restartJetStream stops JetStream (the streams close their files, with
 // their write errors) and starts it again from the store directory, as a
-// configuration reload that turns it off and on does.
+// configuration reload that turns it off and on does. The race detector
+// flags that path in nats-server v2.15.3 itself: EnableJetStream replaces
+// the JetStream API request queue (jetstream_api.go:1114) while a client's
+// API request may be reading it (:1031). At worst an API request sent
+// during the restart goes unanswered, which every caller already takes as
+// an unknown outcome or a timeout to retry.
 func (w *storeWatch) restartJetStream() error {
 	if err := w.ns.ShutdownJetStream(); err != nil {
 		return err
