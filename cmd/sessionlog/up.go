@@ -221,10 +221,13 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// A full disk: /readyz says so, appends are refused at once, and
+	// JetStream reopens the store once space is freed (up_disk.go).
+	sw := newStoreWatch(ns, opts, f.dataDir, log.With("component", "store"))
 	store, err := openStore(ctx, nc, logstore.Config{Replicas: 1, Partitions: *f.partitions, LeaseTTL: f.leaseTTL, Logger: log.With("component", "logstore"),
 		// On one node that does not fsync per event, an atomic batch costs
 		// more than the publishes it gathers (docs/adr/008-group-commit.md).
-		NoGroupCommit: !opts.SyncAlways})
+		NoGroupCommit: !opts.SyncAlways, CannotStore: sw.Err})
 	if err != nil {
 		return err
 	}
@@ -236,6 +239,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return natsReady(nc)()
 	})
+	o.AddReady("store", sw.Err)
 	natsURL := clientURL(ns)
 	var g run.Group
 	{
@@ -252,6 +256,10 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return nil
 			}
 		}, func(error) { close(stop) })
+	}
+	{
+		wctx, cancel := context.WithCancel(ctx)
+		g.Add(func() error { return sw.run(wctx) }, func(error) { cancel() })
 	}
 	for _, svc := range upServices {
 		env := &upEnv{

@@ -443,6 +443,27 @@ func faultVerify(t *testing.T, h *faultHarness, st *logstore.Store, fleet *fault
 func faultVerifyProjections(t *testing.T, h *faultHarness, st *logstore.Store, stored map[string][]faultStored, rep *faultReport) {
 	t.Helper()
 	p := h.svcs["projector"]
+	faultProjectorCaughtUp(t, p.spec.HTTPAddr, stored)
+	if err := p.proc.stop(30 * time.Second); err != nil {
+		t.Errorf("projector stop: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := projector.Verify(ctx, st, p.spec.DataDir, filepath.Join(h.dir, "projector-rebuild"), nil)
+	if err != nil {
+		rep.problem("projector verify: %v", err)
+		return
+	}
+	t.Logf("PROJECTION stored=%016x scanned=%016x rebuilt=%016x keys=%d ok=%v", res.Stored, res.Scanned, res.Rebuilt, res.Keys, res.OK())
+	if !res.OK() {
+		rep.problem("projection checksums differ: stored %x, scanned %x, clean rebuild %x", res.Stored, res.Scanned, res.Rebuilt)
+	}
+}
+
+// faultProjectorCaughtUp waits until the projector at addr shows every
+// stored session at its stored last seq.
+func faultProjectorCaughtUp(t *testing.T, addr string, stored map[string][]faultStored) {
+	t.Helper()
 	cl := http.Client{Timeout: 5 * time.Second}
 	ids := make([]string, 0, len(stored))
 	for id := range stored {
@@ -453,7 +474,7 @@ func faultVerifyProjections(t *testing.T, h *faultHarness, st *logstore.Store, s
 	natstest.CheckFor(t, 60*time.Second, 250*time.Millisecond, func() error {
 		var still []string
 		for _, id := range pending {
-			resp, err := cl.Get("http://" + p.spec.HTTPAddr + "/v1/sessions/" + id)
+			resp, err := cl.Get("http://" + addr + "/v1/sessions/" + id)
 			if err != nil {
 				return err
 			}
@@ -472,20 +493,6 @@ func faultVerifyProjections(t *testing.T, h *faultHarness, st *logstore.Store, s
 		}
 		return nil
 	})
-	if err := p.proc.stop(30 * time.Second); err != nil {
-		t.Errorf("projector stop: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	res, err := projector.Verify(ctx, st, p.spec.DataDir, filepath.Join(h.dir, "projector-rebuild"), nil)
-	if err != nil {
-		rep.problem("projector verify: %v", err)
-		return
-	}
-	t.Logf("PROJECTION stored=%016x scanned=%016x rebuilt=%016x keys=%d ok=%v", res.Stored, res.Scanned, res.Rebuilt, res.Keys, res.OK())
-	if !res.OK() {
-		rep.problem("projection checksums differ: stored %x, scanned %x, clean rebuild %x", res.Stored, res.Scanned, res.Rebuilt)
-	}
 }
 
 func faultHasRole(role string) bool {

@@ -118,6 +118,12 @@ type faultFleetConfig struct {
 	Abandon      float64
 	AbandonUntil time.Time
 	Seed         uint64
+	// Flagged: an append answered rolled_back or unreadable (the log
+	// lost or changed what it had acknowledged, and said so) ends the
+	// agent's session, recorded in faultFleet.flagged, instead of being
+	// an error. Only faults that damage a single copy of the log expect
+	// it.
+	Flagged bool
 }
 
 // faultFleet runs the agents and holds the history.
@@ -134,6 +140,9 @@ type faultFleet struct {
 	// dupFirst: duplicate:true answers to a batch no earlier send of
 	// which could have stored it.
 	dupFirst []string
+	// flagged: the sessions whose agent was answered rolled_back or
+	// unreadable, with the answer (faultFleetConfig.Flagged).
+	flagged map[string]string
 }
 
 func newFaultFleet(cfg faultFleetConfig) *faultFleet {
@@ -143,7 +152,7 @@ func newFaultFleet(cfg faultFleetConfig) *faultFleet {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 4 * time.Second
 	}
-	return &faultFleet{cfg: cfg, sessions: map[string]*faultSessionRec{}}
+	return &faultFleet{cfg: cfg, sessions: map[string]*faultSessionRec{}, flagged: map[string]string{}}
 }
 
 func (f *faultFleet) errorf(format string, args ...any) {
@@ -648,6 +657,17 @@ func (a *faultAgent) append(ctx context.Context, events ...schema.Envelope) erro
 			b.Outcome, b.Code = faultNotCommitted, res
 			a.f.mu.Unlock()
 			return a.lost(ctx, res)
+		case string(schema.CodeRolledBack), string(schema.CodeUnreadable):
+			a.f.mu.Lock()
+			b.Outcome, b.Code = faultNotCommitted, res
+			if a.f.cfg.Flagged {
+				a.f.flagged[a.rec.ID] = fmt.Sprintf("%s: %v", res, err)
+			}
+			a.f.mu.Unlock()
+			if !a.f.cfg.Flagged {
+				a.f.errorf("%s: %v refused with %s: %v", a.rec.ID, b.Types, res, err)
+			}
+			return errFaultLost
 		default:
 			a.f.mu.Lock()
 			b.Outcome, b.Code = faultNotCommitted, res

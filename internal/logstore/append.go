@@ -223,6 +223,10 @@ func (s *Store) messages(req *AppendRequest, subject, prev string) (msgs []*nats
 // publish sends the messages once: a plain publish for one event, an
 // atomic batch otherwise. It returns the stream seq of the last message.
 func (s *Store) publish(ctx context.Context, msgs []*nats.Msg) (uint64, bool, error) {
+	if err := s.cannotStore(); err != nil {
+		// Refused before sending: the caller's answer is definite.
+		return 0, false, fmt.Errorf("%w: %w", errRefusedLocally, err)
+	}
 	if len(msgs) == 1 {
 		return s.publishOne(ctx, msgs[0])
 	}
@@ -250,6 +254,14 @@ func (s *Store) publish(ctx context.Context, msgs []*nats.Msg) (uint64, bool, er
 		return 0, false, err
 	}
 	return ack.Sequence, false, nil
+}
+
+// cannotStore is Config.CannotStore's answer, nil without one.
+func (s *Store) cannotStore() error {
+	if s.cfg.CannotStore == nil {
+		return nil
+	}
+	return s.cfg.CannotStore()
 }
 
 // errRefusedLocally marks failures before the commit left this process.

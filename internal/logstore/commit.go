@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -34,6 +35,10 @@ const (
 	groupMaxMsgs  = schema.MaxBatchEvents
 	groupMaxBytes = 8 << 20
 )
+
+// cannotStoreEvery is how often a send waiting for its stream's batch asks
+// Config.CannotStore.
+const cannotStoreEvery = 100 * time.Millisecond
 
 // pendingSend is one append's messages, waiting for its stream's batch.
 type pendingSend struct {
@@ -78,6 +83,9 @@ func (s *Store) send(ctx context.Context, stream string, msgs []*nats.Msg) (uint
 	if err := ctx.Err(); err != nil {
 		return 0, false, err
 	}
+	if err := s.cannotStore(); err != nil {
+		return 0, false, fmt.Errorf("%w: %w", errRefusedLocally, err)
+	}
 	p := newPending(msgs)
 	c := s.committerFor(stream)
 	c.mu.Lock()
@@ -88,10 +96,25 @@ func (s *Store) send(ctx context.Context, stream string, msgs []*nats.Msg) (uint
 	if start {
 		go c.run()
 	}
-	select {
-	case r := <-p.done:
-		return r.streamSeq, r.dup, r.err
-	case <-ctx.Done():
+	// A send waiting behind a batch the server does not answer (its disk
+	// just filled) is refused as soon as the server is known unable to
+	// store, not when that batch times out.
+	var tick <-chan time.Time
+	if s.cfg.CannotStore != nil {
+		t := time.NewTicker(cannotStoreEvery)
+		defer t.Stop()
+		tick = t.C
+	}
+	var cause error
+	for cause == nil {
+		select {
+		case r := <-p.done:
+			return r.streamSeq, r.dup, r.err
+		case <-ctx.Done():
+			cause = ctx.Err()
+		case <-tick:
+			cause = s.cannotStore()
+		}
 	}
 	// Still queued: never sent.
 	c.mu.Lock()
@@ -99,7 +122,7 @@ func (s *Store) send(ctx context.Context, stream string, msgs []*nats.Msg) (uint
 		if q == p {
 			c.queue = append(c.queue[:i], c.queue[i+1:]...)
 			c.mu.Unlock()
-			return 0, false, fmt.Errorf("%w: waiting for the stream's batch: %w", errRefusedLocally, ctx.Err())
+			return 0, false, fmt.Errorf("%w: waiting for the stream's batch: %w", errRefusedLocally, cause)
 		}
 	}
 	c.mu.Unlock()

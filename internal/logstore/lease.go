@@ -123,6 +123,9 @@ func (s *Store) TakeLease(ctx context.Context, sessionID, holder string, now tim
 	if !schema.ValidSessionID(sessionID) {
 		return schema.Errorf(schema.CodeBadRequest, "invalid session id")
 	}
+	if err := s.cannotStore(); err != nil {
+		return fmt.Errorf("logstore: lease %s: %w", sessionID, err)
+	}
 	val, _ := json.Marshal(Lease{Holder: holder, RenewedAt: now.UTC()})
 	ttl := s.cfg.LeaseTTL
 	claimed := false
@@ -185,6 +188,9 @@ var ErrLeaseChanged = errors.New("logstore: lease changed since it was read")
 func (s *Store) EndLease(ctx context.Context, sessionID string, revision uint64) error {
 	if err := ValidateSessionID(sessionID); err != nil {
 		return err
+	}
+	if err := s.cannotStore(); err != nil {
+		return fmt.Errorf("logstore: end lease %s: %w", sessionID, err)
 	}
 	m := nats.NewMsg("$KV." + LeaseBucket + "." + sessionID)
 	m.Header.Set(headerKVOperation, "DEL")

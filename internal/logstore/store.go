@@ -66,6 +66,11 @@ type Config struct {
 	// instead of gathering the appends of different sessions that wait at
 	// once into one atomic batch (commit.go).
 	NoGroupCommit bool
+	// CannotStore, if set, says why the server cannot store messages now
+	// (its disk is full), nil when it can: an append is then refused at
+	// once with not_committed, nothing sent, instead of being sent to
+	// time out. `sessionlog up` sets it from its embedded server's health.
+	CannotStore func() error
 }
 
 func (c *Config) defaults() {

@@ -29,12 +29,16 @@ func (e *DegradedError) Error() string {
 // Writable asks the leader of every stream a lease holder's renewal needs
 // (the session streams, the lease and the claim buckets) how it stands,
 // and returns an error unless each has a leader that reaches a quorum of
-// its replicas: what a holder needs to append and to renew its lease. It
-// also returns each stream's leader, so a caller can notice a change of
+// its replicas: what a holder needs to append and to renew its lease; a
+// server that cannot store (Config.CannotStore: a full disk) is not
+// writable either. It also returns each stream's leader, so a caller can notice a change of
 // leader between two calls. When every stream is writable but some
 // replica is not reached it returns the leaders and a *DegradedError (the
 // first such stream). It writes nothing.
 func (s *Store) Writable(ctx context.Context) (leaders []string, err error) {
+	if err := s.cannotStore(); err != nil {
+		return nil, fmt.Errorf("logstore: %w", err)
+	}
 	names := append(s.Streams(), "KV_"+LeaseBucket, "KV_"+ClaimBucket)
 	leaders = make([]string, 0, len(names))
 	var degraded *DegradedError

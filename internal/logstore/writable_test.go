@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // TestWritableDegraded: with one node of three down the streams keep a
@@ -47,4 +50,42 @@ func TestWritableDegraded(t *testing.T) {
 		_, err := st.Writable(ctx)
 		return err
 	})
+}
+
+// TestCannotStore: while Config.CannotStore answers an error (up's full
+// disk), an append is refused not_committed without being sent, a lease is
+// not written and Writable says why; once it answers nil, the same append
+// is stored.
+func TestCannotStore(t *testing.T) {
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv)
+	var full atomic.Bool
+	full.Store(true)
+	st := open(t, nc, logstore.Config{CannotStore: func() error {
+		if full.Load() {
+			return errors.New("disk full")
+		}
+		return nil
+	}})
+	ctx := context.Background()
+	req := logstore.AppendRequest{SessionID: "s1", Events: events("s1", 1, 2, "e")}
+	if _, err := st.Append(ctx, req); schema.CodeOf(err) != schema.CodeNotCommitted || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("append while full = %v, want not_committed naming the disk", err)
+	}
+	if evs, _, err := st.ReadEvents(ctx, "s1", 0); err != nil || len(evs) != 0 {
+		t.Fatalf("stored while full: %d events (%v)", len(evs), err)
+	}
+	if err := st.TakeLease(ctx, "s1", "h", time.Now(), false); err == nil {
+		t.Fatal("a lease was written while full")
+	}
+	if _, err := st.Writable(ctx); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("Writable while full = %v", err)
+	}
+	full.Store(false)
+	if _, err := st.Append(ctx, req); err != nil {
+		t.Fatalf("append once space is back: %v", err)
+	}
+	if _, err := st.Writable(ctx); err != nil {
+		t.Fatal(err)
+	}
 }
