@@ -209,15 +209,16 @@ type Event struct {
 	StreamSeq uint64
 }
 
-// ReadEvents decodes every event of the session after afterStreamSeq.
+// ReadEvents reads the events of the session stored after
+// afterStreamSeq, judged from its start (ReadJudged): a session that
+// holds an unreadable message gives the events before it and its
+// *UnreadableError.
 func (s *Store) ReadEvents(ctx context.Context, sessionID string, afterStreamSeq uint64) ([]Event, Tail, error) {
 	var out []Event
-	tail, err := s.ReadSession(ctx, sessionID, afterStreamSeq, func(m *Msg) error {
-		e, err := schema.Decode(m.Data)
-		if err != nil {
-			return fmt.Errorf("logstore: %s at stream seq %d: %w", sessionID, m.StreamSeq, err)
+	tail, err := s.ReadJudged(ctx, &Judge{SessionID: sessionID}, func(m *Msg, e *schema.Envelope) error {
+		if m.StreamSeq > afterStreamSeq {
+			out = append(out, Event{Envelope: *e, StreamSeq: m.StreamSeq})
 		}
-		out = append(out, Event{Envelope: e, StreamSeq: m.StreamSeq})
 		return nil
 	})
 	return out, tail, err
