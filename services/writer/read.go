@@ -136,12 +136,22 @@ func ReadPage(ctx context.Context, st *logstore.Store, req ReadRequest, maxBytes
 	// before the first unreadable message and answers that message's
 	// verdict when the page reaches it.
 	bodies, err := st.ReadBatch(ctx, req.SessionID, tail, req.AfterSeq, limit, budget)
-	judged := err == nil
+	judged := err == nil && len(bodies) > 0
+	read := 0
 	for i := 0; judged && i < len(bodies); i++ {
 		judged = pageEvent(req.SessionID, bodies[i], req.AfterSeq+uint64(i)+1)
+		read += len(bodies[i])
 	}
-	if judged && req.AfterSeq+uint64(len(bodies)) == tail.Seq && (len(bodies) == 0 || logstore.ChainHash(bodies[len(bodies)-1]) != tail.Hash) {
-		judged = false
+	switch end := req.AfterSeq + uint64(len(bodies)); {
+	case !judged:
+	case end == tail.Seq:
+		// The tail must be the page's last event (or an exact copy of
+		// it), not a message whose seq only says so.
+		judged = logstore.ChainHash(bodies[len(bodies)-1]) == tail.Hash
+	default:
+		// Short of the tail, a batch ends early only at the page's limit
+		// or budget: otherwise the seqs are not what they say.
+		judged = len(bodies) == limit || read >= budget
 	}
 	if judged {
 		for i, b := range bodies {
@@ -158,7 +168,7 @@ func ReadPage(ctx context.Context, st *logstore.Store, req ReadRequest, maxBytes
 			if ev.Seq <= req.AfterSeq {
 				return nil
 			}
-			if ev.Seq > tail.Seq || !take(m.Data, ev.Seq) {
+			if m.StreamSeq > tail.StreamSeq || !take(m.Data, ev.Seq) {
 				return logstore.ErrStop
 			}
 			return nil
