@@ -109,7 +109,8 @@ func TestOneJudgeEveryPath(t *testing.T) {
 	}
 
 	// Every session, with its bad message, before any service starts.
-	want := map[string]string{} // the verdict's text; "" for readable
+	want := map[string]string{}  // the verdict's text; "" for readable
+	badAt := map[string]uint64{} // the stream seq of the message around the writer
 	js := natstest.JetStream(t, nc)
 	for _, tc := range cases {
 		id := "j-" + tc.name
@@ -126,9 +127,11 @@ func TestOneJudgeEveryPath(t *testing.T) {
 		}
 		m := tc.bad(id, stored)
 		m.Subject = logstore.SubjectPrefix + id
-		if _, err := js.PublishMsg(ctx, m); err != nil {
+		ack, err := js.PublishMsg(ctx, m)
+		if err != nil {
 			t.Fatal(err)
 		}
+		badAt[id] = ack.Sequence
 		verdict := st.FirstUnreadable(ctx, id)
 		var ue *logstore.UnreadableError
 		switch {
@@ -265,8 +268,8 @@ func TestOneJudgeEveryPath(t *testing.T) {
 				if err := json.Unmarshal(b, &d); err != nil {
 					return fmt.Errorf("%d %s", resp.StatusCode, b)
 				}
-				if d.Problem == nil && d.LastSeq < 2 {
-					return fmt.Errorf("projector at seq %d", d.LastSeq)
+				if d.Problem == nil && d.LastStreamSeq < badAt[id] {
+					return fmt.Errorf("projector at seq %d (stream seq %d)", d.LastSeq, d.LastStreamSeq)
 				}
 				return nil
 			})
@@ -281,8 +284,27 @@ func TestOneJudgeEveryPath(t *testing.T) {
 				t.Errorf("projector: status %s for a message of kind %s", d.Status, tc.kind)
 			}
 
+			// The projector's events: those before the bad message, then
+			// its marker.
+			resp, err := http.Get(httpSrv.URL + "/v1/sessions/" + id + "/events")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var evs projector.Events
+			if err := json.Unmarshal(b, &evs); err != nil {
+				t.Fatalf("events: %d %s", resp.StatusCode, b)
+			}
+			if want[id] == "" && (evs.Error != nil || len(evs.Events) != 2) {
+				t.Errorf("events: %s", b)
+			}
+			if want[id] != "" && (evs.Error == nil || evs.Error.Message != want[id] || evs.Error.Code != d.Status || len(evs.Events) != 3) {
+				t.Errorf("events: %s, want 2 events and the marker %q", b, want[id])
+			}
+
 			// The repairer on demand, the forker.
-			_, err := r.Repair(ctx, id, true)
+			_, err = r.Repair(ctx, id, true)
 			code, msg := codeOf(err)
 			same(t, id, "repair", code, msg)
 			_, err = f.Fork(ctx, forker.Request{ParentID: id, ChildID: "child-" + id})

@@ -273,7 +273,11 @@ func (f *folder) judge(en *entry, m *logstore.Msg, ev *schema.Envelope, decErr e
 	case logstore.VerdictOK:
 		return ev, j.Last.Hash, false
 	case logstore.VerdictCopy:
+		// Folded as far as the copy: readers of the views (judgeStored)
+		// take it as vouched for.
 		f.met.skipped.WithLabelValues("duplicate").Inc()
+		en.sum.LastStreamSeq = m.StreamSeq
+		f.markDirty(en)
 		return nil, "", false
 	}
 	var ue *logstore.UnreadableError
