@@ -15,8 +15,9 @@ import (
 // after its last pull if the delete at the end of the read is lost.
 const readInactiveThreshold = 15 * time.Second
 
-// ErrUnreadable marks a stored message of a session that is not an event
-// (it does not decode): retrying the read changes nothing.
+// ErrUnreadable marks a stored message that is not its session's next
+// event (Judge's *UnreadableError is one): retrying the read changes
+// nothing.
 var ErrUnreadable = errors.New("logstore: stored message is not an event")
 
 // ReadSession calls fn for each stored event of the session with stream
