@@ -422,7 +422,7 @@ func (s *Service) repair(ctx context.Context, id string, why trigger, reason str
 		}
 	}
 	if ok {
-		s.states.Add(id, folded{st: next, streamSeq: res.StreamSeq})
+		s.states.Add(id, folded{st: next, streamSeq: res.StreamSeq, hash: res.Hash})
 	} else {
 		s.states.Remove(id)
 	}
@@ -466,10 +466,10 @@ func (s *Service) fold(ctx context.Context, id string) (*session.State, logstore
 	}
 	var work *session.State
 	// What the cache holds was judged when read; the judge goes on from
-	// its last event (whose hash it does not keep).
+	// its last event.
 	j := logstore.Judge{SessionID: id}
 	if ok {
-		j.Last = logstore.Tail{Seq: cached.st.LastSeq, StreamSeq: cached.streamSeq, EventID: cached.st.LastEventID}
+		j.Last = logstore.Tail{Seq: cached.st.LastSeq, StreamSeq: cached.streamSeq, EventID: cached.st.LastEventID, Hash: cached.hash}
 	}
 	tail, err := s.st.ReadJudged(ctx, &j, func(m *logstore.Msg, e *schema.Envelope) error {
 		if work == nil {
@@ -504,7 +504,7 @@ func (s *Service) fold(ctx context.Context, id string) (*session.State, logstore
 		s.states.Remove(id)
 		return nil, tail, fmt.Errorf("repairer: %s folded to seq %d but the tail is seq %d", id, work.LastSeq, tail.Seq)
 	}
-	s.states.Add(id, folded{st: work, streamSeq: tail.StreamSeq})
+	s.states.Add(id, folded{st: work, streamSeq: tail.StreamSeq, hash: tail.Hash})
 	return work, tail, nil
 }
 
