@@ -114,3 +114,40 @@ func TestJudgeFirstSeq(t *testing.T) {
 		}
 	}
 }
+
+// The judge never panics, and its verdict holds together: an event it
+// accepts moves Last to it; anything else leaves Last's seq where it was
+// and an unreadable verdict is an *UnreadableError at the message.
+func FuzzJudge(f *testing.F) {
+	b, _ := schema.Encode(&schema.Envelope{SchemaVersion: schema.Version, SessionID: "s", Seq: 3, EventID: "e3", Time: time.Unix(1, 0).UTC(), Type: schema.TypeMessageUser, Data: json.RawMessage(`{"content":"x"}`)})
+	f.Add(b, "3", "")
+	f.Add([]byte("\x00 not an event"), "", "")
+	f.Add([]byte(`{"schemaVersion":1,"sessionId":"s","seq":2,"eventId":"e2"}`), "2", "abc")
+	f.Fuzz(func(t *testing.T, body []byte, headerSeq, prev string) {
+		h := nats.Header{}
+		if headerSeq != "" {
+			h.Set(logstore.HeaderSeq, headerSeq)
+		}
+		if prev != "" {
+			h.Set(logstore.HeaderPrev, prev)
+		}
+		last := logstore.Tail{Seq: 2, StreamSeq: 2, EventID: "e2", Hash: logstore.ChainHash([]byte("two"))}
+		j := logstore.Judge{SessionID: "s", Last: last}
+		ev, v, err := j.Next(&logstore.Msg{StreamSeq: 3, Header: h, Data: body})
+		switch v {
+		case logstore.VerdictOK:
+			if err != nil || ev.Seq != 3 || ev.SessionID != "s" || j.Last.Seq != 3 || j.Last.StreamSeq != 3 || j.Last.Hash != logstore.ChainHash(body) {
+				t.Fatalf("accepted %+v, last %+v, err %v", ev, j.Last, err)
+			}
+		case logstore.VerdictCopy:
+			if err != nil || j.Last.Seq != 2 || j.Last.StreamSeq != 3 {
+				t.Fatalf("copy: last %+v, err %v", j.Last, err)
+			}
+		default:
+			var ue *logstore.UnreadableError
+			if !errors.As(err, &ue) || ue.StreamSeq != 3 || j.Last != last {
+				t.Fatalf("unreadable: %v, last %+v", err, j.Last)
+			}
+		}
+	})
+}
