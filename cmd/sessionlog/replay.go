@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -37,7 +36,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	})
 	var rp *readProblem
 	if errors.As(err, &rp) {
-		return fmt.Errorf("session %s is %s: %w", id, rp.kind, rp)
+		return rp
 	}
 	if err != nil {
 		return err

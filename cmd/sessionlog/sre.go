@@ -80,9 +80,9 @@ func oneID(fs *flag.FlagSet, verb string) (string, error) {
 }
 
 // readProblem is why a session cannot be read past a stored message:
-// kind is probUnreadable (not an event, another session's event, a seq
-// that goes backwards or repeats with another event id, a newer schema,
-// or an event the session's rules refuse) or probGap (a seq missing).
+// kind is probUnreadable (logstore.Judge's verdict on the message, or an
+// event the session's rules refuse) or probGap (the judge found seqs
+// missing before it).
 type readProblem struct {
 	kind      string
 	streamSeq uint64
@@ -91,76 +91,35 @@ type readProblem struct {
 }
 
 func (p *readProblem) Error() string {
+	var ue *logstore.UnreadableError
+	if errors.As(p.err, &ue) {
+		return ue.Error() // the judge's words, as every reader gives them
+	}
 	return fmt.Sprintf("at stream seq %d (after seq %d): %v", p.streamSeq, p.afterSeq, p.err)
 }
 
 func (p *readProblem) Unwrap() error { return p.err }
 
-// readValid reads a session's stored messages in order and calls fn with
-// each event of it; a stored copy of the event before (same seq, same
-// event id) is skipped. It stops at the first message that is not the
-// next event and returns a *readProblem naming it, after fn saw every
-// event before it. Unlike ReadSession it reads a session whose last
-// stored message is not an event (message by message from the leader).
+// readValid reads a session's stored messages in order, judged
+// (logstore.ReadJudged), and calls fn with each event of it; a stored
+// copy of the event before is skipped. It stops at the first unreadable
+// message and returns a *readProblem naming it, after fn saw every event
+// before it.
 func readValid(ctx context.Context, st *logstore.Store, id string, fn func(m *logstore.Msg, e *schema.Envelope) error) (logstore.Tail, error) {
-	var last uint64
-	var lastID string
-	var bad *readProblem
-	started := false
-	check := func(m *logstore.Msg) error {
-		started = true
-		fail := func(kind string, err error) error {
-			bad = &readProblem{kind: kind, streamSeq: m.StreamSeq, afterSeq: last, err: err}
-			return logstore.ErrStop
+	j := logstore.Judge{SessionID: id}
+	tail, err := st.ReadJudged(ctx, &j, fn)
+	var ue *logstore.UnreadableError
+	if errors.As(err, &ue) {
+		kind := probUnreadable
+		if ue.Kind == logstore.KindGap {
+			kind = probGap
 		}
-		e, err := schema.Decode(m.Data)
-		switch {
-		case err != nil:
-			return fail(probUnreadable, err)
-		case e.SessionID != id:
-			return fail(probUnreadable, fmt.Errorf("event %q names session %q", e.EventID, e.SessionID))
-		case e.Seq == last && e.EventID == lastID:
-			return nil
-		case e.Seq <= last:
-			return fail(probUnreadable, fmt.Errorf("event %q claims seq %d after seq %d", e.EventID, e.Seq, last))
-		case e.Seq > last+1:
-			return fail(probGap, fmt.Errorf("seq %d follows seq %d", e.Seq, last))
+		if !tail.Exists() {
+			tail.StreamSeq = ue.StreamSeq
 		}
-		if err := fn(m, &e); err != nil {
-			return err
-		}
-		last, lastID = e.Seq, e.EventID
-		return nil
+		return tail, &readProblem{kind: kind, streamSeq: ue.StreamSeq, afterSeq: ue.AfterSeq, err: ue}
 	}
-	tail, err := st.ReadSession(ctx, id, 0, check)
-	if err != nil && !started && schema.CodeOf(err) == schema.CodeUnreadable {
-		// The tail is not an event: walk the session from the leader.
-		tail, err = logstore.Tail{}, nil
-		for cur := uint64(0); ; {
-			m, merr := st.NextAfter(ctx, id, cur)
-			if merr != nil {
-				return tail, merr
-			}
-			if m == nil {
-				break
-			}
-			tail.StreamSeq = m.StreamSeq
-			if err = check(m); err != nil {
-				break
-			}
-			cur = m.StreamSeq
-		}
-		if errors.Is(err, logstore.ErrStop) {
-			err = nil
-		}
-	}
-	if err != nil {
-		return tail, err
-	}
-	if bad != nil {
-		return tail, bad
-	}
-	return tail, nil
+	return tail, err
 }
 
 // writeLine prints a stored body as one JSON line exactly as stored, only

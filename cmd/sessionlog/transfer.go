@@ -86,7 +86,7 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		})
 		var rp *readProblem
 		if errors.As(err, &rp) {
-			fmt.Fprintf(stderr, "session %s is %s, not exported: %v\n", id, rp.kind, rp)
+			fmt.Fprintf(stderr, "not exported: %v\n", rp)
 			skipped = append(skipped, id)
 			continue
 		}

@@ -67,9 +67,20 @@ func verifySession(ctx context.Context, st *logstore.Store, id string, expectEve
 	add := func(seq, sseq uint64, kind, format string, args ...any) {
 		probs = append(probs, problem{Session: id, Seq: seq, StreamSeq: sseq, Kind: kind, Message: fmt.Sprintf(format, args...)})
 	}
-	tail, err := st.ReadSession(ctx, id, 0, func(m *logstore.Msg) error {
+	// The judge every reader of the session uses (logstore.Judge): its
+	// verdict on the first unreadable message is a problem of its own,
+	// worded as the writer, the projector and the other verbs word it.
+	judge := &logstore.Judge{SessionID: id}
+	tail, err := st.ReadStored(ctx, id, func(m *logstore.Msg) error {
 		n++
 		e, err := schema.Decode(m.Data)
+		if judge != nil {
+			var ue *logstore.UnreadableError
+			if _, jerr := judge.Judged(m, &e, err); errors.As(jerr, &ue) {
+				add(ue.GotSeq, m.StreamSeq, probUnreadable, "%v", ue)
+				judge = nil
+			}
+		}
 		if err != nil {
 			kind := probInvalid
 			if errors.Is(err, schema.ErrNewerSchema) {
@@ -137,7 +148,7 @@ func verifySession(ctx context.Context, st *logstore.Store, id string, expectEve
 		}
 		return nil
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, logstore.ErrUnreadable) { // the last message, judged above
 		add(0, 0, probRead, "%v", err)
 		return n, probs
 	}

@@ -15,8 +15,9 @@ import (
 // after its last pull if the delete at the end of the read is lost.
 const readInactiveThreshold = 15 * time.Second
 
-// ErrUnreadable marks a stored message of a session that is not an event
-// (it does not decode): retrying the read changes nothing.
+// ErrUnreadable marks a stored message that is not its session's next
+// event (Judge's *UnreadableError is one): retrying the read changes
+// nothing.
 var ErrUnreadable = errors.New("logstore: stored message is not an event")
 
 // ReadSession calls fn for each stored event of the session with stream
@@ -209,15 +210,16 @@ type Event struct {
 	StreamSeq uint64
 }
 
-// ReadEvents decodes every event of the session after afterStreamSeq.
+// ReadEvents reads the events of the session stored after
+// afterStreamSeq, judged from its start (ReadJudged): a session that
+// holds an unreadable message gives the events before it and its
+// *UnreadableError.
 func (s *Store) ReadEvents(ctx context.Context, sessionID string, afterStreamSeq uint64) ([]Event, Tail, error) {
 	var out []Event
-	tail, err := s.ReadSession(ctx, sessionID, afterStreamSeq, func(m *Msg) error {
-		e, err := schema.Decode(m.Data)
-		if err != nil {
-			return fmt.Errorf("logstore: %s at stream seq %d: %w", sessionID, m.StreamSeq, err)
+	tail, err := s.ReadJudged(ctx, &Judge{SessionID: sessionID}, func(m *Msg, e *schema.Envelope) error {
+		if m.StreamSeq > afterStreamSeq {
+			out = append(out, Event{Envelope: *e, StreamSeq: m.StreamSeq})
 		}
-		out = append(out, Event{Envelope: e, StreamSeq: m.StreamSeq})
 		return nil
 	})
 	return out, tail, err

@@ -340,7 +340,7 @@ func (s *Store) withTimeout(ctx context.Context) (context.Context, context.Cance
 	return context.WithTimeout(ctx, s.cfg.RequestTimeout)
 }
 
-func tailOf(m *Msg) (Tail, error) {
+func tailOf(sessionID string, m *Msg) (Tail, error) {
 	if m == nil {
 		return Tail{}, nil
 	}
@@ -350,9 +350,10 @@ func tailOf(m *Msg) (Tail, error) {
 		e, derr := schema.Decode(m.Data)
 		if derr != nil {
 			// Not an event: the session is unreadable, which no retry
-			// changes (ErrUnreadable for the writer, the contract code for
-			// readers that answer it).
-			return Tail{}, fmt.Errorf("%w: %w", ErrUnreadable, schema.Errorf(schema.CodeUnreadable, "session's last stored message (stream seq %d) is not an event: %v", m.StreamSeq, derr))
+			// changes; the verdict is Judge's (ReadJudged reads up to it
+			// to name the first bad message).
+			_, err := (&Judge{SessionID: sessionID}).Judged(m, &e, derr)
+			return Tail{}, err
 		}
 		seq = e.Seq
 	}
@@ -378,7 +379,7 @@ func (s *Store) Tail(ctx context.Context, sessionID string) (Tail, error) {
 	if err != nil {
 		return Tail{}, fmt.Errorf("logstore: tail %s: %w", sessionID, err)
 	}
-	t, err := tailOf(m)
+	t, err := tailOf(sessionID, m)
 	if err == nil {
 		s.tails.Add(sessionID, t)
 	}

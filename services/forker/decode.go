@@ -72,5 +72,11 @@ func readDecoded(ctx context.Context, st *logstore.Store, sessionID string, fn f
 	if cerr != nil && !errors.Is(cerr, logstore.ErrStop) {
 		return tail, cerr
 	}
+	var last *logstore.UnreadableError
+	if errors.As(rerr, &last) {
+		// The session's last message is not an event (its tail): the
+		// verdict names its first unreadable message.
+		return tail, st.FirstUnreadable(ctx, sessionID)
+	}
 	return tail, rerr
 }

@@ -247,15 +247,16 @@ type scan struct {
 func (s *Service) resolve(ctx context.Context, parent string, cut session.Cut) (*scan, error) {
 	sp := session.NewSafePoints(parent)
 	sc := &scan{}
+	j := logstore.Judge{SessionID: parent}
 	tail, err := readDecoded(ctx, s.st, parent, func(m *logstore.Msg, e schema.Envelope, canonical bool, err error) error {
-		if err != nil {
-			return schema.Errorf(schema.CodeUnreadable, "parent %s at stream seq %d: %v", parent, m.StreamSeq, err)
+		switch v, err := j.Judged(m, &e, err); v {
+		case logstore.VerdictCopy:
+			return nil
+		case logstore.VerdictUnreadable:
+			return err
 		}
 		if err := sp.Add(&e); err != nil {
-			return schema.Errorf(schema.CodeUnreadable, "parent %s cannot be folded at seq %d: %v", parent, e.Seq, err)
-		}
-		if e.Seq != uint64(len(sc.streamSeqs))+1 {
-			return schema.Errorf(schema.CodeUnreadable, "parent %s: seq %d follows seq %d", parent, e.Seq, len(sc.streamSeqs))
+			return schema.Errorf(schema.CodeUnreadable, "session %s is unreadable at stream seq %d: seq %d does not fold: %v", parent, m.StreamSeq, e.Seq, err)
 		}
 		sc.streamSeqs = append(sc.streamSeqs, m.StreamSeq)
 		sc.canonical = append(sc.canonical, canonical)
@@ -364,14 +365,18 @@ func (s *Service) dropRecord(p *plan) {
 func (s *Service) finish(ctx context.Context, p *plan, sc *scan) error {
 	cs := session.New(p.ChildID)
 	var foreign bool
+	j := logstore.Judge{SessionID: p.ChildID}
 	tail, err := s.st.ReadSession(ctx, p.ChildID, 0, func(m *logstore.Msg) error {
 		if !p.ours(m.EventID()) {
 			foreign = true
 			return logstore.ErrStop
 		}
-		e, err := schema.Decode(m.Data)
+		e, v, err := j.Next(m)
+		if v == logstore.VerdictCopy {
+			return nil
+		}
 		if err != nil {
-			return &permanentError{schema.Errorf(schema.CodeUnreadable, "child %s at stream seq %d: %v", p.ChildID, m.StreamSeq, err)}
+			return &permanentError{err}
 		}
 		if err := cs.Apply(&e); err != nil {
 			return &permanentError{schema.Errorf(schema.CodeUnreadable, "child %s cannot be folded at seq %d: %v", p.ChildID, e.Seq, err)}
@@ -490,6 +495,9 @@ func (s *Service) copyPrefix(ctx context.Context, p *plan, sc *scan, have uint64
 		}
 	default:
 		_, perr = s.st.ReadSession(ctx, p.ParentID, after, func(m *logstore.Msg) error {
+			if m.StreamSeq < sc.streamSeqs[next-1] {
+				return nil // a copy of the event before, which the scan skipped
+			}
 			if err := copyOne(m); err != nil {
 				return err
 			}

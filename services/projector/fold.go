@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -233,71 +234,67 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 		f.met.skipped.WithLabelValues("duplicate").Inc()
 		return nil
 	}
-	ev, done, err := f.judge(ctx, en, &m.ev, m.decErr, m.hdrSeq, m.streamSeq)
-	if err != nil || done {
-		return err
+	lm := &logstore.Msg{StreamSeq: m.streamSeq, Header: m.header, Data: m.data}
+	ev, hash, gap := f.judge(en, lm, &m.ev, m.decErr)
+	if ev == nil {
+		return nil
 	}
-	if ev.Seq > en.st.LastSeq+1 {
+	if gap {
 		if err := f.fillGap(ctx, en, m.streamSeq); err != nil {
 			return err
 		}
 		if en.stopped() {
 			return nil
 		}
-		if ev.Seq > en.st.LastSeq+1 {
-			f.stop(en, StatusGap, &Problem{Seq: en.st.LastSeq + 1, StreamSeq: m.streamSeq, Code: StatusGap, GotSeq: ev.Seq,
-				Message: fmt.Sprintf("seq %d arrived after seq %d; seqs %d..%d are not in the stream", ev.Seq, en.st.LastSeq, en.st.LastSeq+1, ev.Seq-1)})
+		// Judged again after the events the fill folded: the next event
+		// now, a copy or a forgery of one it folded, or still a gap.
+		if ev, hash, gap = f.judge(en, lm, ev, nil); ev == nil {
 			return nil
 		}
-		if ev.Seq <= en.st.LastSeq {
-			// The fill folded this seq from an earlier message: this one
-			// is a copy of it or a forgery.
-			_, _, err := f.judge(ctx, en, ev, nil, m.hdrSeq, m.streamSeq)
-			return err
+		if gap {
+			_, err := (&logstore.Judge{SessionID: en.id, Last: lastOf(en)}).Judged(lm, ev, nil)
+			f.stop(en, StatusGap, &Problem{Seq: en.st.LastSeq + 1, StreamSeq: m.streamSeq, Code: StatusGap, GotSeq: ev.Seq, Message: err.Error()})
+			return nil
 		}
 	}
-	f.apply(en, ev, m.streamSeq, m.header, m.data)
+	f.apply(en, ev, m.streamSeq, hash)
 	return nil
 }
 
-// judge decides what a stored message of a folding session is: the next
-// event or one further on (ev, done false: the caller folds it or looks
-// for the gap), a stored copy of an event folded already (done, skipped),
-// or not a valid event of this session here (done, the session is stopped
-// unreadable). Unreadable is everything a writer could not have stored:
-// a body that does not decode (garbage, a newer schemaVersion), an event
-// naming another session, a seq that goes backwards or repeats with
-// another event id. A seq that skips ahead is not unreadable but a
-// possible gap (DESIGN.md section 5): the caller fills or marks it.
-func (f *folder) judge(ctx context.Context, en *entry, ev *schema.Envelope, decErr error, hdrSeq, streamSeq uint64) (*schema.Envelope, bool, error) {
-	next := en.st.LastSeq + 1
-	if decErr != nil {
-		got := hdrSeq
-		if got == next {
-			got = 0
-		}
-		f.unreadable(en, streamSeq, got, decErr.Error())
-		return nil, true, nil
-	}
-	if ev.SessionID != en.id {
-		f.unreadable(en, streamSeq, otherSeq(ev.Seq, next), fmt.Sprintf("event %q names session %q but is stored under %q", ev.EventID, ev.SessionID, en.id))
-		return nil, true, nil
-	}
-	if ev.Seq >= next {
-		return ev, false, nil
-	}
-	stored, err := f.eventIDAt(ctx, en, ev.Seq)
-	if err != nil {
-		return nil, true, err
-	}
-	if stored == ev.EventID {
-		// The same event stored twice (a retry the stream did not
-		// deduplicate): the first one counts.
+// judge gives the verdict of logstore.Judge on a stored message of a
+// folding session (DESIGN.md section 5): the session's next event (ev,
+// with the hash of its body), a stored copy of the event folded last (nil:
+// skipped), one that skips ahead (gap: the caller fills or marks the gap),
+// or anything else, which stops the session unreadable (nil).
+func (f *folder) judge(en *entry, m *logstore.Msg, ev *schema.Envelope, decErr error) (_ *schema.Envelope, hash string, gap bool) {
+	j := logstore.Judge{SessionID: en.id, Last: lastOf(en)}
+	v, err := j.Judged(m, ev, decErr)
+	switch v {
+	case logstore.VerdictOK:
+		return ev, j.Last.Hash, false
+	case logstore.VerdictCopy:
+		// Folded as far as the copy: readers of the views (judgeStored)
+		// take it as vouched for.
 		f.met.skipped.WithLabelValues("duplicate").Inc()
-		return nil, true, nil
+		en.sum.LastStreamSeq = m.StreamSeq
+		f.markDirty(en)
+		return nil, "", false
 	}
-	f.unreadable(en, streamSeq, ev.Seq, fmt.Sprintf("event %q claims seq %d after seq %d; seq %d is event %q", ev.EventID, ev.Seq, en.st.LastSeq, ev.Seq, stored))
-	return nil, true, nil
+	var ue *logstore.UnreadableError
+	if errors.As(err, &ue) && ue.Kind == logstore.KindGap {
+		return ev, "", true
+	}
+	got := uint64(0)
+	if ue != nil {
+		got = otherSeq(ue.GotSeq, en.st.LastSeq+1)
+	}
+	f.unreadable(en, m.StreamSeq, got, err.Error())
+	return nil, "", false
+}
+
+// lastOf is the last event folded into en, as the judge takes it.
+func lastOf(en *entry) logstore.Tail {
+	return logstore.Tail{Seq: en.st.LastSeq, StreamSeq: en.sum.LastStreamSeq, EventID: en.st.LastEventID, Hash: en.sum.LastHash}
 }
 
 func otherSeq(got, next uint64) uint64 {
@@ -314,67 +311,9 @@ func (f *folder) unreadable(en *entry, streamSeq, got uint64, msg string) {
 	f.stop(en, StatusUnreadable, &Problem{Seq: en.st.LastSeq + 1, StreamSeq: streamSeq, Code: string(schema.CodeUnreadable), GotSeq: got, Message: msg})
 }
 
-// eventIDAt returns the event id of the session's folded event seq (seq <=
-// LastSeq). A committed event is found by its index entry and read by
-// stream seq; one folded in the open batch is among the session's
-// messages after the position its committed views reach.
-func (f *folder) eventIDAt(ctx context.Context, en *entry, seq uint64) (string, error) {
-	if err := f.landed(); err != nil {
-		return "", err
-	}
-	loc, err := f.ls.Locate(en.id)
-	if err != nil {
-		return "", err
-	}
-	idOf := func(m *logstore.Msg) (string, bool) {
-		ev, err := schema.Decode(m.Data)
-		if err != nil || ev.SessionID != en.id || ev.Seq != seq {
-			return "", false
-		}
-		return ev.EventID, true
-	}
-	v, found, err := f.db.Get(store.EventKey(en.id, seq))
-	if err != nil {
-		return "", err
-	}
-	if found {
-		ss, _ := decodeIndex(v)
-		m, err := f.ls.MsgAt(ctx, loc.Stream, ss)
-		if err != nil {
-			return "", fmt.Errorf("projector: %s seq %d: %w", en.id, seq, err)
-		}
-		if m != nil {
-			if id, ok := idOf(m); ok {
-				return id, nil
-			}
-		}
-		return "", fmt.Errorf("projector: %s seq %d: stream seq %d no longer holds it", en.id, seq, ss)
-	}
-	for cur := en.committed; cur < en.sum.LastStreamSeq; {
-		m, err := f.ls.NextAfter(ctx, en.id, cur)
-		if err != nil {
-			return "", fmt.Errorf("projector: %s seq %d: %w", en.id, seq, err)
-		}
-		if m == nil || m.StreamSeq > en.sum.LastStreamSeq {
-			break
-		}
-		if id, ok := idOf(m); ok {
-			return id, nil
-		}
-		cur = m.StreamSeq
-	}
-	return "", fmt.Errorf("projector: %s seq %d: folded but not found in the stream", en.id, seq)
-}
-
-// apply folds one decoded event with the next seq into en.
-func (f *folder) apply(en *entry, ev *schema.Envelope, streamSeq uint64, header nats.Header, data []byte) {
-	// The hash chain (SL-Prev): the body folded before this event must be
-	// the one it was written after, else the log lost or changed it.
-	m := logstore.Msg{StreamSeq: streamSeq, Header: header, Data: data}
-	if b := logstore.CheckLink(logstore.Link{Seq: en.st.LastSeq, StreamSeq: en.sum.LastStreamSeq, Hash: en.sum.LastHash}, &m, ev.Seq); b != nil {
-		f.unreadable(en, streamSeq, 0, b.Error())
-		return
-	}
+// apply folds one event the judge found the session's next into en;
+// hash is the ChainHash of its stored body.
+func (f *folder) apply(en *entry, ev *schema.Envelope, streamSeq uint64, hash string) {
 	if err := en.st.Apply(ev); err != nil {
 		code := schema.CodeOf(err)
 		if code == schema.CodeUnknownType {
@@ -391,7 +330,7 @@ func (f *folder) apply(en *entry, ev *schema.Envelope, streamSeq uint64, header 
 	b.Set(f.scratch[:k], nil, f.scratch[k:])
 	f.dashboard(en, ev)
 	en.sum.LastStreamSeq = streamSeq
-	en.sum.LastHash = logstore.ChainHash(data)
+	en.sum.LastHash = hash
 	en.sum.LastType = ev.Type
 	switch ev.Type {
 	case schema.TypeSessionCreated:
@@ -446,13 +385,12 @@ func (f *folder) fillGap(ctx context.Context, en *entry, before uint64) error {
 			return nil
 		}
 		dec, decErr := schema.Decode(m.Data)
-		hdrSeq, _ := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64)
-		ev, done, err := f.judge(ctx, en, &dec, decErr, hdrSeq, m.StreamSeq)
-		if err != nil || done || ev.Seq != en.st.LastSeq+1 {
+		ev, hash, gap := f.judge(en, m, &dec, decErr)
+		if ev == nil || gap {
 			// A stored message that skips ahead too: the gap is before it.
-			return err
+			return nil
 		}
-		f.apply(en, ev, m.StreamSeq, m.Header, m.Data)
+		f.apply(en, ev, m.StreamSeq, hash)
 		return nil
 	})
 	if err != nil {

@@ -372,7 +372,7 @@ const (
 // judgeStored checks one stored message of session id that follows seq
 // last. Messages up to stream seq vouched were folded by the projector
 // (their seq is taken as it is, a repeat of one folded is a stored copy);
-// any later one must be a valid event of the session with seq last+1.
+// any later one must be the session's next event (logstore.Judge).
 // seq is the message's seq (0 when a folded message carries none).
 func judgeStored(id string, last, vouched uint64, m *logstore.Msg) (seq uint64, v verdict, why string) {
 	if m.StreamSeq <= vouched {
@@ -382,18 +382,21 @@ func judgeStored(id string, last, vouched uint64, m *logstore.Msg) (seq uint64, 
 		}
 		return n, storedNext, ""
 	}
-	ev, err := schema.Decode(m.Data)
+	// logstore.Judge decides, as for every reader: after seq last (whose
+	// stream position, event id and hash this reader does not keep).
+	j := logstore.Judge{SessionID: id}
+	if last > 0 {
+		j.Last = logstore.Tail{Seq: last, StreamSeq: max(vouched, 1)}
+	}
+	ev, jv, err := j.Next(m)
+	var ue *logstore.UnreadableError
 	switch {
-	case err != nil:
-		return 0, storedBad, err.Error()
-	case ev.SessionID != id:
-		return 0, storedBad, fmt.Sprintf("event %q names session %q", ev.EventID, ev.SessionID)
-	case ev.Seq <= last:
-		return 0, storedBad, fmt.Sprintf("event %q claims seq %d after seq %d", ev.EventID, ev.Seq, last)
-	case ev.Seq > last+1:
+	case jv == logstore.VerdictOK:
+		return ev.Seq, storedNext, ""
+	case errors.As(err, &ue) && ue.Kind == logstore.KindGap:
 		return ev.Seq, storedGap, ""
 	}
-	return ev.Seq, storedNext, ""
+	return 0, storedBad, err.Error()
 }
 
 // seqOf reads a stored message's session seq (header first).

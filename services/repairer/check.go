@@ -422,7 +422,7 @@ func (s *Service) repair(ctx context.Context, id string, why trigger, reason str
 		}
 	}
 	if ok {
-		s.states.Add(id, folded{st: next, streamSeq: res.StreamSeq})
+		s.states.Add(id, folded{st: next, streamSeq: res.StreamSeq, hash: res.Hash})
 	} else {
 		s.states.Remove(id)
 	}
@@ -460,12 +460,18 @@ func (s *Service) repair(ctx context.Context, id string, why trigger, reason str
 // callers must not mutate it.
 func (s *Service) fold(ctx context.Context, id string) (*session.State, logstore.Tail, error) {
 	cached, ok := s.states.Get(id)
-	var after, afterSeq uint64
+	var after uint64
 	if ok {
-		after, afterSeq = cached.streamSeq, cached.st.LastSeq
+		after = cached.streamSeq
 	}
 	var work *session.State
-	tail, err := s.st.ReadSessionFrom(ctx, id, after, afterSeq, func(m *logstore.Msg) error {
+	// What the cache holds was judged when read; the judge goes on from
+	// its last event.
+	j := logstore.Judge{SessionID: id}
+	if ok {
+		j.Last = logstore.Tail{Seq: cached.st.LastSeq, StreamSeq: cached.streamSeq, EventID: cached.st.LastEventID, Hash: cached.hash}
+	}
+	tail, err := s.st.ReadJudged(ctx, &j, func(m *logstore.Msg, e *schema.Envelope) error {
 		if work == nil {
 			if ok {
 				work = cached.st.Clone()
@@ -473,12 +479,8 @@ func (s *Service) fold(ctx context.Context, id string) (*session.State, logstore
 				work = session.New(id)
 			}
 		}
-		e, err := schema.Decode(m.Data)
-		if err != nil {
-			return schema.Errorf(schema.CodeUnreadable, "session %s at stream seq %d: %v", id, m.StreamSeq, err)
-		}
-		if err := work.Apply(&e); err != nil {
-			return schema.Errorf(schema.CodeUnreadable, "session %s seq %d (%s) does not fold: %v", id, e.Seq, e.Type, err)
+		if err := work.Apply(e); err != nil {
+			return schema.Errorf(schema.CodeUnreadable, "session %s is unreadable at stream seq %d: seq %d does not fold: %v", id, m.StreamSeq, e.Seq, err)
 		}
 		return nil
 	})
@@ -502,7 +504,7 @@ func (s *Service) fold(ctx context.Context, id string) (*session.State, logstore
 		s.states.Remove(id)
 		return nil, tail, fmt.Errorf("repairer: %s folded to seq %d but the tail is seq %d", id, work.LastSeq, tail.Seq)
 	}
-	s.states.Add(id, folded{st: work, streamSeq: tail.StreamSeq})
+	s.states.Add(id, folded{st: work, streamSeq: tail.StreamSeq, hash: tail.Hash})
 	return work, tail, nil
 }
 

@@ -180,6 +180,7 @@ type Service struct {
 type folded struct {
 	st        *session.State
 	streamSeq uint64
+	hash      string // ChainHash of the body at streamSeq ("": not known)
 }
 
 type trigger string

@@ -85,6 +85,11 @@ func ReadPage(ctx context.Context, st *logstore.Store, req ReadRequest, maxBytes
 	if eerr := <-erased; eerr != nil {
 		return ReadReply{}, eerr
 	}
+	if errors.Is(err, logstore.ErrUnreadable) {
+		// The last stored message is not an event: the verdict names the
+		// first bad message of the session.
+		return ReadReply{}, readFailed(ctx, req.SessionID, st.FirstUnreadable(ctx, req.SessionID))
+	}
 	if err != nil {
 		return ReadReply{}, schema.Errorf(schema.CodeNotCommitted, "cannot read the session: %v", err)
 	}
@@ -97,17 +102,12 @@ func ReadPage(ctx context.Context, st *logstore.Store, req ReadRequest, maxBytes
 	}
 	budget := maxBytes - readReplyFixed - len(req.SessionID)
 	size := 0
-	// take adds m to the page unless the page is full; false when it is.
+	// take adds an event to the page unless the page is full; false when
+	// it is.
 	var fullErr error
 	take := func(body []byte, seq uint64) bool {
 		if len(page.Events) == limit {
 			page.More = true
-			return false
-		}
-		if !json.Valid(body) {
-			// The reply carries events as stored: one that is not JSON
-			// would make the whole page unreadable.
-			fullErr = schema.Errorf(schema.CodeUnreadable, "session %s holds a message that is not JSON at seq %d", req.SessionID, seq)
 			return false
 		}
 		n := len(body)
@@ -129,9 +129,31 @@ func ReadPage(ctx context.Context, st *logstore.Store, req ReadRequest, maxBytes
 	// The page's events are read with one batched get bounded by the tail
 	// read from the leader above (logstore.ReadBatch): a replica behind
 	// the leader is completed from the leader, so a page never ends early
-	// with more false, nor skips an event.
+	// with more false, nor skips an event. The batch carries bodies alone,
+	// checked as the judge would (pageEvent); a page that reaches the tail
+	// must end with the tail's body. Any doubt sends the read through the
+	// judge from the session's start, which serves exactly the events
+	// before the first unreadable message and answers that message's
+	// verdict when the page reaches it.
 	bodies, err := st.ReadBatch(ctx, req.SessionID, tail, req.AfterSeq, limit, budget)
-	if err == nil {
+	judged := err == nil && len(bodies) > 0
+	read := 0
+	for i := 0; judged && i < len(bodies); i++ {
+		judged = pageEvent(req.SessionID, bodies[i], req.AfterSeq+uint64(i)+1)
+		read += len(bodies[i])
+	}
+	switch end := req.AfterSeq + uint64(len(bodies)); {
+	case !judged:
+	case end == tail.Seq:
+		// The tail must be the page's last event (or an exact copy of
+		// it), not a message whose seq only says so.
+		judged = logstore.ChainHash(bodies[len(bodies)-1]) == tail.Hash
+	default:
+		// Short of the tail, a batch ends early only at the page's limit
+		// or budget: otherwise the seqs are not what they say.
+		judged = len(bodies) == limit || read >= budget
+	}
+	if judged {
 		for i, b := range bodies {
 			if !take(b, req.AfterSeq+uint64(i)+1) {
 				break
@@ -140,25 +162,20 @@ func ReadPage(ctx context.Context, st *logstore.Store, req ReadRequest, maxBytes
 		if fullErr == nil && req.AfterSeq+uint64(len(page.Events)) < tail.Seq {
 			page.More = true
 		}
-	} else if errors.Is(err, logstore.ErrNotOnePerSeq) {
-		// A session whose seqs are not one per message (messages written
-		// around the writer) is read from its start, skipping by seq.
-		_, err = st.ReadSession(ctx, req.SessionID, 0, func(m *logstore.Msg) error {
-			seq, ok := seqOf(m)
-			if ok && seq <= req.AfterSeq {
+	} else if err == nil || errors.Is(err, logstore.ErrNotOnePerSeq) {
+		page.Events, page.More, size, fullErr = page.Events[:0], false, 0, nil
+		_, err = st.ReadJudged(ctx, &logstore.Judge{SessionID: req.SessionID}, func(m *logstore.Msg, ev *schema.Envelope) error {
+			if ev.Seq <= req.AfterSeq {
 				return nil
 			}
-			if !take(m.Data, seq) {
+			if m.StreamSeq > tail.StreamSeq || !take(m.Data, ev.Seq) {
 				return logstore.ErrStop
 			}
 			return nil
 		})
 	}
 	if err != nil {
-		if ctx.Err() != nil {
-			return ReadReply{}, schema.Errorf(schema.CodeNotCommitted, "read %s: %v", req.SessionID, ctx.Err())
-		}
-		return ReadReply{}, schema.Errorf(schema.CodeNotCommitted, "cannot read the session: %v", err)
+		return ReadReply{}, readFailed(ctx, req.SessionID, err)
 	}
 	if fullErr != nil {
 		return ReadReply{}, fullErr
@@ -166,13 +183,29 @@ func ReadPage(ctx context.Context, st *logstore.Store, req ReadRequest, maxBytes
 	return page, nil
 }
 
-// seqOf is a stored event's seq, from its SL-Seq header or else its body.
-func seqOf(m *logstore.Msg) (uint64, bool) {
-	if n, err := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64); err == nil {
-		return n, true
+// readFailed is the answer to a read that failed: an unreadable message's
+// verdict as the judge gave it, else not_committed.
+func readFailed(ctx context.Context, sessionID string, err error) error {
+	switch {
+	case err == nil:
+		return schema.Errorf(schema.CodeNotCommitted, "cannot read the session %s", sessionID)
+	case errors.Is(err, logstore.ErrUnreadable):
+		return err
+	case ctx.Err() != nil:
+		return schema.Errorf(schema.CodeNotCommitted, "read %s: %v", sessionID, ctx.Err())
 	}
-	e, err := schema.Decode(m.Data)
-	return e.Seq, err == nil
+	return schema.Errorf(schema.CodeNotCommitted, "cannot read the session: %v", err)
+}
+
+// pageEvent reports whether a body read by seq is what the judge would
+// find there, as far as a body without its headers tells: an event of
+// the session, holding seq, of a type this reader knows or may skip.
+func pageEvent(sessionID string, body []byte, seq uint64) bool {
+	if c, ok := schema.ScanCanonical(body); ok {
+		return c.SessionIs(sessionID) && c.Seq == seq && schema.Known(&schema.Envelope{Type: c.Type(), Ignorable: c.Ignorable}) && json.Valid(body)
+	}
+	e, err := schema.Decode(body)
+	return err == nil && e.SessionID == sessionID && e.Seq == seq && schema.Known(&e)
 }
 
 // EncodeReadReply renders a page without reflection: the stored events go

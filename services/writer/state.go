@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
-	"strconv"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -107,7 +106,7 @@ func (s *Service) catchUp(ctx context.Context, sessionID string, e *entry) error
 	if t.StreamSeq == e.tail.StreamSeq {
 		return nil
 	}
-	if t.StreamSeq < e.tail.StreamSeq || t.Seq <= e.tail.Seq {
+	if t.StreamSeq < e.tail.StreamSeq || t.Seq < e.tail.Seq {
 		return fmt.Errorf("writer: cached state of %s is ahead of the log", sessionID)
 	}
 	apply := func(m *logstore.Msg) error { return s.applyStored(sessionID, e, m) }
@@ -126,9 +125,20 @@ func (s *Service) catchUp(ctx context.Context, sessionID string, e *entry) error
 				return err
 			}
 		}
-	} else if _, err := s.st.ReadSession(ctx, sessionID, e.tail.StreamSeq, apply); err != nil {
-		s.cache.Remove(sessionID)
-		return readErr(sessionID, err)
+	} else {
+		j := logstore.Judge{SessionID: sessionID, Last: e.tail}
+		_, err := s.st.ReadJudged(ctx, &j, func(m *logstore.Msg, ev *schema.Envelope) error {
+			if err := s.applyEvent(e, ev, m); err != nil {
+				return err
+			}
+			e.tail = j.Last
+			return nil
+		})
+		if err != nil {
+			s.cache.Remove(sessionID)
+			return readErr(sessionID, err)
+		}
+		e.tail = j.Last
 	}
 	if e.tail.StreamSeq < t.StreamSeq {
 		s.cache.Remove(sessionID)
@@ -152,56 +162,46 @@ func readErr(sessionID string, err error) error {
 	return schema.Errorf(schema.CodeNotCommitted, "cannot read the session: %v", err)
 }
 
-// applyStored folds one stored message into e. It must be the event that
-// follows e in this session: an event (of this schema or an older one,
-// not a newer), naming this session, with the next seq (in its body and
-// its header), that pkg/session's rules accept. Anything else makes the
-// session unreadable (unknown_type for a newer schema or type), never
-// guessed at or skipped.
+// applyStored folds one stored message into e: the verdict is
+// logstore.Judge's (an exact copy of the event before is skipped; any
+// message that is not the session's next event makes the session
+// unreadable, never guessed at or skipped), and the event must be one
+// pkg/session's rules accept.
 func (s *Service) applyStored(sessionID string, e *entry, m *logstore.Msg) error {
-	ev, err := schema.Decode(m.Data)
+	j := logstore.Judge{SessionID: sessionID, Last: e.tail}
+	ev, v, err := j.Next(m)
 	if err != nil {
-		if errors.Is(err, schema.ErrNewerSchema) {
-			return schema.Errorf(schema.CodeUnknownType, "session holds an event at stream seq %d this writer cannot read (%v): upgrade the writer", m.StreamSeq, err)
+		return err
+	}
+	if v == logstore.VerdictOK {
+		if err := s.applyEvent(e, &ev, m); err != nil {
+			return err
 		}
-		return schema.Errorf(schema.CodeUnreadable, "session holds an undecodable event at stream seq %d: %v", m.StreamSeq, err)
 	}
-	want := e.state.LastSeq + 1
-	if ev.SessionID != sessionID {
-		return schema.Errorf(schema.CodeUnreadable, "session holds an event of session %q at stream seq %d", clip(ev.SessionID), m.StreamSeq)
-	}
-	// The hash chain (SL-Prev) names a gap, a changed or a reordered
-	// event where the log lost or changed what was acknowledged.
-	if b := logstore.CheckLink(logstore.Link{Seq: e.tail.Seq, StreamSeq: e.tail.StreamSeq, Hash: e.tail.Hash}, m, ev.Seq); b != nil {
-		return schema.Errorf(schema.CodeUnreadable, "session's %v", b)
-	}
-	switch {
-	case ev.Seq != want:
-		return schema.Errorf(schema.CodeUnreadable, "session holds seq %d at stream seq %d where seq %d belongs", ev.Seq, m.StreamSeq, want)
-	}
-	if h := m.Header.Get(logstore.HeaderSeq); h != "" && h != strconv.FormatUint(ev.Seq, 10) {
-		return schema.Errorf(schema.CodeUnreadable, "session holds an event at stream seq %d whose %s header %q contradicts its seq %d", m.StreamSeq, logstore.HeaderSeq, clip(h), ev.Seq)
-	}
-	if err := e.state.Apply(&ev); err != nil {
-		if schema.CodeOf(err) == schema.CodeUnknownType {
-			return schema.Errorf(schema.CodeUnknownType, "session holds event seq %d of type %q this writer does not know: upgrade the writer", ev.Seq, ev.Type)
-		}
-		return schema.Errorf(schema.CodeUnreadable, "session cannot be folded at seq %d: %v", ev.Seq, err)
+	e.tail = j.Last
+	return nil
+}
+
+// applyEvent folds an event the judge found the session's next into e.
+func (s *Service) applyEvent(e *entry, ev *schema.Envelope, m *logstore.Msg) error {
+	if err := e.state.Apply(ev); err != nil {
+		return schema.Errorf(schema.CodeUnreadable, "session %s is unreadable at stream seq %d: seq %d does not fold: %v", ev.SessionID, m.StreamSeq, ev.Seq, err)
 	}
 	e.index(s.hashID(ev.EventID), ev.EventID, m.StreamSeq)
-	e.tail = logstore.Tail{Seq: ev.Seq, StreamSeq: m.StreamSeq, EventID: ev.EventID, Hash: logstore.ChainHash(m.Data)}
 	return nil
 }
 
 // fold rebuilds a session's state from the log, consistent up to the tail
-// the stream leader reported. A session that holds an event this writer
-// cannot read or fold is refused, never guessed at.
+// the stream leader reported. A session that holds a message the judge
+// finds unreadable, or an event that does not fold, is refused.
 func (s *Service) fold(ctx context.Context, sessionID string) (*entry, error) {
 	e := newEntry(sessionID)
-	tail, err := s.st.ReadSession(ctx, sessionID, 0, func(m *logstore.Msg) error { return s.applyStored(sessionID, e, m) })
+	j := logstore.Judge{SessionID: sessionID}
+	tail, err := s.st.ReadJudged(ctx, &j, func(m *logstore.Msg, ev *schema.Envelope) error { return s.applyEvent(e, ev, m) })
 	if err != nil {
 		return nil, readErr(sessionID, err)
 	}
+	e.tail = j.Last
 	if e.tail.StreamSeq != tail.StreamSeq {
 		return nil, schema.Errorf(schema.CodeNotCommitted, "read of the session ended at stream seq %d before its tail at %d", e.tail.StreamSeq, tail.StreamSeq)
 	}

@@ -1,0 +1,224 @@
+package logstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// Verdict is what a reader makes of one stored message of a session, read
+// in stream order after the events it judged before (DESIGN.md section
+// 5, "Reading stored messages"). Every reader of stored events (the
+// writer's fold and its read API, the projector, the repairer, the
+// forker, the command line) takes it from Judge, so the same stored bytes
+// get the same verdict, with the same reason, on every path.
+type Verdict int
+
+const (
+	// VerdictOK: the session's next event.
+	VerdictOK Verdict = iota
+	// VerdictCopy: an exact copy of the event judged just before it
+	// (same seq, same event id, the same body), as a publish retried past
+	// the stream's duplicate window stores it. It is skipped: the event
+	// counts once.
+	VerdictCopy
+	// VerdictUnreadable: not a valid event of the session at this
+	// place. Reading stops there; the session is unreadable.
+	VerdictUnreadable
+)
+
+// Kinds of unreadable message (UnreadableError.Kind).
+const (
+	KindGarbage     = "garbage"      // the body is not an event
+	KindNewer       = "newer_schema" // an event of a newer schema version than this reader's
+	KindForeign     = "foreign"      // an event that names another session
+	KindHeaderSeq   = "header_seq"   // the SL-Seq header contradicts the body's seq
+	KindUnknownType = "unknown_type" // a type this reader does not know, not marked ignorable
+	KindGap         = BreakGap       // seqs are missing before it
+	KindReordered   = BreakReordered // a seq at or before one read already
+	KindChanged     = BreakChanged   // the previous body is not the one it was written after (SL-Prev)
+)
+
+// UnreadableError is the verdict on a stored message that is not the
+// session's next valid event. Its text is the same on every path that
+// reads the session: "session <id> is unreadable at stream seq <n>:
+// <reason>". It is ErrUnreadable, and a schema error of code unreadable.
+type UnreadableError struct {
+	SessionID string
+	// StreamSeq is where the message is stored; AfterSeq the seq of the
+	// last event read before it (0: none).
+	StreamSeq, AfterSeq uint64
+	// GotSeq is the seq the message claims (its body, else its SL-Seq
+	// header); 0 when it claims none.
+	GotSeq uint64
+	Kind   string
+	Reason string
+}
+
+func (e *UnreadableError) Error() string {
+	return fmt.Sprintf("session %s is unreadable at stream seq %d: %s", e.SessionID, e.StreamSeq, e.Reason)
+}
+
+// Unwrap makes the verdict ErrUnreadable and a contract error of code
+// unreadable (schema.CodeOf), whatever path returns it.
+func (e *UnreadableError) Unwrap() []error {
+	return []error{ErrUnreadable, &schema.Error{Code: schema.CodeUnreadable, Message: e.Error()}}
+}
+
+// Judge judges a session's stored messages one after the other, in
+// stream order. Last is the last event it found (or a copy of it): the
+// zero Tail before the session's first message, or where a reader that
+// keeps the session's state resumes (a Tail without Hash does not check
+// the next SL-Prev; one without EventID takes no message as a copy).
+type Judge struct {
+	SessionID string
+	Last      Tail
+}
+
+// Next decodes m and judges it (Judged).
+func (j *Judge) Next(m *Msg) (schema.Envelope, Verdict, error) {
+	ev, err := schema.Decode(m.Data)
+	v, jerr := j.Judged(m, &ev, err)
+	return ev, v, jerr
+}
+
+// Judged judges m, stored after j.Last, whose body decoded to ev (decErr:
+// it did not). The message is the session's next event when it is an
+// event (of this schema version or an older one) that names the session,
+// whose SL-Seq header (when it has one) is its seq, whose seq is 1 for
+// the session's first message and otherwise the one after j.Last's, whose
+// SL-Prev (when it has one) is the hash of j.Last's body, and whose type
+// this reader knows or may skip. An exact copy of j.Last is VerdictCopy.
+// Anything else is VerdictUnreadable with an *UnreadableError; j.Last
+// moves on for the other two verdicts.
+func (j *Judge) Judged(m *Msg, ev *schema.Envelope, decErr error) (Verdict, error) {
+	hdr, hdrErr := strconv.ParseUint(m.Header.Get(HeaderSeq), 10, 64)
+	bad := func(kind string, got uint64, reason string) (Verdict, error) {
+		return VerdictUnreadable, &UnreadableError{SessionID: j.SessionID, StreamSeq: m.StreamSeq, AfterSeq: j.Last.Seq, GotSeq: got, Kind: kind, Reason: reason}
+	}
+	if decErr != nil {
+		if hdrErr != nil {
+			hdr = 0
+		}
+		if errors.Is(decErr, schema.ErrNewerSchema) {
+			return bad(KindNewer, hdr, fmt.Sprintf("the stored event is of a newer schema than this reader's (%v): upgrade the reader", decErr))
+		}
+		return bad(KindGarbage, hdr, fmt.Sprintf("the stored message is not an event: %v", decErr))
+	}
+	if ev.SessionID != j.SessionID {
+		return bad(KindForeign, ev.Seq, fmt.Sprintf("event %q names session %q", clipID(ev.EventID), clipID(ev.SessionID)))
+	}
+	if h := m.Header.Get(HeaderSeq); h != "" && (hdrErr != nil || hdr != ev.Seq) {
+		return bad(KindHeaderSeq, ev.Seq, fmt.Sprintf("event %q holds seq %d but its %s header says %q", clipID(ev.EventID), ev.Seq, HeaderSeq, clipID(h)))
+	}
+	hash := ChainHash(m.Data)
+	last := j.Last
+	if last.StreamSeq != 0 && ev.Seq == last.Seq && last.EventID != "" && ev.EventID == last.EventID && (last.Hash == "" || last.Hash == hash) {
+		j.Last.StreamSeq = m.StreamSeq
+		return VerdictCopy, nil
+	}
+	switch {
+	case last.StreamSeq == 0 && ev.Seq != 1:
+		if ev.Seq == 0 {
+			return bad(KindReordered, 0, chainReason(KindReordered, ev.Seq, m, fmt.Sprintf("event %q holds seq 0", clipID(ev.EventID))))
+		}
+		return bad(KindGap, ev.Seq, chainReason(KindGap, ev.Seq, m, fmt.Sprintf("seq %d is the session's first stored event: %s missing", ev.Seq, seqRange(1, ev.Seq-1))))
+	case last.StreamSeq != 0 && ev.Seq <= last.Seq:
+		return bad(KindReordered, ev.Seq, chainReason(KindReordered, ev.Seq, m, fmt.Sprintf("event %q holds seq %d but is stored after seq %d (stream seq %d)", clipID(ev.EventID), ev.Seq, last.Seq, last.StreamSeq)))
+	}
+	if b := CheckLink(Link{Seq: last.Seq, StreamSeq: last.StreamSeq, Hash: last.Hash}, m, ev.Seq); b != nil {
+		return bad(b.Kind, ev.Seq, b.Error())
+	}
+	if !schema.Known(ev) {
+		return bad(KindUnknownType, ev.Seq, fmt.Sprintf("event seq %d has type %q, which this reader does not know and which is not marked ignorable: upgrade the reader", ev.Seq, clipID(ev.Type)))
+	}
+	j.Last = Tail{Seq: ev.Seq, StreamSeq: m.StreamSeq, EventID: ev.EventID, Hash: hash}
+	return VerdictOK, nil
+}
+
+// chainReason is the reason of a break of the session's sequence or hash
+// chain (DESIGN.md section 2) at m, holding seq, as CheckLink words it.
+func chainReason(kind string, seq uint64, m *Msg, msg string) string {
+	return (&ChainBreak{Kind: kind, Seq: seq, StreamSeq: m.StreamSeq, Message: msg}).Error()
+}
+
+// clipID bounds a string taken from a stored message in a reason.
+func clipID(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+// ReadJudged reads the session's stored messages after j.Last (the zero
+// Tail: from its start), judges each and calls fn with every event found
+// the session's next (copies are skipped). The first unreadable message
+// ends the read with its *UnreadableError, after fn saw every event before
+// it. fn may return ErrStop to end early. A session whose last stored
+// message is not an event is read up to it too, so that the verdict names
+// the first bad message, wherever it is. j.Last is where reading ended.
+func (s *Store) ReadJudged(ctx context.Context, j *Judge, fn func(m *Msg, ev *schema.Envelope) error) (Tail, error) {
+	var bad error
+	judge := func(m *Msg) error {
+		ev, v, err := j.Next(m)
+		switch v {
+		case VerdictUnreadable:
+			bad = err
+			return ErrStop
+		case VerdictCopy:
+			return nil
+		}
+		if fn == nil {
+			return nil
+		}
+		return fn(m, &ev)
+	}
+	tail, err := s.readThrough(ctx, j.SessionID, j.Last.StreamSeq, j.Last.Seq, judge)
+	if bad != nil && err == nil {
+		return tail, bad
+	}
+	return tail, err
+}
+
+// ReadStored is ReadSession from the session's start for a reader that
+// judges every message itself (verify): a session whose last stored
+// message is not an event is read up to it too (fn sees it), and then
+// its *UnreadableError is returned.
+func (s *Store) ReadStored(ctx context.Context, sessionID string, fn func(*Msg) error) (Tail, error) {
+	return s.readThrough(ctx, sessionID, 0, 0, fn)
+}
+
+// readThrough is ReadSessionFrom that reads up to a last stored message
+// that is not an event (where Tail fails with its verdict).
+func (s *Store) readThrough(ctx context.Context, sessionID string, afterStreamSeq, afterSeq uint64, fn func(*Msg) error) (Tail, error) {
+	tail, err := s.ReadSessionFrom(ctx, sessionID, afterStreamSeq, afterSeq, fn)
+	var last *UnreadableError
+	if !errors.As(err, &last) || last.StreamSeq <= afterStreamSeq {
+		return tail, err
+	}
+	loc, lerr := s.Locate(sessionID)
+	if lerr != nil {
+		return Tail{}, lerr
+	}
+	tail = Tail{StreamSeq: last.StreamSeq}
+	stopped := false // fn ended the read: what follows is not its to judge
+	_, rerr := s.readUpTo(ctx, loc, sessionID, afterStreamSeq, tail, func(m *Msg) error {
+		err := fn(m)
+		stopped = errors.Is(err, ErrStop)
+		return err
+	})
+	if rerr != nil || stopped {
+		return tail, rerr
+	}
+	return tail, last
+}
+
+// FirstUnreadable reads the whole session and returns the verdict on its
+// first unreadable message (nil: none).
+func (s *Store) FirstUnreadable(ctx context.Context, sessionID string) error {
+	_, err := s.ReadJudged(ctx, &Judge{SessionID: sessionID}, nil)
+	return err
+}
