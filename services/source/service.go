@@ -2,11 +2,9 @@ package source
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -71,8 +69,7 @@ type Service struct {
 	conts *lru.Cache[string, *sourceCont]
 	// remaps holds a slot per source append reading a whole transcript.
 	remaps  chan struct{}
-	sem     chan struct{}
-	wg      sync.WaitGroup
+	reqs    *wire.Requests
 	ready   atomic.Bool
 	running atomic.Bool
 }
@@ -120,7 +117,7 @@ func New(cfg Config) (*Service, error) {
 		m:      m,
 		conts:  conts,
 		remaps: make(chan struct{}, sourceRemaps),
-		sem:    make(chan struct{}, cfg.MaxConcurrent),
+		reqs:   wire.NewRequests(cfg.MaxConcurrent),
 	}, nil
 }
 
@@ -163,7 +160,7 @@ func (s *Service) Run(ctx context.Context) error {
 		{"source-subkeys", api.SubjectSourceSubkeys, s.handleSourceSubkeys},
 	} {
 		h := ep.h
-		if err := svc.AddEndpoint(ep.name, micro.HandlerFunc(func(r micro.Request) { s.dispatch(reqCtx, r, h) }),
+		if err := svc.AddEndpoint(ep.name, micro.HandlerFunc(func(r micro.Request) { s.reqs.Go(reqCtx, r, 0, h) }),
 			micro.WithEndpointSubject(ep.subject)); err != nil {
 			_ = svc.Stop()
 			return fmt.Errorf("source: endpoint %s: %w", ep.name, err)
@@ -175,45 +172,16 @@ func (s *Service) Run(ctx context.Context) error {
 	<-ctx.Done()
 	s.ready.Store(false)
 	err = svc.Stop()
-	s.wg.Wait()
+	s.reqs.Wait()
 	if err != nil {
 		s.log.Warn("source: stop", "err", err)
 	}
 	return nil
 }
 
-// dispatch serves a request on its own goroutine (micro calls an
-// endpoint's handler one request at a time), at most MaxConcurrent at
-// once, and replies by publishing directly: micro.Request's bookkeeping is
-// not safe from another goroutine.
-func (s *Service) dispatch(ctx context.Context, r micro.Request, h func(context.Context, *nats.Msg)) {
-	m := &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Data: r.Data()}
-	s.sem <- struct{}{}
-	s.wg.Add(1)
-	go func() {
-		defer func() {
-			<-s.sem
-			s.wg.Done()
-		}()
-		h(ctx, m)
-	}()
-}
-
 // respondJSON answers v, or err.
 func (s *Service) respondJSON(reply string, v any, err error) {
-	if !wire.Answerable(reply) {
-		return
-	}
-	msg := &nats.Msg{Subject: reply}
-	if err == nil {
-		msg.Data, err = json.Marshal(v)
-	}
-	if err != nil {
-		msg = wire.ErrorMsg(reply, wire.Detail(err))
-	}
-	if err := s.nc.PublishMsg(msg); err != nil {
-		s.log.Warn("source: reply", "err", err)
-	}
+	wire.Reply(s.nc, s.log, reply, v, err)
 }
 
 // fromClient is err as the writer answered it: a contract error keeps its
