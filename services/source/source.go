@@ -638,4 +638,3 @@ func mapLines(f agentlog.Format, k api.SourceKey, lines []json.RawMessage, opt a
 func (s *Service) handleSourceAppend(ctx context.Context, m *nats.Msg) {
 	serveSource(s, ctx, m, "append", s.SourceAppend)
 }
-
