@@ -3,6 +3,8 @@ package wire
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -63,4 +65,44 @@ func Reply(nc *nats.Conn, log *slog.Logger, reply string, v any, err error) {
 	if err := nc.PublishMsg(m); err != nil {
 		log.Warn("reply", "err", err)
 	}
+}
+
+// Endpoint is one endpoint of a service: the handler of the requests on
+// its subject, each bounded by Timeout when it is > 0.
+type Endpoint struct {
+	Name, Subject string
+	Timeout       time.Duration
+	Handle        func(context.Context, *nats.Msg)
+}
+
+// Serve adds the micro service cfg on nc with its endpoints, each request
+// handled through q with ctx (requests in flight finish with it, not with
+// the service's Run). The caller stops the service (Stop) and then waits
+// for q.
+func Serve(ctx context.Context, nc *nats.Conn, cfg micro.Config, q *Requests, eps ...Endpoint) (micro.Service, error) {
+	svc, err := micro.AddService(nc, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("add service: %w", err)
+	}
+	for _, ep := range eps {
+		h := ep
+		if err := svc.AddEndpoint(ep.Name, micro.HandlerFunc(func(r micro.Request) { q.Go(ctx, r, h.Timeout, h.Handle) }),
+			micro.WithEndpointSubject(ep.Subject)); err != nil {
+			_ = svc.Stop()
+			return nil, fmt.Errorf("endpoint %s: %w", ep.Name, err)
+		}
+	}
+	return svc, nil
+}
+
+// Ready is a service's readiness: started (serving), and its connection
+// up.
+func Ready(name string, started bool, nc *nats.Conn) error {
+	if !started {
+		return errors.New(name + ": not started")
+	}
+	if !nc.IsConnected() {
+		return fmt.Errorf("%s: nats %s", name, nc.Status())
+	}
+	return nil
 }

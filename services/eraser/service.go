@@ -114,15 +114,7 @@ func New(cfg Config) (*Service, error) {
 }
 
 // Ready returns nil once the endpoint is served.
-func (s *Service) Ready() error {
-	switch {
-	case !s.ready.Load():
-		return errors.New("eraser: not started")
-	case !s.nc.IsConnected():
-		return fmt.Errorf("eraser: nats %s", s.nc.Status())
-	}
-	return nil
-}
+func (s *Service) Ready() error { return wire.Ready("eraser", s.ready.Load(), s.nc) }
 
 // Run serves until ctx is cancelled, then stops and returns nil. An erase
 // cut short by the stop is resumed from its record by the next eraser
@@ -133,20 +125,14 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	svc, err := micro.AddService(s.nc, micro.Config{
+	svc, err := wire.Serve(context.WithoutCancel(ctx), s.nc, micro.Config{
 		Name:        ServiceName,
 		Version:     ServiceVersion,
 		Description: "sessionlog eraser: erases sessions on request and by retention",
 		QueueGroup:  QueueGroup,
-	})
+	}, s.reqs, wire.Endpoint{Name: "erase", Subject: api.SubjectErase, Timeout: eraseTimeout, Handle: s.handleErase})
 	if err != nil {
-		return fmt.Errorf("eraser: add service: %w", err)
-	}
-	reqCtx := context.WithoutCancel(ctx)
-	if err := svc.AddEndpoint("erase", micro.HandlerFunc(func(r micro.Request) { s.reqs.Go(reqCtx, r, eraseTimeout, s.handleErase) }),
-		micro.WithEndpointSubject(api.SubjectErase)); err != nil {
-		_ = svc.Stop()
-		return fmt.Errorf("eraser: endpoint: %w", err)
+		return fmt.Errorf("eraser: %w", err)
 	}
 	s.wg.Add(1)
 	go func() {

@@ -122,15 +122,7 @@ func New(cfg Config) (*Service, error) {
 }
 
 // Ready returns nil once the endpoints are subscribed and NATS is connected.
-func (s *Service) Ready() error {
-	if !s.ready.Load() {
-		return errors.New("source: not started")
-	}
-	if !s.nc.IsConnected() {
-		return fmt.Errorf("source: nats %s", s.nc.Status())
-	}
-	return nil
-}
+func (s *Service) Ready() error { return wire.Ready("source", s.ready.Load(), s.nc) }
 
 // Run serves until ctx is cancelled, then stops taking requests, waits for
 // the ones in flight and returns nil.
@@ -140,31 +132,18 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	// Requests in flight finish with their own context: cancelling Run
 	// must not cut an append that is being stored.
-	reqCtx := context.WithoutCancel(ctx)
-	svc, err := micro.AddService(s.nc, micro.Config{
+	svc, err := wire.Serve(context.WithoutCancel(ctx), s.nc, micro.Config{
 		Name:        ServiceName,
 		Version:     ServiceVersion,
 		Description: "sessionlog source endpoints: an agent's own transcript, mapped as import maps its file",
 		QueueGroup:  QueueGroup,
-	})
+	}, s.reqs,
+		wire.Endpoint{Name: "source-load", Subject: api.SubjectSourceLoad, Handle: s.handleSourceLoad},
+		wire.Endpoint{Name: "source-append", Subject: api.SubjectSourceAppend, Handle: s.handleSourceAppend},
+		wire.Endpoint{Name: "source-list", Subject: api.SubjectSourceList, Handle: s.handleSourceList},
+		wire.Endpoint{Name: "source-subkeys", Subject: api.SubjectSourceSubkeys, Handle: s.handleSourceSubkeys})
 	if err != nil {
-		return fmt.Errorf("source: add service: %w", err)
-	}
-	for _, ep := range []struct {
-		name, subject string
-		h             func(context.Context, *nats.Msg)
-	}{
-		{"source-load", api.SubjectSourceLoad, s.handleSourceLoad},
-		{"source-append", api.SubjectSourceAppend, s.handleSourceAppend},
-		{"source-list", api.SubjectSourceList, s.handleSourceList},
-		{"source-subkeys", api.SubjectSourceSubkeys, s.handleSourceSubkeys},
-	} {
-		h := ep.h
-		if err := svc.AddEndpoint(ep.name, micro.HandlerFunc(func(r micro.Request) { s.reqs.Go(reqCtx, r, 0, h) }),
-			micro.WithEndpointSubject(ep.subject)); err != nil {
-			_ = svc.Stop()
-			return fmt.Errorf("source: endpoint %s: %w", ep.name, err)
-		}
+		return fmt.Errorf("source: %w", err)
 	}
 	wire.Subscribed(s.nc, s.log)
 	s.ready.Store(true)
