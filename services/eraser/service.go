@@ -146,9 +146,9 @@ func (s *Service) Run(ctx context.Context) error {
 			s.retentionLoop(ctx)
 		}()
 	}
+	s.log.Info("eraser running", "sweep", s.cfg.SweepInterval, "retain_closed", s.cfg.RetainClosed)
 	wire.Subscribed(s.nc, s.log)
 	s.ready.Store(true)
-	s.log.Info("eraser running", "sweep", s.cfg.SweepInterval, "retain_closed", s.cfg.RetainClosed)
 
 	<-ctx.Done()
 	s.ready.Store(false)
