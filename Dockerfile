@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 #
-# One image for every sessionlog process: `sessionlog writer|projector|
-# repairer|forker --nats-url ...` in Kubernetes (deploy/k8s), `sessionlog up`
+# One image for every sessionlog process: `sessionlog writer|source|projector|
+# repairer|eraser|forker --nats-url ...` in Kubernetes (deploy/k8s), `sessionlog up`
 # for a single box, and the SRE verbs.
 #
 #   docker build -t sessionlog:0.1.0 .

@@ -69,13 +69,21 @@ func imStartTTL(t *testing.T, ttl time.Duration) *imStack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	src, err := assemble.NewSource(assemble.DefaultSource(), st, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	er, err := assemble.NewEraser(assemble.DefaultEraser(), st, d)
+	if err != nil {
+		t.Fatal(err)
+	}
 	p, err := assemble.NewProjector(assemble.DefaultProjector(t.TempDir()), st, d)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(p.Handler())
 	t.Cleanup(hs.Close)
-	for _, svc := range []service{w, f, r, p} {
+	for _, svc := range []service{w, src, f, r, er, p} {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- svc.Run(ctx) }()

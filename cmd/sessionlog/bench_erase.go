@@ -11,7 +11,7 @@ import (
 )
 
 // `sessionlog bench erase [--quick]`: erase sessions of 10k, 100k and 1M
-// events (--quick: 2k and 10k) with the repairer's erase job, beside the
+// events (--quick: 2k and 10k) with the eraser's erase job, beside the
 // rate of one secure delete at a time (how erases ran before jobs).
 func runBenchErase(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("bench erase")

@@ -121,22 +121,30 @@ func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error 
 	if err != nil {
 		return err
 	}
-	wctx, stop := context.WithCancel(ctx)
-	defer stop()
-	werr := make(chan error, 1)
-	go func() { werr <- w.Run(wctx) }()
-	defer func() { stop(); <-werr }()
-	for w.Ready() != nil {
-		select {
-		case err := <-werr:
-			return fmt.Errorf("writer: %v", err)
-		case <-time.After(10 * time.Millisecond):
+	// The source service records each file's transcript key, as import
+	// asks once a file is in.
+	sv, err := assemble.NewSource(assemble.DefaultSource(), st, assemble.Deps{Conn: wnc})
+	if err != nil {
+		return err
+	}
+	for _, svc := range []service{w, sv} {
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		werr := make(chan error, 1)
+		go func() { werr <- svc.Run(wctx) }()
+		defer func() { stop(); <-werr }()
+		for svc.Ready() != nil {
+			select {
+			case err := <-werr:
+				return fmt.Errorf("%T: %v", svc, err)
+			case <-time.After(10 * time.Millisecond):
+			}
 		}
 	}
 	// The import runs as `sessionlog import --from claude-code` does: a
 	// process of its own (this program's binary) talking to the server
 	// over TCP, so that its peak resident set is the importer's alone;
-	// this process holds the server and the writer.
+	// this process holds the server, the writer and the source service.
 	exe, err := os.Executable()
 	if err != nil {
 		return err

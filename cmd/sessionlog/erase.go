@@ -17,7 +17,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// runErase asks the repairer to erase a session for good (DESIGN.md
+// runErase asks the eraser to erase a session for good (DESIGN.md
 // section 14, sessions.api.erase; only the operator's NATS user may).
 func runErase(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlags("erase")
@@ -80,7 +80,7 @@ func runErase(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		cancel()
 		if err != nil {
 			if errors.Is(err, nats.ErrNoResponders) {
-				return fmt.Errorf("no repairer is running (nothing answers %s)%s", api.SubjectErase, hint)
+				return fmt.Errorf("no eraser is running (nothing answers %s)%s", api.SubjectErase, hint)
 			}
 			return fmt.Errorf("erase request%s: %w", hint, err)
 		}
@@ -131,7 +131,7 @@ func runErase(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	}
 }
 
-// eraseRequestTimeout bounds one request: the repairer answers within
+// eraseRequestTimeout bounds one request: the eraser answers within
 // seconds (a cascade's first request looks for the descendants).
 const eraseRequestTimeout = 5 * time.Minute
 

@@ -56,7 +56,7 @@ func importStack(t *testing.T, cfg logstore.Config) (*logstore.Store, *client.Cl
 }
 
 // startWriter runs the writer on st (its leases lasting the store's lease
-// TTL) until the test ends.
+// TTL), and the source service beside it, until the test ends.
 func startWriter(t *testing.T, st *logstore.Store, nc *nats.Conn) {
 	t.Helper()
 	cfg := assemble.DefaultWriter()
@@ -65,11 +65,17 @@ func startWriter(t *testing.T, st *logstore.Store, nc *nats.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, w.Ready)
+	src, err := assemble.NewSource(assemble.DefaultSource(), st, assemble.Deps{Conn: nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, svc := range []service{w, src} {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- svc.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, svc.Ready)
+	}
 }
 
 // mapped is what the mapping gives for a file's one session.

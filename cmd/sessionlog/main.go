@@ -1,5 +1,5 @@
 // Command sessionlog is the one sessionlog binary: a subcommand per service
-// (writer, projector, repairer, forker), `up` (everything in one process on
+// (writer, source, projector, repairer, eraser, forker), `up` (everything in one process on
 // an embedded JetStream server) and the SRE verbs (ls, show, replay, tail,
 // verify, export, import, bench).
 //
@@ -41,6 +41,8 @@ var commands = map[string]command{
 	"projector": {Summary: "run the projector against --nats-url: Pebble read models, HTTP API, live watch, dashboard", Run: runProjector},
 	"repairer":  {Summary: "run the repairer against --nats-url: close what dead agents left open", Run: runRepairer},
 	"forker":    {Summary: "run the forker against --nats-url: copy safe prefixes of sessions into new sessions", Run: runForker},
+	"source":    {Summary: "run the source service against --nats-url: an agent's own transcript (sessions.api.source.*), through the writer", Run: runSource},
+	"eraser":    {Summary: "run the eraser against --nats-url: sessions.api.erase, erase jobs and retention (--retain-closed)", Run: runEraser},
 	// Everything in one process.
 	"up": {Summary: "run everything in one process: embedded JetStream, all services, dashboard", Run: runUp},
 	// SRE verbs: read-only tools (and import, repair, fork) against --nats-url.

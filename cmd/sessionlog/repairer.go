@@ -45,7 +45,5 @@ func repairerFlags(fs *flag.FlagSet) *assemble.Repairer {
 	fs.DurationVar(&cfg.SweepInterval, "sweep-interval", cfg.SweepInterval, "how often every claimed session is checked (besides the lease watch)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", cfg.Concurrency, "sessions evaluated and repaired at once")
 	fs.BoolVar(&cfg.KeepApprovalsPending, "keep-approvals-pending", cfg.KeepApprovalsPending, "leave pending approvals open instead of expiring them (their turn stays open)")
-	fs.DurationVar(&cfg.RetainClosed, "retain-closed", cfg.RetainClosed, "erase sessions closed for longer than this (0: keep them forever), after archiving them to --archive-dir when given")
-	fs.StringVar(&cfg.ArchiveDir, "archive-dir", cfg.ArchiveDir, "where --retain-closed writes each session before erasing it (<id>.jsonl.zst, the export format; sessionlog import reads it)")
 	return &cfg
 }

@@ -119,7 +119,7 @@ func missing(ctx context.Context, st *logstore.Store, id string) error {
 	if er, _, err := st.ErasureOf(ctx, id); err == nil && er != nil {
 		state := ""
 		if !er.Done {
-			state = fmt.Sprintf("; the erasure is under way (%s, %d of %d events deleted): the repairer finishes it by itself", er.Phase, er.Deleted, max(er.Total, er.Deleted))
+			state = fmt.Sprintf("; the erasure is under way (%s, %d of %d events deleted): the eraser finishes it by itself", er.Phase, er.Deleted, max(er.Total, er.Deleted))
 		}
 		return fmt.Errorf("session %s: %w at %s by %s (%s)%s", id, errErased, er.ErasedAt, er.By, er.Reason, state)
 	}

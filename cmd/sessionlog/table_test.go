@@ -31,7 +31,7 @@ func TestNoInitRegistration(t *testing.T) {
 }
 
 func TestUpStartsWriterFirst(t *testing.T) {
-	want := []string{"writer", "repairer", "forker", "projector"}
+	want := []string{"writer", "source", "repairer", "eraser", "forker", "projector"}
 	if len(upServices) != len(want) {
 		t.Fatalf("up runs %d services, want %v", len(upServices), want)
 	}

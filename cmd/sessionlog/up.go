@@ -55,6 +55,7 @@ type upEnv struct {
 	NC      *nats.Conn
 	Connect func(name string) (*nats.Conn, error)
 	// ConnectEraser opens a connection as the user that may erase (the
+	// eraser's and, as before the eraser was its own service, the
 	// repairer's).
 	ConnectEraser func(name string) (*nats.Conn, error)
 	// NATSURL is where the embedded server listens, for display.
@@ -71,7 +72,7 @@ type upEnv struct {
 	HTTPToken string
 	// OTLPEndpoint: the projector's live trace export (--otlp-endpoint).
 	OTLPEndpoint string
-	// RetainClosed and ArchiveDir: the repairer's retention.
+	// RetainClosed and ArchiveDir: the eraser's retention.
 	RetainClosed time.Duration
 	ArchiveDir   string
 	// AddReady adds a readiness check to /readyz.
@@ -96,7 +97,9 @@ type upService struct {
 // the writer first so agents can append as soon as the process is ready.
 var upServices = []upService{
 	{Name: "writer", Start: startUpWriter},
+	{Name: "source", Start: startUpSource},
 	{Name: "repairer", Start: startUpRepairer},
+	{Name: "eraser", Start: startUpEraser},
 	{Name: "forker", Start: startUpForker},
 	{Name: "projector", Start: startUpProjector},
 }
@@ -198,7 +201,8 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if svcUser != nil {
 		nf.User, nf.Password = svcUser.Username, svcUser.Password
 	}
-	// The repairer erases: it logs in as up's eraser user where there is one.
+	// The eraser (and the repairer, as before the eraser was a service of
+	// its own) logs in as up's eraser user where there is one.
 	ef := *nf
 	if er := upUser(opts, upEraserUser); er != nil {
 		ef.User, ef.Password = er.Username, er.Password

@@ -2,23 +2,16 @@ package main
 
 import (
 	"github.com/sessionlog/sessionlog/internal/assemble"
-	"github.com/sessionlog/sessionlog/internal/logstore"
 )
 
-// The repairer in `sessionlog up`: --lease-ttl, --grace, --retain-closed
-// and --archive-dir come from up's flags. It has a connection and a store
-// of its own, as the user that may erase (sessions.api.erase, retention).
+// The repairer in `sessionlog up`: --lease-ttl and --grace come from up's
+// flags. It has a connection and a store of its own, as the user that may
+// erase, which it was while it served erasure (deploy/nats is unchanged:
+// the repairer keeps its user, and the eraser takes the same).
 func startUpRepairer(env *upEnv) (*upActor, error) {
 	cfg := assemble.DefaultRepairer()
 	cfg.LeaseTTL, cfg.Grace = env.LeaseTTL, env.Grace
-	cfg.RetainClosed, cfg.ArchiveDir = env.RetainClosed, env.ArchiveDir
-	nc, err := env.ConnectEraser("sessionlog-up-repairer")
-	if err != nil {
-		return nil, err
-	}
-	scfg := env.Store.Config()
-	scfg.NoProvision = true
-	st, err := logstore.Open(env.Ctx, nc, scfg)
+	nc, st, err := ownStore(env, env.ConnectEraser, "sessionlog-up-repairer")
 	if err != nil {
 		return nil, err
 	}

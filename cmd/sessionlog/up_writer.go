@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 )
@@ -13,15 +15,9 @@ import (
 func startUpWriter(env *upEnv) (*upActor, error) {
 	// A connection of its own: the append path's requests, publishes
 	// and answers do not queue behind the projector's deliveries.
-	nc, err := env.Connect("sessionlog-writer")
+	nc, st, err := ownStore(env, env.Connect, "sessionlog-writer")
 	if err != nil {
 		return nil, err
-	}
-	cfg := env.Store.Config()
-	cfg.NoProvision = true // up's store provisioned the stream
-	st, err := logstore.Open(env.Ctx, nc, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("writer: log store: %w", err)
 	}
 	wcfg := assemble.DefaultWriter()
 	wcfg.LeaseTTL = env.LeaseTTL
@@ -32,4 +28,21 @@ func startUpWriter(env *upEnv) (*upActor, error) {
 	env.AddReady("writer", svc.Ready)
 	exec, interrupt := serviceActor(env.Ctx, svc.Run)
 	return &upActor{Execute: exec, Interrupt: interrupt}, nil
+}
+
+// ownStore opens a connection of its own with connect (as name) and a
+// store on it, for a service of up; up's store provisioned the stream
+// and buckets already.
+func ownStore(env *upEnv, connect func(name string) (*nats.Conn, error), name string) (*nats.Conn, *logstore.Store, error) {
+	nc, err := connect(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := env.Store.Config()
+	cfg.NoProvision = true
+	st, err := logstore.Open(env.Ctx, nc, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: log store: %w", name, err)
+	}
+	return nc, st, nil
 }

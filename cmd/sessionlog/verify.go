@@ -208,7 +208,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 			if *asJSON {
 				_ = enc.Encode(map[string]any{"session": r.ID, "erasing": true, "phase": rec.Phase, "deleted": rec.Deleted, "total": rec.Total, "erasedAt": rec.ErasedAt})
 			} else {
-				fmt.Fprintf(stdout, "ERASING session=%s phase=%s deleted=%d of %d: an erasure under way since %s (not a problem: the repairer finishes it by itself)\n",
+				fmt.Fprintf(stdout, "ERASING session=%s phase=%s deleted=%d of %d: an erasure under way since %s (not a problem: the eraser finishes it by itself)\n",
 					r.ID, rec.Phase, rec.Deleted, max(rec.Total, rec.Deleted), rec.ErasedAt)
 			}
 			continue

@@ -51,7 +51,7 @@ const (
 	natsDataVolume   = "data" // volumeClaimTemplate holding the JetStream store
 	sessionlogImage  = "sessionlog"
 	serviceNATSUser  = "service"
-	eraserNATSUser   = "eraser" // the repairer's user: the service rights plus erasure
+	eraserNATSUser   = "eraser" // the eraser's (and the repairer's) user: the service rights plus erasure
 	httpPortName     = "http"
 	componentLabel   = "app.kubernetes.io/component"
 	natsURLFlag      = "--nats-url"
@@ -64,9 +64,9 @@ const (
 
 // memoryLimitDefaults are the --memory-limit defaults of the commands
 // that set the Go heap's soft limit (cmd/sessionlog).
-var memoryLimitDefaults = map[string]int64{"writer": 256 << 20, "repairer": 256 << 20, "projector": 320 << 20}
+var memoryLimitDefaults = map[string]int64{"writer": 256 << 20, "source": 256 << 20, "repairer": 256 << 20, "projector": 320 << 20}
 
-// The four services: the kind and replica count each must run with.
+// The six services: the kind and replica count each must run with.
 var components = map[string]struct {
 	kind        string
 	minReplicas int32
@@ -77,6 +77,8 @@ var components = map[string]struct {
 	"projector": {kind: "StatefulSet", minReplicas: 1, maxReplicas: 1, dataDir: true},
 	"repairer":  {kind: "Deployment", minReplicas: 2, maxReplicas: 2},
 	"forker":    {kind: "Deployment", minReplicas: 1, maxReplicas: 100},
+	"source":    {kind: "Deployment", minReplicas: 1, maxReplicas: 100},
+	"eraser":    {kind: "Deployment", minReplicas: 1, maxReplicas: 100},
 }
 
 // ---------------------------------------------------------------------------
@@ -1347,10 +1349,11 @@ func (b *bundle) serviceUserPasswordRef() *corev1.SecretKeySelector {
 	return b.userPasswordRef(serviceNATSUser)
 }
 
-// natsUserOf is the NATS user a component logs in as: the repairer erases
-// (sessions.api.erase, retention), the others are "service".
+// natsUserOf is the NATS user a component logs in as: the eraser erases
+// (sessions.api.erase, retention), and the repairer, which did before the
+// eraser was its own service, keeps that user; the others are "service".
 func natsUserOf(component string) string {
-	if component == "repairer" {
+	if component == "eraser" || component == "repairer" {
 		return eraserNATSUser
 	}
 	return serviceNATSUser
@@ -1525,7 +1528,7 @@ func checkSessionlogServices(b *bundle) (p []string) {
 		} else if hasDataDir {
 			p = append(p, fmt.Sprintf("%s: %s given to a stateless service", w, dataDirFlag))
 		}
-		// NATS credentials: the component's user ("service", "eraser" for the repairer), with the password the server expects.
+		// NATS credentials: the component's user ("service", "eraser" for the eraser and the repairer), with the password the server expects.
 		user := envVar(c, natsUserEnv)
 		switch {
 		case user == nil:
@@ -1593,7 +1596,7 @@ func TestManifests(t *testing.T) {
 		})
 	}
 	// Sanity: the bundle holds what the checks are about.
-	if len(b.workloads()) != 5 || len(b.services) < 4 || len(b.pdbs) < 1 || len(b.netpols) < 1 {
+	if len(b.workloads()) != 7 || len(b.services) < 4 || len(b.pdbs) < 1 || len(b.netpols) < 1 {
 		t.Errorf("unexpected bundle: %d workloads, %d services, %d PDBs, %d NetworkPolicies",
 			len(b.workloads()), len(b.services), len(b.pdbs), len(b.netpols))
 	}

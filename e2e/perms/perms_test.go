@@ -513,7 +513,7 @@ func exercise(t *testing.T, s *stack, partitions int, agentC, opC creds) {
 		agent.NoViolation(t)
 	})
 
-	// Last of all: the operator erases it, through the repairer, which
+	// Last of all: the operator erases it, through the eraser, which
 	// deletes as the eraser user without one refusal (checked below).
 	t.Run("operator erases", func(t *testing.T) {
 		if _, err := agent.Request("sessions.api.erase", []byte(`{"sessionId":"s-live","reason":"r","by":"agent"}`), 300*time.Millisecond); err == nil {

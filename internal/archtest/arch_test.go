@@ -149,6 +149,45 @@ func TestPkgImportsNothingInternal(t *testing.T) {
 	}
 }
 
+// serviceOf is the service a path or import path is in: the directory
+// under services/ ("projector" for services/projector/store/keys.go), ""
+// outside services/.
+func serviceOf(path string) string {
+	path = strings.TrimPrefix(path, module+"/")
+	rest, ok := strings.CutPrefix(path, "services/")
+	if !ok {
+		return ""
+	}
+	name, _, _ := strings.Cut(rest, "/")
+	return name
+}
+
+// Each service is one room: its imports go down, to pkg/ and internal/,
+// never to another service (what two services share lives below both).
+// Test files may start other services (a test of the source service runs
+// a writer).
+func TestServicesImportNoOtherService(t *testing.T) {
+	n := 0
+	for _, f := range sources(t) {
+		own := serviceOf(f.path)
+		if own == "" {
+			continue
+		}
+		n++
+		for _, im := range f.imports {
+			if !strings.HasPrefix(im, module+"/") {
+				continue
+			}
+			if other := serviceOf(im); other != "" && other != own {
+				t.Errorf("%s (service %s) imports %s of service %s: move what both need to pkg/ or internal/", f.path, own, im, other)
+			}
+		}
+	}
+	if n < 10 {
+		t.Fatalf("found only %d files under services/", n)
+	}
+}
+
 // The rules hold for a file that breaks them (the checks are not vacuous).
 func TestRulesCatch(t *testing.T) {
 	for path, want := range map[string]bool{
@@ -164,6 +203,20 @@ func TestRulesCatch(t *testing.T) {
 	} {
 		if got := jetstreamAllowedFor(path); got != want {
 			t.Errorf("%s allowed %v, want %v", path, got, want)
+		}
+	}
+	for path, want := range map[string]string{
+		"services/projector/store/store.go":  "projector",
+		module + "/services/projector/store": "projector",
+		module + "/services/writer":          "writer",
+		"services/source/source.go":          "source",
+		module + "/pkg/client":               "",
+		"internal/assemble/assemble.go":      "",
+		module + "/internal/services/x":      "",
+		"cmd/sessionlog/services/x.go":       "",
+	} {
+		if got := serviceOf(path); got != want {
+			t.Errorf("serviceOf(%s) = %q, want %q", path, got, want)
 		}
 	}
 }

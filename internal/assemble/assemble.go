@@ -18,14 +18,16 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/otelexport"
+	"github.com/sessionlog/sessionlog/services/eraser"
 	"github.com/sessionlog/sessionlog/services/forker"
 	"github.com/sessionlog/sessionlog/services/projector"
 	"github.com/sessionlog/sessionlog/services/repairer"
+	"github.com/sessionlog/sessionlog/services/source"
 	"github.com/sessionlog/sessionlog/services/writer"
 )
 
 // Deps are what a service gets from the process that runs it. Conn is
-// required by the writer, the forker and the repairer; every other field
+// required by every service but the projector; every other field
 // may be nil: the service then logs nowhere, registers no metrics and uses
 // time.Now.
 type Deps struct {
@@ -148,10 +150,6 @@ type Repairer struct {
 	Concurrency int
 	// KeepApprovalsPending leaves pending approvals open (DESIGN.md 6).
 	KeepApprovalsPending bool
-	// RetainClosed, when > 0, erases sessions closed for longer than
-	// this, after archiving them to ArchiveDir when set (DESIGN.md 14).
-	RetainClosed time.Duration
-	ArchiveDir   string
 }
 
 // DefaultRepairer is the repairer's configuration unless a caller changes it.
@@ -172,7 +170,68 @@ func NewRepairer(cfg Repairer, st *logstore.Store, d Deps) (*repairer.Service, e
 	return repairer.New(repairer.Config{
 		Store: st, Conn: d.Conn, Logger: d.Logger, Registerer: d.Registerer, Now: d.Now,
 		LeaseTTL: cfg.LeaseTTL, Grace: cfg.Grace, SweepInterval: cfg.SweepInterval, Concurrency: cfg.Concurrency,
-		KeepApprovalsPending: cfg.KeepApprovalsPending, RetainClosed: cfg.RetainClosed, ArchiveDir: cfg.ArchiveDir,
+		KeepApprovalsPending: cfg.KeepApprovalsPending,
+	})
+}
+
+// Source is the source service's configuration.
+type Source struct {
+	// MaxConcurrent bounds requests handled at once.
+	MaxConcurrent int
+	// SourceStates bounds the transcripts whose mapping state is kept
+	// between appends.
+	SourceStates int
+	// MaxSourceBytes bounds the stored bytes of a transcript read to map
+	// it again.
+	MaxSourceBytes int
+}
+
+// DefaultSource is the source service's configuration unless a caller
+// changes it.
+func DefaultSource() Source {
+	return Source{
+		MaxConcurrent:  source.DefaultMaxConcurrent,
+		SourceStates:   source.DefaultSourceStates,
+		MaxSourceBytes: source.DefaultMaxSourceBytes,
+	}
+}
+
+// NewSource builds the source service (sessions.api.source.*) on st; it
+// reads and appends sessions through the writer on Deps.Conn.
+func NewSource(cfg Source, st *logstore.Store, d Deps) (*source.Service, error) {
+	if st == nil {
+		return nil, errNoStore
+	}
+	return source.New(source.Config{
+		Store: st, Conn: d.Conn, Logger: d.Logger, Registerer: d.Registerer, Now: d.Now,
+		MaxConcurrent: cfg.MaxConcurrent, SourceStates: cfg.SourceStates, MaxSourceBytes: cfg.MaxSourceBytes,
+	})
+}
+
+// Eraser is the eraser's configuration.
+type Eraser struct {
+	// SweepInterval between resumptions of unfinished erase jobs.
+	SweepInterval time.Duration
+	// RetainClosed, when > 0, erases sessions closed for longer than
+	// this, after archiving them to ArchiveDir when set (DESIGN.md 14).
+	RetainClosed time.Duration
+	ArchiveDir   string
+}
+
+// DefaultEraser is the eraser's configuration unless a caller changes it.
+func DefaultEraser() Eraser {
+	return Eraser{SweepInterval: eraser.DefaultSweepInterval}
+}
+
+// NewEraser builds the eraser (sessions.api.erase, erase jobs, retention)
+// on st; Deps.Conn must be a user that may delete (deploy/nats, "eraser").
+func NewEraser(cfg Eraser, st *logstore.Store, d Deps) (*eraser.Service, error) {
+	if st == nil {
+		return nil, errNoStore
+	}
+	return eraser.New(eraser.Config{
+		Store: st, Conn: d.Conn, Logger: d.Logger, Now: d.Now,
+		SweepInterval: cfg.SweepInterval, RetainClosed: cfg.RetainClosed, ArchiveDir: cfg.ArchiveDir,
 	})
 }
 

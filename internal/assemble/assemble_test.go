@@ -4,9 +4,11 @@ import (
 	"testing"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/services/eraser"
 	"github.com/sessionlog/sessionlog/services/forker"
 	"github.com/sessionlog/sessionlog/services/projector"
 	"github.com/sessionlog/sessionlog/services/repairer"
+	"github.com/sessionlog/sessionlog/services/source"
 	"github.com/sessionlog/sessionlog/services/writer"
 )
 
@@ -17,6 +19,12 @@ func TestDefaultsAreTheServicesConstants(t *testing.T) {
 	}
 	if r := DefaultRepairer(); r.Grace != repairer.DefaultGrace || r.SweepInterval != repairer.DefaultSweepInterval || r.Concurrency != repairer.DefaultConcurrency {
 		t.Errorf("repairer %+v", r)
+	}
+	if s := DefaultSource(); s.MaxConcurrent != source.DefaultMaxConcurrent || s.SourceStates != source.DefaultSourceStates || s.MaxSourceBytes != source.DefaultMaxSourceBytes {
+		t.Errorf("source %+v", s)
+	}
+	if e := DefaultEraser(); e.SweepInterval != eraser.DefaultSweepInterval || e.RetainClosed != 0 {
+		t.Errorf("eraser %+v", e)
 	}
 	if f := DefaultForker(); f.BatchSize != forker.DefaultBatchSize || f.StaleAfter != forker.DefaultStaleAfter || f.ForkTimeout != forker.DefaultForkTimeout {
 		t.Errorf("forker %+v", f)
@@ -32,6 +40,12 @@ func TestNoStore(t *testing.T) {
 	}
 	if _, err := NewRepairer(DefaultRepairer(), nil, Deps{}); err == nil {
 		t.Error("repairer without a store")
+	}
+	if _, err := NewSource(DefaultSource(), nil, Deps{}); err == nil {
+		t.Error("source without a store")
+	}
+	if _, err := NewEraser(DefaultEraser(), nil, Deps{}); err == nil {
+		t.Error("eraser without a store")
 	}
 	if _, err := NewForker(DefaultForker(), nil, Deps{}); err == nil {
 		t.Error("forker without a store")

@@ -16,7 +16,6 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/wire"
-	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 )
@@ -90,10 +89,6 @@ type Config struct {
 	// GroupInflight bounds grouped batches in flight (default
 	// DefaultGroupInflight, 1 on a store of one replica).
 	GroupInflight int
-	// RetainClosed, when > 0, erases sessions closed for longer than
-	// this (retention.go), after writing them to ArchiveDir if set.
-	RetainClosed time.Duration
-	ArchiveDir   string
 }
 
 // Service is the repairer.
@@ -155,13 +150,6 @@ type Service struct {
 	// beforeAppend, if set (tests only), runs between planning a repair
 	// and appending it.
 	beforeAppend atomic.Pointer[func(id string)]
-
-	// eraseStep, if set (tests only), runs after each step of an erase
-	// (erase.go): an error stops the erase there, as a kill would.
-	eraseStep atomic.Pointer[func(step string) error]
-
-	// jobs: the erase jobs (erasejobs.go).
-	jobs eraseJobs
 
 	// repairing counts repairs between their decision and their commit.
 	repairing atomic.Int64
@@ -320,11 +308,6 @@ func (s *Service) Run(ctx context.Context) error {
 		_ = svc.Stop()
 		return fmt.Errorf("repairer: endpoint: %w", err)
 	}
-	if err := svc.AddEndpoint("erase", micro.HandlerFunc(func(r micro.Request) { s.dispatch(reqCtx, r, eraseTimeout, s.handleErase) }),
-		micro.WithEndpointSubject(api.SubjectErase)); err != nil {
-		_ = svc.Stop()
-		return fmt.Errorf("repairer: endpoint: %w", err)
-	}
 
 	if s.cfg.GroupEvents > 1 {
 		s.grouper.Store(newGrouper(s, ctx))
@@ -361,18 +344,6 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		s.sweepLoop(ctx)
 	}()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.eraseLoop(ctx)
-	}()
-	if s.cfg.RetainClosed > 0 {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.retentionLoop(ctx)
-		}()
-	}
 	wire.Subscribed(s.nc, s.log)
 	s.ready.Store(true)
 	s.log.Info("repairer running", "grace", s.cfg.Grace, "lease_ttl", s.cfg.LeaseTTL,

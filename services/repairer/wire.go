@@ -25,13 +25,7 @@ type ErrorBody = wire.ErrorBody
 // ErrorDetail carries a contract code.
 type ErrorDetail = wire.ErrorDetail
 
-const (
-	demandTimeout = 30 * time.Second
-	// eraseTimeout bounds one erase request: writing the records (and,
-	// for a cascade, finding the descendants). The jobs run apart from
-	// the request, with no timeout (erasejobs.go).
-	eraseTimeout = 5 * time.Minute
-)
+const demandTimeout = 30 * time.Second
 
 // dispatch serves a request on its own goroutine (micro calls an
 // endpoint's handler one request at a time) and replies by publishing

@@ -14,7 +14,6 @@ type metrics struct {
 	heartbeats  *prometheus.CounterVec // code
 	inflight    prometheus.Gauge
 	cachedState prometheus.GaugeFunc
-	sources     *prometheus.CounterVec // mapping
 }
 
 func newMetrics(reg prometheus.Registerer, cacheLen func() float64) (*metrics, error) {
@@ -56,12 +55,8 @@ func newMetrics(reg prometheus.Registerer, cacheLen func() float64) (*metrics, e
 			Name: "sessionlog_writer_state_cache_sessions",
 			Help: "Sessions whose state is cached.",
 		}, cacheLen),
-		sources: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sessionlog_writer_source_appends_total",
-			Help: "Source appends that mapped new entries, by mapping (continued: only the new entries; remapped: the stored transcript read and mapped again).",
-		}, []string{"mapping"}),
 	}
-	for _, c := range []prometheus.Collector{m.appends, m.events, m.latency, m.retries, m.renewals, m.cache, m.heartbeats, m.inflight, m.cachedState, m.sources} {
+	for _, c := range []prometheus.Collector{m.appends, m.events, m.latency, m.retries, m.renewals, m.cache, m.heartbeats, m.inflight, m.cachedState} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -58,15 +58,6 @@ type Config struct {
 	MaxConcurrent int
 	// ConflictRetries bounds retries of appends without expectedSeq.
 	ConflictRetries int
-	// SourceStates bounds the transcripts whose mapping state source
-	// appends keep (0: DefaultSourceStates; negative: none, every source
-	// append reads and maps its transcript again).
-	SourceStates int
-	// MaxSourceBytes bounds the stored bytes of a transcript's session a
-	// source append reads to map it again (0: DefaultMaxSourceBytes);
-	// over it the append is refused with too_large. At most
-	// sourceRemaps such reads run at once.
-	MaxSourceBytes int
 }
 
 // Service is the writer.
@@ -80,12 +71,7 @@ type Service struct {
 	leases *lru.Cache[string, leaseMark]
 	// owed are the claims this writer could not record after committed
 	// appends (session id -> holder); owedLoop writes them (lease.go).
-	owed *lru.Cache[string, string]
-	// conts are the mapping states of transcripts appended through
-	// sessions.api.source.append (source.go).
-	conts *lru.Cache[string, *sourceCont]
-	// remaps holds a slot per source append reading a whole transcript.
-	remaps  chan struct{}
+	owed    *lru.Cache[string, string]
 	locks   [stripes]sync.Mutex
 	seed    maphash.Seed
 	sem     chan struct{} // one per worker
@@ -146,20 +132,8 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("writer: owed claims: %w", err)
 	}
-	if cfg.SourceStates == 0 {
-		cfg.SourceStates = DefaultSourceStates
-	}
-	if cfg.MaxSourceBytes <= 0 {
-		cfg.MaxSourceBytes = DefaultMaxSourceBytes
-	}
-	conts, err := lru.New[string, *sourceCont](max(cfg.SourceStates, 1))
-	if err != nil {
-		return nil, fmt.Errorf("writer: source continuations: %w", err)
-	}
 	s := &Service{
 		owed:   owed,
-		conts:  conts,
-		remaps: make(chan struct{}, sourceRemaps),
 		cfg:    cfg,
 		st:     cfg.Store,
 		nc:     cfg.Conn,
@@ -220,10 +194,6 @@ func (s *Service) Run(ctx context.Context) error {
 		{"append", logstore.SubjectAppend, s.handleAppend},
 		{"heartbeat", logstore.SubjectHeartbeat, s.handleHeartbeat},
 		{"read", api.SubjectRead, s.handleRead},
-		{"source-load", api.SubjectSourceLoad, s.handleSourceLoad},
-		{"source-append", api.SubjectSourceAppend, s.handleSourceAppend},
-		{"source-list", api.SubjectSourceList, s.handleSourceList},
-		{"source-subkeys", api.SubjectSourceSubkeys, s.handleSourceSubkeys},
 	} {
 		h := ep.h
 		if err := svc.AddEndpoint(ep.name, micro.HandlerFunc(func(r micro.Request) { s.dispatch(reqCtx, r, h) }),

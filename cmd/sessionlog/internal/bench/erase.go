@@ -46,7 +46,7 @@ var errBaselineDone = errors.New("baseline done")
 
 // RunErase stores a session of each size on a stack of its own and
 // erases it: the first Baseline events one at a time, the rest by the
-// repairer's erase job.
+// eraser's erase job.
 func RunErase(ctx context.Context, cfg EraseConfig) ([]EraseResult, error) {
 	if len(cfg.Sizes) == 0 {
 		cfg.Sizes = []int{10_000, 100_000, 1_000_000}
@@ -119,7 +119,7 @@ func eraseOnce(ctx context.Context, cfg EraseConfig, n int, purge bool, say func
 	}
 	res.Baseline = float64(base) / time.Since(start).Seconds()
 
-	r, err := assemble.NewRepairer(assemble.DefaultRepairer(), e.st, assemble.Deps{Conn: e.nc, Logger: cfg.Logger, Registerer: prometheus.NewRegistry()})
+	r, err := assemble.NewEraser(assemble.DefaultEraser(), e.st, assemble.Deps{Conn: e.nc, Logger: cfg.Logger, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		return res, err
 	}

@@ -1,4 +1,4 @@
-package writer
+package source
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/formats"
 	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -57,20 +58,20 @@ func sourceSession(k api.SourceKey) (agentlog.Format, string, error) {
 
 // Bounds of the source appends that read a whole transcript to map it
 // again: an agent can make a session as long as it likes, and would
-// otherwise make the writer hold it whole, once per concurrent request.
+// otherwise make the service hold it whole, once per concurrent request.
 const (
 	DefaultMaxSourceBytes = 64 << 20
 	sourceRemaps          = 2
 )
 
 // readAll reads every stored event of a session (nil when it has none),
-// refusing one whose events hold more than the writer's MaxSourceBytes.
+// refusing one whose events hold more than the service's MaxSourceBytes.
 func (s *Service) readAll(ctx context.Context, id string) ([]schema.Envelope, error) {
 	var out []schema.Envelope
 	var after uint64
 	size := 0
 	for {
-		page, err := ReadPage(ctx, s.st, ReadRequest{SessionID: id, AfterSeq: after}, int(s.nc.MaxPayload()))
+		page, err := s.read(ctx, api.ReadRequest{SessionID: id, AfterSeq: after})
 		if schema.CodeOf(err) == schema.CodeNotFound {
 			return nil, nil
 		}
@@ -121,7 +122,7 @@ func (s *Service) SourceLoad(ctx context.Context, req api.SourceLoadRequest) (ap
 	maxBytes := int(s.nc.MaxPayload())
 	pg := loadPage{format: f.Name(), budget: maxBytes - sourceLoadSlack, last: after}
 	for {
-		page, err := ReadPage(ctx, s.st, ReadRequest{SessionID: id, AfterSeq: after}, maxBytes)
+		page, err := s.read(ctx, api.ReadRequest{SessionID: id, AfterSeq: after})
 		if c := schema.CodeOf(err); err != nil && req.Cursor == "" && (c == schema.CodeNotFound || c == schema.CodeErased) {
 			return none, nil
 		} else if err != nil {
@@ -313,22 +314,27 @@ func (s *Service) SourceAppend(ctx context.Context, req api.SourceAppendRequest)
 }
 
 // sourceTail is the answer to an append without entries: the session's
-// stored tail (an erased session is refused as a read refuses it).
+// stored tail (an erased session is refused as a read refuses it: it is
+// the writer's read of one event).
 func (s *Service) sourceTail(ctx context.Context, id string) (api.SourceAppendReply, error) {
-	if err := refuseErased(ctx, s.st, id); err != nil {
+	page, err := s.read(ctx, api.ReadRequest{SessionID: id, Limit: 1})
+	if err != nil && schema.CodeOf(err) != schema.CodeNotFound {
 		return api.SourceAppendReply{}, err
 	}
-	t, err := s.st.Tail(ctx, id)
-	if err != nil {
-		return api.SourceAppendReply{}, schema.Errorf(schema.CodeNotCommitted, "cannot read the session: %v", err)
-	}
-	return api.SourceAppendReply{SessionID: id, LastSeq: t.Seq}, nil
+	return api.SourceAppendReply{SessionID: id, LastSeq: page.LastSeq}, nil
+}
+
+// read is one page of the session's stored events, read by the writer
+// (sessions.api.read), with the writer's refusals.
+func (s *Service) read(ctx context.Context, req api.ReadRequest) (api.ReadReply, error) {
+	page, err := s.c.Read(ctx, req)
+	return page, fromClient(err)
 }
 
 // DefaultSourceStates bounds the transcripts whose mapping state the
-// writer keeps (each holds the session's fold and its entries' keys), and
+// service keeps (each holds the session's fold and its entries' keys), and
 // maxStateEntries the entries of one: a longer transcript is mapped again
-// on each append rather than held (an agent cannot make the writer hold
+// on each append rather than held (an agent cannot make the service hold
 // more than about DefaultSourceStates x maxStateEntries keys).
 const (
 	DefaultSourceStates = 128
@@ -336,7 +342,7 @@ const (
 )
 
 // sourceCont is a transcript's mapping state after its last append
-// through this writer: valid while the session's tail is still tail.
+// through this service: valid while the session's tail is still tail.
 type sourceCont struct {
 	c      *agentlog.Continuation
 	t      *transcript
@@ -574,7 +580,8 @@ func (s *Service) remapSource(ctx context.Context, f agentlog.Format, k api.Sour
 	return rep, nil
 }
 
-// writerLog is agentlog.Log on the writer's own append path.
+// writerLog is agentlog.Log on the writer: appends and reads through
+// pkg/client, the tail from the store.
 type writerLog struct{ s *Service }
 
 func (l writerLog) Tail(ctx context.Context, id string) (uint64, string, error) {
@@ -588,7 +595,7 @@ func (l writerLog) Tail(ctx context.Context, id string) (uint64, string, error) 
 func (l writerLog) Events(ctx context.Context, id string, after uint64, fn func(schema.Envelope) error) error {
 	limit := 1
 	return agentlog.EachStored(after, func(after uint64) ([]json.RawMessage, bool, error) {
-		page, err := ReadPage(ctx, l.s.st, ReadRequest{SessionID: id, AfterSeq: after, Limit: limit}, int(l.s.nc.MaxPayload()))
+		page, err := l.s.read(ctx, api.ReadRequest{SessionID: id, AfterSeq: after, Limit: limit})
 		limit = 0
 		if schema.CodeOf(err) == schema.CodeNotFound {
 			return nil, false, nil
@@ -598,12 +605,8 @@ func (l writerLog) Events(ctx context.Context, id string, after uint64, fn func(
 }
 
 func (l writerLog) Append(ctx context.Context, id string, expected uint64, events []schema.Envelope) (uint64, bool, error) {
-	body, err := json.Marshal(api.AppendRequest{SessionID: id, ExpectedSeq: &expected, Events: events})
-	if err != nil {
-		return 0, false, err
-	}
-	r, err := l.s.Append(ctx, body)
-	return r.LastSeq, r.Duplicate, err
+	r, err := l.s.c.Append(ctx, client.AppendRequest{SessionID: id, ExpectedSeq: &expected, Events: events})
+	return r.LastSeq, r.Duplicate, fromClient(err)
 }
 
 // mapLines maps lines as import maps the file the key names.
@@ -634,16 +637,4 @@ func mapLines(f agentlog.Format, k api.SourceKey, lines []json.RawMessage, opt a
 
 func (s *Service) handleSourceAppend(ctx context.Context, m *nats.Msg) {
 	serveSource(s, ctx, m, "append", s.SourceAppend)
-}
-
-// respondJSON answers v, or err.
-func (s *Service) respondJSON(reply string, v any, err error) {
-	if err == nil {
-		var body []byte
-		if body, err = json.Marshal(v); err == nil {
-			s.respond(reply, body)
-			return
-		}
-	}
-	s.respondErr(reply, errorDetail(err))
 }

@@ -1,4 +1,4 @@
-package repairer
+package eraser
 
 import (
 	"context"
@@ -9,10 +9,10 @@ import (
 )
 
 // An erase is a job its record describes (logstore.Erasure): whichever
-// repairer took the request runs it, and every repairer follows the
+// eraser took the request runs it, and every eraser follows the
 // SESSION_ERASED bucket and starts the unfinished ones on start and on
 // every sweep, so an erase cut short by a kill, a restart or an error
-// finishes by itself. No timeout cuts a job; two repairers running the
+// finishes by itself. No timeout cuts a job; two erasers running the
 // same one are kept apart by the record's revision (the one that loses
 // an update stops, and is started again on the next sweep).
 
@@ -61,7 +61,7 @@ func (s *Service) startErase(id string) <-chan struct{} {
 		}
 		defer func() { <-j.slots }()
 		if err := s.runErase(ctx, id); err != nil && ctx.Err() == nil {
-			s.log.Warn("repairer: erase (resumed on the next sweep)", "session", id, "err", err)
+			s.log.Warn("eraser: erase (resumed on the next sweep)", "session", id, "err", err)
 		}
 	}()
 	return ch
@@ -102,7 +102,7 @@ func (s *Service) eraseLoop(ctx context.Context) {
 			})
 			first = nil // closed, or never to be: the sweeps resume
 			if ctx.Err() == nil {
-				s.log.Warn("repairer: erasure watch (watching again)", "err", err)
+				s.log.Warn("eraser: erasure watch (watching again)", "err", err)
 				select {
 				case <-ctx.Done():
 				case <-time.After(time.Second):

@@ -1,4 +1,4 @@
-package writer
+package source
 
 import (
 	"context"
@@ -191,8 +191,8 @@ func (s *Service) SourceSubkeys(ctx context.Context, req api.SourceSubkeysReques
 // in the refusal of one that does not decode), then fn's reply.
 func serveSource[Req, Rep any](s *Service, ctx context.Context, m *nats.Msg, what string, fn func(context.Context, Req) (Rep, error)) {
 	var req Req
-	if err := unmarshal(m.Data, &req); err != nil {
-		s.respondErr(m.Reply, errorDetail(schema.Errorf(schema.CodeBadRequest, "request is not a valid source %s request: %v", what, err)))
+	if err := schema.Unmarshal(m.Data, &req); err != nil {
+		s.respondJSON(m.Reply, nil, schema.Errorf(schema.CodeBadRequest, "request is not a valid source %s request: %v", what, err))
 		return
 	}
 	rep, err := fn(ctx, req)

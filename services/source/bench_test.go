@@ -1,4 +1,4 @@
-package writer_test
+package source_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sessionlog/sessionlog/pkg/api"
-	"github.com/sessionlog/sessionlog/services/writer"
+	"github.com/sessionlog/sessionlog/services/source"
 )
 
 // ccEntry is the i-th entry of a generated Claude Code transcript: turns
@@ -34,7 +34,7 @@ func BenchmarkSourceAppendEntry(b *testing.B) {
 		states int
 	}{{"continued", 0}, {"remapped", -1}} {
 		b.Run(c.name, func(b *testing.B) {
-			e := newEnv(b, envOpts{writer: writer.Config{SourceStates: c.states}})
+			e := newEnv(b, envOpts{source: source.Config{SourceStates: c.states}})
 			ctx := context.Background()
 			key := api.SourceKey{Format: "claude-code", ProjectKey: "-home-ann-shop", SessionKey: "55555555-5555-4555-8555-555555555555"}
 			const n = 1000
@@ -42,12 +42,12 @@ func BenchmarkSourceAppendEntry(b *testing.B) {
 			for i := range n {
 				first = append(first, ccEntry(i))
 			}
-			if _, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: first}); err != nil {
+			if _, err := e.src.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: first}); err != nil {
 				b.Fatal(err)
 			}
 			b.ResetTimer()
 			for i := range b.N {
-				rep, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: []json.RawMessage{ccEntry(n + i)}})
+				rep, err := e.src.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: []json.RawMessage{ccEntry(n + i)}})
 				if err != nil || rep.Appended == 0 {
 					b.Fatalf("entry %d: %+v %v", n+i, rep, err)
 				}

@@ -1,4 +1,4 @@
-package repairer
+package eraser
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func (s *Service) retentionLoop(ctx context.Context) {
 	defer t.Stop()
 	for {
 		if n, err := s.Retain(ctx); err != nil {
-			s.log.Warn("repairer: retention", "err", err, "erased", n)
+			s.log.Warn("eraser: retention", "err", err, "erased", n)
 		}
 		select {
 		case <-ctx.Done():

@@ -1,4 +1,4 @@
-package writer_test
+package source_test
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package writer_test
+package source_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/services/writer"
+	"github.com/sessionlog/sessionlog/services/source"
 )
 
 // entriesOf is a transcript file's complete lines as store entries.
@@ -41,7 +41,7 @@ func TestSourceList(t *testing.T) {
 	ctx := context.Background()
 	put := func(project, session, subpath, file string) api.SourceAppendReply {
 		t.Helper()
-		rep, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{
+		rep, err := e.src.SourceAppend(ctx, api.SourceAppendRequest{
 			SourceKey: api.SourceKey{Format: "claude-code", ProjectKey: project, SessionKey: session, Subpath: subpath},
 			Entries:   entriesOf(t, ccDir+file)})
 		if err != nil {
@@ -97,11 +97,11 @@ func TestSourceList(t *testing.T) {
 	if got := list("-home-eve", 0); len(got) != 0 {
 		t.Fatalf("list of a project never written: %v", got)
 	}
-	sub, err := e.w.SourceSubkeys(ctx, api.SourceSubkeysRequest{Format: "claude-code", ProjectKey: "-home-ann-shop", SessionKey: sid2})
+	sub, err := e.src.SourceSubkeys(ctx, api.SourceSubkeysRequest{Format: "claude-code", ProjectKey: "-home-ann-shop", SessionKey: sid2})
 	if err != nil || !slices.Equal(sub.Subkeys, []string{"subagents/agent-a1b2c3d"}) {
 		t.Fatalf("subkeys: %+v %v", sub, err)
 	}
-	sub, err = e.w.SourceSubkeys(ctx, api.SourceSubkeysRequest{Format: "claude-code", ProjectKey: "-home-bob-mill", SessionKey: sid2})
+	sub, err = e.src.SourceSubkeys(ctx, api.SourceSubkeysRequest{Format: "claude-code", ProjectKey: "-home-bob-mill", SessionKey: sid2})
 	if err != nil || len(sub.Subkeys) != 0 {
 		t.Fatalf("subkeys under another project: %+v %v", sub, err)
 	}
@@ -117,7 +117,7 @@ func TestSourceList(t *testing.T) {
 	if after := len(stored(t, e.st, "cc-"+sid1)); after != before {
 		t.Fatalf("a refused append stored %d events", after-before)
 	}
-	ld, err := e.w.SourceLoad(ctx, api.SourceLoadRequest{SourceKey: foreign})
+	ld, err := e.src.SourceLoad(ctx, api.SourceLoadRequest{SourceKey: foreign})
 	if err != nil || ld.Found || len(ld.Entries) != 0 {
 		t.Fatalf("load under another project: %+v %v", ld, err)
 	}
@@ -151,7 +151,7 @@ func TestSourceAppendRewindStaysInTheSession(t *testing.T) {
 	key := api.SourceKey{Format: "claude-code", ProjectKey: "-home-ann-shop", SessionKey: sid2}
 	entries := entriesOf(t, ccDir+sid2+".jsonl")
 	for range 2 {
-		if _, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: entries}); err != nil {
+		if _, err := e.src.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: entries}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -182,12 +182,12 @@ func TestSourceAppendRewindStaysInTheSession(t *testing.T) {
 // session that moved on since (another writer appended) is mapped again.
 func TestSourceAppendContinues(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	e := newEnv(t, envOpts{writer: writer.Config{Registerer: reg}})
+	e := newEnv(t, envOpts{source: source.Config{Registerer: reg}})
 	ctx := context.Background()
 	key := api.SourceKey{Format: "claude-code", ProjectKey: "-home-ann-shop", SessionKey: sid1}
 	entries := entriesOf(t, ccDir+sid1+".jsonl")
 	for i, en := range entries {
-		if _, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: []json.RawMessage{en}}); err != nil {
+		if _, err := e.src.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: []json.RawMessage{en}}); err != nil {
 			t.Fatalf("entry %d: %v", i, err)
 		}
 	}
@@ -224,7 +224,7 @@ func TestSourceAppendContinues(t *testing.T) {
 		}
 	}
 	extra := json.RawMessage(`{"type":"user","uuid":"u-late","parentUuid":"` + last.UUID + `","message":{"role":"user","content":"late"}}`)
-	if _, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: []json.RawMessage{extra}}); schema.CodeOf(err) != schema.CodeConflict {
+	if _, err := e.src.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: []json.RawMessage{extra}}); schema.CodeOf(err) != schema.CodeConflict {
 		t.Fatalf("append after another writer's event: %v, want the remap's conflict", err)
 	}
 	if n := counterSum(t, reg, "sessionlog_writer_source_appends_total", "mapping", "remapped"); n != 2 {

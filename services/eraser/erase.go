@@ -1,4 +1,4 @@
-package repairer
+package eraser
 
 import (
 	"context"
@@ -21,10 +21,9 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// Erasure (DESIGN.md section 14) lives in the repairer: it is the one
-// service whose NATS user may delete stored messages (deploy/nats, the
-// "eraser" permissions), and retention, which erases, runs beside its
-// sweeps.
+// Erasure (DESIGN.md section 14): the eraser is the one service whose
+// NATS user may delete stored messages (deploy/nats, the "eraser"
+// permissions); retention, which erases, runs beside its resumptions.
 
 // The wire types of sessions.api.erase (defined in pkg/api).
 type (
@@ -57,7 +56,7 @@ const (
 	// eraseJobsAtOnce: jobs this process runs at once.
 	eraseJobsAtOnce = 2
 	// eraseResumeEvery: how often unfinished jobs are started again when
-	// the repairer does not sweep (SweepInterval < 0).
+	// the eraser does not sweep (SweepInterval < 0).
 	eraseResumeEvery = 30 * time.Second
 )
 
@@ -230,8 +229,6 @@ func (s *Service) eraseOne(ctx context.Context, rec logstore.Erasure, rev uint64
 			return err
 		}
 	}
-	s.states.Remove(id)
-	s.forgetExpiry(id)
 	if rec.Phase == logstore.ErasePhaseRecords {
 		if err := s.st.DropSessionRecords(ctx, id); err != nil {
 			return err
@@ -254,7 +251,7 @@ func (s *Service) eraseOne(ctx context.Context, rec logstore.Erasure, rev uint64
 	if _, err := s.st.UpdateErasure(ctx, rec, rev); err != nil {
 		return err
 	}
-	s.log.Info("repairer: erased", "session", id, "events", rec.Events, "by", rec.By)
+	s.log.Info("eraser: erased", "session", id, "events", rec.Events, "by", rec.By)
 	return nil
 }
 
@@ -461,7 +458,7 @@ func (s *Service) handleErase(ctx context.Context, m *nats.Msg) {
 	body, _ := json.Marshal(out)
 	if wire.Answerable(m.Reply) {
 		if err := s.nc.Publish(m.Reply, body); err != nil {
-			s.log.Warn("repairer: reply", "err", err)
+			s.log.Warn("eraser: reply", "err", err)
 		}
 	}
 }

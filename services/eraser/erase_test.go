@@ -1,4 +1,4 @@
-package repairer
+package eraser
 
 import (
 	"bufio"
@@ -98,7 +98,7 @@ func (e *env) gone(id string) {
 
 func TestEraseRemovesEventsRecordsAndAuditsOnce(t *testing.T) {
 	e := newEnv(t)
-	e.start(Config{LeaseTTL: testTTL, Grace: testGrace})
+	e.start(Config{})
 	marker := strings.Repeat("M", 64)
 	sum := e.eraseSession("s-erase", marker, "")
 	e.claim("s-erase", "agent-1")
@@ -135,7 +135,7 @@ func TestEraseRemovesEventsRecordsAndAuditsOnce(t *testing.T) {
 
 func TestEraseErrors(t *testing.T) {
 	e := newEnv(t)
-	e.start(Config{LeaseTTL: testTTL, Grace: testGrace})
+	e.start(Config{})
 	for name, tc := range map[string]struct{ body, code string }{
 		"bad_request json":      {`{`, "bad_request"},
 		"bad_request id":        {`{"sessionId":"a.b","reason":"r","by":"b"}`, "bad_request"},
@@ -159,7 +159,7 @@ func TestEraseErrors(t *testing.T) {
 // gone.
 func TestEraseCascade(t *testing.T) {
 	e := newEnv(t)
-	e.start(Config{LeaseTTL: testTTL, Grace: testGrace})
+	e.start(Config{})
 	marker := strings.Repeat("C", 64)
 	e.eraseSession("p", marker, "")
 	e.eraseSession("c1", marker, "p")
@@ -202,7 +202,7 @@ func TestEraseInterruptedAtEachStepFinishesByItself(t *testing.T) {
 	for _, tc := range steps {
 		t.Run(fmt.Sprintf("%s-%d", tc.step, tc.nth), func(t *testing.T) {
 			e := newEnv(t)
-			r := e.start(Config{LeaseTTL: testTTL, Grace: testGrace})
+			r := e.start(Config{})
 			sum := e.eraseSession("s-1", strings.Repeat("K", 64), "")
 			// No claim: a sweep listing the claims while the job deletes one
 			// waits out its fetch (5 s).
@@ -231,7 +231,7 @@ func TestEraseInterruptedAtEachStepFinishesByItself(t *testing.T) {
 				t.Fatalf("record after the interruption: %+v", rec)
 			}
 			r.stop()
-			e.start(Config{LeaseTTL: testTTL, Grace: testGrace})
+			e.start(Config{})
 			e.waitErased("s-1")
 			e.gone("s-1")
 			recs := e.audits()
@@ -264,7 +264,7 @@ func TestRetentionArchivesAndErases(t *testing.T) {
 	e.appendEvents("open", `{"type":"session/created"}`, `{"type":"turn/started","turnId":"t1"}`)
 	dir := t.TempDir()
 	later := time.Now().Add(2 * time.Hour)
-	r := e.start(Config{LeaseTTL: testTTL, Grace: testGrace, SweepInterval: -1, ArchiveDir: dir,
+	r := e.start(Config{SweepInterval: -1, ArchiveDir: dir,
 		Now: func() time.Time { return later }})
 	// Closed after the clock's window: kept.
 	e.eraseSession("recent", marker, "")
@@ -314,7 +314,7 @@ func TestRetentionArchivesAndErases(t *testing.T) {
 func TestRetentionKeepsSessionsInsideTheWindow(t *testing.T) {
 	e := newEnv(t)
 	e.eraseSession("young", strings.Repeat("Y", 64), "")
-	r := e.start(Config{LeaseTTL: testTTL, Grace: testGrace, SweepInterval: -1})
+	r := e.start(Config{SweepInterval: -1})
 	r.svc.cfg.RetainClosed = time.Hour
 	if n, err := r.svc.Retain(context.Background()); err != nil || n != 0 {
 		t.Fatalf("erased %d, %v", n, err)
@@ -329,7 +329,7 @@ func TestRetentionKeepsSessionsInsideTheWindow(t *testing.T) {
 // last seq and digest cover exactly the events deleted, those included.
 func TestEraseAuditCoversAppendsDuringTheErase(t *testing.T) {
 	e := newEnv(t)
-	r := e.start(Config{LeaseTTL: testTTL, Grace: testGrace})
+	r := e.start(Config{})
 	e.eraseSession("s-live", strings.Repeat("L", 64), "")
 	ctx := context.Background()
 	var bodies [][]byte
@@ -381,7 +381,7 @@ func TestEraseAuditCoversAppendsDuringTheErase(t *testing.T) {
 // finishes them all; the same request then answers done with every id.
 func TestEraseCascadeCutShortFinishesByItself(t *testing.T) {
 	e := newEnv(t)
-	r := e.start(Config{LeaseTTL: testTTL, Grace: testGrace})
+	r := e.start(Config{})
 	marker := strings.Repeat("Q", 64)
 	e.eraseSession("cp", marker, "")
 	e.eraseSession("cc1", marker, "cp")
@@ -402,7 +402,7 @@ func TestEraseCascadeCutShortFinishesByItself(t *testing.T) {
 		t.Fatalf("the record of cp: %+v", rec)
 	}
 	r.stop()
-	e.start(Config{LeaseTTL: testTTL, Grace: testGrace})
+	e.start(Config{})
 	for _, id := range []string{"cp", "cc1", "cc2"} {
 		e.waitErased(id)
 		e.gone(id)

@@ -1,4 +1,4 @@
-package writer_test
+package source_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/services/writer"
+	"github.com/sessionlog/sessionlog/services/source"
 )
 
 const ccDir = "../../pkg/agentlog/claudecode/testdata/projects/-home-ann-shop/"
@@ -49,7 +49,7 @@ func TestSourceLoad(t *testing.T) {
 	for _, c := range []struct {
 		path, subpath string
 	}{{main, ""}, {sub, "subagents/agent-a1b2c3d"}} {
-		rep, err := e.w.SourceLoad(context.Background(), api.SourceLoadRequest{SourceKey: api.SourceKey{
+		rep, err := e.src.SourceLoad(context.Background(), api.SourceLoadRequest{SourceKey: api.SourceKey{
 			Format: "claude-code", ProjectKey: "-home-ann-shop", SessionKey: "22222222-2222-4222-8222-222222222222", Subpath: c.subpath}})
 		if err != nil || !rep.Found {
 			t.Fatalf("load %s: %+v %v", c.path, rep, err)
@@ -112,7 +112,7 @@ func TestSourceAppend(t *testing.T) {
 			}
 		}
 		// A replay of stored entries, placed by a stored uuid among them.
-		rep, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: entries[:3]})
+		rep, err := e.src.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: entries[:3]})
 		if err != nil || rep.Appended != 0 {
 			t.Fatalf("again: %+v %v", rep, err)
 		}
@@ -127,7 +127,7 @@ func TestSourceAppend(t *testing.T) {
 				t.Fatalf("%s: event %d is %s %s, import gives %s %s", c.path, i+1, got[i].Envelope.Type, got[i].Envelope.EventID, ev.Type, ev.EventID)
 			}
 		}
-		ld, err := e.w.SourceLoad(ctx, api.SourceLoadRequest{SourceKey: key})
+		ld, err := e.src.SourceLoad(ctx, api.SourceLoadRequest{SourceKey: key})
 		if err != nil || len(ld.Entries) != len(entries) {
 			t.Fatalf("load: %d entries of %d, %v", len(ld.Entries), len(entries), err)
 		}
@@ -148,7 +148,7 @@ func TestSourceAppendKeyOnly(t *testing.T) {
 	imp, _, _ := agentlogtest.Read(t, claudecode.Format{}, path)
 	want := imp.Sessions[0]
 	key := api.SourceKey{Format: "claude-code", ProjectKey: "-home-ann-shop", SessionKey: "11111111-1111-4111-8111-111111111111"}
-	rep, err := e.w.SourceAppend(context.Background(), api.SourceAppendRequest{SourceKey: key, Entries: []json.RawMessage{}})
+	rep, err := e.src.SourceAppend(context.Background(), api.SourceAppendRequest{SourceKey: key, Entries: []json.RawMessage{}})
 	if err != nil || rep.SessionID != want.Plan.ID || rep.Appended != 0 || rep.LastSeq != uint64(len(want.Events)) {
 		t.Fatalf("key only: %+v %v, want last seq %d", rep, err, len(want.Events))
 	}
@@ -156,7 +156,7 @@ func TestSourceAppendKeyOnly(t *testing.T) {
 		t.Fatalf("%d events stored, import gives %d", len(got), len(want.Events))
 	}
 	key.SessionKey = "33333333-3333-4333-8333-333333333333"
-	rep, err = e.w.SourceAppend(context.Background(), api.SourceAppendRequest{SourceKey: key, Entries: []json.RawMessage{}})
+	rep, err = e.src.SourceAppend(context.Background(), api.SourceAppendRequest{SourceKey: key, Entries: []json.RawMessage{}})
 	if err != nil || rep.LastSeq != 0 || rep.Appended != 0 {
 		t.Fatalf("never written: %+v %v", rep, err)
 	}
@@ -174,7 +174,7 @@ func TestSourceAppendKeylessEntries(t *testing.T) {
 		states int
 	}{{"continued", 0}, {"remapped", -1}} {
 		t.Run(c.name, func(t *testing.T) {
-			e := newEnv(t, envOpts{writer: writer.Config{SourceStates: c.states}})
+			e := newEnv(t, envOpts{source: source.Config{SourceStates: c.states}})
 			ctx := context.Background()
 			const sid = "44444444-4444-4444-8444-444444444444"
 			key := api.SourceKey{Format: "claude-code", ProjectKey: "-home-ann-shop", SessionKey: sid}
@@ -193,14 +193,14 @@ func TestSourceAppendKeylessEntries(t *testing.T) {
 			x, y := title("x"), title("y")
 			var want []json.RawMessage
 			for _, batch := range [][]json.RawMessage{{a, x}, {y}, {x}, {b, x, x}, {y, x}} {
-				if _, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: batch}); err != nil {
+				if _, err := e.src.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: batch}); err != nil {
 					t.Fatal(err)
 				}
 				want = append(want, batch...)
 			}
 			load := func(what string) {
 				t.Helper()
-				ld, err := e.w.SourceLoad(ctx, api.SourceLoadRequest{SourceKey: key})
+				ld, err := e.src.SourceLoad(ctx, api.SourceLoadRequest{SourceKey: key})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -220,7 +220,7 @@ func TestSourceAppendKeylessEntries(t *testing.T) {
 			// A replay of the whole transcript, in batches as the SDK's
 			// importSessionToStore sends it, adds nothing.
 			for _, batch := range [][]json.RawMessage{want[:3], want[3:]} {
-				rep, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: batch})
+				rep, err := e.src.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: batch})
 				if err != nil || rep.Appended != 0 {
 					t.Fatalf("replay: %+v %v", rep, err)
 				}
@@ -228,7 +228,7 @@ func TestSourceAppendKeylessEntries(t *testing.T) {
 			load("replayed")
 			// The last batch again (a retry whose reply was lost) adds
 			// nothing: the transcript ends with it.
-			if rep, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: want[len(want)-2:]}); err != nil || rep.Appended != 0 {
+			if rep, err := e.src.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: want[len(want)-2:]}); err != nil || rep.Appended != 0 {
 				t.Fatalf("retry: %+v %v", rep, err)
 			}
 			load("retried")
@@ -267,7 +267,7 @@ func TestSourceLoadPages(t *testing.T) {
 	add("short")
 	add("the end")
 	for i := 0; i < len(entries); i += 3 {
-		if _, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: entries[i:min(i+3, len(entries))]}); err != nil {
+		if _, err := e.src.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: entries[i:min(i+3, len(entries))]}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -324,7 +324,7 @@ func TestSourceLoadPages(t *testing.T) {
 // holds more than MaxSourceBytes with too_large and stores nothing: an
 // agent cannot make the writer hold a session of any size.
 func TestSourceAppendBounded(t *testing.T) {
-	e := newEnv(t, envOpts{writer: writer.Config{SourceStates: -1, MaxSourceBytes: 64 << 10}})
+	e := newEnv(t, envOpts{source: source.Config{SourceStates: -1, MaxSourceBytes: 64 << 10}})
 	ctx := context.Background()
 	const sid = "88888888-8888-4888-8888-888888888888"
 	key := api.SourceKey{Format: "claude-code", ProjectKey: "-home-ann-shop", SessionKey: sid}
@@ -341,7 +341,7 @@ func TestSourceAppendBounded(t *testing.T) {
 		if i > 20 {
 			t.Fatal("never refused")
 		}
-		rep, err := e.w.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: []json.RawMessage{entry(i)}})
+		rep, err := e.src.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: key, Entries: []json.RawMessage{entry(i)}})
 		if err != nil {
 			if schema.CodeOf(err) != schema.CodeTooLarge {
 				t.Fatalf("append %d: %v, want too_large", i, err)
