@@ -77,6 +77,11 @@ func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return c.run(ctx, args, stderr, "sessionlog-projector", nil, func() error { return nil },
 		func(store *logstore.Store, d assemble.Deps) (service, error) {
 			applyProjectorMemory(*memLimit)
+			// The projector knows the token too: Require above lets a
+			// cookie or ?token= through for reads, and only the action
+			// check (httpauth.Action), which asks for the token in the
+			// Authorization header, keeps them from acting.
+			cfg.HTTPToken = *token
 			var err error
 			svc, err = assemble.NewProjector(*cfg, store, d)
 			return svc, err
