@@ -14,10 +14,11 @@ type benchFunc func(ctx context.Context, args []string, stdout io.Writer) error
 // benches is every `sessionlog bench <name>`; each one's code is in
 // bench_<name>.go.
 var benches = map[string]benchFunc{
+	"answers":   runBenchAnswers,
 	"append":    runBenchAppend,
-	"erase":     runBenchErase,
 	"catchup":   runBenchCatchup,
 	"dashboard": runBenchDashboard,
+	"erase":     runBenchErase,
 	"fork":      runBenchFork,
 	"import":    runBenchImport,
 	"load":      runBenchLoad,

@@ -36,11 +36,10 @@ func exportOTLP(ctx context.Context, st *logstore.Store, ids []string, endpoint 
 	var sessions, turns, spans int
 	var skipped []string
 	for _, id := range ids {
-		var evs []schema.Envelope
-		tail, err := readValid(ctx, st, id, func(_ *logstore.Msg, e *schema.Envelope) error {
-			evs = append(evs, *e)
-			return nil
-		})
+		// A first read checks the whole session, so one that cannot be
+		// read to its end sends nothing; the second sends its turns as
+		// they are read (otelexport.Sender), so neither holds the session.
+		tail, err := readValid(ctx, st, id, func(*logstore.Msg, *schema.Envelope) error { return nil })
 		var rp *readProblem
 		if errors.As(err, &rp) {
 			fmt.Fprintf(stderr, "session %s is %s, not exported: %v\n", id, rp.kind, rp)
@@ -53,13 +52,16 @@ func exportOTLP(ctx context.Context, st *logstore.Store, ids []string, endpoint 
 		if !tail.Exists() {
 			return missing(ctx, st, id)
 		}
-		n, m, err := otelexport.Export(ctx, exp, evs)
-		if err != nil {
+		snd := otelexport.NewSender(ctx, exp)
+		if _, err := readValid(ctx, st, id, func(_ *logstore.Msg, e *schema.Envelope) error { return snd.Add(e) }); err != nil {
+			return fmt.Errorf("session %s: %w", id, err)
+		}
+		if err := snd.Close(); err != nil {
 			return fmt.Errorf("session %s: %w", id, err)
 		}
 		sessions++
-		turns += n
-		spans += m
+		turns += snd.Turns
+		spans += snd.Spans
 	}
 	fmt.Fprintf(stderr, "exported %d sessions: %d turns, %d spans to %s\n", sessions, turns, spans, endpoint)
 	if len(skipped) > 0 {

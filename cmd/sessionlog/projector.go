@@ -77,6 +77,11 @@ func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return c.run(ctx, args, stderr, "sessionlog-projector", nil, func() error { return nil },
 		func(store *logstore.Store, d assemble.Deps) (service, error) {
 			applyProjectorMemory(*memLimit)
+			// The projector knows the token too: Require above lets a
+			// cookie or ?token= through for reads, and only the action
+			// check (httpauth.Action), which asks for the token in the
+			// Authorization header, keeps them from acting.
+			cfg.HTTPToken = *token
 			var err error
 			svc, err = assemble.NewProjector(*cfg, store, d)
 			return svc, err
@@ -95,6 +100,7 @@ func projectorFlags(fs *flag.FlagSet) *assemble.Projector {
 	fs.IntVar(&cfg.Watch.TotalBytes, "watch-total-bytes", cfg.Watch.TotalBytes, "transient event bytes all watches together may hold")
 	fs.IntVar(&cfg.Watch.PageBytes, "watch-page-bytes", cfg.Watch.PageBytes, "durable event bytes one watch (SSE) reads from the log ahead of its client")
 	fs.IntVar(&cfg.Watch.MaxTransientBytes, "max-transient-bytes", cfg.Watch.MaxTransientBytes, "larger transient events are dropped (and counted)")
+	fs.DurationVar(&cfg.Watch.WriteTimeout, "write-timeout", projector.DefaultWatchWriteTimeout, "a client that reads nothing of a watch or a streamed answer (/context, /events, /export, ACP) for this long is cut off")
 	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", otlpEndpointUsage)
 	return &cfg
 }

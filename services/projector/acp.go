@@ -78,13 +78,15 @@ func (s *Service) handleACP(w http.ResponseWriter, r *http.Request) {
 	// What a rewind abandoned (as the views hold it now) is not replayed:
 	// a client shows the conversation the model continues. A rewind that
 	// comes later is a notification of its own.
-	var skip map[uint64]bool
+	// Only the ranges of what was abandoned are held (rd.abandoned), not
+	// the session's context.
+	var skip skipper
 	if err := s.view(func(rd reader) error {
 		sum, err := rd.summary(id)
 		if err != nil || sum == nil || sum.Rewinds == 0 {
 			return err
 		}
-		skip, err = rd.abandoned(id)
+		skip.ranges, err = rd.abandoned(id, 1, sum.LastSeq)
 		return err
 	}); err != nil {
 		s.internal(w, err)
@@ -158,7 +160,7 @@ func (s *Service) handleACP(w http.ResponseWriter, r *http.Request) {
 				s.log.Error("projector: acp: decode", "session", id, "seq", seq, "err", err)
 				return
 			}
-			if skip[seq] || ev.Type == schema.TypeToolStarted && skipCalls[ev.ToolCallID] {
+			if skip.skip(seq) && abandonable(ev.Type) || ev.Type == schema.TypeToolStarted && skipCalls[ev.ToolCallID] {
 				if ev.Type == schema.TypeToolRequested {
 					skipCalls[ev.ToolCallID] = true
 				}
@@ -213,4 +215,11 @@ func (s *Service) seqOfEvent(w http.ResponseWriter, r *http.Request, id, eventID
 		return 0, false
 	}
 	return seq, true
+}
+
+// abandonable: an event of this type leaves the context when a rewind
+// abandons it (it is model-visible).
+func abandonable(typ string) bool {
+	role := contextRole(typ)
+	return role != "" && role != "rewind"
 }

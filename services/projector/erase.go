@@ -210,6 +210,10 @@ func indexOf(prefix, k []byte) string {
 	}
 }
 
+// streamed are the reads of a session whose answers are streamed (a page
+// at a time, for as long as the client takes).
+var streamed = map[string]bool{"watch": true, "acp": true, "events": true, "context": true, "export": true}
+
 // refuseErased answers the reads of an erased session with 404 and the
 // code erased; everything else goes to next. GET /v1/audit is served here.
 func (s *Service) refuseErased(next http.Handler) http.Handler {
@@ -238,11 +242,12 @@ func (s *Service) refuseErased(next http.Handler) http.Handler {
 			erased()
 			return
 		}
-		if sub != "watch" {
+		if !streamed[sub] {
 			next.ServeHTTP(w, r)
 			return
 		}
-		// A watch open when its session is erased ends.
+		// A watch, or a streamed answer, open when its session is erased
+		// ends.
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		if !s.er.watching(id, &cancel) {

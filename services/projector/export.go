@@ -1,7 +1,8 @@
 package projector
 
 import (
-	"bytes"
+	"context"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -41,42 +42,94 @@ func (s *Service) handleExport(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusConflict, schema.CodeUnreadable, "session "+id+" cannot be read to its end ("+sum.Status+")")
 		return
 	}
+	header := http.Header{"Content-Type": {"application/x-ndjson"}, "Content-Disposition": {`attachment; filename="` + id + `.jsonl"`}}
+	st := s.stream(w, header)
+	failed := func(err error) { st.fail(func() { s.readFailed(w, err) }) }
 	if own {
 		// sessionlog's own JSON lines: the stored envelopes, what
-		// sessionlog export writes for one session.
-		var buf bytes.Buffer
-		if _, err := s.ls.ReadSession(r.Context(), id, 0, func(m *logstore.Msg) error {
-			buf.Write(m.Data)
-			return buf.WriteByte('\n')
+		// sessionlog export writes for one session, a page at a time.
+		if err := s.readPaged(r.Context(), id, func(m *logstore.Msg) error {
+			if _, err := st.Write(m.Data); err != nil {
+				return err
+			}
+			_, err := st.Write(newline)
+			return err
 		}); err != nil {
-			s.readFailed(w, err)
+			failed(err)
 			return
 		}
-		w.Header().Set("Content-Type", "application/x-ndjson")
-		w.Header().Set("Content-Disposition", `attachment; filename="`+id+`.jsonl"`)
-		_, _ = w.Write(buf.Bytes())
+		st.end()
 		return
 	}
-	stored, _, err := s.ls.ReadEvents(r.Context(), id, 0)
-	if err != nil {
+	// An agent's format is made from the whole session (its fold, its
+	// source lines, what follows them): those exports are built one at a
+	// time, the others wait their turn, so together they hold one
+	// session's events. What they write streams like the rest.
+	select {
+	case s.wholeExports <- struct{}{}:
+		defer func() { <-s.wholeExports }()
+	case <-r.Context().Done():
+		return
+	}
+	// Decoded straight into the slice the export takes (ReadEvents'
+	// copy would be a second one).
+	var events []schema.Envelope
+	if err := s.readPaged(r.Context(), id, func(m *logstore.Msg) error {
+		e, err := schema.Decode(m.Data)
+		if err != nil {
+			return fmt.Errorf("projector: %s at stream seq %d: %w", id, m.StreamSeq, err)
+		}
+		events = append(events, e)
+		return nil
+	}); err != nil {
 		s.readFailed(w, err)
 		return
-	}
-	events := make([]schema.Envelope, len(stored))
-	for i, e := range stored {
-		events[i] = e.Envelope
 	}
 	x, err := agentlog.NewExport(f.Name(), events)
 	if err != nil {
 		apiError(w, http.StatusConflict, schema.CodeUnreadable, err.Error())
 		return
 	}
-	var buf bytes.Buffer
-	if err := f.Export(&buf, x); err != nil {
-		s.internal(w, err)
+	events = nil
+	if err := f.Export(st, x); err != nil {
+		st.fail(func() { s.internal(w, err) })
 		return
 	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.Header().Set("Content-Disposition", `attachment; filename="`+id+`.jsonl"`)
-	_, _ = w.Write(buf.Bytes())
+	st.end()
+}
+
+var newline = []byte{'\n'}
+
+// readPaged calls fn for each stored message of the session, in order, up
+// to its last message when the call began: a page at a time
+// (followDurable), the next read only when fn took this one, so a reader
+// as slow as its client holds one page.
+func (s *Service) readPaged(ctx context.Context, id string, fn func(*logstore.Msg) error) error {
+	tail, err := s.ls.Tail(ctx, id)
+	if err != nil || !tail.Exists() {
+		return err
+	}
+	loc, err := s.ls.Locate(id)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ch, stop, err := s.followDurable(ctx, id, loc, 0)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	for m := range ch {
+		if err := fn(m); err != nil {
+			return err
+		}
+		if m.StreamSeq >= tail.StreamSeq {
+			return nil
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("projector: %s: the log's read ended before stream seq %d", id, tail.StreamSeq)
 }

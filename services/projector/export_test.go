@@ -1,6 +1,18 @@
 package projector
 
-import "time"
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/agentlog"
+	"github.com/sessionlog/sessionlog/pkg/agentlog/formats"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
+	"github.com/sessionlog/sessionlog/services/projector/store"
+)
 
 // SetFleetEvery samples the fleet overview every d in the projectors
 // started from now on; restore puts the interval back (cleanup, once they
@@ -30,4 +42,175 @@ func HoldCommits(s *Service) (release func()) {
 		}
 	}
 	return func() { close(stop) }
+}
+
+// followWhole is how /context followed a session before it streamed: every
+// model-visible entry from seq from on, and the context they make
+// (session.Context), all in memory.
+func followWhole(rd reader, id string, from uint64) ([]ContextEntry, *session.Context, error) {
+	it, err := rd.iter(store.EventPrefix(id))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer it.Close()
+	c := session.NewContext()
+	var entries []ContextEntry
+	for ok := it.SeekGE(store.EventKey(id, from)); ok; ok = it.Next() {
+		_, e := decodeIndex(it.Value())
+		if len(e) == 0 {
+			continue
+		}
+		var ce ContextEntry
+		if err := json.Unmarshal(e, &ce); err != nil {
+			return nil, nil, err
+		}
+		if ce.Type == schema.TypeContextRewound {
+			var d schema.ContextRewound
+			if err := json.Unmarshal(ce.Data, &d); err != nil {
+				return nil, nil, err
+			}
+			c.Rewind(ce.Seq, d.ToSeq)
+			continue
+		}
+		c.Add(ce.Seq)
+		entries = append(entries, ce)
+	}
+	return entries, c, nil
+}
+
+// WholeContext is GET /v1/sessions/{id}/context as the projector answered
+// it before it streamed: the whole context followed in memory
+// (session.Context) and written at once. Tests compare the streamed
+// answer with it.
+func WholeContext(s *Service, id string) ([]byte, error) {
+	var out *Context
+	err := s.view(func(rd reader) error {
+		sum, err := rd.summary(id)
+		if err != nil || sum == nil {
+			return err
+		}
+		out = &Context{SessionID: id, LastSeq: sum.LastSeq, Entries: []ContextEntry{}}
+		var from uint64 = 1
+		if v, ok, err := rd.get(store.CompactionKey(id)); err != nil {
+			return err
+		} else if ok {
+			var c CompactionSummary
+			if err := json.Unmarshal(v, &c); err != nil {
+				return err
+			}
+			out.Compaction = &c
+			from = c.ThroughSeq + 1
+		}
+		entries, c, err := followWhole(rd, id, from)
+		if err != nil {
+			return err
+		}
+		bySeq := map[uint64]ContextEntry{}
+		for _, ce := range entries {
+			bySeq[ce.Seq] = ce
+		}
+		for _, seq := range c.Seqs() {
+			out.Entries = append(out.Entries, bySeq[seq])
+		}
+		return nil
+	})
+	if err != nil || out == nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	err = json.NewEncoder(&b).Encode(out)
+	return b.Bytes(), err
+}
+
+// WholeEvents is GET /v1/sessions/{id}/events?after=&limit= of a readable
+// session as the projector answered it before it streamed: the page built
+// in memory and written at once.
+func WholeEvents(ctx context.Context, s *Service, id string, after uint64, limit int) ([]byte, error) {
+	out := Events{SessionID: id, Events: []json.RawMessage{}, Next: after}
+	_, err := s.ls.ReadSession(ctx, id, 0, func(m *logstore.Msg) error {
+		seq, _ := seqOf(m)
+		if seq <= after {
+			return nil
+		}
+		if len(out.Events) == limit {
+			out.More = true
+			return logstore.ErrStop
+		}
+		out.Events = append(out.Events, json.RawMessage(m.Data))
+		out.Next = seq
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	err = json.NewEncoder(&b).Encode(out)
+	return b.Bytes(), err
+}
+
+// WholeExport is GET /v1/sessions/{id}/export?format= as the projector
+// answered it before it streamed: the file built in memory.
+func WholeExport(ctx context.Context, s *Service, id, format string) ([]byte, error) {
+	var b bytes.Buffer
+	if format == "" {
+		_, err := s.ls.ReadSession(ctx, id, 0, func(m *logstore.Msg) error {
+			b.Write(m.Data)
+			return b.WriteByte('\n')
+		})
+		return b.Bytes(), err
+	}
+	stored, _, err := s.ls.ReadEvents(ctx, id, 0)
+	if err != nil {
+		return nil, err
+	}
+	events := make([]schema.Envelope, len(stored))
+	for i, e := range stored {
+		events[i] = e.Envelope
+	}
+	f, _ := formats.Lookup(format)
+	x, err := agentlog.NewExport(f.Name(), events)
+	if err != nil {
+		return nil, err
+	}
+	err = f.Export(&b, x)
+	return b.Bytes(), err
+}
+
+// Abandoned are the seqs of the session's model-visible events that its
+// rewinds abandoned, by the ranges ACP replay skips (rd.abandoned) and as
+// the whole context followed in memory finds them (the replay's skip set
+// before it held only ranges).
+func Abandoned(s *Service, id string) (byRanges, whole map[uint64]bool, err error) {
+	byRanges, whole = map[uint64]bool{}, map[uint64]bool{}
+	err = s.view(func(rd reader) error {
+		sum, err := rd.summary(id)
+		if err != nil || sum == nil {
+			return err
+		}
+		ranges, err := rd.abandoned(id, 1, sum.LastSeq)
+		if err != nil {
+			return err
+		}
+		k := skipper{ranges: ranges}
+		entries, c, err := followWhole(rd, id, 1)
+		if err != nil {
+			return err
+		}
+		for _, ce := range entries {
+			if k.skip(ce.Seq) && abandonable(ce.Type) {
+				byRanges[ce.Seq] = true
+			}
+		}
+		kept := map[uint64]bool{}
+		for _, seq := range c.Seqs() {
+			kept[seq] = true
+		}
+		for _, ce := range entries {
+			if !kept[ce.Seq] {
+				whole[ce.Seq] = true
+			}
+		}
+		return nil
+	})
+	return byRanges, whole, err
 }

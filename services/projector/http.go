@@ -1,11 +1,13 @@
 package projector
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -15,7 +17,6 @@ import (
 	"github.com/sessionlog/sessionlog/internal/httpauth"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 	"github.com/sessionlog/sessionlog/services/projector/web"
 )
@@ -423,16 +424,70 @@ func rawEvent(m *logstore.Msg) json.RawMessage {
 	return b
 }
 
+// eventsPage streams one page of /events: each event as it is read, then
+// next, more and error, byte for byte what writeJSON wrote of the whole
+// Events.
+type eventsPage struct {
+	st  *streamer
+	out Events // all but the events
+	n   int
+	buf bytes.Buffer
+}
+
+// parts are the page as writeJSON writes it without events, cut inside
+// the events' brackets.
+func (p *eventsPage) parts() (head, tail []byte) {
+	o := p.out
+	o.Events = []json.RawMessage{}
+	var b bytes.Buffer
+	encodeJSON(&b, o)
+	i := bytes.Index(b.Bytes(), []byte(`"events":[]`)) + len(`"events":[`)
+	return b.Bytes()[:i], b.Bytes()[i+1:]
+}
+
+// add writes one event of the page.
+func (p *eventsPage) add(ev json.RawMessage) error {
+	p.buf.Reset()
+	if p.n == 0 {
+		head, _ := p.parts()
+		p.buf.Write(head)
+	} else {
+		p.buf.WriteByte(',')
+	}
+	if err := encodeJSON(&p.buf, ev); err != nil {
+		return err
+	}
+	p.n++
+	_, err := p.st.Write(p.buf.Bytes())
+	return err
+}
+
+// finish writes the end of the page.
+func (p *eventsPage) finish() error {
+	head, tail := p.parts()
+	p.buf.Reset()
+	if p.n == 0 {
+		p.buf.Write(head)
+	}
+	p.buf.WriteByte(']')
+	p.buf.Write(tail)
+	p.buf.WriteByte('\n')
+	if _, err := p.st.Write(p.buf.Bytes()); err != nil {
+		return err
+	}
+	return p.st.end()
+}
+
 // end closes the page with the marker of the message that stops the
 // session, or, on a full page, says the marker is on the next one.
-func (out *Events) end(e *EventsError, limit int) {
-	if len(out.Events) >= limit {
-		out.More = true
-		return
+func (p *eventsPage) end(e *EventsError, limit int) error {
+	if p.n >= limit {
+		p.out.More = true
+		return nil
 	}
-	out.Error, out.More = e, false
+	p.out.Error, p.out.More = e, false
 	b, _ := json.Marshal(map[string]any{"unreadable": true, "seq": e.Seq, "streamSeq": e.StreamSeq, "code": e.Code, "message": e.Message})
-	out.Events = append(out.Events, b)
+	return p.add(b)
 }
 
 // known reads the session's summary (nil: none) and, when the views do
@@ -490,13 +545,14 @@ func (s *Service) handleEvents(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
 		return
 	}
-	out := Events{SessionID: id, Events: []json.RawMessage{}, Next: after}
+	page := &eventsPage{st: s.stream(w, jsonHeader()), out: Events{SessionID: id, Next: after}}
+	failed := func(err error) { page.st.fail(func() { s.readFailed(w, err) }) }
 	if sum != nil && stoppedStatus(sum.Status) {
-		if err := s.stoppedEvents(r.Context(), sum, limit, &out); err != nil {
-			s.readFailed(w, err)
+		if err := s.stoppedEvents(r.Context(), sum, limit, page); err != nil {
+			failed(err)
 			return
 		}
-		writeJSON(w, out)
+		page.finish()
 		return
 	}
 	var from, last uint64
@@ -520,7 +576,9 @@ func (s *Service) handleEvents(w http.ResponseWriter, r *http.Request) {
 		case storedCopy:
 			return nil
 		case storedBad:
-			out.end(&EventsError{Code: string(schema.CodeUnreadable), Seq: last + 1, StreamSeq: m.StreamSeq, Message: why}, limit)
+			if err := page.end(&EventsError{Code: string(schema.CodeUnreadable), Seq: last + 1, StreamSeq: m.StreamSeq, Message: why}, limit); err != nil {
+				return err
+			}
 			return logstore.ErrStop
 		case storedGap:
 			return logstore.ErrStop // a gap, or what a gap fill finds: the projector decides
@@ -531,27 +589,29 @@ func (s *Service) handleEvents(w http.ResponseWriter, r *http.Request) {
 		if seq != 0 && seq <= after {
 			return nil
 		}
-		if len(out.Events) == limit {
-			out.More = true
+		if page.n == limit {
+			page.out.More = true
 			return logstore.ErrStop
 		}
-		out.Events = append(out.Events, json.RawMessage(m.Data))
+		if err := page.add(json.RawMessage(m.Data)); err != nil {
+			return err
+		}
 		if seq != 0 {
-			out.Next = seq
+			page.out.Next = seq
 		}
 		return nil
 	})
 	if err != nil {
-		s.readFailed(w, err)
+		failed(err)
 		return
 	}
-	writeJSON(w, out)
+	page.finish()
 }
 
 // stoppedEvents pages through the folded events of a stopped session,
 // each read by the stream seq its index entry holds, and ends with the
 // marker of its problem.
-func (s *Service) stoppedEvents(ctx context.Context, sum *Summary, limit int, out *Events) error {
+func (s *Service) stoppedEvents(ctx context.Context, sum *Summary, limit int, page *eventsPage) error {
 	var seqs []uint64
 	more := false
 	err := s.view(func(rd reader) error {
@@ -560,7 +620,7 @@ func (s *Service) stoppedEvents(ctx context.Context, sum *Summary, limit int, ou
 			return err
 		}
 		defer it.Close()
-		for ok := it.SeekGE(store.EventKey(sum.SessionID, out.Next+1)); ok; ok = it.Next() {
+		for ok := it.SeekGE(store.EventKey(sum.SessionID, page.out.Next+1)); ok; ok = it.Next() {
 			if store.EventSeq(it.Key()) > sum.LastSeq {
 				break
 			}
@@ -589,11 +649,13 @@ func (s *Service) stoppedEvents(ctx context.Context, sum *Summary, limit int, ou
 			return fmt.Errorf("projector: %s: stream seq %d is gone", sum.SessionID, ss)
 		}
 		seq, _ := seqOf(m)
-		out.Events = append(out.Events, json.RawMessage(m.Data))
-		out.Next = seq
+		if err := page.add(json.RawMessage(m.Data)); err != nil {
+			return err
+		}
+		page.out.Next = seq
 	}
 	if more {
-		out.More = true
+		page.out.More = true
 		return nil
 	}
 	e := &EventsError{Code: StatusGap, Message: "the session has a gap", Seq: sum.LastSeq + 1}
@@ -603,74 +665,136 @@ func (s *Service) stoppedEvents(ctx context.Context, sum *Summary, limit int, ou
 	if sum.Status == StatusUnreadable {
 		e.Code = string(schema.CodeUnreadable)
 	}
-	out.end(e, limit)
-	return nil
+	return page.end(e, limit)
 }
 
-// context reads the session's context entries from seq from on, and
-// follows them: a context/rewound takes the context back to what it was
-// after its toSeq (its own entry is not among entries).
-func (rd reader) context(id string, from uint64) ([]ContextEntry, *session.Context, error) {
+// skipRange is the open range (after, before) of the seqs a
+// context/rewound at seq before abandoned: it took the context back to
+// what it was right after the event at seq after.
+type skipRange struct{ after, before uint64 }
+
+// rewoundType is how a context/rewound shows in a stored context entry.
+var rewoundType = []byte(`"` + schema.TypeContextRewound + `"`)
+
+// abandoned are the ranges of the session's seqs from..last that the
+// rewinds it holds by seq last abandoned, in seq order: a model-visible
+// event in one is not in the context. The index is read backwards from
+// last: what stands at the end is the chain of the context's changes
+// back from there, and a rewind sends that chain to the context after
+// its toSeq, over everything in between (the rewinds there included).
+// The ranges are few (at most one per rewind): the context itself is
+// never held.
+func (rd reader) abandoned(id string, from, last uint64) ([]skipRange, error) {
+	if last == 0 || last < from {
+		return nil, nil
+	}
 	it, err := rd.iter(store.EventPrefix(id))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer it.Close()
-	c := session.NewContext()
-	var entries []ContextEntry
-	for ok := it.SeekGE(store.EventKey(id, from)); ok; ok = it.Next() {
+	var out []skipRange
+	for ok := it.SeekLT(store.EventKey(id, last+1)); ok; ok = it.Prev() {
+		seq := store.EventSeq(it.Key())
+		if seq < from {
+			break
+		}
+		if n := len(out); n > 0 && seq > out[n-1].after {
+			continue
+		}
 		_, e := decodeIndex(it.Value())
-		if len(e) == 0 {
+		if !bytes.Contains(e, rewoundType) {
 			continue
 		}
 		var ce ContextEntry
 		if err := json.Unmarshal(e, &ce); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
-		if ce.Type == schema.TypeContextRewound {
-			var d schema.ContextRewound
-			if err := json.Unmarshal(ce.Data, &d); err != nil {
-				return nil, nil, err
-			}
-			c.Rewind(ce.Seq, d.ToSeq)
+		if ce.Type != schema.TypeContextRewound {
 			continue
 		}
-		c.Add(ce.Seq)
-		entries = append(entries, ce)
-	}
-	return entries, c, nil
-}
-
-// abandoned is the set of the session's model-visible events that a
-// context/rewound abandoned, as the views hold them now (nil: none).
-func (rd reader) abandoned(id string) (map[uint64]bool, error) {
-	entries, c, err := rd.context(id, 1)
-	if err != nil {
-		return nil, err
-	}
-	kept := map[uint64]bool{}
-	for _, seq := range c.Seqs() {
-		kept[seq] = true
-	}
-	var out map[uint64]bool
-	for _, ce := range entries {
-		if !kept[ce.Seq] {
-			if out == nil {
-				out = map[uint64]bool{}
-			}
-			out[ce.Seq] = true
+		var d schema.ContextRewound
+		if err := json.Unmarshal(ce.Data, &d); err != nil {
+			return nil, err
+		}
+		if d.ToSeq < seq {
+			out = append(out, skipRange{after: d.ToSeq, before: seq})
 		}
 	}
+	slices.Reverse(out)
 	return out, nil
 }
 
+// skipper says whether a seq is in one of its ranges; it is asked in seq
+// order.
+type skipper struct{ ranges []skipRange }
+
+func (k *skipper) skip(seq uint64) bool {
+	for len(k.ranges) > 0 && k.ranges[0].before <= seq {
+		k.ranges = k.ranges[1:]
+	}
+	return len(k.ranges) > 0 && seq > k.ranges[0].after
+}
+
+// errGone: the session's views went away while its answer was streamed
+// (it was erased).
+var errGone = errors.New("projector: the session's views are gone")
+
+// contextPage reads the session's context entries from seq from up to
+// seq last, at most about limit bytes of them, leaving out what k skips.
+// next is where the following page starts, 0 when this is the last.
+func (rd reader) contextPage(id string, from, last uint64, limit int, k *skipper) (entries []ContextEntry, next uint64, err error) {
+	sum, err := rd.summary(id)
+	if err != nil {
+		return nil, 0, err
+	}
+	if sum == nil {
+		return nil, 0, errGone
+	}
+	it, err := rd.iter(store.EventPrefix(id))
+	if err != nil {
+		return nil, 0, err
+	}
+	defer it.Close()
+	size := 0
+	for ok := it.SeekGE(store.EventKey(id, from)); ok; ok = it.Next() {
+		seq := store.EventSeq(it.Key())
+		if seq > last {
+			return entries, 0, nil
+		}
+		if size >= limit {
+			return entries, seq, nil
+		}
+		_, e := decodeIndex(it.Value())
+		if len(e) == 0 || k.skip(seq) {
+			continue
+		}
+		var ce ContextEntry
+		if err := json.Unmarshal(e, &ce); err != nil {
+			return nil, 0, err
+		}
+		if ce.Type == schema.TypeContextRewound {
+			continue
+		}
+		entries = append(entries, ce)
+		size += len(e)
+	}
+	return entries, 0, nil
+}
+
+// handleContext streams the context a page of entries at a time, each
+// read in a view of its own (a slow client holds no snapshot), up to the
+// lastSeq of the summary it answers with: events folded meanwhile are
+// not among its entries.
 func (s *Service) handleContext(w http.ResponseWriter, r *http.Request) {
 	id, ok := sessionID(w, r)
 	if !ok {
 		return
 	}
-	var out *Context
+	var head *Context
 	var unreadable *Summary
+	var from uint64 = 1
+	var k skipper
 	err := s.view(func(rd reader) error {
 		sum, err := rd.summary(id)
 		if err != nil || sum == nil {
@@ -680,8 +804,7 @@ func (s *Service) handleContext(w http.ResponseWriter, r *http.Request) {
 			unreadable = sum
 			return nil
 		}
-		out = &Context{SessionID: id, LastSeq: sum.LastSeq, Entries: []ContextEntry{}}
-		var from uint64 = 1
+		head = &Context{SessionID: id, LastSeq: sum.LastSeq, Entries: []ContextEntry{}}
 		if v, ok, err := rd.get(store.CompactionKey(id)); err != nil {
 			return err
 		} else if ok {
@@ -689,21 +812,13 @@ func (s *Service) handleContext(w http.ResponseWriter, r *http.Request) {
 			if err := json.Unmarshal(v, &c); err != nil {
 				return err
 			}
-			out.Compaction = &c
+			head.Compaction = &c
 			from = c.ThroughSeq + 1
 		}
-		entries, c, err := rd.context(id, from)
-		if err != nil {
-			return err
+		if sum.Rewinds > 0 {
+			k.ranges, err = rd.abandoned(id, from, sum.LastSeq)
 		}
-		bySeq := make(map[uint64]int, len(entries))
-		for i, ce := range entries {
-			bySeq[ce.Seq] = i
-		}
-		for _, seq := range c.Seqs() {
-			out.Entries = append(out.Entries, entries[bySeq[seq]])
-		}
-		return nil
+		return err
 	})
 	if err != nil {
 		s.internal(w, err)
@@ -719,9 +834,45 @@ func (s *Service) handleContext(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusConflict, schema.CodeUnreadable, msg)
 		return
 	}
-	if out == nil {
+	if head == nil {
 		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
 		return
 	}
-	writeJSON(w, out)
+	// The head as writeJSON writes it, up to the entries' "[".
+	var b bytes.Buffer
+	encodeJSON(&b, head)
+	st := s.stream(w, jsonHeader())
+	st.Write(bytes.TrimSuffix(b.Bytes(), []byte("]}")))
+	n := 0
+	for next := from; next != 0; {
+		var entries []ContextEntry
+		err := s.view(func(rd reader) error {
+			var err error
+			entries, next, err = rd.contextPage(id, next, head.LastSeq, st.limit, &k)
+			return err
+		})
+		if err != nil {
+			st.fail(func() {
+				if errors.Is(err, errGone) {
+					apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
+					return
+				}
+				s.internal(w, err)
+			})
+			return
+		}
+		for i := range entries {
+			b.Reset()
+			if n > 0 {
+				b.WriteByte(',')
+			}
+			encodeJSON(&b, &entries[i])
+			n++
+			if _, err := st.Write(b.Bytes()); err != nil {
+				return
+			}
+		}
+	}
+	st.Write([]byte("]}\n"))
+	st.end()
 }

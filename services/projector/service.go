@@ -133,6 +133,7 @@ type metrics struct {
 	batchEv  prometheus.Histogram
 	watchers prometheus.Gauge
 	repairs  prometheus.Counter
+	cut      prometheus.Counter
 }
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
@@ -151,8 +152,10 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(1, 4, 9)}),
 		watchers: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sessionlog_projector_watchers", Help: "Open watch (SSE) streams."}),
 		repairs:  prometheus.NewCounter(prometheus.CounterOpts{Name: "sessionlog_projector_repairs_folded_total", Help: "repair/applied events folded."}),
+		cut: prometheus.NewCounter(prometheus.CounterOpts{Name: "sessionlog_projector_answers_cut_total",
+			Help: "Streamed answers (/context, /events, /export) cut short after they began: the client read nothing for the write timeout or went away, or the read failed."}),
 	}
-	for _, c := range []prometheus.Collector{m.applied, m.skipped, m.marked, m.restores, m.rebuilds, m.lag, m.position, m.batch, m.batchEv, m.watchers, m.repairs} {
+	for _, c := range []prometheus.Collector{m.applied, m.skipped, m.marked, m.restores, m.rebuilds, m.lag, m.position, m.batch, m.batchEv, m.watchers, m.repairs, m.cut} {
 		if err := r.Register(c); err != nil {
 			return nil, fmt.Errorf("projector: metrics: %w", err)
 		}
@@ -192,6 +195,9 @@ type Service struct {
 
 	// watch is what the watch streams share: limits, queued bytes, metrics.
 	watch *watchHub
+	// wholeExports admits one export to an agent's format at a time (it
+	// holds the whole session).
+	wholeExports chan struct{}
 	// fleet is the overview's recent history (overview.go).
 	fleet *fleetHistory
 	// er is the set of erased sessions (erase.go).
@@ -231,6 +237,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, ls: cfg.Store, db: db, met: met, target: map[string]uint64{}, rb: rb, created: map[string]time.Time{}}
 	s.watch = hub
+	s.wholeExports = make(chan struct{}, 1)
 	s.fleet = newFleetHistory()
 	s.er = newErasures()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -37,6 +37,12 @@ type child struct {
 // startChild runs `<bin> <verb> --nats-url url --http-listen <free port>
 // args...` and waits until its /readyz answers 200.
 func startChild(ctx context.Context, bin, verb, url string, lines func(string), args ...string) (*child, error) {
+	return startChildWithin(ctx, time.Minute, bin, verb, url, lines, args...)
+}
+
+// startChildWithin is startChild waiting up to timeout for /readyz (a
+// projector is ready once it caught up).
+func startChildWithin(ctx context.Context, timeout time.Duration, bin, verb, url string, lines func(string), args ...string) (*child, error) {
 	port, err := natstest.FreePort()
 	if err != nil {
 		return nil, err
@@ -72,7 +78,7 @@ func startChild(ctx context.Context, bin, verb, url string, lines func(string), 
 		c.err = c.cmd.Wait()
 		close(c.exited)
 	}()
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(timeout)
 	for {
 		resp, err := http.Get("http://" + c.http + "/readyz")
 		if err == nil {
@@ -91,7 +97,7 @@ func startChild(ctx context.Context, bin, verb, url string, lines func(string), 
 		}
 		if time.Now().After(deadline) {
 			c.kill()
-			return nil, fmt.Errorf("%s not ready after a minute: %s", verb, c.lastLines())
+			return nil, fmt.Errorf("%s not ready after %s: %s", verb, timeout, c.lastLines())
 		}
 	}
 }

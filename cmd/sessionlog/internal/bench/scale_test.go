@@ -15,10 +15,7 @@ import (
 // binary built here, so the bench command cannot rot; it asserts no
 // speed and no memory figure, only that each line is printed.
 func TestScaleSmall(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "sessionlog")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/sessionlog/sessionlog/cmd/sessionlog").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildSessionlog(t)
 	var out bytes.Buffer
 	err := Scale(context.Background(), ScaleOptions{
 		Out: &out, Binary: bin,
@@ -42,4 +39,15 @@ func TestScaleSmall(t *testing.T) {
 			t.Errorf("no %q in the scale-partitions line:\n%s", want, out.String())
 		}
 	}
+}
+
+// buildSessionlog builds the sessionlog binary in a temporary directory:
+// the benchmarks run its services as processes of their own.
+func buildSessionlog(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sessionlog")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/sessionlog/sessionlog/cmd/sessionlog").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
 }

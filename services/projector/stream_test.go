@@ -1,0 +1,169 @@
+package projector_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/loadgen"
+)
+
+// TestStreamedAnswersEqualWhole: /context, /events and /export (its own
+// format and an agent's) of a session many pages long, streamed a page at
+// a time, are byte for byte what the projector built whole in memory
+// before; with rewinds (one into what another abandoned) and a compaction.
+func TestStreamedAnswersEqualWhole(t *testing.T) {
+	e := newEnv(t)
+	const pageBytes = 16 << 10
+	r := e.start(t.TempDir(), func(c *projector.Config) { c.Watch.PageBytes = pageBytes })
+	r.waitReady(t)
+	for _, c := range []struct {
+		id      string
+		rewinds bool
+	}{{"whole", false}, {"rewound", true}} {
+		last, err := e.ls.PublishUnchecked(e.ctx, loadgen.Chat(c.id, 400, 300, c.rewinds, t0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = last
+	}
+	for _, id := range []string{"whole", "rewound"} {
+		d := r.waitSession(t, id, func(d projector.Detail) bool {
+			if d.Problem != nil {
+				t.Fatalf("%s: %+v", id, d.Problem)
+			}
+			return d.LastSeq > 2800 && d.Status == projector.StatusIdle
+		})
+		t.Run(id, func(t *testing.T) {
+			if id == "rewound" && d.Rewinds == 0 {
+				t.Fatalf("no rewinds folded: %+v", d.Summary)
+			}
+			// What ACP replay leaves out, by ranges, is what the whole
+			// context followed in memory abandoned.
+			byRanges, whole, err := projector.Abandoned(r.Service, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id == "rewound" && len(whole) == 0 || !maps.Equal(byRanges, whole) {
+				t.Fatalf("abandoned by ranges: %d seqs, by the whole context: %d (%v vs %v)", len(byRanges), len(whole), byRanges, whole)
+			}
+			check := func(path string, want []byte, err error) {
+				t.Helper()
+				if err != nil {
+					t.Fatal(err)
+				}
+				code, got := r.get(t, path)
+				if code != 200 {
+					t.Fatalf("GET %s: %d %s", path, code, got)
+				}
+				if len(got) < 4*pageBytes {
+					t.Fatalf("GET %s: %d bytes, not pages enough to test", path, len(got))
+				}
+				if !bytes.Equal(got, want) {
+					i := 0
+					for i < min(len(got), len(want)) && got[i] == want[i] {
+						i++
+					}
+					t.Fatalf("GET %s: %d bytes, want %d; first difference at byte %d: got %.80q, want %.80q", path, len(got), len(want), i, got[i:], want[i:])
+				}
+			}
+			want, err := projector.WholeContext(r.Service, id)
+			check("/v1/sessions/"+id+"/context", want, err)
+			want, err = projector.WholeEvents(e.ctx, r.Service, id, 100, 1000)
+			check("/v1/sessions/"+id+"/events?after=100&limit=1000", want, err)
+			want, err = projector.WholeExport(e.ctx, r.Service, id, "")
+			check("/v1/sessions/"+id+"/export", want, err)
+			want, err = projector.WholeExport(e.ctx, r.Service, id, "claude-code")
+			check("/v1/sessions/"+id+"/export?format=claude-code", want, err)
+		})
+	}
+}
+
+// sendLittle is a listener whose connections have a small send buffer:
+// what the server writes to a client that does not read stays in the
+// handler, not in the kernel.
+type sendLittle struct{ net.Listener }
+
+func (l sendLittle) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(16 << 10)
+	}
+	return c, err
+}
+
+// TestAnswerToAClientThatDoesNotReadIsCut: a client that asks for a
+// streamed answer many pages long and reads nothing is cut off once a
+// write waited for the write timeout (counted in
+// sessionlog_projector_answers_cut_total): when it reads at last, the
+// answer began (200) and its body ends short, never looking complete.
+func TestAnswerToAClientThatDoesNotReadIsCut(t *testing.T) {
+	e := newEnv(t)
+	reg := prometheus.NewRegistry()
+	r := e.start(t.TempDir(), func(c *projector.Config) {
+		c.Registerer = reg
+		c.Watch.PageBytes = 16 << 10
+		c.Watch.WriteTimeout = time.Second
+	})
+	r.waitReady(t)
+	const id = "unread"
+	if _, err := e.ls.PublishUnchecked(e.ctx, loadgen.Chat(id, 2000, 250, false, t0)); err != nil {
+		t.Fatal(err)
+	}
+	r.waitSession(t, id, func(d projector.Detail) bool { return d.LastSeq >= 2000*8+1 && d.Status == projector.StatusIdle })
+	srv := httptest.NewUnstartedServer(r.Handler())
+	srv.Listener = sendLittle{srv.Listener}
+	srv.Start()
+	defer srv.Close()
+	cut := func() float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "sessionlog_projector_answers_cut_total" {
+				return mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		return 0
+	}
+	for i, path := range []string{"/context", "/events?limit=1000", "/export", "/export?format=claude-code"} {
+		d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+			return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 16<<10) })
+		}}
+		conn, err := d.DialContext(e.ctx, "tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		fmt.Fprintf(conn, "GET /v1/sessions/%s%s HTTP/1.1\r\nHost: projector\r\n\r\n", id, path)
+		natstest.CheckFor(t, 60*time.Second, 20*time.Millisecond, func() error {
+			if got := cut(); got < float64(i+1) {
+				return fmt.Errorf("%s: %v answers cut", path, got)
+			}
+			return nil
+		})
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || err == nil {
+			t.Fatalf("%s: status %d, %d bytes of body, then %v; want 200 and a body cut short", path, resp.StatusCode, n, err)
+		}
+		t.Logf("%s: cut after %d bytes of body: %v", path, n, err)
+	}
+}
