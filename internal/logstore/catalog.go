@@ -45,6 +45,59 @@ func (s *Store) ListSessions(ctx context.Context) ([]SessionCount, error) {
 	return out, nil
 }
 
+// lastStoredPage is how many sessions' last messages EachLastStored pulls
+// at once.
+const lastStoredPage = 1000
+
+// EachLastStored calls fn with the last stored message of every session
+// (its headers and stored time; no body), stream by stream, a page of
+// sessions pulled at a time and the next page only once fn has taken the
+// last one: memory stays at a page whatever the number of sessions, where
+// ListSessions holds every id. fn's error stops the walk and is returned.
+// A message stored during the walk may be delivered after its session's
+// last: a caller that acts on what it is given reads it again
+// (LastStoredOf) first.
+func (s *Store) EachLastStored(ctx context.Context, fn func(sessionID string, last *Msg) error) error {
+	for _, name := range s.Streams() {
+		st, err := s.StreamStatus(ctx, name)
+		if err != nil {
+			return err
+		}
+		if st.Msgs == 0 {
+			continue
+		}
+		f, err := s.Follow(ctx, FollowSpec{Stream: name, PageEvents: lastStoredPage, lastPerSubject: true, headersOnly: true})
+		if err != nil {
+			return err
+		}
+		// One flow of pulls (Next), not a Fetch per page: an ordered
+		// consumer starts again after each Fetch from the next stream
+		// sequence, which would deliver every later message, not the last
+		// of each subject.
+		err = func() error {
+			defer f.Close()
+			for {
+				m, err := f.Next(ctx)
+				if err != nil {
+					return err
+				}
+				if id, ok := SessionFromSubject(m.Subject); ok {
+					if err := fn(id, m); err != nil {
+						return err
+					}
+				}
+				if m.Pending == 0 {
+					return nil
+				}
+			}
+		}()
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
 // LastStored is a session's last stored message and when the stream
 // stored it.
 type LastStored struct {

@@ -153,7 +153,7 @@ func followed(jm jetstream.Msg) (*Msg, error) {
 	if err != nil {
 		return nil, fmt.Errorf("logstore: follow: %w", err)
 	}
-	return &Msg{StreamSeq: md.Sequence.Stream, Subject: jm.Subject(), Header: jm.Headers(), Data: jm.Data(), Pending: md.NumPending}, nil
+	return &Msg{StreamSeq: md.Sequence.Stream, Subject: jm.Subject(), Header: jm.Headers(), Data: jm.Data(), Pending: md.NumPending, Stored: md.Timestamp}, nil
 }
 
 // Page is one pull of a Follower: at most PageEvents messages (and

@@ -287,6 +287,8 @@ type Msg struct {
 	Data      []byte
 	// Pending: messages a Follower had yet to deliver after this one.
 	Pending uint64
+	// Stored: when the stream stored it (set by a Follower).
+	Stored time.Time
 }
 
 // msgGet asks the stream leader ($JS.API.STREAM.MSG.GET, never Direct Get,

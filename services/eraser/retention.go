@@ -49,33 +49,36 @@ func (s *Service) Retain(ctx context.Context) (int, error) {
 	if s.cfg.RetainClosed <= 0 {
 		return 0, nil
 	}
-	list, err := s.st.ListSessions(ctx)
-	if err != nil {
-		return 0, err
-	}
 	cut := s.now().Add(-s.cfg.RetainClosed)
 	n := 0
 	var errs []error
-	for _, sc := range list {
-		last, err := s.st.LastStoredOf(ctx, sc.ID)
-		if err != nil {
-			continue // erased meanwhile, or unreadable: not closed
+	// A page of sessions' last messages at a time (headers only), never
+	// the list of the fleet; only a session closed before the cut is read
+	// again and erased.
+	err := s.st.EachLastStored(ctx, func(id string, m *logstore.Msg) error {
+		if m.Header.Get(logstore.HeaderType) != "session/closed" || !m.Stored.Before(cut) {
+			return nil
 		}
-		if last.Header.Get(logstore.HeaderType) != "session/closed" || !last.Stored.Before(cut) {
-			continue
+		last, err := s.st.LastStoredOf(ctx, id)
+		if err != nil || last.Header.Get(logstore.HeaderType) != "session/closed" || !last.Stored.Before(cut) {
+			return nil // erased meanwhile, appended to since, or unreadable: not closed
 		}
 		if s.cfg.ArchiveDir != "" {
-			if err := s.archive(ctx, sc.ID); err != nil {
+			if err := s.archive(ctx, id); err != nil {
 				errs = append(errs, err)
-				continue
+				return nil
 			}
 		}
-		if _, err := s.Erase(ctx, EraseRequest{SessionID: sc.ID, By: RetentionBy,
+		if _, err := s.Erase(ctx, EraseRequest{SessionID: id, By: RetentionBy,
 			Reason: fmt.Sprintf("closed for longer than %s", s.cfg.RetainClosed)}); err != nil {
-			errs = append(errs, fmt.Errorf("erase %s: %w", sc.ID, err))
-			continue
+			errs = append(errs, fmt.Errorf("erase %s: %w", id, err))
+			return nil
 		}
 		n++
+		return nil
+	})
+	if err != nil {
+		errs = append(errs, err)
 	}
 	return n, errors.Join(errs...)
 }
