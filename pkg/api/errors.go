@@ -31,6 +31,8 @@ const (
 	CodeInternal = schema.CodeInternal
 	// CodeRolledBack: the log lost events acknowledged earlier (pkg/client).
 	CodeRolledBack = schema.CodeRolledBack
+	// CodeForbidden: the session is another agent's (ADR 010).
+	CodeForbidden = schema.CodeForbidden
 )
 
 // Codes lists every code.

@@ -58,6 +58,9 @@ var (
 	// ErrRolledBack: the log lost events acknowledged to this client
 	// (rolledback.go); definite, no retry brings them back.
 	ErrRolledBack = sentinel(api.CodeRolledBack)
+	// ErrForbidden: the session is another agent's and not granted to
+	// this one (ADR 010); definite.
+	ErrForbidden = sentinel(api.CodeForbidden)
 )
 
 func errorf(c api.Code, format string, args ...any) *Error {

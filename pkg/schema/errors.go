@@ -34,6 +34,9 @@ const (
 	// back shorter, or different at an acknowledged seq). pkg/client
 	// answers it from what was acknowledged to it; definite.
 	CodeRolledBack Code = "rolled_back"
+	// CodeForbidden: the requester's agent neither owns the session nor
+	// was granted it (ADR 010); definite.
+	CodeForbidden Code = "forbidden"
 )
 
 // Codes lists every code, in the order of the contract's table.
@@ -41,7 +44,7 @@ var Codes = []Code{
 	CodeBadRequest, CodeInvalidEvent, CodeUnknownType, CodeStructure, CodeConflict,
 	CodePaused, CodeClosed, CodeForking, CodeTooLarge, CodeNotCommitted,
 	CodeOutcomeUnknown, CodeNotFound, CodeUnsafeCut, CodeUnreadable, CodeErased, CodeInternal,
-	CodeRolledBack,
+	CodeRolledBack, CodeForbidden,
 }
 
 // Error is a refusal with a contract code. Index is the position of the

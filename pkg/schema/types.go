@@ -196,6 +196,14 @@ func init() {
 				return fmt.Errorf("data.parent needs seedLength >= 1 and depth >= 1")
 			}
 		}
+		if o := d.Owner; o != nil && (!ValidSessionID(o.Tenant) || !ValidSessionID(o.Agent)) {
+			return fmt.Errorf("data.owner needs a tenant and an agent of [A-Za-z0-9_-]")
+		}
+		for _, g := range d.Grants {
+			if !ValidSessionID(g) {
+				return fmt.Errorf("data.grants: %q is not an agent name of [A-Za-z0-9_-]", truncate(g))
+			}
+		}
 		return nil
 	})})
 	register(&Spec{Type: TypeSessionPaused, check: dataCheck(func(d *Reason) error { return need("reason", d.Reason) })})

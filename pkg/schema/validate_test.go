@@ -384,7 +384,7 @@ func TestErrors(t *testing.T) {
 	if got := Errorf(CodeBadRequest, "x").Error(); got != "bad_request: x" {
 		t.Fatalf("got %q", got)
 	}
-	if len(Codes) != 17 || !slices.Contains(Codes, CodeUnsafeCut) {
+	if len(Codes) != 18 || !slices.Contains(Codes, CodeUnsafeCut) || !slices.Contains(Codes, CodeForbidden) {
 		t.Fatalf("codes: %v", Codes)
 	}
 }

@@ -13,13 +13,18 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 )
 
 func (s *Service) handleAppend(ctx context.Context, m *nats.Msg) {
 	start := time.Now()
-	rep, err := s.Append(ctx, m.Data)
+	var rep AppendReply
+	caller, err := api.CallerOf(m.Header.Values(api.RequestInfoHeader))
+	if err == nil {
+		rep, err = s.AppendAs(ctx, caller, m.Data)
+	}
 	outcome, code := "committed", "ok"
 	switch {
 	case err != nil:
@@ -43,6 +48,13 @@ func (s *Service) handleAppend(ctx context.Context, m *nats.Msg) {
 // contract error (*schema.Error). It is what the endpoint runs; tests and
 // benchmarks may call it directly.
 func (s *Service) Append(ctx context.Context, body []byte) (AppendReply, error) {
+	return s.AppendAs(ctx, api.Caller{}, body)
+}
+
+// AppendAs is Append for a requester the NATS server named (ADR 010): an
+// agent's session/created records it as the owner, and an agent may
+// append only to a session it owns or was granted.
+func (s *Service) AppendAs(ctx context.Context, caller api.Caller, body []byte) (AppendReply, error) {
 	var req AppendRequest
 	var bodies [][]byte
 	if err := decodeAppendBodies(body, &req, &bodies); err != nil {
@@ -54,6 +66,12 @@ func (s *Service) Append(ctx context.Context, body []byte) (AppendReply, error) 
 		return AppendReply{}, err
 	}
 	p.bodies, p.seqs = kept, seqs
+	p.caller = caller
+	if !caller.Operator() {
+		if err := stampOwner(caller, &req, &p); err != nil {
+			return AppendReply{}, err
+		}
+	}
 	if err := s.checkHolder(ctx, &req); err != nil {
 		return AppendReply{}, err
 	}
@@ -79,6 +97,31 @@ type prepared struct {
 	// the seq each one holds; nil unless every event came so.
 	bodies [][]byte
 	seqs   []uint64
+	// caller is who asked (the zero Caller: an operator or a service).
+	caller api.Caller
+}
+
+// stampOwner records an agent's identity in the session/created events of
+// its request (data.owner), from what the server said, never the request.
+func stampOwner(c api.Caller, req *AppendRequest, p *prepared) error {
+	for i := range req.Events {
+		e := &req.Events[i]
+		if e.Type != schema.TypeSessionCreated {
+			continue
+		}
+		data, err := api.StampOwner(c, e.Data)
+		if err != nil {
+			var se *schema.Error
+			if errors.As(err, &se) {
+				return se.WithIndex(i)
+			}
+			return err
+		}
+		e.Data = data
+		// The client's bodies no longer hold the events to store.
+		p.bodies, p.seqs = nil, nil
+	}
+	return nil
 }
 
 // keepBodies returns the client's bodies of events, and the seq each one
@@ -224,6 +267,11 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 			return AppendReply{}, err
 		}
 		reload = false
+		if ent.state.Exists() {
+			if err := api.Authorize(p.caller, req.SessionID, &ent.state.Meta); err != nil {
+				return AppendReply{}, err
+			}
+		}
 		if ent.state.LastSeq == 0 || fresh {
 			// The id must not be an erased one, or one being erased
 			// (DESIGN.md section 14), read from the record's leader. A

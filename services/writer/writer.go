@@ -269,7 +269,9 @@ const workerIdle = 10 * time.Second
 // (with the micro error headers) rather than through micro.Request, whose
 // bookkeeping is not safe from another goroutine.
 func (s *Service) dispatch(ctx context.Context, r micro.Request, h func(context.Context, *nats.Msg)) {
-	j := job{ctx: ctx, m: &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Data: r.Data()}, h: h}
+	// The headers carry who asked (api.RequestInfoHeader, set by the
+	// server on requests from a tenant's account).
+	j := job{ctx: ctx, m: &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Data: r.Data(), Header: nats.Header(r.Headers())}, h: h}
 	select {
 	case s.jobs <- j: // an idle worker took it
 		return
