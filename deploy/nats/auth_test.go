@@ -792,6 +792,7 @@ func TestAuthConfTenants(t *testing.T) {
 	}
 	for _, bad := range [][]natsauth.Tenant{
 		{{Name: "acme"}},
+		{{Name: "ac_me", Users: []natsauth.TenantUser{{Name: "x"}}}},
 		{{Name: "acme", Users: []natsauth.TenantUser{{Name: "a.b"}}}},
 		{{Name: "SESSIONLOG", Users: []natsauth.TenantUser{{Name: "x"}}}},
 		{{Name: "acme", Users: []natsauth.TenantUser{{Name: "service"}}}},

@@ -296,7 +296,7 @@ func TenantAPI(tenant string) []string {
 }
 
 // Tenant is an account of agents: its name (an account name of letters,
-// digits, '-' and '_') and its agents' users.
+// digits and '-') and its agents' users.
 type Tenant struct {
 	Name  string
 	Users []TenantUser
@@ -368,8 +368,9 @@ func checkTenants(tenants []Tenant) error {
 	accounts, users := map[string]bool{}, map[string]bool{}
 	for _, t := range tenants {
 		switch {
-		case !validName(t.Name):
-			return fmt.Errorf("tenant %q: a name is 1 to 64 letters, digits, '-' and '_'", t.Name)
+		case !validName(t.Name) || strings.Contains(t.Name, "_"):
+			// No '_': a tenant's sessions are stored as _T<tenant>_<id>.
+			return fmt.Errorf("tenant %q: a name is 1 to 64 letters, digits and '-'", t.Name)
 		case t.Name == ServiceAccount || t.Name == "SYS" || t.Name == "$G" || t.Name == "$SYS":
 			return fmt.Errorf("tenant %q: the name is reserved", t.Name)
 		case accounts[t.Name] || (t.Name != DefaultTenant && strings.EqualFold(t.Name, DefaultTenant)):

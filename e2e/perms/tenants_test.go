@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,7 +136,7 @@ func TestTenants(t *testing.T) {
 	t.Run("owners use their sessions", func(t *testing.T) {
 		appendEvents(t, alice, "s-alice", "h-alice", append([]map[string]any{created(`{"title":"alice's"}`)}, turn...)...)
 		appendEvents(t, alice, "s-shared", "h-shared", created(`{"title":"shared","grants":["bob"]}`))
-		appendEvents(t, carol, "s-carol", "h-carol", created(`{"title":"carol's"}`))
+		appendEvents(t, carol, "s-alice", "h-carol", created(`{"title":"carol's, named as alice's is"}`))
 		appendEvents(t, legacy, "s-legacy", "h-legacy", created(`{"title":"the default tenant's"}`))
 		request(t, alice, "sessions.api.heartbeat", map[string]string{"sessionId": "s-alice", "holder": "h-alice"}, nil)
 		var r struct {
@@ -163,9 +164,13 @@ func TestTenants(t *testing.T) {
 		}
 	})
 
-	// Every request path, by a hostile agent, on a session it must not use.
-	hostile := func(t *testing.T, c *client, id, want string) {
+	// Every request path, by a hostile agent, on a session it must not
+	// use: the answers' codes, none holding a byte of the session.
+	forks := 0
+	hostile := func(t *testing.T, c *client, id string) []string {
 		t.Helper()
+		forks++
+		var codes []string
 		for _, tc := range []struct {
 			subject string
 			body    any
@@ -175,29 +180,55 @@ func TestTenants(t *testing.T) {
 			{"sessions.api.heartbeat", map[string]any{"sessionId": id, "holder": "h-evil", "takeover": true}},
 			{"sessions.api.read", map[string]any{"sessionId": id}},
 			{"sessions.api.read", map[string]any{"sessionId": id, "afterSeq": 2, "limit": 1}},
-			{"sessions.api.fork", map[string]any{"parentId": id, "childId": "s-stolen-" + want}},
-			{"sessions.api.fork", map[string]any{"parentId": id, "childId": "s-stolen2-" + want, "at": map[string]any{"seq": 2}}},
+			{"sessions.api.fork", map[string]any{"parentId": id, "childId": fmt.Sprintf("s-stolen-%d", forks)}},
+			{"sessions.api.fork", map[string]any{"parentId": id, "childId": fmt.Sprintf("s-stolen-at-%d", forks), "at": map[string]any{"seq": 2}}},
 		} {
 			r := ask(t, c, tc.subject, tc.body)
-			if r.code != want || bytes.Contains(r.body, []byte(secret)) {
-				t.Errorf("%s %v: answered %q %.300s, want %s", tc.subject, tc.body, r.code, r.body, want)
+			if r.code == "" || bytes.Contains(r.body, []byte(secret)) {
+				t.Errorf("%s %v: answered %q %.300s", tc.subject, tc.body, r.code, r.body)
 			}
+			codes = append(codes, r.code)
 		}
 		c.NoViolation(t)
+		return codes
 	}
 	t.Run("another agent of the tenant is forbidden", func(t *testing.T) {
-		hostile(t, bob, "s-alice", "forbidden")
-		hostile(t, bob, "s-alice-child", "forbidden")
+		for _, id := range []string{"s-alice", "s-alice-child"} {
+			for i, code := range hostile(t, bob, id) {
+				if code != "forbidden" {
+					t.Errorf("bob on %s, request %d: %q, want forbidden", id, i, code)
+				}
+			}
+		}
+		r := ask(t, bob, "sessions.api.append", map[string]any{"sessionId": "s-alice", "expectedSeq": 0, "events": []map[string]any{created(`{"title":"squat"}`)}})
+		if r.code != "forbidden" {
+			t.Errorf("bob creating s-alice again: %q", r.code)
+		}
 	})
 	t.Run("another tenant finds nothing", func(t *testing.T) {
-		hostile(t, carol, "s-alice", "not_found")
-		hostile(t, carol, "s-shared", "not_found")
-		hostile(t, carol, "s-legacy", "not_found")
-		hostile(t, legacy, "s-alice", "not_found")
-		// Its answer for an existing session of acme is the one for a
-		// session that does not exist.
-		if r := ask(t, carol, "sessions.api.read", map[string]any{"sessionId": "s-nowhere"}); r.code != "not_found" {
-			t.Fatalf("read of no session: %q", r.code)
+		// Each tenant names its own sessions: carol's s-alice is hers.
+		var r struct {
+			Events []json.RawMessage `json:"events"`
+		}
+		request(t, carol, "sessions.api.read", map[string]any{"sessionId": "s-alice"}, &r)
+		if len(r.Events) != 1 || bytes.Contains(r.Events[0], []byte(secret)) {
+			t.Fatalf("carol's s-alice: %d events", len(r.Events))
+		}
+		// Acme's sessions by every name carol or the default tenant's
+		// agent may try answer as a session that does not exist does.
+		nowhere := hostile(t, carol, "s-nowhere")
+		for _, id := range []string{"_Tacme_s-alice", "_Tacme_s-shared", "s-shared", "s-legacy"} {
+			if got := hostile(t, carol, id); !slices.Equal(got, nowhere) {
+				t.Errorf("carol on %s: %q, for a session that does not exist %q", id, got, nowhere)
+			}
+		}
+		for i, code := range hostile(t, legacy, "_Tacme_s-alice") {
+			if code != "bad_request" {
+				t.Errorf("the default tenant's agent on acme's stored id, request %d: %q", i, code)
+			}
+		}
+		if got, want := hostile(t, legacy, "s-alice"), hostile(t, legacy, "s-nowhere"); !slices.Equal(got, want) {
+			t.Errorf("the default tenant's agent on s-alice: %q, for a session that does not exist %q", got, want)
 		}
 	})
 	t.Run("a grant lets another agent in", func(t *testing.T) {
@@ -220,6 +251,7 @@ func TestTenants(t *testing.T) {
 			t.Fatalf("bob's read with a forged Nats-Request-Info: %q %.300s", r.code, r.body)
 		}
 		m.Header.Set("Nats-Request-Info", `{"acc":"SESSIONLOG","user":"operator"}`)
+		m.Data = mustJSON(t, map[string]any{"sessionId": "s-shared"})
 		if r := askMsg(t, carol, m); r.code != "not_found" {
 			t.Fatalf("carol's read with a forged Nats-Request-Info: %q %.300s", r.code, r.body)
 		}
@@ -271,17 +303,18 @@ func TestTenants(t *testing.T) {
 			Events  []json.RawMessage `json:"events"`
 			LastSeq uint64            `json:"lastSeq"`
 		}
-		request(t, op, "sessions.api.read", map[string]any{"sessionId": "s-alice"}, &r)
+		request(t, op, "sessions.api.read", map[string]any{"sessionId": "_Tacme_s-alice"}, &r)
 		if r.LastSeq != 4 {
 			t.Fatalf("s-alice has %d events after the hostile requests, want 4", r.LastSeq)
 		}
-		for _, id := range []string{"s-stolen-forbidden", "s-stolen-not_found", "s-bob-as-alice"} {
+		// None of the forks or sessions the hostile requests asked for.
+		for _, id := range []string{"_Tacme_s-stolen-1", "_Tacme_s-stolen-at-1", "_Tacme_s-stolen-2", "_Tacme_s-stolen-at-2", "_Tacme_s-bob-as-alice"} {
 			if rr := ask(t, op, "sessions.api.read", map[string]any{"sessionId": id}); rr.code != "not_found" {
 				t.Errorf("%s exists: %q", id, rr.code)
 			}
 		}
 		// The operator's verbs see every tenant's sessions.
-		if out, err := cli(t, s, creds{"operator", deployPasswords["OPERATOR"]}, "replay", "s-alice"); err != nil || !strings.Contains(out, secret) {
+		if out, err := cli(t, s, creds{"operator", deployPasswords["OPERATOR"]}, "replay", "_Tacme_s-alice"); err != nil || !strings.Contains(out, secret) {
 			t.Fatalf("operator replay: %v", err)
 		}
 		n := len(snooped)

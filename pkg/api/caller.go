@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
@@ -130,4 +131,48 @@ func clipJSON(b json.RawMessage) string {
 		return string(b[:80]) + "..."
 	}
 	return string(b)
+}
+
+// TenantIDPrefix begins the stored id of every session of a tenant other
+// than the default: _T<tenant>_<id>, where <id> is the id its agents use
+// on the wire (tenant names hold no '_'). Subjects, KV keys, the
+// projector's keys and everything else derived from the stored id are so
+// scoped by tenant; the default tenant's sessions keep their ids as they
+// are.
+const TenantIDPrefix = "_T"
+
+// Scoped reports whether c's session ids are stored qualified by its
+// tenant: an agent of a tenant other than the default.
+func (c Caller) Scoped() bool { return !c.Operator() && c.Tenant != DefaultTenant }
+
+// StoredID is the stored id of the session c names id. An id that is not
+// a valid session id is returned as it is, for the caller's validation
+// to refuse; one whose stored id would be too long is refused here.
+//
+// An agent of the default tenant may not name an id of the form of
+// another tenant's stored id (bad_request, whether or not it exists), so
+// that it learns nothing of them.
+func (c Caller) StoredID(id string) (string, error) {
+	if c.Operator() || !schema.ValidSessionID(id) {
+		return id, nil
+	}
+	if !c.Scoped() {
+		if strings.HasPrefix(id, TenantIDPrefix) {
+			return "", schema.Errorf(schema.CodeBadRequest, "session ids beginning with %s are other tenants'", TenantIDPrefix)
+		}
+		return id, nil
+	}
+	s := TenantIDPrefix + c.Tenant + "_" + id
+	if !schema.ValidSessionID(s) {
+		return "", schema.Errorf(schema.CodeBadRequest, "session id %q is too long: tenant %s's ids have at most %d characters", id, c.Tenant, 128-len(s)+len(id))
+	}
+	return s, nil
+}
+
+// WireID is the id c uses for the session stored as stored.
+func (c Caller) WireID(stored string) string {
+	if !c.Scoped() {
+		return stored
+	}
+	return strings.TrimPrefix(stored, TenantIDPrefix+c.Tenant+"_")
 }

@@ -86,6 +86,20 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 	if s.bucket() == nil {
 		return Reply{}, schema.Errorf(schema.CodeNotCommitted, "forker is not running")
 	}
+	if !caller.Operator() {
+		// The stored ids of the sessions the agent names (the child's
+		// made here when it names none), and its own in the reply.
+		if r.ChildID == "" {
+			r.ChildID = s.cfg.NewID()
+		}
+		if r.ParentID, err = caller.StoredID(r.ParentID); err != nil {
+			return Reply{}, err
+		}
+		if r.ChildID, err = caller.StoredID(r.ChildID); err != nil {
+			return Reply{}, err
+		}
+		defer func() { rep.ParentID, rep.ChildID = caller.WireID(rep.ParentID), caller.WireID(rep.ChildID) }()
+	}
 	cut, err := s.check(&r)
 	if err != nil {
 		return Reply{}, err

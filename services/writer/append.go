@@ -61,6 +61,14 @@ func (s *Service) AppendAs(ctx context.Context, caller api.Caller, body []byte) 
 		return AppendReply{}, schema.Errorf(schema.CodeBadRequest, "request is not a valid append request: %v", err)
 	}
 	kept, seqs := keepBodies(req.Events, bodies)
+	if !caller.Operator() {
+		if err := scopeAppend(caller, &req); err != nil {
+			return AppendReply{}, err
+		}
+		if caller.Scoped() {
+			kept, seqs = nil, nil // the events' session ids change
+		}
+	}
 	p, err := s.prepare(&req)
 	if err != nil {
 		return AppendReply{}, err
@@ -85,7 +93,25 @@ func (s *Service) AppendAs(ctx context.Context, caller api.Caller, body []byte) 
 	if req.Holder != "" {
 		s.renewAfterAppend(ctx, req.SessionID, req.Holder, req.Takeover)
 	}
+	rep.SessionID = caller.WireID(rep.SessionID)
 	return rep, nil
+}
+
+// scopeAppend gives an agent's request the stored id of the session it
+// names (api.Caller.StoredID), in the request and its events.
+func scopeAppend(c api.Caller, req *AppendRequest) error {
+	wire := req.SessionID
+	stored, err := c.StoredID(wire)
+	if err != nil || !c.Scoped() {
+		return err
+	}
+	req.SessionID = stored
+	for i := range req.Events {
+		if req.Events[i].SessionID == wire {
+			req.Events[i].SessionID = stored
+		}
+	}
+	return nil
 }
 
 // prepared is what prepare learned of a request.

@@ -168,7 +168,7 @@ func (s *Service) Heartbeat(ctx context.Context, body []byte) (HeartbeatReply, e
 
 // HeartbeatAs is Heartbeat for a requester the NATS server named: an
 // agent renews only the lease of a session it owns or was granted.
-func (s *Service) HeartbeatAs(ctx context.Context, caller api.Caller, body []byte) (HeartbeatReply, error) {
+func (s *Service) HeartbeatAs(ctx context.Context, caller api.Caller, body []byte) (rep HeartbeatReply, err error) {
 	var req HeartbeatRequest
 	if err := unmarshal(body, &req); err != nil {
 		return HeartbeatReply{}, schema.Errorf(schema.CodeBadRequest, "request is not a valid heartbeat request: %v", err)
@@ -183,6 +183,10 @@ func (s *Service) HeartbeatAs(ctx context.Context, caller api.Caller, body []byt
 		return HeartbeatReply{}, schema.Errorf(schema.CodeBadRequest, "holder is required and must match ^[A-Za-z0-9_.:-]{1,128}$")
 	}
 	if !caller.Operator() {
+		if req.SessionID, err = caller.StoredID(req.SessionID); err != nil {
+			return HeartbeatReply{}, err
+		}
+		defer func() { rep.SessionID = caller.WireID(rep.SessionID) }()
 		if err := s.authorize(ctx, caller, req.SessionID); err != nil {
 			return HeartbeatReply{}, err
 		}

@@ -27,8 +27,12 @@ func (s *Service) handleRead(ctx context.Context, m *nats.Msg) {
 		return
 	}
 	caller, err := api.CallerOf(m.Header.Values(api.RequestInfoHeader))
-	if err == nil && !caller.Operator() && logstore.ValidateSessionID(req.SessionID) == nil {
-		err = s.authorize(ctx, caller, req.SessionID)
+	if err == nil && !caller.Operator() {
+		// The stored id of the session the agent names; the events go
+		// out as stored, with that id.
+		if req.SessionID, err = caller.StoredID(req.SessionID); err == nil && logstore.ValidateSessionID(req.SessionID) == nil {
+			err = s.authorize(ctx, caller, req.SessionID)
+		}
 	}
 	if err != nil {
 		s.respondErr(m.Reply, errorDetail(err))
@@ -39,6 +43,7 @@ func (s *Service) handleRead(ctx context.Context, m *nats.Msg) {
 		s.respondErr(m.Reply, errorDetail(err))
 		return
 	}
+	page.SessionID = caller.WireID(page.SessionID)
 	s.respond(m.Reply, EncodeReadReply(page))
 }
 
