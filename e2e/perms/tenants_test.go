@@ -1,9 +1,14 @@
 package perms
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -231,6 +236,51 @@ func TestTenants(t *testing.T) {
 			t.Errorf("the default tenant's agent on s-alice: %q, for a session that does not exist %q", got, want)
 		}
 	})
+	t.Run("live events reach only their own tenant's session", func(t *testing.T) {
+		// The dashboard's watches of alice's s-alice and carol's s-alice
+		// (one name, two tenants), each after its last durable seq.
+		acmeW, globexW := watchLines(t, s.httpURL, "_Tacme_s-alice", 4), watchLines(t, s.httpURL, "_Tglobex_s-alice", 1)
+		natstest.CheckFor(t, 20*time.Second, 100*time.Millisecond, func() error {
+			// A watch subscribes when it starts: publish until alice's
+			// event comes through hers.
+			if err := alice.Publish("sessions.live.s-alice", []byte(fmt.Sprintf(`{"afterSeq":4,"type":"delta","data":%q}`, secret))); err != nil {
+				return err
+			}
+			if err := alice.Flush(); err != nil {
+				return err
+			}
+			for {
+				select {
+				case l := <-acmeW:
+					if strings.Contains(l, secret) {
+						return nil
+					}
+				default:
+					return errors.New("alice's live event has not reached the watch of her session")
+				}
+			}
+		})
+		// Carol's event, published after alice's were delivered: her
+		// watch gets it, and none of alice's before it.
+		if err := carol.Publish("sessions.live.s-alice", []byte(`{"afterSeq":1,"type":"delta","data":"carol-live"}`)); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.After(20 * time.Second)
+		for {
+			select {
+			case l := <-globexW:
+				if strings.Contains(l, secret) {
+					t.Fatalf("the watch of carol's s-alice got alice's live event: %s", l)
+				}
+				if !strings.Contains(l, "carol-live") {
+					continue
+				}
+			case <-deadline:
+				t.Fatal("carol's live event did not reach the watch of her session")
+			}
+			break
+		}
+	})
 	t.Run("a grant lets another agent in", func(t *testing.T) {
 		appendEvents(t, bob, "s-shared", "", ev("g2", "session/paused", "", "", `{"reason":"bob was granted"}`))
 		request(t, bob, "sessions.api.read", map[string]any{"sessionId": "s-shared"}, nil)
@@ -332,4 +382,38 @@ func TestTenants(t *testing.T) {
 			t.Errorf("refused, not as a hostile agent: %s", l)
 		}
 	}
+}
+
+// watchLines follows GET /v1/sessions/{id}/watch?after=N and sends its
+// lines.
+func watchLines(t *testing.T, base, id string, after int) <-chan string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/v1/sessions/%s/watch?after=%d", base, id, after), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("watch %s: %d %s", id, resp.StatusCode, b)
+	}
+	lines := make(chan string, 1024)
+	go func() {
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return lines
 }

@@ -176,3 +176,18 @@ func (c Caller) WireID(stored string) string {
 	}
 	return strings.TrimPrefix(stored, TenantIDPrefix+c.Tenant+"_")
 }
+
+// WireOf splits a stored id into the tenant it is scoped to ("" for the
+// default tenant's ids and an operator's) and the id that tenant's agents
+// use.
+func WireOf(stored string) (tenant, id string) {
+	rest, ok := strings.CutPrefix(stored, TenantIDPrefix)
+	if !ok {
+		return "", stored
+	}
+	tenant, id, ok = strings.Cut(rest, "_")
+	if !ok || tenant == "" || id == "" {
+		return "", stored
+	}
+	return tenant, id
+}
