@@ -284,6 +284,11 @@ func TestTenants(t *testing.T) {
 	t.Run("a grant lets another agent in", func(t *testing.T) {
 		appendEvents(t, bob, "s-shared", "", ev("g2", "session/paused", "", "", `{"reason":"bob was granted"}`))
 		request(t, bob, "sessions.api.read", map[string]any{"sessionId": "s-shared"}, nil)
+		// A grant is the owner's to give, not to pass on.
+		if r := ask(t, bob, "sessions.api.append", map[string]any{"sessionId": "s-shared",
+			"events": []map[string]any{ev("g3", "session/granted", "", "", `{"grants":["mallory"]}`)}}); r.code != "forbidden" {
+			t.Fatalf("bob passing his grant on: %q %s", r.code, r.body)
+		}
 		bob.NoViolation(t)
 	})
 	t.Run("identity cannot be claimed", func(t *testing.T) {
@@ -375,6 +380,21 @@ func TestTenants(t *testing.T) {
 			}
 		}
 		t.Logf("the snooping agents received %d messages (their own replies), none of alice's", n)
+	})
+	// Last, since bob then reads what the snoops must not have seen.
+	t.Run("a later grant lets another agent in", func(t *testing.T) {
+		if r := ask(t, bob, "sessions.api.read", map[string]any{"sessionId": "s-alice-child"}); r.code != "forbidden" {
+			t.Fatalf("bob's read of s-alice-child before the grant: %q", r.code)
+		}
+		appendEvents(t, alice, "s-alice-child", "", ev("g4", "session/granted", "", "", `{"grants":["bob"]}`))
+		var r struct {
+			Events []json.RawMessage `json:"events"`
+		}
+		request(t, bob, "sessions.api.read", map[string]any{"sessionId": "s-alice-child"}, &r)
+		if len(r.Events) != 6 || !bytes.Contains(r.Events[2], []byte(secret)) {
+			t.Fatalf("bob reads %d events of s-alice-child", len(r.Events))
+		}
+		bob.NoViolation(t)
 	})
 	// No refusal of the services, only of the hostile agents.
 	for _, l := range strings.Split(s.stderr.String(), "\n") {

@@ -93,6 +93,16 @@ func Authorize(c Caller, sessionID string, meta *schema.SessionCreated) error {
 	return schema.Errorf(schema.CodeForbidden, "session %s is another agent's, and not granted to %s", sessionID, c.Agent)
 }
 
+// MayGrant decides whether c may write a session/granted event to a
+// session it may use (Authorize): its owner or an operator may; an agent
+// it was granted to may not pass it on.
+func MayGrant(c Caller, sessionID string, meta *schema.SessionCreated) error {
+	if c.Operator() || meta.Owner == nil || meta.Owner.Agent == c.Agent {
+		return nil
+	}
+	return schema.Errorf(schema.CodeForbidden, "only the owner of session %s grants it", sessionID)
+}
+
 // StampOwner sets data.owner of a session/created event's data to c's
 // identity. An agent may name itself there, never another: an owner given
 // that is not c is forbidden. An operator's event is left as it is (an

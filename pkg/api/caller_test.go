@@ -129,3 +129,18 @@ func TestStampOwner(t *testing.T) {
 		t.Fatalf("an operator's event changed: %s %v", got, err)
 	}
 }
+
+func TestMayGrant(t *testing.T) {
+	alice := api.Caller{Tenant: "acme", Agent: "alice"}
+	bob := api.Caller{Tenant: "acme", Agent: "bob"}
+	granted := &schema.SessionCreated{Owner: alice.Owner(), Grants: []string{"bob"}}
+	if err := api.MayGrant(alice, "s-1", granted); err != nil {
+		t.Fatalf("the owner: %v", err)
+	}
+	if err := api.MayGrant(api.Caller{}, "s-1", granted); err != nil {
+		t.Fatalf("an operator: %v", err)
+	}
+	if err := api.MayGrant(bob, "s-1", granted); schema.CodeOf(err) != schema.CodeForbidden {
+		t.Fatalf("a granted agent: %v", err)
+	}
+}

@@ -146,6 +146,11 @@ type SessionCreated struct {
 	Grants []string `json:"grants,omitempty"`
 }
 
+// SessionGranted adds agents to a session's grants (SessionCreated.Grants).
+type SessionGranted struct {
+	Grants []string `json:"grants"`
+}
+
 // Owner names an agent: its tenant (NATS account) and its user.
 type Owner struct {
 	Tenant string `json:"tenant"`

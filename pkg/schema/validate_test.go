@@ -41,6 +41,7 @@ var minimal = map[string]struct{ data, full string }{
 	TypeRepairApplied:  {`{"reason":"lease expired","closed":[]}`, `{"reason":"lease expired","closed":[{"kind":"tool_started","id":"c1","turnId":"t1"}],"leaseExpiredAt":"2026-12-02T15:04:05Z","plannedAtSeq":9}`},
 	TypeForkCommitted:  {`{"seedLength":4}`, ``},
 	TypeSessionTitled:  {`{"title":"t"}`, ``},
+	TypeSessionGranted: {`{"grants":["bob"]}`, ``},
 	TypeContextRewound: {`{"toEventId":"e3","toSeq":3}`, ``},
 	TypeToolLateResult: {`{"toolCallId":"c1","status":"ok"}`, `{"toolCallId":"c1","status":"error","output":"exit 1"}`},
 }

@@ -123,15 +123,19 @@ type prepared struct {
 	// the seq each one holds; nil unless every event came so.
 	bodies [][]byte
 	seqs   []uint64
-	// caller is who asked (the zero Caller: an operator or a service).
+	// caller is who asked (the zero Caller: an operator or a service);
+	// grants: the request holds a session/granted event of an agent.
 	caller api.Caller
+	grants bool
 }
 
 // stampOwner records an agent's identity in the session/created events of
-// its request (data.owner), from what the server said, never the request.
+// its request (data.owner), from what the server said, never the request,
+// and notes a session/granted event (which only the owner may write).
 func stampOwner(c api.Caller, req *AppendRequest, p *prepared) error {
 	for i := range req.Events {
 		e := &req.Events[i]
+		p.grants = p.grants || e.Type == schema.TypeSessionGranted
 		if e.Type != schema.TypeSessionCreated {
 			continue
 		}
@@ -296,6 +300,11 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 		if ent.state.Exists() {
 			if err := api.Authorize(p.caller, req.SessionID, &ent.state.Meta); err != nil {
 				return AppendReply{}, err
+			}
+			if p.grants {
+				if err := api.MayGrant(p.caller, req.SessionID, &ent.state.Meta); err != nil {
+					return AppendReply{}, err
+				}
 			}
 		}
 		if ent.state.LastSeq == 0 || fresh {
