@@ -33,6 +33,8 @@ const (
 	CodeRolledBack = schema.CodeRolledBack
 	// CodeForbidden: the session is another agent's (ADR 010).
 	CodeForbidden = schema.CodeForbidden
+	// CodeQuotaExceeded: the tenant is over a limit; nothing stored.
+	CodeQuotaExceeded = schema.CodeQuotaExceeded
 )
 
 // Codes lists every code.

@@ -61,6 +61,9 @@ var (
 	// ErrForbidden: the session is another agent's and not granted to
 	// this one (ADR 010); definite.
 	ErrForbidden = sentinel(api.CodeForbidden)
+	// ErrQuotaExceeded: the tenant is over a limit (ADR 010); nothing was
+	// stored, and the same request may succeed later.
+	ErrQuotaExceeded = sentinel(api.CodeQuotaExceeded)
 )
 
 func errorf(c api.Code, format string, args ...any) *Error {

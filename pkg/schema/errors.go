@@ -37,6 +37,9 @@ const (
 	// CodeForbidden: the requester's agent neither owns the session nor
 	// was granted it (ADR 010); definite.
 	CodeForbidden Code = "forbidden"
+	// CodeQuotaExceeded: the requester's tenant is over a limit (ADR 010);
+	// nothing was stored.
+	CodeQuotaExceeded Code = "quota_exceeded"
 )
 
 // Codes lists every code, in the order of the contract's table.
@@ -44,7 +47,7 @@ var Codes = []Code{
 	CodeBadRequest, CodeInvalidEvent, CodeUnknownType, CodeStructure, CodeConflict,
 	CodePaused, CodeClosed, CodeForking, CodeTooLarge, CodeNotCommitted,
 	CodeOutcomeUnknown, CodeNotFound, CodeUnsafeCut, CodeUnreadable, CodeErased, CodeInternal,
-	CodeRolledBack, CodeForbidden,
+	CodeRolledBack, CodeForbidden, CodeQuotaExceeded,
 }
 
 // Error is a refusal with a contract code. Index is the position of the

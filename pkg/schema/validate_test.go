@@ -385,7 +385,7 @@ func TestErrors(t *testing.T) {
 	if got := Errorf(CodeBadRequest, "x").Error(); got != "bad_request: x" {
 		t.Fatalf("got %q", got)
 	}
-	if len(Codes) != 18 || !slices.Contains(Codes, CodeUnsafeCut) || !slices.Contains(Codes, CodeForbidden) {
+	if len(Codes) != 19 || !slices.Contains(Codes, CodeUnsafeCut) || !slices.Contains(Codes, CodeForbidden) {
 		t.Fatalf("codes: %v", Codes)
 	}
 }

@@ -80,6 +80,11 @@ func (s *Service) AppendAs(ctx context.Context, caller api.Caller, body []byte) 
 			return AppendReply{}, err
 		}
 	}
+	if !caller.Operator() {
+		if err := s.quotas.take(caller.Tenant, len(req.Events)); err != nil {
+			return AppendReply{}, err
+		}
+	}
 	if err := s.checkHolder(ctx, &req); err != nil {
 		return AppendReply{}, err
 	}
@@ -92,6 +97,9 @@ func (s *Service) AppendAs(ctx context.Context, caller api.Caller, body []byte) 
 	}
 	if req.Holder != "" {
 		s.renewAfterAppend(ctx, req.SessionID, req.Holder, req.Takeover)
+	}
+	if !caller.Operator() && !rep.Duplicate {
+		s.quotas.stored(caller.Tenant, len(req.Events))
 	}
 	rep.SessionID = caller.WireID(rep.SessionID)
 	return rep, nil

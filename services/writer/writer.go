@@ -67,6 +67,10 @@ type Config struct {
 	// over it the append is refused with too_large. At most
 	// sourceRemaps such reads run at once.
 	MaxSourceBytes int
+	// TenantEventsPerSecond bounds the events the agents of one tenant
+	// (other than the operators) append per second, with a burst of as
+	// many (0: no bound); over it an append is refused quota_exceeded.
+	TenantEventsPerSecond float64
 }
 
 // Service is the writer.
@@ -99,6 +103,7 @@ type Service struct {
 	// lower than the store's.
 	validateLimit int
 	hits, misses  prometheus.Counter
+	quotas        *tenantQuotas
 }
 
 // New checks cfg and builds the service; Run starts it.
@@ -176,6 +181,9 @@ func New(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("writer: metrics: %w", err)
 	}
 	s.m = m
+	if s.quotas, err = newTenantQuotas(cfg.TenantEventsPerSecond, cfg.Now, cfg.Registerer); err != nil {
+		return nil, fmt.Errorf("writer: metrics: %w", err)
+	}
 	s.hits, s.misses = m.cache.WithLabelValues("hit"), m.cache.WithLabelValues("miss")
 	s.validateLimit = -1
 	if cfg.MaxEventBytes < sc.MaxEventBytes {
