@@ -50,6 +50,7 @@ var commands = map[string]command{
 	"show":              {Summary: "show <id>: a session's folded state (status, open work, goal, lease)", Run: runShow},
 	"replay":            {Summary: "replay <id>: print a session's stored events as JSON lines", Run: runReplay},
 	"locate":            {Summary: "locate <id>: print the stream and subject that hold a session", Run: runLocate},
+	"tenants":           {Summary: "list tenants: sessions and stored messages of each", Run: runTenants},
 	"tail":              {Summary: "tail [<id>]: follow new events live, durable and transient", Run: runTail},
 	"verify":            {Summary: "check every session: seq contiguity, decoding, pairing and structure, readability", Run: runVerify},
 	"verify-projection": {Summary: "rebuild the projector's views into a temporary store and compare checksums (the projector must be stopped)", Run: runVerifyProjection},

@@ -414,14 +414,20 @@ func upUsers(opts *server.Options, f *upFlags, fromFile bool) (*server.User, err
 			return nil, usageErrorf("user %q is up's own", own)
 		}
 	}
-	svc := &server.User{Username: upServiceUser, Password: password, Permissions: natsauth.Service()}
-	opts.Users = []*server.User{
-		svc,
-		{Username: upEraserUser, Password: password, Permissions: natsauth.Eraser()},
-		{Username: f.natsUser, Password: f.natsPassword, Permissions: natsauth.Agent()},
+	// The agents' user is the default tenant's one user, in its account;
+	// the services and the operator are in the services' account, which
+	// exports the agents' subjects to it (ADR 010).
+	opts.Users = nil
+	acc, err := natsauth.Accounts(opts, []natsauth.Tenant{{Name: natsauth.DefaultTenant,
+		Users: []natsauth.TenantUser{{Name: f.natsUser, Password: f.natsPassword}}}})
+	if err != nil {
+		return nil, usageErrorf("--nats-user: %v", err)
 	}
+	svc := &server.User{Username: upServiceUser, Password: password, Account: acc, Permissions: natsauth.Service()}
+	opts.Users = append(opts.Users, svc,
+		&server.User{Username: upEraserUser, Password: password, Account: acc, Permissions: natsauth.Eraser()})
 	if f.operatorUser != "" {
-		opts.Users = append(opts.Users, &server.User{Username: f.operatorUser, Password: f.operatorPassword, Permissions: natsauth.Operator()})
+		opts.Users = append(opts.Users, &server.User{Username: f.operatorUser, Password: f.operatorPassword, Account: acc, Permissions: natsauth.Operator()})
 	}
 	return svc, nil
 }

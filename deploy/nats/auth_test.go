@@ -707,8 +707,12 @@ func TestAuthConfMatchesGo(t *testing.T) {
 		if !natsauth.Equal(u.Permissions, w) {
 			t.Errorf("user %s: auth.conf and perms.go differ\n%s", u.Username, permsDiff(u.Permissions, w))
 		}
-		if u.Account == nil || u.Account.Name != "SESSIONLOG" {
-			t.Errorf("user %s in account %v", u.Username, u.Account)
+		wantAcc := natsauth.ServiceAccount
+		if u.Username == "agent" {
+			wantAcc = natsauth.DefaultTenant
+		}
+		if u.Account == nil || u.Account.Name != wantAcc {
+			t.Errorf("user %s in account %v, want %s", u.Username, u.Account, wantAcc)
 		}
 	}
 	for name := range want {
@@ -770,4 +774,74 @@ func contains(l []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// The tenants' section of auth.conf is what TenantsConf makes of the
+// default tenant; a change to perms.go shows here until it is regenerated.
+func TestAuthConfTenants(t *testing.T) {
+	b, err := os.ReadFile(authConf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := natsauth.WithTenants(b, natsauth.DefaultTenants())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b, want) {
+		t.Fatalf("the tenants section of auth.conf is not natsauth.TenantsConf(natsauth.DefaultTenants()): regenerate it (natsauth.WithTenants) and copy it to deploy/k8s")
+	}
+	for _, bad := range [][]natsauth.Tenant{
+		{{Name: "acme"}},
+		{{Name: "ac_me", Users: []natsauth.TenantUser{{Name: "x"}}}},
+		{{Name: "acme", Users: []natsauth.TenantUser{{Name: "a.b"}}}},
+		{{Name: "SESSIONLOG", Users: []natsauth.TenantUser{{Name: "x"}}}},
+		{{Name: "acme", Users: []natsauth.TenantUser{{Name: "service"}}}},
+		{{Name: "acme", Users: []natsauth.TenantUser{{Name: "x"}}}, {Name: "globex", Users: []natsauth.TenantUser{{Name: "x"}}}},
+		{{Name: natsauth.DefaultTenant, Users: []natsauth.TenantUser{{Name: "agent"}, {Name: "bob"}}}},
+	} {
+		if _, err := natsauth.TenantsConf(bad); err == nil {
+			t.Errorf("TenantsConf(%+v) made a config", bad)
+		}
+	}
+}
+
+// The identity a service sees comes from the server: a Nats-Request-Info
+// header the agent sends is replaced by the server's, naming the agent's
+// account and user (ADR 010).
+func TestRequestInfoFromServer(t *testing.T) {
+	s := startServer(t)
+	svc := connect(t, s, "service")
+	agent := connect(t, s, "agent")
+	got := make(chan nats.Header, 1)
+	sub, err := svc.Subscribe("sessions.api.read", func(m *nats.Msg) {
+		got <- m.Header
+		_ = m.Respond([]byte(`{}`))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := svc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	forged := `{"acc":"SESSIONLOG","user":"operator"}`
+	m := nats.NewMsg("sessions.api.read")
+	m.Header.Set("Nats-Request-Info", forged)
+	m.Header["Nats-Request-Info"] = append(m.Header["Nats-Request-Info"], forged)
+	m.Data = []byte(`{"sessionId":"s-1"}`)
+	if _, err := agent.RequestMsg(m, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	h := <-got
+	if v := h.Values("Nats-Request-Info"); len(v) != 1 {
+		t.Fatalf("the service got %d Nats-Request-Info values: %q", len(v), v)
+	}
+	var ci struct{ Acc, User string }
+	if err := json.Unmarshal([]byte(h.Get("Nats-Request-Info")), &ci); err != nil {
+		t.Fatal(err)
+	}
+	if ci.Acc != natsauth.DefaultTenant || ci.User != "agent" {
+		t.Fatalf("the service was told account %q user %q, want %s agent", ci.Acc, ci.User, natsauth.DefaultTenant)
+	}
+	agent.NoViolation(t)
 }

@@ -6,8 +6,10 @@
 package natsauth
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
@@ -249,4 +251,268 @@ func sameSet(a, b []string) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(slices.Compact(a), slices.Compact(b))
+}
+
+// Accounts (ADR 010). The services, the eraser and the operators live in
+// ServiceAccount, which holds JetStream and exports the agents' subjects
+// (AgentAPI) as services. Agents live in tenant accounts that import them
+// with share: true, so that nats-server itself adds to every request the
+// Nats-Request-Info header naming the requester's account (its tenant) and
+// user (the agent): the services never take identity from the request.
+// DefaultTenant is the tenant of the shipped `agent` user and of `up
+// --nats-user`, whose sessions keep the subjects and ids they had.
+const (
+	ServiceAccount = "SESSIONLOG"
+	DefaultTenant  = "AGENTS"
+)
+
+// AgentAPI lists the subjects ServiceAccount exports and every tenant
+// imports: the requests of an agent (DESIGN.md sections 4, 12, 15) and its
+// transient live events (section 2), which arrive stamped with their
+// sender like the requests.
+func AgentAPI() []string {
+	return []string{
+		"sessions.api.append",
+		"sessions.api.heartbeat",
+		"sessions.api.read",
+		"sessions.api.fork",
+		"sessions.api.source.append",
+		"sessions.api.source.load",
+		"sessions.api.source.list",
+		"sessions.api.source.subkeys",
+		"sessions.live.*",
+	}
+}
+
+// TenantAPI is what a tenant's account imports of AgentAPI: all of it for
+// the default tenant; for any other, all but sessions.api.source.*, whose
+// transcript keys are not scoped by tenant or owner yet (ADR 010), so that
+// no agent of such a tenant can load or list another agent's transcript.
+func TenantAPI(tenant string) []string {
+	if tenant == DefaultTenant {
+		return AgentAPI()
+	}
+	return slices.DeleteFunc(AgentAPI(), func(s string) bool { return strings.HasPrefix(s, "sessions.api.source.") })
+}
+
+// Tenant is an account of agents: its name (an account name of letters,
+// digits and '-') and its agents' users.
+type Tenant struct {
+	Name  string
+	Users []TenantUser
+}
+
+// TenantUser is an agent's user. Password is the value as nats-server
+// config reads it: empty means the environment variable PasswordVar names.
+type TenantUser struct {
+	Name     string
+	Password string
+}
+
+// PasswordVar is the environment variable holding a tenant user's password:
+// SESSIONLOG_AGENT_PASSWORD for the default tenant's `agent` (as before
+// tenants), else SESSIONLOG_<TENANT>_<USER>_PASSWORD, upper case, '-' as '_'.
+func PasswordVar(tenant, user string) string {
+	if tenant == DefaultTenant && user == "agent" {
+		return "SESSIONLOG_AGENT_PASSWORD"
+	}
+	up := func(s string) string { return strings.ToUpper(strings.ReplaceAll(s, "-", "_")) }
+	return "SESSIONLOG_" + up(tenant) + "_" + up(user) + "_PASSWORD"
+}
+
+// DefaultTenants is the tenants section deploy/nats/auth.conf ships: the
+// default tenant with the one `agent` user.
+func DefaultTenants() []Tenant {
+	return []Tenant{{Name: DefaultTenant, Users: []TenantUser{{Name: "agent"}}}}
+}
+
+// AgentOf is the permission set of an agent user of a tenant. The default
+// tenant's one user keeps today's rights (Agent): every connection of it
+// is one identity, so sharing _INBOX.> and sessions.live.> shares nothing
+// with another agent. A user of any other tenant subscribes to its own
+// inbox prefix alone (InboxPrefix), and to no live events: another user of
+// its tenant can neither read its replies nor watch its sessions.
+func AgentOf(tenant, user string) *server.Permissions {
+	p := Agent()
+	if tenant == DefaultTenant {
+		return p
+	}
+	p.Publish.Allow = TenantAPI(tenant)
+	p.Subscribe.Allow = []string{InboxPrefix(user) + ".>"}
+	p.Subscribe.Deny = append(p.Subscribe.Deny, "sessions.live.>")
+	return p
+}
+
+// InboxPrefix is the inbox prefix (nats.CustomInboxPrefix) the agent user
+// of a tenant other than the default must use: _INBOX.<user>.
+func InboxPrefix(user string) string { return AgentInboxPrefix + "." + user }
+
+// validName: an account or user name the generated config may carry.
+func validName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkTenants refuses tenants the generated config could not keep apart:
+// a bad or repeated name, the services' or system account, a user in two
+// tenants, more than the one `agent` user in the default tenant (its
+// user shares _INBOX.>).
+func checkTenants(tenants []Tenant) error {
+	accounts, users := map[string]bool{}, map[string]bool{}
+	for _, t := range tenants {
+		switch {
+		case !validName(t.Name) || strings.Contains(t.Name, "_"):
+			// No '_': a tenant's sessions are stored as _T<tenant>_<id>.
+			return fmt.Errorf("tenant %q: a name is 1 to 64 letters, digits and '-'", t.Name)
+		case t.Name == ServiceAccount || t.Name == "SYS" || t.Name == "$G" || t.Name == "$SYS":
+			return fmt.Errorf("tenant %q: the name is reserved", t.Name)
+		case accounts[t.Name] || (t.Name != DefaultTenant && strings.EqualFold(t.Name, DefaultTenant)):
+			return fmt.Errorf("tenant %q twice", t.Name)
+		case len(t.Users) == 0:
+			return fmt.Errorf("tenant %q has no users", t.Name)
+		case t.Name == DefaultTenant && len(t.Users) != 1:
+			return fmt.Errorf("tenant %s holds one user (\"agent\" as shipped): give other agents a tenant of their own", DefaultTenant)
+		}
+		accounts[t.Name] = true
+		for _, u := range t.Users {
+			if !validName(u.Name) {
+				return fmt.Errorf("tenant %s: user %q: a name is 1 to 64 letters, digits, '-' and '_'", t.Name, u.Name)
+			}
+			if reservedUsers[u.Name] {
+				return fmt.Errorf("tenant %s: user %q is a sessionlog user", t.Name, u.Name)
+			}
+			if users[u.Name] {
+				return fmt.Errorf("user %q in two tenants (or twice)", u.Name)
+			}
+			users[u.Name] = true
+		}
+	}
+	return nil
+}
+
+// reservedUsers are the names of the service account's users.
+var reservedUsers = map[string]bool{"service": true, "eraser": true, "operator": true, "sys": true}
+
+// TenantsBegin and TenantsEnd enclose the tenants' accounts in auth.conf:
+// TenantsConf's output, which a test compares with DefaultTenants and
+// WithTenants replaces.
+const (
+	TenantsBegin = "  # BEGIN tenants: generated by natsauth.TenantsConf (deploy/nats/perms.go); do not edit by hand\n"
+	TenantsEnd   = "  # END tenants\n"
+)
+
+// TenantsConf spells the tenants' accounts for nats-server's config file,
+// inside its accounts block: each tenant's users with AgentOf's rights,
+// and the imports of AgentAPI from ServiceAccount with share: true.
+func TenantsConf(tenants []Tenant) (string, error) {
+	if err := checkTenants(tenants); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString(TenantsBegin)
+	for _, t := range tenants {
+		fmt.Fprintf(&b, "  %s {\n    users: [\n", t.Name)
+		for _, u := range t.Users {
+			pw := "$" + PasswordVar(t.Name, u.Name)
+			if u.Password != "" {
+				pw = strconv.Quote(u.Password)
+			}
+			fmt.Fprintf(&b, "      {\n        user: %q\n        password: %s\n        permissions: {\n", u.Name, pw)
+			p := AgentOf(t.Name, u.Name)
+			writeSubjects(&b, "publish", p.Publish)
+			writeSubjects(&b, "subscribe", p.Subscribe)
+			b.WriteString("        }\n      }\n")
+		}
+		b.WriteString("    ]\n    imports: [\n")
+		for _, s := range TenantAPI(t.Name) {
+			fmt.Fprintf(&b, "      { service: { account: %q, subject: %q }, share: true }\n", ServiceAccount, s)
+		}
+		b.WriteString("    ]\n  }\n")
+	}
+	b.WriteString(TenantsEnd)
+	return b.String(), nil
+}
+
+func writeSubjects(b *strings.Builder, name string, p *server.SubjectPermission) {
+	fmt.Fprintf(b, "          %s: {\n", name)
+	for _, l := range []struct {
+		name string
+		subs []string
+	}{{"allow", p.Allow}, {"deny", p.Deny}} {
+		if len(l.subs) == 0 {
+			continue
+		}
+		fmt.Fprintf(b, "            %s: [\n", l.name)
+		for _, s := range l.subs {
+			fmt.Fprintf(b, "              %q\n", s)
+		}
+		b.WriteString("            ]\n")
+	}
+	b.WriteString("          }\n")
+}
+
+// WithTenants returns auth.conf with its tenants section replaced by
+// TenantsConf(tenants): how a deployment adds tenants and agents.
+func WithTenants(authConf []byte, tenants []Tenant) ([]byte, error) {
+	conf, err := TenantsConf(tenants)
+	if err != nil {
+		return nil, err
+	}
+	s := string(authConf)
+	i, j := strings.Index(s, TenantsBegin), strings.Index(s, TenantsEnd)
+	if i < 0 || j < i {
+		return nil, fmt.Errorf("no tenants section (%q ... %q)", strings.TrimSpace(TenantsBegin), strings.TrimSpace(TenantsEnd))
+	}
+	return []byte(s[:i] + conf + s[j+len(TenantsEnd):]), nil
+}
+
+// Accounts gives an embedded server's options what TenantsConf spells:
+// the service account (JetStream enabled) exporting AgentAPI, and one
+// account per tenant importing it with share: true. It returns the service
+// account, for the caller's service and operator users, and the tenants'
+// users (their passwords as given), which it adds to opts.Users.
+func Accounts(opts *server.Options, tenants []Tenant) (*server.Account, error) {
+	if err := checkTenants(tenants); err != nil {
+		return nil, err
+	}
+	// Enabling JetStream for an account is a config setting alone.
+	conf := "accounts {\n  " + ServiceAccount + " { jetstream: enabled }\n"
+	for _, t := range tenants {
+		conf += "  " + t.Name + " { }\n"
+	}
+	if err := opts.ProcessConfigString(conf + "}\n"); err != nil {
+		return nil, fmt.Errorf("accounts: %w", err)
+	}
+	byName := map[string]*server.Account{}
+	for _, a := range opts.Accounts {
+		byName[a.Name] = a
+	}
+	svc := byName[ServiceAccount]
+	for _, s := range AgentAPI() {
+		if err := svc.AddServiceExport(s, nil); err != nil {
+			return nil, fmt.Errorf("export %s: %w", s, err)
+		}
+	}
+	for _, t := range tenants {
+		a := byName[t.Name]
+		for _, s := range TenantAPI(t.Name) {
+			if err := a.AddServiceImport(svc, s, s); err != nil {
+				return nil, fmt.Errorf("tenant %s: import %s: %w", t.Name, s, err)
+			}
+			if err := a.SetServiceImportSharing(svc, s, true); err != nil {
+				return nil, fmt.Errorf("tenant %s: share %s: %w", t.Name, s, err)
+			}
+		}
+		for _, u := range t.Users {
+			opts.Users = append(opts.Users, &server.User{Username: u.Name, Password: u.Password, Account: a, Permissions: AgentOf(t.Name, u.Name)})
+		}
+	}
+	return svc, nil
 }

@@ -255,18 +255,32 @@ func cli(t *testing.T, s *stack, op creds, args ...string) (string, error) {
 
 // exercise runs the product through the deployment's users on a store of
 // that many partitions, then tries what an agent must not do.
-func exercise(t *testing.T, s *stack, partitions int, agentC, opC creds) {
+//
+// The agent is agentC (with agentOpts, its inbox prefix); spyC, when set,
+// is another agent, listening to every inbox and live subject it may from
+// the start: it must see nothing of the agent's sessions, not even the
+// replies to the agent's reads. Without one (`up --nats-user` has one
+// agent user: every connection of it is the same agent), a connection of
+// the agent's own user listens, and must see nothing the services or the
+// operator receive.
+func exercise(t *testing.T, s *stack, partitions int, agentC, spyC, opC creds, agentOpts, spyOpts []nats.Option) {
 	layout, err := logstore.NewLayout(partitions)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const marker = "secret-marker-7f3a"
-	agent := connect(t, s.natsURL, agentC)
-	// Another agent holding the same user, listening to every _INBOX
-	// subject it may: it must see nothing the services receive.
-	spy := connect(t, s.natsURL, agentC)
+	agent := connect(t, s.natsURL, agentC, agentOpts...)
+	otherAgent := spyC.user != ""
+	if !otherAgent {
+		spyC, spyOpts = agentC, agentOpts
+	}
+	spy := connect(t, s.natsURL, spyC, spyOpts...)
 	spied := make(chan *nats.Msg, 4096)
-	if _, err := spy.ChanSubscribe("_INBOX.>", spied); err != nil {
+	inbox := natsauth.AgentInboxPrefix + ".>"
+	if spyOpts != nil {
+		inbox = natsauth.InboxPrefix(spyC.user) + ".>"
+	}
+	if _, err := spy.ChanSubscribe(inbox, spied); err != nil {
 		t.Fatal(err)
 	}
 	spy.NoViolation(t)
@@ -299,6 +313,20 @@ func exercise(t *testing.T, s *stack, partitions int, agentC, opC creds) {
 			}
 			return nil
 		})
+		agent.NoViolation(t)
+	})
+
+	// Before the spy's messages are looked at: another agent sees none
+	// of the answer (ADR 010).
+	t.Run("agent reads its session over NATS", func(t *testing.T) {
+		var r struct {
+			Events  []json.RawMessage `json:"events"`
+			LastSeq uint64            `json:"lastSeq"`
+		}
+		request(t, agent, "sessions.api.read", map[string]any{"sessionId": "s-live"}, &r)
+		if len(r.Events) != 4 || r.LastSeq != 4 || !bytes.Contains(r.Events[2], []byte(marker)) {
+			t.Fatalf("read: %d events, last seq %d", len(r.Events), r.LastSeq)
+		}
 		agent.NoViolation(t)
 	})
 
@@ -492,25 +520,12 @@ func exercise(t *testing.T, s *stack, partitions int, agentC, opC creds) {
 		n := len(spied)
 		for range n {
 			m := <-spied
-			if strings.HasPrefix(m.Subject, natsauth.ServiceInboxPrefix) || bytes.Contains(m.Data, []byte(marker)) {
+			if strings.HasPrefix(m.Subject, natsauth.ServiceInboxPrefix) || (otherAgent && bytes.Contains(m.Data, []byte(marker))) {
 				t.Fatalf("an agent received %s: %.200q", m.Subject, m.Data)
 			}
 		}
-		t.Logf("the spying agent received %d messages under _INBOX (other agents' replies), none with session content", n)
+		t.Logf("the spying agent received %d messages under %s, none of the services' or, from another agent, with session content", n, inbox)
 		spy.NoViolation(t)
-	})
-
-	// Last, since another agent on the same user sees the answer (ADR 004).
-	t.Run("agent reads its session over NATS", func(t *testing.T) {
-		var r struct {
-			Events  []json.RawMessage `json:"events"`
-			LastSeq uint64            `json:"lastSeq"`
-		}
-		request(t, agent, "sessions.api.read", map[string]any{"sessionId": "s-live"}, &r)
-		if len(r.Events) != 4 || r.LastSeq != 4 || !bytes.Contains(r.Events[2], []byte(marker)) {
-			t.Fatalf("read: %d events, last seq %d", len(r.Events), r.LastSeq)
-		}
-		agent.NoViolation(t)
 	})
 
 	// Last of all: the operator erases it, through the eraser, which
@@ -562,8 +577,14 @@ func deployEnv(skip string) []string {
 func TestDeployConfig(t *testing.T) {
 	for _, partitions := range []int{1, 3} {
 		t.Run(fmt.Sprintf("P%d", partitions), func(t *testing.T) {
-			s := startUp(t, deployEnv(""), "--nats-config", "../../deploy/nats/server.conf", "--partitions", strconv.Itoa(partitions))
-			exercise(t, s, partitions, creds{"agent", deployPasswords["AGENT"]}, creds{"operator", deployPasswords["OPERATOR"]})
+			// The shipped config, with the tenants' section generated for
+			// acme (alice, bob) and globex (carol) besides the default
+			// tenant: its agent is the agent, bob the spy (TestTenants
+			// tries the agents of one tenant against each other).
+			conf, env, users := tenantsDeployment(t)
+			s := startUp(t, env, "--nats-config", conf, "--partitions", strconv.Itoa(partitions))
+			exercise(t, s, partitions, users["agent"], users["bob"], creds{"operator", deployPasswords["OPERATOR"]},
+				nil, []nats.Option{nats.CustomInboxPrefix(natsauth.InboxPrefix("bob"))})
 		})
 	}
 }
@@ -588,7 +609,7 @@ func TestUpNATSUser(t *testing.T) {
 			t.Fatalf("want an authorization error, got %v", err)
 		}
 	}
-	exercise(t, s, 1, agent, op)
+	exercise(t, s, 1, agent, creds{}, op, nil, nil)
 }
 
 // TestUpOpen: without users up says first that NATS is open, and refuses

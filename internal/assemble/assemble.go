@@ -57,6 +57,9 @@ type Writer struct {
 	MaxConcurrent int
 	// StateCacheSize bounds the sessions whose folded state is cached.
 	StateCacheSize int
+	// TenantEventsPerSecond bounds each tenant's appended events per
+	// second (0: none).
+	TenantEventsPerSecond float64
 }
 
 // DefaultWriter is the writer's configuration unless a caller changes it.
@@ -76,6 +79,7 @@ func NewWriter(cfg Writer, st *logstore.Store, d Deps) (*writer.Service, error) 
 	return writer.New(writer.Config{
 		Store: st, Conn: d.Conn, Logger: d.Logger, Registerer: d.Registerer, Now: d.Now,
 		LeaseTTL: cfg.LeaseTTL, MaxConcurrent: cfg.MaxConcurrent, StateCacheSize: cfg.StateCacheSize,
+		TenantEventsPerSecond: cfg.TenantEventsPerSecond,
 	})
 }
 

@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionlog/sessionlog/pkg/api"
 )
 
 // Follow defaults.
@@ -263,16 +265,31 @@ type LiveSub struct{ sub *nats.Subscription }
 // event at a time, and should be quick: events that arrive while more
 // than pendingBytes wait for it are dropped and counted in Dropped
 // (pendingBytes <= 0: the client's default, 64 MiB).
+//
+// An agent of a tenant other than the default publishes the live events
+// of its session stored as _T<tenant>_<id> on sessions.live.<id>, and the
+// server names its account in the Nats-Request-Info header (DESIGN.md
+// section 2): each event is given to fn under the stored id of the
+// session its sender names, so that one tenant's events never reach the
+// watchers of another's session of the same name.
 func (s *Store) Live(sessionID string, pendingBytes int, fn func(LiveMsg)) (*LiveSub, error) {
 	subject := LivePrefix + "*"
 	if sessionID != "" {
 		var err error
-		if subject, err = LiveSubject(sessionID); err != nil {
+		if err = ValidateSessionID(sessionID); err != nil {
+			return nil, err
+		}
+		_, wire := api.WireOf(sessionID)
+		if subject, err = LiveSubject(wire); err != nil {
 			return nil, err
 		}
 	}
 	sub, err := s.nc.Subscribe(subject, func(m *nats.Msg) {
-		fn(LiveMsg{SessionID: strings.TrimPrefix(m.Subject, LivePrefix), Header: m.Header, Data: m.Data})
+		id, ok := liveSession(m)
+		if !ok || (sessionID != "" && id != sessionID) {
+			return
+		}
+		fn(LiveMsg{SessionID: id, Header: m.Header, Data: m.Data})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("logstore: live %s: %w", subject, err)
@@ -294,3 +311,16 @@ func (l *LiveSub) Dropped() int {
 
 // Close ends the subscription.
 func (l *LiveSub) Close() error { return l.sub.Unsubscribe() }
+
+// liveSession is the stored id of the session a live event is for: the
+// subject's id, scoped by the sender's tenant. An event whose sender the
+// server names ambiguously, or that names an id its sender may not, is
+// for no session.
+func liveSession(m *nats.Msg) (string, bool) {
+	c, err := api.CallerOf(m.Header.Values(api.RequestInfoHeader))
+	if err != nil {
+		return "", false
+	}
+	id, err := c.StoredID(strings.TrimPrefix(m.Subject, LivePrefix))
+	return id, err == nil
+}

@@ -98,6 +98,7 @@ func Finish(id string) []schema.Envelope {
 		// the repair's result stands.
 		{typ: schema.TypeToolLateResult, ignorable: true, data: map[string]any{"toolCallId": "call-write", "status": "ok", "output": "wrote flaky.go"}},
 		{typ: schema.TypeSessionTitled, data: map[string]any{"title": "Fix TestFlaky"}},
+		{typ: schema.TypeSessionGranted, data: map[string]any{"grants": []string{"reviewer"}}},
 		// The model's context goes back to the first turn's end: the
 		// second turn, repaired, is abandoned.
 		{typ: schema.TypeContextRewound, data: map[string]any{"toEventId": id + "-e29", "toSeq": 29}},

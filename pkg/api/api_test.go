@@ -116,7 +116,7 @@ func TestAppendRequest(t *testing.T) {
 // Every code of the contract's tables, spelled as on the wire, once.
 func TestCodes(t *testing.T) {
 	want := []string{"bad_request", "invalid_event", "unknown_type", "structure", "conflict", "paused", "closed", "forking",
-		"too_large", "unreadable", "erased", "not_committed", "outcome_unknown", "not_found", "unsafe_cut", "internal", "rolled_back"}
+		"too_large", "unreadable", "erased", "not_committed", "outcome_unknown", "not_found", "unsafe_cut", "internal", "rolled_back", "forbidden", "quota_exceeded"}
 	have := map[string]bool{}
 	for _, c := range api.Codes {
 		if have[string(c)] {

@@ -31,6 +31,10 @@ const (
 	CodeInternal = schema.CodeInternal
 	// CodeRolledBack: the log lost events acknowledged earlier (pkg/client).
 	CodeRolledBack = schema.CodeRolledBack
+	// CodeForbidden: the session is another agent's (ADR 010).
+	CodeForbidden = schema.CodeForbidden
+	// CodeQuotaExceeded: the tenant is over a limit; nothing stored.
+	CodeQuotaExceeded = schema.CodeQuotaExceeded
 )
 
 // Codes lists every code.

@@ -222,7 +222,8 @@ func TestErrorIs(t *testing.T) {
 		n := 0
 		for _, s := range []error{client.ErrBadRequest, client.ErrInvalidEvent, client.ErrUnknownType, client.ErrStructure, client.ErrConflict,
 			client.ErrPaused, client.ErrClosed, client.ErrForking, client.ErrTooLarge, client.ErrNotCommitted, client.ErrOutcomeUnknown,
-			client.ErrNotFound, client.ErrUnsafeCut, client.ErrUnreadable, client.ErrErased, client.ErrInternal, client.ErrRolledBack} {
+			client.ErrNotFound, client.ErrUnsafeCut, client.ErrUnreadable, client.ErrErased, client.ErrInternal, client.ErrRolledBack,
+			client.ErrForbidden, client.ErrQuotaExceeded} {
 			if errors.Is(e, s) {
 				n++
 			}

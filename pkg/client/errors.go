@@ -58,6 +58,12 @@ var (
 	// ErrRolledBack: the log lost events acknowledged to this client
 	// (rolledback.go); definite, no retry brings them back.
 	ErrRolledBack = sentinel(api.CodeRolledBack)
+	// ErrForbidden: the session is another agent's and not granted to
+	// this one (ADR 010); definite.
+	ErrForbidden = sentinel(api.CodeForbidden)
+	// ErrQuotaExceeded: the tenant is over a limit (ADR 010); nothing was
+	// stored, and the same request may succeed later.
+	ErrQuotaExceeded = sentinel(api.CodeQuotaExceeded)
 )
 
 func errorf(c api.Code, format string, args ...any) *Error {

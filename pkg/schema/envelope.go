@@ -136,6 +136,25 @@ type SessionCreated struct {
 	Labels    map[string]string `json:"labels,omitempty"`
 	Workspace string            `json:"workspace,omitempty"`
 	Parent    *Parent           `json:"parent,omitempty"`
+	// Owner is the agent that created the session (ADR 010): the writer
+	// sets it from what the NATS server says of the requester, never from
+	// the request. Absent on sessions an operator or a service created, or
+	// created before owners existed.
+	Owner *Owner `json:"owner,omitempty"`
+	// Grants names the other agents (NATS users) of the owner's tenant
+	// that may use the session as its owner does.
+	Grants []string `json:"grants,omitempty"`
+}
+
+// SessionGranted adds agents to a session's grants (SessionCreated.Grants).
+type SessionGranted struct {
+	Grants []string `json:"grants"`
+}
+
+// Owner names an agent: its tenant (NATS account) and its user.
+type Owner struct {
+	Tenant string `json:"tenant"`
+	Agent  string `json:"agent"`
 }
 
 type Reason struct {

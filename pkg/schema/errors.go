@@ -34,6 +34,12 @@ const (
 	// back shorter, or different at an acknowledged seq). pkg/client
 	// answers it from what was acknowledged to it; definite.
 	CodeRolledBack Code = "rolled_back"
+	// CodeForbidden: the requester's agent neither owns the session nor
+	// was granted it (ADR 010); definite.
+	CodeForbidden Code = "forbidden"
+	// CodeQuotaExceeded: the requester's tenant is over a limit (ADR 010);
+	// nothing was stored.
+	CodeQuotaExceeded Code = "quota_exceeded"
 )
 
 // Codes lists every code, in the order of the contract's table.
@@ -41,7 +47,7 @@ var Codes = []Code{
 	CodeBadRequest, CodeInvalidEvent, CodeUnknownType, CodeStructure, CodeConflict,
 	CodePaused, CodeClosed, CodeForking, CodeTooLarge, CodeNotCommitted,
 	CodeOutcomeUnknown, CodeNotFound, CodeUnsafeCut, CodeUnreadable, CodeErased, CodeInternal,
-	CodeRolledBack,
+	CodeRolledBack, CodeForbidden, CodeQuotaExceeded,
 }
 
 // Error is a refusal with a contract code. Index is the position of the

@@ -36,6 +36,9 @@ const (
 	TypeForkCommitted     = "fork/committed"
 	TypeContextRewound    = "context/rewound"
 	TypeSessionTitled     = "session/titled"
+	// TypeSessionGranted lets more agents of the owner's tenant use the
+	// session (ADR 010); only the owner or an operator writes it.
+	TypeSessionGranted = "session/granted"
 	// TypeToolLateResult (ignorable) records a result that came after a
 	// repair had closed its call: the repair's result stands.
 	TypeToolLateResult = "tool/late-result"
@@ -196,12 +199,31 @@ func init() {
 				return fmt.Errorf("data.parent needs seedLength >= 1 and depth >= 1")
 			}
 		}
+		if o := d.Owner; o != nil && (!ValidSessionID(o.Tenant) || !ValidSessionID(o.Agent)) {
+			return fmt.Errorf("data.owner needs a tenant and an agent of [A-Za-z0-9_-]")
+		}
+		for _, g := range d.Grants {
+			if !ValidSessionID(g) {
+				return fmt.Errorf("data.grants: %q is not an agent name of [A-Za-z0-9_-]", truncate(g))
+			}
+		}
 		return nil
 	})})
 	register(&Spec{Type: TypeSessionPaused, check: dataCheck(func(d *Reason) error { return need("reason", d.Reason) })})
 	register(&Spec{Type: TypeSessionResumed, check: dataCheck(func(d *SessionResumed) error { return need("by", d.By) })})
 	register(&Spec{Type: TypeSessionClosed, check: dataCheck(func(d *Reason) error { return need("reason", d.Reason) })})
 	register(&Spec{Type: TypeSessionTitled, check: dataCheck(func(d *SessionTitled) error { return need("title", d.Title) })})
+	register(&Spec{Type: TypeSessionGranted, check: dataCheck(func(d *SessionGranted) error {
+		if len(d.Grants) == 0 {
+			return fmt.Errorf("data.grants names no agent")
+		}
+		for _, g := range d.Grants {
+			if !ValidSessionID(g) {
+				return fmt.Errorf("data.grants: %q is not an agent name of [A-Za-z0-9_-]", truncate(g))
+			}
+		}
+		return nil
+	})})
 	register(&Spec{Type: TypeContextRewound, check: dataCheck(func(d *ContextRewound) error {
 		return firstErr(need("toEventId", d.ToEventID), needSeq("toSeq", d.ToSeq))
 	})})

@@ -41,6 +41,7 @@ var minimal = map[string]struct{ data, full string }{
 	TypeRepairApplied:  {`{"reason":"lease expired","closed":[]}`, `{"reason":"lease expired","closed":[{"kind":"tool_started","id":"c1","turnId":"t1"}],"leaseExpiredAt":"2026-12-02T15:04:05Z","plannedAtSeq":9}`},
 	TypeForkCommitted:  {`{"seedLength":4}`, ``},
 	TypeSessionTitled:  {`{"title":"t"}`, ``},
+	TypeSessionGranted: {`{"grants":["bob"]}`, ``},
 	TypeContextRewound: {`{"toEventId":"e3","toSeq":3}`, ``},
 	TypeToolLateResult: {`{"toolCallId":"c1","status":"ok"}`, `{"toolCallId":"c1","status":"error","output":"exit 1"}`},
 }
@@ -384,7 +385,7 @@ func TestErrors(t *testing.T) {
 	if got := Errorf(CodeBadRequest, "x").Error(); got != "bad_request: x" {
 		t.Fatalf("got %q", got)
 	}
-	if len(Codes) != 17 || !slices.Contains(Codes, CodeUnsafeCut) {
+	if len(Codes) != 19 || !slices.Contains(Codes, CodeUnsafeCut) || !slices.Contains(Codes, CodeForbidden) {
 		t.Fatalf("codes: %v", Codes)
 	}
 }

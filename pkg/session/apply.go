@@ -2,6 +2,7 @@ package session
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -166,6 +167,19 @@ func (s *State) plan(e *schema.Envelope, apply bool) error {
 		}
 		if apply {
 			s.Meta.Title = d.Title
+		}
+		return nil
+	case schema.TypeSessionGranted:
+		var d schema.SessionGranted
+		if err := e.DecodeData(&d); err != nil {
+			return bad(err)
+		}
+		if apply {
+			for _, g := range d.Grants {
+				if !slices.Contains(s.Meta.Grants, g) {
+					s.Meta.Grants = append(s.Meta.Grants, g)
+				}
+			}
 		}
 		return nil
 	case schema.TypeContextRewound:

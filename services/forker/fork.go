@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 )
@@ -29,6 +30,10 @@ type plan struct {
 	StartedAt   time.Time `json:"startedAt"`
 	HeartbeatAt time.Time `json:"heartbeatAt"`
 	Owner       string    `json:"owner"`
+	// ChildOwner is the agent that asked for the fork (ADR 010): it owns
+	// the child. Nil when an operator asked: the child keeps the parent's
+	// owner and grants.
+	ChildOwner *schema.Owner `json:"childOwner,omitempty"`
 }
 
 // opID names a fork by what it copies. The child's event ids are derived
@@ -62,6 +67,12 @@ func badRequest(format string, args ...any) error {
 // Fork resolves the request's cut on the parent and writes the child. It
 // is what the endpoint runs; tests and benchmarks may call it directly.
 func (s *Service) Fork(ctx context.Context, r Request) (rep Reply, err error) {
+	return s.ForkAs(ctx, api.Caller{}, r)
+}
+
+// ForkAs is Fork for a requester the NATS server named: an agent forks
+// only a session it owns or was granted, and owns the child.
+func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep Reply, err error) {
 	start := time.Now()
 	defer func() {
 		code := "ok"
@@ -75,11 +86,25 @@ func (s *Service) Fork(ctx context.Context, r Request) (rep Reply, err error) {
 	if s.bucket() == nil {
 		return Reply{}, schema.Errorf(schema.CodeNotCommitted, "forker is not running")
 	}
+	if !caller.Operator() {
+		// The stored ids of the sessions the agent names (the child's
+		// made here when it names none), and its own in the reply.
+		if r.ChildID == "" {
+			r.ChildID = s.cfg.NewID()
+		}
+		if r.ParentID, err = caller.StoredID(r.ParentID); err != nil {
+			return Reply{}, err
+		}
+		if r.ChildID, err = caller.StoredID(r.ChildID); err != nil {
+			return Reply{}, err
+		}
+		defer func() { rep.ParentID, rep.ChildID = caller.WireID(rep.ParentID), caller.WireID(rep.ChildID) }()
+	}
 	cut, err := s.check(&r)
 	if err != nil {
 		return Reply{}, err
 	}
-	sc, err := s.resolve(ctx, r.ParentID, cut)
+	sc, err := s.resolve(ctx, caller, r.ParentID, cut)
 	if err != nil {
 		// Nothing is written before the parent is read.
 		return Reply{}, definite(schema.CodeNotCommitted, err)
@@ -95,6 +120,7 @@ func (s *Service) Fork(ctx context.Context, r Request) (rep Reply, err error) {
 	p := &plan{
 		ChildID: r.ChildID, ParentID: r.ParentID, SeedLength: k, Depth: depth, Workspace: r.Workspace,
 		OpID: opID(r.ChildID, r.ParentID, k, r.Workspace), StartedAt: now, HeartbeatAt: now, Owner: s.owner,
+		ChildOwner: caller.Owner(),
 	}
 	// An erased id is never used again (DESIGN.md section 14); the
 	// forker appends around the writer, so it checks itself. A parent
@@ -244,7 +270,7 @@ type scan struct {
 
 // resolve scans the parent (only as far as the cut needs) and returns the
 // seed length, the child's depth and where the seed is stored.
-func (s *Service) resolve(ctx context.Context, parent string, cut session.Cut) (*scan, error) {
+func (s *Service) resolve(ctx context.Context, caller api.Caller, parent string, cut session.Cut) (*scan, error) {
 	sp := session.NewSafePoints(parent)
 	sc := &scan{}
 	j := logstore.Judge{SessionID: parent}
@@ -275,6 +301,10 @@ func (s *Service) resolve(ctx context.Context, parent string, cut session.Cut) (
 	}
 	if !tail.Exists() {
 		return nil, schema.Errorf(schema.CodeNotFound, "parent session %s does not exist", parent)
+	}
+	// Before anything of the parent is answered (its safe seqs included).
+	if err := api.Authorize(caller, parent, &sp.State().Meta); err != nil {
+		return nil, err
 	}
 	if sc.k, err = sp.Resolve(cut); err != nil {
 		return nil, err
@@ -404,8 +434,9 @@ func (s *Service) finish(ctx context.Context, p *plan, sc *scan) error {
 		return &permanentError{schema.Errorf(schema.CodeConflict, "child %s holds %d events of a seed of %d", p.ChildID, cs.LastSeq, p.SeedLength)}
 	}
 	if sc == nil {
+		// The request that made the plan was authorized already.
 		k := p.SeedLength
-		if sc, err = s.resolve(ctx, p.ParentID, session.Cut{Seq: &k}); err != nil {
+		if sc, err = s.resolve(ctx, api.Caller{}, p.ParentID, session.Cut{Seq: &k}); err != nil {
 			switch schema.CodeOf(err) {
 			case schema.CodeUnreadable, schema.CodeNotFound, schema.CodeBadRequest, schema.CodeConflict:
 				return &permanentError{err}
@@ -633,6 +664,10 @@ func (s *Service) created(p *plan, parentCreated *schema.Envelope) (schema.Envel
 	d := schema.SessionCreated{
 		Title: pd.Title, Agent: pd.Agent, Labels: pd.Labels, Workspace: p.Workspace,
 		Parent: &schema.Parent{SessionID: p.ParentID, SeedLength: p.SeedLength, Depth: p.Depth},
+		Owner:  pd.Owner, Grants: pd.Grants,
+	}
+	if p.ChildOwner != nil {
+		d.Owner, d.Grants = p.ChildOwner, nil
 	}
 	data, err := json.Marshal(d)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/wire"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -247,7 +248,11 @@ func (s *Service) handle(ctx context.Context, req micro.Request) {
 		defer func() { <-s.sem }()
 		ctx, cancel := context.WithTimeout(ctx, s.cfg.ForkTimeout)
 		defer cancel()
-		rep, err := s.Fork(ctx, r)
+		caller, err := api.CallerOf(req.Headers().Values(api.RequestInfoHeader))
+		var rep Reply
+		if err == nil {
+			rep, err = s.ForkAs(ctx, caller, r)
+		}
 		if err != nil {
 			respond(errorMsg(reply, err))
 			return

@@ -13,13 +13,18 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 )
 
 func (s *Service) handleAppend(ctx context.Context, m *nats.Msg) {
 	start := time.Now()
-	rep, err := s.Append(ctx, m.Data)
+	var rep AppendReply
+	caller, err := api.CallerOf(m.Header.Values(api.RequestInfoHeader))
+	if err == nil {
+		rep, err = s.AppendAs(ctx, caller, m.Data)
+	}
 	outcome, code := "committed", "ok"
 	switch {
 	case err != nil:
@@ -43,17 +48,43 @@ func (s *Service) handleAppend(ctx context.Context, m *nats.Msg) {
 // contract error (*schema.Error). It is what the endpoint runs; tests and
 // benchmarks may call it directly.
 func (s *Service) Append(ctx context.Context, body []byte) (AppendReply, error) {
+	return s.AppendAs(ctx, api.Caller{}, body)
+}
+
+// AppendAs is Append for a requester the NATS server named (ADR 010): an
+// agent's session/created records it as the owner, and an agent may
+// append only to a session it owns or was granted.
+func (s *Service) AppendAs(ctx context.Context, caller api.Caller, body []byte) (AppendReply, error) {
 	var req AppendRequest
 	var bodies [][]byte
 	if err := decodeAppendBodies(body, &req, &bodies); err != nil {
 		return AppendReply{}, schema.Errorf(schema.CodeBadRequest, "request is not a valid append request: %v", err)
 	}
 	kept, seqs := keepBodies(req.Events, bodies)
+	if !caller.Operator() {
+		if err := scopeAppend(caller, &req); err != nil {
+			return AppendReply{}, err
+		}
+		if caller.Scoped() {
+			kept, seqs = nil, nil // the events' session ids change
+		}
+	}
 	p, err := s.prepare(&req)
 	if err != nil {
 		return AppendReply{}, err
 	}
 	p.bodies, p.seqs = kept, seqs
+	p.caller = caller
+	if !caller.Operator() {
+		if err := stampOwner(caller, &req, &p); err != nil {
+			return AppendReply{}, err
+		}
+	}
+	if !caller.Operator() {
+		if err := s.quotas.take(caller.Tenant, len(req.Events)); err != nil {
+			return AppendReply{}, err
+		}
+	}
 	if err := s.checkHolder(ctx, &req); err != nil {
 		return AppendReply{}, err
 	}
@@ -67,7 +98,28 @@ func (s *Service) Append(ctx context.Context, body []byte) (AppendReply, error) 
 	if req.Holder != "" {
 		s.renewAfterAppend(ctx, req.SessionID, req.Holder, req.Takeover)
 	}
+	if !caller.Operator() && !rep.Duplicate {
+		s.quotas.stored(caller.Tenant, len(req.Events))
+	}
+	rep.SessionID = caller.WireID(rep.SessionID)
 	return rep, nil
+}
+
+// scopeAppend gives an agent's request the stored id of the session it
+// names (api.Caller.StoredID), in the request and its events.
+func scopeAppend(c api.Caller, req *AppendRequest) error {
+	wire := req.SessionID
+	stored, err := c.StoredID(wire)
+	if err != nil || !c.Scoped() {
+		return err
+	}
+	req.SessionID = stored
+	for i := range req.Events {
+		if req.Events[i].SessionID == wire {
+			req.Events[i].SessionID = stored
+		}
+	}
+	return nil
 }
 
 // prepared is what prepare learned of a request.
@@ -79,6 +131,35 @@ type prepared struct {
 	// the seq each one holds; nil unless every event came so.
 	bodies [][]byte
 	seqs   []uint64
+	// caller is who asked (the zero Caller: an operator or a service);
+	// grants: the request holds a session/granted event of an agent.
+	caller api.Caller
+	grants bool
+}
+
+// stampOwner records an agent's identity in the session/created events of
+// its request (data.owner), from what the server said, never the request,
+// and notes a session/granted event (which only the owner may write).
+func stampOwner(c api.Caller, req *AppendRequest, p *prepared) error {
+	for i := range req.Events {
+		e := &req.Events[i]
+		p.grants = p.grants || e.Type == schema.TypeSessionGranted
+		if e.Type != schema.TypeSessionCreated {
+			continue
+		}
+		data, err := api.StampOwner(c, e.Data)
+		if err != nil {
+			var se *schema.Error
+			if errors.As(err, &se) {
+				return se.WithIndex(i)
+			}
+			return err
+		}
+		e.Data = data
+		// The client's bodies no longer hold the events to store.
+		p.bodies, p.seqs = nil, nil
+	}
+	return nil
 }
 
 // keepBodies returns the client's bodies of events, and the seq each one
@@ -224,6 +305,16 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 			return AppendReply{}, err
 		}
 		reload = false
+		if ent.state.Exists() {
+			if err := api.Authorize(p.caller, req.SessionID, &ent.state.Meta); err != nil {
+				return AppendReply{}, err
+			}
+			if p.grants {
+				if err := api.MayGrant(p.caller, req.SessionID, &ent.state.Meta); err != nil {
+					return AppendReply{}, err
+				}
+			}
+		}
 		if ent.state.LastSeq == 0 || fresh {
 			// The id must not be an erased one, or one being erased
 			// (DESIGN.md section 14), read from the record's leader. A

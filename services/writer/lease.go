@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -141,7 +142,11 @@ func (s *Service) owedLoop(ctx context.Context) {
 func (s *Service) heartbeatMin() time.Duration { return s.cfg.LeaseTTL / 10 }
 
 func (s *Service) handleHeartbeat(ctx context.Context, m *nats.Msg) {
-	rep, err := s.Heartbeat(ctx, m.Data)
+	var rep HeartbeatReply
+	caller, err := api.CallerOf(m.Header.Values(api.RequestInfoHeader))
+	if err == nil {
+		rep, err = s.HeartbeatAs(ctx, caller, m.Data)
+	}
 	if err != nil {
 		d := errorDetail(err)
 		s.m.heartbeats.WithLabelValues(string(d.Code)).Inc()
@@ -158,6 +163,12 @@ func (s *Service) handleHeartbeat(ctx context.Context, m *nats.Msg) {
 // holder is refused with conflict (naming it) unless the request says
 // takeover.
 func (s *Service) Heartbeat(ctx context.Context, body []byte) (HeartbeatReply, error) {
+	return s.HeartbeatAs(ctx, api.Caller{}, body)
+}
+
+// HeartbeatAs is Heartbeat for a requester the NATS server named: an
+// agent renews only the lease of a session it owns or was granted.
+func (s *Service) HeartbeatAs(ctx context.Context, caller api.Caller, body []byte) (rep HeartbeatReply, err error) {
 	var req HeartbeatRequest
 	if err := unmarshal(body, &req); err != nil {
 		return HeartbeatReply{}, schema.Errorf(schema.CodeBadRequest, "request is not a valid heartbeat request: %v", err)
@@ -170,6 +181,15 @@ func (s *Service) Heartbeat(ctx context.Context, body []byte) (HeartbeatReply, e
 	}
 	if req.Holder == "" || !schema.ValidItemID(req.Holder) {
 		return HeartbeatReply{}, schema.Errorf(schema.CodeBadRequest, "holder is required and must match ^[A-Za-z0-9_.:-]{1,128}$")
+	}
+	if !caller.Operator() {
+		if req.SessionID, err = caller.StoredID(req.SessionID); err != nil {
+			return HeartbeatReply{}, err
+		}
+		defer func() { rep.SessionID = caller.WireID(rep.SessionID) }()
+		if err := s.authorize(ctx, caller, req.SessionID); err != nil {
+			return HeartbeatReply{}, err
+		}
 	}
 	exists := false
 	if e, ok := s.cache.Get(req.SessionID); ok {

@@ -26,11 +26,24 @@ func (s *Service) handleRead(ctx context.Context, m *nats.Msg) {
 		s.respondErr(m.Reply, errorDetail(schema.Errorf(schema.CodeBadRequest, "request is not a valid read request: %v", err)))
 		return
 	}
+	caller, err := api.CallerOf(m.Header.Values(api.RequestInfoHeader))
+	if err == nil && !caller.Operator() {
+		// The stored id of the session the agent names; the events go
+		// out as stored, with that id.
+		if req.SessionID, err = caller.StoredID(req.SessionID); err == nil && logstore.ValidateSessionID(req.SessionID) == nil {
+			err = s.authorize(ctx, caller, req.SessionID)
+		}
+	}
+	if err != nil {
+		s.respondErr(m.Reply, errorDetail(err))
+		return
+	}
 	page, err := ReadPage(ctx, s.st, req, int(s.nc.MaxPayload()))
 	if err != nil {
 		s.respondErr(m.Reply, errorDetail(err))
 		return
 	}
+	page.SessionID = caller.WireID(page.SessionID)
 	s.respond(m.Reply, EncodeReadReply(page))
 }
 

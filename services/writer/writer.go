@@ -58,6 +58,10 @@ type Config struct {
 	MaxConcurrent int
 	// ConflictRetries bounds retries of appends without expectedSeq.
 	ConflictRetries int
+	// TenantEventsPerSecond bounds the events the agents of one tenant
+	// (other than the operators) append per second, with a burst of as
+	// many (0: no bound); over it an append is refused quota_exceeded.
+	TenantEventsPerSecond float64
 }
 
 // Service is the writer.
@@ -85,6 +89,7 @@ type Service struct {
 	// lower than the store's.
 	validateLimit int
 	hits, misses  prometheus.Counter
+	quotas        *tenantQuotas
 }
 
 // New checks cfg and builds the service; Run starts it.
@@ -150,6 +155,9 @@ func New(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("writer: metrics: %w", err)
 	}
 	s.m = m
+	if s.quotas, err = newTenantQuotas(cfg.TenantEventsPerSecond, cfg.Now, cfg.Registerer); err != nil {
+		return nil, fmt.Errorf("writer: metrics: %w", err)
+	}
 	s.hits, s.misses = m.cache.WithLabelValues("hit"), m.cache.WithLabelValues("miss")
 	s.validateLimit = -1
 	if cfg.MaxEventBytes < sc.MaxEventBytes {
@@ -239,7 +247,9 @@ const workerIdle = 10 * time.Second
 // (with the micro error headers) rather than through micro.Request, whose
 // bookkeeping is not safe from another goroutine.
 func (s *Service) dispatch(ctx context.Context, r micro.Request, h func(context.Context, *nats.Msg)) {
-	j := job{ctx: ctx, m: &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Data: r.Data()}, h: h}
+	// The headers carry who asked (api.RequestInfoHeader, set by the
+	// server on requests from a tenant's account).
+	j := job{ctx: ctx, m: &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Data: r.Data(), Header: nats.Header(r.Headers())}, h: h}
 	select {
 	case s.jobs <- j: // an idle worker took it
 		return

@@ -1,0 +1,203 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// RequestInfoHeader is the header nats-server adds to a request that
+// crossed a service import with share: true: the requester's account and
+// user as the server authenticated them (ADR 010). The server replaces any
+// header of that name the requester sent.
+const RequestInfoHeader = "Nats-Request-Info"
+
+// DefaultTenant is the account of the agents of the default tenant
+// (deploy/nats, natsauth.DefaultTenant): sessions made before owners
+// existed, or by an operator, belong to it.
+const DefaultTenant = "AGENTS"
+
+// Caller is who sent a request, as the NATS server says. The zero Caller
+// is a request from inside the services' own account (a service relaying
+// the dashboard, an operator's verb, an open `up`): it has the operator's
+// rights.
+type Caller struct {
+	Tenant string // the NATS account
+	Agent  string // the NATS user
+}
+
+// Operator reports whether c has the operator's rights.
+func (c Caller) Operator() bool { return c.Tenant == "" }
+
+func (c Caller) String() string {
+	if c.Operator() {
+		return "operator"
+	}
+	return c.Tenant + "/" + c.Agent
+}
+
+// CallerOf reads the values of a request's RequestInfoHeader: none is the
+// zero Caller (the services' account: no import crossed); one names the
+// account and the user. More than one, or one without both names, is
+// refused: the server writes exactly one, with both, on a shared import.
+func CallerOf(values []string) (Caller, error) {
+	switch len(values) {
+	case 0:
+		return Caller{}, nil
+	case 1:
+	default:
+		return Caller{}, schema.Errorf(schema.CodeForbidden, "the request carries %d %s headers", len(values), RequestInfoHeader)
+	}
+	var ci struct {
+		Acc  string `json:"acc"`
+		User string `json:"user"`
+	}
+	if err := json.Unmarshal([]byte(values[0]), &ci); err != nil || ci.Acc == "" || ci.User == "" {
+		return Caller{}, schema.Errorf(schema.CodeForbidden, "the request's %s names no account and user", RequestInfoHeader)
+	}
+	return Caller{Tenant: ci.Acc, Agent: ci.User}, nil
+}
+
+// Owner is the owner a session created by c records.
+func (c Caller) Owner() *schema.Owner {
+	if c.Operator() {
+		return nil
+	}
+	return &schema.Owner{Tenant: c.Tenant, Agent: c.Agent}
+}
+
+// Authorize decides whether c may use (append to, heartbeat, read, watch,
+// fork from) an existing session created with meta: an operator always;
+// an agent when it owns the session or the session grants it. A session
+// of another tenant answers not_found, as a session that does not exist
+// would, so that no tenant learns of another's sessions by asking; a
+// session without an owner (an operator's, or made before owners) is the
+// default tenant's.
+func Authorize(c Caller, sessionID string, meta *schema.SessionCreated) error {
+	if c.Operator() {
+		return nil
+	}
+	tenant := DefaultTenant
+	if meta.Owner != nil {
+		tenant = meta.Owner.Tenant
+	}
+	if tenant != c.Tenant {
+		return schema.Errorf(schema.CodeNotFound, "session %s does not exist", sessionID)
+	}
+	if meta.Owner == nil || meta.Owner.Agent == c.Agent || slices.Contains(meta.Grants, c.Agent) {
+		return nil
+	}
+	return schema.Errorf(schema.CodeForbidden, "session %s is another agent's, and not granted to %s", sessionID, c.Agent)
+}
+
+// MayGrant decides whether c may write a session/granted event to a
+// session it may use (Authorize): its owner or an operator may; an agent
+// it was granted to may not pass it on.
+func MayGrant(c Caller, sessionID string, meta *schema.SessionCreated) error {
+	if c.Operator() || meta.Owner == nil || meta.Owner.Agent == c.Agent {
+		return nil
+	}
+	return schema.Errorf(schema.CodeForbidden, "only the owner of session %s grants it", sessionID)
+}
+
+// StampOwner sets data.owner of a session/created event's data to c's
+// identity. An agent may name itself there, never another: an owner given
+// that is not c is forbidden. An operator's event is left as it is (an
+// operator may create a session for an agent).
+func StampOwner(c Caller, data json.RawMessage) (json.RawMessage, error) {
+	if c.Operator() {
+		return data, nil
+	}
+	m := map[string]json.RawMessage{}
+	if len(data) > 0 && string(data) != "null" {
+		if err := json.Unmarshal(data, &m); err != nil {
+			return nil, schema.Errorf(schema.CodeInvalidEvent, "data is not an object: %v", err)
+		}
+	}
+	if given, ok := m["owner"]; ok {
+		var o schema.Owner
+		if err := json.Unmarshal(given, &o); err != nil || o != *c.Owner() {
+			return nil, schema.Errorf(schema.CodeForbidden, "data.owner %s is not the requester (%s)", clipJSON(given), c)
+		}
+		return data, nil
+	}
+	own, err := json.Marshal(c.Owner())
+	if err != nil {
+		return nil, err
+	}
+	m["owner"] = own
+	out, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("data: %w", err)
+	}
+	return out, nil
+}
+
+func clipJSON(b json.RawMessage) string {
+	if len(b) > 80 {
+		return string(b[:80]) + "..."
+	}
+	return string(b)
+}
+
+// TenantIDPrefix begins the stored id of every session of a tenant other
+// than the default: _T<tenant>_<id>, where <id> is the id its agents use
+// on the wire (tenant names hold no '_'). Subjects, KV keys, the
+// projector's keys and everything else derived from the stored id are so
+// scoped by tenant; the default tenant's sessions keep their ids as they
+// are.
+const TenantIDPrefix = "_T"
+
+// Scoped reports whether c's session ids are stored qualified by its
+// tenant: an agent of a tenant other than the default.
+func (c Caller) Scoped() bool { return !c.Operator() && c.Tenant != DefaultTenant }
+
+// StoredID is the stored id of the session c names id. An id that is not
+// a valid session id is returned as it is, for the caller's validation
+// to refuse; one whose stored id would be too long is refused here.
+//
+// An agent of the default tenant may not name an id of the form of
+// another tenant's stored id (bad_request, whether or not it exists), so
+// that it learns nothing of them.
+func (c Caller) StoredID(id string) (string, error) {
+	if c.Operator() || !schema.ValidSessionID(id) {
+		return id, nil
+	}
+	if !c.Scoped() {
+		if strings.HasPrefix(id, TenantIDPrefix) {
+			return "", schema.Errorf(schema.CodeBadRequest, "session ids beginning with %s are other tenants'", TenantIDPrefix)
+		}
+		return id, nil
+	}
+	s := TenantIDPrefix + c.Tenant + "_" + id
+	if !schema.ValidSessionID(s) {
+		return "", schema.Errorf(schema.CodeBadRequest, "session id %q is too long: tenant %s's ids have at most %d characters", id, c.Tenant, 128-len(s)+len(id))
+	}
+	return s, nil
+}
+
+// WireID is the id c uses for the session stored as stored.
+func (c Caller) WireID(stored string) string {
+	if !c.Scoped() {
+		return stored
+	}
+	return strings.TrimPrefix(stored, TenantIDPrefix+c.Tenant+"_")
+}
+
+// WireOf splits a stored id into the tenant it is scoped to ("" for the
+// default tenant's ids and an operator's) and the id that tenant's agents
+// use.
+func WireOf(stored string) (tenant, id string) {
+	rest, ok := strings.CutPrefix(stored, TenantIDPrefix)
+	if !ok {
+		return "", stored
+	}
+	tenant, id, ok = strings.Cut(rest, "_")
+	if !ok || tenant == "" || id == "" {
+		return "", stored
+	}
+	return tenant, id
+}

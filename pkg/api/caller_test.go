@@ -1,0 +1,146 @@
+package api_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+func TestCallerOf(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		values []string
+		want   api.Caller
+		code   schema.Code
+	}{
+		{"Operator", nil, api.Caller{}, ""},
+		{"Agent", []string{`{"acc":"acme","user":"alice","rtt":1000}`}, api.Caller{Tenant: "acme", Agent: "alice"}, ""},
+		{"ErrTwoHeaders", []string{`{"acc":"acme","user":"alice"}`, `{"acc":"SESSIONLOG","user":"operator"}`}, api.Caller{}, schema.CodeForbidden},
+		{"ErrNoUser", []string{`{"acc":"acme"}`}, api.Caller{}, schema.CodeForbidden},
+		{"ErrNotJSON", []string{`acme`}, api.Caller{}, schema.CodeForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := api.CallerOf(tc.values)
+			if tc.code != "" {
+				if schema.CodeOf(err) != tc.code {
+					t.Fatalf("err %v, want %s", err, tc.code)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("got %+v %v, want %+v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestAuthorize(t *testing.T) {
+	alice := api.Caller{Tenant: "acme", Agent: "alice"}
+	bob := api.Caller{Tenant: "acme", Agent: "bob"}
+	carol := api.Caller{Tenant: "globex", Agent: "carol"}
+	legacy := api.Caller{Tenant: api.DefaultTenant, Agent: "agent"}
+	owned := &schema.SessionCreated{Owner: alice.Owner()}
+	granted := &schema.SessionCreated{Owner: alice.Owner(), Grants: []string{"bob"}}
+	unowned := &schema.SessionCreated{}
+	for _, tc := range []struct {
+		name string
+		c    api.Caller
+		meta *schema.SessionCreated
+		code schema.Code
+	}{
+		{"Owner", alice, owned, ""},
+		{"Operator", api.Caller{}, owned, ""},
+		{"Granted", bob, granted, ""},
+		{"ErrForbidden", bob, owned, schema.CodeForbidden},
+		{"ErrNotFoundOtherTenant", carol, granted, schema.CodeNotFound},
+		{"UnownedIsTheDefaultTenants", legacy, unowned, ""},
+		{"ErrNotFoundUnownedOtherTenant", alice, unowned, schema.CodeNotFound},
+		{"ErrNotFoundDefaultTenantOnOwned", legacy, owned, schema.CodeNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := api.Authorize(tc.c, "s-1", tc.meta)
+			if got := schema.CodeOf(err); (tc.code == "" && err != nil) || (tc.code != "" && got != tc.code) {
+				t.Fatalf("err %v, want %q", err, tc.code)
+			}
+		})
+	}
+}
+
+func TestStoredID(t *testing.T) {
+	acme := api.Caller{Tenant: "acme", Agent: "alice"}
+	legacy := api.Caller{Tenant: api.DefaultTenant, Agent: "agent"}
+	for _, tc := range []struct {
+		c          api.Caller
+		id, stored string
+		code       schema.Code
+	}{
+		{api.Caller{}, "s-1", "s-1", ""},
+		{api.Caller{}, "_Tacme_s-1", "_Tacme_s-1", ""},
+		{legacy, "s-1", "s-1", ""},
+		{legacy, "_Tacme_s-1", "", schema.CodeBadRequest},
+		{acme, "s-1", "_Tacme_s-1", ""},
+		{acme, "_Tglobex_s-1", "_Tacme__Tglobex_s-1", ""},
+		{acme, "a.b", "a.b", ""}, // left to the caller's validation
+		{acme, string(make128()), "", schema.CodeBadRequest},
+	} {
+		got, err := tc.c.StoredID(tc.id)
+		if tc.code != "" {
+			if schema.CodeOf(err) != tc.code {
+				t.Errorf("%v StoredID(%.20q): %v, want %s", tc.c, tc.id, err, tc.code)
+			}
+			continue
+		}
+		if err != nil || got != tc.stored {
+			t.Errorf("%v StoredID(%q) = %q %v, want %q", tc.c, tc.id, got, err, tc.stored)
+		}
+		if back := tc.c.WireID(got); back != tc.id {
+			t.Errorf("%v WireID(%q) = %q, want %q", tc.c, got, back, tc.id)
+		}
+	}
+}
+
+func make128() []byte {
+	b := make([]byte, 128)
+	for i := range b {
+		b[i] = 'x'
+	}
+	return b
+}
+
+func TestStampOwner(t *testing.T) {
+	alice := api.Caller{Tenant: "acme", Agent: "alice"}
+	got, err := api.StampOwner(alice, json.RawMessage(`{"title":"t","grants":["bob"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d schema.SessionCreated
+	if err := json.Unmarshal(got, &d); err != nil || d.Owner == nil || *d.Owner != *alice.Owner() || d.Title != "t" || len(d.Grants) != 1 {
+		t.Fatalf("stamped %s: %+v %v", got, d, err)
+	}
+	if _, err := api.StampOwner(alice, got); err != nil {
+		t.Fatalf("its own owner given: %v", err)
+	}
+	if _, err := api.StampOwner(alice, json.RawMessage(`{"owner":{"tenant":"acme","agent":"bob"}}`)); schema.CodeOf(err) != schema.CodeForbidden {
+		t.Fatalf("another owner: %v", err)
+	}
+	if got, err := api.StampOwner(api.Caller{}, json.RawMessage(`{"owner":{"tenant":"acme","agent":"bob"}}`)); err != nil || string(got) != `{"owner":{"tenant":"acme","agent":"bob"}}` {
+		t.Fatalf("an operator's event changed: %s %v", got, err)
+	}
+}
+
+func TestMayGrant(t *testing.T) {
+	alice := api.Caller{Tenant: "acme", Agent: "alice"}
+	bob := api.Caller{Tenant: "acme", Agent: "bob"}
+	granted := &schema.SessionCreated{Owner: alice.Owner(), Grants: []string{"bob"}}
+	if err := api.MayGrant(alice, "s-1", granted); err != nil {
+		t.Fatalf("the owner: %v", err)
+	}
+	if err := api.MayGrant(api.Caller{}, "s-1", granted); err != nil {
+		t.Fatalf("an operator: %v", err)
+	}
+	if err := api.MayGrant(bob, "s-1", granted); schema.CodeOf(err) != schema.CodeForbidden {
+		t.Fatalf("a granted agent: %v", err)
+	}
+}
