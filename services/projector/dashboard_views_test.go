@@ -32,6 +32,18 @@ func startRepairer(t *testing.T, e *env) {
 	runService(t, e, rp.Run, api.SubjectRepair, body)
 }
 
+// startEraser runs an eraser on e's connection: it serves
+// sessions.api.erase (probed with a request it refuses, so nothing is
+// erased).
+func startEraser(t *testing.T, e *env) {
+	t.Helper()
+	er, err := assemble.NewEraser(assemble.DefaultEraser(), e.ls, assemble.Deps{Conn: e.nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runService(t, e, er.Run, api.SubjectErase, []byte(`{}`))
+}
+
 // waitDetailToken waits until the summary of id, read with the bearer
 // token, satisfies ok, and returns it.
 func waitDetailToken(t *testing.T, r *running, token, id string, ok func(projector.Detail) bool) projector.Detail {
@@ -306,7 +318,7 @@ func TestDashboardRepairNow(t *testing.T) {
 // projector without the operator's rights refuses, saying so.
 func TestDashboardErase(t *testing.T) {
 	e := newEnv(t)
-	startRepairer(t, e)
+	startEraser(t, e)
 	const token = "erase-token"
 	r := e.start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.Conn, c.Operator = token, e.nc, e.nc })
 	plain := e.start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.Conn = token, e.nc })
