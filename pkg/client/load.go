@@ -68,6 +68,11 @@ func Load(ctx context.Context, r Reader, sessionID string) (*session.State, erro
 			if errors.As(page.err, &ce) {
 				return nil, page.err
 			}
+			if c := schema.CodeOf(page.err); c != schema.CodeInternal {
+				// A contract error from a reader in process (the judge's
+				// unreadable, …): the client's error of that code.
+				return nil, errorf(c, "%v", page.err)
+			}
 			return nil, fmt.Errorf("client: load %s: %w", sessionID, page.err)
 		}
 		for i := range page.events {

@@ -289,8 +289,10 @@ func TestLoadUnreadable(t *testing.T) {
 	if _, err := client.Load(ctx, writer.StoreReader{Store: s.st}, "odd"); !errors.Is(err, client.ErrUnreadable) {
 		t.Fatalf("load: %v", err)
 	}
-	// The writer refuses to append to it either.
-	if _, err := s.c.Append(ctx, client.AppendRequest{SessionID: "odd", Events: []schema.Envelope{msg("x")}}); !errors.Is(err, client.ErrUnknownType) {
+	// The writer refuses to append to it either, with the judge's verdict
+	// on the stored event (unreadable, as every reader of it says), not
+	// the unknown_type an append of such an event gets.
+	if _, err := s.c.Append(ctx, client.AppendRequest{SessionID: "odd", Events: []schema.Envelope{msg("x")}}); !errors.Is(err, client.ErrUnreadable) {
 		t.Fatalf("append to unreadable session: %v", err)
 	}
 	if st, err := client.Load(ctx, writer.StoreReader{Store: s.st}, "none"); err != nil || st.Exists() {

@@ -376,7 +376,11 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 	if write("retry: 2000\n: watching %s after %d\n\n", id, after) != nil {
 		return
 	}
-	last := after
+	// last: what the client has (the SSE id). judged: where the judge
+	// stands, which starts at the last event the projector folded up to
+	// after (startAt) and may be behind it: the events between are
+	// judged in order, then skipped, as /events skips them.
+	last, judged := after, fs.last
 	// pending: transient events that follow a durable event not sent yet,
 	// oldest first; their bytes stay counted in q until sent or dropped.
 	var pending []WatchEvent
@@ -468,13 +472,17 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 			if !ok {
 				return
 			}
-			seq, v, why := judgeStored(id, last, vouched, lm)
+			seq, v, why := judgeStored(id, judged, vouched, lm)
 			switch {
 			case v == storedCopy || (v == storedNext && seq == 0):
 				continue
 			case v == storedBad || v == storedGap:
 				stopped(v, lm.StreamSeq, why)
 				return
+			}
+			judged = seq
+			if seq <= last {
+				continue // the client has it
 			}
 			if send(seq, "durable", WatchEvent{Seq: seq, StreamSeq: lm.StreamSeq, Event: rawEvent(lm)}) != nil {
 				return

@@ -26,6 +26,7 @@ import (
 type sseEvent struct {
 	id, kind string
 	data     projector.WatchEvent
+	raw      string // the data line as sent
 }
 
 // sse reads a watch stream and delivers its events (pings as kind "ping").
@@ -55,6 +56,7 @@ func sse(t *testing.T, ctx context.Context, url, lastEventID string) (<-chan sse
 			switch {
 			case line == "":
 				if cur.kind != "" {
+					cur.raw = data
 					json.Unmarshal([]byte(data), &cur.data)
 					ch <- cur
 				}
@@ -184,7 +186,7 @@ func TestWatchHugeAfterDoesNotHang(t *testing.T) {
 	defer cancel()
 	ch, _ := sse(t, ctx, r.srv.URL+"/v1/sessions/h/watch?after=3", "")
 	if ev := next(t, ch, false); ev.kind != "ping" {
-		t.Fatalf("at the tail: %+v", ev)
+		t.Fatalf("at the tail: %s %s %s", ev.kind, ev.id, ev.raw)
 	}
 }
 
