@@ -100,7 +100,7 @@ func projectorFlags(fs *flag.FlagSet) *assemble.Projector {
 	fs.IntVar(&cfg.Watch.TotalBytes, "watch-total-bytes", cfg.Watch.TotalBytes, "transient event bytes all watches together may hold")
 	fs.IntVar(&cfg.Watch.PageBytes, "watch-page-bytes", cfg.Watch.PageBytes, "durable event bytes one watch (SSE) reads from the log ahead of its client")
 	fs.IntVar(&cfg.Watch.MaxTransientBytes, "max-transient-bytes", cfg.Watch.MaxTransientBytes, "larger transient events are dropped (and counted)")
-	fs.DurationVar(&cfg.Watch.WriteTimeout, "write-timeout", projector.DefaultWatchWriteTimeout, "a client that reads nothing of a watch or a streamed answer (/context, /events, /export, ACP) for this long is cut off")
+	fs.DurationVar(&cfg.Watch.WriteTimeout, "write-timeout", cfg.Watch.WriteTimeout, "a client that reads nothing of a watch or a streamed answer (/context, /events, /export, ACP) for this long is cut off")
 	fs.StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", otlpEndpointUsage)
 	return &cfg
 }

@@ -112,6 +112,8 @@ func DefaultProjector(dataDir string) Projector {
 			QueueBytes:        projector.DefaultWatchQueueBytes,
 			TotalBytes:        projector.DefaultWatchTotalBytes,
 			MaxTransientBytes: projector.DefaultMaxTransientBytes,
+			PageBytes:         projector.DefaultWatchPageBytes,
+			WriteTimeout:      projector.DefaultWatchWriteTimeout,
 		},
 	}
 }
