@@ -94,3 +94,15 @@ func benchFold(b *testing.B, fold func(*State, *schema.Envelope) error) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(events)), "ns/event")
 }
+
+// BenchmarkPlanCommit is BenchmarkCheckApply with the event checked once:
+// Plan before the publish, Commit after.
+func BenchmarkPlanCommit(b *testing.B) {
+	benchFold(b, func(s *State, e *schema.Envelope) error {
+		p, err := s.Plan(e)
+		if err != nil {
+			return err
+		}
+		return s.Commit(p)
+	})
+}
