@@ -484,20 +484,6 @@ func (s *State) closed(k openKey) {
 	}
 }
 
-// itemIDs are the ids an event's data may name.
-type itemIDs struct {
-	ApprovalID   string `json:"approvalId"`
-	CompactionID string `json:"compactionId"`
-	JobID        string `json:"jobId"`
-}
-
-// dataIDs decodes the ids e's data names.
-func dataIDs(e *schema.Envelope) itemIDs {
-	var d itemIDs
-	_ = json.Unmarshal(e.Data, &d)
-	return d
-}
-
 // openInTurn lists what is still open in turn t.
 func (s *State) openInTurn(t string) []OpenItem {
 	found := false
