@@ -110,6 +110,7 @@ func applyChecked(t *testing.T, s *State, e *schema.Envelope) string {
 	if got, want := mustJSON(t, shadow), mustJSON(t, s); !bytes.Equal(got, want) {
 		t.Fatalf("state decoded from JSON folds differently:\n got %s\nwant %s", got, want)
 	}
+	planCommitAgrees(t, before, e, applyErr, mustJSON(t, s))
 	if applyErr != nil {
 		if got := mustJSON(t, s); !bytes.Equal(got, before) {
 			t.Fatalf("refused Apply changed the state:\n%s\n%s", before, got)
@@ -124,6 +125,71 @@ func applyChecked(t *testing.T, s *State, e *schema.Envelope) string {
 		return "error " + applyErr.Error()
 	}
 	return fmt.Sprintf("ok seq=%d", s.LastSeq)
+}
+
+// planCommitAgrees checks that Plan then Commit, on the state whose JSON
+// is before, says what Apply said (applyErr) and folds e to the JSON want;
+// and that a committed plan is not committed again.
+func planCommitAgrees(t *testing.T, before []byte, e *schema.Envelope, applyErr error, want []byte) {
+	t.Helper()
+	s, err := UnmarshalState(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, planErr := s.Plan(e)
+	if fmt.Sprint(planErr) != fmt.Sprint(applyErr) {
+		t.Fatalf("Plan said %v, Apply said %v", planErr, applyErr)
+	}
+	if planErr == nil {
+		if err := s.Commit(p); err != nil {
+			t.Fatalf("Commit: %v", err)
+		}
+		if err := s.Commit(p); err == nil {
+			t.Fatalf("a plan was committed twice")
+		}
+	}
+	if got := mustJSON(t, s); !bytes.Equal(got, want) {
+		t.Fatalf("Plan and Commit fold differently from Apply:\n got %s\nwant %s", got, want)
+	}
+}
+
+// TestCommitRefusesStalePlan: a plan is committed to the state that made
+// it, as it was; otherwise Commit refuses it and changes nothing.
+func TestCommitRefusesStalePlan(t *testing.T) {
+	s := New("s-1")
+	fold(t, s, []string{"session/created", "turn/started turn=t1"})
+	p, err := s.Plan(sessiontest.Event(t, "tool/requested turn=t1 call=c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := s.Clone()
+	for _, tc := range []struct {
+		name string
+		s    *State
+		p    Plan
+	}{{"OtherState", other, p}, {"ZeroPlan", s, Plan{}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := mustJSON(t, tc.s)
+			err := tc.s.Commit(tc.p)
+			if schema.CodeOf(err) != schema.CodeStructure {
+				t.Fatalf("Commit = %v, want a structure error", err)
+			}
+			if got := mustJSON(t, tc.s); !bytes.Equal(got, before) {
+				t.Fatalf("a refused Commit changed the state")
+			}
+		})
+	}
+	t.Run("StateMoved", func(t *testing.T) {
+		fold(t, s, []string{"message/user turn=t1"})
+		before := mustJSON(t, s)
+		err := s.Commit(p)
+		if want := "a plan made at seq 2 is committed to a state at seq 3"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("Commit = %v, want %q", err, want)
+		}
+		if got := mustJSON(t, s); !bytes.Equal(got, before) {
+			t.Fatalf("a refused Commit changed the state")
+		}
+	})
 }
 
 // summary is a compact, deterministic rendering of what the rules depend on.

@@ -4,5 +4,11 @@
 // projector (to build views), the repairer (to plan what to close) and the
 // forker (to find safe cuts).
 //
+// apply.go holds the rules every event is held to and the table of event
+// families; each family's rules (the session, turns, tools, approvals,
+// compactions, the goal, jobs, forks and repairs) are a file of their own,
+// rules_<family>.go: a check that says what the event changes, and the
+// commit that changes it.
+//
 // It imports no NATS and no Pebble.
 package session

@@ -143,8 +143,9 @@ type State struct {
 	// every append cost what is open, not the whole history (the maps keep
 	// closed items for the uniqueness rules). Apply keeps it up to date;
 	// nil means not built (a state decoded from JSON): openIndex builds it.
-	// Keyed by struct, not by a "kind/id" string: track runs for every
-	// event, and a string key would be built (allocated) each time.
+	// Keyed by struct, not by a "kind/id" string: the commits update it
+	// for most events, and a string key would be built (allocated) each
+	// time.
 	open map[openKey]string
 	// keepSpent: endTurn keeps every item in full, as the fold did before
 	// items were spent (the tests' reference).
@@ -469,68 +470,18 @@ func (s *State) openIndex() map[openKey]string {
 	return s.open
 }
 
-// track updates the open index for the item e names, as the fold left it.
-func (s *State) track(e *schema.Envelope) {
-	if s.open == nil {
-		return // built from the maps when first needed
-	}
-	var k openKey
-	var turn string
-	var open bool
-	switch e.Type {
-	case schema.TypeAttemptStarted, schema.TypeMessageAssistant, schema.TypeAttemptInterrupt:
-		k = openKey{openAttempt, e.TurnID, e.AttemptID}
-		if a, ok := s.Attempts[key(e.TurnID, e.AttemptID)]; ok {
-			open, turn = a.Open(), a.TurnID
-		}
-	case schema.TypeToolRequested, schema.TypeToolStarted, schema.TypeToolResult:
-		k = openKey{kind: openTool, id: e.ToolCallID}
-		if t, ok := s.Tools[e.ToolCallID]; ok {
-			open, turn = t.Phase != PhaseDone, t.TurnID
-		}
-	case schema.TypeApprovalRequested, schema.TypeApprovalDecided:
-		id := dataIDs(e).ApprovalID
-		k = openKey{kind: openApproval, id: id}
-		if a, ok := s.Approvals[id]; ok {
-			open, turn = a.Open(), a.TurnID
-		}
-	case schema.TypeCompactionStarted, schema.TypeCompactionEnded, schema.TypeCompactionAborted:
-		id := dataIDs(e).CompactionID
-		k = openKey{kind: openCompaction, id: id}
-		if c, ok := s.Compactions[id]; ok {
-			open, turn = c.Open(), c.TurnID
-		}
-	case schema.TypeJobStarted, schema.TypeJobEnded:
-		id := dataIDs(e).JobID
-		k = openKey{kind: openJob, id: id}
-		if j, ok := s.Jobs[id]; ok {
-			open, turn = j.Open(), j.TurnID
-		}
-	default:
-		return
-	}
-	if open {
+// opened records in the open index, if it is built, that the item k of
+// turn is open; closed, that it is not. The commits keep it up to date.
+func (s *State) opened(k openKey, turn string) {
+	if s.open != nil {
 		s.open[k] = turn
-	} else {
+	}
+}
+
+func (s *State) closed(k openKey) {
+	if s.open != nil {
 		delete(s.open, k)
 	}
-}
-
-// itemIDs are the ids an event's data may name.
-type itemIDs struct {
-	ApprovalID   string `json:"approvalId"`
-	CompactionID string `json:"compactionId"`
-	JobID        string `json:"jobId"`
-}
-
-// dataIDs decodes the ids e's data names. A function of its own: the
-// decoder takes the struct's address, which moves it to the heap, and
-// track would pay that for every event rather than for those that
-// name one.
-func dataIDs(e *schema.Envelope) itemIDs {
-	var d itemIDs
-	_ = json.Unmarshal(e.Data, &d)
-	return d
 }
 
 // openInTurn lists what is still open in turn t.
