@@ -386,7 +386,7 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 				"tailStreamSeq", ent.tail.StreamSeq, "tailEvent", ent.tail.EventID, "storeConflicts", retries)
 			return AppendReply{}, conflict(last, fmt.Sprintf("expectedSeq %d, the session's last seq is %d", *p.expected, last))
 		}
-		next, err := s.check(ent.state, req)
+		next, plan, err := s.check(ent.state, req)
 		if err != nil {
 			if !fresh {
 				reload = true
@@ -440,9 +440,9 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 		// Commit the folded state only now that JetStream acknowledged.
 		if next != nil {
 			ent.state = next
-		} else if err := ent.state.Apply(&req.Events[0]); err != nil {
-			// Check passed under the same lock: this cannot happen, but
-			// a state that disagrees with the log must not be kept.
+		} else if err := ent.state.Commit(plan); err != nil {
+			// Planned under the same lock: this cannot happen, but a
+			// state that disagrees with the log must not be kept.
 			s.cache.Remove(req.SessionID)
 			s.log.Error("writer: committed event does not fold", "session", req.SessionID, "err", err)
 			return AppendReply{SessionID: req.SessionID, FirstSeq: res.FirstSeq, LastSeq: res.LastSeq, StreamSeq: res.StreamSeq}, nil
@@ -463,25 +463,27 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 
 // check assigns seqs after st.LastSeq and applies every event to a copy of
 // st, which it returns (st itself is unchanged until the append commits).
-// A single event is only checked, and nil returned: the common case pays
-// for no clone, and the event is applied to st after the commit.
-func (s *Service) check(st *session.State, req *AppendRequest) (*session.State, error) {
+// A single event is only planned, and nil returned with its plan: the
+// common case pays for no clone, and the plan is committed to st once the
+// log has the event, without checking it again.
+func (s *Service) check(st *session.State, req *AppendRequest) (*session.State, session.Plan, error) {
 	for i := range req.Events {
 		req.Events[i].Seq = st.LastSeq + 1 + uint64(i)
 	}
 	if len(req.Events) == 1 {
-		if err := st.Check(&req.Events[0]); err != nil {
-			return nil, indexed(err, 0)
+		p, err := st.Plan(&req.Events[0])
+		if err != nil {
+			return nil, session.Plan{}, indexed(err, 0)
 		}
-		return nil, nil // applied to st itself once committed
+		return nil, p, nil
 	}
 	next := st.Clone()
 	for i := range req.Events {
 		if err := next.Apply(&req.Events[i]); err != nil {
-			return nil, indexed(err, i)
+			return nil, session.Plan{}, indexed(err, i)
 		}
 	}
-	return next, nil
+	return next, session.Plan{}, nil
 }
 
 func indexed(err error, i int) error {
