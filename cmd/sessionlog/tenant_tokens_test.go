@@ -100,7 +100,9 @@ func TestTenantTokenThroughCommands(t *testing.T) {
 				{acme, "/v1/sessions", 200, `"sessions":[]`},
 				{acme, "/v1/sessions/plain-1/events", 404, `"not_found"`},
 				{acme, "/v1/overview", 403, `"forbidden"`},
+				{acme, "/metrics", 403, `"forbidden"`},
 				{op, "/v1/overview", 200, `"counts"`},
+				{op, "/metrics", 200, "sessionlog_"},
 			} {
 				if code, body := get(w.token, w.path); code != w.code || !strings.Contains(body, w.has) {
 					t.Errorf("GET %s: %d %s, want %d with %s", w.path, code, body, w.code, w.has)

@@ -37,6 +37,10 @@ const Cookie = "sessionlog_token"
 // open are the paths served without a token: liveness and readiness probes.
 var open = map[string]bool{"/healthz": true, "/readyz": true}
 
+// operatorOnly are the paths a tenant's token may not read: the metrics
+// count every tenant's sessions and events.
+var operatorOnly = map[string]bool{"/metrics": true}
+
 // Require guards next with token; an empty token leaves next open.
 func Require(token string, next http.Handler) http.Handler {
 	return RequireTenants(token, nil, next)
@@ -99,6 +103,10 @@ func RequireTenants(token string, tenants map[string]string, next http.Handler) 
 				if equal(tok, v) {
 					tenant = t
 				}
+			}
+			if tenant != "" && operatorOnly[r.URL.Path] {
+				refuse(w, http.StatusForbidden, "forbidden", "the metrics are the operator's")
+				return
 			}
 			if tenant != "" {
 				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant)))

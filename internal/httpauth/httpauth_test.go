@@ -102,6 +102,9 @@ func TestRequireTenants(t *testing.T) {
 		{name: "TenantCookie", path: "/v1/sessions", cookie: "acme-token-0123456789", want: 401},
 		{name: "TenantOverOperatorCookie", path: "/v1/sessions", hdr: "Bearer acme-token-0123456789", cookie: "s3cret", want: 204, tenant: "acme"},
 		{name: "WrongBearer", path: "/v1/sessions", hdr: "Bearer acme-token-012345678", want: 401},
+		{name: "TenantMetrics", path: "/metrics", hdr: "Bearer acme-token-0123456789", want: 403},
+		{name: "OperatorMetrics", path: "/metrics", hdr: "Bearer s3cret", want: 204},
+		{name: "TenantReadyz", path: "/readyz", hdr: "Bearer acme-token-0123456789", want: 204},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rec := serve(h, c.path, c.hdr, c.cookie)
