@@ -58,16 +58,33 @@ func (s *Service) tenantScope(next http.Handler) http.Handler {
 			apiError(w, http.StatusForbidden, schema.CodeForbidden, "the fleet overview is the operator's")
 			return
 		}
-		// The {id} segment as the mux reads it: split on the escaped path,
-		// then unescaped.
-		if rest, ok := strings.CutPrefix(r.URL.EscapedPath(), "/v1/sessions/"); ok {
-			seg, _, _ := strings.Cut(rest, "/")
-			id, err := url.PathUnescape(seg)
-			if err == nil && schema.ValidSessionID(id) && !ownedBy(tenant, id) {
+		// The {id} segment as the mux reads it (split on the escaped path,
+		// then unescaped) and as refuseErased reads it (split on the
+		// unescaped path): a %2F makes them differ.
+		for _, id := range []string{pathID(r.URL.EscapedPath(), true), pathID(r.URL.Path, false)} {
+			if schema.ValidSessionID(id) && !ownedBy(tenant, id) {
 				apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
 				return
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// pathID is the first segment after /v1/sessions/ of path ("" if none),
+// unescaped when escaped.
+func pathID(path string, escaped bool) string {
+	rest, ok := strings.CutPrefix(path, "/v1/sessions/")
+	if !ok {
+		return ""
+	}
+	seg, _, _ := strings.Cut(rest, "/")
+	if !escaped {
+		return seg
+	}
+	id, err := url.PathUnescape(seg)
+	if err != nil {
+		return ""
+	}
+	return id
 }
