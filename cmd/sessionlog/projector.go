@@ -67,12 +67,13 @@ func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	c := newStandalone("projector", defaultProjectorHTTP, stderr)
 	c.fs.Lookup("http-listen").Usage = "HTTP listen address: dashboard, /v1 API, /healthz /readyz /metrics"
 	token := c.fs.String("http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?access_token= / ?token=); /healthz and /readyz stay open")
+	tenants := tenantTokensFlag(c.fs)
 	cfg := projectorFlags(c.fs)
 	memLimit := bytesFlag(c.fs, "memory-limit", defaultProjectorMemoryLimit, "soft limit of the Go heap, a `size` such as 320MiB, and its budget: the collector runs when the heap reaches it unless GOGC is set (0: none, GOGC 400; GOMEMLIMIT takes precedence)")
 	var svc *projector.Service
 	c.handler = func(ops *http.ServeMux) http.Handler {
 		ops.Handle("/", svc.APIHandler())
-		return httpauth.Require(*token, ops)
+		return httpauth.RequireTenants(*token, tenants, ops)
 	}
 	return c.run(ctx, args, stderr, "sessionlog-projector", nil, func() error { return nil },
 		func(store *logstore.Store, d assemble.Deps) (service, error) {
@@ -82,6 +83,10 @@ func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			// check (httpauth.Action), which asks for the token in the
 			// Authorization header, keeps them from acting.
 			cfg.HTTPToken = *token
+			cfg.TenantTokens = tenants
+			if err := tenants.check(*token); err != nil {
+				return nil, err
+			}
 			var err error
 			svc, err = assemble.NewProjector(*cfg, store, d)
 			return svc, err

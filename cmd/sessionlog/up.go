@@ -65,11 +65,12 @@ type upEnv struct {
 	Registry *prometheus.Registry
 	// Mux is the --http-listen mux: /healthz, /readyz and /metrics are
 	// taken; the projector mounts its API and dashboard at "/".
-	Mux       *http.ServeMux
-	DataDir   string
-	LeaseTTL  time.Duration
-	Grace     time.Duration
-	HTTPToken string
+	Mux          *http.ServeMux
+	DataDir      string
+	LeaseTTL     time.Duration
+	Grace        time.Duration
+	HTTPToken    string
+	TenantTokens map[string]string
 	// OTLPEndpoint: the projector's live trace export (--otlp-endpoint).
 	OTLPEndpoint string
 	// RetainClosed and ArchiveDir: the eraser's retention.
@@ -110,6 +111,7 @@ type upFlags struct {
 	archiveDir                            string
 	partitions                            *int
 	httpToken, natsConfig                 string
+	tenantTokens                          tenantTokens
 	natsUser, natsPassword                string
 	operatorUser, operatorPassword        string
 	otlpEndpoint                          string
@@ -129,6 +131,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f.partitions = partitionsFlag(fs)
 	fs.StringVar(&f.sync, "sync", defaultSync, "JetStream fsync: always (every event is on disk before it is acknowledged; the writer commits the appends of many sessions with one fsync) or interval (fsync every 2m, faster: a machine crash or power loss loses the acknowledged events of the last interval)")
 	fs.StringVar(&f.httpToken, "http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?access_token= / ?token=); /healthz and /readyz stay open")
+	f.tenantTokens = tenantTokensFlag(fs)
 	fs.StringVar(&f.natsConfig, "nats-config", "", "nats-server configuration file for the embedded server (flags given explicitly override its listen address and store dir)")
 	fs.StringVar(&f.natsUser, "nats-user", "", "the agents' NATS user: with --nats-password, clients must log in, and this user gets the agent permissions of deploy/nats/auth.conf (append, heartbeat, read, fork requests, live events; nothing of the log or the JetStream API). Without it NATS is open and listens on loopback only")
 	fs.StringVar(&f.natsPassword, "nats-password", "", "the agents' NATS password (with --nats-user)")
@@ -149,6 +152,9 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if err := checkPartitions(*f.partitions); err != nil {
 		return err
+	}
+	if err := f.tenantTokens.check(f.httpToken); err != nil {
+		return usageErrorf("%v", err)
 	}
 	quiet := false
 	if isTerminal(stderr) && !flagGiven(fs, "log-level") {
@@ -269,7 +275,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		env := &upEnv{
 			Ctx: ctx, NC: nc, Connect: connect, ConnectEraser: connectEraser, NATSURL: natsURL, Store: store,
 			Logger: log.With("service", svc.Name), Registry: o.Registry, Mux: o.Mux,
-			DataDir: f.dataDir, LeaseTTL: f.leaseTTL, Grace: f.grace, HTTPToken: f.httpToken, OTLPEndpoint: f.otlpEndpoint,
+			DataDir: f.dataDir, LeaseTTL: f.leaseTTL, Grace: f.grace, HTTPToken: f.httpToken, TenantTokens: f.tenantTokens, OTLPEndpoint: f.otlpEndpoint,
 			RetainClosed: f.retainClosed, ArchiveDir: f.archiveDir,
 			AddReady: o.AddReady,
 		}
@@ -283,7 +289,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		g.Add(a.Execute, a.Interrupt)
 		log.Info("service started", "service", svc.Name)
 	}
-	serveOps(&g, ln, httpauth.Require(f.httpToken, o.Mux), log)
+	serveOps(&g, ln, httpauth.RequireTenants(f.httpToken, f.tenantTokens, o.Mux), log)
 
 	httpURL := "http://" + displayAddr(ln.Addr())
 	fmt.Fprintf(stdout, "dashboard: %s/\n", httpURL)

@@ -18,6 +18,7 @@ func startUpProjector(env *upEnv) (*upActor, error) {
 	cfg.OTLPEndpoint = env.OTLPEndpoint
 	// Dashboard actions take the token only from the Authorization header.
 	cfg.HTTPToken = env.HTTPToken
+	cfg.TenantTokens = env.TenantTokens
 	d := assemble.Deps{Conn: env.NC, Logger: env.Logger, Registerer: env.Registry}
 	// With an --http-token, whoever holds it is the operator: the
 	// dashboard's erase goes out as up's eraser user. Without one the

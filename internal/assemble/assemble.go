@@ -90,6 +90,9 @@ type Projector struct {
 	// HTTPToken, when set, is required by the projector's own Handler on
 	// every path but /healthz and /readyz.
 	HTTPToken string
+	// TenantTokens maps each tenant's token to its tenant
+	// (projector.Config.TenantTokens).
+	TenantTokens map[string]string
 	// MaxBatchEvents bounds one Pebble batch while catching up.
 	MaxBatchEvents int
 	// CacheSessions bounds the fold states kept in memory.
@@ -128,7 +131,7 @@ func NewProjector(cfg Projector, st *logstore.Store, d Deps) (*projector.Service
 	}
 	pc := projector.Config{
 		Store: st, Conn: d.Conn, Operator: d.Operator, DataDir: cfg.DataDir, Logger: d.Logger, Registerer: d.Registerer, Gatherer: d.Gatherer, Now: d.Now,
-		HTTPToken: cfg.HTTPToken, MaxBatchEvents: cfg.MaxBatchEvents, CacheSessions: cfg.CacheSessions, Watch: cfg.Watch,
+		HTTPToken: cfg.HTTPToken, TenantTokens: cfg.TenantTokens, MaxBatchEvents: cfg.MaxBatchEvents, CacheSessions: cfg.CacheSessions, Watch: cfg.Watch,
 	}
 	if cfg.OTLPEndpoint != "" {
 		exp, err := otelexport.NewOTLPHTTP(context.Background(), cfg.OTLPEndpoint, otelexport.DefaultExportTimeout)

@@ -42,15 +42,7 @@ func TestRequire(t *testing.T) {
 		{name: "HealthzSubpath", path: "/healthz/x", want: 401},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := httptest.NewRequest("GET", c.path, nil)
-			if c.hdr != "" {
-				r.Header.Set("Authorization", c.hdr)
-			}
-			if c.cookie != "" {
-				r.AddCookie(&http.Cookie{Name: httpauth.Cookie, Value: c.cookie})
-			}
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, r)
+			rec := serve(h, c.path, c.hdr, c.cookie)
 			if got := rec.Code; got != c.want {
 				t.Fatalf("%s %q: %d, want %d", c.path, c.hdr, got, c.want)
 			}
@@ -64,6 +56,21 @@ func TestRequire(t *testing.T) {
 	}
 }
 
+// serve is h's answer to a GET of path with an Authorization header hdr
+// and the token cookie, each when not "".
+func serve(h http.Handler, path, hdr, cookie string) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodGet, path, nil)
+	if hdr != "" {
+		r.Header.Set("Authorization", hdr)
+	}
+	if cookie != "" {
+		r.AddCookie(&http.Cookie{Name: httpauth.Cookie, Value: cookie})
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	return rec
+}
+
 // No token configured: everything is open.
 func TestRequireWithoutToken(t *testing.T) {
 	h := httpauth.Require("", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
@@ -71,5 +78,50 @@ func TestRequireWithoutToken(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/sessions", nil))
 	if rec.Code != 204 {
 		t.Fatalf("%d", rec.Code)
+	}
+}
+
+// TestRequireTenants: a tenant's token, in the Authorization header alone,
+// passes with its tenant in the request's context; the operator's token
+// passes with none; a tenant's token as a query parameter or cookie does
+// not pass.
+func TestRequireTenants(t *testing.T) {
+	h := httpauth.RequireTenants("s3cret", map[string]string{"acme-token-0123456789": "acme"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Tenant", httpauth.TenantOf(r.Context()))
+		w.WriteHeader(204)
+	}))
+	for _, c := range []struct {
+		name, path, hdr, cookie string
+		want                    int
+		tenant                  string
+	}{
+		{name: "Tenant", path: "/v1/sessions", hdr: "Bearer acme-token-0123456789", want: 204, tenant: "acme"},
+		{name: "Operator", path: "/v1/sessions", hdr: "Bearer s3cret", want: 204},
+		{name: "TenantQuery", path: "/v1/sessions?access_token=acme-token-0123456789", want: 401},
+		{name: "TenantTokenQuery", path: "/v1/sessions?token=acme-token-0123456789", want: 401},
+		{name: "TenantCookie", path: "/v1/sessions", cookie: "acme-token-0123456789", want: 401},
+		{name: "TenantOverOperatorCookie", path: "/v1/sessions", hdr: "Bearer acme-token-0123456789", cookie: "s3cret", want: 204, tenant: "acme"},
+		{name: "WrongBearer", path: "/v1/sessions", hdr: "Bearer acme-token-012345678", want: 401},
+		{name: "TenantMetrics", path: "/metrics", hdr: "Bearer acme-token-0123456789", want: 403},
+		{name: "OperatorMetrics", path: "/metrics", hdr: "Bearer s3cret", want: 204},
+		{name: "TenantReadyz", path: "/readyz", hdr: "Bearer acme-token-0123456789", want: 204},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec := serve(h, c.path, c.hdr, c.cookie)
+			if rec.Code != c.want || rec.Header().Get("X-Tenant") != c.tenant {
+				t.Fatalf("status %d tenant %q, want %d %q", rec.Code, rec.Header().Get("X-Tenant"), c.want, c.tenant)
+			}
+		})
+	}
+}
+
+func TestParseTenantToken(t *testing.T) {
+	if tenant, token, err := httpauth.ParseTenantToken("acme=acme-token-0123456789"); err != nil || tenant != "acme" || token != "acme-token-0123456789" {
+		t.Fatalf("%q %q %v", tenant, token, err)
+	}
+	for _, v := range []string{"", "acme", "=acme-token-0123456789", "ac_me=acme-token-0123456789", "acme=short"} {
+		if _, _, err := httpauth.ParseTenantToken(v); err == nil {
+			t.Errorf("%q: no error", v)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -276,6 +277,9 @@ func (s *Service) handleAudit(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		apiError(w, http.StatusServiceUnavailable, schema.CodeNotCommitted, err.Error())
 		return
+	}
+	if keep := visible(r); keep != nil {
+		recs = slices.DeleteFunc(recs, func(a api.AuditRecord) bool { return !keep(a.SessionID) })
 	}
 	if recs == nil {
 		recs = []api.AuditRecord{}

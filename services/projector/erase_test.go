@@ -19,6 +19,23 @@ import (
 // once, leaves every list, and its views are gone: the store verifies
 // against a clean rebuild of the stream that no longer holds it, also
 // after a restart. /v1/audit serves the audit record.
+// erase erases session id as the eraser does (by "test", reason "r"):
+// marked, its events deleted, its audit record written.
+func (e *env) erase(id string) logstore.Erasure {
+	e.t.Helper()
+	rec, _, err := e.ls.MarkErased(e.ctx, logstore.Erasure{SessionID: id, By: "test", Reason: "r", ErasedAt: time.Now().UTC().Format(time.RFC3339)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if _, err := e.ls.EraseEvents(e.ctx, id, nil); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.ls.WriteAudit(e.ctx, rec.Audit()); err != nil {
+		e.t.Fatal(err)
+	}
+	return rec
+}
+
 func TestErasedSessionLeavesEveryView(t *testing.T) {
 	e := newEnv(t)
 	loadgen.NewFleet("x", 4, 3, t0).Fill(e.ctx, e.ls, 300)
@@ -27,16 +44,7 @@ func TestErasedSessionLeavesEveryView(t *testing.T) {
 	r.waitReady(t)
 	r.waitSession(t, "x-1", func(d projector.Detail) bool { return d.LastSeq > 0 })
 
-	rec, _, err := e.ls.MarkErased(e.ctx, logstore.Erasure{SessionID: "x-1", By: "test", Reason: "r", ErasedAt: time.Now().UTC().Format(time.RFC3339)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.ls.EraseEvents(e.ctx, "x-1", nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.ls.WriteAudit(e.ctx, rec.Audit()); err != nil {
-		t.Fatal(err)
-	}
+	rec := e.erase("x-1")
 	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
 		for _, p := range []string{"", "/events", "/context"} {
 			code, body := r.get(t, "/v1/sessions/x-1"+p)

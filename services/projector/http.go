@@ -50,7 +50,7 @@ func (s *Service) routes(ops bool) http.Handler {
 		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no such path")
 	})
 	if !ops {
-		return s.auth(s.refuseErased(mux))
+		return s.auth(s.tenantScope(s.refuseErased(mux)))
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -68,7 +68,7 @@ func (s *Service) routes(ops bool) http.Handler {
 	if s.cfg.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}))
 	}
-	return s.auth(s.refuseErased(mux))
+	return s.auth(s.tenantScope(s.refuseErased(mux)))
 }
 
 // APIHandler is the API and the dashboard without /healthz, /readyz and
@@ -78,7 +78,7 @@ func (s *Service) APIHandler() http.Handler { return s.api }
 // auth requires the bearer token on everything but /healthz and /readyz,
 // by the rule every sessionlog HTTP server shares (package httpauth).
 func (s *Service) auth(next http.Handler) http.Handler {
-	return httpauth.Require(s.cfg.HTTPToken, next)
+	return httpauth.RequireTenants(s.cfg.HTTPToken, s.cfg.TenantTokens, next)
 }
 
 func apiError(w http.ResponseWriter, status int, code schema.Code, msg string) {
@@ -202,6 +202,7 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	after := q.Get("after")
+	keep := visible(r)
 	var out List
 	out.Sessions = []Summary{}
 	err := s.view(func(rd reader) error {
@@ -227,7 +228,7 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 				}
 				ns, id = n, sid
 			} else {
-				if !schema.ValidSessionID(after) {
+				if !schema.ValidSessionID(after) || keep != nil && !keep(after) {
 					return errBadCursor
 				}
 				sum, err := rd.summary(after)
@@ -247,6 +248,9 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 		}
 		for ; valid && len(out.Sessions) < limit; valid = it.Prev() {
 			id := store.IndexSession(prefix, it.Key())
+			if keep != nil && !keep(id) {
+				continue
+			}
 			sum, err := rd.summary(id)
 			if err != nil {
 				return err
@@ -280,6 +284,7 @@ func (s *Service) handleSession(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	keep := visible(r)
 	var d *Detail
 	err := s.view(func(rd reader) error {
 		sum, err := rd.summary(id)
@@ -294,7 +299,9 @@ func (s *Service) handleSession(w http.ResponseWriter, r *http.Request) {
 		}
 		defer it.Close()
 		for ok := it.First(); ok; ok = it.Next() {
-			d.Children = append(d.Children, string(it.Key()[len(prefix):]))
+			if c := string(it.Key()[len(prefix):]); keep == nil || keep(c) {
+				d.Children = append(d.Children, c)
+			}
 		}
 		return nil
 	})

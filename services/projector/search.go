@@ -335,7 +335,7 @@ func (s *Service) handleSearch(w http.ResponseWriter, r *http.Request) {
 	}
 	out := SearchResult{Query: query, Terms: ts, Results: []SearchHit{}}
 	err := s.view(func(rd reader) error {
-		hits, next, err := rd.search(ts, after, limit)
+		hits, next, err := rd.search(ts, after, limit, visible(r))
 		if err != nil {
 			return err
 		}
@@ -373,8 +373,9 @@ type searchHit struct {
 // one seek per session holding it, and one per other term to check that
 // session. next is the cursor of the following page ("" at the end); a
 // page ends early, with a cursor, once searchScanBudget sessions were
-// examined.
-func (rd reader) search(ts []string, after string, limit int) (hits []searchHit, next string, err error) {
+// examined. keep, when set, leaves out the sessions it refuses (another
+// tenant's).
+func (rd reader) search(ts []string, after string, limit int, keep func(id string) bool) (hits []searchHit, next string, err error) {
 	drive := store.SearchTermPrefix(ts[0])
 	it, err := rd.iter(drive)
 	if err != nil {
@@ -405,9 +406,9 @@ func (rd reader) search(ts []string, after string, limit int) (hits []searchHit,
 			}
 			return hits, prevID(drive, it), nil
 		}
-		all := true
-		for _, t := range ts[1:] {
-			p := store.SearchSessionPrefix(t, id)
+		all := keep == nil || keep(id)
+		for i := 1; all && i < len(ts); i++ {
+			p := store.SearchSessionPrefix(ts[i], id)
 			if !check.SeekGE(p) || !bytes.HasPrefix(check.Key(), p) {
 				all = false
 				break

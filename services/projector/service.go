@@ -58,6 +58,10 @@ type Config struct {
 	// HTTPToken, when set, is required on every path but /healthz and
 	// /readyz, by the rule of package httpauth.
 	HTTPToken string
+	// TenantTokens maps each tenant's token to its tenant (ADR 010): a
+	// request bearing one in its Authorization header sees only that
+	// tenant's sessions and may not act (tenant.go). They need HTTPToken.
+	TenantTokens map[string]string
 
 	// MaxBatchEvents and MaxBatchBytes bound one Pebble batch while
 	// catching up; a caught-up projector commits whatever has arrived.
@@ -217,6 +221,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.DataDir == "" {
 		return nil, errors.New("projector: Config.DataDir is required")
+	}
+	if len(cfg.TenantTokens) > 0 && cfg.HTTPToken == "" {
+		return nil, errors.New("projector: tenant tokens need an operator token (Config.HTTPToken): without one every request is the operator's")
 	}
 	met, err := newMetrics(cfg.Registerer)
 	if err != nil {

@@ -55,6 +55,7 @@ func (s *Service) handleTree(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	keep := visible(r)
 	var out *Tree
 	err := s.view(func(rd reader) error {
 		sum, err := rd.summary(id)
@@ -63,7 +64,9 @@ func (s *Service) handleTree(w http.ResponseWriter, r *http.Request) {
 		}
 		out = &Tree{SessionID: id, Self: nodeOf(id, sum), Ancestors: []TreeNode{}, Descendants: []TreeNode{}}
 		seen := map[string]bool{id: true}
-		for p := sum.Parent; p != nil && len(out.Ancestors) < maxTreeDepth && !seen[p.SessionID]; {
+		// A tenant's tree holds its own sessions only: an operator may fork
+		// across tenants.
+		for p := sum.Parent; p != nil && len(out.Ancestors) < maxTreeDepth && !seen[p.SessionID] && (keep == nil || keep(p.SessionID)); {
 			seen[p.SessionID] = true
 			ps, err := rd.summary(p.SessionID)
 			if err != nil {
@@ -86,7 +89,7 @@ func (s *Service) handleTree(w http.ResponseWriter, r *http.Request) {
 			}
 			for ok := it.First(); ok; ok = it.Next() {
 				child := string(it.Key()[len(prefix):])
-				if seen[child] {
+				if seen[child] || keep != nil && !keep(child) {
 					continue
 				}
 				if len(out.Descendants) == maxTreeNodes {

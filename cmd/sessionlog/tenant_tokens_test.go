@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sessionlog/sessionlog/internal/natstest"
+)
+
+// TestTenantTokenFlag: --tenant-token is repeatable, refuses a tenant or
+// a token given twice, and up refuses tenant tokens without the
+// operator's --http-token, or equal to it.
+func TestTenantTokenFlag(t *testing.T) {
+	tt := tenantTokens{}
+	for _, v := range []string{"acme=acme-token-0123456789", "beta=beta-token-0123456789"} {
+		if err := tt.Set(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tt["acme-token-0123456789"] != "acme" || tt["beta-token-0123456789"] != "beta" {
+		t.Fatalf("%v", tt)
+	}
+	if err := tt.Set("acme=other-token-0123456789"); err == nil {
+		t.Error("a tenant given twice")
+	}
+	if err := tt.Set("gamma=beta-token-0123456789"); err == nil {
+		t.Error("a token given twice")
+	}
+	var ue *usageError
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tenant-token", "acme=acme-token-0123456789"}, "needs --http-token"},
+		{[]string{"--http-token", "acme-token-0123456789", "--tenant-token", "acme=acme-token-0123456789"}, "is the --http-token"},
+	} {
+		err := runUp(context.Background(), c.args, io.Discard, io.Discard)
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("up %v: %v, want a usage error saying %q", c.args, err, c.want)
+		}
+	}
+}
+
+// TestTenantTokenThroughCommands: up and the projector command let a
+// tenant's token through their own token check to the projector, which
+// scopes it: another tenant's session is not found, the overview is
+// refused; the operator's token still sees the overview.
+func TestTenantTokenThroughCommands(t *testing.T) {
+	const op, acme = "operator-token-0123456789", "acme-token-0123456789"
+	for _, c := range []struct {
+		name string
+		args func(api string) []string
+	}{
+		{"projector", func(api string) []string {
+			s := natstest.RunServer(t)
+			return []string{"projector", "--nats-url", s.ClientURL(), "--http-listen", api, "--data-dir", t.TempDir()}
+		}},
+		{"up", func(api string) []string {
+			return []string{"up", "--data-dir", t.TempDir(), "--nats-listen", "127.0.0.1:0", "--http-listen", api}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			api := freeAddr(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan int, 1)
+			var errb bytes.Buffer
+			go func() {
+				done <- Main(ctx, append(c.args(api), "--http-token", op, "--tenant-token", "acme="+acme), io.Discard, &errb)
+			}()
+			defer func() { cancel(); <-done }()
+			get := func(token, path string) (int, string) {
+				req, _ := http.NewRequest("GET", "http://"+api+path, nil)
+				req.Header.Set("Authorization", "Bearer "+token)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return 0, err.Error()
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				return resp.StatusCode, string(b)
+			}
+			natstest.CheckFor(t, 60*time.Second, 50*time.Millisecond, func() error {
+				if code, body := get(op, "/readyz"); code != 200 {
+					return fmt.Errorf("readyz %d %s (%s)", code, body, errb.String())
+				}
+				return nil
+			})
+			for _, w := range []struct {
+				token, path string
+				code        int
+				has         string
+			}{
+				{acme, "/v1/sessions", 200, `"sessions":[]`},
+				{acme, "/v1/sessions/plain-1/events", 404, `"not_found"`},
+				{acme, "/v1/overview", 403, `"forbidden"`},
+				{acme, "/metrics", 403, `"forbidden"`},
+				{op, "/v1/overview", 200, `"counts"`},
+				{op, "/metrics", 200, "sessionlog_"},
+			} {
+				if code, body := get(w.token, w.path); code != w.code || !strings.Contains(body, w.has) {
+					t.Errorf("GET %s: %d %s, want %d with %s", w.path, code, body, w.code, w.has)
+				}
+			}
+		})
+	}
+}

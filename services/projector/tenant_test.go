@@ -1,0 +1,259 @@
+package projector_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sessionlog/sessionlog/internal/httpauth"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/projector"
+)
+
+// tenantGet is GET path with token in the Authorization header (none:
+// ""); a watch is read up to its status and first bytes only.
+func tenantGet(t *testing.T, r *running, token, path string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if strings.Contains(path, "/watch") && resp.StatusCode == 200 {
+		return resp.StatusCode, ""
+	}
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestTenantTokens: a tenant's token sees its own sessions alone on every
+// read (detail, events, context, export, ACP replay, tree, watch, list,
+// search, audit); another tenant's session answers exactly as a missing
+// one, even an erased one; the overview and actions are refused; the
+// token counts only in the Authorization header. The operator's token
+// sees everything.
+func TestTenantTokens(t *testing.T) {
+	e := newEnv(t)
+	const op, acme, beta, agents = "operator-token-0123456789", "acme-token-0123456789", "beta-token-0123456789", "agents-token-0123456789"
+	r := e.start(t.TempDir(), func(c *projector.Config) {
+		c.HTTPToken = op
+		c.TenantTokens = map[string]string{acme: "acme", beta: "beta", agents: "AGENTS"}
+	})
+	r.waitReady(t)
+	last := map[string]uint64{}
+	create := func(id, data string) {
+		s := newScript(t, e, id)
+		defer func() { last[id] = s.seq }()
+		if strings.Contains(data, "parent") {
+			s.add(schema.TypeSessionCreated, data, synthetic)
+			s.add(schema.TypeForkCommitted, `{"seedLength":1}`, synthetic)
+		} else {
+			s.add(schema.TypeSessionCreated, data)
+		}
+		s.add(schema.TypeTurnStarted, `{}`, inTurn("t1"))
+		s.add(schema.TypeMessageUser, `{"content":[{"type":"text","text":"feed the zebra"}]}`, inTurn("t1"))
+	}
+	create("plain-1", `{"title":"zebra plain"}`)
+	create("_Tacme_s1", `{"title":"zebra acme"}`)
+	create("_Tacme_s2", `{"title":"zebra acme child","parent":{"sessionId":"_Tacme_s1","seedLength":1,"depth":1}}`)
+	create("_Tbeta_s1", `{"title":"zebra beta"}`)
+	// An operator may fork across tenants: the child is beta's.
+	create("_Tbeta_x", `{"title":"zebra beta fork","parent":{"sessionId":"_Tacme_s1","seedLength":1,"depth":1}}`)
+	create("_Tbeta_gone", `{"title":"gone"}`)
+	all := []string{"_Tacme_s1", "_Tacme_s2", "_Tbeta_gone", "_Tbeta_s1", "_Tbeta_x", "plain-1"}
+	for _, id := range all {
+		r.waitSession(t, id+"?access_token="+op, func(d projector.Detail) bool { return d.LastSeq == last[id] })
+	}
+	e.erase("_Tbeta_gone")
+	all = slices.DeleteFunc(all, func(id string) bool { return id == "_Tbeta_gone" })
+	waitFor(t, func() bool {
+		code, _ := tenantGet(t, r, op, "/v1/sessions/_Tbeta_gone")
+		return code == 404
+	})
+
+	paths := []string{"", "/events", "/context", "/export", "/acp", "/tree", "/watch"}
+	for _, c := range []struct {
+		name, token, missing string
+		own                  []string
+		children             []string // of _Tacme_s1, as the token sees them
+		audit                []string
+	}{
+		{"operator", op, "missing", all, []string{"_Tacme_s2", "_Tbeta_x"}, []string{"_Tbeta_gone"}},
+		{"acme", acme, "_Tacme_missing", []string{"_Tacme_s1", "_Tacme_s2"}, []string{"_Tacme_s2"}, []string{}},
+		{"beta", beta, "_Tbeta_missing", []string{"_Tbeta_s1", "_Tbeta_x"}, nil, []string{"_Tbeta_gone"}},
+		{"AGENTS", agents, "missing", []string{"plain-1"}, nil, []string{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ids := func(path string, pick func([]byte) []string) []string {
+				t.Helper()
+				code, body := tenantGet(t, r, c.token, path)
+				if code != 200 {
+					t.Fatalf("GET %s: %d %s", path, code, body)
+				}
+				got := pick([]byte(body))
+				slices.Sort(got)
+				return got
+			}
+			list := ids("/v1/sessions", func(b []byte) (out []string) {
+				var l projector.List
+				json.Unmarshal(b, &l)
+				for _, s := range l.Sessions {
+					out = append(out, s.SessionID)
+				}
+				return out
+			})
+			if !slices.Equal(list, c.own) {
+				t.Errorf("list %v, want %v", list, c.own)
+			}
+			// Paged one session at a time, the list holds the same.
+			var paged []string
+			for after, n := "", 0; n <= len(all); n++ {
+				var l projector.List
+				_, body := tenantGet(t, r, c.token, "/v1/sessions?limit=1&after="+after)
+				json.Unmarshal([]byte(body), &l)
+				for _, s := range l.Sessions {
+					paged = append(paged, s.SessionID)
+				}
+				if after = l.Next; after == "" {
+					break
+				}
+			}
+			slices.Sort(paged)
+			if !slices.Equal(paged, c.own) {
+				t.Errorf("list by pages %v, want %v", paged, c.own)
+			}
+			// Another tenant's session is no cursor, as a missing one is not.
+			for _, id := range all {
+				if slices.Contains(c.own, id) {
+					continue
+				}
+				code, body := tenantGet(t, r, c.token, "/v1/sessions?after="+id)
+				_, mbody := tenantGet(t, r, c.token, "/v1/sessions?after="+c.missing)
+				if code != 400 || body != mbody {
+					t.Errorf("after=%s: %d %s, want %s", id, code, body, mbody)
+				}
+			}
+			found := ids("/v1/search?q=zebra", func(b []byte) (out []string) {
+				var l projector.SearchResult
+				json.Unmarshal(b, &l)
+				for _, s := range l.Results {
+					out = append(out, s.Summary.SessionID)
+				}
+				return out
+			})
+			if !slices.Equal(found, c.own) {
+				t.Errorf("search %v, want %v", found, c.own)
+			}
+			audit := ids("/v1/audit", func(b []byte) []string {
+				var p projector.AuditPage
+				json.Unmarshal(b, &p)
+				out := []string{}
+				for _, a := range p.Records {
+					out = append(out, a.SessionID)
+				}
+				return out
+			})
+			if !slices.Equal(audit, c.audit) {
+				t.Errorf("audit %v, want %v", audit, c.audit)
+			}
+			for _, id := range all {
+				for _, p := range paths {
+					code, body := tenantGet(t, r, c.token, "/v1/sessions/"+id+p)
+					if slices.Contains(c.own, id) {
+						if code != 200 {
+							t.Errorf("GET %s%s: %d %s", id, p, code, body)
+						}
+						continue
+					}
+					mcode, mbody := tenantGet(t, r, c.token, "/v1/sessions/"+c.missing+p)
+					if code != 404 || mcode != 404 || body != strings.ReplaceAll(mbody, c.missing, id) {
+						t.Errorf("GET %s%s: %d %s, want what a missing session answers: %d %s", id, p, code, body, mcode, mbody)
+					}
+				}
+			}
+			if slices.Contains(c.own, "_Tacme_s1") {
+				var d projector.Detail
+				_, body := tenantGet(t, r, c.token, "/v1/sessions/_Tacme_s1")
+				json.Unmarshal([]byte(body), &d)
+				if !slices.Equal(d.Children, c.children) {
+					t.Errorf("children %v, want %v", d.Children, c.children)
+				}
+				var tr projector.Tree
+				_, body = tenantGet(t, r, c.token, "/v1/sessions/_Tacme_s1/tree")
+				json.Unmarshal([]byte(body), &tr)
+				var desc []string
+				for _, n := range tr.Descendants {
+					desc = append(desc, n.SessionID)
+				}
+				if !slices.Equal(desc, c.children) {
+					t.Errorf("tree %v, want %v", desc, c.children)
+				}
+			}
+			if slices.Contains(c.own, "_Tbeta_x") {
+				var tr projector.Tree
+				_, body := tenantGet(t, r, c.token, "/v1/sessions/_Tbeta_x/tree")
+				json.Unmarshal([]byte(body), &tr)
+				if len(tr.Ancestors) != 1 && c.token == op || len(tr.Ancestors) != 0 && c.token != op {
+					t.Errorf("ancestors of _Tbeta_x: %+v", tr.Ancestors)
+				}
+			}
+			// The erased session is its tenant's news only, however its
+			// path is spelled.
+			for _, p := range []string{"/v1/sessions/_Tbeta_gone", "/v1/sessions/_Tbeta_gone%2Fevents"} {
+				code, body := tenantGet(t, r, c.token, p)
+				wantErased := c.token == op || c.token == beta
+				if code != 404 || strings.Contains(body, `"erased"`) != wantErased {
+					t.Errorf("GET %s: %d %s", p, code, body)
+				}
+			}
+			if c.token == op {
+				return
+			}
+			if code, body := tenantGet(t, r, c.token, "/v1/overview"); code != 403 || !strings.Contains(body, `"forbidden"`) {
+				t.Errorf("overview: %d %s", code, body)
+			}
+			for _, id := range c.own {
+				req, _ := http.NewRequest(http.MethodPost, r.srv.URL+"/v1/sessions/"+id+"/erase", strings.NewReader(`{"reason":"r"}`))
+				req.Header.Set("Authorization", "Bearer "+c.token)
+				req.Header.Set(httpauth.ActionHeader, "1")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 403 || !strings.Contains(string(b), `"forbidden"`) {
+					t.Errorf("erase %s: %d %s", id, resp.StatusCode, b)
+				}
+			}
+			// A tenant's token counts in the Authorization header alone.
+			if code, _ := tenantGet(t, r, "", "/v1/sessions?access_token="+c.token); code != 401 {
+				t.Errorf("the token as a query parameter: %d", code)
+			}
+		})
+	}
+}
+
+// waitFor polls ok for up to 20 seconds.
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !ok(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+	}
+}
