@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -70,7 +69,7 @@ func TestTenantTokenThroughCommands(t *testing.T) {
 			api := freeAddr(t)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan int, 1)
-			var errb bytes.Buffer
+			var errb syncBuffer // written by the services' logs while read here
 			go func() {
 				done <- Main(ctx, append(c.args(api), "--http-token", op, "--tenant-token", "acme="+acme), io.Discard, &errb)
 			}()
