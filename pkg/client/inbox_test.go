@@ -88,7 +88,11 @@ func TestTenantAgentInbox(t *testing.T) {
 		})
 	}
 	// The default tenant's agent subscribes to _INBOX.>: its own user's
-	// prefix and nats.go's default both reach it.
+	// prefix and nats.go's default both reach it; the operators' does not.
+	if err := client.CheckInbox(ctx, natstest.Connect(t, s, nats.UserInfo("agent", "pw-agent"),
+		nats.CustomInboxPrefix(natsauth.OperatorInboxPrefix))); !errors.Is(err, client.ErrInboxRefused) {
+		t.Fatalf("the default tenant's agent on %s: %v", natsauth.OperatorInboxPrefix, err)
+	}
 	for i, o := range [][]nats.Option{nil, {nats.CustomInboxPrefix(natsauth.InboxPrefix("agent"))}} {
 		nc := natstest.Connect(t, s, append(o, nats.UserInfo("agent", "pw-agent"))...)
 		if err := client.CheckInbox(ctx, nc); err != nil {
