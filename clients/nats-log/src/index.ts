@@ -162,7 +162,13 @@ export function batchId(prefix: string): string {
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
-/** Log reads and appends sessions over one NATS connection. */
+/**
+ * Log reads and appends sessions over one NATS connection, the caller's.
+ * An agent of a tenant other than the default (DESIGN.md section 2) may
+ * receive replies only on its own inbox prefix: connect it with
+ * `connect({ ..., user, pass, inboxPrefix: "_INBOX.<user>" })`. With
+ * another prefix every request fails at once with `forbidden`.
+ */
 export class Log {
   private readonly timeout: number;
 
@@ -278,8 +284,13 @@ export class Log {
     } catch (e) {
       // No responder, a timeout, a connection reconnecting or a subject
       // the user may not publish: nothing said whether it was taken.
-      const code = (e as { code?: string }).code;
-      throw new SessionlogError(code === "PERMISSIONS_VIOLATION" ? "forbidden" : "unavailable", `${subject}: ${(e as Error).message}`);
+      const { code, permissionContext } = e as { code?: string; permissionContext?: { operation?: string } };
+      // A refused subscription is the connection's reply inbox: nats.js
+      // fails every request waiting on it at once.
+      const hint = permissionContext?.operation === "subscription"
+        ? `: this user may not receive replies on the connection's inbox prefix; an agent of a tenant connects with inboxPrefix "_INBOX.<user>"`
+        : "";
+      throw new SessionlogError(code === "PERMISSIONS_VIOLATION" ? "forbidden" : "unavailable", `${subject}: ${(e as Error).message}${hint}`);
     }
     const text = dec.decode(m.data);
     let v: { error?: { code: string; message: string; currentSeq?: number } };
