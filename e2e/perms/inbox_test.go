@@ -15,6 +15,7 @@ import (
 
 	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/testbin"
 )
 
 // codexFile copies a real codex transcript into a directory of its own
@@ -158,4 +159,76 @@ func startShip(t *testing.T, s *stack, c creds, args ...string) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// natsLogScript appends a session through clients/nats-log's Log on a
+// connection as NATS_USER with inboxPrefix NATS_INBOX (none when empty),
+// reads it back, and prints what happened as JSON: the events read, or
+// the error's code and message.
+const natsLogScript = `
+import { createRequire } from "node:module";
+import { pathToFileURL } from "node:url";
+const dir = process.env.NATS_LOG_DIR;
+const { connect } = createRequire(dir + "/package.json")("nats");
+const { Log } = await import(pathToFileURL(dir + "/dist/index.js").href);
+const opts = { servers: process.argv[2], user: process.env.NATS_USER, pass: process.env.NATS_PASS };
+if (process.env.NATS_INBOX) opts.inboxPrefix = process.env.NATS_INBOX;
+const nc = await connect(opts);
+const log = new Log(nc, { timeoutMs: 60000 });
+try {
+  await log.request("sessions.api.append", JSON.stringify({ sessionId: "s-ts", expectedSeq: 0,
+    events: [{ eventId: "c1", type: "session/created", data: { title: "from nats-log" } }] }));
+  const read = [];
+  await log.read("s-ts", 0, (e) => read.push(e.sessionId));
+  console.log(JSON.stringify({ read }));
+} catch (e) {
+  console.log(JSON.stringify({ code: e.code, message: e.message }));
+}
+await nc.close();
+`
+
+// clients/nats-log, as an agent of tenant acme: with inboxPrefix
+// _INBOX.alice its append and read work and the session is stored as
+// _Tacme_s-ts; with nats.js's default _INBOX the first request fails at
+// once (its timeout is a minute) with forbidden, saying inboxPrefix, and
+// nothing is stored (before Log checked the inbox, the writer stored the
+// append whose answer the agent could not receive).
+func TestNatsLogInboxPrefix(t *testing.T) {
+	const dir = "../../clients/nats-log"
+	node := testbin.Node(t, dir, "dist/index.js")
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(t.TempDir(), "inbox.mjs")
+	if err := os.WriteFile(script, []byte(natsLogScript), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	confPath, env, users := tenantsDeployment(t)
+	s := startUp(t, env, "--nats-config", confPath)
+	op := connect(t, s.natsURL, creds{"operator", deployPasswords["OPERATOR"]}, nats.CustomInboxPrefix(natsauth.OperatorInboxPrefix))
+	run := func(inbox string) map[string]any {
+		t.Helper()
+		out := testbin.RunNode(t, node, abs, []string{"NATS_LOG_DIR=" + abs, "NATS_USER=alice", "NATS_PASS=" + users["alice"].password,
+			"NATS_INBOX=" + inbox}, script, s.natsURL)
+		var rep map[string]any
+		if err := json.Unmarshal(out, &rep); err != nil {
+			t.Fatalf("report %s: %v", out, err)
+		}
+		return rep
+	}
+	rep := run(natsauth.AgentInboxPrefix)
+	if rep["code"] != "forbidden" || !strings.Contains(fmt.Sprint(rep["message"]), "inboxPrefix") {
+		t.Fatalf("with _INBOX: %v", rep)
+	}
+	if r := ask(t, op, "sessions.api.read", map[string]any{"sessionId": "_Tacme_s-ts"}); r.code != "not_found" {
+		t.Fatalf("with _INBOX, _Tacme_s-ts: %q %.200s", r.code, r.body)
+	}
+	rep = run(natsauth.InboxPrefix("alice"))
+	if fmt.Sprint(rep["read"]) != "[_Tacme_s-ts]" {
+		t.Fatalf("with _INBOX.alice: %v", rep)
+	}
+	if r := ask(t, op, "sessions.api.read", map[string]any{"sessionId": "_Tacme_s-ts"}); r.code != "" {
+		t.Fatalf("_Tacme_s-ts: %q %.200s", r.code, r.body)
+	}
 }

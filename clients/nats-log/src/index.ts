@@ -167,13 +167,44 @@ const dec = new TextDecoder();
  * An agent of a tenant other than the default (DESIGN.md section 2) may
  * receive replies only on its own inbox prefix: connect it with
  * `connect({ ..., user, pass, inboxPrefix: "_INBOX.<user>" })`. With
- * another prefix every request fails at once with `forbidden`.
+ * another prefix the first request fails at once with `forbidden`, having
+ * sent nothing (checkInbox).
  */
 export class Log {
   private readonly timeout: number;
+  private inbox?: Promise<void>;
 
   constructor(private readonly nc: NatsConnection, private readonly opts: LogOptions = {}) {
     this.timeout = opts.timeoutMs ?? 20000;
+  }
+
+  /**
+   * Resolves once the server has taken a subscription under the
+   * connection's inbox prefix; throws forbidden, having sent nothing, when
+   * it refuses it (an agent of a tenant connected without inboxPrefix
+   * "_INBOX.<user>"). A request sent anyway would be taken by the writer
+   * and its answer lost. The first request calls it; its answer is kept.
+   */
+  checkInbox(): Promise<void> {
+    this.inbox ??= (async () => {
+      const prefix = (this.nc as unknown as { options?: { inboxPrefix?: string } }).options?.inboxPrefix || "_INBOX";
+      let refused: Error | null = null;
+      const sub = this.nc.subscribe(`${prefix}.${randomBytes(8).toString("hex")}.check`, { callback: (err) => { refused ??= err; } });
+      try {
+        // The server answers a refused subscription before the flush's PONG.
+        await this.nc.flush();
+      } catch (e) {
+        this.inbox = undefined; // asked again by the next request
+        throw new SessionlogError("unavailable", `checking the reply inbox: ${(e as Error).message}`);
+      } finally {
+        if (!sub.isClosed()) sub.unsubscribe();
+      }
+      if (refused) {
+        throw new SessionlogError("forbidden", `the server refuses this connection's reply inbox prefix ${prefix} (${(refused as Error).message}); ` +
+          `an agent of a tenant connects with inboxPrefix "_INBOX.<user>": nothing was sent`);
+      }
+    })();
+    return this.inbox;
   }
 
   /**
@@ -278,6 +309,7 @@ export class Log {
 
   /** One request; an error reply is thrown as a SessionlogError, and so is no answer (unavailable). */
   async request<T>(subject: string, body: string, timeoutMs = this.timeout): Promise<T> {
+    await this.checkInbox();
     let m;
     try {
       m = await this.nc.request(subject, enc.encode(body), { timeout: timeoutMs });
