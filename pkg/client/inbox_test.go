@@ -2,10 +2,12 @@ package client_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -13,6 +15,7 @@ import (
 	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
@@ -65,6 +68,17 @@ func TestTenantAgentInbox(t *testing.T) {
 	}
 	if _, err := c.LoadState(ctx, "s-1"); err != nil {
 		t.Fatalf("alice reads her session: %v", err)
+	}
+
+	// The transcript API is the default tenant's alone (ADR 010): the
+	// server drops alice's request; she is told forbidden, nothing
+	// delivered, and again at once on the next request.
+	cs := client.New(alice, client.WithTimeout(time.Second))
+	for i := range 2 {
+		_, err := cs.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: api.SourceKey{ProjectKey: "p", SessionKey: "s"}, Entries: []json.RawMessage{}})
+		if !errors.Is(err, client.ErrForbidden) || !strings.Contains(err.Error(), "sessions.api.source.append") {
+			t.Fatalf("alice's source append %d: %v", i, err)
+		}
 	}
 
 	for _, tc := range []struct {
