@@ -33,9 +33,14 @@ type agentVerb struct {
 }
 
 func openAgentVerb(ctx context.Context, name string, fs *flag.FlagSet, nf *natsFlags, stderr io.Writer) (*agentVerb, error) {
+	nf.agentInbox()
 	v, err := nf.openVerb(ctx, name, fs, stderr)
 	if err != nil {
 		return nil, err
+	}
+	if err := nf.checkInbox(v.ctx, v.nc); err != nil {
+		v.close()
+		return nil, verbError(v.ctx, err)
 	}
 	return &agentVerb{cl: client.New(v.nc), ctx: v.ctx, close: v.close}, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
+	"github.com/sessionlog/sessionlog/pkg/client"
 )
 
 // Defaults shared by several commands.
@@ -151,6 +152,9 @@ type natsFlags struct {
 	// or the operators' (deploy/nats/perms.go), never the agents' _INBOX,
 	// which every agent may subscribe to.
 	Inbox string
+	// InboxPrefix is --inbox-prefix (addInboxFlag), "" when not given:
+	// the prefix the user says its NATS user may receive replies on.
+	InboxPrefix string
 	// Timeout is a verb's --timeout (addTimeoutFlag); watch follows the
 	// connection for verbContext.
 	Timeout time.Duration
@@ -171,6 +175,63 @@ func addNATSFlags(fs *flag.FlagSet) *natsFlags {
 	fs.StringVar(&n.Cert, "nats-cert", "", "client TLS certificate file")
 	fs.StringVar(&n.Key, "nats-key", "", "client TLS key file")
 	return n
+}
+
+// addInboxFlag adds --inbox-prefix to a verb an agent runs (ship,
+// import, export, fork): an agent of a tenant other than the default may
+// subscribe to its own inbox prefix alone (natsauth.InboxPrefix).
+func (n *natsFlags) addInboxFlag(fs *flag.FlagSet) {
+	fs.StringVar(&n.InboxPrefix, "inbox-prefix", "", "prefix of the subjects this connection receives replies on; an agent of a tenant may use only _INBOX.<its user> "+
+		"(default: _INBOX.<--nats-user> for ship, import --from, export --to and fork when --nats-user is set, else "+natsauth.OperatorInboxPrefix+")")
+}
+
+// agentInbox sets the inbox prefix of a verb that goes through the
+// agents' API (pkg/client, forker.Call): --inbox-prefix, else with
+// --nats-user U the prefix U's agent user may subscribe to, _INBOX.U,
+// which the default tenant's agent (_INBOX.>) and the operator (every
+// subject, in the services' account where no agent is) may use as well;
+// else, credentials that name no user here, the operators' prefix.
+func (n *natsFlags) agentInbox() {
+	if n.InboxPrefix == "" && n.User != "" && validInboxPrefix(natsauth.InboxPrefix(n.User)) {
+		n.Inbox = natsauth.InboxPrefix(n.User)
+	}
+}
+
+// givenInbox makes --inbox-prefix, when given, the connection's prefix.
+func (n *natsFlags) givenInbox() error {
+	if n.InboxPrefix == "" {
+		return nil
+	}
+	if !validInboxPrefix(n.InboxPrefix) {
+		return usageErrorf("--inbox-prefix %q: want subject tokens (letters, digits, '_', '-') separated by dots, no wildcard", n.InboxPrefix)
+	}
+	n.Inbox = n.InboxPrefix
+	return nil
+}
+
+// validInboxPrefix: what nats.CustomInboxPrefix takes, in subject tokens
+// of printable characters.
+func validInboxPrefix(p string) bool {
+	if p == "" || strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".") || strings.Contains(p, "..") {
+		return false
+	}
+	return !strings.ContainsAny(p, "*> \t\r\n")
+}
+
+// checkInbox stops a verb whose replies the server would not deliver
+// (client.CheckInbox) with the prefix refused and the flag that sets it,
+// instead of letting each request wait out its timeout.
+func (n *natsFlags) checkInbox(ctx context.Context, nc *nats.Conn) error {
+	err := client.CheckInbox(ctx, nc)
+	if !errors.Is(err, client.ErrInboxRefused) {
+		return err
+	}
+	who, want := "this NATS user", "_INBOX.<user>"
+	if n.User != "" {
+		who, want = "NATS user "+strconv.Quote(n.User), natsauth.InboxPrefix(n.User)
+	}
+	return fmt.Errorf("%w: permissions violation: %s may not subscribe to inbox prefix %q, so no reply could reach it; "+
+		"an agent of a tenant receives replies only on %s: set --inbox-prefix (SESSIONLOG_INBOX_PREFIX)", client.ErrInboxRefused, who, n.Inbox, want)
 }
 
 // options are the connection options of the flags: reconnect forever, a
@@ -307,6 +368,9 @@ type verbConn struct {
 func (n *natsFlags) openVerb(ctx context.Context, verb string, fs *flag.FlagSet, stderr io.Writer) (*verbConn, error) {
 	log, err := newLogger(fs, stderr)
 	if err != nil {
+		return nil, err
+	}
+	if err := n.givenInbox(); err != nil {
 		return nil, err
 	}
 	n.Log = log

@@ -249,3 +249,45 @@ func TestEventsBarRateFromStart(t *testing.T) {
 		t.Fatalf("first rate %.0f events/s for 1000 events in 0.2 s", rate)
 	}
 }
+
+// The inbox prefix of a verb an agent runs: --inbox-prefix or
+// SESSIONLOG_INBOX_PREFIX; else _INBOX.<user> with --nats-user, which
+// every agent user may subscribe to; else the operators' _SL_OP. A
+// prefix nats.go would refuse is a usage error.
+func TestInboxPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  string
+		want string
+	}{
+		{"OperatorsWithoutUser", nil, "", "_SL_OP"},
+		{"UsersOwn", []string{"--nats-user", "alice"}, "", "_INBOX.alice"},
+		{"Flag", []string{"--nats-user", "alice", "--inbox-prefix", "_SL_OP"}, "", "_SL_OP"},
+		{"Env", []string{"--nats-user", "alice"}, "_INBOX.alice", "_INBOX.alice"},
+		{"FlagOverEnv", []string{"--inbox-prefix", "_INBOX.bob"}, "_INBOX.alice", "_INBOX.bob"},
+		{"UserNoToken", []string{"--nats-user", "a b"}, "", "_SL_OP"},
+		{"ErrWildcard", []string{"--inbox-prefix", "_INBOX.*"}, "", ""},
+		{"ErrTrailingDot", []string{"--inbox-prefix", "_INBOX.alice."}, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs, nf := sreFlags("ship", &bytes.Buffer{})
+			lookup := func(k string) (string, bool) { return tc.env, k == "SESSIONLOG_INBOX_PREFIX" && tc.env != "" }
+			if err := parseFlagsEnv(fs, tc.args, lookup); err != nil {
+				t.Fatal(err)
+			}
+			nf.agentInbox()
+			err := nf.givenInbox()
+			var ue *usageError
+			if tc.want == "" {
+				if !errors.As(err, &ue) || !strings.Contains(err.Error(), "--inbox-prefix") {
+					t.Fatalf("got %v, want a usage error", err)
+				}
+				return
+			}
+			if err != nil || nf.Inbox != tc.want {
+				t.Fatalf("got %q %v, want %q", nf.Inbox, err, tc.want)
+			}
+		})
+	}
+}

@@ -29,6 +29,7 @@ func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	fs.SetOutput(stderr)
 	nf := addNATSFlags(fs)
 	nf.addTimeoutFlag(fs, defaultForkTimeout)
+	nf.addInboxFlag(fs)
 	atSeq := fs.String("at-seq", "", "cut after this seq (it must be a safe point)")
 	atTurn := fs.String("at-turn", "", "cut right after this turn's turn/ended")
 	child := fs.String("child", "", "the child's session id (default: a new ULID)")
@@ -66,6 +67,7 @@ func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	if !schema.ValidSessionID(parent) || !schema.ValidSessionID(req.ChildID) {
 		return usageErrorf("session ids must match ^[A-Za-z0-9_-]{1,128}$")
 	}
+	nf.agentInbox()
 	v, err := nf.openVerb(ctx, "fork", fs, stderr)
 	if err != nil {
 		return err
@@ -74,6 +76,9 @@ func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	ctx, nc := v.ctx, v.nc
 	log := v.log
 	defer func() { err = verbError(ctx, err) }()
+	if err := nf.checkInbox(ctx, nc); err != nil {
+		return err
+	}
 
 	stopBar := func() {}
 	// auto draws only on a terminal: a redirected stderr (a log file)

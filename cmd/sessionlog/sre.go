@@ -39,6 +39,11 @@ var verbTimeouts = map[string]time.Duration{
 	"ls": defaultVerbTimeout, "show": defaultVerbTimeout, "tail": 0, "ship": 0,
 }
 
+// agentVerbs are the verbs an agent runs (as well as an operator): ship,
+// import --from and export --to go through the agents' API (pkg/client).
+// They take --inbox-prefix (addInboxFlag); so does fork.
+var agentVerbs = map[string]bool{"ship": true, "import": true, "export": true}
+
 // sreFlags adds the connection flags to a verb's flag set.
 func sreFlags(name string, stderr io.Writer) (*flag.FlagSet, *natsFlags) {
 	fs := newFlags(name)
@@ -49,6 +54,9 @@ func sreFlags(name string, stderr io.Writer) (*flag.FlagSet, *natsFlags) {
 		def = defaultBulkVerbTimeout
 	}
 	nf.addTimeoutFlag(fs, def)
+	if agentVerbs[name] {
+		nf.addInboxFlag(fs)
+	}
 	return fs, nf
 }
 

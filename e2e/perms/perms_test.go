@@ -240,11 +240,17 @@ func (s *stack) session(id string) (detail, error) {
 // cli runs a sessionlog verb as the operator.
 func cli(t *testing.T, s *stack, op creds, args ...string) (string, error) {
 	t.Helper()
+	return cliEnv(t, s, op, nil, args...)
+}
+
+// cliEnv is cli with env added to the command's environment.
+func cliEnv(t *testing.T, s *stack, op creds, env []string, args ...string) (string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	full := append(args, "--nats-url", s.natsURL, "--nats-user", op.user, "--nats-password", op.password)
 	cmd := exec.CommandContext(ctx, sessionlogBin(t), full...)
-	cmd.Env = environ()
+	cmd.Env = environ(env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -42,6 +44,9 @@ type Client struct {
 	now     func() time.Time
 	// acks is what was acknowledged per session (rolledback.go).
 	acks acks
+	// refused holds the subjects the server refused this connection's
+	// user to publish (publishRefused), each with its error.
+	refused sync.Map
 }
 
 // Option configures a Client.
@@ -249,8 +254,14 @@ func (c *Client) once(ctx context.Context, subject string, body []byte, out any)
 	if c.nc.IsClosed() {
 		return errorf(schema.CodeNotCommitted, "nats connection closed: nothing was sent")
 	}
+	if err, ok := c.refused.Load(subject); ok {
+		return err.(error)
+	}
 	m, err := c.replies.Request(ctx, &nats.Msg{Subject: subject, Data: body}, c.timeout)
 	if err != nil {
+		if perr := c.publishRefused(subject); perr != nil {
+			return perr
+		}
 		switch {
 		case errors.Is(err, nats.ErrNoResponders):
 			return errorf(schema.CodeNotCommitted, "no writer is listening on %s: nothing was stored", subject)
@@ -284,6 +295,21 @@ func (c *Client) once(ctx context.Context, subject string, body []byte, out any)
 		return errorf(schema.CodeOutcomeUnknown, "unreadable reply %q: %v", clip(string(m.Data)), err)
 	}
 	return nil
+}
+
+// publishRefused is the error of a request to subject that got no answer
+// because the server refused the user to publish it (the connection's
+// last error says so): definite, nothing was delivered, and kept for the
+// subject, whose later requests fail at once. An agent of a tenant other
+// than the default may not publish sessions.api.source.* (ADR 010).
+func (c *Client) publishRefused(subject string) error {
+	last := c.nc.LastError()
+	if last == nil || !errors.Is(last, nats.ErrPermissionViolation) || !strings.Contains(last.Error(), fmt.Sprintf("Publish to %q", subject)) {
+		return nil
+	}
+	err := errorf(schema.CodeForbidden, "this NATS user may not publish %s (%v): nothing was delivered", subject, last)
+	c.refused.Store(subject, err)
+	return err
 }
 
 // HeartbeatResult is the writer's answer to a heartbeat.

@@ -18,6 +18,16 @@
 // side effect only after that), EndTurn only once turn/ended is durable.
 // Live publishes transient events on sessions.live.<id> and never waits.
 //
+// The client takes the caller's *nats.Conn, with the caller's inbox prefix
+// for replies. An agent of a tenant other than the default may subscribe
+// only to its own inbox prefix, _INBOX.<user> (DESIGN.md section 2,
+// docs/adr/010-tenants-and-ownership.md): connect it with
+// nats.CustomInboxPrefix("_INBOX.<user>") and call CheckInbox once, which
+// says at once (ErrInboxRefused) when the server refuses the connection's
+// inbox, where every request would otherwise wait out its timeout.
+// Such an agent names its sessions by their ids; they are stored as
+// _T<tenant>_<id>, and Load folds them under the id it was given.
+//
 // Load rebuilds a session's State from the log, a page at a time through
 // sessions.api.read (a Client is a Reader), so an agent host needs no
 // JetStream permission. The package imports nothing internal to

@@ -78,3 +78,25 @@ func ExampleClient_Open() {
 		fmt.Println("open:", w.Kind, w.ID)
 	}
 }
+
+// An agent of a tenant (user alice of a tenant account, DESIGN.md section
+// 2) connects with its own inbox prefix, the only one its user may
+// subscribe to, and checks it before its first request. Its session
+// "demo-2" is stored as _T<tenant>_demo-2, its alone.
+func ExampleCheckInbox() {
+	ctx := context.Background()
+	nc, err := nats.Connect("nats://127.0.0.1:4222",
+		nats.UserInfo("alice", "alice's password"), nats.CustomInboxPrefix("_INBOX.alice"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+	if err := client.CheckInbox(ctx, nc); err != nil {
+		log.Fatal(err) // errors.Is(err, client.ErrInboxRefused): another prefix
+	}
+	s, err := client.New(nc).Create(ctx, "demo-2", "vm-7:alice-1", schema.SessionCreated{Title: "alice's"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("last seq", s.LastSeq())
+}

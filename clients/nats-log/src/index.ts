@@ -162,12 +162,49 @@ export function batchId(prefix: string): string {
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
-/** Log reads and appends sessions over one NATS connection. */
+/**
+ * Log reads and appends sessions over one NATS connection, the caller's.
+ * An agent of a tenant other than the default (DESIGN.md section 2) may
+ * receive replies only on its own inbox prefix: connect it with
+ * `connect({ ..., user, pass, inboxPrefix: "_INBOX.<user>" })`. With
+ * another prefix the first request fails at once with `forbidden`, having
+ * sent nothing (checkInbox).
+ */
 export class Log {
   private readonly timeout: number;
+  private inbox?: Promise<void>;
 
   constructor(private readonly nc: NatsConnection, private readonly opts: LogOptions = {}) {
     this.timeout = opts.timeoutMs ?? 20000;
+  }
+
+  /**
+   * Resolves once the server has taken a subscription under the
+   * connection's inbox prefix; throws forbidden, having sent nothing, when
+   * it refuses it (an agent of a tenant connected without inboxPrefix
+   * "_INBOX.<user>"). A request sent anyway would be taken by the writer
+   * and its answer lost. The first request calls it; its answer is kept.
+   */
+  checkInbox(): Promise<void> {
+    this.inbox ??= (async () => {
+      const prefix = (this.nc as unknown as { options?: { inboxPrefix?: string } }).options?.inboxPrefix || "_INBOX";
+      let refused: Error | null = null;
+      const sub = this.nc.subscribe(`${prefix}.${randomBytes(8).toString("hex")}.check`, { callback: (err) => { refused ??= err; } });
+      try {
+        // The server answers a refused subscription before the flush's PONG.
+        await this.nc.flush();
+      } catch (e) {
+        this.inbox = undefined; // asked again by the next request
+        throw new SessionlogError("unavailable", `checking the reply inbox: ${(e as Error).message}`);
+      } finally {
+        if (!sub.isClosed()) sub.unsubscribe();
+      }
+      if (refused) {
+        throw new SessionlogError("forbidden", `the server refuses this connection's reply inbox prefix ${prefix} (${(refused as Error).message}); ` +
+          `an agent of a tenant connects with inboxPrefix "_INBOX.<user>": nothing was sent`);
+      }
+    })();
+    return this.inbox;
   }
 
   /**
@@ -272,14 +309,20 @@ export class Log {
 
   /** One request; an error reply is thrown as a SessionlogError, and so is no answer (unavailable). */
   async request<T>(subject: string, body: string, timeoutMs = this.timeout): Promise<T> {
+    await this.checkInbox();
     let m;
     try {
       m = await this.nc.request(subject, enc.encode(body), { timeout: timeoutMs });
     } catch (e) {
       // No responder, a timeout, a connection reconnecting or a subject
       // the user may not publish: nothing said whether it was taken.
-      const code = (e as { code?: string }).code;
-      throw new SessionlogError(code === "PERMISSIONS_VIOLATION" ? "forbidden" : "unavailable", `${subject}: ${(e as Error).message}`);
+      const { code, permissionContext } = e as { code?: string; permissionContext?: { operation?: string } };
+      // A refused subscription is the connection's reply inbox: nats.js
+      // fails every request waiting on it at once.
+      const hint = permissionContext?.operation === "subscription"
+        ? `: this user may not receive replies on the connection's inbox prefix; an agent of a tenant connects with inboxPrefix "_INBOX.<user>"`
+        : "";
+      throw new SessionlogError(code === "PERMISSIONS_VIOLATION" ? "forbidden" : "unavailable", `${subject}: ${(e as Error).message}${hint}`);
     }
     const text = dec.decode(m.data);
     let v: { error?: { code: string; message: string; currentSeq?: number } };
