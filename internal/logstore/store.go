@@ -228,6 +228,9 @@ func (s *Store) provision(ctx context.Context) error {
 	if err := s.provisionKV(ctx, SourceBucket, "sessionlog: agent transcripts by project (source endpoints, DESIGN.md section 15)"); err != nil {
 		return err
 	}
+	if err := s.provisionKV(ctx, SnapshotBucket, "sessionlog writer: snapshots of sessions' folded state (key = session id; parts <id>.<part>.<n>)"); err != nil {
+		return err
+	}
 	return s.provisionErasure(ctx)
 }
 
