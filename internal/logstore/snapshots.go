@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // SnapshotBucket holds the writer's snapshots of sessions' folded state
@@ -104,22 +105,45 @@ func (s *Store) SnapshotPartOf(ctx context.Context, sessionID string, p Snapshot
 	if p.Bytes < 0 || p.Chunks < 1 || p.Chunks > p.Bytes/4096+1 {
 		return nil, fmt.Errorf("%w: %s of %s", ErrSnapshotPart, p.Name, sessionID)
 	}
+	kv, err := s.snapshotKV(ctx)
+	if err != nil {
+		return nil, err
+	}
 	data := make([]byte, 0, p.Bytes)
 	for n := range p.Chunks {
-		key := sessionID + "." + p.Name + "." + strconv.Itoa(n)
-		m, err := s.msgGet(ctx, "KV_"+SnapshotBucket, msgGetRequest{LastFor: snapshotSubject(key)})
+		// A KV get: a direct get (the bucket allows them), whose answer
+		// is the chunk as stored, from any replica (a stale one fails the
+		// sum).
+		e, err := kv.Get(ctx, sessionID+"."+p.Name+"."+strconv.Itoa(n))
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, fmt.Errorf("%w: %s of %s", ErrSnapshotPart, p.Name, sessionID)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("logstore: snapshot of %s: %w", sessionID, err)
 		}
-		if m == nil || len(data)+len(m.Data) > p.Bytes {
+		if len(data)+len(e.Value()) > p.Bytes {
 			return nil, fmt.Errorf("%w: %s of %s", ErrSnapshotPart, p.Name, sessionID)
 		}
-		data = append(data, m.Data...)
+		data = append(data, e.Value()...)
 	}
 	if len(data) != p.Bytes || xxhash.Sum64(data) != p.Sum {
 		return nil, fmt.Errorf("%w: %s of %s", ErrSnapshotPart, p.Name, sessionID)
 	}
 	return data, nil
+}
+
+func (s *Store) snapshotKV(ctx context.Context) (jetstream.KeyValue, error) {
+	s.snapshots.mu.Lock()
+	defer s.snapshots.mu.Unlock()
+	if s.snapshots.kv != nil {
+		return s.snapshots.kv, nil
+	}
+	kv, err := s.js.KeyValue(ctx, SnapshotBucket)
+	if err != nil {
+		return nil, fmt.Errorf("logstore: bucket %s: %w", SnapshotBucket, err)
+	}
+	s.snapshots.kv = kv
+	return kv, nil
 }
 
 // DropSnapshotPart securely deletes a part no head names any more.

@@ -121,6 +121,11 @@ type Store struct {
 	erased     jetstream.KeyValue
 	// sources is SESSION_SOURCES, opened on first use.
 	sources sourceIndex
+	// snapshots is SESSION_SNAPSHOTS, opened on first use.
+	snapshots struct {
+		mu sync.Mutex
+		kv jetstream.KeyValue
+	}
 	// committers gather each stream's appends (commit.go).
 	commitMu                   sync.Mutex
 	committers                 map[string]*committer

@@ -84,17 +84,18 @@ func snapCandidates(dst []uint64, part []byte, h uint64) []uint64 {
 }
 
 // snapDue reports whether the entry's session gained SnapshotEvery events
-// since the snapshot it was loaded from or last wrote, with none being
+// since the snapshot it was loaded from or last began, with none being
 // written: then snapshot starts one.
 func (s *Service) snapDue(e *entry) bool {
-	return s.cfg.SnapshotEvery > 0 && e.tail.Seq >= e.snapHead.Seq+uint64(s.cfg.SnapshotEvery) &&
+	return s.cfg.SnapshotEvery > 0 && e.tail.Seq >= e.snapSeq+uint64(s.cfg.SnapshotEvery) &&
 		!e.snapping.Load() && !e.snapFailed.Load()
 }
 
 // snapshot starts writing the entry's snapshot in the background. It runs
-// under the session's lock after an append: what it takes of the entry
-// (the state's JSON, the ids indexed since the last snapshot) is taken
-// here; the stores happen after the reply.
+// under the session's lock after an append and takes of the entry what
+// the snapshot stores (the state's JSON: the state changes with the next
+// append; the ids indexed since the last snapshot); sorting the ids and
+// the stores happen after the reply.
 func (s *Service) snapshot(sessionID string, e *entry) {
 	st, err := json.Marshal(e.state)
 	if err != nil {
@@ -102,13 +103,13 @@ func (s *Service) snapshot(sessionID string, e *entry) {
 		e.snapFailed.Store(true)
 		return
 	}
-	prev := e.snapHead
+	var prev logstore.SnapshotHead
+	if p := e.snapStored.Load(); p != nil {
+		prev = *p
+	}
 	head := logstore.SnapshotHead{Seq: e.tail.Seq, StreamSeq: e.tail.StreamSeq, Hash: e.tail.Hash}
-	gen := strconv.FormatUint(e.tail.StreamSeq, 10)
-	head.IDs = append(slices.Clip(prev.IDs), logstore.SnapshotPart{Name: "i" + gen})
-	ids := encodeIDs(e.pending)
-	e.pending = nil
-	e.snapHead = head
+	pending := e.pending
+	e.pending, e.snapSeq = nil, e.tail.Seq
 	e.snapping.Store(true)
 	s.snaps.Add(1)
 	go func() {
@@ -116,7 +117,7 @@ func (s *Service) snapshot(sessionID string, e *entry) {
 		defer e.snapping.Store(false)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := s.writeSnapshot(ctx, sessionID, prev, head, st, ids); err != nil {
+		if err := s.writeSnapshot(ctx, sessionID, prev, &head, st, encodeIDs(pending)); err != nil {
 			// The stored head is still the one before (or none): this
 			// entry has lost the ids it held for the next one, so it
 			// writes none until it is loaded again.
@@ -125,6 +126,7 @@ func (s *Service) snapshot(sessionID string, e *entry) {
 			s.log.Warn("writer: snapshot not stored", "session", sessionID, "seq", head.Seq, "err", err)
 			return
 		}
+		e.snapStored.Store(&head)
 		s.m.snapshots.WithLabelValues("ok").Inc()
 	}()
 }
@@ -133,17 +135,17 @@ func (s *Service) snapshot(sessionID string, e *entry) {
 // part of the snapshot before. A session whose erasure began meanwhile
 // loses the snapshot again: the erase may have dropped its records
 // before this write.
-func (s *Service) writeSnapshot(ctx context.Context, sessionID string, prev, head logstore.SnapshotHead, st, ids []byte) error {
+func (s *Service) writeSnapshot(ctx context.Context, sessionID string, prev logstore.SnapshotHead, head *logstore.SnapshotHead, st, ids []byte) error {
 	gen := strconv.FormatUint(head.StreamSeq, 10)
-	var err error
-	last := len(head.IDs) - 1
-	if head.IDs[last], err = s.st.PutSnapshotPart(ctx, sessionID, "i"+gen, ids); err != nil {
+	part, err := s.st.PutSnapshotPart(ctx, sessionID, "i"+gen, ids)
+	if err != nil {
 		return err
 	}
+	head.IDs = append(slices.Clip(prev.IDs), part)
 	if head.State, err = s.st.PutSnapshotPart(ctx, sessionID, "s"+gen, st); err != nil {
 		return err
 	}
-	if err := s.st.PutSnapshotHead(ctx, sessionID, head); err != nil {
+	if err := s.st.PutSnapshotHead(ctx, sessionID, *head); err != nil {
 		return err
 	}
 	if prev.State.Name != "" && prev.State.Name != head.State.Name {
@@ -193,7 +195,8 @@ func (s *Service) loadSnapshot(ctx context.Context, sessionID string) (*entry, e
 		return nil, errors.New("the snapshot's state is not the session's at its seq")
 	}
 	e := newEntry(sessionID)
-	e.state, e.snapHead = st, *h
+	e.state, e.snapSeq = st, h.Seq
+	e.snapStored.Store(h)
 	e.tail = logstore.Tail{Seq: h.Seq, StreamSeq: h.StreamSeq, EventID: ev.EventID, Hash: h.Hash}
 	ids := 0
 	for _, p := range h.IDs {

@@ -10,9 +10,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -168,6 +170,25 @@ func TestSnapshotLoadReadsOnlyTheEventsAfterIt(t *testing.T) {
 	head := snapshotted(t, e, 10_000, n, sid)
 	if head.Seq < 20_000 || head.Seq > n || len(head.IDs) < 2 {
 		t.Fatalf("snapshot at seq %d with %d id parts", head.Seq, len(head.IDs))
+	}
+	// Of the state parts only the head's is stored (each snapshot drops
+	// the one before); every id part is.
+	kv, err := natstest.JetStream(t, e.nc).Stream(context.Background(), "KV_"+logstore.SnapshotBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := kv.Info(context.Background(), jetstream.WithSubjectFilter("$KV."+logstore.SnapshotBucket+"."+sid+".>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stateKeys []string
+	for subj := range info.State.Subjects {
+		if strings.HasPrefix(subj, "$KV."+logstore.SnapshotBucket+"."+sid+".s") {
+			stateKeys = append(stateKeys, subj)
+		}
+	}
+	if len(stateKeys) != head.State.Chunks || len(info.State.Subjects) != head.State.Chunks+len(head.IDs) {
+		t.Fatalf("stored parts %v, want the head's state part (%d chunks) and %d id parts", info.State.Subjects, head.State.Chunks, len(head.IDs))
 	}
 
 	ps := probes(sid, n)

@@ -34,10 +34,13 @@ type entry struct {
 	// (snapshot.go): the ids of the events it covers, which ids and more
 	// then do not hold.
 	snapIDs [][]byte
-	// snapHead is the snapshot last loaded or written (its Seq 0: none);
-	// pending the ids indexed after it, which the next snapshot stores.
-	snapHead logstore.SnapshotHead
-	pending  []idRec
+	// snapSeq is the seq of the snapshot last loaded or begun (0: none);
+	// pending the ids indexed after it, which the next snapshot stores;
+	// snapStored the head last loaded or stored (set by the snapshot's
+	// goroutine, read by the next, which begins after it ended).
+	snapSeq    uint64
+	pending    []idRec
+	snapStored atomic.Pointer[logstore.SnapshotHead]
 	// snapping: a snapshot is being written; snapFailed: one was not, and
 	// this entry writes no more.
 	snapping, snapFailed atomic.Bool
