@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -22,14 +21,15 @@ import (
 // snapshots of its state (Config.SnapshotEvery).
 const DefaultSnapshotEvery = 10_000
 
-// A snapshot (logstore.SnapshotHead) holds the session's folded state as
-// JSON (part s<stream seq>, rewritten by every snapshot) and the ids of
-// its events 1..Seq in parts written once each (i<stream seq>: the ids of
-// the events after the snapshot before), each a list of idRecSize-byte
-// records, xxhash64 of the event id then the stream seq of its event,
-// big-endian, ascending. A loaded entry keeps those parts as they are and
-// looks ids up in them by binary search (entry.candidates): a million ids
-// are 16 MB read and kept, nothing rebuilt.
+// A snapshot (logstore.SnapshotHead) holds the session's folded state in
+// its binary form (session.State.MarshalBinary; part s<stream seq>,
+// rewritten by every snapshot) and the ids of its events 1..Seq in parts
+// written once each (i<stream seq>: the ids of the events after the
+// snapshot before), each a list of idRecSize-byte records, xxhash64 of
+// the event id then the stream seq of its event, big-endian, ascending. A
+// loaded entry keeps those parts as they are and looks ids up in them by
+// binary search (entry.candidates): a million ids are 16 MB read and
+// kept, nothing rebuilt.
 const idRecSize = 16
 
 // idRec is an id record of a part not written yet.
@@ -93,11 +93,11 @@ func (s *Service) snapDue(e *entry) bool {
 
 // snapshot starts writing the entry's snapshot in the background. It runs
 // under the session's lock after an append and takes of the entry what
-// the snapshot stores (the state's JSON: the state changes with the next
+// the snapshot stores (the state's encoding: the state changes with the next
 // append; the ids indexed since the last snapshot); sorting the ids and
 // the stores happen after the reply.
 func (s *Service) snapshot(sessionID string, e *entry) {
-	st, err := json.Marshal(e.state)
+	st, err := e.state.MarshalBinary()
 	if err != nil {
 		s.log.Error("writer: snapshot", "session", sessionID, "err", err)
 		e.snapFailed.Store(true)
@@ -187,8 +187,8 @@ func (s *Service) loadSnapshot(ctx context.Context, sessionID string) (*entry, e
 	if err != nil {
 		return nil, err
 	}
-	st, err := session.UnmarshalState(b)
-	if err != nil {
+	st := &session.State{}
+	if err := st.UnmarshalBinary(b); err != nil {
 		return nil, err
 	}
 	if st.SessionID != sessionID || st.LastSeq != h.Seq || st.LastEventID != ev.EventID {
