@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/nats-io/nats.go/jetstream"
@@ -109,22 +110,43 @@ func (s *Store) SnapshotPartOf(ctx context.Context, sessionID string, p Snapshot
 	if err != nil {
 		return nil, err
 	}
-	data := make([]byte, 0, p.Bytes)
+	// KV gets, a few at once: direct gets (the bucket allows them),
+	// answered with the chunk as stored, from any replica (a stale one
+	// fails the sum).
+	chunks := make([][]byte, p.Chunks)
+	errs := make([]error, p.Chunks)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
 	for n := range p.Chunks {
-		// A KV get: a direct get (the bucket allows them), whose answer
-		// is the chunk as stored, from any replica (a stale one fails the
-		// sum).
-		e, err := kv.Get(ctx, sessionID+"."+p.Name+"."+strconv.Itoa(n))
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return nil, fmt.Errorf("%w: %s of %s", ErrSnapshotPart, p.Name, sessionID)
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			e, err := kv.Get(ctx, sessionID+"."+p.Name+"."+strconv.Itoa(n))
+			switch {
+			case errors.Is(err, jetstream.ErrKeyNotFound):
+				errs[n] = fmt.Errorf("%w: %s of %s", ErrSnapshotPart, p.Name, sessionID)
+			case err != nil:
+				errs[n] = fmt.Errorf("logstore: snapshot of %s: %w", sessionID, err)
+			default:
+				chunks[n] = e.Value()
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	var data []byte
+	if p.Chunks == 1 {
+		data = chunks[0]
+	} else {
+		data = make([]byte, 0, p.Bytes)
+		for _, c := range chunks {
+			if len(data)+len(c) > p.Bytes {
+				return nil, fmt.Errorf("%w: %s of %s", ErrSnapshotPart, p.Name, sessionID)
+			}
+			data = append(data, c...)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("logstore: snapshot of %s: %w", sessionID, err)
-		}
-		if len(data)+len(e.Value()) > p.Bytes {
-			return nil, fmt.Errorf("%w: %s of %s", ErrSnapshotPart, p.Name, sessionID)
-		}
-		data = append(data, e.Value()...)
 	}
 	if len(data) != p.Bytes || xxhash.Sum64(data) != p.Sum {
 		return nil, fmt.Errorf("%w: %s of %s", ErrSnapshotPart, p.Name, sessionID)

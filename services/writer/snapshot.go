@@ -1,7 +1,6 @@
 package writer
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -218,11 +217,16 @@ func (s *Service) loadSnapshot(ctx context.Context, sessionID string) (*entry, e
 	return e, nil
 }
 
+// sortedIDs reports whether an id part's records ascend by hash (binary
+// search needs no more).
 func sortedIDs(b []byte) bool {
-	for i := idRecSize; i < len(b); i += idRecSize {
-		if bytes.Compare(b[i-idRecSize:i], b[i:i+idRecSize]) > 0 {
+	prev := uint64(0)
+	for i := 0; i+idRecSize <= len(b); i += idRecSize {
+		h := binary.BigEndian.Uint64(b[i:])
+		if h < prev {
 			return false
 		}
+		prev = h
 	}
 	return true
 }

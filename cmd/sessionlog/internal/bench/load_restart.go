@@ -18,17 +18,20 @@ import (
 
 // RestartConfig configures the first-append-after-restart benchmark.
 type RestartConfig struct {
-	Events int // of the session (default 1,000,000)
-	Dir    string
-	Logger *slog.Logger
+	Events   int // of the session (default 1,000,000)
+	Restarts int // writers started after the first (default 5)
+	Dir      string
+	Logger   *slog.Logger
 }
 
 // RestartResult is the first append of a writer that does not hold the
-// session: Cold with no snapshot (the whole session folded), Snap after a
-// restart, with the snapshot the first writer stored after its append.
+// session: Cold with no snapshot (the whole session folded), Snap after
+// each restart, with the snapshot the first writer stored after its
+// append.
 type RestartResult struct {
-	Events     int
-	Cold, Snap FirstAppend
+	Events int
+	Cold   FirstAppend
+	Snap   []FirstAppend
 }
 
 // FirstAppend is one writer's first append to the session.
@@ -60,15 +63,21 @@ func RunRestart(ctx context.Context, cfg RestartConfig) (RestartResult, error) {
 	if _, err := sessiongen.Seed(ctx, e.st, id, cfg.Events, schema.MaxBatchEvents); err != nil {
 		return res, fmt.Errorf("seed: %w", err)
 	}
-	for i, out := range []*FirstAppend{&res.Cold, &res.Snap} {
-		if i == 1 {
-			if h, err := e.st.SnapshotHeadOf(ctx, id); err != nil || h == nil {
-				return res, fmt.Errorf("the first writer stored no snapshot (%v)", err)
-			}
-		}
-		if *out, err = firstAppend(ctx, e, id, i, cfg.Logger); err != nil {
+	if cfg.Restarts <= 0 {
+		cfg.Restarts = 5
+	}
+	if res.Cold, err = firstAppend(ctx, e, id, 0, cfg.Logger); err != nil {
+		return res, err
+	}
+	if h, err := e.st.SnapshotHeadOf(ctx, id); err != nil || h == nil {
+		return res, fmt.Errorf("the first writer stored no snapshot (%v)", err)
+	}
+	for k := 1; k <= cfg.Restarts; k++ {
+		fa, err := firstAppend(ctx, e, id, k, cfg.Logger)
+		if err != nil {
 			return res, err
 		}
+		res.Snap = append(res.Snap, fa)
 	}
 	return res, nil
 }
@@ -92,9 +101,9 @@ func firstAppend(ctx context.Context, e *embedded, id string, k int, logger *slo
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	// The first writer starts a turn, the second ends it.
-	ev := map[string]any{"eventId": fmt.Sprintf("bench-restart-%d", k), "type": schema.TypeTurnStarted, "turnId": "bench-restart"}
-	if k > 0 {
+	// Writers 0, 2, 4... start a turn, the next ends it.
+	ev := map[string]any{"eventId": fmt.Sprintf("bench-restart-%d", k), "type": schema.TypeTurnStarted, "turnId": fmt.Sprintf("bench-restart-%d", k/2)}
+	if k%2 == 1 {
 		ev["type"], ev["data"] = schema.TypeTurnEnded, map[string]any{"reason": "completed"}
 	}
 	body, _ := json.Marshal(map[string]any{"sessionId": id, "events": []map[string]any{ev}})
