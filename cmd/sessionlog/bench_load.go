@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/sessionlog/sessionlog/cmd/sessionlog/internal/bench"
@@ -12,13 +14,17 @@ import (
 // `sessionlog bench load [--quick]`: load the state of a 10,000-event
 // session through pkg/client (sessions.api.read) and through the
 // projector's HTTP API, against reading the same messages raw from the
-// stream, p50 and p99.
+// stream, p50 and p99; and the first append of a writer restarted on a
+// session of a million events (--restart-events), with the snapshot the
+// writer before it stored (the median of five restarts), against one
+// without.
 func runBenchLoad(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("bench load")
 	fs.SetOutput(stdout)
 	quick := fs.Bool("quick", false, "20 rounds instead of 100")
 	events := fs.Int("events", 10_000, "events of the session")
 	rounds := fs.Int("rounds", 0, "loads of each kind (default 100; --quick 20)")
+	restartEvents := fs.Int("restart-events", 0, "events of the session appended to after a restart (default 1,000,000; --quick 100,000; -1: skip)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the timed rounds (all three kinds of load) to this file")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -53,5 +59,26 @@ func runBenchLoad(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "BENCH name=load-raw value=%.2f unit=ms p99_ms=%.2f events=%d rounds=%d\n",
 		ms(raw50), ms(raw99), res.Events, len(res.Raw))
+	re := *restartEvents
+	if re == 0 {
+		re = 1_000_000
+		if *quick {
+			re = 100_000
+		}
+	}
+	if re < 0 {
+		return nil
+	}
+	rr, err := bench.RunRestart(ctx, bench.RestartConfig{Events: re})
+	if err != nil {
+		return fmt.Errorf("bench load: first append after restart: %w", err)
+	}
+	// The median restart (by time) and the slowest.
+	slices.SortFunc(rr.Snap, func(a, b bench.FirstAppend) int { return cmp.Compare(a.Took, b.Took) })
+	med, worst := rr.Snap[(len(rr.Snap)-1)/2], rr.Snap[len(rr.Snap)-1]
+	mb := func(b int64) float64 { return float64(b) / (1 << 20) }
+	fmt.Fprintf(stdout, "BENCH name=load-first-append value=%.2f unit=ms baseline=%.2f ratio=%.3f max_ms=%.2f heap_mb=%.1f baseline_heap_mb=%.1f alloc_mb=%.1f baseline_alloc_mb=%.1f events=%d restarts=%d\n",
+		ms(med.Took), ms(rr.Cold.Took), ms(med.Took)/ms(rr.Cold.Took), ms(worst.Took), mb(med.HeapBytes), mb(rr.Cold.HeapBytes),
+		mb(med.AllocBytes), mb(rr.Cold.AllocBytes), rr.Events, len(rr.Snap))
 	return nil
 }

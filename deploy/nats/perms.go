@@ -42,6 +42,9 @@ const (
 	// BucketSources is the writer's index of the transcripts written
 	// through sessions.api.source.* (DESIGN.md section 15).
 	BucketSources = "SESSION_SOURCES"
+	// BucketSnapshots holds the writer's snapshots of sessions' state
+	// (DESIGN.md section 2).
+	BucketSnapshots = "SESSION_SNAPSHOTS"
 	// MaxPartitions is the most session streams a store may have
 	// (DESIGN.md section 11): SESSIONS-0 ... SESSIONS-15.
 	MaxPartitions = 16
@@ -56,7 +59,7 @@ func streams() []string {
 		out = append(out, StreamSessions+"-"+strconv.Itoa(p))
 	}
 	return append(out, "KV_"+BucketLeases, "KV_"+BucketClaims, "KV_"+BucketForks, "KV_"+BucketLayout,
-		"KV_"+BucketSources, "KV_"+BucketErased, StreamAudit)
+		"KV_"+BucketSources, "KV_"+BucketSnapshots, "KV_"+BucketErased, StreamAudit)
 }
 
 // jsAPI lists the JetStream API subjects the services call on one stream:
@@ -86,11 +89,18 @@ func jsAPI(stream string) []string {
 
 // Service is the permission set of the "service" user: the writer,
 // projector and forker. They read the erasure records and the audit
-// stream but never write them, and never delete anything.
+// stream but never write them, and delete nothing but the writer's
+// superseded snapshot parts (secure deletes in KV_SESSION_SNAPSHOTS, so
+// that an erased session's state leaves no byte there).
 func Service() *server.Permissions {
 	p := services()
+	p.Publish.Allow = append(p.Publish.Allow, "$JS.API.STREAM.MSG.DELETE.KV_"+BucketSnapshots)
+	for _, st := range streams() {
+		if st != "KV_"+BucketSnapshots {
+			p.Publish.Deny = append(p.Publish.Deny, "$JS.API.STREAM.MSG.DELETE."+st)
+		}
+	}
 	p.Publish.Deny = append(p.Publish.Deny,
-		"$JS.API.STREAM.MSG.DELETE.>",
 		"$KV."+BucketErased+".>",
 		"sessions.audit.>",
 	)
@@ -112,8 +122,9 @@ func Eraser() *server.Permissions {
 	for n := range MaxPartitions {
 		p.Publish.Allow = append(p.Publish.Allow, "$JS.API.STREAM.MSG.DELETE."+StreamSessions+"-"+strconv.Itoa(n))
 	}
-	// The erased session's lease, claim, fork and source index records.
-	for _, b := range []string{BucketLeases, BucketClaims, BucketForks, BucketSources} {
+	// The erased session's lease, claim, fork, snapshot and source index
+	// records.
+	for _, b := range []string{BucketLeases, BucketClaims, BucketForks, BucketSnapshots, BucketSources} {
 		p.Publish.Allow = append(p.Publish.Allow, "$JS.API.STREAM.MSG.DELETE.KV_"+b)
 	}
 	return p
@@ -129,6 +140,7 @@ func services() *server.Permissions {
 		"$KV." + BucketForks + ".>",
 		"$KV." + BucketLayout + ".>",
 		"$KV." + BucketSources + ".>",
+		"$KV." + BucketSnapshots + ".>",
 		"$JS.API.INFO",
 		// The projector relays the dashboard's actions as requests (no
 		// more than the log subjects above already allow a service).

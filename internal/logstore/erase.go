@@ -439,8 +439,8 @@ func (s *Store) EraseEvents(ctx context.Context, sessionID string, onDelete func
 	}
 }
 
-// DropSessionRecords removes the session's lease, claim and fork record
-// and its source index records (owner and listing: the project key and
+// DropSessionRecords removes the session's lease, claim and fork record,
+// its snapshot (head and parts) and its source index records (owner and listing: the project key and
 // the agent's session key) with the server's secure delete of every
 // message the key still has, so their bytes (holder names, project
 // paths) are overwritten in the files: a KV purge would leave them in
@@ -450,6 +450,9 @@ func (s *Store) DropSessionRecords(ctx context.Context, sessionID string) error 
 		if err := s.dropKey(ctx, bucket, sessionID); err != nil {
 			return err
 		}
+	}
+	if err := s.DropSnapshot(ctx, sessionID); err != nil {
+		return err
 	}
 	return s.dropSourceRecords(ctx, sessionID)
 }

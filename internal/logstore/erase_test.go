@@ -1,6 +1,7 @@
 package logstore_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -121,7 +122,7 @@ func TestEraseErasePagesOfOneSession(t *testing.T) {
 }
 
 // DropSessionRecords deletes every stored message of the session's
-// lease, claim and source index keys (securely: the buckets allow
+// lease, claim, snapshot and source index keys (securely: the buckets allow
 // deletes), and leaves another session's.
 func TestEraseDropSessionRecords(t *testing.T) {
 	nc := natstest.Connect(t, natstest.RunServer(t))
@@ -145,6 +146,21 @@ func TestEraseDropSessionRecords(t *testing.T) {
 		}
 		if err := st.SourcePut(ctx, logstore.SourceListKey(k), b); err != nil {
 			t.Fatal(err)
+		}
+		// A snapshot of two generations: a state part (of more than one
+		// chunk) and an id part each.
+		for _, gen := range []string{"5", "9"} {
+			sp, err := st.PutSnapshotPart(ctx, id, "s"+gen, bytes.Repeat([]byte("state of "+id+" "), 100_000))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ip, err := st.PutSnapshotPart(ctx, id, "i"+gen, []byte("ids of "+id))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := st.PutSnapshotHead(ctx, id, logstore.SnapshotHead{Seq: 9, StreamSeq: 9, State: sp, IDs: []logstore.SnapshotPart{ip}}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if err := st.DropSessionRecords(ctx, "dr-1"); err != nil {
@@ -173,7 +189,9 @@ func TestEraseDropSessionRecords(t *testing.T) {
 	for id, want := range map[string]uint64{"dr-1": 0, "dr-2": 1} {
 		k := api.SourceKey{Format: "claude-code", ProjectKey: "/home/" + id, SessionKey: "key-" + id}
 		for _, c := range []struct{ bucket, key string }{{logstore.LeaseBucket, id}, {logstore.ClaimBucket, id},
-			{logstore.SourceBucket, logstore.SourceOwnerKey(id)}, {logstore.SourceBucket, logstore.SourceListKey(k)}} {
+			{logstore.SourceBucket, logstore.SourceOwnerKey(id)}, {logstore.SourceBucket, logstore.SourceListKey(k)},
+			{logstore.SnapshotBucket, id}, {logstore.SnapshotBucket, id + ".s5.0"}, {logstore.SnapshotBucket, id + ".s9.1"},
+			{logstore.SnapshotBucket, id + ".i5.0"}, {logstore.SnapshotBucket, id + ".i9.0"}} {
 			if got := count(c.bucket, c.key); got != want {
 				t.Errorf("%s %s: %d messages, want %d", c.bucket, c.key, got, want)
 			}

@@ -121,6 +121,11 @@ type Store struct {
 	erased     jetstream.KeyValue
 	// sources is SESSION_SOURCES, opened on first use.
 	sources sourceIndex
+	// snapshots is SESSION_SNAPSHOTS, opened on first use.
+	snapshots struct {
+		mu sync.Mutex
+		kv jetstream.KeyValue
+	}
 	// committers gather each stream's appends (commit.go).
 	commitMu                   sync.Mutex
 	committers                 map[string]*committer
@@ -226,6 +231,9 @@ func (s *Store) provision(ctx context.Context) error {
 		return err
 	}
 	if err := s.provisionKV(ctx, SourceBucket, "sessionlog: agent transcripts by project (source endpoints, DESIGN.md section 15)"); err != nil {
+		return err
+	}
+	if err := s.provisionKV(ctx, SnapshotBucket, "sessionlog writer: snapshots of sessions' folded state (key = session id; parts <id>.<part>.<n>)"); err != nil {
 		return err
 	}
 	return s.provisionErasure(ctx)

@@ -230,3 +230,55 @@ func TestLongSessionStateMemory(t *testing.T) {
 	}
 	runtime.KeepAlive(s)
 }
+
+// The binary form (snapshots) decodes to the state it was made of: the
+// same JSON, sets of hashes included, and the same refusals; a truncated
+// or foreign input is refused.
+func TestStateBinaryRoundTrip(t *testing.T) {
+	s := New("s-bin")
+	n := 0
+	apply := func(line string) {
+		t.Helper()
+		e := sessiontest.Event(t, line)
+		e.SessionID, e.EventID = s.SessionID, fmt.Sprintf("e%d", s.LastSeq+1)
+		if err := s.Apply(e); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+	}
+	apply(`session/created title=binary`)
+	for turn := 1; turn <= 50; turn++ {
+		tid := fmt.Sprintf("t%d", turn)
+		apply("turn/started turn=" + tid)
+		c := fmt.Sprintf("c%d", n)
+		n++
+		apply("tool/requested turn=" + tid + " call=" + c)
+		apply("tool/started turn=" + tid + " call=" + c)
+		apply("tool/result turn=" + tid + " call=" + c + " status=ok")
+		apply(fmt.Sprintf("approval/requested turn=%s approvalId=ap%d toolCallId=%s", tid, turn, c))
+		apply(fmt.Sprintf("approval/decided turn=%s approvalId=ap%d", tid, turn))
+		apply("turn/ended turn=" + tid)
+	}
+	apply("turn/started turn=open")
+	b, err := s.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got State
+	if err := got.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	if g, w := mustJSON(t, &got), mustJSON(t, s); string(g) != string(w) {
+		t.Fatalf("decoded %s\nwant %s", g, w)
+	}
+	for _, line := range []string{"tool/requested turn=open call=c3", "approval/requested turn=open approvalId=ap2", "turn/started turn=t9"} {
+		e := sessiontest.Event(t, line)
+		if g, w := got.Check(e), s.Check(e); g == nil || w == nil || g.Error() != w.Error() {
+			t.Fatalf("%s: refused %v, want %v", line, g, w)
+		}
+	}
+	for _, bad := range [][]byte{nil, b[:len(b)-1], append(b[:len(b):len(b)], 0), []byte(`{"sessionId":"s"}`)} {
+		if err := new(State).UnmarshalBinary(bad); err == nil {
+			t.Errorf("%d bytes decoded", len(bad))
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -277,6 +278,76 @@ func readSeqs(b []byte, old map[string]oldSpent) map[uint64]uint64 {
 		m[idHash(id)] = sp.StartSeq
 	}
 	return m
+}
+
+// binaryMagic begins MarshalBinary's form (version 1).
+var binaryMagic = []byte("SLST\x01")
+
+// MarshalBinary is the state's JSON without its sets of hashes, followed by
+// them as they are (State.usedTurns, then the spent tool calls and
+// approvals, each a count and its 8- or 16-byte records, big-endian): a
+// long session's state is mostly those sets, which the JSON carries in
+// base64 inside a string (the writer's snapshots use this form).
+func (s *State) MarshalBinary() ([]byte, error) {
+	js, err := json.Marshal((*stateAlias)(s))
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(binaryMagic)+8+len(js)+24+8*len(s.usedTurns)+16*(len(s.spentTools)+len(s.spentApprovals)))
+	b = append(b, binaryMagic...)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(js)))
+	b = append(b, js...)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(s.usedTurns)))
+	b = appendHashes(b, s.usedTurns)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(s.spentTools)))
+	b = appendSeqs(b, s.spentTools)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(s.spentApprovals)))
+	b = appendSeqs(b, s.spentApprovals)
+	return b, nil
+}
+
+// UnmarshalBinary decodes a state written by MarshalBinary.
+func (s *State) UnmarshalBinary(b []byte) error {
+	bad := errors.New("session: state: not a state in binary form")
+	if !bytes.HasPrefix(b, binaryMagic) {
+		return bad
+	}
+	b = b[len(binaryMagic):]
+	next := func(size int) ([]byte, bool) {
+		if len(b) < 8 {
+			return nil, false
+		}
+		n := binary.BigEndian.Uint64(b)
+		if n > uint64(len(b)-8)/uint64(size) {
+			return nil, false
+		}
+		part := b[8 : 8+int(n)*size]
+		b = b[8+int(n)*size:]
+		return part, true
+	}
+	js, ok := next(1)
+	if !ok {
+		return bad
+	}
+	*s = State{}
+	if err := json.Unmarshal(js, (*stateAlias)(s)); err != nil {
+		return err
+	}
+	used, ok1 := next(8)
+	tools, ok2 := next(16)
+	approvals, ok3 := next(16)
+	if !ok1 || !ok2 || !ok3 || len(b) != 0 {
+		return bad
+	}
+	if len(used) > 0 {
+		s.usedTurns = make(map[uint64]struct{}, len(used)/8)
+		for h := range slices.Chunk(used, 8) {
+			s.usedTurns[binary.BigEndian.Uint64(h)] = struct{}{}
+		}
+	}
+	s.spentTools = readSeqs(tools, nil)
+	s.spentApprovals = readSeqs(approvals, nil)
+	return nil
 }
 
 // UnmarshalState decodes a state written by MarshalJSON.

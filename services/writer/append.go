@@ -451,11 +451,14 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 			e := &req.Events[i]
 			// An atomic batch is stored contiguously.
 			ss := res.StreamSeq - uint64(len(req.Events)-1-i)
-			ent.index(s.hashID(e.EventID), e.EventID, ss)
+			s.index(ent, e.EventID, ss)
 		}
 		lastEv := &req.Events[len(req.Events)-1]
 		ent.tail = logstore.Tail{Seq: res.LastSeq, StreamSeq: res.StreamSeq, EventID: lastEv.EventID, Hash: res.Hash}
 		s.cache.Add(req.SessionID, ent)
+		if s.snapDue(ent) {
+			s.snapshot(req.SessionID, ent)
+		}
 		s.m.events.Add(float64(len(req.Events)))
 		return AppendReply{SessionID: req.SessionID, FirstSeq: res.FirstSeq, LastSeq: res.LastSeq, StreamSeq: res.StreamSeq, Hash: res.Hash}, nil
 	}
@@ -530,16 +533,17 @@ var errIndexedAbsent = errors.New("an indexed event reads as absent (a stale rea
 // invalid_event naming a stored id and its seq; nothing is stored.
 func (s *Service) duplicateOf(ctx context.Context, req *AppendRequest, ent *entry) (AppendReply, bool, error) {
 	var got []*logstore.Event // the stored event of each request event, if any
+	var buf [4]uint64
 	for i := range req.Events {
 		id := req.Events[i].EventID
-		byHash, byID := ent.candidates(s.hashID(id), id)
-		if byHash == 0 && byID == 0 {
+		cands := ent.candidates(buf[:0], s.hashID(id), id)
+		if len(cands) == 0 {
 			continue
 		}
 		// A hit is a candidate only: confirm it on the stored event.
 		var found *logstore.Event
-		for _, ss := range [2]uint64{byHash, byID} {
-			if ss == 0 || found != nil {
+		for _, ss := range cands {
+			if found != nil {
 				continue
 			}
 			st, err := s.storedEvent(ctx, req.SessionID, ss)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,6 +89,15 @@ func startWriter(t testing.TB, st *logstore.Store, nc *nats.Conn, cfg writer.Con
 	if cfg.Conn == nil {
 		cfg.Conn = nc
 	}
+	w, stop := runService(t, cfg)
+	t.Cleanup(stop)
+	return w
+}
+
+// runService builds and runs a writer until stop, which waits for it to
+// return (and for the snapshots it is writing).
+func runService(t testing.TB, cfg writer.Config) (*writer.Service, func()) {
+	t.Helper()
 	w, err := writer.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -95,14 +105,17 @@ func startWriter(t testing.TB, st *logstore.Store, nc *nats.Conn, cfg writer.Con
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("writer Run: %v", err)
-		}
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("writer Run: %v", err)
+			}
+		})
+	}
 	natstest.CheckFor(t, 5*time.Second, 10*time.Millisecond, w.Ready)
-	return w
+	return w, stop
 }
 
 // reply is a decoded answer of the writer.

@@ -14,6 +14,9 @@ type metrics struct {
 	heartbeats  *prometheus.CounterVec // code
 	inflight    prometheus.Gauge
 	cachedState prometheus.GaugeFunc
+	folded      prometheus.Counter
+	snapshots   *prometheus.CounterVec // result
+	snapLoads   *prometheus.CounterVec // result
 }
 
 func newMetrics(reg prometheus.Registerer, cacheLen func() float64) (*metrics, error) {
@@ -55,8 +58,20 @@ func newMetrics(reg prometheus.Registerer, cacheLen func() float64) (*metrics, e
 			Name: "sessionlog_writer_state_cache_sessions",
 			Help: "Sessions whose state is cached.",
 		}, cacheLen),
+		folded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sessionlog_writer_fold_events_total",
+			Help: "Stored events read and folded to load a session's state that was not cached (after its snapshot, when it has one).",
+		}),
+		snapshots: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sessionlog_writer_snapshots_total",
+			Help: "Snapshots of sessions' state written to SESSION_SNAPSHOTS, by result (ok, error).",
+		}, []string{"result"}),
+		snapLoads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sessionlog_writer_snapshot_loads_total",
+			Help: "Snapshots read to load a session's state, by result (used; ignored: it did not match the log or did not read, and the session was folded from its start).",
+		}, []string{"result"}),
 	}
-	for _, c := range []prometheus.Collector{m.appends, m.events, m.latency, m.retries, m.renewals, m.cache, m.heartbeats, m.inflight, m.cachedState} {
+	for _, c := range []prometheus.Collector{m.appends, m.events, m.latency, m.retries, m.renewals, m.cache, m.heartbeats, m.inflight, m.cachedState, m.folded, m.snapshots, m.snapLoads} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

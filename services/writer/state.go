@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"sync/atomic"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -29,6 +30,20 @@ type entry struct {
 	// more holds, by the id itself, the events whose hash an earlier id
 	// of the session took already (a collision, or an id stored twice).
 	more map[string]uint64
+	// snapIDs are the id parts of the snapshot the entry was loaded from
+	// (snapshot.go): the ids of the events it covers, which ids and more
+	// then do not hold.
+	snapIDs [][]byte
+	// snapSeq is the seq of the snapshot last loaded or begun (0: none);
+	// pending the ids indexed after it, which the next snapshot stores;
+	// snapStored the head last loaded or stored (set by the snapshot's
+	// goroutine, read by the next, which begins after it ended).
+	snapSeq    uint64
+	pending    []idRec
+	snapStored atomic.Pointer[logstore.SnapshotHead]
+	// snapping: a snapshot is being written; snapFailed: one was not, and
+	// this entry writes no more.
+	snapping, snapFailed atomic.Bool
 }
 
 func newEntry(sessionID string) *entry {
@@ -49,15 +64,32 @@ func (e *entry) index(h uint64, eventID string, streamSeq uint64) {
 	}
 }
 
-// candidates returns the stream seqs where an event id may be stored (0:
-// none): the index's entry for its hash, and its own entry among the
-// collisions.
-func (e *entry) candidates(h uint64, eventID string) (byHash, byID uint64) {
-	byHash = e.ids[h]
-	if e.more != nil {
-		byID = e.more[eventID]
+// candidates appends to dst the stream seqs where an event id may be
+// stored: the index's entry for its hash, its own entry among the
+// collisions, and the snapshot's entries for its id hash.
+func (e *entry) candidates(dst []uint64, h uint64, eventID string) []uint64 {
+	if ss := e.ids[h]; ss != 0 {
+		dst = append(dst, ss)
 	}
-	return byHash, byID
+	if ss := e.more[eventID]; ss != 0 {
+		dst = append(dst, ss)
+	}
+	if len(e.snapIDs) > 0 {
+		xh := idHash(eventID)
+		for _, p := range e.snapIDs {
+			dst = snapCandidates(dst, p, xh)
+		}
+	}
+	return dst
+}
+
+// index adds a stored event's id to the entry, and to the ids the next
+// snapshot stores.
+func (s *Service) index(e *entry, eventID string, streamSeq uint64) {
+	e.index(s.hashID(eventID), eventID, streamSeq)
+	if s.cfg.SnapshotEvery > 0 {
+		e.pending = append(e.pending, idRec{idHash(eventID), streamSeq})
+	}
 }
 
 // hashID is the index's key for an event id.
@@ -84,7 +116,7 @@ func (s *Service) entryFor(ctx context.Context, sessionID string, refresh bool) 
 	}
 	s.misses.Inc()
 	s.cache.Remove(sessionID)
-	if e, err = s.fold(ctx, sessionID); err != nil {
+	if e, err = s.load(ctx, sessionID); err != nil {
 		return nil, true, err
 	}
 	s.cache.Add(sessionID, e)
@@ -187,17 +219,39 @@ func (s *Service) applyEvent(e *entry, ev *schema.Envelope, m *logstore.Msg) err
 	if err := e.state.Apply(ev); err != nil {
 		return schema.Errorf(schema.CodeUnreadable, "session %s is unreadable at stream seq %d: seq %d does not fold: %v", ev.SessionID, m.StreamSeq, ev.Seq, err)
 	}
-	e.index(s.hashID(ev.EventID), ev.EventID, m.StreamSeq)
+	s.index(e, ev.EventID, m.StreamSeq)
 	return nil
 }
 
-// fold rebuilds a session's state from the log, consistent up to the tail
-// the stream leader reported. A session that holds a message the judge
-// finds unreadable, or an event that does not fold, is refused.
-func (s *Service) fold(ctx context.Context, sessionID string) (*entry, error) {
-	e := newEntry(sessionID)
-	j := logstore.Judge{SessionID: sessionID}
-	tail, err := s.st.ReadJudged(ctx, &j, func(m *logstore.Msg, ev *schema.Envelope) error { return s.applyEvent(e, ev, m) })
+// load rebuilds a session's state: from its snapshot and the events after
+// it when it has a snapshot that matches the log, else from the start.
+// Both give the same state, so the same answers.
+func (s *Service) load(ctx context.Context, sessionID string) (*entry, error) {
+	if s.cfg.SnapshotEvery > 0 {
+		e, err := s.loadSnapshot(ctx, sessionID)
+		if err != nil {
+			s.m.snapLoads.WithLabelValues("ignored").Inc()
+			s.log.Warn("writer: snapshot ignored, folding the session from its start", "session", sessionID, "err", err)
+		}
+		if e != nil {
+			s.m.snapLoads.WithLabelValues("used").Inc()
+			return s.fold(ctx, e)
+		}
+	}
+	return s.fold(ctx, newEntry(sessionID))
+}
+
+// fold folds into e (a new entry, or one loaded from a snapshot) the
+// session's events after e.tail, consistent up to the tail the stream
+// leader reported. A session that holds a message the judge finds
+// unreadable, or an event that does not fold, is refused.
+func (s *Service) fold(ctx context.Context, e *entry) (*entry, error) {
+	sessionID := e.state.SessionID
+	j := logstore.Judge{SessionID: sessionID, Last: e.tail}
+	tail, err := s.st.ReadJudged(ctx, &j, func(m *logstore.Msg, ev *schema.Envelope) error {
+		s.m.folded.Inc()
+		return s.applyEvent(e, ev, m)
+	})
 	if err != nil {
 		return nil, readErr(sessionID, err)
 	}

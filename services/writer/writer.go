@@ -62,6 +62,11 @@ type Config struct {
 	// (other than the operators) append per second, with a burst of as
 	// many (0: no bound); over it an append is refused quota_exceeded.
 	TenantEventsPerSecond float64
+	// SnapshotEvery is how many events a session gains between two
+	// snapshots of its state in SESSION_SNAPSHOTS, written in the
+	// background after an append (0: DefaultSnapshotEvery; negative:
+	// none written or read).
+	SnapshotEvery int
 }
 
 // Service is the writer.
@@ -82,6 +87,7 @@ type Service struct {
 	jobs    chan job      // requests for idle workers
 	stop    chan struct{} // closed when Run returns: idle workers exit
 	wg      sync.WaitGroup
+	snaps   sync.WaitGroup // snapshots being written
 	ready   atomic.Bool
 	running atomic.Bool
 	// validateLimit is the MaxEventBytes passed to schema.Validate: -1
@@ -124,6 +130,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.ConflictRetries <= 0 {
 		cfg.ConflictRetries = DefaultConflictRetries
+	}
+	if cfg.SnapshotEvery == 0 {
+		cfg.SnapshotEvery = DefaultSnapshotEvery
 	}
 	cache, err := lru.New[string, *entry](cfg.StateCacheSize)
 	if err != nil {
@@ -223,6 +232,7 @@ func (s *Service) Run(ctx context.Context) error {
 	err = svc.Stop()
 	close(s.stop) // busy workers finish their request, idle ones exit
 	s.wg.Wait()
+	s.snaps.Wait()
 	if err != nil {
 		s.log.Warn("writer: stop", "err", err)
 	}

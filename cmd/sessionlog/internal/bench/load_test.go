@@ -20,6 +20,19 @@ func TestRunLoadSmall(t *testing.T) {
 	}
 }
 
+// TestRunRestartSmall runs the first-append-after-restart benchmark on a
+// session of 12,000 events: the first writer stores a snapshot (RunRestart
+// fails without one) and both appends commit; it asserts no speed.
+func TestRunRestartSmall(t *testing.T) {
+	res, err := RunRestart(context.Background(), RestartConfig{Events: 12_000, Restarts: 3, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Cold.Took <= 0 || len(res.Snap) != 3 || res.Snap[2].Took <= 0 {
+		t.Fatalf("%+v", res)
+	}
+}
+
 // TestRunCatchupSmall runs the catch-up benchmark's code path, floors
 // and the catch-up by a projector process included, on a small stream.
 func TestRunCatchupSmall(t *testing.T) {
