@@ -773,7 +773,12 @@ func TestLapsedLeaseRepairedBeforeItsMarker(t *testing.T) {
 		}
 		return nil
 	})
-	if got := counter(t, r.svc.m.repaired.WithLabelValues(string(triggerSweep))); got != 1 {
-		t.Fatalf("sweep repairs %v, want 1", got)
+	// Once, by the sweep or by the evaluation armed at the lease's expiry
+	// (which the skewed clock also passes): whichever comes first on a
+	// loaded machine, never both.
+	sweep := counter(t, r.svc.m.repaired.WithLabelValues(string(triggerSweep)))
+	armed := counter(t, r.svc.m.repaired.WithLabelValues(string(triggerExpiry)))
+	if sweep+armed != 1 {
+		t.Fatalf("repairs: %v by the sweep, %v at the lease's expiry, want 1 in all", sweep, armed)
 	}
 }
