@@ -12,10 +12,12 @@
 package faults
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -556,9 +558,10 @@ func faultHTTPReady(addr string) error {
 	if err != nil {
 		return err
 	}
-	resp.Body.Close()
+	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("readyz %s: %s", addr, resp.Status)
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
+		return fmt.Errorf("readyz %s: %s: %s", addr, resp.Status, bytes.TrimSpace(body))
 	}
 	return nil
 }

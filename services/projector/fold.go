@@ -206,6 +206,7 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 	p := f.pos[m.stream]
 	p.Name = m.stream
 	p.Seq = m.streamSeq
+	p.ID = msgIdentity(m.subject, m.header)
 	f.pos[m.stream] = p
 	f.bytes += len(m.data)
 	f.open()

@@ -9,8 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
@@ -29,14 +31,32 @@ import (
 // last sequences with what it consumed.
 const rollbackEvery = 2 * time.Second
 
+// rollbackConfirm is how long a running projector sees a stream's last
+// sequence below what it consumed before it raises log_rolled_back. A node
+// woken from a pause longer than an election still believes it leads and
+// answers the stream's info from its old state until it hears the new
+// leader (within an election timeout, at most 9 s in nats-server): one
+// such answer is not the log losing messages. A loss the writers overtake
+// within that time is still told: the message at the consumed sequence is
+// then another one than the projector consumed.
+const rollbackConfirm = 10 * time.Second
+
 // CodeLogRolledBack names the condition in /readyz and /v1/overview.
 const CodeLogRolledBack = "log_rolled_back"
 
 type rollbacks struct {
 	gauge    prometheus.Gauge
 	mu       sync.Mutex
-	consumed map[string]uint64 // stream -> highest sequence consumed
-	reasons  map[string]string // stream -> why it is rolled back
+	consumed map[string]store.StreamPos // stream -> highest position consumed
+	suspects map[string]suspect         // stream -> a last sequence seen below it
+	reasons  map[string]string          // stream -> why it is rolled back
+}
+
+// suspect is a stream whose last sequence was seen below pos, first at
+// since and at every check after.
+type suspect struct {
+	pos   store.StreamPos
+	since time.Time
 }
 
 func newRollbacks(r prometheus.Registerer) (*rollbacks, error) {
@@ -45,7 +65,7 @@ func newRollbacks(r prometheus.Registerer) (*rollbacks, error) {
 	if err := r.Register(g); err != nil {
 		return nil, fmt.Errorf("projector: metrics: %w", err)
 	}
-	return &rollbacks{gauge: g, consumed: map[string]uint64{}, reasons: map[string]string{}}, nil
+	return &rollbacks{gauge: g, consumed: map[string]store.StreamPos{}, suspects: map[string]suspect{}, reasons: map[string]string{}}, nil
 }
 
 // saw records the positions of a checkpoint as consumed.
@@ -53,12 +73,14 @@ func (rb *rollbacks) saw(cp store.Checkpoint) {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
 	for _, p := range cp.Streams {
-		rb.consumed[p.Name] = max(rb.consumed[p.Name], p.Seq)
+		if p.Seq >= rb.consumed[p.Name].Seq {
+			rb.consumed[p.Name] = p
+		}
 	}
 }
 
 // snapshot is what was consumed of each stream so far.
-func (rb *rollbacks) snapshot() map[string]uint64 {
+func (rb *rollbacks) snapshot() map[string]store.StreamPos {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
 	return maps.Clone(rb.consumed)
@@ -66,14 +88,22 @@ func (rb *rollbacks) snapshot() map[string]uint64 {
 
 // check compares a stream's last sequence, read after c was consumed of
 // it (a snapshot taken before the read: the projector may consume more
-// meanwhile), with c.
+// meanwhile), with c, and raises at once (at start: nothing consumed yet
+// depends on the answer but the views, which a rebuild makes again).
 func (rb *rollbacks) check(name string, last, c uint64) {
+	if last < c {
+		rb.raise(name, fmt.Sprintf("stream %s ends at seq %d, but the projector consumed it up to seq %d: the log lost %d stored messages", name, last, c, c-last))
+	}
+}
+
+func (rb *rollbacks) raise(name, reason string) {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
-	if last < c && rb.reasons[name] == "" {
-		rb.reasons[name] = fmt.Sprintf("stream %s ends at seq %d, but the projector consumed it up to seq %d: the log lost %d stored messages", name, last, c, c-last)
+	if rb.reasons[name] == "" {
+		rb.reasons[name] = reason
 		rb.gauge.Set(1)
 	}
+	delete(rb.suspects, name)
 }
 
 // reason is empty unless a stream rolled back.
@@ -100,11 +130,73 @@ func (s *Service) CheckStreams(ctx context.Context) {
 	if err != nil {
 		return // unreachable now: the next round looks again
 	}
+	now := time.Now()
 	for name, info := range infos {
 		if c, ok := s.created[name]; ok && c.Equal(info.created) {
-			s.rb.check(name, info.last, consumed[name])
+			s.checkStream(ctx, name, info.last, consumed[name], now)
 		}
 	}
+}
+
+// checkStream judges one stream whose last sequence was read as last
+// after c was consumed of it. Below c, it is a suspect until it has stayed
+// below for rollbackConfirm (a stale answer ends sooner); at or past c,
+// the message at the consumed (or suspected) sequence must be the one
+// consumed: another one there is the log that lost messages and stored
+// others in their place. A message gone (erased, expired) says nothing.
+func (s *Service) checkStream(ctx context.Context, name string, last uint64, c store.StreamPos, now time.Time) {
+	rb := s.rb
+	rb.mu.Lock()
+	sus, suspected := rb.suspects[name]
+	if suspected && c.Seq > sus.pos.Seq {
+		sus.pos = c
+	}
+	if last < c.Seq || (suspected && last < sus.pos.Seq) {
+		if !suspected {
+			rb.suspects[name] = suspect{pos: c, since: now}
+			rb.mu.Unlock()
+			s.log.Warn("projector: a stream's last sequence is below what was consumed; it is raised as rolled back unless a later answer shows more", "stream", name, "last", last, "consumed", c.Seq, "within", rollbackConfirm)
+			return
+		}
+		rb.suspects[name] = sus
+		rb.mu.Unlock()
+		if now.Sub(sus.since) >= rollbackConfirm {
+			rb.check(name, last, sus.pos.Seq)
+		}
+		return
+	}
+	delete(rb.suspects, name)
+	rb.mu.Unlock()
+	p := c
+	if suspected {
+		p = sus.pos
+	}
+	if p.Seq == 0 || p.ID == "" {
+		return
+	}
+	m, err := s.ls.MsgAt(ctx, name, p.Seq)
+	if err != nil || m == nil {
+		if suspected && err == nil {
+			s.log.Info("projector: a stream's last sequence is past what was consumed again", "stream", name, "last", last)
+		}
+		return
+	}
+	if id := msgIdentity(m.Subject, m.Header); id != p.ID {
+		rb.raise(name, fmt.Sprintf("stream %s holds %s at seq %d, but the projector consumed %s there: the log lost stored messages and stored others in their place", name, id, p.Seq, p.ID))
+		return
+	}
+	if suspected {
+		s.log.Info("projector: a stream's last sequence below what was consumed was a stale answer: the message consumed is there", "stream", name, "seq", p.Seq, "last", last)
+	}
+}
+
+// msgIdentity names a stored message: its Nats-Msg-Id (the event id),
+// else its subject.
+func msgIdentity(subject string, h nats.Header) string {
+	if v := h[logstore.HeaderMsgID]; len(v) > 0 && v[0] != "" {
+		return v[0]
+	}
+	return subject
 }
 
 // every calls f every d until ctx ends.

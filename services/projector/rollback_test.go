@@ -27,44 +27,10 @@ import (
 // started on the rolled back stream raises it too. A stream that only
 // grows raises nothing.
 func TestRolledBackProjector(t *testing.T) {
-	dir := t.TempDir()
-	port, err := natstest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := func(store string) *server.Server {
-		opts := natstest.Options(filepath.Join(dir, store))
-		opts.Port = port
-		s, err := natstest.Start(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	stop := func(s *server.Server) { s.Shutdown(); s.WaitForShutdown() }
-	srv := run("a")
-	t.Cleanup(func() { stop(srv) })
-	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	ls, err := logstore.Open(ctx, nc, logstore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, _ := jetstream.New(nc)
-	e := &env{t: t, srv: srv, nc: nc, ls: ls, js: js, ctx: ctx}
+	rs := newRollbackServer(t)
+	e, ctx := rs.e, rs.e.ctx
 	publishN(t, e, loadgen.NewSession("early", t0), 3)
-	// The older copy of the store.
-	stop(srv)
-	if err := os.CopyFS(filepath.Join(dir, "b"), os.DirFS(filepath.Join(dir, "a"))); err != nil {
-		t.Fatal(err)
-	}
-	srv = run("a")
-	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error { _, err := ls.StreamStatus(ctx, "SESSIONS"); return err })
+	rs.copyTo("b") // the older copy of the store
 	publishN(t, e, loadgen.NewSession("late", t0), 3)
 
 	reg := prometheus.NewRegistry()
@@ -80,8 +46,18 @@ func TestRolledBackProjector(t *testing.T) {
 		t.Fatalf("ready before the rollback: %v", err)
 	}
 
-	stop(srv)
-	srv = run("b")
+	// A stale answer (a node woken from a pause answers from its old
+	// state until it hears the new leader) followed by the real one
+	// raises nothing.
+	rs.restart("b")
+	r.CheckStreams(ctx)
+	rs.restart("a")
+	r.CheckStreams(ctx)
+	if err := r.Ready(); err != nil {
+		t.Fatalf("ready after a stale answer: %v", err)
+	}
+
+	rs.restart("b")
 	var reason string
 	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
 		r.CheckStreams(ctx)
@@ -127,7 +103,96 @@ func TestRolledBackProjector(t *testing.T) {
 	if err := r2.Ready(); err == nil || !strings.Contains(err.Error(), "log_rolled_back") {
 		t.Fatalf("restarted: ready = %v", err)
 	}
-	stop(srv)
+}
+
+// A log that lost messages and stored others in their place before the
+// projector looked (the writers overtook the loss) raises log_rolled_back
+// too: the message at the consumed sequence is another one.
+func TestRolledBackOvertaken(t *testing.T) {
+	rs := newRollbackServer(t)
+	e, ctx := rs.e, rs.e.ctx
+	publishN(t, e, loadgen.NewSession("early", t0), 3)
+	rs.copyTo("b")
+	publishN(t, e, loadgen.NewSession("late", t0), 3)
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	r.waitSession(t, "late", func(d projector.Detail) bool { return d.LastSeq == 3 })
+
+	rs.restart("b")
+	publishN(t, e, loadgen.NewSession("other", t0), 4) // seqs 4..7 of the stream
+	r.CheckStreams(ctx)
+	err := r.Ready()
+	if err == nil || !strings.Contains(err.Error(), "log_rolled_back") || !strings.Contains(err.Error(), "at seq 6, but the projector consumed") {
+		t.Fatalf("ready = %v, want log_rolled_back naming seq 6", err)
+	}
+	t.Log(err)
+}
+
+// rollbackServer is one nats-server on a port that stays, whose store can
+// be copied and swapped: a node restored from an older copy.
+type rollbackServer struct {
+	t    *testing.T
+	dir  string
+	port int
+	srv  *server.Server
+	e    *env
+}
+
+func newRollbackServer(t *testing.T) *rollbackServer {
+	port, err := natstest.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := &rollbackServer{t: t, dir: t.TempDir(), port: port}
+	rs.run("a")
+	t.Cleanup(rs.stop)
+	nc, err := nats.Connect(rs.srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ls, err := logstore.Open(ctx, nc, logstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	rs.e = &env{t: t, srv: rs.srv, nc: nc, ls: ls, js: js, ctx: ctx}
+	return rs
+}
+
+func (rs *rollbackServer) run(store string) {
+	opts := natstest.Options(filepath.Join(rs.dir, store))
+	opts.Port = rs.port
+	s, err := natstest.Start(opts)
+	if err != nil {
+		rs.t.Fatal(err)
+	}
+	rs.srv = s
+}
+
+func (rs *rollbackServer) stop() { rs.srv.Shutdown(); rs.srv.WaitForShutdown() }
+
+// restart serves the store named store, once the client is back.
+func (rs *rollbackServer) restart(store string) {
+	rs.t.Helper()
+	rs.stop()
+	rs.run(store)
+	natstest.CheckFor(rs.t, 10*time.Second, 20*time.Millisecond, func() error {
+		_, err := rs.e.ls.StreamStatus(rs.e.ctx, "SESSIONS")
+		return err
+	})
+}
+
+// copyTo copies the store "a" as it is now to store.
+func (rs *rollbackServer) copyTo(store string) {
+	rs.t.Helper()
+	rs.stop()
+	if err := os.CopyFS(filepath.Join(rs.dir, store), os.DirFS(filepath.Join(rs.dir, "a"))); err != nil {
+		rs.t.Fatal(err)
+	}
+	rs.restart("a")
 }
 
 type rolledErr struct{ err error }

@@ -183,6 +183,10 @@ type StreamPos struct {
 	Name string `json:"name"`
 	// Seq is the last stream sequence folded into the views.
 	Seq uint64 `json:"seq"`
+	// ID names the message at Seq: its Nats-Msg-Id, else its subject. A
+	// log that lost that message and stored another at the same sequence
+	// is told by it (the projector's rolled-back check).
+	ID string `json:"id,omitempty"`
 	// Created is the stream's creation time: a stream deleted and created
 	// again restarts its sequences, so the position would mean nothing.
 	Created time.Time `json:"created"`
