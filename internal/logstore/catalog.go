@@ -45,9 +45,9 @@ func (s *Store) ListSessions(ctx context.Context) ([]SessionCount, error) {
 	return out, nil
 }
 
-// lastStoredPage is how many sessions' last messages EachLastStored pulls
+// lastPage is how many subjects' last messages eachLastPerSubject pulls
 // at once.
-const lastStoredPage = 1000
+const lastPage = 1000
 
 // EachLastStored calls fn with the last stored message of every session
 // (its headers and stored time; no body), stream by stream, a page of
@@ -59,43 +59,47 @@ const lastStoredPage = 1000
 // (LastStoredOf) first.
 func (s *Store) EachLastStored(ctx context.Context, fn func(sessionID string, last *Msg) error) error {
 	for _, name := range s.Streams() {
-		st, err := s.StreamStatus(ctx, name)
-		if err != nil {
-			return err
-		}
-		if st.Msgs == 0 {
-			continue
-		}
-		f, err := s.Follow(ctx, FollowSpec{Stream: name, PageEvents: lastStoredPage, lastPerSubject: true, headersOnly: true})
-		if err != nil {
-			return err
-		}
-		// One flow of pulls (Next), not a Fetch per page: an ordered
-		// consumer starts again after each Fetch from the next stream
-		// sequence, which would deliver every later message, not the last
-		// of each subject.
-		err = func() error {
-			defer f.Close()
-			for {
-				m, err := f.Next(ctx)
-				if err != nil {
-					return err
-				}
-				if id, ok := SessionFromSubject(m.Subject); ok {
-					if err := fn(id, m); err != nil {
-						return err
-					}
-				}
-				if m.Pending == 0 {
-					return nil
-				}
+		err := s.eachLastPerSubject(ctx, name, "", func(m *Msg) error {
+			if id, ok := SessionFromSubject(m.Subject); ok {
+				return fn(id, m)
 			}
-		}()
+			return nil
+		})
 		if err != nil {
 			return fmt.Errorf("stream %s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+// eachLastPerSubject calls fn with the last message (headers and stored
+// time; no body) of each subject of stream matching subject (every one
+// if empty), a page pulled at a time, as one flow of pulls (Next) of the
+// one consumer created to deliver the last message per subject (Fetch
+// recreates an ordered consumer after each page, from the next stream
+// sequence). fn's error stops the walk and is returned.
+func (s *Store) eachLastPerSubject(ctx context.Context, stream, subject string, fn func(*Msg) error) error {
+	st, err := s.StreamStatus(ctx, stream)
+	if err != nil || st.Msgs == 0 {
+		return err
+	}
+	f, err := s.Follow(ctx, FollowSpec{Stream: stream, Subject: subject, PageEvents: lastPage, lastPerSubject: true, headersOnly: true})
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	for {
+		m, err := f.Next(ctx)
+		if err != nil {
+			return err
+		}
+		if err := fn(m); err != nil {
+			return err
+		}
+		if m.Pending == 0 {
+			return nil
+		}
+	}
 }
 
 // LastStored is a session's last stored message and when the stream

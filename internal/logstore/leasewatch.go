@@ -2,7 +2,6 @@ package logstore
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"time"
 
@@ -69,47 +68,20 @@ func (w *LeaseWatch) Next(ctx context.Context) (c LeaseChange, ok bool) {
 // Stop ends the watch.
 func (w *LeaseWatch) Stop() error { return w.w.Stop() }
 
-// claimPage is how many claimed sessions ClaimedSessions pulls at once.
-const claimPage = 1000
-
 // ClaimedSessions calls fn with the id of every session a holder has
 // claimed (SESSION_CLAIMS), a page of keys pulled at a time and the next
 // page only once fn has taken the last one: a caller that makes fn wait
 // holds at most a page, never the whole list, in memory (a key lister
 // would buffer every key in the client).
 func (s *Store) ClaimedSessions(ctx context.Context, fn func(sessionID string)) error {
-	stream := "KV_" + ClaimBucket
-	st, err := s.StreamStatus(ctx, stream)
-	if err != nil || st.Msgs == 0 {
-		return err
-	}
 	prefix := "$KV." + ClaimBucket + "."
-	f, err := s.Follow(ctx, FollowSpec{Stream: stream, Subject: prefix + ">", PageEvents: claimPage, lastPerSubject: true, headersOnly: true})
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	for {
-		page, err := f.Fetch(s.cfg.RequestTimeout)
-		if err != nil {
-			return err
+	return s.eachLastPerSubject(ctx, "KV_"+ClaimBucket, prefix+">", func(m *Msg) error {
+		if op := m.Header.Get(headerKVOperation); op == "DEL" || op == "PURGE" {
+			return nil
 		}
-		n, done := 0, false
-		for m := range page.Messages() {
-			n++
-			done = m.Pending == 0
-			if op := m.Header.Get(headerKVOperation); op == "DEL" || op == "PURGE" {
-				continue
-			}
-			if id, ok := strings.CutPrefix(m.Subject, prefix); ok {
-				fn(id)
-			}
+		if id, ok := strings.CutPrefix(m.Subject, prefix); ok {
+			fn(id)
 		}
-		if err := page.Err(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) {
-			return err
-		}
-		if done || n == 0 || ctx.Err() != nil {
-			return ctx.Err()
-		}
-	}
+		return nil
+	})
 }
