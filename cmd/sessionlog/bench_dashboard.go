@@ -19,6 +19,7 @@ func runBenchDashboard(ctx context.Context, args []string, stdout io.Writer) err
 	events := fs.Int("events", 10_000, "events of the session")
 	loads := fs.Int("loads", 5, "timed page loads, after one to warm up")
 	chromium := fs.String("chromium", "", "the Chromium binary (default: $SESSIONLOG_CHROMIUM, else chromium on the PATH)")
+	jsProfile := fs.String("js-profile", "", "write the last load's JavaScript CPU profile (.cpuprofile JSON, for the browser's performance panel) to this `file`")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -28,7 +29,7 @@ func runBenchDashboard(ctx context.Context, args []string, stdout io.Writer) err
 	if *events < 1 || *loads < 1 {
 		return usageErrorf("--events and --loads must be >= 1")
 	}
-	res, err := bench.RunDashboard(ctx, bench.DashboardConfig{Events: *events, Loads: *loads, Chromium: *chromium})
+	res, err := bench.RunDashboard(ctx, bench.DashboardConfig{Events: *events, Loads: *loads, Chromium: *chromium, JSProfile: *jsProfile})
 	if err != nil {
 		return fmt.Errorf("bench dashboard: %w", err)
 	}

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/profiler"
 	"github.com/chromedp/chromedp"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -31,6 +33,10 @@ type DashboardConfig struct {
 	// chromium on the PATH).
 	Chromium string
 	Logger   *slog.Logger
+	// JSProfile, if set, is where the last load's JavaScript CPU profile
+	// is written (Chrome DevTools' .cpuprofile JSON: open it in the
+	// browser's performance panel, or sum its nodes' self time).
+	JSProfile string
 }
 
 // DashboardResult holds the times of each load, one per round.
@@ -131,6 +137,22 @@ func RunDashboard(ctx context.Context, cfg DashboardConfig) (DashboardResult, er
 			cancel()
 			return res, err
 		}
+		profiling := cfg.JSProfile != "" && round == cfg.Loads
+		if profiling {
+			if err := chromedp.Do(lctx, func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+				if _, err := cdp.Call(ctx, t, profiler.Enable, cdp.Empty{}); err != nil {
+					return chromedp.Void{}, err
+				}
+				if _, err := cdp.Call(ctx, t, profiler.SetSamplingInterval, profiler.SetSamplingIntervalParams{Interval: 100}); err != nil {
+					return chromedp.Void{}, err
+				}
+				_, err := cdp.Call(ctx, t, profiler.Start, cdp.Empty{})
+				return chromedp.Void{}, err
+			}); err != nil {
+				cancel()
+				return res, fmt.Errorf("start the JavaScript profile: %w", err)
+			}
+		}
 		t0 := time.Now()
 		var first time.Duration
 		err := chromedp.Do(lctx, chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="1"]`)))
@@ -139,6 +161,9 @@ func RunDashboard(ctx context.Context, cfg DashboardConfig) (DashboardResult, er
 			err = chromedp.Do(lctx, chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="`+id+`"]`)))
 		}
 		all := time.Since(t0)
+		if err == nil && profiling {
+			err = writeJSProfile(lctx, cfg.JSProfile)
+		}
 		if err == nil {
 			rows, err = chromedp.Run(lctx, chromedp.Evaluate[int](`document.querySelectorAll("#timeline .ev").length`))
 		}
@@ -174,6 +199,22 @@ func RunDashboard(ctx context.Context, cfg DashboardConfig) (DashboardResult, er
 		}
 	}
 	return res, nil
+}
+
+// writeJSProfile stops the page's JavaScript profiler and writes its
+// profile to path.
+func writeJSProfile(ctx context.Context, path string) error {
+	res, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) (profiler.StopResult, error) {
+		return cdp.Call(ctx, t, profiler.Stop, cdp.Empty{})
+	})
+	if err != nil {
+		return fmt.Errorf("stop the JavaScript profile: %w", err)
+	}
+	b, err := json.Marshal(res.Profile)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }
 
 // apiEvents fetches a session's events from the HTTP API in the pages
