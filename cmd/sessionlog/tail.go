@@ -8,7 +8,9 @@ import (
 	"io"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
 )
 
 // `sessionlog tail [<id>]`: follow new events live.
@@ -58,7 +60,7 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	}
 	ctx, cancel := signalContext(ctx)
 	defer cancel()
-	return tailEvents(ctx, c.store, id, *after, !*noLive, stdout)
+	return tailEvents(ctx, c.store, id, *after, !*noLive, stdout, stderr)
 }
 
 // liveLine is how tail prints a transient event.
@@ -68,10 +70,84 @@ type liveLine struct {
 	Event     json.RawMessage `json:"event"`
 }
 
+// tailLine is a durable event's stored body, or a transient event.
+type tailLine struct {
+	durable []byte
+	live    *logstore.LiveMsg
+}
+
+// liveWriters decides which transient events tail prints: those whose
+// publisher, as the server names it, may write to the session
+// (api.Authorize: its owner, an agent its grants name, or an operator).
+// The owner and grants of a session are folded from its log when its
+// first transient event of an agent comes, and kept up to date from the
+// durable events tail follows.
+type liveWriters struct {
+	st      *logstore.Store
+	states  map[string]*session.State
+	dropped int
+}
+
+// observe folds a durable event into the state of its session, if held.
+// One that is not the next leaves the state to be folded again.
+func (w *liveWriters) observe(body []byte) {
+	if len(w.states) == 0 {
+		return
+	}
+	e, err := schema.Decode(body)
+	if err != nil {
+		return
+	}
+	s := w.states[e.SessionID]
+	if s == nil || e.Seq <= s.LastSeq {
+		return
+	}
+	if e.Seq != s.LastSeq+1 || s.Apply(&e) != nil {
+		delete(w.states, e.SessionID)
+	}
+}
+
+// shown says whether m is printed.
+func (w *liveWriters) shown(ctx context.Context, m *logstore.LiveMsg) bool {
+	if m.Caller.Operator() {
+		return true
+	}
+	s := w.states[m.SessionID]
+	if s == nil {
+		s = session.New(m.SessionID)
+		// A session that cannot be read whole keeps what was read of it;
+		// one not read at all is asked again at its next event.
+		_, err := readValid(ctx, w.st, m.SessionID, func(_ *logstore.Msg, e *schema.Envelope) error {
+			if s.Apply(e) != nil {
+				return logstore.ErrStop
+			}
+			return nil
+		})
+		if rp := (*readProblem)(nil); err != nil && !errors.As(err, &rp) {
+			w.dropped++
+			return false
+		}
+		w.states[m.SessionID] = s
+	}
+	if s.LastSeq == 0 || api.Authorize(m.Caller, m.SessionID, &s.Meta) != nil {
+		w.dropped++
+		return false
+	}
+	return true
+}
+
 // tailEvents prints durable events (a follower per stream, from now or
-// after a seq) and transient ones until ctx ends.
-func tailEvents(ctx context.Context, st *logstore.Store, id string, after int64, live bool, stdout io.Writer) error {
-	lines := make(chan []byte, 1024)
+// after a seq) and transient ones until ctx ends: only those whose
+// publisher may write to the session (liveWriters); how many others were
+// dropped is said on stderr at the end.
+func tailEvents(ctx context.Context, st *logstore.Store, id string, after int64, live bool, stdout, stderr io.Writer) error {
+	lines := make(chan tailLine, 1024)
+	writers := &liveWriters{st: st, states: map[string]*session.State{}}
+	defer func() {
+		if writers.dropped > 0 {
+			fmt.Fprintf(stderr, "sessionlog tail: %d transient events not shown: their publisher may not write to the session (or the session could not be read)\n", writers.dropped)
+		}
+	}()
 	var streams []string
 	var subject string
 	if id != "" {
@@ -85,13 +161,8 @@ func tailEvents(ctx context.Context, st *logstore.Store, id string, after int64,
 	}
 	if live {
 		sub, err := st.Live(id, 0, func(m logstore.LiveMsg) {
-			ev := json.RawMessage(m.Data)
-			if !json.Valid(m.Data) {
-				ev, _ = json.Marshal(string(m.Data))
-			}
-			b, _ := json.Marshal(liveLine{Transient: true, SessionID: m.SessionID, Event: ev})
 			select {
-			case lines <- b:
+			case lines <- tailLine{live: &m}:
 			default: // a slow terminal drops transient events, never durable ones
 			}
 		})
@@ -141,7 +212,7 @@ func tailEvents(ctx context.Context, st *logstore.Store, id string, after int64,
 					return
 				}
 				select {
-				case lines <- m.Data:
+				case lines <- tailLine{durable: m.Data}:
 				case <-ctx.Done():
 					return
 				}
@@ -154,7 +225,20 @@ func tailEvents(ctx context.Context, st *logstore.Store, id string, after int64,
 			return nil
 		case err := <-errc:
 			return err
-		case b := <-lines:
+		case l := <-lines:
+			b := l.durable
+			if m := l.live; m != nil {
+				if !writers.shown(ctx, m) {
+					continue
+				}
+				ev := json.RawMessage(m.Data)
+				if !json.Valid(m.Data) {
+					ev, _ = json.Marshal(string(m.Data))
+				}
+				b, _ = json.Marshal(liveLine{Transient: true, SessionID: m.SessionID, Event: ev})
+			} else {
+				writers.observe(b)
+			}
 			if err := writeLine(stdout, b); err != nil {
 				return err
 			}

@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -104,5 +107,80 @@ func testTailAfterAndLive(t *testing.T, l natstest.Layout) {
 	}
 	if i, j := strings.Index(got, `"tl-2"`), strings.Index(got, `"tl-3"`); i > j {
 		t.Fatalf("out of order: %q", got)
+	}
+}
+
+// `sessionlog tail` prints a transient event only if its publisher, as
+// the Nats-Request-Info header names it, may write to the session: its
+// owner, an agent its grants name (a grant tail follows counts at once),
+// an operator. The test writes the header the server would add on the
+// tenants' shared import (e2e/perms TestTenants runs it through the
+// shipped configuration).
+func TestTailLiveOnlyFromWriters(t *testing.T) {
+	d, nc, st := layoutStore(t, natstest.Layout{Partitions: 1, Nodes: 1})
+	ctx := context.Background()
+	mk := func(seq uint64, typ, data string) schema.Envelope {
+		return schema.Envelope{SchemaVersion: schema.Version, SessionID: "ow", Seq: seq, EventID: fmt.Sprintf("ow-%d", seq), Time: time.Now().UTC(), Type: typ, Data: []byte(data)}
+	}
+	res, err := st.Append(ctx, logstore.AppendRequest{SessionID: "ow", Events: []schema.Envelope{
+		mk(1, schema.TypeSessionCreated, `{"owner":{"tenant":"AGENTS","agent":"alice"}}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- Main(tctx, []string{"tail", "ow", "--nats-url", d.URL}, &out, &errb) }()
+	publish := func(agent, text string) error {
+		m := nats.NewMsg("sessions.live.ow")
+		m.Data = []byte(fmt.Sprintf(`{"afterSeq":1,"text":%q}`, text))
+		if agent != "" {
+			m.Header.Set(api.RequestInfoHeader, fmt.Sprintf(`{"acc":"AGENTS","user":%q}`, agent))
+		}
+		if err := nc.PublishMsg(m); err != nil {
+			return err
+		}
+		return nc.Flush()
+	}
+	// until publishes the agent's events until one is printed (tail
+	// subscribes after it starts), each after one of mallory's.
+	until := func(agent, text string) {
+		t.Helper()
+		natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+			if err := publish("mallory", "mallory-"+text); err != nil {
+				return err
+			}
+			if err := publish(agent, text); err != nil {
+				return err
+			}
+			if !strings.Contains(out.String(), `"`+text+`"`) {
+				return fmt.Errorf("no %s in %q (stderr %q)", text, out.String(), errb.String())
+			}
+			return nil
+		})
+	}
+	until("alice", "alice-1")
+	until("", "operator-1")
+	if strings.Contains(out.String(), "mallory") {
+		t.Fatalf("tail printed mallory's events: %q", out.String())
+	}
+	if _, err := st.Append(ctx, logstore.AppendRequest{SessionID: "ow", ExpectedStreamSeq: res.StreamSeq, Events: []schema.Envelope{
+		mk(2, schema.TypeSessionGranted, `{"grants":["mallory"]}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if !strings.Contains(out.String(), `"ow-2"`) {
+			return fmt.Errorf("the grant is not printed: %q", out.String())
+		}
+		return nil
+	})
+	until("mallory", "granted-1")
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(errb.String(), "transient events not shown: their publisher may not write to the session") {
+		t.Fatalf("stderr %q does not count the events not shown", errb.String())
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -281,6 +282,78 @@ func TestTenants(t *testing.T) {
 			break
 		}
 	})
+	t.Run("live events are shown only from the session's writers", func(t *testing.T) {
+		// bob publishes live events on alice's s-alice (his tenant's
+		// session, not his), each followed by one of alice's: the watch of
+		// her session and an operator's tail of it show hers and none of
+		// his; on s-shared, which alice grants him, his are shown.
+		opC := creds{"operator", deployPasswords["OPERATOR"]}
+		aliceW, sharedW := watchLines(t, s.httpURL, "_Tacme_s-alice", 4), watchLines(t, s.httpURL, "_Tacme_s-shared", 1)
+		tailL := tailLines(t, s, opC, "_Tacme_s-alice")
+		var forged []string
+		seen := func(lines <-chan string, want string) bool {
+			for {
+				select {
+				case l := <-lines:
+					if strings.Contains(l, "bob-forged") {
+						forged = append(forged, l)
+					}
+					if strings.Contains(l, want) {
+						return true
+					}
+				default:
+					return false
+				}
+			}
+		}
+		// live publishes a live event following the session's last seq.
+		live := func(c *client, id, data string) error {
+			after := map[string]int{"s-alice": 4, "s-shared": 1}[id]
+			if err := c.Publish("sessions.live."+id, []byte(fmt.Sprintf(`{"afterSeq":%d,"type":"delta","data":%q}`, after, data))); err != nil {
+				return err
+			}
+			return c.Flush()
+		}
+		// Each watch and the tail subscribe when they start: publish
+		// until alice's event comes through both. Delivery keeps the
+		// order of publishes each flushed before the next: bob's event of
+		// a round reaches them before alice's.
+		var inWatch, inTail bool
+		round := 0
+		natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+			round++
+			if err := live(bob, "s-alice", fmt.Sprintf("bob-forged-%d", round)); err != nil {
+				return err
+			}
+			if err := live(alice, "s-alice", fmt.Sprintf("alice-live-%d", round)); err != nil {
+				return err
+			}
+			mark := fmt.Sprintf("alice-live-%d", round)
+			inWatch = inWatch || seen(aliceW, mark)
+			inTail = inTail || seen(tailL, mark)
+			if !inWatch || !inTail {
+				return fmt.Errorf("alice's live event reached the watch %v, the tail %v", inWatch, inTail)
+			}
+			return nil
+		})
+		if len(forged) > 0 {
+			t.Fatalf("bob's live events on alice's session were shown (%d): %s", len(forged), forged[0])
+		}
+		natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+			if err := live(bob, "s-shared", "bob-granted"); err != nil {
+				return err
+			}
+			if !seen(sharedW, "bob-granted") {
+				return errors.New("bob's live event has not reached the watch of s-shared, which grants him")
+			}
+			return nil
+		})
+		code, body, err := httpGet(s.httpURL + "/metrics")
+		if err != nil || code != http.StatusOK || !strings.Contains(body, `sessionlog_projector_transient_dropped_total{reason="forbidden"}`) {
+			t.Fatalf("/metrics: %d %v, no forbidden transient events counted", code, err)
+		}
+		bob.NoViolation(t)
+	})
 	t.Run("a grant lets another agent in", func(t *testing.T) {
 		appendEvents(t, bob, "s-shared", "", ev("g2", "session/paused", "", "", `{"reason":"bob was granted"}`))
 		request(t, bob, "sessions.api.read", map[string]any{"sessionId": "s-shared"}, nil)
@@ -427,6 +500,35 @@ func watchLines(t *testing.T, base, id string, after int) <-chan string {
 	go func() {
 		defer resp.Body.Close()
 		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return lines
+}
+
+// tailLines runs `sessionlog tail <id>` as op and sends its lines.
+func tailLines(t *testing.T, s *stack, op creds, id string) <-chan string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, sessionlogBin(t), "tail", id, "--nats-url", s.natsURL, "--nats-user", op.user, "--nats-password", op.password)
+	cmd.Env = environ()
+	cmd.Stderr = &syncBuf{}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	lines := make(chan string, 1024)
+	go func() {
+		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			select {
 			case lines <- sc.Text():

@@ -253,8 +253,12 @@ func (s *Store) Connected() bool { return s.nc.IsConnected() }
 // stored; it names the durable seq it follows itself.
 type LiveMsg struct {
 	SessionID string
-	Header    nats.Header
-	Data      []byte
+	// Caller is who published it, as the server says (the zero Caller:
+	// from inside the services' account); api.Authorize decides whether
+	// it may write to the session.
+	Caller api.Caller
+	Header nats.Header
+	Data   []byte
 }
 
 // LiveSub is a subscription to transient events.
@@ -285,11 +289,11 @@ func (s *Store) Live(sessionID string, pendingBytes int, fn func(LiveMsg)) (*Liv
 		}
 	}
 	sub, err := s.nc.Subscribe(subject, func(m *nats.Msg) {
-		id, ok := liveSession(m)
+		id, c, ok := liveSession(m)
 		if !ok || (sessionID != "" && id != sessionID) {
 			return
 		}
-		fn(LiveMsg{SessionID: id, Header: m.Header, Data: m.Data})
+		fn(LiveMsg{SessionID: id, Caller: c, Header: m.Header, Data: m.Data})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("logstore: live %s: %w", subject, err)
@@ -312,15 +316,15 @@ func (l *LiveSub) Dropped() int {
 // Close ends the subscription.
 func (l *LiveSub) Close() error { return l.sub.Unsubscribe() }
 
-// liveSession is the stored id of the session a live event is for: the
-// subject's id, scoped by the sender's tenant. An event whose sender the
-// server names ambiguously, or that names an id its sender may not, is
-// for no session.
-func liveSession(m *nats.Msg) (string, bool) {
+// liveSession is the stored id of the session a live event is for (the
+// subject's id, scoped by the sender's tenant) and its sender. An event
+// whose sender the server names ambiguously, or that names an id its
+// sender may not, is for no session.
+func liveSession(m *nats.Msg) (string, api.Caller, bool) {
 	c, err := api.CallerOf(m.Header.Values(api.RequestInfoHeader))
 	if err != nil {
-		return "", false
+		return "", c, false
 	}
 	id, err := c.StoredID(strings.TrimPrefix(m.Subject, LivePrefix))
-	return id, err == nil
+	return id, c, err == nil
 }

@@ -421,6 +421,7 @@ func (s *Service) updateCaughtUp(cp store.Checkpoint) {
 // landed is told each batch the folder's commits landed.
 func (s *Service) landed(cp store.Checkpoint) {
 	s.rb.saw(cp)
+	s.watch.commits.Add(1)
 	if len(cp.Streams) > 0 {
 		s.met.position.Set(float64(cp.Streams[0].Seq))
 	}

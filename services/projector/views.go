@@ -14,7 +14,7 @@ import (
 // ViewVersion changes whenever the projector lays out or derives its views
 // differently. The checkpoint records it with session.ReducerVersion;
 // either changing forces a rebuild.
-const ViewVersion = 3
+const ViewVersion = 4
 
 // Version is the checkpoint's version string.
 func Version() string {
@@ -134,6 +134,11 @@ type Summary struct {
 	Workspace string            `json:"workspace,omitempty"`
 	Parent    *schema.Parent    `json:"parent,omitempty"`
 	Forking   bool              `json:"forking,omitempty"`
+	// Owner and Grants: who may write to the session (ADR 010), from its
+	// session/created and session/granted events; the watch shows only
+	// their live events (api.Authorize).
+	Owner  *schema.Owner `json:"owner,omitempty"`
+	Grants []string      `json:"grants,omitempty"`
 
 	PauseReason string `json:"pauseReason,omitempty"`
 	CloseReason string `json:"closeReason,omitempty"`
@@ -168,6 +173,7 @@ func derive(sum *Summary, st *session.State) {
 	sum.CreatedAt = st.CreatedAt
 	m := st.Meta
 	sum.Title, sum.Agent, sum.Labels, sum.Workspace, sum.Parent = m.Title, m.Agent, m.Labels, m.Workspace, m.Parent
+	sum.Owner, sum.Grants = m.Owner, m.Grants
 	sum.Forking = st.Forking
 	sum.PauseReason, sum.CloseReason = st.PauseReason, st.CloseReason
 	sum.Turns = st.Turns

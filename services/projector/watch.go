@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -87,6 +88,9 @@ type watchHub struct {
 	queued  atomic.Int64
 	dropped *prometheus.CounterVec
 	ended   *prometheus.CounterVec
+	// commits counts the batches of views that landed (Service.landed):
+	// a session's owner and grants are read again only after one did.
+	commits atomic.Uint64
 
 	mu   sync.Mutex
 	live map[string]*liveSub // by session id
@@ -99,16 +103,30 @@ type liveSub struct {
 	sub    atomic.Pointer[logstore.LiveSub]
 	mu     sync.Mutex
 	queues map[*watchQueue]struct{}
+	// summary reads the session's summary from the views; writers is
+	// who may write to the session as last read, used only on the
+	// subscription's goroutine (deliver).
+	summary func() (*Summary, error)
+	writers *liveWriters
+}
+
+// liveWriters is a session's owner and grants as the views held them
+// when the hub had counted commits batches.
+type liveWriters struct {
+	meta    schema.SessionCreated // Owner and Grants only
+	folded  bool                  // the views hold the session
+	commits uint64
 }
 
 // subscribe adds q to the session's transient events; the returned func
-// takes it off (and unsubscribes after the last watch).
-func (h *watchHub) subscribe(st *logstore.Store, id string, q *watchQueue) (func(), error) {
+// takes it off (and unsubscribes after the last watch). summary reads the
+// session's summary, for its owner and grants.
+func (h *watchHub) subscribe(st *logstore.Store, id string, q *watchQueue, summary func() (*Summary, error)) (func(), error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ls := h.live[id]
 	if ls == nil {
-		ls = &liveSub{queues: map[*watchQueue]struct{}{}}
+		ls = &liveSub{queues: map[*watchQueue]struct{}{}, summary: summary}
 		// The handler is quick, so nats.go's list stays short; the limit is
 		// a safety net for a starved handler (its default is 64 MiB).
 		sub, err := st.Live(id, 4*h.lim.QueueBytes, func(m logstore.LiveMsg) { h.deliver(ls, m) })
@@ -145,6 +163,10 @@ func (h *watchHub) deliver(ls *liveSub, m logstore.LiveMsg) {
 	}
 	var ev WatchEvent
 	if !dropped {
+		if reason := h.refuse(ls, m); reason != "" {
+			h.dropped.WithLabelValues(reason).Inc()
+			return
+		}
 		if len(m.Data) > h.lim.MaxTransientBytes {
 			h.dropped.WithLabelValues("too_large").Inc()
 			return
@@ -166,13 +188,44 @@ func (h *watchHub) deliver(ls *liveSub, m logstore.LiveMsg) {
 	}
 }
 
+// refuse says why a live event is not shown ("" if it is): a live event
+// is shown only if its publisher, as the server names it, may write to
+// the session (api.Authorize: its owner, an agent its grants name, or an
+// operator). The owner and grants are the views': read when the first
+// event of an agent comes, and again for one refused once more batches
+// have landed (grants only grow, so an answer of yes stays). An event of
+// a session the views do not hold yet is not shown either.
+func (h *watchHub) refuse(ls *liveSub, m logstore.LiveMsg) string {
+	if m.Caller.Operator() {
+		return ""
+	}
+	w := ls.writers
+	if w != nil && w.folded && api.Authorize(m.Caller, m.SessionID, &w.meta) == nil {
+		return ""
+	}
+	if n := h.commits.Load(); w == nil || w.commits != n {
+		w = &liveWriters{commits: n}
+		if sum, err := ls.summary(); err == nil && sum != nil {
+			w.meta.Owner, w.meta.Grants, w.folded = sum.Owner, sum.Grants, true
+		}
+		ls.writers = w
+	}
+	switch {
+	case !w.folded:
+		return "not_folded"
+	case api.Authorize(m.Caller, m.SessionID, &w.meta) != nil:
+		return "forbidden"
+	}
+	return ""
+}
+
 func newWatchHub(lim WatchLimits, r prometheus.Registerer) (*watchHub, error) {
 	lim.defaults()
 	h := &watchHub{
 		lim:  lim,
 		live: map[string]*liveSub{},
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessionlog_projector_transient_dropped_total",
-			Help: "Transient events not passed to a watch, by reason (too_large: over the size limit; invalid: not a JSON object with afterSeq)."}, []string{"reason"}),
+			Help: "Transient events not passed to a watch, by reason (forbidden: its publisher may not write to the session; not_folded: the views do not hold the session yet; too_large: over the size limit; invalid: not a JSON object with afterSeq)."}, []string{"reason"}),
 		ended: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessionlog_projector_watches_ended_total",
 			Help: "Watch streams the projector ended, by code (slow_consumer: the client fell behind its byte budget)."}, []string{"code"}),
 	}
@@ -343,7 +396,13 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 	// client has not read of them stays within the queue's budget.
 	q := newWatchQueue(hub)
 	defer q.close()
-	leave, err := hub.subscribe(s.ls, id, q)
+	leave, err := hub.subscribe(s.ls, id, q, func() (sum *Summary, err error) {
+		err = s.view(func(rd reader) error {
+			sum, err = rd.summary(id)
+			return err
+		})
+		return sum, err
+	})
 	if err != nil {
 		s.internal(w, err)
 		return

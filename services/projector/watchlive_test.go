@@ -1,0 +1,98 @@
+package projector_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/loadgen"
+)
+
+// TestWatchLiveOnlyFromWriters: a watch shows a live event only if its
+// publisher, as the Nats-Request-Info header names it, may write to the
+// session (its owner, an agent its grants name, an operator: no header).
+// Here the test writes the header the server would add on the tenants'
+// shared import (e2e/perms TestTenants runs it through the shipped
+// configuration): alice owns the session and grants bob; mallory's and
+// carol's events are dropped and counted, until alice grants carol.
+func TestWatchLiveOnlyFromWriters(t *testing.T) {
+	e := newEnv(t)
+	reg := prometheus.NewRegistry()
+	r := e.start(t.TempDir(), func(c *projector.Config) { c.Registerer, c.Gatherer = reg, reg })
+	r.waitReady(t)
+	event := func(seq uint64, typ, data string) schema.Envelope {
+		return schema.Envelope{SchemaVersion: schema.Version, SessionID: "owned", Seq: seq, EventID: fmt.Sprintf("o%d", seq),
+			Time: t0.Add(time.Duration(seq) * time.Millisecond), Type: typ, Data: json.RawMessage(data)}
+	}
+	store := func(ev schema.Envelope) {
+		if _, err := loadgen.Publish(e.ctx, e.ls, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store(event(1, schema.TypeSessionCreated, `{"title":"alice's","owner":{"tenant":"AGENTS","agent":"alice"},"grants":["bob"]}`))
+	r.waitSession(t, "owned", func(d projector.Detail) bool { return d.LastSeq == 1 })
+
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	ch, _ := sse(t, ctx, r.srv.URL+"/v1/sessions/owned/watch?after=1", "")
+	live, _ := logstore.LiveSubject("owned")
+	publish := func(agent string, after uint64, text string) {
+		m := nats.NewMsg(live)
+		m.Data, _ = json.Marshal(map[string]any{"afterSeq": after, "kind": "delta", "text": text})
+		if agent != "" {
+			m.Header.Set(api.RequestInfoHeader, fmt.Sprintf(`{"acc":%q,"user":%q}`, api.DefaultTenant, agent))
+		}
+		if err := e.nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// want reads the watch's next transient event.
+	want := func(text string) {
+		t.Helper()
+		ev := next(t, ch, true)
+		if ev.kind != "transient" || !strings.Contains(string(ev.data.Event), `"`+text+`"`) {
+			t.Fatalf("want the live event %s, got %s %s", text, ev.kind, ev.raw)
+		}
+	}
+	// The watch subscribes before it answers: the first event is alice's.
+	publish("alice", 1, "alice-1")
+	want("alice-1")
+	publish("mallory", 1, "mallory-1")
+	publish("carol", 1, "carol-1")
+	publish("bob", 1, "bob-1")
+	publish("", 1, "operator-1")
+	want("bob-1")
+	want("operator-1")
+	if got := counterValue(t, reg, "sessionlog_projector_transient_dropped_total", "forbidden"); got != 2 {
+		t.Fatalf("dropped as forbidden: %v, want 2", got)
+	}
+
+	// A grant, once folded, lets carol's events through.
+	store(event(2, schema.TypeSessionGranted, `{"grants":["carol"]}`))
+	if ev := next(t, ch, true); ev.kind != "durable" || ev.data.Seq != 2 {
+		t.Fatalf("want the grant, got %s %s", ev.kind, ev.raw)
+	}
+	d := r.waitSession(t, "owned", func(d projector.Detail) bool { return len(d.Grants) == 2 })
+	if d.Owner == nil || *d.Owner != (schema.Owner{Tenant: api.DefaultTenant, Agent: "alice"}) || d.Grants[1] != "carol" {
+		t.Fatalf("summary's owner %+v, grants %q", d.Owner, d.Grants)
+	}
+	publish("mallory", 2, "mallory-2")
+	publish("carol", 2, "carol-2")
+	want("carol-2")
+	if got := counterValue(t, reg, "sessionlog_projector_transient_dropped_total", "forbidden"); got != 3 {
+		t.Fatalf("dropped as forbidden: %v, want 3", got)
+	}
+}
