@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
+	"io"
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,7 +16,9 @@ import (
 )
 
 // `sessionlog tenants` counts each tenant's sessions and messages by their
-// stored ids: _T<tenant>_<id>, every other id the default tenant's.
+// stored ids: _T<tenant>_<id>, every other id the default tenant's; it
+// shows the sessions and bytes the writers counted (TENANT_USAGE), a
+// tenant whose sessions are all erased too, and the writers' limits.
 func TestTenantsVerb(t *testing.T) {
 	s := natstest.RunServer(t)
 	nc := natstest.Connect(t, s)
@@ -26,6 +31,14 @@ func TestTenantsVerb(t *testing.T) {
 		if _, err := sessiongen.Seed(ctx, st, id, n, 0); err != nil {
 			t.Fatal(err)
 		}
+	}
+	for tenant, u := range map[string]logstore.TenantUsage{"acme": {Sessions: 2, Bytes: 900}, "initech": {Sessions: 0, Bytes: 0}} {
+		if _, _, err := st.AddUsage(ctx, tenant, u, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.PutUsageLimits(ctx, logstore.TenantLimits{Sessions: 10, Bytes: 1 << 30, Tenants: map[string]logstore.TenantBound{"globex": {Sessions: 3}}}); err != nil {
+		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
 	if code := Main(ctx, []string{"tenants", "--json", "--nats-url", s.ClientURL()}, &out, &errb); code != 0 {
@@ -40,15 +53,53 @@ func TestTenantsVerb(t *testing.T) {
 		counts[id] = tail.Seq
 	}
 	want := strings.Join([]string{
-		`{"tenant":"AGENTS","sessions":1,"messages":` + strconv.FormatUint(counts["s-1"], 10) + `}`,
-		`{"tenant":"acme","sessions":2,"messages":` + strconv.FormatUint(counts["_Tacme_s-1"]+counts["_Tacme_s-2"], 10) + `}`,
-		`{"tenant":"globex","sessions":1,"messages":` + strconv.FormatUint(counts["_Tglobex_x"], 10) + `}`,
+		`{"limits":{"sessions":10,"bytes":1073741824,"eventsPerSecond":0,"tenants":{"globex":{"sessions":3,"bytes":0}}}}`,
+		`{"tenant":"AGENTS","sessions":1,"messages":` + strconv.FormatUint(counts["s-1"], 10) + `,"countedSessions":0,"bytes":0,"maxSessions":10,"maxBytes":1073741824}`,
+		`{"tenant":"acme","sessions":2,"messages":` + strconv.FormatUint(counts["_Tacme_s-1"]+counts["_Tacme_s-2"], 10) + `,"countedSessions":2,"bytes":900,"maxSessions":10,"maxBytes":1073741824}`,
+		`{"tenant":"globex","sessions":1,"messages":` + strconv.FormatUint(counts["_Tglobex_x"], 10) + `,"countedSessions":0,"bytes":0,"maxSessions":3,"maxBytes":0}`,
+		`{"tenant":"initech","sessions":0,"messages":0,"countedSessions":0,"bytes":0,"maxSessions":10,"maxBytes":1073741824}`,
 	}, "\n") + "\n"
 	if got := out.String(); got != want {
 		t.Fatalf("tenants --json printed\n%s\nwant\n%s", got, want)
 	}
 	out.Reset()
-	if code := Main(ctx, []string{"tenants", "--nats-url", s.ClientURL()}, &out, &errb); code != 0 || !strings.HasPrefix(out.String(), "TENANT") {
+	if code := Main(ctx, []string{"tenants", "--nats-url", s.ClientURL()}, &out, &errb); code != 0 || !strings.Contains(out.String(), "events per second per tenant none\nTENANT") {
 		t.Fatalf("tenants: exit %d: %q %s", code, out.String(), errb.String())
+	}
+	found := false
+	for _, l := range strings.Split(out.String(), "\n") {
+		found = found || strings.Join(strings.Fields(l), " ") == "globex 1 1 0 0 3 none"
+	}
+	if !found {
+		t.Fatalf("tenants printed no row of globex's own limits:\n%s", out.String())
+	}
+}
+
+// The writer's (and up's) limits per tenant: --tenant-max-sessions and
+// --tenant-max-bytes for every tenant, --tenant-limit TENANT=SESSIONS:SIZE
+// (repeatable) for one.
+func TestTenantLimitFlags(t *testing.T) {
+	fs := flag.NewFlagSet("writer", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg := writerFlags(fs)
+	if err := fs.Parse([]string{"--tenant-max-sessions", "100", "--tenant-max-bytes", "10GiB",
+		"--tenant-limit", "acme=5:1MiB", "--tenant-limit", "globex=0:0"}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]logstore.TenantBound{"acme": {Sessions: 5, Bytes: 1 << 20}, "globex": {}}
+	if cfg.TenantMaxSessions != 100 || cfg.TenantMaxBytes != 10<<30 || !maps.Equal(cfg.TenantBounds, want) {
+		t.Fatalf("parsed %d, %d, %v", cfg.TenantMaxSessions, cfg.TenantMaxBytes, cfg.TenantBounds)
+	}
+	for _, bad := range []string{"acme", "acme=5", "=5:1MiB", "acme=x:1MiB", "acme=-1:0", "acme=5:lots", "acme=1:1,acme=2:2"} {
+		fs := flag.NewFlagSet("writer", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		writerFlags(fs)
+		var args []string
+		for _, v := range strings.Split(bad, ",") {
+			args = append(args, "--tenant-limit", v)
+		}
+		if err := fs.Parse(args); err == nil {
+			t.Errorf("--tenant-limit %s: parsed", bad)
+		}
 	}
 }

@@ -65,9 +65,11 @@ type upEnv struct {
 	Registry *prometheus.Registry
 	// Mux is the --http-listen mux: /healthz, /readyz and /metrics are
 	// taken; the projector mounts its API and dashboard at "/".
-	Mux          *http.ServeMux
-	DataDir      string
-	LeaseTTL     time.Duration
+	Mux      *http.ServeMux
+	DataDir  string
+	LeaseTTL time.Duration
+	// Writer is the writer's configuration (its LeaseTTL is LeaseTTL's).
+	Writer       assemble.Writer
 	Grace        time.Duration
 	HTTPToken    string
 	TenantTokens map[string]string
@@ -115,6 +117,8 @@ type upFlags struct {
 	natsUser, natsPassword                string
 	operatorUser, operatorPassword        string
 	otlpEndpoint                          string
+	// writer holds the writer's limits per tenant.
+	writer assemble.Writer
 }
 
 func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -138,6 +142,8 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.operatorUser, "operator-user", "", "an operator's NATS user, with every right (the SRE verbs: repair, fork, erase, ls, replay...); needs --nats-user")
 	fs.StringVar(&f.operatorPassword, "operator-password", "", "the operator's NATS password (with --operator-user)")
 	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", otlpEndpointUsage)
+	f.writer = assemble.DefaultWriter()
+	tenantLimitFlags(fs, &f.writer)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -275,7 +281,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		env := &upEnv{
 			Ctx: ctx, NC: nc, Connect: connect, ConnectEraser: connectEraser, NATSURL: natsURL, Store: store,
 			Logger: log.With("service", svc.Name), Registry: o.Registry, Mux: o.Mux,
-			DataDir: f.dataDir, LeaseTTL: f.leaseTTL, Grace: f.grace, HTTPToken: f.httpToken, TenantTokens: f.tenantTokens, OTLPEndpoint: f.otlpEndpoint,
+			DataDir: f.dataDir, LeaseTTL: f.leaseTTL, Writer: f.writer, Grace: f.grace, HTTPToken: f.httpToken, TenantTokens: f.tenantTokens, OTLPEndpoint: f.otlpEndpoint,
 			RetainClosed: f.retainClosed, ArchiveDir: f.archiveDir,
 			AddReady: o.AddReady,
 		}

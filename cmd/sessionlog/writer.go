@@ -3,7 +3,11 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
+	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -48,6 +52,54 @@ func writerFlags(fs *flag.FlagSet) *assemble.Writer {
 	fs.DurationVar(&cfg.LeaseTTL, "lease-ttl", cfg.LeaseTTL, "session lease TTL (per-key TTL of SESSION_LEASES)")
 	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", cfg.MaxConcurrent, "requests handled at once")
 	fs.IntVar(&cfg.StateCacheSize, "state-cache", cfg.StateCacheSize, "sessions whose folded state is cached")
-	fs.Float64Var(&cfg.TenantEventsPerSecond, "tenant-events-per-second", cfg.TenantEventsPerSecond, "events the agents of one tenant may append per second, a burst of as many (0: no limit)")
+	tenantLimitFlags(fs, &cfg)
 	return &cfg
+}
+
+// tenantLimitFlags binds the writer's limits per tenant (ADR 010) to fs:
+// the standalone writer's and up's.
+func tenantLimitFlags(fs *flag.FlagSet, cfg *assemble.Writer) {
+	fs.Float64Var(&cfg.TenantEventsPerSecond, "tenant-events-per-second", cfg.TenantEventsPerSecond, "events the agents of one tenant may append per second, a burst of as many, per writer process (0: no limit)")
+	fs.Int64Var(&cfg.TenantMaxSessions, "tenant-max-sessions", cfg.TenantMaxSessions, "sessions one tenant may have: its agents' next one is refused quota_exceeded (0: no limit)")
+	fs.Var((*byteSize)(&cfg.TenantMaxBytes), "tenant-max-bytes", "bytes the events of one tenant's sessions may store, a `size` such as 10GiB: its agents' appends past it are refused quota_exceeded (0: no limit)")
+	fs.Var(tenantBounds{cfg}, "tenant-limit", "one tenant's own bounds in place of --tenant-max-sessions and --tenant-max-bytes, `TENANT=SESSIONS:SIZE` such as acme=100:10GiB (0: no limit; repeatable)")
+}
+
+// tenantBounds is the repeatable --tenant-limit TENANT=SESSIONS:SIZE.
+type tenantBounds struct{ cfg *assemble.Writer }
+
+func (t tenantBounds) String() string {
+	if t.cfg == nil {
+		return ""
+	}
+	var out []string
+	for tenant, b := range t.cfg.TenantBounds {
+		out = append(out, fmt.Sprintf("%s=%d:%s", tenant, b.Sessions, (*byteSize)(&b.Bytes).String()))
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
+func (t tenantBounds) Set(v string) error {
+	tenant, bounds, ok := strings.Cut(v, "=")
+	sessions, size, ok2 := strings.Cut(bounds, ":")
+	if !ok || !ok2 || tenant == "" {
+		return fmt.Errorf("%q: want TENANT=SESSIONS:SIZE, such as acme=100:10GiB", v)
+	}
+	n, err := strconv.ParseInt(sessions, 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("%q: sessions %q is not a count", v, sessions)
+	}
+	var b byteSize
+	if err := b.Set(size); err != nil {
+		return err
+	}
+	if _, dup := t.cfg.TenantBounds[tenant]; dup {
+		return fmt.Errorf("tenant %s has a --tenant-limit already", tenant)
+	}
+	if t.cfg.TenantBounds == nil {
+		t.cfg.TenantBounds = map[string]logstore.TenantBound{}
+	}
+	t.cfg.TenantBounds[tenant] = logstore.TenantBound{Sessions: n, Bytes: int64(b)}
+	return nil
 }

@@ -45,6 +45,9 @@ const (
 	// BucketSnapshots holds the writer's snapshots of sessions' state
 	// (DESIGN.md section 2).
 	BucketSnapshots = "SESSION_SNAPSHOTS"
+	// BucketUsage holds each tenant's sessions and stored bytes, kept by
+	// the writers and given back by the eraser (ADR 010).
+	BucketUsage = "TENANT_USAGE"
 	// MaxPartitions is the most session streams a store may have
 	// (DESIGN.md section 11): SESSIONS-0 ... SESSIONS-15.
 	MaxPartitions = 16
@@ -59,7 +62,7 @@ func streams() []string {
 		out = append(out, StreamSessions+"-"+strconv.Itoa(p))
 	}
 	return append(out, "KV_"+BucketLeases, "KV_"+BucketClaims, "KV_"+BucketForks, "KV_"+BucketLayout,
-		"KV_"+BucketSources, "KV_"+BucketSnapshots, "KV_"+BucketErased, StreamAudit)
+		"KV_"+BucketSources, "KV_"+BucketSnapshots, "KV_"+BucketUsage, "KV_"+BucketErased, StreamAudit)
 }
 
 // jsAPI lists the JetStream API subjects the services call on one stream:
@@ -141,6 +144,7 @@ func services() *server.Permissions {
 		"$KV." + BucketLayout + ".>",
 		"$KV." + BucketSources + ".>",
 		"$KV." + BucketSnapshots + ".>",
+		"$KV." + BucketUsage + ".>",
 		"$JS.API.INFO",
 		// The projector relays the dashboard's actions as requests (no
 		// more than the log subjects above already allow a service).

@@ -60,6 +60,12 @@ type Writer struct {
 	// TenantEventsPerSecond bounds each tenant's appended events per
 	// second (0: none).
 	TenantEventsPerSecond float64
+	// TenantMaxSessions and TenantMaxBytes bound each tenant's sessions
+	// and their stored bytes (0: none), kept in TENANT_USAGE.
+	TenantMaxSessions int64
+	TenantMaxBytes    int64
+	// TenantBounds replaces both for the tenants it names.
+	TenantBounds map[string]logstore.TenantBound
 }
 
 // DefaultWriter is the writer's configuration unless a caller changes it.
@@ -79,7 +85,8 @@ func NewWriter(cfg Writer, st *logstore.Store, d Deps) (*writer.Service, error) 
 	return writer.New(writer.Config{
 		Store: st, Conn: d.Conn, Logger: d.Logger, Registerer: d.Registerer, Now: d.Now,
 		LeaseTTL: cfg.LeaseTTL, MaxConcurrent: cfg.MaxConcurrent, StateCacheSize: cfg.StateCacheSize,
-		TenantEventsPerSecond: cfg.TenantEventsPerSecond,
+		TenantEventsPerSecond: cfg.TenantEventsPerSecond, TenantMaxSessions: cfg.TenantMaxSessions, TenantMaxBytes: cfg.TenantMaxBytes,
+		TenantBounds: cfg.TenantBounds,
 	})
 }
 

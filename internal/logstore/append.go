@@ -52,6 +52,9 @@ type AppendResult struct {
 	// the session's next append. Empty when the append was found stored
 	// (Duplicate, Resolved): those bodies may be another sender's.
 	Hash string
+	// Bytes is the size of the events' stored bodies (what an erase of
+	// them reads): the writer's count of a tenant's stored bytes.
+	Bytes int
 }
 
 // Sentinels; errors.Is matches them on the code alone.
@@ -281,6 +284,9 @@ func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResult, er
 		return AppendResult{}, err
 	}
 	res := AppendResult{FirstSeq: req.Events[0].Seq, LastSeq: req.Events[len(req.Events)-1].Seq, Hash: ChainHash(msgs[len(msgs)-1].Data)}
+	for _, m := range msgs {
+		res.Bytes += len(m.Data)
+	}
 	var lastErr error
 	for attempt := 0; ; attempt++ {
 		streamSeq, dup, err := s.send(ctx, loc.Stream, msgs)

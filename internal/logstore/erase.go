@@ -67,6 +67,9 @@ type Erasure struct {
 	Sealed bool `json:"sealed,omitempty"`
 	// Children: with a cascade, the fork descendants erased with it (each
 	// has its own record and job).
+	// Bytes: the erased events' bodies, given back to the tenant's usage
+	// (TENANT_USAGE) with the session once its events are gone.
+	Bytes    uint64   `json:"bytes,omitempty"`
 	Cascade  bool     `json:"cascade,omitempty"`
 	Children []string `json:"children,omitempty"`
 }

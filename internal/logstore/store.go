@@ -126,6 +126,8 @@ type Store struct {
 		mu sync.Mutex
 		kv jetstream.KeyValue
 	}
+	// usage is TENANT_USAGE, opened on first use.
+	usage usageBucket
 	// committers gather each stream's appends (commit.go).
 	commitMu                   sync.Mutex
 	committers                 map[string]*committer
@@ -234,6 +236,9 @@ func (s *Store) provision(ctx context.Context) error {
 		return err
 	}
 	if err := s.provisionKV(ctx, SnapshotBucket, "sessionlog writer: snapshots of sessions' folded state (key = session id; parts <id>.<part>.<n>)"); err != nil {
+		return err
+	}
+	if err := s.provisionUsage(ctx); err != nil {
 		return err
 	}
 	return s.provisionErasure(ctx)

@@ -233,6 +233,9 @@ func (s *Service) eraseOne(ctx context.Context, rec logstore.Erasure, rev uint64
 		if err := s.st.DropSessionRecords(ctx, id); err != nil {
 			return err
 		}
+		if err := s.giveBack(ctx, rec); err != nil {
+			return err
+		}
 		if err := s.step(StepRecords); err != nil {
 			return err
 		}
@@ -376,6 +379,7 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 func hashOne(h hash.Hash, rec *logstore.Erasure, m *logstore.Msg) {
 	h.Write(m.Data)
 	rec.Events++
+	rec.Bytes += uint64(len(m.Data))
 	rec.LastSeq = rec.Events
 	if v, err := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64); err == nil {
 		rec.LastSeq = v
@@ -461,4 +465,24 @@ func (s *Service) handleErase(ctx context.Context, m *nats.Msg) {
 			s.log.Warn("eraser: reply", "err", err)
 		}
 	}
+}
+
+// giveBack takes the erased session and its bytes off its tenant's usage
+// (ADR 010), before the job's record leaves the phase. The two are not
+// one write: a job stopped between them gives the session back twice when
+// it resumes, and the tenant's usage then shows that much less than it
+// stores (never below zero).
+func (s *Service) giveBack(ctx context.Context, rec logstore.Erasure) error {
+	if rec.Events == 0 {
+		return nil
+	}
+	tenant, _ := api.WireOf(rec.SessionID)
+	if tenant == "" {
+		tenant = api.DefaultTenant
+	}
+	_, _, err := s.st.AddUsage(ctx, tenant, logstore.TenantUsage{Sessions: -1, Bytes: -int64(rec.Bytes)}, nil)
+	if errors.Is(err, logstore.ErrNoUsageBucket) {
+		return nil // no writer of this version counted anything
+	}
+	return err
 }

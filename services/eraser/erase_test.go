@@ -415,3 +415,37 @@ func TestEraseCascadeCutShortFinishesByItself(t *testing.T) {
 		t.Fatalf("%d audit records, want 3", n)
 	}
 }
+
+// An erase gives the session and the bytes of its events back to its
+// tenant's usage in TENANT_USAGE (where the writer counted them), once:
+// a repeated erase gives nothing more, and other tenants keep theirs.
+func TestEraseGivesBackTenantUsage(t *testing.T) {
+	e := newEnv(t)
+	e.start(Config{})
+	ctx := context.Background()
+	id := "_Tacme_s-1"
+	e.eraseSession(id, "M", "")
+	var n int64
+	if _, err := e.store.ReadSession(ctx, id, 0, func(m *logstore.Msg) error {
+		n += int64(len(m.Data))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for tenant, u := range map[string]logstore.TenantUsage{"acme": {Sessions: 2, Bytes: n + 1000}, "globex": {Sessions: 1, Bytes: 500}} {
+		if _, _, err := e.store.AddUsage(ctx, tenant, u, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		if _, code := e.erase(`{"sessionId":"_Tacme_s-1","reason":"privacy request","by":"ops"}`); code != "" {
+			t.Fatalf("erase: %s", code)
+		}
+	}
+	want := map[string]logstore.TenantUsage{"acme": {Sessions: 1, Bytes: 1000}, "globex": {Sessions: 1, Bytes: 500}}
+	for tenant, w := range want {
+		if got, err := e.store.UsageOf(ctx, tenant); err != nil || got != w {
+			t.Fatalf("%s's usage after the erase: %+v (%v), want %+v", tenant, got, err, w)
+		}
+	}
+}

@@ -84,6 +84,9 @@ func (s *Service) AppendAs(ctx context.Context, caller api.Caller, body []byte) 
 		if err := s.quotas.take(caller.Tenant, len(req.Events)); err != nil {
 			return AppendReply{}, err
 		}
+		if err := s.usage.checkBytes(tenantOf(req.SessionID), p.requestBytes(req.Events)); err != nil {
+			return AppendReply{}, err
+		}
 	}
 	if err := s.checkHolder(ctx, &req); err != nil {
 		return AppendReply{}, err
@@ -195,6 +198,23 @@ func (p *prepared) storeBodies(events []schema.Envelope) [][]byte {
 	return p.bodies
 }
 
+// requestBytes is the size of the events' bodies, as the client sent
+// them, else of their data alone (less than the store will write): what
+// a bound on a tenant's stored bytes is checked with before the append.
+func (p *prepared) requestBytes(events []schema.Envelope) int {
+	n := 0
+	if p.bodies != nil {
+		for _, b := range p.bodies {
+			n += len(b)
+		}
+		return n
+	}
+	for i := range events {
+		n += len(events[i].Data)
+	}
+	return n
+}
+
 // prepare checks the request on its own and completes its events (all but
 // seq, which depends on the tail).
 func (s *Service) prepare(req *AppendRequest) (prepared, error) {
@@ -291,9 +311,18 @@ func (s *Service) prepare(req *AppendRequest) (prepared, error) {
 
 // commit runs under the session's lock: load the state, recognize a
 // retry, check the expectation and the structure, append.
-func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (AppendReply, error) {
+func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (_ AppendReply, err error) {
 	reload := false
 	retries, rereads, dups := 0, 0, 0
+	// reserved: the session an agent creates is counted in its tenant's
+	// usage (usage.go), given back unless stored or perhaps stored.
+	tenant := tenantOf(req.SessionID)
+	reserved, created := false, false
+	defer func() {
+		if reserved && !created && schema.CodeOf(err) != schema.CodeOutcomeUnknown {
+			s.usage.count(tenant, -1, 0)
+		}
+	}()
 	for {
 		ent, fresh, err := s.entryFor(ctx, req.SessionID, reload)
 		if err != nil {
@@ -394,6 +423,11 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 			}
 			return AppendReply{}, err
 		}
+		if last == 0 && !p.caller.Operator() && !reserved {
+			if reserved, err = s.usage.reserveSession(ctx, tenant); err != nil {
+				return AppendReply{}, err
+			}
+		}
 		res, err := s.st.Append(ctx, logstore.AppendRequest{SessionID: req.SessionID, ExpectedStreamSeq: ent.tail.StreamSeq, PrevHash: ent.tail.Hash, Events: req.Events, Bodies: p.storeBodies(req.Events)})
 		if err != nil {
 			if errors.Is(err, logstore.ErrConflict) {
@@ -437,6 +471,15 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (A
 			}
 			return s.duplicateInWindow(ctx, req, res)
 		}
+		// Stored: counted in the tenant's usage.
+		newSession := int64(0)
+		if last == 0 {
+			created = true
+			if !reserved {
+				newSession = 1
+			}
+		}
+		s.usage.count(tenant, newSession, res.Bytes)
 		// Commit the folded state only now that JetStream acknowledged.
 		if next != nil {
 			ent.state = next

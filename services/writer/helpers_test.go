@@ -258,7 +258,7 @@ var errNotYet = errors.New("not yet")
 
 func writerConfig() writer.Config { return writer.Config{} }
 
-// counterSum adds every series of a counter family.
+// counterSum adds every series of a counter (or gauge) family.
 func counterSum(t *testing.T, g prometheus.Gatherer, name string, labels ...string) float64 {
 	t.Helper()
 	mfs, err := g.Gather()
@@ -283,7 +283,7 @@ func counterSum(t *testing.T, g prometheus.Gatherer, name string, labels ...stri
 					continue metric
 				}
 			}
-			sum += m.GetCounter().GetValue()
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return sum

@@ -62,6 +62,18 @@ type Config struct {
 	// (other than the operators) append per second, with a burst of as
 	// many (0: no bound); over it an append is refused quota_exceeded.
 	TenantEventsPerSecond float64
+	// TenantMaxSessions and TenantMaxBytes bound the sessions of one
+	// tenant and the bytes their events store (0: no bound), for its
+	// agents' appends (an operator's are counted, never refused); over a
+	// bound an append is refused quota_exceeded. The usage is kept in
+	// TENANT_USAGE, shared by every writer (usage.go).
+	TenantMaxSessions int64
+	TenantMaxBytes    int64
+	// TenantBounds replaces both for the tenants it names.
+	TenantBounds map[string]logstore.TenantBound
+	// UsageFlush is how often the bytes and sessions stored are added to
+	// TENANT_USAGE (default DefaultUsageFlush).
+	UsageFlush time.Duration
 	// SnapshotEvery is how many events a session gains between two
 	// snapshots of its state in SESSION_SNAPSHOTS, written in the
 	// background after an append (0: DefaultSnapshotEvery; negative:
@@ -96,6 +108,7 @@ type Service struct {
 	validateLimit int
 	hits, misses  prometheus.Counter
 	quotas        *tenantQuotas
+	usage         *tenantUsage
 }
 
 // New checks cfg and builds the service; Run starts it.
@@ -167,6 +180,9 @@ func New(cfg Config) (*Service, error) {
 	if s.quotas, err = newTenantQuotas(cfg.TenantEventsPerSecond, cfg.Now, cfg.Registerer); err != nil {
 		return nil, fmt.Errorf("writer: metrics: %w", err)
 	}
+	if s.usage, err = newTenantUsage(cfg, cfg.Registerer); err != nil {
+		return nil, fmt.Errorf("writer: metrics: %w", err)
+	}
 	s.hits, s.misses = m.cache.WithLabelValues("hit"), m.cache.WithLabelValues("miss")
 	s.validateLimit = -1
 	if cfg.MaxEventBytes < sc.MaxEventBytes {
@@ -195,6 +211,11 @@ func (s *Service) Run(ctx context.Context) error {
 	// Requests in flight finish with their own context: cancelling Run
 	// must not turn an append that is being stored into an unknown one.
 	reqCtx := context.WithoutCancel(ctx)
+	// The tenants' usage is known before the first request is judged; its
+	// last flush runs once the requests in flight are answered.
+	if err := s.usage.start(ctx); err != nil {
+		return fmt.Errorf("writer: %w", err)
+	}
 	svc, err := micro.AddService(s.nc, micro.Config{
 		Name:        ServiceName,
 		Version:     ServiceVersion,
@@ -224,6 +245,12 @@ func (s *Service) Run(ctx context.Context) error {
 		defer s.wg.Done()
 		s.owedLoop(ctx)
 	}()
+	usageCtx, stopUsage := context.WithCancel(reqCtx)
+	usageDone := make(chan struct{})
+	go func() {
+		defer close(usageDone)
+		s.usage.run(usageCtx)
+	}()
 	wire.Subscribed(s.nc, s.log)
 	s.ready.Store(true)
 	s.log.Info("writer serving", "append", logstore.SubjectAppend, "heartbeat", logstore.SubjectHeartbeat)
@@ -232,6 +259,8 @@ func (s *Service) Run(ctx context.Context) error {
 	err = svc.Stop()
 	close(s.stop) // busy workers finish their request, idle ones exit
 	s.wg.Wait()
+	stopUsage()
+	<-usageDone
 	s.snaps.Wait()
 	if err != nil {
 		s.log.Warn("writer: stop", "err", err)

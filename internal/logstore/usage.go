@@ -1,0 +1,258 @@
+package logstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// UsageBucket holds each tenant's usage (ADR 010, "Per-tenant limits"):
+// key <tenant> (the NATS account), value a TenantUsage. Every writer
+// changes it only by compare-and-set on the key's revision, so that
+// writers never overwrite each other's counts, and watches it to learn
+// the others'.
+const UsageBucket = "TENANT_USAGE"
+
+// limitsKey holds the limits the writers were last started with
+// (TenantLimits), for the operator's view; tenant keys never begin with
+// '_' (tenant names hold none).
+const limitsKey = "_limits"
+
+// TenantLimits are the writers' bounds per tenant (0: none), as the last
+// writer started recorded them: Sessions and Bytes for every tenant but
+// those Tenants names.
+type TenantLimits struct {
+	Sessions        int64                  `json:"sessions"`
+	Bytes           int64                  `json:"bytes"`
+	EventsPerSecond float64                `json:"eventsPerSecond"`
+	Tenants         map[string]TenantBound `json:"tenants,omitempty"`
+}
+
+// TenantBound bounds one tenant's sessions and stored bytes (0: none).
+type TenantBound struct {
+	Sessions int64 `json:"sessions"`
+	Bytes    int64 `json:"bytes"`
+}
+
+// For returns the bounds of tenant.
+func (l TenantLimits) For(tenant string) TenantBound {
+	if b, ok := l.Tenants[tenant]; ok {
+		return b
+	}
+	return TenantBound{Sessions: l.Sessions, Bytes: l.Bytes}
+}
+
+// PutUsageLimits records the limits a writer starts with.
+func (s *Store) PutUsageLimits(ctx context.Context, l TenantLimits) error {
+	kv, err := s.usageKV(ctx)
+	if err != nil {
+		return err
+	}
+	b, _ := json.Marshal(l)
+	if _, err := kv.Put(ctx, limitsKey, b); err != nil {
+		return fmt.Errorf("logstore: usage limits: %w", err)
+	}
+	return nil
+}
+
+// UsageLimits reads the limits the last writer started recorded; ok is
+// false when none did.
+func (s *Store) UsageLimits(ctx context.Context) (l TenantLimits, ok bool, err error) {
+	kv, err := s.usageKV(ctx)
+	if errors.Is(err, ErrNoUsageBucket) {
+		return l, false, nil // a store no writer of this version provisioned
+	}
+	if err != nil {
+		return l, false, err
+	}
+	e, err := kv.Get(ctx, limitsKey)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return l, false, nil
+	}
+	if err != nil {
+		return l, false, fmt.Errorf("logstore: usage limits: %w", err)
+	}
+	return l, true, json.Unmarshal(e.Value(), &l)
+}
+
+// TenantUsage is what a tenant's sessions hold: how many sessions, and
+// the bytes of their stored events (the messages' bodies, as an erase
+// reads them).
+type TenantUsage struct {
+	Sessions int64 `json:"sessions"`
+	Bytes    int64 `json:"bytes"`
+}
+
+// Add returns u plus d, never below zero: a give-back of what was never
+// counted (sessions stored before the usage was kept) floors at nothing.
+func (u TenantUsage) Add(d TenantUsage) TenantUsage {
+	return TenantUsage{Sessions: max(u.Sessions+d.Sessions, 0), Bytes: max(u.Bytes+d.Bytes, 0)}
+}
+
+// ErrNoUsageBucket: the store has no UsageBucket (provisioned by a store
+// of an older version, opened without provisioning).
+var ErrNoUsageBucket = errors.New("logstore: no bucket " + UsageBucket)
+
+// usageBucket is UsageBucket, opened on first use.
+type usageBucket struct {
+	mu sync.Mutex
+	kv jetstream.KeyValue
+}
+
+// usageCASRounds bounds the compare-and-set rounds of one AddUsage: each
+// lost round means another writer's update landed, so the bound is only
+// reached under a storm of them.
+const usageCASRounds = 100
+
+func (s *Store) provisionUsage(ctx context.Context) error {
+	return s.provisionKV(ctx, UsageBucket, "sessionlog writer: usage per tenant (key = tenant, value = sessions and stored bytes)")
+}
+
+func (s *Store) usageKV(ctx context.Context) (jetstream.KeyValue, error) {
+	s.usage.mu.Lock()
+	defer s.usage.mu.Unlock()
+	if s.usage.kv != nil {
+		return s.usage.kv, nil
+	}
+	kv, err := s.js.KeyValue(ctx, UsageBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, fmt.Errorf("%w: %w", ErrNoUsageBucket, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("logstore: bucket %s: %w", UsageBucket, err)
+	}
+	s.usage.kv = kv
+	return kv, nil
+}
+
+func decodeUsage(tenant string, b []byte) (TenantUsage, error) {
+	var u TenantUsage
+	if err := json.Unmarshal(b, &u); err != nil {
+		return u, fmt.Errorf("logstore: usage of tenant %s: %w", tenant, err)
+	}
+	return u, nil
+}
+
+// UsageOf reads a tenant's usage (zero when it has none) from the
+// bucket's leader.
+func (s *Store) UsageOf(ctx context.Context, tenant string) (TenantUsage, error) {
+	u, _, err := s.usageAt(ctx, tenant)
+	return u, err
+}
+
+func (s *Store) usageAt(ctx context.Context, tenant string) (TenantUsage, uint64, error) {
+	m, err := s.msgGet(ctx, "KV_"+UsageBucket, msgGetRequest{LastFor: "$KV." + UsageBucket + "." + tenant})
+	if isStreamNotFound(err) || err == nil && m == nil {
+		return TenantUsage{}, 0, nil
+	}
+	if err != nil {
+		return TenantUsage{}, 0, fmt.Errorf("logstore: usage of tenant %s: %w", tenant, err)
+	}
+	if m.Header.Get(headerKVOperation) != "" {
+		// Deleted or purged: a create would fail on the marker, an
+		// update after it does not.
+		return TenantUsage{}, m.StreamSeq, nil
+	}
+	u, err := decodeUsage(tenant, m.Data)
+	return u, m.StreamSeq, err
+}
+
+// AddUsage adds d to the tenant's usage by compare-and-set, read from the
+// bucket's leader, and returns the usage after it and its revision.
+// check, when given, sees the usage before d and may refuse it: its error
+// is returned and nothing is written.
+func (s *Store) AddUsage(ctx context.Context, tenant string, d TenantUsage, check func(TenantUsage) error) (TenantUsage, uint64, error) {
+	kv, err := s.usageKV(ctx)
+	if err != nil {
+		return TenantUsage{}, 0, err
+	}
+	for range usageCASRounds {
+		cur, rev, err := s.usageAt(ctx, tenant)
+		if err != nil {
+			return TenantUsage{}, 0, err
+		}
+		if check != nil {
+			if err := check(cur); err != nil {
+				return cur, rev, err
+			}
+		}
+		next := cur.Add(d)
+		b, _ := json.Marshal(next)
+		var nrev uint64
+		if rev == 0 {
+			nrev, err = kv.Create(ctx, tenant, b)
+		} else {
+			nrev, err = kv.Update(ctx, tenant, b, rev)
+		}
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			continue // another writer's update landed first
+		}
+		if err != nil {
+			return TenantUsage{}, 0, fmt.Errorf("logstore: usage of tenant %s: %w", tenant, err)
+		}
+		return next, nrev, nil
+	}
+	return TenantUsage{}, 0, fmt.Errorf("logstore: usage of tenant %s: %d compare-and-set rounds lost to other writers", tenant, usageCASRounds)
+}
+
+// ListUsage reads every tenant's usage.
+func (s *Store) ListUsage(ctx context.Context) (map[string]TenantUsage, error) {
+	out := map[string]TenantUsage{}
+	err := s.WatchUsage(ctx, func(tenant string, u TenantUsage, _ uint64) {
+		out[tenant] = u
+	}, true)
+	if errors.Is(err, ErrNoUsageBucket) {
+		return out, nil // a store no writer of this version provisioned
+	}
+	return out, err
+}
+
+// WatchUsage calls fn with every tenant's usage and its revision, then
+// (unless once) with each update until ctx ends; it returns once the
+// current values are delivered, the watch going on in the background. fn
+// runs on one goroutine at a time.
+func (s *Store) WatchUsage(ctx context.Context, fn func(tenant string, u TenantUsage, rev uint64), once bool) error {
+	kv, err := s.usageKV(ctx)
+	if err != nil {
+		return err
+	}
+	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("logstore: watch %s: %w", UsageBucket, err)
+	}
+	deliver := func(e jetstream.KeyValueEntry) {
+		if e.Key() == limitsKey {
+			return
+		}
+		if u, err := decodeUsage(e.Key(), e.Value()); err == nil {
+			fn(e.Key(), u, e.Revision())
+		} else {
+			s.log.Warn("logstore: usage record does not decode", "tenant", e.Key(), "err", err)
+		}
+	}
+	for e := range w.Updates() {
+		if e == nil {
+			break // the current values are delivered
+		}
+		deliver(e)
+	}
+	if once || ctx.Err() != nil {
+		return w.Stop()
+	}
+	go func() {
+		for e := range w.Updates() {
+			if e != nil {
+				deliver(e)
+			}
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		_ = w.Stop()
+	}()
+	return nil
+}
