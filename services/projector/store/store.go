@@ -1,5 +1,7 @@
 // Package store is the projector's Pebble read-model store: the key
-// layout of the views, the checkpoint record and the view checksum.
+// layout of the views, the checkpoint record and the view checksum. It is
+// the only package that imports Pebble: the fold writes through a Batch,
+// the HTTP side reads through a Snapshot (read.go).
 //
 // Every view key lives under the prefix "v"; the checksum covers exactly
 // those keys and their values. Internal keys (the checkpoint, fold-state
