@@ -18,6 +18,13 @@ import (
 const (
 	module    = "github.com/sessionlog/sessionlog"
 	jetstream = "github.com/nats-io/nats.go/jetstream"
+	// pebble is the Pebble module: every major version and subpackage
+	// import path starts with it.
+	pebble = "github.com/cockroachdb/pebble"
+	// pebbleHome is the one package that may import Pebble: the
+	// projector's store. The fold writes through its batches, the HTTP
+	// side reads through its snapshots, tools open it as a store.
+	pebbleHome = "services/projector/store"
 )
 
 // jetstreamAllowed are the directories (with everything under them) whose
@@ -30,7 +37,12 @@ var jetstreamAllowed = []string{"internal/logstore", "internal/natstest", "cmd/s
 // may). It is empty, and a file that joins it needs a reason written here.
 var jetstreamExceptions = []string{}
 
-// goFile is one non-test Go file of the module and what it imports.
+// pebbleExceptions are the files outside pebbleHome that may import
+// Pebble. It is empty, and a file that joins it needs a reason written
+// here.
+var pebbleExceptions = []string{}
+
+// goFile is one Go file of the module and what it imports.
 type goFile struct {
 	path    string // slash-separated, relative to the module root
 	imports []string
@@ -56,7 +68,10 @@ func root(t *testing.T) string {
 
 // sources lists the module's non-test Go files: what a package's users
 // build (go list -deps sees the same). Test files are test kits.
-func sources(t *testing.T) []goFile {
+func sources(t *testing.T) []goFile { return goFiles(t, false) }
+
+// goFiles lists the module's Go files, test files too when tests is set.
+func goFiles(t *testing.T, tests bool) []goFile {
 	t.Helper()
 	top := root(t)
 	var out []goFile
@@ -77,7 +92,7 @@ func sources(t *testing.T) []goFile {
 			}
 			return nil
 		}
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+		if !strings.HasSuffix(name, ".go") || !tests && strings.HasSuffix(name, "_test.go") {
 			return nil
 		}
 		f, err := parser.ParseFile(fset, p, nil, parser.ImportsOnly)
@@ -130,6 +145,41 @@ func TestJetStreamOnlyInLogstore(t *testing.T) {
 	for _, p := range jetstreamExceptions {
 		if !importing[p] {
 			t.Errorf("%s no longer imports %s (or is gone): remove it from jetstreamExceptions", p, jetstream)
+		}
+	}
+}
+
+func importsPebble(im string) bool { return im == pebble || strings.HasPrefix(im, pebble+"/") }
+
+func pebbleAllowedFor(path string) bool { return under(path, pebbleHome) }
+
+// Only the projector's store imports Pebble, test files included: the
+// rest of the projector reads through store.Snapshot and writes through
+// store.Batch, so what a view key holds and how it is read is decided in
+// one package (a test that needs to damage the store calls the store's
+// own hooks).
+func TestPebbleOnlyInProjectorStore(t *testing.T) {
+	importing := map[string]bool{}
+	home := 0
+	for _, f := range goFiles(t, true) {
+		i := slices.IndexFunc(f.imports, importsPebble)
+		if i < 0 {
+			continue
+		}
+		importing[f.path] = true
+		switch {
+		case pebbleAllowedFor(f.path):
+			home++
+		case !slices.Contains(pebbleExceptions, f.path):
+			t.Errorf("%s imports %s: only %s may; add a method to the store instead", f.path, f.imports[i], pebbleHome)
+		}
+	}
+	if home == 0 {
+		t.Errorf("no file under %s imports %s: the rule names the wrong package", pebbleHome, pebble)
+	}
+	for _, p := range pebbleExceptions {
+		if !importing[p] {
+			t.Errorf("%s no longer imports %s (or is gone): remove it from pebbleExceptions", p, pebble)
 		}
 	}
 }
@@ -203,6 +253,28 @@ func TestRulesCatch(t *testing.T) {
 	} {
 		if got := jetstreamAllowedFor(path); got != want {
 			t.Errorf("%s allowed %v, want %v", path, got, want)
+		}
+	}
+	for path, want := range map[string]bool{
+		"services/projector/store/store.go":        true,
+		"services/projector/store/read_test.go":    true,
+		"services/projector/http.go":               false,
+		"services/projector/storex/a.go":           false,
+		"cmd/sessionlog/internal/bench/catchup.go": false,
+	} {
+		if got := pebbleAllowedFor(path); got != want {
+			t.Errorf("pebble allowed in %s: %v, want %v", path, got, want)
+		}
+	}
+	for im, want := range map[string]bool{
+		"github.com/cockroachdb/pebble":        true,
+		"github.com/cockroachdb/pebble/v2":     true,
+		"github.com/cockroachdb/pebble/v2/vfs": true,
+		"github.com/cockroachdb/pebblex":       false,
+		"github.com/cockroachdb/datadriven":    false,
+	} {
+		if got := importsPebble(im); got != want {
+			t.Errorf("importsPebble(%s) = %v, want %v", im, got, want)
 		}
 	}
 	for path, want := range map[string]string{

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sessionlog/sessionlog/internal/httpauth"
@@ -103,29 +102,18 @@ func (s *Service) view(fn func(r reader) error) error {
 	if s.closed.Load() {
 		return errClosed
 	}
-	snap := s.db.Pebble().NewSnapshot()
+	snap := s.db.NewSnapshot()
 	defer snap.Close()
 	return fn(reader{snap})
 }
 
-type reader struct{ snap *pebble.Snapshot }
+// reader is the HTTP side's access to the views: one store snapshot, read
+// and never written.
+type reader struct{ snap store.Snapshot }
 
-func (r reader) get(key []byte) ([]byte, bool, error) {
-	v, closer, err := r.snap.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	out := append([]byte(nil), v...)
-	closer.Close()
-	return out, true, nil
-}
+func (r reader) get(key []byte) ([]byte, bool, error) { return r.snap.Get(key) }
 
-func (r reader) iter(prefix []byte) (*pebble.Iterator, error) {
-	return r.snap.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: store.PrefixEnd(prefix)})
-}
+func (r reader) iter(prefix []byte) (store.Iterator, error) { return r.snap.Iter(prefix) }
 
 func (r reader) summary(id string) (*Summary, error) {
 	v, ok, err := r.get(store.SummaryKey(id))

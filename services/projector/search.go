@@ -382,7 +382,7 @@ func (rd reader) search(ts []string, after string, limit int, keep func(id strin
 		return nil, "", err
 	}
 	defer it.Close()
-	check, err := rd.snap.NewIter(nil)
+	check, err := rd.iter(nil)
 	if err != nil {
 		return nil, "", err
 	}

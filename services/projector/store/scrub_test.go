@@ -70,7 +70,7 @@ func TestScrubLeavesNoCopy(t *testing.T) {
 				t.Fatal(err)
 			}
 			// In an SSTable, as after a restart.
-			if err := d.Pebble().Flush(); err != nil {
+			if err := d.db.Flush(); err != nil {
 				t.Fatal(err)
 			}
 			if hits := filesHolding(t, dir, []byte(gone)); len(hits) == 0 {

@@ -1,5 +1,7 @@
 // Package store is the projector's Pebble read-model store: the key
-// layout of the views, the checkpoint record and the view checksum.
+// layout of the views, the checkpoint record and the view checksum. It is
+// the only package that imports Pebble: the fold writes through a Batch,
+// the HTTP side reads through a Snapshot (read.go).
 //
 // Every view key lives under the prefix "v"; the checksum covers exactly
 // those keys and their values. Internal keys (the checkpoint, fold-state
@@ -423,27 +425,14 @@ func (d *DB) Scan() (uint64, int, error) {
 	return sum, n, nil
 }
 
-// Get returns a copy of the value at key.
-func (d *DB) Get(key []byte) ([]byte, bool, error) {
-	v, closer, err := d.db.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	out := append([]byte(nil), v...)
-	closer.Close()
-	return out, true, nil
-}
+// Get returns a copy of the value at key; ok is false when there is none.
+// It reads the committed store as it is now; a reader that needs several
+// reads to agree takes a Snapshot.
+func (d *DB) Get(key []byte) (value []byte, ok bool, err error) { return copyValue(d.db.Get(key)) }
 
-// Iter returns an iterator over keys with the prefix.
-func (d *DB) Iter(prefix []byte) (*pebble.Iterator, error) {
-	return d.db.NewIter(&pebble.IterOptions{LowerBound: prefix, UpperBound: PrefixEnd(prefix)})
-}
-
-// Pebble exposes the underlying database (metrics, tests).
-func (d *DB) Pebble() *pebble.DB { return d.db }
+// Iter returns an iterator over the committed keys with the prefix (every
+// key when prefix is nil).
+func (d *DB) Iter(prefix []byte) (Iterator, error) { return iterator(d.db.NewIter(bounds(prefix))) }
 
 // Batch is one atomic change to the views plus the checkpoint.
 //

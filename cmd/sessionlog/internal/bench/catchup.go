@@ -123,10 +123,10 @@ func sampleMemory(p *projector.Service) func() MemoryPeaks {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		pk.HeapInUse = max(pk.HeapInUse, int64(ms.HeapInuse))
-		if db := p.DB(); db != nil && db.Pebble() != nil {
-			m := db.Pebble().Metrics()
-			pk.MemTables = max(pk.MemTables, int64(m.MemTable.Size))
-			pk.BlockCache = max(pk.BlockCache, m.BlockCache.Size)
+		if db := p.DB(); db != nil {
+			m := db.Metrics()
+			pk.MemTables = max(pk.MemTables, m.MemTableBytes)
+			pk.BlockCache = max(pk.BlockCache, m.BlockCacheBytes)
 		}
 	}
 	go func() {
