@@ -19,6 +19,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/agentlog/pi"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
+	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
 var recordSums = flag.Bool("record-sums", false, "rewrite testdata/whole-export-sums.txt from the exports made now")
@@ -84,6 +85,17 @@ func exportCases(t *testing.T) []exportCase {
 					out = append(out, exportCase{name: base + "/" + v + "/" + to.Name(), to: to, events: events})
 				}
 			}
+		}
+	}
+	// A chat as the benchmarks make it (a compaction, and rewinds every
+	// 7th and 50th turn in the second), 2,000-odd events.
+	for _, rewinds := range []bool{false, true} {
+		var events []schema.Envelope
+		for e := range loadgen.Chat("chat", 250, 230, rewinds, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
+			events = append(events, e)
+		}
+		for _, to := range all {
+			out = append(out, exportCase{name: fmt.Sprintf("chat/rewinds=%v/%s", rewinds, to.Name()), to: to, events: events})
 		}
 	}
 	return out

@@ -1,0 +1,117 @@
+package formats_test
+
+import (
+	"io"
+	"iter"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sessionlog/sessionlog/pkg/agentlog"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/projector/loadgen"
+)
+
+// heapPeak samples the live heap (runtime/metrics /gc/heap/live:bytes, the
+// heap marked live at the end of the last GC) while it runs, and on every
+// write of its writer; max is the highest sample.
+type heapPeak struct {
+	mu      sync.Mutex
+	max     uint64
+	samples []metrics.Sample
+	stop    chan struct{}
+	done    chan struct{}
+	written int64
+}
+
+func startHeapPeak() *heapPeak {
+	h := &heapPeak{samples: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		for {
+			select {
+			case <-h.stop:
+				return
+			case <-time.After(time.Millisecond):
+				h.sample()
+			}
+		}
+	}()
+	return h
+}
+
+func (h *heapPeak) sample() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	metrics.Read(h.samples)
+	h.max = max(h.max, h.samples[0].Value.Uint64())
+}
+
+// Write counts and drops what the export writes.
+func (h *heapPeak) Write(b []byte) (int, error) {
+	h.sample()
+	h.written += int64(len(b))
+	return len(b), nil
+}
+
+func (h *heapPeak) end() uint64 {
+	runtime.GC() // what the export left live at its end counts too
+	close(h.stop)
+	<-h.done
+	h.sample()
+	return h.max
+}
+
+// chatEvents is the number of events of the session TestExportHeapBound
+// exports: SESSIONLOG_EXPORT_EVENTS, else 100,000.
+func chatEvents(t *testing.T) int {
+	if s := os.Getenv("SESSIONLOG_EXPORT_EVENTS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	return 100_000
+}
+
+// exportChat exports the events of gen to f, as the projector and
+// sessionlog export --to do.
+func exportChat(t *testing.T, f agentlog.Format, gen iter.Seq[schema.Envelope], w io.Writer) {
+	var events []schema.Envelope
+	for e := range gen {
+		events = append(events, e)
+	}
+	x, err := agentlog.NewExport(f.Name(), events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events = nil
+	if err := f.Export(w, x); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestExportHeapBound exports a chat session of 100,000 events
+// (SESSIONLOG_EXPORT_EVENTS=1000000 for a million) made as the answers
+// benchmark makes it (230 bytes an event, Claude Code's agent) to every
+// format and logs the peak live heap of each export.
+func TestExportHeapBound(t *testing.T) {
+	n := chatEvents(t)
+	gen := loadgen.Chat("big", max(n/8, 1), 230, false, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	for _, f := range all {
+		t.Run(f.Name(), func(t *testing.T) {
+			runtime.GC()
+			h := startHeapPeak()
+			start := time.Now()
+			exportChat(t, f, gen, h)
+			peak := h.end()
+			t.Logf("%s export of %d events: %.1f MiB written in %s, peak live heap %.1f MiB", f.Name(), n, float64(h.written)/(1<<20),
+				time.Since(start).Round(time.Millisecond), float64(peak)/(1<<20))
+		})
+	}
+}
