@@ -168,7 +168,7 @@ func WholeExport(ctx context.Context, s *Service, id, format string) ([]byte, er
 		events[i] = e.Envelope
 	}
 	f, _ := formats.Lookup(format)
-	x, err := agentlog.NewExport(f.Name(), events)
+	x, err := agentlog.NewExport(f.Name(), agentlog.SliceEvents(events))
 	if err != nil {
 		return nil, err
 	}

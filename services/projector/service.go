@@ -199,9 +199,6 @@ type Service struct {
 
 	// watch is what the watch streams share: limits, queued bytes, metrics.
 	watch *watchHub
-	// wholeExports admits one export to an agent's format at a time (it
-	// holds the whole session).
-	wholeExports chan struct{}
 	// fleet is the overview's recent history (overview.go).
 	fleet *fleetHistory
 	// er is the set of erased sessions (erase.go).
@@ -244,7 +241,6 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, ls: cfg.Store, db: db, met: met, target: map[string]uint64{}, rb: rb, created: map[string]time.Time{}}
 	s.watch = hub
-	s.wholeExports = make(chan struct{}, 1)
 	s.fleet = newFleetHistory()
 	s.er = newErasures()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -1,6 +1,7 @@
 package formats_test
 
 import (
+	"errors"
 	"io"
 	"iter"
 	"os"
@@ -79,18 +80,28 @@ func chatEvents(t *testing.T) int {
 	return 100_000
 }
 
-// exportChat exports the events of gen to f, as the projector and
-// sessionlog export --to do.
+// exportChat exports the events of gen to f as the projector and
+// sessionlog export --to do, reading them as they are made, each read
+// from the start (gen holds none).
 func exportChat(t *testing.T, f agentlog.Format, gen iter.Seq[schema.Envelope], w io.Writer) {
-	var events []schema.Envelope
-	for e := range gen {
-		events = append(events, e)
+	events := func(after uint64, fn func(*schema.Envelope) error) error {
+		for e := range gen {
+			if e.Seq <= after {
+				continue
+			}
+			if err := fn(&e); err != nil {
+				if errors.Is(err, agentlog.ErrStop) {
+					return nil
+				}
+				return err
+			}
+		}
+		return nil
 	}
 	x, err := agentlog.NewExport(f.Name(), events)
 	if err != nil {
 		t.Fatal(err)
 	}
-	events = nil
 	if err := f.Export(w, x); err != nil {
 		t.Fatal(err)
 	}
