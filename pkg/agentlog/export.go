@@ -26,7 +26,10 @@ var ErrStop = errors.New("agentlog: stop reading")
 // SliceEvents are events held in memory, seq 1 on, as Events.
 func SliceEvents(events []schema.Envelope) Events {
 	return func(after uint64, fn func(*schema.Envelope) error) error {
-		i := sort.Search(len(events), func(i int) bool { return events[i].Seq > after })
+		i := 0
+		if after > 0 {
+			i = sort.Search(len(events), func(i int) bool { return events[i].Seq > after })
+		}
 		for ; i < len(events); i++ {
 			if err := fn(&events[i]); err != nil {
 				if errors.Is(err, ErrStop) {

@@ -64,7 +64,14 @@ func (s *Service) handleExport(w http.ResponseWriter, r *http.Request) {
 	}
 	// An agent's format reads the session twice, a page at a time: once
 	// for what it must know before it writes (its fold, where its source
-	// lines end), then as it writes (agentlog.Export).
+	// lines end), then as it writes (agentlog.Export). Four at a time: the
+	// others wait their turn holding nothing.
+	select {
+	case s.agentExports <- struct{}{}:
+		defer func() { <-s.agentExports }()
+	case <-r.Context().Done():
+		return
+	}
 	x, err := agentlog.NewExport(f.Name(), s.exportEvents(r.Context(), id))
 	var re readError
 	switch {

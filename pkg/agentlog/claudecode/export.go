@@ -24,7 +24,7 @@ func (Format) Export(w io.Writer, x *agentlog.Export) error {
 	if err != nil {
 		return err
 	}
-	bw := bufio.NewWriterSize(w, 1<<20)
+	bw := bufio.NewWriterSize(w, 64<<10)
 	e := &exporter{w: bw, x: x, session: session}
 	e.clock.At = x.FirstTime()
 	err = x.EachLine(func(l json.RawMessage) error {
