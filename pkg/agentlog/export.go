@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -68,7 +69,8 @@ type Export struct {
 	// the format (0: none).
 	last, lastLine uint64
 	// abandoned are the ranges of seqs the rewinds that stand at the end
-	// took out of the model's context (at most one a rewind).
+	// took out of the model's context (at most one a rewind: NewExport
+	// holds a range of each rewind).
 	abandoned []SeqRange
 	// compactions are the compaction/ended events after the last line
 	// that no rewind abandoned, in seq order.
@@ -98,6 +100,7 @@ func NewExport(format string, events Events) (*Export, error) {
 		fixed      bool            // a turn began or ended after the last line
 		maybe      int             // messages, calls, results, compactions after it
 		all        []Compaction    // compaction/ended after the last line
+		rewinds    []SeqRange      // what each rewind abandoned
 	)
 	err := events(0, func(e *schema.Envelope) error {
 		if x.State == nil {
@@ -127,8 +130,8 @@ func NewExport(format string, events Events) (*Export, error) {
 			return nil
 		case schema.TypeContextRewound:
 			var d schema.ContextRewound
-			if e.DecodeData(&d) == nil {
-				x.abandoned = rewind(x.abandoned, e.Seq, d.ToSeq)
+			if e.DecodeData(&d) == nil && d.ToSeq < e.Seq {
+				rewinds = append(rewinds, SeqRange{After: d.ToSeq, Before: e.Seq})
 			}
 		case schema.TypeCompactionEnded:
 			var d schema.CompactionEnded
@@ -153,6 +156,7 @@ func NewExport(format string, events Events) (*Export, error) {
 	if x.State == nil {
 		return nil, fmt.Errorf("agentlog: export: no events")
 	}
+	x.abandoned = standing(rewinds)
 	for _, c := range all {
 		if !x.Abandoned(c.Seq) {
 			x.compactions = append(x.compactions, c)
@@ -205,17 +209,21 @@ func SourceLines(format string, events []schema.Envelope) ([]json.RawMessage, er
 	return out, err
 }
 
-// rewind adds a context/rewound at seq to toSeq to the ranges that stand:
-// it takes the context back to what it was right after toSeq, so the
-// ranges of the rewinds after toSeq go (it abandons them with the rest).
-func rewind(ranges []SeqRange, seq, toSeq uint64) []SeqRange {
-	for len(ranges) > 0 && ranges[len(ranges)-1].Before > toSeq {
-		ranges = ranges[:len(ranges)-1]
+// standing are the ranges of the rewinds (each the range it abandoned, in
+// seq order) that stand at the end, in seq order: read backwards from the
+// last, a rewind sends the context back to what it was after its toSeq,
+// over everything in between, earlier rewinds there included; what comes
+// before its toSeq is as the rewinds before it left it.
+func standing(rewinds []SeqRange) []SeqRange {
+	var out []SeqRange
+	for i := len(rewinds) - 1; i >= 0; i-- {
+		if n := len(out); n > 0 && rewinds[i].Before > out[n-1].After {
+			continue
+		}
+		out = append(out, rewinds[i])
 	}
-	if toSeq < seq {
-		ranges = append(ranges, SeqRange{After: toSeq, Before: seq})
-	}
-	return ranges
+	slices.Reverse(out)
+	return out
 }
 
 // extending: an event of this type after the source lines is a step of the
