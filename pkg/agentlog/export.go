@@ -45,7 +45,7 @@ func SliceEvents(events []schema.Envelope) Events {
 
 // Export is a session prepared for a format's exporter, which reads it
 // from its Events as it writes: its source lines of the export's format
-// (Lines), then the events after the last of them (Events). What an
+// (EachLine), then the events after the last of them (EachEvent). What an
 // exporter must know before it writes (the fold of the whole session,
 // where the source lines end, what the rewinds abandoned, whether
 // anything follows the lines) comes from a first read, so an export holds
@@ -95,12 +95,12 @@ type Compaction struct{ Seq, ThroughSeq uint64 }
 func NewExport(format string, events Events) (*Export, error) {
 	x := &Export{events: events, format: format}
 	var (
-		firstKnown *schema.Envelope
-		known      schema.Envelope // firstKnown's copy (its type, seq, time)
-		fixed      bool            // a turn began or ended after the last line
-		maybe      int             // messages, calls, results, compactions after it
-		all        []Compaction    // compaction/ended after the last line
-		rewinds    []SeqRange      // what each rewind abandoned
+		firstKnown *schema.Envelope // the first event after the last line with a known time
+		known      schema.Envelope  // its copy (type, seq, time)
+		fixed      bool             // a turn began or ended after the last line
+		maybe      int              // messages, calls, results, compactions after it
+		all        []Compaction     // compaction/ended after the last line
+		rewinds    []SeqRange       // what each rewind abandoned
 	)
 	err := events(0, func(e *schema.Envelope) error {
 		if x.State == nil {
