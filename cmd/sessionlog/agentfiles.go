@@ -367,11 +367,9 @@ func runExportTo(ctx context.Context, fs *flag.FlagSet, nf *natsFlags, to, id, o
 	}
 	defer v.close()
 	defer func() { err = verbError(v.ctx, err) }()
-	events, err := readSession(v.ctx, v.cl, id)
-	if err != nil {
-		return err
-	}
-	x, err := agentlog.NewExport(f.Name(), events)
+	// Read twice a page at a time (what the export must know before it
+	// writes, then as it writes), never whole.
+	x, err := agentlog.NewExport(f.Name(), sessionEvents(v.ctx, v.cl, id))
 	if err != nil {
 		return err
 	}
@@ -393,37 +391,45 @@ func runExportTo(ctx context.Context, fs *flag.FlagSet, nf *natsFlags, to, id, o
 		if err := os.Rename(tmp, outPath); err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "exported %s to %s (%d source lines, %d events after them)\n", id, outPath, len(x.Lines), len(x.Events))
+		fmt.Fprintf(stderr, "exported %s to %s (%d source lines, %d events after them)\n", id, outPath, x.Lines, x.After)
 		return nil
 	}
 	return f.Export(w, x)
 }
 
-// readSession reads every event of a session through the writer.
-func readSession(ctx context.Context, cl *client.Client, id string) ([]schema.Envelope, error) {
-	var out []schema.Envelope
-	var after uint64
-	for {
-		r, err := cl.Read(ctx, api.ReadRequest{SessionID: id, AfterSeq: after})
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", id, err)
-		}
-		for _, raw := range r.Events {
-			e, err := schema.Decode(raw)
+// sessionEvents reads a session's events through the writer, a page at a
+// time from the one after seq after; a session without events is not
+// found.
+func sessionEvents(ctx context.Context, cl *client.Client, id string) agentlog.Events {
+	return func(after uint64, fn func(*schema.Envelope) error) error {
+		from := after
+		for {
+			r, err := cl.Read(ctx, api.ReadRequest{SessionID: id, AfterSeq: after})
 			if err != nil {
-				return nil, fmt.Errorf("read %s after seq %d: %w", id, after, err)
+				return fmt.Errorf("read %s: %w", id, err)
 			}
-			out = append(out, e)
-			after = e.Seq
+			for _, raw := range r.Events {
+				e, err := schema.Decode(raw)
+				if err != nil {
+					return fmt.Errorf("read %s after seq %d: %w", id, after, err)
+				}
+				if err := fn(&e); err != nil {
+					if errors.Is(err, agentlog.ErrStop) {
+						return nil
+					}
+					return err
+				}
+				after = e.Seq
+			}
+			if !r.More || len(r.Events) == 0 {
+				break
+			}
 		}
-		if !r.More || len(r.Events) == 0 {
-			break
+		if from == 0 && after == 0 {
+			return fmt.Errorf("session %s: %w", id, errNotFound)
 		}
+		return nil
 	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("session %s: %w", id, errNotFound)
-	}
-	return out, nil
 }
 
 // Events reads the session's events after seq a page at a time, the

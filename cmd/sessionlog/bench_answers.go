@@ -13,7 +13,8 @@ import (
 // `sessionlog bench answers [--events N]`: the projector's RSS (as its own
 // process) before, at its peak and after 20 clients ask for an answer of a
 // million-event session and never read it: /context, /events, /export in
-// its own format and Claude Code's, ACP replay (internal/bench.Answers).
+// its own format and in Claude Code's, codex's and pi's, ACP replay
+// (internal/bench.Answers).
 func runBenchAnswers(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("bench answers")
 	fs.SetOutput(stdout)

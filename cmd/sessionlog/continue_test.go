@@ -20,6 +20,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/codex"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/pi"
+	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/services/repairer"
@@ -663,4 +664,14 @@ func TestShipShrunkFileGoesToNextGeneration(t *testing.T) {
 	if got := len(h.stored(t, r2)); got <= n || strings.Contains(stderr.String(), "-r3") {
 		t.Fatalf("%s went from %d to %d events as the file grew; stderr: %s", r2, n, got, stderr.String())
 	}
+}
+
+// readSession reads every event of a session through the writer.
+func readSession(ctx context.Context, cl *client.Client, id string) ([]schema.Envelope, error) {
+	var out []schema.Envelope
+	err := sessionEvents(ctx, cl, id)(0, func(e *schema.Envelope) error {
+		out = append(out, *e)
+		return nil
+	})
+	return out, err
 }

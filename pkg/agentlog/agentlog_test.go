@@ -223,12 +223,12 @@ func TestReadFileRewindStaysInTheSession(t *testing.T) {
 	if got := strings.Join(abandoned, " "); strings.Contains(got, `"two"`) || strings.Contains(got, "second") || !strings.Contains(got, "other") {
 		t.Errorf("model-visible: %s", got)
 	}
-	x, err := NewExport("toy", main)
+	x, err := NewExport("toy", SliceEvents(main))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(x.Lines) != 6 || len(x.Events) != 0 {
-		t.Errorf("export: %d lines, %d events", len(x.Lines), len(x.Events))
+	if lines, events := exportParts(t, x); x.Lines != 6 || len(lines) != 6 || len(events) != 0 {
+		t.Errorf("export: %d lines, %d events", len(lines), len(events))
 	}
 }
 
@@ -254,12 +254,12 @@ func TestSourceLineOverLimitSplitsIntoParts(t *testing.T) {
 	if parts < 2 {
 		t.Fatalf("%d parts:\n%s", parts, render(events))
 	}
-	x, err := NewExport("toy", events)
+	lines, err := SourceLines("toy", events)
 	if err != nil {
 		t.Fatal(err)
 	}
 	raw, _ := os.ReadFile(p)
-	if len(x.Lines) != 1 || string(x.Lines[0]) != strings.TrimSuffix(string(raw), "\n") {
+	if len(lines) != 1 || string(lines[0]) != strings.TrimSuffix(string(raw), "\n") {
 		t.Errorf("the parts do not give the line back")
 	}
 }
@@ -332,9 +332,9 @@ func TestSecondResultIsKeptAsLineOnly(t *testing.T) {
 	if !strings.Contains(m, `tool/result [t.u1 c1] {"status":"ok","output":"ok"}`) || strings.Contains(m, `"output":"other"`) {
 		t.Errorf("main:\n%s", m)
 	}
-	x, err := NewExport("toy", c.events["toy-s1"])
-	if err != nil || len(x.Lines) != 4 {
-		t.Errorf("export: %v %+v", err, x)
+	lines, err := SourceLines("toy", c.events["toy-s1"])
+	if err != nil || len(lines) != 4 {
+		t.Errorf("export: %v %d lines", err, len(lines))
 	}
 }
 
@@ -350,11 +350,12 @@ func TestExportLeavesOutAbandonedCall(t *testing.T) {
 	if _, err := ReadFile(toy{}, p, Options{}, &c); err != nil {
 		t.Fatal(err)
 	}
-	x, err := NewExport("other", c.events["toy-s1"])
+	x, err := NewExport("other", SliceEvents(c.events["toy-s1"]))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range x.Events {
+	_, events := exportParts(t, x)
+	for _, e := range events {
 		if e.Type == schema.TypeToolRequested || e.Type == schema.TypeMessageAssistant {
 			t.Errorf("the export holds abandoned %s %s", e.Type, e.Data)
 		}
@@ -362,7 +363,7 @@ func TestExportLeavesOutAbandonedCall(t *testing.T) {
 	if u := x.Unanswered(); len(u) != 0 {
 		t.Errorf("unanswered: %v", u)
 	}
-	if s := render(x.Events); !strings.Contains(s, "no, this") || !strings.Contains(s, "context/rewound") {
+	if s := render(events); !strings.Contains(s, "no, this") || !strings.Contains(s, "context/rewound") {
 		t.Errorf("export events:\n%s", s)
 	}
 }
@@ -433,4 +434,26 @@ func TestLineWithoutTimeTakesFileTime(t *testing.T) {
 			t.Errorf("seq %d (%s) at %v, want the prompt's %v", e.Seq, e.EventID, e.Time, at)
 		}
 	}
+}
+
+// exportParts reads what an export of x writes from: its source lines
+// and the events after them.
+func exportParts(t *testing.T, x *Export) (lines []json.RawMessage, events []schema.Envelope) {
+	t.Helper()
+	if err := x.EachLine(func(l json.RawMessage) error {
+		lines = append(lines, append(json.RawMessage(nil), l...))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.EachEvent(func(e *schema.Envelope) error {
+		events = append(events, *e)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if x.After != len(events) {
+		t.Errorf("After %d, %d events read", x.After, len(events))
+	}
+	return lines, events
 }

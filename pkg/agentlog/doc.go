@@ -47,11 +47,16 @@
 //     Builder checks every event against pkg/session's rules and turns a
 //     step that does not fit (a result for an unknown call, a turn end with
 //     a call open) into a counted skip, so a format never has to.
-//   - Export writes a session back. Export.Lines holds the verbatim source
-//     lines when the session was imported from this format (write them
-//     first, as they are), and Export.Events the mapped events that follow
-//     them (all of them when there are no lines): repairs, continuations,
-//     or a whole session from another agent. Every tool call must be
+//   - Export writes a session back as it reads it, never holding it:
+//     Export.EachLine gives the verbatim source lines when the session was
+//     imported from this format (write them first, as they are), and
+//     Export.EachEvent the mapped events that follow them (all of them
+//     when there are no lines): repairs, continuations, or a whole session
+//     from another agent. Each reads the session again (a page at a time
+//     from the log); what must be known before writing (the fold, whether
+//     anything follows the lines, the first time, the compactions) was
+//     read by NewExport. Keep only what is open (OpenCalls), so an
+//     export's memory does not grow with the session. Every tool call must be
 //     answered exactly once in the output: a repaired result
 //     (outcome_unknown, not_started) becomes an error result with
 //     RepairNote's text, and every call the output holds without a result

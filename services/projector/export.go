@@ -2,6 +2,7 @@ package projector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -61,42 +62,79 @@ func (s *Service) handleExport(w http.ResponseWriter, r *http.Request) {
 		st.end()
 		return
 	}
-	// An agent's format is made from the whole session (its fold, its
-	// source lines, what follows them): those exports are built one at a
-	// time, the others wait their turn, so together they hold one
-	// session's events. What they write streams like the rest.
+	// An agent's format reads the session twice, a page at a time: once
+	// for what it must know before it writes (its fold, where its source
+	// lines end), then as it writes (agentlog.Export). Four at a time: the
+	// others wait their turn holding nothing.
 	select {
-	case s.wholeExports <- struct{}{}:
-		defer func() { <-s.wholeExports }()
+	case s.agentExports <- struct{}{}:
+		defer func() { <-s.agentExports }()
 	case <-r.Context().Done():
 		return
 	}
-	// Decoded straight into the slice the export takes (ReadEvents'
-	// copy would be a second one).
-	var events []schema.Envelope
-	if err := s.readPaged(r.Context(), id, func(m *logstore.Msg) error {
-		e, err := schema.Decode(m.Data)
-		if err != nil {
-			return fmt.Errorf("projector: %s at stream seq %d: %w", id, m.StreamSeq, err)
-		}
-		events = append(events, e)
-		return nil
-	}); err != nil {
-		s.readFailed(w, err)
+	x, err := agentlog.NewExport(f.Name(), s.exportEvents(r.Context(), id))
+	var re readError
+	switch {
+	case errors.As(err, &re):
+		s.readFailed(w, re.err)
 		return
-	}
-	x, err := agentlog.NewExport(f.Name(), events)
-	if err != nil {
+	case err != nil: // the session does not fold
 		apiError(w, http.StatusConflict, schema.CodeUnreadable, err.Error())
 		return
 	}
-	events = nil
 	if err := f.Export(st, x); err != nil {
-		st.fail(func() { s.internal(w, err) })
+		if errors.As(err, &re) {
+			st.fail(func() { s.readFailed(w, re.err) })
+		} else {
+			st.fail(func() { s.internal(w, err) })
+		}
 		return
 	}
 	st.end()
 }
+
+// exportEvents reads the session for an export: each read from the
+// stored message of the event after seq after (found by the index, else
+// from the start), a page at a time (readPaged).
+func (s *Service) exportEvents(ctx context.Context, id string) agentlog.Events {
+	return func(after uint64, fn func(*schema.Envelope) error) error {
+		var from uint64
+		if after > 0 {
+			if err := s.view(func(rd reader) (err error) {
+				from, _, err = rd.startAt(id, after)
+				return err
+			}); err != nil {
+				return readError{err}
+			}
+		}
+		var fnErr error // what fn said: it is returned as it is
+		err := s.readPagedFrom(ctx, id, from, func(m *logstore.Msg) error {
+			e, err := schema.Decode(m.Data)
+			if err != nil {
+				return fmt.Errorf("projector: %s at stream seq %d: %w", id, m.StreamSeq, err)
+			}
+			if e.Seq <= after {
+				return nil
+			}
+			fnErr = fn(&e)
+			return fnErr
+		})
+		switch {
+		case err == nil || errors.Is(err, agentlog.ErrStop):
+			return nil
+		case err == fnErr:
+			return err
+		}
+		return readError{err}
+	}
+}
+
+// readError is a failure to read the log for an export; anything else
+// NewExport returns says that the session does not fold.
+type readError struct{ err error }
+
+func (e readError) Error() string { return e.err.Error() }
+func (e readError) Unwrap() error { return e.err }
 
 var newline = []byte{'\n'}
 
@@ -105,8 +143,13 @@ var newline = []byte{'\n'}
 // (followDurable), the next read only when fn took this one, so a reader
 // as slow as its client holds one page.
 func (s *Service) readPaged(ctx context.Context, id string, fn func(*logstore.Msg) error) error {
+	return s.readPagedFrom(ctx, id, 0, fn)
+}
+
+// readPagedFrom is readPaged from the message after stream seq from.
+func (s *Service) readPagedFrom(ctx context.Context, id string, from uint64, fn func(*logstore.Msg) error) error {
 	tail, err := s.ls.Tail(ctx, id)
-	if err != nil || !tail.Exists() {
+	if err != nil || !tail.Exists() || tail.StreamSeq <= from {
 		return err
 	}
 	loc, err := s.ls.Locate(id)
@@ -115,7 +158,7 @@ func (s *Service) readPaged(ctx context.Context, id string, fn func(*logstore.Ms
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ch, stop, err := s.followDurable(ctx, id, loc, 0)
+	ch, stop, err := s.followDurable(ctx, id, loc, from)
 	if err != nil {
 		return err
 	}

@@ -148,8 +148,11 @@ func WholeEvents(ctx context.Context, s *Service, id string, after uint64, limit
 	return b.Bytes(), err
 }
 
-// WholeExport is GET /v1/sessions/{id}/export?format= as the projector
-// answered it before it streamed: the file built in memory.
+// WholeExport is GET /v1/sessions/{id}/export?format= made from the
+// session read whole into memory (its events as agentlog.SliceEvents for an
+// agent's format), not from the log a page at a time; the bytes of the
+// exports built whole before they streamed are held by
+// pkg/agentlog/formats' TestExportsEqualWholeSessionExports.
 func WholeExport(ctx context.Context, s *Service, id, format string) ([]byte, error) {
 	var b bytes.Buffer
 	if format == "" {
@@ -168,7 +171,7 @@ func WholeExport(ctx context.Context, s *Service, id, format string) ([]byte, er
 		events[i] = e.Envelope
 	}
 	f, _ := formats.Lookup(format)
-	x, err := agentlog.NewExport(f.Name(), events)
+	x, err := agentlog.NewExport(f.Name(), agentlog.SliceEvents(events))
 	if err != nil {
 		return nil, err
 	}

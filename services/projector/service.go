@@ -199,9 +199,10 @@ type Service struct {
 
 	// watch is what the watch streams share: limits, queued bytes, metrics.
 	watch *watchHub
-	// wholeExports admits one export to an agent's format at a time (it
-	// holds the whole session).
-	wholeExports chan struct{}
+	// agentExports admits four exports to an agent's format at a time:
+	// each holds the session's fold (a map slot for each ended turn and
+	// tool call: 9.3 MiB at a million events) and its pages.
+	agentExports chan struct{}
 	// fleet is the overview's recent history (overview.go).
 	fleet *fleetHistory
 	// er is the set of erased sessions (erase.go).
@@ -244,7 +245,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, ls: cfg.Store, db: db, met: met, target: map[string]uint64{}, rb: rb, created: map[string]time.Time{}}
 	s.watch = hub
-	s.wholeExports = make(chan struct{}, 1)
+	s.agentExports = make(chan struct{}, 4)
 	s.fleet = newFleetHistory()
 	s.er = newErasures()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

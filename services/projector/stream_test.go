@@ -85,8 +85,10 @@ func TestStreamedAnswersEqualWhole(t *testing.T) {
 			check("/v1/sessions/"+id+"/events?after=100&limit=1000", want, err)
 			want, err = projector.WholeExport(e.ctx, r.Service, id, "")
 			check("/v1/sessions/"+id+"/export", want, err)
-			want, err = projector.WholeExport(e.ctx, r.Service, id, "claude-code")
-			check("/v1/sessions/"+id+"/export?format=claude-code", want, err)
+			for _, format := range []string{"claude-code", "codex", "pi"} {
+				want, err = projector.WholeExport(e.ctx, r.Service, id, format)
+				check("/v1/sessions/"+id+"/export?format="+format, want, err)
+			}
 		})
 	}
 }

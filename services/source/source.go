@@ -540,11 +540,10 @@ func (s *Service) remapSource(ctx context.Context, f agentlog.Format, k api.Sour
 	var lines []json.RawMessage
 	rep := api.SourceAppendReply{SessionID: id}
 	if len(stored) > 0 {
-		x, err := agentlog.NewExport(f.Name(), stored)
-		if err != nil {
+		if lines, err = agentlog.SourceLines(f.Name(), stored); err != nil {
 			return api.SourceAppendReply{}, err
 		}
-		lines, rep.LastSeq = x.Lines, stored[len(stored)-1].Seq
+		rep.LastSeq = stored[len(stored)-1].Seq
 	}
 	sc := &sourceCont{t: newTranscript(f)}
 	for _, l := range lines {

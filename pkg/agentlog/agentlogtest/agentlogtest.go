@@ -188,7 +188,7 @@ func CompleteLines(t testing.TB, path string) []any {
 // Export exports events to f.
 func Export(t testing.TB, f agentlog.Format, events []schema.Envelope) []byte {
 	t.Helper()
-	x, err := agentlog.NewExport(f.Name(), events)
+	x, err := agentlog.NewExport(f.Name(), agentlog.SliceEvents(events))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,7 +139,7 @@ func exportDeepEqual(t *testing.T, limit int) {
 			}
 		}
 		id := c.plans[0].ID
-		x, err := agentlog.NewExport(Name, c.events[id])
+		x, err := agentlog.NewExport(Name, agentlog.SliceEvents(c.events[id]))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +197,7 @@ func TestExportAnswersCallsOfAnUnfinishedMessage(t *testing.T) {
 	c, _, _ := read(t, path)
 	events := c.events[c.plans[0].ID]
 	export := func(events []schema.Envelope) []string {
-		x, err := agentlog.NewExport(Name, events)
+		x, err := agentlog.NewExport(Name, agentlog.SliceEvents(events))
 		if err != nil {
 			t.Fatal(err)
 		}

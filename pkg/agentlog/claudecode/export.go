@@ -17,41 +17,54 @@ import (
 // they were, then what happened after them in Claude Code's shape, then an
 // error result for every call left without one, so `claude --resume`
 // never meets a tool_use without its tool_result; unless nothing follows
-// the source lines (agentlog.Export.Extended): the file as it was.
+// the source lines (agentlog.Export.Extended): the file as it was. It
+// reads the session as it writes, holding the calls still open.
 func (Format) Export(w io.Writer, x *agentlog.Export) error {
-	bw := bufio.NewWriterSize(w, 1<<20)
-	e := &exporter{w: bw, x: x, session: sourceSession(x)}
+	session, err := sourceSession(x)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	e := &exporter{w: bw, x: x, session: session}
 	e.clock.At = x.FirstTime()
-	for _, l := range x.Lines {
+	err = x.EachLine(func(l json.RawMessage) error {
 		e.raw(l)
 		var h struct {
-			UUID      string `json:"uuid"`
-			SessionID string `json:"sessionId"`
+			UUID string `json:"uuid"`
 		}
 		if json.Unmarshal(l, &h) == nil && h.UUID != "" {
 			e.parent = h.UUID
 		}
+		return e.err
+	})
+	if err != nil {
+		return err
 	}
 	// The calls of a message the file cut off never reached sessionlog's
 	// events, so nothing after the file answers them: when something
 	// follows, they are answered first (a tool_use is followed by its
 	// tool_result).
-	if x.Extended() {
-		for i, id := range e.uses {
-			if !e.answered[id] && x.State.Tools[agentlog.ItemID(id)] == nil {
-				e.result(id, agentlog.RepairNote(""), true, x.State.LastSeq+1+uint64(i), time.Time{})
+	extended := x.Extended()
+	if extended {
+		for _, c := range e.uses.List() {
+			if x.State.Tools[agentlog.ItemID(c.ID)] == nil {
+				e.result(c.ID, agentlog.RepairNote(""), true, x.State.LastSeq+1+uint64(c.N), time.Time{})
 			}
 		}
 	}
-	for i := range x.Events {
-		e.event(&x.Events[i])
+	err = x.EachEvent(func(ev *schema.Envelope) error {
+		e.event(ev)
+		return e.err
+	})
+	if err != nil {
+		return err
 	}
 	e.flushAssistant()
 	// Every tool_use written (the source's lines included: a message cut
 	// off before its calls reached sessionlog's events) gets a result.
-	for i, id := range e.uses {
-		if x.Extended() && !e.answered[id] {
-			e.result(id, agentlog.RepairNote(""), true, x.State.LastSeq+1+uint64(i), time.Time{})
+	if extended {
+		for _, c := range e.uses.List() {
+			e.result(c.ID, agentlog.RepairNote(""), true, x.State.LastSeq+1+uint64(c.N), time.Time{})
 		}
 	}
 	if e.err != nil {
@@ -61,21 +74,27 @@ func (Format) Export(w io.Writer, x *agentlog.Export) error {
 }
 
 // sourceSession is the Claude Code session id the lines carry: the one
-// of the source lines, else the sessionlog id's own (cc-<uuid>), else a
-// UUID made from the sessionlog id.
-func sourceSession(x *agentlog.Export) string {
-	for _, l := range x.Lines {
+// of the first source line that has one, else the sessionlog id's own
+// (cc-<uuid>), else a UUID made from the sessionlog id.
+func sourceSession(x *agentlog.Export) (string, error) {
+	var id string
+	err := x.EachLine(func(l json.RawMessage) error {
 		var h struct {
 			SessionID string `json:"sessionId"`
 		}
 		if json.Unmarshal(l, &h) == nil && h.SessionID != "" {
-			return h.SessionID
+			id = h.SessionID
+			return agentlog.ErrStop
 		}
+		return nil
+	})
+	if err != nil || id != "" {
+		return id, err
 	}
 	if s, ok := strings.CutPrefix(x.SessionID, Prefix+"-"); ok && len(s) == 36 {
-		return s
+		return s, nil
 	}
-	return uuidOf(x.SessionID)
+	return uuidOf(x.SessionID), nil
 }
 
 // uuidOf is a stable UUID-shaped id made from s.
@@ -95,12 +114,12 @@ type exporter struct {
 	// the assistant message waiting for its tool calls
 	asst      *schema.Envelope
 	asstCalls []json.RawMessage
-	models    map[string]string // attempt id -> model
-	// uses are the tool_use ids written, in order; answered the ones
-	// with a tool_result.
-	uses     []string
-	answered map[string]bool
-	clock    agentlog.Clock
+	// models are the models of the open turn's attempts (attempt id ->
+	// model): a message names an attempt of its own turn.
+	models map[string]string
+	// uses are the tool_use ids written that have no tool_result yet.
+	uses  agentlog.OpenCalls
+	clock agentlog.Clock
 }
 
 // track notes the tool calls and results of a written line.
@@ -117,17 +136,14 @@ func (e *exporter) track(line []byte) {
 	if json.Unmarshal(l.Message.Content, &blocks) != nil {
 		return
 	}
-	if e.answered == nil {
-		e.answered = map[string]bool{}
-	}
 	for _, b := range blocks {
 		switch b.Type {
 		case "tool_use":
 			if b.ID != "" {
-				e.uses = append(e.uses, b.ID)
+				e.uses.Request(b.ID)
 			}
 		case "tool_result":
-			e.answered[b.ToolUseID] = true
+			e.uses.Answer(b.ToolUseID)
 		}
 	}
 }
@@ -224,6 +240,7 @@ func (e *exporter) event(ev *schema.Envelope) {
 			e.result(ev.ToolCallID, agentlog.RepairNote(d.Status), true, ev.Seq, ev.Time)
 		}
 	case schema.TypeTurnEnded:
+		clear(e.models) // nothing names the turn's attempts again
 		// No line: Claude Code's "[Request interrupted by user]" is a
 		// message the model reads (the import maps it to message/user, as
 		// getSessionMessages returns it), so a session's own interruption

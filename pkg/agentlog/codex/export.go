@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -19,57 +20,81 @@ import (
 // the events that follow them (all events for a session from elsewhere),
 // then an error result for every call still without one, unless nothing
 // follows the source lines (agentlog.Export.Extended): the file as it was.
+// It reads the session as it writes, holding the calls still open and
+// where the compactions go.
 func (Format) Export(w io.Writer, x *agentlog.Export) error {
 	bw := bufio.NewWriter(w)
-	ex := &exporter{w: bw, custom: map[string]bool{}, answered: map[string]bool{}}
+	ex := &exporter{w: bw, custom: map[string]bool{}}
 	ex.clock.At = x.FirstTime()
-	for _, l := range x.Lines {
+	err := x.EachLine(func(l json.RawMessage) error {
 		ex.raw(l)
 		ex.learn(l)
+		return ex.err
+	})
+	if err != nil {
+		return err
 	}
 	extended := x.Extended()
 	// A call of the file's last model response was never complete in
-	// sessionlog: it is answered before what happened after the file.
-	for _, id := range ex.requested {
-		if extended && !ex.answered[id] && x.State.Tools[agentlog.ItemID(id)] == nil {
-			ex.result(time.Time{}, id, "", nil, "")
+	// sessionlog: it is answered before what happened after the file (and
+	// only then: a result of it after the file is not written again).
+	if extended {
+		for _, c := range ex.requested.List() {
+			if x.State.Tools[agentlog.ItemID(c.ID)] == nil {
+				ex.result(time.Time{}, c.ID, "", nil, "")
+				if ex.early == nil {
+					ex.early = map[string]bool{}
+				}
+				ex.early[c.ID] = true
+			}
 		}
 	}
-	if len(x.Lines) == 0 {
+	if x.Lines == 0 {
 		ex.meta(x)
 	}
 	// codex's compacted replaces everything before it, so a compaction
 	// is written before the first event after the last one it replaces:
-	// what the model sees after it is the same.
-	var compactions []schema.CompactionEnded
-	for i := range x.Events {
-		if e := &x.Events[i]; e.Type == schema.TypeCompactionEnded {
-			var c schema.CompactionEnded
-			_ = e.DecodeData(&c)
-			compactions = append(compactions, c)
-		}
-	}
+	// what the model sees after it is the same. Its summary is read when
+	// it is written (it may come later in the session).
+	compactions := slices.Clone(x.Compactions())
 	sort.SliceStable(compactions, func(a, b int) bool { return compactions[a].ThroughSeq < compactions[b].ThroughSeq })
-	for i := range x.Events {
-		e := &x.Events[i]
+	compacted := func(at time.Time, c agentlog.Compaction) error {
+		e, err := x.Event(c.Seq)
+		if err != nil {
+			return err
+		}
+		var d schema.CompactionEnded
+		_ = e.DecodeData(&d)
+		ex.line(at, kindCompacted, compactedItem{Message: d.Summary})
+		return nil
+	}
+	err = x.EachEvent(func(e *schema.Envelope) error {
 		if e.Type != schema.TypeToolRequested && e.Type != schema.TypeToolStarted {
 			ex.endResponse(x.Meta)
 		}
 		for len(compactions) > 0 && compactions[0].ThroughSeq < e.Seq {
-			ex.line(e.Time, kindCompacted, compactedItem{Message: compactions[0].Summary})
+			if err := compacted(e.Time, compactions[0]); err != nil {
+				return err
+			}
 			compactions = compactions[1:]
 		}
 		ex.event(e)
+		return ex.err
+	})
+	if err != nil {
+		return err
 	}
 	ex.endResponse(x.Meta)
 	for _, c := range compactions {
-		ex.line(time.Time{}, kindCompacted, compactedItem{Message: c.Summary})
+		if err := compacted(time.Time{}, c); err != nil {
+			return err
+		}
 	}
 	// Every call is answered once: those still open get an error result
 	// saying the outcome is unknown.
-	for _, id := range ex.requested {
-		if extended && !ex.answered[id] {
-			ex.result(time.Time{}, id, "", nil, "")
+	if extended {
+		for _, c := range ex.requested.List() {
+			ex.result(time.Time{}, c.ID, "", nil, "")
 		}
 	}
 	if ex.err != nil {
@@ -82,13 +107,13 @@ func (Format) Export(w io.Writer, x *agentlog.Export) error {
 type exporter struct {
 	w      *bufio.Writer
 	err    error
-	custom map[string]bool // call id -> requested as a custom tool call
+	custom map[string]bool // open call id -> requested as a custom tool call
 	last   string          // text of the turn's last assistant message
 	clock  agentlog.Clock  // the time of the lines
-	// requested: call ids in the order of their requests; answered: those
-	// with an output.
-	requested []string
-	answered  map[string]bool
+	// requested: the calls without an output, in the order of their
+	// requests; early: those answered before the events after the file.
+	requested agentlog.OpenCalls
+	early     map[string]bool
 	// the model response being written (its message and calls), ended by
 	// a token_count line; usage is its message's
 	open  bool
@@ -162,9 +187,10 @@ func (x *exporter) learn(raw json.RawMessage) {
 			x.custom[it.CallID] = true
 			fallthrough
 		case "function_call", "local_shell_call":
-			x.requested = append(x.requested, it.CallID)
+			x.requested.Request(it.CallID)
 		case "function_call_output", "custom_tool_call_output":
-			x.answered[it.CallID] = true
+			x.requested.Answer(it.CallID)
+			delete(x.custom, it.CallID)
 		}
 	}
 	if t, err := time.Parse(time.RFC3339Nano, l.Timestamp); err == nil {
@@ -264,7 +290,7 @@ func (x *exporter) event(e *schema.Envelope) {
 	case schema.TypeToolRequested:
 		var r schema.ToolRequested
 		_ = e.DecodeData(&r)
-		x.requested = append(x.requested, e.ToolCallID)
+		x.requested.Request(e.ToolCallID)
 		x.open = true
 		var s string
 		if json.Unmarshal(r.Input, &s) == nil {
@@ -297,10 +323,10 @@ func (x *exporter) event(e *schema.Envelope) {
 // that its command failed is written as codex's structured shell output
 // with exit code 1, which is how the reader knows a failure.
 func (x *exporter) result(t time.Time, id, status string, output json.RawMessage, text string) {
-	if x.answered[id] {
+	if x.early[id] {
 		return
 	}
-	x.answered[id] = true
+	x.requested.Answer(id)
 	var out json.RawMessage
 	switch status {
 	case schema.ToolOK:
@@ -320,6 +346,7 @@ func (x *exporter) result(t time.Time, id, status string, output json.RawMessage
 	if x.custom[id] {
 		typ = "custom_tool_call_output"
 	}
+	delete(x.custom, id)
 	x.line(t, kindResponseItem, outputItem{Type: typ, CallID: id, Output: out})
 }
 

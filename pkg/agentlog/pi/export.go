@@ -8,6 +8,9 @@ import (
 	"hash/fnv"
 	"io"
 	"regexp"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,21 +22,33 @@ import (
 // then the events that follow them as a chain of entries from the last
 // one (all events for a session from elsewhere, after a header), then an
 // error result for every call still without one, unless nothing follows
-// the source lines (agentlog.Export.Extended): the file as it was.
+// the source lines (agentlog.Export.Extended): the file as it was. It
+// reads the session as it writes, holding the names of the calls still
+// open, the compactions' kept entries and the file's entry ids (4 bytes
+// each, plus the map's overhead).
 func (Format) Export(w io.Writer, x *agentlog.Export) error {
 	bw := bufio.NewWriter(w)
-	ex := &exporter{w: bw, meta: x.Meta, ids: map[string]bool{}, names: map[string]string{}, entryOf: map[uint64]string{}}
+	ex := &exporter{w: bw, meta: x.Meta, ids: map[uint32]struct{}{}, names: map[string]string{}}
 	ex.clock.At = x.FirstTime()
-	for _, l := range x.Lines {
+	err := x.EachLine(func(l json.RawMessage) error {
 		ex.raw(l)
 		ex.learn(l)
+		return ex.err
+	})
+	if err != nil {
+		return err
 	}
-	if len(x.Lines) == 0 {
+	if x.Lines == 0 {
 		ex.write(header{Type: typeSession, Version: currentVersion, ID: SessionUUID(x.SessionID), Timestamp: iso(ex.clock.At),
 			Cwd: x.Meta.Labels[agentlog.LabelCwd], ParentSession: x.Meta.Labels[LabelParentSession]})
 	}
-	for i := range x.Events {
-		ex.event(&x.Events[i])
+	ex.kept = newKeptEntries(x.Compactions())
+	err = x.EachEvent(func(e *schema.Envelope) error {
+		ex.event(e)
+		return ex.err
+	})
+	if err != nil {
+		return err
 	}
 	ex.flush("stop")
 	if x.Extended() {
@@ -45,6 +60,42 @@ func (Format) Export(w io.Writer, x *agentlog.Export) error {
 		return ex.err
 	}
 	return bw.Flush()
+}
+
+// keptEntries finds the first kept entry of each compaction as the
+// entries are written: the first one that holds an event after the last
+// one the compaction replaces and before the compaction.
+type keptEntries struct {
+	byThrough []agentlog.Compaction // by ThroughSeq, not yet reached
+	active    []agentlog.Compaction // reached, without a kept entry yet
+	kept      map[uint64]string     // compaction seq -> its first kept entry
+}
+
+func newKeptEntries(cs []agentlog.Compaction) *keptEntries {
+	k := &keptEntries{byThrough: slices.Clone(cs), kept: map[uint64]string{}}
+	sort.SliceStable(k.byThrough, func(a, b int) bool { return k.byThrough[a].ThroughSeq < k.byThrough[b].ThroughSeq })
+	return k
+}
+
+// entry notes that the entry id holds the event at seq.
+func (k *keptEntries) entry(seq uint64, id string) {
+	for len(k.byThrough) > 0 && k.byThrough[0].ThroughSeq < seq {
+		k.active = append(k.active, k.byThrough[0])
+		k.byThrough = k.byThrough[1:]
+	}
+	for _, c := range k.active {
+		if seq < c.Seq {
+			k.kept[c.Seq] = id
+		}
+	}
+	k.active = k.active[:0]
+}
+
+// of is the first kept entry of the compaction at seq ("": none).
+func (k *keptEntries) of(seq uint64) string {
+	id := k.kept[seq]
+	delete(k.kept, seq)
+	return id
 }
 
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
@@ -63,14 +114,16 @@ func SessionUUID(sessionID string) string {
 
 // exporter writes pi entries, each the child of the one before.
 type exporter struct {
-	w       *bufio.Writer
-	err     error
-	meta    schema.SessionCreated
-	parent  *string
-	ids     map[string]bool
-	names   map[string]string // call id -> tool name
-	entryOf map[uint64]string // seq -> id of the entry that holds it
-	model   string            // the current attempt's, as agentlog maps it
+	w      *bufio.Writer
+	err    error
+	meta   schema.SessionCreated
+	parent *string
+	// ids are the file's entry ids that an id entryID makes could meet:
+	// 8 hex digits, as a number.
+	ids   map[uint32]struct{}
+	names map[string]string // open call id -> tool name
+	kept  *keptEntries
+	model string // the current attempt's, as agentlog maps it
 	// api is the api of the source's last assistant message, for the
 	// provider/model it names (apiModel)
 	api, apiModel string
@@ -110,7 +163,7 @@ func (x *exporter) learn(raw json.RawMessage) {
 		return
 	}
 	if e.ID != "" {
-		x.ids[e.ID] = true
+		x.noteID(e.ID)
 		id := e.ID
 		x.parent = &id
 	}
@@ -126,6 +179,9 @@ func (x *exporter) learn(raw json.RawMessage) {
 			}
 		}
 	}
+	if e.Message != nil && e.Message.Role == roleToolResult {
+		delete(x.names, e.Message.ToolCallID)
+	}
 }
 
 // entryID is an 8-hex id derived from an event id, unique in the file.
@@ -133,11 +189,21 @@ func (x *exporter) entryID(key string) string {
 	for i := 0; ; i++ {
 		h := fnv.New32a()
 		fmt.Fprintf(h, "%s/%d", key, i)
-		id := fmt.Sprintf("%08x", h.Sum32())
-		if !x.ids[id] {
-			x.ids[id] = true
-			return id
+		if _, used := x.ids[h.Sum32()]; !used {
+			x.ids[h.Sum32()] = struct{}{}
+			return fmt.Sprintf("%08x", h.Sum32())
 		}
+	}
+}
+
+// noteID notes an entry id of the file: one of 8 lowercase hex digits is
+// one entryID could make.
+func (x *exporter) noteID(id string) {
+	if len(id) != 8 || strings.ToLower(id) != id {
+		return
+	}
+	if n, err := strconv.ParseUint(id, 16, 32); err == nil {
+		x.ids[uint32(n)] = struct{}{}
 	}
 }
 
@@ -317,13 +383,13 @@ func (x *exporter) event(e *schema.Envelope) {
 		var m schema.Message
 		_ = e.DecodeData(&m)
 		id := x.entryID(e.EventID)
-		x.entryOf[e.Seq] = id
+		x.kept.entry(e.Seq, id)
 		x.addMessage(id, e.Time, map[string]any{"role": roleUser, "content": x.blocks(m.Content)})
 	case schema.TypeMessageAssistant:
 		var m schema.Message
 		_ = e.DecodeData(&m)
 		id := x.entryID(e.EventID)
-		x.entryOf[e.Seq] = id
+		x.kept.entry(e.Seq, id)
 		var content []json.RawMessage
 		for _, c := range x.blocks(m.Content) {
 			var bl block
@@ -340,7 +406,7 @@ func (x *exporter) event(e *schema.Envelope) {
 			id := x.entryID(e.EventID)
 			x.gather(id, e.Time, nil, nil)
 		}
-		x.entryOf[e.Seq] = x.asst.id
+		x.kept.entry(e.Seq, x.asst.id)
 		bl, _ := json.Marshal(block{Type: "toolCall", ID: e.ToolCallID, Name: r.Name, Arguments: r.Input})
 		x.asst.content = append(x.asst.content, bl)
 		x.names[e.ToolCallID] = r.Name
@@ -348,18 +414,16 @@ func (x *exporter) event(e *schema.Envelope) {
 		var r schema.ToolResult
 		_ = e.DecodeData(&r)
 		id := x.entryID(e.EventID)
-		x.entryOf[e.Seq] = id
+		x.kept.entry(e.Seq, id)
 		x.result(id, e.Time, e.ToolCallID, x.names[e.ToolCallID], r.Status, r.Output)
+		delete(x.names, e.ToolCallID)
 	case schema.TypeCompactionEnded:
 		var c schema.CompactionEnded
 		_ = e.DecodeData(&c)
 		id := x.entryID(e.EventID)
-		kept := id // nothing kept: pi finds no kept entry before the compaction
-		for s := c.ThroughSeq + 1; s < e.Seq; s++ {
-			if k, ok := x.entryOf[s]; ok {
-				kept = k
-				break
-			}
+		kept := x.kept.of(e.Seq)
+		if kept == "" {
+			kept = id // nothing kept: pi finds no kept entry before the compaction
 		}
 		x.add(id, e.Time, typeCompaction, map[string]any{"summary": c.Summary, "firstKeptEntryId": kept, "tokensBefore": 0})
 	}

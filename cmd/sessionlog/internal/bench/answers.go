@@ -39,7 +39,8 @@ type AnswersOptions struct {
 }
 
 // AnswerPaths are the answers of a session's size, after /v1/sessions/{id}.
-var AnswerPaths = []string{"/context", "/events?limit=1000", "/export", "/export?format=claude-code", "/acp"}
+var AnswerPaths = []string{"/context", "/events?limit=1000", "/export", "/export?format=claude-code", "/export?format=codex",
+	"/export?format=pi", "/acp"}
 
 // AnswerFigures are one path's figures: the answer read whole by one
 // client, then the projector's RSS before, at its peak and after Clients

@@ -14,8 +14,8 @@ import (
 // 20 clients that ask for each answer and never read it leave the
 // projector's peak RSS under the budget, 4 MiB for each client (a page
 // read, a page written and their garbage) and 64 MiB for the rest (the
-// runtime, Pebble, NATS buffers, the one agent-format export that builds
-// at a time). Built whole as before, the 20 answers of /context took the
+// runtime, Pebble, NATS buffers, the folds of the four agent-format
+// exports that run at a time). Built whole as before, the 20 answers of /context took the
 // peak RSS from 104 to 240 MiB on 40,000 events.
 func TestAnswersBounded(t *testing.T) {
 	bin := buildSessionlog(t)
