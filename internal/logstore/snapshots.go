@@ -10,6 +10,9 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
 )
 
 // SnapshotBucket holds the writer's snapshots of sessions' folded state
@@ -19,8 +22,18 @@ import (
 // folds from the start when it does not match.
 const SnapshotBucket = "SESSION_SNAPSHOTS"
 
+// SnapshotVersion names what a snapshot's state depends on besides the
+// log: the state's binary form (session.State.MarshalBinary), the
+// reducer (session.ReducerVersion) and the schema version of the writer
+// that folded it. A head of any other version is ignored: the session is
+// folded from its start by this reader's rules.
+var SnapshotVersion = fmt.Sprintf("state1.reducer%d.schema%d", session.ReducerVersion, schema.Version)
+
 // SnapshotHead is a snapshot's head record.
 type SnapshotHead struct {
+	// Version is the SnapshotVersion of the writer that wrote it (set by
+	// PutSnapshotHead).
+	Version string `json:"version"`
 	// The last event the snapshot covers: its session seq, stream seq
 	// and ChainHash. No event id (nor anything else a body holds): a
 	// head's revisions replaced by the next are dropped by the server
@@ -71,6 +84,9 @@ func (s *Store) PutSnapshotPart(ctx context.Context, sessionID, name string, dat
 // PutSnapshotHead stores the session's snapshot head, written after every
 // part it names.
 func (s *Store) PutSnapshotHead(ctx context.Context, sessionID string, h SnapshotHead) error {
+	if h.Version == "" {
+		h.Version = SnapshotVersion
+	}
 	b, err := json.Marshal(h)
 	if err != nil {
 		return err
@@ -95,6 +111,74 @@ func (s *Store) SnapshotHeadOf(ctx context.Context, sessionID string) (*Snapshot
 		return nil, fmt.Errorf("logstore: snapshot head of %s: %w", sessionID, err)
 	}
 	return &h, nil
+}
+
+// ErrSnapshotMismatch: a snapshot does not match the log, or is of
+// another version: it is ignored and the session folded from its start.
+var ErrSnapshotMismatch = errors.New("logstore: snapshot does not match the log")
+
+// SnapshotBase is a session's snapshot checked against the log: the
+// state it holds and the last event it covers, where a Judge resumes
+// (Judge.Last = Tail) to fold the events after it.
+type SnapshotBase struct {
+	Head  *SnapshotHead
+	Tail  Tail
+	State *session.State
+}
+
+// LoadSnapshot reads the session's snapshot head and state part and
+// checks them against the log (DESIGN.md section 2, "Snapshots"): the
+// head is of this reader's SnapshotVersion, the stored message at its
+// stream seq is on the session's subject, its body has the head's
+// ChainHash (the SL-Prev the next event is judged against) and is the
+// session's event of the head's seq, the state part reads with its size
+// and sum and is the session's state at that event (seq and event id).
+// Nil, nil: the session has no snapshot. An error (ErrSnapshotMismatch,
+// ErrSnapshotPart, or a read that failed): the snapshot must not be used;
+// the caller logs it and folds the session from its start. The events
+// after the snapshot are still the judge's to read: a snapshot only
+// stands in for the events it covers, which the writer judged and folded.
+func (s *Store) LoadSnapshot(ctx context.Context, sessionID string) (*SnapshotBase, error) {
+	h, err := s.SnapshotHeadOf(ctx, sessionID)
+	if h == nil || err != nil {
+		return nil, err
+	}
+	mismatch := func(why string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrSnapshotMismatch, sessionID, fmt.Sprintf(why, args...))
+	}
+	if h.Version != SnapshotVersion {
+		return nil, mismatch("version %q, this reader's is %q", clipID(h.Version), SnapshotVersion)
+	}
+	if h.Seq == 0 || h.StreamSeq == 0 {
+		return nil, mismatch("it covers no event")
+	}
+	loc, err := s.Locate(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	m, err := s.MsgAt(ctx, loc.Stream, h.StreamSeq)
+	if err != nil {
+		return nil, err
+	}
+	if m == nil || m.Subject != loc.Subject || ChainHash(m.Data) != h.Hash {
+		return nil, mismatch("its last event (stream seq %d) is not stored as it says", h.StreamSeq)
+	}
+	ev, err := schema.Decode(m.Data)
+	if err != nil || ev.SessionID != sessionID || ev.Seq != h.Seq {
+		return nil, mismatch("its last event (stream seq %d) is not the session's seq %d", h.StreamSeq, h.Seq)
+	}
+	b, err := s.SnapshotPartOf(ctx, sessionID, h.State)
+	if err != nil {
+		return nil, err
+	}
+	st := &session.State{}
+	if err := st.UnmarshalBinary(b); err != nil {
+		return nil, mismatch("its state: %v", err)
+	}
+	if st.SessionID != sessionID || st.LastSeq != h.Seq || st.LastEventID != ev.EventID {
+		return nil, mismatch("its state is not the session's at seq %d", h.Seq)
+	}
+	return &SnapshotBase{Head: h, State: st, Tail: Tail{Seq: h.Seq, StreamSeq: h.StreamSeq, EventID: ev.EventID, Hash: h.Hash}}, nil
 }
 
 // ErrSnapshotPart: a stored part is missing or not the one its head names.

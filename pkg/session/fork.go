@@ -56,6 +56,21 @@ func NewSafePoints(sessionID string) *SafePoints {
 	return &SafePoints{state: New(sessionID), turnEnds: map[string]uint64{}}
 }
 
+// ResumeSafePoints goes on with the scan of a session from st, its state
+// folded through st.LastSeq (a snapshot's), which becomes the scan's own
+// (the caller must not use it after): the safe
+// points and turn ends it knows are those from st.LastSeq on (st.LastSeq
+// itself when it is safe), so a cut it resolves is at or after st.LastSeq,
+// and one it cannot resolve (refused, or a turn that ended before) may
+// resolve before it: only a scan from the start answers that.
+func ResumeSafePoints(st *State) *SafePoints {
+	p := &SafePoints{state: st, turnEnds: map[string]uint64{}}
+	if Safe(p.state) {
+		p.points = append(p.points, st.LastSeq)
+	}
+	return p
+}
+
 // Add folds the next event. An event the fold refuses (the stored log
 // breaks a rule, or holds an unknown required type) is returned as the
 // *schema.Error of State.Apply; the scan cannot go on after it.

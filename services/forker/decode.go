@@ -20,13 +20,14 @@ type decoded struct {
 	done  chan struct{}
 }
 
-// readDecoded reads a session with ReadSession and hands each message,
-// decoded, to fn in order. Decoding (the costly part) runs on a few worker
+// readDecoded reads a session with ReadSession (the messages after
+// after.StreamSeq: the zero Tail reads from its start) and hands each
+// message, decoded, to fn in order. Decoding (the costly part) runs on a few worker
 // goroutines while fn works on earlier messages, so the scan uses more
 // than one core. fn learns whether each body is canonical
 // (schema.DecodeCanonical) and may return logstore.ErrStop to end the read
 // without error. At most a few hundred messages are in flight.
-func readDecoded(ctx context.Context, st *logstore.Store, sessionID string, fn func(m *logstore.Msg, e schema.Envelope, canonical bool, err error) error) (logstore.Tail, error) {
+func readDecoded(ctx context.Context, st *logstore.Store, sessionID string, after logstore.Tail, fn func(m *logstore.Msg, e schema.Envelope, canonical bool, err error) error) (logstore.Tail, error) {
 	workers := min(max(runtime.GOMAXPROCS(0), 1), 4)
 	jobs := make(chan *decoded, 256)
 	order := make(chan *decoded, 256)
@@ -56,7 +57,7 @@ func readDecoded(ctx context.Context, st *logstore.Store, sessionID string, fn f
 		}
 		consumed <- err
 	}()
-	tail, rerr := st.ReadSession(ctx, sessionID, 0, func(m *logstore.Msg) error {
+	tail, rerr := st.ReadSession(ctx, sessionID, after.StreamSeq, func(m *logstore.Msg) error {
 		if stopped.Load() {
 			return logstore.ErrStop
 		}
@@ -75,8 +76,9 @@ func readDecoded(ctx context.Context, st *logstore.Store, sessionID string, fn f
 	var last *logstore.UnreadableError
 	if errors.As(rerr, &last) {
 		// The session's last message is not an event (its tail): the
-		// verdict names its first unreadable message.
-		return tail, st.FirstUnreadable(ctx, sessionID)
+		// verdict names its first unreadable message after after.
+		_, err := st.ReadJudged(ctx, &logstore.Judge{SessionID: sessionID, Last: after}, nil)
+		return tail, err
 	}
 	return tail, rerr
 }

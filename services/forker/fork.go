@@ -256,9 +256,15 @@ func clip(s string) string {
 type scan struct {
 	k     uint64
 	depth int
-	// streamSeqs[i] is the stream seq of the parent's event seq i+1, and
-	// canonical[i] whether its body is exactly what schema.Encode writes
-	// (the copy then edits the body instead of encoding it again).
+	// base is the last event of the parent's snapshot when the scan began
+	// there (zero: it read the parent from its start): the scan then read
+	// only the events after it, and the copy judges the events up to it as
+	// it copies them (copyCovered).
+	base logstore.Tail
+	// streamSeqs[i] is the stream seq of the parent's event seq
+	// base.Seq+i+1, and canonical[i] whether its body is exactly what
+	// schema.Encode writes (the copy then edits the body instead of
+	// encoding it again).
 	streamSeqs []uint64
 	canonical  []bool
 	// bodies holds the scanned bodies while they fit in the budget
@@ -268,19 +274,78 @@ type scan struct {
 	bodyBytes int
 }
 
+// at is the index in streamSeqs, canonical and bodies of the parent's
+// event seq (> base.Seq).
+func (sc *scan) at(seq uint64) int { return int(seq - sc.base.Seq - 1) }
+
 // resolve scans the parent (only as far as the cut needs) and returns the
-// seed length, the child's depth and where the seed is stored.
+// seed length, the child's depth and where the seed is stored. A parent
+// with a snapshot that matches the log (logstore.LoadSnapshot, the
+// writer's checks) is scanned from it, when the cut can be at or after
+// it; a cut that scan cannot resolve (refused with no safe seq after the
+// snapshot before it, a turn that ended before the snapshot) is resolved
+// by a scan from the start, which gives the answer.
 func (s *Service) resolve(ctx context.Context, caller api.Caller, parent string, cut session.Cut) (*scan, error) {
+	if base := s.snapshotOf(ctx, parent); base != nil && cut.Seq != nil && *cut.Seq < base.Tail.Seq {
+		s.m.snapLoads.WithLabelValues("past_cut").Inc()
+	} else if base != nil {
+		s.m.snapLoads.WithLabelValues("used").Inc()
+		sc, err := s.scanFrom(ctx, caller, parent, cut, base)
+		var se *schema.Error
+		if err == nil || !errors.As(err, &se) {
+			return sc, err
+		}
+		switch {
+		case se.Code == schema.CodeUnsafeCut && se.NearestSafeBefore != nil:
+			// The nearest safe seqs are at or after the snapshot: the
+			// answer of a scan from the start.
+			return nil, err
+		case se.Code == schema.CodeUnsafeCut, se.Code == schema.CodeBadRequest, se.Code == schema.CodeNotFound, se.Code == schema.CodeUnreadable:
+			// The events before the snapshot may answer otherwise: a safe
+			// seq before it, a turn that ended there, the first
+			// unreadable message.
+		default:
+			return nil, err
+		}
+		s.log.Debug("fork: the cut is not resolved after the snapshot; scanning the parent from its start", "parent", parent, "cut", cut.String(), "err", err)
+	}
+	return s.scanFrom(ctx, caller, parent, cut, nil)
+}
+
+// snapshotOf is the parent's snapshot checked against the log; nil when
+// it has none, when snapshots are off, or when it does not match (then
+// ignored with a log line).
+func (s *Service) snapshotOf(ctx context.Context, parent string) *logstore.SnapshotBase {
+	if s.cfg.NoSnapshots {
+		return nil
+	}
+	b, err := s.st.LoadSnapshot(ctx, parent)
+	if err != nil {
+		s.m.snapLoads.WithLabelValues("ignored").Inc()
+		s.log.Warn("forker: snapshot ignored, scanning the parent from its start", "parent", parent, "err", err)
+		return nil
+	}
+	return b
+}
+
+// scanFrom scans the parent from base (nil: from its start). Every
+// message read is judged (logstore.Judge, from base's last event).
+func (s *Service) scanFrom(ctx context.Context, caller api.Caller, parent string, cut session.Cut, base *logstore.SnapshotBase) (*scan, error) {
 	sp := session.NewSafePoints(parent)
 	sc := &scan{}
-	j := logstore.Judge{SessionID: parent}
-	tail, err := readDecoded(ctx, s.st, parent, func(m *logstore.Msg, e schema.Envelope, canonical bool, err error) error {
+	if base != nil {
+		sp = session.ResumeSafePoints(base.State)
+		sc.base = base.Tail
+	}
+	j := logstore.Judge{SessionID: parent, Last: sc.base}
+	tail, err := readDecoded(ctx, s.st, parent, sc.base, func(m *logstore.Msg, e schema.Envelope, canonical bool, err error) error {
 		switch v, err := j.Judged(m, &e, err); v {
 		case logstore.VerdictCopy:
 			return nil
 		case logstore.VerdictUnreadable:
 			return err
 		}
+		s.m.scanned.Inc()
 		if err := sp.Add(&e); err != nil {
 			return schema.Errorf(schema.CodeUnreadable, "session %s is unreadable at stream seq %d: seq %d does not fold: %v", parent, m.StreamSeq, e.Seq, err)
 		}
@@ -309,8 +374,8 @@ func (s *Service) resolve(ctx context.Context, caller api.Caller, parent string,
 	if sc.k, err = sp.Resolve(cut); err != nil {
 		return nil, err
 	}
-	if sc.k > uint64(len(sc.streamSeqs)) {
-		return nil, schema.Errorf(schema.CodeInternal, "parent %s: seed length %d beyond the %d events scanned", parent, sc.k, len(sc.streamSeqs))
+	if sc.k < sc.base.Seq || sc.k > sc.base.Seq+uint64(len(sc.streamSeqs)) {
+		return nil, schema.Errorf(schema.CodeInternal, "parent %s: seed length %d outside the events %d..%d scanned", parent, sc.k, sc.base.Seq+1, sc.base.Seq+uint64(len(sc.streamSeqs)))
 	}
 	sc.depth = 1
 	if pp := sp.State().Meta.Parent; pp != nil {
@@ -501,32 +566,39 @@ func (s *Service) copyPrefix(ctx context.Context, p *plan, sc *scan, have uint64
 		return nil
 	}
 	next := have + 1 // the parent seq to copy next
-	var after uint64
-	if have > 0 {
-		after = sc.streamSeqs[have-1]
+	var perr error
+	if next <= sc.base.Seq {
+		// The events the parent's snapshot covers, which the scan did not
+		// read.
+		perr = s.copyCovered(ctx, p, sc.base, &next, add)
+	}
+	after := sc.base.StreamSeq // the stream seq of the parent's event next-1
+	if next-1 > sc.base.Seq {
+		after = sc.streamSeqs[sc.at(next-1)]
 	}
 	// copyOne copies the parent's event next, stored in m.
 	copyOne := func(m *logstore.Msg) error {
-		if m.StreamSeq != sc.streamSeqs[next-1] {
-			return &permanentError{schema.Errorf(schema.CodeNotFound, "parent %s seq %d is no longer at stream seq %d", p.ParentID, next, sc.streamSeqs[next-1])}
+		i := sc.at(next)
+		if m.StreamSeq != sc.streamSeqs[i] {
+			return &permanentError{schema.Errorf(schema.CodeNotFound, "parent %s seq %d is no longer at stream seq %d", p.ParentID, next, sc.streamSeqs[i])}
 		}
-		e, body, err := s.childEvent(p, m, next, sc.canonical[next-1])
+		e, body, err := s.childEvent(p, m, next, sc.canonical[i])
 		if err != nil {
 			return err
 		}
 		next++
 		return add(e, body)
 	}
-	var perr error
 	switch {
+	case perr != nil:
 	case next > p.SeedLength:
-	case uint64(len(sc.bodies)) >= p.SeedLength:
+	case uint64(len(sc.bodies)) >= p.SeedLength-sc.base.Seq:
 		for next <= p.SeedLength && perr == nil {
-			perr = copyOne(&logstore.Msg{StreamSeq: sc.streamSeqs[next-1], Data: sc.bodies[next-1]})
+			perr = copyOne(&logstore.Msg{StreamSeq: sc.streamSeqs[sc.at(next)], Data: sc.bodies[sc.at(next)]})
 		}
 	default:
 		_, perr = s.st.ReadSession(ctx, p.ParentID, after, func(m *logstore.Msg) error {
-			if m.StreamSeq < sc.streamSeqs[next-1] {
+			if m.StreamSeq < sc.streamSeqs[sc.at(next)] {
 				return nil // a copy of the event before, which the scan skipped
 			}
 			if err := copyOne(m); err != nil {
@@ -566,6 +638,53 @@ func (s *Service) copyPrefix(ctx context.Context, p *plan, sc *scan, have uint64
 	}
 	if fresh {
 		s.log.Info("forked", "child", p.ChildID, "parent", p.ParentID, "seedLength", p.SeedLength, "depth", p.Depth)
+	}
+	return nil
+}
+
+// copyCovered copies the parent's events *next..base.Seq, which its
+// snapshot covers and the scan did not read. It reads the parent from its
+// start and judges every message as a scan from the start would
+// (logstore.Judge): a message the parent's writer never judged (one
+// stored around it, a hole left by a lost message) ends the copy with the
+// verdict, and the child is abandoned, never written past it. The event
+// at base.Seq must be the one the snapshot names (stream seq, hash, id).
+func (s *Service) copyCovered(ctx context.Context, p *plan, base logstore.Tail, next *uint64, add func(schema.Envelope, []byte) error) error {
+	j := logstore.Judge{SessionID: p.ParentID}
+	_, err := readDecoded(ctx, s.st, p.ParentID, logstore.Tail{}, func(m *logstore.Msg, e schema.Envelope, canonical bool, err error) error {
+		switch v, err := j.Judged(m, &e, err); v {
+		case logstore.VerdictCopy:
+			return nil
+		case logstore.VerdictUnreadable:
+			return &permanentError{err}
+		}
+		if e.Seq >= *next {
+			ce, body, err := s.childEvent(p, m, e.Seq, canonical)
+			if err != nil {
+				return err
+			}
+			*next = e.Seq + 1
+			if err := add(ce, body); err != nil {
+				return err
+			}
+		}
+		if e.Seq < base.Seq {
+			return nil
+		}
+		if j.Last != base {
+			return &permanentError{schema.Errorf(schema.CodeConflict, "parent %s seq %d at stream seq %d is not the event its snapshot names", p.ParentID, e.Seq, m.StreamSeq)}
+		}
+		return logstore.ErrStop
+	})
+	if err != nil {
+		var ue *logstore.UnreadableError
+		if errors.As(err, &ue) {
+			return &permanentError{err}
+		}
+		return err
+	}
+	if *next != base.Seq+1 {
+		return &permanentError{schema.Errorf(schema.CodeNotFound, "parent %s ends before seq %d", p.ParentID, base.Seq)}
 	}
 	return nil
 }

@@ -69,6 +69,9 @@ type Config struct {
 	// (default DefaultScanBodyBudget; negative: keep none, always read
 	// again).
 	ScanBodyBudget int
+	// NoSnapshots scans a parent from its start, never from its snapshot
+	// in SESSION_SNAPSHOTS (benchmarks compare the two).
+	NoSnapshots bool
 }
 
 // Service is the forker.

@@ -8,6 +8,10 @@ type metrics struct {
 	duration  prometheus.Histogram
 	recovered *prometheus.CounterVec // action
 	inflight  prometheus.Gauge
+	// scanned: parent events the scans folded; snapLoads: parents'
+	// snapshots read, by result (used, past_cut, ignored).
+	scanned   prometheus.Counter
+	snapLoads *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -33,8 +37,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "sessionlog_forker_inflight_copies",
 			Help: "Fork copies being written by this process.",
 		}),
+		scanned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sessionlog_forker_scan_events_total",
+			Help: "Parent events read and folded to resolve fork cuts (after the parent's snapshot, when it has one; the copy reads the events it copies).",
+		}),
+		snapLoads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sessionlog_forker_snapshot_loads_total",
+			Help: "Parents' snapshots read to resolve a cut, by result (used; past_cut: the cut is a seq before it; ignored: it did not match the log or did not read; the parent was then scanned from its start).",
+		}, []string{"result"}),
 	}
-	for _, c := range []prometheus.Collector{m.forks, m.events, m.duration, m.recovered, m.inflight} {
+	for _, c := range []prometheus.Collector{m.forks, m.events, m.duration, m.recovered, m.inflight, m.scanned, m.snapLoads} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -456,26 +456,44 @@ func (s *Service) repair(ctx context.Context, id string, why trigger, reason str
 }
 
 // fold returns the session's state as of the leader's tail, reading only
-// what was appended since the cached state. The returned state is shared:
-// callers must not mutate it.
+// what was appended since the cached state or, for a session not cached,
+// since its snapshot (when it has one that matches the log). The
+// returned state is shared: callers must not mutate it.
 func (s *Service) fold(ctx context.Context, id string) (*session.State, logstore.Tail, error) {
-	cached, ok := s.states.Get(id)
+	return s.foldFrom(ctx, id, !s.cfg.NoSnapshots)
+}
+
+// foldFrom is fold; snap: a session not cached starts from its snapshot.
+func (s *Service) foldFrom(ctx context.Context, id string, snap bool) (*session.State, logstore.Tail, error) {
+	base, ok := s.states.Get(id)
+	own := false // base.st is this fold's own (a snapshot's), not shared
+	if !ok && snap {
+		base, ok = s.snapshotOf(ctx, id)
+		own = ok
+	}
 	var after uint64
 	if ok {
-		after = cached.streamSeq
+		after = base.streamSeq
 	}
 	var work *session.State
-	// What the cache holds was judged when read; the judge goes on from
-	// its last event.
+	// What the cache holds was judged when read, and what a snapshot
+	// holds by the writer that folded it; the judge goes on from its last
+	// event, so every message after it is judged here.
 	j := logstore.Judge{SessionID: id}
 	if ok {
-		j.Last = logstore.Tail{Seq: cached.st.LastSeq, StreamSeq: cached.streamSeq, EventID: cached.st.LastEventID, Hash: cached.hash}
+		j.Last = logstore.Tail{Seq: base.st.LastSeq, StreamSeq: base.streamSeq, EventID: base.st.LastEventID, Hash: base.hash}
 	}
 	tail, err := s.st.ReadJudged(ctx, &j, func(m *logstore.Msg, e *schema.Envelope) error {
+		s.m.folded.Inc()
 		if work == nil {
-			if ok {
-				work = cached.st.Clone()
-			} else {
+			switch {
+			case own:
+				// A state loaded for this fold alone: no copy (a clone
+				// of a long session's state costs more than the load).
+				work = base.st
+			case ok:
+				work = base.st.Clone()
+			default:
 				work = session.New(id)
 			}
 		}
@@ -489,14 +507,15 @@ func (s *Service) fold(ctx context.Context, id string) (*session.State, logstore
 		return nil, tail, err
 	}
 	if ok && tail.StreamSeq < after {
-		// The cache is ahead of the leader (cannot happen on a log that
-		// never truncates): start over.
+		// The cache (or the snapshot) is ahead of the leader (cannot
+		// happen on a log that never truncates): start over.
 		s.states.Remove(id)
-		return s.fold(ctx, id)
+		return s.foldFrom(ctx, id, false)
 	}
 	if work == nil {
 		if ok {
-			return cached.st, tail, nil
+			s.states.Add(id, base)
+			return base.st, tail, nil
 		}
 		work = session.New(id)
 	}
@@ -506,6 +525,24 @@ func (s *Service) fold(ctx context.Context, id string) (*session.State, logstore
 	}
 	s.states.Add(id, folded{st: work, streamSeq: tail.StreamSeq, hash: tail.Hash})
 	return work, tail, nil
+}
+
+// snapshotOf is the session's state as its snapshot holds it, when it
+// has one that matches the log (logstore.LoadSnapshot, the writer's
+// checks). Any other snapshot is ignored, with a log line: the session is
+// folded from its start.
+func (s *Service) snapshotOf(ctx context.Context, id string) (folded, bool) {
+	b, err := s.st.LoadSnapshot(ctx, id)
+	if err != nil {
+		s.m.snapLoads.WithLabelValues("ignored").Inc()
+		s.log.Warn("repairer: snapshot ignored, folding the session from its start", "session", id, "err", err)
+		return folded{}, false
+	}
+	if b == nil {
+		return folded{}, false
+	}
+	s.m.snapLoads.WithLabelValues("used").Inc()
+	return folded{st: b.State, streamSeq: b.Tail.StreamSeq, hash: b.Tail.Hash}, true
 }
 
 // Repair repairs a session on demand (sessions.api.repair). Without force

@@ -19,6 +19,10 @@ type metrics struct {
 	// slowProbes: probes that ran out of time while the log answered this
 	// replica's own reads and writes (not counted as outages).
 	slowProbes prometheus.Counter
+	// folded: stored events read and folded for a state not cached;
+	// snapLoads: snapshots read for one, by result (used, ignored).
+	folded    prometheus.Counter
+	snapLoads *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, error) {
@@ -73,11 +77,19 @@ func newMetrics(reg prometheus.Registerer, queueLen func() float64) (*metrics, e
 			Name: "sessionlog_repairer_slow_probes_total",
 			Help: "Writability probes that got no answer in time while the log answered this replica's own reads and writes (not counted as outages).",
 		}),
+		folded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sessionlog_repairer_fold_events_total",
+			Help: "Stored events read and folded for a session's state (after the cached state, or after its snapshot when it has one).",
+		}),
+		snapLoads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sessionlog_repairer_snapshot_loads_total",
+			Help: "Snapshots read for a session's state not cached, by result (used; ignored: it did not match the log or did not read, and the session was folded from its start).",
+		}, []string{"result"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.repaired, m.closers, m.latency, m.lost, m.duplicates, m.checks, m.errors, m.queue, m.groups, m.groupFallbacks, m.outages, m.slowProbes} {
+	for _, c := range []prometheus.Collector{m.repaired, m.closers, m.latency, m.lost, m.duplicates, m.checks, m.errors, m.queue, m.groups, m.groupFallbacks, m.outages, m.slowProbes, m.folded, m.snapLoads} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -78,6 +78,9 @@ type Config struct {
 	KeepApprovalsPending bool
 	// StateCacheSize bounds the folded session states kept between checks.
 	StateCacheSize int
+	// NoSnapshots folds a session not cached from its start, never from
+	// its snapshot in SESSION_SNAPSHOTS (benchmarks compare the two).
+	NoSnapshots bool
 	// SweepQueue bounds the sessions a sweep has queued and not yet
 	// evaluated (default DefaultSweepQueue).
 	SweepQueue int

@@ -12,8 +12,6 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/pkg/session"
 )
 
 // DefaultSnapshotEvery is how many events a session gains between two
@@ -159,44 +157,19 @@ func (s *Service) writeSnapshot(ctx context.Context, sessionID string, prev logs
 }
 
 // loadSnapshot builds the session's entry from its snapshot, when it has
-// one that matches the log: the stored message at the snapshot's stream
-// seq is the session's event of that seq, id and hash. Nil (and the
-// reason, logged) otherwise: the caller folds from the start.
+// one that matches the log (logstore.LoadSnapshot's checks) and whose id
+// parts read. Nil (and the reason, logged) otherwise: the caller folds
+// from the start.
 func (s *Service) loadSnapshot(ctx context.Context, sessionID string) (*entry, error) {
-	h, err := s.st.SnapshotHeadOf(ctx, sessionID)
-	if h == nil || err != nil {
+	base, err := s.st.LoadSnapshot(ctx, sessionID)
+	if base == nil || err != nil {
 		return nil, err
 	}
-	loc, err := s.st.Locate(sessionID)
-	if err != nil {
-		return nil, err
-	}
-	m, err := s.st.MsgAt(ctx, loc.Stream, h.StreamSeq)
-	if err != nil {
-		return nil, err
-	}
-	if m == nil || m.Subject != loc.Subject || logstore.ChainHash(m.Data) != h.Hash {
-		return nil, errors.New("the snapshot's last event is not stored as it says")
-	}
-	ev, err := schema.Decode(m.Data)
-	if err != nil || ev.SessionID != sessionID || ev.Seq != h.Seq {
-		return nil, errors.New("the snapshot's last event is not the event it names")
-	}
-	b, err := s.st.SnapshotPartOf(ctx, sessionID, h.State)
-	if err != nil {
-		return nil, err
-	}
-	st := &session.State{}
-	if err := st.UnmarshalBinary(b); err != nil {
-		return nil, err
-	}
-	if st.SessionID != sessionID || st.LastSeq != h.Seq || st.LastEventID != ev.EventID {
-		return nil, errors.New("the snapshot's state is not the session's at its seq")
-	}
+	h := base.Head
 	e := newEntry(sessionID)
-	e.state, e.snapSeq = st, h.Seq
+	e.state, e.snapSeq = base.State, h.Seq
 	e.snapStored.Store(h)
-	e.tail = logstore.Tail{Seq: h.Seq, StreamSeq: h.StreamSeq, EventID: ev.EventID, Hash: h.Hash}
+	e.tail = base.Tail
 	ids := 0
 	for _, p := range h.IDs {
 		b, err := s.st.SnapshotPartOf(ctx, sessionID, p)

@@ -20,8 +20,12 @@ import (
 type RestartConfig struct {
 	Events   int // of the session (default 1,000,000)
 	Restarts int // writers started after the first (default 5)
-	Dir      string
-	Logger   *slog.Logger
+	// Services: then time the first work of a repairer and a forker
+	// started on the session (servicesAfterRestart); ForkCopy: a whole
+	// fork of it too.
+	Services, ForkCopy bool
+	Dir                string
+	Logger             *slog.Logger
 }
 
 // RestartResult is the first append of a writer that does not hold the
@@ -32,6 +36,8 @@ type RestartResult struct {
 	Events int
 	Cold   FirstAppend
 	Snap   []FirstAppend
+	// The repairer's and the forker's first work (Config.Services).
+	Repair, Resolve, Fork FirstWork
 }
 
 // FirstAppend is one writer's first append to the session.
@@ -78,6 +84,11 @@ func RunRestart(ctx context.Context, cfg RestartConfig) (RestartResult, error) {
 			return res, err
 		}
 		res.Snap = append(res.Snap, fa)
+	}
+	if cfg.Services {
+		if err := servicesAfterRestart(ctx, e, id, cfg.Restarts, cfg.ForkCopy, &res, cfg.Logger); err != nil {
+			return res, err
+		}
 	}
 	return res, nil
 }

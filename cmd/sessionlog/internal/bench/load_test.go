@@ -22,14 +22,21 @@ func TestRunLoadSmall(t *testing.T) {
 
 // TestRunRestartSmall runs the first-append-after-restart benchmark on a
 // session of 12,000 events: the first writer stores a snapshot (RunRestart
-// fails without one) and both appends commit; it asserts no speed.
+// fails without one) and both appends commit; the repairer's and the
+// forker's first work after it answer as they must (a repair with nothing
+// to close, whole forks, a refused cut); it asserts no speed.
 func TestRunRestartSmall(t *testing.T) {
-	res, err := RunRestart(context.Background(), RestartConfig{Events: 12_000, Restarts: 3, Dir: t.TempDir()})
+	res, err := RunRestart(context.Background(), RestartConfig{Events: 12_000, Restarts: 3, Dir: t.TempDir(), Services: true, ForkCopy: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Cold.Took <= 0 || len(res.Snap) != 3 || res.Snap[2].Took <= 0 {
 		t.Fatalf("%+v", res)
+	}
+	for _, w := range []FirstWork{res.Repair, res.Resolve, res.Fork} {
+		if len(w.Snap) == 0 || len(w.Cold) == 0 {
+			t.Fatalf("%+v", res)
+		}
 	}
 }
 
