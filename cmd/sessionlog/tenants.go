@@ -21,8 +21,8 @@ type tenantUsage struct {
 	Tenant   string `json:"tenant"`
 	Sessions int    `json:"sessions"`
 	Messages uint64 `json:"messages"`
-	// Counted and Bytes: TENANT_USAGE (sessions stored before it was kept,
-	// and fork children, are not counted).
+	// Counted and Bytes: TENANT_USAGE (sessions stored before it was kept
+	// are not counted).
 	Counted int64 `json:"countedSessions"`
 	Bytes   int64 `json:"bytes"`
 	// MaxSessions and MaxBytes: the tenant's bounds as the last writer

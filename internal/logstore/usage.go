@@ -8,6 +8,9 @@ import (
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // UsageBucket holds each tenant's usage (ADR 010, "Per-tenant limits"):
@@ -44,6 +47,53 @@ func (l TenantLimits) For(tenant string) TenantBound {
 		return b
 	}
 	return TenantBound{Sessions: l.Sessions, Bytes: l.Bytes}
+}
+
+// FlagOf names the setting that bounds tenant: its own --tenant-limit,
+// else flag, the one of every tenant.
+func (l TenantLimits) FlagOf(tenant, flag string) string {
+	if _, ok := l.Tenants[tenant]; ok {
+		return "--tenant-limit " + tenant
+	}
+	return flag
+}
+
+// UsageTenant is the tenant a stored session id is counted for (ADR 010):
+// the tenant of its prefix, else the default tenant.
+func UsageTenant(storedID string) string {
+	if t, _ := api.WireOf(storedID); t != "" {
+		return t
+	}
+	return api.DefaultTenant
+}
+
+// ReserveSession counts a session an agent of tenant is about to create
+// in the bucket, by compare-and-set, or refuses it quota_exceeded when the
+// bucket's count plus local (what the caller counted and has not added
+// yet) reaches the tenant's session bound in l (0: no bound, and nothing
+// is done: reserved is false). A reservation of a session that is then
+// not stored is given back with AddUsage (Sessions: -1).
+func (s *Store) ReserveSession(ctx context.Context, l TenantLimits, tenant string, local int64) (reserved bool, after TenantUsage, rev uint64, err error) {
+	bound := l.For(tenant).Sessions
+	if bound <= 0 {
+		return false, TenantUsage{}, 0, nil
+	}
+	var full error
+	after, rev, err = s.AddUsage(ctx, tenant, TenantUsage{Sessions: 1}, func(cur TenantUsage) error {
+		if n := cur.Sessions + local; n >= bound {
+			full = schema.Errorf(schema.CodeQuotaExceeded, "tenant %s has %d sessions, its bound is %d (%s): no session created, nothing stored; erase sessions to make room",
+				tenant, n, bound, l.FlagOf(tenant, "--tenant-max-sessions"))
+			return full
+		}
+		return nil
+	})
+	if full != nil {
+		return false, TenantUsage{}, 0, full
+	}
+	if err != nil {
+		return false, TenantUsage{}, 0, schema.Errorf(schema.CodeNotCommitted, "counting the session in the tenant's usage: %v: nothing stored, retry", err)
+	}
+	return true, after, rev, nil
 }
 
 // PutUsageLimits records the limits a writer starts with.

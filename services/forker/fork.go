@@ -34,6 +34,9 @@ type plan struct {
 	// the child. Nil when an operator asked: the child keeps the parent's
 	// owner and grants.
 	ChildOwner *schema.Owner `json:"childOwner,omitempty"`
+	// copied: the bytes of the child's bodies this forker wrote (for the
+	// tenant's usage; not recorded).
+	copied int64
 }
 
 // opID names a fork by what it copies. The child's event ids are derived
@@ -138,10 +141,27 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 	// A child id that holds another session (or another fork) is taken.
 	// The same fork asked again (a retry) finds its own events and is
 	// finished or answered as done.
-	if err := s.claimChild(ctx, p); err != nil {
+	fresh, err := s.claimChild(ctx, p)
+	if err != nil {
 		return Reply{}, err
 	}
+	// A new child counts in its tenant's usage like a session the writer
+	// creates: an agent's past the tenant's bounds is refused.
+	tenant := logstore.UsageTenant(p.ChildID)
+	reserved := false
+	if fresh && !caller.Operator() {
+		if reserved, err = s.reserveChild(ctx, tenant); err != nil {
+			s.dropRecord(p)
+			return Reply{}, err
+		}
+	}
+	unreserve := func() {
+		if reserved {
+			s.countUsage(tenant, logstore.TenantUsage{Sessions: -1})
+		}
+	}
 	if !s.markInflight(p.ChildID) {
+		unreserve()
 		return Reply{}, schema.Errorf(schema.CodeConflict, "child %s is being forked right now", p.ChildID)
 	}
 	defer s.doneInflight(p.ChildID)
@@ -149,11 +169,13 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 	defer s.m.inflight.Dec()
 	if err := s.finish(ctx, p, sc); err != nil {
 		if errors.Is(err, errNotOurs) {
+			unreserve()
 			s.dropRecord(p)
 			return Reply{}, schema.Errorf(schema.CodeConflict, "child id %s is taken", p.ChildID)
 		}
 		var nw *nothingWritten
 		if errors.As(err, &nw) {
+			unreserve()
 			s.dropRecord(p)
 			return Reply{}, nw.err
 		}
@@ -168,7 +190,50 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 		return Reply{}, definite(schema.CodeOutcomeUnknown, err)
 	}
 	s.dropRecord(p)
+	if fresh {
+		d := logstore.TenantUsage{Bytes: p.copied}
+		if !reserved {
+			d.Sessions = 1
+		}
+		s.countUsage(tenant, d)
+	}
 	return p.reply(), nil
+}
+
+// reserveChild counts the child an agent asks for in its tenant's usage,
+// or refuses it quota_exceeded past the tenant's session bound or with
+// its stored bytes at their bound (the bounds the writers record:
+// logstore.UsageLimits; the child's bytes are not known before the copy).
+func (s *Service) reserveChild(ctx context.Context, tenant string) (bool, error) {
+	l, ok, err := s.st.UsageLimits(ctx)
+	if err != nil {
+		return false, schema.Errorf(schema.CodeNotCommitted, "reading the tenants' limits: %v: nothing stored, retry", err)
+	}
+	if !ok {
+		return false, nil
+	}
+	if bound := l.For(tenant).Bytes; bound > 0 {
+		u, err := s.st.UsageOf(ctx, tenant)
+		if err != nil {
+			return false, schema.Errorf(schema.CodeNotCommitted, "reading the tenant's usage: %v: nothing stored, retry", err)
+		}
+		if u.Bytes >= bound {
+			return false, schema.Errorf(schema.CodeQuotaExceeded, "tenant %s stores %d bytes, its bound is %d (%s): no fork, nothing stored; erase sessions to make room",
+				tenant, u.Bytes, bound, l.FlagOf(tenant, "--tenant-max-bytes"))
+		}
+	}
+	reserved, _, _, err := s.st.ReserveSession(ctx, l, tenant, 0)
+	return reserved, err
+}
+
+// countUsage adds d to the tenant's usage; a store without the usage
+// bucket counts nothing, and a failure is logged (the count reads low).
+func (s *Service) countUsage(tenant string, d logstore.TenantUsage) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, _, err := s.st.AddUsage(ctx, tenant, d, nil); err != nil && !errors.Is(err, logstore.ErrNoUsageBucket) {
+		s.log.Warn("forker: counting a child in its tenant's usage", "tenant", tenant, "sessions", d.Sessions, "bytes", d.Bytes, "err", err)
+	}
 }
 
 // check validates the request and fills its defaults.
@@ -406,18 +471,18 @@ func (e *permanentError) Unwrap() error { return e.err }
 // claimChild refuses a child id that holds another session, then writes
 // the copy's record (before the first batch, so a crash at any later point
 // leaves a record a sweep finds).
-func (s *Service) claimChild(ctx context.Context, p *plan) error {
+func (s *Service) claimChild(ctx context.Context, p *plan) (fresh bool, err error) {
 	first, err := s.st.NextAfter(ctx, p.ChildID, 0)
 	if err != nil {
-		return schema.Errorf(schema.CodeNotCommitted, "forker: read child %s: %v", p.ChildID, err)
+		return false, schema.Errorf(schema.CodeNotCommitted, "forker: read child %s: %v", p.ChildID, err)
 	}
 	if first != nil && !p.ours(first.EventID()) {
 		t, err := s.st.Tail(ctx, p.ChildID)
 		if err != nil {
-			return schema.Errorf(schema.CodeNotCommitted, "forker: read child %s: %v", p.ChildID, err)
+			return false, schema.Errorf(schema.CodeNotCommitted, "forker: read child %s: %v", p.ChildID, err)
 		}
 		cur := t.Seq
-		return &schema.Error{Code: schema.CodeConflict, Index: -1, CurrentSeq: &cur,
+		return false, &schema.Error{Code: schema.CodeConflict, Index: -1, CurrentSeq: &cur,
 			Message: fmt.Sprintf("child id %s is taken: that session has %d events", p.ChildID, t.Seq)}
 	}
 	b, _ := json.Marshal(p)
@@ -427,22 +492,25 @@ func (s *Service) claimChild(ctx context.Context, p *plan) error {
 	// finishes the copy of a record it finds.
 	if err := s.bucket().Create(ctx, p.ChildID, b); err != nil {
 		if !errors.Is(err, logstore.ErrForkRecordExists) {
-			return schema.Errorf(schema.CodeOutcomeUnknown, "forker: record %s: %v", p.ChildID, err)
+			return false, schema.Errorf(schema.CodeOutcomeUnknown, "forker: record %s: %v", p.ChildID, err)
 		}
 		rec, _, gerr := s.bucket().Get(ctx, p.ChildID)
 		if gerr != nil {
-			return schema.Errorf(schema.CodeNotCommitted, "forker: record %s: %v", p.ChildID, gerr)
+			return false, schema.Errorf(schema.CodeNotCommitted, "forker: record %s: %v", p.ChildID, gerr)
 		}
 		var other plan
 		if json.Unmarshal(rec.Value, &other) != nil || other.OpID != p.OpID {
-			return schema.Errorf(schema.CodeConflict, "child id %s is being forked from %s", p.ChildID, other.ParentID)
+			return false, schema.Errorf(schema.CodeConflict, "child id %s is being forked from %s", p.ChildID, other.ParentID)
 		}
 		// The same fork, left by a crash or asked again: take it on.
 		if err := s.bucket().Put(ctx, p.ChildID, b); err != nil {
-			return schema.Errorf(schema.CodeOutcomeUnknown, "forker: record %s: %v", p.ChildID, err)
+			return false, schema.Errorf(schema.CodeOutcomeUnknown, "forker: record %s: %v", p.ChildID, err)
 		}
+		return false, nil
 	}
-	return nil
+	// No event of the child and a record of our own: a child this request
+	// makes (counted in its tenant's usage).
+	return first == nil, nil
 }
 
 func (s *Service) dropRecord(p *plan) {
@@ -558,6 +626,7 @@ func (s *Service) copyPrefix(ctx context.Context, p *plan, sc *scan, have uint64
 	batch := newCopyBatch(s.cfg.BatchSize)
 	add := func(e schema.Envelope, body []byte) error {
 		batch.add(e, body)
+		p.copied += int64(len(body))
 		if len(batch.events) >= s.cfg.BatchSize {
 			full := batch
 			batch = newCopyBatch(s.cfg.BatchSize)

@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -85,14 +84,8 @@ func (u *tenantUsage) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// tenantOf is the tenant a stored session id belongs to (ADR 010): the
-// tenant of its prefix, else the default tenant.
-func tenantOf(storedID string) string {
-	if t, _ := api.WireOf(storedID); t != "" {
-		return t
-	}
-	return api.DefaultTenant
-}
+// tenantOf is the tenant a stored session id is counted for.
+func tenantOf(storedID string) string { return logstore.UsageTenant(storedID) }
 
 // usageLocked is the tenant's usage as this writer judges it.
 func (u *tenantUsage) usageLocked(tenant string) logstore.TenantUsage {
@@ -118,48 +111,23 @@ func (u *tenantUsage) checkBytes(tenant string, n int) error {
 	u.mu.Unlock()
 	if cur+int64(n) > bound {
 		return schema.Errorf(schema.CodeQuotaExceeded, "tenant %s stores %d bytes, its bound is %d (%s): an append of %d bytes is refused, nothing stored; erase sessions to make room",
-			tenant, cur, bound, u.flagOf(tenant, "--tenant-max-bytes"), n)
+			tenant, cur, bound, u.limits.FlagOf(tenant, "--tenant-max-bytes"), n)
 	}
 	return nil
-}
-
-// flagOf names the setting that bounds tenant: its own --tenant-limit,
-// else the flag of every tenant.
-func (u *tenantUsage) flagOf(tenant, flag string) string {
-	if _, ok := u.limits.Tenants[tenant]; ok {
-		return "--tenant-limit " + tenant
-	}
-	return flag
 }
 
 // reserveSession counts a session an agent of tenant is about to create,
 // in the bucket by compare-and-set, or refuses it past the bound. Without
 // a bound it does nothing (the session is counted when stored).
 func (u *tenantUsage) reserveSession(ctx context.Context, tenant string) (bool, error) {
-	bound := u.limits.For(tenant).Sessions
-	if bound <= 0 {
-		return false, nil
-	}
 	u.mu.Lock()
 	local := u.localLocked(tenant).Sessions
 	u.mu.Unlock()
-	var full error
-	got, rev, err := u.st.AddUsage(ctx, tenant, logstore.TenantUsage{Sessions: 1}, func(cur logstore.TenantUsage) error {
-		if n := cur.Sessions + local; n >= bound {
-			full = schema.Errorf(schema.CodeQuotaExceeded, "tenant %s has %d sessions, its bound is %d (%s): no session created, nothing stored; erase sessions to make room",
-				tenant, n, bound, u.flagOf(tenant, "--tenant-max-sessions"))
-			return full
-		}
-		return nil
-	})
-	if full != nil {
-		return false, full
+	reserved, got, rev, err := u.st.ReserveSession(ctx, u.limits, tenant, local)
+	if reserved {
+		u.learn(tenant, got, rev, false)
 	}
-	if err != nil {
-		return false, schema.Errorf(schema.CodeNotCommitted, "counting the session in the tenant's usage: %v: nothing stored, retry", err)
-	}
-	u.learn(tenant, got, rev, false)
-	return true, nil
+	return reserved, err
 }
 
 // count adds what was stored for tenant (sessions created that were not
