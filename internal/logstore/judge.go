@@ -109,10 +109,10 @@ func (j *Judge) Judged(m *Msg, ev *schema.Envelope, decErr error) (Verdict, erro
 		return bad(KindGarbage, hdr, fmt.Sprintf("the stored message is not an event: %v", decErr))
 	}
 	if ev.SessionID != j.SessionID {
-		return bad(KindForeign, ev.Seq, fmt.Sprintf("event %q names session %q", clipID(ev.EventID), clipID(ev.SessionID)))
+		return bad(KindForeign, ev.Seq, fmt.Sprintf("event %q names session %q", schema.Clip(ev.EventID, 64), schema.Clip(ev.SessionID, 64)))
 	}
 	if h := m.Header.Get(HeaderSeq); h != "" && (hdrErr != nil || hdr != ev.Seq) {
-		return bad(KindHeaderSeq, ev.Seq, fmt.Sprintf("event %q holds seq %d but its %s header says %q", clipID(ev.EventID), ev.Seq, HeaderSeq, clipID(h)))
+		return bad(KindHeaderSeq, ev.Seq, fmt.Sprintf("event %q holds seq %d but its %s header says %q", schema.Clip(ev.EventID, 64), ev.Seq, HeaderSeq, schema.Clip(h, 64)))
 	}
 	hash := ChainHash(m.Data)
 	last := j.Last
@@ -123,17 +123,17 @@ func (j *Judge) Judged(m *Msg, ev *schema.Envelope, decErr error) (Verdict, erro
 	switch {
 	case last.StreamSeq == 0 && ev.Seq != 1:
 		if ev.Seq == 0 {
-			return bad(KindReordered, 0, chainReason(KindReordered, ev.Seq, m, fmt.Sprintf("event %q holds seq 0", clipID(ev.EventID))))
+			return bad(KindReordered, 0, chainReason(KindReordered, ev.Seq, m, fmt.Sprintf("event %q holds seq 0", schema.Clip(ev.EventID, 64))))
 		}
 		return bad(KindGap, ev.Seq, chainReason(KindGap, ev.Seq, m, fmt.Sprintf("seq %d is the session's first stored event: %s missing", ev.Seq, seqRange(1, ev.Seq-1))))
 	case last.StreamSeq != 0 && ev.Seq <= last.Seq:
-		return bad(KindReordered, ev.Seq, chainReason(KindReordered, ev.Seq, m, fmt.Sprintf("event %q holds seq %d but is stored after seq %d (stream seq %d)", clipID(ev.EventID), ev.Seq, last.Seq, last.StreamSeq)))
+		return bad(KindReordered, ev.Seq, chainReason(KindReordered, ev.Seq, m, fmt.Sprintf("event %q holds seq %d but is stored after seq %d (stream seq %d)", schema.Clip(ev.EventID, 64), ev.Seq, last.Seq, last.StreamSeq)))
 	}
 	if b := CheckLink(Link{Seq: last.Seq, StreamSeq: last.StreamSeq, Hash: last.Hash}, m, ev.Seq); b != nil {
 		return bad(b.Kind, ev.Seq, b.Error())
 	}
 	if !schema.Known(ev) {
-		return bad(KindUnknownType, ev.Seq, fmt.Sprintf("event seq %d has type %q, which this reader does not know and which is not marked ignorable: upgrade the reader", ev.Seq, clipID(ev.Type)))
+		return bad(KindUnknownType, ev.Seq, fmt.Sprintf("event seq %d has type %q, which this reader does not know and which is not marked ignorable: upgrade the reader", ev.Seq, schema.Clip(ev.Type, 64)))
 	}
 	j.Last = Tail{Seq: ev.Seq, StreamSeq: m.StreamSeq, EventID: ev.EventID, Hash: hash}
 	return VerdictOK, nil
@@ -143,14 +143,6 @@ func (j *Judge) Judged(m *Msg, ev *schema.Envelope, decErr error) (Verdict, erro
 // chain (DESIGN.md section 2) at m, holding seq, as CheckLink words it.
 func chainReason(kind string, seq uint64, m *Msg, msg string) string {
 	return (&ChainBreak{Kind: kind, Seq: seq, StreamSeq: m.StreamSeq, Message: msg}).Error()
-}
-
-// clipID bounds a string taken from a stored message in a reason.
-func clipID(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
 }
 
 // ReadJudged reads the session's stored messages after j.Last (the zero

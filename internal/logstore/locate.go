@@ -123,7 +123,7 @@ func Streams() []string { return Layout{}.Streams() }
 // session's (it never reaches a subject).
 func ValidateSessionID(sessionID string) error {
 	if !schema.ValidSessionID(sessionID) {
-		return schema.Errorf(schema.CodeBadRequest, "session id %q must match ^[A-Za-z0-9_-]{1,128}$", clip(sessionID))
+		return schema.Errorf(schema.CodeBadRequest, "session id %q must match ^[A-Za-z0-9_-]{1,128}$", schema.Clip(sessionID, 40))
 	}
 	return nil
 }
@@ -157,10 +157,3 @@ func SessionFromSubject(subject string) (string, bool) {
 
 // MsgID is the idempotency key of an event.
 func MsgID(sessionID, eventID string) string { return sessionID + ":" + eventID }
-
-func clip(s string) string {
-	if len(s) > 40 {
-		return fmt.Sprintf("%s...", s[:40])
-	}
-	return s
-}

@@ -147,7 +147,7 @@ func (s *Store) LoadSnapshot(ctx context.Context, sessionID string) (*SnapshotBa
 		return fmt.Errorf("%w: %s: %s", ErrSnapshotMismatch, sessionID, fmt.Sprintf(why, args...))
 	}
 	if h.Version != SnapshotVersion {
-		return nil, mismatch("version %q, this reader's is %q", clipID(h.Version), SnapshotVersion)
+		return nil, mismatch("version %q, this reader's is %q", schema.Clip(h.Version, 64), SnapshotVersion)
 	}
 	if h.Seq == 0 || h.StreamSeq == 0 {
 		return nil, mismatch("it covers no event")

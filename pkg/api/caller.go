@@ -120,7 +120,7 @@ func StampOwner(c Caller, data json.RawMessage) (json.RawMessage, error) {
 	if given, ok := m["owner"]; ok {
 		var o schema.Owner
 		if err := json.Unmarshal(given, &o); err != nil || o != *c.Owner() {
-			return nil, schema.Errorf(schema.CodeForbidden, "data.owner %s is not the requester (%s)", clipJSON(given), c)
+			return nil, schema.Errorf(schema.CodeForbidden, "data.owner %s is not the requester (%s)", schema.Clip(string(given), 80), c)
 		}
 		return data, nil
 	}
@@ -134,13 +134,6 @@ func StampOwner(c Caller, data json.RawMessage) (json.RawMessage, error) {
 		return nil, fmt.Errorf("data: %w", err)
 	}
 	return out, nil
-}
-
-func clipJSON(b json.RawMessage) string {
-	if len(b) > 80 {
-		return string(b[:80]) + "..."
-	}
-	return string(b)
 }
 
 // TenantIDPrefix begins the stored id of every session of a tenant other

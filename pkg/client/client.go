@@ -286,13 +286,13 @@ func (c *Client) once(ctx context.Context, subject string, body []byte, out any)
 	}
 	if d, ok := out.(replyDecoder); ok {
 		if err := d.decodeReply(m.Data); err != nil {
-			return errorf(schema.CodeOutcomeUnknown, "unreadable reply %q: %v", clip(string(m.Data)), err)
+			return errorf(schema.CodeOutcomeUnknown, "unreadable reply %q: %v", schema.Clip(string(m.Data), 80), err)
 		}
 		return nil
 	}
 	if err := json.Unmarshal(m.Data, out); err != nil {
 		// A garbled reply to an append: whether it committed is unknown.
-		return errorf(schema.CodeOutcomeUnknown, "unreadable reply %q: %v", clip(string(m.Data)), err)
+		return errorf(schema.CodeOutcomeUnknown, "unreadable reply %q: %v", schema.Clip(string(m.Data), 80), err)
 	}
 	return nil
 }
@@ -342,13 +342,6 @@ func (c *Client) heartbeat(ctx context.Context, sessionID, holder string, takeov
 		return HeartbeatResult{}, err
 	}
 	return HeartbeatResult{SessionID: r.SessionID, Holder: r.Holder, TTL: time.Duration(r.TTLMs) * time.Millisecond}, nil
-}
-
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "..."
-	}
-	return s
 }
 
 // SourceAppend appends an agent's own transcript entries through the

@@ -41,7 +41,7 @@ const loadWindow = 4
 // section 12's.
 func Load(ctx context.Context, r Reader, sessionID string) (*session.State, error) {
 	if !schema.ValidSessionID(sessionID) {
-		return nil, errorf(schema.CodeBadRequest, "session id %q is not valid", clip(sessionID))
+		return nil, errorf(schema.CodeBadRequest, "session id %q is not valid", schema.Clip(sessionID, 80))
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // pages asked for and not used

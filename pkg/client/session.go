@@ -248,7 +248,7 @@ func (s *Session) RunAttempt(ctx context.Context, model string, call func(ctx co
 	}
 	content, usage, cerr := call(ctx, id)
 	if cerr != nil {
-		if err := s.InterruptAttempt(ctx, id, clip(cerr.Error())); err != nil {
+		if err := s.InterruptAttempt(ctx, id, schema.Clip(cerr.Error(), 80)); err != nil {
 			return nil, errors.Join(cerr, err)
 		}
 		return nil, cerr
@@ -424,7 +424,7 @@ func (s *Session) TakeOver(ctx context.Context) (HeartbeatResult, error) {
 // flight, and publishes without a flush.
 func (s *Session) Live(ctx context.Context, data json.RawMessage) error {
 	if !schema.ValidSessionID(s.id) {
-		return schema.Errorf(schema.CodeBadRequest, "session id %q must match ^[A-Za-z0-9_-]{1,128}$", clip(s.id))
+		return schema.Errorf(schema.CodeBadRequest, "session id %q must match ^[A-Za-z0-9_-]{1,128}$", schema.Clip(s.id, 80))
 	}
 	body, err := json.Marshal(api.LiveEvent{SessionID: s.id, AfterSeq: s.LastSeq(), Data: data})
 	if err != nil {

@@ -286,7 +286,7 @@ func (p *JSONScanner) object(depth int) error {
 			}
 		}
 		if dup {
-			return fmt.Errorf("duplicated key %q", truncate(k))
+			return fmt.Errorf("duplicated key %q", Clip(k, 40))
 		}
 		p.WS()
 		if p.I >= len(p.B) || p.B[p.I] != ':' {

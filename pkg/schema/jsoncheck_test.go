@@ -128,7 +128,7 @@ func refCheckJSON(b []byte, maxDepth int) error {
 			if k, ok := tok.(string); ok {
 				top := stack[n-1]
 				if _, dup := top.keys[k]; dup {
-					return fmt.Errorf("duplicated key %q", truncate(k))
+					return fmt.Errorf("duplicated key %q", Clip(k, 40))
 				}
 				top.keys[k] = struct{}{}
 				top.key = false
@@ -204,4 +204,22 @@ func refCheckSurrogates(b []byte) error {
 		}
 	}
 	return nil
+}
+
+// Clip cuts at a rune boundary and says where it cut.
+func TestClip(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 40, "short"},
+		{"abcdef", 3, "abc..."},
+		{"ab€cd", 3, "ab..."}, // € is 3 bytes: not cut inside it
+		{"ab€cd", 5, "ab€..."},
+	} {
+		if got := Clip(c.in, c.n); got != c.want {
+			t.Errorf("Clip(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
+	}
 }

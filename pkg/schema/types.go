@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Event type names (DESIGN.md section 3).
@@ -139,7 +140,7 @@ func needID(field, v string) error {
 		return fmt.Errorf("data.%s is required", field)
 	}
 	if !ValidItemID(v) {
-		return fmt.Errorf("data.%s %q is not a valid id", field, truncate(v))
+		return fmt.Errorf("data.%s %q is not a valid id", field, Clip(v, 40))
 	}
 	return nil
 }
@@ -193,7 +194,7 @@ func init() {
 		}
 		if p := d.Parent; p != nil {
 			if !ValidSessionID(p.SessionID) {
-				return fmt.Errorf("data.parent.sessionId %q is not a valid session id", truncate(p.SessionID))
+				return fmt.Errorf("data.parent.sessionId %q is not a valid session id", Clip(p.SessionID, 40))
 			}
 			if p.SeedLength < 1 || p.Depth < 1 {
 				return fmt.Errorf("data.parent needs seedLength >= 1 and depth >= 1")
@@ -204,7 +205,7 @@ func init() {
 		}
 		for _, g := range d.Grants {
 			if !ValidSessionID(g) {
-				return fmt.Errorf("data.grants: %q is not an agent name of [A-Za-z0-9_-]", truncate(g))
+				return fmt.Errorf("data.grants: %q is not an agent name of [A-Za-z0-9_-]", Clip(g, 40))
 			}
 		}
 		return nil
@@ -219,7 +220,7 @@ func init() {
 		}
 		for _, g := range d.Grants {
 			if !ValidSessionID(g) {
-				return fmt.Errorf("data.grants: %q is not an agent name of [A-Za-z0-9_-]", truncate(g))
+				return fmt.Errorf("data.grants: %q is not an agent name of [A-Za-z0-9_-]", Clip(g, 40))
 			}
 		}
 		return nil
@@ -247,7 +248,7 @@ func init() {
 	register(&Spec{Type: TypeApprovalRequested, IDs: IDTurn, check: dataCheck(func(d *ApprovalRequested) error {
 		err := firstErr(needID("approvalId", d.ApprovalID), need("prompt", d.Prompt))
 		if err == nil && d.ToolCallID != "" && !ValidItemID(d.ToolCallID) {
-			err = fmt.Errorf("data.toolCallId %q is not a valid id", truncate(d.ToolCallID))
+			err = fmt.Errorf("data.toolCallId %q is not a valid id", Clip(d.ToolCallID, 40))
 		}
 		return err
 	})})
@@ -377,23 +378,23 @@ func Validate(e *Envelope, opt ValidateOptions) error {
 	// A request may leave the session id to the request; one that is given
 	// must be usable as a subject token.
 	if e.SessionID != "" && !ValidSessionID(e.SessionID) {
-		return bad("sessionId %q is not a valid session id (%s)", truncate(e.SessionID), sessionIDPattern)
+		return bad("sessionId %q is not a valid session id (%s)", Clip(e.SessionID, 40), sessionIDPattern)
 	}
 	if e.EventID != "" && !ValidItemID(e.EventID) {
-		return bad("eventId %q is not a valid id (%s, at most %d)", truncate(e.EventID), itemIDPattern, MaxIDLen)
+		return bad("eventId %q is not a valid id (%s, at most %d)", Clip(e.EventID, 40), itemIDPattern, MaxIDLen)
 	}
 	if e.Type == "" {
 		return bad("type is required")
 	}
 	if !ValidTypeName(e.Type) {
-		return bad("type %q is not a valid type name", truncate(e.Type))
+		return bad("type %q is not a valid type name", Clip(e.Type, 40))
 	}
 	if opt.Origin == OriginAgent && e.Synthetic {
 		return bad("synthetic events are written only by sessionlog services")
 	}
 	for _, f := range e.ids() {
 		if f.v != "" && !ValidItemID(f.v) {
-			return bad("%s %q is not a valid id", f.name, truncate(f.v))
+			return bad("%s %q is not a valid id", f.name, Clip(f.v, 40))
 		}
 	}
 	if err := validData(e.Data, opt.DataChecked); err != nil {
@@ -438,7 +439,7 @@ func validateType(e *Envelope, opt ValidateOptions) error {
 	spec, ok := registry[e.Type]
 	if !ok {
 		if !e.Ignorable {
-			return Errorf(CodeUnknownType, "unknown event type %q (not ignorable)", truncate(e.Type))
+			return Errorf(CodeUnknownType, "unknown event type %q (not ignorable)", Clip(e.Type, 40))
 		}
 		return nil
 	}
@@ -460,9 +461,14 @@ func validateType(e *Envelope, opt ValidateOptions) error {
 	return nil
 }
 
-func truncate(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "..."
+// Clip bounds s to n bytes for an error message or a log line: cut at a
+// rune boundary, "..." said where it was cut. Every package clips with it.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }

@@ -243,13 +243,13 @@ func (s *Service) check(r *Request) (session.Cut, error) {
 		return cut, badRequest("parentId is required")
 	}
 	if !schema.ValidSessionID(r.ParentID) {
-		return cut, badRequest("parentId %q is not a valid session id", clip(r.ParentID))
+		return cut, badRequest("parentId %q is not a valid session id", schema.Clip(r.ParentID, 40))
 	}
 	if r.ChildID == "" {
 		r.ChildID = s.cfg.NewID()
 	}
 	if !schema.ValidSessionID(r.ChildID) {
-		return cut, badRequest("childId %q is not a valid session id", clip(r.ChildID))
+		return cut, badRequest("childId %q is not a valid session id", schema.Clip(r.ChildID, 40))
 	}
 	if r.ChildID == r.ParentID {
 		return cut, badRequest("childId must differ from parentId")
@@ -261,14 +261,14 @@ func (s *Service) check(r *Request) (session.Cut, error) {
 		r.Workspace = schema.WorkspaceShared
 	case schema.WorkspaceShared, schema.WorkspaceIsolated:
 	default:
-		return cut, badRequest("workspace must be %q or %q, got %q", schema.WorkspaceShared, schema.WorkspaceIsolated, clip(r.Workspace))
+		return cut, badRequest("workspace must be %q or %q, got %q", schema.WorkspaceShared, schema.WorkspaceIsolated, schema.Clip(r.Workspace, 40))
 	}
 	if r.At != nil {
 		if r.At.Seq != nil && r.At.TurnID != "" {
 			return cut, badRequest("at is a seq or a turnId, not both")
 		}
 		if r.At.TurnID != "" && !schema.ValidItemID(r.At.TurnID) {
-			return cut, badRequest("at.turnId %q is not a valid id", clip(r.At.TurnID))
+			return cut, badRequest("at.turnId %q is not a valid id", schema.Clip(r.At.TurnID, 40))
 		}
 		cut.Seq, cut.TurnID = r.At.Seq, r.At.TurnID
 	}
@@ -304,13 +304,6 @@ func definite(code schema.Code, err error) error {
 		return err
 	}
 	return schema.Errorf(code, "fork: %v", err)
-}
-
-func clip(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "..."
-	}
-	return s
 }
 
 // scan is what reading the parent established: the seed length, the

@@ -255,7 +255,7 @@ func (s *Service) prepare(req *AppendRequest) (prepared, error) {
 		if e.SessionID == "" {
 			e.SessionID = req.SessionID
 		} else if e.SessionID != req.SessionID {
-			return p, bad("sessionId %q differs from the request's", clip(e.SessionID))
+			return p, bad("sessionId %q differs from the request's", schema.Clip(e.SessionID, 40))
 		}
 		// A seq in a request is an expectation: the writer assigns seqs,
 		// and one given must be the one it would assign.
@@ -277,7 +277,7 @@ func (s *Service) prepare(req *AppendRequest) (prepared, error) {
 		}
 		if ids != nil {
 			if j, dup := ids[e.EventID]; dup {
-				return p, bad("eventId %s repeats event %d's", clip(e.EventID), j)
+				return p, bad("eventId %s repeats event %d's", schema.Clip(e.EventID, 40), j)
 			}
 			ids[e.EventID] = i
 		}
@@ -603,8 +603,8 @@ func (s *Service) duplicateOf(ctx context.Context, req *AppendRequest, ent *entr
 				// was removed. Taken for a miss, a retry of a stored
 				// event would look new: stored twice without an
 				// expectation, answered conflict with one.
-				s.log.Warn("writer: indexed event not found", "session", req.SessionID, "streamSeq", ss, "eventId", clip(id))
-				return AppendReply{}, false, fmt.Errorf("%w: event id %s is indexed at stream seq %d", errIndexedAbsent, clip(id), ss)
+				s.log.Warn("writer: indexed event not found", "session", req.SessionID, "streamSeq", ss, "eventId", schema.Clip(id, 40))
+				return AppendReply{}, false, fmt.Errorf("%w: event id %s is indexed at stream seq %d", errIndexedAbsent, schema.Clip(id, 40), ss)
 			}
 		}
 		if found == nil {
@@ -631,15 +631,15 @@ func (s *Service) duplicateOf(ctx context.Context, req *AppendRequest, ent *entr
 	for i, g := range got {
 		if g == nil {
 			return AppendReply{}, false, refuse(firstAt, "eventId %s is already stored at seq %d, and event %d of this request is new: "+
-				"an event id is unique in its session, send new events with new ids", clip(first.EventID), first.Seq, i)
+				"an event id is unique in its session, send new events with new ids", schema.Clip(first.EventID, 40), first.Seq, i)
 		}
 	}
 	for i, g := range got {
 		if !sameContent(&req.Events[i], &g.Envelope) {
-			return AppendReply{}, false, refuse(i, "eventId %s is already stored at seq %d with other content: an event id is unique in its session", clip(g.EventID), g.Seq)
+			return AppendReply{}, false, refuse(i, "eventId %s is already stored at seq %d with other content: an event id is unique in its session", schema.Clip(g.EventID, 40), g.Seq)
 		}
 		if g.Seq != got[0].Seq+uint64(i) {
-			return AppendReply{}, false, refuse(i, "eventId %s is already stored at seq %d, not after seq %d as in this request", clip(g.EventID), g.Seq, got[0].Seq+uint64(i)-1)
+			return AppendReply{}, false, refuse(i, "eventId %s is already stored at seq %d, not after seq %d as in this request", schema.Clip(g.EventID, 40), g.Seq, got[0].Seq+uint64(i)-1)
 		}
 	}
 	last := got[len(got)-1]
@@ -698,11 +698,4 @@ func unmarshal(b []byte, v any) error {
 func forkChild(e *schema.Envelope) bool {
 	var d schema.SessionCreated
 	return e.DecodeData(&d) == nil && d.Parent != nil
-}
-
-func clip(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "..."
-	}
-	return s
 }

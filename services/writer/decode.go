@@ -131,7 +131,7 @@ func (p *scanner) fields(depth int, f func(key []byte, start int) error) error {
 		}
 		for _, s := range seen[:n] {
 			if bytes.Equal(s, key) {
-				return fmt.Errorf("duplicated key %q", clip(string(key)))
+				return fmt.Errorf("duplicated key %q", schema.Clip(string(key), 40))
 			}
 		}
 		if n == len(seen) {
