@@ -9,11 +9,12 @@ import (
 	"github.com/sessionlog/sessionlog/internal/httpauth"
 )
 
-// tenantTokens is the repeatable --tenant-token TENANT=TOKEN of up and
-// the projector: token -> tenant (httpauth.RequireTenants).
+// tenantTokens is the repeatable --tenant-token TENANT[:AGENT,...]=TOKEN
+// of up and the projector: token -> what it names
+// (httpauth.RequireTenants).
 type tenantTokens map[string]string
 
-const tenantTokenUsage = "a tenant's HTTP token, `TENANT=TOKEN` (repeatable; needs --http-token, the operator's): a request bearing it in 'Authorization: Bearer' (never ?token= or the cookie) sees only that tenant's sessions (ids as stored, _T<TENANT>_<id>; the default tenant AGENTS has the plain ids) and may not act"
+const tenantTokenUsage = "a tenant's HTTP token, `TENANT[:AGENT,...]=TOKEN`: TENANT=TOKEN for the whole tenant, TENANT:AGENT[,AGENT...]=TOKEN for those agents (NATS users) of it (repeatable; needs --http-token, the operator's): a request bearing it in 'Authorization: Bearer' (never ?token= or the cookie) sees only that tenant's sessions (ids as stored, _T<TENANT>_<id>; the default tenant AGENTS has the plain ids), with agents only those owned by or granted to one of them, and may not act"
 
 func tenantTokensFlag(fs *flag.FlagSet) tenantTokens {
 	t := tenantTokens{}
@@ -30,19 +31,19 @@ func (t tenantTokens) String() string {
 }
 
 func (t tenantTokens) Set(v string) error {
-	tenant, token, err := httpauth.ParseTenantToken(v)
+	names, token, err := httpauth.ParseTenantToken(v)
 	if err != nil {
 		return err
 	}
 	if _, dup := t[token]; dup {
-		return errors.New("two tenants have the same token")
+		return errors.New("two tenant tokens are the same")
 	}
 	for _, n := range t {
-		if n == tenant {
-			return fmt.Errorf("tenant %s has a token already", tenant)
+		if n == names {
+			return fmt.Errorf("%s has a token already", names)
 		}
 	}
-	t[token] = tenant
+	t[token] = names
 	return nil
 }
 

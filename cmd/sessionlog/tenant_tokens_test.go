@@ -13,21 +13,25 @@ import (
 	"github.com/sessionlog/sessionlog/internal/natstest"
 )
 
-// TestTenantTokenFlag: --tenant-token is repeatable, refuses a tenant or
-// a token given twice, and up refuses tenant tokens without the
+// TestTenantTokenFlag: --tenant-token is repeatable, takes a tenant's
+// token and tokens of agents of it, refuses a tenant (or the same agents
+// of it) or a token given twice, and up refuses tenant tokens without the
 // operator's --http-token, or equal to it.
 func TestTenantTokenFlag(t *testing.T) {
 	tt := tenantTokens{}
-	for _, v := range []string{"acme=acme-token-0123456789", "beta=beta-token-0123456789"} {
+	for _, v := range []string{"acme=acme-token-0123456789", "beta=beta-token-0123456789", "acme:bob,alice=ab-token-0123456789", "acme:bob=bob-token-0123456789"} {
 		if err := tt.Set(v); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if tt["acme-token-0123456789"] != "acme" || tt["beta-token-0123456789"] != "beta" {
+	if tt["acme-token-0123456789"] != "acme" || tt["beta-token-0123456789"] != "beta" || tt["ab-token-0123456789"] != "acme:alice,bob" || tt["bob-token-0123456789"] != "acme:bob" {
 		t.Fatalf("%v", tt)
 	}
 	if err := tt.Set("acme=other-token-0123456789"); err == nil {
 		t.Error("a tenant given twice")
+	}
+	if err := tt.Set("acme:alice,bob=other-token-0123456789"); err == nil {
+		t.Error("the same agents given twice")
 	}
 	if err := tt.Set("gamma=beta-token-0123456789"); err == nil {
 		t.Error("a token given twice")
@@ -50,9 +54,10 @@ func TestTenantTokenFlag(t *testing.T) {
 // TestTenantTokenThroughCommands: up and the projector command let a
 // tenant's token through their own token check to the projector, which
 // scopes it: another tenant's session is not found, the overview is
-// refused; the operator's token still sees the overview.
+// refused, and so for a token of agents of a tenant; the operator's token
+// still sees the overview.
 func TestTenantTokenThroughCommands(t *testing.T) {
-	const op, acme = "operator-token-0123456789", "acme-token-0123456789"
+	const op, acme, agent = "operator-token-0123456789", "acme-token-0123456789", "agent-token-0123456789"
 	for _, c := range []struct {
 		name string
 		args func(api string) []string
@@ -71,7 +76,7 @@ func TestTenantTokenThroughCommands(t *testing.T) {
 			done := make(chan int, 1)
 			var errb syncBuffer // written by the services' logs while read here
 			go func() {
-				done <- Main(ctx, append(c.args(api), "--http-token", op, "--tenant-token", "acme="+acme), io.Discard, &errb)
+				done <- Main(ctx, append(c.args(api), "--http-token", op, "--tenant-token", "acme="+acme, "--tenant-token", "AGENTS:agent="+agent), io.Discard, &errb)
 			}()
 			defer func() { cancel(); <-done }()
 			get := func(token, path string) (int, string) {
@@ -99,6 +104,9 @@ func TestTenantTokenThroughCommands(t *testing.T) {
 				{acme, "/v1/sessions", 200, `"sessions":[]`},
 				{acme, "/v1/sessions/plain-1/events", 404, `"not_found"`},
 				{acme, "/v1/overview", 403, `"forbidden"`},
+				{agent, "/v1/sessions", 200, `"sessions":[]`},
+				{agent, "/v1/sessions/plain-1/events", 404, `"not_found"`},
+				{agent, "/v1/overview", 403, `"forbidden"`},
 				{acme, "/metrics", 403, `"forbidden"`},
 				{op, "/v1/overview", 200, `"counts"`},
 				{op, "/metrics", 200, "sessionlog_"},

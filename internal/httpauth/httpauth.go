@@ -16,9 +16,10 @@
 // the length leaks).
 //
 // That token is the operator's: it sees everything. Tenant tokens
-// (RequireTenants) name a tenant, are taken from the Authorization header
-// alone, and put the tenant in the request's context (TenantOf) for the
-// handler to scope what it serves.
+// (RequireTenants) name a tenant, and optionally agents of it, are taken
+// from the Authorization header alone, and put the tenant and agents in
+// the request's context (TenantOf, AgentsOf) for the handler to scope what
+// it serves.
 package httpauth
 
 import (
@@ -28,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -48,44 +50,97 @@ func Require(token string, next http.Handler) http.Handler {
 
 type tenantKey struct{}
 
+// scope is what a tenant token names: its tenant, and its agents (none:
+// every agent of the tenant).
+type scope struct {
+	tenant string
+	agents []string
+}
+
 // TenantOf is the tenant whose token authorised the request of ctx, ""
 // for the operator's token (or none configured).
 func TenantOf(ctx context.Context) string {
-	t, _ := ctx.Value(tenantKey{}).(string)
-	return t
+	sc, _ := ctx.Value(tenantKey{}).(scope)
+	return sc.tenant
 }
 
-// ParseTenantToken reads a --tenant-token value, TENANT=TOKEN: a tenant
-// name of letters, digits and '-' (NATS account names as deploy/nats
-// allows them for tenants: no '_', which ends the tenant in a stored
-// session id) and a token of at least 16 bytes.
-func ParseTenantToken(v string) (tenant, token string, err error) {
-	tenant, token, ok := strings.Cut(v, "=")
+// AgentsOf is the agents the tenant token of the request of ctx names
+// (sorted, each once): nil for a token of the whole tenant, or the
+// operator's.
+func AgentsOf(ctx context.Context) []string {
+	sc, _ := ctx.Value(tenantKey{}).(scope)
+	return sc.agents
+}
+
+// ParseTenantToken reads a --tenant-token value: TENANT=TOKEN, a token of
+// the whole tenant, or TENANT:AGENT[,AGENT...]=TOKEN, a token of those
+// agents of the tenant. A tenant name is of letters, digits and '-' (NATS
+// account names as deploy/nats allows them for tenants: no '_', which ends
+// the tenant in a stored session id, and no ':'), an agent name (a NATS
+// user) of letters, digits, '-' and '_', and a token has at least 16
+// bytes. names is the value's left side with the agents sorted, each once:
+// what RequireTenants takes for the token.
+func ParseTenantToken(v string) (names, token string, err error) {
+	names, token, ok := strings.Cut(v, "=")
+	tenant, list, hasAgents := strings.Cut(names, ":")
 	if !ok || tenant == "" {
-		return "", "", errors.New("want TENANT=TOKEN")
+		return "", "", errors.New("want TENANT=TOKEN or TENANT:AGENT[,AGENT...]=TOKEN")
 	}
-	for _, r := range tenant {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
-			return "", "", fmt.Errorf("tenant %q: letters, digits and '-' only", tenant)
+	if !validName(tenant, false) {
+		return "", "", fmt.Errorf("tenant %q: letters, digits and '-' only", tenant)
+	}
+	if hasAgents {
+		agents := strings.Split(list, ",")
+		for _, a := range agents {
+			if a == "" || !validName(a, true) {
+				return "", "", fmt.Errorf("tenant %s: agent %q: letters, digits, '-' and '_' only (AGENT[,AGENT...] after the ':')", tenant, a)
+			}
 		}
+		slices.Sort(agents)
+		names = tenant + ":" + strings.Join(slices.Compact(agents), ",")
 	}
 	if len(token) < 16 {
 		return "", "", fmt.Errorf("tenant %s: the token must have at least 16 bytes", tenant)
 	}
-	return tenant, token, nil
+	return names, token, nil
+}
+
+// validName: a tenant's name (letters, digits, '-'), or with underscore
+// an agent's (the same and '_').
+func validName(s string, underscore bool) bool {
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || underscore && r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// scopeOf splits what ParseTenantToken's names name.
+func scopeOf(names string) scope {
+	tenant, list, ok := strings.Cut(names, ":")
+	if !ok {
+		return scope{tenant: tenant}
+	}
+	return scope{tenant: tenant, agents: strings.Split(list, ",")}
 }
 
 // RequireTenants guards next with the operator's token and tenant tokens
-// (token -> tenant). A tenant token counts only in the Authorization
-// header (never as a cookie or query parameter, which a browser keeps and
-// sends by itself), and its tenant rides in the request's context
-// (TenantOf). Tenant tokens need an operator token: without one every
+// (token -> what it names, ParseTenantToken's names: TENANT or
+// TENANT:AGENT[,AGENT...]). A tenant token counts only in the
+// Authorization header (never as a cookie or query parameter, which a
+// browser keeps and sends by itself), and its tenant and agents ride in
+// the request's context (TenantOf, AgentsOf). Tenant tokens need an operator token: without one every
 // request would be the operator's.
 func RequireTenants(token string, tenants map[string]string, next http.Handler) http.Handler {
 	if token == "" {
 		return next
 	}
 	eq := func(v string) bool { return equal(token, v) }
+	scopes := make(map[string]scope, len(tenants))
+	for tok, names := range tenants {
+		scopes[tok] = scopeOf(names)
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if open[r.URL.Path] {
 			next.ServeHTTP(w, r)
@@ -98,18 +153,18 @@ func RequireTenants(token string, tenants map[string]string, next http.Handler) 
 			}
 			// Every tenant token is compared: the time taken says nothing of
 			// which one matched.
-			tenant := ""
-			for tok, t := range tenants {
+			var sc scope
+			for tok, t := range scopes {
 				if equal(tok, v) {
-					tenant = t
+					sc = t
 				}
 			}
-			if tenant != "" && operatorOnly[r.URL.Path] {
+			if sc.tenant != "" && operatorOnly[r.URL.Path] {
 				refuse(w, http.StatusForbidden, "forbidden", "the metrics are the operator's")
 				return
 			}
-			if tenant != "" {
-				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, tenant)))
+			if sc.tenant != "" {
+				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, sc)))
 				return
 			}
 		}

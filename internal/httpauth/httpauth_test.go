@@ -3,6 +3,7 @@ package httpauth_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/sessionlog/sessionlog/internal/httpauth"
@@ -86,15 +87,19 @@ func TestRequireWithoutToken(t *testing.T) {
 // passes with none; a tenant's token as a query parameter or cookie does
 // not pass.
 func TestRequireTenants(t *testing.T) {
-	h := httpauth.RequireTenants("s3cret", map[string]string{"acme-token-0123456789": "acme"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := httpauth.RequireTenants("s3cret", map[string]string{"acme-token-0123456789": "acme", "bob-token-0123456789": "acme:bob,carol"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Tenant", httpauth.TenantOf(r.Context()))
+		w.Header().Set("X-Agents", strings.Join(httpauth.AgentsOf(r.Context()), ","))
 		w.WriteHeader(204)
 	}))
 	for _, c := range []struct {
 		name, path, hdr, cookie string
 		want                    int
-		tenant                  string
+		tenant, agents          string
 	}{
+		{name: "Agents", path: "/v1/sessions", hdr: "Bearer bob-token-0123456789", want: 204, tenant: "acme", agents: "bob,carol"},
+		{name: "AgentsQuery", path: "/v1/sessions?access_token=bob-token-0123456789", want: 401},
+		{name: "AgentsMetrics", path: "/metrics", hdr: "Bearer bob-token-0123456789", want: 403},
 		{name: "Tenant", path: "/v1/sessions", hdr: "Bearer acme-token-0123456789", want: 204, tenant: "acme"},
 		{name: "Operator", path: "/v1/sessions", hdr: "Bearer s3cret", want: 204},
 		{name: "TenantQuery", path: "/v1/sessions?access_token=acme-token-0123456789", want: 401},
@@ -108,18 +113,30 @@ func TestRequireTenants(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			rec := serve(h, c.path, c.hdr, c.cookie)
-			if rec.Code != c.want || rec.Header().Get("X-Tenant") != c.tenant {
-				t.Fatalf("status %d tenant %q, want %d %q", rec.Code, rec.Header().Get("X-Tenant"), c.want, c.tenant)
+			if rec.Code != c.want || rec.Header().Get("X-Tenant") != c.tenant || rec.Header().Get("X-Agents") != c.agents {
+				t.Fatalf("status %d tenant %q agents %q, want %d %q %q", rec.Code, rec.Header().Get("X-Tenant"), rec.Header().Get("X-Agents"), c.want, c.tenant, c.agents)
 			}
 		})
 	}
 }
 
+// TestParseTenantToken: TENANT=TOKEN names a tenant, TENANT:AGENT,...=TOKEN
+// agents of it (sorted, each once); a bad name, an empty agent or a short
+// token is refused.
 func TestParseTenantToken(t *testing.T) {
-	if tenant, token, err := httpauth.ParseTenantToken("acme=acme-token-0123456789"); err != nil || tenant != "acme" || token != "acme-token-0123456789" {
-		t.Fatalf("%q %q %v", tenant, token, err)
+	for v, want := range map[string]string{
+		"acme=acme-token-0123456789":               "acme",
+		"acme:bob=acme-token-0123456789":           "acme:bob",
+		"acme:carol,bob,carol=acme-token-01234567": "acme:bob,carol",
+		"acme:b_1=x:y=acme-token-0123456789":       "acme:b_1",
+	} {
+		names, token, err := httpauth.ParseTenantToken(v)
+		if err != nil || names != want || token != v[strings.Index(v, "=")+1:] {
+			t.Errorf("%q: %q %q %v, want %q", v, names, token, err, want)
+		}
 	}
-	for _, v := range []string{"", "acme", "=acme-token-0123456789", "ac_me=acme-token-0123456789", "acme=short"} {
+	for _, v := range []string{"", "acme", "=acme-token-0123456789", "ac_me=acme-token-0123456789", "acme=short",
+		"acme:=acme-token-0123456789", "acme:bob,=acme-token-0123456789", ":bob=acme-token-0123456789", "acme:b.b=acme-token-0123456789", "acme:bob:carol=acme-token-0123456789"} {
 		if _, _, err := httpauth.ParseTenantToken(v); err == nil {
 			t.Errorf("%q: no error", v)
 		}

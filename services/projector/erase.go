@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sessionlog/sessionlog/internal/httpauth"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector/store"
@@ -278,8 +279,18 @@ func (s *Service) handleAudit(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusServiceUnavailable, schema.CodeNotCommitted, err.Error())
 		return
 	}
-	if keep := visible(r); keep != nil {
-		recs = slices.DeleteFunc(recs, func(a api.AuditRecord) bool { return !keep(a.SessionID) })
+	// An erased session's summary is gone: a token naming agents sees no
+	// record (sees).
+	if httpauth.TenantOf(r.Context()) != "" {
+		err := s.view(func(rd reader) error {
+			keep := visible(r, rd)
+			recs = slices.DeleteFunc(recs, func(a api.AuditRecord) bool { return !keep(a.SessionID) })
+			return nil
+		})
+		if err != nil {
+			s.internal(w, err)
+			return
+		}
 	}
 	if recs == nil {
 		recs = []api.AuditRecord{}

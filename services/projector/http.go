@@ -190,10 +190,10 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	after := q.Get("after")
-	keep := visible(r)
 	var out List
 	out.Sessions = []Summary{}
 	err := s.view(func(rd reader) error {
+		keep := visible(r, rd)
 		prefix := store.ActivityPrefix()
 		if status != "" {
 			prefix = store.StatusPrefix(status)
@@ -272,9 +272,9 @@ func (s *Service) handleSession(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	keep := visible(r)
 	var d *Detail
 	err := s.view(func(rd reader) error {
+		keep := visible(r, rd)
 		sum, err := rd.summary(id)
 		if err != nil || sum == nil {
 			return err

@@ -335,7 +335,7 @@ func (s *Service) handleSearch(w http.ResponseWriter, r *http.Request) {
 	}
 	out := SearchResult{Query: query, Terms: ts, Results: []SearchHit{}}
 	err := s.view(func(rd reader) error {
-		hits, next, err := rd.search(ts, after, limit, visible(r))
+		hits, next, err := rd.search(ts, after, limit, visible(r, rd))
 		if err != nil {
 			return err
 		}

@@ -58,9 +58,11 @@ type Config struct {
 	// HTTPToken, when set, is required on every path but /healthz and
 	// /readyz, by the rule of package httpauth.
 	HTTPToken string
-	// TenantTokens maps each tenant's token to its tenant (ADR 010): a
+	// TenantTokens maps each tenant's token to what it names, TENANT or
+	// TENANT:AGENT[,AGENT...] (ADR 010, httpauth.ParseTenantToken): a
 	// request bearing one in its Authorization header sees only that
-	// tenant's sessions and may not act (tenant.go). They need HTTPToken.
+	// tenant's sessions (of those agents) and may not act (tenant.go).
+	// They need HTTPToken.
 	TenantTokens map[string]string
 
 	// MaxBatchEvents and MaxBatchBytes bound one Pebble batch while

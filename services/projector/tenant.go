@@ -3,6 +3,7 @@ package projector
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/sessionlog/sessionlog/internal/httpauth"
@@ -11,12 +12,13 @@ import (
 )
 
 // A request bearing a tenant's token (httpauth.RequireTenants) sees only
-// that tenant's sessions (ADR 010): a session of another tenant answers
-// exactly as a missing one, lists, search and the audit leave them out,
-// and the fleet overview and every action are refused. Ids are the stored
-// ones (_T<tenant>_<id>; the default tenant's are plain), as the rest of
-// the API serves them: the events, exports and replays carry them as
-// stored.
+// that tenant's sessions (ADR 010), and a token naming agents of the
+// tenant only those of its sessions one of the agents may read (sees): a
+// session it may not see answers exactly as a missing one, lists, search
+// and the audit leave them out, and the fleet overview and every action
+// are refused. Ids are the stored ones (_T<tenant>_<id>; the default
+// tenant's are plain), as the rest of the API serves them: the events,
+// exports and replays carry them as stored.
 
 // ownedBy reports whether the session stored as id is tenant's: a stored
 // id _T<tenant>_<id> is that tenant's, any other id not beginning with
@@ -29,20 +31,53 @@ func ownedBy(tenant, id string) bool {
 	return t == tenant
 }
 
-// visible is the test of the sessions the request of r may see: nil for
-// the operator (all).
-func visible(r *http.Request) func(id string) bool {
+// sees is the one rule of what a tenant's token may see: a session of its
+// tenant (ownedBy) and, when the token names agents, one that one of them
+// may read by api.Authorize (it owns it, or the session grants it), as the
+// session's summary sum says (nil: none, as for a missing session). A
+// session without an owner (an operator's, or made before owners) is
+// seen by the tenant's token alone, not by a token of agents, although
+// api.Authorize lets every agent of the default tenant use it: such a
+// token names the sessions of its agents, and that session is none's.
+func sees(tenant string, agents []string, id string, sum *Summary) bool {
+	if !ownedBy(tenant, id) {
+		return false
+	}
+	if agents == nil {
+		return true
+	}
+	if sum == nil || sum.Owner == nil {
+		return false
+	}
+	meta := &schema.SessionCreated{Owner: sum.Owner, Grants: sum.Grants}
+	return slices.ContainsFunc(agents, func(a string) bool {
+		return api.Authorize(api.Caller{Tenant: tenant, Agent: a}, id, meta) == nil
+	})
+}
+
+// visible is the test of the sessions the request of r may see, read in
+// rd's snapshot: nil for the operator (all). A summary it cannot read is
+// not seen.
+func visible(r *http.Request, rd reader) func(id string) bool {
 	t := httpauth.TenantOf(r.Context())
 	if t == "" {
 		return nil
 	}
-	return func(id string) bool { return ownedBy(t, id) }
+	agents := httpauth.AgentsOf(r.Context())
+	return func(id string) bool {
+		if agents == nil {
+			return sees(t, nil, id, nil)
+		}
+		sum, err := rd.summary(id)
+		return err == nil && sees(t, agents, id, sum)
+	}
 }
 
-// tenantScope refuses what a tenant's token may not ask for: another
-// tenant's session (not_found, as a missing one: the check runs before
-// any other, the erased answer included), the overview and any request
-// but a read (forbidden).
+// tenantScope refuses what a tenant's token may not ask for: a session it
+// does not see (not_found, as a missing one: the check runs before any
+// other, the erased answer included; for a token of agents, an erased
+// session has no summary left and is not found), the overview and any
+// request but a read (forbidden).
 func (s *Service) tenantScope(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tenant := httpauth.TenantOf(r.Context())
@@ -62,7 +97,17 @@ func (s *Service) tenantScope(next http.Handler) http.Handler {
 		// then unescaped) and as refuseErased reads it (split on the
 		// unescaped path): a %2F makes them differ.
 		for _, id := range []string{pathID(r.URL.EscapedPath(), true), pathID(r.URL.Path, false)} {
-			if schema.ValidSessionID(id) && !ownedBy(tenant, id) {
+			if !schema.ValidSessionID(id) {
+				continue
+			}
+			seen := ownedBy(tenant, id)
+			if seen && httpauth.AgentsOf(r.Context()) != nil {
+				if err := s.view(func(rd reader) error { seen = visible(r, rd)(id); return nil }); err != nil {
+					s.internal(w, err)
+					return
+				}
+			}
+			if !seen {
 				apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
 				return
 			}

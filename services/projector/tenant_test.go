@@ -54,38 +54,18 @@ func TestTenantTokens(t *testing.T) {
 		c.TenantTokens = map[string]string{acme: "acme", beta: "beta", agents: "AGENTS"}
 	})
 	r.waitReady(t)
-	last := map[string]uint64{}
-	create := func(id, data string) {
-		s := newScript(t, e, id)
-		defer func() { last[id] = s.seq }()
-		if strings.Contains(data, "parent") {
-			s.add(schema.TypeSessionCreated, data, synthetic)
-			s.add(schema.TypeForkCommitted, `{"seedLength":1}`, synthetic)
-		} else {
-			s.add(schema.TypeSessionCreated, data)
-		}
-		s.add(schema.TypeTurnStarted, `{}`, inTurn("t1"))
-		s.add(schema.TypeMessageUser, `{"content":[{"type":"text","text":"feed the zebra"}]}`, inTurn("t1"))
-	}
-	create("plain-1", `{"title":"zebra plain"}`)
-	create("_Tacme_s1", `{"title":"zebra acme"}`)
-	create("_Tacme_s2", `{"title":"zebra acme child","parent":{"sessionId":"_Tacme_s1","seedLength":1,"depth":1}}`)
-	create("_Tbeta_s1", `{"title":"zebra beta"}`)
-	// An operator may fork across tenants: the child is beta's.
-	create("_Tbeta_x", `{"title":"zebra beta fork","parent":{"sessionId":"_Tacme_s1","seedLength":1,"depth":1}}`)
-	create("_Tbeta_gone", `{"title":"gone"}`)
-	all := []string{"_Tacme_s1", "_Tacme_s2", "_Tbeta_gone", "_Tbeta_s1", "_Tbeta_x", "plain-1"}
-	for _, id := range all {
-		r.waitSession(t, id+"?access_token="+op, func(d projector.Detail) bool { return d.LastSeq == last[id] })
-	}
-	e.erase("_Tbeta_gone")
-	all = slices.DeleteFunc(all, func(id string) bool { return id == "_Tbeta_gone" })
-	waitFor(t, func() bool {
-		code, _ := tenantGet(t, r, op, "/v1/sessions/_Tbeta_gone")
-		return code == 404
+	createTenantSessions(t, e, r, op, [][2]string{
+		{"plain-1", `{"title":"zebra plain"}`},
+		{"_Tacme_s1", `{"title":"zebra acme"}`},
+		{"_Tacme_s2", `{"title":"zebra acme child","parent":{"sessionId":"_Tacme_s1","seedLength":1,"depth":1}}`},
+		{"_Tbeta_s1", `{"title":"zebra beta"}`},
+		// An operator may fork across tenants: the child is beta's.
+		{"_Tbeta_x", `{"title":"zebra beta fork","parent":{"sessionId":"_Tacme_s1","seedLength":1,"depth":1}}`},
+		{"_Tbeta_gone", `{"title":"gone"}`},
 	})
+	all := []string{"_Tacme_s1", "_Tacme_s2", "_Tbeta_s1", "_Tbeta_x", "plain-1"}
+	eraseTenantSession(t, e, r, op, "_Tbeta_gone")
 
-	paths := []string{"", "/events", "/context", "/export", "/acp", "/tree", "/watch"}
 	for _, c := range []struct {
 		name, token, missing string
 		own                  []string
@@ -98,93 +78,7 @@ func TestTenantTokens(t *testing.T) {
 		{"AGENTS", agents, "missing", []string{"plain-1"}, nil, []string{}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ids := func(path string, pick func([]byte) []string) []string {
-				t.Helper()
-				code, body := tenantGet(t, r, c.token, path)
-				if code != 200 {
-					t.Fatalf("GET %s: %d %s", path, code, body)
-				}
-				got := pick([]byte(body))
-				slices.Sort(got)
-				return got
-			}
-			list := ids("/v1/sessions", func(b []byte) (out []string) {
-				var l projector.List
-				json.Unmarshal(b, &l)
-				for _, s := range l.Sessions {
-					out = append(out, s.SessionID)
-				}
-				return out
-			})
-			if !slices.Equal(list, c.own) {
-				t.Errorf("list %v, want %v", list, c.own)
-			}
-			// Paged one session at a time, the list holds the same.
-			var paged []string
-			for after, n := "", 0; n <= len(all); n++ {
-				var l projector.List
-				_, body := tenantGet(t, r, c.token, "/v1/sessions?limit=1&after="+after)
-				json.Unmarshal([]byte(body), &l)
-				for _, s := range l.Sessions {
-					paged = append(paged, s.SessionID)
-				}
-				if after = l.Next; after == "" {
-					break
-				}
-			}
-			slices.Sort(paged)
-			if !slices.Equal(paged, c.own) {
-				t.Errorf("list by pages %v, want %v", paged, c.own)
-			}
-			// Another tenant's session is no cursor, as a missing one is not.
-			for _, id := range all {
-				if slices.Contains(c.own, id) {
-					continue
-				}
-				code, body := tenantGet(t, r, c.token, "/v1/sessions?after="+id)
-				_, mbody := tenantGet(t, r, c.token, "/v1/sessions?after="+c.missing)
-				if code != 400 || body != mbody {
-					t.Errorf("after=%s: %d %s, want %s", id, code, body, mbody)
-				}
-			}
-			found := ids("/v1/search?q=zebra", func(b []byte) (out []string) {
-				var l projector.SearchResult
-				json.Unmarshal(b, &l)
-				for _, s := range l.Results {
-					out = append(out, s.Summary.SessionID)
-				}
-				return out
-			})
-			if !slices.Equal(found, c.own) {
-				t.Errorf("search %v, want %v", found, c.own)
-			}
-			audit := ids("/v1/audit", func(b []byte) []string {
-				var p projector.AuditPage
-				json.Unmarshal(b, &p)
-				out := []string{}
-				for _, a := range p.Records {
-					out = append(out, a.SessionID)
-				}
-				return out
-			})
-			if !slices.Equal(audit, c.audit) {
-				t.Errorf("audit %v, want %v", audit, c.audit)
-			}
-			for _, id := range all {
-				for _, p := range paths {
-					code, body := tenantGet(t, r, c.token, "/v1/sessions/"+id+p)
-					if slices.Contains(c.own, id) {
-						if code != 200 {
-							t.Errorf("GET %s%s: %d %s", id, p, code, body)
-						}
-						continue
-					}
-					mcode, mbody := tenantGet(t, r, c.token, "/v1/sessions/"+c.missing+p)
-					if code != 404 || mcode != 404 || body != strings.ReplaceAll(mbody, c.missing, id) {
-						t.Errorf("GET %s%s: %d %s, want what a missing session answers: %d %s", id, p, code, body, mcode, mbody)
-					}
-				}
-			}
+			checkSees(t, r, c.token, c.missing, all, c.own, c.audit)
 			if slices.Contains(c.own, "_Tacme_s1") {
 				var d projector.Detail
 				_, body := tenantGet(t, r, c.token, "/v1/sessions/_Tacme_s1")
@@ -248,6 +142,139 @@ func TestTenantTokens(t *testing.T) {
 	}
 }
 
+// createTenantSessions stores the sessions (id, session/created data; with
+// a parent, as a fork's child), each with a turn that feeds the zebra, and
+// waits until the projector serves them all to the operator's token op.
+func createTenantSessions(t *testing.T, e *env, r *running, op string, sessions [][2]string) map[string]*script {
+	t.Helper()
+	scripts := map[string]*script{}
+	for _, c := range sessions {
+		id, data := c[0], c[1]
+		s := newScript(t, e, id)
+		scripts[id] = s
+		if strings.Contains(data, "parent") {
+			s.add(schema.TypeSessionCreated, data, synthetic)
+			s.add(schema.TypeForkCommitted, `{"seedLength":1}`, synthetic)
+		} else {
+			s.add(schema.TypeSessionCreated, data)
+		}
+		s.add(schema.TypeTurnStarted, `{}`, inTurn("t1"))
+		s.add(schema.TypeMessageUser, `{"content":[{"type":"text","text":"feed the zebra"}]}`, inTurn("t1"))
+	}
+	for id, s := range scripts {
+		r.waitSession(t, id+"?access_token="+op, func(d projector.Detail) bool { return d.LastSeq == s.seq })
+	}
+	return scripts
+}
+
+// eraseTenantSession erases id and waits until the projector no longer
+// serves it to the operator's token op.
+func eraseTenantSession(t *testing.T, e *env, r *running, op, id string) {
+	t.Helper()
+	e.erase(id)
+	waitFor(t, func() bool {
+		code, _ := tenantGet(t, r, op, "/v1/sessions/"+id)
+		return code == 404
+	})
+}
+
+// checkSees checks what token sees of the sessions all: those of own on
+// every read (detail, events, context, export, ACP replay, tree, watch,
+// list, by pages too, search); any other answers byte for byte as the
+// missing session missing, and is no cursor of the list; the audit holds
+// the erased sessions audit.
+func checkSees(t *testing.T, r *running, token, missing string, all, own, audit []string) {
+	t.Helper()
+	paths := []string{"", "/events", "/context", "/export", "/acp", "/tree", "/watch"}
+	ids := func(path string, pick func([]byte) []string) []string {
+		t.Helper()
+		code, body := tenantGet(t, r, token, path)
+		if code != 200 {
+			t.Fatalf("GET %s: %d %s", path, code, body)
+		}
+		got := pick([]byte(body))
+		slices.Sort(got)
+		return got
+	}
+	list := ids("/v1/sessions", func(b []byte) (out []string) {
+		var l projector.List
+		json.Unmarshal(b, &l)
+		for _, s := range l.Sessions {
+			out = append(out, s.SessionID)
+		}
+		return out
+	})
+	if !slices.Equal(list, own) {
+		t.Errorf("list %v, want %v", list, own)
+	}
+	// Paged one session at a time, the list holds the same.
+	var paged []string
+	for after, n := "", 0; n <= len(all); n++ {
+		var l projector.List
+		_, body := tenantGet(t, r, token, "/v1/sessions?limit=1&after="+after)
+		json.Unmarshal([]byte(body), &l)
+		for _, s := range l.Sessions {
+			paged = append(paged, s.SessionID)
+		}
+		if after = l.Next; after == "" {
+			break
+		}
+	}
+	slices.Sort(paged)
+	if !slices.Equal(paged, own) {
+		t.Errorf("list by pages %v, want %v", paged, own)
+	}
+	// Another tenant's session is no cursor, as a missing one is not.
+	for _, id := range all {
+		if slices.Contains(own, id) {
+			continue
+		}
+		code, body := tenantGet(t, r, token, "/v1/sessions?after="+id)
+		_, mbody := tenantGet(t, r, token, "/v1/sessions?after="+missing)
+		if code != 400 || body != mbody {
+			t.Errorf("after=%s: %d %s, want %s", id, code, body, mbody)
+		}
+	}
+	found := ids("/v1/search?q=zebra", func(b []byte) (out []string) {
+		var l projector.SearchResult
+		json.Unmarshal(b, &l)
+		for _, s := range l.Results {
+			out = append(out, s.Summary.SessionID)
+		}
+		return out
+	})
+	if !slices.Equal(found, own) {
+		t.Errorf("search %v, want %v", found, own)
+	}
+	audited := ids("/v1/audit", func(b []byte) []string {
+		var p projector.AuditPage
+		json.Unmarshal(b, &p)
+		out := []string{}
+		for _, a := range p.Records {
+			out = append(out, a.SessionID)
+		}
+		return out
+	})
+	if !slices.Equal(audited, audit) {
+		t.Errorf("audit %v, want %v", audited, audit)
+	}
+	for _, id := range all {
+		for _, p := range paths {
+			code, body := tenantGet(t, r, token, "/v1/sessions/"+id+p)
+			if slices.Contains(own, id) {
+				if code != 200 {
+					t.Errorf("GET %s%s: %d %s", id, p, code, body)
+				}
+				continue
+			}
+			mcode, mbody := tenantGet(t, r, token, "/v1/sessions/"+missing+p)
+			if code != 404 || mcode != 404 || body != strings.ReplaceAll(mbody, missing, id) {
+				t.Errorf("GET %s%s: %d %s, want what a missing session answers: %d %s", id, p, code, body, mcode, mbody)
+			}
+		}
+	}
+}
+
 // waitFor polls ok for up to 20 seconds.
 func waitFor(t *testing.T, ok func() bool) {
 	t.Helper()
@@ -256,4 +283,93 @@ func waitFor(t *testing.T, ok func() bool) {
 			t.Fatal("timed out")
 		}
 	}
+}
+
+// TestTenantAgentTokens: a token naming agents of a tenant sees only the
+// sessions of the tenant one of them owns or is granted, on every read; a
+// session of another agent of the tenant, one without an owner, one of
+// an agent of the same name in another tenant and an erased one answer as
+// a missing session, and lists, search, audit, children and tree leave
+// them out; a grant folded later shows the session. The tenant's token
+// and the operator's see what they saw.
+func TestTenantAgentTokens(t *testing.T) {
+	e := newEnv(t)
+	const op, acme, alice, bobCarol, agents, agent = "operator-token-0123456789", "acme-token-0123456789",
+		"alice-token-0123456789", "bob-carol-token-0123456789", "agents-token-0123456789", "agent-token-0123456789"
+	r := e.start(t.TempDir(), func(c *projector.Config) {
+		c.HTTPToken = op
+		c.TenantTokens = map[string]string{acme: "acme", alice: "acme:alice", bobCarol: "acme:bob,carol", agents: "AGENTS", agent: "AGENTS:agent"}
+	})
+	r.waitReady(t)
+	const (
+		ownerAlice = `"owner":{"tenant":"acme","agent":"alice"}`
+		ownerBob   = `"owner":{"tenant":"acme","agent":"bob"}`
+		forkOfA1   = `"parent":{"sessionId":"_Tacme_a1","seedLength":1,"depth":1}`
+	)
+	scripts := createTenantSessions(t, e, r, op, [][2]string{
+		{"_Tacme_a1", `{"title":"zebra a1",` + ownerAlice + `}`},
+		{"_Tacme_a2", `{"title":"zebra a2",` + ownerAlice + `,` + forkOfA1 + `}`},
+		{"_Tacme_b1", `{"title":"zebra b1",` + ownerBob + `,"grants":["alice"]}`},
+		{"_Tacme_b2", `{"title":"zebra b2",` + ownerBob + `,` + forkOfA1 + `}`},
+		{"_Tacme_b3", `{"title":"zebra b3",` + ownerBob + `}`},
+		{"_Tacme_none", `{"title":"zebra none"}`},
+		{"_Tacme_gone", `{"title":"gone",` + ownerAlice + `}`},
+		{"_Tbeta_s1", `{"title":"zebra beta","owner":{"tenant":"beta","agent":"alice"}}`},
+		{"plain-1", `{"title":"zebra plain"}`},
+		{"plain-2", `{"title":"zebra plain 2","owner":{"tenant":"AGENTS","agent":"agent"}}`},
+	})
+	all := []string{"_Tacme_a1", "_Tacme_a2", "_Tacme_b1", "_Tacme_b2", "_Tacme_b3", "_Tacme_none", "_Tbeta_s1", "plain-1", "plain-2"}
+	eraseTenantSession(t, e, r, op, "_Tacme_gone")
+
+	type want struct {
+		name, token, missing string
+		own, children, audit []string // children: of _Tacme_a1, as the token sees them
+	}
+	check := func(c want) {
+		t.Run(c.name, func(t *testing.T) {
+			checkSees(t, r, c.token, c.missing, all, c.own, c.audit)
+			// An erased session is not found, not erased, for a token of
+			// agents: its owner went with it.
+			code, body := tenantGet(t, r, c.token, "/v1/sessions/_Tacme_gone")
+			wantErased := c.token == op || c.token == acme
+			if code != 404 || strings.Contains(body, `"erased"`) != wantErased {
+				t.Errorf("GET _Tacme_gone: %d %s", code, body)
+			}
+			if !slices.Contains(c.own, "_Tacme_a1") {
+				return
+			}
+			var d projector.Detail
+			_, body = tenantGet(t, r, c.token, "/v1/sessions/_Tacme_a1")
+			json.Unmarshal([]byte(body), &d)
+			var tr projector.Tree
+			_, tbody := tenantGet(t, r, c.token, "/v1/sessions/_Tacme_a1/tree")
+			json.Unmarshal([]byte(tbody), &tr)
+			var desc []string
+			for _, n := range tr.Descendants {
+				desc = append(desc, n.SessionID)
+			}
+			if !slices.Equal(d.Children, c.children) || !slices.Equal(desc, c.children) {
+				t.Errorf("children %v, tree %v, want %v", d.Children, desc, c.children)
+			}
+		})
+	}
+	wants := []want{
+		{"operator", op, "missing", all, []string{"_Tacme_a2", "_Tacme_b2"}, []string{"_Tacme_gone"}},
+		{"acme", acme, "_Tacme_missing", []string{"_Tacme_a1", "_Tacme_a2", "_Tacme_b1", "_Tacme_b2", "_Tacme_b3", "_Tacme_none"}, []string{"_Tacme_a2", "_Tacme_b2"}, []string{"_Tacme_gone"}},
+		{"alice", alice, "_Tacme_missing", []string{"_Tacme_a1", "_Tacme_a2", "_Tacme_b1"}, []string{"_Tacme_a2"}, []string{}},
+		{"bob,carol", bobCarol, "_Tacme_missing", []string{"_Tacme_b1", "_Tacme_b2", "_Tacme_b3"}, nil, []string{}},
+		{"AGENTS", agents, "missing", []string{"plain-1", "plain-2"}, nil, []string{}},
+		{"AGENTS:agent", agent, "missing", []string{"plain-2"}, nil, []string{}},
+	}
+	for _, c := range wants {
+		check(c)
+	}
+
+	// bob grants _Tacme_b3 to alice: once folded, alice sees it.
+	b3 := scripts["_Tacme_b3"]
+	b3.add(schema.TypeSessionGranted, `{"grants":["alice"]}`)
+	r.waitSession(t, "_Tacme_b3?access_token="+op, func(d projector.Detail) bool { return d.LastSeq == b3.seq })
+	wants[2].own = []string{"_Tacme_a1", "_Tacme_a2", "_Tacme_b1", "_Tacme_b3"}
+	wants[2].name = "alice granted b3"
+	check(wants[2])
 }

@@ -55,9 +55,9 @@ func (s *Service) handleTree(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	keep := visible(r)
 	var out *Tree
 	err := s.view(func(rd reader) error {
+		keep := visible(r, rd)
 		sum, err := rd.summary(id)
 		if err != nil || sum == nil {
 			return err
