@@ -182,7 +182,11 @@ func plainString(s string) bool {
 	return true
 }
 
-func decodeCanonical(b []byte) (e Envelope, ok bool) {
+func decodeCanonical(b []byte) (e Envelope, ok bool) { return decodeCanonicalData(b, true) }
+
+// decodeCanonicalData decodes a body laid out as Encode writes it; its
+// Data is a copy when copyData is set, else b's bytes.
+func decodeCanonicalData(b []byte, copyData bool) (e Envelope, ok bool) {
 	c, ok := ScanCanonical(b)
 	if !ok {
 		return e, false
@@ -194,7 +198,11 @@ func decodeCanonical(b []byte) (e Envelope, ok bool) {
 	if !c.envelope(&e) {
 		return e, false
 	}
-	e.Data = append([]byte(nil), data...)
+	if copyData {
+		e.Data = append([]byte(nil), data...)
+	} else {
+		e.Data = data[:len(data):len(data)]
+	}
 	return e, true
 }
 

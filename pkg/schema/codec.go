@@ -310,6 +310,18 @@ func DecodeCanonical(b []byte) (e Envelope, canonical bool, err error) {
 	return decodeOther(b)
 }
 
+// DecodeCanonicalShared is DecodeCanonical whose event's Data may be a
+// part of b rather than a copy of it (capped: an append to it copies), for
+// a caller that owns b and leaves it unchanged while the event is used: a
+// consumer that gets each message in a buffer of its own saves an
+// allocation and a copy of the data per event.
+func DecodeCanonicalShared(b []byte) (e Envelope, canonical bool, err error) {
+	if e, ok := decodeCanonicalData(b, false); ok {
+		return e, true, nil
+	}
+	return decodeOther(b)
+}
+
 // decodeOther is DecodeCanonical for a body decodeCanonical is not sure
 // of. Its own function: the envelope it decodes into escapes to the heap,
 // which would cost every decode an allocation if it were e of

@@ -225,10 +225,12 @@ func turnView(t *session.Turn) *TurnView {
 // The event index value: the event's stream sequence (8 bytes big endian)
 // followed, for model-visible events, by the context entry JSON.
 
-// appendIndex appends the index value of event e to dst.
-func appendIndex(dst []byte, streamSeq uint64, e *schema.Envelope) []byte {
+// appendIndex appends the index value of event e to dst. canonical says
+// e was decoded from a canonical body (schema.DecodeCanonical), whose data
+// is as json.Marshal writes it (see appendContextEntryOf).
+func appendIndex(dst []byte, streamSeq uint64, e *schema.Envelope, canonical bool) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, streamSeq)
-	return appendContextEntry(dst, e)
+	return appendContextEntryOf(dst, e, canonical)
 }
 
 func decodeIndex(v []byte) (streamSeq uint64, entry []byte) {
@@ -277,11 +279,21 @@ func contextRole(typ string) string {
 // <, >, & and U+2028/U+2029 escaped), so both are copied as they are.
 // Anything else goes through json.Marshal.
 func appendContextEntry(dst []byte, e *schema.Envelope) []byte {
+	return appendContextEntryOf(dst, e, false)
+}
+
+// appendContextEntryOf is appendContextEntry for an event whose data is
+// known to be as json.Marshal writes it (dataAsIs), which it then does not
+// scan again: the data of a canonical body is what schema.Encode wrote,
+// which is json.Marshal's (or checked to be it), so the scan of every
+// model-visible event's data (a tenth of a fold's instructions besides
+// the hash) answers what the decode answered already.
+func appendContextEntryOf(dst []byte, e *schema.Envelope, dataAsIs bool) []byte {
 	role, data := contextOf(e)
 	if role == "" {
 		return dst
 	}
-	if !plainString(e.Type) || !plainString(e.TurnID) || !plainString(e.AttemptID) || !plainString(e.ToolCallID) || !marshalsAsIs(data) {
+	if !plainString(e.Type) || !plainString(e.TurnID) || !plainString(e.AttemptID) || !plainString(e.ToolCallID) || !(dataAsIs || marshalsAsIs(data)) {
 		return append(dst, marshalContextEntry(e, role, data)...)
 	}
 	dst = append(dst, `{"seq":`...)
@@ -402,7 +414,7 @@ func sortedKeys[M ~map[string]V, V any](m M) []string {
 // IndexValue appends the event index value the projector stores for e
 // (the catch-up benchmark sizes its floor's keys by it).
 func IndexValue(dst []byte, streamSeq uint64, e *schema.Envelope) []byte {
-	return appendIndex(dst, streamSeq, e)
+	return appendIndex(dst, streamSeq, e, false)
 }
 
 // SummaryOf is the summary view of a session folded to st, as a batch
