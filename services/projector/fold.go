@@ -615,7 +615,7 @@ func (f *folder) flush() error {
 		if en.st != nil {
 			derive(&en.sum, en.st)
 		}
-		v, err := json.Marshal(&en.sum)
+		v, err := appendSummary(make([]byte, 0, len(en.stored)+len(en.stored)/8+64), &en.sum)
 		if err != nil {
 			return err
 		}

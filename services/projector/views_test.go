@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
@@ -134,6 +135,88 @@ func BenchmarkContextEntry(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(evs)), "ns/event")
+		})
+	}
+}
+
+// fleetSummaries are the summaries of the load generator's sessions after
+// each of their events, as a batch would store them.
+func fleetSummaries(tb testing.TB, events int) []Summary {
+	tb.Helper()
+	fleet := loadgen.NewFleet("v", 20, 3, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	states := map[string]*session.State{}
+	var out []Summary
+	for i := range events {
+		e := fleet.Next()
+		if states[e.SessionID] == nil {
+			states[e.SessionID] = session.New(e.SessionID)
+		}
+		if err := states[e.SessionID].Apply(&e); err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, SummaryOf(states[e.SessionID], uint64(i+1), e.Type))
+	}
+	return out
+}
+
+// TestMarshalSummaryIsMarshal: the summary written by hand is byte for
+// byte json.Marshal's, on the load generator's sessions and on the values
+// it leaves to json.Marshal.
+func TestMarshalSummaryIsMarshal(t *testing.T) {
+	sums := fleetSummaries(t, 3000)
+	odd := []string{"", "a<b", "a\"b", "é", "\u2028", "a\x7f", "\xff"}
+	for i, s := range odd {
+		sum := sums[i*100]
+		sum.SessionID, sum.Title, sum.LastHash = s, s, s
+		sum.Labels = map[string]string{"b": s, "a": "1"}
+		sum.Parent = &schema.Parent{SessionID: "p", SeedLength: 3, Depth: 1}
+		sum.Forking, sum.Repairs, sum.LastRepairSeq, sum.Rewinds, sum.ForkCommittedSeq = true, 2, 9, 1, 4
+		sum.PendingApprovals = []ApprovalView{{ID: "a1", TurnID: s, Prompt: s, StartSeq: 3}}
+		sum.OpenTools = append(sum.OpenTools, ToolView{ID: s, Name: "n", TurnID: "t", Phase: s, StartSeq: 1, StartedSeq: 2, Idempotent: true})
+		sum.OpenWork = append(sum.OpenWork, session.OpenItem{Kind: session.OpenKind(s), ID: "i", TurnID: s, StartSeq: 5, Idempotent: true})
+		sum.OpenTurn, sum.LastTurn = &TurnView{ID: s, StartSeq: 1}, &TurnView{ID: "t", StartSeq: 1, EndSeq: 4, Reason: s}
+		sum.Compaction = &CompactionView{ID: s, ThroughSeq: 3, EndSeq: 4}
+		sum.Problem = &Problem{Seq: 1, StreamSeq: 2, Code: s, Message: s, GotSeq: 3}
+		sums = append(sums, sum)
+	}
+	for _, tm := range []time.Time{
+		{}, time.Date(2026, 1, 1, 0, 0, 0, 1, time.UTC), time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("x", 5*3600+1800)),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("y", 24*3600)), time.Date(2026, 1, 1, 0, 0, 0, 0, time.FixedZone("z", -3600-7)),
+	} {
+		sum := sums[7]
+		sum.CreatedAt, sum.LastActivity = tm, tm
+		sums = append(sums, sum)
+	}
+	neg := sums[9]
+	neg.Turns = -1
+	sums = append(sums, neg)
+	for i := range sums {
+		want, wantErr := json.Marshal(&sums[i])
+		got, err := marshalSummary(&sums[i])
+		if (err == nil) != (wantErr == nil) || !bytes.Equal(got, want) {
+			t.Fatalf("summary %d:\n got %s (%v)\nwant %s (%v)", i, got, err, want, wantErr)
+		}
+	}
+}
+
+// BenchmarkSummaryJSON: the load generator's summaries by marshalSummary
+// and by json.Marshal.
+func BenchmarkSummaryJSON(b *testing.B) {
+	sums := fleetSummaries(b, 2000)
+	for _, bc := range []struct {
+		name    string
+		marshal func(*Summary) ([]byte, error)
+	}{{"hand", marshalSummary}, {"json", func(s *Summary) ([]byte, error) { return json.Marshal(s) }}} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				for i := range sums {
+					if _, err := bc.marshal(&sums[i]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(sums)), "ns/summary")
 		})
 	}
 }
