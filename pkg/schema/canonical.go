@@ -182,7 +182,11 @@ func plainString(s string) bool {
 	return true
 }
 
-func decodeCanonical(b []byte) (e Envelope, ok bool) {
+func decodeCanonical(b []byte) (e Envelope, ok bool) { return decodeCanonicalData(b, true) }
+
+// decodeCanonicalData decodes a body laid out as Encode writes it; its
+// Data is a copy when copyData is set, else b's bytes.
+func decodeCanonicalData(b []byte, copyData bool) (e Envelope, ok bool) {
 	c, ok := ScanCanonical(b)
 	if !ok {
 		return e, false
@@ -194,7 +198,11 @@ func decodeCanonical(b []byte) (e Envelope, ok bool) {
 	if !c.envelope(&e) {
 		return e, false
 	}
-	e.Data = append([]byte(nil), data...)
+	if copyData {
+		e.Data = append([]byte(nil), data...)
+	} else {
+		e.Data = data[:len(data):len(data)]
+	}
 	return e, true
 }
 
@@ -279,14 +287,12 @@ func canonString(b []byte, i int) ([]byte, int) {
 	if i < 0 {
 		return nil, -1
 	}
-	for j := i; j < len(b); j++ {
-		c := b[j]
-		switch {
-		case c == '"':
-			return b[i:j], j + 1
-		case !plainByte(c):
-			return nil, -1
-		}
+	j := i
+	for j < len(b) && stringBytes[b[j]] {
+		j++
+	}
+	if j < len(b) && b[j] == '"' {
+		return b[i:j], j + 1
 	}
 	return nil, -1
 }
@@ -302,6 +308,15 @@ var plainBytes = func() (t [256]bool) {
 	for c := 0x20; c <= 0x7e; c++ {
 		t[c] = c != '\\' && c != '<' && c != '>' && c != '&'
 	}
+	return t
+}()
+
+// stringBytes is plainByte but for the quote: the bytes a scan of a
+// string's contents steps over with one lookup each, stopping at the
+// closing quote or at anything else to look at.
+var stringBytes = func() (t [256]bool) {
+	t = plainBytes
+	t['"'] = false
 	return t
 }()
 
@@ -489,6 +504,10 @@ func element(b []byte, i, depth, maxDepth int, closing byte) (next int, more, ok
 func scanString(b []byte, i int) ([]byte, int, bool) {
 	escaped := false
 	for j := i; j < len(b); {
+		if stringBytes[b[j]] {
+			j++
+			continue
+		}
 		c := b[j]
 		switch {
 		case c == '"':

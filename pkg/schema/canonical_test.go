@@ -137,6 +137,11 @@ func FuzzDecodeCanonical(f *testing.F) {
 		if (err1 == nil) != (err2 == nil) || err1 == nil && !reflect.DeepEqual(e1, e2) {
 			t.Fatalf("Decode %v %+v, strict %v %+v on %s", err1, e1, err2, e2, b)
 		}
+		// The shared decode reads the same event (its data b's bytes).
+		e3, _, err3 := DecodeCanonicalShared(b)
+		if (err1 == nil) != (err3 == nil) || err1 == nil && !reflect.DeepEqual(e1, e3) {
+			t.Fatalf("Decode %v %+v, shared %v %+v on %s", err1, e1, err3, e3, b)
+		}
 	})
 }
 

@@ -43,15 +43,26 @@ func exactUnmarshal(b []byte, v any) error {
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
 
-// typeFields caches, per struct type, the JSON names of its fields.
-var typeFields sync.Map // reflect.Type -> map[string]reflect.Type
+// typeFields caches, per struct type, its fields by JSON name.
+var typeFields sync.Map // reflect.Type -> map[string]fieldInfo
 
-func fieldsOf(t reflect.Type) map[string]reflect.Type {
+// fieldInfo is a struct field's type, and whether its values can hold
+// object keys to check (needsNames).
+type fieldInfo struct {
+	t      reflect.Type
+	nested bool
+}
+
+func fieldsOf(t reflect.Type) map[string]fieldInfo {
 	if f, ok := typeFields.Load(t); ok {
-		return f.(map[string]reflect.Type)
+		return f.(map[string]fieldInfo)
 	}
-	f := map[string]reflect.Type{}
-	jsonFields(t, f)
+	types := map[string]reflect.Type{}
+	jsonFields(t, types)
+	f := make(map[string]fieldInfo, len(types))
+	for name, ft := range types {
+		f[name] = fieldInfo{ft, needsNames(ft)}
+	}
 	typeFields.Store(t, f)
 	return f
 }
@@ -69,19 +80,23 @@ func exactNames(raw []byte, t reflect.Type, path string) error {
 	switch t.Kind() {
 	case reflect.Struct:
 		fields := fieldsOf(t)
-		return eachMember(raw, func(k string, v []byte) error {
-			ft, ok := fields[k]
+		return eachMember(raw, func(k, v []byte) error {
+			f, ok := fields[string(k)]
 			if !ok {
-				return fmt.Errorf("json: unknown field %q", path+k)
+				return fmt.Errorf("json: unknown field %q", path+string(k))
 			}
-			return exactNames(v, ft, path+k+".")
+			if !f.nested {
+				// Nothing to check below: no path to build either.
+				return nil
+			}
+			return exactNames(v, f.t, path+string(k)+".")
 		})
 	case reflect.Map:
 		et := t.Elem()
 		if !needsNames(et) {
 			return nil
 		}
-		return eachMember(raw, func(k string, v []byte) error { return exactNames(v, et, path+k+".") })
+		return eachMember(raw, func(k, v []byte) error { return exactNames(v, et, path+string(k)+".") })
 	case reflect.Slice, reflect.Array:
 		et := t.Elem()
 		if !needsNames(et) {
@@ -108,8 +123,10 @@ func needsNames(t reflect.Type) bool {
 }
 
 // eachMember calls fn with each key (unescaped) and raw value of the JSON
-// object raw, which must be valid JSON; anything else (null) has none.
-func eachMember(raw []byte, fn func(key string, val []byte) error) error {
+// object raw, which must be valid JSON; anything else (null) has none. The
+// key is valid during the call only: a key without escapes is raw's bytes,
+// no string made per member.
+func eachMember(raw []byte, fn func(key, val []byte) error) error {
 	i := skipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
 		return nil
@@ -118,18 +135,17 @@ func eachMember(raw []byte, fn func(key string, val []byte) error) error {
 	for i < len(raw) && raw[i] != '}' {
 		end := skipString(raw, i)
 		key := raw[i+1 : end-1]
-		var k string
 		if bytes.IndexByte(key, '\\') >= 0 {
+			var k string
 			if err := json.Unmarshal(raw[i:end], &k); err != nil {
 				return err
 			}
-		} else {
-			k = string(key)
+			key = []byte(k)
 		}
 		i = skipSpace(raw, end)
 		i = skipSpace(raw, i+1) // the colon
 		vend := skipValue(raw, i)
-		if err := fn(k, raw[i:vend]); err != nil {
+		if err := fn(key, raw[i:vend]); err != nil {
 			return err
 		}
 		i = skipSpace(raw, vend)
@@ -291,6 +307,26 @@ func DecodeCanonical(b []byte) (e Envelope, canonical bool, err error) {
 	if e, ok := decodeCanonical(b); ok {
 		return e, true, nil
 	}
+	return decodeOther(b)
+}
+
+// DecodeCanonicalShared is DecodeCanonical whose event's Data may be a
+// part of b rather than a copy of it (capped: an append to it copies), for
+// a caller that owns b and leaves it unchanged while the event is used: a
+// consumer that gets each message in a buffer of its own saves an
+// allocation and a copy of the data per event.
+func DecodeCanonicalShared(b []byte) (e Envelope, canonical bool, err error) {
+	if e, ok := decodeCanonicalData(b, false); ok {
+		return e, true, nil
+	}
+	return decodeOther(b)
+}
+
+// decodeOther is DecodeCanonical for a body decodeCanonical is not sure
+// of. Its own function: the envelope it decodes into escapes to the heap,
+// which would cost every decode an allocation if it were e of
+// DecodeCanonical.
+func decodeOther(b []byte) (e Envelope, canonical bool, err error) {
 	if json.Unmarshal(b, &e) == nil && e.SchemaVersion == Version && len(e.Data) > 0 {
 		c := e
 		if enc, err := Encode(&c); err == nil && bytes.Equal(enc, b) &&

@@ -103,10 +103,10 @@ func decodeFlat(b []byte, v any) bool {
 	}
 	var set [16]member
 	n := 0
-	if eachMember(b, func(key string, val []byte) error {
+	if eachMember(b, func(key, val []byte) error {
 		var f *flatField
 		for k := range plan {
-			if plan[k].name == key {
+			if plan[k].name == string(key) {
 				f = &plan[k]
 				break
 			}

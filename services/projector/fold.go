@@ -182,13 +182,16 @@ type msg struct {
 	pending   uint64
 	// What prepare reads from the above, when prepared is set: the
 	// session of the subject, the seq header (0: none or not a number) and
-	// the decoded body.
+	// the decoded body (its data is data's bytes: data is the message's
+	// own buffer, never changed).
 	id       string
 	idOK     bool
 	hdrSeq   uint64
 	ev       schema.Envelope
 	decErr   error
 	prepared bool
+	// canonical: the body is exactly what schema.Encode writes for ev.
+	canonical bool
 }
 
 // prepare reads the session, the seq header and the body of m. It needs
@@ -196,7 +199,7 @@ type msg struct {
 func (m *msg) prepare() {
 	m.id, m.idOK = logstore.SessionFromSubject(m.subject)
 	m.hdrSeq, _ = strconv.ParseUint(m.header.Get(logstore.HeaderSeq), 10, 64)
-	m.ev, m.decErr = schema.Decode(m.data)
+	m.ev, m.canonical, m.decErr = schema.DecodeCanonicalShared(m.data)
 	m.prepared = true
 }
 
@@ -258,7 +261,7 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 			return nil
 		}
 	}
-	f.apply(en, ev, m.streamSeq, hash)
+	f.apply(en, ev, m.streamSeq, hash, m.canonical)
 	return nil
 }
 
@@ -313,8 +316,9 @@ func (f *folder) unreadable(en *entry, streamSeq, got uint64, msg string) {
 }
 
 // apply folds one event the judge found the session's next into en;
-// hash is the ChainHash of its stored body.
-func (f *folder) apply(en *entry, ev *schema.Envelope, streamSeq uint64, hash string) {
+// hash is the ChainHash of its stored body, canonical whether that body is
+// what schema.Encode writes for ev.
+func (f *folder) apply(en *entry, ev *schema.Envelope, streamSeq uint64, hash string, canonical bool) {
 	if err := en.st.Apply(ev); err != nil {
 		code := schema.CodeOf(err)
 		if code == schema.CodeUnknownType {
@@ -327,7 +331,7 @@ func (f *folder) apply(en *entry, ev *schema.Envelope, streamSeq uint64, hash st
 	// The batch copies key and value: one scratch buffer serves them all.
 	f.scratch = store.AppendEventKey(f.scratch[:0], en.id, ev.Seq)
 	k := len(f.scratch)
-	f.scratch = appendIndex(f.scratch, streamSeq, ev)
+	f.scratch = appendIndex(f.scratch, streamSeq, ev, canonical)
 	b.Set(f.scratch[:k], nil, f.scratch[k:])
 	f.dashboard(en, ev)
 	en.sum.LastStreamSeq = streamSeq
@@ -385,13 +389,13 @@ func (f *folder) fillGap(ctx context.Context, en *entry, before uint64) error {
 		if m.StreamSeq <= en.sum.LastStreamSeq {
 			return nil
 		}
-		dec, decErr := schema.Decode(m.Data)
+		dec, canonical, decErr := schema.DecodeCanonical(m.Data)
 		ev, hash, gap := f.judge(en, m, &dec, decErr)
 		if ev == nil || gap {
 			// A stored message that skips ahead too: the gap is before it.
 			return nil
 		}
-		f.apply(en, ev, m.StreamSeq, hash)
+		f.apply(en, ev, m.StreamSeq, hash, canonical)
 		return nil
 	})
 	if err != nil {
@@ -611,7 +615,7 @@ func (f *folder) flush() error {
 		if en.st != nil {
 			derive(&en.sum, en.st)
 		}
-		v, err := json.Marshal(&en.sum)
+		v, err := appendSummary(make([]byte, 0, len(en.stored)+len(en.stored)/8+64), &en.sum)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package projector
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"sort"
 	"strconv"
 	"time"
@@ -231,10 +232,12 @@ func turnView(t *session.Turn) *TurnView {
 // The event index value: the event's stream sequence (8 bytes big endian)
 // followed, for model-visible events, by the context entry JSON.
 
-// appendIndex appends the index value of event e to dst.
-func appendIndex(dst []byte, streamSeq uint64, e *schema.Envelope) []byte {
+// appendIndex appends the index value of event e to dst. canonical says
+// e was decoded from a canonical body (schema.DecodeCanonical), whose data
+// is as json.Marshal writes it (see appendContextEntryOf).
+func appendIndex(dst []byte, streamSeq uint64, e *schema.Envelope, canonical bool) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, streamSeq)
-	return appendContextEntry(dst, e)
+	return appendContextEntryOf(dst, e, canonical)
 }
 
 func decodeIndex(v []byte) (streamSeq uint64, entry []byte) {
@@ -283,11 +286,21 @@ func contextRole(typ string) string {
 // <, >, & and U+2028/U+2029 escaped), so both are copied as they are.
 // Anything else goes through json.Marshal.
 func appendContextEntry(dst []byte, e *schema.Envelope) []byte {
+	return appendContextEntryOf(dst, e, false)
+}
+
+// appendContextEntryOf is appendContextEntry for an event whose data is
+// known to be as json.Marshal writes it (dataAsIs), which it then does not
+// scan again: the data of a canonical body is what schema.Encode wrote,
+// which is json.Marshal's (or checked to be it), so the scan of every
+// model-visible event's data (a tenth of a fold's instructions besides
+// the hash) answers what the decode answered already.
+func appendContextEntryOf(dst []byte, e *schema.Envelope, dataAsIs bool) []byte {
 	role, data := contextOf(e)
 	if role == "" {
 		return dst
 	}
-	if !plainString(e.Type) || !plainString(e.TurnID) || !plainString(e.AttemptID) || !plainString(e.ToolCallID) || !marshalsAsIs(data) {
+	if !plainString(e.Type) || !plainString(e.TurnID) || !plainString(e.AttemptID) || !plainString(e.ToolCallID) || !(dataAsIs || marshalsAsIs(data)) {
 		return append(dst, marshalContextEntry(e, role, data)...)
 	}
 	dst = append(dst, `{"seq":`...)
@@ -408,7 +421,7 @@ func sortedKeys[M ~map[string]V, V any](m M) []string {
 // IndexValue appends the event index value the projector stores for e
 // (the catch-up benchmark sizes its floor's keys by it).
 func IndexValue(dst []byte, streamSeq uint64, e *schema.Envelope) []byte {
-	return appendIndex(dst, streamSeq, e)
+	return appendIndex(dst, streamSeq, e, false)
 }
 
 // SummaryOf is the summary view of a session folded to st, as a batch
@@ -417,4 +430,188 @@ func SummaryOf(st *session.State, streamSeq uint64, lastType string) Summary {
 	sum := Summary{SessionID: st.SessionID, LastStreamSeq: streamSeq, LastType: lastType}
 	derive(&sum, st)
 	return sum
+}
+
+// marshalSummary is json.Marshal(sum), byte for byte, written by hand for
+// the usual summary: a batch stores the summary of every session it
+// touched, and encoding/json's reflection walk of one cost as much as
+// folding twenty events. A string json.Marshal would escape, or a time it
+// refuses, and the rarer members (labels, parent, goal, approvals,
+// problem) go through json.Marshal.
+func marshalSummary(sum *Summary) ([]byte, error) { return appendSummary(make([]byte, 0, 512), sum) }
+
+// appendSummary appends marshalSummary(sum) to dst (dst's room is the
+// size expected: the session's last stored summary's).
+func appendSummary(dst []byte, sum *Summary) ([]byte, error) {
+	if !jsonTime(sum.CreatedAt) || !jsonTime(sum.LastActivity) {
+		return json.Marshal(sum)
+	}
+	w := summaryWriter{b: dst}
+	w.b = append(w.b, '{')
+	w.str("sessionId", sum.SessionID, false)
+	w.str("status", sum.Status, false)
+	w.uint("lastSeq", sum.LastSeq, false)
+	w.uint("lastStreamSeq", sum.LastStreamSeq, false)
+	w.str("lastEventId", sum.LastEventID, true)
+	w.str("lastType", sum.LastType, true)
+	w.time("createdAt", sum.CreatedAt)
+	w.time("lastActivity", sum.LastActivity)
+	w.str("lastHash", sum.LastHash, true)
+	w.str("title", sum.Title, true)
+	w.str("agent", sum.Agent, true)
+	if len(sum.Labels) > 0 {
+		w.value("labels", sum.Labels)
+	}
+	w.str("workspace", sum.Workspace, true)
+	if sum.Parent != nil {
+		w.value("parent", sum.Parent)
+	}
+	w.flag("forking", sum.Forking)
+	w.str("pauseReason", sum.PauseReason, true)
+	w.str("closeReason", sum.CloseReason, true)
+	w.uint("turns", uint64(sum.Turns), false)
+	w.turn("openTurn", sum.OpenTurn)
+	w.turn("lastTurn", sum.LastTurn)
+	w.array("openTools", len(sum.OpenTools), func(i int) {
+		t := &sum.OpenTools[i]
+		w.str("id", t.ID, false)
+		w.str("name", t.Name, false)
+		w.str("turnId", t.TurnID, false)
+		w.str("phase", t.Phase, false)
+		w.uint("startSeq", t.StartSeq, false)
+		w.uint("startedSeq", t.StartedSeq, true)
+		w.flag("idempotent", t.Idempotent)
+	})
+	if len(sum.PendingApprovals) > 0 {
+		w.value("pendingApprovals", sum.PendingApprovals)
+	}
+	w.array("openWork", len(sum.OpenWork), func(i int) {
+		it := &sum.OpenWork[i]
+		w.str("kind", string(it.Kind), false)
+		w.str("id", it.ID, false)
+		w.str("turnId", it.TurnID, true)
+		w.uint("startSeq", it.StartSeq, false)
+		w.flag("idempotent", it.Idempotent)
+	})
+	if sum.Goal != nil {
+		w.value("goal", sum.Goal)
+	}
+	if c := sum.Compaction; c != nil {
+		w.key("compaction")
+		w.b = append(w.b, '{')
+		w.str("id", c.ID, false)
+		w.uint("throughSeq", c.ThroughSeq, false)
+		w.uint("endSeq", c.EndSeq, false)
+		w.b = append(w.b, '}')
+	}
+	w.uint("repairs", uint64(sum.Repairs), true)
+	w.uint("lastRepairSeq", sum.LastRepairSeq, true)
+	w.uint("rewinds", uint64(sum.Rewinds), true)
+	w.uint("forkCommittedSeq", sum.ForkCommittedSeq, true)
+	if sum.Problem != nil {
+		w.value("problem", sum.Problem)
+	}
+	if w.err != nil || sum.Turns < 0 || sum.Repairs < 0 || sum.Rewinds < 0 {
+		return json.Marshal(sum)
+	}
+	return append(w.b, '}'), nil
+}
+
+// summaryWriter appends the members of a JSON object; the first member
+// of an object is the one right after its '{'.
+type summaryWriter struct {
+	b   []byte
+	err error
+}
+
+// array writes the member k, an array of n objects (none: omitted),
+// each one's members written by member(i).
+func (w *summaryWriter) array(k string, n int, member func(i int)) {
+	if n == 0 {
+		return
+	}
+	w.key(k)
+	w.b = append(w.b, '[')
+	for i := range n {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		w.b = append(w.b, '{')
+		member(i)
+		w.b = append(w.b, '}')
+	}
+	w.b = append(w.b, ']')
+}
+
+// flag writes the member k: true, omitted when false.
+func (w *summaryWriter) flag(k string, v bool) {
+	if v {
+		w.key(k)
+		w.b = append(w.b, "true"...)
+	}
+}
+
+func (w *summaryWriter) key(k string) {
+	if c := w.b[len(w.b)-1]; c != '{' {
+		w.b = append(w.b, ',')
+	}
+	w.b = append(append(append(w.b, '"'), k...), `":`...)
+}
+
+func (w *summaryWriter) str(k, v string, omitEmpty bool) {
+	if omitEmpty && v == "" {
+		return
+	}
+	w.key(k)
+	if plainString(v) {
+		w.b = append(append(append(w.b, '"'), v...), '"')
+		return
+	}
+	b, err := json.Marshal(v)
+	w.b = append(w.b, b...)
+	w.err = errors.Join(w.err, err)
+}
+
+func (w *summaryWriter) uint(k string, v uint64, omitEmpty bool) {
+	if omitEmpty && v == 0 {
+		return
+	}
+	w.key(k)
+	w.b = strconv.AppendUint(w.b, v, 10)
+}
+
+func (w *summaryWriter) time(k string, t time.Time) {
+	w.key(k)
+	w.b = append(t.AppendFormat(append(w.b, '"'), time.RFC3339Nano), '"')
+}
+
+func (w *summaryWriter) turn(k string, t *TurnView) {
+	if t == nil {
+		return
+	}
+	w.key(k)
+	w.b = append(w.b, '{')
+	w.str("id", t.ID, false)
+	w.uint("startSeq", t.StartSeq, false)
+	w.uint("endSeq", t.EndSeq, true)
+	w.str("reason", t.Reason, true)
+	w.b = append(w.b, '}')
+}
+
+func (w *summaryWriter) value(k string, v any) {
+	w.key(k)
+	b, err := json.Marshal(v)
+	w.b = append(w.b, b...)
+	w.err = errors.Join(w.err, err)
+}
+
+// jsonTime reports whether time.Time.MarshalJSON writes t as
+// AppendFormat(RFC3339Nano) between quotes: a year of four digits and a
+// zone offset within a day (an offset of whole minutes, as RFC 3339 has).
+func jsonTime(t time.Time) bool {
+	if y := t.Year(); y < 0 || y > 9999 {
+		return false
+	}
+	_, off := t.Zone()
+	return off%60 == 0 && off > -24*3600 && off < 24*3600
 }
