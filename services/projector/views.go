@@ -467,6 +467,12 @@ func appendSummary(dst []byte, sum *Summary) ([]byte, error) {
 		w.value("parent", sum.Parent)
 	}
 	w.flag("forking", sum.Forking)
+	if sum.Owner != nil {
+		w.value("owner", sum.Owner)
+	}
+	if len(sum.Grants) > 0 {
+		w.value("grants", sum.Grants)
+	}
 	w.str("pauseReason", sum.PauseReason, true)
 	w.str("closeReason", sum.CloseReason, true)
 	w.uint("turns", uint64(sum.Turns), false)
