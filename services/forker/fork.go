@@ -138,6 +138,13 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 	} else if erased {
 		return Reply{}, schema.Errorf(schema.CodeErased, "session %s was erased", r.ParentID)
 	}
+	// One fork into a child at a time in this process, from before its
+	// record is claimed: a fork that dropped its record and has not
+	// returned yet must not let another claim a record it then leaves.
+	if !s.markInflight(p.ChildID) {
+		return Reply{}, schema.Errorf(schema.CodeConflict, "child %s is being forked right now", p.ChildID)
+	}
+	defer s.doneInflight(p.ChildID)
 	// A child id that holds another session (or another fork) is taken.
 	// The same fork asked again (a retry) finds its own events and is
 	// finished or answered as done.
@@ -160,11 +167,6 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 			s.countUsage(tenant, logstore.TenantUsage{Sessions: -1})
 		}
 	}
-	if !s.markInflight(p.ChildID) {
-		unreserve()
-		return Reply{}, schema.Errorf(schema.CodeConflict, "child %s is being forked right now", p.ChildID)
-	}
-	defer s.doneInflight(p.ChildID)
 	s.m.inflight.Inc()
 	defer s.m.inflight.Dec()
 	if err := s.finish(ctx, p, sc); err != nil {
