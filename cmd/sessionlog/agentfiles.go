@@ -398,34 +398,25 @@ func runExportTo(ctx context.Context, fs *flag.FlagSet, nf *natsFlags, to, id, o
 }
 
 // sessionEvents reads a session's events through the writer, a page at a
-// time from the one after seq after; a session without events is not
-// found.
+// time from the one after seq after (agentlog.EachStored); a session
+// without events is not found.
 func sessionEvents(ctx context.Context, cl *client.Client, id string) agentlog.Events {
 	return func(after uint64, fn func(*schema.Envelope) error) error {
-		from := after
-		for {
+		found := after > 0
+		err := agentlog.EachStored(after, func(after uint64) ([]json.RawMessage, bool, error) {
 			r, err := cl.Read(ctx, api.ReadRequest{SessionID: id, AfterSeq: after})
 			if err != nil {
-				return fmt.Errorf("read %s: %w", id, err)
+				return nil, false, fmt.Errorf("read %s: %w", id, err)
 			}
-			for _, raw := range r.Events {
-				e, err := schema.Decode(raw)
-				if err != nil {
-					return fmt.Errorf("read %s after seq %d: %w", id, after, err)
-				}
-				if err := fn(&e); err != nil {
-					if errors.Is(err, agentlog.ErrStop) {
-						return nil
-					}
-					return err
-				}
-				after = e.Seq
-			}
-			if !r.More || len(r.Events) == 0 {
-				break
-			}
-		}
-		if from == 0 && after == 0 {
+			found = found || len(r.Events) > 0
+			return r.Events, r.More, nil
+		}, func(e schema.Envelope) error { return fn(&e) })
+		switch {
+		case errors.Is(err, agentlog.ErrStop):
+			return nil
+		case err != nil:
+			return err
+		case !found:
 			return fmt.Errorf("session %s: %w", id, errNotFound)
 		}
 		return nil
