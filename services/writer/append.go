@@ -84,7 +84,7 @@ func (s *Service) AppendAs(ctx context.Context, caller api.Caller, body []byte) 
 		if err := s.quotas.take(caller.Tenant, len(req.Events)); err != nil {
 			return AppendReply{}, err
 		}
-		if err := s.usage.checkBytes(tenantOf(req.SessionID), p.requestBytes(req.Events)); err != nil {
+		if err := s.usage.checkBytes(logstore.UsageTenant(req.SessionID), p.requestBytes(req.Events)); err != nil {
 			return AppendReply{}, err
 		}
 	}
@@ -316,7 +316,7 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (_
 	retries, rereads, dups := 0, 0, 0
 	// reserved: the session an agent creates is counted in its tenant's
 	// usage (usage.go), given back unless stored or perhaps stored.
-	tenant := tenantOf(req.SessionID)
+	tenant := logstore.UsageTenant(req.SessionID)
 	reserved, created := false, false
 	defer func() {
 		if reserved && !created && schema.CodeOf(err) != schema.CodeOutcomeUnknown {

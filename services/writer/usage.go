@@ -84,9 +84,6 @@ func (u *tenantUsage) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// tenantOf is the tenant a stored session id is counted for.
-func tenantOf(storedID string) string { return logstore.UsageTenant(storedID) }
-
 // usageLocked is the tenant's usage as this writer judges it.
 func (u *tenantUsage) usageLocked(tenant string) logstore.TenantUsage {
 	return u.known[tenant].TenantUsage.Add(u.localLocked(tenant))
