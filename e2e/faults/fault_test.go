@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,6 +23,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/services/forker"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
 var faultSoak = flag.Bool("soak", false, "run the fault suite as a long soak (also SESSIONLOG_SOAK=1)")
@@ -457,6 +460,64 @@ func faultVerifyProjections(t *testing.T, h *faultHarness, st *logstore.Store, s
 	t.Logf("PROJECTION stored=%016x scanned=%016x rebuilt=%016x keys=%d ok=%v", res.Stored, res.Scanned, res.Rebuilt, res.Keys, res.OK())
 	if !res.OK() {
 		rep.problem("projection checksums differ: stored %x, scanned %x, clean rebuild %x", res.Stored, res.Scanned, res.Rebuilt)
+		faultDiffViews(t, p.spec.DataDir, filepath.Join(h.dir, "projector-rebuild"))
+	}
+}
+
+// faultDiffViews logs the first keys whose values differ between the
+// projector's store and the clean rebuild: what the checksums do not say.
+func faultDiffViews(t *testing.T, dir, rebuilt string) {
+	t.Helper()
+	read := func(d string) map[string]string {
+		db, err := store.Open(d, store.Options{})
+		if err != nil {
+			t.Logf("DIFF open %s: %v", d, err)
+			return nil
+		}
+		defer db.Close()
+		it, err := db.Iter(nil)
+		if err != nil {
+			t.Logf("DIFF iter %s: %v", d, err)
+			return nil
+		}
+		defer it.Close()
+		kv := map[string]string{}
+		for ok := it.First(); ok; ok = it.Next() {
+			kv[string(it.Key())] = string(it.Value())
+		}
+		return kv
+	}
+	a, b := read(dir), read(rebuilt)
+	keys := make([]string, 0, len(a)+len(b))
+	for k := range a {
+		keys = append(keys, k)
+	}
+	for k := range b {
+		if _, ok := a[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	short := func(v string, ok bool) string {
+		if !ok {
+			return "(none)"
+		}
+		if len(v) > 400 {
+			v = v[:400] + "…"
+		}
+		return strconv.Quote(v)
+	}
+	n := 0
+	for _, k := range keys {
+		va, oka := a[k]
+		vb, okb := b[k]
+		if oka == okb && va == vb {
+			continue
+		}
+		if n++; n > 20 {
+			break
+		}
+		t.Logf("DIFF %q\n  projector: %s\n  rebuild:   %s", k, short(va, oka), short(vb, okb))
 	}
 }
 
@@ -471,20 +532,25 @@ func faultProjectorCaughtUp(t *testing.T, addr string, stored map[string][]fault
 	}
 	sort.Strings(ids)
 	pending := ids
-	natstest.CheckFor(t, 60*time.Second, 250*time.Millisecond, func() error {
+	bodies := map[string]string{}
+	check := func() error {
 		var still []string
 		for _, id := range pending {
 			resp, err := cl.Get("http://" + addr + "/v1/sessions/" + id)
 			if err != nil {
 				return err
 			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
 			var sum struct {
 				LastSeq uint64 `json:"lastSeq"`
 			}
-			err = json.NewDecoder(resp.Body).Decode(&sum)
-			resp.Body.Close()
+			if err == nil {
+				err = json.Unmarshal(body, &sum)
+			}
 			if err != nil || resp.StatusCode != http.StatusOK || sum.LastSeq != uint64(len(stored[id])) {
 				still = append(still, id)
+				bodies[id] = fmt.Sprintf("%d %s", resp.StatusCode, body)
 			}
 		}
 		pending = still
@@ -492,7 +558,33 @@ func faultProjectorCaughtUp(t *testing.T, addr string, stored map[string][]fault
 			return fmt.Errorf("projector behind on %d sessions (e.g. %s)", len(still), still[0])
 		}
 		return nil
-	})
+	}
+	var err error
+	for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		if err = check(); err == nil {
+			return
+		}
+	}
+	// What the projector shows of the sessions it is behind on, against
+	// where they are stored, and what its metrics say of its consumers.
+	for i, id := range pending {
+		if i == 5 {
+			break
+		}
+		evs := stored[id]
+		last := evs[len(evs)-1]
+		t.Logf("BEHIND %s: stored %d events, last at stream seq %d; projector: %s", id, len(evs), last.StreamSeq, bodies[id])
+	}
+	if resp, err := cl.Get("http://" + addr + "/metrics"); err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for line := range strings.Lines(string(body)) {
+			if strings.HasPrefix(line, "sessionlog_projector_") && !strings.Contains(line, "_bucket") {
+				t.Logf("METRIC %s", strings.TrimSpace(line))
+			}
+		}
+	}
+	t.Fatalf("after 60s: %v", err)
 }
 
 func faultHasRole(role string) bool {

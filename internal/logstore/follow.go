@@ -24,6 +24,10 @@ const (
 	// (watches, reads) would use them up and every read of the stream
 	// would fail (err 10026).
 	DefaultFollowInactive = 15 * time.Second
+	// followHeartbeat and followExpiry: the server's idle heartbeat to a
+	// Follower's pulls and how long each pull lasts (see Next).
+	followHeartbeat = time.Second
+	followExpiry    = 10 * time.Second
 )
 
 // FollowSpec says what a Follower reads: one stream, all of it or one
@@ -131,7 +135,12 @@ func (f *Follower) Next(ctx context.Context) (*Msg, error) {
 		if f.pageBytes > 0 {
 			opt = jetstream.PullMaxMessagesWithBytesLimit(f.spec.PageEvents, f.pageBytes)
 		}
-		it, err := f.cons.Messages(opt)
+		// A pull the server never answers (on a cluster, one that reached
+		// the stream leader before the new consumer did) is found by the
+		// heartbeats it does not send: two missed and the ordered
+		// consumer is made again from where it was. nats.go's 5 s
+		// heartbeat held a sweep of the claims still for 10 s.
+		it, err := f.cons.Messages(opt, jetstream.PullHeartbeat(followHeartbeat), jetstream.PullExpiry(followExpiry))
 		if err != nil {
 			return nil, fmt.Errorf("logstore: follow %s: %w", f.spec.Stream, err)
 		}

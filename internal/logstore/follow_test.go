@@ -83,6 +83,14 @@ func TestFollowNext(t *testing.T) {
 		t.Fatalf("Next past the end: %v", err)
 	}
 	cancel()
+	// A Next that ran out of time leaves the follower as it was: the
+	// projector bounds how long it holds a partial chunk this way.
+	if _, err := st.Append(ctx, logstore.AppendRequest{SessionID: "a", ExpectedStreamSeq: 3, Events: events("a", 4, 1, "a")}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := f.Next(ctx); err != nil || m.StreamSeq != 7 || m.Pending != 0 {
+		t.Fatalf("Next after a deadline: %+v %v, want stream seq 7", m, err)
+	}
 	f.Close()
 	if _, err := f.Next(ctx); !errors.Is(err, logstore.ErrFollowerClosed) {
 		t.Fatalf("Next after Close: %v", err)

@@ -29,6 +29,9 @@ const (
 	// lingerBehind: how long a projector that is behind waits for the
 	// next message before committing a partial batch.
 	lingerBehind = 20 * time.Millisecond
+	// holdChunk: how long a consumer holds a partial chunk for the
+	// messages its consumer says are pending before handing it over.
+	holdChunk = 50 * time.Millisecond
 	// chunkMsgs: the consumer hands the fold loop the messages it read
 	// in chunks of up to this many (fewer when nothing more is pending):
 	// one channel operation, and at most one wake-up of the other
@@ -529,8 +532,32 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 			defer wg.Done()
 			defer fol.Close()
 			var chunk []msg
+			// hold bounds how long a chunk waits for the messages the
+			// consumer said were pending: a count that is not met (a
+			// message deleted after it was counted, a consumer reset by a
+			// fault) must not keep what is here from the fold.
+			var hold struct {
+				ctx  context.Context
+				stop context.CancelFunc
+			}
+			hold.stop = func() {}
+			defer func() { hold.stop() }()
 			for {
-				lm, err := fol.Next(ctx)
+				nctx := ctx
+				if len(chunk) > 0 {
+					nctx = hold.ctx
+				}
+				lm, err := fol.Next(nctx)
+				if err != nil && len(chunk) > 0 && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+					hold.stop()
+					select {
+					case ch <- chunk:
+						chunk = nil
+						continue
+					case <-ctx.Done():
+						return
+					}
+				}
 				if err != nil {
 					if ctx.Err() == nil && !errors.Is(err, logstore.ErrFollowerClosed) {
 						errc <- fmt.Errorf("projector: consume %s: %w", name, err)
@@ -544,6 +571,10 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 					default:
 						chunk = make([]msg, 0, chunkMsgs)
 					}
+					// One deadline per chunk, not per message: a chunk
+					// fills in well under it while the consumer has
+					// messages to give.
+					hold.ctx, hold.stop = context.WithTimeout(ctx, holdChunk)
 				}
 				chunk = append(chunk, msg{stream: name, streamSeq: lm.StreamSeq, subject: lm.Subject, header: lm.Header, data: lm.Data, pending: lm.Pending})
 				// Reading the message here overlaps it with folding in
@@ -554,6 +585,7 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 					// hand it over with what follows.
 					continue
 				}
+				hold.stop()
 				select {
 				case ch <- chunk:
 					chunk = nil
