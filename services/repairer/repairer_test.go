@@ -73,7 +73,7 @@ func (e *env) start(cfg Config) *running {
 		cfg.Conn = e.nc
 	}
 	if cfg.Logger == nil && testing.Verbose() {
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	svc, err := New(cfg)
 	if err != nil {
