@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -70,12 +71,26 @@ func startWriter(t *testing.T, st *logstore.Store, nc *nats.Conn) {
 		t.Fatal(err)
 	}
 	for _, svc := range []service{w, src} {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- svc.Run(ctx) }()
-		t.Cleanup(func() { cancel(); <-done })
-		natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, svc.Ready)
+		runService(t, svc)
 	}
+}
+
+// runService runs svc until stop is called or the test ends; stop
+// returns what Run returned.
+func runService(t *testing.T, svc service) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() { cancel(); err = <-done })
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, svc.Ready)
+	return stop
 }
 
 // mapped is what the mapping gives for a file's one session.

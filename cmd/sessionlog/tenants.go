@@ -22,7 +22,7 @@ type tenantUsage struct {
 	Sessions int    `json:"sessions"`
 	Messages uint64 `json:"messages"`
 	// Counted and Bytes: TENANT_USAGE (sessions stored before it was kept
-	// are not counted).
+	// are not counted until a recount, tenants --recount).
 	Counted int64 `json:"countedSessions"`
 	Bytes   int64 `json:"bytes"`
 	// MaxSessions and MaxBytes: the tenant's bounds as the last writer
@@ -36,6 +36,7 @@ type tenantUsage struct {
 func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, nf := sreFlags("tenants", stderr)
 	asJSON := fs.Bool("json", false, "print JSON lines instead of a table (the limits first, as {\"limits\":...})")
+	recount := fs.Bool("recount", false, "first set each tenant's counted sessions and bytes in TENANT_USAGE to what the streams hold (sessions stored before it was kept, a bucket deleted or emptied); the writers' counts meanwhile are kept")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -47,6 +48,13 @@ func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer c.close()
+	if *recount {
+		found, err := c.store.RecountUsage(c.ctx)
+		if err != nil {
+			return fmt.Errorf("tenants --recount: %w", err)
+		}
+		fmt.Fprintf(stderr, "recounted %d tenants from the streams\n", len(found))
+	}
 	list, err := c.store.ListSessions(c.ctx)
 	if err != nil {
 		return err

@@ -255,6 +255,7 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		start[i], tails[i] = len(events), tail
 	}
 	var wrote, skipped int
+	var refused []string                      // over their tenant's bounds
 	bar := newProgress(stderr, len(sessions)) // on a terminal only
 	bar.unit = "sessions"
 	defer bar.clear()
@@ -267,15 +268,15 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 			skipped++
 			continue
 		}
-		expected := tails[i].StreamSeq
-		for from := start[i]; from < len(s.events); from += *batch {
-			to := min(from+*batch, len(s.events))
-			res, err := c.store.Append(ctx, logstore.AppendRequest{SessionID: s.id, ExpectedStreamSeq: expected, Events: s.events[from:to]})
-			if err != nil {
-				return fmt.Errorf("import: session %s seq %d..%d (sessions before it are imported; re-run to resume): %w", s.id, from+1, to, err)
-			}
-			expected = res.StreamSeq
-			wrote += to - from
+		n, err := importSessionEvents(ctx, c.store, s, start[i], tails[i], *batch)
+		wrote += n
+		if schema.CodeOf(err) == schema.CodeQuotaExceeded {
+			fmt.Fprintf(stderr, "import: session %s not imported: %v\n", s.id, err)
+			refused = append(refused, s.id)
+			continue
+		}
+		if err != nil {
+			return err
 		}
 	}
 	bar.clear()
@@ -283,11 +284,65 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	if len(erased) > 0 {
 		left = fmt.Sprintf(", %d erased left out", len(erased))
 	}
-	fmt.Fprintf(stdout, "imported %d sessions, %d events (%d sessions already present%s)\n", len(sessions)-skipped-len(erased), wrote, skipped, left)
-	if len(erased) > 0 {
-		return fmt.Errorf("import: %d erased sessions not imported: %s", len(erased), strings.Join(erased, ", "))
+	if len(refused) > 0 {
+		left += fmt.Sprintf(", %d over their tenant's bounds left out", len(refused))
 	}
-	return nil
+	fmt.Fprintf(stdout, "imported %d sessions, %d events (%d sessions already present%s)\n", len(sessions)-skipped-len(erased)-len(refused), wrote, skipped, left)
+	var errs []error
+	if len(erased) > 0 {
+		errs = append(errs, fmt.Errorf("import: %d erased sessions not imported: %s", len(erased), strings.Join(erased, ", ")))
+	}
+	if len(refused) > 0 {
+		errs = append(errs, schema.Errorf(schema.CodeQuotaExceeded, "import: %d sessions over their tenant's bounds not imported: %s", len(refused), strings.Join(refused, ", ")))
+	}
+	return errors.Join(errs...)
+}
+
+// importSessionEvents appends s's events from index from, after tail, in
+// batches, and counts what it stored in the tenant's usage (DESIGN.md
+// section 16, "Per-tenant limits": an import appends around the writer).
+// A new session is first reserved under the tenant's bounds the writers
+// recorded: past them it is refused quota_exceeded and nothing of it is
+// stored. A session resumed (from > 0) is counted already and only its
+// bytes are added. It returns the events written.
+func importSessionEvents(ctx context.Context, st *logstore.Store, s *importSession, from int, tail logstore.Tail, batch int) (wrote int, err error) {
+	tenant := logstore.UsageTenant(s.id)
+	var d logstore.TenantUsage
+	reserved := false
+	if from == 0 {
+		var size int64
+		for i := range s.events {
+			if b, err := schema.Encode(&s.events[i]); err == nil {
+				size += int64(len(b))
+			}
+		}
+		if reserved, err = st.ReserveStored(ctx, tenant, size, "session "+s.id+" not imported"); err != nil {
+			return 0, err
+		}
+	}
+	defer func() {
+		switch {
+		case wrote > 0 && from == 0 && !reserved:
+			d.Sessions = 1
+		case wrote == 0 && reserved && schema.CodeOf(err) != schema.CodeOutcomeUnknown:
+			d.Sessions = -1 // nothing stored: the reservation is given back
+		}
+		if cerr := st.CountUsage(context.WithoutCancel(ctx), tenant, d); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("import: session %s is stored, counting it in tenant %s's usage failed (sessionlog tenants --recount puts it right): %w", s.id, tenant, cerr))
+		}
+	}()
+	expected := tail.StreamSeq
+	for i := from; i < len(s.events); i += batch {
+		to := min(i+batch, len(s.events))
+		res, err := st.Append(ctx, logstore.AppendRequest{SessionID: s.id, ExpectedStreamSeq: expected, Events: s.events[i:to]})
+		if err != nil {
+			return wrote, fmt.Errorf("import: session %s seq %d..%d (sessions before it are imported; re-run to resume): %w", s.id, i+1, to, err)
+		}
+		expected = res.StreamSeq
+		wrote += to - i
+		d.Bytes += int64(res.Bytes)
+	}
+	return wrote, nil
 }
 
 // zstdMagic starts every zstd frame.

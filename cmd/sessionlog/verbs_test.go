@@ -113,27 +113,12 @@ func TestLsLimit(t *testing.T) {
 // --from is named as one.
 func TestImportLeavesErasedOut(t *testing.T) {
 	ctx := context.Background()
-	src, st := storeOnServer(t)
-	for _, id := range []string{"keep", "gone"} {
-		if _, err := sessiongen.Seed(ctx, st, id, 5, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var export, errb bytes.Buffer
-	if code := Main(ctx, []string{"export", "--nats-url", src.ClientURL()}, &export, &errb); code != 0 {
-		t.Fatalf("export: exit %d: %s", code, errb.String())
-	}
-	file := filepath.Join(t.TempDir(), "all.jsonl")
-	if err := os.WriteFile(file, export.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-
+	file := exportOf(t, 5, "keep", "gone")
 	dst, dstStore := storeOnServer(t)
 	if _, _, err := dstStore.MarkErased(ctx, logstore.Erasure{SessionID: "gone", By: "sre", Reason: "test", ErasedAt: "2026-12-06T05:00:00Z", Done: true}); err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
-	errb.Reset()
+	var out, errb bytes.Buffer
 	code := Main(ctx, []string{"import", "--file", file, "--nats-url", dst.ClientURL()}, &out, &errb)
 	if code != 1 || !strings.Contains(out.String(), "imported 1 sessions, 5 events (0 sessions already present, 1 erased left out)") ||
 		!strings.Contains(errb.String(), "session gone not imported: erased") || !strings.Contains(errb.String(), "--as gone=NEW_ID") {
@@ -168,6 +153,28 @@ func TestImportLeavesErasedOut(t *testing.T) {
 			t.Errorf("import of a %s file without --from: exit %d: %s", format, code, errb.String())
 		}
 	}
+}
+
+// exportOf is the export (a file) of the sessions ids of n events each,
+// seeded in a store of their own.
+func exportOf(t *testing.T, n int, ids ...string) string {
+	t.Helper()
+	ctx := context.Background()
+	src, st := storeOnServer(t)
+	for _, id := range ids {
+		if _, err := sessiongen.Seed(ctx, st, id, n, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var export, errb bytes.Buffer
+	if code := Main(ctx, []string{"export", "--nats-url", src.ClientURL()}, &export, &errb); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errb.String())
+	}
+	file := filepath.Join(t.TempDir(), "all.jsonl")
+	if err := os.WriteFile(file, export.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
 }
 
 // storeOnServer is an embedded server and the log store on it.

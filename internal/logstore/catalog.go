@@ -79,11 +79,18 @@ func (s *Store) EachLastStored(ctx context.Context, fn func(sessionID string, la
 // recreates an ordered consumer after each page, from the next stream
 // sequence). fn's error stops the walk and is returned.
 func (s *Store) eachLastPerSubject(ctx context.Context, stream, subject string, fn func(*Msg) error) error {
-	st, err := s.StreamStatus(ctx, stream)
+	return s.walk(ctx, FollowSpec{Stream: stream, Subject: subject, PageEvents: lastPage, lastPerSubject: true, headersOnly: true}, false, fn)
+}
+
+// walk calls fn with each message spec delivers until none is pending
+// or, with cut, past the stream's last message when the walk starts.
+// fn's error stops the walk and is returned.
+func (s *Store) walk(ctx context.Context, spec FollowSpec, cut bool, fn func(*Msg) error) error {
+	st, err := s.StreamStatus(ctx, spec.Stream)
 	if err != nil || st.Msgs == 0 {
 		return err
 	}
-	f, err := s.Follow(ctx, FollowSpec{Stream: stream, Subject: subject, PageEvents: lastPage, lastPerSubject: true, headersOnly: true})
+	f, err := s.Follow(ctx, spec)
 	if err != nil {
 		return err
 	}
@@ -93,10 +100,13 @@ func (s *Store) eachLastPerSubject(ctx context.Context, stream, subject string, 
 		if err != nil {
 			return err
 		}
+		if cut && m.StreamSeq > st.LastSeq {
+			return nil
+		}
 		if err := fn(m); err != nil {
 			return err
 		}
-		if m.Pending == 0 {
+		if m.Pending == 0 || cut && m.StreamSeq == st.LastSeq {
 			return nil
 		}
 	}

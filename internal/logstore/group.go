@@ -104,6 +104,9 @@ func (s *Store) AppendGroup(ctx context.Context, parts []GroupPart) ([]AppendRes
 	for i, p := range parts {
 		seq += uint64(len(p.Msgs))
 		out[i] = AppendResult{FirstSeq: p.Req.Events[0].Seq, LastSeq: p.Req.Events[len(p.Req.Events)-1].Seq, StreamSeq: seq}
+		for _, m := range p.Msgs {
+			out[i].Bytes += len(m.Data)
+		}
 		s.committed(*p.Req, out[i])
 	}
 	return out, nil

@@ -204,36 +204,18 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 
 // reserveChild counts the child an agent asks for in its tenant's usage,
 // or refuses it quota_exceeded past the tenant's session bound or with
-// its stored bytes at their bound (the bounds the writers record:
-// logstore.UsageLimits; the child's bytes are not known before the copy).
+// its stored bytes at their bound (logstore.ReserveStored; the child's
+// bytes are not known before the copy).
 func (s *Service) reserveChild(ctx context.Context, tenant string) (bool, error) {
-	l, ok, err := s.st.UsageLimits(ctx)
-	if err != nil {
-		return false, schema.Errorf(schema.CodeNotCommitted, "reading the tenants' limits: %v: nothing stored, retry", err)
-	}
-	if !ok {
-		return false, nil
-	}
-	if bound := l.For(tenant).Bytes; bound > 0 {
-		u, err := s.st.UsageOf(ctx, tenant)
-		if err != nil {
-			return false, schema.Errorf(schema.CodeNotCommitted, "reading the tenant's usage: %v: nothing stored, retry", err)
-		}
-		if u.Bytes >= bound {
-			return false, schema.Errorf(schema.CodeQuotaExceeded, "tenant %s stores %d bytes, its bound is %d (%s): no fork, nothing stored; erase sessions to make room",
-				tenant, u.Bytes, bound, l.FlagOf(tenant, "--tenant-max-bytes"))
-		}
-	}
-	reserved, _, _, err := s.st.ReserveSession(ctx, l, tenant, 0)
-	return reserved, err
+	return s.st.ReserveStored(ctx, tenant, 0, "no fork")
 }
 
-// countUsage adds d to the tenant's usage; a store without the usage
-// bucket counts nothing, and a failure is logged (the count reads low).
+// countUsage adds d to the tenant's usage; a failure is logged (the count
+// reads low).
 func (s *Service) countUsage(tenant string, d logstore.TenantUsage) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, _, err := s.st.AddUsage(ctx, tenant, d, nil); err != nil && !errors.Is(err, logstore.ErrNoUsageBucket) {
+	if err := s.st.CountUsage(ctx, tenant, d); err != nil {
 		s.log.Warn("forker: counting a child in its tenant's usage", "tenant", tenant, "sessions", d.Sessions, "bytes", d.Bytes, "err", err)
 	}
 }

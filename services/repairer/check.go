@@ -443,6 +443,7 @@ func (s *Service) repair(ctx context.Context, id string, why trigger, reason str
 		s.log.Info("repair already committed", "session", id, "firstSeq", res.FirstSeq, "lastSeq", res.LastSeq)
 		return out, nil
 	}
+	s.usage.Count(logstore.UsageTenant(id), logstore.TenantUsage{Bytes: int64(res.Bytes)})
 	s.m.repaired.WithLabelValues(string(why)).Inc()
 	for _, c := range out.Closed {
 		s.m.closers.WithLabelValues(c.Kind).Inc()

@@ -157,6 +157,11 @@ type Service struct {
 	// repairing counts repairs between their decision and their commit.
 	repairing atomic.Int64
 
+	// usage counts the bytes of the repair events in their tenants'
+	// usage (TENANT_USAGE), flushed while Run runs. A repair is never
+	// refused over a tenant's bounds: it closes what is open.
+	usage *logstore.UsageCounter
+
 	// stages, if set, observes the stages of repairs (ObserveStages).
 	stages atomic.Pointer[func(id string, st Stage, at time.Time)]
 
@@ -257,6 +262,7 @@ func New(cfg Config) (*Service, error) {
 		born:     time.Now(),
 		slots:    make(chan struct{}, cfg.Concurrency),
 		waiters:  make(chan struct{}, cfg.Concurrency*waitingPerWorker),
+		usage:    logstore.NewUsageCounter(cfg.Store, 0),
 	}
 	s.cond = sync.NewCond(&s.mu)
 	s.room = sync.NewCond(&s.mu)
@@ -315,6 +321,15 @@ func (s *Service) Run(ctx context.Context) error {
 	if s.cfg.GroupEvents > 1 {
 		s.grouper.Store(newGrouper(s, ctx))
 	}
+	// The usage counter stops after every repair has returned, and adds
+	// what it holds then.
+	uctx, ustop := context.WithCancel(context.WithoutCancel(ctx))
+	udone := make(chan struct{})
+	go func() {
+		defer close(udone)
+		s.usage.Run(uctx)
+	}()
+	defer func() { ustop(); <-udone }()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
