@@ -21,6 +21,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/procstat"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/forker"
 )
@@ -50,6 +51,10 @@ type ForkResult struct {
 	// atomic batches of 1000 with the per-subject check: the floor of any
 	// copy on this stream.
 	Raw time.Duration
+	// ForkCPU and RawCPU are the process's CPU time per copied event (of
+	// the run kept: the fastest) of the fork (forker, store and server)
+	// and of the floor (client and server).
+	ForkCPU, RawCPU time.Duration
 }
 
 // Ratio is Fork / Raw.
@@ -58,7 +63,9 @@ func (r ForkResult) Ratio() float64 { return float64(r.Fork) / float64(r.Raw) }
 // Line is the BENCH line of r.
 func (r ForkResult) Line() string {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	return fmt.Sprintf("BENCH name=fork-%d value=%.1f unit=ms baseline=%.1f ratio=%.2f", r.N, ms(r.Fork), ms(r.Raw), r.Ratio())
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	return fmt.Sprintf("BENCH name=fork-%d value=%.1f unit=ms baseline=%.1f ratio=%.2f cpu_us_per_event=%.2f baseline_cpu_us_per_event=%.2f",
+		r.N, ms(r.Fork), ms(r.Raw), r.Ratio(), us(r.ForkCPU), us(r.RawCPU))
 }
 
 func forkReps(n int) int {
@@ -139,14 +146,20 @@ func RunFork(ctx context.Context, cfg ForkConfig) ([]ForkResult, error) {
 		}
 		r := ForkResult{N: n}
 		for rep := range forkReps(n) {
+			cpu0 := procstat.CPU()
 			raw, err := rawFloor(ctx, js, fmt.Sprintf("bench-raw-%d-%d", n, rep), n)
+			rawCPU := procstat.CPU() - cpu0
 			if err != nil {
 				return out, err
 			}
 			child := fmt.Sprintf("bench-child-%d-%d", n, rep)
+			markPhase("fork-start")
+			cpu0 = procstat.CPU()
 			t0 := time.Now()
 			reply, err := forker.Call(ctx, nc, forker.Request{ParentID: parent, ChildID: child})
 			took := time.Since(t0)
+			forkCPU := procstat.CPU() - cpu0
+			markPhase(fmt.Sprintf("fork-%d-%d", n, rep))
 			if err != nil {
 				return out, fmt.Errorf("fork %d: %w", n, err)
 			}
@@ -158,10 +171,10 @@ func RunFork(ctx context.Context, cfg ForkConfig) ([]ForkResult, error) {
 			}
 			say("n=%d rep=%d fork=%v raw=%v", n, rep, took, raw)
 			if r.Fork == 0 || took < r.Fork {
-				r.Fork = took
+				r.Fork, r.ForkCPU = took, forkCPU/time.Duration(n+1)
 			}
 			if r.Raw == 0 || raw < r.Raw {
-				r.Raw = raw
+				r.Raw, r.RawCPU = raw, rawCPU/time.Duration(n+1)
 			}
 		}
 		out = append(out, r)
@@ -192,6 +205,8 @@ func rawFloor(ctx context.Context, js jetstream.JetStream, sid string, n int) (t
 		Type: schema.TypeForkCommitted, Synthetic: true, Data: []byte(`{"seedLength":` + strconv.Itoa(n) + `}`)}
 	msgs = append(msgs, rawMsg(loc.Subject, &commit))
 
+	markPhase("raw-start")
+	defer markPhase(fmt.Sprintf("raw-%s", sid))
 	t0 := time.Now()
 	var expected uint64
 	for i := 0; i < len(msgs); i += schema.MaxBatchEvents {
