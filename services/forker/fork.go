@@ -754,19 +754,23 @@ func (s *Service) copyCovered(ctx context.Context, p *plan, base logstore.Tail, 
 }
 
 // copyBatch is one atomic batch of the child: the envelopes (of which the
-// store reads the header fields) and their bodies.
+// store reads the header fields), their bodies and the bodies' chain
+// hashes (made here, while the store commits the batch before, rather
+// than by Append after it).
 type copyBatch struct {
 	events []schema.Envelope
 	bodies [][]byte
+	hashes []string
 }
 
 func newCopyBatch(n int) *copyBatch {
-	return &copyBatch{events: make([]schema.Envelope, 0, n), bodies: make([][]byte, 0, n)}
+	return &copyBatch{events: make([]schema.Envelope, 0, n), bodies: make([][]byte, 0, n), hashes: make([]string, 0, n)}
 }
 
 func (b *copyBatch) add(e schema.Envelope, body []byte) {
 	b.events = append(b.events, e)
 	b.bodies = append(b.bodies, body)
+	b.hashes = append(b.hashes, logstore.ChainHash(body))
 }
 
 // childEvent makes the child's copy of the parent's event seq, stored in
@@ -813,7 +817,7 @@ func (s *Service) appendBatches(ctx context.Context, p *plan, expected uint64, w
 	lastBeat := time.Now()
 	for batch := range batches {
 		actx, cancel := s.call(ctx)
-		res, err := s.st.Append(actx, logstore.AppendRequest{SessionID: p.ChildID, ExpectedStreamSeq: expected, Events: batch.events, Bodies: batch.bodies})
+		res, err := s.st.Append(actx, logstore.AppendRequest{SessionID: p.ChildID, ExpectedStreamSeq: expected, Events: batch.events, Bodies: batch.bodies, Hashes: batch.hashes})
 		cancel()
 		if err != nil {
 			switch code := schema.CodeOf(err); {
