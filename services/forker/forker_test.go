@@ -708,8 +708,9 @@ func BenchmarkFork1000(b *testing.B) {
 }
 
 // BenchmarkScan10000 splits a fork's scan of a 10,000-event parent into
-// its parts: the read alone, the read with the bodies decoded, and the
-// whole scan (judged, folded into the safe points).
+// its parts: the read alone, the read with the bodies decoded (in
+// chunks, as a scan does, and one message at a time), and the whole scan
+// (judged, folded into the safe points).
 func BenchmarkScan10000(b *testing.B) {
 	const n = 10_000
 	ctx, _, st, svc := benchForker(b, n)
@@ -727,6 +728,14 @@ func BenchmarkScan10000(b *testing.B) {
 	b.Run("decoded", func(b *testing.B) {
 		for range b.N {
 			if _, err := readDecoded(ctx, st, "parent", logstore.Tail{}, func(*logstore.Msg, schema.Envelope, bool, error) error { return nil }); err != nil {
+				b.Fatal(err)
+			}
+		}
+		perEvent(b)
+	})
+	b.Run("decoded-per-message", func(b *testing.B) {
+		for range b.N {
+			if _, err := readDecodedBy(ctx, st, "parent", logstore.Tail{}, 1, func(*logstore.Msg, schema.Envelope, bool, error) error { return nil }); err != nil {
 				b.Fatal(err)
 			}
 		}
