@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -19,7 +20,8 @@ func runBenchFork(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.SetOutput(stdout)
 	quick := fs.Bool("quick", false, "sizes up to 10,000 only")
 	sizes := fs.String("sizes", "", "comma-separated prefix lengths (default 100,1000,10000,100000)")
-	verbose := fs.Bool("v", false, "print each run on stderr")
+	verbose := fs.Bool("v", false, "print each run on stderr, and the services' log at debug level (the forker's timing of each fork: scan and copy)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the fork requests (every size and run, merged) to this file, and one of the floors' publishing to this file with .floor appended")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -46,6 +48,22 @@ func runBenchFork(ctx context.Context, args []string, stdout io.Writer) error {
 	cfg := bench.ForkConfig{Sizes: ns}
 	if *verbose {
 		cfg.Progress = os.Stderr
+		// The forker's timing of each fork: its scan and its copy.
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if *cpuProfile != "" {
+		for _, path := range []string{*cpuProfile, *cpuProfile + ".floor"} {
+			f, err := os.Create(path)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if cfg.CPUProfile == nil {
+				cfg.CPUProfile = f
+			} else {
+				cfg.FloorCPUProfile = f
+			}
+		}
 	}
 	res, err := bench.RunFork(ctx, cfg)
 	for _, r := range res {

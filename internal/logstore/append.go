@@ -28,6 +28,10 @@ type AppendRequest struct {
 	// (a copier that splices stored bodies): Append sends them as they
 	// are, and of Events reads only the fields of the headers and ids.
 	Bodies [][]byte
+	// Hashes, if set, holds ChainHash of each of Bodies, made beforehand
+	// (a copier hashes its next batch while the store commits the last):
+	// Append then hashes no body itself.
+	Hashes []string
 	// PrevHash is ChainHash of the body stored as the session's event at
 	// ExpectedStreamSeq (empty for a new session): the SL-Prev of the
 	// first event. A caller that keeps the session's state passes it (the
@@ -190,6 +194,9 @@ func (s *Store) messages(req *AppendRequest, subject, prev string) (msgs []*nats
 	if req.Bodies != nil && len(req.Bodies) != len(req.Events) {
 		return nil, schema.Errorf(schema.CodeBadRequest, "%d bodies for %d events", len(req.Bodies), len(req.Events))
 	}
+	if req.Hashes != nil && (req.Bodies == nil || len(req.Hashes) != len(req.Bodies)) {
+		return nil, schema.Errorf(schema.CodeBadRequest, "%d hashes for %d bodies", len(req.Hashes), len(req.Bodies))
+	}
 	msgs = make([]*nats.Msg, len(req.Events))
 	for i := range req.Events {
 		e := &req.Events[i]
@@ -211,7 +218,11 @@ func (s *Store) messages(req *AppendRequest, subject, prev string) (msgs []*nats
 			h[HeaderPrev] = vals[5:6:6]
 		}
 		// The chain: the next event is written after this body.
-		prev = ChainHash(body)
+		if req.Hashes != nil {
+			prev = req.Hashes[i]
+		} else {
+			prev = ChainHash(body)
+		}
 		if i == 0 {
 			// An expectation on a later message of the same subject fails
 			// the batch (10164): only the first carries it.
@@ -283,7 +294,12 @@ func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResult, er
 	if err != nil {
 		return AppendResult{}, err
 	}
-	res := AppendResult{FirstSeq: req.Events[0].Seq, LastSeq: req.Events[len(req.Events)-1].Seq, Hash: ChainHash(msgs[len(msgs)-1].Data)}
+	res := AppendResult{FirstSeq: req.Events[0].Seq, LastSeq: req.Events[len(req.Events)-1].Seq}
+	if req.Hashes != nil {
+		res.Hash = req.Hashes[len(req.Hashes)-1]
+	} else {
+		res.Hash = ChainHash(msgs[len(msgs)-1].Data)
+	}
 	for _, m := range msgs {
 		res.Bytes += len(m.Data)
 	}

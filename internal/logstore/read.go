@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -158,15 +159,16 @@ func (s *Store) readConsumerUpTo(ctx context.Context, loc Location, sessionID st
 		s.dropReadConsumer(loc, cons)
 	}()
 	stall := s.readStall()
+	w := newStallWatch(ctx, stall)
+	defer w.stop()
 	for {
-		nctx, cancel := context.WithTimeout(ctx, stall)
-		jm, err := it.Next(jetstream.NextContext(nctx))
-		cancel()
+		w.waiting()
+		jm, err := it.Next(jetstream.NextContext(w.ctx))
 		if err != nil {
 			if ctx.Err() != nil {
 				return cur, true, ctx.Err()
 			}
-			if errors.Is(err, context.DeadlineExceeded) {
+			if w.stalled() || errors.Is(err, context.DeadlineExceeded) {
 				err = fmt.Errorf("no event for %v at stream seq %d", stall, cur)
 			}
 			return cur, false, fmt.Errorf("logstore: read %s: %w", sessionID, err)
@@ -187,6 +189,52 @@ func (s *Store) readConsumerUpTo(ctx context.Context, loc Location, sessionID st
 			return cur, true, nil
 		}
 	}
+}
+
+// stallWatch bounds each wait of a read for its next message by stall,
+// as a context.WithTimeout per wait would, with one timer for the whole
+// read: a wait records when it began (one clock read), and the timer,
+// when it fires, cancels ctx only if the wait under way began stall ago
+// or more, else fires again when it will have. A timeout per message
+// costs a context, a timer and its start and stop on every message of
+// every read (BenchmarkStallWatch).
+type stallWatch struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	stall  time.Duration
+	start  time.Time
+	since  atomic.Int64 // when the wait under way began, in ns after start
+	timer  *time.Timer
+}
+
+// errReadStall is the cause of a stallWatch's cancelled ctx.
+var errReadStall = errors.New("logstore: no message for the read's stall bound")
+
+func newStallWatch(parent context.Context, stall time.Duration) *stallWatch {
+	w := &stallWatch{stall: stall, start: time.Now()}
+	w.ctx, w.cancel = context.WithCancelCause(parent)
+	w.timer = time.AfterFunc(stall, w.check)
+	return w
+}
+
+// waiting marks the start of a wait for the next message.
+func (w *stallWatch) waiting() { w.since.Store(int64(time.Since(w.start))) }
+
+func (w *stallWatch) check() {
+	waited := time.Since(w.start) - time.Duration(w.since.Load())
+	if waited >= w.stall {
+		w.cancel(errReadStall)
+		return
+	}
+	w.timer.Reset(w.stall - waited)
+}
+
+// stalled reports whether a wait lasted stall.
+func (w *stallWatch) stalled() bool { return context.Cause(w.ctx) == errReadStall }
+
+func (w *stallWatch) stop() {
+	w.timer.Stop()
+	w.cancel(nil)
 }
 
 // dropReadConsumer deletes a read's consumer in the background, bounded:

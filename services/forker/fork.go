@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -128,12 +129,19 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 	// An erased id is never used again (DESIGN.md section 14); the
 	// forker appends around the writer, so it checks itself. A parent
 	// erased (or being erased) is not copied either.
-	if erased, err := s.erased(ctx, r.ChildID); err != nil {
+	// Both asked at once (one round trip, not two), answered in order.
+	var parentErased bool
+	var parentErr error
+	var asked sync.WaitGroup
+	asked.Go(func() { parentErased, parentErr = s.erased(ctx, r.ParentID) })
+	childErased, childErr := s.erased(ctx, r.ChildID)
+	asked.Wait()
+	if erased, err := childErased, childErr; err != nil {
 		return Reply{}, schema.Errorf(schema.CodeNotCommitted, "fork: %v", err)
 	} else if erased {
 		return Reply{}, schema.Errorf(schema.CodeErased, "child id %s belonged to an erased session; use another id", r.ChildID)
 	}
-	if erased, err := s.erased(ctx, r.ParentID); err != nil {
+	if erased, err := parentErased, parentErr; err != nil {
 		return Reply{}, schema.Errorf(schema.CodeNotCommitted, "fork: %v", err)
 	} else if erased {
 		return Reply{}, schema.Errorf(schema.CodeErased, "session %s was erased", r.ParentID)
@@ -191,14 +199,18 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 		s.log.Warn("fork copy interrupted; a sweep will finish it", "child", p.ChildID, "parent", p.ParentID, "err", err)
 		return Reply{}, definite(schema.CodeOutcomeUnknown, err)
 	}
-	s.dropRecord(p)
+	// The record dropped and the child counted at once: one round trip
+	// before the reply, not two.
+	var counted sync.WaitGroup
 	if fresh {
 		d := logstore.TenantUsage{Bytes: p.copied}
 		if !reserved {
 			d.Sessions = 1
 		}
-		s.countUsage(tenant, d)
+		counted.Go(func() { s.countUsage(tenant, d) })
 	}
+	s.dropRecord(p)
+	counted.Wait()
 	return p.reply(), nil
 }
 
@@ -736,19 +748,23 @@ func (s *Service) copyCovered(ctx context.Context, p *plan, base logstore.Tail, 
 }
 
 // copyBatch is one atomic batch of the child: the envelopes (of which the
-// store reads the header fields) and their bodies.
+// store reads the header fields), their bodies and the bodies' chain
+// hashes (made here, while the store commits the batch before, rather
+// than by Append after it).
 type copyBatch struct {
 	events []schema.Envelope
 	bodies [][]byte
+	hashes []string
 }
 
 func newCopyBatch(n int) *copyBatch {
-	return &copyBatch{events: make([]schema.Envelope, 0, n), bodies: make([][]byte, 0, n)}
+	return &copyBatch{events: make([]schema.Envelope, 0, n), bodies: make([][]byte, 0, n), hashes: make([]string, 0, n)}
 }
 
 func (b *copyBatch) add(e schema.Envelope, body []byte) {
 	b.events = append(b.events, e)
 	b.bodies = append(b.bodies, body)
+	b.hashes = append(b.hashes, logstore.ChainHash(body))
 }
 
 // childEvent makes the child's copy of the parent's event seq, stored in
@@ -795,7 +811,7 @@ func (s *Service) appendBatches(ctx context.Context, p *plan, expected uint64, w
 	lastBeat := time.Now()
 	for batch := range batches {
 		actx, cancel := s.call(ctx)
-		res, err := s.st.Append(actx, logstore.AppendRequest{SessionID: p.ChildID, ExpectedStreamSeq: expected, Events: batch.events, Bodies: batch.bodies})
+		res, err := s.st.Append(actx, logstore.AppendRequest{SessionID: p.ChildID, ExpectedStreamSeq: expected, Events: batch.events, Bodies: batch.bodies, Hashes: batch.hashes})
 		cancel()
 		if err != nil {
 			switch code := schema.CodeOf(err); {

@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 )
@@ -667,9 +669,9 @@ func TestForkerStopMidCopyThenRestart(t *testing.T) {
 	e.noRecord("c")
 }
 
-// BenchmarkFork1000 forks a 1,000-event parent per iteration through the
-// endpoint (the bench command compares against the raw floor).
-func BenchmarkFork1000(b *testing.B) {
+// benchForker runs a forker on an embedded server for a benchmark, with
+// a parent "parent" of n events.
+func benchForker(b *testing.B, n int) (context.Context, *nats.Conn, *logstore.Store, *Service) {
 	srv := natstest.RunServer(b)
 	nc := natstest.Connect(b, srv)
 	ctx := context.Background()
@@ -684,11 +686,18 @@ func BenchmarkFork1000(b *testing.B) {
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(runCtx) }()
-	defer func() { cancel(); <-done }()
+	b.Cleanup(func() { cancel(); <-done })
 	natstest.CheckFor(b, 10*time.Second, 10*time.Millisecond, svc.Ready)
-	if _, err := sessiongen.Seed(ctx, st, "parent", 1000, 1000); err != nil {
+	if _, err := sessiongen.Seed(ctx, st, "parent", n, 1000); err != nil {
 		b.Fatal(err)
 	}
+	return ctx, nc, st, svc
+}
+
+// BenchmarkFork1000 forks a 1,000-event parent per iteration through the
+// endpoint (the bench command compares against the raw floor).
+func BenchmarkFork1000(b *testing.B) {
+	ctx, nc, _, _ := benchForker(b, 1000)
 	b.ResetTimer()
 	for i := range b.N {
 		if _, err := Call(ctx, nc, Request{ParentID: "parent", ChildID: fmt.Sprintf("c%d", i)}); err != nil {
@@ -696,6 +705,50 @@ func BenchmarkFork1000(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "µs/event")
+}
+
+// BenchmarkScan10000 splits a fork's scan of a 10,000-event parent into
+// its parts: the read alone, the read with the bodies decoded (in
+// chunks, as a scan does, and one message at a time), and the whole scan
+// (judged, folded into the safe points).
+func BenchmarkScan10000(b *testing.B) {
+	const n = 10_000
+	ctx, _, st, svc := benchForker(b, n)
+	perEvent := func(b *testing.B) {
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/n, "µs/event")
+	}
+	b.Run("read", func(b *testing.B) {
+		for range b.N {
+			if _, err := st.ReadSession(ctx, "parent", 0, func(*logstore.Msg) error { return nil }); err != nil {
+				b.Fatal(err)
+			}
+		}
+		perEvent(b)
+	})
+	b.Run("decoded", func(b *testing.B) {
+		for range b.N {
+			if _, err := readDecoded(ctx, st, "parent", logstore.Tail{}, func(*logstore.Msg, schema.Envelope, bool, error) error { return nil }); err != nil {
+				b.Fatal(err)
+			}
+		}
+		perEvent(b)
+	})
+	b.Run("decoded-per-message", func(b *testing.B) {
+		for range b.N {
+			if _, err := readDecodedBy(ctx, st, "parent", logstore.Tail{}, 1, func(*logstore.Msg, schema.Envelope, bool, error) error { return nil }); err != nil {
+				b.Fatal(err)
+			}
+		}
+		perEvent(b)
+	})
+	b.Run("scan", func(b *testing.B) {
+		for range b.N {
+			if _, err := svc.scanFrom(ctx, api.Caller{}, "parent", session.Cut{}, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		perEvent(b)
+	})
 }
 
 // The forker serves on the connection it is given, never one taken from

@@ -4,14 +4,17 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"time"
 
+	"github.com/google/pprof/profile"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +24,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/procstat"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/forker"
 )
@@ -38,6 +42,10 @@ type ForkConfig struct {
 	Logger *slog.Logger
 	// Progress, if set, gets one line per measurement.
 	Progress io.Writer
+	// CPUProfile and FloorCPUProfile, if set, get a CPU profile of every
+	// fork request (from its call to its reply) and of every floor's
+	// publishing, each merged into one.
+	CPUProfile, FloorCPUProfile io.Writer
 }
 
 // ForkResult is one size's measurement: the best of a few runs each.
@@ -50,6 +58,10 @@ type ForkResult struct {
 	// atomic batches of 1000 with the per-subject check: the floor of any
 	// copy on this stream.
 	Raw time.Duration
+	// ForkCPU and RawCPU are the process's CPU time per copied event (of
+	// the run kept: the fastest) of the fork (forker, store and server)
+	// and of the floor (client and server).
+	ForkCPU, RawCPU time.Duration
 }
 
 // Ratio is Fork / Raw.
@@ -58,7 +70,9 @@ func (r ForkResult) Ratio() float64 { return float64(r.Fork) / float64(r.Raw) }
 // Line is the BENCH line of r.
 func (r ForkResult) Line() string {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	return fmt.Sprintf("BENCH name=fork-%d value=%.1f unit=ms baseline=%.1f ratio=%.2f", r.N, ms(r.Fork), ms(r.Raw), r.Ratio())
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	return fmt.Sprintf("BENCH name=fork-%d value=%.1f unit=ms baseline=%.1f ratio=%.2f cpu_us_per_event=%.2f baseline_cpu_us_per_event=%.2f",
+		r.N, ms(r.Fork), ms(r.Raw), r.Ratio(), us(r.ForkCPU), us(r.RawCPU))
 }
 
 func forkReps(n int) int {
@@ -130,6 +144,11 @@ func RunFork(ctx context.Context, cfg ForkConfig) ([]ForkResult, error) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	var forkProf, floorProf phaseProfile
+	defer func() {
+		forkProf.write(cfg.CPUProfile)
+		floorProf.write(cfg.FloorCPUProfile)
+	}()
 	var out []ForkResult
 	for _, n := range cfg.Sizes {
 		parent := "bench-parent-" + strconv.Itoa(n)
@@ -139,14 +158,20 @@ func RunFork(ctx context.Context, cfg ForkConfig) ([]ForkResult, error) {
 		}
 		r := ForkResult{N: n}
 		for rep := range forkReps(n) {
-			raw, err := rawFloor(ctx, js, fmt.Sprintf("bench-raw-%d-%d", n, rep), n)
+			raw, rawCPU, err := rawFloor(ctx, js, fmt.Sprintf("bench-raw-%d-%d", n, rep), n, &floorProf, cfg.FloorCPUProfile)
 			if err != nil {
 				return out, err
 			}
 			child := fmt.Sprintf("bench-child-%d-%d", n, rep)
+			forkProf.start(cfg.CPUProfile)
+			markPhase("fork-start")
+			cpu0 := procstat.CPU()
 			t0 := time.Now()
 			reply, err := forker.Call(ctx, nc, forker.Request{ParentID: parent, ChildID: child})
 			took := time.Since(t0)
+			forkCPU := procstat.CPU() - cpu0
+			forkProf.stop()
+			markPhase(fmt.Sprintf("fork-%d-%d", n, rep))
 			if err != nil {
 				return out, fmt.Errorf("fork %d: %w", n, err)
 			}
@@ -158,10 +183,10 @@ func RunFork(ctx context.Context, cfg ForkConfig) ([]ForkResult, error) {
 			}
 			say("n=%d rep=%d fork=%v raw=%v", n, rep, took, raw)
 			if r.Fork == 0 || took < r.Fork {
-				r.Fork = took
+				r.Fork, r.ForkCPU = took, forkCPU/time.Duration(n+1)
 			}
 			if r.Raw == 0 || raw < r.Raw {
-				r.Raw = raw
+				r.Raw, r.RawCPU = raw, rawCPU/time.Duration(n+1)
 			}
 		}
 		out = append(out, r)
@@ -172,11 +197,12 @@ func RunFork(ctx context.Context, cfg ForkConfig) ([]ForkResult, error) {
 // rawFloor publishes what a fork of n events writes (session/created, n-1
 // copies, fork/committed: the same sizes and headers), encoded beforehand,
 // as atomic batches of 1000 chained by the per-subject check, and returns
-// the publishing time.
-func rawFloor(ctx context.Context, js jetstream.JetStream, sid string, n int) (time.Duration, error) {
+// the publishing time and the process's CPU time over it (only the
+// publishing is profiled into prof, when w is set).
+func rawFloor(ctx context.Context, js jetstream.JetStream, sid string, n int, prof *phaseProfile, w io.Writer) (took, cpu time.Duration, err error) {
 	loc, err := logstore.Locate(sid)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	msgs := make([]*nats.Msg, 0, n+1)
 	err = sessiongen.GenSession("bench-parent-"+strconv.Itoa(n), n, func(e schema.Envelope) error {
@@ -185,14 +211,22 @@ func rawFloor(ctx context.Context, js jetstream.JetStream, sid string, n int) (t
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	commit := schema.Envelope{SchemaVersion: schema.Version, SessionID: sid, Seq: uint64(n) + 1,
 		EventID: fmt.Sprintf("fork:0123456789abcdef:%d", n+1), Time: time.Now().UTC(),
 		Type: schema.TypeForkCommitted, Synthetic: true, Data: []byte(`{"seedLength":` + strconv.Itoa(n) + `}`)}
 	msgs = append(msgs, rawMsg(loc.Subject, &commit))
 
+	prof.start(w)
+	markPhase("raw-start")
+	cpu0 := procstat.CPU()
 	t0 := time.Now()
+	defer func() {
+		took, cpu = time.Since(t0), procstat.CPU()-cpu0
+		markPhase(fmt.Sprintf("raw-%s", sid))
+		prof.stop()
+	}()
 	var expected uint64
 	for i := 0; i < len(msgs); i += schema.MaxBatchEvents {
 		batch := msgs[i:min(i+schema.MaxBatchEvents, len(msgs))]
@@ -200,27 +234,27 @@ func rawFloor(ctx context.Context, js jetstream.JetStream, sid string, n int) (t
 		if len(batch) == 1 {
 			ack, err := js.PublishMsg(ctx, batch[0])
 			if err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 			expected = ack.Sequence
 			continue
 		}
 		b, err := jetstreamext.NewBatchPublisher(js, jetstreamext.BatchFlowControl{AckFirst: false})
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		for _, m := range batch[:len(batch)-1] {
 			if err := b.AddMsg(m); err != nil {
-				return 0, err
+				return 0, 0, err
 			}
 		}
 		ack, err := b.CommitMsg(ctx, batch[len(batch)-1])
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		expected = ack.Sequence
 	}
-	return time.Since(t0), nil
+	return 0, 0, nil
 }
 
 func rawMsg(subject string, e *schema.Envelope) *nats.Msg {
@@ -232,4 +266,37 @@ func rawMsg(subject string, e *schema.Envelope) *nats.Msg {
 	m.Header.Set(logstore.HeaderSeq, strconv.FormatUint(e.Seq, 10))
 	m.Header.Set(logstore.HeaderSchema, strconv.Itoa(e.SchemaVersion))
 	return m
+}
+
+// phaseProfile collects CPU profiles of the phases of one kind (started
+// only for a non-nil writer) and writes them merged.
+type phaseProfile struct {
+	on    bool
+	buf   bytes.Buffer
+	parts []*profile.Profile
+}
+
+func (p *phaseProfile) start(w io.Writer) {
+	p.buf.Reset()
+	p.on = w != nil && pprof.StartCPUProfile(&p.buf) == nil
+}
+
+func (p *phaseProfile) stop() {
+	if !p.on {
+		return
+	}
+	pprof.StopCPUProfile()
+	p.on = false
+	if pr, err := profile.Parse(&p.buf); err == nil {
+		p.parts = append(p.parts, pr)
+	}
+}
+
+func (p *phaseProfile) write(w io.Writer) {
+	if w == nil || len(p.parts) == 0 {
+		return
+	}
+	if m, err := profile.Merge(p.parts); err == nil {
+		_ = m.Write(w)
+	}
 }
