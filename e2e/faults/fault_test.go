@@ -283,8 +283,51 @@ func startFaultRun(t *testing.T, partitions int, copts faultClusterOpts) *faultR
 
 // finish stops the fleet, lets it close its sessions, runs the checker
 // and prints the FAULT, CHECK and ATTEMPTS lines; a broken guarantee
-// fails the test.
+// fails the test. Then the projector must show what is stored.
 func (r *faultRun) finish(t *testing.T) *faultReport {
+	h, fleet := r.h, r.fleet
+	runEnd := r.stopFleet(t)
+	rep, stored, _ := faultVerify(t, h, r.st, fleet, true)
+	for _, e := range fleet.errs {
+		t.Errorf("fleet: %s", e)
+	}
+	faultReportRun(t, fleet, rep, h.windows, h.times.Calm, r.runStart, runEnd)
+	faultAssert(t, rep)
+	if faultHasRole("projector") {
+		faultVerifyProjections(t, h, r.st, stored)
+	}
+	return rep
+}
+
+// finishDamaged is finish after faults that may destroy acknowledged
+// events (a replica's files damaged): a session the checker finds damaged
+// must be named by verify, or its agent answered rolled_back or
+// unreadable, or the projector must have raised log_rolled_back, else it
+// is a silent loss; every other session keeps every guarantee.
+func (r *faultRun) finishDamaged(t *testing.T) {
+	h, fleet := r.h, r.fleet
+	runEnd := r.stopFleet(t)
+	_, stored, problems := faultVerify(t, h, r.st, fleet, false)
+	for _, e := range fleet.errs {
+		t.Errorf("fleet: %s", e)
+	}
+	verify, verifyN := faultRunVerify(t, h.c.URLs())
+	rolledBack := ""
+	if p := h.svcs["projector"]; p != nil {
+		rolledBack = faultRolledBack(t, p.spec.HTTPAddr)
+	}
+	j := faultJudgeDamage(t, fleet, stored, problems, verify, verifyN, rolledBack)
+	t.Logf("DAMAGE %s", j)
+	faultReportRun(t, fleet, j.rest, h.windows, h.times.Calm, r.runStart, runEnd)
+	for _, s := range j.silent {
+		t.Errorf("silent loss: %s", s)
+	}
+	faultAssert(t, j.rest)
+}
+
+// stopFleet stops the fleet and waits for its agents to close their
+// sessions; it returns when the run ended.
+func (r *faultRun) stopFleet(t *testing.T) time.Time {
 	h, fleet := r.h, r.fleet
 	close(r.stop)
 	select {
@@ -306,15 +349,7 @@ func (r *faultRun) finish(t *testing.T) *faultReport {
 		r.cancel()
 		<-r.done
 	}
-	runEnd := time.Now()
-
-	rep := faultVerify(t, h, r.st, fleet)
-	for _, e := range fleet.errs {
-		t.Errorf("fleet: %s", e)
-	}
-	faultReportRun(t, fleet, rep, h.windows, h.times.Calm, r.runStart, runEnd)
-	faultAssert(t, rep)
-	return rep
+	return time.Now()
 }
 
 // faultExplainStuck prints what the agents that did not finish were
@@ -382,7 +417,10 @@ func faultReportRun(t *testing.T, fleet *faultFleet, rep *faultReport, windows [
 
 // faultVerify waits for the repairs of abandoned sessions, then dumps the
 // stream and runs the checker.
-func faultVerify(t *testing.T, h *faultHarness, st *logstore.Store, fleet *faultFleet) *faultReport {
+// faultVerify waits for the repairer to repair the abandoned sessions
+// (strict: a test failure if it does not within the wait; else the
+// checker says which were not), dumps the streams and runs the checker.
+func faultVerify(t *testing.T, h *faultHarness, st *logstore.Store, fleet *faultFleet, strict bool) (*faultReport, map[string][]faultStored, []string) {
 	t.Helper()
 	var abandoned []string
 	for id, rec := range fleet.sessions {
@@ -392,7 +430,13 @@ func faultVerify(t *testing.T, h *faultHarness, st *logstore.Store, fleet *fault
 	}
 	wait := h.times.LeaseTTL + h.times.Grace + h.times.Sweep + 30*time.Second
 	if faultHasRole("repairer") {
-		natstest.CheckFor(t, wait, 250*time.Millisecond, func() error {
+		check := func(t *testing.T, total, every time.Duration, f func() error) {
+			natstest.CheckFor(t, total, every, f)
+		}
+		if !strict {
+			check = faultWaitFor
+		}
+		check(t, wait, 250*time.Millisecond, func() error {
 			// A repair ends with session/paused: the tail's type says it.
 			for _, id := range abandoned {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -433,17 +477,27 @@ func faultVerify(t *testing.T, h *faultHarness, st *logstore.Store, fleet *fault
 	}
 	rep := faultCheck(stored, fleet.batches, fleet.forks, fleet.sessions, problems)
 	faultExplain(t, h.dir, rep.Problems, stored)
-	if faultHasRole("projector") {
-		faultVerifyProjections(t, h, st, stored, rep)
+	return rep, stored, problems
+}
+
+// faultWaitFor is natstest.CheckFor that logs instead of failing when f
+// still fails at the end.
+func faultWaitFor(t *testing.T, total, every time.Duration, f func() error) {
+	t.Helper()
+	var err error
+	for end := time.Now().Add(total); time.Now().Before(end); time.Sleep(every) {
+		if err = f(); err == nil {
+			return
+		}
 	}
-	return rep
+	t.Logf("after %v: %v", total, err)
 }
 
 // faultVerifyProjections waits until the projector (killed and restarted
 // during the run) shows every session at its stored last seq, then stops
 // it and compares its Pebble views with a clean rebuild of the same
 // stream prefix (projector.Verify: stored, scanned and rebuilt checksums).
-func faultVerifyProjections(t *testing.T, h *faultHarness, st *logstore.Store, stored map[string][]faultStored, rep *faultReport) {
+func faultVerifyProjections(t *testing.T, h *faultHarness, st *logstore.Store, stored map[string][]faultStored) {
 	t.Helper()
 	p := h.svcs["projector"]
 	faultProjectorCaughtUp(t, p.spec.HTTPAddr, stored)
@@ -454,12 +508,12 @@ func faultVerifyProjections(t *testing.T, h *faultHarness, st *logstore.Store, s
 	defer cancel()
 	res, err := projector.Verify(ctx, st, p.spec.DataDir, filepath.Join(h.dir, "projector-rebuild"), nil)
 	if err != nil {
-		rep.problem("projector verify: %v", err)
+		t.Errorf("projector verify: %v", err)
 		return
 	}
 	t.Logf("PROJECTION stored=%016x scanned=%016x rebuilt=%016x keys=%d ok=%v", res.Stored, res.Scanned, res.Rebuilt, res.Keys, res.OK())
 	if !res.OK() {
-		rep.problem("projection checksums differ: stored %x, scanned %x, clean rebuild %x", res.Stored, res.Scanned, res.Rebuilt)
+		t.Errorf("projection checksums differ: stored %x, scanned %x, clean rebuild %x", res.Stored, res.Scanned, res.Rebuilt)
 		faultDiffViews(t, p.spec.DataDir, filepath.Join(h.dir, "projector-rebuild"))
 	}
 }

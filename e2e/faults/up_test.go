@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -452,7 +453,8 @@ func testFaultsUpCorrupt(t *testing.T, name string) {
 		t.Errorf("fleet: %s", e)
 	}
 	stored, problems := r.dump(t)
-	j := faultJudgeDamage(t, r, stored, problems)
+	verify, verifyN := faultRunVerify(t, r.up.URL())
+	j := faultJudgeDamage(t, r.fleet, stored, problems, verify, verifyN, faultRolledBack(t, "127.0.0.1:"+strconv.Itoa(r.up.httpPort)))
 	w.Detail += " " + j.String()
 	rep := faultCheck(stored, r.fleet.batches, r.fleet.forks, r.fleet.sessions, problems)
 	faultReportRun(t, r.fleet, rep, []faultWindow{w}, time.Second, r.start, time.Now())
@@ -513,14 +515,14 @@ func (d *faultDamage) String() string {
 // faultJudgeDamage finds the damaged sessions and how each was surfaced.
 // Messages the dump could not read as events (problems) are damage too:
 // verify must name them.
-func faultJudgeDamage(t *testing.T, r *faultUpRun, stored map[string][]faultStored, problems []string) *faultDamage {
+func faultJudgeDamage(t *testing.T, fleet *faultFleet, stored map[string][]faultStored, problems []string, verify map[string][]string, verifyN int, rolledBack string) *faultDamage {
 	t.Helper()
-	d := &faultDamage{damaged: map[string]string{}, flagged: r.fleet.flagged}
+	d := &faultDamage{damaged: map[string]string{}, flagged: fleet.flagged, verify: verify, verifyN: verifyN, rolledBack: rolledBack}
 	bySession := map[string][]*faultBatch{}
-	for _, b := range r.fleet.batches {
+	for _, b := range fleet.batches {
 		bySession[b.Session] = append(bySession[b.Session], b)
 	}
-	for sid, rec := range r.fleet.sessions {
+	for sid, rec := range fleet.sessions {
 		one := map[string][]faultStored{}
 		if evs, ok := stored[sid]; ok {
 			one[sid] = evs
@@ -530,8 +532,6 @@ func faultJudgeDamage(t *testing.T, r *faultUpRun, stored map[string][]faultStor
 			d.damaged[sid] = fmt.Sprintf("%s %v", rep, rep.Problems)
 		}
 	}
-	d.verify, d.verifyN = faultUpVerify(t, r.up)
-	d.rolledBack = faultUpRolledBack(t, r.up)
 	for sid, what := range d.damaged {
 		if len(d.verify[sid]) == 0 && d.flagged[sid] == "" && d.rolledBack == "" {
 			d.silent = append(d.silent, fmt.Sprintf("%s: %s", sid, what))
@@ -553,19 +553,19 @@ func faultJudgeDamage(t *testing.T, r *faultUpRun, stored map[string][]faultStor
 		}
 	}
 	var batches []*faultBatch
-	for _, b := range r.fleet.batches {
+	for _, b := range fleet.batches {
 		if d.damaged[b.Session] == "" {
 			batches = append(batches, b)
 		}
 	}
 	sessions := map[string]*faultSessionRec{}
-	for sid, rec := range r.fleet.sessions {
+	for sid, rec := range fleet.sessions {
 		if d.damaged[sid] == "" {
 			sessions[sid] = rec
 		}
 	}
 	var forks []*faultFork
-	for _, f := range r.fleet.forks {
+	for _, f := range fleet.forks {
 		if d.damaged[f.Parent] == "" && len(d.verify[f.Child]) == 0 {
 			forks = append(forks, f)
 		}
@@ -574,11 +574,11 @@ func faultJudgeDamage(t *testing.T, r *faultUpRun, stored map[string][]faultStor
 	return d
 }
 
-// faultUpVerify runs `sessionlog verify --json` against up and returns
-// its problems by session, and how many there are.
-func faultUpVerify(t *testing.T, u *faultUp) (map[string][]string, int) {
+// faultRunVerify runs `sessionlog verify --json` against the NATS URL(s)
+// and returns its problems by session, and how many there are.
+func faultRunVerify(t *testing.T, url string) (map[string][]string, int) {
 	t.Helper()
-	cmd := exec.Command(testbin.Path(t), "verify", "--json", "--nats-url", u.URL())
+	cmd := exec.Command(testbin.Path(t), "verify", "--json", "--nats-url", url)
 	out, err := cmd.Output()
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
@@ -604,20 +604,25 @@ func faultUpVerify(t *testing.T, u *faultUp) (map[string][]string, int) {
 	return by, n
 }
 
-// faultUpRolledBack is up's log_rolled_back reason from /readyz, once the
-// projector has compared the streams with what it consumed (it does every
-// 2 s, and at start against its checkpoint); empty if it is not raised.
-func faultUpRolledBack(t *testing.T, u *faultUp) string {
+// faultRolledBack is /readyz's answer at addr (up's JSON checks, or a
+// projector's text) when it names log_rolled_back, once the projector has
+// compared the streams with what it consumed (it does every 2 s, and at
+// start against its checkpoint); empty if it is not raised.
+func faultRolledBack(t *testing.T, addr string) string {
 	t.Helper()
 	time.Sleep(3 * time.Second)
-	checks, err := u.readyz()
+	cl := http.Client{Timeout: 2 * time.Second}
+	resp, err := cl.Get("http://" + addr + "/readyz")
 	if err != nil {
 		t.Fatalf("readyz: %v", err)
 	}
-	for _, v := range checks {
-		if strings.Contains(v, projector.CodeLogRolledBack) {
-			return v
-		}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("readyz: %v", err)
+	}
+	if strings.Contains(string(body), projector.CodeLogRolledBack) {
+		return strings.TrimSpace(string(body))
 	}
 	return ""
 }
