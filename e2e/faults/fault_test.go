@@ -415,8 +415,6 @@ func faultReportRun(t *testing.T, fleet *faultFleet, rep *faultReport, windows [
 	faultExplainLive(t, fleet, rep)
 }
 
-// faultVerify waits for the repairs of abandoned sessions, then dumps the
-// stream and runs the checker.
 // faultVerify waits for the repairer to repair the abandoned sessions
 // (strict: a test failure if it does not within the wait; else the
 // checker says which were not), dumps the streams and runs the checker.
