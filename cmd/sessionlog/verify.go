@@ -6,7 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -38,6 +42,7 @@ const (
 	probUnreadable  = "unreadable"
 	probInvalid     = "invalid"
 	probStructure   = "structure"
+	probLost        = "lost" // with --http-url: the projector folded events the log no longer holds
 	probMismatch    = "mismatch"
 	probRead        = "read"
 )
@@ -50,7 +55,7 @@ const (
 // (an id is unique in its session for the session's whole life), and
 // folds with pkg/session's rules (pairing, structure). Seq checks go on
 // after a fold error, so every gap is reported.
-func verifySession(ctx context.Context, st *logstore.Store, id string, expectEvents uint64) (n uint64, probs []problem) {
+func verifySession(ctx context.Context, st *logstore.Store, id string, expectEvents uint64) (n, last uint64, probs []problem) {
 	state := session.New(id)
 	folding := true
 	var prev uint64
@@ -150,7 +155,7 @@ func verifySession(ctx context.Context, st *logstore.Store, id string, expectEve
 	})
 	if err != nil && !errors.Is(err, logstore.ErrUnreadable) { // the last message, judged above
 		add(0, 0, probRead, "%v", err)
-		return n, probs
+		return n, prev, probs
 	}
 	for _, g := range gaps {
 		if p := &probs[g.prob]; seen[g.missing] {
@@ -160,18 +165,25 @@ func verifySession(ctx context.Context, st *logstore.Store, id string, expectEve
 	if expectEvents > 0 && n < expectEvents && tail.Exists() {
 		add(0, tail.StreamSeq, probRead, "read %d events, the stream holds %d", n, expectEvents)
 	}
-	return n, probs
+	return n, prev, probs
 }
 
 func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs, nf := sreFlags("verify", stderr)
 	only := fs.String("session", "", "verify only this session")
 	asJSON := fs.Bool("json", false, "print problems as JSON lines")
+	base := fs.String("http-url", "", "also hold the log to what the projector at this URL shows (sessionlog up's --http-listen, or a projector's): a session it shows with more events than the log holds, or that the log no longer holds, is a problem of kind lost (events gone from the log after they were folded, which the hash chain cannot see when a session's last events or all of it went)")
+	token := fs.String("http-token", "", "the projector's bearer token, when it requires one (a tenant's sees only that tenant's sessions)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageErrorf("verify takes no arguments (use --session)")
+	}
+	if *base != "" {
+		if u, err := url.Parse(*base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return usageErrorf("--http-url must be an http(s) URL, got %q", *base)
+		}
 	}
 	c, err := openSRE(ctx, "verify", fs, nf, stderr)
 	if err != nil {
@@ -180,6 +192,15 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	defer c.close()
 	defer func() { err = c.explain(err) }()
 	ctx = c.ctx
+	// What the projector shows is read before the log: every session it
+	// shows was stored by then, so one the log holds less of now lost
+	// events (or was erased meanwhile, which its record says).
+	var shown []projectedSession
+	if *base != "" {
+		if shown, err = projectorSessions(ctx, *base, *token); err != nil {
+			return fmt.Errorf("verify: the projector at %s: %w", *base, err)
+		}
+	}
 	refs, err := listSessions(ctx, c.store)
 	if err != nil {
 		return err
@@ -199,12 +220,23 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	var events uint64
 	nprob := 0
 	enc := json.NewEncoder(stdout)
+	report := func(p problem) {
+		nprob++
+		if *asJSON {
+			_ = enc.Encode(p)
+		} else {
+			fmt.Fprintln(stdout, p.String())
+		}
+	}
 	erasing := 0
+	lastOf := make(map[string]uint64, len(refs)) // the last seq stored, of each session verified
+	erasingIDs := map[string]bool{}
 	for _, r := range refs {
 		// A session being erased has lost its oldest events on purpose:
 		// named as an erasure under way, not checked for gaps.
 		if rec, _, err := c.store.ErasureOf(ctx, r.ID); err == nil && rec != nil {
 			erasing++
+			erasingIDs[r.ID] = true
 			if *asJSON {
 				_ = enc.Encode(map[string]any{"session": r.ID, "erasing": true, "phase": rec.Phase, "deleted": rec.Deleted, "total": rec.Total, "erasedAt": rec.ErasedAt})
 			} else {
@@ -213,16 +245,34 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 			}
 			continue
 		}
-		n, probs := verifySession(ctx, c.store, r.ID, r.Events)
+		n, last, probs := verifySession(ctx, c.store, r.ID, r.Events)
 		events += n
-		nprob += len(probs)
+		lastOf[r.ID] = last
 		for _, p := range probs {
-			if *asJSON {
-				_ = enc.Encode(p)
-			} else {
-				fmt.Fprintln(stdout, p.String())
-			}
+			report(p)
 		}
+	}
+	for _, ps := range shown {
+		if *only != "" && ps.SessionID != *only {
+			continue
+		}
+		last, verified := lastOf[ps.SessionID]
+		if ps.LastSeq <= last {
+			continue
+		}
+		if !verified {
+			if erasingIDs[ps.SessionID] {
+				continue // being erased, said above
+			}
+			if rec, _, err := c.store.ErasureOf(ctx, ps.SessionID); err == nil && rec != nil {
+				continue // erased since the projector was read
+			}
+			report(problem{Session: ps.SessionID, Seq: 1, Kind: probLost,
+				Message: fmt.Sprintf("the projector shows %d events of it; the log holds none", ps.LastSeq)})
+			continue
+		}
+		report(problem{Session: ps.SessionID, Seq: last + 1, Kind: probLost,
+			Message: fmt.Sprintf("the projector folded up to seq %d; the log holds up to seq %d: %s gone", ps.LastSeq, last, seqSpan(last+1, ps.LastSeq))})
 	}
 	summary := fmt.Sprintf("verified %d sessions, %d events: %d problems", len(refs)-erasing, events, nprob)
 	if erasing > 0 {
@@ -238,4 +288,71 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		return errSilent
 	}
 	return nil
+}
+
+// seqSpan names seqs from..to.
+func seqSpan(from, to uint64) string {
+	if from == to {
+		return fmt.Sprintf("seq %d", from)
+	}
+	return fmt.Sprintf("seqs %d..%d", from, to)
+}
+
+// projectedSession is what verify reads of a session the projector shows.
+type projectedSession struct {
+	SessionID string `json:"sessionId"`
+	LastSeq   uint64 `json:"lastSeq"`
+}
+
+// projectorSessions pages through the projector's list of sessions
+// (GET /v1/sessions, most recent activity first).
+func projectorSessions(ctx context.Context, base, token string) ([]projectedSession, error) {
+	base = strings.TrimRight(base, "/")
+	cl := &http.Client{Timeout: 30 * time.Second}
+	var out []projectedSession
+	seen := map[string]bool{}
+	after := ""
+	for {
+		u := base + "/v1/sessions?limit=1000"
+		if after != "" {
+			u += "&after=" + url.QueryEscape(after)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return nil, err
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := cl.Do(req)
+		if err != nil {
+			return nil, err
+		}
+		var page struct {
+			Sessions []projectedSession `json:"sessions"`
+			Next     string             `json:"next"`
+		}
+		if resp.StatusCode != http.StatusOK {
+			b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+			resp.Body.Close()
+			return nil, fmt.Errorf("GET /v1/sessions: %s: %s", resp.Status, strings.TrimSpace(string(b)))
+		}
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		resp.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("GET /v1/sessions: %w", err)
+		}
+		for _, ps := range page.Sessions {
+			// A session whose activity moved while paging comes again:
+			// the first answer stands.
+			if !seen[ps.SessionID] {
+				seen[ps.SessionID] = true
+				out = append(out, ps)
+			}
+		}
+		if page.Next == "" || len(page.Sessions) == 0 {
+			return out, nil
+		}
+		after = page.Next
+	}
 }

@@ -311,11 +311,9 @@ func (r *faultRun) finishDamaged(t *testing.T) {
 	for _, e := range fleet.errs {
 		t.Errorf("fleet: %s", e)
 	}
-	verify, verifyN := faultRunVerify(t, h.c.URLs())
-	rolledBack := ""
-	if p := h.svcs["projector"]; p != nil {
-		rolledBack = faultRolledBack(t, p.spec.HTTPAddr)
-	}
+	p := h.svcs["projector"]
+	verify, verifyN := faultRunVerify(t, h.c.URLs(), p.spec.HTTPAddr)
+	rolledBack := faultRolledBack(t, p.spec.HTTPAddr)
 	j := faultJudgeDamage(t, fleet, stored, problems, verify, verifyN, rolledBack)
 	t.Logf("DAMAGE %s", j)
 	faultReportRun(t, fleet, j.rest, h.windows, h.times.Calm, r.runStart, runEnd)

@@ -453,8 +453,9 @@ func testFaultsUpCorrupt(t *testing.T, name string) {
 		t.Errorf("fleet: %s", e)
 	}
 	stored, problems := r.dump(t)
-	verify, verifyN := faultRunVerify(t, r.up.URL())
-	j := faultJudgeDamage(t, r.fleet, stored, problems, verify, verifyN, faultRolledBack(t, "127.0.0.1:"+strconv.Itoa(r.up.httpPort)))
+	httpAddr := "127.0.0.1:" + strconv.Itoa(r.up.httpPort)
+	verify, verifyN := faultRunVerify(t, r.up.URL(), httpAddr)
+	j := faultJudgeDamage(t, r.fleet, stored, problems, verify, verifyN, faultRolledBack(t, httpAddr))
 	w.Detail += " " + j.String()
 	rep := faultCheck(stored, r.fleet.batches, r.fleet.forks, r.fleet.sessions, problems)
 	faultReportRun(t, r.fleet, rep, []faultWindow{w}, time.Second, r.start, time.Now())
@@ -574,11 +575,12 @@ func faultJudgeDamage(t *testing.T, fleet *faultFleet, stored map[string][]fault
 	return d
 }
 
-// faultRunVerify runs `sessionlog verify --json` against the NATS URL(s)
-// and returns its problems by session, and how many there are.
-func faultRunVerify(t *testing.T, url string) (map[string][]string, int) {
+// faultRunVerify runs `sessionlog verify --json` against the NATS URL(s),
+// holding the log to what the projector at httpAddr shows, and returns its
+// problems by session, and how many there are.
+func faultRunVerify(t *testing.T, url, httpAddr string) (map[string][]string, int) {
 	t.Helper()
-	cmd := exec.Command(testbin.Path(t), "verify", "--json", "--nats-url", url)
+	cmd := exec.Command(testbin.Path(t), "verify", "--json", "--nats-url", url, "--http-url", "http://"+httpAddr)
 	out, err := cmd.Output()
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
