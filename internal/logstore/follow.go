@@ -135,11 +135,11 @@ func (f *Follower) Next(ctx context.Context) (*Msg, error) {
 		if f.pageBytes > 0 {
 			opt = jetstream.PullMaxMessagesWithBytesLimit(f.spec.PageEvents, f.pageBytes)
 		}
-		// A pull the server never answers (on a cluster, one that reached
-		// the stream leader before the new consumer did) is found by the
-		// heartbeats it does not send: two missed and the ordered
-		// consumer is made again from where it was. nats.go's 5 s
-		// heartbeat held a sweep of the claims still for 10 s.
+		// A consumer that sends nothing, neither messages nor heartbeats,
+		// is found by two missed heartbeats and made again from where it
+		// was. nats.go's 5 s heartbeat for ordered consumers let one on a
+		// 3-node cluster hold a sweep of the claims still for over 5 s
+		// (created, then nothing delivered); at 1 s it is found in 2.
 		it, err := f.cons.Messages(opt, jetstream.PullHeartbeat(followHeartbeat), jetstream.PullExpiry(followExpiry))
 		if err != nil {
 			return nil, fmt.Errorf("logstore: follow %s: %w", f.spec.Stream, err)
