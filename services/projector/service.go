@@ -534,8 +534,8 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 			var chunk []msg
 			// hold bounds how long a chunk waits for the messages the
 			// consumer said were pending: a count that is not met (a
-			// message deleted after it was counted, a consumer reset by a
-			// fault) must not keep what is here from the fold.
+			// message deleted after it was counted) must not keep what is
+			// here from the fold.
 			var hold struct {
 				ctx  context.Context
 				stop context.CancelFunc
