@@ -652,6 +652,12 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 				m = &chunk[next]
 				next++
 				if err := s.f.handle(ctx, m); err != nil {
+					if ctx.Err() != nil {
+						// Stopped during a read the fold made (a gap
+						// fill): the open batch is dropped and the next
+						// start folds on from the last commit.
+						return s.f.landed()
+					}
 					return err
 				}
 				if stop != nil && stop(s.f.pos) {
