@@ -309,13 +309,20 @@ func importSessionEvents(ctx context.Context, st *logstore.Store, s *importSessi
 	tenant := logstore.UsageTenant(s.id)
 	var d logstore.TenantUsage
 	reserved := false
+	// Each body is encoded once: its size for the reservation, then
+	// appended as it is (AppendRequest.Bodies). If one does not encode,
+	// Append encodes them itself and says which.
+	var size int64
+	bodies, whole := make([][]byte, len(s.events)), true
+	for i := from; i < len(s.events); i++ {
+		b, err := schema.Encode(&s.events[i])
+		whole = whole && err == nil
+		bodies[i], size = b, size+int64(len(b))
+	}
+	if !whole {
+		bodies = nil
+	}
 	if from == 0 {
-		var size int64
-		for i := range s.events {
-			if b, err := schema.Encode(&s.events[i]); err == nil {
-				size += int64(len(b))
-			}
-		}
 		if reserved, err = st.ReserveStored(ctx, tenant, size, "session "+s.id+" not imported"); err != nil {
 			return 0, err
 		}
@@ -334,7 +341,11 @@ func importSessionEvents(ctx context.Context, st *logstore.Store, s *importSessi
 	expected := tail.StreamSeq
 	for i := from; i < len(s.events); i += batch {
 		to := min(i+batch, len(s.events))
-		res, err := st.Append(ctx, logstore.AppendRequest{SessionID: s.id, ExpectedStreamSeq: expected, Events: s.events[i:to]})
+		req := logstore.AppendRequest{SessionID: s.id, ExpectedStreamSeq: expected, Events: s.events[i:to]}
+		if bodies != nil {
+			req.Bodies = bodies[i:to]
+		}
+		res, err := st.Append(ctx, req)
 		if err != nil {
 			return wrote, fmt.Errorf("import: session %s seq %d..%d (sessions before it are imported; re-run to resume): %w", s.id, i+1, to, err)
 		}
