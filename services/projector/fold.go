@@ -210,6 +210,7 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 	p.Name = m.stream
 	p.Seq = m.streamSeq
 	p.ID = msgIdentity(m.subject, m.header)
+	p.Subject = m.subject
 	f.pos[m.stream] = p
 	f.bytes += len(m.data)
 	f.open()

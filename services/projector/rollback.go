@@ -49,6 +49,7 @@ type rollbacks struct {
 	mu       sync.Mutex
 	consumed map[string]store.StreamPos // stream -> highest position consumed
 	suspects map[string]suspect         // stream -> a last sequence seen below it
+	gone     map[string]suspect         // stream -> a consumed message found gone
 	reasons  map[string]string          // stream -> why it is rolled back
 }
 
@@ -65,7 +66,7 @@ func newRollbacks(r prometheus.Registerer) (*rollbacks, error) {
 	if err := r.Register(g); err != nil {
 		return nil, fmt.Errorf("projector: metrics: %w", err)
 	}
-	return &rollbacks{gauge: g, consumed: map[string]store.StreamPos{}, suspects: map[string]suspect{}, reasons: map[string]string{}}, nil
+	return &rollbacks{gauge: g, consumed: map[string]store.StreamPos{}, suspects: map[string]suspect{}, gone: map[string]suspect{}, reasons: map[string]string{}}, nil
 }
 
 // saw records the positions of a checkpoint as consumed.
@@ -104,6 +105,7 @@ func (rb *rollbacks) raise(name, reason string) {
 		rb.gauge.Set(1)
 	}
 	delete(rb.suspects, name)
+	delete(rb.gone, name)
 }
 
 // reason is empty unless a stream rolled back.
@@ -134,6 +136,22 @@ func (s *Service) CheckStreams(ctx context.Context) {
 	for name, info := range infos {
 		if c, ok := s.created[name]; ok && c.Equal(info.created) {
 			s.checkStream(ctx, name, info.last, consumed[name], now)
+		}
+	}
+	s.rb.mu.Lock()
+	gone := maps.Clone(s.rb.gone)
+	s.rb.mu.Unlock()
+	for name, g := range gone {
+		if g.pos.Seq == consumed[name].Seq {
+			continue // checkStream looked at it above
+		}
+		m, err := s.ls.MsgAt(ctx, name, g.pos.Seq)
+		switch {
+		case err != nil:
+		case m == nil:
+			s.gone(ctx, name, g.pos, now)
+		default:
+			s.found(name, g.pos, m)
 		}
 	}
 }
@@ -175,18 +193,70 @@ func (s *Service) checkStream(ctx context.Context, name string, last uint64, c s
 		return
 	}
 	m, err := s.ls.MsgAt(ctx, name, p.Seq)
-	if err != nil || m == nil {
-		if suspected && err == nil {
-			s.log.Info("projector: a stream's last sequence is past what was consumed again", "stream", name, "last", last)
+	if err != nil {
+		return
+	}
+	if m == nil {
+		s.gone(ctx, name, p, now)
+		return
+	}
+	if s.found(name, p, m) && suspected {
+		s.log.Info("projector: a stream's last sequence below what was consumed was a stale answer: the message consumed is there", "stream", name, "seq", p.Seq, "last", last)
+	}
+}
+
+// found judges the message m read at a consumed position p: it must be
+// the one consumed there, else the log lost stored messages and stored
+// others in their place. It reports whether it was.
+func (s *Service) found(name string, p store.StreamPos, m *logstore.Msg) bool {
+	rb := s.rb
+	rb.mu.Lock()
+	if g, ok := rb.gone[name]; ok && g.pos.Seq == p.Seq {
+		delete(rb.gone, name) // a stale "not found"
+	}
+	rb.mu.Unlock()
+	if id := msgIdentity(m.Subject, m.Header); id != p.ID {
+		rb.raise(name, fmt.Sprintf("stream %s holds %s at seq %d, but the projector consumed %s there: the log lost stored messages and stored others in their place", name, id, p.Seq, p.ID))
+		return false
+	}
+	return true
+}
+
+// gone judges a consumed message the stream no longer holds. Only an
+// erase deletes a stored event, and it writes the session's erasure
+// record first; so a message whose session has no record is the log that
+// lost it (nats-server cuts a block file at a damaged record and serves
+// the stream without what followed, keeping the stream's last sequence
+// when later blocks hold more). A former leader cut off by a partition
+// also answers "not found" for what was stored after it lost touch, until
+// it steps down: the message must stay gone for rollbackConfirm. A
+// position without its subject (a checkpoint written before it was kept)
+// is not judged.
+func (s *Service) gone(ctx context.Context, name string, p store.StreamPos, now time.Time) {
+	rb := s.rb
+	id, ok := logstore.SessionFromSubject(p.Subject)
+	if !ok {
+		return
+	}
+	if erased, err := s.ls.Erased(ctx, id); err != nil || erased {
+		if erased {
+			rb.mu.Lock()
+			delete(rb.gone, name)
+			rb.mu.Unlock()
 		}
 		return
 	}
-	if id := msgIdentity(m.Subject, m.Header); id != p.ID {
-		rb.raise(name, fmt.Sprintf("stream %s holds %s at seq %d, but the projector consumed %s there: the log lost stored messages and stored others in their place", name, id, p.Seq, p.ID))
+	rb.mu.Lock()
+	g, ok := rb.gone[name]
+	if !ok {
+		rb.gone[name] = suspect{pos: p, since: now}
+		rb.mu.Unlock()
+		s.log.Warn("projector: a message the projector consumed is gone from the stream and its session has no erasure record; it is raised as rolled back unless it is found again", "stream", name, "seq", p.Seq, "session", id, "within", rollbackConfirm)
 		return
 	}
-	if suspected {
-		s.log.Info("projector: a stream's last sequence below what was consumed was a stale answer: the message consumed is there", "stream", name, "seq", p.Seq, "last", last)
+	rb.mu.Unlock()
+	if g.pos.Seq == p.Seq && now.Sub(g.since) >= rollbackConfirm {
+		rb.raise(name, fmt.Sprintf("stream %s no longer holds seq %d (%s of session %s), which the projector consumed, and the session has no erasure record: the log lost stored messages", name, p.Seq, p.ID, id))
 	}
 }
 

@@ -128,6 +128,64 @@ func TestRolledBackOvertaken(t *testing.T) {
 	t.Log(err)
 }
 
+// A damaged block file that nats-server cuts at the damage, keeping the
+// stream's last sequence, leaves no lower sequence to see: the message the
+// projector consumed last is gone, its session has no erasure record, and
+// log_rolled_back is raised once it has stayed gone (a restarted
+// projector, on the checkpoint naming that message).
+func TestRolledBackDamagedBlock(t *testing.T) {
+	rs := newRollbackServer(t)
+	e, ctx := rs.e, rs.e.ctx
+	publishN(t, e, loadgen.NewSession("early", t0), 3)
+	publishN(t, e, loadgen.NewSession("late", t0), 3)
+	data := t.TempDir()
+	r := e.start(data)
+	r.waitReady(t)
+	r.waitSession(t, "late", func(d projector.Detail) bool { return d.LastSeq == 3 })
+	r.stop(t)
+
+	// A bit of the last message's record flipped while the server is
+	// down: the server serves the stream without it and keeps its last
+	// sequence.
+	rs.stop()
+	blks, err := filepath.Glob(filepath.Join(rs.dir, "a", "jetstream", "*", "streams", "SESSIONS", "msgs", "*.blk"))
+	if err != nil || len(blks) != 1 {
+		t.Fatalf("block files %v (%v)", blks, err)
+	}
+	b, err := os.ReadFile(blks[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-40] ^= 0x10
+	if err := os.WriteFile(blks[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rs.restart("a")
+	st, err := e.ls.StreamStatus(ctx, "SESSIONS")
+	if err != nil || st.LastSeq != 6 {
+		t.Fatalf("stream after the damage: %+v (%v), want last seq 6 kept", st, err)
+	}
+	if m, err := e.ls.MsgAt(ctx, "SESSIONS", 6); err != nil || m != nil {
+		t.Fatalf("seq 6 after the damage: %v (%v), want gone", m, err)
+	}
+
+	r2 := e.start(data)
+	var reason string
+	natstest.CheckFor(t, 40*time.Second, 200*time.Millisecond, func() error {
+		r2.CheckStreams(ctx)
+		err := r2.Ready()
+		if err == nil || !strings.Contains(err.Error(), "log_rolled_back") {
+			return &rolledErr{err}
+		}
+		reason = err.Error()
+		return nil
+	})
+	t.Log(reason)
+	if !strings.Contains(reason, "no longer holds seq 6") || !strings.Contains(reason, "of session late") {
+		t.Errorf("reason %q", reason)
+	}
+}
+
 // rollbackServer is one nats-server on a port that stays, whose store can
 // be copied and swapped: a node restored from an older copy.
 type rollbackServer struct {

@@ -293,7 +293,15 @@ func (s *Service) start(ctx context.Context) error {
 		for _, p := range cp.Streams {
 			if info, ok := infos[p.Name]; ok && p.Created.Equal(info.created) {
 				s.rb.saw(store.Checkpoint{Streams: []store.StreamPos{p}})
-				s.rb.check(p.Name, info.last, p.Seq)
+				if info.last < p.Seq {
+					s.rb.check(p.Name, info.last, p.Seq)
+				} else {
+					// The message consumed last must still be there: a
+					// damaged block the server cut at the damage keeps
+					// the stream's last sequence when the loss is not at
+					// its end, or writers overtook it before this start.
+					s.checkStream(ctx, p.Name, info.last, p, time.Now())
+				}
 			}
 		}
 	}

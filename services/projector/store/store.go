@@ -189,6 +189,10 @@ type StreamPos struct {
 	// log that lost that message and stored another at the same sequence
 	// is told by it (the projector's rolled-back check).
 	ID string `json:"id,omitempty"`
+	// Subject is the subject of the message at Seq: when the stream no
+	// longer holds it, the session it names tells an erasure (it has a
+	// record) from a loss.
+	Subject string `json:"subject,omitempty"`
 	// Created is the stream's creation time: a stream deleted and created
 	// again restarts its sequences, so the position would mean nothing.
 	Created time.Time `json:"created"`
