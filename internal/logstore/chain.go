@@ -2,9 +2,9 @@ package logstore
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
+
+	"github.com/sessionlog/sessionlog/pkg/api"
 )
 
 // HeaderPrev is SL-Prev, the hash chain of a session's stored events
@@ -17,10 +17,7 @@ const HeaderPrev = "SL-Prev"
 // ChainHash is the hash of a stored body that the session's next event
 // carries in SL-Prev: the first 16 bytes of its SHA-256, in lower-case hex
 // (32 characters; `sha256sum | cut -c1-32` of the body gives it).
-func ChainHash(body []byte) string {
-	sum := sha256.Sum256(body)
-	return hex.EncodeToString(sum[:16])
-}
+func ChainHash(body []byte) string { return api.ChainHash(body) }
 
 // Kinds of chain break.
 const (

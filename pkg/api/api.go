@@ -7,6 +7,8 @@
 package api
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -338,4 +340,13 @@ type SourceSubkeysRequest struct {
 type SourceSubkeysReply struct {
 	Subkeys []string `json:"subkeys"`
 	Next    string   `json:"next,omitempty"`
+}
+
+// ChainHash is the hash chain's link of a stored body (DESIGN.md section
+// 2): the first 16 bytes of its SHA-256, in lower-case hex. The next event
+// of the session carries it in SL-Prev, and AppendReply.Hash is it for the
+// last event stored.
+func ChainHash(body []byte) string {
+	sum := sha256.Sum256(body)
+	return hex.EncodeToString(sum[:16])
 }

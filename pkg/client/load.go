@@ -154,7 +154,7 @@ func (c *Client) Read(ctx context.Context, req api.ReadRequest) (api.ReadReply, 
 	prev, _ := c.acks.get(req.SessionID)
 	r, err := call[api.ReadReply](ctx, c, api.SubjectRead, req)
 	if err == nil {
-		err = checkRead(req.SessionID, prev, r.LastSeq)
+		err = checkRead(req.SessionID, prev, req, r)
 	}
 	return r, err
 }
@@ -173,7 +173,7 @@ func (c *Client) readUnchecked(ctx context.Context, req api.ReadRequest) (api.Re
 	prev, _ := c.acks.get(req.SessionID)
 	r, err := call[uncheckedReply](ctx, c, api.SubjectRead, req)
 	if err == nil {
-		err = checkRead(req.SessionID, prev, r.LastSeq)
+		err = checkRead(req.SessionID, prev, req, r.ReadReply)
 	}
 	return r.ReadReply, err
 }

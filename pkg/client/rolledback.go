@@ -74,11 +74,19 @@ func (c *Client) checkAppend(sessionID string, prev acked, ok bool, reply api.Ap
 
 // checkRead judges a read's answer against prev, what was acknowledged of
 // the session before the read was sent: a session whose last seq is
-// before it lost it.
-func checkRead(sessionID string, prev acked, lastSeq uint64) error {
-	if lastSeq < prev.seq {
+// before it lost it, and one whose page holds another event at that seq
+// (its chain hash is not the one acknowledged) lost it and stored another
+// in its place.
+func checkRead(sessionID string, prev acked, req api.ReadRequest, reply api.ReadReply) error {
+	if reply.LastSeq < prev.seq {
 		return errorf(schema.CodeRolledBack, "session %s: the log's last seq is %d, but seq %d was acknowledged earlier: the log lost acknowledged events",
-			sessionID, lastSeq, prev.seq)
+			sessionID, reply.LastSeq, prev.seq)
+	}
+	if prev.hash != "" && prev.seq > req.AfterSeq && prev.seq-req.AfterSeq <= uint64(len(reply.Events)) {
+		if h := api.ChainHash(reply.Events[prev.seq-req.AfterSeq-1]); h != prev.hash {
+			return errorf(schema.CodeRolledBack, "session %s: seq %d is not the event acknowledged earlier (hash %s, was %s): the log lost acknowledged events",
+				sessionID, prev.seq, h, prev.hash)
+		}
 	}
 	return nil
 }

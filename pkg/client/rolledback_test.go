@@ -58,3 +58,47 @@ func TestRolledBackClient(t *testing.T) {
 		}
 	}
 }
+
+// The log loses the last event acknowledged to a client and another
+// client's append takes its seq: the log is not shorter, but the event at
+// that seq is another one. The first client's read answers rolled_back,
+// by the chain hash acknowledged to it.
+func TestRolledBackClientReadsAnotherEvent(t *testing.T) {
+	srv := natstest.RunServer(t)
+	s := newStack(t, srv.ClientURL(), logstore.Config{})
+	ctx := context.Background()
+	js := natstest.JetStream(t, s.nc)
+	c := client.New(s.nc)
+	if _, err := c.Append(ctx, client.AppendRequest{SessionID: "rb-other", Events: []schema.Envelope{created(), msg("one")}}); err != nil {
+		t.Fatal(err)
+	}
+	last, err := c.Append(ctx, client.AppendRequest{SessionID: "rb-other", Events: []schema.Envelope{msg("two")}})
+	if err != nil || last.LastSeq != 3 {
+		t.Fatalf("append: %+v %v", last, err)
+	}
+	stream, err := js.Stream(ctx, "SESSIONS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.DeleteMsg(ctx, last.StreamSeq); err != nil {
+		t.Fatal(err)
+	}
+	other, err := client.New(s.nc).Append(ctx, client.AppendRequest{SessionID: "rb-other", Events: []schema.Envelope{msg("another two")}})
+	if err != nil || other.LastSeq != 3 {
+		t.Fatalf("another client's append: %+v %v", other, err)
+	}
+	for _, after := range []uint64{0, 2} {
+		_, err = c.Read(ctx, api.ReadRequest{SessionID: "rb-other", AfterSeq: after})
+		if !errors.Is(err, client.ErrRolledBack) {
+			t.Fatalf("read after %d: %v, want rolled_back", after, err)
+		}
+	}
+	t.Log(err)
+	// A page that does not reach the seq says nothing of it.
+	if _, err := c.Read(ctx, api.ReadRequest{SessionID: "rb-other", AfterSeq: 3}); err != nil {
+		t.Fatalf("read after 3: %v", err)
+	}
+	if _, err := client.Load(ctx, c, "rb-other"); !errors.Is(err, client.ErrRolledBack) {
+		t.Fatalf("load: %v, want rolled_back", err)
+	}
+}
