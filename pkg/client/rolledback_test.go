@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/api"
@@ -25,20 +27,7 @@ func TestRolledBackClient(t *testing.T) {
 	for _, expect := range []bool{false, true} {
 		sid := map[bool]string{false: "rb-tail", true: "rb-expected"}[expect]
 		c := client.New(s.nc)
-		if _, err := c.Append(ctx, client.AppendRequest{SessionID: sid, Events: []schema.Envelope{created(), msg("one")}}); err != nil {
-			t.Fatal(err)
-		}
-		last, err := c.Append(ctx, client.AppendRequest{SessionID: sid, Events: []schema.Envelope{msg("two")}})
-		if err != nil || last.LastSeq != 3 {
-			t.Fatalf("append: %+v %v", last, err)
-		}
-		stream, err := js.Stream(ctx, "SESSIONS")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := stream.DeleteMsg(ctx, last.StreamSeq); err != nil {
-			t.Fatal(err)
-		}
+		loseThird(t, c, js, sid)
 		if _, err := c.Read(ctx, api.ReadRequest{SessionID: sid}); !errors.Is(err, client.ErrRolledBack) {
 			t.Fatalf("read: %v, want rolled_back", err)
 		}
@@ -46,7 +35,7 @@ func TestRolledBackClient(t *testing.T) {
 		if expect {
 			req.ExpectedSeq = client.Seq(3)
 		}
-		_, err = c.Append(ctx, req)
+		_, err := c.Append(ctx, req)
 		if !errors.Is(err, client.ErrRolledBack) || client.CodeOf(err) != schema.CodeRolledBack {
 			t.Fatalf("append after the loss: %v, want rolled_back", err)
 		}
@@ -69,20 +58,7 @@ func TestRolledBackClientReadsAnotherEvent(t *testing.T) {
 	ctx := context.Background()
 	js := natstest.JetStream(t, s.nc)
 	c := client.New(s.nc)
-	if _, err := c.Append(ctx, client.AppendRequest{SessionID: "rb-other", Events: []schema.Envelope{created(), msg("one")}}); err != nil {
-		t.Fatal(err)
-	}
-	last, err := c.Append(ctx, client.AppendRequest{SessionID: "rb-other", Events: []schema.Envelope{msg("two")}})
-	if err != nil || last.LastSeq != 3 {
-		t.Fatalf("append: %+v %v", last, err)
-	}
-	stream, err := js.Stream(ctx, "SESSIONS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := stream.DeleteMsg(ctx, last.StreamSeq); err != nil {
-		t.Fatal(err)
-	}
+	loseThird(t, c, js, "rb-other")
 	other, err := client.New(s.nc).Append(ctx, client.AppendRequest{SessionID: "rb-other", Events: []schema.Envelope{msg("another two")}})
 	if err != nil || other.LastSeq != 3 {
 		t.Fatalf("another client's append: %+v %v", other, err)
@@ -100,5 +76,27 @@ func TestRolledBackClientReadsAnotherEvent(t *testing.T) {
 	}
 	if _, err := client.Load(ctx, c, "rb-other"); !errors.Is(err, client.ErrRolledBack) {
 		t.Fatalf("load: %v, want rolled_back", err)
+	}
+}
+
+// loseThird appends three events to sid through c, then deletes the third
+// behind the client's back, as a node restored from an older copy would
+// have lost it.
+func loseThird(t *testing.T, c *client.Client, js jetstream.JetStream, sid string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := c.Append(ctx, client.AppendRequest{SessionID: sid, Events: []schema.Envelope{created(), msg("one")}}); err != nil {
+		t.Fatal(err)
+	}
+	last, err := c.Append(ctx, client.AppendRequest{SessionID: sid, Events: []schema.Envelope{msg("two")}})
+	if err != nil || last.LastSeq != 3 {
+		t.Fatalf("append: %+v %v", last, err)
+	}
+	stream, err := js.Stream(ctx, "SESSIONS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.DeleteMsg(ctx, last.StreamSeq); err != nil {
+		t.Fatal(err)
 	}
 }
