@@ -25,10 +25,11 @@ type tenantUsage struct {
 	// are not counted until a recount, tenants --recount).
 	Counted int64 `json:"countedSessions"`
 	Bytes   int64 `json:"bytes"`
-	// MaxSessions and MaxBytes: the tenant's bounds as the last writer
-	// started had them (0: none).
-	MaxSessions int64 `json:"maxSessions"`
-	MaxBytes    int64 `json:"maxBytes"`
+	// MaxSessions, MaxBytes and MaxEventsPerSecond: the tenant's bounds
+	// as the last writer started had them (0: none).
+	MaxSessions        int64   `json:"maxSessions"`
+	MaxBytes           int64   `json:"maxBytes"`
+	MaxEventsPerSecond float64 `json:"maxEventsPerSecond"`
 }
 
 // runTenants prints each tenant's sessions, stored messages and bytes,
@@ -95,7 +96,7 @@ func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	out := make([]tenantUsage, 0, len(by))
 	for t, u := range by {
 		b := limits.For(t)
-		u.MaxSessions, u.MaxBytes = b.Sessions, b.Bytes
+		u.MaxSessions, u.MaxBytes, u.MaxEventsPerSecond = b.Sessions, b.Bytes, limits.RateOf(t)
 		out = append(out, *u)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Tenant < out[j].Tenant })
@@ -114,11 +115,12 @@ func runTenants(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fmt.Fprintf(stdout, "limits (as the last writer started): events per second per tenant %s\n",
 		limitText(limits.EventsPerSecond, strconv.FormatFloat(limits.EventsPerSecond, 'g', -1, 64)))
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TENANT\tSESSIONS\tMESSAGES\tCOUNTED SESSIONS\tBYTES\tMAX SESSIONS\tMAX BYTES")
+	fmt.Fprintln(tw, "TENANT\tSESSIONS\tMESSAGES\tCOUNTED SESSIONS\tBYTES\tMAX SESSIONS\tMAX BYTES\tMAX EVENTS/S")
 	for _, u := range out {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", u.Tenant, u.Sessions, u.Messages, u.Counted, u.Bytes,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", u.Tenant, u.Sessions, u.Messages, u.Counted, u.Bytes,
 			limitText(float64(u.MaxSessions), strconv.FormatInt(u.MaxSessions, 10)),
-			limitText(float64(u.MaxBytes), (*byteSize)(&u.MaxBytes).String()))
+			limitText(float64(u.MaxBytes), (*byteSize)(&u.MaxBytes).String()),
+			limitText(u.MaxEventsPerSecond, strconv.FormatFloat(u.MaxEventsPerSecond, 'g', -1, 64)))
 	}
 	return tw.Flush()
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"io"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,7 +38,7 @@ func TestTenantsVerb(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := st.PutUsageLimits(ctx, logstore.TenantLimits{Sessions: 10, Bytes: 1 << 30, Tenants: map[string]logstore.TenantBound{"globex": {Sessions: 3}}}); err != nil {
+	if err := st.PutUsageLimits(ctx, logstore.TenantLimits{Sessions: 10, Bytes: 1 << 30, Tenants: map[string]logstore.TenantBound{"globex": {Sessions: 3, EventsPerSecond: new(7.0)}}}); err != nil {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
@@ -53,11 +54,11 @@ func TestTenantsVerb(t *testing.T) {
 		counts[id] = tail.Seq
 	}
 	want := strings.Join([]string{
-		`{"limits":{"sessions":10,"bytes":1073741824,"eventsPerSecond":0,"tenants":{"globex":{"sessions":3,"bytes":0}}}}`,
-		`{"tenant":"AGENTS","sessions":1,"messages":` + strconv.FormatUint(counts["s-1"], 10) + `,"countedSessions":0,"bytes":0,"maxSessions":10,"maxBytes":1073741824}`,
-		`{"tenant":"acme","sessions":2,"messages":` + strconv.FormatUint(counts["_Tacme_s-1"]+counts["_Tacme_s-2"], 10) + `,"countedSessions":2,"bytes":900,"maxSessions":10,"maxBytes":1073741824}`,
-		`{"tenant":"globex","sessions":1,"messages":` + strconv.FormatUint(counts["_Tglobex_x"], 10) + `,"countedSessions":0,"bytes":0,"maxSessions":3,"maxBytes":0}`,
-		`{"tenant":"initech","sessions":0,"messages":0,"countedSessions":0,"bytes":0,"maxSessions":10,"maxBytes":1073741824}`,
+		`{"limits":{"sessions":10,"bytes":1073741824,"eventsPerSecond":0,"tenants":{"globex":{"sessions":3,"bytes":0,"eventsPerSecond":7}}}}`,
+		`{"tenant":"AGENTS","sessions":1,"messages":` + strconv.FormatUint(counts["s-1"], 10) + `,"countedSessions":0,"bytes":0,"maxSessions":10,"maxBytes":1073741824,"maxEventsPerSecond":0}`,
+		`{"tenant":"acme","sessions":2,"messages":` + strconv.FormatUint(counts["_Tacme_s-1"]+counts["_Tacme_s-2"], 10) + `,"countedSessions":2,"bytes":900,"maxSessions":10,"maxBytes":1073741824,"maxEventsPerSecond":0}`,
+		`{"tenant":"globex","sessions":1,"messages":` + strconv.FormatUint(counts["_Tglobex_x"], 10) + `,"countedSessions":0,"bytes":0,"maxSessions":3,"maxBytes":0,"maxEventsPerSecond":7}`,
+		`{"tenant":"initech","sessions":0,"messages":0,"countedSessions":0,"bytes":0,"maxSessions":10,"maxBytes":1073741824,"maxEventsPerSecond":0}`,
 	}, "\n") + "\n"
 	if got := out.String(); got != want {
 		t.Fatalf("tenants --json printed\n%s\nwant\n%s", got, want)
@@ -68,7 +69,7 @@ func TestTenantsVerb(t *testing.T) {
 	}
 	found := false
 	for _, l := range strings.Split(out.String(), "\n") {
-		found = found || strings.Join(strings.Fields(l), " ") == "globex 1 1 0 0 3 none"
+		found = found || strings.Join(strings.Fields(l), " ") == "globex 1 1 0 0 3 none 7"
 	}
 	if !found {
 		t.Fatalf("tenants printed no row of globex's own limits:\n%s", out.String())
@@ -83,14 +84,26 @@ func TestTenantLimitFlags(t *testing.T) {
 	fs.SetOutput(io.Discard)
 	cfg := writerFlags(fs)
 	if err := fs.Parse([]string{"--tenant-max-sessions", "100", "--tenant-max-bytes", "10GiB",
-		"--tenant-limit", "acme=5:1MiB", "--tenant-limit", "globex=0:0"}); err != nil {
+		"--tenant-limit", "acme=5:1MiB", "--tenant-limit", "globex=0:0", "--tenant-limit", "initech=2:1KiB:250", "--tenant-limit", "umbrella=1:0:0"}); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]logstore.TenantBound{"acme": {Sessions: 5, Bytes: 1 << 20}, "globex": {}}
+	if got := fs.Lookup("tenant-limit").Value.String(); got != "acme=5:1MiB,globex=0:0,initech=2:1KiB:250,umbrella=1:0:0" {
+		t.Errorf("--tenant-limit prints %q", got)
+	}
+	limits := logstore.TenantLimits{EventsPerSecond: 9, Tenants: cfg.TenantBounds}
+	if got := []float64{limits.RateOf("acme"), limits.RateOf("initech"), limits.RateOf("umbrella"), limits.RateOf("other")}; !slices.Equal(got, []float64{9, 250, 0, 9}) {
+		t.Errorf("rates of acme, initech, umbrella and another: %v, want [9 250 0 9]", got)
+	}
+	for k, b := range cfg.TenantBounds {
+		b.EventsPerSecond = nil // compared above
+		cfg.TenantBounds[k] = b
+	}
+	want := map[string]logstore.TenantBound{"acme": {Sessions: 5, Bytes: 1 << 20}, "globex": {}, "initech": {Sessions: 2, Bytes: 1 << 10}, "umbrella": {Sessions: 1}}
 	if cfg.TenantMaxSessions != 100 || cfg.TenantMaxBytes != 10<<30 || !maps.Equal(cfg.TenantBounds, want) {
 		t.Fatalf("parsed %d, %d, %v", cfg.TenantMaxSessions, cfg.TenantMaxBytes, cfg.TenantBounds)
 	}
-	for _, bad := range []string{"acme", "acme=5", "=5:1MiB", "acme=x:1MiB", "acme=-1:0", "acme=5:lots", "acme=1:1,acme=2:2"} {
+	for _, bad := range []string{"acme", "acme=5", "=5:1MiB", "acme=x:1MiB", "acme=-1:0", "acme=5:lots", "acme=1:1,acme=2:2",
+		"acme=5:1MiB:x", "acme=5:1MiB:-1", "acme=5:1MiB:1:2", "acme=5:1MiB:Inf"} {
 		fs := flag.NewFlagSet("writer", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		writerFlags(fs)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -62,7 +63,7 @@ func tenantLimitFlags(fs *flag.FlagSet, cfg *assemble.Writer) {
 	fs.Float64Var(&cfg.TenantEventsPerSecond, "tenant-events-per-second", cfg.TenantEventsPerSecond, "events the agents of one tenant may append per second, a burst of as many, per writer process (0: no limit)")
 	fs.Int64Var(&cfg.TenantMaxSessions, "tenant-max-sessions", cfg.TenantMaxSessions, "sessions one tenant may have: its agents' next one is refused quota_exceeded (0: no limit)")
 	fs.Var((*byteSize)(&cfg.TenantMaxBytes), "tenant-max-bytes", "bytes the events of one tenant's sessions may store, a `size` such as 10GiB: its agents' appends past it are refused quota_exceeded (0: no limit)")
-	fs.Var(tenantBounds{cfg}, "tenant-limit", "one tenant's own bounds in place of --tenant-max-sessions and --tenant-max-bytes, `TENANT=SESSIONS:SIZE` such as acme=100:10GiB (0: no limit; repeatable)")
+	fs.Var(tenantBounds{cfg}, "tenant-limit", "one tenant's own bounds in place of --tenant-max-sessions and --tenant-max-bytes, and of --tenant-events-per-second when a third part gives it, `TENANT=SESSIONS:SIZE[:EVENTS_PER_SECOND]` such as acme=100:10GiB or acme=100:10GiB:500 (0: no limit; repeatable)")
 }
 
 // tenantBounds is the repeatable --tenant-limit TENANT=SESSIONS:SIZE.
@@ -74,7 +75,11 @@ func (t tenantBounds) String() string {
 	}
 	var out []string
 	for tenant, b := range t.cfg.TenantBounds {
-		out = append(out, fmt.Sprintf("%s=%d:%s", tenant, b.Sessions, (*byteSize)(&b.Bytes).String()))
+		v := fmt.Sprintf("%s=%d:%s", tenant, b.Sessions, (*byteSize)(&b.Bytes).String())
+		if b.EventsPerSecond != nil {
+			v += ":" + strconv.FormatFloat(*b.EventsPerSecond, 'g', -1, 64)
+		}
+		out = append(out, v)
 	}
 	sort.Strings(out)
 	return strings.Join(out, ",")
@@ -82,9 +87,18 @@ func (t tenantBounds) String() string {
 
 func (t tenantBounds) Set(v string) error {
 	tenant, bounds, ok := strings.Cut(v, "=")
-	sessions, size, ok2 := strings.Cut(bounds, ":")
-	if !ok || !ok2 || tenant == "" {
-		return fmt.Errorf("%q: want TENANT=SESSIONS:SIZE, such as acme=100:10GiB", v)
+	parts := strings.Split(bounds, ":")
+	if !ok || len(parts) < 2 || len(parts) > 3 || tenant == "" {
+		return fmt.Errorf("%q: want TENANT=SESSIONS:SIZE[:EVENTS_PER_SECOND], such as acme=100:10GiB or acme=100:10GiB:500", v)
+	}
+	sessions, size := parts[0], parts[1]
+	var rate *float64
+	if len(parts) == 3 {
+		r, err := strconv.ParseFloat(parts[2], 64)
+		if err != nil || r < 0 || math.IsInf(r, 0) || math.IsNaN(r) {
+			return fmt.Errorf("%q: events per second %q is not a rate", v, parts[2])
+		}
+		rate = &r
 	}
 	n, err := strconv.ParseInt(sessions, 10, 64)
 	if err != nil || n < 0 {
@@ -100,6 +114,6 @@ func (t tenantBounds) Set(v string) error {
 	if t.cfg.TenantBounds == nil {
 		t.cfg.TenantBounds = map[string]logstore.TenantBound{}
 	}
-	t.cfg.TenantBounds[tenant] = logstore.TenantBound{Sessions: n, Bytes: int64(b)}
+	t.cfg.TenantBounds[tenant] = logstore.TenantBound{Sessions: n, Bytes: int64(b), EventsPerSecond: rate}
 	return nil
 }

@@ -35,10 +35,13 @@ type TenantLimits struct {
 	Tenants         map[string]TenantBound `json:"tenants,omitempty"`
 }
 
-// TenantBound bounds one tenant's sessions and stored bytes (0: none).
+// TenantBound bounds one tenant's sessions and stored bytes (0: none),
+// and, when EventsPerSecond is set, its events per second (0: none; nil:
+// the rate of every tenant, TenantLimits.EventsPerSecond).
 type TenantBound struct {
-	Sessions int64 `json:"sessions"`
-	Bytes    int64 `json:"bytes"`
+	Sessions        int64    `json:"sessions"`
+	Bytes           int64    `json:"bytes"`
+	EventsPerSecond *float64 `json:"eventsPerSecond,omitempty"`
 }
 
 // For returns the bounds of tenant.
@@ -47,6 +50,23 @@ func (l TenantLimits) For(tenant string) TenantBound {
 		return b
 	}
 	return TenantBound{Sessions: l.Sessions, Bytes: l.Bytes}
+}
+
+// RateOf returns the events per second tenant's agents may append (0:
+// no bound): its own --tenant-limit's, else the one of every tenant.
+func (l TenantLimits) RateOf(tenant string) float64 {
+	if b, ok := l.Tenants[tenant]; ok && b.EventsPerSecond != nil {
+		return *b.EventsPerSecond
+	}
+	return l.EventsPerSecond
+}
+
+// RateFlagOf names the setting that bounds tenant's events per second.
+func (l TenantLimits) RateFlagOf(tenant string) string {
+	if b, ok := l.Tenants[tenant]; ok && b.EventsPerSecond != nil {
+		return "--tenant-limit " + tenant
+	}
+	return "--tenant-events-per-second"
 }
 
 // FlagOf names the setting that bounds tenant: its own --tenant-limit,

@@ -3,12 +3,14 @@ package writer_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/writer"
@@ -67,5 +69,44 @@ func TestTenantQuota(t *testing.T) {
 	}
 	if got := counterSum(t, reg, "sessionlog_writer_tenant_events_total", "tenant", "acme", "result", "quota_exceeded"); got != 1 {
 		t.Fatalf("acme's refused events counted %v, want 1", got)
+	}
+}
+
+// A tenant's own rate (TenantBounds' EventsPerSecond, --tenant-limit's
+// third part) replaces TenantEventsPerSecond for it: acme may append 5
+// events a second, globex 0 (no bound), every other tenant 2; the refusal
+// names the setting that bounds the tenant.
+func TestTenantQuotaOwnRate(t *testing.T) {
+	now := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	e := newEnv(t, envOpts{writer: writer.Config{Registerer: prometheus.NewRegistry(), Now: clock, TenantEventsPerSecond: 2,
+		TenantBounds: map[string]logstore.TenantBound{"acme": {EventsPerSecond: new(5.0)}, "globex": {EventsPerSecond: new(0.0)}}}})
+	ctx := context.Background()
+	appendN := func(tenant string, n int) error {
+		evs := []map[string]any{created()}
+		for range n - 1 {
+			evs = append(evs, ev("message/user", "data", map[string]any{"content": "x"}))
+		}
+		b, err := json.Marshal(map[string]any{"sessionId": "r-1", "events": evs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.w.AppendAs(ctx, api.Caller{Tenant: tenant, Agent: "a"}, b)
+		return err
+	}
+	for tenant, c := range map[string]struct {
+		ok      int
+		refused string
+	}{"acme": {5, "(--tenant-limit acme)"}, "initech": {2, "(--tenant-events-per-second)"}, "globex": {50, ""}} {
+		if err := appendN(tenant, c.ok); err != nil {
+			t.Fatalf("%s: %d events in a second: %v", tenant, c.ok, err)
+		}
+		if c.refused == "" {
+			continue
+		}
+		err := appendN(tenant, 1)
+		if schema.CodeOf(err) != schema.CodeQuotaExceeded || !strings.Contains(err.Error(), c.refused) {
+			t.Fatalf("%s: one more event: %v, want quota_exceeded naming %s", tenant, err, c.refused)
+		}
 	}
 }

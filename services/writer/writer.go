@@ -69,7 +69,8 @@ type Config struct {
 	// TENANT_USAGE, shared by every writer (usage.go).
 	TenantMaxSessions int64
 	TenantMaxBytes    int64
-	// TenantBounds replaces both for the tenants it names.
+	// TenantBounds replaces both for the tenants it names, and the
+	// events per second for those whose bound sets them.
 	TenantBounds map[string]logstore.TenantBound
 	// UsageFlush is how often the bytes and sessions stored are added to
 	// TENANT_USAGE (default DefaultUsageFlush).
@@ -177,7 +178,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("writer: metrics: %w", err)
 	}
 	s.m = m
-	if s.quotas, err = newTenantQuotas(cfg.TenantEventsPerSecond, cfg.Now, cfg.Registerer); err != nil {
+	if s.quotas, err = newTenantQuotas(logstore.TenantLimits{EventsPerSecond: cfg.TenantEventsPerSecond, Tenants: cfg.TenantBounds}, cfg.Now, cfg.Registerer); err != nil {
 		return nil, fmt.Errorf("writer: metrics: %w", err)
 	}
 	if s.usage, err = newTenantUsage(cfg, cfg.Registerer); err != nil {
