@@ -9,8 +9,9 @@ import (
 
 // With up --http-token, a dashboard action takes the token only from the
 // Authorization header, as the standalone projector's does: up's own
-// check lets a cookie or ?token= through for reads, and the action check
-// did not know the token, so it let any of them act.
+// check once let a cookie or ?token= through, and the action check did
+// not know the token, so it let any of them act. Reads take it from the
+// header only too.
 func TestUpActionTakesTokenOnlyFromAuthorization(t *testing.T) {
 	const token = "s3cret-token"
 	p := startUp(t, t.TempDir(), nil, "--http-token", token)
@@ -40,8 +41,8 @@ func TestUpActionTakesTokenOnlyFromAuthorization(t *testing.T) {
 	if got := post(func(q *http.Request) { q.Header.Set("Authorization", "Bearer "+token) }); got == http.StatusUnauthorized || got == http.StatusForbidden {
 		t.Errorf("Authorization header: status %d, want the action to run", got)
 	}
-	// Reads still take the cookie or ?token= (the dashboard's links).
-	if code, body, err := httpGet(p.HTTPURL + "/v1/sessions?token=" + token); err != nil || code != 200 {
-		t.Errorf("GET with ?token=: %d %s %v", code, body, err)
+	// Reads do not take ?token= either.
+	if code, body, err := httpGet(p.HTTPURL + "/v1/sessions?token=" + token); err != nil || code != http.StatusUnauthorized {
+		t.Errorf("GET with ?token=: %d %s %v, want 401", code, body, err)
 	}
 }

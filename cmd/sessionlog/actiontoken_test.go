@@ -14,8 +14,8 @@ import (
 
 // With sessionlog projector --http-token, a dashboard action takes the
 // token only from the Authorization header, as in up: the listener's own
-// check lets a cookie or ?token= through for reads, and the action check
-// did not know the token, so any of them could act.
+// check once let a cookie or ?token= through, and the action check did
+// not know the token, so any of them could act.
 func TestProjectorActionTakesTokenOnlyFromAuthorization(t *testing.T) {
 	const token = "s3cret"
 	s := natstest.RunServer(t)

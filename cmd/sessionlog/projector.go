@@ -66,7 +66,7 @@ func applyProjectorMemory(limit int64) {
 func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newStandalone("projector", defaultProjectorHTTP, stderr)
 	c.fs.Lookup("http-listen").Usage = "HTTP listen address: dashboard, /v1 API, /healthz /readyz /metrics"
-	token := c.fs.String("http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?access_token= / ?token=); /healthz and /readyz stay open")
+	token := c.fs.String("http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (in that header only); /healthz, /readyz and the dashboard page (which asks for the token) stay open")
 	tenants := tenantTokensFlag(c.fs)
 	cfg := projectorFlags(c.fs)
 	memLimit := bytesFlag(c.fs, "memory-limit", defaultProjectorMemoryLimit, "soft limit of the Go heap, a `size` such as 320MiB, and its budget: the collector runs when the heap reaches it unless GOGC is set (0: none, GOGC 400; GOMEMLIMIT takes precedence)")
@@ -78,10 +78,9 @@ func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	return c.run(ctx, args, stderr, "sessionlog-projector", nil, func() error { return nil },
 		func(store *logstore.Store, d assemble.Deps) (service, error) {
 			applyProjectorMemory(*memLimit)
-			// The projector knows the token too: Require above lets a
-			// cookie or ?token= through for reads, and only the action
-			// check (httpauth.Action), which asks for the token in the
-			// Authorization header, keeps them from acting.
+			// The projector knows the token too: its own check and the
+			// action check (httpauth.Action) take it from the
+			// Authorization header only, as the one above does.
 			cfg.HTTPToken = *token
 			cfg.TenantTokens = tenants
 			if err := tenants.check(*token); err != nil {

@@ -14,7 +14,7 @@ import (
 // (httpauth.RequireTenants).
 type tenantTokens map[string]string
 
-const tenantTokenUsage = "a tenant's HTTP token, `TENANT[:AGENT,...]=TOKEN`: TENANT=TOKEN for the whole tenant, TENANT:AGENT[,AGENT...]=TOKEN for those agents (NATS users) of it (repeatable; needs --http-token, the operator's): a request bearing it in 'Authorization: Bearer' (never ?token= or the cookie) sees only that tenant's sessions (ids as stored, _T<TENANT>_<id>; the default tenant AGENTS has the plain ids), with agents only those owned by or granted to one of them, and may not act"
+const tenantTokenUsage = "a tenant's HTTP token, `TENANT[:AGENT,...]=TOKEN`: TENANT=TOKEN for the whole tenant, TENANT:AGENT[,AGENT...]=TOKEN for those agents (NATS users) of it (repeatable; needs --http-token, the operator's): a request bearing it in 'Authorization: Bearer' sees only that tenant's sessions (ids as stored, _T<TENANT>_<id>; the default tenant AGENTS has the plain ids), with agents only those owned by or granted to one of them, and may not act"
 
 func tenantTokensFlag(fs *flag.FlagSet) tenantTokens {
 	t := tenantTokens{}

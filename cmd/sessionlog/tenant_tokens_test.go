@@ -55,7 +55,9 @@ func TestTenantTokenFlag(t *testing.T) {
 // tenant's token through their own token check to the projector, which
 // scopes it: another tenant's session is not found, the overview is
 // refused, and so for a token of agents of a tenant; the operator's token
-// still sees the overview.
+// still sees the overview. Neither command takes a token from the query
+// or a cookie, and both serve the dashboard page without one (it asks
+// for the token).
 func TestTenantTokenThroughCommands(t *testing.T) {
 	const op, acme, agent = "operator-token-0123456789", "acme-token-0123456789", "agent-token-0123456789"
 	for _, c := range []struct {
@@ -81,7 +83,12 @@ func TestTenantTokenThroughCommands(t *testing.T) {
 			defer func() { cancel(); <-done }()
 			get := func(token, path string) (int, string) {
 				req, _ := http.NewRequest("GET", "http://"+api+path, nil)
-				req.Header.Set("Authorization", "Bearer "+token)
+				// "cookie:T": T in the cookie the dashboard once set.
+				if c, ok := strings.CutPrefix(token, "cookie:"); ok {
+					req.Header.Set("Cookie", "sessionlog_token="+c)
+				} else if token != "" {
+					req.Header.Set("Authorization", "Bearer "+token)
+				}
 				resp, err := http.DefaultClient.Do(req)
 				if err != nil {
 					return 0, err.Error()
@@ -110,6 +117,11 @@ func TestTenantTokenThroughCommands(t *testing.T) {
 				{acme, "/metrics", 403, `"forbidden"`},
 				{op, "/v1/overview", 200, `"counts"`},
 				{op, "/metrics", 200, "sessionlog_"},
+				{"", "/", 200, "<!doctype html>"},
+				{"", "/v1/sessions?token=" + op, 401, `"unauthorized"`},
+				{"", "/v1/sessions?access_token=" + op, 401, `"unauthorized"`},
+				{"", "/v1/sessions/x/watch?access_token=" + acme, 401, `"unauthorized"`},
+				{"cookie:" + op, "/v1/sessions", 401, `"unauthorized"`},
 			} {
 				if code, body := get(w.token, w.path); code != w.code || !strings.Contains(body, w.has) {
 					t.Errorf("GET %s: %d %s, want %d with %s", w.path, code, body, w.code, w.has)

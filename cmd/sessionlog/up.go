@@ -134,7 +134,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.archiveDir, "archive-dir", "", "where --retain-closed writes each session before erasing it (<id>.jsonl.zst; sessionlog import reads it)")
 	f.partitions = partitionsFlag(fs)
 	fs.StringVar(&f.sync, "sync", defaultSync, "JetStream fsync: always (every event is on disk before it is acknowledged; the writer commits the appends of many sessions with one fsync) or interval (fsync every 2m, faster: a machine crash or power loss loses the acknowledged events of the last interval)")
-	fs.StringVar(&f.httpToken, "http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (or ?access_token= / ?token=); /healthz and /readyz stay open")
+	fs.StringVar(&f.httpToken, "http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (in that header only); /healthz, /readyz and the dashboard page (which asks for the token) stay open")
 	f.tenantTokens = tenantTokensFlag(fs)
 	fs.StringVar(&f.natsConfig, "nats-config", "", "nats-server configuration file for the embedded server (flags given explicitly override its listen address and store dir)")
 	fs.StringVar(&f.natsUser, "nats-user", "", "the agents' NATS user: with --nats-password, clients must log in, and this user gets the agent permissions of deploy/nats/auth.conf (append, heartbeat, read, fork requests, live events; nothing of the log or the JetStream API). Without it NATS is open and listens on loopback only")

@@ -10,9 +10,9 @@ import (
 // its API and dashboard are mounted at "/" of the --http-listen mux (up
 // serves /healthz, /readyz and /metrics and checks the token), and /readyz
 // waits until it has caught up with the stream. The projector is given
-// the token too: up's Require lets a cookie or ?token= through, and only
-// the projector's action check (httpauth.Action) asks for the token in
-// the Authorization header, which it can do only when it knows it.
+// the token too, so its own check and its action check (httpauth.Action)
+// take the operator's token, from the Authorization header only, as up's
+// does.
 func startUpProjector(env *upEnv) (*upActor, error) {
 	cfg := assemble.DefaultProjector(filepath.Join(env.DataDir, "projector"))
 	cfg.OTLPEndpoint = env.OTLPEndpoint

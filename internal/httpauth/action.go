@@ -14,9 +14,11 @@ const ActionHeader = "X-Sessionlog-Action"
 // Action guards a state-changing handler against cross-site request
 // forgery, on top of Require: the request must carry ActionHeader, an
 // Origin (when the browser sends one) of the same host, and, with a token
-// configured, the token in the Authorization header: the cookie that a
-// query-parameter token sets is not enough, so no request is authorised
-// by what a browser attaches by itself.
+// configured, that token in the Authorization header. Require takes the
+// token from nowhere else either; the check is made here again so that an
+// action stays the operator's token's even behind a server whose own check
+// is another's (a tenant token, or none), and no request is authorised by
+// what a browser attaches by itself.
 func Action(token string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get(ActionHeader) == "" {

@@ -10,7 +10,8 @@ import (
 
 // TestAction: a state-changing request needs the action header, its own
 // origin, and the token in the Authorization header; what a browser
-// attaches by itself (the cookie) is not enough.
+// attaches by itself (a cookie, of the name the dashboard once set) is not
+// enough.
 func TestAction(t *testing.T) {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) })
 	for _, c := range []struct {
@@ -34,7 +35,7 @@ func TestAction(t *testing.T) {
 				req.Header.Set("Authorization", "Bearer "+c.bearer)
 			}
 			if c.cookie != "" {
-				req.AddCookie(&http.Cookie{Name: httpauth.Cookie, Value: c.cookie})
+				req.AddCookie(&http.Cookie{Name: "sessionlog_token", Value: c.cookie})
 			}
 			if c.origin != "" {
 				req.Header.Set("Origin", c.origin)

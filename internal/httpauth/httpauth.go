@@ -3,23 +3,28 @@
 // handler all guard their paths with Require, so a client that one accepts
 // the other accepts too.
 //
-// The rule: with a token configured, every path but /healthz and /readyz
-// (probes) needs the token, given as any of
-//   - the Authorization header with the Bearer scheme, its name in any case
-//     (RFC 6750 section 2.1; schemes are case-insensitive, RFC 9110 11.1);
-//   - the access_token query parameter (RFC 6750 section 2.3), or token,
-//     its older name: browsers cannot set headers on an EventSource;
-//   - the cookie a query-parameter token sets, so the dashboard's later
-//     requests carry it.
+// The rule: with a token configured, every path but the probes (/healthz
+// and /readyz) and the dashboard page itself (a GET or HEAD of / and of
+// /assets/...: its markup, script, styles and vendored files, no data)
+// needs the token in the Authorization header with the Bearer scheme, its
+// name in any case (RFC 6750 section 2.1; schemes are case-insensitive,
+// RFC 9110 11.1). Nothing else carries it: not a query parameter
+// (RFC 6750 section 2.3's access_token, which leaks into logs, history
+// and Referer headers) and not a cookie (which a browser attaches by
+// itself, so any page could make the dashboard act). The page asks for
+// the token and sends it in that header on every request, its live
+// updates too (a fetch-read event stream, not an EventSource, which
+// cannot set headers).
 //
 // Tokens are compared in constant time (of their SHA-256 sums, so not even
 // the length leaks).
 //
 // That token is the operator's: it sees everything. Tenant tokens
 // (RequireTenants) name a tenant, and optionally agents of it, are taken
-// from the Authorization header alone, and put the tenant and agents in
-// the request's context (TenantOf, AgentsOf) for the handler to scope what
-// it serves.
+// from the same header, and put the tenant and agents in the request's
+// context (TenantOf, AgentsOf) for the handler to scope what it serves: a
+// tenant's token uses the dashboard as the operator's does and sees only
+// what the handler lets it.
 package httpauth
 
 import (
@@ -29,15 +34,25 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path"
 	"slices"
 	"strings"
 )
 
-// Cookie is the name of the cookie a query-parameter token sets.
-const Cookie = "sessionlog_token"
-
 // open are the paths served without a token: liveness and readiness probes.
 var open = map[string]bool{"/healthz": true, "/readyz": true}
+
+// page reports whether r asks for the dashboard page itself, which is
+// served without a token: it holds no data, and asks for the token it
+// then sends in the Authorization header. A path that is not clean
+// (/assets/../v1/...) is not the page, whatever a mux would make of it.
+func page(r *http.Request) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	p := r.URL.Path
+	return p == "/" || strings.HasPrefix(p, "/assets/") && path.Clean(p) == p
+}
 
 // operatorOnly are the paths a tenant's token may not read: the metrics
 // count every tenant's sessions and events.
@@ -127,11 +142,10 @@ func scopeOf(names string) scope {
 
 // RequireTenants guards next with the operator's token and tenant tokens
 // (token -> what it names, ParseTenantToken's names: TENANT or
-// TENANT:AGENT[,AGENT...]). A tenant token counts only in the
-// Authorization header (never as a cookie or query parameter, which a
-// browser keeps and sends by itself), and its tenant and agents ride in
-// the request's context (TenantOf, AgentsOf). Tenant tokens need an operator token: without one every
-// request would be the operator's.
+// TENANT:AGENT[,AGENT...]), each taken from the Authorization header
+// alone; a tenant token's tenant and agents ride in the request's context
+// (TenantOf, AgentsOf). Tenant tokens need an operator token: without one
+// every request would be the operator's.
 func RequireTenants(token string, tenants map[string]string, next http.Handler) http.Handler {
 	if token == "" {
 		return next
@@ -142,7 +156,7 @@ func RequireTenants(token string, tenants map[string]string, next http.Handler) 
 		scopes[tok] = scopeOf(names)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if open[r.URL.Path] {
+		if open[r.URL.Path] || page(r) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -167,15 +181,6 @@ func RequireTenants(token string, tenants map[string]string, next http.Handler) 
 				next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tenantKey{}, sc)))
 				return
 			}
-		}
-		if c, err := r.Cookie(Cookie); err == nil && eq(c.Value) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if q := r.URL.Query(); eq(q.Get("access_token")) || eq(q.Get("token")) {
-			http.SetCookie(w, &http.Cookie{Name: Cookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
-			next.ServeHTTP(w, r)
-			return
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sessionlog"`)
 		w.Header().Set("Content-Type", "application/json")

@@ -10,13 +10,15 @@ import (
 )
 
 // TestRequire is the token rule of every sessionlog HTTP server (up, the
-// projector command and the projector's own handler use Require).
+// projector command and the projector's own handler use Require): the
+// token counts in the Authorization header alone, never as a query
+// parameter or a cookie, and no answer sets a cookie; the probes and the
+// dashboard page itself are open.
 func TestRequire(t *testing.T) {
 	h := httpauth.Require("s3cret", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(204) }))
 	for _, c := range []struct {
-		name, path, hdr, cookie string
-		want                    int
-		setsCookie              bool
+		name, method, path, hdr, cookie string
+		want                            int
 	}{
 		{name: "NoToken", path: "/v1/sessions", want: 401},
 		{name: "WrongBearer", path: "/v1/sessions", hdr: "Bearer wrong", want: 401},
@@ -29,26 +31,33 @@ func TestRequire(t *testing.T) {
 		{name: "EmptyBearer", path: "/v1/sessions", hdr: "Bearer ", want: 401},
 		{name: "TokenPrefix", path: "/v1/sessions", hdr: "Bearer s3cre", want: 401},
 		{name: "TokenLonger", path: "/v1/sessions", hdr: "Bearer s3crets", want: 401},
-		{name: "TokenQuery", path: "/?token=s3cret", want: 204, setsCookie: true},
-		{name: "AccessTokenQuery", path: "/v1/sessions/s/watch?access_token=s3cret", want: 204, setsCookie: true},
-		{name: "WrongAccessToken", path: "/v1/sessions?access_token=wrong", want: 401},
-		{name: "EmptyAccessToken", path: "/v1/sessions?access_token=", want: 401},
-		{name: "Cookie", path: "/v1/sessions", cookie: "s3cret", want: 204},
-		{name: "WrongCookie", path: "/v1/sessions", cookie: "wrong", want: 401},
-		{name: "WrongBearerGoodQuery", path: "/v1/sessions?access_token=s3cret", hdr: "Bearer wrong", want: 204, setsCookie: true},
+		{name: "TokenQuery", path: "/v1/sessions?token=s3cret", want: 401},
+		{name: "AccessTokenQuery", path: "/v1/sessions/s/watch?access_token=s3cret", want: 401},
+		{name: "AccessTokenQueryMetrics", path: "/metrics?access_token=s3cret", want: 401},
+		{name: "Cookie", path: "/v1/sessions", cookie: "s3cret", want: 401},
+		{name: "WrongBearerGoodQuery", path: "/v1/sessions?access_token=s3cret", hdr: "Bearer wrong", want: 401},
 		{name: "Healthz", path: "/healthz", want: 204},
 		{name: "Readyz", path: "/readyz", want: 204},
 		{name: "Metrics", path: "/metrics", want: 401},
-		{name: "Dashboard", path: "/", want: 401},
 		{name: "HealthzSubpath", path: "/healthz/x", want: 401},
+		{name: "Dashboard", path: "/", want: 204},
+		{name: "DashboardHead", method: http.MethodHead, path: "/", want: 204},
+		{name: "DashboardAddress", path: "/?s=x&e=3", want: 204},
+		{name: "DashboardOldTokenLink", path: "/?token=s3cret", want: 204},
+		{name: "DashboardPost", method: http.MethodPost, path: "/", want: 401},
+		{name: "Asset", path: "/assets/uplot-1.6.32.min.js", want: 204},
+		{name: "AssetsListing", path: "/assets/", want: 401},
+		{name: "AssetsTraversal", path: "/assets/../v1/sessions", want: 401},
+		{name: "AssetsLookalike", path: "/assetsx/a.js", want: 401},
+		{name: "Favicon", path: "/favicon.ico", want: 401},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rec := serve(h, c.path, c.hdr, c.cookie)
+			rec := serveMethod(h, c.method, c.path, c.hdr, c.cookie)
 			if got := rec.Code; got != c.want {
 				t.Fatalf("%s %q: %d, want %d", c.path, c.hdr, got, c.want)
 			}
-			if got := rec.Header().Get("Set-Cookie") != ""; got != c.setsCookie {
-				t.Fatalf("sets a cookie: %v, want %v", got, c.setsCookie)
+			if got := rec.Header().Get("Set-Cookie"); got != "" {
+				t.Fatalf("sets a cookie: %q", got)
 			}
 			if c.want == 401 && rec.Header().Get("WWW-Authenticate") == "" {
 				t.Fatal("401 without WWW-Authenticate")
@@ -58,14 +67,22 @@ func TestRequire(t *testing.T) {
 }
 
 // serve is h's answer to a GET of path with an Authorization header hdr
-// and the token cookie, each when not "".
+// and a cookie of the name the dashboard once set, each when not "".
 func serve(h http.Handler, path, hdr, cookie string) *httptest.ResponseRecorder {
-	r := httptest.NewRequest(http.MethodGet, path, nil)
+	return serveMethod(h, http.MethodGet, path, hdr, cookie)
+}
+
+// serveMethod is serve with the method ("": GET).
+func serveMethod(h http.Handler, method, path, hdr, cookie string) *httptest.ResponseRecorder {
+	if method == "" {
+		method = http.MethodGet
+	}
+	r := httptest.NewRequest(method, path, nil)
 	if hdr != "" {
 		r.Header.Set("Authorization", hdr)
 	}
 	if cookie != "" {
-		r.AddCookie(&http.Cookie{Name: httpauth.Cookie, Value: cookie})
+		r.AddCookie(&http.Cookie{Name: "sessionlog_token", Value: cookie})
 	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, r)
@@ -84,8 +101,8 @@ func TestRequireWithoutToken(t *testing.T) {
 
 // TestRequireTenants: a tenant's token, in the Authorization header alone,
 // passes with its tenant in the request's context; the operator's token
-// passes with none; a tenant's token as a query parameter or cookie does
-// not pass.
+// passes with none; neither passes as a query parameter or cookie; the
+// dashboard page is open to both, and to no token.
 func TestRequireTenants(t *testing.T) {
 	h := httpauth.RequireTenants("s3cret", map[string]string{"acme-token-0123456789": "acme", "bob-token-0123456789": "acme:bob,carol"}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Tenant", httpauth.TenantOf(r.Context()))
@@ -106,6 +123,10 @@ func TestRequireTenants(t *testing.T) {
 		{name: "TenantTokenQuery", path: "/v1/sessions?token=acme-token-0123456789", want: 401},
 		{name: "TenantCookie", path: "/v1/sessions", cookie: "acme-token-0123456789", want: 401},
 		{name: "TenantOverOperatorCookie", path: "/v1/sessions", hdr: "Bearer acme-token-0123456789", cookie: "s3cret", want: 204, tenant: "acme"},
+		{name: "OperatorCookie", path: "/v1/sessions", cookie: "s3cret", want: 401},
+		{name: "OperatorQuery", path: "/v1/sessions?token=s3cret", want: 401},
+		{name: "TenantDashboard", path: "/", hdr: "Bearer acme-token-0123456789", want: 204},
+		{name: "Dashboard", path: "/", want: 204},
 		{name: "WrongBearer", path: "/v1/sessions", hdr: "Bearer acme-token-012345678", want: 401},
 		{name: "TenantMetrics", path: "/metrics", hdr: "Bearer acme-token-0123456789", want: 403},
 		{name: "OperatorMetrics", path: "/metrics", hdr: "Bearer s3cret", want: 204},

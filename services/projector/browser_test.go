@@ -122,6 +122,18 @@ func (b *browser) shot(name string) {
 	b.t.Logf("screenshot: %s (%d bytes)", abs, len(png))
 }
 
+// login opens url, where the page asks for the token (the server answered
+// it 401), and signs in with token through the page's form, as a person
+// does: the token is never in an address.
+func (b *browser) login(url, token string) {
+	b.t.Helper()
+	b.do("sign in at "+url, chromedp.Navigate(url),
+		chromedp.WaitVisible(chromedp.CSS(`#login-token`)),
+		chromedp.SendKeys(chromedp.CSS(`#login-token`), token),
+		chromedp.Click(chromedp.CSS(`#login-ok`)),
+		chromedp.WaitNotVisible(chromedp.CSS(`#login`)))
+}
+
 // noPageErrors fails the test if the page threw.
 func (b *browser) noPageErrors() {
 	b.t.Helper()

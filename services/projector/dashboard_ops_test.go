@@ -325,8 +325,10 @@ func TestDashboardForkTree(t *testing.T) {
 
 // TestDashboardResume: resuming a paused session from the page appends
 // session/resumed through sessions.api.append; without the token, or
-// with only the cookie, or from another origin, or without the action
-// header, it is refused and nothing is appended.
+// with it only in a cookie or the query, or from another origin, or
+// without the action header, it is refused and nothing is appended. The
+// page asks for the token with its form (one in the address is not
+// used, and is taken out of it), and again when the token is refused.
 func TestDashboardResume(t *testing.T) {
 	e := newEnv(t)
 	startWriter(t, e)
@@ -361,7 +363,11 @@ func TestDashboardResume(t *testing.T) {
 			q.Header.Set("Cookie", "sessionlog_token="+token)
 		}, http.StatusUnauthorized},
 		"QueryToken": {func(q *http.Request) { q.Header.Set("X-Sessionlog-Action", "1"); q.URL.RawQuery = "token=" + token }, http.StatusUnauthorized},
-		"NoHeader":   {func(q *http.Request) { q.Header.Set("Authorization", "Bearer "+token) }, http.StatusForbidden},
+		"AccessToken": {func(q *http.Request) {
+			q.Header.Set("X-Sessionlog-Action", "1")
+			q.URL.RawQuery = "access_token=" + token
+		}, http.StatusUnauthorized},
+		"NoHeader": {func(q *http.Request) { q.Header.Set("Authorization", "Bearer "+token) }, http.StatusForbidden},
 		"OtherOrigin": {func(q *http.Request) {
 			q.Header.Set("Authorization", "Bearer "+token)
 			q.Header.Set("X-Sessionlog-Action", "1")
@@ -378,29 +384,40 @@ func TestDashboardResume(t *testing.T) {
 	}
 
 	b := newBrowser(t, e.ctx, 1280, 860)
+	// An address of old carrying the token: the page is served, the token
+	// is not taken (the form asks) and leaves the address.
+	b.login(r.srv.URL+"/?token="+token+"&s=rs-1", token)
 	b.do("open the paused session",
-		chromedp.Navigate(r.srv.URL+"/?token="+token+"&s=rs-1"),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="rs-1"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#act-resume`)),
 	)
 	if got := b.evalString(`location.search`); got != "?s=rs-1" {
 		t.Fatalf("the token stayed in the address: %q", got)
 	}
-	// The page without the token in this tab (only the cookie): refused.
-	b.evalString(`sessionStorage.removeItem("sessionlog_token"), ""`)
-	b.do("resume without the token",
+	if got := b.evalString(`document.cookie`); got != "" {
+		t.Fatalf("the page has cookies: %q", got)
+	}
+	// A wrong token in this tab: the resume is refused and the form asks
+	// again.
+	b.evalString(`sessionStorage.setItem("sessionlog_token", "wrong"), ""`)
+	b.do("resume with a wrong token",
 		chromedp.Click(chromedp.CSS(`#act-resume`)),
-		chromedp.WaitVisible(chromedp.CSS(`#confirm input[name="token"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm input[name="by"]`)),
 		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
 		chromedp.WaitVisible(chromedp.CSS(`#outcome.bad`)),
+		chromedp.WaitVisible(chromedp.CSS(`#login-token`)),
 	)
 	if got := b.text(`#outcome`); !strings.Contains(got, "unauthorized") {
 		t.Fatalf("outcome without the token: %q", got)
 	}
 	b.shot("refused")
-	b.do("resume with the token",
+	b.do("sign in again and resume",
+		chromedp.SendKeys(chromedp.CSS(`#login-token`), token),
+		chromedp.Click(chromedp.CSS(`#login-ok`)),
+		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="rs-1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#act-resume`)),
 		chromedp.Click(chromedp.CSS(`#act-resume`)),
-		chromedp.SendKeys(chromedp.CSS(`#confirm input[name="token"]`), token),
+		chromedp.WaitVisible(chromedp.CSS(`#confirm input[name="by"]`)),
 		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
 		chromedp.WaitVisible(chromedp.CSS(`#outcome.ok`)),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="13"][data-type="session/resumed"]`)),

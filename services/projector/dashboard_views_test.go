@@ -338,8 +338,8 @@ func TestDashboardErase(t *testing.T) {
 
 	// Without the operator's rights: refused, in words.
 	b := newBrowser(t, e.ctx, 1280, 860)
-	b.do("open on the plain projector", chromedp.Navigate(plain.srv.URL+"/?token="+token+"&s=er-1"),
-		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="er-1"]`)))
+	b.login(plain.srv.URL+"/?s=er-1", token)
+	b.do("open on the plain projector", chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="er-1"]`)))
 	eraseForm(b, "privacy request", "er-1")
 	b.do("refused", chromedp.WaitVisible(chromedp.CSS(`#outcome.bad`)))
 	if got := b.text(`#outcome`); !strings.Contains(got, "forbidden") || !strings.Contains(got, "operator") {
@@ -348,8 +348,8 @@ func TestDashboardErase(t *testing.T) {
 	b.shot("erase-refused")
 
 	// With them: a wrong id is not sent; the right one erases.
-	b.do("open on the operator's projector", chromedp.Navigate(r.srv.URL+"/?token="+token+"&s=er-1"),
-		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="er-1"]`)))
+	b.login(r.srv.URL+"/?s=er-1", token)
+	b.do("open on the operator's projector", chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="er-1"]`)))
 	eraseForm(b, "privacy request", "er-2")
 	b.do("not confirmed", chromedp.WaitVisible(chromedp.CSS(`#outcome.bad`)))
 	if got := b.text(`#outcome`); !strings.Contains(got, "does not match") {

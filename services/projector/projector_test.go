@@ -3,6 +3,7 @@ package projector_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
@@ -185,13 +186,36 @@ func TestBearerToken(t *testing.T) {
 	if code, _ := r.get(t, "/readyz"); code != 200 {
 		t.Fatalf("/readyz without token: %d", code)
 	}
-	for _, p := range []string{"/", "/v1/sessions", "/v1/sessions?access_token=wrong"} {
-		if code, _ := r.get(t, p); code != 401 {
+	// The dashboard page itself is served without the token: it holds no
+	// data and asks for the token.
+	for _, p := range []string{"/", "/?s=x", "/assets/uplot-1.6.32.min.js"} {
+		if code, _ := r.get(t, p); code != 200 {
 			t.Fatalf("%s without token: %d", p, code)
 		}
 	}
-	if code, _ := r.get(t, "/v1/sessions?access_token=s3cret"); code != 200 {
-		t.Fatalf("with token: %d", code)
+	// The token counts in the Authorization header alone: as a query
+	// parameter or a cookie it is refused (and no answer sets a cookie).
+	for _, p := range []string{"/v1/sessions", "/v1/overview", "/v1/sessions?access_token=s3cret", "/v1/sessions?token=s3cret",
+		"/v1/sessions/x/watch?access_token=s3cret", "/v1/sessions/x/events?token=s3cret", "/metrics?access_token=s3cret", "/favicon.ico"} {
+		if code, _ := r.get(t, p); code != 401 {
+			t.Fatalf("%s without the token in the header: %d", p, code)
+		}
+	}
+	for _, h := range []http.Header{{"Cookie": {"sessionlog_token=s3cret"}}, {"Authorization": {"Bearer s3cret"}}} {
+		req, _ := http.NewRequest("GET", r.srv.URL+"/v1/sessions?access_token=s3cret", nil)
+		req.Header = h
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		want := 200
+		if h.Get("Authorization") == "" {
+			want = 401
+		}
+		if resp.StatusCode != want || resp.Header.Get("Set-Cookie") != "" {
+			t.Fatalf("GET with %v: %d (Set-Cookie %q), want %d and no cookie", h, resp.StatusCode, resp.Header.Get("Set-Cookie"), want)
+		}
 	}
 }
 

@@ -135,8 +135,10 @@ func TestTenantTokens(t *testing.T) {
 				}
 			}
 			// A tenant's token counts in the Authorization header alone.
-			if code, _ := tenantGet(t, r, "", "/v1/sessions?access_token="+c.token); code != 401 {
-				t.Errorf("the token as a query parameter: %d", code)
+			for _, q := range []string{"access_token", "token"} {
+				if code, _ := tenantGet(t, r, "", "/v1/sessions?"+q+"="+c.token); code != 401 {
+					t.Errorf("the token as the query parameter %s: %d", q, code)
+				}
 			}
 		})
 	}
@@ -162,7 +164,7 @@ func createTenantSessions(t *testing.T, e *env, r *running, op string, sessions 
 		s.add(schema.TypeMessageUser, `{"content":[{"type":"text","text":"feed the zebra"}]}`, inTurn("t1"))
 	}
 	for id, s := range scripts {
-		r.waitSession(t, id+"?access_token="+op, func(d projector.Detail) bool { return d.LastSeq == s.seq })
+		waitDetailToken(t, r, op, id, func(d projector.Detail) bool { return d.LastSeq == s.seq })
 	}
 	return scripts
 }
@@ -368,7 +370,7 @@ func TestTenantAgentTokens(t *testing.T) {
 	// bob grants _Tacme_b3 to alice: once folded, alice sees it.
 	b3 := scripts["_Tacme_b3"]
 	b3.add(schema.TypeSessionGranted, `{"grants":["alice"]}`)
-	r.waitSession(t, "_Tacme_b3?access_token="+op, func(d projector.Detail) bool { return d.LastSeq == b3.seq })
+	waitDetailToken(t, r, op, "_Tacme_b3", func(d projector.Detail) bool { return d.LastSeq == b3.seq })
 	wants[2].own = []string{"_Tacme_a1", "_Tacme_a2", "_Tacme_b1", "_Tacme_b3"}
 	wants[2].name = "alice granted b3"
 	check(wants[2])

@@ -355,7 +355,8 @@ type WatchEvent struct {
 
 // WatchEnd is the data of the SSE "error" event that ends a watch the
 // projector closes (CodeSlowConsumer). Its SSE id, like resumeAfter, is the
-// last durable seq sent: EventSource reconnects with it by itself.
+// last durable seq sent: an EventSource (and the dashboard's fetch reader)
+// reconnects with it by itself.
 type WatchEnd struct {
 	Error struct {
 		Code    string `json:"code"`
@@ -365,7 +366,8 @@ type WatchEnd struct {
 }
 
 // handleWatch streams the session's durable events after `after` (or the
-// Last-Event-ID header, which a reconnecting EventSource sends), then the
+// Last-Event-ID header, which a reconnecting EventSource, or the
+// dashboard's fetch reader, sends), then the
 // live ones: durable events by tailing the stream with an ordered
 // consumer, a page at a time as the client takes them, transient ones
 // from core NATS sessions.live.<id> within the watch's byte budget.
