@@ -122,6 +122,14 @@ func stopped(err error) error {
 	return err
 }
 
+// readPrefetchBytes bounds the bytes a read's consumer pulls ahead of its
+// reader: a thousand messages of up to an event's size each (256 KiB by
+// default, more when configured) would hold a quarter of a gigabyte per
+// read while the reader is slower than the server (an HTTP client reading
+// /events slowly, a fork writing its copy). It stays above one message's
+// largest size (MaxEventBytes plus headers), which must fit in one pull.
+func (s *Store) readPrefetchBytes() int { return max(8<<20, s.cfg.MaxEventBytes+128<<10) }
+
 // readConsumerUpTo is readLeaderUpTo with an ordered consumer: it creates
 // one from stream seq cur+1 (the creation bounded by the request timeout)
 // and reads until the tail, failing (done false) when the consumer
@@ -149,7 +157,7 @@ func (s *Store) readConsumerUpTo(ctx context.Context, loc Location, sessionID st
 	if err != nil {
 		return cur, false, fmt.Errorf("logstore: read %s: %w", sessionID, err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(1000))
+	it, err := cons.Messages(jetstream.PullMaxMessagesWithBytesLimit(1000, s.readPrefetchBytes()))
 	if err != nil {
 		s.dropReadConsumer(loc, cons)
 		return cur, false, fmt.Errorf("logstore: read %s: %w", sessionID, err)
