@@ -300,16 +300,11 @@ func AgentAPI() []string {
 	}
 }
 
-// TenantAPI is what a tenant's account imports of AgentAPI: all of it for
-// the default tenant; for any other, all but sessions.api.source.*, whose
-// transcript keys are not scoped by tenant or owner yet (ADR 010), so that
-// no agent of such a tenant can load or list another agent's transcript.
-func TenantAPI(tenant string) []string {
-	if tenant == DefaultTenant {
-		return AgentAPI()
-	}
-	return slices.DeleteFunc(AgentAPI(), func(s string) bool { return strings.HasPrefix(s, "sessions.api.source.") })
-}
+// TenantAPI is what a tenant's account imports of AgentAPI: all of it, for
+// every tenant. The source service scopes the transcript keys by tenant
+// and serves an agent only the transcripts whose sessions it may read
+// (ADR 010), as the writer does sessions.
+func TenantAPI(tenant string) []string { return AgentAPI() }
 
 // Tenant is an account of agents: its name (an account name of letters,
 // digits and '-') and its agents' users.

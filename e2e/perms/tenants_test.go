@@ -416,13 +416,59 @@ func TestTenants(t *testing.T) {
 			}
 			carol.WantViolation(t, "Publish", subj)
 		}
-		// The transcript API is the default tenant's alone until its keys
-		// are scoped (ADR 010).
-		for _, subj := range []string{"sessions.api.source.load", "sessions.api.source.list"} {
-			if _, err := carol.Request(subj, []byte(`{}`), 300*time.Millisecond); err == nil {
-				t.Errorf("%s answered carol", subj)
+	})
+	t.Run("transcripts are their tenant's and their agent's", func(t *testing.T) {
+		// alice's transcript through sessions.api.source.* (section 15):
+		// bob (her tenant) and carol (another) list none of it, bob's load
+		// and append are refused, carol's key is her own, never written.
+		const proj, key = "-home-alice-shop", "77777777-7777-4777-8777-777777777777"
+		k := func(more ...any) map[string]any {
+			m := map[string]any{"format": "claude-code", "projectKey": proj, "sessionKey": key}
+			for i := 0; i+1 < len(more); i += 2 {
+				m[more[i].(string)] = more[i+1]
 			}
-			carol.WantViolation(t, "Publish", subj)
+			return m
+		}
+		line := json.RawMessage(fmt.Sprintf(`{"parentUuid":null,"isSidechain":false,"cwd":"/home/alice/shop","sessionId":%q,"type":"user","message":{"role":"user","content":%q},"uuid":"u1","timestamp":"2026-11-30T09:00:01.000Z"}`, key, secret))
+		if r := ask(t, alice, "sessions.api.source.append", k("entries", []json.RawMessage{line})); r.code != "" {
+			t.Fatalf("alice's source append: %s %s", r.code, r.body)
+		}
+		if r := ask(t, alice, "sessions.api.source.load", k()); r.code != "" || !bytes.Contains(r.body, []byte(secret)) {
+			t.Fatalf("alice loads her transcript: %s %.300s", r.code, r.body)
+		}
+		for _, c := range []struct {
+			name string
+			c    *client
+			// load and append: bob is refused, carol's key is her own.
+			load, append string
+		}{{"bob", bob, "forbidden", "forbidden"}, {"carol", carol, "", ""}} {
+			for _, tc := range []struct {
+				subject, code string
+				body          any
+			}{
+				{"sessions.api.source.list", "", map[string]any{"format": "claude-code", "projectKey": proj}},
+				{"sessions.api.source.subkeys", "", k()},
+				{"sessions.api.source.load", c.load, k()},
+				{"sessions.api.source.append", c.append, k("entries", []json.RawMessage{json.RawMessage(`{"type":"user","uuid":"u2","message":{"role":"user","content":"hostile"}}`)})},
+			} {
+				r := ask(t, c.c, tc.subject, tc.body)
+				if r.code != tc.code || bytes.Contains(r.body, []byte(secret)) || bytes.Contains(r.body, []byte(`"sessionKey"`)) || bytes.Contains(r.body, []byte(`"found":true`)) {
+					t.Errorf("%s: %s answered %q %.300s", c.name, tc.subject, r.code, r.body)
+				}
+			}
+			c.c.NoViolation(t)
+		}
+		var r struct {
+			Events []json.RawMessage `json:"events"`
+		}
+		request(t, op, "sessions.api.read", map[string]any{"sessionId": "_Tacme_cc-" + key}, &r)
+		if len(r.Events) == 0 {
+			t.Fatal("alice's transcript is not stored")
+		}
+		for _, e := range r.Events {
+			if bytes.Contains(e, []byte("hostile")) {
+				t.Fatalf("alice's transcript holds bob's entry: %s", e)
+			}
 		}
 	})
 	t.Run("nothing leaked", func(t *testing.T) {

@@ -28,7 +28,7 @@ func NewRequests(n int) *Requests { return &Requests{slots: make(chan struct{}, 
 
 // Go runs h on r's message with ctx, bounded by timeout when it is > 0.
 func (q *Requests) Go(ctx context.Context, r micro.Request, timeout time.Duration, h func(context.Context, *nats.Msg)) {
-	m := &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Data: r.Data()}
+	m := &nats.Msg{Subject: r.Subject(), Reply: r.Reply(), Data: r.Data(), Header: nats.Header(r.Headers())}
 	q.slots <- struct{}{}
 	q.wg.Add(1)
 	go func() {

@@ -257,7 +257,7 @@ func (c *Client) once(ctx context.Context, subject string, body []byte, out any)
 	if err, ok := c.refused.Load(subject); ok {
 		return err.(error)
 	}
-	m, err := c.replies.Request(ctx, &nats.Msg{Subject: subject, Data: body}, c.timeout)
+	m, err := c.replies.Request(ctx, &nats.Msg{Subject: subject, Data: body, Header: requestHeader(ctx)}, c.timeout)
 	if err != nil {
 		if perr := c.publishRefused(subject); perr != nil {
 			return perr

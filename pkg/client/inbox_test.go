@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,6 +36,11 @@ func TestTenantAgentInbox(t *testing.T) {
 	}
 	opts.Users[0].Password = "pw-agent" // the default tenant's agent
 	opts.Users = append(opts.Users, &server.User{Username: "service", Password: "pw-service", Account: svc, Permissions: natsauth.Service()})
+	// dave: an agent of acme that a deployment denies the transcript API.
+	dave := natsauth.AgentOf("acme", "dave")
+	dave.Publish.Allow = slices.DeleteFunc(dave.Publish.Allow, func(s string) bool { return s == api.SubjectSourceAppend })
+	dave.Subscribe.Allow = []string{natsauth.InboxPrefix("dave") + ".>"}
+	opts.Users = append(opts.Users, &server.User{Username: "dave", Password: "pw-dave", Account: opts.Users[1].Account, Permissions: dave})
 	s, err := natstest.Start(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -70,14 +76,14 @@ func TestTenantAgentInbox(t *testing.T) {
 		t.Fatalf("alice reads her session: %v", err)
 	}
 
-	// The transcript API is the default tenant's alone (ADR 010): the
-	// server drops alice's request; she is told forbidden, nothing
-	// delivered, and again at once on the next request.
-	cs := client.New(alice, client.WithTimeout(time.Second))
+	// A subject the user may not publish: the server drops dave's
+	// request; he is told forbidden, nothing delivered, and again at once
+	// on the next request.
+	cs := client.New(natstest.Connect(t, s, nats.UserInfo("dave", "pw-dave"), nats.CustomInboxPrefix(natsauth.InboxPrefix("dave"))), client.WithTimeout(time.Second))
 	for i := range 2 {
 		_, err := cs.SourceAppend(ctx, api.SourceAppendRequest{SourceKey: api.SourceKey{ProjectKey: "p", SessionKey: "s"}, Entries: []json.RawMessage{}})
 		if !errors.Is(err, client.ErrForbidden) || !strings.Contains(err.Error(), "sessions.api.source.append") {
-			t.Fatalf("alice's source append %d: %v", i, err)
+			t.Fatalf("dave's source append %d: %v", i, err)
 		}
 	}
 

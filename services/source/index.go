@@ -22,14 +22,21 @@ import (
 //
 // <project> is 128 bits of the SHA-256 of the project key (base64url), and
 // <session>, <sub> the session key and subpath in base64url: a listing of
-// one project reads the subjects of that project only.
+// one project reads the subjects of that project only. <sessionId> is the
+// stored id, and the project key of a tenant other than the default is
+// held under its tenant's prefix, _T<T>_<project key> (scope.key): a
+// tenant's keys are its own, and an erase finds the listing record from
+// the owner record as it always did.
 
 // sourceRecord is the value of both records: the transcript's key, its
-// session, and (listing records) the epoch ms of its last write.
+// session (stored id), and (listing records) the epoch ms of its last
+// write and the agent whose append wrote it (none: an operator's, or a
+// record written before records named one).
 type sourceRecord struct {
 	api.SourceKey
-	SessionID string `json:"sessionId"`
-	Mtime     int64  `json:"mtime,omitempty"`
+	SessionID string        `json:"sessionId"`
+	Mtime     int64         `json:"mtime,omitempty"`
+	Writer    *schema.Owner `json:"writer,omitempty"`
 }
 
 // Bounds of a source key: a session key or subpath that fits a session id
@@ -58,13 +65,16 @@ func errForeignKey(id string) error {
 	return schema.Errorf(schema.CodeConflict, "session %s was written under another project key", id)
 }
 
-// sourceOwner checks that key owns session id: nil when it does, or when
-// no key owns it yet and claim is false; with claim, an unowned session
-// becomes the key's (of two keys racing, the first wins). created says the
-// owner record was written now.
-func (s *Service) sourceOwner(ctx context.Context, k api.SourceKey, id string, claim bool) (created bool, err error) {
+// sourceOwner checks that key k (as the index holds it) owns the session
+// stored as stored (id on the wire): nil when it does, or when no key owns
+// it yet and claim is false; with claim, an unowned session becomes the
+// key's (of two keys racing, the first wins), once the caller is found to
+// may use it (mayUse: no key is recorded for another agent's session).
+// created says the owner record was written now.
+func (s *Service) sourceOwner(ctx context.Context, sc scope, k api.SourceKey, id, stored string, claim bool) (created bool, err error) {
+	checked := false
 	for range 2 {
-		rec, ok, err := s.st.SourceGet(ctx, ownerKey(id))
+		rec, ok, err := s.st.SourceGet(ctx, ownerKey(stored))
 		if err != nil {
 			return false, err
 		}
@@ -74,6 +84,11 @@ func (s *Service) sourceOwner(ctx context.Context, k api.SourceKey, id string, c
 				return false, schema.Errorf(schema.CodeInternal, "source record of %s: %v", id, err)
 			}
 			if r.SourceKey != k {
+				// Another key's session: a caller that may not use it is
+				// told so (forbidden), as for its own key.
+				if err := s.mayUse(ctx, sc, id, stored); err != nil {
+					return false, err
+				}
 				return false, errForeignKey(id)
 			}
 			return false, nil
@@ -81,8 +96,14 @@ func (s *Service) sourceOwner(ctx context.Context, k api.SourceKey, id string, c
 		if !claim {
 			return false, nil
 		}
-		b, _ := json.Marshal(sourceRecord{SourceKey: k, SessionID: id})
-		err = s.st.SourceCreate(ctx, ownerKey(id), b)
+		if !checked {
+			if err := s.mayUse(ctx, sc, id, stored); err != nil {
+				return false, err
+			}
+			checked = true
+		}
+		b, _ := json.Marshal(sourceRecord{SourceKey: k, SessionID: stored})
+		err = s.st.SourceCreate(ctx, ownerKey(stored), b)
 		if err == nil {
 			return true, nil
 		}
@@ -93,9 +114,10 @@ func (s *Service) sourceOwner(ctx context.Context, k api.SourceKey, id string, c
 	return false, errForeignKey(id)
 }
 
-// indexSource writes the listing record of a transcript, stamped now.
-func (s *Service) indexSource(ctx context.Context, k api.SourceKey, id string) error {
-	b, _ := json.Marshal(sourceRecord{SourceKey: k, SessionID: id, Mtime: s.cfg.Now().UnixMilli()})
+// indexSource writes the listing record of a transcript (k as the index
+// holds it, its session's stored id), stamped now and with its writer.
+func (s *Service) indexSource(ctx context.Context, sc scope, k api.SourceKey, stored string) error {
+	b, _ := json.Marshal(sourceRecord{SourceKey: k, SessionID: stored, Mtime: s.cfg.Now().UnixMilli(), Writer: sc.caller.Owner()})
 	return s.st.SourcePut(ctx, listKey(k), b)
 }
 
@@ -130,9 +152,9 @@ func sourcePage(limit int, cursor string) (int, uint64, error) {
 }
 
 // listSources reads one page of listing records under prefix (a filter
-// with one more token), those of the project only, erased sessions left
-// out.
-func (s *Service) listSources(ctx context.Context, projectKey, filter string, limit int, cursor string, fn func(sourceRecord)) (string, error) {
+// with one more token), those of the project (as the index holds its key)
+// only, erased sessions and those the caller may not read left out.
+func (s *Service) listSources(ctx context.Context, sc scope, projectKey, filter string, limit int, cursor string, fn func(sourceRecord)) (string, error) {
 	limit, after, err := sourcePage(limit, cursor)
 	if err != nil {
 		return "", err
@@ -150,7 +172,12 @@ func (s *Service) listSources(ctx context.Context, projectKey, filter string, li
 		if err != nil {
 			return "", err
 		}
-		if !erased {
+		if erased {
+			continue
+		}
+		if ok, err := s.visible(ctx, sc, r); err != nil {
+			return "", err
+		} else if ok {
 			fn(r)
 		}
 	}
@@ -160,27 +187,71 @@ func (s *Service) listSources(ctx context.Context, projectKey, filter string, li
 	return strconv.FormatUint(next, 10), nil
 }
 
-// SourceList lists a page of a project's main transcripts.
+// visible says whether the caller may read the session of a listing
+// record: an operator any; an agent the ones whose record its own append
+// wrote (the writer let it write them, and a grant is never taken back),
+// else those the writer lets it read (its answer to a read of the first
+// event as the caller: owned or granted; forbidden, not_found and the
+// like leave the record out, saying nothing of it).
+func (s *Service) visible(ctx context.Context, sc scope, r sourceRecord) (bool, error) {
+	if sc.caller.Operator() || r.Writer != nil && *r.Writer == *sc.caller.Owner() {
+		return true, nil
+	}
+	_, err := s.read(ctx, sc, api.ReadRequest{SessionID: sc.caller.WireID(r.SessionID), Limit: 1})
+	if err == nil {
+		return true, nil
+	}
+	switch schema.CodeOf(err) {
+	case schema.CodeForbidden, schema.CodeNotFound, schema.CodeBadRequest, schema.CodeErased, schema.CodeUnreadable:
+		return false, nil
+	}
+	return false, err
+}
+
+// SourceList lists a page of a project's main transcripts, as an operator.
 func (s *Service) SourceList(ctx context.Context, req api.SourceListRequest) (api.SourceListReply, error) {
+	return s.SourceListAs(ctx, api.Caller{}, req)
+}
+
+// SourceListAs lists a page of a project's main transcripts that caller
+// may read, of its tenant.
+func (s *Service) SourceListAs(ctx context.Context, caller api.Caller, req api.SourceListRequest) (api.SourceListReply, error) {
 	if err := checkProject(req.Format, req.ProjectKey); err != nil {
 		return api.SourceListReply{}, err
 	}
+	sc, err := scopeOf(caller, req.ProjectKey)
+	if err != nil {
+		return api.SourceListReply{}, err
+	}
+	k := sc.key(api.SourceKey{Format: req.Format, ProjectKey: req.ProjectKey})
 	rep := api.SourceListReply{Sessions: []api.SourceListed{}}
-	next, err := s.listSources(ctx, req.ProjectKey, projectPrefix(req.Format, req.ProjectKey)+"*", req.Limit, req.Cursor, func(r sourceRecord) {
+	next, err := s.listSources(ctx, sc, k.ProjectKey, projectPrefix(k.Format, k.ProjectKey)+"*", req.Limit, req.Cursor, func(r sourceRecord) {
 		rep.Sessions = append(rep.Sessions, api.SourceListed{SessionKey: r.SessionKey, Mtime: r.Mtime})
 	})
 	rep.Next = next
 	return rep, err
 }
 
-// SourceSubkeys lists a page of the subpaths stored under a transcript.
+// SourceSubkeys lists a page of the subpaths stored under a transcript,
+// as an operator.
 func (s *Service) SourceSubkeys(ctx context.Context, req api.SourceSubkeysRequest) (api.SourceSubkeysReply, error) {
+	return s.SourceSubkeysAs(ctx, api.Caller{}, req)
+}
+
+// SourceSubkeysAs lists a page of the subpaths stored under a transcript
+// whose sessions caller may read, of its tenant.
+func (s *Service) SourceSubkeysAs(ctx context.Context, caller api.Caller, req api.SourceSubkeysRequest) (api.SourceSubkeysReply, error) {
 	k := api.SourceKey{Format: req.Format, ProjectKey: req.ProjectKey, SessionKey: req.SessionKey}
 	if _, _, err := sourceSession(k); err != nil {
 		return api.SourceSubkeysReply{}, err
 	}
+	sc, err := scopeOf(caller, req.ProjectKey)
+	if err != nil {
+		return api.SourceSubkeysReply{}, err
+	}
+	k = sc.key(k)
 	rep := api.SourceSubkeysReply{Subkeys: []string{}}
-	next, err := s.listSources(ctx, req.ProjectKey, listKey(k)+".*", req.Limit, req.Cursor, func(r sourceRecord) {
+	next, err := s.listSources(ctx, sc, k.ProjectKey, listKey(k)+".*", req.Limit, req.Cursor, func(r sourceRecord) {
 		rep.Subkeys = append(rep.Subkeys, r.Subpath)
 	})
 	rep.Next = next
@@ -188,21 +259,28 @@ func (s *Service) SourceSubkeys(ctx context.Context, req api.SourceSubkeysReques
 }
 
 // serveSource answers a source request: decoded into Req (what names it
-// in the refusal of one that does not decode), then fn's reply.
-func serveSource[Req, Rep any](s *Service, ctx context.Context, m *nats.Msg, what string, fn func(context.Context, Req) (Rep, error)) {
+// in the refusal of one that does not decode), then fn's reply for the
+// caller the server named (api.CallerOf: none, from inside the services'
+// account, is an operator).
+func serveSource[Req, Rep any](s *Service, ctx context.Context, m *nats.Msg, what string, fn func(context.Context, api.Caller, Req) (Rep, error)) {
+	caller, err := api.CallerOf(m.Header.Values(api.RequestInfoHeader))
+	if err != nil {
+		s.respondJSON(m.Reply, nil, err)
+		return
+	}
 	var req Req
 	if err := schema.Unmarshal(m.Data, &req); err != nil {
 		s.respondJSON(m.Reply, nil, schema.Errorf(schema.CodeBadRequest, "request is not a valid source %s request: %v", what, err))
 		return
 	}
-	rep, err := fn(ctx, req)
+	rep, err := fn(ctx, caller, req)
 	s.respondJSON(m.Reply, rep, err)
 }
 
 func (s *Service) handleSourceList(ctx context.Context, m *nats.Msg) {
-	serveSource(s, ctx, m, "list", s.SourceList)
+	serveSource(s, ctx, m, "list", s.SourceListAs)
 }
 
 func (s *Service) handleSourceSubkeys(ctx context.Context, m *nats.Msg) {
-	serveSource(s, ctx, m, "subkeys", s.SourceSubkeys)
+	serveSource(s, ctx, m, "subkeys", s.SourceSubkeysAs)
 }

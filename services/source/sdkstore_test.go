@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/testbin"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/agentlogtest"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
@@ -24,8 +25,24 @@ const sdkDir = "../../clients/claude-agent-sdk"
 // is deep-equal; the stored main session has the events import --from
 // claude-code gives the file.
 func TestClaudeAgentSDKStore(t *testing.T) {
-	nodePath := testbin.Node(t, sdkDir, "dist/index.js")
 	e := newEnv(t, envOpts{})
+	runSDKStore(t, e.srv.ClientURL(), e.st, "")
+}
+
+// TestClaudeAgentSDKStoreAsTenantAgent is TestClaudeAgentSDKStore with
+// the store connected as alice, an agent of tenant acme, under the
+// deployment's accounts: the same answers, its sessions stored as acme's.
+func TestClaudeAgentSDKStoreAsTenantAgent(t *testing.T) {
+	e := newTenantEnv(t)
+	runSDKStore(t, e.srv.ClientURL(), e.st, "_Tacme_", "NATS_USER=alice", "NATS_PASS=pw-alice", "NATS_INBOX=_INBOX.alice")
+}
+
+// runSDKStore runs test/store.mjs against the server at url with env
+// (the user it connects as) and checks its report; the main session is
+// stored under storedPrefix.
+func runSDKStore(t *testing.T, url string, st *logstore.Store, storedPrefix string, env ...string) {
+	t.Helper()
+	nodePath := testbin.Node(t, sdkDir, "dist/index.js")
 	const id = "22222222-2222-4222-8222-222222222222"
 	cfg := t.TempDir()
 	if err := os.CopyFS(filepath.Join(cfg, "projects", "-home-ann-shop"), os.DirFS(ccDir)); err != nil {
@@ -35,7 +52,7 @@ func TestClaudeAgentSDKStore(t *testing.T) {
 	// 100 KB, as long tool outputs make them): the store sends it in
 	// several requests and loads it a page at a time.
 	big := bigTranscript(t, filepath.Join(cfg, "projects", "-home-ann-shop"))
-	out := testbin.RunNode(t, nodePath, sdkDir, []string{"CLAUDE_CONFIG_DIR=" + cfg}, "test/store.mjs", e.srv.ClientURL(), id+","+sid1+","+big, "/home/ann/shop")
+	out := testbin.RunNode(t, nodePath, sdkDir, append([]string{"CLAUDE_CONFIG_DIR=" + cfg}, env...), "test/store.mjs", url, id+","+sid1+","+big, "/home/ann/shop")
 	var rep struct {
 		Keys []struct {
 			ProjectKey, SessionID, Subpath string
@@ -67,7 +84,7 @@ func TestClaudeAgentSDKStore(t *testing.T) {
 		}
 	}
 	imp, _, _ := agentlogtest.Read(t, claudecode.Format{}, ccDir+id+".jsonl")
-	got := stored(t, e.st, imp.Sessions[0].Plan.ID)
+	got := stored(t, st, storedPrefix+imp.Sessions[0].Plan.ID)
 	want := imp.Sessions[0].Events
 	if len(got) != len(want) {
 		t.Fatalf("%d events stored, import gives %d", len(got), len(want))

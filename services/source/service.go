@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,10 +61,13 @@ type Service struct {
 	cfg Config
 	st  *logstore.Store
 	nc  *nats.Conn
-	// c reads and appends sessions through the writer.
-	c   *client.Client
-	log *slog.Logger
-	m   *metrics
+	// c reads and appends sessions through the writer for operators, and
+	// clients (by tenant, clientsMu) for agents (clientOf).
+	c         *client.Client
+	clientsMu sync.Mutex
+	clients   map[string]*client.Client
+	log       *slog.Logger
+	m         *metrics
 	// conts are the mapping states of transcripts appended through
 	// sessions.api.source.append (source.go).
 	conts *lru.Cache[string, *sourceCont]
@@ -109,15 +113,16 @@ func New(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("source: metrics: %w", err)
 	}
 	return &Service{
-		cfg:    cfg,
-		st:     cfg.Store,
-		nc:     cfg.Conn,
-		c:      client.New(cfg.Conn),
-		log:    cfg.Logger,
-		m:      m,
-		conts:  conts,
-		remaps: make(chan struct{}, sourceRemaps),
-		reqs:   wire.NewRequests(cfg.MaxConcurrent),
+		cfg:     cfg,
+		st:      cfg.Store,
+		nc:      cfg.Conn,
+		c:       client.New(cfg.Conn),
+		clients: map[string]*client.Client{},
+		log:     cfg.Logger,
+		m:       m,
+		conts:   conts,
+		remaps:  make(chan struct{}, sourceRemaps),
+		reqs:    wire.NewRequests(cfg.MaxConcurrent),
 	}, nil
 }
 

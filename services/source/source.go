@@ -64,14 +64,15 @@ const (
 	sourceRemaps          = 2
 )
 
-// readAll reads every stored event of a session (nil when it has none),
-// refusing one whose events hold more than the service's MaxSourceBytes.
-func (s *Service) readAll(ctx context.Context, id string) ([]schema.Envelope, error) {
+// readAll reads every stored event of a session (the writer's id for it:
+// scope.asked; nil when it has none), refusing one whose events hold more
+// than the service's MaxSourceBytes.
+func (s *Service) readAll(ctx context.Context, sc scope, id string) ([]schema.Envelope, error) {
 	var out []schema.Envelope
 	var after uint64
 	size := 0
 	for {
-		page, err := s.read(ctx, api.ReadRequest{SessionID: id, AfterSeq: after})
+		page, err := s.read(ctx, sc, api.ReadRequest{SessionID: id, AfterSeq: after})
 		if schema.CodeOf(err) == schema.CodeNotFound {
 			return nil, nil
 		}
@@ -101,13 +102,37 @@ func (s *Service) readAll(ctx context.Context, id string) ([]schema.Envelope, er
 // whole when it fits, else as pieces of its text a page each. The session
 // is read a page at a time, so a load holds about one reply in memory
 // however long the transcript. An erased session loads as never written.
+// It loads as an operator (SourceLoadAs).
 func (s *Service) SourceLoad(ctx context.Context, req api.SourceLoadRequest) (api.SourceLoadReply, error) {
-	f, id, err := sourceSession(req.SourceKey)
+	return s.SourceLoadAs(ctx, api.Caller{}, req)
+}
+
+// sourceScope is the scope of a request of caller naming key k: the
+// format, the session's id on the wire and as the writer is asked for
+// it, its stored id, and the key as the index holds it.
+func sourceScope(caller api.Caller, k api.SourceKey) (f agentlog.Format, sc scope, id, asked, stored string, ik api.SourceKey, err error) {
+	if f, id, err = sourceSession(k); err != nil {
+		return
+	}
+	if sc, err = scopeOf(caller, k.ProjectKey); err != nil {
+		return
+	}
+	if stored, err = sc.storedID(id); err != nil {
+		return
+	}
+	return f, sc, id, sc.asked(id, stored), stored, sc.key(k), nil
+}
+
+// SourceLoadAs is SourceLoad for caller: the key is its tenant's, and the
+// session is read as the caller reads it (another agent's is refused
+// forbidden, unless it grants the caller).
+func (s *Service) SourceLoadAs(ctx context.Context, caller api.Caller, req api.SourceLoadRequest) (api.SourceLoadReply, error) {
+	f, sc, _, id, stored, k, err := sourceScope(caller, req.SourceKey)
 	if err != nil {
 		return api.SourceLoadReply{}, err
 	}
 	none := api.SourceLoadReply{Entries: []json.RawMessage{}}
-	if _, err := s.sourceOwner(ctx, req.SourceKey, id, false); schema.CodeOf(err) == schema.CodeConflict {
+	if _, err := s.sourceOwner(ctx, sc, k, id, stored, false); schema.CodeOf(err) == schema.CodeConflict {
 		// Another project's session: this key was never written.
 		return none, nil
 	} else if err != nil {
@@ -122,7 +147,7 @@ func (s *Service) SourceLoad(ctx context.Context, req api.SourceLoadRequest) (ap
 	maxBytes := int(s.nc.MaxPayload())
 	pg := loadPage{format: f.Name(), budget: maxBytes - sourceLoadSlack, last: after}
 	for {
-		page, err := s.read(ctx, api.ReadRequest{SessionID: id, AfterSeq: after})
+		page, err := s.read(ctx, sc, api.ReadRequest{SessionID: id, AfterSeq: after})
 		if c := schema.CodeOf(err); err != nil && req.Cursor == "" && (c == schema.CodeNotFound || c == schema.CodeErased) {
 			return none, nil
 		} else if err != nil {
@@ -255,7 +280,7 @@ func encodedLen(b []byte) int {
 }
 
 func (s *Service) handleSourceLoad(ctx context.Context, m *nats.Msg) {
-	serveSource(s, ctx, m, "load", s.SourceLoad)
+	serveSource(s, ctx, m, "load", s.SourceLoadAs)
 }
 
 // sourceBatch is the events per atomic append of a source append.
@@ -274,8 +299,17 @@ const sourceBatch = 500
 // append of the transcript maps only its new entries, unless the session
 // moved on since (another writer, a repair) or an entry does not decode
 // as a line of the file: then the stored entries are read and mapped again.
+// It appends as an operator (SourceAppendAs).
 func (s *Service) SourceAppend(ctx context.Context, req api.SourceAppendRequest) (api.SourceAppendReply, error) {
-	f, id, err := sourceSession(req.SourceKey)
+	return s.SourceAppendAs(ctx, api.Caller{}, req)
+}
+
+// SourceAppendAs is SourceAppend for caller: the key is its tenant's, and
+// the session is read and appended as the caller appends (another agent's
+// is refused forbidden, unless it grants the caller; a session it creates
+// records it as the owner; its tenant's limits hold).
+func (s *Service) SourceAppendAs(ctx context.Context, caller api.Caller, req api.SourceAppendRequest) (api.SourceAppendReply, error) {
+	f, sc, wireID, id, stored, k, err := sourceScope(caller, req.SourceKey)
 	if err != nil {
 		return api.SourceAppendReply{}, err
 	}
@@ -287,10 +321,11 @@ func (s *Service) SourceAppend(ctx context.Context, req api.SourceAppendRequest)
 		}
 		entries[i] = c.Bytes()
 	}
-	created, err := s.sourceOwner(ctx, req.SourceKey, id, true)
+	created, err := s.sourceOwner(ctx, sc, k, id, stored, true)
 	if err != nil {
 		return api.SourceAppendReply{}, err
 	}
+	sess := sourceSess{sc: sc, wire: wireID, asked: id, stored: stored}
 	var (
 		rep api.SourceAppendReply
 		ok  bool
@@ -298,15 +333,15 @@ func (s *Service) SourceAppend(ctx context.Context, req api.SourceAppendRequest)
 	if len(entries) == 0 {
 		// The key alone (what ship and import send once a file is in):
 		// nothing to map, so the stored transcript is not read.
-		rep, err = s.sourceTail(ctx, id)
-	} else if rep, ok, err = s.continueSource(ctx, id, entries); err == nil && !ok {
-		rep, err = s.remapSource(ctx, f, req.SourceKey, id, entries)
+		rep, err = s.sourceTail(ctx, sc, id)
+	} else if rep, ok, err = s.continueSource(ctx, sess, entries); err == nil && !ok {
+		rep, err = s.remapSource(ctx, sess, f, req.SourceKey, entries)
 	}
 	if err != nil {
 		return api.SourceAppendReply{}, err
 	}
 	if rep.Appended > 0 || created {
-		if err := s.indexSource(ctx, req.SourceKey, id); err != nil {
+		if err := s.indexSource(ctx, sc, k, stored); err != nil {
 			return api.SourceAppendReply{}, err
 		}
 	}
@@ -316,8 +351,8 @@ func (s *Service) SourceAppend(ctx context.Context, req api.SourceAppendRequest)
 // sourceTail is the answer to an append without entries: the session's
 // stored tail (an erased session is refused as a read refuses it: it is
 // the writer's read of one event).
-func (s *Service) sourceTail(ctx context.Context, id string) (api.SourceAppendReply, error) {
-	page, err := s.read(ctx, api.ReadRequest{SessionID: id, Limit: 1})
+func (s *Service) sourceTail(ctx context.Context, sc scope, id string) (api.SourceAppendReply, error) {
+	page, err := s.read(ctx, sc, api.ReadRequest{SessionID: id, Limit: 1})
 	if err != nil && schema.CodeOf(err) != schema.CodeNotFound {
 		return api.SourceAppendReply{}, err
 	}
@@ -325,10 +360,18 @@ func (s *Service) sourceTail(ctx context.Context, id string) (api.SourceAppendRe
 }
 
 // read is one page of the session's stored events, read by the writer
-// (sessions.api.read), with the writer's refusals.
-func (s *Service) read(ctx context.Context, req api.ReadRequest) (api.ReadReply, error) {
-	page, err := s.c.Read(ctx, req)
+// (sessions.api.read) as sc's caller, with the writer's refusals.
+func (s *Service) read(ctx context.Context, sc scope, req api.ReadRequest) (api.ReadReply, error) {
+	page, err := s.clientOf(sc).Read(ctxOf(ctx, sc), req)
 	return page, fromClient(err)
+}
+
+// sourceSess is the session a source append writes: its scope, its id on
+// the wire (the id the mapping gives its events), the id the writer is
+// asked for, and its stored id.
+type sourceSess struct {
+	sc                  scope
+	wire, asked, stored string
 }
 
 // DefaultSourceStates bounds the transcripts whose mapping state the
@@ -342,12 +385,16 @@ const (
 )
 
 // sourceCont is a transcript's mapping state after its last append
-// through this service: valid while the session's tail is still tail.
+// through this service: valid while the session's tail is still tail, for
+// the caller whose append it followed (another caller's append maps the
+// stored transcript again, which the writer reads as that caller: the
+// kept state never answers for a caller the writer has not judged).
 type sourceCont struct {
 	c      *agentlog.Continuation
 	t      *transcript
 	tail   uint64
 	tailID string
+	caller api.Caller
 }
 
 // transcript is what a source append knows of a transcript's stored
@@ -431,11 +478,12 @@ func (t *transcript) fresh(ids []string) []bool {
 	return out
 }
 
-// takeCont takes the session's mapping state out of the cache (of two
-// concurrent appends, one gets it; the other maps the transcript again).
-func (s *Service) takeCont(id string) *sourceCont {
-	sc, ok := s.conts.Get(id)
-	if !ok || !s.conts.Remove(id) {
+// takeCont takes the session's mapping state (by stored id) out of the
+// cache (of two concurrent appends, one gets it; the other maps the
+// transcript again); nil when it was another caller's.
+func (s *Service) takeCont(stored string, caller api.Caller) *sourceCont {
+	sc, ok := s.conts.Get(stored)
+	if !ok || !s.conts.Remove(stored) || sc.caller != caller {
 		return nil
 	}
 	return sc
@@ -443,16 +491,16 @@ func (s *Service) takeCont(id string) *sourceCont {
 
 // continueSource appends entries with the kept mapping state; ok is false
 // when there is none that holds (nothing was appended then).
-func (s *Service) continueSource(ctx context.Context, id string, entries [][]byte) (api.SourceAppendReply, bool, error) {
-	sc := s.takeCont(id)
+func (s *Service) continueSource(ctx context.Context, ss sourceSess, entries [][]byte) (api.SourceAppendReply, bool, error) {
+	sc := s.takeCont(ss.stored, ss.sc.caller)
 	if sc == nil {
 		return api.SourceAppendReply{}, false, nil
 	}
-	t, err := s.st.Tail(ctx, id)
+	t, err := s.st.Tail(ctx, ss.stored)
 	if err != nil || t.Seq != sc.tail || t.EventID != sc.tailID {
 		return api.SourceAppendReply{}, false, nil
 	}
-	rep := api.SourceAppendReply{SessionID: id, LastSeq: t.Seq}
+	rep := api.SourceAppendReply{SessionID: ss.asked, LastSeq: t.Seq}
 	var events []schema.Envelope
 	emit := func(e schema.Envelope) error { events = append(events, e); return nil }
 	ids := make([]string, len(entries))
@@ -471,18 +519,18 @@ func (s *Service) continueSource(ctx context.Context, id string, entries [][]byt
 		}
 	}
 	if added == 0 {
-		s.keepCont(id, sc)
+		s.keepCont(ss.stored, sc)
 		return rep, true, nil
 	}
 	if err := sc.c.End(emit); err != nil {
 		return api.SourceAppendReply{}, false, nil
 	}
 	s.m.sources.WithLabelValues("continued").Inc()
-	sink := &agentlog.AppendSink{Ctx: ctx, Log: writerLog{s}, Batch: sourceBatch, MaxBytes: int(s.nc.MaxPayload()),
+	sink := &agentlog.AppendSink{Ctx: ctx, Log: writerLog{s, ss}, Batch: sourceBatch, MaxBytes: int(s.nc.MaxPayload()),
 		Finished: func(_ agentlog.Plan, last uint64, lastID string, added int) {
 			rep.LastSeq, rep.Appended, sc.tail, sc.tailID = last, added, last, lastID
 		}}
-	if err := s.sinkEvents(sink, id, events); err != nil {
+	if err := s.sinkEvents(sink, ss.wire, events); err != nil {
 		return api.SourceAppendReply{}, true, err
 	}
 	for i := range ids {
@@ -490,7 +538,7 @@ func (s *Service) continueSource(ctx context.Context, id string, entries [][]byt
 			sc.t.add(ids[i])
 		}
 	}
-	s.keepCont(id, sc)
+	s.keepCont(ss.stored, sc)
 	return rep, true, nil
 }
 
@@ -526,26 +574,26 @@ func sourceErr(err error, id string) error {
 // remapSource reads the transcript's stored entries, maps them and the new
 // ones as import maps the file, and appends what is new of the session
 // they give; it keeps the session's mapping state for the next append.
-func (s *Service) remapSource(ctx context.Context, f agentlog.Format, k api.SourceKey, id string, entries [][]byte) (api.SourceAppendReply, error) {
+func (s *Service) remapSource(ctx context.Context, ss sourceSess, f agentlog.Format, k api.SourceKey, entries [][]byte) (api.SourceAppendReply, error) {
 	select {
 	case s.remaps <- struct{}{}:
 		defer func() { <-s.remaps }()
 	case <-ctx.Done():
 		return api.SourceAppendReply{}, schema.Errorf(schema.CodeNotCommitted, "waiting to map the transcript: %v", ctx.Err())
 	}
-	stored, err := s.readAll(ctx, id)
+	stored, err := s.readAll(ctx, ss.sc, ss.asked)
 	if err != nil {
 		return api.SourceAppendReply{}, err
 	}
 	var lines []json.RawMessage
-	rep := api.SourceAppendReply{SessionID: id}
+	rep := api.SourceAppendReply{SessionID: ss.asked}
 	if len(stored) > 0 {
 		if lines, err = agentlog.SourceLines(f.Name(), stored); err != nil {
 			return api.SourceAppendReply{}, err
 		}
 		rep.LastSeq = stored[len(stored)-1].Seq
 	}
-	sc := &sourceCont{t: newTranscript(f)}
+	sc := &sourceCont{t: newTranscript(f), caller: ss.sc.caller}
 	for _, l := range lines {
 		sc.t.add(sc.t.id(l))
 	}
@@ -565,26 +613,47 @@ func (s *Service) remapSource(ctx context.Context, f agentlog.Format, k api.Sour
 		return rep, nil
 	}
 	s.m.sources.WithLabelValues("remapped").Inc()
-	sink := &agentlog.AppendSink{Ctx: ctx, Log: writerLog{s}, Batch: sourceBatch, MaxBytes: int(s.nc.MaxPayload()),
+	sink := &agentlog.AppendSink{Ctx: ctx, Log: writerLog{s, ss}, Batch: sourceBatch, MaxBytes: int(s.nc.MaxPayload()),
 		Finished: func(p agentlog.Plan, last uint64, lastID string, added int) {
-			if p.ID == id {
+			if p.ID == ss.wire {
 				rep.LastSeq, rep.Appended = last, added
 				sc.tail, sc.tailID = last, lastID
 			}
 		}}
 	if err := mapLines(f, k, lines, agentlog.Options{Continue: func(c *agentlog.Continuation) { sc.c = c }}, sink); err != nil {
-		return api.SourceAppendReply{}, sourceErr(err, id)
+		return api.SourceAppendReply{}, sourceErr(err, ss.wire)
 	}
-	s.keepCont(id, sc)
+	s.keepCont(ss.stored, sc)
 	return rep, nil
 }
 
 // writerLog is agentlog.Log on the writer: appends and reads through
-// pkg/client, the tail from the store.
-type writerLog struct{ s *Service }
+// pkg/client as the request's caller, the tail from the store. The sink
+// names the session by the id the mapping gives it (ss.wire); the events
+// it reads carry that id, as the mapped ones do.
+type writerLog struct {
+	s  *Service
+	ss sourceSess
+}
+
+// stored is the stored id of the session the sink names id.
+func (l writerLog) stored(id string) string {
+	if id == l.ss.wire {
+		return l.ss.stored
+	}
+	return id
+}
+
+// asked is the id the writer is asked for the session the sink names id.
+func (l writerLog) asked(id string) string {
+	if id == l.ss.wire {
+		return l.ss.asked
+	}
+	return id
+}
 
 func (l writerLog) Tail(ctx context.Context, id string) (uint64, string, error) {
-	t, err := l.s.st.Tail(ctx, id)
+	t, err := l.s.st.Tail(ctx, l.stored(id))
 	return t.Seq, t.EventID, err
 }
 
@@ -594,17 +663,32 @@ func (l writerLog) Tail(ctx context.Context, id string) (uint64, string, error) 
 func (l writerLog) Events(ctx context.Context, id string, after uint64, fn func(schema.Envelope) error) error {
 	limit := 1
 	return agentlog.EachStored(after, func(after uint64) ([]json.RawMessage, bool, error) {
-		page, err := l.s.read(ctx, api.ReadRequest{SessionID: id, AfterSeq: after, Limit: limit})
+		page, err := l.s.read(ctx, l.ss.sc, api.ReadRequest{SessionID: l.asked(id), AfterSeq: after, Limit: limit})
 		limit = 0
 		if schema.CodeOf(err) == schema.CodeNotFound {
 			return nil, false, nil
 		}
 		return page.Events, page.More, err
-	}, fn)
+	}, func(e schema.Envelope) error {
+		if e.SessionID == l.stored(id) {
+			e.SessionID = id
+		}
+		return fn(e)
+	})
 }
 
 func (l writerLog) Append(ctx context.Context, id string, expected uint64, events []schema.Envelope) (uint64, bool, error) {
-	r, err := l.s.c.Append(ctx, client.AppendRequest{SessionID: id, ExpectedSeq: &expected, Events: events})
+	if asked := l.asked(id); asked != id {
+		// An operator names the stored id, in the request and the events.
+		events = slices.Clone(events)
+		for i := range events {
+			if events[i].SessionID == id {
+				events[i].SessionID = asked
+			}
+		}
+		id = asked
+	}
+	r, err := l.s.clientOf(l.ss.sc).Append(ctxOf(ctx, l.ss.sc), client.AppendRequest{SessionID: id, ExpectedSeq: &expected, Events: events})
 	return r.LastSeq, r.Duplicate, fromClient(err)
 }
 
@@ -635,5 +719,5 @@ func mapLines(f agentlog.Format, k api.SourceKey, lines []json.RawMessage, opt a
 }
 
 func (s *Service) handleSourceAppend(ctx context.Context, m *nats.Msg) {
-	serveSource(s, ctx, m, "append", s.SourceAppend)
+	serveSource(s, ctx, m, "append", s.SourceAppendAs)
 }

@@ -10,8 +10,10 @@ import { SessionlogStore } from "../dist/index.js";
 
 const [url, idList, dir] = process.argv.slice(2);
 const ids = idList.split(",");
-// NATS_USER, NATS_PASS: the user to connect as (the agent user of `sessionlog up`).
-const nc = await connect({ servers: url, user: process.env.NATS_USER, pass: process.env.NATS_PASS });
+// NATS_USER, NATS_PASS: the user to connect as (the agent user of `sessionlog up`);
+// NATS_INBOX: its inbox prefix (an agent of a tenant other than the default: _INBOX.<user>).
+const nc = await connect({ servers: url, user: process.env.NATS_USER, pass: process.env.NATS_PASS,
+  ...(process.env.NATS_INBOX ? { inboxPrefix: process.env.NATS_INBOX } : {}) });
 const store = new SessionlogStore(nc);
 const mem = new InMemorySessionStore();
 const keys = new Map();
