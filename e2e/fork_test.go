@@ -20,7 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/client"
@@ -216,7 +216,7 @@ func TestForkForkerKilledMidCopy(t *testing.T) {
 func testForkForkerKilledMidCopy(t *testing.T, l natstest.Layout) {
 	e := fkStartLayout(t, l)
 	const n = 10_000
-	if _, err := sessiongen.Seed(context.Background(), e.store, "parent", n, 1000); err != nil {
+	if _, err := gen.Seed(context.Background(), e.store, "parent", n, 1000); err != nil {
 		t.Fatal(err)
 	}
 	before := e.snapshot("parent")
@@ -338,7 +338,7 @@ func testForkForkerKilledMidCopy(t *testing.T, l natstest.Layout) {
 func TestForkCommand(t *testing.T) {
 	e := fkStart(t)
 	fkStartForker(t, e.url)
-	if _, err := sessiongen.Seed(context.Background(), e.store, "p", 4001, 1000); err != nil {
+	if _, err := gen.Seed(context.Background(), e.store, "p", 4001, 1000); err != nil {
 		t.Fatal(err)
 	}
 	run := func(args ...string) (string, string, error) {
@@ -360,7 +360,7 @@ func TestForkCommand(t *testing.T) {
 	if err != nil || !schema.ValidSessionID(strings.TrimSpace(out)) {
 		t.Fatalf("fork --at-turn: %v %q %s", err, out, errOut)
 	}
-	if st, _ := e.fold(strings.TrimSpace(out)); st.Meta.Parent.SeedLength != 1+3*sessiongen.TurnEvents {
+	if st, _ := e.fold(strings.TrimSpace(out)); st.Meta.Parent.SeedLength != 1+3*gen.TurnEvents {
 		t.Fatalf("seedLength %d", st.Meta.Parent.SeedLength)
 	}
 	_, errOut, err = run("p", "--child", "c3", "--at-seq", "5")

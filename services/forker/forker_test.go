@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/api"
@@ -499,7 +499,7 @@ func TestForkLongPrefix(t *testing.T) {
 	}{{"kept", 0}, {"none-kept", -1}, {"budget-exceeded", 100_000}} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, func(c *Config) { c.BatchSize = 300; c.ScanBodyBudget = tc.budget })
-			if _, err := sessiongen.Seed(e.ctx, e.st, "long", 1500, 1000); err != nil {
+			if _, err := gen.Seed(e.ctx, e.st, "long", 1500, 1000); err != nil {
 				t.Fatal(err)
 			}
 			r := e.mustFork(Request{ParentID: "long", ChildID: "c"})
@@ -616,7 +616,7 @@ func TestSweepFinishesOrAbandons(t *testing.T) {
 func TestForkerStopMidCopyThenRestart(t *testing.T) {
 	// This forker only sweeps when the test says so.
 	e := newEnv(t, func(c *Config) { c.BatchSize = 50; c.StaleAfter = 300 * time.Millisecond; c.SweepEvery = time.Hour })
-	if _, err := sessiongen.Seed(e.ctx, e.st, "long", 3000, 1000); err != nil {
+	if _, err := gen.Seed(e.ctx, e.st, "long", 3000, 1000); err != nil {
 		t.Fatal(err)
 	}
 	// A forker of its own that stops as soon as its first batches landed.
@@ -688,7 +688,7 @@ func benchForker(b *testing.B, n int) (context.Context, *nats.Conn, *logstore.St
 	go func() { done <- svc.Run(runCtx) }()
 	b.Cleanup(func() { cancel(); <-done })
 	natstest.CheckFor(b, 10*time.Second, 10*time.Millisecond, svc.Ready)
-	if _, err := sessiongen.Seed(ctx, st, "parent", n, 1000); err != nil {
+	if _, err := gen.Seed(ctx, st, "parent", n, 1000); err != nil {
 		b.Fatal(err)
 	}
 	return ctx, nc, st, svc

@@ -21,7 +21,7 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
-	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/internal/procstat"
@@ -153,7 +153,7 @@ func RunFork(ctx context.Context, cfg ForkConfig) ([]ForkResult, error) {
 	for _, n := range cfg.Sizes {
 		parent := "bench-parent-" + strconv.Itoa(n)
 		say("seeding %s with %d events", parent, n)
-		if _, err := sessiongen.Seed(ctx, st, parent, n, schema.MaxBatchEvents); err != nil {
+		if _, err := gen.Seed(ctx, st, parent, n, schema.MaxBatchEvents); err != nil {
 			return out, err
 		}
 		r := ForkResult{N: n}
@@ -205,7 +205,7 @@ func rawFloor(ctx context.Context, js jetstream.JetStream, sid string, n int, pr
 		return 0, 0, err
 	}
 	msgs := make([]*nats.Msg, 0, n+1)
-	err = sessiongen.GenSession("bench-parent-"+strconv.Itoa(n), n, func(e schema.Envelope) error {
+	err = gen.Exact("bench-parent-"+strconv.Itoa(n), n, func(e schema.Envelope) error {
 		e.SessionID, e.EventID, e.Synthetic = sid, fmt.Sprintf("fork:0123456789abcdef:%d", e.Seq), true
 		msgs = append(msgs, rawMsg(loc.Subject, &e))
 		return nil
