@@ -23,6 +23,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
@@ -242,7 +243,7 @@ func testForkForkerKilledMidCopy(t *testing.T, l natstest.Layout) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			_, _ = forker.Call(ctx, e.cl.Conn(), forker.Request{ParentID: "parent", ChildID: child})
+			_, _ = e.cl.Fork(ctx, api.ForkRequest{ParentID: "parent", ChildID: child})
 		}()
 		deadline := time.Now().Add(30 * time.Second)
 		for time.Now().Before(deadline) {
@@ -425,7 +426,7 @@ func TestForkLineageAndContextInProjector(t *testing.T) {
 		schema.Envelope{Type: schema.TypeToolResult, TurnID: "t2", ToolCallID: "c1", Data: data(`{"status":"ok","output":"a b"}`)},
 		schema.Envelope{Type: schema.TypeTurnEnded, TurnID: "t2", Data: data(`{"reason":"completed"}`)},
 	)
-	r, err := forker.Call(ctx, e.cl.Conn(), forker.Request{ParentID: "p", ChildID: "c"})
+	r, err := e.cl.Fork(ctx, api.ForkRequest{ParentID: "p", ChildID: "c"})
 	if err != nil || r.SeedLength != 14 {
 		t.Fatalf("fork: %+v %v", r, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 )
@@ -240,8 +241,13 @@ func TestForkRefusals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = DecodeReply(m)
-			wantCode(t, err, schema.CodeBadRequest)
+			var eb api.ErrorBody
+			if err := json.Unmarshal(m.Data, &eb); err != nil {
+				t.Fatalf("reply %s: %v", m.Data, err)
+			}
+			if eb.Error.Code != schema.CodeBadRequest {
+				t.Fatalf("got %s, want code %s", m.Data, schema.CodeBadRequest)
+			}
 			if m.Header.Get(micro.ErrorCodeHeader) != "bad_request" {
 				t.Fatalf("headers %v", m.Header)
 			}
@@ -698,9 +704,10 @@ func benchForker(b *testing.B, n int) (context.Context, *nats.Conn, *logstore.St
 // endpoint (the bench command compares against the raw floor).
 func BenchmarkFork1000(b *testing.B) {
 	ctx, nc, _, _ := benchForker(b, 1000)
+	cl := client.New(nc)
 	b.ResetTimer()
 	for i := range b.N {
-		if _, err := Call(ctx, nc, Request{ParentID: "parent", ChildID: fmt.Sprintf("c%d", i)}); err != nil {
+		if _, err := cl.Fork(ctx, Request{ParentID: "parent", ChildID: fmt.Sprintf("c%d", i)}); err != nil {
 			b.Fatal(err)
 		}
 	}

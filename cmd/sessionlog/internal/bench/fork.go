@@ -25,8 +25,9 @@ import (
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/internal/procstat"
+	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/services/forker"
 )
 
 // ForkSizes are the prefix lengths `sessionlog bench fork` measures.
@@ -149,6 +150,7 @@ func RunFork(ctx context.Context, cfg ForkConfig) ([]ForkResult, error) {
 		forkProf.write(cfg.CPUProfile)
 		floorProf.write(cfg.FloorCPUProfile)
 	}()
+	cl := client.New(nc)
 	var out []ForkResult
 	for _, n := range cfg.Sizes {
 		parent := "bench-parent-" + strconv.Itoa(n)
@@ -167,7 +169,7 @@ func RunFork(ctx context.Context, cfg ForkConfig) ([]ForkResult, error) {
 			markPhase("fork-start")
 			cpu0 := procstat.CPU()
 			t0 := time.Now()
-			reply, err := forker.Call(ctx, nc, forker.Request{ParentID: parent, ChildID: child})
+			reply, err := cl.Fork(ctx, api.ForkRequest{ParentID: parent, ChildID: child})
 			took := time.Since(t0)
 			forkCPU := procstat.CPU() - cpu0
 			forkProf.stop()
