@@ -20,9 +20,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
@@ -216,7 +217,7 @@ func TestForkForkerKilledMidCopy(t *testing.T) {
 func testForkForkerKilledMidCopy(t *testing.T, l natstest.Layout) {
 	e := fkStartLayout(t, l)
 	const n = 10_000
-	if _, err := sessiongen.Seed(context.Background(), e.store, "parent", n, 1000); err != nil {
+	if _, err := gen.Seed(context.Background(), e.store, "parent", n, 1000); err != nil {
 		t.Fatal(err)
 	}
 	before := e.snapshot("parent")
@@ -242,7 +243,7 @@ func testForkForkerKilledMidCopy(t *testing.T, l natstest.Layout) {
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			_, _ = forker.Call(ctx, e.cl.Conn(), forker.Request{ParentID: "parent", ChildID: child})
+			_, _ = e.cl.Fork(ctx, api.ForkRequest{ParentID: "parent", ChildID: child})
 		}()
 		deadline := time.Now().Add(30 * time.Second)
 		for time.Now().Before(deadline) {
@@ -338,7 +339,7 @@ func testForkForkerKilledMidCopy(t *testing.T, l natstest.Layout) {
 func TestForkCommand(t *testing.T) {
 	e := fkStart(t)
 	fkStartForker(t, e.url)
-	if _, err := sessiongen.Seed(context.Background(), e.store, "p", 4001, 1000); err != nil {
+	if _, err := gen.Seed(context.Background(), e.store, "p", 4001, 1000); err != nil {
 		t.Fatal(err)
 	}
 	run := func(args ...string) (string, string, error) {
@@ -360,7 +361,7 @@ func TestForkCommand(t *testing.T) {
 	if err != nil || !schema.ValidSessionID(strings.TrimSpace(out)) {
 		t.Fatalf("fork --at-turn: %v %q %s", err, out, errOut)
 	}
-	if st, _ := e.fold(strings.TrimSpace(out)); st.Meta.Parent.SeedLength != 1+3*sessiongen.TurnEvents {
+	if st, _ := e.fold(strings.TrimSpace(out)); st.Meta.Parent.SeedLength != 1+3*gen.TurnEvents {
 		t.Fatalf("seedLength %d", st.Meta.Parent.SeedLength)
 	}
 	_, errOut, err = run("p", "--child", "c3", "--at-seq", "5")
@@ -425,7 +426,7 @@ func TestForkLineageAndContextInProjector(t *testing.T) {
 		schema.Envelope{Type: schema.TypeToolResult, TurnID: "t2", ToolCallID: "c1", Data: data(`{"status":"ok","output":"a b"}`)},
 		schema.Envelope{Type: schema.TypeTurnEnded, TurnID: "t2", Data: data(`{"reason":"completed"}`)},
 	)
-	r, err := forker.Call(ctx, e.cl.Conn(), forker.Request{ParentID: "p", ChildID: "c"})
+	r, err := e.cl.Fork(ctx, api.ForkRequest{ParentID: "p", ChildID: "c"})
 	if err != nil || r.SeedLength != 14 {
 		t.Fatalf("fork: %+v %v", r, err)
 	}

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
 // A `sessionlog projector` process catching up on three partitions of a
@@ -45,7 +45,7 @@ func TestProjectorSIGKILLDuringCatchUpP3R3(t *testing.T) {
 	if testing.Short() {
 		total, sessions = 6_000, 60
 	}
-	if _, err := loadgen.NewFleet("pk", sessions, 11, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)).Fill(ctx, st, total); err != nil {
+	if _, err := gen.NewFleet("pk", sessions, 11, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)).Fill(ctx, st, total); err != nil {
 		t.Fatal(err)
 	}
 	d.WaitLeaders(nc)

@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
+	"github.com/sessionlog/sessionlog/internal/netproxy"
 )
 
 // The watchers' memory bound, in the resident set of a `sessionlog
@@ -65,7 +66,7 @@ func TestWatchMemoryBoundRSS(t *testing.T) {
 		t.Fatal(err)
 	}
 	const id = "big"
-	last, err := loadgen.LargeSession(ctx, ls, id, events, eventBytes, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	last, err := gen.LargeSession(ctx, ls, id, events, eventBytes, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestWatchMemoryBoundRSS(t *testing.T) {
 	url := "http://" + p.addr + "/v1/sessions/" + id + "/watch?after=0"
 	// The slow watchers, with a small receive buffer (loopback would
 	// otherwise take tens of MB into the kernel).
-	slowClient := loadgen.FarClient(64 << 10)
+	slowClient := netproxy.FarClient(64 << 10)
 	var slow []*http.Response
 	for range watchers {
 		req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)

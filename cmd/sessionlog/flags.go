@@ -186,7 +186,7 @@ func (n *natsFlags) addInboxFlag(fs *flag.FlagSet) {
 }
 
 // agentInbox sets the inbox prefix of a verb that goes through the
-// agents' API (pkg/client, forker.Call): --inbox-prefix, else with
+// agents' API (pkg/client): --inbox-prefix, else with
 // --nats-user U the prefix U's agent user may subscribe to, _INBOX.U,
 // which the default tenant's agent (_INBOX.>) and the operator (every
 // subject, in the services' account where no agent is) may use as well;

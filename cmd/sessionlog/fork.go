@@ -12,8 +12,9 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/services/forker"
 )
 
 // forkProgressMin is the prefix length from which `sessionlog fork` shows
@@ -49,15 +50,15 @@ func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	if *progress != "auto" && *progress != "always" && *progress != "never" {
 		return usageErrorf("--progress %q: want auto, always or never", *progress)
 	}
-	req := forker.Request{ParentID: parent, ChildID: *child, Workspace: *workspace}
+	req := api.ForkRequest{ParentID: parent, ChildID: *child, Workspace: *workspace}
 	if *atSeq != "" {
 		n, err := strconv.ParseUint(*atSeq, 10, 64)
 		if err != nil || n == 0 {
 			return usageErrorf("--at-seq %q: want a seq >= 1", *atSeq)
 		}
-		req.At = &forker.At{Seq: &n}
+		req.At = &api.ForkAt{Seq: &n}
 	} else if *atTurn != "" {
-		req.At = &forker.At{TurnID: *atTurn}
+		req.At = &api.ForkAt{TurnID: *atTurn}
 	}
 	if req.ChildID == "" {
 		// Chosen here rather than by the forker, so the progress bar can
@@ -86,7 +87,7 @@ func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	if *progress == "always" || *progress == "auto" && isTerminal(stderr) {
 		stopBar = forkProgress(ctx, nc, req, *progress == "always", stderr)
 	}
-	reply, err := forker.Call(ctx, nc, req)
+	reply, err := client.New(nc).Fork(ctx, req)
 	stopBar()
 	if err != nil {
 		// An unsafe_cut's message names the nearest safe seqs already.
@@ -106,7 +107,7 @@ func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 // forkProgress shows how far the child's copy has come by polling its tail
 // while the request runs. The total is the cut seq, or the parent's tail
 // (the default cut is at most that). It returns a stop function.
-func forkProgress(ctx context.Context, nc *nats.Conn, req forker.Request, always bool, w io.Writer) func() {
+func forkProgress(ctx context.Context, nc *nats.Conn, req api.ForkRequest, always bool, w io.Writer) func() {
 	st, err := logstore.Open(ctx, nc, logstore.Config{NoProvision: true})
 	if err != nil {
 		return func() {}

@@ -23,6 +23,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/sessionlog/sessionlog/internal/version"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // command is one subcommand.
@@ -264,11 +265,12 @@ func commandNames() []string {
 	return names
 }
 
-// oneLine trims text for log and table output.
+// oneLine folds text onto one line of at most max bytes for log and
+// table output.
 func oneLine(s string, max int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > max {
-		return s[:max-3] + "..."
+		return schema.Clip(s, max-3)
 	}
 	return s
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
-	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 )
@@ -122,7 +122,7 @@ func TestLocateVerb(t *testing.T) {
 		!strings.Contains(errb.String(), "session agent-7: not found (it would be stream "+want.Stream+" subject "+want.Subject+")") {
 		t.Fatalf("locate of a missing session: exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}
-	if _, err := sessiongen.Seed(ctx, st, "agent-7", 3, 0); err != nil {
+	if _, err := gen.Seed(ctx, st, "agent-7", 3, 0); err != nil {
 		t.Fatal(err)
 	}
 	errb.Reset()

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 )
@@ -29,7 +29,7 @@ func TestTenantsVerb(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id, n := range map[string]int{"s-1": 3, "_Tacme_s-1": 2, "_Tacme_s-2": 4, "_Tglobex_x": 1} {
-		if _, err := sessiongen.Seed(ctx, st, id, n, 0); err != nil {
+		if _, err := gen.Seed(ctx, st, id, n, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

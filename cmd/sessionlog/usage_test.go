@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/client"
@@ -105,7 +105,7 @@ func TestTenantsRecountAfterBucketLost(t *testing.T) {
 	ctx := context.Background()
 	s, st := storeOnServer(t)
 	for id, n := range map[string]int{"s-1": 3, "s-2": 40, "_Tacme_x": 7, "_Tglobex_y": 1} {
-		if _, err := sessiongen.Seed(ctx, st, id, n, 5); err != nil {
+		if _, err := gen.Seed(ctx, st, id, n, 5); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -166,7 +166,7 @@ func TestTenantsRecountRacingWriterLosesNothing(t *testing.T) {
 	// Old sessions enough that each recount's walk takes a while (8000
 	// messages), with the writer's flushes landing during it.
 	for i := range 40 {
-		if _, err := sessiongen.Seed(ctx, st, fmt.Sprintf("_Tacme_old-%d", i), 200, 100); err != nil {
+		if _, err := gen.Seed(ctx, st, fmt.Sprintf("_Tacme_old-%d", i), 200, 100); err != nil {
 			t.Fatal(err)
 		}
 	}

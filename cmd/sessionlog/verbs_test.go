@@ -13,7 +13,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 )
@@ -59,7 +59,7 @@ func TestShowJSON(t *testing.T) {
 	s, st := storeOnServer(t)
 	ctx := context.Background()
 	// Several whole turns: the first ones' tool calls are spent.
-	if _, err := sessiongen.Seed(ctx, st, "many", 1+5*sessiongen.TurnEvents, 0); err != nil {
+	if _, err := gen.Seed(ctx, st, "many", 1+5*gen.TurnEvents, 0); err != nil {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
@@ -78,7 +78,7 @@ func TestShowJSON(t *testing.T) {
 			t.Errorf("state has %s:\n%s", k, out.String())
 		}
 	}
-	if string(got.State["lastSeq"]) != strconv.Itoa(1+5*sessiongen.TurnEvents) || string(got.OpenWork) != "[]" {
+	if string(got.State["lastSeq"]) != strconv.Itoa(1+5*gen.TurnEvents) || string(got.OpenWork) != "[]" {
 		t.Errorf("lastSeq %s, openWork %s:\n%s", got.State["lastSeq"], got.OpenWork, out.String())
 	}
 }
@@ -89,7 +89,7 @@ func TestLsLimit(t *testing.T) {
 	s, st := storeOnServer(t)
 	ctx := context.Background()
 	for _, id := range []string{"a", "b", "c"} {
-		if _, err := sessiongen.Seed(ctx, st, id, 2, 0); err != nil {
+		if _, err := gen.Seed(ctx, st, id, 2, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -162,7 +162,7 @@ func exportOf(t *testing.T, n int, ids ...string) string {
 	ctx := context.Background()
 	src, st := storeOnServer(t)
 	for _, id := range ids {
-		if _, err := sessiongen.Seed(ctx, st, id, n, 0); err != nil {
+		if _, err := gen.Seed(ctx, st, id, n, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

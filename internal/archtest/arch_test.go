@@ -238,6 +238,50 @@ func TestServicesImportNoOtherService(t *testing.T) {
 	}
 }
 
+// serviceInternal reports whether im is a package below a service's root
+// (services/projector/store): the service's own, not its assembly's.
+func serviceInternal(im string) bool {
+	rest, ok := strings.CutPrefix(im, module+"/services/")
+	return ok && strings.Contains(rest, "/")
+}
+
+// cmdServiceInternalsExceptions are the files under cmd/ that may import
+// a package below a service's root. Each needs a reason written here:
+//   - the catch-up benchmark's floors open the projector's store and
+//     write its event keys (store.Open, store.EventKey, store.Batch) to
+//     measure the store alone against the whole projector.
+var cmdServiceInternalsExceptions = []string{
+	"cmd/sessionlog/internal/bench/catchup.go",
+	"cmd/sessionlog/internal/bench/catchup_floor.go",
+}
+
+// The command assembles each service through its root package (its
+// Config, New and wire types): what lies below the root is the service's
+// own, and a command reaching into it ties the command to how the service
+// is built.
+func TestCmdImportsNoServiceInternals(t *testing.T) {
+	importing := map[string]bool{}
+	for _, f := range sources(t) {
+		if !under(f.path, "cmd") {
+			continue
+		}
+		for _, im := range f.imports {
+			if !serviceInternal(im) {
+				continue
+			}
+			importing[f.path] = true
+			if !slices.Contains(cmdServiceInternalsExceptions, f.path) {
+				t.Errorf("%s imports %s, below the root of service %s: use what the service's root package offers", f.path, im, serviceOf(im))
+			}
+		}
+	}
+	for _, p := range cmdServiceInternalsExceptions {
+		if !importing[p] {
+			t.Errorf("%s no longer imports a package below a service's root (or is gone): remove it from cmdServiceInternalsExceptions", p)
+		}
+	}
+}
+
 // The rules hold for a file that breaks them (the checks are not vacuous).
 func TestRulesCatch(t *testing.T) {
 	for path, want := range map[string]bool{
@@ -289,6 +333,17 @@ func TestRulesCatch(t *testing.T) {
 	} {
 		if got := serviceOf(path); got != want {
 			t.Errorf("serviceOf(%s) = %q, want %q", path, got, want)
+		}
+	}
+	for im, want := range map[string]bool{
+		module + "/services/projector/store": true,
+		module + "/services/projector":       false,
+		module + "/services/writer":          false,
+		module + "/pkg/client":               false,
+		module + "/internal/services/x/y":    false,
+	} {
+		if got := serviceInternal(im); got != want {
+			t.Errorf("serviceInternal(%s) = %v, want %v", im, got, want)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // HeaderPrev is SL-Prev, the hash chain of a session's stored events
@@ -74,7 +75,7 @@ func CheckLink(prev Link, m *Msg, seq uint64) *ChainBreak {
 	}
 	if h := m.Header.Get(HeaderPrev); h != "" && prev.Hash != "" && h != prev.Hash {
 		return &ChainBreak{Kind: BreakChanged, Seq: prev.Seq, StreamSeq: prev.StreamSeq,
-			Message: fmt.Sprintf("the stored body of seq %d hashes to %s, but seq %d (stream seq %d) was written after a body hashing to %s", prev.Seq, prev.Hash, seq, m.StreamSeq, clipHash(h))}
+			Message: fmt.Sprintf("the stored body of seq %d hashes to %s, but seq %d (stream seq %d) was written after a body hashing to %s", prev.Seq, prev.Hash, seq, m.StreamSeq, schema.Clip(h, 64))}
 	}
 	return nil
 }
@@ -84,13 +85,6 @@ func seqRange(from, to uint64) string {
 		return fmt.Sprintf("seq %d is", from)
 	}
 	return fmt.Sprintf("seqs %d..%d are", from, to)
-}
-
-func clipHash(h string) string {
-	if len(h) > 64 {
-		return h[:64] + "..."
-	}
-	return h
 }
 
 // CheckChain checks a session's stored messages, in stream order, with

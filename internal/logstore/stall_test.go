@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/internal/netproxy"
@@ -26,7 +26,7 @@ func newStalledLink(t *testing.T, requestTimeout time.Duration) *stalledLink {
 	t.Helper()
 	srv := natstest.RunServer(t)
 	st := open(t, natstest.Connect(t, srv), logstore.Config{})
-	if _, err := sessiongen.Seed(context.Background(), st, "long", 3000, 1000); err != nil {
+	if _, err := gen.Seed(context.Background(), st, "long", 3000, 1000); err != nil {
 		t.Fatal(err)
 	}
 	nc, p := natstest.ConnectThrough(t, srv)

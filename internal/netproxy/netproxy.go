@@ -1,7 +1,8 @@
 // Package netproxy is a pausable TCP proxy for tests that cut network links
 // between servers on loopback, as nats-server's own cluster tests do: each
 // route of a cluster goes through a proxy, and pausing the proxies that
-// touch a node partitions it from the others.
+// touch a node partitions it from the others; FarClient is an HTTP client
+// with the small receive buffer of one far away.
 package netproxy
 
 import (

@@ -11,10 +11,10 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/otelexport"
 	"github.com/sessionlog/sessionlog/internal/sessionfixture"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
 // recorder is an exporter that keeps what it is sent, request by request.
@@ -45,7 +45,7 @@ func spanLines(ss []sdktrace.ReadOnlySpan) []string {
 // read (Sender) gives the spans Build makes of the whole session, in
 // requests of at most MaxExportSpans; a turn that has not ended gives none.
 func TestSenderSendsWhatBuildMakes(t *testing.T) {
-	chat := slices.Collect(loadgen.Chat("otel-long", 300, 120, true, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+	chat := slices.Collect(gen.Chat("otel-long", 300, 120, true, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 	open := append(slices.Clone(chat), schema.Envelope{SchemaVersion: schema.Version, SessionID: "otel-long", Seq: chat[len(chat)-1].Seq + 1,
 		EventID: "open", Time: chat[len(chat)-1].Time.Add(time.Second), Type: schema.TypeTurnStarted, TurnID: "t-open", Data: []byte(`{}`)})
 	for name, evs := range map[string][]schema.Envelope{"Fixture": sessionfixture.Events("otel-fixture"), "Chat": chat, "OpenTurn": open} {

@@ -154,7 +154,7 @@ func (c *Client) PrepareAppend(req AppendRequest) (*PreparedAppend, error) {
 func (c *Client) SendAppend(ctx context.Context, p *PreparedAppend) (AppendResult, error) {
 	var reply api.AppendReply
 	prev, acked := c.acks.get(p.sessionID)
-	n, err := c.request(ctx, api.SubjectAppend, p.body, &reply)
+	n, err := c.request(ctx, api.SubjectAppend, p.body, &reply, c.timeout)
 	if err = c.checkAppend(p.sessionID, prev, acked, reply, err); err != nil {
 		return AppendResult{Attempts: n}, err
 	}
@@ -198,18 +198,19 @@ func completeEvents(req AppendRequest, now time.Time) ([]schema.Envelope, []stri
 }
 
 // request sends body until it gets a definite answer, retrying unknown
-// outcomes; it returns the number of requests sent. Once one attempt had
+// outcomes, each attempt waiting for at most timeout (none if timeout <=
+// 0); it returns the number of requests sent. Once one attempt had
 // an unknown outcome, a later "not committed" says nothing about that
 // attempt: the result stays unknown unless a later answer is definite
 // about the events (ok, duplicate, or a refusal of their content or
 // position).
-func (c *Client) request(ctx context.Context, subject string, body []byte, out any) (int, error) {
+func (c *Client) request(ctx context.Context, subject string, body []byte, out any, timeout time.Duration) (int, error) {
 	unknown := false
 	var last error
 	sent := 0
 	for attempt := 0; ; attempt++ {
 		sent++
-		err := c.once(ctx, subject, body, out)
+		err := c.once(ctx, subject, body, out, timeout)
 		switch {
 		case err == nil:
 			return attempt + 1, nil
@@ -247,24 +248,26 @@ func (c *Client) request(ctx context.Context, subject string, body []byte, out a
 	return sent, last
 }
 
-// once sends one request. Errors are classified by what can have
-// happened: no responders or a closed connection before sending = nothing
-// was stored; a timeout or a connection lost while waiting = unknown.
-func (c *Client) once(ctx context.Context, subject string, body []byte, out any) error {
+// once sends one request and waits for its reply for at most timeout
+// (none if timeout <= 0) and while ctx lasts. Errors are classified by
+// what can have happened: no responders or a closed connection before
+// sending = nothing was stored; a timeout or a connection lost while
+// waiting = unknown.
+func (c *Client) once(ctx context.Context, subject string, body []byte, out any, timeout time.Duration) error {
 	if c.nc.IsClosed() {
 		return errorf(schema.CodeNotCommitted, "nats connection closed: nothing was sent")
 	}
 	if err, ok := c.refused.Load(subject); ok {
 		return err.(error)
 	}
-	m, err := c.replies.Request(ctx, &nats.Msg{Subject: subject, Data: body, Header: requestHeader(ctx)}, c.timeout)
+	m, err := c.replies.Request(ctx, &nats.Msg{Subject: subject, Data: body, Header: requestHeader(ctx)}, timeout)
 	if err != nil {
 		if perr := c.publishRefused(subject); perr != nil {
 			return perr
 		}
 		switch {
 		case errors.Is(err, nats.ErrNoResponders):
-			return errorf(schema.CodeNotCommitted, "no writer is listening on %s: nothing was stored", subject)
+			return errorf(schema.CodeNotCommitted, "no %s is listening on %s: nothing was stored", server(subject), subject)
 		case errors.Is(err, nats.ErrBadSubject), errors.Is(err, nats.ErrMaxPayload), errors.Is(err, nats.ErrInvalidMsg):
 			return errorf(schema.CodeBadRequest, "request refused before sending: %v", err)
 		}
@@ -282,6 +285,7 @@ func (c *Client) once(ctx context.Context, subject string, body []byte, out any)
 		if we.Error.Index != nil {
 			e.Index = *we.Error.Index
 		}
+		e.NearestSafeBefore, e.NearestSafeAfter = we.Error.NearestSafeBefore, we.Error.NearestSafeAfter
 		return e
 	}
 	if d, ok := out.(replyDecoder); ok {
@@ -338,7 +342,7 @@ func (c *Client) heartbeat(ctx context.Context, sessionID, holder string, takeov
 	var r api.HeartbeatReply
 	// A heartbeat changes nothing but the lease: an unknown outcome is
 	// retried like an append's.
-	if _, err := c.request(ctx, api.SubjectHeartbeat, body, &r); err != nil {
+	if _, err := c.request(ctx, api.SubjectHeartbeat, body, &r, c.timeout); err != nil {
 		return HeartbeatResult{}, err
 	}
 	return HeartbeatResult{SessionID: r.SessionID, Holder: r.Holder, TTL: time.Duration(r.TTLMs) * time.Millisecond}, nil
@@ -359,7 +363,7 @@ func call[R any](ctx context.Context, c *Client, subject string, req any) (R, er
 	if err != nil {
 		return r, errorf(schema.CodeBadRequest, "encode request: %v", err)
 	}
-	if _, err := c.request(ctx, subject, body, &r); err != nil {
+	if _, err := c.request(ctx, subject, body, &r, c.timeout); err != nil {
 		var zero R
 		return zero, err
 	}
@@ -367,8 +371,33 @@ func call[R any](ctx context.Context, c *Client, subject string, req any) (R, er
 }
 
 // Fork asks the forker for a child of req.ParentID (DESIGN.md section 8).
-// A fork is idempotent only through its child id: a retry of a fork that
-// committed is refused with conflict (the child id is taken).
+// Each attempt waits for the reply while ctx lasts, not for the client's
+// request timeout: copying a long prefix takes seconds to minutes. An
+// unknown outcome is retried as an append's is: the same request again
+// answers the fork that committed, or finishes the one begun; an empty
+// ChildID is filled (a ULID) before the first send, so that every attempt
+// names the same child. A refusal is an *Error with the contract code
+// and, for unsafe_cut, the nearest safe seqs.
 func (c *Client) Fork(ctx context.Context, req api.ForkRequest) (api.ForkReply, error) {
-	return call[api.ForkReply](ctx, c, api.SubjectFork, req)
+	if req.ChildID == "" {
+		req.ChildID = ulid.Make().String()
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return api.ForkReply{}, errorf(schema.CodeBadRequest, "encode request: %v", err)
+	}
+	var r api.ForkReply
+	if _, err := c.request(ctx, api.SubjectFork, body, &r, 0); err != nil {
+		return api.ForkReply{}, err
+	}
+	return r, nil
+}
+
+// server names the service that answers subject, for an error that says
+// none did.
+func server(subject string) string {
+	if subject == api.SubjectFork {
+		return "forker"
+	}
+	return "writer"
 }

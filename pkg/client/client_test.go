@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,8 +14,10 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/forker"
 	"github.com/sessionlog/sessionlog/services/writer"
 )
 
@@ -46,11 +49,20 @@ func runWriter(t *testing.T, st *logstore.Store, nc *nats.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	runService(t, w)
+}
+
+// runService runs svc until the test ends and waits until it is ready.
+func runService(t *testing.T, svc interface {
+	Run(context.Context) error
+	Ready() error
+}) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
+	go func() { done <- svc.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	natstest.CheckFor(t, 5*time.Second, 10*time.Millisecond, w.Ready)
+	natstest.CheckFor(t, 5*time.Second, 10*time.Millisecond, svc.Ready)
 }
 
 func msg(content string) schema.Envelope {
@@ -272,5 +284,58 @@ func TestPreparedAppendSentTwiceIsOneAppend(t *testing.T) {
 	}
 	if _, err := s.c.PrepareAppend(client.AppendRequest{SessionID: "p1", Events: []schema.Envelope{{Type: schema.TypeMessageUser, Data: json.RawMessage(`{`)}}}); !errors.Is(err, client.ErrBadRequest) {
 		t.Errorf("an event that cannot be encoded: %v, want bad_request", err)
+	}
+}
+
+// Fork's outcomes: the reply, waited for while ctx lasts whatever the
+// client's request timeout; the same fork again answered alike; a child
+// id chosen when none is given; a refusal as an *Error with its code and,
+// for unsafe_cut, the nearest safe seqs; not_committed naming the forker
+// when none listens.
+func TestForkOutcomes(t *testing.T) {
+	srv := natstest.RunServer(t)
+	s := newStack(t, srv.ClientURL(), logstore.Config{})
+	fk, err := forker.New(forker.Config{Store: s.st, Conn: s.nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runService(t, fk)
+
+	bg := context.Background()
+	if _, err := s.c.Append(bg, client.AppendRequest{SessionID: "p", ExpectedSeq: client.Seq(0), Events: []schema.Envelope{
+		created(), msg("one"),
+		{Type: schema.TypeTurnStarted, TurnID: "t1"},
+		{Type: schema.TypeAttemptStarted, TurnID: "t1", AttemptID: "a1"},
+		{Type: schema.TypeMessageAssistant, TurnID: "t1", AttemptID: "a1", Data: json.RawMessage(`{"content":"two"}`)},
+		{Type: schema.TypeTurnEnded, TurnID: "t1", Data: json.RawMessage(`{"reason":"completed"}`)},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	// A request timeout no append could meet: Fork does not use it.
+	c := client.New(s.nc, client.WithTimeout(time.Nanosecond))
+	r, err := c.Fork(bg, api.ForkRequest{ParentID: "p", ChildID: "c1"})
+	if err != nil || r.ChildID != "c1" || r.ParentID != "p" || r.SeedLength != 6 {
+		t.Fatalf("fork: %+v %v", r, err)
+	}
+	if again, err := c.Fork(bg, api.ForkRequest{ParentID: "p", ChildID: "c1"}); err != nil || again != r {
+		t.Fatalf("the same fork again: %+v %v, want %+v", again, err, r)
+	}
+	if r, err := c.Fork(bg, api.ForkRequest{ParentID: "p"}); err != nil || len(r.ChildID) != 26 || r.SeedLength != 6 {
+		t.Fatalf("fork with no child id: %+v %v", r, err)
+	}
+	_, err = c.Fork(bg, api.ForkRequest{ParentID: "p", ChildID: "c2", At: &api.ForkAt{Seq: client.Seq(4)}})
+	var ce *client.Error
+	if !errors.Is(err, client.ErrUnsafeCut) || !errors.As(err, &ce) || ce.NearestSafeBefore == nil || *ce.NearestSafeBefore != 2 ||
+		ce.NearestSafeAfter == nil || *ce.NearestSafeAfter != 6 {
+		t.Fatalf("unsafe cut: %#v", err)
+	}
+	if _, err := c.Fork(bg, api.ForkRequest{ParentID: "p", ChildID: "c1", At: &api.ForkAt{Seq: client.Seq(2)}}); !errors.Is(err, client.ErrConflict) {
+		t.Fatalf("a different fork into a taken child id: %v", err)
+	}
+
+	other := natstest.RunServer(t)
+	_, err = client.New(natstest.Connect(t, other)).Fork(bg, api.ForkRequest{ParentID: "p", ChildID: "c3"})
+	if !errors.Is(err, client.ErrNotCommitted) || !strings.Contains(err.Error(), "no forker is listening on "+api.SubjectFork) {
+		t.Fatalf("no forker: %v", err)
 	}
 }

@@ -15,6 +15,9 @@ type Error struct {
 	CurrentSeq uint64
 	// Index is the offending event of the request, -1 for the request.
 	Index int
+	// NearestSafeBefore and NearestSafeAfter are the safe points nearest
+	// a fork's refused cut (unsafe_cut), when the parent has them.
+	NearestSafeBefore, NearestSafeAfter *uint64
 	// hasCurrent: the answer carried currentSeq (a lease conflict has none).
 	hasCurrent bool
 }

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/api"
@@ -94,7 +94,7 @@ func longSession(t *testing.T, n int) (*stack, *session.State) {
 	t.Helper()
 	srv := natstest.RunServer(t)
 	s := newStack(t, srv.ClientURL(), logstore.Config{})
-	if _, err := sessiongen.Seed(context.Background(), s.st, "long", n, 500); err != nil {
+	if _, err := gen.Seed(context.Background(), s.st, "long", n, 500); err != nil {
 		t.Fatal(err)
 	}
 	want := session.New("long")

@@ -12,10 +12,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 )
@@ -240,8 +241,13 @@ func TestForkRefusals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = DecodeReply(m)
-			wantCode(t, err, schema.CodeBadRequest)
+			var eb api.ErrorBody
+			if err := json.Unmarshal(m.Data, &eb); err != nil {
+				t.Fatalf("reply %s: %v", m.Data, err)
+			}
+			if eb.Error.Code != schema.CodeBadRequest {
+				t.Fatalf("got %s, want code %s", m.Data, schema.CodeBadRequest)
+			}
 			if m.Header.Get(micro.ErrorCodeHeader) != "bad_request" {
 				t.Fatalf("headers %v", m.Header)
 			}
@@ -499,7 +505,7 @@ func TestForkLongPrefix(t *testing.T) {
 	}{{"kept", 0}, {"none-kept", -1}, {"budget-exceeded", 100_000}} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, func(c *Config) { c.BatchSize = 300; c.ScanBodyBudget = tc.budget })
-			if _, err := sessiongen.Seed(e.ctx, e.st, "long", 1500, 1000); err != nil {
+			if _, err := gen.Seed(e.ctx, e.st, "long", 1500, 1000); err != nil {
 				t.Fatal(err)
 			}
 			r := e.mustFork(Request{ParentID: "long", ChildID: "c"})
@@ -616,7 +622,7 @@ func TestSweepFinishesOrAbandons(t *testing.T) {
 func TestForkerStopMidCopyThenRestart(t *testing.T) {
 	// This forker only sweeps when the test says so.
 	e := newEnv(t, func(c *Config) { c.BatchSize = 50; c.StaleAfter = 300 * time.Millisecond; c.SweepEvery = time.Hour })
-	if _, err := sessiongen.Seed(e.ctx, e.st, "long", 3000, 1000); err != nil {
+	if _, err := gen.Seed(e.ctx, e.st, "long", 3000, 1000); err != nil {
 		t.Fatal(err)
 	}
 	// A forker of its own that stops as soon as its first batches landed.
@@ -688,7 +694,7 @@ func benchForker(b *testing.B, n int) (context.Context, *nats.Conn, *logstore.St
 	go func() { done <- svc.Run(runCtx) }()
 	b.Cleanup(func() { cancel(); <-done })
 	natstest.CheckFor(b, 10*time.Second, 10*time.Millisecond, svc.Ready)
-	if _, err := sessiongen.Seed(ctx, st, "parent", n, 1000); err != nil {
+	if _, err := gen.Seed(ctx, st, "parent", n, 1000); err != nil {
 		b.Fatal(err)
 	}
 	return ctx, nc, st, svc
@@ -698,9 +704,10 @@ func benchForker(b *testing.B, n int) (context.Context, *nats.Conn, *logstore.St
 // endpoint (the bench command compares against the raw floor).
 func BenchmarkFork1000(b *testing.B) {
 	ctx, nc, _, _ := benchForker(b, 1000)
+	cl := client.New(nc)
 	b.ResetTimer()
 	for i := range b.N {
-		if _, err := Call(ctx, nc, Request{ParentID: "parent", ChildID: fmt.Sprintf("c%d", i)}); err != nil {
+		if _, err := cl.Fork(ctx, Request{ParentID: "parent", ChildID: fmt.Sprintf("c%d", i)}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/pkg/session/sessiontest"
@@ -21,6 +22,7 @@ type env struct {
 	t   *testing.T
 	srv *server.Server
 	nc  *nats.Conn
+	cl  *client.Client // sends the fork requests (env.fork)
 	st  *logstore.Store
 	svc *Service
 	ctx context.Context
@@ -43,7 +45,7 @@ func newEnvLayout(t *testing.T, l natstest.Layout, mod func(*Config)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, srv: d.Server, nc: nc, st: st, ctx: ctx}
+	e := &env{t: t, srv: d.Server, nc: nc, cl: client.New(nc), st: st, ctx: ctx}
 	e.svc = e.startForker(mod)
 	t.Cleanup(cancel)
 	d.WaitLeaders(nc)
@@ -77,7 +79,17 @@ func (e *env) startForker(mod func(*Config)) *Service {
 func (e *env) fork(req Request) (Reply, error) {
 	ctx, cancel := context.WithTimeout(e.ctx, 60*time.Second)
 	defer cancel()
-	return Call(ctx, e.nc, req)
+	r, err := e.cl.Fork(ctx, req)
+	if ce, ok := err.(*client.Error); ok {
+		// The refusal as the service made it: the same fields.
+		se := &schema.Error{Code: ce.Code, Message: ce.Message, Index: ce.Index,
+			NearestSafeBefore: ce.NearestSafeBefore, NearestSafeAfter: ce.NearestSafeAfter}
+		if ce.CurrentSeq != 0 {
+			se.CurrentSeq = &ce.CurrentSeq
+		}
+		err = se
+	}
+	return r, err
 }
 
 func (e *env) mustFork(req Request) Reply {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -16,7 +16,7 @@ import (
 func TestRewriteMatchesEncode(t *testing.T) {
 	const parent, child = "parent-1", "child_2"
 	var parents []schema.Envelope
-	if err := sessiongen.GenSession(parent, 2000, func(e schema.Envelope) error {
+	if err := gen.Exact(parent, 2000, func(e schema.Envelope) error {
 		parents = append(parents, e)
 		return nil
 	}); err != nil {

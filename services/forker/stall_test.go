@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -19,7 +19,7 @@ import (
 // sent again once the link is back, the same request finishes the child.
 func TestForkRepliesLost(t *testing.T) {
 	e := newEnv(t, nil)
-	if _, err := sessiongen.Seed(e.ctx, e.st, "long", 5000, 1000); err != nil {
+	if _, err := gen.Seed(e.ctx, e.st, "long", 5000, 1000); err != nil {
 		t.Fatal(err)
 	}
 	nc, p := natstest.ConnectThrough(t, e.srv)

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/pkg/acp"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
 // acpLine is one NDJSON line of GET /acp, with the seq its update came from.
@@ -122,7 +122,7 @@ func TestACPReplayFollowAndResume(t *testing.T) {
 	r := e.start(t.TempDir())
 	r.waitReady(t)
 	const id = "acp-1"
-	s := loadgen.NewSession(id, time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC))
+	s := gen.NewSession(id, time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC))
 	first := publishN(t, e, s, 40)
 	r.waitSession(t, id, func(d projector.Detail) bool { return d.LastSeq == 40 })
 
@@ -196,7 +196,7 @@ func TestACPBadRequests(t *testing.T) {
 	e := newEnv(t)
 	r := e.start(t.TempDir())
 	r.waitReady(t)
-	s := loadgen.NewSession("acp-bad", time.Now())
+	s := gen.NewSession("acp-bad", time.Now())
 	publishN(t, e, s, 3)
 	for _, c := range []struct {
 		path string
@@ -233,7 +233,7 @@ func TestACPReplayLeavesOutAbandoned(t *testing.T) {
 		for _, m := range mod {
 			m(&ev)
 		}
-		if _, err := loadgen.Publish(e.ctx, e.ls, ev); err != nil {
+		if _, err := gen.Publish(e.ctx, e.ls, ev); err != nil {
 			t.Fatal(err)
 		}
 		evs = append(evs, ev)

@@ -4,11 +4,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
 // A projector folding a session whose stored chain is broken stops it: a
@@ -19,7 +19,7 @@ func TestChainBreakProjector(t *testing.T) {
 	e := newEnv(t)
 	for _, how := range append([]string{"whole"}, natstest.BreakKinds...) {
 		id := "chain-" + how
-		s := loadgen.NewSession(id, t0)
+		s := gen.NewSession(id, t0)
 		evs := make([]schema.Envelope, 5)
 		for i := range evs {
 			evs[i] = s.Next()

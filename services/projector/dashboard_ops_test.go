@@ -16,12 +16,12 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/services/projector"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
 // script publishes hand-written events of one session straight to the
@@ -52,7 +52,7 @@ func (s *script) add(typ, data string, mod ...func(*schema.Envelope)) schema.Env
 
 func (s *script) publish(ev schema.Envelope) {
 	s.t.Helper()
-	if _, err := loadgen.Publish(s.e.ctx, s.e.ls, ev); err != nil {
+	if _, err := gen.Publish(s.e.ctx, s.e.ls, ev); err != nil {
 		s.t.Fatalf("publish %s %s: %v", ev.Type, ev.Data, err)
 	}
 	s.evs = append(s.evs, ev)
@@ -117,8 +117,8 @@ func TestDashboardDeepLink(t *testing.T) {
 	e := newEnv(t)
 	r := e.start(t.TempDir())
 	r.waitReady(t)
-	publishN(t, e, loadgen.NewSession("dl-a", t0), 25)
-	publishN(t, e, loadgen.NewSession("dl-b", t0.Add(time.Minute)), 12)
+	publishN(t, e, gen.NewSession("dl-a", t0), 25)
+	publishN(t, e, gen.NewSession("dl-b", t0.Add(time.Minute)), 12)
 	r.waitSession(t, "dl-a", func(d projector.Detail) bool { return d.LastSeq == 25 })
 	r.waitSession(t, "dl-b", func(d projector.Detail) bool { return d.LastSeq == 12 })
 
@@ -246,7 +246,7 @@ func TestDashboardSearch(t *testing.T) {
 	e := newEnv(t)
 	r := e.start(t.TempDir())
 	r.waitReady(t)
-	publishN(t, e, loadgen.NewSession("other", t0), 12)
+	publishN(t, e, gen.NewSession("other", t0), 12)
 	s := newScript(t, e, "find-me")
 	s.add(schema.TypeSessionCreated, `{"title":"an ordinary title"}`)
 	s.add(schema.TypeTurnStarted, `{}`, inTurn("t1"))
@@ -286,7 +286,7 @@ func TestDashboardForkTree(t *testing.T) {
 	e := newEnv(t)
 	r := e.start(t.TempDir())
 	r.waitReady(t)
-	parent := loadgen.NewSession("tree-parent", t0)
+	parent := gen.NewSession("tree-parent", t0)
 	evs := publishN(t, e, parent, 21) // created, two turns of 10
 	// The child as the forker writes it: its own session/created naming
 	// the parent and the cut, the parent's events 2..11 copied, then
@@ -335,7 +335,7 @@ func TestDashboardResume(t *testing.T) {
 	const token = "s3cret-token"
 	r := e.start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.Conn = token, e.nc })
 	r.waitReady(t)
-	publishN(t, e, loadgen.NewSession("rs-1", t0), 11) // created and one whole turn
+	publishN(t, e, gen.NewSession("rs-1", t0), 11) // created and one whole turn
 	s := &script{t: t, e: e, id: "rs-1", seq: 11}
 	s.add(schema.TypeSessionPaused, `{"reason":"operator hold"}`)
 	waitStatus := func(status string) projector.Detail {
@@ -506,7 +506,7 @@ func TestDashboardLongSession(t *testing.T) {
 	r := e.start(t.TempDir())
 	r.waitReady(t)
 	const n = 10_003
-	publishN(t, e, loadgen.NewSession("long", t0), n)
+	publishN(t, e, gen.NewSession("long", t0), n)
 	r.waitSession(t, "long", func(d projector.Detail) bool { return d.LastSeq == n })
 
 	b := newBrowser(t, e.ctx, 1280, 860)
@@ -603,7 +603,7 @@ func TestDashboardForkFromPage(t *testing.T) {
 	startForker(t, e)
 	r := e.start(t.TempDir(), func(c *projector.Config) { c.Conn = e.nc })
 	r.waitReady(t)
-	publishN(t, e, loadgen.NewSession("fk-parent", t0), 21) // turns end at 11 and 21
+	publishN(t, e, gen.NewSession("fk-parent", t0), 21) // turns end at 11 and 21
 	r.waitSession(t, "fk-parent", func(d projector.Detail) bool { return d.LastSeq == 21 })
 
 	b := newBrowser(t, e.ctx, 1280, 860)

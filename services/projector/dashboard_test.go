@@ -12,9 +12,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
 // chromiumPath finds Debian's chromium (or $SESSIONLOG_CHROMIUM). Its
@@ -55,7 +55,7 @@ func TestDashboardInChromium(t *testing.T) {
 	e := newEnv(t)
 	r := e.start(t.TempDir())
 	r.waitReady(t)
-	first := loadgen.NewSession("dash-first", t0.Add(-time.Hour))
+	first := gen.NewSession("dash-first", t0.Add(-time.Hour))
 	publishN(t, e, first, 12)
 
 	b := newBrowser(t, e.ctx, 1400, 900)
@@ -68,7 +68,7 @@ func TestDashboardInChromium(t *testing.T) {
 	b.evalInt(`window.__noReload = 42`)
 
 	// A session appended while the page is open shows up in the list.
-	live := loadgen.NewSession("dash-live", t0)
+	live := gen.NewSession("dash-live", t0)
 	publishN(t, e, live, 5) // created, turn/started, user message, attempt, assistant
 	do("new session listed", chromedp.WaitVisible(chromedp.CSS(`[data-session-id="dash-live"]`)))
 
@@ -127,7 +127,7 @@ func TestDashboardRendersAnyJSON(t *testing.T) {
 		for _, m := range mod {
 			m(&ev)
 		}
-		if _, err := loadgen.Publish(e.ctx, e.ls, ev); err != nil {
+		if _, err := gen.Publish(e.ctx, e.ls, ev); err != nil {
 			t.Fatalf("publish %s %s: %v", typ, data, err)
 		}
 	}

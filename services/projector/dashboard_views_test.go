@@ -12,12 +12,12 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/services/projector"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
 // startRepairer runs the repairer (sessions.api.repair and erase) and
@@ -148,7 +148,7 @@ func TestDashboardChartsFit(t *testing.T) {
 	r := e.start(t.TempDir())
 	r.waitReady(t)
 	for i := range 4 {
-		publishN(t, e, loadgen.NewSession(fmt.Sprintf("cf-%d", i), t0), 600)
+		publishN(t, e, gen.NewSession(fmt.Sprintf("cf-%d", i), t0), 600)
 	}
 	var o projector.Overview
 	for deadline := time.Now().Add(30 * time.Second); len(o.History) < 40; time.Sleep(100 * time.Millisecond) {
@@ -222,7 +222,7 @@ func TestDashboardViews(t *testing.T) {
 	e := newEnv(t)
 	r := e.start(t.TempDir())
 	r.waitReady(t)
-	publishN(t, e, loadgen.NewSession("vw-1", t0), 11)
+	publishN(t, e, gen.NewSession("vw-1", t0), 11)
 	r.waitSession(t, "vw-1", func(d projector.Detail) bool { return d.LastSeq == 11 })
 
 	b := newBrowser(t, e.ctx, 1280, 860)
@@ -324,7 +324,7 @@ func TestDashboardErase(t *testing.T) {
 	plain := e.start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.Conn = token, e.nc })
 	r.waitReady(t)
 	plain.waitReady(t)
-	publishN(t, e, loadgen.NewSession("er-1", t0), 11)
+	publishN(t, e, gen.NewSession("er-1", t0), 11)
 	for _, p := range []*running{r, plain} {
 		waitDetailToken(t, p, token, "er-1", func(d projector.Detail) bool { return d.LastSeq == 11 })
 	}
@@ -393,7 +393,7 @@ func TestDashboardEraseAccepted(t *testing.T) {
 	t.Cleanup(func() { sub.Unsubscribe() })
 	r := e.start(t.TempDir(), func(c *projector.Config) { c.Conn, c.Operator = e.nc, e.nc })
 	r.waitReady(t)
-	publishN(t, e, loadgen.NewSession("ea-1", t0), 11)
+	publishN(t, e, gen.NewSession("ea-1", t0), 11)
 	r.waitSession(t, "ea-1", func(d projector.Detail) bool { return d.LastSeq == 11 })
 
 	b := newBrowser(t, e.ctx, 1280, 860)

@@ -5,12 +5,12 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
 func corpus(n int) [][]byte {
-	f := loadgen.NewFleet("d", 10, 1, t0)
+	f := gen.NewFleet("d", 10, 1, t0)
 	var out [][]byte
 	for range n {
 		e := f.Next()

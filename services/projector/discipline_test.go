@@ -9,20 +9,20 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
 // publish stores events of a generated session straight in the stream.
-func publishN(t *testing.T, e *env, s *loadgen.Session, n int) []schema.Envelope {
+func publishN(t *testing.T, e *env, s *gen.Session, n int) []schema.Envelope {
 	t.Helper()
 	var out []schema.Envelope
 	for range n {
 		ev := s.Next()
-		if _, err := loadgen.Publish(e.ctx, e.ls, ev); err != nil {
+		if _, err := gen.Publish(e.ctx, e.ls, ev); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, ev)
@@ -47,65 +47,65 @@ func TestSequenceDiscipline(t *testing.T) {
 	r := e.start(t.TempDir())
 	r.waitReady(t)
 
-	ok := loadgen.NewSession("ok", t0)
+	ok := gen.NewSession("ok", t0)
 	publishN(t, e, ok, 5)
 
 	// The same seq stored twice with a different event id (the stream's
 	// dedup lets it through) is not a duplicate but a forged event: the
 	// session is unreadable after seq 4 (DESIGN.md section 4, issue 12).
-	dup := loadgen.NewSession("dup", t0)
+	dup := gen.NewSession("dup", t0)
 	evs := publishN(t, e, dup, 4)
 	again := evs[3]
 	again.EventID = "other-id"
 	again.Data = json.RawMessage(`{"content":"a different reply"}`)
-	if _, err := loadgen.Publish(e.ctx, e.ls, again); err != nil {
+	if _, err := gen.Publish(e.ctx, e.ls, again); err != nil {
 		t.Fatal(err)
 	}
 	publishN(t, e, dup, 2)
 
 	// Duplicate: the same event stored twice (another message id, as a
 	// retry after the dedup window would) is skipped; the first one counts.
-	twice := loadgen.NewSession("twice", t0)
+	twice := gen.NewSession("twice", t0)
 	tevs := publishN(t, e, twice, 4)
 	tb, _ := schema.Encode(&tevs[3])
 	publishRaw(t, e, "twice", 4, tb)
 	publishN(t, e, twice, 2)
 
 	// Gap: seq 4 never stored, 5 follows 3.
-	gap := loadgen.NewSession("gap", t0)
+	gap := gen.NewSession("gap", t0)
 	publishN(t, e, gap, 3)
 	gap.Next() // seq 4 lost
 	publishN(t, e, gap, 2)
 
 	// Unknown required type at seq 4.
-	unk := loadgen.NewSession("unk", t0)
+	unk := gen.NewSession("unk", t0)
 	publishN(t, e, unk, 3)
 	u := unk.Next()
 	u.Type, u.Data, u.Ignorable = "future/thing", json.RawMessage(`{}`), false
-	loadgen.Publish(e.ctx, e.ls, u)
+	gen.Publish(e.ctx, e.ls, u)
 	publishN(t, e, unk, 2)
 
 	// An unknown ignorable type is folded past.
-	ign := loadgen.NewSession("ign", t0)
+	ign := gen.NewSession("ign", t0)
 	publishN(t, e, ign, 3)
 	g := ign.Next()
 	g.Type, g.Data, g.Ignorable = "stats/tokens", json.RawMessage(`{"n":5}`), true
-	loadgen.Publish(e.ctx, e.ls, g)
+	gen.Publish(e.ctx, e.ls, g)
 	for seq := uint64(5); seq <= 6; seq++ {
 		m := g
 		m.Seq, m.EventID, m.Type, m.Ignorable, m.TurnID, m.AttemptID = seq, "ign-"+strconv.FormatUint(seq, 10), schema.TypeMessageUser, false, "t1", ""
 		m.Data = json.RawMessage(`{"content":"after the ignorable"}`)
-		loadgen.Publish(e.ctx, e.ls, m)
+		gen.Publish(e.ctx, e.ls, m)
 	}
 
 	// Newer schema version at seq 4.
-	newer := loadgen.NewSession("newer", t0)
+	newer := gen.NewSession("newer", t0)
 	publishN(t, e, newer, 3)
 	publishRaw(t, e, "newer", 4, []byte(`{"schemaVersion":2,"sessionId":"newer","seq":4,"eventId":"n4","time":"2026-12-01T10:00:00Z","type":"turn/started","turnId":"t9","data":{},"shape":"new"}`))
 	publishN(t, e, newer, 1)
 
 	// Not JSON at all.
-	junk := loadgen.NewSession("junk", t0)
+	junk := gen.NewSession("junk", t0)
 	publishN(t, e, junk, 2)
 	publishRaw(t, e, "junk", 3, []byte("\xff not json"))
 
@@ -214,7 +214,7 @@ func TestContextAcrossCompactions(t *testing.T) {
 		for _, m := range mod {
 			m(&ev)
 		}
-		if _, err := loadgen.Publish(e.ctx, st, ev); err != nil {
+		if _, err := gen.Publish(e.ctx, st, ev); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -312,12 +312,12 @@ func testLineage(t *testing.T, l natstest.Layout) {
 	e := newEnvLayout(t, l)
 	r := e.start(t.TempDir())
 	r.waitReady(t)
-	parent := loadgen.NewSession("parent", t0)
+	parent := gen.NewSession("parent", t0)
 	publishN(t, e, parent, 12)
 	for _, child := range []string{"child-b", "child-a"} {
 		ev := schema.Envelope{SchemaVersion: 1, SessionID: child, Seq: 1, EventID: child + "-1", Time: t0, Type: schema.TypeSessionCreated, Synthetic: true,
 			Data: json.RawMessage(`{"parent":{"sessionId":"parent","seedLength":11,"depth":1}}`)}
-		loadgen.Publish(e.ctx, e.ls, ev)
+		gen.Publish(e.ctx, e.ls, ev)
 	}
 	d := r.waitSession(t, "parent", func(d projector.Detail) bool { return len(d.Children) == 2 })
 	if d.Children[0] != "child-a" || d.Children[1] != "child-b" {

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/services/projector"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
 // An erased session (DESIGN.md section 14) is refused by every read at
@@ -38,7 +38,7 @@ func (e *env) erase(id string) logstore.Erasure {
 
 func TestErasedSessionLeavesEveryView(t *testing.T) {
 	e := newEnv(t)
-	loadgen.NewFleet("x", 4, 3, t0).Fill(e.ctx, e.ls, 300)
+	gen.NewFleet("x", 4, 3, t0).Fill(e.ctx, e.ls, 300)
 	dir := t.TempDir()
 	r := e.start(dir)
 	r.waitReady(t)

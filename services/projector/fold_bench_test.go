@@ -9,9 +9,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/procstat"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
@@ -46,7 +46,7 @@ func benchFold(b *testing.B, prepare bool) {
 	if n, _ := strconv.Atoi(os.Getenv("FOLD_SESSIONS")); n > 0 {
 		sessions = n
 	}
-	fleet := loadgen.NewFleet("bench", sessions, 42, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fleet := gen.NewFleet("bench", sessions, 42, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	stored := make([]msg, events)
 	for i := range stored {
 		e := fleet.Next()

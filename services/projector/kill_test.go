@@ -19,9 +19,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/services/projector"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
@@ -112,7 +112,7 @@ func testSIGKILLDuringCatchUp(t *testing.T, partitions int) {
 	if testing.Short() || raceEnabled {
 		total, sessions = 8_000, 120
 	}
-	fleet := loadgen.NewFleet("k", sessions, 7, t0)
+	fleet := gen.NewFleet("k", sessions, 7, t0)
 	if _, err := fleet.Fill(e.ctx, e.ls, total); err != nil {
 		t.Fatal(err)
 	}

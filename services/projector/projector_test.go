@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
@@ -44,7 +44,7 @@ func TestCatchUpServesViewsEqualToRebuild(t *testing.T) { natstest.ForEachLayout
 
 func testCatchUp(t *testing.T, l natstest.Layout) {
 	e := newEnvLayout(t, l)
-	fleet := loadgen.NewFleet("s", 20, 1, t0)
+	fleet := gen.NewFleet("s", 20, 1, t0)
 	if _, err := fleet.Fill(e.ctx, e.ls, 3000); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func testCatchUp(t *testing.T, l natstest.Layout) {
 
 func TestBadRequests(t *testing.T) {
 	e := newEnv(t)
-	fleet := loadgen.NewFleet("b", 1, 1, t0)
+	fleet := gen.NewFleet("b", 1, 1, t0)
 	fleet.Fill(e.ctx, e.ls, 20)
 	r := e.start(t.TempDir())
 	r.waitReady(t)
@@ -221,7 +221,7 @@ func TestBearerToken(t *testing.T) {
 
 func TestRebuildOnVersionChecksumOrCorruption(t *testing.T) {
 	e := newEnv(t)
-	fleet := loadgen.NewFleet("v", 5, 2, t0)
+	fleet := gen.NewFleet("v", 5, 2, t0)
 	fleet.Fill(e.ctx, e.ls, 500)
 	dir := t.TempDir()
 
@@ -284,7 +284,7 @@ func TestRebuildOnVersionChecksumOrCorruption(t *testing.T) {
 
 func TestVerifyDetectsDamagedViews(t *testing.T) {
 	e := newEnv(t)
-	loadgen.NewFleet("x", 3, 3, t0).Fill(e.ctx, e.ls, 200)
+	gen.NewFleet("x", 3, 3, t0).Fill(e.ctx, e.ls, 200)
 	dir := t.TempDir()
 	r := e.start(dir)
 	r.waitReady(t)
@@ -313,7 +313,7 @@ func TestVerifyDetectsDamagedViews(t *testing.T) {
 // clean rebuild, and the stored checksum the scanned one.
 func TestSessionReloadedWhileItsBatchIsInFlight(t *testing.T) {
 	e := newEnv(t)
-	fleet := loadgen.NewFleet("inflight", 4, 3, t0)
+	fleet := gen.NewFleet("inflight", 4, 3, t0)
 	if _, err := fleet.Fill(e.ctx, e.ls, 400); err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/services/projector"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
 // TestRestoreOfManyEventsThroughConsumer: with snapshots far apart, a
@@ -15,7 +15,7 @@ import (
 // views it goes on to build equal a clean rebuild.
 func TestRestoreOfManyEventsThroughConsumer(t *testing.T) {
 	e := newEnv(t)
-	fleet := loadgen.NewFleet("rc", 3, 5, t0)
+	fleet := gen.NewFleet("rc", 3, 5, t0)
 	if _, err := fleet.Fill(e.ctx, e.ls, 600); err != nil {
 		t.Fatal(err)
 	}

@@ -14,10 +14,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/services/projector"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
 // A stream whose last sequence goes below what the projector consumed (the
@@ -29,9 +29,9 @@ import (
 func TestRolledBackProjector(t *testing.T) {
 	rs := newRollbackServer(t)
 	e, ctx := rs.e, rs.e.ctx
-	publishN(t, e, loadgen.NewSession("early", t0), 3)
+	publishN(t, e, gen.NewSession("early", t0), 3)
 	rs.copyTo("b") // the older copy of the store
-	publishN(t, e, loadgen.NewSession("late", t0), 3)
+	publishN(t, e, gen.NewSession("late", t0), 3)
 
 	reg := prometheus.NewRegistry()
 	data := t.TempDir()
@@ -39,7 +39,7 @@ func TestRolledBackProjector(t *testing.T) {
 	r.waitReady(t)
 	r.waitSession(t, "late", func(d projector.Detail) bool { return d.LastSeq == 3 })
 	// Grown, not rolled back: one check round passes with nothing raised.
-	publishN(t, e, loadgen.NewSession("more", t0), 1)
+	publishN(t, e, gen.NewSession("more", t0), 1)
 	r.waitSession(t, "more", func(d projector.Detail) bool { return d.LastSeq == 1 })
 	r.CheckStreams(ctx)
 	if err := r.Ready(); err != nil {
@@ -111,15 +111,15 @@ func TestRolledBackProjector(t *testing.T) {
 func TestRolledBackOvertaken(t *testing.T) {
 	rs := newRollbackServer(t)
 	e, ctx := rs.e, rs.e.ctx
-	publishN(t, e, loadgen.NewSession("early", t0), 3)
+	publishN(t, e, gen.NewSession("early", t0), 3)
 	rs.copyTo("b")
-	publishN(t, e, loadgen.NewSession("late", t0), 3)
+	publishN(t, e, gen.NewSession("late", t0), 3)
 	r := e.start(t.TempDir())
 	r.waitReady(t)
 	r.waitSession(t, "late", func(d projector.Detail) bool { return d.LastSeq == 3 })
 
 	rs.restart("b")
-	publishN(t, e, loadgen.NewSession("other", t0), 4) // seqs 4..7 of the stream
+	publishN(t, e, gen.NewSession("other", t0), 4) // seqs 4..7 of the stream
 	r.CheckStreams(ctx)
 	err := r.Ready()
 	if err == nil || !strings.Contains(err.Error(), "log_rolled_back") || !strings.Contains(err.Error(), "at seq 6, but the projector consumed") {
@@ -136,8 +136,8 @@ func TestRolledBackOvertaken(t *testing.T) {
 func TestRolledBackDamagedBlock(t *testing.T) {
 	rs := newRollbackServer(t)
 	e, ctx := rs.e, rs.e.ctx
-	publishN(t, e, loadgen.NewSession("early", t0), 3)
-	publishN(t, e, loadgen.NewSession("late", t0), 3)
+	publishN(t, e, gen.NewSession("early", t0), 3)
+	publishN(t, e, gen.NewSession("late", t0), 3)
 	data := t.TempDir()
 	r := e.start(data)
 	r.waitReady(t)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
+	"github.com/sessionlog/sessionlog/internal/gen"
 )
 
 // BenchmarkSearch times the search index of a fleet of 10,000 sessions
@@ -16,7 +16,7 @@ import (
 // store, fold-ns/event the fold with it.
 func BenchmarkSearch(b *testing.B) {
 	const sessions, events = 10_000, 200_000
-	fleet := loadgen.NewFleet("s", sessions, 7, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fleet := gen.NewFleet("s", sessions, 7, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	// Every session cached: no restore reads the (absent) log.
 	f, db := newTestFolder(b, sessions+1)
 	ctx := context.Background()

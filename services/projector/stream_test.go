@@ -15,9 +15,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/services/projector"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
 // TestStreamedAnswersEqualWhole: /context, /events and /export (its own
@@ -33,7 +33,7 @@ func TestStreamedAnswersEqualWhole(t *testing.T) {
 		id      string
 		rewinds bool
 	}{{"whole", false}, {"rewound", true}} {
-		last, err := e.ls.PublishUnchecked(e.ctx, loadgen.Chat(c.id, 400, 300, c.rewinds, t0))
+		last, err := e.ls.PublishUnchecked(e.ctx, gen.Chat(c.id, 400, 300, c.rewinds, t0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +121,7 @@ func TestAnswerToAClientThatDoesNotReadIsCut(t *testing.T) {
 	})
 	r.waitReady(t)
 	const id = "unread"
-	if _, err := e.ls.PublishUnchecked(e.ctx, loadgen.Chat(id, 2000, 250, false, t0)); err != nil {
+	if _, err := e.ls.PublishUnchecked(e.ctx, gen.Chat(id, 2000, 250, false, t0)); err != nil {
 		t.Fatal(err)
 	}
 	r.waitSession(t, id, func(d projector.Detail) bool { return d.LastSeq >= 2000*8+1 && d.Status == projector.StatusIdle })

@@ -16,11 +16,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
 // hostile is a message written straight to a session's subject, around
@@ -88,7 +88,7 @@ func TestHostileMessageMakesSessionUnreadable(t *testing.T) {
 	for _, h := range hostiles {
 		t.Run(h.name, func(t *testing.T) {
 			bad, ok := "bad-"+h.name, "ok-"+h.name
-			badS, okS := loadgen.NewSession(bad, t0), loadgen.NewSession(ok, t0)
+			badS, okS := gen.NewSession(bad, t0), gen.NewSession(ok, t0)
 			good := publishN(t, e, badS, 4)
 			body, seq := h.body(bad, ok)
 			publishHostile(t, e, bad, body, seq)
@@ -128,7 +128,7 @@ func TestHostileMessageMakesSessionUnreadable(t *testing.T) {
 	// is as definite an answer before the projector judges it as after.
 	t.Run("GarbageAtTail", func(t *testing.T) {
 		id := "bad-tail"
-		good := publishN(t, e, loadgen.NewSession(id, t0), 3)
+		good := publishN(t, e, gen.NewSession(id, t0), 3)
 		publishHostile(t, e, id, []byte("not an event"), 0)
 		code, b := unjudged.get(t, "/v1/sessions/"+id+"/events")
 		if code != 409 || !strings.Contains(string(b), `"code":"unreadable"`) {
@@ -282,7 +282,7 @@ func TestWatchStopsAtHostileMessage(t *testing.T) {
 	for _, h := range hostiles {
 		t.Run(h.name, func(t *testing.T) {
 			bad, other := "wbad-"+h.name, "wok-"+h.name
-			badS := loadgen.NewSession(bad, t0)
+			badS := gen.NewSession(bad, t0)
 			publishN(t, e, badS, 4)
 			ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
 			defer cancel()

@@ -7,16 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
 // TestAppendContextEntryIsMarshal: the hand-written context entry is byte
 // for byte what json.Marshal writes, on the load generator's traffic and on
 // the values it must leave to json.Marshal.
 func TestAppendContextEntryIsMarshal(t *testing.T) {
-	fleet := loadgen.NewFleet("c", 5, 7, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fleet := gen.NewFleet("c", 5, 7, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	var evs []schema.Envelope
 	for range 400 {
 		evs = append(evs, fleet.Next())
@@ -66,7 +66,7 @@ func TestAppendContextEntryIsMarshal(t *testing.T) {
 // escapes or compacts, which Encode writes escaped and compact).
 func canonicalEvents(tb testing.TB) []schema.Envelope {
 	tb.Helper()
-	fleet := loadgen.NewFleet("c", 5, 7, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fleet := gen.NewFleet("c", 5, 7, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	var in []schema.Envelope
 	for range 400 {
 		in = append(in, fleet.Next())
@@ -144,7 +144,7 @@ func BenchmarkContextEntry(b *testing.B) {
 // each of their events, as a batch would store them.
 func fleetSummaries(tb testing.TB, events int) []Summary {
 	tb.Helper()
-	fleet := loadgen.NewFleet("v", 20, 3, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fleet := gen.NewFleet("v", 20, 3, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	states := map[string]*session.State{}
 	var out []Summary
 	for i := range events {

@@ -17,10 +17,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/netproxy"
 	"github.com/sessionlog/sessionlog/services/projector"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
 type sseEvent struct {
@@ -103,7 +104,7 @@ func testWatchReconnectAndTransient(t *testing.T, l natstest.Layout) {
 	e := newEnvLayout(t, l)
 	r := e.start(t.TempDir())
 	r.waitReady(t)
-	s := loadgen.NewSession("w", t0)
+	s := gen.NewSession("w", t0)
 	publishN(t, e, s, 10)
 	r.waitSession(t, "w", func(d projector.Detail) bool { return d.LastSeq == 10 })
 
@@ -167,7 +168,7 @@ func TestWatchHugeAfterDoesNotHang(t *testing.T) {
 	e := newEnv(t)
 	r := e.start(t.TempDir())
 	r.waitReady(t)
-	publishN(t, e, loadgen.NewSession("h", t0), 3)
+	publishN(t, e, gen.NewSession("h", t0), 3)
 	for _, after := range []string{"4", "1000000", fmt.Sprint(uint64(1 << 63)), "18446744073709551615"} {
 		ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
 		req, _ := http.NewRequestWithContext(ctx, "GET", r.srv.URL+"/v1/sessions/h/watch?after="+after, nil)
@@ -284,7 +285,7 @@ func TestWatchMemoryBound(t *testing.T) {
 	r.waitReady(t)
 
 	const id = "big"
-	last, err := loadgen.LargeSession(e.ctx, e.ls, id, events, eventBytes, t0)
+	last, err := gen.LargeSession(e.ctx, e.ls, id, events, eventBytes, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +295,7 @@ func TestWatchMemoryBound(t *testing.T) {
 	// The slow watchers, with a small receive buffer (loopback would
 	// otherwise take tens of MB into the kernel).
 	url := r.srv.URL + "/v1/sessions/" + id + "/watch?after=0"
-	slowClient := loadgen.FarClient(64 << 10)
+	slowClient := netproxy.FarClient(64 << 10)
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
 	var slow []*http.Response

@@ -11,11 +11,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
 // TestWatchLiveOnlyFromWriters: a watch shows a live event only if its
@@ -35,7 +35,7 @@ func TestWatchLiveOnlyFromWriters(t *testing.T) {
 			Time: t0.Add(time.Duration(seq) * time.Millisecond), Type: typ, Data: json.RawMessage(data)}
 	}
 	store := func(ev schema.Envelope) {
-		if _, err := loadgen.Publish(e.ctx, e.ls, ev); err != nil {
+		if _, err := gen.Publish(e.ctx, e.ls, ev); err != nil {
 			t.Fatal(err)
 		}
 	}

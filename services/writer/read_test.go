@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/api"
@@ -71,7 +71,7 @@ func TestRead(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	ctx := context.Background()
 	const n = 2500
-	if _, err := sessiongen.Seed(ctx, e.st, "big", n, 500); err != nil {
+	if _, err := gen.Seed(ctx, e.st, "big", n, 500); err != nil {
 		t.Fatal(err)
 	}
 	// Another session interleaved, so stream seqs are not session seqs.
@@ -240,14 +240,14 @@ func testReadInterleaved(t *testing.T, l natstest.Layout) {
 			other = "mix-other-" + strconv.Itoa(i)
 		}
 	}
-	gen := func(id string) []schema.Envelope {
+	exact := func(id string) []schema.Envelope {
 		var out []schema.Envelope
-		if err := sessiongen.GenSession(id, n, func(ev schema.Envelope) error { out = append(out, ev); return nil }); err != nil {
+		if err := gen.Exact(id, n, func(ev schema.Envelope) error { out = append(out, ev); return nil }); err != nil {
 			t.Fatal(err)
 		}
 		return out
 	}
-	evs := map[string][]schema.Envelope{sid: gen(sid), other: gen(other)}
+	evs := map[string][]schema.Envelope{sid: exact(sid), other: exact(other)}
 	expected := map[string]uint64{}
 	for i := 0; len(evs[sid]) > 0; i++ {
 		for _, id := range []string{sid, other} {

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
 // heapPeak samples the live heap (runtime/metrics /gc/heap/live:bytes, the
@@ -80,14 +80,14 @@ func chatEvents(t *testing.T) int {
 	return 100_000
 }
 
-// exportChat exports the events of gen to f as the projector and
+// exportChat exports the events of chat to f as the projector and
 // sessionlog export --to do, reading them as they are made, each read
-// from the start (gen holds none).
+// from the start (chat holds none).
 // It returns the live heap right after NewExport's read (the fold and
 // what NewExport keeps).
-func exportChat(t *testing.T, f agentlog.Format, gen iter.Seq[schema.Envelope], w io.Writer) (prepared uint64) {
+func exportChat(t *testing.T, f agentlog.Format, chat iter.Seq[schema.Envelope], w io.Writer) (prepared uint64) {
 	events := func(after uint64, fn func(*schema.Envelope) error) error {
-		for e := range gen {
+		for e := range chat {
 			if e.Seq <= after {
 				continue
 			}
@@ -129,13 +129,13 @@ func liveHeap() uint64 {
 func TestExportHeapBound(t *testing.T) {
 	const bound = 16 << 20 // at 100,000 events
 	n := chatEvents(t)
-	gen := loadgen.Chat("big", max(n/8, 1), 230, false, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	chat := gen.Chat("big", max(n/8, 1), 230, false, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	for _, f := range all {
 		t.Run(f.Name(), func(t *testing.T) {
 			base := liveHeap()
 			h := startHeapPeak()
 			start := time.Now()
-			prepared := exportChat(t, f, gen, h)
+			prepared := exportChat(t, f, chat, h)
 			peak := h.end()
 			t.Logf("%s export of %d events: %.1f MiB written in %s, peak live heap %.1f MiB (%.1f MiB before, %.1f MiB after NewExport)",
 				f.Name(), n, float64(h.written)/(1<<20), time.Since(start).Round(time.Millisecond), float64(peak)/(1<<20),

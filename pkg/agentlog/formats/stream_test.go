@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/agentlogtest"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
@@ -19,7 +20,6 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/agentlog/pi"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
 var recordSums = flag.Bool("record-sums", false, "rewrite testdata/whole-export-sums.txt from the exports made now")
@@ -91,7 +91,7 @@ func exportCases(t *testing.T) []exportCase {
 	// 7th and 50th turn in the second), 2,000-odd events.
 	for _, rewinds := range []bool{false, true} {
 		var events []schema.Envelope
-		for e := range loadgen.Chat("chat", 250, 230, rewinds, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		for e := range gen.Chat("chat", 250, 230, rewinds, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
 			events = append(events, e)
 		}
 		for _, to := range all {

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
+	"github.com/sessionlog/sessionlog/internal/gen"
 )
 
 // AnswersOptions configures the answers benchmark.
@@ -76,7 +76,7 @@ func Answers(ctx context.Context, opt AnswersOptions) ([]AnswerFigures, error) {
 	const id = "big"
 	opt.say("answers: filling one session of %d events", opt.Events)
 	turns := max(opt.Events/8, 1)
-	if _, err := e.st.PublishUnchecked(ctx, loadgen.Chat(id, turns, opt.EventBytes, false, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))); err != nil {
+	if _, err := e.st.PublishUnchecked(ctx, gen.Chat(id, turns, opt.EventBytes, false, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))); err != nil {
 		return nil, fmt.Errorf("fill: %w", err)
 	}
 	args := []string{"--data-dir", filepath.Join(e.dir, "projector")}

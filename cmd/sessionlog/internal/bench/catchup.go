@@ -16,11 +16,11 @@ import (
 	"time"
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/procstat"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
@@ -186,7 +186,7 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 	}
 	say("filling the stream with %d events over %d sessions", cfg.Events, cfg.Sessions)
 	start := time.Now()
-	fleet := loadgen.NewFleet("bench", cfg.Sessions, 42, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fleet := gen.NewFleet("bench", cfg.Sessions, 42, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	if _, err := fleet.Fill(ctx, ls, cfg.Events); err != nil {
 		return res, fmt.Errorf("fill: %w", err)
 	}
@@ -360,11 +360,11 @@ func newPebbleFloor(events, sessions, batch int, dir string) *pebbleFloor {
 // trials and dropped after them, so that they do not sit in the heap
 // during the catch-up.
 func (r *pebbleFloor) run(n int) error {
-	gen := loadgen.NewFleet("bench", r.sessions, 42, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fleet := gen.NewFleet("bench", r.sessions, 42, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	keys := make([][]byte, 0, r.events)
 	vals := make([][]byte, 0, r.events)
 	for range r.events {
-		e := gen.Next()
+		e := fleet.Next()
 		b, err := schema.Encode(&e)
 		if err != nil {
 			return err

@@ -11,11 +11,11 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/procstat"
 	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/services/projector"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
@@ -46,7 +46,7 @@ type consumeFloor struct {
 
 func newConsumeFloor(ls *logstore.Store, events, sessions, batch int, dir string) (*consumeFloor, error) {
 	r := &consumeFloor{ls: ls, events: events, batch: batch, dir: dir, valSize: make([]uint32, 0, events)}
-	gen := loadgen.NewFleet("bench", sessions, 42, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fleet := gen.NewFleet("bench", sessions, 42, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	states := map[string]*session.State{}
 	var scratch []byte
 	type last struct {
@@ -69,7 +69,7 @@ func newConsumeFloor(ls *logstore.Store, events, sessions, batch int, dir string
 		return nil
 	}
 	for i := range events {
-		e := gen.Next()
+		e := fleet.Next()
 		st := states[e.SessionID]
 		if st == nil {
 			st = session.New(e.SessionID)

@@ -22,7 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
+	"github.com/sessionlog/sessionlog/internal/gen"
 )
 
 // DashboardConfig configures the dashboard benchmark.
@@ -80,13 +80,13 @@ func RunDashboard(ctx context.Context, cfg DashboardConfig) (DashboardResult, er
 	}
 	defer e.close()
 	const id = "bench-dashboard"
-	gen := loadgen.NewSession(id, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	sess := gen.NewSession(id, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	for range cfg.Events {
-		if _, err := loadgen.Publish(ctx, e.st, gen.Next()); err != nil {
+		if _, err := gen.Publish(ctx, e.st, sess.Next()); err != nil {
 			return res, fmt.Errorf("seed: %w", err)
 		}
 	}
-	last := gen.Seq()
+	last := sess.Seq()
 	res.Events = int(last)
 
 	runCtx, stop := context.WithCancel(ctx)

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
-	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
@@ -78,12 +78,12 @@ func eraseOnce(ctx context.Context, cfg EraseConfig, n int, purge bool, say func
 	defer e.close()
 	const id = "bench-erase"
 	say("erase %d: seeding", n)
-	if _, err := sessiongen.Seed(ctx, e.st, id, n, schema.MaxBatchEvents); err != nil {
+	if _, err := gen.Seed(ctx, e.st, id, n, schema.MaxBatchEvents); err != nil {
 		return res, fmt.Errorf("seed: %w", err)
 	}
 	if purge {
 		const other = "bench-purge"
-		if _, err := sessiongen.Seed(ctx, e.st, other, n, schema.MaxBatchEvents); err != nil {
+		if _, err := gen.Seed(ctx, e.st, other, n, schema.MaxBatchEvents); err != nil {
 			return res, fmt.Errorf("seed: %w", err)
 		}
 		loc, err := e.st.Locate(other)

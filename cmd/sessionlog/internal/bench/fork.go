@@ -21,12 +21,13 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
-	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/internal/procstat"
+	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/services/forker"
 )
 
 // ForkSizes are the prefix lengths `sessionlog bench fork` measures.
@@ -149,11 +150,12 @@ func RunFork(ctx context.Context, cfg ForkConfig) ([]ForkResult, error) {
 		forkProf.write(cfg.CPUProfile)
 		floorProf.write(cfg.FloorCPUProfile)
 	}()
+	cl := client.New(nc)
 	var out []ForkResult
 	for _, n := range cfg.Sizes {
 		parent := "bench-parent-" + strconv.Itoa(n)
 		say("seeding %s with %d events", parent, n)
-		if _, err := sessiongen.Seed(ctx, st, parent, n, schema.MaxBatchEvents); err != nil {
+		if _, err := gen.Seed(ctx, st, parent, n, schema.MaxBatchEvents); err != nil {
 			return out, err
 		}
 		r := ForkResult{N: n}
@@ -167,7 +169,7 @@ func RunFork(ctx context.Context, cfg ForkConfig) ([]ForkResult, error) {
 			markPhase("fork-start")
 			cpu0 := procstat.CPU()
 			t0 := time.Now()
-			reply, err := forker.Call(ctx, nc, forker.Request{ParentID: parent, ChildID: child})
+			reply, err := cl.Fork(ctx, api.ForkRequest{ParentID: parent, ChildID: child})
 			took := time.Since(t0)
 			forkCPU := procstat.CPU() - cpu0
 			forkProf.stop()
@@ -205,7 +207,7 @@ func rawFloor(ctx context.Context, js jetstream.JetStream, sid string, n int, pr
 		return 0, 0, err
 	}
 	msgs := make([]*nats.Msg, 0, n+1)
-	err = sessiongen.GenSession("bench-parent-"+strconv.Itoa(n), n, func(e schema.Envelope) error {
+	err = gen.Exact("bench-parent-"+strconv.Itoa(n), n, func(e schema.Envelope) error {
 		e.SessionID, e.EventID, e.Synthetic = sid, fmt.Sprintf("fork:0123456789abcdef:%d", e.Seq), true
 		msgs = append(msgs, rawMsg(loc.Subject, &e))
 		return nil

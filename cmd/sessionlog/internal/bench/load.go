@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
-	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -63,7 +63,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (LoadResult, error) {
 	defer e.close()
 	dir, nc, st := e.dir, e.nc, e.st
 	const id = "bench-load"
-	if _, err := sessiongen.Seed(ctx, st, id, cfg.Events, schema.MaxBatchEvents); err != nil {
+	if _, err := gen.Seed(ctx, st, id, cfg.Events, schema.MaxBatchEvents); err != nil {
 		return res, fmt.Errorf("seed: %w", err)
 	}
 

@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
-	"github.com/sessionlog/sessionlog/internal/bench/sessiongen"
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
@@ -66,7 +66,7 @@ func RunRestart(ctx context.Context, cfg RestartConfig) (RestartResult, error) {
 	}
 	defer e.close()
 	const id = "bench-restart"
-	if _, err := sessiongen.Seed(ctx, e.st, id, cfg.Events, schema.MaxBatchEvents); err != nil {
+	if _, err := gen.Seed(ctx, e.st, id, cfg.Events, schema.MaxBatchEvents); err != nil {
 		return res, fmt.Errorf("seed: %w", err)
 	}
 	if cfg.Restarts <= 0 {

@@ -11,10 +11,10 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/internal/procstat"
-	"github.com/sessionlog/sessionlog/services/projector/loadgen"
 )
 
 // scaleCatchup fills a store of one partition and one of three (each on
@@ -53,7 +53,7 @@ func scaleCatchup(ctx context.Context, opt ScaleOptions) error {
 			return err
 		}
 		opt.say("catchup: filling P=%d with %d events over %d sessions", p, opt.CatchupEvents, opt.CatchupSessions)
-		fleet := loadgen.NewFleet("bench", opt.CatchupSessions, 42, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		fleet := gen.NewFleet("bench", opt.CatchupSessions, 42, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		if _, err := fleet.Fill(ctx, st, opt.CatchupEvents); err != nil {
 			return fmt.Errorf("fill P=%d: %w", p, err)
 		}

@@ -1,17 +1,10 @@
-// Package loadgen makes streams of valid session events for the
-// projector's tests and the catch-up benchmark: each session follows a
-// deterministic script of turns (model calls, tool calls, goal updates,
-// compactions) that pkg/session folds without error, and Fill publishes
-// many sessions interleaved straight to the stream, as a fleet would.
-package loadgen
+package gen
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +13,9 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// Session generates the events of one session in order.
+// Session generates the events of one session in order: a deterministic
+// script of turns (two model calls around a tool call), a goal update
+// every fifth turn and a compaction every tenth.
 type Session struct {
 	ID   string
 	seq  uint64 // last assigned
@@ -40,13 +35,7 @@ func (s *Session) Seq() uint64 { return s.out }
 
 func (s *Session) env(typ string, data any) schema.Envelope {
 	s.seq++
-	b, _ := json.Marshal(data)
-	return schema.Envelope{
-		SchemaVersion: schema.Version, SessionID: s.ID, Seq: s.seq,
-		EventID: s.ID + "-" + strconv.FormatUint(s.seq, 10),
-		Time:    s.t0.Add(time.Duration(s.seq) * time.Millisecond).UTC(),
-		Type:    typ, Data: b,
-	}
+	return event(s.ID, s.seq, s.ID+"-"+strconv.FormatUint(s.seq, 10), s.t0.Add(time.Duration(s.seq)*time.Millisecond).UTC(), typ, data)
 }
 
 func (s *Session) inTurn(typ, turn string, data any) schema.Envelope {
@@ -172,20 +161,4 @@ func LargeSession(ctx context.Context, st *logstore.Store, id string, n, size in
 		}
 	}
 	return last, nil
-}
-
-// FarClient is an HTTP client whose connections have a receive buffer of
-// readBuffer bytes: it stands for a client far away, which a server
-// cannot push tens of megabytes into as it can over loopback.
-func FarClient(readBuffer int) *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		DisableCompression: true,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-			if err == nil {
-				c.(*net.TCPConn).SetReadBuffer(readBuffer)
-			}
-			return c, err
-		},
-	}}
 }

@@ -1,10 +1,7 @@
-// Package sessiongen generates valid sessions of any length for tests and
-// benchmarks (it imports no service, so every package's tests can use it).
-package sessiongen
+package gen
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -16,29 +13,19 @@ import (
 // TurnEvents is the number of events of one generated turn.
 const TurnEvents = 8
 
-// GenSession calls emit with a valid session of n events: session/created,
+// Exact calls emit with a valid session of n events: session/created,
 // then turns of TurnEvents events (turn, user message, attempt, reply,
 // tool request, start, result, turn end), padded with user messages so
 // that seq n is a safe point. Events carry about 200 bytes of content.
-func GenSession(sessionID string, n int, emit func(schema.Envelope) error) error {
+func Exact(sessionID string, n int, emit func(schema.Envelope) error) error {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	seq := uint64(0)
 	next := func(typ, turn string, mod func(*schema.Envelope), data any) error {
 		seq++
-		e := schema.Envelope{
-			SchemaVersion: schema.Version, SessionID: sessionID, Seq: seq,
-			EventID: fmt.Sprintf("ev%08d", seq), Time: t0.Add(time.Duration(seq) * time.Millisecond),
-			Type: typ, TurnID: turn,
-		}
+		e := event(sessionID, seq, fmt.Sprintf("ev%08d", seq), t0.Add(time.Duration(seq)*time.Millisecond), typ, data)
+		e.TurnID = turn
 		if mod != nil {
 			mod(&e)
-		}
-		if data != nil {
-			b, err := json.Marshal(data)
-			if err != nil {
-				return err
-			}
-			e.Data = b
 		}
 		return emit(e)
 	}
@@ -103,7 +90,7 @@ func Seed(ctx context.Context, st *logstore.Store, sessionID string, n, batch in
 		buf = buf[:0]
 		return nil
 	}
-	err := GenSession(sessionID, n, func(e schema.Envelope) error {
+	err := Exact(sessionID, n, func(e schema.Envelope) error {
 		buf = append(buf, e)
 		if len(buf) == batch {
 			return flush()

@@ -1,8 +1,7 @@
-package loadgen
+package gen
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"iter"
 	"strconv"
@@ -24,10 +23,9 @@ func Chat(id string, turns, size int, rewinds bool, t0 time.Time) iter.Seq[schem
 		pad := string(bytes.Repeat([]byte("x"), max(size-120, 0)))
 		emit := func(typ, turn, call string, data any, attempt ...string) bool {
 			seq++
-			b, _ := json.Marshal(data)
-			return yield(schema.Envelope{SchemaVersion: schema.Version, SessionID: id, Seq: seq,
-				EventID: "e" + strconv.FormatUint(seq, 10), Time: t0.Add(time.Duration(seq) * time.Millisecond),
-				Type: typ, TurnID: turn, ToolCallID: call, AttemptID: strings.Join(attempt, ""), Data: b})
+			e := event(id, seq, "e"+strconv.FormatUint(seq, 10), t0.Add(time.Duration(seq)*time.Millisecond), typ, data)
+			e.TurnID, e.ToolCallID, e.AttemptID = turn, call, strings.Join(attempt, "")
+			return yield(e)
 		}
 		rewind := func(to uint64) bool {
 			return emit(schema.TypeContextRewound, "", "", map[string]any{"toEventId": "e" + strconv.FormatUint(to, 10), "toSeq": to})
