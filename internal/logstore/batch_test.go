@@ -47,15 +47,52 @@ func appendRun(t *testing.T, st *logstore.Store, sid string, n int) {
 // leaderBodies is every stored body of the session, read from the leader.
 func leaderBodies(t *testing.T, st *logstore.Store, sid string) ([][]byte, logstore.Tail) {
 	t.Helper()
+	out, _, tail := leaderChain(t, st, sid)
+	return out, tail
+}
+
+// leaderChain is every stored body of the session and its SL-Prev, read
+// from the leader.
+func leaderChain(t *testing.T, st *logstore.Store, sid string) ([][]byte, []string, logstore.Tail) {
+	t.Helper()
 	var out [][]byte
+	var prevs []string
 	tail, err := st.ReadSession(context.Background(), sid, 0, func(m *logstore.Msg) error {
-		out = append(out, m.Data)
+		out, prevs = append(out, m.Data), append(prevs, m.Header.Get(logstore.HeaderPrev))
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out, tail
+	return out, prevs, tail
+}
+
+// checkChained checks ReadChained after seq from against what the leader
+// holds (want, prevs) and against ReadBatch.
+func checkChained(t *testing.T, st *logstore.Store, sid string, tail logstore.Tail, from, n, maxBytes int, want [][]byte, prevs []string) {
+	t.Helper()
+	got, err := st.ReadChained(context.Background(), sid, tail, uint64(from), n, maxBytes)
+	if err != nil {
+		t.Fatalf("after %d: %v", from, err)
+	}
+	batch, err := st.ReadBatch(context.Background(), sid, tail, uint64(from), n, maxBytes)
+	if err != nil {
+		t.Fatalf("after %d: %v", from, err)
+	}
+	checkBodies(t, got.Bodies, want, from, len(batch))
+	checkBodies(t, batch, want, from, len(batch))
+	wantHash := ""
+	if from > 0 && from < len(want) {
+		wantHash = logstore.ChainHash(want[from-1])
+	}
+	if got.PrevHash != wantHash || len(got.Prevs) != len(got.Bodies) {
+		t.Fatalf("after %d: prev hash %q and %d SL-Prevs, want %q and %d", from, got.PrevHash, len(got.Prevs), wantHash, len(got.Bodies))
+	}
+	for i, p := range got.Prevs {
+		if p != prevs[from+i] || (from+i > 0 && p != logstore.ChainHash(want[from+i-1])) {
+			t.Fatalf("after %d: event %d's SL-Prev %q, want %q", from, i, p, prevs[from+i])
+		}
+	}
 }
 
 // interleavedOnOneNode stores runs of size events of sid, each followed
@@ -106,7 +143,7 @@ func testReadBatch(t *testing.T, l natstest.Layout) {
 		appendRun(t, st, sid, 1+i%13)
 		appendRun(t, st, other, 1+i%3)
 	}
-	want, tail := leaderBodies(t, st, sid)
+	want, prevs, tail := leaderChain(t, st, sid)
 	n := len(want)
 	if n < 600 || tail.StreamSeq < uint64(n)+100 {
 		t.Fatalf("%d events up to stream seq %d: not interleaved enough", n, tail.StreamSeq)
@@ -127,6 +164,7 @@ func testReadBatch(t *testing.T, l natstest.Layout) {
 				t.Fatalf("store %d after %d: %v", i, after, err)
 			}
 			checkBodies(t, got, want, after, min(batch, n-after))
+			checkChained(t, s, sid, tail, after, batch, 0, want, prevs)
 		}
 		// The whole session, a batch at a time.
 		var all [][]byte
@@ -144,6 +182,7 @@ func testReadBatch(t *testing.T, l natstest.Layout) {
 			t.Fatal(err)
 		}
 		checkBodies(t, got, want, 10, 3)
+		checkChained(t, s, sid, tail, 10, batch, len(want[10])+len(want[11])+1, want, prevs)
 	}
 	// Events appended after the tail was read are not part of it.
 	appendRun(t, st, sid, 5)
@@ -193,6 +232,7 @@ func TestReadBatchStaleReplica(t *testing.T) {
 	}
 	// Direct gets go to the stream or to its mirror, as they fall: 40
 	// reads of each kind reach the mirror many times.
+	_, prevs, _ := leaderChain(t, st, sid)
 	for i := 0; i < 40; i++ {
 		after := len(want) - 100 + i
 		got, err := st.ReadBatch(ctx, sid, tail, uint64(after), 1000, 0)
@@ -200,6 +240,7 @@ func TestReadBatchStaleReplica(t *testing.T) {
 			t.Fatalf("after %d: %v", after, err)
 		}
 		checkBodies(t, got, want, after, len(want)-after)
+		checkChained(t, st, sid, tail, after, 1000, 0, want, prevs)
 		got, err = st.ReadBatch(ctx, sid, tail, uint64(len(want)-10), 1000, 0)
 		if err != nil {
 			t.Fatal(err)
