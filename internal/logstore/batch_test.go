@@ -13,6 +13,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // samePartition returns an id other than id whose events go to id's
@@ -277,4 +278,35 @@ func TestReadBatchPartlyErased(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkBodies(t, got, want, 3, len(want)-3)
+}
+
+// JudgeAfter finds the session's last stored event at or before a stream
+// seq, among another session's messages: a judge that reads on from
+// there judges what follows as a judge from the session's start would.
+func TestJudgeAfter(t *testing.T) {
+	const sid = "after"
+	_, st, want, tail := interleavedOnOneNode(t, sid, 6, 3)
+	ctx := context.Background()
+	var at []uint64 // stream seq of each event
+	if _, err := st.ReadSession(ctx, sid, 0, func(m *logstore.Msg) error { at = append(at, m.StreamSeq); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if j, err := st.JudgeAfter(ctx, sid, 0); err != nil || j.Last.Exists() {
+		t.Fatalf("at 0: %+v %v", j.Last, err)
+	}
+	for i, p := range at {
+		for _, q := range []uint64{p, p + 1} {
+			if i+1 < len(at) && q >= at[i+1] {
+				continue
+			}
+			j, err := st.JudgeAfter(ctx, sid, q)
+			if err != nil || j.Last.StreamSeq != p || j.Last.Seq != uint64(i+1) || j.Last.Hash != logstore.ChainHash(want[i]) || j.Last.EventID == "" {
+				t.Fatalf("at %d: %+v %v; want seq %d at stream seq %d", q, j.Last, err, i+1, p)
+			}
+			n := 0
+			if _, err := st.ReadJudged(ctx, &j, func(*logstore.Msg, *schema.Envelope) error { n++; return nil }); err != nil || n != len(at)-i-1 || j.Last.StreamSeq != tail.StreamSeq {
+				t.Fatalf("read on from %d: %d events, at %d, %v", q, n, j.Last.StreamSeq, err)
+			}
+		}
+	}
 }
