@@ -70,10 +70,63 @@ type liveLine struct {
 	Event     json.RawMessage `json:"event"`
 }
 
-// tailLine is a durable event's stored body, or a transient event.
+// tailLine is a durable event's stored message, or a transient event.
 type tailLine struct {
-	durable []byte
+	durable *logstore.Msg
 	live    *logstore.LiveMsg
+}
+
+// tailJudges judges the stored messages tail prints as every reader
+// judges them (logstore.Judge, DESIGN.md section 5): each session's in
+// stream order, one first seen after its start judged from its start
+// (the events before it are read, not printed). An exact copy is not
+// printed; an unreadable message is reported with the judge's text and
+// nothing more of its session is printed.
+type tailJudges struct {
+	st     *logstore.Store
+	judges map[string]*logstore.Judge
+	bad    map[string]bool
+}
+
+// judge says whether m is printed. err is the verdict on m or on a
+// message of its session before it (an *logstore.UnreadableError, once
+// per session), or a read that failed.
+func (t *tailJudges) judge(ctx context.Context, m *logstore.Msg) (bool, error) {
+	id, ok := logstore.SessionFromSubject(m.Subject)
+	if !ok || t.bad[id] {
+		return false, nil
+	}
+	j := t.judges[id]
+	if j == nil {
+		j = &logstore.Judge{SessionID: id}
+		var bad error
+		_, err := t.st.ReadStored(ctx, id, func(p *logstore.Msg) error {
+			if p.StreamSeq >= m.StreamSeq {
+				return logstore.ErrStop
+			}
+			if _, v, err := j.Next(p); v == logstore.VerdictUnreadable {
+				bad = err
+				return logstore.ErrStop
+			}
+			return nil
+		})
+		if err != nil {
+			return false, err
+		}
+		if bad != nil {
+			t.bad[id] = true
+			return false, bad
+		}
+		t.judges[id] = j
+	}
+	switch _, v, err := j.Next(m); v {
+	case logstore.VerdictUnreadable:
+		t.bad[id] = true
+		return false, err
+	case logstore.VerdictCopy:
+		return false, nil
+	}
+	return true, nil
 }
 
 // liveWriters decides which transient events tail prints: those whose
@@ -143,6 +196,7 @@ func (w *liveWriters) shown(ctx context.Context, m *logstore.LiveMsg) bool {
 func tailEvents(ctx context.Context, st *logstore.Store, id string, after int64, live bool, stdout, stderr io.Writer) error {
 	lines := make(chan tailLine, 1024)
 	writers := &liveWriters{st: st, states: map[string]*session.State{}}
+	judges := &tailJudges{st: st, judges: map[string]*logstore.Judge{}, bad: map[string]bool{}}
 	defer func() {
 		if writers.dropped > 0 {
 			fmt.Fprintf(stderr, "sessionlog tail: %d transient events not shown: their publisher may not write to the session (or the session could not be read)\n", writers.dropped)
@@ -180,21 +234,20 @@ func tailEvents(ctx context.Context, st *logstore.Store, id string, after int64,
 			// Start right after the stored event with seq == after.
 			spec.OnlyNew = false
 			if after > 0 {
-				var found uint64
-				tail, err := st.ReadSession(ctx, id, 0, func(m *logstore.Msg) error {
-					if e, err := schema.Decode(m.Data); err == nil && e.Seq == uint64(after) {
-						found = m.StreamSeq
+				// Judged up to the event with seq == after, where the
+				// judge of the events printed starts.
+				j := &logstore.Judge{SessionID: id}
+				if _, err := st.ReadJudged(ctx, j, func(_ *logstore.Msg, e *schema.Envelope) error {
+					if e.Seq == uint64(after) {
 						return logstore.ErrStop
 					}
 					return nil
-				})
-				if err != nil {
+				}); err != nil {
 					return err
 				}
-				if found == 0 {
-					found = tail.StreamSeq // fewer events than --after: only new ones
-				}
-				spec.StartAfter = found
+				// With fewer events than --after: only new ones.
+				spec.StartAfter = j.Last.StreamSeq
+				judges.judges[id] = j
 			}
 		}
 		fol, err := st.Follow(ctx, spec)
@@ -212,7 +265,7 @@ func tailEvents(ctx context.Context, st *logstore.Store, id string, after int64,
 					return
 				}
 				select {
-				case lines <- tailLine{durable: m.Data}:
+				case lines <- tailLine{durable: m}:
 				case <-ctx.Done():
 					return
 				}
@@ -226,7 +279,22 @@ func tailEvents(ctx context.Context, st *logstore.Store, id string, after int64,
 		case err := <-errc:
 			return err
 		case l := <-lines:
-			b := l.durable
+			var b []byte
+			if m := l.durable; m != nil {
+				shown, err := judges.judge(ctx, m)
+				var ue *logstore.UnreadableError
+				switch {
+				case errors.As(err, &ue) && id == "":
+					// The other sessions go on.
+					fmt.Fprintf(stderr, "sessionlog tail: %v\n", ue)
+				case err != nil:
+					return err
+				}
+				if !shown {
+					continue
+				}
+				b = m.Data
+			}
 			if m := l.live; m != nil {
 				if !writers.shown(ctx, m) {
 					continue

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -184,3 +185,91 @@ func TestTailLiveOnlyFromWriters(t *testing.T) {
 		t.Fatalf("stderr %q does not count the events not shown", errb.String())
 	}
 }
+
+// `sessionlog tail` judges what it prints as every reader does: a
+// message stored around the writers whose SL-Prev shows the event before
+// it changed (a well-formed event of the right seq otherwise) is reported
+// with the judge's text and not printed; following every session, the
+// others go on; following that session, tail ends with exit 1.
+func TestTailJudges(t *testing.T) {
+	d, nc, st := layoutStore(t, natstest.Layout{Partitions: 1, Nodes: 1})
+	ctx := context.Background()
+	mk := func(sid string, seq uint64) schema.Envelope {
+		typ, data := schema.TypeMessageUser, fmt.Sprintf(`{"content":"%s-%d"}`, sid, seq)
+		if seq == 1 {
+			typ, data = schema.TypeSessionCreated, `{}`
+		}
+		return schema.Envelope{SchemaVersion: schema.Version, SessionID: sid, Seq: seq, EventID: fmt.Sprintf("%s-%d", sid, seq), Time: time.Now().UTC(), Type: typ, Data: []byte(data)}
+	}
+	appendOne := func(sid string, seq uint64) {
+		t.Helper()
+		tail, err := st.Tail(ctx, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Append(ctx, logstore.AppendRequest{SessionID: sid, ExpectedStreamSeq: tail.StreamSeq, Events: []schema.Envelope{mk(sid, seq)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendOne("good", 1)
+	appendOne("bad", 1)
+	appendOne("bad", 2)
+
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- Main(tctx, []string{"tail", "--no-live", "--nats-url", d.URL}, &out, &errb) }()
+	// Events of good until tail prints one: it follows from then on.
+	seq := uint64(1)
+	natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		seq++
+		appendOne("good", seq)
+		if !strings.Contains(out.String(), `"good-`) {
+			return fmt.Errorf("nothing printed: %q (stderr %q)", out.String(), errb.String())
+		}
+		return nil
+	})
+	b, err := schema.Encode(ptr(mk("bad", 3)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nats.NewMsg(logstore.SubjectPrefix + "bad")
+	m.Data = b
+	m.Header.Set(logstore.HeaderMsgID, logstore.MsgID("bad", "bad-3"))
+	m.Header.Set(logstore.HeaderType, schema.TypeMessageUser)
+	m.Header.Set(logstore.HeaderSeq, "3")
+	m.Header.Set(logstore.HeaderPrev, logstore.ChainHash([]byte("another body")))
+	if _, err := natstest.JetStream(t, nc).PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	verdict := st.FirstUnreadable(ctx, "bad")
+	var ue *logstore.UnreadableError
+	if !errors.As(verdict, &ue) || ue.Kind != logstore.KindChanged {
+		t.Fatalf("the judge finds %v, want a changed event", verdict)
+	}
+	seq++
+	appendOne("good", seq)
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if !strings.Contains(out.String(), fmt.Sprintf(`"good-%d"`, seq)) {
+			return fmt.Errorf("good-%d not printed: %q", seq, out.String())
+		}
+		return nil
+	})
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if strings.Contains(out.String(), `"bad-3"`) || !strings.Contains(errb.String(), verdict.Error()) {
+		t.Fatalf("tail printed %q, said %q; want no bad-3 and %q", out.String(), errb.String(), verdict)
+	}
+
+	// Following the session alone, from after seq 1.
+	var out1, errb1 syncBuffer
+	code := Main(ctx, []string{"tail", "bad", "--after", "1", "--no-live", "--nats-url", d.URL}, &out1, &errb1)
+	if code != 1 || !strings.Contains(errb1.String(), verdict.Error()) || !strings.Contains(out1.String(), `"bad-2"`) || strings.Contains(out1.String(), `"bad-3"`) {
+		t.Fatalf("tail bad: exit %d, printed %q, said %q; want exit 1, bad-2 and the verdict", code, out1.String(), errb1.String())
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

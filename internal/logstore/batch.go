@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -23,7 +24,7 @@ const maxSeekProbes = 64
 
 // batchHeaderAllowance is what batchGet allows for an event's stored
 // headers besides its session id (Nats-Msg-Id's event id, SL-Type,
-// SL-Seq, SL-Schema).
+// SL-Seq, SL-Schema, SL-Prev: about 130 bytes with a 36-byte event id).
 const batchHeaderAllowance = 160
 
 // ReadBatch returns the bodies of the session's stored events with seq
@@ -42,61 +43,149 @@ const batchHeaderAllowance = 160
 // stored alone holds event k at stream seq tail.StreamSeq-(tail.Seq-k);
 // among other sessions' messages a few leader reads narrow it down. A
 // session without one message per seq gives ErrNotOnePerSeq.
+//
+// The batch is read without headers: the server would otherwise write
+// six headers into every message and the reader parse them. ReadChained
+// is ReadBatch with the headers a reader needs to check the hash chain.
 func (s *Store) ReadBatch(ctx context.Context, sessionID string, tail Tail, afterSeq uint64, n, maxBytes int) ([][]byte, error) {
+	c, err := s.readBatch(ctx, sessionID, tail, afterSeq, n, maxBytes, false)
+	return c.Bodies, err
+}
+
+// Chained is a run of a session's stored events as ReadChained returns
+// it: each body with its SL-Prev header, and the hash the first one must
+// carry.
+type Chained struct {
+	// PrevHash is ChainHash of the stored body of the event before the
+	// first ("" when the first is the session's seq 1).
+	PrevHash string
+	// Bodies are the events' stored bodies, oldest first.
+	Bodies [][]byte
+	// Prevs[i] is Bodies[i]'s SL-Prev header ("" when it has none).
+	Prevs []string
+}
+
+// ReadChained is ReadBatch for a reader that checks the hash chain
+// (DESIGN.md section 2): each body comes with its SL-Prev header, and
+// with afterSeq > 0 the batch starts one event earlier, at event
+// afterSeq, whose body is hashed (PrevHash) and not returned. Each
+// message's SL-Seq header, when it has one, must be its body's seq, as
+// the judge holds it (else ErrNotOnePerSeq). maxBytes counts the
+// returned bodies only.
+//
+// The headers cost the server six more per message and the reader their
+// parsing; the event before the first costs one more body in the batch.
+func (s *Store) ReadChained(ctx context.Context, sessionID string, tail Tail, afterSeq uint64, n, maxBytes int) (Chained, error) {
+	return s.readBatch(ctx, sessionID, tail, afterSeq, n, maxBytes, true)
+}
+
+func (s *Store) readBatch(ctx context.Context, sessionID string, tail Tail, afterSeq uint64, n, maxBytes int, chained bool) (Chained, error) {
 	loc, err := s.Locate(sessionID)
 	if err != nil {
-		return nil, err
+		return Chained{}, err
 	}
 	if afterSeq >= tail.Seq || n <= 0 {
-		return nil, nil
+		return Chained{}, nil
 	}
 	if tail.Seq > tail.StreamSeq {
-		return nil, ErrNotOnePerSeq
+		return Chained{}, ErrNotOnePerSeq
 	}
-	after, err := s.seekSeq(ctx, loc, tail, afterSeq)
+	c := &collector{afterSeq: afterSeq, n: int(min(uint64(n), tail.Seq-afterSeq)), maxBytes: maxBytes, chained: chained}
+	if chained && afterSeq > 0 {
+		c.lead = 1
+	}
+	after, err := s.seekSeq(ctx, loc, tail, afterSeq-uint64(c.lead))
 	if err != nil {
-		return nil, err
+		return Chained{}, err
 	}
-	n = int(min(uint64(n), tail.Seq-afterSeq))
-	bodies, size, last, complete := s.batchGet(ctx, loc, after, afterSeq, n, maxBytes)
+	last, complete := s.batchGet(ctx, loc, after, c)
 	if complete {
-		return bodies, nil
+		return c.out, nil
 	}
 	// The rest from the leader, checked as the batch was: after the last
 	// event the batch gave if it is known, else (or if that goes wrong:
 	// events lost at the end of the answer) all of it.
 	if last != 0 {
-		more, err := s.readLeader(ctx, loc, sessionID, tail, last, afterSeq+uint64(len(bodies)), n-len(bodies), maxBytes-size)
+		err := s.readLeader(ctx, loc, sessionID, tail, last, c)
 		if err == nil {
-			return append(bodies, more...), nil
+			return c.out, nil
 		}
 		if !errors.Is(err, ErrNotOnePerSeq) {
-			return nil, err
+			return Chained{}, err
 		}
 	}
-	return s.readLeader(ctx, loc, sessionID, tail, after, afterSeq, n, maxBytes)
+	c.reset()
+	if err := s.readLeader(ctx, loc, sessionID, tail, after, c); err != nil {
+		return Chained{}, err
+	}
+	return c.out, nil
 }
 
-// readLeader is ReadBatch's events read from the leader, from the message
-// after stream seq after, which must be event afterSeq+1.
-func (s *Store) readLeader(ctx context.Context, loc Location, sessionID string, tail Tail, after, afterSeq uint64, n, maxBytes int) ([][]byte, error) {
-	var bodies [][]byte
-	size := 0
+// collector gathers a batched read's events in seq order: with lead 1
+// first event afterSeq (hashed, not kept), then afterSeq+1, ..., until it
+// holds n bodies or they reach maxBytes.
+type collector struct {
+	afterSeq    uint64
+	n, maxBytes int
+	chained     bool // keep each body's SL-Prev
+	lead        int  // 1: event afterSeq comes first, for its hash
+
+	seen int // messages taken, the lead included
+	size int // of the bodies kept
+	out  Chained
+}
+
+func (c *collector) reset() {
+	c.seen, c.size, c.out = 0, 0, Chained{}
+}
+
+// next is the seq of the event the collector takes next.
+func (c *collector) next() uint64 { return c.afterSeq + 1 + uint64(c.seen) - uint64(c.lead) }
+
+// add takes the next stored message (hdr nil: read without headers);
+// false when it is not the event of the next seq, whose SL-Seq header
+// (when it has one) says so too.
+func (c *collector) add(body []byte, hdr nats.Header) bool {
+	seq, ok := seqOfBody(body)
+	if !ok || seq != c.next() {
+		return false
+	}
+	if h := hdr.Get(HeaderSeq); h != "" {
+		if hs, err := strconv.ParseUint(h, 10, 64); err != nil || hs != seq {
+			return false
+		}
+	}
+	c.seen++
+	if c.seen <= c.lead {
+		c.out.PrevHash = ChainHash(body)
+		return true
+	}
+	c.out.Bodies = append(c.out.Bodies, body)
+	if c.chained {
+		c.out.Prevs = append(c.out.Prevs, hdr.Get(HeaderPrev))
+	}
+	c.size += len(body)
+	return true
+}
+
+// full reports whether the collector holds all it was asked for.
+func (c *collector) full() bool {
+	return len(c.out.Bodies) == c.n || (c.maxBytes > 0 && c.size >= c.maxBytes)
+}
+
+// readLeader is readBatch's events read from the leader into c, from the
+// message after stream seq after, which must be event c.next().
+func (s *Store) readLeader(ctx context.Context, loc Location, sessionID string, tail Tail, after uint64, c *collector) error {
 	_, err := s.readUpTo(ctx, loc, sessionID, after, tail, func(m *Msg) error {
-		if seq, ok := seqOfMsg(m); !ok || seq != afterSeq+uint64(len(bodies))+1 {
+		if !c.add(m.Data, m.Header) {
 			return ErrNotOnePerSeq
 		}
-		bodies = append(bodies, m.Data)
-		size += len(m.Data)
-		if len(bodies) == n || (maxBytes > 0 && size >= maxBytes) {
+		if c.full() {
 			return ErrStop
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	return bodies, nil
+	return err
 }
 
 // seekSeq returns a stream seq after which the session's first message
@@ -154,49 +243,49 @@ func (s *Store) seekSeq(ctx context.Context, loc Location, tail Tail, afterSeq u
 	return lo - 1, nil
 }
 
-// batchGet reads the bodies of the session's n events after stream seq
-// after (the first being seq afterSeq+1) with one batched direct get. It
-// returns the prefix of the answer that is those events in order and the
-// size of their bodies; complete is false when that prefix is short of n
-// events and of maxBytes (a stale replica, a lost message, an error).
-// last is then the stream seq of the prefix's last event, 0 when that is
-// not known.
+// batchGet reads c's events (the first being event c.next()) from the
+// message after stream seq after with one batched direct get, into c. It
+// takes the prefix of the answer that is those events in order; complete
+// is false when c is not full after it (a stale replica, a lost message,
+// an error). last is then the stream seq of the prefix's last event, 0
+// when that is not known.
 //
-// The batch is asked without headers: the server would otherwise write
-// six headers into every message and the reader parse them, which costs
-// more than the rest of the read. The bodies carry their seqs, and the
-// end of the batch says the stream seq of its last message.
+// Unless c keeps each body's SL-Prev, the batch is asked without
+// headers: the server would otherwise write six headers into every
+// message and the reader parse them, which costs more than the rest of
+// the read. The bodies carry their seqs, and the end of the batch says
+// the stream seq of its last message.
 //
 // The server stops a batch at its max_bytes counting each message's
 // subject and stored headers besides its body: it is asked for maxBytes
 // and an allowance per event for those, so that it does not stop before
-// the bodies reach maxBytes (if it does, the leader reads the rest).
-func (s *Store) batchGet(ctx context.Context, loc Location, after, afterSeq uint64, n, maxBytes int) (bodies [][]byte, size int, last uint64, complete bool) {
-	req := directGetRequest{Seq: after + 1, NextFor: loc.Subject, Batch: n, NoHeaders: true}
-	if maxBytes > 0 {
+// the bodies reach maxBytes (if it does, the leader reads the rest). A
+// lead event, which maxBytes does not count, is allowed the mean body of
+// a batch that reaches maxBytes.
+func (s *Store) batchGet(ctx context.Context, loc Location, after uint64, c *collector) (last uint64, complete bool) {
+	batch := c.n + c.lead
+	req := directGetRequest{Seq: after + 1, NextFor: loc.Subject, Batch: batch, NoHeaders: !c.chained}
+	if c.maxBytes > 0 {
 		perEvent := len(loc.Subject) + len(loc.Subject) + batchHeaderAllowance // Nats-Msg-Id holds the session id
-		req.MaxBytes = maxBytes + n*perEvent
+		req.MaxBytes = c.maxBytes + batch*perEvent + c.lead*(c.maxBytes/c.n)
 	}
 	msgs, eob, err := s.directBatch(ctx, loc.Stream, req)
-	bodies = make([][]byte, 0, len(msgs))
 	for _, m := range msgs {
-		if seq, ok := seqOfBody(m.Data); !ok || seq != afterSeq+uint64(len(bodies))+1 {
-			return bodies, size, 0, false
+		if !c.add(m.Data, m.Header) {
+			return 0, false
 		}
-		bodies = append(bodies, m.Data)
-		size += len(m.Data)
-		if len(bodies) == n || (maxBytes > 0 && size >= maxBytes) {
-			return bodies, size, 0, true
+		if c.full() {
+			return 0, true
 		}
 	}
-	if err != nil || eob == nil || len(bodies) == 0 {
-		return bodies, size, 0, false
+	if err != nil || eob == nil || c.seen == 0 {
+		return 0, false
 	}
 	last, err = strconv.ParseUint(eob.Header.Get(jetstream.LastSequenceHeader), 10, 64)
 	if err != nil || last <= after {
-		return bodies, size, 0, false
+		return 0, false
 	}
-	return bodies, size, last, false
+	return last, false
 }
 
 // seqOfMsg is a stored event's seq, from its SL-Seq header or else its

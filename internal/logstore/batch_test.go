@@ -13,6 +13,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // samePartition returns an id other than id whose events go to id's
@@ -47,15 +48,52 @@ func appendRun(t *testing.T, st *logstore.Store, sid string, n int) {
 // leaderBodies is every stored body of the session, read from the leader.
 func leaderBodies(t *testing.T, st *logstore.Store, sid string) ([][]byte, logstore.Tail) {
 	t.Helper()
+	out, _, tail := leaderChain(t, st, sid)
+	return out, tail
+}
+
+// leaderChain is every stored body of the session and its SL-Prev, read
+// from the leader.
+func leaderChain(t *testing.T, st *logstore.Store, sid string) ([][]byte, []string, logstore.Tail) {
+	t.Helper()
 	var out [][]byte
+	var prevs []string
 	tail, err := st.ReadSession(context.Background(), sid, 0, func(m *logstore.Msg) error {
-		out = append(out, m.Data)
+		out, prevs = append(out, m.Data), append(prevs, m.Header.Get(logstore.HeaderPrev))
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out, tail
+	return out, prevs, tail
+}
+
+// checkChained checks ReadChained after seq from against what the leader
+// holds (want, prevs) and against ReadBatch.
+func checkChained(t *testing.T, st *logstore.Store, sid string, tail logstore.Tail, from, n, maxBytes int, want [][]byte, prevs []string) {
+	t.Helper()
+	got, err := st.ReadChained(context.Background(), sid, tail, uint64(from), n, maxBytes)
+	if err != nil {
+		t.Fatalf("after %d: %v", from, err)
+	}
+	batch, err := st.ReadBatch(context.Background(), sid, tail, uint64(from), n, maxBytes)
+	if err != nil {
+		t.Fatalf("after %d: %v", from, err)
+	}
+	checkBodies(t, got.Bodies, want, from, len(batch))
+	checkBodies(t, batch, want, from, len(batch))
+	wantHash := ""
+	if from > 0 && from < len(want) {
+		wantHash = logstore.ChainHash(want[from-1])
+	}
+	if got.PrevHash != wantHash || len(got.Prevs) != len(got.Bodies) {
+		t.Fatalf("after %d: prev hash %q and %d SL-Prevs, want %q and %d", from, got.PrevHash, len(got.Prevs), wantHash, len(got.Bodies))
+	}
+	for i, p := range got.Prevs {
+		if p != prevs[from+i] || (from+i > 0 && p != logstore.ChainHash(want[from+i-1])) {
+			t.Fatalf("after %d: event %d's SL-Prev %q, want %q", from, i, p, prevs[from+i])
+		}
+	}
 }
 
 // interleavedOnOneNode stores runs of size events of sid, each followed
@@ -106,7 +144,7 @@ func testReadBatch(t *testing.T, l natstest.Layout) {
 		appendRun(t, st, sid, 1+i%13)
 		appendRun(t, st, other, 1+i%3)
 	}
-	want, tail := leaderBodies(t, st, sid)
+	want, prevs, tail := leaderChain(t, st, sid)
 	n := len(want)
 	if n < 600 || tail.StreamSeq < uint64(n)+100 {
 		t.Fatalf("%d events up to stream seq %d: not interleaved enough", n, tail.StreamSeq)
@@ -127,6 +165,7 @@ func testReadBatch(t *testing.T, l natstest.Layout) {
 				t.Fatalf("store %d after %d: %v", i, after, err)
 			}
 			checkBodies(t, got, want, after, min(batch, n-after))
+			checkChained(t, s, sid, tail, after, batch, 0, want, prevs)
 		}
 		// The whole session, a batch at a time.
 		var all [][]byte
@@ -144,6 +183,7 @@ func testReadBatch(t *testing.T, l natstest.Layout) {
 			t.Fatal(err)
 		}
 		checkBodies(t, got, want, 10, 3)
+		checkChained(t, s, sid, tail, 10, batch, len(want[10])+len(want[11])+1, want, prevs)
 	}
 	// Events appended after the tail was read are not part of it.
 	appendRun(t, st, sid, 5)
@@ -193,6 +233,7 @@ func TestReadBatchStaleReplica(t *testing.T) {
 	}
 	// Direct gets go to the stream or to its mirror, as they fall: 40
 	// reads of each kind reach the mirror many times.
+	_, prevs, _ := leaderChain(t, st, sid)
 	for i := 0; i < 40; i++ {
 		after := len(want) - 100 + i
 		got, err := st.ReadBatch(ctx, sid, tail, uint64(after), 1000, 0)
@@ -200,6 +241,7 @@ func TestReadBatchStaleReplica(t *testing.T) {
 			t.Fatalf("after %d: %v", after, err)
 		}
 		checkBodies(t, got, want, after, len(want)-after)
+		checkChained(t, st, sid, tail, after, 1000, 0, want, prevs)
 		got, err = st.ReadBatch(ctx, sid, tail, uint64(len(want)-10), 1000, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -236,4 +278,35 @@ func TestReadBatchPartlyErased(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkBodies(t, got, want, 3, len(want)-3)
+}
+
+// JudgeAfter finds the session's last stored event at or before a stream
+// seq, among another session's messages: a judge that reads on from
+// there judges what follows as a judge from the session's start would.
+func TestJudgeAfter(t *testing.T) {
+	const sid = "after"
+	_, st, want, tail := interleavedOnOneNode(t, sid, 6, 3)
+	ctx := context.Background()
+	var at []uint64 // stream seq of each event
+	if _, err := st.ReadSession(ctx, sid, 0, func(m *logstore.Msg) error { at = append(at, m.StreamSeq); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if j, err := st.JudgeAfter(ctx, sid, 0); err != nil || j.Last.Exists() {
+		t.Fatalf("at 0: %+v %v", j.Last, err)
+	}
+	for i, p := range at {
+		for _, q := range []uint64{p, p + 1} {
+			if i+1 < len(at) && q >= at[i+1] {
+				continue
+			}
+			j, err := st.JudgeAfter(ctx, sid, q)
+			if err != nil || j.Last.StreamSeq != p || j.Last.Seq != uint64(i+1) || j.Last.Hash != logstore.ChainHash(want[i]) || j.Last.EventID == "" {
+				t.Fatalf("at %d: %+v %v; want seq %d at stream seq %d", q, j.Last, err, i+1, p)
+			}
+			n := 0
+			if _, err := st.ReadJudged(ctx, &j, func(*logstore.Msg, *schema.Envelope) error { n++; return nil }); err != nil || n != len(at)-i-1 || j.Last.StreamSeq != tail.StreamSeq {
+				t.Fatalf("read on from %d: %d events, at %d, %v", q, n, j.Last.StreamSeq, err)
+			}
+		}
+	}
 }

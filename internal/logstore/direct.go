@@ -119,10 +119,15 @@ func (s *Store) directBatch(ctx context.Context, stream string, req directGetReq
 // directGetRequest is a batched direct get: up to Batch messages of the
 // subject from stream sequence Seq on, stopping once MaxBytes (subjects,
 // stored headers and bodies) were sent; with NoHeaders only their bodies.
+//
+// With LastFor (multi_last) and UpTo instead of NextFor: the last message
+// of each subject at or before stream seq UpTo.
 type directGetRequest struct {
-	Seq       uint64 `json:"seq"`
-	NextFor   string `json:"next_by_subj"`
-	Batch     int    `json:"batch"`
-	MaxBytes  int    `json:"max_bytes,omitempty"`
-	NoHeaders bool   `json:"no_hdr,omitempty"`
+	Seq       uint64   `json:"seq"`
+	NextFor   string   `json:"next_by_subj,omitempty"`
+	Batch     int      `json:"batch"`
+	MaxBytes  int      `json:"max_bytes,omitempty"`
+	NoHeaders bool     `json:"no_hdr,omitempty"`
+	LastFor   []string `json:"multi_last,omitempty"`
+	UpTo      uint64   `json:"up_to_seq,omitempty"`
 }

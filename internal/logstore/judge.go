@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -173,6 +175,41 @@ func (s *Store) ReadJudged(ctx context.Context, j *Judge, fn func(m *Msg, ev *sc
 		return tail, bad
 	}
 	return tail, err
+}
+
+// JudgeAfter returns a judge of the session's messages stored after
+// stream seq at, for a reader that reads on from there (ReadJudged with
+// it): its Last is the session's last stored event at or before at, the
+// zero Tail when it has none. That event is found with one direct get,
+// which any replica may answer: one behind the leader gives an earlier
+// event of the session, and ReadJudged then judges the events after it
+// too. The event itself is taken as stored, not judged (the reader judged
+// it before, or reads only what follows it); a message there that is not
+// an event gets the judge's verdict.
+func (s *Store) JudgeAfter(ctx context.Context, sessionID string, at uint64) (Judge, error) {
+	j := Judge{SessionID: sessionID}
+	loc, err := s.Locate(sessionID)
+	if err != nil || at == 0 {
+		return j, err
+	}
+	msgs, eob, err := s.directBatch(ctx, loc.Stream, directGetRequest{LastFor: []string{loc.Subject}, UpTo: at, Batch: 1})
+	if err != nil {
+		return j, fmt.Errorf("logstore: read %s at stream seq %d: %w", loc.Subject, at, err)
+	}
+	if len(msgs) == 0 {
+		if eob == nil {
+			return j, nil // 404: no message of the session there
+		}
+		return j, fmt.Errorf("logstore: read %s at stream seq %d: no answer", loc.Subject, at)
+	}
+	m := msgs[0]
+	streamSeq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if err != nil || streamSeq > at || m.Header.Get(jetstream.SubjectHeader) != loc.Subject {
+		return j, fmt.Errorf("logstore: read %s at stream seq %d: answered %q at stream seq %q", loc.Subject, at, m.Header.Get(jetstream.SubjectHeader), m.Header.Get(jetstream.SequenceHeader))
+	}
+	t, err := tailOf(sessionID, &Msg{StreamSeq: streamSeq, Subject: loc.Subject, Header: m.Header, Data: m.Data})
+	j.Last = t
+	return j, err
 }
 
 // ReadStored is ReadSession from the session's start for a reader that

@@ -28,6 +28,14 @@ var BreakKinds = []string{BreakDelete, BreakChange, BreakSwap}
 // the stream would drop them as duplicates).
 func BreakChain(t TB, nc *nats.Conn, stream, subject, how string) {
 	t.Helper()
+	BreakChainAt(t, nc, stream, subject, how, 1)
+}
+
+// BreakChainAt is BreakChain at the subject's message i (from 0) instead
+// of its second: delete removes it, change changes its body, swap swaps it
+// with the next. The subject holds at least i+3 messages.
+func BreakChainAt(t TB, nc *nats.Conn, stream, subject, how string, i int) {
+	t.Helper()
 	ctx := context.Background()
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -49,26 +57,26 @@ func BreakChain(t TB, nc *nats.Conn, stream, subject, how string) {
 		msgs = append(msgs, m)
 		seq = m.Sequence + 1
 	}
-	if len(msgs) < 4 {
-		t.Fatalf("natstest: %s holds %d messages, BreakChain needs 4", subject, len(msgs))
+	if i < 0 || len(msgs) < i+3 {
+		t.Fatalf("natstest: %s holds %d messages, BreakChain at message %d needs %d", subject, len(msgs), i, i+3)
 	}
 	switch how {
 	case BreakDelete:
-		if err := s.DeleteMsg(ctx, msgs[1].Sequence); err != nil {
+		if err := s.DeleteMsg(ctx, msgs[i].Sequence); err != nil {
 			t.Fatalf("natstest: delete: %v", err)
 		}
 		return
 	case BreakChange:
 		var body map[string]any
-		if err := json.Unmarshal(msgs[1].Data, &body); err != nil {
-			t.Fatalf("natstest: %s's second body: %v", subject, err)
+		if err := json.Unmarshal(msgs[i].Data, &body); err != nil {
+			t.Fatalf("natstest: %s's body %d: %v", subject, i, err)
 		}
 		body["time"] = "2001-02-03T04:05:06Z"
-		if msgs[1].Data, err = json.Marshal(body); err != nil {
+		if msgs[i].Data, err = json.Marshal(body); err != nil {
 			t.Fatalf("natstest: %v", err)
 		}
 	case BreakSwap:
-		msgs[1], msgs[2] = msgs[2], msgs[1]
+		msgs[i], msgs[i+1] = msgs[i+1], msgs[i]
 	default:
 		t.Fatalf("natstest: BreakChain: no way %q", how)
 	}

@@ -183,22 +183,27 @@ func (l *Live) export(ctx context.Context, t liveTurn) {
 
 // read returns the events of turn t: those after the previous turn's end
 // (events between turns go to the next turn's trace) through its
-// turn/ended.
+// turn/ended. They are read through the judge (logstore.Judge), from the
+// session's event stored last at or before the previous turn's end (the
+// projector judged the session up to there), so a message changed,
+// missing or moved since is found, and the turn is not exported.
 func (l *Live) read(ctx context.Context, t liveTurn) ([]schema.Envelope, error) {
 	var evs []schema.Envelope
 	from := uint64(0)
 	if t.known {
 		from = t.from
 	}
-	_, err := l.cfg.Store.ReadSession(ctx, t.session, from, func(m *logstore.Msg) error {
+	j, err := l.cfg.Store.JudgeAfter(ctx, t.session, from)
+	if err != nil {
+		return nil, err
+	}
+	_, err = l.cfg.Store.ReadJudged(ctx, &j, func(m *logstore.Msg, ev *schema.Envelope) error {
 		if m.StreamSeq > t.through {
 			return logstore.ErrStop
 		}
-		ev, err := schema.Decode(m.Data)
-		if err != nil {
-			return err
+		if m.StreamSeq > from {
+			evs = append(evs, *ev)
 		}
-		evs = append(evs, ev)
 		return nil
 	})
 	if err != nil {
@@ -230,14 +235,11 @@ func (l *Live) read(ctx context.Context, t liveTurn) ([]schema.Envelope, error) 
 	return evs, nil
 }
 
-// first reads the session's first event.
+// first reads the session's first event, judged.
 func (l *Live) first(ctx context.Context, id string) (*schema.Envelope, error) {
 	var ev schema.Envelope
-	_, err := l.cfg.Store.ReadSession(ctx, id, 0, func(m *logstore.Msg) error {
-		var err error
-		if ev, err = schema.Decode(m.Data); err != nil {
-			return err
-		}
+	_, err := l.cfg.Store.ReadJudged(ctx, &logstore.Judge{SessionID: id}, func(_ *logstore.Msg, e *schema.Envelope) error {
+		ev = *e
 		return logstore.ErrStop
 	})
 	return &ev, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -416,6 +417,9 @@ func counter(t *testing.T, reg *prometheus.Registry, name, reason string) float6
 			continue
 		}
 		for _, m := range mf.Metric {
+			if reason == "" && len(m.Label) == 0 {
+				return m.Counter.GetValue()
+			}
 			for _, l := range m.Label {
 				if l.GetName() == "reason" && l.GetValue() == reason {
 					return m.Counter.GetValue()
@@ -482,5 +486,79 @@ func TestExportLongSessionInParts(t *testing.T) {
 	}
 	if len(sizes) < 2 || total != 2*turns || len(views(rcv.Take())) != 2*turns {
 		t.Errorf("requests of %v spans, want %d spans in all in several", sizes, 2*turns)
+	}
+}
+
+// A turn whose stored events changed after the projector folded them (a
+// body replaced by another well-formed event of the same seq, which only
+// the next event's SL-Prev shows) is read through the judge and not
+// exported: it is dropped as unreadable, and the turn before it, which
+// the change does not reach, is exported.
+func TestLiveExportJudges(t *testing.T) {
+	rcv := otlptest.NewReceiver(t)
+	nc := natstest.Connect(t, natstest.RunServer(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	st, err := logstore.Open(ctx, nc, logstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "otel-judged"
+	evs := sessionfixture.Events(id)
+	appendAll(t, st, evs)
+	// The third event after the first turn's end changes: the judge
+	// finds the break at the fourth, inside the second turn.
+	var ends []int
+	for i, e := range evs {
+		if e.Type == schema.TypeTurnEnded {
+			ends = append(ends, i)
+		}
+	}
+	if len(ends) != 2 || ends[0]+3 >= ends[1] {
+		t.Fatalf("the fixture's turns end at %v", ends)
+	}
+	end1 := ends[0]
+	natstest.BreakChainAt(t, nc, logstore.StreamName, logstore.SubjectPrefix+id, natstest.BreakChange, end1+2)
+	var ue *logstore.UnreadableError
+	if err := st.FirstUnreadable(ctx, id); !errors.As(err, &ue) || ue.Kind != logstore.KindChanged {
+		t.Fatalf("the judge finds %v, want a changed event", err)
+	}
+
+	exp, err := otelexport.NewOTLPHTTP(ctx, rcv.URL, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	live, err := otelexport.NewLive(otelexport.LiveConfig{Exporter: exp, Store: st, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the projector saw before the change: every event, where it is
+	// stored now.
+	if _, err := st.ReadSession(ctx, id, 0, func(m *logstore.Msg) error {
+		e, err := schema.Decode(m.Data)
+		if err == nil {
+			live.Observe(&e, m.StreamSeq)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- live.Run(ctx) }()
+	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+		exported := counter(t, reg, "sessionlog_otlp_turns_exported_total", "")
+		dropped := counter(t, reg, "sessionlog_otlp_turns_dropped_total", "unreadable")
+		if exported+dropped < 2 {
+			return fmt.Errorf("%v turns exported, %v dropped as unreadable", exported, dropped)
+		}
+		if exported != 1 || dropped != 1 {
+			return fmt.Errorf("%v turns exported, %v dropped as unreadable; want 1 and 1", exported, dropped)
+		}
+		return nil
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

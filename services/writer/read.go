@@ -140,21 +140,21 @@ func ReadPage(ctx context.Context, st *logstore.Store, req ReadRequest, maxBytes
 		return true
 	}
 	// The page's events are read with one batched get bounded by the tail
-	// read from the leader above (logstore.ReadBatch): a replica behind
+	// read from the leader above (logstore.ReadChained): a replica behind
 	// the leader is completed from the leader, so a page never ends early
-	// with more false, nor skips an event. The batch carries bodies alone,
-	// checked as the judge would (pageEvent); a page that reaches the tail
-	// must end with the tail's body. Any doubt sends the read through the
-	// judge from the session's start, which serves exactly the events
-	// before the first unreadable message and answers that message's
-	// verdict when the page reaches it.
-	bodies, err := st.ReadBatch(ctx, req.SessionID, tail, req.AfterSeq, limit, budget)
-	judged := err == nil && len(bodies) > 0
-	read := 0
-	for i := 0; judged && i < len(bodies); i++ {
-		judged = pageEvent(req.SessionID, bodies[i], req.AfterSeq+uint64(i)+1)
-		read += len(bodies[i])
-	}
+	// with more false, nor skips an event. Each event is checked as the
+	// judge would check it after the one before (chainedPage): its body
+	// (session, seq, type), its SL-Seq and its SL-Prev, the first one's
+	// against the stored event at AfterSeq, which the batch reads too. The
+	// batch also reads the event after the page, which the judge reads
+	// before it stops (a message whose SL-Prev shows the page's last body
+	// changed). A page that reaches the tail must end with the tail's body.
+	// Any doubt sends the read through the judge from the session's start,
+	// which serves exactly the events before the first unreadable message
+	// and answers that message's verdict when the page reaches it.
+	batch, err := st.ReadChained(ctx, req.SessionID, tail, req.AfterSeq, limit+1, budget+1)
+	bodies := batch.Bodies
+	judged := err == nil && chainedPage(req.SessionID, req.AfterSeq, batch)
 	switch end := req.AfterSeq + uint64(len(bodies)); {
 	case !judged:
 	case end == tail.Seq:
@@ -162,9 +162,13 @@ func ReadPage(ctx context.Context, st *logstore.Store, req ReadRequest, maxBytes
 		// it), not a message whose seq only says so.
 		judged = logstore.ChainHash(bodies[len(bodies)-1]) == tail.Hash
 	default:
-		// Short of the tail, a batch ends early only at the page's limit
-		// or budget: otherwise the seqs are not what they say.
-		judged = len(bodies) == limit || read >= budget
+		// Short of the tail, a batch ends early only past the page's
+		// limit or budget: otherwise the seqs are not what they say.
+		read := 0
+		for _, b := range bodies {
+			read += len(b)
+		}
+		judged = len(bodies) == limit+1 || read > budget
 	}
 	if judged {
 		for i, b := range bodies {
@@ -208,6 +212,26 @@ func readFailed(ctx context.Context, sessionID string, err error) error {
 		return schema.Errorf(schema.CodeNotCommitted, "read %s: %v", sessionID, ctx.Err())
 	}
 	return schema.Errorf(schema.CodeNotCommitted, "cannot read the session: %v", err)
+}
+
+// chainedPage reports whether a batch read after seq afterSeq, up to
+// the tail, is what the judge would find there, as far as the page goes:
+// events of seqs afterSeq+1, ... (ReadChained holds their SL-Seq headers
+// to it), each the session's next event (pageEvent) whose SL-Prev, when
+// it has one, is the hash of the stored body before it (DESIGN.md
+// section 2).
+func chainedPage(sessionID string, afterSeq uint64, b logstore.Chained) bool {
+	if len(b.Bodies) == 0 {
+		return false
+	}
+	prev := b.PrevHash
+	for i, body := range b.Bodies {
+		if !pageEvent(sessionID, body, afterSeq+uint64(i)+1) || (b.Prevs[i] != "" && prev != "" && b.Prevs[i] != prev) {
+			return false
+		}
+		prev = logstore.ChainHash(body)
+	}
+	return true
 }
 
 // pageEvent reports whether a body read by seq is what the judge would

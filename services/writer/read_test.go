@@ -3,6 +3,9 @@ package writer_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -295,5 +298,95 @@ func testReadInterleaved(t *testing.T, l natstest.Layout) {
 	}
 	if r, ed, _ := readReq(t, e.nc, `{"sessionId":"`+other+`","afterSeq":1190}`); ed != nil || len(r.Events) != 10 {
 		t.Fatalf("the other session: %+v %+v", r, ed)
+	}
+}
+
+// judgedPage is the page the judge gives (DESIGN.md section 5, "Reading
+// stored messages"): the session read from its start, its events after
+// after up to limit, more when one follows them; when the judge stops at
+// an unreadable message before the page is full and one more event is
+// read, its verdict instead.
+func judgedPage(t *testing.T, st *logstore.Store, sid string, after uint64, limit int) (seqs []uint64, more bool, verdict string) {
+	t.Helper()
+	_, err := st.ReadJudged(context.Background(), &logstore.Judge{SessionID: sid}, func(_ *logstore.Msg, ev *schema.Envelope) error {
+		if ev.Seq > after {
+			if seqs = append(seqs, ev.Seq); len(seqs) > limit {
+				return logstore.ErrStop
+			}
+		}
+		return nil
+	})
+	switch {
+	case len(seqs) > limit:
+		return seqs[:limit], true, ""
+	case errors.Is(err, logstore.ErrUnreadable):
+		return nil, false, err.Error()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return seqs, false, ""
+}
+
+// A page over a session whose stored chain is broken in the middle (the
+// event at seq k replaced by a well-formed event of the same seq and
+// another body, which only the next event's SL-Prev reveals; the event
+// deleted; two swapped) answers what the judge gives: the events before
+// the first bad message when the page stops short of it, else unreadable
+// with the judge's text. Pages from every position up to the break, with
+// limits that end before it, on it and after it.
+func TestReadChainBroken(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	ctx := context.Background()
+	const n, k = 60, 30 // the break is at seq k (message k-1)
+	for _, how := range natstest.BreakKinds {
+		t.Run(how, func(t *testing.T) {
+			sid := "chain-" + how
+			// Another session's events between its events, so that stream
+			// seqs are not session seqs.
+			var evs []schema.Envelope
+			if err := sessiongen.GenSession(sid, n, func(ev schema.Envelope) error { evs = append(evs, ev); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			mustOK(t, e.nc, map[string]any{"sessionId": sid + "-other", "events": events(created())})
+			var expected uint64
+			for i := 0; i < n; i += 7 {
+				r, err := e.st.Append(ctx, logstore.AppendRequest{SessionID: sid, ExpectedStreamSeq: expected, Events: evs[i:min(i+7, n)]})
+				if err != nil {
+					t.Fatal(err)
+				}
+				expected = r.StreamSeq
+				mustOK(t, e.nc, map[string]any{"sessionId": sid + "-other", "events": events(userEv(fmt.Sprintf("o%d", i), "between"))})
+			}
+			natstest.BreakChainAt(t, e.nc, "SESSIONS", logstore.SubjectPrefix+sid, how, k-1)
+			if err := e.st.FirstUnreadable(ctx, sid); !errors.Is(err, logstore.ErrUnreadable) {
+				t.Fatalf("the judge finds %v, want the session unreadable", err)
+			}
+			asked := 0
+			for _, after := range []uint64{0, 1, k - 3, k - 2, k - 1, k} {
+				if how == natstest.BreakDelete && after == k {
+					continue // no event k to read after
+				}
+				for _, limit := range []int{1, int(k-2-after) + 1, int(k - 1 - after), int(k - after), int(k + 1 - after), 1000} {
+					if limit < 1 {
+						continue
+					}
+					wantSeqs, wantMore, verdict := judgedPage(t, e.st, sid, after, limit)
+					body := fmt.Sprintf(`{"sessionId":%q,"afterSeq":%d,"limit":%d}`, sid, after, limit)
+					r, ed, _ := readReq(t, e.nc, body)
+					asked++
+					switch {
+					case verdict != "":
+						if ed == nil || ed.Code != api.CodeUnreadable || ed.Message != verdict {
+							t.Errorf("%s: got %d events %+v, want unreadable %q", body, len(r.Events), ed, verdict)
+						}
+					case ed != nil:
+						t.Errorf("%s: got %s %q, want %d events", body, ed.Code, ed.Message, len(wantSeqs))
+					case !slices.Equal(seqs(t, r.Events), wantSeqs) || r.More != wantMore || r.LastSeq != n:
+						t.Errorf("%s: got seqs %v more %v lastSeq %d, want %v more %v", body, seqs(t, r.Events), r.More, r.LastSeq, wantSeqs, wantMore)
+					}
+				}
+			}
+			t.Logf("%d pages, verdict %v", asked, e.st.FirstUnreadable(ctx, sid))
+		})
 	}
 }
