@@ -344,7 +344,7 @@ func TestReadChainBroken(t *testing.T) {
 			// Another session's events between its events, so that stream
 			// seqs are not session seqs.
 			var evs []schema.Envelope
-			if err := sessiongen.GenSession(sid, n, func(ev schema.Envelope) error { evs = append(evs, ev); return nil }); err != nil {
+			if err := gen.Exact(sid, n, func(ev schema.Envelope) error { evs = append(evs, ev); return nil }); err != nil {
 				t.Fatal(err)
 			}
 			mustOK(t, e.nc, map[string]any{"sessionId": sid + "-other", "events": events(created())})
