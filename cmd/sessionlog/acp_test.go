@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sessionlog/sessionlog/internal/acpagent"
 	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
@@ -161,14 +162,14 @@ func TestACPConformance(t *testing.T) {
 	if len(rep.List) > 0 && (rep.List[0].Cwd != "/work/app" || rep.List[0].Title != "Fix the flaky test") {
 		t.Errorf("listed %+v", rep.List[0])
 	}
-	if !rep.Prompt.Refused || rep.Prompt.Code != rpcReadOnly || !strings.Contains(rep.Prompt.Message, "read-only") {
-		t.Errorf("session/prompt: %+v, want refused with %d read-only", rep.Prompt, rpcReadOnly)
+	if !rep.Prompt.Refused || rep.Prompt.Code != acpagent.CodeReadOnly || !strings.Contains(rep.Prompt.Message, "read-only") {
+		t.Errorf("session/prompt: %+v, want refused with %d read-only", rep.Prompt, acpagent.CodeReadOnly)
 	}
-	if !rep.NewSession.Refused || rep.NewSession.Code != rpcReadOnly {
-		t.Errorf("session/new: %+v, want refused with %d", rep.NewSession, rpcReadOnly)
+	if !rep.NewSession.Refused || rep.NewSession.Code != acpagent.CodeReadOnly {
+		t.Errorf("session/new: %+v, want refused with %d", rep.NewSession, acpagent.CodeReadOnly)
 	}
-	if !rep.Missing.Refused || rep.Missing.Code != rpcResourceNotFound || !strings.Contains(rep.Missing.Message, "no-such-session") {
-		t.Errorf("session/load of an unknown session: %+v, want %d naming it", rep.Missing, rpcResourceNotFound)
+	if !rep.Missing.Refused || rep.Missing.Code != acpagent.CodeResourceNotFound || !strings.Contains(rep.Missing.Message, "no-such-session") {
+		t.Errorf("session/load of an unknown session: %+v, want %d naming it", rep.Missing, acpagent.CodeResourceNotFound)
 	}
 	for _, inv := range rep.Invalid {
 		t.Errorf("not valid under the SDK's schema: %s", inv)
