@@ -60,9 +60,9 @@ const (
 func terms(dst []string, s string) []string {
 	var ts termSet
 	for _, t := range dst {
-		ts.add([]byte(t))
+		ts.add([]byte(t), termHash([]byte(t)))
 	}
-	ts.scan(s, func(t []byte) { dst = append(dst, string(t)) })
+	scanTerms(&ts, s, func(t []byte, _ uint64) { dst = append(dst, string(t)) })
 	return dst
 }
 
@@ -73,37 +73,62 @@ type termSet struct {
 	buf  []byte // the terms, one after the other
 	ends []int  // where each ends in buf
 	cur  []byte // the term being read
+	// slots finds a term by its termHash: open addressing, each slot 0
+	// (empty) or a term's index + 1; filled lists the slots in use. A
+	// term is compared with those of its slot and the next ones only,
+	// not with every term of the event (a message of 4 KiB of prose took
+	// 370 µs comparing each word with every one before it,
+	// BenchmarkIndexMessage).
+	slots  [2 * maxEventTerms]uint16
+	filled []uint16
 }
 
-func (ts *termSet) reset() { ts.buf, ts.ends, ts.cur = ts.buf[:0], ts.ends[:0], ts.cur[:0] }
+func (ts *termSet) reset() {
+	for _, i := range ts.filled {
+		ts.slots[i] = 0
+	}
+	ts.buf, ts.ends, ts.cur, ts.filled = ts.buf[:0], ts.ends[:0], ts.cur[:0], ts.filled[:0]
+}
 
-// add adds t unless the set holds it or is full, and reports whether it
-// did.
-func (ts *termSet) add(t []byte) bool {
+// add adds t, whose termHash is h, unless the set holds it or is full,
+// and reports whether it did.
+func (ts *termSet) add(t []byte, h uint64) bool {
 	if len(ts.ends) >= maxEventTerms {
 		return false
 	}
-	start := 0
-	for _, end := range ts.ends {
-		if bytes.Equal(ts.buf[start:end], t) {
+	mask := uint64(len(ts.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		k := int(ts.slots[i])
+		if k == 0 {
+			ts.buf = append(ts.buf, t...)
+			ts.ends = append(ts.ends, len(ts.buf))
+			ts.slots[i] = uint16(len(ts.ends))
+			ts.filled = append(ts.filled, uint16(i))
+			return true
+		}
+		start := 0
+		if k > 1 {
+			start = ts.ends[k-2]
+		}
+		if bytes.Equal(ts.buf[start:ts.ends[k-1]], t) {
 			return false
 		}
-		start = end
 	}
-	ts.buf = append(ts.buf, t...)
-	ts.ends = append(ts.ends, len(ts.buf))
-	return true
 }
 
-// scan adds the terms of s (its first maxIndexText bytes), calling yield
-// with each one added (t is valid during the call).
-func (ts *termSet) scan(s string, yield func(t []byte)) {
+// scanTerms adds the terms of s (its first maxIndexText bytes) to ts,
+// calling yield with each one added and its termHash (t is valid during
+// the call). s is a string or the bytes of one (a message's text as its
+// data holds it, not copied).
+func scanTerms[T string | []byte](ts *termSet, s T, yield func(t []byte, h uint64)) {
 	if len(s) > maxIndexText {
 		s = s[:maxIndexText]
 	}
 	flush := func() {
-		if n := len(ts.cur); n >= 2 && n <= maxTermBytes && ts.add(ts.cur) {
-			yield(ts.buf[len(ts.buf)-n:])
+		if n := len(ts.cur); n >= 2 && n <= maxTermBytes {
+			if h := termHash(ts.cur); ts.add(ts.cur, h) {
+				yield(ts.buf[len(ts.buf)-n:], h)
+			}
 		}
 		ts.cur = ts.cur[:0]
 	}
@@ -125,7 +150,7 @@ func (ts *termSet) scan(s string, yield func(t []byte)) {
 			}
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
 		i += size
 		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
 			flush()
@@ -261,8 +286,119 @@ func appendTermHashes(dst []byte, terms map[uint64]struct{}) []byte {
 // folds events again). Every key is new (one per term's first event), so
 // none has an old value to take out of the checksum.
 func (f *folder) indexSearch(en *entry, ev *schema.Envelope, write bool) {
-	txt := searchText(en.id, ev)
-	if txt == "" {
+	if ev.Type == schema.TypeMessageUser || ev.Type == schema.TypeMessageAssistant {
+		if content, sure := messageContent(ev.Data); sure {
+			if len(content) > 1 && content[0] == '"' && plainASCII(content[1:len(content)-1]) {
+				// The usual message: its text is what the quotes hold,
+				// read where the event's data holds it.
+				indexTerms(f, en, ev, content[1:len(content)-1], write)
+			} else if len(content) > 0 {
+				indexTerms(f, en, ev, messageText(content), write)
+			}
+			return
+		}
+	}
+	indexTerms(f, en, ev, searchText(en.id, ev), write)
+}
+
+// messageContent is the content of a message's data as searchText finds
+// it (ev.DecodeData into a struct of the content alone), read from the
+// data without decoding it again: the fold's decode checked it is valid
+// JSON. sure false: the data is not laid out as the common case (a
+// compact object, keys without escapes), and only DecodeData can say;
+// sure with no content: searchText finds no text (no data, no content,
+// or a member other than content, which DecodeData refuses).
+func messageContent(data []byte) (content []byte, sure bool) {
+	if len(data) == 0 || string(data) == "null" {
+		return nil, true
+	}
+	if len(data) < 2 || data[0] != '{' {
+		return nil, false
+	}
+	if string(data) == "{}" {
+		return nil, true
+	}
+	other := false
+	for i := 1; ; {
+		if i >= len(data) || data[i] != '"' {
+			return nil, false
+		}
+		k := i + 1
+		for k < len(data) && data[k] != '"' && data[k] != '\\' {
+			k++
+		}
+		if k+1 >= len(data) || data[k] != '"' || data[k+1] != ':' {
+			return nil, false
+		}
+		v := k + 2
+		end, ok := compactValueEnd(data, v)
+		if !ok {
+			return nil, false
+		}
+		if string(data[i+1:k]) == "content" {
+			content = data[v:end]
+		} else {
+			other = true
+		}
+		switch {
+		case data[end] == ',':
+			i = end + 1
+		case data[end] == '}' && end == len(data)-1:
+			if other {
+				return nil, true
+			}
+			return content, true
+		default:
+			return nil, false
+		}
+	}
+}
+
+// compactValueEnd is the index after the JSON value at b[i] of valid
+// JSON b, when a ',' or a '}' follows it there (ok false: anything else,
+// such as white space).
+func compactValueEnd(b []byte, i int) (end int, ok bool) {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+		case '{', '[':
+			depth++
+			continue
+		case '}', ']':
+			if depth == 0 {
+				return i, b[i] == '}'
+			}
+			depth--
+		case ',':
+			if depth == 0 {
+				return i, true
+			}
+			continue
+		case ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i, false
+			}
+			continue
+		default:
+			continue
+		}
+		if depth == 0 && i+1 < len(b) && (b[i+1] == ',' || b[i+1] == '}') {
+			return i + 1, true
+		}
+	}
+	return len(b), false
+}
+
+// indexTerms indexes the terms of txt, the text of event ev of en (see
+// indexSearch).
+func indexTerms[T string | []byte](f *folder, en *entry, ev *schema.Envelope, txt T, write bool) {
+	if len(txt) == 0 {
 		return
 	}
 	ts := &f.terms
@@ -270,11 +406,10 @@ func (f *folder) indexSearch(en *entry, ev *schema.Envelope, write bool) {
 	// Short words under a long session id cost more key bytes than text:
 	// an event's keys stay within a few times its text.
 	budget := 4*len(txt) + 2048
-	set := func(t []byte) {
+	set := func(t []byte, h uint64) {
 		if budget < 0 {
 			return
 		}
-		h := termHash(t)
 		if _, indexed := en.terms[h]; indexed {
 			return
 		}
@@ -289,11 +424,12 @@ func (f *folder) indexSearch(en *entry, ev *schema.Envelope, write bool) {
 	}
 	if ev.Type == schema.TypeSessionCreated {
 		// The whole id too, so a pasted id finds its session.
-		if id := []byte(strings.ToLower(en.id)); ts.add(id) {
-			set(id)
+		id := []byte(strings.ToLower(en.id))
+		if h := termHash(id); ts.add(id, h) {
+			set(id, h)
 		}
 	}
-	ts.scan(txt, set)
+	scanTerms(ts, txt, set)
 }
 
 // SearchHit is one session a search found.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector/store"
@@ -164,4 +165,93 @@ func folderOf(t *testing.T, f *folder, id string) func(typ, data string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestIndexSearchReadsMessagesAsDecoded: the fold finds a message's text
+// in its data without decoding it again (messageContent), and cuts it
+// into terms through a table of their hashes (termSet). The keys it
+// writes for each shape of data are those of the text searchText decodes
+// (DecodeData), cut into terms as the index defines them: maximal runs of
+// letters and digits, lower-cased, 2 to 48 bytes, the first 512 distinct
+// ones of the first 32 KiB of text.
+func TestIndexSearchReadsMessagesAsDecoded(t *testing.T) {
+	var many strings.Builder
+	for i := range 700 {
+		fmt.Fprintf(&many, "w%d w%d, ", i, i/2)
+	}
+	long := strings.Repeat("abc ", 9000) + "tail"
+	cases := []string{
+		`{"content":"Plain words, plain WORDS and 42 numbers"}`,
+		`{"content":"with \"escapes\"\nand a new line \u00e9t\u00e9"}`,
+		`{"content":"ünïcödé Wörter ΑΒΓ straße"}`,
+		`{"content":[{"type":"text","text":"blocks here"},{"type":"image","source":{"data":"abc"}}]}`,
+		`{"content":{"nested":["a b",{"k":"deep value"}],"n":1}}`,
+		`{"content":"kept","usage":{"input_tokens":3}}`,
+		`{"usage":{"input_tokens":3},"content":"kept"}`,
+		`{"content":"first","content":"last wins"}`,
+		`{"Content":"spelled otherwise"}`,
+		`{"cont\u0065nt":"an escaped key"}`,
+		`{ "content" : "spaced out" }`,
+		`{"content":"x" }`,
+		`{"content":null}`,
+		`{"content":123}`,
+		`{"content":true}`,
+		`{"content":""}`,
+		`{"content":"a"}`,
+		`{}`,
+		`null`,
+		`[1,2]`,
+		`"a string"`,
+		`{"content":` + string(mustJSON(t, many.String())) + `}`,
+		`{"content":` + string(mustJSON(t, long)) + `}`,
+	}
+	const id = "shapes-1"
+	for _, typ := range []string{schema.TypeMessageUser, schema.TypeMessageAssistant} {
+		for _, data := range cases {
+			if !json.Valid([]byte(data)) {
+				t.Fatalf("invalid test data %s", data)
+			}
+			ev := &schema.Envelope{SchemaVersion: schema.Version, SessionID: id, Seq: 3, EventID: "e3", Type: typ, Data: json.RawMessage(data)}
+			f, _ := newTestFolder(t, 2)
+			f.open()
+			en := &entry{id: id}
+			f.indexSearch(en, ev, true)
+			got := f.batch.Keys()
+			f.batch.Abandon()
+			var want [][]byte
+			for _, term := range referenceTerms(searchText(id, ev)) {
+				want = append(want, store.AppendSearchKey(nil, []byte(term), id, 3))
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%s %.80s: %d keys, want %d", typ, data, len(got), len(want))
+			}
+			for i := range got {
+				if !bytes.Equal(got[i], want[i]) {
+					t.Fatalf("%s %.80s: key %d is %q, want %q", typ, data, i, got[i], want[i])
+				}
+			}
+			if len(en.terms) != len(want) {
+				t.Fatalf("%s %.80s: %d terms noted, want %d", typ, data, len(en.terms), len(want))
+			}
+		}
+	}
+}
+
+// referenceTerms cuts s into search terms by the definition, without the
+// index's table.
+func referenceTerms(s string) []string {
+	if len(s) > maxIndexText {
+		s = s[:maxIndexText]
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, w := range strings.FieldsFunc(s, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		w = strings.ToLower(w)
+		if len(w) < 2 || len(w) > maxTermBytes || seen[w] || len(out) == maxEventTerms {
+			continue
+		}
+		seen[w] = true
+		out = append(out, w)
+	}
+	return out
 }
