@@ -27,8 +27,8 @@ import (
 func BenchmarkFold(b *testing.B) { benchFold(b, false) }
 
 // BenchmarkFoldPrepare is BenchmarkFold with the consumer goroutine's
-// share counted too (msg.prepare: the subject, the seq header and the
-// decoding of the body), which a catch-up's CPU per event includes.
+// share counted too (msg.prepare: the subject and the decoding of the
+// body), which a catch-up's CPU per event includes.
 func BenchmarkFoldPrepare(b *testing.B) { benchFold(b, true) }
 
 func benchFold(b *testing.B, prepare bool) {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
@@ -288,11 +289,28 @@ func appendTermHashes(dst []byte, terms map[uint64]struct{}) []byte {
 func (f *folder) indexSearch(en *entry, ev *schema.Envelope, write bool) {
 	if ev.Type == schema.TypeMessageUser || ev.Type == schema.TypeMessageAssistant {
 		if content, sure := messageContent(ev.Data); sure {
-			if len(content) > 1 && content[0] == '"' && plainASCII(content[1:len(content)-1]) {
+			switch {
+			case len(content) > 1 && content[0] == '"' && plainASCII(content[1:len(content)-1]):
 				// The usual message: its text is what the quotes hold,
 				// read where the event's data holds it.
 				indexTerms(f, en, ev, content[1:len(content)-1], write)
-			} else if len(content) > 0 {
+			case len(content) > 0 && content[0] == '"':
+				// A string with escapes (a new line will do): unquoted
+				// as json.Unmarshal does, without checking again the
+				// JSON the fold's decode checked.
+				buf := f.text[:0]
+				if len(content) > maxTextScratch {
+					buf = nil // not kept for the next message
+				}
+				if txt, ok := appendUnquoted(buf, content); ok {
+					if len(content) <= maxTextScratch {
+						f.text = txt
+					}
+					indexTerms(f, en, ev, txt, write)
+					return
+				}
+				indexTerms(f, en, ev, messageText(content), write)
+			case len(content) > 0:
 				indexTerms(f, en, ev, messageText(content), write)
 			}
 			return
@@ -352,6 +370,94 @@ func messageContent(data []byte) (content []byte, sure bool) {
 			return nil, false
 		}
 	}
+}
+
+// maxTextScratch bounds the text of a message the folder keeps a buffer
+// for (folder.text); a longer one is unquoted into a buffer of its own.
+const maxTextScratch = 64 << 10
+
+// appendUnquoted appends the text of the JSON string s (quotes included)
+// to dst, as json.Unmarshal decodes it (invalid UTF-8 and lone surrogates
+// become U+FFFD); ok false for anything but a valid JSON string.
+func appendUnquoted(dst, s []byte) (_ []byte, ok bool) {
+	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
+		return dst, false
+	}
+	s = s[1 : len(s)-1]
+	for r := 0; r < len(s); {
+		switch c := s[r]; {
+		case c == '\\':
+			if r+1 >= len(s) {
+				return dst, false
+			}
+			switch e := s[r+1]; e {
+			case '"', '\\', '/':
+				dst = append(dst, e)
+			case 'b':
+				dst = append(dst, '\b')
+			case 'f':
+				dst = append(dst, '\f')
+			case 'n':
+				dst = append(dst, '\n')
+			case 'r':
+				dst = append(dst, '\r')
+			case 't':
+				dst = append(dst, '\t')
+			case 'u':
+				rr := hex4(s[r:])
+				if rr < 0 {
+					return dst, false
+				}
+				r += 6
+				if utf16.IsSurrogate(rr) {
+					if dec := utf16.DecodeRune(rr, hex4(s[r:])); dec != unicode.ReplacementChar {
+						dst = utf8.AppendRune(dst, dec)
+						r += 6
+						continue
+					}
+					rr = unicode.ReplacementChar
+				}
+				dst = utf8.AppendRune(dst, rr)
+				continue
+			default:
+				return dst, false
+			}
+			r += 2
+		case c == '"', c < ' ':
+			return dst, false
+		case c < utf8.RuneSelf:
+			dst = append(dst, c)
+			r++
+		default:
+			rr, size := utf8.DecodeRune(s[r:])
+			dst = utf8.AppendRune(dst, rr)
+			r += size
+		}
+	}
+	return dst, true
+}
+
+// hex4 is the code unit of the escape \uXXXX that s starts with (-1: s
+// does not start with one).
+func hex4(s []byte) rune {
+	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
+		return -1
+	}
+	var r rune
+	for _, c := range s[2:6] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	return r
 }
 
 // compactValueEnd is the index after the JSON value at b[i] of valid

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -184,6 +185,8 @@ func TestIndexSearchReadsMessagesAsDecoded(t *testing.T) {
 		`{"content":"Plain words, plain WORDS and 42 numbers"}`,
 		`{"content":"with \"escapes\"\nand a new line \u00e9t\u00e9"}`,
 		`{"content":"ünïcödé Wörter ΑΒΓ straße"}`,
+		`{"content":"pair \ud83d\ude00x, lone \ud83dy and \ude00z, \u00c9T\u00c9 \/ \\ end"}`,
+		"{\"content\":\"raw \xff\xfe invalid bytes\\n\"}",
 		`{"content":[{"type":"text","text":"blocks here"},{"type":"image","source":{"data":"abc"}}]}`,
 		`{"content":{"nested":["a b",{"k":"deep value"}],"n":1}}`,
 		`{"content":"kept","usage":{"input_tokens":3}}`,
@@ -254,4 +257,39 @@ func referenceTerms(s string) []string {
 		out = append(out, w)
 	}
 	return out
+}
+
+// TestAppendUnquotedIsUnmarshal: the text of a message's string is what
+// json.Unmarshal makes of it, escapes, surrogates and invalid UTF-8
+// included, and a string json.Unmarshal refuses is refused.
+func TestAppendUnquotedIsUnmarshal(t *testing.T) {
+	cases := []string{
+		`""`, `"plain"`, `"a\"b\\c\/d\be\ff\ng\rh\ti"`, `"\u00e9\u00E9 caf\u00e9"`,
+		`"\ud83d\ude00 pair"`, `"\ud83d lone high"`, `"\ude00 lone low"`, `"\ud83d\u0041 high then A"`,
+		`"\ud83d\ud83d\ude00 high, pair"`, `"\u0000 nul"`, `"\u2028\u2029"`, "\"raw \xff\xfe invalid\"",
+		"\"cut \xe2\x82\"", `"ünïcödé"`, `"\x"`, `"\u12"`, `"\u12g4"`, `"a\"`, "\"tab\tinside\"", `"quote"inside"`,
+		`"\'"`, `"`, `x`,
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	pieces := []string{"a", "Z", "9", " ", `\n`, `\"`, `\\`, `\u00e9`, `\ud83d`, `\ude00`, `\uD83D\uDE00`, "é", "\xff", "\xe2\x82", "€", `\/`, `\t`}
+	for range 2000 {
+		var sb strings.Builder
+		sb.WriteByte('"')
+		for range rng.IntN(20) {
+			sb.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		sb.WriteByte('"')
+		cases = append(cases, sb.String())
+	}
+	for _, c := range cases {
+		var want string
+		err := json.Unmarshal([]byte(c), &want)
+		got, ok := appendUnquoted([]byte("kept "), []byte(c))
+		if ok != (err == nil) {
+			t.Fatalf("%q: ok %v, json.Unmarshal error %v", c, ok, err)
+		}
+		if ok && string(got) != "kept "+want {
+			t.Fatalf("%q: %q, want %q", c, got[5:], want)
+		}
+	}
 }
