@@ -310,6 +310,17 @@ func (f *folder) indexSearch(en *entry, ev *schema.Envelope, write bool) {
 					return
 				}
 				indexTerms(f, en, ev, messageText(content), write)
+			case len(content) > 0 && (content[0] == '[' || content[0] == '{'):
+				// Content blocks and the like: their strings, read from
+				// the data.
+				if txt, ok := appendText(f.text[:0], content); ok {
+					if cap(txt) <= maxTextScratch {
+						f.text = txt
+					}
+					indexTerms(f, en, ev, txt, write)
+					return
+				}
+				indexTerms(f, en, ev, messageText(content), write)
 			case len(content) > 0:
 				indexTerms(f, en, ev, messageText(content), write)
 			}
@@ -464,41 +475,140 @@ func hex4(s []byte) rune {
 // JSON b, when a ',' or a '}' follows it there (ok false: anything else,
 // such as white space).
 func compactValueEnd(b []byte, i int) (end int, ok bool) {
-	depth := 0
-	for ; i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			for i++; i < len(b) && b[i] != '"'; i++ {
-				if b[i] == '\\' {
-					i++
+	end = valueEnd(b, i)
+	return end, end >= 0 && end < len(b) && (b[end] == ',' || b[end] == '}')
+}
+
+// valueEnd is the index after the JSON value at b[i] of valid JSON b
+// (-1: white space before its end).
+func valueEnd(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		if i = closingQuote(b, i); i < len(b) {
+			return i + 1
+		}
+		return -1
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = closingQuote(b, i)
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
 				}
 			}
-		case '{', '[':
-			depth++
-			continue
-		case '}', ']':
-			if depth == 0 {
-				return i, b[i] == '}'
-			}
-			depth--
-		case ',':
-			if depth == 0 {
-				return i, true
-			}
-			continue
-		case ' ', '\t', '\n', '\r':
-			if depth == 0 {
-				return i, false
-			}
-			continue
-		default:
-			continue
 		}
-		if depth == 0 && i+1 < len(b) && (b[i+1] == ',' || b[i+1] == '}') {
-			return i + 1, true
+		return -1
+	}
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case ',', '}', ']':
+			return i
+		case ' ', '\t', '\n', '\r':
+			return -1
 		}
 	}
-	return len(b), false
+	return i
+}
+
+// closingQuote is the index of the quote that ends the string starting
+// at b[i] (len(b): none).
+func closingQuote(b []byte, i int) int {
+	for i++; i < len(b) && b[i] != '"'; i++ {
+		if b[i] == '\\' {
+			i++
+		}
+	}
+	return min(i, len(b))
+}
+
+// appendText appends the text messageText finds in the array or object
+// v (valid JSON) to dst: every string value, each followed by a space,
+// the members of an object in the order of their keys (the last of a
+// key repeated), up to maxIndexText bytes. It walks the data the fold
+// decoded, where messageText decodes it again into a tree of maps. ok
+// false: v is not compact JSON (white space), which messageText reads.
+func appendText(dst, v []byte) (_ []byte, ok bool) {
+	if len(v) == 0 {
+		return dst, false
+	}
+	if len(dst) >= maxIndexText {
+		return dst, true
+	}
+	switch v[0] {
+	case '"':
+		if dst, ok = appendUnquoted(dst, v); !ok {
+			return dst, false
+		}
+		return append(dst, ' '), true
+	case '[':
+		for i := 1; i < len(v) && v[i] != ']'; {
+			end := valueEnd(v, i)
+			if end < 0 || end >= len(v) {
+				return dst, false
+			}
+			if dst, ok = appendText(dst, v[i:end]); !ok {
+				return dst, false
+			}
+			switch {
+			case v[end] == ',':
+				i = end + 1
+			case v[end] == ']' && end == len(v)-1:
+				return dst, true
+			default:
+				return dst, false
+			}
+		}
+		return dst, string(v) == "[]"
+	case '{':
+		type member struct{ key, val []byte }
+		var ms []member
+		for i := 1; i < len(v) && v[i] != '}'; {
+			k := valueEnd(v, i)
+			if v[i] != '"' || k < 0 || k+1 >= len(v) || v[k] != ':' {
+				return dst, false
+			}
+			key := v[i+1 : k-1]
+			if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
+				if key, ok = appendUnquoted(nil, v[i:k]); !ok {
+					return dst, false
+				}
+			}
+			end := valueEnd(v, k+1)
+			if end < 0 || end >= len(v) {
+				return dst, false
+			}
+			ms = append(ms, member{key, v[k+1 : end]})
+			switch {
+			case v[end] == ',':
+				i = end + 1
+			case v[end] == '}' && end == len(v)-1:
+				i = end
+			default:
+				return dst, false
+			}
+		}
+		if len(ms) == 0 && string(v) != "{}" {
+			return dst, false
+		}
+		slices.SortStableFunc(ms, func(a, b member) int { return bytes.Compare(a.key, b.key) })
+		for i, m := range ms {
+			if i+1 < len(ms) && bytes.Equal(ms[i+1].key, m.key) {
+				continue // a map keeps the last value of a key
+			}
+			if dst, ok = appendText(dst, m.val); !ok {
+				return dst, false
+			}
+		}
+	}
+	return dst, true
 }
 
 // indexTerms indexes the terms of txt, the text of event ev of en (see

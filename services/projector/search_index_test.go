@@ -293,3 +293,70 @@ func TestAppendUnquotedIsUnmarshal(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendTextIsMessageText: the text read from content blocks (any
+// array or object) is messageText's, which decodes them into a tree of
+// maps: strings in order, object members by key, a repeated key's last
+// value, escaped keys, the cut at maxIndexText; white space is left to
+// messageText.
+func TestAppendTextIsMessageText(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	pieces := []string{"a", "Zed", "9", " ", `\n`, `\"`, `\\`, `\u00e9`, `\ud83d`, `\uD83D\uDE00`, "é", "\xff", "€"}
+	str := func() string {
+		var sb strings.Builder
+		sb.WriteByte('"')
+		for range rng.IntN(6) {
+			sb.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		sb.WriteByte('"')
+		return sb.String()
+	}
+	keys := []string{`"text"`, `"type"`, `"a"`, `"b"`, `"t\u0065xt"`, `"\u00e9"`, `"é"`, "\"\xff\"", `""`}
+	var value func(depth int) string
+	value = func(depth int) string {
+		n := rng.IntN(10)
+		if depth > 4 {
+			n %= 5
+		}
+		switch n {
+		case 0, 1:
+			return str()
+		case 2:
+			return []string{"1", "-2.5e3", "true", "false", "null"}[rng.IntN(5)]
+		case 3:
+			return strconv.Quote(strings.Repeat("long words ", 400+rng.IntN(400)))
+		case 4, 5, 6:
+			var parts []string
+			for range rng.IntN(5) {
+				parts = append(parts, value(depth+1))
+			}
+			return "[" + strings.Join(parts, ",") + "]"
+		}
+		var parts []string
+		for range rng.IntN(5) {
+			parts = append(parts, keys[rng.IntN(len(keys))]+":"+value(depth+1))
+		}
+		return "{" + strings.Join(parts, ",") + "}"
+	}
+	cases := []string{`[]`, `{}`, `[{"type":"text","text":"Where is it?"}]`, `{"b":"2","a":"1","b":"3"}`, `[ "spaced" ]`, `{"a": "spaced"}`, `[1,{"x":[true,null,"deep"]}]`}
+	fallbacks := 0
+	for range 3000 {
+		cases = append(cases, value(0))
+	}
+	for _, c := range cases {
+		if !json.Valid([]byte(c)) || (c[0] != '[' && c[0] != '{') {
+			continue
+		}
+		got, ok := appendText(nil, []byte(c))
+		if !ok {
+			fallbacks++
+			continue
+		}
+		if want := messageText(json.RawMessage(c)); string(got) != want {
+			t.Fatalf("%.200s:\n got %.200q\nwant %.200q", c, got, want)
+		}
+	}
+	if fallbacks != 2 {
+		t.Fatalf("%d values left to messageText, want the 2 with white space", fallbacks)
+	}
+}
