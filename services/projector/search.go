@@ -289,41 +289,34 @@ func appendTermHashes(dst []byte, terms map[uint64]struct{}) []byte {
 func (f *folder) indexSearch(en *entry, ev *schema.Envelope, write bool) {
 	if ev.Type == schema.TypeMessageUser || ev.Type == schema.TypeMessageAssistant {
 		if content, sure := messageContent(ev.Data); sure {
-			switch {
-			case len(content) > 1 && content[0] == '"' && plainASCII(content[1:len(content)-1]):
+			if len(content) > 1 && content[0] == '"' && plainASCII(content[1:len(content)-1]) {
 				// The usual message: its text is what the quotes hold,
 				// read where the event's data holds it.
 				indexTerms(f, en, ev, content[1:len(content)-1], write)
-			case len(content) > 0 && content[0] == '"':
-				// A string with escapes (a new line will do): unquoted
-				// as json.Unmarshal does, without checking again the
-				// JSON the fold's decode checked.
-				buf := f.text[:0]
-				if len(content) > maxTextScratch {
-					buf = nil // not kept for the next message
-				}
-				if txt, ok := appendUnquoted(buf, content); ok {
-					if len(content) <= maxTextScratch {
-						f.text = txt
-					}
-					indexTerms(f, en, ev, txt, write)
-					return
-				}
-				indexTerms(f, en, ev, messageText(content), write)
-			case len(content) > 0 && (content[0] == '[' || content[0] == '{'):
-				// Content blocks and the like: their strings, read from
-				// the data.
-				if txt, ok := appendText(f.text[:0], content); ok {
-					if cap(txt) <= maxTextScratch {
-						f.text = txt
-					}
-					indexTerms(f, en, ev, txt, write)
-					return
-				}
-				indexTerms(f, en, ev, messageText(content), write)
-			case len(content) > 0:
-				indexTerms(f, en, ev, messageText(content), write)
+				return
 			}
+			// A string with escapes (a new line will do) unquoted as
+			// json.Unmarshal does, or the strings of content blocks: read
+			// from the data into a buffer the folder keeps, without
+			// checking again the JSON the fold's decode checked.
+			var txt []byte
+			ok := false
+			switch {
+			case len(content) == 0:
+				return
+			case content[0] == '"':
+				txt, ok = appendUnquoted(f.text[:0], content)
+			case content[0] == '[' || content[0] == '{':
+				txt, ok = appendText(f.text[:0], content)
+			}
+			if !ok {
+				indexTerms(f, en, ev, messageText(content), write)
+				return
+			}
+			if cap(txt) <= maxTextScratch {
+				f.text = txt
+			}
+			indexTerms(f, en, ev, txt, write)
 			return
 		}
 	}
@@ -383,8 +376,8 @@ func messageContent(data []byte) (content []byte, sure bool) {
 	}
 }
 
-// maxTextScratch bounds the text of a message the folder keeps a buffer
-// for (folder.text); a longer one is unquoted into a buffer of its own.
+// maxTextScratch bounds the buffer the folder keeps for the text of a
+// message (folder.text); a longer text leaves it to the collector.
 const maxTextScratch = 64 << 10
 
 // appendUnquoted appends the text of the JSON string s (quotes included)
