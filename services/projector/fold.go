@@ -88,6 +88,7 @@ type folder struct {
 	lastBatch int
 	scratch   []byte
 	terms     termSet // of the event being indexed (indexSearch)
+	text      []byte  // the unquoted text of the message being indexed
 	// catchingUp: the projector has not yet reached the stream's end as
 	// it was at start (snapshots further apart, see snapshotInterval).
 	catchingUp bool
@@ -181,12 +182,11 @@ type msg struct {
 	data      []byte
 	pending   uint64
 	// What prepare reads from the above, when prepared is set: the
-	// session of the subject, the seq header (0: none or not a number) and
-	// the decoded body (its data is data's bytes: data is the message's
-	// own buffer, never changed).
+	// session of the subject and the decoded body (its data is data's
+	// bytes: data is the message's own buffer, never changed). The seq
+	// header is the judge's to read.
 	id       string
 	idOK     bool
-	hdrSeq   uint64
 	ev       schema.Envelope
 	decErr   error
 	prepared bool
@@ -194,11 +194,10 @@ type msg struct {
 	canonical bool
 }
 
-// prepare reads the session, the seq header and the body of m. It needs
+// prepare reads the session and the body of m. It needs
 // nothing of the folder, so the consumer's goroutine runs it.
 func (m *msg) prepare() {
 	m.id, m.idOK = logstore.SessionFromSubject(m.subject)
-	m.hdrSeq, _ = strconv.ParseUint(m.header.Get(logstore.HeaderSeq), 10, 64)
 	m.ev, m.canonical, m.decErr = schema.DecodeCanonicalShared(m.data)
 	m.prepared = true
 }

@@ -2,6 +2,7 @@ package projector
 
 import (
 	"context"
+	"iter"
 	"os"
 	"strconv"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/procstat"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
@@ -27,8 +29,8 @@ import (
 func BenchmarkFold(b *testing.B) { benchFold(b, false) }
 
 // BenchmarkFoldPrepare is BenchmarkFold with the consumer goroutine's
-// share counted too (msg.prepare: the subject, the seq header and the
-// decoding of the body), which a catch-up's CPU per event includes.
+// share counted too (msg.prepare: the subject and the decoding of the
+// body), which a catch-up's CPU per event includes.
 func BenchmarkFoldPrepare(b *testing.B) { benchFold(b, true) }
 
 func benchFold(b *testing.B, prepare bool) {
@@ -46,10 +48,28 @@ func benchFold(b *testing.B, prepare bool) {
 	if n, _ := strconv.Atoi(os.Getenv("FOLD_SESSIONS")); n > 0 {
 		sessions = n
 	}
-	fleet := gen.NewFleet("bench", sessions, 42, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	fleet := gen.NewFleet("bench", sessions, 42, t0)
+	next := fleet.Next
+	// FOLD_CHAT: the sessions are gen.Chat's, in events of about this
+	// many bytes (texts with characters JSON escapes), in turn.
+	if n, _ := strconv.Atoi(os.Getenv("FOLD_CHAT")); n > 0 {
+		pulls := make([]func() (schema.Envelope, bool), sessions)
+		for i := range pulls {
+			pull, stop := iter.Pull(gen.Chat("chat-"+strconv.Itoa(i), events/sessions/8+2, n, false, t0))
+			defer stop()
+			pulls[i] = pull
+		}
+		k := 0
+		next = func() schema.Envelope {
+			e, _ := pulls[k%sessions]()
+			k++
+			return e
+		}
+	}
 	stored := make([]msg, events)
 	for i := range stored {
-		e := fleet.Next()
+		e := next()
 		// The subject, seq header and body the fold reads, as the writer
 		// stores them.
 		stored[i] = storedMsg(b, &e, uint64(i+1))

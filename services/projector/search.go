@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
@@ -60,9 +61,9 @@ const (
 func terms(dst []string, s string) []string {
 	var ts termSet
 	for _, t := range dst {
-		ts.add([]byte(t))
+		ts.add([]byte(t), termHash([]byte(t)))
 	}
-	ts.scan(s, func(t []byte) { dst = append(dst, string(t)) })
+	scanTerms(&ts, s, func(t []byte, _ uint64) { dst = append(dst, string(t)) })
 	return dst
 }
 
@@ -73,37 +74,62 @@ type termSet struct {
 	buf  []byte // the terms, one after the other
 	ends []int  // where each ends in buf
 	cur  []byte // the term being read
+	// slots finds a term by its termHash: open addressing, each slot 0
+	// (empty) or a term's index + 1; filled lists the slots in use. A
+	// term is compared with those of its slot and the next ones only,
+	// not with every term of the event (a message of 4 KiB of prose took
+	// 370 µs comparing each word with every one before it,
+	// BenchmarkIndexMessage).
+	slots  [2 * maxEventTerms]uint16
+	filled []uint16
 }
 
-func (ts *termSet) reset() { ts.buf, ts.ends, ts.cur = ts.buf[:0], ts.ends[:0], ts.cur[:0] }
+func (ts *termSet) reset() {
+	for _, i := range ts.filled {
+		ts.slots[i] = 0
+	}
+	ts.buf, ts.ends, ts.cur, ts.filled = ts.buf[:0], ts.ends[:0], ts.cur[:0], ts.filled[:0]
+}
 
-// add adds t unless the set holds it or is full, and reports whether it
-// did.
-func (ts *termSet) add(t []byte) bool {
+// add adds t, whose termHash is h, unless the set holds it or is full,
+// and reports whether it did.
+func (ts *termSet) add(t []byte, h uint64) bool {
 	if len(ts.ends) >= maxEventTerms {
 		return false
 	}
-	start := 0
-	for _, end := range ts.ends {
-		if bytes.Equal(ts.buf[start:end], t) {
+	mask := uint64(len(ts.slots) - 1)
+	for i := h & mask; ; i = (i + 1) & mask {
+		k := int(ts.slots[i])
+		if k == 0 {
+			ts.buf = append(ts.buf, t...)
+			ts.ends = append(ts.ends, len(ts.buf))
+			ts.slots[i] = uint16(len(ts.ends))
+			ts.filled = append(ts.filled, uint16(i))
+			return true
+		}
+		start := 0
+		if k > 1 {
+			start = ts.ends[k-2]
+		}
+		if bytes.Equal(ts.buf[start:ts.ends[k-1]], t) {
 			return false
 		}
-		start = end
 	}
-	ts.buf = append(ts.buf, t...)
-	ts.ends = append(ts.ends, len(ts.buf))
-	return true
 }
 
-// scan adds the terms of s (its first maxIndexText bytes), calling yield
-// with each one added (t is valid during the call).
-func (ts *termSet) scan(s string, yield func(t []byte)) {
+// scanTerms adds the terms of s (its first maxIndexText bytes) to ts,
+// calling yield with each one added and its termHash (t is valid during
+// the call). s is a string or the bytes of one (a message's text as its
+// data holds it, not copied).
+func scanTerms[T string | []byte](ts *termSet, s T, yield func(t []byte, h uint64)) {
 	if len(s) > maxIndexText {
 		s = s[:maxIndexText]
 	}
 	flush := func() {
-		if n := len(ts.cur); n >= 2 && n <= maxTermBytes && ts.add(ts.cur) {
-			yield(ts.buf[len(ts.buf)-n:])
+		if n := len(ts.cur); n >= 2 && n <= maxTermBytes {
+			if h := termHash(ts.cur); ts.add(ts.cur, h) {
+				yield(ts.buf[len(ts.buf)-n:], h)
+			}
 		}
 		ts.cur = ts.cur[:0]
 	}
@@ -125,7 +151,7 @@ func (ts *termSet) scan(s string, yield func(t []byte)) {
 			}
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
+		r, size := utf8.DecodeRuneInString(string(s[i:min(i+utf8.UTFMax, len(s))]))
 		i += size
 		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
 			flush()
@@ -261,8 +287,327 @@ func appendTermHashes(dst []byte, terms map[uint64]struct{}) []byte {
 // folds events again). Every key is new (one per term's first event), so
 // none has an old value to take out of the checksum.
 func (f *folder) indexSearch(en *entry, ev *schema.Envelope, write bool) {
-	txt := searchText(en.id, ev)
-	if txt == "" {
+	if ev.Type == schema.TypeMessageUser || ev.Type == schema.TypeMessageAssistant {
+		if content, sure := messageContent(ev.Data); sure {
+			if len(content) > 1 && content[0] == '"' && plainASCII(content[1:len(content)-1]) {
+				// The usual message: its text is what the quotes hold,
+				// read where the event's data holds it.
+				indexTerms(f, en, ev, content[1:len(content)-1], write)
+				return
+			}
+			// A string with escapes (a new line will do) unquoted as
+			// json.Unmarshal does, or the strings of content blocks: read
+			// from the data into a buffer the folder keeps, without
+			// checking again the JSON the fold's decode checked.
+			var txt []byte
+			ok := false
+			switch {
+			case len(content) == 0:
+				return
+			case content[0] == '"':
+				txt, ok = appendUnquoted(f.text[:0], content)
+			case content[0] == '[' || content[0] == '{':
+				txt, ok = appendText(f.text[:0], content)
+			}
+			if !ok {
+				indexTerms(f, en, ev, messageText(content), write)
+				return
+			}
+			if cap(txt) <= maxTextScratch {
+				f.text = txt
+			}
+			indexTerms(f, en, ev, txt, write)
+			return
+		}
+	}
+	indexTerms(f, en, ev, searchText(en.id, ev), write)
+}
+
+// messageContent is the content of a message's data as searchText finds
+// it (ev.DecodeData into a struct of the content alone), read from the
+// data without decoding it again: the fold's decode checked it is valid
+// JSON. sure false: the data is not laid out as the common case (a
+// compact object, keys without escapes), and only DecodeData can say;
+// sure with no content: searchText finds no text (no data, no content,
+// or a member other than content, which DecodeData refuses).
+func messageContent(data []byte) (content []byte, sure bool) {
+	if len(data) == 0 || string(data) == "null" {
+		return nil, true
+	}
+	if len(data) < 2 || data[0] != '{' {
+		return nil, false
+	}
+	if string(data) == "{}" {
+		return nil, true
+	}
+	other := false
+	for i := 1; ; {
+		if i >= len(data) || data[i] != '"' {
+			return nil, false
+		}
+		k := i + 1
+		for k < len(data) && data[k] != '"' && data[k] != '\\' {
+			k++
+		}
+		if k+1 >= len(data) || data[k] != '"' || data[k+1] != ':' {
+			return nil, false
+		}
+		v := k + 2
+		end, ok := compactValueEnd(data, v)
+		if !ok {
+			return nil, false
+		}
+		if string(data[i+1:k]) == "content" {
+			content = data[v:end]
+		} else {
+			other = true
+		}
+		switch {
+		case data[end] == ',':
+			i = end + 1
+		case data[end] == '}' && end == len(data)-1:
+			if other {
+				return nil, true
+			}
+			return content, true
+		default:
+			return nil, false
+		}
+	}
+}
+
+// maxTextScratch bounds the buffer the folder keeps for the text of a
+// message (folder.text); a longer text leaves it to the collector.
+const maxTextScratch = 64 << 10
+
+// appendUnquoted appends the text of the JSON string s (quotes included)
+// to dst, as json.Unmarshal decodes it (invalid UTF-8 and lone surrogates
+// become U+FFFD); ok false for anything but a valid JSON string.
+func appendUnquoted(dst, s []byte) (_ []byte, ok bool) {
+	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
+		return dst, false
+	}
+	s = s[1 : len(s)-1]
+	for r := 0; r < len(s); {
+		switch c := s[r]; {
+		case c == '\\':
+			if r+1 >= len(s) {
+				return dst, false
+			}
+			switch e := s[r+1]; e {
+			case '"', '\\', '/':
+				dst = append(dst, e)
+			case 'b':
+				dst = append(dst, '\b')
+			case 'f':
+				dst = append(dst, '\f')
+			case 'n':
+				dst = append(dst, '\n')
+			case 'r':
+				dst = append(dst, '\r')
+			case 't':
+				dst = append(dst, '\t')
+			case 'u':
+				rr := hex4(s[r:])
+				if rr < 0 {
+					return dst, false
+				}
+				r += 6
+				if utf16.IsSurrogate(rr) {
+					if dec := utf16.DecodeRune(rr, hex4(s[r:])); dec != unicode.ReplacementChar {
+						dst = utf8.AppendRune(dst, dec)
+						r += 6
+						continue
+					}
+					rr = unicode.ReplacementChar
+				}
+				dst = utf8.AppendRune(dst, rr)
+				continue
+			default:
+				return dst, false
+			}
+			r += 2
+		case c == '"', c < ' ':
+			return dst, false
+		case c < utf8.RuneSelf:
+			dst = append(dst, c)
+			r++
+		default:
+			rr, size := utf8.DecodeRune(s[r:])
+			dst = utf8.AppendRune(dst, rr)
+			r += size
+		}
+	}
+	return dst, true
+}
+
+// hex4 is the code unit of the escape \uXXXX that s starts with (-1: s
+// does not start with one).
+func hex4(s []byte) rune {
+	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
+		return -1
+	}
+	var r rune
+	for _, c := range s[2:6] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	return r
+}
+
+// compactValueEnd is the index after the JSON value at b[i] of valid
+// JSON b, when a ',' or a '}' follows it there (ok false: anything else,
+// such as white space).
+func compactValueEnd(b []byte, i int) (end int, ok bool) {
+	end = valueEnd(b, i)
+	return end, end >= 0 && end < len(b) && (b[end] == ',' || b[end] == '}')
+}
+
+// valueEnd is the index after the JSON value at b[i] of valid JSON b
+// (-1: white space before its end).
+func valueEnd(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		if i = closingQuote(b, i); i < len(b) {
+			return i + 1
+		}
+		return -1
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = closingQuote(b, i)
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return -1
+	}
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case ',', '}', ']':
+			return i
+		case ' ', '\t', '\n', '\r':
+			return -1
+		}
+	}
+	return i
+}
+
+// closingQuote is the index of the quote that ends the string starting
+// at b[i] (len(b): none).
+func closingQuote(b []byte, i int) int {
+	for i++; i < len(b) && b[i] != '"'; i++ {
+		if b[i] == '\\' {
+			i++
+		}
+	}
+	return min(i, len(b))
+}
+
+// appendText appends the text messageText finds in the array or object
+// v (valid JSON) to dst: every string value, each followed by a space,
+// the members of an object in the order of their keys (the last of a
+// key repeated), up to maxIndexText bytes. It walks the data the fold
+// decoded, where messageText decodes it again into a tree of maps. ok
+// false: v is not compact JSON (white space), which messageText reads.
+func appendText(dst, v []byte) (_ []byte, ok bool) {
+	if len(v) == 0 {
+		return dst, false
+	}
+	if len(dst) >= maxIndexText {
+		return dst, true
+	}
+	switch v[0] {
+	case '"':
+		if dst, ok = appendUnquoted(dst, v); !ok {
+			return dst, false
+		}
+		return append(dst, ' '), true
+	case '[':
+		for i := 1; i < len(v) && v[i] != ']'; {
+			end := valueEnd(v, i)
+			if end < 0 || end >= len(v) {
+				return dst, false
+			}
+			if dst, ok = appendText(dst, v[i:end]); !ok {
+				return dst, false
+			}
+			switch {
+			case v[end] == ',':
+				i = end + 1
+			case v[end] == ']' && end == len(v)-1:
+				return dst, true
+			default:
+				return dst, false
+			}
+		}
+		return dst, string(v) == "[]"
+	case '{':
+		type member struct{ key, val []byte }
+		var ms []member
+		for i := 1; i < len(v) && v[i] != '}'; {
+			k := valueEnd(v, i)
+			if v[i] != '"' || k < 0 || k+1 >= len(v) || v[k] != ':' {
+				return dst, false
+			}
+			key := v[i+1 : k-1]
+			if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
+				if key, ok = appendUnquoted(nil, v[i:k]); !ok {
+					return dst, false
+				}
+			}
+			end := valueEnd(v, k+1)
+			if end < 0 || end >= len(v) {
+				return dst, false
+			}
+			ms = append(ms, member{key, v[k+1 : end]})
+			switch {
+			case v[end] == ',':
+				i = end + 1
+			case v[end] == '}' && end == len(v)-1:
+				i = end
+			default:
+				return dst, false
+			}
+		}
+		if len(ms) == 0 && string(v) != "{}" {
+			return dst, false
+		}
+		slices.SortStableFunc(ms, func(a, b member) int { return bytes.Compare(a.key, b.key) })
+		for i, m := range ms {
+			if i+1 < len(ms) && bytes.Equal(ms[i+1].key, m.key) {
+				continue // a map keeps the last value of a key
+			}
+			if dst, ok = appendText(dst, m.val); !ok {
+				return dst, false
+			}
+		}
+	}
+	return dst, true
+}
+
+// indexTerms indexes the terms of txt, the text of event ev of en (see
+// indexSearch).
+func indexTerms[T string | []byte](f *folder, en *entry, ev *schema.Envelope, txt T, write bool) {
+	if len(txt) == 0 {
 		return
 	}
 	ts := &f.terms
@@ -270,11 +615,10 @@ func (f *folder) indexSearch(en *entry, ev *schema.Envelope, write bool) {
 	// Short words under a long session id cost more key bytes than text:
 	// an event's keys stay within a few times its text.
 	budget := 4*len(txt) + 2048
-	set := func(t []byte) {
+	set := func(t []byte, h uint64) {
 		if budget < 0 {
 			return
 		}
-		h := termHash(t)
 		if _, indexed := en.terms[h]; indexed {
 			return
 		}
@@ -289,11 +633,12 @@ func (f *folder) indexSearch(en *entry, ev *schema.Envelope, write bool) {
 	}
 	if ev.Type == schema.TypeSessionCreated {
 		// The whole id too, so a pasted id finds its session.
-		if id := []byte(strings.ToLower(en.id)); ts.add(id) {
-			set(id)
+		id := []byte(strings.ToLower(en.id))
+		if h := termHash(id); ts.add(id, h) {
+			set(id, h)
 		}
 	}
-	ts.scan(txt, set)
+	scanTerms(ts, txt, set)
 }
 
 // SearchHit is one session a search found.

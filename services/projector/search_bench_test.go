@@ -2,10 +2,14 @@ package projector
 
 import (
 	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sessionlog/sessionlog/internal/gen"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // BenchmarkSearch times the search index of a fleet of 10,000 sessions
@@ -63,4 +67,72 @@ func BenchmarkSearch(b *testing.B) {
 			b.ReportMetric(float64(fold.Nanoseconds())/events, "fold-ns/event")
 		})
 	}
+}
+
+// BenchmarkIndexMessage times the search indexing of one message event of
+// a session that indexed its words before (the usual case: a session's
+// words repeat, and the set of its indexed terms answers for them): the
+// text found in the data and cut into terms, each looked up. Short is a
+// line of the load generator's, Prose about 4 KiB of plain text of some
+// 300 distinct words, Escaped the same with newlines and quotes (a JSON
+// string with escapes), Blocks the same as a list of content blocks.
+func BenchmarkIndexMessage(b *testing.B) {
+	var words []string
+	for i := range 300 {
+		words = append(words, "w"+strconv.Itoa(i*7919%10007)+"ord")
+	}
+	var prose, escaped strings.Builder
+	for i := 0; prose.Len() < 4<<10; i++ {
+		w := words[(i*31)%len(words)]
+		prose.WriteString(w + " ")
+		escaped.WriteString(w)
+		if i%9 == 0 {
+			escaped.WriteString("\n\"q\" ")
+		} else {
+			escaped.WriteString(" ")
+		}
+	}
+	blocks, _ := json.Marshal([]map[string]string{{"type": "text", "text": prose.String()}})
+	for _, c := range []struct {
+		name    string
+		content json.RawMessage
+	}{
+		{"Short", mustJSON(b, "please do task 12")},
+		{"Prose", mustJSON(b, prose.String())},
+		{"Escaped", mustJSON(b, escaped.String())},
+		{"Blocks", blocks},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			f, _ := newTestFolder(b, 2)
+			f.open()
+			data, _ := json.Marshal(schema.Message{Content: c.content})
+			body, err := schema.Encode(&schema.Envelope{SchemaVersion: schema.Version, SessionID: "bench-index", Seq: 2,
+				EventID: "e2", Type: schema.TypeMessageUser, Time: time.Unix(1, 0).UTC(), Data: data})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ev, _, err := schema.DecodeCanonicalShared(body)
+			if err != nil {
+				b.Fatal(err)
+			}
+			en := &entry{id: "bench-index"}
+			f.indexSearch(en, &ev, true)
+			if len(en.terms) == 0 {
+				b.Fatal("nothing indexed")
+			}
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				f.indexSearch(en, &ev, true)
+			}
+		})
+	}
+}
+
+func mustJSON(tb testing.TB, v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
 }

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector/store"
@@ -163,5 +165,198 @@ func folderOf(t *testing.T, f *folder, id string) func(typ, data string) {
 		if err := f.handle(context.Background(), &m); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestIndexSearchReadsMessagesAsDecoded: the fold finds a message's text
+// in its data without decoding it again (messageContent), and cuts it
+// into terms through a table of their hashes (termSet). The keys it
+// writes for each shape of data are those of the text searchText decodes
+// (DecodeData), cut into terms as the index defines them: maximal runs of
+// letters and digits, lower-cased, 2 to 48 bytes, the first 512 distinct
+// ones of the first 32 KiB of text.
+func TestIndexSearchReadsMessagesAsDecoded(t *testing.T) {
+	var many strings.Builder
+	for i := range 700 {
+		fmt.Fprintf(&many, "w%d w%d, ", i, i/2)
+	}
+	long := strings.Repeat("abc ", 9000) + "tail"
+	cases := []string{
+		`{"content":"Plain words, plain WORDS and 42 numbers"}`,
+		`{"content":"with \"escapes\"\nand a new line \u00e9t\u00e9"}`,
+		`{"content":"ünïcödé Wörter ΑΒΓ straße"}`,
+		`{"content":"pair \ud83d\ude00x, lone \ud83dy and \ude00z, \u00c9T\u00c9 \/ \\ end"}`,
+		"{\"content\":\"raw \xff\xfe invalid bytes\\n\"}",
+		`{"content":[{"type":"text","text":"blocks here"},{"type":"image","source":{"data":"abc"}}]}`,
+		`{"content":{"nested":["a b",{"k":"deep value"}],"n":1}}`,
+		`{"content":"kept","usage":{"input_tokens":3}}`,
+		`{"usage":{"input_tokens":3},"content":"kept"}`,
+		`{"content":"first","content":"last wins"}`,
+		`{"Content":"spelled otherwise"}`,
+		`{"cont\u0065nt":"an escaped key"}`,
+		`{ "content" : "spaced out" }`,
+		`{"content":"x" }`,
+		`{"content":null}`,
+		`{"content":123}`,
+		`{"content":true}`,
+		`{"content":""}`,
+		`{"content":"a"}`,
+		`{}`,
+		`null`,
+		`[1,2]`,
+		`"a string"`,
+		`{"content":` + string(mustJSON(t, many.String())) + `}`,
+		`{"content":` + string(mustJSON(t, long)) + `}`,
+	}
+	const id = "shapes-1"
+	for _, typ := range []string{schema.TypeMessageUser, schema.TypeMessageAssistant} {
+		for _, data := range cases {
+			if !json.Valid([]byte(data)) {
+				t.Fatalf("invalid test data %s", data)
+			}
+			ev := &schema.Envelope{SchemaVersion: schema.Version, SessionID: id, Seq: 3, EventID: "e3", Type: typ, Data: json.RawMessage(data)}
+			f, _ := newTestFolder(t, 2)
+			f.open()
+			en := &entry{id: id}
+			f.indexSearch(en, ev, true)
+			got := f.batch.Keys()
+			f.batch.Abandon()
+			var want [][]byte
+			for _, term := range referenceTerms(searchText(id, ev)) {
+				want = append(want, store.AppendSearchKey(nil, []byte(term), id, 3))
+			}
+			if len(got) != len(want) {
+				t.Fatalf("%s %.80s: %d keys, want %d", typ, data, len(got), len(want))
+			}
+			for i := range got {
+				if !bytes.Equal(got[i], want[i]) {
+					t.Fatalf("%s %.80s: key %d is %q, want %q", typ, data, i, got[i], want[i])
+				}
+			}
+			if len(en.terms) != len(want) {
+				t.Fatalf("%s %.80s: %d terms noted, want %d", typ, data, len(en.terms), len(want))
+			}
+		}
+	}
+}
+
+// referenceTerms cuts s into search terms by the definition, without the
+// index's table.
+func referenceTerms(s string) []string {
+	if len(s) > maxIndexText {
+		s = s[:maxIndexText]
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, w := range strings.FieldsFunc(s, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		w = strings.ToLower(w)
+		if len(w) < 2 || len(w) > maxTermBytes || seen[w] || len(out) == maxEventTerms {
+			continue
+		}
+		seen[w] = true
+		out = append(out, w)
+	}
+	return out
+}
+
+// TestAppendUnquotedIsUnmarshal: the text of a message's string is what
+// json.Unmarshal makes of it, escapes, surrogates and invalid UTF-8
+// included, and a string json.Unmarshal refuses is refused.
+func TestAppendUnquotedIsUnmarshal(t *testing.T) {
+	cases := []string{
+		`""`, `"plain"`, `"a\"b\\c\/d\be\ff\ng\rh\ti"`, `"\u00e9\u00E9 caf\u00e9"`,
+		`"\ud83d\ude00 pair"`, `"\ud83d lone high"`, `"\ude00 lone low"`, `"\ud83d\u0041 high then A"`,
+		`"\ud83d\ud83d\ude00 high, pair"`, `"\u0000 nul"`, `"\u2028\u2029"`, "\"raw \xff\xfe invalid\"",
+		"\"cut \xe2\x82\"", `"ünïcödé"`, `"\x"`, `"\u12"`, `"\u12g4"`, `"a\"`, "\"tab\tinside\"", `"quote"inside"`,
+		`"\'"`, `"`, `x`,
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	pieces := []string{"a", "Z", "9", " ", `\n`, `\"`, `\\`, `\u00e9`, `\ud83d`, `\ude00`, `\uD83D\uDE00`, "é", "\xff", "\xe2\x82", "€", `\/`, `\t`}
+	for range 2000 {
+		var sb strings.Builder
+		sb.WriteByte('"')
+		for range rng.IntN(20) {
+			sb.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		sb.WriteByte('"')
+		cases = append(cases, sb.String())
+	}
+	for _, c := range cases {
+		var want string
+		err := json.Unmarshal([]byte(c), &want)
+		got, ok := appendUnquoted([]byte("kept "), []byte(c))
+		if ok != (err == nil) {
+			t.Fatalf("%q: ok %v, json.Unmarshal error %v", c, ok, err)
+		}
+		if ok && string(got) != "kept "+want {
+			t.Fatalf("%q: %q, want %q", c, got[5:], want)
+		}
+	}
+}
+
+// TestAppendTextIsMessageText: the text read from content blocks (any
+// array or object) is messageText's, which decodes them into a tree of
+// maps: strings in order, object members by key, a repeated key's last
+// value, escaped keys, the cut at maxIndexText; white space is left to
+// messageText.
+func TestAppendTextIsMessageText(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	pieces := []string{"a", "Zed", "9", " ", `\n`, `\"`, `\\`, `\u00e9`, `\ud83d`, `\uD83D\uDE00`, "é", "\xff", "€"}
+	str := func() string {
+		var sb strings.Builder
+		sb.WriteByte('"')
+		for range rng.IntN(6) {
+			sb.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		sb.WriteByte('"')
+		return sb.String()
+	}
+	keys := []string{`"text"`, `"type"`, `"a"`, `"b"`, `"t\u0065xt"`, `"\u00e9"`, `"é"`, "\"\xff\"", `""`}
+	var value func(depth int) string
+	value = func(depth int) string {
+		n := rng.IntN(10)
+		if depth > 4 {
+			n %= 5
+		}
+		switch n {
+		case 0, 1:
+			return str()
+		case 2:
+			return []string{"1", "-2.5e3", "true", "false", "null"}[rng.IntN(5)]
+		case 3:
+			return strconv.Quote(strings.Repeat("long words ", 400+rng.IntN(400)))
+		case 4, 5, 6:
+			var parts []string
+			for range rng.IntN(5) {
+				parts = append(parts, value(depth+1))
+			}
+			return "[" + strings.Join(parts, ",") + "]"
+		}
+		var parts []string
+		for range rng.IntN(5) {
+			parts = append(parts, keys[rng.IntN(len(keys))]+":"+value(depth+1))
+		}
+		return "{" + strings.Join(parts, ",") + "}"
+	}
+	cases := []string{`[]`, `{}`, `[{"type":"text","text":"Where is it?"}]`, `{"b":"2","a":"1","b":"3"}`, `[ "spaced" ]`, `{"a": "spaced"}`, `[1,{"x":[true,null,"deep"]}]`}
+	fallbacks := 0
+	for range 3000 {
+		cases = append(cases, value(0))
+	}
+	for _, c := range cases {
+		if !json.Valid([]byte(c)) || (c[0] != '[' && c[0] != '{') {
+			continue
+		}
+		got, ok := appendText(nil, []byte(c))
+		if !ok {
+			fallbacks++
+			continue
+		}
+		if want := messageText(json.RawMessage(c)); string(got) != want {
+			t.Fatalf("%.200s:\n got %.200q\nwant %.200q", c, got, want)
+		}
+	}
+	if fallbacks != 2 {
+		t.Fatalf("%d values left to messageText, want the 2 with white space", fallbacks)
 	}
 }
