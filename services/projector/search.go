@@ -233,13 +233,15 @@ func searchText(id string, ev *schema.Envelope) string {
 		}
 		return strings.Join(parts, " ")
 	case schema.TypeMessageUser, schema.TypeMessageAssistant:
-		var d struct {
-			Content json.RawMessage `json:"content"`
-		}
-		if ev.DecodeData(&d) != nil || len(d.Content) == 0 {
+		// The text is the content member's, whatever else the data
+		// holds (an assistant message imported from Claude Code carries
+		// its model and usage too): the member named exactly content, the
+		// last one if the data names it twice, as messageContent reads it.
+		var d map[string]json.RawMessage
+		if json.Unmarshal(ev.Data, &d) != nil || len(d["content"]) == 0 {
 			return ""
 		}
-		return messageText(d.Content)
+		return messageText(d["content"])
 	}
 	return ""
 }
@@ -324,12 +326,13 @@ func (f *folder) indexSearch(en *entry, ev *schema.Envelope, write bool) {
 }
 
 // messageContent is the content of a message's data as searchText finds
-// it (ev.DecodeData into a struct of the content alone), read from the
-// data without decoding it again: the fold's decode checked it is valid
-// JSON. sure false: the data is not laid out as the common case (a
-// compact object, keys without escapes), and only DecodeData can say;
-// sure with no content: searchText finds no text (no data, no content,
-// or a member other than content, which DecodeData refuses).
+// it (the member named exactly content, the last one of that name), read
+// from the data without decoding it again: the fold's decode checked it
+// is valid JSON. Other members (an assistant message's model and usage)
+// are passed over. sure false: the data is not laid out as the common
+// case (a compact object, keys without escapes), and only searchText can
+// say; sure with no content: searchText finds no text (no data, or no
+// content).
 func messageContent(data []byte) (content []byte, sure bool) {
 	if len(data) == 0 || string(data) == "null" {
 		return nil, true
@@ -340,7 +343,6 @@ func messageContent(data []byte) (content []byte, sure bool) {
 	if string(data) == "{}" {
 		return nil, true
 	}
-	other := false
 	for i := 1; ; {
 		if i >= len(data) || data[i] != '"' {
 			return nil, false
@@ -359,16 +361,11 @@ func messageContent(data []byte) (content []byte, sure bool) {
 		}
 		if string(data[i+1:k]) == "content" {
 			content = data[v:end]
-		} else {
-			other = true
 		}
 		switch {
 		case data[end] == ',':
 			i = end + 1
 		case data[end] == '}' && end == len(data)-1:
-			if other {
-				return nil, true
-			}
 			return content, true
 		default:
 			return nil, false

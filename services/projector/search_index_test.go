@@ -6,12 +6,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 	"unicode"
 
+	"github.com/sessionlog/sessionlog/pkg/agentlog"
+	"github.com/sessionlog/sessionlog/pkg/agentlog/agentlogtest"
+	"github.com/sessionlog/sessionlog/pkg/agentlog/formats"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
@@ -172,7 +176,7 @@ func folderOf(t *testing.T, f *folder, id string) func(typ, data string) {
 // in its data without decoding it again (messageContent), and cuts it
 // into terms through a table of their hashes (termSet). The keys it
 // writes for each shape of data are those of the text searchText decodes
-// (DecodeData), cut into terms as the index defines them: maximal runs of
+// (the member named exactly content, whatever else the data holds), cut into terms as the index defines them: maximal runs of
 // letters and digits, lower-cased, 2 to 48 bytes, the first 512 distinct
 // ones of the first 32 KiB of text.
 func TestIndexSearchReadsMessagesAsDecoded(t *testing.T) {
@@ -224,6 +228,12 @@ func TestIndexSearchReadsMessagesAsDecoded(t *testing.T) {
 			var want [][]byte
 			for _, term := range referenceTerms(searchText(id, ev)) {
 				want = append(want, store.AppendSearchKey(nil, []byte(term), id, 3))
+			}
+			if strings.Contains(data, `"usage"`) && len(want) == 0 {
+				// An assistant message imported from Claude Code carries
+				// its model and usage beside its content: its text is
+				// searched all the same.
+				t.Fatalf("%s %.80s: no terms for the content", typ, data)
 			}
 			if len(got) != len(want) {
 				t.Fatalf("%s %.80s: %d keys, want %d", typ, data, len(got), len(want))
@@ -358,5 +368,46 @@ func TestAppendTextIsMessageText(t *testing.T) {
 	}
 	if fallbacks != 2 {
 		t.Fatalf("%d values left to messageText, want the 2 with white space", fallbacks)
+	}
+}
+
+// The assistant messages of a real Claude Code transcript (which carry
+// their model and usage beside their content) are indexed: their terms
+// are written, as for any other message.
+func TestIndexSearchRealAssistantMessages(t *testing.T) {
+	f0, ok := formats.Lookup("claude-code")
+	if !ok {
+		t.Fatal("no claude-code format")
+	}
+	paths, err := filepath.Glob("../../pkg/agentlog/testdata/real/cc/*.jsonl")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("real transcripts: %v %v", paths, err)
+	}
+	withUsage, indexed := 0, 0
+	for _, p := range paths {
+		var c agentlogtest.Collect
+		if _, err := agentlog.ReadFile(f0, p, agentlog.Options{}, &c); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range c.Sessions {
+			for i := range s.Events {
+				ev := &s.Events[i]
+				if ev.Type != schema.TypeMessageAssistant || !bytes.Contains(ev.Data, []byte(`"usage"`)) {
+					continue
+				}
+				withUsage++
+				f, _ := newTestFolder(t, 2)
+				f.open()
+				f.indexSearch(&entry{id: ev.SessionID}, ev, true)
+				if len(f.batch.Keys()) > 0 {
+					indexed++
+				}
+				f.batch.Abandon()
+			}
+		}
+	}
+	t.Logf("%d assistant messages with usage, %d of them indexed", withUsage, indexed)
+	if withUsage == 0 || indexed == 0 {
+		t.Fatalf("%d assistant messages with usage in the real transcripts, %d indexed", withUsage, indexed)
 	}
 }
