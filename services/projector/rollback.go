@@ -142,16 +142,8 @@ func (s *Service) CheckStreams(ctx context.Context) {
 	gone := maps.Clone(s.rb.gone)
 	s.rb.mu.Unlock()
 	for name, g := range gone {
-		if g.pos.Seq == consumed[name].Seq {
-			continue // checkStream looked at it above
-		}
-		m, err := s.ls.MsgAt(ctx, name, g.pos.Seq)
-		switch {
-		case err != nil:
-		case m == nil:
-			s.gone(ctx, name, g.pos, now)
-		default:
-			s.found(name, g.pos, m)
+		if g.pos.Seq != consumed[name].Seq { // else checkStream looked at it above
+			s.checkConsumed(ctx, name, g.pos, now)
 		}
 	}
 }
@@ -192,17 +184,24 @@ func (s *Service) checkStream(ctx context.Context, name string, last uint64, c s
 	if p.Seq == 0 || p.ID == "" {
 		return
 	}
-	m, err := s.ls.MsgAt(ctx, name, p.Seq)
-	if err != nil {
-		return
-	}
-	if m == nil {
-		s.gone(ctx, name, p, now)
-		return
-	}
-	if s.found(name, p, m) && suspected {
+	if s.checkConsumed(ctx, name, p, now) && suspected {
 		s.log.Info("projector: a stream's last sequence below what was consumed was a stale answer: the message consumed is there", "stream", name, "seq", p.Seq, "last", last)
 	}
+}
+
+// checkConsumed reads the message at consumed position p and judges it:
+// gone (gone), or there (found). It reports whether the message consumed
+// is there; false too when the read failed (the next round looks again).
+func (s *Service) checkConsumed(ctx context.Context, name string, p store.StreamPos, now time.Time) bool {
+	m, err := s.ls.MsgAt(ctx, name, p.Seq)
+	switch {
+	case err != nil:
+		return false
+	case m == nil:
+		s.gone(ctx, name, p, now)
+		return false
+	}
+	return s.found(name, p, m)
 }
 
 // found judges the message m read at a consumed position p: it must be
@@ -241,7 +240,9 @@ func (s *Service) gone(ctx context.Context, name string, p store.StreamPos, now 
 	if erased, err := s.ls.Erased(ctx, id); err != nil || erased {
 		if erased {
 			rb.mu.Lock()
-			delete(rb.gone, name)
+			if g, ok := rb.gone[name]; ok && g.pos.Seq == p.Seq {
+				delete(rb.gone, name)
+			}
 			rb.mu.Unlock()
 		}
 		return
