@@ -50,8 +50,7 @@ type usageRecord struct {
 }
 
 func newTenantUsage(cfg Config, reg prometheus.Registerer) (*tenantUsage, error) {
-	limits := logstore.TenantLimits{Sessions: cfg.TenantMaxSessions, Bytes: cfg.TenantMaxBytes, EventsPerSecond: cfg.TenantEventsPerSecond, Tenants: cfg.TenantBounds}
-	u := &tenantUsage{st: cfg.Store, limits: limits, every: cfg.UsageFlush,
+	u := &tenantUsage{st: cfg.Store, limits: cfg.limits(), every: cfg.UsageFlush,
 		known: map[string]usageRecord{}, pending: map[string]logstore.TenantUsage{}, flushing: map[string]logstore.TenantUsage{}, kick: make(chan struct{}, 1),
 		sessions: prometheus.NewDesc("sessionlog_writer_tenant_sessions",
 			"Sessions of each tenant (NATS account) as this writer knows them: TENANT_USAGE plus what it counted and has not added to it yet.", []string{"tenant"}, nil),

@@ -82,6 +82,12 @@ type Config struct {
 	SnapshotEvery int
 }
 
+// limits are the bounds per tenant cfg sets, as the writer's quotas and
+// usage judge them and TENANT_USAGE records them.
+func (c Config) limits() logstore.TenantLimits {
+	return logstore.TenantLimits{Sessions: c.TenantMaxSessions, Bytes: c.TenantMaxBytes, EventsPerSecond: c.TenantEventsPerSecond, Tenants: c.TenantBounds}
+}
+
 // Service is the writer.
 type Service struct {
 	cfg    Config
@@ -178,7 +184,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("writer: metrics: %w", err)
 	}
 	s.m = m
-	if s.quotas, err = newTenantQuotas(logstore.TenantLimits{EventsPerSecond: cfg.TenantEventsPerSecond, Tenants: cfg.TenantBounds}, cfg.Now, cfg.Registerer); err != nil {
+	if s.quotas, err = newTenantQuotas(cfg.limits(), cfg.Now, cfg.Registerer); err != nil {
 		return nil, fmt.Errorf("writer: metrics: %w", err)
 	}
 	if s.usage, err = newTenantUsage(cfg, cfg.Registerer); err != nil {
