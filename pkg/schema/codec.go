@@ -144,7 +144,7 @@ func eachMember(raw []byte, fn func(key, val []byte) error) error {
 		}
 		i = skipSpace(raw, end)
 		i = skipSpace(raw, i+1) // the colon
-		vend := skipValue(raw, i)
+		vend := SkipValue(raw, i)
 		if err := fn(key, raw[i:vend]); err != nil {
 			return err
 		}
@@ -165,7 +165,7 @@ func eachElem(raw []byte, fn func(val []byte) error) error {
 	}
 	i = skipSpace(raw, i+1)
 	for i < len(raw) && raw[i] != ']' {
-		end := skipValue(raw, i)
+		end := SkipValue(raw, i)
 		if err := fn(raw[i:end]); err != nil {
 			return err
 		}
@@ -197,8 +197,12 @@ func skipString(b []byte, i int) int {
 	return len(b)
 }
 
-// skipValue returns the index after the valid JSON value at b[i].
-func skipValue(b []byte, i int) int {
+// SkipValue returns the index after the JSON value at b[i] of valid JSON
+// b: after a string's closing quote or a container's closing bracket, at
+// the delimiter or white space that ends a number or literal; len(b) when
+// b ends first (a string or container not closed), and i when b[i] is
+// white space or i is past b.
+func SkipValue(b []byte, i int) int {
 	if i >= len(b) {
 		return i
 	}

@@ -465,58 +465,8 @@ func hex4(s []byte) rune {
 // JSON b, when a ',' or a '}' follows it there (ok false: anything else,
 // such as white space).
 func compactValueEnd(b []byte, i int) (end int, ok bool) {
-	end = valueEnd(b, i)
-	return end, end >= 0 && end < len(b) && (b[end] == ',' || b[end] == '}')
-}
-
-// valueEnd is the index after the JSON value at b[i] of valid JSON b
-// (-1: white space before its end).
-func valueEnd(b []byte, i int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case '"':
-		if i = closingQuote(b, i); i < len(b) {
-			return i + 1
-		}
-		return -1
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				i = closingQuote(b, i)
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return -1
-	}
-	for ; i < len(b); i++ {
-		switch b[i] {
-		case ',', '}', ']':
-			return i
-		case ' ', '\t', '\n', '\r':
-			return -1
-		}
-	}
-	return i
-}
-
-// closingQuote is the index of the quote that ends the string starting
-// at b[i] (len(b): none).
-func closingQuote(b []byte, i int) int {
-	for i++; i < len(b) && b[i] != '"'; i++ {
-		if b[i] == '\\' {
-			i++
-		}
-	}
-	return min(i, len(b))
+	end = schema.SkipValue(b, i)
+	return end, end < len(b) && (b[end] == ',' || b[end] == '}')
 }
 
 // appendText appends the text messageText finds in the array or object
@@ -540,8 +490,8 @@ func appendText(dst, v []byte) (_ []byte, ok bool) {
 		return append(dst, ' '), true
 	case '[':
 		for i := 1; i < len(v) && v[i] != ']'; {
-			end := valueEnd(v, i)
-			if end < 0 || end >= len(v) {
+			end := schema.SkipValue(v, i)
+			if end >= len(v) {
 				return dst, false
 			}
 			if dst, ok = appendText(dst, v[i:end]); !ok {
@@ -561,8 +511,8 @@ func appendText(dst, v []byte) (_ []byte, ok bool) {
 		type member struct{ key, val []byte }
 		var ms []member
 		for i := 1; i < len(v) && v[i] != '}'; {
-			k := valueEnd(v, i)
-			if v[i] != '"' || k < 0 || k+1 >= len(v) || v[k] != ':' {
+			k := schema.SkipValue(v, i)
+			if v[i] != '"' || k+1 >= len(v) || v[k] != ':' {
 				return dst, false
 			}
 			key := v[i+1 : k-1]
@@ -571,8 +521,8 @@ func appendText(dst, v []byte) (_ []byte, ok bool) {
 					return dst, false
 				}
 			}
-			end := valueEnd(v, k+1)
-			if end < 0 || end >= len(v) {
+			end := schema.SkipValue(v, k+1)
+			if end >= len(v) {
 				return dst, false
 			}
 			ms = append(ms, member{key, v[k+1 : end]})
