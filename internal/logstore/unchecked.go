@@ -23,9 +23,10 @@ const uncheckedWindow = 4000
 // session (the one published before it in this call, or the session's
 // last stored message, read once per session and call), none for a
 // session's first message; so what it stores is judged as the writer's
-// own events are, and only the seqs it was given can break the chain. It
-// returns the stream sequence of the last event stored. The cached tails
-// of those sessions are dropped.
+// own events are, and only the seqs it was given can break the chain
+// (calls must not publish to one session at the same time: each chains to
+// what it read and published itself). It returns the stream sequence of
+// the last event stored. The cached tails of those sessions are dropped.
 func (s *Store) PublishUnchecked(ctx context.Context, events iter.Seq[schema.Envelope]) (uint64, error) {
 	var last uint64
 	futs := make([]jetstream.PubAckFuture, 0, uncheckedWindow)
