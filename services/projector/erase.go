@@ -285,6 +285,10 @@ func (s *Service) handleAudit(w http.ResponseWriter, r *http.Request) {
 		err := s.view(func(rd reader) error {
 			keep := visible(r, rd)
 			recs = slices.DeleteFunc(recs, func(a api.AuditRecord) bool { return !keep(a.SessionID) })
+			n := namesOf(r)
+			for i := range recs {
+				recs[i].SessionID = n.wire(recs[i].SessionID)
+			}
 			return nil
 		})
 		if err != nil {

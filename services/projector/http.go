@@ -190,6 +190,7 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	after := q.Get("after")
+	n := namesOf(r)
 	var out List
 	out.Sessions = []Summary{}
 	err := s.view(func(rd reader) error {
@@ -210,12 +211,12 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 			var ns uint64
 			var id string
 			if t, sid, ok := strings.Cut(after, "."); ok {
-				n, err := strconv.ParseUint(t, 10, 64)
-				if err != nil || !schema.ValidSessionID(sid) {
+				ns, err = strconv.ParseUint(t, 10, 64)
+				if id = n.stored(sid); err != nil || !schema.ValidSessionID(id) {
 					return errBadCursor
 				}
-				ns, id = n, sid
 			} else {
+				after = n.stored(after)
 				if !schema.ValidSessionID(after) || keep != nil && !keep(after) {
 					return errBadCursor
 				}
@@ -246,6 +247,7 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 			if sum == nil {
 				continue
 			}
+			n.summary(sum)
 			out.Sessions = append(out.Sessions, *sum)
 		}
 		if valid && len(out.Sessions) > 0 {
@@ -279,6 +281,8 @@ func (s *Service) handleSession(w http.ResponseWriter, r *http.Request) {
 		if err != nil || sum == nil {
 			return err
 		}
+		n := namesOf(r)
+		n.summary(sum)
 		d = &Detail{Summary: *sum, Children: []string{}}
 		prefix := store.ChildPrefix(id)
 		it, err := rd.iter(prefix)
@@ -288,7 +292,7 @@ func (s *Service) handleSession(w http.ResponseWriter, r *http.Request) {
 		defer it.Close()
 		for ok := it.First(); ok; ok = it.Next() {
 			if c := string(it.Key()[len(prefix):]); keep == nil || keep(c) {
-				d.Children = append(d.Children, c)
+				d.Children = append(d.Children, n.wire(c))
 			}
 		}
 		return nil
@@ -424,6 +428,7 @@ func rawEvent(m *logstore.Msg) json.RawMessage {
 // Events.
 type eventsPage struct {
 	st  *streamer
+	ids names  // how the request names sessions (the events go as stored)
 	out Events // all but the events
 	n   int
 	buf bytes.Buffer
@@ -480,6 +485,7 @@ func (p *eventsPage) end(e *EventsError, limit int) error {
 		p.out.More = true
 		return nil
 	}
+	e.Message = p.ids.text(e.Message)
 	p.out.Error, p.out.More = e, false
 	b, _ := json.Marshal(map[string]any{"unreadable": true, "seq": e.Seq, "streamSeq": e.StreamSeq, "code": e.Code, "message": e.Message})
 	return p.add(b)
@@ -540,7 +546,8 @@ func (s *Service) handleEvents(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
 		return
 	}
-	page := &eventsPage{st: s.stream(w, jsonHeader()), out: Events{SessionID: id, Next: after}}
+	n := namesOf(r)
+	page := &eventsPage{st: s.stream(w, jsonHeader()), out: Events{SessionID: n.wire(id), Next: after}, ids: n}
 	failed := func(err error) { page.st.fail(func() { s.readFailed(w, err) }) }
 	if sum != nil && stoppedStatus(sum.Status) {
 		if err := s.stoppedEvents(r.Context(), sum, limit, page); err != nil {
@@ -799,7 +806,7 @@ func (s *Service) handleContext(w http.ResponseWriter, r *http.Request) {
 			unreadable = sum
 			return nil
 		}
-		head = &Context{SessionID: id, LastSeq: sum.LastSeq, Entries: []ContextEntry{}}
+		head = &Context{SessionID: namesOf(r).wire(id), LastSeq: sum.LastSeq, Entries: []ContextEntry{}}
 		if v, ok, err := rd.get(store.CompactionKey(id)); err != nil {
 			return err
 		} else if ok {

@@ -621,6 +621,10 @@ func (s *Service) handleSearch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	after := q.Get("after")
+	n := namesOf(r)
+	if after != "" {
+		after = n.stored(after)
+	}
 	if after != "" && !schema.ValidSessionID(after) {
 		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, "after must be a session id from next")
 		return
@@ -631,7 +635,7 @@ func (s *Service) handleSearch(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return err
 		}
-		out.Next = next
+		out.Next = n.wire(next)
 		for _, h := range hits {
 			sum, err := rd.summary(h.id)
 			if err != nil {
@@ -648,7 +652,12 @@ func (s *Service) handleSearch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for i := range out.Results {
-		s.snippet(r, &out.Results[i], ts[0])
+		h := &out.Results[i]
+		s.snippet(r, h, ts[0])
+		n.summary(&h.Summary)
+		if h.Field == "session" {
+			h.Snippet = n.text(h.Snippet)
+		}
 	}
 	writeJSON(w, out)
 }
