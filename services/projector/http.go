@@ -195,21 +195,14 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 	out.Sessions = []Summary{}
 	err := s.view(func(rd reader) error {
 		keep := visible(r, rd)
-		prefix := store.ActivityPrefix()
-		if status != "" {
-			prefix = store.StatusPrefix(status)
-		}
-		it, err := rd.iter(prefix)
-		if err != nil {
-			return err
-		}
-		defer it.Close()
-		valid := it.Last()
+		prefix := listPrefix(httpauth.TenantOf(r.Context()), status)
+		var from []byte
 		if after != "" {
 			// The cursor is "<activity ns>.<session id>"; a bare session id
 			// continues after that session's current place.
 			var ns uint64
 			var id string
+			var err error
 			if t, sid, ok := strings.Cut(after, "."); ok {
 				ns, err = strconv.ParseUint(t, 10, 64)
 				if id = n.stored(sid); err != nil || !schema.ValidSessionID(id) {
@@ -229,29 +222,18 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 				}
 				ns, id = store.TimeKey(sum.LastActivity), after
 			}
-			key := store.ActivityKey(ns, id)
-			if status != "" {
-				key = store.StatusKey(status, ns, id)
-			}
-			valid = it.SeekLT(key)
+			from = store.IndexKey(prefix, ns, id)
 		}
-		for ; valid && len(out.Sessions) < limit; valid = it.Prev() {
-			id := store.IndexSession(prefix, it.Key())
-			if keep != nil && !keep(id) {
-				continue
-			}
-			sum, err := rd.summary(id)
-			if err != nil {
-				return err
-			}
-			if sum == nil {
-				continue
-			}
-			n.summary(sum)
-			out.Sessions = append(out.Sessions, *sum)
+		sums, more, _, err := rd.listWalk(prefix, from, limit, keep)
+		if err != nil {
+			return err
 		}
-		if valid && len(out.Sessions) > 0 {
-			last := out.Sessions[len(out.Sessions)-1]
+		for i := range sums {
+			n.summary(&sums[i])
+		}
+		out.Sessions = append(out.Sessions, sums...)
+		if more && len(sums) > 0 {
+			last := sums[len(sums)-1]
 			out.Next = strconv.FormatUint(store.TimeKey(last.LastActivity), 10) + "." + last.SessionID
 		}
 		return nil
@@ -268,6 +250,52 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 }
 
 var errBadCursor = errors.New("bad cursor")
+
+// listPrefix is the index a list walks: the activity index, or a
+// status's; with a tenant (a tenant's token), that tenant's, which holds
+// its sessions alone.
+func listPrefix(tenant, status string) []byte {
+	switch {
+	case tenant != "" && status != "":
+		return store.TenantStatusPrefix(tenant, status)
+	case tenant != "":
+		return store.TenantActivityPrefix(tenant)
+	case status != "":
+		return store.StatusPrefix(status)
+	}
+	return store.ActivityPrefix()
+}
+
+// listWalk reads the index under prefix newest first, from before the
+// key from (nil: from the newest), for up to limit summaries of sessions
+// keep allows (nil: all). more says entries follow the page; examined
+// counts the entries it read.
+func (rd reader) listWalk(prefix, from []byte, limit int, keep func(id string) bool) (sums []Summary, more bool, examined int, err error) {
+	it, err := rd.iter(prefix)
+	if err != nil {
+		return nil, false, 0, err
+	}
+	defer it.Close()
+	valid := it.Last()
+	if from != nil {
+		valid = it.SeekLT(from)
+	}
+	for ; valid && len(sums) < limit; valid = it.Prev() {
+		examined++
+		id := store.IndexSession(prefix, it.Key())
+		if keep != nil && !keep(id) {
+			continue
+		}
+		sum, err := rd.summary(id)
+		if err != nil {
+			return nil, false, examined, err
+		}
+		if sum != nil {
+			sums = append(sums, *sum)
+		}
+	}
+	return sums, valid, examined, nil
+}
 
 func (s *Service) handleSession(w http.ResponseWriter, r *http.Request) {
 	id, ok := sessionID(w, r)

@@ -49,6 +49,24 @@ func tenantAnswer(t *testing.T, r *running, token, path string, durable int) (in
 	return resp.StatusCode, body.String(), hdr.String()
 }
 
+// pageIDs are the session ids of a page of /v1/sessions or /v1/search,
+// and its next.
+func pageIDs(body string) (ids []string, next string) {
+	var l struct {
+		Sessions []projector.Summary   `json:"sessions"`
+		Results  []projector.SearchHit `json:"results"`
+		Next     string                `json:"next"`
+	}
+	json.Unmarshal([]byte(body), &l)
+	for _, s := range l.Sessions {
+		ids = append(ids, s.SessionID)
+	}
+	for _, h := range l.Results {
+		ids = append(ids, h.Summary.SessionID)
+	}
+	return ids, l.Next
+}
+
 // TestTenantNames: a tenant's token names its sessions as its agents do
 // (<id> for the session stored as _T<tenant>_<id>): on every path it
 // reads, in paths, cursors and answers (lists and their cursors, details
@@ -61,13 +79,7 @@ func tenantAnswer(t *testing.T, r *running, token, path string, durable int) (in
 // stored answers as a missing one. An export to codex names the thread
 // by the tenant's id (an imported codex-<uuid> gives back its uuid).
 func TestTenantNames(t *testing.T) {
-	e := newEnv(t)
-	const op, acme = "operator-token-0123456789", "acme-token-0123456789"
-	r := e.start(t.TempDir(), func(c *projector.Config) {
-		c.HTTPToken = op
-		c.TenantTokens = map[string]string{acme: "acme", "beta-token-0123456789": "beta"}
-	})
-	r.waitReady(t)
+	e, r := startTenants(t)
 	const uuid = "01234567-89ab-4cde-8f01-23456789abcd"
 	codex := "codex-" + uuid
 	createTenantSessions(t, e, r, op, [][2]string{
@@ -161,20 +173,8 @@ func TestTenantNames(t *testing.T) {
 		return body
 	}
 	ids := func(body string) []string {
-		var l struct {
-			Sessions []projector.Summary   `json:"sessions"`
-			Results  []projector.SearchHit `json:"results"`
-			Next     string                `json:"next"`
-		}
-		json.Unmarshal([]byte(body), &l)
-		var out []string
-		for _, s := range l.Sessions {
-			out = append(out, s.SessionID)
-		}
-		for _, h := range l.Results {
-			out = append(out, h.Summary.SessionID)
-		}
-		return append(out, "next="+l.Next)
+		out, next := pageIDs(body)
+		return append(out, "next="+next)
 	}
 
 	// Lists and search, whole and a session a page, by their cursors.

@@ -47,13 +47,7 @@ func tenantGet(t *testing.T, r *running, token, path string) (int, string) {
 // token counts only in the Authorization header. The operator's token
 // sees everything.
 func TestTenantTokens(t *testing.T) {
-	e := newEnv(t)
-	const op, acme, beta, agents = "operator-token-0123456789", "acme-token-0123456789", "beta-token-0123456789", "agents-token-0123456789"
-	r := e.start(t.TempDir(), func(c *projector.Config) {
-		c.HTTPToken = op
-		c.TenantTokens = map[string]string{acme: "acme", beta: "beta", agents: "AGENTS"}
-	})
-	r.waitReady(t)
+	e, r := startTenants(t)
 	createTenantSessions(t, e, r, op, [][2]string{
 		{"plain-1", `{"title":"zebra plain"}`},
 		{"_Tacme_s1", `{"title":"zebra acme"}`},
@@ -157,6 +151,22 @@ func TestTenantTokens(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The tokens of startTenants: the operator's, tenants acme's and beta's,
+// the default tenant's.
+const op, acme, beta, agents = "operator-token-0123456789", "acme-token-0123456789", "beta-token-0123456789", "agents-token-0123456789"
+
+// startTenants starts a projector with the tokens above.
+func startTenants(t *testing.T) (*env, *running) {
+	t.Helper()
+	e := newEnv(t)
+	r := e.start(t.TempDir(), func(c *projector.Config) {
+		c.HTTPToken = op
+		c.TenantTokens = map[string]string{acme: "acme", beta: "beta", agents: "AGENTS"}
+	})
+	r.waitReady(t)
+	return e, r
 }
 
 // createTenantSessions stores the sessions (id, session/created data; with
