@@ -259,3 +259,61 @@ func TestTenantNames(t *testing.T) {
 		t.Errorf("the operator's s2: %s", b)
 	}
 }
+
+// TestTenantWatchEndsOnErase: a session a tenant's token (or its agents')
+// is watching, or reading a streamed answer of, becomes invisible to it
+// only when erased (owners do not change, grants only grow): its open
+// watches end then, for every token, and a watch asked again answers as
+// the session now is to the token (erased to the tenant's token, not
+// found to its agents').
+func TestTenantWatchEndsOnErase(t *testing.T) {
+	e := newEnv(t)
+	const alice = "alice-token-0123456789"
+	r := e.start(t.TempDir(), func(c *projector.Config) {
+		c.HTTPToken = op
+		c.TenantTokens = map[string]string{acme: "acme", alice: "acme:alice"}
+	})
+	r.waitReady(t)
+	createTenantSessions(t, e, r, op, [][2]string{{"_Tacme_s1", `{"title":"zebra","owner":{"tenant":"acme","agent":"alice"}}`}})
+	type watch struct {
+		token, path string
+		ended       chan struct{}
+	}
+	watches := []*watch{{op, "/v1/sessions/_Tacme_s1/watch", nil}, {acme, "/v1/sessions/s1/watch", nil}, {alice, "/v1/sessions/s1/watch", nil}}
+	for _, w := range watches {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.srv.URL+w.path, nil)
+		req.Header.Set("Authorization", "Bearer "+w.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("watch %s: %v %v", w.path, resp, err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		if !sc.Scan() || !strings.HasPrefix(sc.Text(), "retry:") {
+			t.Fatalf("watch %s: %q", w.path, sc.Text())
+		}
+		w.ended = make(chan struct{})
+		go func() {
+			defer close(w.ended)
+			defer resp.Body.Close()
+			for sc.Scan() {
+			}
+		}()
+	}
+	e.erase("_Tacme_s1")
+	for _, w := range watches {
+		select {
+		case <-w.ended:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("the watch %s of the token %s is still open after the erase", w.path, w.token)
+		}
+	}
+	for _, c := range []struct{ token, path, code string }{{op, "/v1/sessions/_Tacme_s1/watch", `"erased"`}, {acme, "/v1/sessions/s1/watch", `"erased"`}, {alice, "/v1/sessions/s1/watch", `"not_found"`}} {
+		// (A token of agents sees the erased session until its views go.)
+		waitFor(t, func() bool {
+			code, body := tenantGet(t, r, c.token, c.path)
+			return code == 404 && strings.Contains(body, c.code)
+		})
+	}
+}
