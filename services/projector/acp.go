@@ -104,6 +104,8 @@ func (s *Service) handleACP(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	enc := json.NewEncoder(w)
 	last := fs.last
+	n := namesOf(r)
+	name := n.wire(id)
 	write := func(n acp.Notification) error {
 		rc.SetWriteDeadline(time.Now().Add(s.watch.lim.WriteTimeout))
 		return enc.Encode(n)
@@ -143,11 +145,11 @@ func (s *Service) handleACP(w http.ResponseWriter, r *http.Request) {
 			}
 			continue
 		case v == storedBad || v == storedGap:
-			e := ACPError{Code: string(schema.CodeUnreadable), Message: fmt.Sprintf("stored message at stream seq %d: %s", lm.StreamSeq, why), ResumeAfter: last}
+			e := ACPError{Code: string(schema.CodeUnreadable), Message: n.text(fmt.Sprintf("stored message at stream seq %d: %s", lm.StreamSeq, why)), ResumeAfter: last}
 			if v == storedGap {
 				e.Code, e.Message = StatusGap, fmt.Sprintf("the session's events after seq %d are missing from the log", last)
 			}
-			_ = write(acp.Notify(id, acp.Update{SessionUpdate: acp.SessionInfoUpdate, Meta: map[string]any{acp.MetaKey: map[string]any{"error": e}}}))
+			_ = write(acp.Notify(name, acp.Update{SessionUpdate: acp.SessionInfoUpdate, Meta: map[string]any{acp.MetaKey: map[string]any{"error": e}}}))
 			rc.Flush()
 			return
 		}
@@ -171,7 +173,7 @@ func (s *Service) handleACP(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			for _, u := range acp.Map(&ev) {
-				if write(acp.Notify(id, u)) != nil {
+				if write(acp.Notify(name, u)) != nil {
 					return
 				}
 			}

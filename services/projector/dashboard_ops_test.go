@@ -39,8 +39,9 @@ func newScript(t *testing.T, e *env, id string) *script { return &script{t: t, e
 func (s *script) add(typ, data string, mod ...func(*schema.Envelope)) schema.Envelope {
 	s.t.Helper()
 	s.seq++
+	_, name := api.WireOf(s.id) // as the session's agents name it
 	ev := schema.Envelope{
-		SchemaVersion: schema.Version, SessionID: s.id, Seq: s.seq, EventID: fmt.Sprintf("%s-%d", s.id, s.seq),
+		SchemaVersion: schema.Version, SessionID: s.id, Seq: s.seq, EventID: fmt.Sprintf("%s-%d", name, s.seq),
 		Time: t0.Add(time.Duration(s.seq) * time.Millisecond), Type: typ, Data: json.RawMessage(data),
 	}
 	for _, m := range mod {

@@ -142,9 +142,13 @@ func (s *Service) eraseViews(id string) error {
 			ranges = append(ranges, [2][]byte{p, store.PrefixEnd(p)})
 		}
 	}
-	// Index entries that end with the id: activity, status, and the link
-	// from its parent.
-	for _, p := range [][]byte{store.ActivityPrefix(), []byte("vt"), []byte("vk")} {
+	// Index entries that end with the id: activity, status (of all
+	// sessions and of its tenant's), and the link from its parent.
+	prefixes := [][]byte{store.ActivityPrefix(), []byte("vt"), []byte("vk")}
+	if t := tenantOf(id); t != "" {
+		prefixes = append(prefixes, store.TenantActivityPrefix(t), store.TenantStatusesPrefix(t))
+	}
+	for _, p := range prefixes {
 		if _, err := s.scan(p, func(k []byte) bool { return indexOf(p, k) == id }, b); err != nil {
 			return err
 		}
@@ -194,14 +198,15 @@ func (s *Service) scan(p []byte, match func(k []byte) bool, b *store.Batch) (int
 // indexOf is the session id an index key names: after the 8-byte time of
 // an activity or status key, after the separator of a child link.
 func indexOf(prefix, k []byte) string {
-	switch string(prefix) {
-	case "vt":
+	switch {
+	case string(prefix) == "vt" || bytes.HasPrefix(prefix, []byte("vu")):
+		// <status>\x00<time><id> after the prefix.
 		i := bytes.IndexByte(k[len(prefix):], 0)
 		if i < 0 || len(k) < len(prefix)+i+1+8 {
 			return ""
 		}
 		return string(k[len(prefix)+i+1+8:])
-	case "vk":
+	case string(prefix) == "vk":
 		i := bytes.IndexByte(k[len(prefix):], 0)
 		if i < 0 {
 			return ""
@@ -285,6 +290,10 @@ func (s *Service) handleAudit(w http.ResponseWriter, r *http.Request) {
 		err := s.view(func(rd reader) error {
 			keep := visible(r, rd)
 			recs = slices.DeleteFunc(recs, func(a api.AuditRecord) bool { return !keep(a.SessionID) })
+			n := namesOf(r)
+			for i := range recs {
+				recs[i].SessionID = n.wire(recs[i].SessionID)
+			}
 			return nil
 		})
 		if err != nil {

@@ -43,7 +43,8 @@ func (s *Service) handleExport(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusConflict, schema.CodeUnreadable, "session "+id+" cannot be read to its end ("+sum.Status+")")
 		return
 	}
-	header := http.Header{"Content-Type": {"application/x-ndjson"}, "Content-Disposition": {`attachment; filename="` + id + `.jsonl"`}}
+	n := namesOf(r)
+	header := http.Header{"Content-Type": {"application/x-ndjson"}, "Content-Disposition": {`attachment; filename="` + n.wire(id) + `.jsonl"`}}
 	st := s.stream(w, header)
 	failed := func(err error) { st.fail(func() { s.readFailed(w, err) }) }
 	if own {
@@ -72,7 +73,7 @@ func (s *Service) handleExport(w http.ResponseWriter, r *http.Request) {
 	case <-r.Context().Done():
 		return
 	}
-	x, err := agentlog.NewExport(f.Name(), s.exportEvents(r.Context(), id))
+	x, err := agentlog.NewExport(f.Name(), s.exportEvents(r.Context(), id, n))
 	var re readError
 	switch {
 	case errors.As(err, &re):
@@ -95,8 +96,10 @@ func (s *Service) handleExport(w http.ResponseWriter, r *http.Request) {
 
 // exportEvents reads the session for an export: each read from the
 // stored message of the event after seq after (found by the index, else
-// from the start), a page at a time (readPaged).
-func (s *Service) exportEvents(ctx context.Context, id string) agentlog.Events {
+// from the start), a page at a time (readPaged). The events name their
+// session as n does: a file of an agent's format takes its ids from it
+// (an imported session's own), so a tenant's is its agents' file.
+func (s *Service) exportEvents(ctx context.Context, id string, n names) agentlog.Events {
 	return func(after uint64, fn func(*schema.Envelope) error) error {
 		var from uint64
 		if after > 0 {
@@ -116,6 +119,7 @@ func (s *Service) exportEvents(ctx context.Context, id string) agentlog.Events {
 			if e.Seq <= after {
 				return nil
 			}
+			e.SessionID = n.wire(e.SessionID)
 			fnErr = fn(&e)
 			return fnErr
 		})

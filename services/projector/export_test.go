@@ -217,3 +217,30 @@ func Abandoned(s *Service, id string) (byRanges, whole map[uint64]bool, err erro
 	})
 	return byRanges, whole, err
 }
+
+// SetSearchScanBudget bounds the sessions a search examines to n until
+// restore (cleanup).
+func SetSearchScanBudget(n int) (restore func()) {
+	old := searchScanBudget
+	searchScanBudget = n
+	return func() { searchScanBudget = old }
+}
+
+// ListExamined reads the first page of limit sessions the list shows a
+// token of tenant ("": the operator's) as /v1/sessions reads it, and
+// says how many index entries it read.
+func ListExamined(s *Service, tenant string, limit int) (ids []string, examined int, err error) {
+	err = s.view(func(rd reader) error {
+		var keep func(string) bool // a tenant's token's, as visible has it
+		if tenant != "" {
+			keep = func(id string) bool { return sees(tenant, nil, id, nil) }
+		}
+		sums, _, n, err := rd.listWalk(listPrefix(tenant, ""), nil, limit, keep)
+		for _, sum := range sums {
+			ids = append(ids, sum.SessionID)
+		}
+		examined = n
+		return err
+	})
+	return ids, examined, err
+}

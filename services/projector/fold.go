@@ -625,12 +625,22 @@ func (f *folder) flush() error {
 		}
 		t := store.TimeKey(en.sum.LastActivity)
 		if !en.indexed || en.idxStatus != en.sum.Status || en.idxTime != t {
+			// The index of all sessions, and of the session's tenant's.
+			tenant := tenantOf(en.id)
 			if en.indexed {
 				b.Delete(store.ActivityKey(en.idxTime, en.id), []byte{})
 				b.Delete(store.StatusKey(en.idxStatus, en.idxTime, en.id), []byte{})
+				if tenant != "" {
+					b.Delete(store.IndexKey(store.TenantActivityPrefix(tenant), en.idxTime, en.id), []byte{})
+					b.Delete(store.IndexKey(store.TenantStatusPrefix(tenant, en.idxStatus), en.idxTime, en.id), []byte{})
+				}
 			}
 			b.Set(store.ActivityKey(t, en.id), nil, []byte{})
 			b.Set(store.StatusKey(en.sum.Status, t, en.id), nil, []byte{})
+			if tenant != "" {
+				b.Set(store.IndexKey(store.TenantActivityPrefix(tenant), t, en.id), nil, []byte{})
+				b.Set(store.IndexKey(store.TenantStatusPrefix(tenant, en.sum.Status), t, en.id), nil, []byte{})
+			}
 			en.idxStatus, en.idxTime, en.indexed = en.sum.Status, t, true
 		}
 		if en.st != nil && en.st.LastSeq-en.snapSeq >= f.snapshotInterval(en) {

@@ -190,32 +190,26 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	after := q.Get("after")
+	n := namesOf(r)
 	var out List
 	out.Sessions = []Summary{}
 	err := s.view(func(rd reader) error {
 		keep := visible(r, rd)
-		prefix := store.ActivityPrefix()
-		if status != "" {
-			prefix = store.StatusPrefix(status)
-		}
-		it, err := rd.iter(prefix)
-		if err != nil {
-			return err
-		}
-		defer it.Close()
-		valid := it.Last()
+		prefix := listPrefix(httpauth.TenantOf(r.Context()), status)
+		var from []byte
 		if after != "" {
 			// The cursor is "<activity ns>.<session id>"; a bare session id
 			// continues after that session's current place.
 			var ns uint64
 			var id string
+			var err error
 			if t, sid, ok := strings.Cut(after, "."); ok {
-				n, err := strconv.ParseUint(t, 10, 64)
-				if err != nil || !schema.ValidSessionID(sid) {
+				ns, err = strconv.ParseUint(t, 10, 64)
+				if id = n.stored(sid); err != nil || !schema.ValidSessionID(id) {
 					return errBadCursor
 				}
-				ns, id = n, sid
 			} else {
+				after = n.stored(after)
 				if !schema.ValidSessionID(after) || keep != nil && !keep(after) {
 					return errBadCursor
 				}
@@ -228,28 +222,18 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 				}
 				ns, id = store.TimeKey(sum.LastActivity), after
 			}
-			key := store.ActivityKey(ns, id)
-			if status != "" {
-				key = store.StatusKey(status, ns, id)
-			}
-			valid = it.SeekLT(key)
+			from = store.IndexKey(prefix, ns, id)
 		}
-		for ; valid && len(out.Sessions) < limit; valid = it.Prev() {
-			id := store.IndexSession(prefix, it.Key())
-			if keep != nil && !keep(id) {
-				continue
-			}
-			sum, err := rd.summary(id)
-			if err != nil {
-				return err
-			}
-			if sum == nil {
-				continue
-			}
-			out.Sessions = append(out.Sessions, *sum)
+		sums, more, _, err := rd.listWalk(prefix, from, limit, keep)
+		if err != nil {
+			return err
 		}
-		if valid && len(out.Sessions) > 0 {
-			last := out.Sessions[len(out.Sessions)-1]
+		for i := range sums {
+			n.summary(&sums[i])
+		}
+		out.Sessions = append(out.Sessions, sums...)
+		if more && len(sums) > 0 {
+			last := sums[len(sums)-1]
 			out.Next = strconv.FormatUint(store.TimeKey(last.LastActivity), 10) + "." + last.SessionID
 		}
 		return nil
@@ -267,6 +251,52 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 
 var errBadCursor = errors.New("bad cursor")
 
+// listPrefix is the index a list walks: the activity index, or a
+// status's; with a tenant (a tenant's token), that tenant's, which holds
+// its sessions alone.
+func listPrefix(tenant, status string) []byte {
+	switch {
+	case tenant != "" && status != "":
+		return store.TenantStatusPrefix(tenant, status)
+	case tenant != "":
+		return store.TenantActivityPrefix(tenant)
+	case status != "":
+		return store.StatusPrefix(status)
+	}
+	return store.ActivityPrefix()
+}
+
+// listWalk reads the index under prefix newest first, from before the
+// key from (nil: from the newest), for up to limit summaries of sessions
+// keep allows (nil: all). more says entries follow the page; examined
+// counts the entries it read.
+func (rd reader) listWalk(prefix, from []byte, limit int, keep func(id string) bool) (sums []Summary, more bool, examined int, err error) {
+	it, err := rd.iter(prefix)
+	if err != nil {
+		return nil, false, 0, err
+	}
+	defer it.Close()
+	valid := it.Last()
+	if from != nil {
+		valid = it.SeekLT(from)
+	}
+	for ; valid && len(sums) < limit; valid = it.Prev() {
+		examined++
+		id := store.IndexSession(prefix, it.Key())
+		if keep != nil && !keep(id) {
+			continue
+		}
+		sum, err := rd.summary(id)
+		if err != nil {
+			return nil, false, examined, err
+		}
+		if sum != nil {
+			sums = append(sums, *sum)
+		}
+	}
+	return sums, valid, examined, nil
+}
+
 func (s *Service) handleSession(w http.ResponseWriter, r *http.Request) {
 	id, ok := sessionID(w, r)
 	if !ok {
@@ -279,6 +309,8 @@ func (s *Service) handleSession(w http.ResponseWriter, r *http.Request) {
 		if err != nil || sum == nil {
 			return err
 		}
+		n := namesOf(r)
+		n.summary(sum)
 		d = &Detail{Summary: *sum, Children: []string{}}
 		prefix := store.ChildPrefix(id)
 		it, err := rd.iter(prefix)
@@ -288,7 +320,7 @@ func (s *Service) handleSession(w http.ResponseWriter, r *http.Request) {
 		defer it.Close()
 		for ok := it.First(); ok; ok = it.Next() {
 			if c := string(it.Key()[len(prefix):]); keep == nil || keep(c) {
-				d.Children = append(d.Children, c)
+				d.Children = append(d.Children, n.wire(c))
 			}
 		}
 		return nil
@@ -424,6 +456,7 @@ func rawEvent(m *logstore.Msg) json.RawMessage {
 // Events.
 type eventsPage struct {
 	st  *streamer
+	ids names  // how the request names sessions (the events go as stored)
 	out Events // all but the events
 	n   int
 	buf bytes.Buffer
@@ -480,6 +513,7 @@ func (p *eventsPage) end(e *EventsError, limit int) error {
 		p.out.More = true
 		return nil
 	}
+	e.Message = p.ids.text(e.Message)
 	p.out.Error, p.out.More = e, false
 	b, _ := json.Marshal(map[string]any{"unreadable": true, "seq": e.Seq, "streamSeq": e.StreamSeq, "code": e.Code, "message": e.Message})
 	return p.add(b)
@@ -540,7 +574,8 @@ func (s *Service) handleEvents(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
 		return
 	}
-	page := &eventsPage{st: s.stream(w, jsonHeader()), out: Events{SessionID: id, Next: after}}
+	n := namesOf(r)
+	page := &eventsPage{st: s.stream(w, jsonHeader()), out: Events{SessionID: n.wire(id), Next: after}, ids: n}
 	failed := func(err error) { page.st.fail(func() { s.readFailed(w, err) }) }
 	if sum != nil && stoppedStatus(sum.Status) {
 		if err := s.stoppedEvents(r.Context(), sum, limit, page); err != nil {
@@ -799,7 +834,7 @@ func (s *Service) handleContext(w http.ResponseWriter, r *http.Request) {
 			unreadable = sum
 			return nil
 		}
-		head = &Context{SessionID: id, LastSeq: sum.LastSeq, Entries: []ContextEntry{}}
+		head = &Context{SessionID: namesOf(r).wire(id), LastSeq: sum.LastSeq, Entries: []ContextEntry{}}
 		if v, ok, err := rd.get(store.CompactionKey(id)); err != nil {
 			return err
 		} else if ok {

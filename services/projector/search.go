@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/sessionlog/sessionlog/internal/httpauth"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
@@ -48,13 +50,14 @@ const (
 	// as indexed (entry.terms).
 	maxSessionTerms = 1024
 	// maxQueryTerms bounds the words of a query; every one must match.
-	maxQueryTerms = 8
-	// searchScanBudget bounds the sessions one search request examines;
-	// beyond it the page ends early with a cursor to continue.
-	searchScanBudget   = 20000
+	maxQueryTerms      = 8
 	DefaultSearchLimit = 20
 	MaxSearchLimit     = 100
 )
+
+// searchScanBudget bounds the sessions one search request examines;
+// beyond it the page ends early with a cursor to continue.
+var searchScanBudget = 20000
 
 // terms appends the distinct search terms of s to dst: maximal runs of
 // letters and digits, lower-cased.
@@ -621,17 +624,21 @@ func (s *Service) handleSearch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	after := q.Get("after")
+	n := namesOf(r)
+	if after != "" {
+		after = n.stored(after)
+	}
 	if after != "" && !schema.ValidSessionID(after) {
 		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, "after must be a session id from next")
 		return
 	}
 	out := SearchResult{Query: query, Terms: ts, Results: []SearchHit{}}
 	err := s.view(func(rd reader) error {
-		hits, next, err := rd.search(ts, after, limit, visible(r, rd))
+		hits, next, err := rd.search(ts, after, limit, httpauth.TenantOf(r.Context()), visible(r, rd))
 		if err != nil {
 			return err
 		}
-		out.Next = next
+		out.Next = n.wire(next)
 		for _, h := range hits {
 			sum, err := rd.summary(h.id)
 			if err != nil {
@@ -648,7 +655,12 @@ func (s *Service) handleSearch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for i := range out.Results {
-		s.snippet(r, &out.Results[i], ts[0])
+		h := &out.Results[i]
+		s.snippet(r, h, ts[0])
+		n.summary(&h.Summary)
+		if h.Field == "session" {
+			h.Snippet = n.text(h.Snippet)
+		}
 	}
 	writeJSON(w, out)
 }
@@ -665,10 +677,21 @@ type searchHit struct {
 // one seek per session holding it, and one per other term to check that
 // session. next is the cursor of the following page ("" at the end); a
 // page ends early, with a cursor, once searchScanBudget sessions were
-// examined. keep, when set, leaves out the sessions it refuses (another
-// tenant's).
-func (rd reader) search(ts []string, after string, limit int, keep func(id string) bool) (hits []searchHit, next string, err error) {
+// examined. With a tenant ("": all) it walks that tenant's sessions
+// alone: the keys of a tenant other than the default are the run of its
+// prefix _T<tenant>_, the default tenant's all the others but those
+// beginning with _T, skipped at one seek. keep, when set, leaves out the
+// sessions it refuses (another agent's).
+func (rd reader) search(ts []string, after string, limit int, tenant string, keep func(id string) bool) (hits []searchHit, next string, err error) {
 	drive := store.SearchTermPrefix(ts[0])
+	// own: the tenant's keys begin with drive+own; the default tenant
+	// skips the keys beginning with drive+_T (up to drive+_U).
+	var own string
+	if tenant != "" && tenant != api.DefaultTenant {
+		own = api.TenantIDPrefix + tenant + "_"
+	}
+	others := append(append([]byte(nil), drive...), api.TenantIDPrefix...)
+	othersEnd := store.PrefixEnd(others)
 	it, err := rd.iter(drive)
 	if err != nil {
 		return nil, "", err
@@ -680,12 +703,21 @@ func (rd reader) search(ts []string, after string, limit int, keep func(id strin
 	}
 	defer check.Close()
 	past := func(id string) []byte { return append(append(append([]byte(nil), drive...), id...), 1) }
-	valid := it.First()
+	valid := it.SeekGE(append(append([]byte(nil), drive...), own...))
 	if after != "" {
 		valid = it.SeekGE(past(after))
 	}
-	for scanned := 0; valid; scanned++ {
+	scanned, last := 0, "" // the sessions examined, the last of them
+	for valid {
 		id, seq, ok := store.SearchEntry(drive, it.Key())
+		switch {
+		case tenant == "":
+		case own != "" && !strings.HasPrefix(id, own):
+			return hits, "", nil // past the tenant's keys
+		case own == "" && bytes.HasPrefix(it.Key(), others):
+			valid = it.SeekGE(othersEnd)
+			continue
+		}
 		if !ok {
 			valid = it.Next()
 			continue
@@ -696,8 +728,9 @@ func (rd reader) search(ts []string, after string, limit int, keep func(id strin
 			if len(hits) > 0 {
 				return hits, hits[len(hits)-1].id, nil
 			}
-			return hits, prevID(drive, it), nil
+			return hits, last, nil
 		}
+		scanned, last = scanned+1, id
 		all := keep == nil || keep(id)
 		for i := 1; all && i < len(ts); i++ {
 			p := store.SearchSessionPrefix(ts[i], id)
@@ -712,19 +745,6 @@ func (rd reader) search(ts []string, after string, limit int, keep func(id strin
 		valid = it.SeekGE(past(id))
 	}
 	return hits, "", nil
-}
-
-// prevID is the session of the key before it's position (the last one
-// examined), for a cursor that continues after it.
-func prevID(drive []byte, it interface {
-	Prev() bool
-	Key() []byte
-}) string {
-	if !it.Prev() {
-		return ""
-	}
-	id, _, _ := store.SearchEntry(drive, it.Key())
-	return id
 }
 
 // snippet fills what a hit matched: the metadata field holding the term,

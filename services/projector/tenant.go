@@ -16,20 +16,132 @@ import (
 // tenant only those of its sessions one of the agents may read (sees): a
 // session it may not see answers exactly as a missing one, lists, search
 // and the audit leave them out, and the fleet overview and every action
-// are refused. Ids are the stored ones (_T<tenant>_<id>; the default
-// tenant's are plain), as the rest of the API serves them: the events,
-// exports and replays carry them as stored.
+// are refused. Such a request names the sessions as the tenant's agents
+// do (names): <id> for the session stored as _T<tenant>_<id>, in its
+// paths and query and in every answer but the stored events themselves,
+// which go out as stored, as sessions.api.read gives them to an agent.
 
-// ownedBy reports whether the session stored as id is tenant's: a stored
-// id _T<tenant>_<id> is that tenant's, any other id not beginning with
-// _T is the default tenant's.
-func ownedBy(tenant, id string) bool {
-	t, _ := api.WireOf(id)
-	if t == "" {
-		return tenant == api.DefaultTenant && !strings.HasPrefix(id, api.TenantIDPrefix)
+// tenantOf is the tenant whose sessions include the one stored as id:
+// the tenant an id _T<tenant>_<id> names, the default tenant for an id
+// not beginning with _T; "" (no tenant's) for any other id beginning
+// with _T.
+func tenantOf(id string) string {
+	if t, _ := api.WireOf(id); t != "" && t != api.DefaultTenant {
+		return t
 	}
-	return t == tenant
+	if strings.HasPrefix(id, api.TenantIDPrefix) {
+		return ""
+	}
+	return api.DefaultTenant
 }
+
+// names is how a request names sessions: a token of a tenant other than
+// the default by the ids its agents use (the stored id without prefix,
+// _T<tenant>_), every other request by the stored ids (prefix "").
+type names struct{ prefix string }
+
+func namesOf(r *http.Request) names {
+	t := httpauth.TenantOf(r.Context())
+	if t == "" || t == api.DefaultTenant {
+		return names{}
+	}
+	return names{prefix: api.TenantIDPrefix + t + "_"}
+}
+
+// wire is the request's name of the session stored as id. An id that is
+// not the tenant's (the parent an operator forked a tenant's session
+// from) has no other name than its stored id.
+func (n names) wire(id string) string {
+	if w, ok := strings.CutPrefix(id, n.prefix); ok && w != "" {
+		return w
+	}
+	return id
+}
+
+// stored is the stored id of the session the request names id.
+func (n names) stored(id string) string { return n.prefix + id }
+
+// text is a message naming stored ids as the request names them: the
+// prefix goes from the start of every id (a run of id characters) that
+// begins with it.
+func (n names) text(s string) string {
+	if n.prefix == "" || !strings.Contains(s, n.prefix) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		if !idByte(s[i]) {
+			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(s) && idByte(s[j]) {
+			j++
+		}
+		b.WriteString(n.wire(s[i:j]))
+		i = j
+	}
+	return b.String()
+}
+
+// idByte: c may be part of a session id.
+func idByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-'
+}
+
+// summary names sum's ids as the request does.
+func (n names) summary(sum *Summary) {
+	if n.prefix == "" {
+		return
+	}
+	sum.SessionID = n.wire(sum.SessionID)
+	if sum.Parent != nil {
+		p := *sum.Parent
+		p.SessionID = n.wire(p.SessionID)
+		sum.Parent = &p
+	}
+	if sum.Problem != nil {
+		p := *sum.Problem
+		p.Message = n.text(p.Message)
+		sum.Problem = &p
+	}
+}
+
+// namedErrors writes a tenant's error answers (status 400 and over:
+// apiError's JSON, written whole) naming its sessions by its ids, as
+// whatever wrote them had them (a log's or the judge's message).
+type namedErrors struct {
+	http.ResponseWriter
+	n      names
+	status int
+}
+
+func (w *namedErrors) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *namedErrors) Write(p []byte) (int, error) {
+	if w.status < http.StatusBadRequest {
+		return w.ResponseWriter.Write(p)
+	}
+	if _, err := w.ResponseWriter.Write([]byte(w.n.text(string(p)))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (w *namedErrors) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
+
+// Unwrap gives http.ResponseController the writer underneath.
+func (w *namedErrors) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// ownedBy reports whether the session stored as id is tenant's
+// (tenantOf).
+func ownedBy(tenant, id string) bool { return tenantOf(id) == tenant }
 
 // sees is the one rule of what a tenant's token may see: a session of its
 // tenant (ownedBy) and, when the token names agents, one that one of them
@@ -77,13 +189,22 @@ func visible(r *http.Request, rd reader) func(id string) bool {
 // does not see (not_found, as a missing one: the check runs before any
 // other, the erased answer included; for a token of agents, an erased
 // session has no summary left and is not found), the overview and any
-// request but a read (forbidden).
+// request but a read (forbidden). A path naming a session names it as
+// the tenant does: it goes on with the stored id (the tenant's prefix
+// before its {id} segment, in the path as the mux reads it and as
+// refuseErased does), so no id the tenant types reaches another tenant's
+// session.
 func (s *Service) tenantScope(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tenant := httpauth.TenantOf(r.Context())
 		if tenant == "" {
 			next.ServeHTTP(w, r)
 			return
+		}
+		n := namesOf(r)
+		if n.prefix != "" {
+			w = &namedErrors{ResponseWriter: w, n: n}
+			r = storedPath(r, n)
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			apiError(w, http.StatusForbidden, schema.CodeForbidden, "a tenant's token reads only: actions need the operator's")
@@ -114,6 +235,21 @@ func (s *Service) tenantScope(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// storedPath is r with the {id} segment of a /v1/sessions/{id} path
+// given n's prefix, in the path and in its escaped form alike.
+func storedPath(r *http.Request, n names) *http.Request {
+	const p = "/v1/sessions/"
+	rest, ok := strings.CutPrefix(r.URL.Path, p)
+	esc, eok := strings.CutPrefix(r.URL.EscapedPath(), p)
+	if !ok || !eok || rest == "" || esc == "" || esc[0] == '/' {
+		return r
+	}
+	r = r.Clone(r.Context())
+	r.URL.Path = p + n.prefix + rest
+	r.URL.RawPath = p + n.prefix + esc
+	return r
 }
 
 // pathID is the first segment after /v1/sessions/ of path ("" if none),

@@ -47,13 +47,7 @@ func tenantGet(t *testing.T, r *running, token, path string) (int, string) {
 // token counts only in the Authorization header. The operator's token
 // sees everything.
 func TestTenantTokens(t *testing.T) {
-	e := newEnv(t)
-	const op, acme, beta, agents = "operator-token-0123456789", "acme-token-0123456789", "beta-token-0123456789", "agents-token-0123456789"
-	r := e.start(t.TempDir(), func(c *projector.Config) {
-		c.HTTPToken = op
-		c.TenantTokens = map[string]string{acme: "acme", beta: "beta", agents: "AGENTS"}
-	})
-	r.waitReady(t)
+	e, r := startTenants(t)
 	createTenantSessions(t, e, r, op, [][2]string{
 		{"plain-1", `{"title":"zebra plain"}`},
 		{"_Tacme_s1", `{"title":"zebra acme"}`},
@@ -67,27 +61,28 @@ func TestTenantTokens(t *testing.T) {
 	eraseTenantSession(t, e, r, op, "_Tbeta_gone")
 
 	for _, c := range []struct {
-		name, token, missing string
-		own                  []string
-		children             []string // of _Tacme_s1, as the token sees them
-		audit                []string
+		name, token, prefix string
+		own                 []string
+		children            []string // of _Tacme_s1, as the token sees them
+		audit               []string
 	}{
-		{"operator", op, "missing", all, []string{"_Tacme_s2", "_Tbeta_x"}, []string{"_Tbeta_gone"}},
-		{"acme", acme, "_Tacme_missing", []string{"_Tacme_s1", "_Tacme_s2"}, []string{"_Tacme_s2"}, []string{}},
-		{"beta", beta, "_Tbeta_missing", []string{"_Tbeta_s1", "_Tbeta_x"}, nil, []string{"_Tbeta_gone"}},
-		{"AGENTS", agents, "missing", []string{"plain-1"}, nil, []string{}},
+		{"operator", op, "", all, []string{"_Tacme_s2", "_Tbeta_x"}, []string{"_Tbeta_gone"}},
+		{"acme", acme, "_Tacme_", []string{"_Tacme_s1", "_Tacme_s2"}, []string{"s2"}, []string{}},
+		{"beta", beta, "_Tbeta_", []string{"_Tbeta_s1", "_Tbeta_x"}, nil, []string{"gone"}},
+		{"AGENTS", agents, "", []string{"plain-1"}, nil, []string{}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			checkSees(t, r, c.token, c.missing, all, c.own, c.audit)
+			name := func(id string) string { return wireName(c.prefix, id) }
+			checkSees(t, r, c.token, c.prefix, all, c.own, c.audit)
 			if slices.Contains(c.own, "_Tacme_s1") {
 				var d projector.Detail
-				_, body := tenantGet(t, r, c.token, "/v1/sessions/_Tacme_s1")
+				_, body := tenantGet(t, r, c.token, "/v1/sessions/"+name("_Tacme_s1"))
 				json.Unmarshal([]byte(body), &d)
 				if !slices.Equal(d.Children, c.children) {
 					t.Errorf("children %v, want %v", d.Children, c.children)
 				}
 				var tr projector.Tree
-				_, body = tenantGet(t, r, c.token, "/v1/sessions/_Tacme_s1/tree")
+				_, body = tenantGet(t, r, c.token, "/v1/sessions/"+name("_Tacme_s1")+"/tree")
 				json.Unmarshal([]byte(body), &tr)
 				var desc []string
 				for _, n := range tr.Descendants {
@@ -99,19 +94,33 @@ func TestTenantTokens(t *testing.T) {
 			}
 			if slices.Contains(c.own, "_Tbeta_x") {
 				var tr projector.Tree
-				_, body := tenantGet(t, r, c.token, "/v1/sessions/_Tbeta_x/tree")
+				_, body := tenantGet(t, r, c.token, "/v1/sessions/"+name("_Tbeta_x")+"/tree")
 				json.Unmarshal([]byte(body), &tr)
 				if len(tr.Ancestors) != 1 && c.token == op || len(tr.Ancestors) != 0 && c.token != op {
 					t.Errorf("ancestors of _Tbeta_x: %+v", tr.Ancestors)
 				}
 			}
 			// The erased session is its tenant's news only, however its
-			// path is spelled.
-			for _, p := range []string{"/v1/sessions/_Tbeta_gone", "/v1/sessions/_Tbeta_gone%2Fevents"} {
+			// path is spelled: to another it answers as a missing one.
+			for _, sub := range []string{"", "%2Fevents"} {
+				p := "/v1/sessions/" + name("_Tbeta_gone") + sub
 				code, body := tenantGet(t, r, c.token, p)
-				wantErased := c.token == op || c.token == beta
-				if code != 404 || strings.Contains(body, `"erased"`) != wantErased {
-					t.Errorf("GET %s: %d %s", p, code, body)
+				if c.token == op || c.token == beta {
+					if code != 404 || !strings.Contains(body, `"erased"`) {
+						t.Errorf("GET %s: %d %s", p, code, body)
+					}
+					continue
+				}
+				if sub != "" {
+					// An id with a slash is none: refused, not erased.
+					if code/100 != 4 || strings.Contains(body, `"erased"`) {
+						t.Errorf("GET %s: %d %s", p, code, body)
+					}
+					continue
+				}
+				mcode, mbody := tenantGet(t, r, c.token, "/v1/sessions/missing")
+				if code != mcode || body != strings.ReplaceAll(mbody, "missing", "_Tbeta_gone") {
+					t.Errorf("GET %s: %d %s, want what a missing session answers: %d %s", p, code, body, mcode, mbody)
 				}
 			}
 			if c.token == op {
@@ -121,7 +130,7 @@ func TestTenantTokens(t *testing.T) {
 				t.Errorf("overview: %d %s", code, body)
 			}
 			for _, id := range c.own {
-				req, _ := http.NewRequest(http.MethodPost, r.srv.URL+"/v1/sessions/"+id+"/erase", strings.NewReader(`{"reason":"r"}`))
+				req, _ := http.NewRequest(http.MethodPost, r.srv.URL+"/v1/sessions/"+name(id)+"/erase", strings.NewReader(`{"reason":"r"}`))
 				req.Header.Set("Authorization", "Bearer "+c.token)
 				req.Header.Set(httpauth.ActionHeader, "1")
 				resp, err := http.DefaultClient.Do(req)
@@ -142,6 +151,22 @@ func TestTenantTokens(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The tokens of startTenants: the operator's, tenants acme's and beta's,
+// the default tenant's.
+const op, acme, beta, agents = "operator-token-0123456789", "acme-token-0123456789", "beta-token-0123456789", "agents-token-0123456789"
+
+// startTenants starts a projector with the tokens above.
+func startTenants(t *testing.T) (*env, *running) {
+	t.Helper()
+	e := newEnv(t)
+	r := e.start(t.TempDir(), func(c *projector.Config) {
+		c.HTTPToken = op
+		c.TenantTokens = map[string]string{acme: "acme", beta: "beta", agents: "AGENTS"}
+	})
+	r.waitReady(t)
+	return e, r
 }
 
 // createTenantSessions stores the sessions (id, session/created data; with
@@ -180,13 +205,32 @@ func eraseTenantSession(t *testing.T, e *env, r *running, op, id string) {
 	})
 }
 
-// checkSees checks what token sees of the sessions all: those of own on
-// every read (detail, events, context, export, ACP replay, tree, watch,
-// list, by pages too, search); any other answers byte for byte as the
-// missing session missing, and is no cursor of the list; the audit holds
-// the erased sessions audit.
-func checkSees(t *testing.T, r *running, token, missing string, all, own, audit []string) {
+// wireName is the name of the session stored as id for a token of the
+// tenant whose stored ids begin with prefix ("": the operator's, the
+// default tenant's).
+func wireName(prefix, id string) string {
+	if w, ok := strings.CutPrefix(id, prefix); ok && prefix != "" {
+		return w
+	}
+	return id
+}
+
+// checkSees checks what token sees of the sessions all (stored ids): those
+// of own on every read (detail, events, context, export, ACP replay,
+// tree, watch, list, by pages too, search), each by the name the token
+// gives it (wireName of prefix) and named so in lists and search; any
+// other, typed as stored, answers byte for byte as a missing session, and
+// is no cursor of the list; the audit holds the erased sessions audit (as
+// the token names them).
+func checkSees(t *testing.T, r *running, token, prefix string, all, own, audit []string) {
 	t.Helper()
+	const missing = "missing"
+	stored := own
+	own = nil
+	for _, id := range stored {
+		own = append(own, wireName(prefix, id))
+	}
+	slices.Sort(own)
 	paths := []string{"", "/events", "/context", "/export", "/acp", "/tree", "/watch"}
 	ids := func(path string, pick func([]byte) []string) []string {
 		t.Helper()
@@ -228,7 +272,7 @@ func checkSees(t *testing.T, r *running, token, missing string, all, own, audit 
 	}
 	// Another tenant's session is no cursor, as a missing one is not.
 	for _, id := range all {
-		if slices.Contains(own, id) {
+		if slices.Contains(stored, id) {
 			continue
 		}
 		code, body := tenantGet(t, r, token, "/v1/sessions?after="+id)
@@ -262,13 +306,14 @@ func checkSees(t *testing.T, r *running, token, missing string, all, own, audit 
 	}
 	for _, id := range all {
 		for _, p := range paths {
-			code, body := tenantGet(t, r, token, "/v1/sessions/"+id+p)
-			if slices.Contains(own, id) {
-				if code != 200 {
+			if slices.Contains(stored, id) {
+				id := wireName(prefix, id)
+				if code, body := tenantGet(t, r, token, "/v1/sessions/"+id+p); code != 200 {
 					t.Errorf("GET %s%s: %d %s", id, p, code, body)
 				}
 				continue
 			}
+			code, body := tenantGet(t, r, token, "/v1/sessions/"+id+p)
 			mcode, mbody := tenantGet(t, r, token, "/v1/sessions/"+missing+p)
 			if code != 404 || mcode != 404 || body != strings.ReplaceAll(mbody, missing, id) {
 				t.Errorf("GET %s%s: %d %s, want what a missing session answers: %d %s", id, p, code, body, mcode, mbody)
@@ -324,15 +369,16 @@ func TestTenantAgentTokens(t *testing.T) {
 	eraseTenantSession(t, e, r, op, "_Tacme_gone")
 
 	type want struct {
-		name, token, missing string
+		name, token, prefix  string
 		own, children, audit []string // children: of _Tacme_a1, as the token sees them
 	}
 	check := func(c want) {
 		t.Run(c.name, func(t *testing.T) {
-			checkSees(t, r, c.token, c.missing, all, c.own, c.audit)
+			name := func(id string) string { return wireName(c.prefix, id) }
+			checkSees(t, r, c.token, c.prefix, all, c.own, c.audit)
 			// An erased session is not found, not erased, for a token of
 			// agents: its owner went with it.
-			code, body := tenantGet(t, r, c.token, "/v1/sessions/_Tacme_gone")
+			code, body := tenantGet(t, r, c.token, "/v1/sessions/"+name("_Tacme_gone"))
 			wantErased := c.token == op || c.token == acme
 			if code != 404 || strings.Contains(body, `"erased"`) != wantErased {
 				t.Errorf("GET _Tacme_gone: %d %s", code, body)
@@ -341,10 +387,10 @@ func TestTenantAgentTokens(t *testing.T) {
 				return
 			}
 			var d projector.Detail
-			_, body = tenantGet(t, r, c.token, "/v1/sessions/_Tacme_a1")
+			_, body = tenantGet(t, r, c.token, "/v1/sessions/"+name("_Tacme_a1"))
 			json.Unmarshal([]byte(body), &d)
 			var tr projector.Tree
-			_, tbody := tenantGet(t, r, c.token, "/v1/sessions/_Tacme_a1/tree")
+			_, tbody := tenantGet(t, r, c.token, "/v1/sessions/"+name("_Tacme_a1")+"/tree")
 			json.Unmarshal([]byte(tbody), &tr)
 			var desc []string
 			for _, n := range tr.Descendants {
@@ -356,12 +402,12 @@ func TestTenantAgentTokens(t *testing.T) {
 		})
 	}
 	wants := []want{
-		{"operator", op, "missing", all, []string{"_Tacme_a2", "_Tacme_b2"}, []string{"_Tacme_gone"}},
-		{"acme", acme, "_Tacme_missing", []string{"_Tacme_a1", "_Tacme_a2", "_Tacme_b1", "_Tacme_b2", "_Tacme_b3", "_Tacme_none"}, []string{"_Tacme_a2", "_Tacme_b2"}, []string{"_Tacme_gone"}},
-		{"alice", alice, "_Tacme_missing", []string{"_Tacme_a1", "_Tacme_a2", "_Tacme_b1"}, []string{"_Tacme_a2"}, []string{}},
-		{"bob,carol", bobCarol, "_Tacme_missing", []string{"_Tacme_b1", "_Tacme_b2", "_Tacme_b3"}, nil, []string{}},
-		{"AGENTS", agents, "missing", []string{"plain-1", "plain-2"}, nil, []string{}},
-		{"AGENTS:agent", agent, "missing", []string{"plain-2"}, nil, []string{}},
+		{"operator", op, "", all, []string{"_Tacme_a2", "_Tacme_b2"}, []string{"_Tacme_gone"}},
+		{"acme", acme, "_Tacme_", []string{"_Tacme_a1", "_Tacme_a2", "_Tacme_b1", "_Tacme_b2", "_Tacme_b3", "_Tacme_none"}, []string{"a2", "b2"}, []string{"gone"}},
+		{"alice", alice, "_Tacme_", []string{"_Tacme_a1", "_Tacme_a2", "_Tacme_b1"}, []string{"a2"}, []string{}},
+		{"bob,carol", bobCarol, "_Tacme_", []string{"_Tacme_b1", "_Tacme_b2", "_Tacme_b3"}, nil, []string{}},
+		{"AGENTS", agents, "", []string{"plain-1", "plain-2"}, nil, []string{}},
+		{"AGENTS:agent", agent, "", []string{"plain-2"}, nil, []string{}},
 	}
 	for _, c := range wants {
 		check(c)

@@ -121,5 +121,16 @@ func (s *Service) handleTree(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
 		return
 	}
+	if n := namesOf(r); n.prefix != "" {
+		out.SessionID = n.wire(out.SessionID)
+		name := func(t *TreeNode) { t.SessionID, t.Parent = n.wire(t.SessionID), n.wire(t.Parent) }
+		name(&out.Self)
+		for i := range out.Ancestors {
+			name(&out.Ancestors[i])
+		}
+		for i := range out.Descendants {
+			name(&out.Descendants[i])
+		}
+	}
 	writeJSON(w, out)
 }

@@ -434,7 +434,8 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 		}
 		return rc.Flush()
 	}
-	if write("retry: 2000\n: watching %s after %d\n\n", id, after) != nil {
+	n := namesOf(r)
+	if write("retry: 2000\n: watching %s after %d\n\n", n.wire(id), after) != nil {
 		return
 	}
 	// last: what the client has (the SSE id). judged: where the judge
@@ -472,7 +473,7 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 		hub.ended.WithLabelValues(string(code)).Inc()
 		var end WatchEnd
 		end.Error.Code = string(code)
-		end.Error.Message = fmt.Sprintf("stored message at stream seq %d: %s", streamSeq, why)
+		end.Error.Message = n.text(fmt.Sprintf("stored message at stream seq %d: %s", streamSeq, why))
 		end.ResumeAfter = last
 		b, _ := json.Marshal(end)
 		_ = write("id: %d\nevent: error\ndata: %s\n\n", last, b)

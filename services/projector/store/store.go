@@ -53,6 +53,13 @@ var (
 	prefSnapshot   = []byte("zf") // zf<id> -> fold state snapshot
 )
 
+// The activity and status indexes again per tenant (api.TenantIDPrefix):
+// the sessions a tenant's token lists, its own keys only.
+var (
+	prefTenantActivity = []byte("vb") // vb<tenant>\x00<time BE8><id> -> ""
+	prefTenantStatus   = []byte("vu") // vu<tenant>\x00<status>\x00<time BE8><id> -> ""
+)
+
 // Session ids match ^[A-Za-z0-9_-]+$, so the 0x00 separator sorts below
 // every id byte and a prefix scan of one id never reaches a longer id.
 
@@ -96,23 +103,41 @@ func ChildPrefix(parent string) []byte { return append(cat(prefChild, parent), 0
 
 // ActivityKey orders sessions by last activity.
 // ns is the activity time as TimeKey gives it.
-func ActivityKey(ns uint64, id string) []byte {
-	k := binary.BigEndian.AppendUint64(append([]byte(nil), prefActivity...), ns)
-	return append(k, id...)
-}
+func ActivityKey(ns uint64, id string) []byte { return IndexKey(prefActivity, ns, id) }
 
 // ActivityPrefix bounds the activity index.
 func ActivityPrefix() []byte { return prefActivity }
 
 // StatusKey orders the sessions of one status by last activity.
 func StatusKey(status string, ns uint64, id string) []byte {
-	k := append(cat(prefStatus, status), 0)
-	k = binary.BigEndian.AppendUint64(k, ns)
-	return append(k, id...)
+	return IndexKey(StatusPrefix(status), ns, id)
 }
 
 // StatusPrefix bounds the status index of one status.
 func StatusPrefix(status string) []byte { return append(cat(prefStatus, status), 0) }
+
+// TenantActivityPrefix bounds the activity index of one tenant's
+// sessions.
+func TenantActivityPrefix(tenant string) []byte { return append(cat(prefTenantActivity, tenant), 0) }
+
+// TenantStatusPrefix bounds the status index of one status of one
+// tenant's sessions.
+func TenantStatusPrefix(tenant, status string) []byte {
+	return append(append(TenantStatusesPrefix(tenant), status...), 0)
+}
+
+// TenantStatusesPrefix bounds the status indexes of one tenant's
+// sessions.
+func TenantStatusesPrefix(tenant string) []byte { return append(cat(prefTenantStatus, tenant), 0) }
+
+// IndexKey is the key of session id, active at ns, in the activity or
+// status index under prefix (ActivityPrefix, StatusPrefix and their
+// tenants' forms): ActivityKey(ns, id) is IndexKey(ActivityPrefix(), ns,
+// id).
+func IndexKey(prefix []byte, ns uint64, id string) []byte {
+	k := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), ns)
+	return append(k, id...)
+}
 
 // IndexSession returns the session id at the end of an activity or status
 // index key with the given prefix.
