@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sessionlog/sessionlog/internal/clientlog"
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/formats"
 	"github.com/sessionlog/sessionlog/pkg/api"
@@ -199,7 +200,7 @@ func importFiles(ctx context.Context, cl *client.Client, f agentlog.Format, file
 				res, err := sink.AppendSink.ReadFile(f, path, agentlog.Options{Warn: opt.warn}, sink)
 				if err == nil && opt.keys != nil {
 					var msg strings.Builder
-					recordSourceKey(ctx, cl, f.Name(), path, "import", &msg)
+					clientlog.RecordSourceKey(ctx, cl, f.Name(), path, "import", &msg)
 					if msg.Len() > 0 {
 						opt.keys(msg.String())
 					}
@@ -291,7 +292,7 @@ type fileSink struct {
 
 func newFileSink(ctx context.Context, cl *client.Client, path string, batch int, limit chan struct{}, locks *agentlog.SessionLocks, out io.Writer, warn func(string)) *fileSink {
 	fsk := &fileSink{}
-	fsk.AppendSink = fileAppendSink(ctx, clientLog{cl: cl}, path, batch, warn)
+	fsk.AppendSink = clientlog.FileSink(ctx, clientlog.Log{Client: cl}, path, batch, warn)
 	fsk.InFlight, fsk.Locks = limit, locks
 	fsk.Finished = func(p agentlog.Plan, _ uint64, _ string, added int) {
 		fsk.appended += added
@@ -308,39 +309,6 @@ func newFileSink(ctx context.Context, cl *client.Client, path string, batch int,
 		}
 	}
 	return fsk
-}
-
-// requestSlack is the room an append request keeps for all but its
-// events' estimated size (agentlog.AppendSink.MaxBytes).
-const requestSlack = 4 << 10
-
-// fileAppendSink is the AppendSink import and ship read a file into:
-// appends sized under the connection's max payload, the file named so
-// that a file that is no longer a continuation of its session goes to a
-// new generation and two files with one session id stay apart, and a
-// session a repair paused resumed by the log's holder.
-func fileAppendSink(ctx context.Context, l clientLog, path string, batch int, warn func(string)) *agentlog.AppendSink {
-	by := l.holder
-	if by == "" {
-		by = "import:" + agentlog.ItemID(filepath.Base(path))
-	}
-	return &agentlog.AppendSink{Ctx: ctx, Log: l, Batch: batch, MaxBytes: int(l.cl.Conn().MaxPayload()) - requestSlack,
-		By: by, File: agentlog.FileLabel(path), Warn: warn}
-}
-
-var _ agentlog.PreparingLog = clientLog{}
-
-// PrepareAppend encodes the append Append would send (an import encodes
-// its next batch while its appends in flight are unanswered).
-func (l clientLog) PrepareAppend(id string, expected uint64, events []schema.Envelope) (func(context.Context) (uint64, bool, error), error) {
-	p, err := l.cl.PrepareAppend(client.AppendRequest{SessionID: id, ExpectedSeq: client.Seq(expected), Holder: l.holder, Events: events})
-	if err != nil {
-		return nil, err
-	}
-	return func(ctx context.Context) (uint64, bool, error) {
-		r, err := l.cl.SendAppend(ctx, p)
-		return r.LastSeq, r.Duplicate, err
-	}, nil
 }
 
 // Session counts the session, then reads its tail (forking it first).
@@ -421,19 +389,4 @@ func sessionEvents(ctx context.Context, cl *client.Client, id string) agentlog.E
 		}
 		return nil
 	}
-}
-
-// Events reads the session's events after seq a page at a time, the
-// first page of one event (a sink that needs only session/created reads
-// no more).
-func (l clientLog) Events(ctx context.Context, id string, after uint64, fn func(schema.Envelope) error) error {
-	limit := 1
-	return agentlog.EachStored(after, func(after uint64) ([]json.RawMessage, bool, error) {
-		page, err := l.cl.Read(ctx, api.ReadRequest{SessionID: id, AfterSeq: after, Limit: limit})
-		limit = 0
-		if client.CodeOf(err) == schema.CodeNotFound {
-			return nil, false, nil
-		}
-		return page.Events, page.More, err
-	}, fn)
 }

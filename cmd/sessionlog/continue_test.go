@@ -16,6 +16,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/ship"
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/codex"
@@ -642,13 +643,13 @@ func TestImportTenMegabyteTranscriptDefaultFlags(t *testing.T) {
 func TestShipShrunkFileGoesToNextGeneration(t *testing.T) {
 	h := newImportHarness(t, logstore.Config{})
 	var stdout, stderr bytes.Buffer
-	sh := newShipper(&agentVerb{cl: h.cl, ctx: context.Background()}, claudecode.Format{}, "h", 500, shipIdleDefault, &stdout, &stderr)
+	sh := ship.New(context.Background(), ship.Config{Client: h.cl, Format: claudecode.Format{}, Host: "h", Batch: 500, Idle: ship.IdleDefault, Stdout: &stdout, Stderr: &stderr})
 	path, id, lines, other := rewriteCase(t)
-	if err := sh.ship(path); err != nil {
+	if err := sh.Ship(path); err != nil {
 		t.Fatal(err)
 	}
 	writeLines(t, path, append(append([][]byte{}, lines[:len(lines)-20]...), other[3:12]...), nil)
-	if err := sh.ship(path); err != nil {
+	if err := sh.Ship(path); err != nil {
 		t.Fatal(err)
 	}
 	r2 := agentlog.GenerationID(id, 2)
@@ -658,7 +659,7 @@ func TestShipShrunkFileGoesToNextGeneration(t *testing.T) {
 	n := len(h.stored(t, r2))
 	writeLines(t, path, append(append([][]byte{}, lines[:len(lines)-20]...), other[3:20]...), nil)
 	stderr.Reset()
-	if err := sh.ship(path); err != nil {
+	if err := sh.Ship(path); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(h.stored(t, r2)); got <= n || strings.Contains(stderr.String(), "-r3") {

@@ -3,15 +3,12 @@ package main
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/writertest"
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
 	"github.com/sessionlog/sessionlog/pkg/client"
@@ -29,15 +26,8 @@ type importHarness struct {
 
 func newImportHarness(t *testing.T, cfg logstore.Config) *importHarness {
 	t.Helper()
-	s := natstest.RunServer(t)
-	nc := natstest.Connect(t, s)
-	ctx := context.Background()
-	st, err := logstore.Open(ctx, nc, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	startWriter(t, st, nc)
-	return &importHarness{st: st, nc: nc, cl: client.New(natstest.Connect(t, s)), url: s.ClientURL()}
+	k := writertest.New(t, cfg)
+	return &importHarness{st: k.St, nc: k.NC, cl: k.Cl, url: k.URL}
 }
 
 // importStack is an embedded server with the writer, and the files of
@@ -58,40 +48,11 @@ func importStack(t *testing.T, cfg logstore.Config) (*logstore.Store, *client.Cl
 
 // startWriter runs the writer on st (its leases lasting the store's lease
 // TTL), and the source service beside it, until the test ends.
-func startWriter(t *testing.T, st *logstore.Store, nc *nats.Conn) {
-	t.Helper()
-	cfg := assemble.DefaultWriter()
-	cfg.LeaseTTL = st.Config().LeaseTTL
-	w, err := assemble.NewWriter(cfg, st, assemble.Deps{Conn: nc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := assemble.NewSource(assemble.DefaultSource(), st, assemble.Deps{Conn: nc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, svc := range []service{w, src} {
-		runService(t, svc)
-	}
-}
+func startWriter(t *testing.T, st *logstore.Store, nc *nats.Conn) { writertest.Start(t, st, nc) }
 
 // runService runs svc until stop is called or the test ends; stop
 // returns what Run returned.
-func runService(t *testing.T, svc service) (stop func() error) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	var once sync.Once
-	var err error
-	stop = func() error {
-		once.Do(func() { cancel(); err = <-done })
-		return err
-	}
-	t.Cleanup(func() { _ = stop() })
-	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, svc.Ready)
-	return stop
-}
+func runService(t *testing.T, svc service) (stop func() error) { return writertest.Run(t, svc) }
 
 // mapped is what the mapping gives for a file's one session.
 type mapped struct {
