@@ -22,6 +22,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/transfer"
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -80,7 +81,7 @@ func runBenchImport(ctx context.Context, args []string, stdout io.Writer) error 
 	if err != nil {
 		return err
 	}
-	paths, err := sessionFiles(claudecode.Format{}, []string{src})
+	paths, err := transfer.SessionFiles(claudecode.Format{}, []string{src})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/sessionlog/sessionlog/internal/progress"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
@@ -28,7 +29,7 @@ func runErase(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	cascade := fs.Bool("cascade", false, "also erase every session forked from it, and their forks; without it forks keep their copies")
 	nf.addTimeoutFlag(fs, 0)
 	wait := fs.Bool("wait", true, "follow the erase until it is done (its progress bar on a terminal); --wait=false returns once it is accepted, and it goes on by itself")
-	progress := fs.String("progress", "auto", "progress bar on stderr while waiting: auto (on a terminal), always, never")
+	progressFlag := fs.String("progress", "auto", "progress bar on stderr while waiting: auto (on a terminal), always, never")
 	jsonOut := fs.Bool("json", false, "print the last reply as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -52,8 +53,8 @@ func runErase(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if *by == "" {
 		*by = "operator"
 	}
-	if *progress != "auto" && *progress != "always" && *progress != "never" {
-		return usageErrorf("--progress %q: want auto, always or never", *progress)
+	if *progressFlag != "auto" && *progressFlag != "always" && *progressFlag != "never" {
+		return usageErrorf("--progress %q: want auto, always or never", *progressFlag)
 	}
 	v, err := nf.openVerb(ctx, "erase", fs, stderr)
 	if err != nil {
@@ -114,8 +115,8 @@ func runErase(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 			return nil
 		}
 		deleted, total := eraseCounts(reply)
-		if bar == nil && (*progress == "always" || *progress == "auto" && isTerminal(stderr)) {
-			bar = eventsBar(stderr, total, "erase "+eraseIDs(reply))
+		if bar == nil && (*progressFlag == "always" || *progressFlag == "auto" && progress.IsTerminal(stderr)) {
+			bar = progress.Events(stderr, total, "erase "+eraseIDs(reply))
 		}
 		if bar != nil {
 			if int64(total) > bar.GetMax64() {

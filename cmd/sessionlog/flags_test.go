@@ -16,6 +16,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/progress"
 	"github.com/sessionlog/sessionlog/internal/version"
 )
 
@@ -236,7 +237,7 @@ func TestLogDurations(t *testing.T) {
 // events are not counted as done in no time.
 func TestEventsBarRateFromStart(t *testing.T) {
 	var out bytes.Buffer
-	bar := eventsBar(&out, 100000, "fork")
+	bar := progress.Events(&out, 100000, "fork")
 	time.Sleep(200 * time.Millisecond)
 	if err := bar.Set64(1000); err != nil {
 		t.Fatal(err)

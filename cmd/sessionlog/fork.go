@@ -12,6 +12,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/progress"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -36,7 +37,7 @@ func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	child := fs.String("child", "", "the child's session id (default: a new ULID)")
 	workspace := fs.String("workspace", "", "shared (default) or isolated: whether the child needs a workspace of its own")
 	asJSON := fs.Bool("json", false, "print the reply as JSON (childId, parentId, seedLength, depth) instead of the child id")
-	progress := fs.String("progress", "auto", "progress bar on stderr: auto (on a terminal, for prefixes of "+strconv.Itoa(forkProgressMin)+"+ events), always, never")
+	progressFlag := fs.String("progress", "auto", "progress bar on stderr: auto (on a terminal, for prefixes of "+strconv.Itoa(forkProgressMin)+"+ events), always, never")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -47,8 +48,8 @@ func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	if *atSeq != "" && *atTurn != "" {
 		return usageErrorf("--at-seq and --at-turn exclude each other")
 	}
-	if *progress != "auto" && *progress != "always" && *progress != "never" {
-		return usageErrorf("--progress %q: want auto, always or never", *progress)
+	if *progressFlag != "auto" && *progressFlag != "always" && *progressFlag != "never" {
+		return usageErrorf("--progress %q: want auto, always or never", *progressFlag)
 	}
 	req := api.ForkRequest{ParentID: parent, ChildID: *child, Workspace: *workspace}
 	if *atSeq != "" {
@@ -84,8 +85,8 @@ func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	stopBar := func() {}
 	// auto draws only on a terminal: a redirected stderr (a log file)
 	// gets no carriage returns.
-	if *progress == "always" || *progress == "auto" && isTerminal(stderr) {
-		stopBar = forkProgress(ctx, nc, req, *progress == "always", stderr)
+	if *progressFlag == "always" || *progressFlag == "auto" && progress.IsTerminal(stderr) {
+		stopBar = forkProgress(ctx, nc, req, *progressFlag == "always", stderr)
 	}
 	reply, err := client.New(nc).Fork(ctx, req)
 	stopBar()
@@ -121,7 +122,7 @@ func forkProgress(ctx context.Context, nc *nats.Conn, req api.ForkRequest, alway
 	if total == 0 || (!always && total < forkProgressMin) {
 		return func() {}
 	}
-	bar := eventsBar(w, total+1, "fork "+req.ParentID+" -> "+req.ChildID)
+	bar := progress.Events(w, total+1, "fork "+req.ParentID+" -> "+req.ChildID)
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {

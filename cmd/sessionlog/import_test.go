@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/transfer"
 	"github.com/sessionlog/sessionlog/internal/writertest"
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
@@ -39,7 +40,7 @@ func importStack(t *testing.T, cfg logstore.Config) (*logstore.Store, *client.Cl
 	if _, err := genSessions(dir, 6, 5); err != nil {
 		t.Fatal(err)
 	}
-	files, err := sessionFiles(claudecode.Format{}, []string{dir})
+	files, err := transfer.SessionFiles(claudecode.Format{}, []string{dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,8 +71,8 @@ func (m *mapped) Done() error                   { return nil }
 func TestImportFilesPipelinedKeepsEachSessionInOrder(t *testing.T) {
 	st, cl, files := importStack(t, logstore.Config{})
 	ctx := context.Background()
-	opt := importOptions{batch: 7, jobs: 2}
-	n, err := importFiles(ctx, cl, claudecode.Format{}, files, opt)
+	opt := transfer.Options{Batch: 7, Jobs: 2}
+	n, err := transfer.ImportFiles(ctx, cl, claudecode.Format{}, files, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestImportFilesPipelinedKeepsEachSessionInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		total += len(m.events)
-		if len(m.events) < 5*opt.batch {
+		if len(m.events) < 5*opt.Batch {
 			t.Fatalf("%s maps to %d events: too few batches to pipeline", p, len(m.events))
 		}
 		stored, _, err := st.ReadEvents(ctx, m.id, 0)
@@ -98,14 +99,14 @@ func TestImportFilesPipelinedKeepsEachSessionInOrder(t *testing.T) {
 			}
 		}
 	}
-	if n.events != total || n.imported != len(files) {
+	if n.Events != total || n.Imported != len(files) {
 		t.Errorf("counts %+v, want %d events in %d sessions", n, total, len(files))
 	}
-	n, err = importFiles(ctx, cl, claudecode.Format{}, files, opt)
+	n, err = transfer.ImportFiles(ctx, cl, claudecode.Format{}, files, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.events != 0 || n.unchanged != len(files) {
+	if n.Events != 0 || n.Unchanged != len(files) {
 		t.Errorf("second import: counts %+v, want nothing appended", n)
 	}
 }
@@ -116,7 +117,7 @@ func TestImportFilesPipelinedKeepsEachSessionInOrder(t *testing.T) {
 // first tool result is refused.
 func TestImportFilesRefusedAppendInFlightIsNamed(t *testing.T) {
 	_, cl, files := importStack(t, logstore.Config{MaxEventBytes: 2000})
-	_, err := importFiles(context.Background(), cl, claudecode.Format{}, files, importOptions{batch: 2, jobs: 2})
+	_, err := transfer.ImportFiles(context.Background(), cl, claudecode.Format{}, files, transfer.Options{Batch: 2, Jobs: 2})
 	if err == nil {
 		t.Fatal("the import of events over the store's limit succeeded")
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/sre"
 )
 
 // partitionsFlag is --partitions of up and every service command: the
@@ -53,7 +54,7 @@ func runLocate(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if !tail.Exists() {
 		// A subject printed for a session that is not there reads as a
 		// place to look: say it is missing, and where it would be.
-		return fmt.Errorf("%w (it would be stream %s subject %s)", missing(c.ctx, c.store, id), loc.Stream, loc.Subject)
+		return fmt.Errorf("%w (it would be stream %s subject %s)", sre.Missing(c.ctx, c.store, id), loc.Stream, loc.Subject)
 	}
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(struct {

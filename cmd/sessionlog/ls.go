@@ -10,31 +10,11 @@ import (
 	"time"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/sre"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // `sessionlog ls`: every session with its last event.
-
-// sessionRef is a session found in a stream's subject state.
-type sessionRef struct {
-	Stream string
-	ID     string
-	Events uint64
-}
-
-// listSessions enumerates sessions from each stream's per-subject state
-// (no consumer), sorted by id.
-func listSessions(ctx context.Context, st *logstore.Store) ([]sessionRef, error) {
-	list, err := st.ListSessions(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]sessionRef, len(list))
-	for i, s := range list {
-		out[i] = sessionRef{Stream: s.Stream, ID: s.ID, Events: s.Messages}
-	}
-	return out, nil
-}
 
 // lastEvent is the summary `ls` prints per session (the table gives the
 // time to the second, JSON to the nanosecond).
@@ -67,7 +47,7 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 	defer c.close()
 	defer func() { err = c.explain(err) }()
 	ctx = c.ctx
-	refs, err := listSessions(ctx, c.store)
+	refs, err := sre.ListSessions(ctx, c.store)
 	if err != nil {
 		return err
 	}
@@ -101,7 +81,7 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 
 // lastOf fills the last event of a session from its headers (and body for
 // the time).
-func (c *sre) lastOf(ctx context.Context, r sessionRef, le *lastEvent) error {
+func (c *sreConn) lastOf(ctx context.Context, r sre.SessionRef, le *lastEvent) error {
 	m, err := c.store.LastStoredOf(ctx, r.ID)
 	if err != nil {
 		return fmt.Errorf("last event of %s: %w", r.ID, err)

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/sre"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -28,13 +29,13 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	defer c.close()
 	defer func() { err = c.explain(err) }()
 	ctx = c.ctx
-	tail, err := readValid(ctx, c.store, id, func(m *logstore.Msg, e *schema.Envelope) error {
+	tail, err := sre.ReadValid(ctx, c.store, id, func(m *logstore.Msg, e *schema.Envelope) error {
 		if e.Seq <= *after {
 			return nil
 		}
-		return writeLine(stdout, m.Data)
+		return sre.WriteLine(stdout, m.Data)
 	})
-	var rp *readProblem
+	var rp *sre.ReadProblem
 	if errors.As(err, &rp) {
 		return rp
 	}
@@ -42,7 +43,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		return err
 	}
 	if !tail.Exists() {
-		return missing(ctx, c.store, id)
+		return sre.Missing(ctx, c.store, id)
 	}
 	return nil
 }

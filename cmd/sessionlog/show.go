@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/sre"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 )
@@ -35,14 +36,14 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	ctx = c.ctx
 	st := session.New(id)
 	var foldErr error
-	tail, err := readValid(ctx, c.store, id, func(m *logstore.Msg, e *schema.Envelope) error {
+	tail, err := sre.ReadValid(ctx, c.store, id, func(m *logstore.Msg, e *schema.Envelope) error {
 		if err := st.Apply(e); err != nil {
-			foldErr = &readProblem{kind: probUnreadable, streamSeq: m.StreamSeq, afterSeq: st.LastSeq, err: err}
+			foldErr = &sre.ReadProblem{Kind: sre.ProbUnreadable, StreamSeq: m.StreamSeq, AfterSeq: st.LastSeq, Err: err}
 			return logstore.ErrStop
 		}
 		return nil
 	})
-	var rp *readProblem
+	var rp *sre.ReadProblem
 	if errors.As(err, &rp) {
 		foldErr, err = rp, nil
 	}
@@ -50,7 +51,7 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 		return err
 	}
 	if !tail.Exists() {
-		return missing(ctx, c.store, id)
+		return sre.Missing(ctx, c.store, id)
 	}
 	lease, _, lerr := c.store.GetLease(ctx, id)
 	if *asJSON {
@@ -83,8 +84,6 @@ func runShow(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	return nil
 }
 
-var errNotFound = errors.New("not found")
-
 // stateInternals are the keys of a folded state's JSON that only the
 // rules read back (the hashes of spent ids, kept so a snapshot restores
 // them): show --json is for people and scripts, who get the state without
@@ -107,30 +106,11 @@ func showState(st *session.State) (map[string]json.RawMessage, error) {
 	return m, nil
 }
 
-// errErased: the session was erased (section 14); its id is refused for
-// good, where a session never written is only not found.
-var errErased = errors.New("erased")
-
-// missing is the error for a session with no events: erased, with when,
-// by whom and why, when its erasure record says so; else not found. A
-// record that cannot be read (a user without the bucket's permission)
-// leaves it not found.
-func missing(ctx context.Context, st *logstore.Store, id string) error {
-	if er, _, err := st.ErasureOf(ctx, id); err == nil && er != nil {
-		state := ""
-		if !er.Done {
-			state = fmt.Sprintf("; the erasure is under way (%s, %d of %d events deleted): the eraser finishes it by itself", er.Phase, er.Deleted, max(er.Total, er.Deleted))
-		}
-		return fmt.Errorf("session %s: %w at %s by %s (%s)%s", id, errErased, er.ErasedAt, er.By, er.Reason, state)
-	}
-	return fmt.Errorf("session %s: %w", id, errNotFound)
-}
-
 func showStatus(st *session.State, foldErr error) string {
-	var rp *readProblem
+	var rp *sre.ReadProblem
 	switch {
 	case errors.As(foldErr, &rp):
-		return string(rp.kind)
+		return string(rp.Kind)
 	case foldErr != nil:
 		return "unreadable"
 	case st.Closed:

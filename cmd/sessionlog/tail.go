@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/sre"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
@@ -52,7 +53,7 @@ func runTail(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 			return err
 		}
 		if !tail.Exists() {
-			if err := missing(ctx, c.store, id); errors.Is(err, errErased) {
+			if err := sre.Missing(ctx, c.store, id); errors.Is(err, sre.ErrErased) {
 				return err
 			}
 			fmt.Fprintf(stderr, "sessionlog tail: session %s has no events yet; waiting for its first (Ctrl-C to stop)\n", id)
@@ -170,13 +171,13 @@ func (w *liveWriters) shown(ctx context.Context, m *logstore.LiveMsg) bool {
 		s = session.New(m.SessionID)
 		// A session that cannot be read whole keeps what was read of it;
 		// one not read at all is asked again at its next event.
-		_, err := readValid(ctx, w.st, m.SessionID, func(_ *logstore.Msg, e *schema.Envelope) error {
+		_, err := sre.ReadValid(ctx, w.st, m.SessionID, func(_ *logstore.Msg, e *schema.Envelope) error {
 			if s.Apply(e) != nil {
 				return logstore.ErrStop
 			}
 			return nil
 		})
-		if rp := (*readProblem)(nil); err != nil && !errors.As(err, &rp) {
+		if rp := (*sre.ReadProblem)(nil); err != nil && !errors.As(err, &rp) {
 			w.dropped++
 			return false
 		}
@@ -307,7 +308,7 @@ func tailEvents(ctx context.Context, st *logstore.Store, id string, after int64,
 			} else {
 				writers.observe(b)
 			}
-			if err := writeLine(stdout, b); err != nil {
+			if err := sre.WriteLine(stdout, b); err != nil {
 				return err
 			}
 		}

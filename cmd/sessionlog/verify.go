@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/sre"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 )
@@ -31,21 +32,6 @@ type problem struct {
 func (p problem) String() string {
 	return fmt.Sprintf("PROBLEM session=%s seq=%d stream_seq=%d kind=%s: %s", p.Session, p.Seq, p.StreamSeq, p.Kind, p.Message)
 }
-
-// Kinds of problems verify reports.
-const (
-	probGap         = logstore.BreakGap
-	probChanged     = logstore.BreakChanged   // the hash chain: a stored body is not the one written
-	probReordered   = logstore.BreakReordered // the hash chain: an event stored after a later one
-	probDuplicate   = "duplicate"
-	probDuplicateID = "duplicate_id"
-	probUnreadable  = "unreadable"
-	probInvalid     = "invalid"
-	probStructure   = "structure"
-	probLost        = "lost" // with --http-url: the projector folded events the log no longer holds
-	probMismatch    = "mismatch"
-	probRead        = "read"
-)
 
 // verifySession checks one session's stored events: each decodes (a newer
 // schema or an unknown required type makes the session unreadable),
@@ -82,14 +68,14 @@ func verifySession(ctx context.Context, st *logstore.Store, id string, expectEve
 		if judge != nil {
 			var ue *logstore.UnreadableError
 			if _, jerr := judge.Judged(m, &e, err); errors.As(jerr, &ue) {
-				add(ue.GotSeq, m.StreamSeq, probUnreadable, "%v", ue)
+				add(ue.GotSeq, m.StreamSeq, sre.ProbUnreadable, "%v", ue)
 				judge = nil
 			}
 		}
 		if err != nil {
-			kind := probInvalid
+			kind := sre.ProbInvalid
 			if errors.Is(err, schema.ErrNewerSchema) {
-				kind = probUnreadable
+				kind = sre.ProbUnreadable
 			}
 			hseq, _ := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64)
 			add(hseq, m.StreamSeq, kind, "does not decode: %v", err)
@@ -104,13 +90,13 @@ func verifySession(ctx context.Context, st *logstore.Store, id string, expectEve
 		seen[e.Seq] = true
 		switch {
 		case e.Seq == prev:
-			add(e.Seq, m.StreamSeq, probDuplicate, "seq %d stored again (event %s)", e.Seq, e.EventID)
+			add(e.Seq, m.StreamSeq, sre.ProbDuplicate, "seq %d stored again (event %s)", e.Seq, e.EventID)
 		case e.Seq > prev+1 && link.StreamSeq == 0:
-			add(e.Seq, m.StreamSeq, probGap, "seq %d follows seq %d: %d missing", e.Seq, prev, e.Seq-prev-1)
+			add(e.Seq, m.StreamSeq, sre.ProbGap, "seq %d follows seq %d: %d missing", e.Seq, prev, e.Seq-prev-1)
 		default:
 			// The hash chain: a gap, a changed event, a reordered one.
 			if b := logstore.CheckLink(link, m, e.Seq); b != nil {
-				if b.Kind == probGap {
+				if b.Kind == sre.ProbGap {
 					gaps = append(gaps, gap{len(probs), link.Seq + 1})
 				}
 				add(b.Seq, b.StreamSeq, b.Kind, "%s", b.Message)
@@ -121,20 +107,20 @@ func verifySession(ctx context.Context, st *logstore.Store, id string, expectEve
 			link = logstore.LinkOf(m, e.Seq)
 		}
 		if first, dup := ids[e.EventID]; dup && !seqStored {
-			add(e.Seq, m.StreamSeq, probDuplicateID, "event id %s is stored again: first at seq %d", e.EventID, first)
+			add(e.Seq, m.StreamSeq, sre.ProbDuplicateID, "event id %s is stored again: first at seq %d", e.EventID, first)
 		} else if !dup {
 			ids[e.EventID] = e.Seq
 		}
 		if e.SessionID != id {
-			add(e.Seq, m.StreamSeq, probMismatch, "event names session %q", e.SessionID)
+			add(e.Seq, m.StreamSeq, sre.ProbMismatch, "event names session %q", e.SessionID)
 		}
 		if h := m.Header.Get(logstore.HeaderSeq); h != "" && h != strconv.FormatUint(e.Seq, 10) {
-			add(e.Seq, m.StreamSeq, probMismatch, "header %s=%s, body seq %d", logstore.HeaderSeq, h, e.Seq)
+			add(e.Seq, m.StreamSeq, sre.ProbMismatch, "header %s=%s, body seq %d", logstore.HeaderSeq, h, e.Seq)
 		}
 		if err := schema.Validate(&e, schema.ValidateOptions{Origin: schema.OriginService, MaxEventBytes: -1, Stored: true}); err != nil {
-			kind := probInvalid
+			kind := sre.ProbInvalid
 			if schema.CodeOf(err) == schema.CodeUnknownType {
-				kind = probUnreadable
+				kind = sre.ProbUnreadable
 			}
 			add(e.Seq, m.StreamSeq, kind, "%v", err)
 			folding = false
@@ -144,9 +130,9 @@ func verifySession(ctx context.Context, st *logstore.Store, id string, expectEve
 			return nil
 		}
 		if err := state.Apply(&e); err != nil {
-			kind := probStructure
+			kind := sre.ProbStructure
 			if schema.CodeOf(err) == schema.CodeUnknownType {
-				kind = probUnreadable
+				kind = sre.ProbUnreadable
 			}
 			add(e.Seq, m.StreamSeq, kind, "%v", err)
 			folding = false
@@ -154,16 +140,16 @@ func verifySession(ctx context.Context, st *logstore.Store, id string, expectEve
 		return nil
 	})
 	if err != nil && !errors.Is(err, logstore.ErrUnreadable) { // the last message, judged above
-		add(0, 0, probRead, "%v", err)
+		add(0, 0, sre.ProbRead, "%v", err)
 		return n, prev, probs
 	}
 	for _, g := range gaps {
 		if p := &probs[g.prob]; seen[g.missing] {
-			p.Kind, p.Message = probReordered, fmt.Sprintf("%s, and seq %d is stored later", p.Message, g.missing)
+			p.Kind, p.Message = sre.ProbReordered, fmt.Sprintf("%s, and seq %d is stored later", p.Message, g.missing)
 		}
 	}
 	if expectEvents > 0 && n < expectEvents && tail.Exists() {
-		add(0, tail.StreamSeq, probRead, "read %d events, the stream holds %d", n, expectEvents)
+		add(0, tail.StreamSeq, sre.ProbRead, "read %d events, the stream holds %d", n, expectEvents)
 	}
 	return n, prev, probs
 }
@@ -201,19 +187,19 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 			return fmt.Errorf("verify: the projector at %s: %w", *base, err)
 		}
 	}
-	refs, err := listSessions(ctx, c.store)
+	refs, err := sre.ListSessions(ctx, c.store)
 	if err != nil {
 		return err
 	}
 	if *only != "" {
-		var keep []sessionRef
+		var keep []sre.SessionRef
 		for _, r := range refs {
 			if r.ID == *only {
 				keep = append(keep, r)
 			}
 		}
 		if len(keep) == 0 {
-			return fmt.Errorf("session %s: %w", *only, errNotFound)
+			return fmt.Errorf("session %s: %w", *only, sre.ErrNotFound)
 		}
 		refs = keep
 	}
@@ -267,11 +253,11 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 			if rec, _, err := c.store.ErasureOf(ctx, ps.SessionID); err == nil && rec != nil {
 				continue // erased since the projector was read
 			}
-			report(problem{Session: ps.SessionID, Seq: 1, Kind: probLost,
+			report(problem{Session: ps.SessionID, Seq: 1, Kind: sre.ProbLost,
 				Message: fmt.Sprintf("the projector shows %d events of it; the log holds none", ps.LastSeq)})
 			continue
 		}
-		report(problem{Session: ps.SessionID, Seq: last + 1, Kind: probLost,
+		report(problem{Session: ps.SessionID, Seq: last + 1, Kind: sre.ProbLost,
 			Message: fmt.Sprintf("the projector folded up to seq %d; the log holds up to seq %d: %s gone", ps.LastSeq, last, seqSpan(last+1, ps.LastSeq))})
 	}
 	summary := fmt.Sprintf("verified %d sessions, %d events: %d problems", len(refs)-erasing, events, nprob)
