@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sessionlog/sessionlog/internal/bytesize"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/internal/progress"
@@ -200,19 +201,19 @@ func TestByteSizeFlag(t *testing.T) {
 		"0": 0, "1048576": 1 << 20, "320MiB": 320 << 20, "256Mi": 256 << 20, "1GiB": 1 << 30,
 		"2G": 2 << 30, "500MB": 500e6, "64KiB": 64 << 10, "10B": 10, " 8 MiB ": 8 << 20,
 	} {
-		var b byteSize
+		var b bytesize.Size
 		if err := b.Set(in); err != nil || int64(b) != want {
 			t.Errorf("Set(%q) = %d, %v; want %d", in, b, err, want)
 		}
 	}
 	for _, bad := range []string{"", "MiB", "-1", "1.5GiB", "12 parsecs", "9999999999GiB"} {
-		var b byteSize
+		var b bytesize.Size
 		if err := b.Set(bad); err == nil {
 			t.Errorf("Set(%q) = %d, want an error", bad, b)
 		}
 	}
 	for v, want := range map[int64]string{320 << 20: "320MiB", 1 << 30: "1GiB", 1000: "1000", 0: "0"} {
-		b := byteSize(v)
+		b := bytesize.Size(v)
 		if got := b.String(); got != want {
 			t.Errorf("String(%d) = %q, want %q", v, got, want)
 		}

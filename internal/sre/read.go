@@ -134,3 +134,7 @@ func WriteLine(w io.Writer, body []byte) error {
 	_, err := w.Write([]byte("\n"))
 	return err
 }
+
+// ErrSilent: a verb said on its output all it had to say of its failure
+// (verify's problems); the command exits 1 without a message.
+var ErrSilent = errors.New("sessionlog: failed")
