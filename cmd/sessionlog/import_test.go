@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sessionlog/sessionlog/cmd/sessionlog/internal/bench"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/transfer"
 	"github.com/sessionlog/sessionlog/internal/writertest"
@@ -37,7 +38,7 @@ func importStack(t *testing.T, cfg logstore.Config) (*logstore.Store, *client.Cl
 	t.Helper()
 	h := newImportHarness(t, cfg)
 	dir := t.TempDir()
-	if _, err := genSessions(dir, 6, 5); err != nil {
+	if _, err := bench.GenSessions(dir, 6, 5); err != nil {
 		t.Fatal(err)
 	}
 	files, err := transfer.SessionFiles(claudecode.Format{}, []string{dir})
