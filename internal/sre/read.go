@@ -1,7 +1,9 @@
-// Package sre holds the logic of the SRE verbs of the command (ls, show,
-// replay, verify, tail, repair, tenants, locate): read-only tools (and
-// import) over the log store, which the command opens without
-// provisioning. The command parses each verb's flags and calls it here.
+// Package sre holds the logic of the SRE verbs of the command: the
+// read-only tools over the log store, which the command opens without
+// provisioning (ls, show, replay, tail, verify, verify-projection,
+// tenants, locate), and the operator's requests to the services (repair,
+// erase) and fork. The command parses each verb's flags, connects, and
+// calls it here.
 package sre
 
 import (
