@@ -35,7 +35,7 @@ func runBenchAppend(ctx context.Context, args []string, stdout io.Writer) error 
 		return usageErrorf("--sessions must be >= 1")
 	}
 	if *cpuProfile != "" {
-		stop, err := startCPUProfile(*cpuProfile)
+		stop, err := bench.StartCPUProfile(*cpuProfile)
 		if err != nil {
 			return err
 		}

@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
-	"runtime/pprof"
-	"runtime/trace"
 	"strconv"
 	"time"
 
@@ -19,10 +16,6 @@ import (
 // events to Pebble without folding (and of consuming it alone, and of
 // writing the keys to Pebble alone). The full run measures a 200,000-event
 // catch-up first, for the peak RSS the 1,000,000-event one is held to.
-// smallCatchup is the catch-up whose peak RSS a larger one is compared
-// with.
-const smallCatchup = 200_000
-
 func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("bench catchup")
 	fs.SetOutput(stdout)
@@ -62,120 +55,13 @@ func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error
 		cfg.Progress = os.Stderr
 	}
 	if *cpuProfile != "" {
-		cfg.Profile = cpuProfiler(*cpuProfile)
+		cfg.Profile = bench.CPUProfiler(*cpuProfile)
 	}
 	if *memProfile != "" {
-		cfg.Profile = withAllocProfile(cfg.Profile, *memProfile)
+		cfg.Profile = bench.WithAllocProfile(cfg.Profile, *memProfile)
 	}
 	if *tracePath != "" {
-		cfg.Profile = withTrace(cfg.Profile, *tracePath)
+		cfg.Profile = bench.WithTrace(cfg.Profile, *tracePath)
 	}
-	var small *bench.CatchupResult
-	if n > smallCatchup {
-		// The small catch-up, with its own server, before the profile
-		// starts; with its floors too, so that it starts as the large
-		// one does: after floor trials on its stream (which leave the
-		// server and the runtime some tens of MiB larger), not in a
-		// fresh process.
-		scfg := cfg
-		scfg.Events, scfg.Profile, scfg.Dir = smallCatchup, nil, ""
-		r, err := bench.RunCatchup(ctx, scfg)
-		if err != nil {
-			return fmt.Errorf("bench catchup (%d events): %w", smallCatchup, err)
-		}
-		small = &r
-	}
-	res, err := bench.RunCatchup(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("bench catchup: %w", err)
-	}
-	fmt.Fprintf(stdout, "BENCH name=projector-catchup value=%.0f unit=ev/s baseline=%.0f ratio=%.2f consume_only=%.0f consume_only_ratio=%.2f raw_pebble_keys_per_s=%.0f raw_small_keys_per_s=%.0f events=%d sessions=%d\n",
-		res.EventsPerSec, res.ConsumeWritePerSec, res.EventsPerSec/res.ConsumeWritePerSec, res.ConsumeOnlyPerSec, res.EventsPerSec/res.ConsumeOnlyPerSec,
-		res.RawKeysPerSec, res.RawSmallPerSec, res.Events, *sessions)
-	fmt.Fprintf(stdout, "BENCH name=projector-rebuild value=%.2f unit=s events=%d cpu_s=%.2f\n", res.Catchup.Seconds(), res.Events, res.CatchupCPU.Seconds())
-	// CPU per event, the processes (server included): what the
-	// rates above cost, less at the mercy of other work on the machine.
-	cpuPerEv := float64(res.CatchupCPU.Microseconds()) / float64(res.Events)
-	fmt.Fprintf(stdout, "BENCH name=projector-catchup-cpu value=%.2f unit=us/ev baseline=%.2f ratio=%.2f consume_only=%.2f\n",
-		cpuPerEv, res.ConsumeWriteCPU, res.ConsumeWriteCPU/cpuPerEv, res.ConsumeOnlyCPU)
-	mib := func(b int64) float64 { return float64(b) / (1 << 20) }
-	if res.Process.PeakRSSBytes > 0 {
-		// The projector as a process of its own: its peak is all it holds.
-		pr := &res.Process
-		if small != nil {
-			fmt.Fprintf(stdout, "BENCH name=projector-process-peak-rss value=%.0f unit=MiB baseline=%.0f ratio=%.2f events=%d baseline_events=%d catchup_s=%.2f baseline_catchup_s=%.2f cpu_us_per_ev=%.2f\n",
-				mib(pr.PeakRSSBytes), mib(small.Process.PeakRSSBytes), float64(pr.PeakRSSBytes)/float64(small.Process.PeakRSSBytes), res.Events, small.Events,
-				pr.Catchup.Seconds(), small.Process.Catchup.Seconds(), float64(pr.CPU.Microseconds())/float64(res.Events))
-		} else {
-			fmt.Fprintf(stdout, "BENCH name=projector-process-peak-rss value=%.0f unit=MiB events=%d catchup_s=%.2f cpu_us_per_ev=%.2f\n",
-				mib(pr.PeakRSSBytes), res.Events, pr.Catchup.Seconds(), float64(pr.CPU.Microseconds())/float64(res.Events))
-		}
-	}
-	if small != nil {
-		// growth: the peak less the RSS at the catch-up's start (the Go
-		// runtime, and the server holding its stream when it runs in this
-		// process), what the catch-up itself added.
-		growth, sgrowth := res.PeakRSSBytes-res.Memory.StartRSS, small.PeakRSSBytes-small.Memory.StartRSS
-		fmt.Fprintf(stdout, "BENCH name=projector-peak-rss value=%.0f unit=MiB baseline=%.0f ratio=%.2f events=%d baseline_events=%d heap_after_mib=%.0f start_rss_mib=%.0f heap_inuse_mib=%.0f memtables_mib=%.0f block_cache_mib=%.0f baseline_start_rss_mib=%.0f baseline_heap_inuse_mib=%.0f growth_mib=%.0f baseline_growth_mib=%.0f growth_ratio=%.2f\n",
-			mib(res.PeakRSSBytes), mib(small.PeakRSSBytes), float64(res.PeakRSSBytes)/float64(small.PeakRSSBytes), res.Events, small.Events, mib(int64(res.HeapAfter)),
-			mib(res.Memory.StartRSS), mib(res.Memory.HeapInUse), mib(res.Memory.MemTables), mib(res.Memory.BlockCache), mib(small.Memory.StartRSS), mib(small.Memory.HeapInUse),
-			mib(growth), mib(sgrowth), float64(growth)/float64(sgrowth))
-		return nil
-	}
-	fmt.Fprintf(stdout, "BENCH name=projector-peak-rss value=%.0f unit=MiB events=%d heap_after_mib=%.0f start_rss_mib=%.0f heap_inuse_mib=%.0f memtables_mib=%.0f block_cache_mib=%.0f\n",
-		mib(res.PeakRSSBytes), res.Events, mib(int64(res.HeapAfter)), mib(res.Memory.StartRSS), mib(res.Memory.HeapInUse), mib(res.Memory.MemTables), mib(res.Memory.BlockCache))
-	return nil
-}
-
-// withAllocProfile adds to profile (which may be nil) writing the
-// allocation profile at its start (path + ".base") and at its stop
-// (path): their difference is what the catch-up allocated.
-func withAllocProfile(profile func() func(), path string) func() func() {
-	write := func(p string) {
-		f, err := os.Create(p)
-		if err == nil {
-			err = pprof.Lookup("allocs").WriteTo(f, 0)
-			f.Close()
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "memprofile:", err)
-		}
-	}
-	return func() func() {
-		write(path + ".base")
-		stop := func() {}
-		if profile != nil {
-			stop = profile()
-		}
-		return func() {
-			stop()
-			write(path)
-		}
-	}
-}
-
-// withTrace adds to profile (which may be nil) an execution trace into
-// path.
-func withTrace(profile func() func(), path string) func() func() {
-	return func() func() {
-		stop := func() {}
-		if profile != nil {
-			stop = profile()
-		}
-		f, err := os.Create(path)
-		if err == nil {
-			if err = trace.Start(f); err != nil {
-				f.Close()
-			}
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "trace:", err)
-			return stop
-		}
-		return func() {
-			trace.Stop()
-			f.Close()
-			stop()
-		}
-	}
+	return bench.Catchup(ctx, cfg, *sessions, stdout)
 }

@@ -45,7 +45,7 @@ func runBenchLoad(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	cfg := bench.LoadConfig{Events: *events, Rounds: n}
 	if *cpuProfile != "" {
-		cfg.Profile = cpuProfiler(*cpuProfile)
+		cfg.Profile = bench.CPUProfiler(*cpuProfile)
 	}
 	res, err := bench.RunLoad(ctx, cfg)
 	if err != nil {

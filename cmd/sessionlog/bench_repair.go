@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/pprof"
 	"time"
 
 	"github.com/sessionlog/sessionlog/cmd/sessionlog/internal/bench"
@@ -58,7 +57,7 @@ func runBenchRepair(ctx context.Context, args []string, stdout io.Writer) error 
 			if len(topologies) > 1 {
 				path = fmt.Sprintf("%s.r%d", path, r)
 			}
-			cfg.Profile = cpuProfiler(path)
+			cfg.Profile = bench.CPUProfiler(path)
 		}
 		res, err := bench.RunRepair(ctx, cfg)
 		if err != nil {
@@ -79,32 +78,4 @@ func runBenchRepair(ctx context.Context, args []string, stdout io.Writer) error 
 			ms(res.MarkerP50), ms(res.MarkerP99), ms(res.AfterDueP50), ms(res.AfterDueP99))
 	}
 	return nil
-}
-
-// cpuProfiler returns a benchmark's Profile hook: start a CPU profile into
-// path, and the function that stops it. A profile that cannot start is
-// reported and skipped.
-func cpuProfiler(path string) func() func() {
-	return func() func() {
-		stop, err := startCPUProfile(path)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "cpuprofile:", err)
-			return func() {}
-		}
-		return stop
-	}
-}
-
-// startCPUProfile starts a CPU profile into path (--cpuprofile) and
-// returns the function that stops it and closes the file.
-func startCPUProfile(path string) (stop func(), err error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -16,6 +16,9 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/ship"
+	"github.com/sessionlog/sessionlog/internal/sre"
+	"github.com/sessionlog/sessionlog/internal/transfer"
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/codex"
@@ -78,7 +81,7 @@ func newContStack(t *testing.T) *contStack {
 
 // importRun is what one import of files did.
 type importRun struct {
-	n        importCounts
+	n        transfer.Counts
 	notices  []string
 	failures []string
 }
@@ -96,9 +99,9 @@ func (h *importHarness) importFormat(t *testing.T, f agentlog.Format, files ...s
 		mu  sync.Mutex
 		run importRun
 	)
-	n, err := importFiles(context.Background(), h.cl, f, files, importOptions{batch: 500, jobs: 4,
-		notice: func(msg string) { mu.Lock(); run.notices = append(run.notices, msg); mu.Unlock() },
-		failed: func(p string, err error) {
+	n, err := transfer.ImportFiles(context.Background(), h.cl, f, files, transfer.Options{Batch: 500, Jobs: 4,
+		Notice: func(msg string) { mu.Lock(); run.notices = append(run.notices, msg); mu.Unlock() },
+		Failed: func(p string, err error) {
 			mu.Lock()
 			run.failures = append(run.failures, p+": "+err.Error())
 			mu.Unlock()
@@ -115,7 +118,7 @@ func (h *importHarness) importFormat(t *testing.T, f agentlog.Format, files ...s
 func (h *importHarness) stored(t *testing.T, id string) []schema.Envelope {
 	t.Helper()
 	evs, err := readSession(context.Background(), h.cl, id)
-	if err != nil && !errors.Is(err, errNotFound) {
+	if err != nil && !errors.Is(err, sre.ErrNotFound) {
 		t.Fatal(err)
 	}
 	return evs
@@ -177,22 +180,22 @@ func TestImportTornPiecesEqualOneShot(t *testing.T) {
 				lines := bytes.Split(bytes.TrimSuffix(raw, []byte("\n")), []byte("\n"))
 				whole := filepath.Join(dir, c.f.Name(), "proj", name)
 				writeLines(t, whole, lines, nil)
-				if run := h.importFormat(t, c.f, whole); run.n.failed > 0 {
+				if run := h.importFormat(t, c.f, whole); run.n.Failed > 0 {
 					t.Fatalf("%+v", run)
 				}
-				if run := h.importFormat(t, c.f, whole); run.n.events != 0 || run.n.unchanged != run.n.sessions {
+				if run := h.importFormat(t, c.f, whole); run.n.Events != 0 || run.n.Unchanged != run.n.Sessions {
 					t.Fatalf("again: %+v, want nothing appended", run.n)
 				}
 				torn := filepath.Join(tornDir, c.f.Name(), "proj", name)
 				k := max(1, len(lines)/9)
 				for cut := k; cut < len(lines); cut += k {
 					writeLines(t, torn, lines[:cut], lines[cut][:len(lines[cut])/2])
-					if run := ht.importFormat(t, c.f, torn); run.n.failed > 0 || len(run.notices) > 0 {
+					if run := ht.importFormat(t, c.f, torn); run.n.Failed > 0 || len(run.notices) > 0 {
 						t.Fatalf("cut at line %d: %+v", cut, run)
 					}
 				}
 				writeLines(t, torn, lines, nil)
-				if run := ht.importFormat(t, c.f, torn); run.n.failed > 0 || len(run.notices) > 0 {
+				if run := ht.importFormat(t, c.f, torn); run.n.Failed > 0 || len(run.notices) > 0 {
 					t.Fatalf("whole after pieces: %+v", run)
 				}
 				id := mainOf(t, c.f, whole).id
@@ -330,7 +333,7 @@ func TestImportContinuesAfterRepair(t *testing.T) {
 	}
 	t.Logf("%s cut after line %d of %d", filepath.Base(path), cut, len(lines))
 	writeLines(t, path, lines[:cut], nil)
-	if run := h.importFormat(t, f, path); run.n.failed > 0 {
+	if run := h.importFormat(t, f, path); run.n.Failed > 0 {
 		t.Fatalf("prefix: %+v", run)
 	}
 	id := mainOf(t, f, path).id
@@ -350,7 +353,7 @@ func TestImportContinuesAfterRepair(t *testing.T) {
 
 	writeLines(t, path, lines, nil)
 	run := h.importFormat(t, f, path)
-	if run.n.failed > 0 || run.n.events == 0 {
+	if run.n.Failed > 0 || run.n.Events == 0 {
 		t.Fatalf("after the repair: %+v", run)
 	}
 	for _, msg := range run.notices {
@@ -412,7 +415,7 @@ func TestImportContinuesAfterRepair(t *testing.T) {
 	if nlate == 0 {
 		t.Errorf("the file gives no result for the calls the repair closed (%v): no late result tested", open)
 	}
-	if run := h.importFormat(t, f, path); run.n.events != 0 || run.n.failed > 0 {
+	if run := h.importFormat(t, f, path); run.n.Events != 0 || run.n.Failed > 0 {
 		t.Fatalf("again: %+v, want nothing appended", run)
 	}
 }
@@ -443,7 +446,7 @@ func TestImportRewrittenFileGoesToNextGeneration(t *testing.T) {
 	writeLines(t, path, append(append([][]byte{}, lines[:len(lines)-20]...), other[3:12]...), nil)
 	run := h.importPaths(t, path)
 	r2 := agentlog.GenerationID(id, 2)
-	if run.n.failed > 0 || !noticed(run, path, r2) {
+	if run.n.Failed > 0 || !noticed(run, path, r2) {
 		t.Fatalf("shrunk and continued: %+v", run)
 	}
 	if n := len(h.stored(t, id)); n != first {
@@ -452,7 +455,7 @@ func TestImportRewrittenFileGoesToNextGeneration(t *testing.T) {
 	if len(h.stored(t, r2)) == 0 {
 		t.Fatalf("%s holds nothing", r2)
 	}
-	if run := h.importPaths(t, path); run.n.events != 0 || len(run.notices) > 0 {
+	if run := h.importPaths(t, path); run.n.Events != 0 || len(run.notices) > 0 {
 		t.Fatalf("again: %+v", run)
 	}
 
@@ -460,13 +463,13 @@ func TestImportRewrittenFileGoesToNextGeneration(t *testing.T) {
 	writeLines(t, path, other, nil)
 	run = h.importPaths(t, path)
 	r3 := agentlog.GenerationID(id, 3)
-	if run.n.failed > 0 || !noticed(run, path, r3) {
+	if run.n.Failed > 0 || !noticed(run, path, r3) {
 		t.Fatalf("rewritten: %+v", run)
 	}
 	if got, m := h.stored(t, r3), mainOnly(t, path); len(got) != len(m.events) {
 		t.Fatalf("%s holds %d events, the file maps to %d", r3, len(got), len(m.events))
 	}
-	if run := h.importPaths(t, path); run.n.events != 0 || len(run.notices) > 0 {
+	if run := h.importPaths(t, path); run.n.Events != 0 || len(run.notices) > 0 {
 		t.Fatalf("again: %+v", run)
 	}
 }
@@ -486,7 +489,7 @@ func TestImportFilesWithOneIDStayApart(t *testing.T) {
 	writeLines(t, dot, y, nil)
 	writeLines(t, dash, x, nil)
 	run := h.importPaths(t, a, b, dot, dash)
-	if run.n.failed > 0 {
+	if run.n.Failed > 0 {
 		t.Fatalf("%+v", run)
 	}
 	// The file imported second goes to the id made from its name.
@@ -508,7 +511,7 @@ func TestImportFilesWithOneIDStayApart(t *testing.T) {
 			t.Errorf("%s is not the session of %s: %d events, labels %v", c.id, c.file, len(evs), d.Labels)
 		}
 	}
-	if run := h.importPaths(t, a, b, dot, dash); run.n.events != 0 || run.n.failed > 0 || len(run.notices) > 0 {
+	if run := h.importPaths(t, a, b, dot, dash); run.n.Events != 0 || run.n.Failed > 0 || len(run.notices) > 0 {
 		t.Fatalf("again: %+v, want nothing appended and nothing said", run)
 	}
 
@@ -518,12 +521,12 @@ func TestImportFilesWithOneIDStayApart(t *testing.T) {
 	own := agentlog.FileSessionID("cc-dup", "proj-c/dup.jsonl")
 	squatter := filepath.Join(dir, "proj-x", strings.TrimPrefix(own, "cc-")+".jsonl")
 	writeLines(t, squatter, x, nil)
-	if run := h.importPaths(t, squatter); run.n.failed > 0 {
+	if run := h.importPaths(t, squatter); run.n.Failed > 0 {
 		t.Fatalf("%+v", run)
 	}
 	writeLines(t, c, realLines(t, "55604662-cf2a-4331-851a-ec234028f8ca.jsonl"), nil)
 	run = h.importPaths(t, c)
-	if run.n.failed != 1 || len(run.failures) != 1 || !strings.Contains(run.failures[0], "proj-c/dup.jsonl") ||
+	if run.n.Failed != 1 || len(run.failures) != 1 || !strings.Contains(run.failures[0], "proj-c/dup.jsonl") ||
 		!strings.Contains(run.failures[0], "proj-x/"+strings.TrimPrefix(own, "cc-")+".jsonl") || !strings.Contains(run.failures[0], "collides") {
 		t.Fatalf("a collision of the file's own id: %+v", run)
 	}
@@ -642,13 +645,13 @@ func TestImportTenMegabyteTranscriptDefaultFlags(t *testing.T) {
 func TestShipShrunkFileGoesToNextGeneration(t *testing.T) {
 	h := newImportHarness(t, logstore.Config{})
 	var stdout, stderr bytes.Buffer
-	sh := newShipper(&agentVerb{cl: h.cl, ctx: context.Background()}, claudecode.Format{}, "h", 500, shipIdleDefault, &stdout, &stderr)
+	sh := ship.New(context.Background(), ship.Config{Client: h.cl, Format: claudecode.Format{}, Host: "h", Batch: 500, Idle: ship.IdleDefault, Stdout: &stdout, Stderr: &stderr})
 	path, id, lines, other := rewriteCase(t)
-	if err := sh.ship(path); err != nil {
+	if err := sh.Ship(path); err != nil {
 		t.Fatal(err)
 	}
 	writeLines(t, path, append(append([][]byte{}, lines[:len(lines)-20]...), other[3:12]...), nil)
-	if err := sh.ship(path); err != nil {
+	if err := sh.Ship(path); err != nil {
 		t.Fatal(err)
 	}
 	r2 := agentlog.GenerationID(id, 2)
@@ -658,7 +661,7 @@ func TestShipShrunkFileGoesToNextGeneration(t *testing.T) {
 	n := len(h.stored(t, r2))
 	writeLines(t, path, append(append([][]byte{}, lines[:len(lines)-20]...), other[3:20]...), nil)
 	stderr.Reset()
-	if err := sh.ship(path); err != nil {
+	if err := sh.Ship(path); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(h.stored(t, r2)); got <= n || strings.Contains(stderr.String(), "-r3") {
@@ -669,7 +672,7 @@ func TestShipShrunkFileGoesToNextGeneration(t *testing.T) {
 // readSession reads every event of a session through the writer.
 func readSession(ctx context.Context, cl *client.Client, id string) ([]schema.Envelope, error) {
 	var out []schema.Envelope
-	err := sessionEvents(ctx, cl, id)(0, func(e *schema.Envelope) error {
+	err := transfer.SessionEvents(ctx, cl, id)(0, func(e *schema.Envelope) error {
 		out = append(out, *e)
 		return nil
 	})

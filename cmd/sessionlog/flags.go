@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -17,6 +16,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
+	"github.com/sessionlog/sessionlog/internal/bytesize"
+	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/client"
 )
 
@@ -443,57 +444,23 @@ func flagHint(fs *flag.FlagSet, err error) string {
 	return msg + "; \"" + fs.Name() + " -h\" lists the flags"
 }
 
-// byteSize is a flag.Value of a size in bytes, written as a number with
-// an optional unit: B, KiB/MiB/GiB (or Ki/Mi/Gi, as Kubernetes writes
-// them; also K/M/G), KB/MB/GB (powers of 1000). "320MiB" = 335544320.
-type byteSize int64
-
-var byteUnits = []struct {
-	suffix string
-	mult   int64
-}{
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
-	{"Ki", 1 << 10}, {"Mi", 1 << 20}, {"Gi", 1 << 30},
-	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
-	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30},
-	{"B", 1},
-}
-
-func (b *byteSize) Set(s string) error {
-	s = strings.TrimSpace(s)
-	mult := int64(1)
-	num := s
-	for _, u := range byteUnits {
-		if n, ok := strings.CutSuffix(s, u.suffix); ok {
-			num, mult = strings.TrimSpace(n), u.mult
-			break
-		}
-	}
-	v, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || v < 0 || v > math.MaxInt64/mult {
-		return fmt.Errorf("%q: want a size such as 320MiB, 1GiB or a number of bytes", s)
-	}
-	*b = byteSize(v * mult)
-	return nil
-}
-
-// String is the size in the largest binary unit that divides it.
-func (b *byteSize) String() string {
-	v := int64(*b)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if v != 0 && v%u.mult == 0 {
-			return strconv.FormatInt(v/u.mult, 10) + u.suffix
-		}
-	}
-	return strconv.FormatInt(v, 10)
-}
-
-// bytesFlag binds a byteSize flag and returns its value's address.
+// bytesFlag binds a bytesize.Size flag and returns its value's address.
 func bytesFlag(fs *flag.FlagSet, name string, def int64, usage string) *int64 {
-	b := byteSize(def)
+	b := bytesize.Size(def)
 	fs.Var(&b, name, usage)
 	return (*int64)(&b)
+}
+
+// partitionsFlag is --partitions of up and every service command: the
+// store's partition count (DESIGN.md section 11). A process started with
+// another count than the store recorded refuses to start.
+func partitionsFlag(fs *flag.FlagSet) *int {
+	return fs.Int("partitions", 1, "session streams the store holds (recorded when first provisioned; another count than the store's refuses to start)")
+}
+
+func checkPartitions(p int) error {
+	if p < 1 || p > logstore.MaxPartitions {
+		return usageErrorf("--partitions %d: want 1 to %d", p, logstore.MaxPartitions)
+	}
+	return nil
 }

@@ -14,8 +14,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sessionlog/sessionlog/internal/bytesize"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/progress"
 	"github.com/sessionlog/sessionlog/internal/version"
 )
 
@@ -199,19 +201,19 @@ func TestByteSizeFlag(t *testing.T) {
 		"0": 0, "1048576": 1 << 20, "320MiB": 320 << 20, "256Mi": 256 << 20, "1GiB": 1 << 30,
 		"2G": 2 << 30, "500MB": 500e6, "64KiB": 64 << 10, "10B": 10, " 8 MiB ": 8 << 20,
 	} {
-		var b byteSize
+		var b bytesize.Size
 		if err := b.Set(in); err != nil || int64(b) != want {
 			t.Errorf("Set(%q) = %d, %v; want %d", in, b, err, want)
 		}
 	}
 	for _, bad := range []string{"", "MiB", "-1", "1.5GiB", "12 parsecs", "9999999999GiB"} {
-		var b byteSize
+		var b bytesize.Size
 		if err := b.Set(bad); err == nil {
 			t.Errorf("Set(%q) = %d, want an error", bad, b)
 		}
 	}
 	for v, want := range map[int64]string{320 << 20: "320MiB", 1 << 30: "1GiB", 1000: "1000", 0: "0"} {
-		b := byteSize(v)
+		b := bytesize.Size(v)
 		if got := b.String(); got != want {
 			t.Errorf("String(%d) = %q, want %q", v, got, want)
 		}
@@ -236,7 +238,7 @@ func TestLogDurations(t *testing.T) {
 // events are not counted as done in no time.
 func TestEventsBarRateFromStart(t *testing.T) {
 	var out bytes.Buffer
-	bar := eventsBar(&out, 100000, "fork")
+	bar := progress.Events(&out, 100000, "fork")
 	time.Sleep(200 * time.Millisecond)
 	if err := bar.Set64(1000); err != nil {
 		t.Fatal(err)

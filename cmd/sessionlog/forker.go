@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"io"
-	"time"
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -25,10 +24,6 @@ func runForker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return assemble.NewForker(*cfg, store, d)
 	})
 }
-
-// forkPollEvery is how often `sessionlog fork` reads the child's tail for
-// its progress bar.
-const forkPollEvery = 200 * time.Millisecond
 
 // forkerFlags binds the forker's settings to fs, defaulting to
 // assemble.DefaultForker: the values `up` runs the forker with.

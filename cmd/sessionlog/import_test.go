@@ -3,15 +3,14 @@ package main
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/sessionlog/sessionlog/internal/assemble"
+	"github.com/sessionlog/sessionlog/cmd/sessionlog/internal/bench"
 	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/transfer"
+	"github.com/sessionlog/sessionlog/internal/writertest"
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
 	"github.com/sessionlog/sessionlog/pkg/client"
@@ -29,15 +28,8 @@ type importHarness struct {
 
 func newImportHarness(t *testing.T, cfg logstore.Config) *importHarness {
 	t.Helper()
-	s := natstest.RunServer(t)
-	nc := natstest.Connect(t, s)
-	ctx := context.Background()
-	st, err := logstore.Open(ctx, nc, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	startWriter(t, st, nc)
-	return &importHarness{st: st, nc: nc, cl: client.New(natstest.Connect(t, s)), url: s.ClientURL()}
+	k := writertest.New(t, cfg)
+	return &importHarness{st: k.St, nc: k.NC, cl: k.Cl, url: k.URL}
 }
 
 // importStack is an embedded server with the writer, and the files of
@@ -46,10 +38,10 @@ func importStack(t *testing.T, cfg logstore.Config) (*logstore.Store, *client.Cl
 	t.Helper()
 	h := newImportHarness(t, cfg)
 	dir := t.TempDir()
-	if _, err := genSessions(dir, 6, 5); err != nil {
+	if _, err := bench.GenSessions(dir, 6, 5); err != nil {
 		t.Fatal(err)
 	}
-	files, err := sessionFiles(claudecode.Format{}, []string{dir})
+	files, err := transfer.SessionFiles(claudecode.Format{}, []string{dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,40 +50,11 @@ func importStack(t *testing.T, cfg logstore.Config) (*logstore.Store, *client.Cl
 
 // startWriter runs the writer on st (its leases lasting the store's lease
 // TTL), and the source service beside it, until the test ends.
-func startWriter(t *testing.T, st *logstore.Store, nc *nats.Conn) {
-	t.Helper()
-	cfg := assemble.DefaultWriter()
-	cfg.LeaseTTL = st.Config().LeaseTTL
-	w, err := assemble.NewWriter(cfg, st, assemble.Deps{Conn: nc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, err := assemble.NewSource(assemble.DefaultSource(), st, assemble.Deps{Conn: nc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, svc := range []service{w, src} {
-		runService(t, svc)
-	}
-}
+func startWriter(t *testing.T, st *logstore.Store, nc *nats.Conn) { writertest.Start(t, st, nc) }
 
 // runService runs svc until stop is called or the test ends; stop
 // returns what Run returned.
-func runService(t *testing.T, svc service) (stop func() error) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	var once sync.Once
-	var err error
-	stop = func() error {
-		once.Do(func() { cancel(); err = <-done })
-		return err
-	}
-	t.Cleanup(func() { _ = stop() })
-	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, svc.Ready)
-	return stop
-}
+func runService(t *testing.T, svc service) (stop func() error) { return writertest.Run(t, svc) }
 
 // mapped is what the mapping gives for a file's one session.
 type mapped struct {
@@ -109,8 +72,8 @@ func (m *mapped) Done() error                   { return nil }
 func TestImportFilesPipelinedKeepsEachSessionInOrder(t *testing.T) {
 	st, cl, files := importStack(t, logstore.Config{})
 	ctx := context.Background()
-	opt := importOptions{batch: 7, jobs: 2}
-	n, err := importFiles(ctx, cl, claudecode.Format{}, files, opt)
+	opt := transfer.Options{Batch: 7, Jobs: 2}
+	n, err := transfer.ImportFiles(ctx, cl, claudecode.Format{}, files, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +84,7 @@ func TestImportFilesPipelinedKeepsEachSessionInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		total += len(m.events)
-		if len(m.events) < 5*opt.batch {
+		if len(m.events) < 5*opt.Batch {
 			t.Fatalf("%s maps to %d events: too few batches to pipeline", p, len(m.events))
 		}
 		stored, _, err := st.ReadEvents(ctx, m.id, 0)
@@ -137,14 +100,14 @@ func TestImportFilesPipelinedKeepsEachSessionInOrder(t *testing.T) {
 			}
 		}
 	}
-	if n.events != total || n.imported != len(files) {
+	if n.Events != total || n.Imported != len(files) {
 		t.Errorf("counts %+v, want %d events in %d sessions", n, total, len(files))
 	}
-	n, err = importFiles(ctx, cl, claudecode.Format{}, files, opt)
+	n, err = transfer.ImportFiles(ctx, cl, claudecode.Format{}, files, opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.events != 0 || n.unchanged != len(files) {
+	if n.Events != 0 || n.Unchanged != len(files) {
 		t.Errorf("second import: counts %+v, want nothing appended", n)
 	}
 }
@@ -155,7 +118,7 @@ func TestImportFilesPipelinedKeepsEachSessionInOrder(t *testing.T) {
 // first tool result is refused.
 func TestImportFilesRefusedAppendInFlightIsNamed(t *testing.T) {
 	_, cl, files := importStack(t, logstore.Config{MaxEventBytes: 2000})
-	_, err := importFiles(context.Background(), cl, claudecode.Format{}, files, importOptions{batch: 2, jobs: 2})
+	_, err := transfer.ImportFiles(context.Background(), cl, claudecode.Format{}, files, transfer.Options{Batch: 2, Jobs: 2})
 	if err == nil {
 		t.Fatal("the import of events over the store's limit succeeded")
 	}

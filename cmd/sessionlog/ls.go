@@ -2,50 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"io"
-	"strconv"
-	"text/tabwriter"
-	"time"
 
-	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/internal/sre"
 )
 
 // `sessionlog ls`: every session with its last event.
-
-// sessionRef is a session found in a stream's subject state.
-type sessionRef struct {
-	Stream string
-	ID     string
-	Events uint64
-}
-
-// listSessions enumerates sessions from each stream's per-subject state
-// (no consumer), sorted by id.
-func listSessions(ctx context.Context, st *logstore.Store) ([]sessionRef, error) {
-	list, err := st.ListSessions(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]sessionRef, len(list))
-	for i, s := range list {
-		out[i] = sessionRef{Stream: s.Stream, ID: s.ID, Events: s.Messages}
-	}
-	return out, nil
-}
-
-// lastEvent is the summary `ls` prints per session (the table gives the
-// time to the second, JSON to the nanosecond).
-type lastEvent struct {
-	SessionID string    `json:"sessionId"`
-	Events    uint64    `json:"events"`
-	LastSeq   uint64    `json:"lastSeq"`
-	LastType  string    `json:"lastType"`
-	LastTime  time.Time `json:"lastTime"`
-	StreamSeq uint64    `json:"streamSeq"`
-}
 
 func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs, nf := sreFlags("ls", stderr)
@@ -67,51 +29,5 @@ func runLs(ctx context.Context, args []string, stdout, stderr io.Writer) (err er
 	defer c.close()
 	defer func() { err = c.explain(err) }()
 	ctx = c.ctx
-	refs, err := listSessions(ctx, c.store)
-	if err != nil {
-		return err
-	}
-	if *limit > 0 && len(refs) > *limit {
-		fmt.Fprintf(stderr, "sessionlog ls: %d sessions, the first %d listed (--limit 0 lists all)\n", len(refs), *limit)
-		refs = refs[:*limit]
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 8, 2, ' ', 0)
-	if !*asJSON {
-		fmt.Fprintln(tw, "SESSION\tEVENTS\tLAST SEQ\tLAST TYPE\tLAST TIME")
-	}
-	enc := json.NewEncoder(stdout)
-	for _, r := range refs {
-		le := lastEvent{SessionID: r.ID, Events: r.Events}
-		if err := c.lastOf(ctx, r, &le); err != nil {
-			return err
-		}
-		if *asJSON {
-			if err := enc.Encode(le); err != nil {
-				return err
-			}
-			continue
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\n", le.SessionID, le.Events, le.LastSeq, le.LastType, le.LastTime.UTC().Format(time.RFC3339))
-	}
-	if !*asJSON {
-		return tw.Flush()
-	}
-	return nil
-}
-
-// lastOf fills the last event of a session from its headers (and body for
-// the time).
-func (c *sre) lastOf(ctx context.Context, r sessionRef, le *lastEvent) error {
-	m, err := c.store.LastStoredOf(ctx, r.ID)
-	if err != nil {
-		return fmt.Errorf("last event of %s: %w", r.ID, err)
-	}
-	le.StreamSeq = m.StreamSeq
-	le.LastType = m.Header.Get(logstore.HeaderType)
-	le.LastSeq, _ = strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64)
-	le.LastTime = m.Stored
-	if e, err := schema.Decode(m.Data); err == nil {
-		le.LastTime, le.LastType, le.LastSeq = e.Time, e.Type, e.Seq
-	}
-	return nil
+	return sre.Ls(ctx, c.store, *asJSON, *limit, stdout, stderr)
 }

@@ -22,8 +22,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/sessionlog/sessionlog/internal/sre"
 	"github.com/sessionlog/sessionlog/internal/version"
-	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // command is one subcommand.
@@ -95,7 +95,7 @@ func usageErrorf(format string, args ...any) error {
 
 // errSilent ends a command with exit status 1 after it has already said
 // why (verify prints each problem itself).
-var errSilent = errors.New("sessionlog: failed")
+var errSilent = sre.ErrSilent
 
 // defaultGCPercent is the garbage collector's target when GOGC is not set.
 // The services keep small live heaps (bounded caches) and allocate per
@@ -263,14 +263,4 @@ func commandNames() []string {
 	}
 	slices.Sort(names)
 	return names
-}
-
-// oneLine folds text onto one line of at most max bytes for log and
-// table output.
-func oneLine(s string, max int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > max {
-		return schema.Clip(s, max-3)
-	}
-	return s
 }

@@ -2,18 +2,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
-	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/internal/sre"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/services/repairer"
 )
 
 func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
@@ -40,54 +33,5 @@ func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	defer v.close()
 	ctx, nc := v.ctx, v.nc
 	defer func() { err = verbError(ctx, err) }()
-	body, _ := json.Marshal(repairer.RepairRequest{SessionID: id, Force: *force})
-	var reply repairer.RepairReply
-	if done, err := operatorRequest(ctx, nc, logstore.SubjectRepair, body, "repair", "", *jsonOut, stdout, &reply); done || err != nil {
-		return err
-	}
-	if !reply.Repaired {
-		fmt.Fprintf(stdout, "%s: nothing to repair\n", id)
-		return nil
-	}
-	fmt.Fprintf(stdout, "%s: repaired, seqs %d..%d, closed %d item(s)\n", id, reply.FirstSeq, reply.LastSeq, len(reply.Closed))
-	for _, c := range reply.Closed {
-		if c.TurnID != "" && c.Kind != "turn" {
-			fmt.Fprintf(stdout, "  %s %s (turn %s)\n", c.Kind, c.ID, c.TurnID)
-		} else {
-			fmt.Fprintf(stdout, "  %s %s\n", c.Kind, c.ID)
-		}
-	}
-	fmt.Fprintf(stdout, "the session is paused until session/resumed is appended\n")
-	return nil
-}
-
-// operatorRequest sends an operator's request to the repairer's service
-// and decodes its reply into out. A refusal is the error "code: message";
-// with jsonOut the reply (or the refusal) is printed as it came, and done
-// says the caller prints nothing more. hint ends the message of a request
-// that got no answer.
-func operatorRequest(ctx context.Context, nc *nats.Conn, subject string, body []byte, what, hint string,
-	jsonOut bool, stdout io.Writer, out any) (done bool, err error) {
-	m, err := nc.RequestWithContext(ctx, subject, body)
-	if errors.Is(err, nats.ErrNoResponders) {
-		return false, fmt.Errorf("no repairer is running (nothing answers %s)%s", subject, hint)
-	}
-	if err != nil {
-		return false, fmt.Errorf("%s request%s: %w", what, hint, err)
-	}
-	var eb api.ErrorBody
-	if json.Unmarshal(m.Data, &eb) == nil && eb.Error.Code != "" {
-		if jsonOut {
-			fmt.Fprintf(stdout, "%s\n", m.Data)
-		}
-		return false, fmt.Errorf("%s: %s", eb.Error.Code, eb.Error.Message)
-	}
-	if err := json.Unmarshal(m.Data, out); err != nil {
-		return false, fmt.Errorf("%s reply %q: %w", what, m.Data, err)
-	}
-	if jsonOut {
-		fmt.Fprintf(stdout, "%s\n", m.Data)
-		return true, nil
-	}
-	return false, nil
+	return sre.Repair(ctx, nc, id, *force, *jsonOut, stdout)
 }

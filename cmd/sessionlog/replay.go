@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"io"
 
-	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/internal/sre"
 )
 
 // `sessionlog replay <id>`: a session's stored events as JSON lines.
@@ -28,21 +26,5 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	defer c.close()
 	defer func() { err = c.explain(err) }()
 	ctx = c.ctx
-	tail, err := readValid(ctx, c.store, id, func(m *logstore.Msg, e *schema.Envelope) error {
-		if e.Seq <= *after {
-			return nil
-		}
-		return writeLine(stdout, m.Data)
-	})
-	var rp *readProblem
-	if errors.As(err, &rp) {
-		return rp
-	}
-	if err != nil {
-		return err
-	}
-	if !tail.Exists() {
-		return missing(ctx, c.store, id)
-	}
-	return nil
+	return sre.Replay(ctx, c.store, id, *after, stdout)
 }

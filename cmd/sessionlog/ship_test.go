@@ -11,6 +11,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/ship"
 )
 
 // A file whose read no writer answered (none ran yet) is shipped once a
@@ -46,7 +47,7 @@ func TestShipRetriesUnansweredRead(t *testing.T) {
 		return nil
 	})
 	startWriter(t, st, nc)
-	natstest.CheckFor(t, 2*shipRescan+10*time.Second, 100*time.Millisecond, func() error {
+	natstest.CheckFor(t, 2*ship.Rescan+10*time.Second, 100*time.Millisecond, func() error {
 		evs, _, err := st.ReadEvents(context.Background(), "cc-"+sid, 0)
 		if err != nil || len(evs) == 0 {
 			return fmt.Errorf("nothing shipped yet (%v):\n%s", err, out.String())

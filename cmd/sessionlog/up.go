@@ -28,6 +28,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/httpauth"
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/progress"
 )
 
 // Defaults of `sessionlog up` (DESIGN.md section 10).
@@ -163,7 +164,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return usageErrorf("%v", err)
 	}
 	quiet := false
-	if isTerminal(stderr) && !flagGiven(fs, "log-level") {
+	if progress.IsTerminal(stderr) && !flagGiven(fs, "log-level") {
 		// On a terminal the lines that say where things are come first,
 		// not after the server's banner and thirty JSON log lines: only
 		// warnings and errors are logged unless --log-level asks for more.

@@ -15,6 +15,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/sre"
 	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/writer"
@@ -146,7 +147,7 @@ func TestTenantsRecountAfterBucketLost(t *testing.T) {
 	}
 	checkUsage(t, st, want, false)
 	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n")[1:] {
-		var u tenantUsage
+		var u sre.TenantUsage
 		if err := json.Unmarshal([]byte(l), &u); err != nil {
 			t.Fatal(err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/sre"
 )
 
 // A session with no events is said to be missing by show, replay, locate
@@ -73,7 +74,7 @@ func TestShowJSON(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
-	for _, k := range stateInternals {
+	for _, k := range sre.StateInternals {
 		if _, ok := got.State[k]; ok {
 			t.Errorf("state has %s:\n%s", k, out.String())
 		}

@@ -2,18 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/internal/sre"
 )
-
-// errProjectionMismatch makes the command exit non-zero.
-var errProjectionMismatch = errors.New("verify-projection: the views differ from a clean rebuild")
 
 func runVerifyProjection(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := newFlags("verify-projection")
@@ -40,24 +34,5 @@ func runVerifyProjection(ctx context.Context, args []string, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	dir, err := os.MkdirTemp(*tmp, "sessionlog-verify-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	res, err := projector.Verify(ctx, store, *dataDir, filepath.Join(dir, "views"), log)
-	if err != nil {
-		return err
-	}
-	for _, p := range res.Checkpoint.Streams {
-		fmt.Fprintf(stdout, "stream %s: checkpoint at seq %d\n", p.Name, p.Seq)
-	}
-	fmt.Fprintf(stdout, "version %s, %d view keys\n", res.Checkpoint.Version, res.Keys)
-	fmt.Fprintf(stdout, "checksum: checkpoint %016x, views %016x, clean rebuild %016x\n", res.Stored, res.Scanned, res.Rebuilt)
-	if !res.OK() {
-		fmt.Fprintln(stdout, "MISMATCH")
-		return errProjectionMismatch
-	}
-	fmt.Fprintln(stdout, "OK")
-	return nil
+	return sre.VerifyProjection(ctx, store, *dataDir, *tmp, log, stdout)
 }

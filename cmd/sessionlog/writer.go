@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
+	"github.com/sessionlog/sessionlog/internal/bytesize"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 )
 
@@ -62,7 +63,7 @@ func writerFlags(fs *flag.FlagSet) *assemble.Writer {
 func tenantLimitFlags(fs *flag.FlagSet, cfg *assemble.Writer) {
 	fs.Float64Var(&cfg.TenantEventsPerSecond, "tenant-events-per-second", cfg.TenantEventsPerSecond, "events the agents of one tenant may append per second, a burst of as many, per writer process (0: no limit)")
 	fs.Int64Var(&cfg.TenantMaxSessions, "tenant-max-sessions", cfg.TenantMaxSessions, "sessions one tenant may have: its agents' next one is refused quota_exceeded (0: no limit)")
-	fs.Var((*byteSize)(&cfg.TenantMaxBytes), "tenant-max-bytes", "bytes the events of one tenant's sessions may store, a `size` such as 10GiB: its agents' appends past it are refused quota_exceeded (0: no limit)")
+	fs.Var((*bytesize.Size)(&cfg.TenantMaxBytes), "tenant-max-bytes", "bytes the events of one tenant's sessions may store, a `size` such as 10GiB: its agents' appends past it are refused quota_exceeded (0: no limit)")
 	fs.Var(tenantBounds{cfg}, "tenant-limit", "one tenant's own bounds in place of --tenant-max-sessions and --tenant-max-bytes, and of --tenant-events-per-second when a third part gives it, `TENANT=SESSIONS:SIZE[:EVENTS_PER_SECOND]` such as acme=100:10GiB or acme=100:10GiB:500 (0: no limit; repeatable)")
 }
 
@@ -75,7 +76,7 @@ func (t tenantBounds) String() string {
 	}
 	var out []string
 	for tenant, b := range t.cfg.TenantBounds {
-		v := fmt.Sprintf("%s=%d:%s", tenant, b.Sessions, (*byteSize)(&b.Bytes).String())
+		v := fmt.Sprintf("%s=%d:%s", tenant, b.Sessions, (*bytesize.Size)(&b.Bytes).String())
 		if b.EventsPerSecond != nil {
 			v += ":" + strconv.FormatFloat(*b.EventsPerSecond, 'g', -1, 64)
 		}
@@ -104,7 +105,7 @@ func (t tenantBounds) Set(v string) error {
 	if err != nil || n < 0 {
 		return fmt.Errorf("%q: sessions %q is not a count", v, sessions)
 	}
-	var b byteSize
+	var b bytesize.Size
 	if err := b.Set(size); err != nil {
 		return err
 	}

@@ -14,10 +14,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sessionlog/sessionlog/internal/clientlog"
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/formats"
 	"github.com/sessionlog/sessionlog/pkg/api"
-	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -526,7 +526,7 @@ func (s *Service) continueSource(ctx context.Context, ss sourceSess, entries [][
 		return api.SourceAppendReply{}, false, nil
 	}
 	s.m.sources.WithLabelValues("continued").Inc()
-	sink := &agentlog.AppendSink{Ctx: ctx, Log: writerLog{s, ss}, Batch: sourceBatch, MaxBytes: int(s.nc.MaxPayload()),
+	sink := &agentlog.AppendSink{Ctx: ctx, Log: s.sinkLog(ss), Batch: sourceBatch, MaxBytes: int(s.nc.MaxPayload()),
 		Finished: func(_ agentlog.Plan, last uint64, lastID string, added int) {
 			rep.LastSeq, rep.Appended, sc.tail, sc.tailID = last, added, last, lastID
 		}}
@@ -613,7 +613,7 @@ func (s *Service) remapSource(ctx context.Context, ss sourceSess, f agentlog.For
 		return rep, nil
 	}
 	s.m.sources.WithLabelValues("remapped").Inc()
-	sink := &agentlog.AppendSink{Ctx: ctx, Log: writerLog{s, ss}, Batch: sourceBatch, MaxBytes: int(s.nc.MaxPayload()),
+	sink := &agentlog.AppendSink{Ctx: ctx, Log: s.sinkLog(ss), Batch: sourceBatch, MaxBytes: int(s.nc.MaxPayload()),
 		Finished: func(p agentlog.Plan, last uint64, lastID string, added int) {
 			if p.ID == ss.wire {
 				rep.LastSeq, rep.Appended = last, added
@@ -627,69 +627,13 @@ func (s *Service) remapSource(ctx context.Context, ss sourceSess, f agentlog.For
 	return rep, nil
 }
 
-// writerLog is agentlog.Log on the writer: appends and reads through
-// pkg/client as the request's caller, the tail from the store. The sink
-// names the session by the id the mapping gives it (ss.wire); the events
-// it reads carry that id, as the mapped ones do.
-type writerLog struct {
-	s  *Service
-	ss sourceSess
-}
-
-// stored is the stored id of the session the sink names id.
-func (l writerLog) stored(id string) string {
-	if id == l.ss.wire {
-		return l.ss.stored
-	}
-	return id
-}
-
-// asked is the id the writer is asked for the session the sink names id.
-func (l writerLog) asked(id string) string {
-	if id == l.ss.wire {
-		return l.ss.asked
-	}
-	return id
-}
-
-func (l writerLog) Tail(ctx context.Context, id string) (uint64, string, error) {
-	t, err := l.s.st.Tail(ctx, l.stored(id))
-	return t.Seq, t.EventID, err
-}
-
-// Events reads the session's events after seq a page at a time, the
-// first page of one event (a sink that needs only session/created reads
-// no more).
-func (l writerLog) Events(ctx context.Context, id string, after uint64, fn func(schema.Envelope) error) error {
-	limit := 1
-	return agentlog.EachStored(after, func(after uint64) ([]json.RawMessage, bool, error) {
-		page, err := l.s.read(ctx, l.ss.sc, api.ReadRequest{SessionID: l.asked(id), AfterSeq: after, Limit: limit})
-		limit = 0
-		if schema.CodeOf(err) == schema.CodeNotFound {
-			return nil, false, nil
-		}
-		return page.Events, page.More, err
-	}, func(e schema.Envelope) error {
-		if e.SessionID == l.stored(id) {
-			e.SessionID = id
-		}
-		return fn(e)
-	})
-}
-
-func (l writerLog) Append(ctx context.Context, id string, expected uint64, events []schema.Envelope) (uint64, bool, error) {
-	if asked := l.asked(id); asked != id {
-		// An operator names the stored id, in the request and the events.
-		events = slices.Clone(events)
-		for i := range events {
-			if events[i].SessionID == id {
-				events[i].SessionID = asked
-			}
-		}
-		id = asked
-	}
-	r, err := l.s.clientOf(l.ss.sc).Append(ctxOf(ctx, l.ss.sc), client.AppendRequest{SessionID: id, ExpectedSeq: &expected, Events: events})
-	return r.LastSeq, r.Duplicate, fromClient(err)
+// sinkLog is agentlog.Log for a source append's sink: it appends and
+// reads through pkg/client as the request's caller, the tail too
+// (clientlog). The sink names the session by the id the mapping gives it
+// (ss.wire); the events it reads carry that id, as the mapped ones do.
+func (s *Service) sinkLog(ss sourceSess) clientlog.Log {
+	return clientlog.Log{Client: s.clientOf(ss.sc), Caller: ss.sc.caller,
+		Wire: ss.wire, Asked: ss.asked, Stored: ss.stored, Err: fromClient}
 }
 
 // mapLines maps lines as import maps the file the key names.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sessionlog/sessionlog/internal/writertest"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/agentlogtest"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
 	"github.com/sessionlog/sessionlog/pkg/api"
@@ -353,4 +354,14 @@ func TestSourceAppendBounded(t *testing.T) {
 	if got := stored(t, e.st, "cc-"+sid); uint64(len(got)) != last {
 		t.Fatalf("%d events stored, the last accepted append left %d", len(got), last)
 	}
+}
+
+// The source append's sink reads the tail through the writer, as the
+// caller (internal/clientlog, the adapter ship uses too), not from the
+// store: a session being erased answers erased, though its events are
+// still stored.
+func TestSourceSinkReadsTailThroughWriter(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	writertest.CheckTail(t, e.nc, e.st, e.src.SinkLog(api.Caller{}, "w-1", "s-1", "s-1"), "w-1", "s-1",
+		func(err error) api.Code { return schema.CodeOf(err) })
 }

@@ -1,4 +1,4 @@
-package main
+package ship
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/writertest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -70,7 +71,8 @@ func BenchmarkShipHeldOpen(b *testing.B) {
 // exits, the lease lapses.
 func TestShipLivenessKeepsLeaseWhileOpen(t *testing.T) {
 	const ttl = time.Second
-	st, cl, _ := importStack(t, logstore.Config{LeaseTTL: ttl})
+	k := writertest.New(t, logstore.Config{LeaseTTL: ttl})
+	st, cl := k.St, k.Cl
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const id, holder = "s-live", "h1:claude-code:s.jsonl"

@@ -1,4 +1,4 @@
-package main
+package ship
 
 import (
 	"context"
@@ -25,10 +25,10 @@ import (
 // are taken again.
 
 const (
-	// shipIdleDefault is --idle: how long a file nobody holds open may go
+	// IdleDefault is --idle: how long a file nobody holds open may go
 	// unwritten while its agent still counts as alive (an agent waiting on
 	// its user for minutes writes nothing).
-	shipIdleDefault = 30 * time.Minute
+	IdleDefault = 30 * time.Minute
 	// livenessFirst is the period of the rounds until a heartbeat's reply
 	// has said the lease TTL (a third of the default TTL); after that it
 	// is a third of the TTL, as the writer expects of a live holder. Until

@@ -1,0 +1,287 @@
+package sre
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
+)
+
+// Tail prints new events live until ctx ends: session id's (after its
+// stored ones with seq > after, when after >= 0), or every session's when
+// id is ""; transient ones too unless noLive.
+func Tail(ctx context.Context, st *logstore.Store, id string, after int64, noLive bool, stdout, stderr io.Writer) (err error) {
+	if id != "" {
+		// Following a session that has no events yet is allowed (its
+		// agent may not have started), but never silently: an erased one
+		// gets none ever, a typo none either.
+		tail, err := st.Tail(ctx, id)
+		if err != nil {
+			return err
+		}
+		if !tail.Exists() {
+			if err := Missing(ctx, st, id); errors.Is(err, ErrErased) {
+				return err
+			}
+			fmt.Fprintf(stderr, "sessionlog tail: session %s has no events yet; waiting for its first (Ctrl-C to stop)\n", id)
+		}
+	}
+	return tailEvents(ctx, st, id, after, !noLive, stdout, stderr)
+}
+
+// liveLine is how tail prints a transient event.
+type liveLine struct {
+	Transient bool            `json:"transient"`
+	SessionID string          `json:"sessionId"`
+	Event     json.RawMessage `json:"event"`
+}
+
+// tailLine is a durable event's stored message, or a transient event.
+type tailLine struct {
+	durable *logstore.Msg
+	live    *logstore.LiveMsg
+}
+
+// tailJudges judges the stored messages tail prints as every reader
+// judges them (logstore.Judge, DESIGN.md section 5): each session's in
+// stream order, one first seen after its start judged from its start
+// (the events before it are read, not printed). An exact copy is not
+// printed; an unreadable message is reported with the judge's text and
+// nothing more of its session is printed.
+type tailJudges struct {
+	st     *logstore.Store
+	judges map[string]*logstore.Judge
+	bad    map[string]bool
+}
+
+// judge says whether m is printed. err is the verdict on m or on a
+// message of its session before it (an *logstore.UnreadableError, once
+// per session), or a read that failed.
+func (t *tailJudges) judge(ctx context.Context, m *logstore.Msg) (bool, error) {
+	id, ok := logstore.SessionFromSubject(m.Subject)
+	if !ok || t.bad[id] {
+		return false, nil
+	}
+	j := t.judges[id]
+	if j == nil {
+		j = &logstore.Judge{SessionID: id}
+		var bad error
+		_, err := t.st.ReadStored(ctx, id, func(p *logstore.Msg) error {
+			if p.StreamSeq >= m.StreamSeq {
+				return logstore.ErrStop
+			}
+			if _, v, err := j.Next(p); v == logstore.VerdictUnreadable {
+				bad = err
+				return logstore.ErrStop
+			}
+			return nil
+		})
+		if err != nil {
+			return false, err
+		}
+		if bad != nil {
+			t.bad[id] = true
+			return false, bad
+		}
+		t.judges[id] = j
+	}
+	switch _, v, err := j.Next(m); v {
+	case logstore.VerdictUnreadable:
+		t.bad[id] = true
+		return false, err
+	case logstore.VerdictCopy:
+		return false, nil
+	}
+	return true, nil
+}
+
+// liveWriters decides which transient events tail prints: those whose
+// publisher, as the server names it, may write to the session
+// (api.Authorize: its owner, an agent its grants name, or an operator).
+// The owner and grants of a session are folded from its log when its
+// first transient event of an agent comes, and kept up to date from the
+// durable events tail follows.
+type liveWriters struct {
+	st      *logstore.Store
+	states  map[string]*session.State
+	dropped int
+}
+
+// observe folds a durable event into the state of its session, if held.
+// One that is not the next leaves the state to be folded again.
+func (w *liveWriters) observe(body []byte) {
+	if len(w.states) == 0 {
+		return
+	}
+	e, err := schema.Decode(body)
+	if err != nil {
+		return
+	}
+	s := w.states[e.SessionID]
+	if s == nil || e.Seq <= s.LastSeq {
+		return
+	}
+	if e.Seq != s.LastSeq+1 || s.Apply(&e) != nil {
+		delete(w.states, e.SessionID)
+	}
+}
+
+// shown says whether m is printed.
+func (w *liveWriters) shown(ctx context.Context, m *logstore.LiveMsg) bool {
+	if m.Caller.Operator() {
+		return true
+	}
+	s := w.states[m.SessionID]
+	if s == nil {
+		s = session.New(m.SessionID)
+		// A session that cannot be read whole keeps what was read of it;
+		// one not read at all is asked again at its next event.
+		_, err := ReadValid(ctx, w.st, m.SessionID, func(_ *logstore.Msg, e *schema.Envelope) error {
+			if s.Apply(e) != nil {
+				return logstore.ErrStop
+			}
+			return nil
+		})
+		if rp := (*ReadProblem)(nil); err != nil && !errors.As(err, &rp) {
+			w.dropped++
+			return false
+		}
+		w.states[m.SessionID] = s
+	}
+	if s.LastSeq == 0 || api.Authorize(m.Caller, m.SessionID, &s.Meta) != nil {
+		w.dropped++
+		return false
+	}
+	return true
+}
+
+// tailEvents prints durable events (a follower per stream, from now or
+// after a seq) and transient ones until ctx ends: only those whose
+// publisher may write to the session (liveWriters); how many others were
+// dropped is said on stderr at the end.
+func tailEvents(ctx context.Context, st *logstore.Store, id string, after int64, live bool, stdout, stderr io.Writer) error {
+	lines := make(chan tailLine, 1024)
+	writers := &liveWriters{st: st, states: map[string]*session.State{}}
+	judges := &tailJudges{st: st, judges: map[string]*logstore.Judge{}, bad: map[string]bool{}}
+	defer func() {
+		if writers.dropped > 0 {
+			fmt.Fprintf(stderr, "sessionlog tail: %d transient events not shown: their publisher may not write to the session (or the session could not be read)\n", writers.dropped)
+		}
+	}()
+	var streams []string
+	var subject string
+	if id != "" {
+		loc, err := st.Locate(id)
+		if err != nil {
+			return err
+		}
+		streams, subject = []string{loc.Stream}, loc.Subject
+	} else {
+		streams = st.Streams()
+	}
+	if live {
+		sub, err := st.Live(id, 0, func(m logstore.LiveMsg) {
+			select {
+			case lines <- tailLine{live: &m}:
+			default: // a slow terminal drops transient events, never durable ones
+			}
+		})
+		if err != nil {
+			return err
+		}
+		defer sub.Close()
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(streams))
+	for _, name := range streams {
+		spec := logstore.FollowSpec{Stream: name, Subject: subject, OnlyNew: true}
+		if after >= 0 {
+			// Start right after the stored event with seq == after.
+			spec.OnlyNew = false
+			if after > 0 {
+				// Judged up to the event with seq == after, where the
+				// judge of the events printed starts.
+				j := &logstore.Judge{SessionID: id}
+				if _, err := st.ReadJudged(ctx, j, func(_ *logstore.Msg, e *schema.Envelope) error {
+					if e.Seq == uint64(after) {
+						return logstore.ErrStop
+					}
+					return nil
+				}); err != nil {
+					return err
+				}
+				// With fewer events than --after: only new ones.
+				spec.StartAfter = j.Last.StreamSeq
+				judges.judges[id] = j
+			}
+		}
+		fol, err := st.Follow(ctx, spec)
+		if err != nil {
+			return fmt.Errorf("tail %s: %w", name, err)
+		}
+		go func() {
+			defer fol.Close()
+			for {
+				m, err := fol.Next(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						errc <- fmt.Errorf("tail %s: %w", name, err)
+					}
+					return
+				}
+				select {
+				case lines <- tailLine{durable: m}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-errc:
+			return err
+		case l := <-lines:
+			var b []byte
+			if m := l.durable; m != nil {
+				shown, err := judges.judge(ctx, m)
+				var ue *logstore.UnreadableError
+				switch {
+				case errors.As(err, &ue) && id == "":
+					// The other sessions go on.
+					fmt.Fprintf(stderr, "sessionlog tail: %v\n", ue)
+				case err != nil:
+					return err
+				}
+				if !shown {
+					continue
+				}
+				b = m.Data
+			}
+			if m := l.live; m != nil {
+				if !writers.shown(ctx, m) {
+					continue
+				}
+				ev := json.RawMessage(m.Data)
+				if !json.Valid(m.Data) {
+					ev, _ = json.Marshal(string(m.Data))
+				}
+				b, _ = json.Marshal(liveLine{Transient: true, SessionID: m.SessionID, Event: ev})
+			} else {
+				writers.observe(b)
+			}
+			if err := WriteLine(stdout, b); err != nil {
+				return err
+			}
+		}
+	}
+}
