@@ -1,0 +1,224 @@
+// Package scripttest runs a service's rule scripts (cockroachdb/datadriven,
+// in the service's testdata) on two logs: internal/memlog, and
+// internal/logstore on an embedded NATS server. A script's expected output
+// is the same on both, so every case it holds checks memlog against the
+// log it stands in for.
+package scripttest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/memlog"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session/sessiontest"
+)
+
+// Log is what the scripts themselves do to a log, beside what the service
+// under test does.
+type Log interface {
+	Tail(ctx context.Context, sessionID string) (logstore.Tail, error)
+	Append(ctx context.Context, req logstore.AppendRequest) (logstore.AppendResult, error)
+	ReadJudged(ctx context.Context, j *logstore.Judge, fn func(m *logstore.Msg, ev *schema.Envelope) error) (logstore.Tail, error)
+	RenewLease(ctx context.Context, sessionID, holder string, now time.Time) error
+	LeaseRecord(ctx context.Context, sessionID string) (logstore.LeaseRecord, error)
+	EndLease(ctx context.Context, sessionID string, revision uint64) error
+	GetClaim(ctx context.Context, sessionID string) (*logstore.Claim, error)
+	MarkErased(ctx context.Context, e logstore.Erasure) (logstore.Erasure, uint64, error)
+}
+
+var (
+	_ Log = (*memlog.Log)(nil)
+	_ Log = (*logstore.Store)(nil)
+)
+
+// Backend is one log a script runs on.
+type Backend struct {
+	Name string
+	Log  Log
+	// Mem is the in-memory log (nil on logstore); Store the JetStream one
+	// (nil on memlog).
+	Mem   *memlog.Log
+	Store *logstore.Store
+	// Conn is the backend's NATS connection; on memlog one never opened
+	// (the services' constructors want one; the scripts never serve).
+	Conn *nats.Conn
+	nc   *nats.Conn
+}
+
+// Names of the backends, in the order Each runs them.
+var Names = []string{"memlog", "logstore"}
+
+// Each runs fn as a subtest on each backend, a fresh log for each.
+func Each(t *testing.T, cfg logstore.Config, fn func(t *testing.T, b *Backend)) {
+	for _, name := range Names {
+		t.Run(name, func(t *testing.T) { fn(t, Open(t, name, cfg)) })
+	}
+}
+
+// Open returns a fresh log of the named backend.
+func Open(t *testing.T, name string, cfg logstore.Config) *Backend {
+	t.Helper()
+	switch name {
+	case "memlog":
+		l, err := memlog.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &Backend{Name: name, Log: l, Mem: l, Conn: new(nats.Conn)}
+	case "logstore":
+		d := natstest.RunLayout(t, natstest.Layout{Partitions: max(cfg.Partitions, 1), Nodes: 1})
+		nc := d.Connect()
+		st, err := logstore.Open(context.Background(), nc, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.WaitLeaders(nc)
+		return &Backend{Name: name, Log: st, Store: st, Conn: nc, nc: nc}
+	}
+	t.Fatalf("no backend %q", name)
+	return nil
+}
+
+// Append appends the events of input (sessiontest's short form, one a
+// line; # starts a comment) to the session after its tail, in one batch,
+// as a writer would: seqs follow the tail's, event ids are e<seq>.
+func (b *Backend) Append(t *testing.T, id, input string) string {
+	t.Helper()
+	ctx := context.Background()
+	tail, err := b.Log.Tail(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []schema.Envelope
+	for _, line := range strings.Split(input, "\n") {
+		if line = strings.TrimSpace(line); line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		e := sessiontest.Event(t, line)
+		e.SessionID, e.Seq = id, tail.Seq+uint64(len(evs))+1
+		e.EventID = "e" + strconv.FormatUint(e.Seq, 10)
+		e.Time = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(e.Seq) * time.Second)
+		evs = append(evs, *e)
+	}
+	res, err := b.Log.Append(ctx, logstore.AppendRequest{SessionID: id, ExpectedStreamSeq: tail.StreamSeq, Events: evs})
+	if err != nil {
+		return Error(err)
+	}
+	return fmt.Sprintf("appended seqs %d-%d\n", res.FirstSeq, res.LastSeq)
+}
+
+// PutAround stores body on the session's subject around every check (a
+// message a writer never wrote); seq 0: without an SL-Seq header.
+func (b *Backend) PutAround(t *testing.T, id string, body []byte, seq uint64) {
+	t.Helper()
+	h := nats.Header{}
+	h.Set(logstore.HeaderMsgID, id+":around-"+strconv.Itoa(len(body)))
+	if seq != 0 {
+		h.Set(logstore.HeaderSeq, strconv.FormatUint(seq, 10))
+	}
+	if b.Mem != nil {
+		if _, err := b.Mem.PutRaw(id, h, body); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	loc, _ := logstore.Locate(id)
+	m := nats.NewMsg(loc.Subject)
+	m.Header, m.Data = h, body
+	if _, err := natstest.JetStream(t, b.nc).PublishMsg(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// EndLease deletes the session's lease, as a repairer ends a lapsed one:
+// its holder is gone.
+func (b *Backend) EndLease(t *testing.T, id string) {
+	t.Helper()
+	ctx := context.Background()
+	rec, err := b.Log.LeaseRecord(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Log.EndLease(ctx, id, rec.Revision); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Show prints the session as the log judges it: each event (seq, type,
+// ids, data), the verdict on the first unreadable message, and the
+// session's lease and claim.
+func (b *Backend) Show(t *testing.T, id string) string {
+	t.Helper()
+	ctx := context.Background()
+	var out strings.Builder
+	_, err := b.Log.ReadJudged(ctx, &logstore.Judge{SessionID: id}, func(_ *logstore.Msg, e *schema.Envelope) error {
+		out.WriteString(Event(e))
+		return nil
+	})
+	if err != nil {
+		out.WriteString(Error(err))
+	}
+	rec, err := b.Log.LeaseRecord(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case rec.Live():
+		fmt.Fprintf(&out, "lease: held by %s\n", rec.Lease.Holder)
+	case rec.Revision != 0:
+		out.WriteString("lease: gone\n")
+	}
+	c, err := b.Log.GetClaim(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c != nil {
+		fmt.Fprintf(&out, "claim: %s\n", c.Holder)
+	}
+	return out.String()
+}
+
+// Event is one line: seq, type, its ids, synthetic, and its data (times
+// in it masked).
+func Event(e *schema.Envelope) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d %s", e.Seq, e.Type)
+	for _, f := range []struct{ k, v string }{{"turn", e.TurnID}, {"step", e.StepID}, {"attempt", e.AttemptID}, {"call", e.ToolCallID}} {
+		if f.v != "" {
+			fmt.Fprintf(&b, " %s=%s", f.k, f.v)
+		}
+	}
+	if e.Synthetic {
+		b.WriteString(" synthetic")
+	}
+	if len(e.Data) > 0 && string(e.Data) != "{}" {
+		var v any
+		if json.Unmarshal(e.Data, &v) == nil {
+			d, _ := json.Marshal(v) // members in order
+			fmt.Fprintf(&b, " %s", Mask(string(d)))
+		}
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+var times = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
+
+// Mask replaces the times in s with <time>: a lease's are the server's.
+func Mask(s string) string { return times.ReplaceAllString(s, "<time>") }
+
+// Error is an error as a script prints it: its contract code and message.
+func Error(err error) string {
+	return fmt.Sprintf("error %s: %s\n", schema.CodeOf(err), Mask(err.Error()))
+}

@@ -1,0 +1,123 @@
+package repairer
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/memlog"
+	"github.com/sessionlog/sessionlog/internal/memlog/scripttest"
+)
+
+var _ Log = (*memlog.Log)(nil)
+
+// TestScripts runs the scripts in testdata/repair on the in-memory log and
+// on logstore over an embedded NATS server (scripttest.Each): the same
+// output on both. Commands (id= names the session, default s):
+//
+//	append [id=]             the input's events (sessiontest's short form)
+//	                         after the session's tail, in one batch
+//	claim [id=] holder=H     H takes or renews the session's lease
+//	end-lease [id=]          the lease is deleted: its holder is gone
+//	around [id=] seq=N body= a message stored around the writer: body
+//	                         "garbage", or "forged" (an event of seq N)
+//	repair [id=] [force] [race]
+//	                         sessions.api.repair (Service.Repair); race:
+//	                         the input's events are appended once between
+//	                         the plan and its append, as a holder that came
+//	                         back would
+//	sweep [id=]              one evaluation of the session as a sweep makes
+//	                         it (check), and the claim drops it queued
+//	show [id=]               the session as the log judges it, its lease and
+//	                         its claim
+func TestScripts(t *testing.T) {
+	datadriven.Walk(t, filepath.Join("testdata", "repair"), func(t *testing.T, path string) {
+		scripttest.Each(t, logstore.Config{LeaseTTL: time.Minute}, func(t *testing.T, b *scripttest.Backend) {
+			svc, err := New(Config{Store: b.Log.(Log), Conn: b.Conn, SweepInterval: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+				id := "s"
+				td.MaybeScanArgs(t, "id", &id)
+				switch td.Cmd {
+				case "append":
+					return b.Append(t, id, td.Input)
+				case "claim":
+					var holder string
+					td.ScanArgs(t, "holder", &holder)
+					if err := b.Log.RenewLease(ctx, id, holder, time.Now()); err != nil {
+						t.Fatal(err)
+					}
+					return "ok\n"
+				case "end-lease":
+					b.EndLease(t, id)
+					return "ok\n"
+				case "around":
+					var seq uint64
+					var body string
+					td.MaybeScanArgs(t, "seq", &seq)
+					td.ScanArgs(t, "body", &body)
+					switch body {
+					case "garbage":
+						b.PutAround(t, id, []byte("\x00 not an event"), seq)
+					case "forged":
+						b.PutAround(t, id, forged(id, seq), seq)
+					default:
+						t.Fatalf("body %q: garbage or forged", body)
+					}
+					return "ok\n"
+				case "repair":
+					if td.HasArg("race") {
+						once := false
+						hook := func(string) {
+							if !once {
+								once = true
+								b.Append(t, id, td.Input)
+							}
+						}
+						svc.beforeAppend.Store(&hook)
+						defer svc.beforeAppend.Store(nil)
+					}
+					out, err := svc.Repair(ctx, id, td.HasArg("force"))
+					if err != nil {
+						return scripttest.Error(err)
+					}
+					return renderOutcome(out)
+				case "sweep":
+					svc.check(ctx, id, triggerSweep)
+					for len(svc.drops) > 0 {
+						svc.dropNow(ctx, <-svc.drops)
+					}
+					return "ok\n"
+				case "show":
+					return b.Show(t, id)
+				}
+				t.Fatalf("unknown command %s", td.Cmd)
+				return ""
+			})
+		})
+	})
+}
+
+func renderOutcome(o Outcome) string {
+	if !o.Repaired {
+		return "nothing to repair\n"
+	}
+	closed := make([]string, len(o.Closed))
+	for i, c := range o.Closed {
+		closed[i] = c.Kind + " " + c.ID
+	}
+	dup := ""
+	if o.Duplicate {
+		dup = " (duplicate)"
+	}
+	return fmt.Sprintf("repaired seqs %d-%d%s, closed: %s\n", o.FirstSeq, o.LastSeq, dup, strings.Join(closed, ", "))
+}
