@@ -22,7 +22,7 @@ var (
 )
 
 // TestScripts runs the scripts in testdata/fork on the in-memory log and
-// on logstore over an embedded NATS server (scripttest.Each): the same
+// on logstore over an embedded NATS server (scripttest.Run): the same
 // output on both. Commands (id= names a session, default p):
 //
 //	append [id=]          the input's events (sessiontest's short form)
@@ -35,66 +35,58 @@ var (
 //	records               the fork records left (copies in flight)
 //	show [id=]            the session as the log judges it
 func TestScripts(t *testing.T) {
-	datadriven.Walk(t, filepath.Join("testdata", "fork"), func(t *testing.T, path string) {
-		scripttest.Each(t, logstore.Config{}, func(t *testing.T, b *scripttest.Backend) {
-			svc, err := New(Config{Store: b.Log.(Log), Conn: b.Conn, NewID: func() string { return "c-new" }})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx := context.Background()
-			if b.Mem != nil {
-				svc.useRecords(b.Mem.ForkRecords())
-			} else if err := svc.openBucket(ctx); err != nil {
-				t.Fatal(err)
-			}
-			datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
-				id := "p"
-				td.MaybeScanArgs(t, "id", &id)
-				switch td.Cmd {
-				case "append":
-					return b.Append(t, id, td.Input)
-				case "fork":
-					r := Request{ParentID: "p"}
-					td.MaybeScanArgs(t, "parent", &r.ParentID)
-					td.MaybeScanArgs(t, "child", &r.ChildID)
-					td.MaybeScanArgs(t, "workspace", &r.Workspace)
-					if td.HasArg("seq") {
-						var n uint64
-						td.ScanArgs(t, "seq", &n)
-						r.At = &At{Seq: &n}
-					}
-					if td.HasArg("turn") {
-						if r.At == nil {
-							r.At = &At{}
-						}
-						td.ScanArgs(t, "turn", &r.At.TurnID)
-					}
-					rep, err := svc.Fork(ctx, r)
-					if err != nil {
-						return renderRefusal(err)
-					}
-					return fmt.Sprintf("child %s of %s: seedLength %d, depth %d\n", rep.ChildID, rep.ParentID, rep.SeedLength, rep.Depth)
-				case "erase":
-					if _, _, err := b.Log.MarkErased(ctx, logstore.Erasure{SessionID: id, By: "script", Reason: "test"}); err != nil {
-						t.Fatal(err)
-					}
-					return "ok\n"
-				case "records":
-					children, err := svc.bucket().Children(ctx)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if len(children) == 0 {
-						return "none\n"
-					}
-					return strings.Join(children, "\n") + "\n"
-				case "show":
-					return b.Show(t, id)
+	scripttest.Run(t, filepath.Join("testdata", "fork"), logstore.Config{}, "p", func(t *testing.T, b *scripttest.Backend) scripttest.Commands {
+		svc, err := New(Config{Store: b.Log.(Log), Conn: b.Conn, NewID: func() string { return "c-new" }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if b.Mem != nil {
+			svc.useRecords(b.Mem.ForkRecords())
+		} else if err := svc.openBucket(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return func(t *testing.T, td *datadriven.TestData, id string) string {
+			switch td.Cmd {
+			case "fork":
+				r := Request{ParentID: "p"}
+				td.MaybeScanArgs(t, "parent", &r.ParentID)
+				td.MaybeScanArgs(t, "child", &r.ChildID)
+				td.MaybeScanArgs(t, "workspace", &r.Workspace)
+				if td.HasArg("seq") {
+					var n uint64
+					td.ScanArgs(t, "seq", &n)
+					r.At = &At{Seq: &n}
 				}
-				t.Fatalf("unknown command %s", td.Cmd)
-				return ""
-			})
-		})
+				if td.HasArg("turn") {
+					if r.At == nil {
+						r.At = &At{}
+					}
+					td.ScanArgs(t, "turn", &r.At.TurnID)
+				}
+				rep, err := svc.Fork(ctx, r)
+				if err != nil {
+					return renderRefusal(err)
+				}
+				return fmt.Sprintf("child %s of %s: seedLength %d, depth %d\n", rep.ChildID, rep.ParentID, rep.SeedLength, rep.Depth)
+			case "erase":
+				if _, _, err := b.Log.MarkErased(ctx, logstore.Erasure{SessionID: id, By: "script", Reason: "test"}); err != nil {
+					t.Fatal(err)
+				}
+				return "ok\n"
+			case "records":
+				children, err := svc.bucket().Children(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(children) == 0 {
+					return "none\n"
+				}
+				return strings.Join(children, "\n") + "\n"
+			}
+			t.Fatalf("unknown command %s", td.Cmd)
+			return ""
+		}
 	})
 }
 

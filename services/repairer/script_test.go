@@ -18,7 +18,7 @@ import (
 var _ Log = (*memlog.Log)(nil)
 
 // TestScripts runs the scripts in testdata/repair on the in-memory log and
-// on logstore over an embedded NATS server (scripttest.Each): the same
+// on logstore over an embedded NATS server (scripttest.Run): the same
 // output on both. Commands (id= names the session, default s):
 //
 //	append [id=]             the input's events (sessiontest's short form)
@@ -37,73 +37,65 @@ var _ Log = (*memlog.Log)(nil)
 //	show [id=]               the session as the log judges it, its lease and
 //	                         its claim
 func TestScripts(t *testing.T) {
-	datadriven.Walk(t, filepath.Join("testdata", "repair"), func(t *testing.T, path string) {
-		scripttest.Each(t, logstore.Config{LeaseTTL: time.Minute}, func(t *testing.T, b *scripttest.Backend) {
-			svc, err := New(Config{Store: b.Log.(Log), Conn: b.Conn, SweepInterval: -1})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx := context.Background()
-			datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
-				id := "s"
-				td.MaybeScanArgs(t, "id", &id)
-				switch td.Cmd {
-				case "append":
-					return b.Append(t, id, td.Input)
-				case "claim":
-					var holder string
-					td.ScanArgs(t, "holder", &holder)
-					if err := b.Log.RenewLease(ctx, id, holder, time.Now()); err != nil {
-						t.Fatal(err)
-					}
-					return "ok\n"
-				case "end-lease":
-					b.EndLease(t, id)
-					return "ok\n"
-				case "around":
-					var seq uint64
-					var body string
-					td.MaybeScanArgs(t, "seq", &seq)
-					td.ScanArgs(t, "body", &body)
-					switch body {
-					case "garbage":
-						b.PutAround(t, id, []byte("\x00 not an event"), seq)
-					case "forged":
-						b.PutAround(t, id, forged(id, seq), seq)
-					default:
-						t.Fatalf("body %q: garbage or forged", body)
-					}
-					return "ok\n"
-				case "repair":
-					if td.HasArg("race") {
-						once := false
-						hook := func(string) {
-							if !once {
-								once = true
-								b.Append(t, id, td.Input)
-							}
-						}
-						svc.beforeAppend.Store(&hook)
-						defer svc.beforeAppend.Store(nil)
-					}
-					out, err := svc.Repair(ctx, id, td.HasArg("force"))
-					if err != nil {
-						return scripttest.Error(err)
-					}
-					return renderOutcome(out)
-				case "sweep":
-					svc.check(ctx, id, triggerSweep)
-					for len(svc.drops) > 0 {
-						svc.dropNow(ctx, <-svc.drops)
-					}
-					return "ok\n"
-				case "show":
-					return b.Show(t, id)
+	scripttest.Run(t, filepath.Join("testdata", "repair"), logstore.Config{LeaseTTL: time.Minute}, "s", func(t *testing.T, b *scripttest.Backend) scripttest.Commands {
+		svc, err := New(Config{Store: b.Log.(Log), Conn: b.Conn, SweepInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		return func(t *testing.T, td *datadriven.TestData, id string) string {
+			switch td.Cmd {
+			case "claim":
+				var holder string
+				td.ScanArgs(t, "holder", &holder)
+				if err := b.Log.RenewLease(ctx, id, holder, time.Now()); err != nil {
+					t.Fatal(err)
 				}
-				t.Fatalf("unknown command %s", td.Cmd)
-				return ""
-			})
-		})
+				return "ok\n"
+			case "end-lease":
+				b.EndLease(t, id)
+				return "ok\n"
+			case "around":
+				var seq uint64
+				var body string
+				td.MaybeScanArgs(t, "seq", &seq)
+				td.ScanArgs(t, "body", &body)
+				switch body {
+				case "garbage":
+					b.PutAround(t, id, []byte("\x00 not an event"), seq)
+				case "forged":
+					b.PutAround(t, id, forged(id, seq), seq)
+				default:
+					t.Fatalf("body %q: garbage or forged", body)
+				}
+				return "ok\n"
+			case "repair":
+				if td.HasArg("race") {
+					once := false
+					hook := func(string) {
+						if !once {
+							once = true
+							b.Append(t, id, td.Input)
+						}
+					}
+					svc.beforeAppend.Store(&hook)
+					defer svc.beforeAppend.Store(nil)
+				}
+				out, err := svc.Repair(ctx, id, td.HasArg("force"))
+				if err != nil {
+					return scripttest.Error(err)
+				}
+				return renderOutcome(out)
+			case "sweep":
+				svc.check(ctx, id, triggerSweep)
+				for len(svc.drops) > 0 {
+					svc.dropNow(ctx, <-svc.drops)
+				}
+				return "ok\n"
+			}
+			t.Fatalf("unknown command %s", td.Cmd)
+			return ""
+		}
 	})
 }
 

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/datadriven"
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -56,14 +57,39 @@ type Backend struct {
 	nc   *nats.Conn
 }
 
-// Names of the backends, in the order Each runs them.
+// Names of the backends, in the order Run runs them.
 var Names = []string{"memlog", "logstore"}
 
-// Each runs fn as a subtest on each backend, a fresh log for each.
-func Each(t *testing.T, cfg logstore.Config, fn func(t *testing.T, b *Backend)) {
-	for _, name := range Names {
-		t.Run(name, func(t *testing.T) { fn(t, Open(t, name, cfg)) })
-	}
+// Commands runs a script's commands of one service. id is the session
+// the command names (id=, else the script's default).
+type Commands func(t *testing.T, td *datadriven.TestData, id string) string
+
+// Run runs every script in dir on each backend, a fresh log for each
+// script and backend; start builds the service on the backend and
+// returns its commands. The commands every script has are run here:
+//
+//	append [id=]   the input's events (Append)
+//	show [id=]     the session as the log judges it (Show)
+func Run(t *testing.T, dir string, cfg logstore.Config, defaultID string, start func(t *testing.T, b *Backend) Commands) {
+	datadriven.Walk(t, dir, func(t *testing.T, path string) {
+		for _, name := range Names {
+			t.Run(name, func(t *testing.T) {
+				b := Open(t, name, cfg)
+				cmds := start(t, b)
+				datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+					id := defaultID
+					td.MaybeScanArgs(t, "id", &id)
+					switch td.Cmd {
+					case "append":
+						return b.Append(t, id, td.Input)
+					case "show":
+						return b.Show(t, id)
+					}
+					return cmds(t, td, id)
+				})
+			})
+		}
+	})
 }
 
 // Open returns a fresh log of the named backend.
