@@ -35,7 +35,6 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/pkg/session"
 )
 
 // Log is a session log in memory. It is safe for concurrent use.
@@ -444,38 +443,20 @@ func (l *Log) PutRaw(sessionID string, header nats.Header, data []byte) (uint64,
 	return seq, nil
 }
 
-// Snapshot stores the session's state as of its event of seq seq as its
-// snapshot, as a writer does.
-func (l *Log) Snapshot(sessionID string, seq uint64) error {
-	st := session.New(sessionID)
-	var at logstore.Tail
-	_, err := l.ReadJudged(context.Background(), &logstore.Judge{SessionID: sessionID}, func(m *logstore.Msg, ev *schema.Envelope) error {
-		if err := st.Apply(ev); err != nil {
-			return err
-		}
-		at = logstore.Tail{Seq: ev.Seq, StreamSeq: m.StreamSeq, EventID: ev.EventID, Hash: logstore.ChainHash(m.Data)}
-		if ev.Seq == seq {
-			return logstore.ErrStop
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if at.Seq != seq {
-		return fmt.Errorf("memlog: %s has no event of seq %d", sessionID, seq)
-	}
+// PutSnapshot stores b as the session's snapshot, as a writer stores one
+// (LoadSnapshot checks it against the log).
+func (l *Log) PutSnapshot(sessionID string, b *logstore.SnapshotBase) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.snapshots[sessionID] = &logstore.SnapshotBase{Head: &logstore.SnapshotHead{Version: logstore.SnapshotVersion, Seq: at.Seq, StreamSeq: at.StreamSeq, Hash: at.Hash},
-		Tail: at, State: st}
-	return nil
+	l.snapshots[sessionID] = &logstore.SnapshotBase{Head: b.Head, Tail: b.Tail, State: b.State.Clone()}
 }
 
-// LoadSnapshot returns the session's snapshot checked against the log (the
-// message it ends at is still stored, with its hash): nil, nil without
-// one, logstore.ErrSnapshotMismatch when it does not match. Its state is
-// the caller's own.
+// LoadSnapshot returns the session's snapshot checked against the log as
+// logstore checks it: the message it ends at is stored on the session's
+// subject with its hash, and is the session's event of its seq, whose
+// event id the state's last is. Nil, nil without one;
+// logstore.ErrSnapshotMismatch when it does not match. Its state is the
+// caller's own.
 func (l *Log) LoadSnapshot(_ context.Context, sessionID string) (*logstore.SnapshotBase, error) {
 	loc, err := l.Locate(sessionID)
 	if err != nil {
@@ -487,12 +468,30 @@ func (l *Log) LoadSnapshot(_ context.Context, sessionID string) (*logstore.Snaps
 	if b == nil {
 		return nil, nil
 	}
-	s := l.stream(loc.Stream)
-	i := b.Tail.StreamSeq - 1
-	if i >= uint64(len(s.msgs)) || s.msgs[i] == nil || s.msgs[i].Subject != loc.Subject || logstore.ChainHash(s.msgs[i].Data) != b.Tail.Hash {
-		return nil, fmt.Errorf("%w: %s: its last event (stream seq %d) is not stored as it says", logstore.ErrSnapshotMismatch, sessionID, b.Tail.StreamSeq)
+	mismatch := func(why string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", logstore.ErrSnapshotMismatch, sessionID, fmt.Sprintf(why, args...))
 	}
-	return &logstore.SnapshotBase{Head: b.Head, Tail: b.Tail, State: b.State.Clone()}, nil
+	h := b.Head
+	if h.Version != logstore.SnapshotVersion {
+		return nil, mismatch("version %q, this reader's is %q", schema.Clip(h.Version, 64), logstore.SnapshotVersion)
+	}
+	if h.Seq == 0 || h.StreamSeq == 0 {
+		return nil, mismatch("it covers no event")
+	}
+	s := l.stream(loc.Stream)
+	i := h.StreamSeq - 1
+	if i >= uint64(len(s.msgs)) || s.msgs[i] == nil || s.msgs[i].Subject != loc.Subject || logstore.ChainHash(s.msgs[i].Data) != h.Hash {
+		return nil, mismatch("its last event (stream seq %d) is not stored as it says", h.StreamSeq)
+	}
+	ev, err := schema.Decode(s.msgs[i].Data)
+	if err != nil || ev.SessionID != sessionID || ev.Seq != h.Seq {
+		return nil, mismatch("its last event (stream seq %d) is not the session's seq %d", h.StreamSeq, h.Seq)
+	}
+	st := b.State
+	if st.SessionID != sessionID || st.LastSeq != h.Seq || st.LastEventID != ev.EventID {
+		return nil, mismatch("its state is not the session's at seq %d", h.Seq)
+	}
+	return &logstore.SnapshotBase{Head: h, State: st.Clone(), Tail: logstore.Tail{Seq: h.Seq, StreamSeq: h.StreamSeq, EventID: ev.EventID, Hash: h.Hash}}, nil
 }
 
 // Writable: a log in memory always takes writes.

@@ -34,6 +34,11 @@ var _ Log = (*memlog.Log)(nil)
 //	                         back would
 //	sweep [id=]              one evaluation of the session as a sweep makes
 //	                         it (check), and the claim drops it queued
+//	snapshot [id=] seq=N [bad]
+//	                         the session's snapshot at seq N, as a writer
+//	                         stores it (bad: its hash is not the body's)
+//	folds                    what the repairs so far read: events folded,
+//	                         snapshots used and ignored
 //	show [id=]               the session as the log judges it, its lease and
 //	                         its claim
 func TestScripts(t *testing.T) {
@@ -86,6 +91,16 @@ func TestScripts(t *testing.T) {
 					return scripttest.Error(err)
 				}
 				return renderOutcome(out)
+			case "snapshot":
+				var seq uint64
+				td.ScanArgs(t, "seq", &seq)
+				b.Snapshot(t, id, seq, td.HasArg("bad"))
+				return "ok\n"
+			case "folds":
+				// What the repairs so far read: events folded, snapshots
+				// used and ignored.
+				return fmt.Sprintf("folded %v events; snapshots used %v, ignored %v\n", counter(t, svc.m.folded),
+					counter(t, svc.m.snapLoads.WithLabelValues("used")), counter(t, svc.m.snapLoads.WithLabelValues("ignored")))
 			case "sweep":
 				svc.check(ctx, id, triggerSweep)
 				for len(svc.drops) > 0 {

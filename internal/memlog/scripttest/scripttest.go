@@ -22,6 +22,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/memlog"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/pkg/session/sessiontest"
 )
 
@@ -163,6 +164,47 @@ func (b *Backend) PutAround(t *testing.T, id string, body []byte, seq uint64) {
 	m := nats.NewMsg(loc.Subject)
 	m.Header, m.Data = h, body
 	if _, err := natstest.JetStream(t, b.nc).PublishMsg(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Snapshot stores the session's snapshot at its event of seq seq, as a
+// writer stores one; bad: one whose hash is not the stored body's (which
+// every reader must ignore).
+func (b *Backend) Snapshot(t *testing.T, id string, seq uint64, bad bool) {
+	t.Helper()
+	ctx := context.Background()
+	st := session.New(id)
+	var at logstore.Tail
+	_, err := b.Log.ReadJudged(ctx, &logstore.Judge{SessionID: id}, func(m *logstore.Msg, ev *schema.Envelope) error {
+		if err := st.Apply(ev); err != nil {
+			return err
+		}
+		at = logstore.Tail{Seq: ev.Seq, StreamSeq: m.StreamSeq, EventID: ev.EventID, Hash: logstore.ChainHash(m.Data)}
+		if ev.Seq == seq {
+			return logstore.ErrStop
+		}
+		return nil
+	})
+	if err != nil || at.Seq != seq {
+		t.Fatalf("%s has no event of seq %d (%v)", id, seq, err)
+	}
+	if bad {
+		at.Hash = logstore.ChainHash([]byte("another body"))
+	}
+	h := &logstore.SnapshotHead{Version: logstore.SnapshotVersion, Seq: at.Seq, StreamSeq: at.StreamSeq, Hash: at.Hash}
+	if b.Mem != nil {
+		b.Mem.PutSnapshot(id, &logstore.SnapshotBase{Head: h, Tail: at, State: st})
+		return
+	}
+	data, err := st.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.State, err = b.Store.PutSnapshotPart(ctx, id, "state", data); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Store.PutSnapshotHead(ctx, id, *h); err != nil {
 		t.Fatal(err)
 	}
 }
