@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +33,9 @@ var _ Log = (*memlog.Log)(nil)
 //	                         the input's events are appended once between
 //	                         the plan and its append, as a holder that came
 //	                         back would
+//	repair-group ids=(A,B,...)
+//	                         the sessions repaired at once, their repairs
+//	                         committed in grouped batches (group.go)
 //	sweep [id=]              one evaluation of the session as a sweep makes
 //	                         it (check), and the claim drops it queued
 //	snapshot [id=] seq=N [bad]
@@ -91,6 +95,44 @@ func TestScripts(t *testing.T) {
 					return scripttest.Error(err)
 				}
 				return renderOutcome(out)
+			case "repair-group":
+				// Repairs ready at once, committed in grouped batches
+				// (group.go) as while the service runs.
+				var ids []string
+				td.ScanArgs(t, "ids", &ids)
+				gctx, stop := context.WithCancel(ctx)
+				svc.grouper.Store(newGrouper(svc, gctx))
+				// The planned repairs wait for each other before they are
+				// submitted, so that they are ready at once.
+				var planned sync.WaitGroup
+				var planners sync.Map
+				planned.Add(len(ids))
+				hook := func(id string) {
+					planners.Store(id, true)
+					planned.Done()
+					planned.Wait()
+				}
+				svc.beforeAppend.Store(&hook)
+				defer svc.beforeAppend.Store(nil)
+				outs := make([]string, len(ids))
+				var wg sync.WaitGroup
+				for i, id := range ids {
+					wg.Go(func() {
+						out, err := svc.Repair(ctx, id, false)
+						if _, ok := planners.Load(id); !ok {
+							planned.Done() // it planned nothing
+						}
+						if err != nil {
+							outs[i] = id + ": " + scripttest.Error(err)
+							return
+						}
+						outs[i] = id + ": " + renderOutcome(out)
+					})
+				}
+				wg.Wait()
+				svc.grouper.Store(nil)
+				stop()
+				return strings.Join(outs, "")
 			case "snapshot":
 				var seq uint64
 				td.ScanArgs(t, "seq", &seq)
