@@ -24,6 +24,7 @@
 package memlog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -624,7 +625,8 @@ func (f *ForkRecords) Drop(_ context.Context, child string) error {
 	return nil
 }
 
-// Children lists the child ids that have a record, in order.
+// Children lists the child ids that have a record in the order of their
+// records' last writes, as the bucket lists its keys.
 func (f *ForkRecords) Children(context.Context) ([]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -632,6 +634,6 @@ func (f *ForkRecords) Children(context.Context) ([]string, error) {
 	for k := range f.recs {
 		keys = append(keys, k)
 	}
-	slices.Sort(keys)
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(f.recs[a].Revision, f.recs[b].Revision) })
 	return keys, nil
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/datadriven"
 
@@ -31,6 +32,12 @@ var (
 //	                      sessions.api.fork as an operator asks it
 //	                      (Service.Fork): the reply, or the refusal with
 //	                      its nearest safe seqs
+//	crashed [id=] child=C seed=K [copied=N] [fresh]
+//	                      what a forker that crashed copying id's first K
+//	                      events into C leaves: its record (renewed an
+//	                      hour ago; fresh: now) and the child's first N
+//	                      events
+//	sweep                 one sweep of the copies in flight (Sweep)
 //	erase [id=]           the session's erasure record is written
 //	records               the fork records left (copies in flight)
 //	show [id=]            the session as the log judges it
@@ -72,6 +79,28 @@ func TestScripts(t *testing.T) {
 			case "erase":
 				if _, _, err := b.Log.MarkErased(ctx, logstore.Erasure{SessionID: id, By: "script", Reason: "test"}); err != nil {
 					t.Fatal(err)
+				}
+				return "ok\n"
+			case "crashed":
+				// A copy a forker left when it crashed: its record and the
+				// first copied events of the child.
+				var child string
+				var seed uint64
+				var copied int
+				td.ScanArgs(t, "child", &child)
+				td.ScanArgs(t, "seed", &seed)
+				td.MaybeScanArgs(t, "copied", &copied)
+				heartbeat := time.Now().Add(-time.Hour)
+				if td.HasArg("fresh") {
+					heartbeat = time.Now()
+				}
+				if _, err := leaveCopy(ctx, svc, b.Log.(Log), id, child, seed, copied, heartbeat); err != nil {
+					t.Fatal(err)
+				}
+				return "ok\n"
+			case "sweep":
+				if err := svc.Sweep(ctx); err != nil {
+					return scripttest.Error(err)
 				}
 				return "ok\n"
 			case "records":
