@@ -43,7 +43,9 @@ var (
 //	show [id=]            the session as the log judges it
 func TestScripts(t *testing.T) {
 	scripttest.Run(t, filepath.Join("testdata", "fork"), logstore.Config{}, "p", func(t *testing.T, b *scripttest.Backend) scripttest.Commands {
-		svc, err := New(Config{Store: b.Log.(Log), Conn: b.Conn, NewID: func() string { return "c-new" }})
+		// Batches of three events: a copy takes several appends, each
+		// expecting the last.
+		svc, err := New(Config{Store: b.Log.(Log), Conn: b.Conn, NewID: func() string { return "c-new" }, BatchSize: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
