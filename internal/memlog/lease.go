@@ -30,21 +30,6 @@ func (l *Log) RenewLease(_ context.Context, sessionID, holder string, now time.T
 	return nil
 }
 
-// Expire writes the server's expiry marker of the session's live lease,
-// as the server does once its TTL ran out (memlog's leases expire only
-// so: a script says when).
-func (l *Log) Expire(sessionID string) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e, ok := l.leases[sessionID]
-	if !ok || e.lease == nil {
-		return fmt.Errorf("memlog: %s has no live lease", sessionID)
-	}
-	l.leaseRev++
-	l.leases[sessionID] = leaseEntry{rev: l.leaseRev, stored: e.stored.Add(e.ttl), expired: true}
-	return nil
-}
-
 // LeaseRecord is the last entry of the session's lease key.
 func (l *Log) LeaseRecord(_ context.Context, sessionID string) (logstore.LeaseRecord, error) {
 	if err := logstore.ValidateSessionID(sessionID); err != nil {
@@ -56,7 +41,7 @@ func (l *Log) LeaseRecord(_ context.Context, sessionID string) (logstore.LeaseRe
 	if !ok {
 		return logstore.LeaseRecord{}, nil
 	}
-	rec := logstore.LeaseRecord{Revision: e.rev, Stored: e.stored, Expired: e.expired}
+	rec := logstore.LeaseRecord{Revision: e.rev, Stored: e.stored}
 	if e.lease != nil {
 		v := *e.lease
 		rec.Lease, rec.TTL = &v, e.ttl

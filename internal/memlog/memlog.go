@@ -16,10 +16,11 @@
 // fork records.
 //
 // What it does not: nothing is lost or unanswered (no outcome_unknown
-// but for an expectation past the tail, no stalls, no replicas); a lease
-// expires only when the caller says so (Expire: the server's marker comes
-// when it comes); WatchLeases is refused (a repairer on memlog is driven
-// by its callers, not by a lease watch); tenants have no bounds
+// but for an expectation past the tail, no stalls, no replicas); message
+// ids are remembered for ever, not for the stream's Duplicates window; a
+// lease never runs out by itself (no TTL, no expiry marker: a script ends
+// it with EndLease); WatchLeases is refused (a repairer on memlog is
+// driven by its callers, not by a lease watch); tenants have no bounds
 // (ReserveStored reserves nothing).
 package memlog
 
@@ -67,11 +68,10 @@ type stream struct {
 }
 
 type leaseEntry struct {
-	lease   *logstore.Lease
-	rev     uint64
-	stored  time.Time
-	ttl     time.Duration
-	expired bool
+	lease  *logstore.Lease
+	rev    uint64
+	stored time.Time
+	ttl    time.Duration
 }
 
 type claimEntry struct {
