@@ -1,9 +1,10 @@
 // Package memlog is a session log kept in memory, for the rule scripts of
-// the services that read and append to the log (the repairer's and the
-// forker's testdata): it implements the interfaces those services declare
-// (repairer.Log, forker.Log, forker.Records) as internal/logstore does on
-// JetStream, by the same rules and the same code where the rules are code
-// (logstore.BuildMessages, logstore.Judge, logstore.TailOf, ChainHash).
+// the services that read and append to the log (the repairer's, the
+// forker's and the eraser's testdata): it implements the interfaces those
+// services declare (repairer.Log, forker.Log and forker.Records,
+// eraser.Log) as internal/logstore does on JetStream, by the same rules
+// and the same code where the rules are code (logstore.BuildMessages,
+// logstore.Judge, logstore.TailOf, ChainHash).
 //
 // What it keeps faithfully: the messages of each stream in stream order
 // (one stream per partition of the layout), with their ids and SL-Seq /
@@ -12,16 +13,18 @@
 // the same event ids, else a conflict with the tail); grouped batches,
 // all or nothing; reads judged as logstore reads them; snapshots checked
 // against the log; leases and claims with their revisions, EndLease's
-// and DropClaim's revision checks; erasure records; tenants' usage; the
-// fork records.
+// and DropClaim's revision checks; erasure records and their revisions,
+// deletes of stored messages, one audit record a session; tenants' usage;
+// the fork records.
 //
 // What it does not: nothing is lost or unanswered (no outcome_unknown
 // but for an expectation past the tail, no stalls, no replicas); message
 // ids are remembered for ever, not for the stream's Duplicates window; a
 // lease never runs out by itself (no TTL, no expiry marker: a script ends
 // it with EndLease); WatchLeases is refused (a repairer on memlog is
-// driven by its callers, not by a lease watch); tenants have no bounds
-// (ReserveStored reserves nothing).
+// driven by its callers, not by a lease watch), and so is
+// WatchErasureRecords; tenants have no bounds (ReserveStored reserves
+// nothing); no source index.
 package memlog
 
 import (
@@ -36,6 +39,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -58,6 +62,8 @@ type Log struct {
 	erasures          map[string]erasureEntry
 	erasureRev        uint64
 	usage             map[string]logstore.TenantUsage
+	usageRev          uint64
+	audits            []api.AuditRecord
 	forks             *ForkRecords
 	appends, refusals int
 }
@@ -522,35 +528,10 @@ func (l *Log) MarkErased(_ context.Context, e logstore.Erasure) (logstore.Erasur
 	return e, l.erasureRev, nil
 }
 
-// Erase marks the session erased and deletes its events, as a finished
-// erase job leaves it.
-func (l *Log) Erase(sessionID, by, reason string) error {
-	loc, err := l.Locate(sessionID)
-	if err != nil {
-		return err
-	}
-	if _, _, err := l.MarkErased(context.Background(), logstore.Erasure{SessionID: sessionID, By: by, Reason: reason, Done: true, Phase: logstore.ErasePhaseDone}); err != nil {
-		return err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := l.stream(loc.Stream)
-	for i, m := range s.msgs {
-		if m != nil && m.Subject == loc.Subject {
-			s.msgs[i] = nil
-		}
-	}
-	delete(l.snapshots, sessionID)
-	return nil
-}
-
 // CountUsage adds d to the tenant's usage.
-func (l *Log) CountUsage(_ context.Context, tenant string, d logstore.TenantUsage) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	u := l.usage[tenant]
-	l.usage[tenant] = logstore.TenantUsage{Sessions: u.Sessions + d.Sessions, Bytes: u.Bytes + d.Bytes}
-	return nil
+func (l *Log) CountUsage(ctx context.Context, tenant string, d logstore.TenantUsage) error {
+	_, _, err := l.AddUsage(ctx, tenant, d, nil)
+	return err
 }
 
 // ReserveStored reserves nothing: a log in memory bounds no tenant, so the

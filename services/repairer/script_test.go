@@ -54,16 +54,6 @@ func TestScripts(t *testing.T) {
 		ctx := context.Background()
 		return func(t *testing.T, td *datadriven.TestData, id string) string {
 			switch td.Cmd {
-			case "claim":
-				var holder string
-				td.ScanArgs(t, "holder", &holder)
-				if err := b.Log.RenewLease(ctx, id, holder, time.Now()); err != nil {
-					t.Fatal(err)
-				}
-				return "ok\n"
-			case "end-lease":
-				b.EndLease(t, id)
-				return "ok\n"
 			case "around":
 				var seq uint64
 				var body string

@@ -69,8 +69,10 @@ type Commands func(t *testing.T, td *datadriven.TestData, id string) string
 // script and backend; start builds the service on the backend and
 // returns its commands. The commands every script has are run here:
 //
-//	append [id=]   the input's events (Append)
-//	show [id=]     the session as the log judges it (Show)
+//	append [id=]           the input's events (Append)
+//	claim [id=] holder=H   H takes or renews the session's lease
+//	end-lease [id=]        the lease is deleted: its holder is gone
+//	show [id=]             the session as the log judges it (Show)
 func Run(t *testing.T, dir string, cfg logstore.Config, defaultID string, start func(t *testing.T, b *Backend) Commands) {
 	datadriven.Walk(t, dir, func(t *testing.T, path string) {
 		for _, name := range Names {
@@ -83,6 +85,16 @@ func Run(t *testing.T, dir string, cfg logstore.Config, defaultID string, start 
 					switch td.Cmd {
 					case "append":
 						return b.Append(t, id, td.Input)
+					case "claim":
+						var holder string
+						td.ScanArgs(t, "holder", &holder)
+						if err := b.Log.RenewLease(context.Background(), id, holder, time.Now()); err != nil {
+							t.Fatal(err)
+						}
+						return "ok\n"
+					case "end-lease":
+						b.EndLease(t, id)
+						return "ok\n"
 					case "show":
 						return b.Show(t, id)
 					}
