@@ -28,11 +28,12 @@ var _ Log = (*memlog.Log)(nil)
 //	end-lease [id=]          the lease is deleted: its holder is gone
 //	around [id=] seq=N body= a message stored around the writer: body
 //	                         "garbage", or "forged" (an event of seq N)
-//	repair [id=] [force] [race]
+//	repair [id=] [force] [race] [replica]
 //	                         sessions.api.repair (Service.Repair); race:
 //	                         the input's events are appended once between
 //	                         the plan and its append, as a holder that came
-//	                         back would
+//	                         back would; replica: another replica repairs
+//	                         the session there
 //	repair-group ids=(A,B,...)
 //	                         the sessions repaired at once, their repairs
 //	                         committed in grouped batches (group.go)
@@ -80,11 +81,32 @@ func TestScripts(t *testing.T) {
 					svc.beforeAppend.Store(&hook)
 					defer svc.beforeAppend.Store(nil)
 				}
+				var other string
+				if td.HasArg("replica") {
+					// Another replica repairs the session between this
+					// one's plan and its append.
+					replica, err := New(Config{Store: b.Log.(Log), Conn: b.Conn, SweepInterval: -1})
+					if err != nil {
+						t.Fatal(err)
+					}
+					once := false
+					hook := func(string) {
+						if !once {
+							once = true
+							out, err := replica.Repair(ctx, id, td.HasArg("force"))
+							if other = "the other replica: " + renderOutcome(out); err != nil {
+								other = "the other replica: " + scripttest.Error(err)
+							}
+						}
+					}
+					svc.beforeAppend.Store(&hook)
+					defer svc.beforeAppend.Store(nil)
+				}
 				out, err := svc.Repair(ctx, id, td.HasArg("force"))
 				if err != nil {
-					return scripttest.Error(err)
+					return other + scripttest.Error(err)
 				}
-				return renderOutcome(out)
+				return other + renderOutcome(out)
 			case "repair-group":
 				// Repairs ready at once, committed in grouped batches
 				// (group.go) as while the service runs.
