@@ -42,7 +42,9 @@ var (
 //	records               the fork records left (copies in flight)
 //	show [id=]            the session as the log judges it
 func TestScripts(t *testing.T) {
-	scripttest.Run(t, filepath.Join("testdata", "fork"), logstore.Config{}, "p", func(t *testing.T, b *scripttest.Backend) scripttest.Commands {
+	// Three partitions: parent p (partition 2) and children such as
+	// c-default and c-one (partition 1) live in different streams.
+	scripttest.Run(t, filepath.Join("testdata", "fork"), logstore.Config{Partitions: 3}, "p", func(t *testing.T, b *scripttest.Backend) scripttest.Commands {
 		// Batches of three events: a copy takes several appends, each
 		// expecting the last.
 		svc, err := New(Config{Store: b.Log.(Log), Conn: b.Conn, NewID: func() string { return "c-new" }, BatchSize: 3})
