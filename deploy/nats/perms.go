@@ -94,12 +94,14 @@ func jsAPI(stream string) []string {
 // projector and forker. They read the erasure records and the audit
 // stream but never write them, and delete nothing but the writer's
 // superseded snapshot parts (secure deletes in KV_SESSION_SNAPSHOTS, so
-// that an erased session's state leaves no byte there).
+// that an erased session's state leaves no byte there) and the forker's
+// record of a copy whose parent or child is erased (in KV_SESSION_FORKS,
+// ADR 009 "Forks in flight").
 func Service() *server.Permissions {
 	p := services()
-	p.Publish.Allow = append(p.Publish.Allow, "$JS.API.STREAM.MSG.DELETE.KV_"+BucketSnapshots)
+	p.Publish.Allow = append(p.Publish.Allow, "$JS.API.STREAM.MSG.DELETE.KV_"+BucketSnapshots, "$JS.API.STREAM.MSG.DELETE.KV_"+BucketForks)
 	for _, st := range streams() {
-		if st != "KV_"+BucketSnapshots {
+		if st != "KV_"+BucketSnapshots && st != "KV_"+BucketForks {
 			p.Publish.Deny = append(p.Publish.Deny, "$JS.API.STREAM.MSG.DELETE."+st)
 		}
 	}

@@ -2,8 +2,11 @@ package logstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -96,4 +99,76 @@ func (f *ForkRecords) Children(ctx context.Context) ([]string, error) {
 		keys = append(keys, k)
 	}
 	return keys, nil
+}
+
+// ForkInFlight is what every fork record says of its copy, whoever wrote
+// it: the child, the parent it copies and when its forker last renewed
+// it. The eraser reads it (ADR 009, "Forks in flight"): a cascade erases
+// the children being copied from a parent it erases, and no job deletes a
+// child's events while a live copy may still write them.
+type ForkInFlight struct {
+	ChildID     string    `json:"childId"`
+	ParentID    string    `json:"parentId"`
+	HeartbeatAt time.Time `json:"heartbeatAt"`
+}
+
+// Live reports whether the copy's forker renewed it within stale.
+func (f ForkInFlight) Live(now time.Time, stale time.Duration) bool {
+	return now.Sub(f.HeartbeatAt) < stale
+}
+
+// ForksInFlight calls fn with every fork record; a record that does not
+// read as one is skipped. No bucket yet (no forker ever ran) is no fork.
+func (s *Store) ForksInFlight(ctx context.Context, fn func(ForkInFlight)) error {
+	prefix := "$KV." + ForkBucket + "."
+	err := s.walk(ctx, FollowSpec{Stream: "KV_" + ForkBucket, Subject: prefix + ">", PageEvents: lastPage, lastPerSubject: true}, false, func(m *Msg) error {
+		if f, ok := forkInFlight(m, prefix); ok {
+			fn(f)
+		}
+		return nil
+	})
+	if isStreamNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// ForkInFlightOf returns the child's fork record; ok is false when it
+// has none.
+func (s *Store) ForkInFlightOf(ctx context.Context, child string) (f ForkInFlight, ok bool, err error) {
+	prefix := "$KV." + ForkBucket + "."
+	m, err := s.msgGet(ctx, "KV_"+ForkBucket, msgGetRequest{LastFor: prefix + child})
+	if isStreamNotFound(err) {
+		return ForkInFlight{}, false, nil
+	}
+	if err != nil {
+		return ForkInFlight{}, false, fmt.Errorf("logstore: %s %s: %w", ForkBucket, child, err)
+	}
+	if m == nil {
+		return ForkInFlight{}, false, nil
+	}
+	f, ok = forkInFlight(m, prefix)
+	return f, ok, nil
+}
+
+// forkInFlight reads a fork record's message; a delete or purge marker,
+// or a value that does not name its child and parent, is none.
+func forkInFlight(m *Msg, prefix string) (ForkInFlight, bool) {
+	if op := m.Header.Get(headerKVOperation); op == "DEL" || op == "PURGE" {
+		return ForkInFlight{}, false
+	}
+	child, ok := strings.CutPrefix(m.Subject, prefix)
+	var f ForkInFlight
+	if !ok || json.Unmarshal(m.Data, &f) != nil || f.ParentID == "" || f.ChildID != child {
+		return ForkInFlight{}, false
+	}
+	return f, true
+}
+
+// EraseForkRecord securely deletes every stored message of the child's
+// fork record (its revisions too), as an erase drops a session's records
+// (DropSessionRecords): a copy that learns its parent or child is erased
+// drops its record so, leaving no byte of it in the files.
+func (s *Store) EraseForkRecord(ctx context.Context, child string) error {
+	return s.dropKey(ctx, ForkBucket, child)
 }

@@ -3,6 +3,7 @@ package memlog
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -220,4 +221,33 @@ func (l *Log) AddUsage(_ context.Context, tenant string, d logstore.TenantUsage,
 	l.usage[tenant] = next
 	l.usageRev++
 	return next, l.usageRev, nil
+}
+
+// EraseForkRecord removes the child's fork record (logstore deletes its
+// every revision securely).
+func (l *Log) EraseForkRecord(ctx context.Context, child string) error {
+	return l.forks.Drop(ctx, child)
+}
+
+// ForksInFlight calls fn with every fork record that reads as one (it
+// names its child and its parent), in the order of their last writes.
+func (l *Log) ForksInFlight(ctx context.Context, fn func(logstore.ForkInFlight)) error {
+	children, _ := l.forks.Children(ctx)
+	for _, c := range children {
+		if f, ok, _ := l.ForkInFlightOf(ctx, c); ok {
+			fn(f)
+		}
+	}
+	return nil
+}
+
+// ForkInFlightOf returns the child's fork record; ok is false when it has
+// none that reads as one.
+func (l *Log) ForkInFlightOf(ctx context.Context, child string) (logstore.ForkInFlight, bool, error) {
+	rec, ok, _ := l.forks.Get(ctx, child)
+	var f logstore.ForkInFlight
+	if !ok || json.Unmarshal(rec.Value, &f) != nil || f.ParentID == "" || f.ChildID != child {
+		return logstore.ForkInFlight{}, false, nil
+	}
+	return f, true, nil
 }

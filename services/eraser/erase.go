@@ -149,7 +149,82 @@ func (s *Service) acceptErase(ctx context.Context, req EraseRequest) ([]string, 
 			return nil, err
 		}
 	}
+	if req.Cascade || rec != nil && rec.Cascade {
+		// Children being copied have no events yet, or not all: each is
+		// found by its fork record, read after the parent's erasure
+		// record exists (ADR 009, "Forks in flight"). A copy whose record
+		// is written later reads the parent's erasure record and stops.
+		late, err := s.forksFrom(ctx, req.SessionID, children)
+		if err != nil {
+			return nil, schema.Errorf(schema.CodeNotCommitted, "erase %s (repeat it to finish): forks in flight: %v", req.SessionID, err)
+		}
+		for _, c := range late {
+			if err := mark(c, 0, false, nil); err != nil {
+				return nil, err
+			}
+		}
+		if len(late) > 0 {
+			children = append(children, late...)
+			cur, _, err := s.st.ErasureOf(ctx, req.SessionID)
+			if err != nil || cur == nil {
+				return nil, schema.Errorf(schema.CodeNotCommitted, "erase %s (repeat it to finish): %v", req.SessionID, err)
+			}
+			cur.Children = children
+			if err := s.updateRecord(ctx, *cur); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return append([]string{req.SessionID}, children...), nil
+}
+
+// forksFrom lists the children of fork copies in flight from root or
+// from a session in known (or from such a child, and so on) that known
+// does not hold yet.
+func (s *Service) forksFrom(ctx context.Context, root string, known []string) ([]string, error) {
+	var all []logstore.ForkInFlight
+	if err := s.st.ForksInFlight(ctx, func(f logstore.ForkInFlight) { all = append(all, f) }); err != nil {
+		return nil, err
+	}
+	in := map[string]bool{root: true}
+	for _, c := range known {
+		in[c] = true
+	}
+	var late []string
+	for grew := true; grew; {
+		grew = false
+		for _, f := range all {
+			if in[f.ParentID] && !in[f.ChildID] {
+				in[f.ChildID] = true
+				late = append(late, f.ChildID)
+				grew = true
+			}
+		}
+	}
+	return late, nil
+}
+
+// waitForkCopy waits while a fork copy may still write the session (ADR
+// 009, "Forks in flight"): its record exists and its forker renewed it
+// within forkStale. A copy ends by itself once it reads the session's
+// erasure record and drops its record; a record left by a forker that
+// stopped is not waited for (a forker taking it over reads the erasure
+// record and drops it without copying).
+func (s *Service) waitForkCopy(ctx context.Context, id string) error {
+	for {
+		f, ok, err := s.st.ForkInFlightOf(ctx, id)
+		if err != nil {
+			return err
+		}
+		if !ok || !f.Live(s.now(), forkStale) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }
 
 // updateRecord rewrites the record over its current revision.
@@ -225,6 +300,9 @@ func (s *Service) eraseOne(ctx context.Context, rec logstore.Erasure, rev uint64
 	id := rec.SessionID
 	var err error
 	if rec.Phase == "" || rec.Phase == logstore.ErasePhaseDeleting {
+		if err := s.waitForkCopy(ctx, id); err != nil {
+			return err
+		}
 		if rev, err = s.eraseEvents(ctx, &rec, rev); err != nil {
 			return err
 		}

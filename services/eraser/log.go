@@ -27,6 +27,11 @@ type Log interface {
 	WatchErasureRecords(ctx context.Context, ready chan<- struct{}, fn func(logstore.Erasure)) error
 	WriteAudit(ctx context.Context, rec api.AuditRecord) error
 
+	// The forks in flight: a cascade erases the children being copied,
+	// and a job waits while a live copy may still write its session.
+	ForksInFlight(ctx context.Context, fn func(logstore.ForkInFlight)) error
+	ForkInFlightOf(ctx context.Context, child string) (f logstore.ForkInFlight, ok bool, err error)
+
 	// Retention walks every session's last stored message.
 	ListSessions(ctx context.Context) ([]logstore.SessionCount, error)
 	EachLastStored(ctx context.Context, fn func(sessionID string, last *logstore.Msg) error) error

@@ -34,6 +34,10 @@ const (
 	// the request, with no timeout (jobs.go).
 	eraseTimeout = 5 * time.Minute
 	lockStripes  = 256
+	// forkStale: a fork record not renewed for this long was left by a
+	// forker that stopped, and an erase job does not wait for it (a
+	// forker renews its record every StaleAfter/3, 10 s by default).
+	forkStale = time.Minute
 )
 
 // The wire types of the errors (defined in pkg/api).

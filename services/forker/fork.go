@@ -126,26 +126,7 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 		OpID: opID(r.ChildID, r.ParentID, k, r.Workspace), StartedAt: now, HeartbeatAt: now, Owner: s.owner,
 		ChildOwner: caller.Owner(),
 	}
-	// An erased id is never used again (DESIGN.md section 14); the
-	// forker appends around the writer, so it checks itself. A parent
-	// erased (or being erased) is not copied either.
-	// Both asked at once (one round trip, not two), answered in order.
-	var parentErased bool
-	var parentErr error
-	var asked sync.WaitGroup
-	asked.Go(func() { parentErased, parentErr = s.erased(ctx, r.ParentID) })
-	childErased, childErr := s.erased(ctx, r.ChildID)
-	asked.Wait()
-	if erased, err := childErased, childErr; err != nil {
-		return Reply{}, schema.Errorf(schema.CodeNotCommitted, "fork: %v", err)
-	} else if erased {
-		return Reply{}, schema.Errorf(schema.CodeErased, "child id %s belonged to an erased session; use another id", r.ChildID)
-	}
-	if erased, err := parentErased, parentErr; err != nil {
-		return Reply{}, schema.Errorf(schema.CodeNotCommitted, "fork: %v", err)
-	} else if erased {
-		return Reply{}, schema.Errorf(schema.CodeErased, "session %s was erased", r.ParentID)
-	}
+	s.step(StepScanned)
 	// One fork into a child at a time in this process, from before its
 	// record is claimed: a fork that dropped its record and has not
 	// returned yet must not let another claim a record it then leaves.
@@ -160,6 +141,19 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 	if err != nil {
 		return Reply{}, err
 	}
+	s.step(StepClaimed)
+	// An erased id is never used again (DESIGN.md section 14); the
+	// forker appends around the writer, so it checks itself. A parent
+	// erased (or being erased) is not copied either. Asked once the
+	// record is written (ADR 009, "Forks in flight"): a cascade erase of
+	// the parent that did not see the record was marked before this read,
+	// which sees it; one that comes later finds the record, erases the
+	// child too and waits for this copy to end.
+	if err := s.checkErased(ctx, p.ParentID, p.ChildID); err != nil {
+		s.eraseRecord(p)
+		return Reply{}, err
+	}
+	s.step(StepChecked)
 	// A new child counts in its tenant's usage like a session the writer
 	// creates: an agent's past the tenant's bounds is refused.
 	tenant := logstore.UsageTenant(p.ChildID)
@@ -177,7 +171,31 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 	}
 	s.m.inflight.Inc()
 	defer s.m.inflight.Dec()
-	if err := s.finish(ctx, p, sc); err != nil {
+	err = s.finish(ctx, p, sc)
+	// countChild counts a fresh child as stored: the bytes copied, and
+	// the session unless reserved.
+	countChild := func() {
+		d := logstore.TenantUsage{Bytes: p.copied}
+		if !reserved {
+			d.Sessions = 1
+		}
+		s.countUsage(tenant, d)
+	}
+	// A cascade erase that found the record while the copy ran has
+	// marked the child, and erases it once the record is dropped (ADR
+	// 009, "Forks in flight"): whatever the copy came to, the caller
+	// hears that, not of a child about to go. What was copied is counted,
+	// as the eraser gives back what it deletes.
+	if erased, cerr := s.erased(ctx, p.ChildID); cerr == nil && erased {
+		if fresh && p.copied > 0 {
+			countChild()
+		} else {
+			unreserve()
+		}
+		s.eraseRecord(p)
+		return Reply{}, schema.Errorf(schema.CodeErased, "session %s was erased while it was being forked; its child %s is erased with it", p.ParentID, p.ChildID)
+	}
+	if err != nil {
 		if errors.Is(err, errNotOurs) {
 			unreserve()
 			s.dropRecord(p)
@@ -203,11 +221,7 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 	// before the reply, not two.
 	var counted sync.WaitGroup
 	if fresh {
-		d := logstore.TenantUsage{Bytes: p.copied}
-		if !reserved {
-			d.Sessions = 1
-		}
-		counted.Go(func() { s.countUsage(tenant, d) })
+		counted.Go(countChild)
 	}
 	s.dropRecord(p)
 	counted.Wait()
@@ -281,6 +295,35 @@ func (s *Service) callTimeout() time.Duration { return 4 * s.st.Config().Request
 // call is ctx bounded by callTimeout.
 func (s *Service) call(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, s.callTimeout())
+}
+
+// step runs Config.Step, if set.
+func (s *Service) step(name string) {
+	if h := s.cfg.Step; h != nil {
+		h(name)
+	}
+}
+
+// checkErased refuses a fork whose parent or child id has an erasure
+// record, asking both at once (one round trip, not two).
+func (s *Service) checkErased(ctx context.Context, parent, child string) error {
+	var parentErased bool
+	var parentErr error
+	var asked sync.WaitGroup
+	asked.Go(func() { parentErased, parentErr = s.erased(ctx, parent) })
+	childErased, childErr := s.erased(ctx, child)
+	asked.Wait()
+	if erased, err := childErased, childErr; err != nil {
+		return schema.Errorf(schema.CodeNotCommitted, "fork: %v", err)
+	} else if erased {
+		return schema.Errorf(schema.CodeErased, "child id %s belonged to an erased session; use another id", child)
+	}
+	if erased, err := parentErased, parentErr; err != nil {
+		return schema.Errorf(schema.CodeNotCommitted, "fork: %v", err)
+	} else if erased {
+		return schema.Errorf(schema.CodeErased, "session %s was erased", parent)
+	}
+	return nil
 }
 
 func (s *Service) erased(ctx context.Context, id string) (bool, error) {
@@ -507,6 +550,18 @@ func (s *Service) dropRecord(p *plan) {
 	defer cancel()
 	if err := s.bucket().Drop(ctx, p.ChildID); err != nil {
 		s.log.Warn("drop fork record", "child", p.ChildID, "err", err)
+	}
+}
+
+// eraseRecord drops the record of a fork whose parent or child is
+// erased with the server's secure delete (logstore.EraseForkRecord), not
+// a purge: its bytes (the parent, the owners) go from the files, and the
+// eraser, which waits for a copy while its record lasts, goes on.
+func (s *Service) eraseRecord(p *plan) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.st.EraseForkRecord(ctx, p.ChildID); err != nil {
+		s.log.Warn("erase fork record", "child", p.ChildID, "err", err)
 	}
 }
 

@@ -72,7 +72,17 @@ type Config struct {
 	// NoSnapshots scans a parent from its start, never from its snapshot
 	// in SESSION_SNAPSHOTS (benchmarks compare the two).
 	NoSnapshots bool
+	// Step, if set (tests only), runs at each step of a fork request
+	// named below, in the request's goroutine.
+	Step func(step string)
 }
+
+// The steps of a fork request Config.Step is called at.
+const (
+	StepScanned = "scanned" // the parent is read up to the cut; nothing is written yet
+	StepClaimed = "claimed" // the child's fork record is written; the erasure records are not read yet
+	StepChecked = "checked" // neither the parent nor the child has an erasure record; the copy starts
+)
 
 // Service is the forker.
 type Service struct {

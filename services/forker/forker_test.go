@@ -786,3 +786,32 @@ func TestNewNeedsConn(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A sweep taking over a copy whose child or parent was erased since its
+// forker stopped copies nothing more and securely deletes the record
+// (ADR 009, "Forks in flight"): the eraser, which did not wait for a stale
+// record, deletes what the copy wrote.
+func TestSweepDropsCopiesOfErasedSessions(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.SweepEvery = time.Hour })
+	e.appendLines("p", basic...)
+	e.appendLines("q", basic...)
+	e.partialCopy("p", "erased-child", 9, 3)
+	e.partialCopy("q", "erased-parent", 9, 3)
+	for _, id := range []string{"erased-child", "q"} {
+		if _, _, err := e.st.MarkErased(e.ctx, logstore.Erasure{SessionID: id, By: "b", Reason: "r", Phase: logstore.ErasePhaseDeleting}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.svc.Sweep(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, child := range []string{"erased-child", "erased-parent"} {
+		e.noRecord(child)
+		if tail, err := e.st.Tail(e.ctx, child); err != nil || tail.Seq != 3 {
+			t.Errorf("%s: tail %+v, %v; want the 3 events the copy had written", child, tail, err)
+		}
+		if f, ok, err := e.st.ForkInFlightOf(e.ctx, child); err != nil || ok {
+			t.Errorf("%s: record left %+v, %v", child, f, err)
+		}
+	}
+}

@@ -24,8 +24,10 @@ type Log interface {
 	Tail(ctx context.Context, sessionID string) (logstore.Tail, error)
 	Append(ctx context.Context, req logstore.AppendRequest) (logstore.AppendResult, error)
 
-	// Erased: an erased parent is not copied, an erased id not reused.
+	// Erased: an erased parent is not copied, an erased id not reused;
+	// the record of a copy of an erased session is erased with it.
 	Erased(ctx context.Context, sessionID string) (bool, error)
+	EraseForkRecord(ctx context.Context, child string) error
 
 	// A child counts in its tenant's usage (ADR 010).
 	ReserveStored(ctx context.Context, tenant string, n int64, what string) (reserved bool, err error)

@@ -38,7 +38,10 @@ var (
 //	                      hour ago; fresh: now) and the child's first N
 //	                      events
 //	sweep                 one sweep of the copies in flight (Sweep)
-//	erase [id=]           the session's erasure record is written
+//	erase [id=] [accepted]
+//	                      the session is erased: its erasure record
+//	                      written, its events deleted; accepted: only
+//	                      the record is written (the job has not run)
 //	records               the fork records left (copies in flight)
 //	show [id=]            the session as the log judges it
 func TestScripts(t *testing.T) {
@@ -81,9 +84,13 @@ func TestScripts(t *testing.T) {
 				}
 				return fmt.Sprintf("child %s of %s: seedLength %d, depth %d\n", rep.ChildID, rep.ParentID, rep.SeedLength, rep.Depth)
 			case "erase":
-				if _, _, err := b.Log.MarkErased(ctx, logstore.Erasure{SessionID: id, By: "script", Reason: "test"}); err != nil {
-					t.Fatal(err)
+				if td.HasArg("accepted") {
+					if _, _, err := b.Log.MarkErased(ctx, logstore.Erasure{SessionID: id, By: "script", Reason: "test", Phase: logstore.ErasePhaseDeleting}); err != nil {
+						t.Fatal(err)
+					}
+					return "ok\n"
 				}
+				b.Erase(t, id)
 				return "ok\n"
 			case "crashed":
 				// A copy a forker left when it crashed: its record and the

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // Sweep looks at every copy in flight and takes over those whose forker
@@ -59,6 +61,18 @@ func (s *Service) recoverOne(ctx context.Context, child string) error {
 		return nil
 	}
 	log := s.log.With("child", child, "parent", p.ParentID, "seedLength", p.SeedLength)
+	// The record is ours now; an erase of the parent or the child since
+	// the copy stopped ends it here (ADR 009, "Forks in flight"): the
+	// eraser deletes whatever the copy wrote.
+	if err := s.checkErased(ctx, p.ParentID, child); err != nil {
+		if schema.CodeOf(err) != schema.CodeErased {
+			return err
+		}
+		log.Info("dropped a fork record of an erased session", "err", err)
+		s.m.recovered.WithLabelValues("dropped").Inc()
+		s.eraseRecord(&p)
+		return nil
+	}
 	s.m.inflight.Inc()
 	defer s.m.inflight.Dec()
 	err = s.finish(ctx, &p, nil)

@@ -221,6 +221,33 @@ func (b *Backend) Snapshot(t *testing.T, id string, seq uint64, bad bool) {
 	}
 }
 
+// Erase leaves the session as a finished erase does: its erasure record,
+// and none of its events.
+func (b *Backend) Erase(t *testing.T, id string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, _, err := b.Log.MarkErased(ctx, logstore.Erasure{SessionID: id, By: "script", Reason: "test", Done: true, Phase: logstore.ErasePhaseDone}); err != nil {
+		t.Fatal(err)
+	}
+	if b.Store != nil {
+		if _, err := b.Store.EraseEvents(ctx, id, nil); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	page, err := b.Mem.StoredPage(ctx, id, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs := make([]uint64, len(page))
+	for i, m := range page {
+		seqs[i] = m.StreamSeq
+	}
+	if err := b.Mem.SecureDelete(ctx, id, seqs, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // EndLease deletes the session's lease, as a repairer ends a lapsed one:
 // its holder is gone.
 func (b *Backend) EndLease(t *testing.T, id string) {
