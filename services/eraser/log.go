@@ -8,7 +8,9 @@ import (
 )
 
 // Log is what the eraser needs of the log: the operations it calls,
-// named as internal/logstore names them (*logstore.Store).
+// named as internal/logstore names them. *logstore.Store is the log it
+// runs on; the rule scripts (testdata/erase) also run it on an in-memory
+// log (internal/memlog).
 type Log interface {
 	// The session's events: read to count what is erased, deleted
 	// securely a page at a time.
