@@ -26,8 +26,6 @@ var _ Log = (*memlog.Log)(nil)
 //	                         after the session's tail, in one batch
 //	claim [id=] holder=H     H takes or renews the session's lease
 //	end-lease [id=]          the lease is deleted: its holder is gone
-//	around [id=] seq=N body= a message stored around the writer: body
-//	                         "garbage", or "forged" (an event of seq N)
 //	repair [id=] [force] [race] [replica]
 //	                         sessions.api.repair (Service.Repair); race:
 //	                         the input's events are appended once between
@@ -55,20 +53,6 @@ func TestScripts(t *testing.T) {
 		ctx := context.Background()
 		return func(t *testing.T, td *datadriven.TestData, id string) string {
 			switch td.Cmd {
-			case "around":
-				var seq uint64
-				var body string
-				td.MaybeScanArgs(t, "seq", &seq)
-				td.ScanArgs(t, "body", &body)
-				switch body {
-				case "garbage":
-					b.PutAround(t, id, []byte("\x00 not an event"), seq)
-				case "forged":
-					b.PutAround(t, id, forged(id, seq), seq)
-				default:
-					t.Fatalf("body %q: garbage or forged", body)
-				}
-				return "ok\n"
 			case "repair":
 				if td.HasArg("race") {
 					once := false

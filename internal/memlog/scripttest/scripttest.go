@@ -72,6 +72,11 @@ type Commands func(t *testing.T, td *datadriven.TestData, id string) string
 //	append [id=]           the input's events (Append)
 //	claim [id=] holder=H   H takes or renews the session's lease
 //	end-lease [id=]        the lease is deleted: its holder is gone
+//	around [id=] [seq=N] [garbage]
+//	                       a message stored around the writer (PutAround),
+//	                       with SL-Seq N (none without seq): the bytes of
+//	                       no event (garbage), else the input's one event
+//	                       (of the session unless it names another)
 //	show [id=]             the session as the log judges it (Show)
 func Run(t *testing.T, dir string, cfg logstore.Config, defaultID string, start func(t *testing.T, b *Backend) Commands) {
 	datadriven.Walk(t, dir, func(t *testing.T, path string) {
@@ -94,6 +99,15 @@ func Run(t *testing.T, dir string, cfg logstore.Config, defaultID string, start 
 						return "ok\n"
 					case "end-lease":
 						b.EndLease(t, id)
+						return "ok\n"
+					case "around":
+						var seq uint64
+						td.MaybeScanArgs(t, "seq", &seq)
+						body := []byte("\x00 not an event")
+						if !td.HasArg("garbage") {
+							body = Around(t, id, td.Input)
+						}
+						b.PutAround(t, id, body, seq)
 						return "ok\n"
 					case "show":
 						return b.Show(t, id)
@@ -157,6 +171,22 @@ func (b *Backend) Append(t *testing.T, id, input string) string {
 	return fmt.Sprintf("appended seqs %d-%d\n", res.FirstSeq, res.LastSeq)
 }
 
+// Around is the stored body of line (sessiontest's short form), an event
+// of the session unless it names another, at a fixed time.
+func Around(t *testing.T, id, line string) []byte {
+	t.Helper()
+	e := sessiontest.Event(t, strings.TrimSpace(line))
+	if e.SessionID == "" {
+		e.SessionID = id
+	}
+	e.Time = time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	b, err := schema.Encode(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // PutAround stores body on the session's subject around every check (a
 // message a writer never wrote); seq 0: without an SL-Seq header.
 func (b *Backend) PutAround(t *testing.T, id string, body []byte, seq uint64) {
@@ -172,7 +202,10 @@ func (b *Backend) PutAround(t *testing.T, id string, body []byte, seq uint64) {
 		}
 		return
 	}
-	loc, _ := logstore.Locate(id)
+	loc, err := b.Store.Locate(id)
+	if err != nil {
+		t.Fatal(err)
+	}
 	m := nats.NewMsg(loc.Subject)
 	m.Header, m.Data = h, body
 	if _, err := natstest.JetStream(t, b.nc).PublishMsg(context.Background(), m); err != nil {
