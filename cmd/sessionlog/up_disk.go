@@ -131,10 +131,12 @@ func (w *storeWatch) probeWrite() error {
 // their write errors) and starts it again from the store directory, as a
 // configuration reload that turns it off and on does. The race detector
 // flags that path in nats-server v2.15.3 itself: EnableJetStream replaces
-// the JetStream API request queue (jetstream_api.go:1114) while a client's
-// API request may be reading it (:1031). At worst an API request sent
-// during the restart goes unanswered, which every caller already takes as
-// an unknown outcome or a timeout to retry.
+// the JetStream API request queues (jetstream_api.go:1114-1115) without
+// the server's lock while a client's API request may be loading one
+// (:1028, :1031) and pushing to it (ipqueue.go:116-137 against the new
+// queue's fields, :88); e2e/faults knows these reports by their stacks.
+// At worst an API request sent during the restart goes unanswered, which
+// every caller already takes as an unknown outcome or a timeout to retry.
 func (w *storeWatch) restartJetStream() error {
 	if err := w.ns.ShutdownJetStream(); err != nil {
 		return err

@@ -225,6 +225,7 @@ func startFaultRun(t *testing.T, partitions int, copts faultClusterOpts) *faultR
 		for _, s := range h.svcs {
 			s.proc.kill()
 		}
+		faultCheckRaces(t, dir)
 		if t.Failed() || os.Getenv("SESSIONLOG_FAULTS_LOGS") == "1" {
 			faultDumpLogs(t, dir)
 		}

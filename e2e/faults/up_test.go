@@ -24,7 +24,6 @@ import (
 	"github.com/sessionlog/sessionlog/internal/faultfs"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
-	"github.com/sessionlog/sessionlog/internal/testbin"
 	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
@@ -58,6 +57,7 @@ func startFaultUp(t *testing.T, sync faultSync) *faultUp {
 	u.fs = fs
 	t.Cleanup(func() {
 		u.proc.kill()
+		faultCheckRaces(t, dir)
 		if t.Failed() || os.Getenv("SESSIONLOG_FAULTS_LOGS") == "1" {
 			faultDumpLogs(t, dir)
 		}
@@ -75,7 +75,7 @@ func startFaultUp(t *testing.T, sync faultSync) *faultUp {
 // start runs up on the data directory and waits until it is ready.
 func (u *faultUp) start() {
 	u.t.Helper()
-	cmd := exec.Command(testbin.Path(u.t), "up", "--data-dir", u.fs.Dir(), "--sync", string(u.sync),
+	cmd := exec.Command(faultBinary(u.t), "up", "--data-dir", u.fs.Dir(), "--sync", string(u.sync),
 		"--nats-listen", "127.0.0.1:"+strconv.Itoa(u.natsPort), "--http-listen", "127.0.0.1:"+strconv.Itoa(u.httpPort),
 		"--lease-ttl", "12s", "--grace", "1s")
 	log := filepath.Join(u.dir, "up.log")
@@ -580,11 +580,16 @@ func faultJudgeDamage(t *testing.T, fleet *faultFleet, stored map[string][]fault
 // problems by session, and how many there are.
 func faultRunVerify(t *testing.T, url, httpAddr string) (map[string][]string, int) {
 	t.Helper()
-	cmd := exec.Command(testbin.Path(t), "verify", "--json", "--nats-url", url, "--http-url", "http://"+httpAddr)
+	cmd := exec.Command(faultBinary(t), "verify", "--json", "--nats-url", url, "--http-url", "http://"+httpAddr)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
 		t.Fatalf("verify: %v", err)
+	}
+	for _, r := range faultRaceReports(stderr.String()) {
+		t.Errorf("DATA RACE in verify:\n%s", r)
 	}
 	by := map[string][]string{}
 	n := 0
@@ -600,7 +605,7 @@ func faultRunVerify(t *testing.T, url, httpAddr string) (map[string][]string, in
 		by[p.Session] = append(by[p.Session], fmt.Sprintf("seq %d %s: %s", p.Seq, p.Kind, p.Message))
 	}
 	if err != nil && n == 0 {
-		t.Fatalf("verify failed without naming a problem: %v\n%s%s", err, out, ee.Stderr)
+		t.Fatalf("verify failed without naming a problem: %v\n%s%s", err, out, stderr.String())
 	}
 	t.Logf("VERIFY problems=%d sessions=%d", n, len(by))
 	return by, n

@@ -105,7 +105,8 @@ func (s *Session) fill() {
 }
 
 // Publish stores one event straight in the stream, with no sequence check
-// (tests use it to store what the writer would refuse).
+// (tests use it to store what the writer would refuse), chained to the
+// session's stored tail (logstore's PublishUnchecked).
 func Publish(ctx context.Context, st *logstore.Store, e schema.Envelope) (uint64, error) {
 	return st.PublishUnchecked(ctx, func(yield func(schema.Envelope) bool) { yield(e) })
 }

@@ -3,8 +3,11 @@ package logstore_test
 import (
 	"context"
 	"fmt"
-	"slices"
+	"strconv"
 	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
@@ -91,9 +94,21 @@ func TestChainBreaks(t *testing.T) {
 			t.Errorf("%s: breaks %v, want first %s", how, breaks, want[how])
 		}
 	}
-	// Old events: no SL-Prev, nothing to check but the seqs.
-	if _, err := st.PublishUnchecked(ctx, slices.Values(events("old", 1, 4, "e"))); err != nil {
+	// Old events, stored by a writer older than the header: no SL-Prev,
+	// nothing to check but the seqs.
+	js, err := jetstream.New(nc)
+	if err != nil {
 		t.Fatal(err)
+	}
+	for _, e := range events("old", 1, 4, "e") {
+		m := nats.NewMsg(logstore.SubjectPrefix + "old")
+		m.Header.Set(logstore.HeaderSeq, strconv.FormatUint(e.Seq, 10))
+		if m.Data, err = schema.Encode(&e); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.PublishMsg(ctx, m); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if b := logstore.CheckChain(storedMsgs(t, st, "old")); len(b) != 0 {
 		t.Errorf("old events: %v", b)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -209,6 +210,29 @@ func (s *Store) UpdateErasure(ctx context.Context, e Erasure, rev uint64) (uint6
 // the stored ones have been delivered.
 func (s *Store) WatchErasures(ctx context.Context, ready chan<- struct{}, fn func(id string)) error {
 	return s.WatchErasureRecords(ctx, ready, func(e Erasure) { fn(e.SessionID) })
+}
+
+// FollowErasureRecords is WatchErasureRecords until ctx ends, watching
+// again a second after a watch ends with an error (a bucket not made
+// yet, a server restarting). ready is closed once the first watch has
+// delivered the stored records (never, if that watch fails).
+func (s *Store) FollowErasureRecords(ctx context.Context, ready chan<- struct{}, fn func(Erasure)) {
+	for ctx.Err() == nil {
+		err := s.WatchErasureRecords(ctx, ready, fn)
+		ready = nil
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			s.log.Debug("logstore: no erasure records yet (watching again)", "err", err)
+		} else {
+			s.log.Warn("logstore: erasure watch (watching again)", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // WatchErasureRecords is WatchErasures with each record as stored (an

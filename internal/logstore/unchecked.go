@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"context"
+	"fmt"
 	"iter"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,9 +18,15 @@ const uncheckedWindow = 4000
 // Append would send each alone but with no sequence expectation: it fills
 // streams for tests and benchmarks fast (plain async publishes, far faster
 // than atomic batches on a file-storage stream), and stores what the
-// writer would refuse (gaps, forged seqs). It returns the stream sequence
-// of the last event stored. The cached tails of those sessions are
-// dropped.
+// writer would refuse (gaps, forged seqs). Each event is chained as Append
+// chains it: its SL-Prev is ChainHash of the body stored before it in its
+// session (the one published before it in this call, or the session's
+// last stored message, read once per session and call), none for a
+// session's first message; so what it stores is judged as the writer's
+// own events are, and only the seqs it was given can break the chain
+// (calls must not publish to one session at the same time: each chains to
+// what it read and published itself). It returns the stream sequence of
+// the last event stored. The cached tails of those sessions are dropped.
 func (s *Store) PublishUnchecked(ctx context.Context, events iter.Seq[schema.Envelope]) (uint64, error) {
 	var last uint64
 	futs := make([]jetstream.PubAckFuture, 0, uncheckedWindow)
@@ -37,17 +44,32 @@ func (s *Store) PublishUnchecked(ctx context.Context, events iter.Seq[schema.Env
 		futs = futs[:0]
 		return nil
 	}
+	// prevs: each session's chain hash after the events published so far.
+	prevs := map[string]string{}
 	for e := range events {
 		loc, err := s.Locate(e.SessionID)
 		if err != nil {
 			return last, err
 		}
-		msgs, err := s.messages(&AppendRequest{SessionID: e.SessionID, Events: []schema.Envelope{e}}, loc.Subject, "")
+		prev, ok := prevs[e.SessionID]
+		if !ok {
+			// The stream holds every earlier call's events: each waits
+			// for all its acks before it returns.
+			m, err := s.msgGet(ctx, loc.Stream, msgGetRequest{LastFor: loc.Subject})
+			if err != nil {
+				return last, fmt.Errorf("logstore: last message of %s: %w", e.SessionID, err)
+			}
+			if m != nil {
+				prev = ChainHash(m.Data)
+			}
+		}
+		msgs, err := s.messages(&AppendRequest{SessionID: e.SessionID, Events: []schema.Envelope{e}}, loc.Subject, prev)
 		if err != nil {
 			return last, err
 		}
 		m := msgs[0]
 		delete(m.Header, HeaderExpectedSeq)
+		prevs[e.SessionID] = ChainHash(m.Data)
 		s.tails.Remove(e.SessionID)
 		fu, err := s.js.PublishMsgAsync(m)
 		if err != nil {

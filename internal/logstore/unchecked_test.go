@@ -2,6 +2,7 @@ package logstore_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -9,9 +10,10 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// PublishUnchecked stores events as Append would send them (same headers)
-// but with no sequence check: a gap is stored, the returned stream seq is
-// the last one, and the session's cached tail is dropped.
+// PublishUnchecked stores events as Append would send them (same headers,
+// chained by SL-Prev to the body stored before each) but with no sequence
+// check: a gap is stored, the returned stream seq is the last one, and the
+// session's cached tail is dropped.
 func TestPublishUnchecked(t *testing.T) {
 	srv := natstest.RunServer(t)
 	nc := natstest.Connect(t, srv)
@@ -53,6 +55,27 @@ func TestPublishUnchecked(t *testing.T) {
 	}
 	if e, err := schema.Decode(m.Data); err != nil || e.Seq != 4 || e.EventID != "u-4" {
 		t.Fatalf("body: %+v %v", e, err)
+	}
+	// The chain: u-4 after u-2 (Append's, before the call), u-5 after
+	// u-4 (the same call), v-1 the first of its session.
+	msgs, seqs := storedMsgs(t, st, "u")
+	for i := 1; i < len(msgs); i++ {
+		if got, want := msgs[i].Header.Get(logstore.HeaderPrev), logstore.ChainHash(msgs[i-1].Data); got != want {
+			t.Errorf("u seq %d: %s = %q, want %q", seqs[i], logstore.HeaderPrev, got, want)
+		}
+	}
+	if b := logstore.CheckChain(msgs, seqs); len(b) != 1 || b[0].Kind != logstore.BreakGap || b[0].Seq != 4 {
+		t.Errorf("u's chain: breaks %v, want the gap at seq 4 alone", b)
+	}
+	if v, _ := storedMsgs(t, st, "v"); len(v) != 1 || v[0].Header.Get(logstore.HeaderPrev) != "" {
+		t.Errorf("v's first event: %d messages, %s %q", len(v), logstore.HeaderPrev, v[0].Header.Get(logstore.HeaderPrev))
+	}
+	// A later call chains a session's first event to its stored tail.
+	if _, err := st.PublishUnchecked(ctx, slices.Values(events("v", 2, 1, "v"))); err != nil {
+		t.Fatal(err)
+	}
+	if v, vseqs := storedMsgs(t, st, "v"); len(v) != 2 || v[1].Header.Get(logstore.HeaderPrev) != logstore.ChainHash(v[0].Data) {
+		t.Errorf("v seq 2 after a second call: %d messages (seqs %v)", len(v), vseqs)
 	}
 	tail, err := st.Tail(ctx, "u")
 	if err != nil || tail.Seq != 5 || tail.StreamSeq != 4 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/memlog"
 	"github.com/sessionlog/sessionlog/internal/memlog/scripttest"
+	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -28,6 +30,8 @@ type contract interface {
 	DropClaim(ctx context.Context, sessionID string, revision uint64) error
 	ClaimedSessions(ctx context.Context, fn func(sessionID string)) error
 	Erased(ctx context.Context, sessionID string) (bool, error)
+	UpdateErasure(ctx context.Context, e logstore.Erasure, rev uint64) (uint64, error)
+	FollowErasureRecords(ctx context.Context, ready chan<- struct{}, fn func(logstore.Erasure))
 }
 
 var (
@@ -183,12 +187,40 @@ func transcript(t *testing.T, l contract) string {
 	c, _ := l.GetClaim(ctx, "s1")
 	say("claim after the drop: %v", c != nil)
 
-	// Erasure records: written once.
-	e1, _, err := l.MarkErased(ctx, logstore.Erasure{SessionID: "s3", By: "op", Reason: "first"})
+	// Erasure records: written once, updated at their revision, followed
+	// as they are written.
+	var mu sync.Mutex
+	var seen []string
+	fctx, stop := context.WithCancel(ctx)
+	defer stop()
+	ready := make(chan struct{})
+	go l.FollowErasureRecords(fctx, ready, func(e logstore.Erasure) {
+		mu.Lock()
+		seen = append(seen, fmt.Sprintf("%s %s done=%v", e.SessionID, e.Reason, e.Done))
+		mu.Unlock()
+	})
+	<-ready
+	e1, rev, err := l.MarkErased(ctx, logstore.Erasure{SessionID: "s3", By: "op", Reason: "first"})
 	e2, _, err2 := l.MarkErased(ctx, logstore.Erasure{SessionID: "s3", By: "op", Reason: "second"})
 	erased, _ := l.Erased(ctx, "s3")
 	kept, _ := l.Erased(ctx, "s2")
 	say("erased: %s then %s (%v %v); s3 %v s2 %v", e1.Reason, e2.Reason, err, err2, erased, kept)
+	e1.Done = true
+	_, err = l.UpdateErasure(ctx, e1, rev+1)
+	say("update at another revision: %v", err != nil)
+	_, err = l.UpdateErasure(ctx, e1, rev)
+	say("update: %v", err)
+	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(seen) < 2 {
+			return fmt.Errorf("followed %v", seen)
+		}
+		return nil
+	})
+	mu.Lock()
+	say("followed: %s", strings.Join(seen, "; "))
+	mu.Unlock()
 	return out.String()
 }
 

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -52,13 +51,50 @@ func (l *Log) UpdateErasure(_ context.Context, e logstore.Erasure, rev uint64) (
 	l.erasureRev++
 	e.Children = slices.Clone(e.Children)
 	l.erasures[e.SessionID] = erasureEntry{e: e, rev: l.erasureRev}
+	l.wrote(e)
 	return l.erasureRev, nil
 }
 
-// WatchErasureRecords is refused: an eraser on memlog runs the jobs its
-// caller asks for (Erase), not those a watch finds.
-func (l *Log) WatchErasureRecords(context.Context, chan<- struct{}, func(logstore.Erasure)) error {
-	return errors.New("memlog: no erasure watch (a service on memlog is driven by its caller)")
+// FollowErasureRecords calls fn with every erasure record, the stored
+// ones (in the order of their last writes) and then each one written,
+// until ctx ends; ready is closed once the stored ones are delivered.
+func (l *Log) FollowErasureRecords(ctx context.Context, ready chan<- struct{}, fn func(logstore.Erasure)) {
+	l.mu.Lock()
+	stored := make([]erasureEntry, 0, len(l.erasures))
+	for _, e := range l.erasures {
+		stored = append(stored, e)
+	}
+	ch := make(chan logstore.Erasure, 64)
+	l.followers = append(l.followers, ch)
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.followers = slices.DeleteFunc(l.followers, func(c chan logstore.Erasure) bool { return c == ch })
+		l.mu.Unlock()
+	}()
+	slices.SortFunc(stored, func(a, b erasureEntry) int { return cmp.Compare(a.rev, b.rev) })
+	for _, e := range stored {
+		fn(e.e)
+	}
+	if ready != nil {
+		close(ready)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e := <-ch:
+			fn(e)
+		}
+	}
+}
+
+// wrote gives the record just written to the followers. The caller holds
+// mu.
+func (l *Log) wrote(e logstore.Erasure) {
+	for _, ch := range l.followers {
+		ch <- e
+	}
 }
 
 // StoredPage returns the session's oldest stored messages, at most n.

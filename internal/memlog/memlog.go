@@ -14,17 +14,16 @@
 // all or nothing; reads judged as logstore reads them; snapshots checked
 // against the log; leases and claims with their revisions, EndLease's
 // and DropClaim's revision checks; erasure records and their revisions,
-// deletes of stored messages, one audit record a session; tenants' usage;
-// the fork records.
+// followed as they are written; deletes of stored messages, one audit
+// record a session; tenants' usage; the fork records.
 //
 // What it does not: nothing is lost or unanswered (no outcome_unknown
 // but for an expectation past the tail, no stalls, no replicas); message
 // ids are remembered for ever, not for the stream's Duplicates window; a
 // lease never runs out by itself (no TTL, no expiry marker: a script ends
 // it with EndLease); WatchLeases is refused (a repairer on memlog is
-// driven by its callers, not by a lease watch), and so is
-// WatchErasureRecords; tenants have no bounds (ReserveStored reserves
-// nothing); no source index.
+// driven by its callers, not by a lease watch); tenants have no bounds
+// (ReserveStored reserves nothing); no source index.
 package memlog
 
 import (
@@ -54,16 +53,18 @@ type Log struct {
 	streams map[string]*stream
 	// leases and claims: the last entry of each key, and each bucket's
 	// last revision.
-	leases            map[string]leaseEntry
-	claims            map[string]claimEntry
-	leaseRev          uint64
-	claimRev          uint64
-	snapshots         map[string]*logstore.SnapshotBase
-	erasures          map[string]erasureEntry
-	erasureRev        uint64
-	usage             map[string]logstore.TenantUsage
-	usageRev          uint64
-	audits            []api.AuditRecord
+	leases     map[string]leaseEntry
+	claims     map[string]claimEntry
+	leaseRev   uint64
+	claimRev   uint64
+	snapshots  map[string]*logstore.SnapshotBase
+	erasures   map[string]erasureEntry
+	erasureRev uint64
+	usage      map[string]logstore.TenantUsage
+	usageRev   uint64
+	audits     []api.AuditRecord
+	// followers get each erasure record written (FollowErasureRecords).
+	followers         []chan logstore.Erasure
 	forks             *ForkRecords
 	appends, refusals int
 }
@@ -525,6 +526,7 @@ func (l *Log) MarkErased(_ context.Context, e logstore.Erasure) (logstore.Erasur
 	}
 	l.erasureRev++
 	l.erasures[e.SessionID] = erasureEntry{e: e, rev: l.erasureRev}
+	l.wrote(e)
 	return e, l.erasureRev, nil
 }
 

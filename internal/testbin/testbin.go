@@ -11,39 +11,58 @@ import (
 	"testing"
 )
 
-var binary struct {
+// build is one build of the binary, made once per test process.
+type build struct {
 	once sync.Once
 	path string
 	err  error
 	dir  string
 }
 
+var plain, raced build
+
 // Path builds ./cmd/sessionlog into a temporary directory the first time
 // it is called and returns the binary's path.
 func Path(t testing.TB) string {
 	t.Helper()
-	binary.once.Do(func() {
-		binary.dir, binary.err = os.MkdirTemp("", "sessionlog-e2e-")
-		if binary.err != nil {
-			return
-		}
-		binary.path = filepath.Join(binary.dir, "sessionlog")
-		out, err := exec.Command("go", "build", "-o", binary.path, "github.com/sessionlog/sessionlog/cmd/sessionlog").CombinedOutput()
-		if err != nil {
-			binary.err = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binary.err != nil {
-		t.Fatalf("%v", binary.err)
-	}
-	return binary.path
+	return plain.get(t)
 }
 
-// Main runs the tests and removes the binary: call it from TestMain.
+// RacePath is Path built with the race detector: a race in the process
+// prints its report to the process's standard error (and makes a process
+// that exits by itself exit 66), so the caller must read that output.
+func RacePath(t testing.TB) string {
+	t.Helper()
+	return raced.get(t, "-race")
+}
+
+func (b *build) get(t testing.TB, flags ...string) string {
+	t.Helper()
+	b.once.Do(func() {
+		b.dir, b.err = os.MkdirTemp("", "sessionlog-e2e-")
+		if b.err != nil {
+			return
+		}
+		b.path = filepath.Join(b.dir, "sessionlog")
+		args := append(append([]string{"build"}, flags...), "-o", b.path, "github.com/sessionlog/sessionlog/cmd/sessionlog")
+		out, err := exec.Command("go", args...).CombinedOutput()
+		if err != nil {
+			b.err = fmt.Errorf("go %v: %v\n%s", args, err, out)
+		}
+	})
+	if b.err != nil {
+		t.Fatalf("%v", b.err)
+	}
+	return b.path
+}
+
+// Main runs the tests and removes the binaries: call it from TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
-	if binary.dir != "" {
-		os.RemoveAll(binary.dir)
+	for _, b := range []*build{&plain, &raced} {
+		if b.dir != "" {
+			os.RemoveAll(b.dir)
+		}
 	}
 	os.Exit(code)
 }

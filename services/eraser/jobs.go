@@ -89,26 +89,16 @@ func (s *Service) eraseLoop(ctx context.Context) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		first := ready
-		for ctx.Err() == nil {
-			err := s.st.WatchErasureRecords(ctx, first, func(e logstore.Erasure) {
-				j.mu.Lock()
-				if e.Done {
-					delete(j.pending, e.SessionID)
-				} else {
-					j.pending[e.SessionID] = struct{}{}
-				}
-				j.mu.Unlock()
-			})
-			first = nil // closed, or never to be: the sweeps resume
-			if ctx.Err() == nil {
-				s.log.Warn("eraser: erasure watch (watching again)", "err", err)
-				select {
-				case <-ctx.Done():
-				case <-time.After(time.Second):
-				}
+		// ready is closed, or never to be: the sweeps resume.
+		s.st.FollowErasureRecords(ctx, ready, func(e logstore.Erasure) {
+			j.mu.Lock()
+			if e.Done {
+				delete(j.pending, e.SessionID)
+			} else {
+				j.pending[e.SessionID] = struct{}{}
 			}
-		}
+			j.mu.Unlock()
+		})
 	}()
 	every := s.cfg.SweepInterval
 	if every <= 0 {

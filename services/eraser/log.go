@@ -26,7 +26,7 @@ type Log interface {
 	ErasureOf(ctx context.Context, sessionID string) (*logstore.Erasure, uint64, error)
 	MarkErased(ctx context.Context, e logstore.Erasure) (logstore.Erasure, uint64, error)
 	UpdateErasure(ctx context.Context, e logstore.Erasure, rev uint64) (uint64, error)
-	WatchErasureRecords(ctx context.Context, ready chan<- struct{}, fn func(logstore.Erasure)) error
+	FollowErasureRecords(ctx context.Context, ready chan<- struct{}, fn func(logstore.Erasure))
 	WriteAudit(ctx context.Context, rec api.AuditRecord) error
 
 	// The forks in flight: a cascade erases the children being copied,

@@ -324,6 +324,9 @@ func (s *Service) commit(ctx context.Context, req *AppendRequest, p prepared) (_
 		}
 	}()
 	for {
+		if err := s.erasingNow(req.SessionID); err != nil {
+			return AppendReply{}, err
+		}
 		ent, fresh, err := s.entryFor(ctx, req.SessionID, reload)
 		if err != nil {
 			// A session being erased lost its first event: it does not

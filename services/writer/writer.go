@@ -116,6 +116,8 @@ type Service struct {
 	hits, misses  prometheus.Counter
 	quotas        *tenantQuotas
 	usage         *tenantUsage
+	// erasing: the ids whose erase is under way (erased.go).
+	erasing sync.Map
 }
 
 // New checks cfg and builds the service; Run starts it.
@@ -247,10 +249,14 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("writer: endpoint %s: %w", ep.name, err)
 		}
 	}
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
 		s.owedLoop(ctx)
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.followErasing(ctx)
 	}()
 	usageCtx, stopUsage := context.WithCancel(reqCtx)
 	usageDone := make(chan struct{})
