@@ -3,6 +3,7 @@ package logstore
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -68,20 +69,32 @@ func (s *Store) CountUsage(ctx context.Context, tenant string, d TenantUsage) er
 // to each other). Until Run runs (a service used without it), Count adds
 // at once.
 type UsageCounter struct {
-	st      *Store
+	st      UsageCounting
+	log     *slog.Logger
 	every   time.Duration
 	mu      sync.Mutex
 	running bool
 	pending map[string]TenantUsage
 }
 
+// UsageCounting is what a UsageCounter adds through: a *Store, or a log
+// of a service's tests that keeps the usage in memory.
+type UsageCounting interface {
+	CountUsage(ctx context.Context, tenant string, d TenantUsage) error
+}
+
 // NewUsageCounter returns a counter that adds to st's bucket every
-// interval (default one second).
-func NewUsageCounter(st *Store, every time.Duration) *UsageCounter {
+// interval (default one second). A failure is logged on a *Store's
+// logger (on another log, not at all).
+func NewUsageCounter(st UsageCounting, every time.Duration) *UsageCounter {
 	if every <= 0 {
 		every = time.Second
 	}
-	return &UsageCounter{st: st, every: every, pending: map[string]TenantUsage{}}
+	log := slog.New(slog.DiscardHandler)
+	if s, ok := st.(*Store); ok {
+		log = s.log
+	}
+	return &UsageCounter{st: st, log: log, every: every, pending: map[string]TenantUsage{}}
 }
 
 // Count adds d to the tenant's usage: at the next flush while Run runs,
@@ -140,7 +153,7 @@ func (c *UsageCounter) add(ctx context.Context, tenant string, d TenantUsage) er
 	defer cancel()
 	err := c.st.CountUsage(ctx, tenant, d)
 	if err != nil {
-		c.st.log.Warn("logstore: counting in a tenant's usage", "tenant", tenant, "sessions", d.Sessions, "bytes", d.Bytes, "err", err)
+		c.log.Warn("logstore: counting in a tenant's usage", "tenant", tenant, "sessions", d.Sessions, "bytes", d.Bytes, "err", err)
 	}
 	return err
 }

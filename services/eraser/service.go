@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
-	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/wire"
 	"github.com/sessionlog/sessionlog/pkg/api"
 )
@@ -49,7 +48,7 @@ type (
 
 // Config configures a Service.
 type Config struct {
-	Store *logstore.Store
+	Store Log
 	// Conn serves sessions.api.erase (required), as a user that may
 	// delete (deploy/nats, "eraser").
 	Conn   *nats.Conn
@@ -72,7 +71,7 @@ type Config struct {
 // Service is the eraser: sessions.api.erase, the erase jobs and retention.
 type Service struct {
 	cfg  Config
-	st   *logstore.Store
+	st   Log
 	nc   *nats.Conn
 	log  *slog.Logger
 	now  func() time.Time

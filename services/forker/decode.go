@@ -42,12 +42,12 @@ const (
 // than one core. fn learns whether each body is canonical
 // (schema.DecodeCanonical) and may return logstore.ErrStop to end the read
 // without error. At most a few hundred messages are in flight.
-func readDecoded(ctx context.Context, st *logstore.Store, sessionID string, after logstore.Tail, fn func(m *logstore.Msg, e schema.Envelope, canonical bool, err error) error) (logstore.Tail, error) {
+func readDecoded(ctx context.Context, st Log, sessionID string, after logstore.Tail, fn func(m *logstore.Msg, e schema.Envelope, canonical bool, err error) error) (logstore.Tail, error) {
 	return readDecodedBy(ctx, st, sessionID, after, chunkSize, fn)
 }
 
 // readDecodedBy is readDecoded in chunks of size messages.
-func readDecodedBy(ctx context.Context, st *logstore.Store, sessionID string, after logstore.Tail, size int, fn func(m *logstore.Msg, e schema.Envelope, canonical bool, err error) error) (logstore.Tail, error) {
+func readDecodedBy(ctx context.Context, st Log, sessionID string, after logstore.Tail, size int, fn func(m *logstore.Msg, e schema.Envelope, canonical bool, err error) error) (logstore.Tail, error) {
 	workers := min(max(runtime.GOMAXPROCS(0), 1), 4)
 	jobs := make(chan *decodeChunk, chunksInFlight)
 	order := make(chan *decodeChunk, chunksInFlight)

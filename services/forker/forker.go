@@ -43,7 +43,7 @@ const (
 
 // Config configures the forker.
 type Config struct {
-	Store *logstore.Store
+	Store Log
 	// Conn is the connection sessions.api.fork is served on.
 	Conn       *nats.Conn
 	Logger     *slog.Logger
@@ -87,11 +87,11 @@ const (
 // Service is the forker.
 type Service struct {
 	cfg      Config
-	st       *logstore.Store
+	st       Log
 	log      *slog.Logger
 	m        *metrics
 	owner    string
-	records  atomic.Pointer[logstore.ForkRecords]
+	records  atomic.Pointer[Records]
 	sem      chan struct{}
 	wg       sync.WaitGroup
 	ready    atomic.Bool
@@ -217,16 +217,28 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 func (s *Service) openBucket(ctx context.Context) error {
-	recs, err := s.st.OpenForkRecords(ctx)
+	o, ok := s.st.(recordsOpener)
+	if !ok {
+		return errors.New("forker: the log keeps no fork records")
+	}
+	recs, err := o.OpenForkRecords(ctx)
 	if err != nil {
 		return fmt.Errorf("forker: %w", err)
 	}
-	s.records.Store(recs)
+	s.useRecords(recs)
 	return nil
 }
 
+// useRecords makes recs the fork bucket.
+func (s *Service) useRecords(recs Records) { s.records.Store(&recs) }
+
 // bucket is the fork bucket, nil until Run opened it.
-func (s *Service) bucket() *logstore.ForkRecords { return s.records.Load() }
+func (s *Service) bucket() Records {
+	if p := s.records.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 // handle answers one request. The copy runs on its own goroutine so one
 // long fork does not hold up the endpoint's subscription; the reply is

@@ -521,31 +521,48 @@ func TestForkLongPrefix(t *testing.T) {
 // leaves: the record (renewed long ago) and seqs 1..n of the child.
 func (e *env) partialCopy(parent, child string, k uint64, n int) *plan {
 	e.t.Helper()
-	old := time.Now().Add(-time.Hour).UTC()
-	p := &plan{ChildID: child, ParentID: parent, SeedLength: k, Depth: 1, Workspace: schema.WorkspaceShared,
-		OpID: opID(child, parent, k, schema.WorkspaceShared), StartedAt: old, HeartbeatAt: old, Owner: "dead"}
-	b, _ := json.Marshal(p)
-	if err := e.svc.bucket().Create(e.ctx, child, b); err != nil {
-		e.t.Fatal(err)
-	}
-	pev := e.events(parent)
-	created, err := e.svc.created(p, &pev[0].Envelope)
+	p, err := leaveCopy(e.ctx, e.svc, e.st, parent, child, k, n, time.Now().Add(-time.Hour))
 	if err != nil {
-		e.t.Fatal(err)
-	}
-	evs := []schema.Envelope{created}
-	for _, x := range pev[1:n] {
-		c := x.Envelope
-		c.SessionID, c.EventID, c.Synthetic = child, p.eventID(c.Seq), true
-		evs = append(evs, c)
-	}
-	if _, err := e.st.Append(e.ctx, logstore.AppendRequest{SessionID: child, Events: evs}); err != nil {
 		e.t.Fatal(err)
 	}
 	if s := e.state(child); !s.Forking {
 		e.t.Fatal("partial child is not forking")
 	}
 	return p
+}
+
+// leaveCopy writes to l what a forker that crashed after n copied events
+// of a fork of parent's k leaves: its record, last renewed at heartbeat,
+// and seqs 1..n of the child (none: only the record).
+func leaveCopy(ctx context.Context, svc *Service, l Log, parent, child string, k uint64, n int, heartbeat time.Time) (*plan, error) {
+	at := heartbeat.UTC()
+	p := &plan{ChildID: child, ParentID: parent, SeedLength: k, Depth: 1, Workspace: schema.WorkspaceShared,
+		OpID: opID(child, parent, k, schema.WorkspaceShared), StartedAt: at, HeartbeatAt: at, Owner: "dead"}
+	b, _ := json.Marshal(p)
+	if err := svc.bucket().Create(ctx, child, b); err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return p, nil
+	}
+	var pev []schema.Envelope
+	if _, err := l.ReadJudged(ctx, &logstore.Judge{SessionID: parent}, func(_ *logstore.Msg, ev *schema.Envelope) error {
+		pev = append(pev, *ev)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	created, err := svc.created(p, &pev[0])
+	if err != nil {
+		return nil, err
+	}
+	evs := []schema.Envelope{created}
+	for _, c := range pev[1:n] {
+		c.SessionID, c.EventID, c.Synthetic = child, p.eventID(c.Seq), true
+		evs = append(evs, c)
+	}
+	_, err = l.Append(ctx, logstore.AppendRequest{SessionID: child, Events: evs})
+	return p, err
 }
 
 // A sweep finishes a copy whose forker is gone, reading the parent again

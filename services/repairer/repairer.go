@@ -53,7 +53,7 @@ const (
 
 // Config configures a Service.
 type Config struct {
-	Store *logstore.Store
+	Store Log
 	// Conn serves sessions.api.repair (required).
 	Conn       *nats.Conn
 	Logger     *slog.Logger
@@ -97,7 +97,7 @@ type Config struct {
 // Service is the repairer.
 type Service struct {
 	cfg    Config
-	st     *logstore.Store
+	st     Log
 	nc     *nats.Conn
 	log    *slog.Logger
 	m      *metrics

@@ -1,0 +1,46 @@
+package eraser
+
+import (
+	"context"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/api"
+)
+
+// Log is what the eraser needs of the log: the operations it calls,
+// named as internal/logstore names them. *logstore.Store is the log it
+// runs on; the rule scripts (testdata/erase) also run it on an in-memory
+// log (internal/memlog).
+type Log interface {
+	// The session's events: read to count what is erased, deleted
+	// securely a page at a time.
+	Tail(ctx context.Context, sessionID string) (logstore.Tail, error)
+	NextAfter(ctx context.Context, sessionID string, after uint64) (*logstore.Msg, error)
+	ReadSession(ctx context.Context, sessionID string, afterStreamSeq uint64, fn func(*logstore.Msg) error) (logstore.Tail, error)
+	StoredPage(ctx context.Context, sessionID string, n int) ([]*logstore.Msg, error)
+	SecureDelete(ctx context.Context, sessionID string, seqs []uint64, inFlight int, onDelete func() error) error
+	CheckErasable(ctx context.Context, sessionID string) error
+	DropSessionRecords(ctx context.Context, sessionID string) error
+
+	// The erasure records (DESIGN.md section 14) and the audit trail.
+	ErasureOf(ctx context.Context, sessionID string) (*logstore.Erasure, uint64, error)
+	MarkErased(ctx context.Context, e logstore.Erasure) (logstore.Erasure, uint64, error)
+	UpdateErasure(ctx context.Context, e logstore.Erasure, rev uint64) (uint64, error)
+	FollowErasureRecords(ctx context.Context, ready chan<- struct{}, fn func(logstore.Erasure))
+	WriteAudit(ctx context.Context, rec api.AuditRecord) error
+
+	// The forks in flight: a cascade erases the children being copied,
+	// and a job waits while a live copy may still write its session.
+	ForksInFlight(ctx context.Context, fn func(logstore.ForkInFlight)) error
+	ForkInFlightOf(ctx context.Context, child string) (f logstore.ForkInFlight, ok bool, err error)
+
+	// Retention walks every session's last stored message.
+	ListSessions(ctx context.Context) ([]logstore.SessionCount, error)
+	EachLastStored(ctx context.Context, fn func(sessionID string, last *logstore.Msg) error) error
+	LastStoredOf(ctx context.Context, sessionID string) (*logstore.LastStored, error)
+
+	// An erased session leaves its tenant's usage.
+	AddUsage(ctx context.Context, tenant string, d logstore.TenantUsage, check func(logstore.TenantUsage) error) (logstore.TenantUsage, uint64, error)
+}
+
+var _ Log = (*logstore.Store)(nil)
