@@ -110,7 +110,11 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 	}
 	sc, err := s.resolve(ctx, caller, r.ParentID, cut)
 	if err != nil {
-		// Nothing is written before the parent is read.
+		// Nothing is written before the parent is read. A parent erased
+		// (its events gone, or going) is answered so, not as missing.
+		if eerr := s.checkErased(ctx, r.ParentID, r.ChildID); schema.CodeOf(eerr) == schema.CodeErased {
+			return Reply{}, eerr
+		}
 		return Reply{}, definite(schema.CodeNotCommitted, err)
 	}
 	k, depth := sc.k, sc.depth
@@ -139,6 +143,10 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 	// finished or answered as done.
 	fresh, err := s.claimChild(ctx, p)
 	if err != nil {
+		// A child id being erased still holds events: erased, not taken.
+		if eerr := s.checkErased(ctx, p.ParentID, p.ChildID); schema.CodeOf(eerr) == schema.CodeErased {
+			return Reply{}, eerr
+		}
 		return Reply{}, err
 	}
 	s.step(StepClaimed)
