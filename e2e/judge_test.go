@@ -246,6 +246,16 @@ func TestOneJudgeEveryPath(t *testing.T) {
 			} else if !strings.Contains(string(body), `"more":true`) || strings.Count(string(body), `"seq":`) != 1 {
 				t.Errorf("read of the first event: %s", body)
 			}
+			// Pages that start at the bad message and past everything
+			// stored: the judge, reading from the start, stops at the
+			// bad message before any of their events.
+			for _, after := range []uint64{2, 3, 100} {
+				body, e := request(api.SubjectRead, api.ReadRequest{SessionID: id, AfterSeq: after})
+				same(t, id, fmt.Sprintf("sessions.api.read after seq %d", after), string(e.Code), e.Message)
+				if e.Code == "" && strings.Contains(string(body), `"seq":`) {
+					t.Errorf("read after seq %d: %s", after, body)
+				}
+			}
 
 			// The projector's view of the session.
 			var d projector.Detail

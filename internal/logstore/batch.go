@@ -63,6 +63,14 @@ type Chained struct {
 	Bodies [][]byte
 	// Prevs[i] is Bodies[i]'s SL-Prev header ("" when it has none).
 	Prevs []string
+	// LeadStreamSeq is the stream seq of the event before the first (0:
+	// none, or not known); LastStreamSeq that of the last body.
+	LeadStreamSeq, LastStreamSeq uint64
+	// Held is how many messages the subject held from the lead on (from
+	// the first body without a lead) when the server answered the
+	// batch: those it sent and those it counted after them. 0 when the
+	// batch was not read in one answer.
+	Held int64
 }
 
 // ReadChained is ReadBatch for a reader that checks the hash chain
@@ -102,6 +110,7 @@ func (s *Store) readBatch(ctx context.Context, sessionID string, tail Tail, afte
 	if complete {
 		return c.out, nil
 	}
+	c.out.Held = 0 // not one answer
 	// The rest from the leader, checked as the batch was: after the last
 	// event the batch gave if it is known, else (or if that goes wrong:
 	// events lost at the end of the answer) all of it.
@@ -142,10 +151,10 @@ func (c *collector) reset() {
 // next is the seq of the event the collector takes next.
 func (c *collector) next() uint64 { return c.afterSeq + 1 + uint64(c.seen) - uint64(c.lead) }
 
-// add takes the next stored message (hdr nil: read without headers);
-// false when it is not the event of the next seq, whose SL-Seq header
-// (when it has one) says so too.
-func (c *collector) add(body []byte, hdr nats.Header) bool {
+// add takes the next stored message, stored at streamSeq (hdr nil and
+// streamSeq 0: read without headers); false when it is not the event of
+// the next seq, whose SL-Seq header (when it has one) says so too.
+func (c *collector) add(body []byte, hdr nats.Header, streamSeq uint64) bool {
 	seq, ok := seqOfBody(body)
 	if !ok || seq != c.next() {
 		return false
@@ -157,9 +166,10 @@ func (c *collector) add(body []byte, hdr nats.Header) bool {
 	}
 	c.seen++
 	if c.seen <= c.lead {
-		c.out.PrevHash = ChainHash(body)
+		c.out.PrevHash, c.out.LeadStreamSeq = ChainHash(body), streamSeq
 		return true
 	}
+	c.out.LastStreamSeq = streamSeq
 	c.out.Bodies = append(c.out.Bodies, body)
 	if c.chained {
 		c.out.Prevs = append(c.out.Prevs, hdr.Get(HeaderPrev))
@@ -177,7 +187,7 @@ func (c *collector) full() bool {
 // message after stream seq after, which must be event c.next().
 func (s *Store) readLeader(ctx context.Context, loc Location, sessionID string, tail Tail, after uint64, c *collector) error {
 	_, err := s.readUpTo(ctx, loc, sessionID, after, tail, func(m *Msg) error {
-		if !c.add(m.Data, m.Header) {
+		if !c.add(m.Data, m.Header, m.StreamSeq) {
 			return ErrNotOnePerSeq
 		}
 		if c.full() {
@@ -270,8 +280,17 @@ func (s *Store) batchGet(ctx context.Context, loc Location, after uint64, c *col
 		req.MaxBytes = c.maxBytes + batch*perEvent + c.lead*(c.maxBytes/c.n)
 	}
 	msgs, eob, err := s.directBatch(ctx, loc.Stream, req)
+	if c.chained && err == nil && eob != nil && len(msgs) > 0 {
+		if np, perr := strconv.ParseUint(eob.Header.Get(numPendingHeader), 10, 64); perr == nil {
+			c.out.Held = int64(len(msgs)) + int64(np)
+		}
+	}
 	for _, m := range msgs {
-		if !c.add(m.Data, m.Header) {
+		var streamSeq uint64
+		if c.chained {
+			streamSeq, _ = strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+		}
+		if !c.add(m.Data, m.Header, streamSeq) {
 			return 0, false
 		}
 		if c.full() {

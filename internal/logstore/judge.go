@@ -154,8 +154,11 @@ func chainReason(kind string, seq uint64, m *Msg, msg string) string {
 // it. fn may return ErrStop to end early. A session whose last stored
 // message is not an event is read up to it too, so that the verdict names
 // the first bad message, wherever it is. j.Last is where reading ended.
+// A read from the session's start that found no copy records j.Last as
+// the prefix judged (JudgedThrough), replacing any other.
 func (s *Store) ReadJudged(ctx context.Context, j *Judge, fn func(m *Msg, ev *schema.Envelope) error) (Tail, error) {
 	var bad error
+	fromStart, copies := j.Last.StreamSeq == 0, false
 	judge := func(m *Msg) error {
 		ev, v, err := j.Next(m)
 		switch v {
@@ -163,6 +166,7 @@ func (s *Store) ReadJudged(ctx context.Context, j *Judge, fn func(m *Msg, ev *sc
 			bad = err
 			return ErrStop
 		case VerdictCopy:
+			copies = true
 			return nil
 		}
 		if fn == nil {
@@ -171,6 +175,9 @@ func (s *Store) ReadJudged(ctx context.Context, j *Judge, fn func(m *Msg, ev *sc
 		return fn(m, &ev)
 	}
 	tail, err := s.readThrough(ctx, j.SessionID, j.Last.StreamSeq, j.Last.Seq, judge)
+	if fromStart && !copies && j.Last.StreamSeq != 0 {
+		s.judged.Add(j.SessionID, j.Last)
+	}
 	if bad != nil && err == nil {
 		return tail, bad
 	}

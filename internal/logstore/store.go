@@ -113,6 +113,10 @@ type Store struct {
 	claims jetstream.KeyValue
 	sem    chan struct{}
 	tails  *lru.Cache[string, Tail]
+	// judged holds, per session, the last event of the prefix a judge
+	// last found readable from the session's start, one message per seq
+	// (judged.go).
+	judged *lru.Cache[string, Tail]
 	log    *slog.Logger
 	// replies carries the answers of one-event publishes.
 	replies *natsreq.Slots
@@ -175,10 +179,15 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("logstore: tail cache: %w", err)
 	}
+	judged, err := lru.New[string, Tail](cfg.TailCacheSize)
+	if err != nil {
+		return nil, fmt.Errorf("logstore: judged cache: %w", err)
+	}
 	s := &Store{
 		nc: nc, js: js, cfg: cfg,
 		sem:     make(chan struct{}, cfg.MaxInflightBatches),
 		tails:   tails,
+		judged:  judged,
 		log:     cfg.Logger,
 		replies: natsreq.New(nc, natsreq.DefaultMax),
 

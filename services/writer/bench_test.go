@@ -10,9 +10,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/internal/procstat"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/writer"
 )
 
 func appendBody(sid string, seq uint64, n int) []byte {
@@ -171,4 +174,32 @@ func BenchmarkRawPublish1(b *testing.B) {
 	}
 	wg.Wait()
 	report(b.N)
+}
+
+// BenchmarkReadPage reads the second page of 1000 events of a session of
+// 3000 in process (ReadPage over an embedded server, whose work counts
+// too), as a reader that read the first page before it asks again.
+func BenchmarkReadPage(b *testing.B) {
+	srv := natstest.RunServer(b)
+	nc := natstest.Connect(b, srv, nats.InProcessServer(srv))
+	ctx := context.Background()
+	st, err := logstore.Open(ctx, nc, logstore.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := gen.Seed(ctx, st, "bench-read", 3000, schema.MaxBatchEvents); err != nil {
+		b.Fatal(err)
+	}
+	r := writer.StoreReader{Store: st}
+	for _, after := range []uint64{0, 1000} {
+		if p, err := r.Read(ctx, writer.ReadRequest{SessionID: "bench-read", AfterSeq: after, Limit: 1000}); err != nil || len(p.Events) != 1000 {
+			b.Fatalf("after %d: %d events, %v", after, len(p.Events), err)
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := r.Read(ctx, writer.ReadRequest{SessionID: "bench-read", AfterSeq: 1000, Limit: 1000}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

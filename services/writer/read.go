@@ -72,7 +72,8 @@ var readReplyFixed = len(`{"sessionId":"","events":[],"lastSeq":1844674407370955
 // oldest first: at most req.Limit, and no more than fit in a reply of
 // maxBytes (EncodeReadReply). The page is consistent up to the session's
 // tail when the read began; LastSeq is that tail's seq. More is set only
-// when an event after the page was seen.
+// when an event after the page was seen. The answer is the one the judge
+// gives reading the session from its start (DESIGN.md section 12).
 func ReadPage(ctx context.Context, st *logstore.Store, req ReadRequest, maxBytes int) (ReadReply, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxReadBytes
@@ -89,13 +90,28 @@ func ReadPage(ctx context.Context, st *logstore.Store, req ReadRequest, maxBytes
 	if err := logstore.ValidateSessionID(req.SessionID); err != nil {
 		return ReadReply{}, err
 	}
+	p := pager{st: st, sessionID: req.SessionID, afterSeq: req.AfterSeq, limit: limit, maxBytes: maxBytes}
+	// A page after seq 0 is served from a batch only over a prefix this
+	// store saw judged (logstore.PrefixJudged), which the subject's
+	// message count, read before the tail, shows unchanged.
+	p.judged, p.counted = st.JudgedThrough(req.SessionID)
+	p.counted = p.counted && req.AfterSeq > 0
 	// An erased session (or one being erased) answers erased, never a
-	// part of its events. Its record is read beside the tail (one round
-	// trip instead of two); the events are read only after both.
-	erased := make(chan error, 1)
+	// part of its events. Its record and the count are read beside the
+	// tail (one round trip instead of two or three); the events are read
+	// only after all.
+	erased, counted := make(chan error, 1), make(chan struct{})
 	go func() { erased <- refuseErased(ctx, st, req.SessionID) }()
+	go func() {
+		defer close(counted)
+		if p.counted {
+			p.count, p.countErr = st.StoredCount(ctx, req.SessionID)
+		}
+	}()
 	tail, err := st.Tail(ctx, req.SessionID)
-	if eerr := <-erased; eerr != nil {
+	eerr := <-erased
+	<-counted
+	if eerr != nil {
 		return ReadReply{}, eerr
 	}
 	if errors.Is(err, logstore.ErrUnreadable) {
@@ -109,58 +125,172 @@ func ReadPage(ctx context.Context, st *logstore.Store, req ReadRequest, maxBytes
 	if !tail.Exists() {
 		return ReadReply{}, schema.Errorf(schema.CodeNotFound, "session %s does not exist", req.SessionID)
 	}
-	page := ReadReply{SessionID: req.SessionID, Events: []json.RawMessage{}, LastSeq: tail.Seq}
-	if req.AfterSeq >= tail.Seq {
-		return page, nil
+	p.tail = tail
+	p.page = ReadReply{SessionID: req.SessionID, Events: []json.RawMessage{}, LastSeq: tail.Seq}
+	p.budget = maxBytes - readReplyFixed - len(req.SessionID)
+	served := false
+	switch {
+	case req.AfterSeq >= tail.Seq:
+		// Nothing after the page's start: served when the events up to
+		// the tail are still the ones judged (the count is the tail's
+		// seq), or are found so now.
+		switch {
+		case !p.counted || p.countErr != nil:
+		case tail.Seq <= p.judged.Seq:
+			served = tail.StreamSeq <= p.judged.StreamSeq && p.count == tail.Seq
+		default:
+			ok, jerr := p.judgeUpTo(ctx, tail.Seq)
+			served, err = ok && p.judged.StreamSeq == tail.StreamSeq, jerr
+		}
+	case req.AfterSeq == 0 || p.counted && p.countErr == nil:
+		served, err = p.fromBatch(ctx)
 	}
-	budget := maxBytes - readReplyFixed - len(req.SessionID)
-	size := 0
-	// take adds an event to the page unless the page is full; false when
-	// it is.
-	var fullErr error
-	take := func(body []byte, seq uint64) bool {
-		if len(page.Events) == limit {
-			page.More = true
+	if !served && (err == nil || errors.Is(err, logstore.ErrNotOnePerSeq)) {
+		err = p.fromJudge(ctx)
+	}
+	if err != nil {
+		return ReadReply{}, readFailed(ctx, req.SessionID, err)
+	}
+	if p.fullErr != nil {
+		return ReadReply{}, p.fullErr
+	}
+	return p.page, nil
+}
+
+// pager builds one page of ReadPage.
+type pager struct {
+	st        *logstore.Store
+	sessionID string
+	afterSeq  uint64
+	limit     int
+	maxBytes  int
+	tail      logstore.Tail
+	// judged is the store's JudgedThrough when counted; count the
+	// subject's StoredCount (countErr: not read), read before the tail.
+	judged   logstore.Tail
+	counted  bool
+	count    uint64
+	countErr error
+
+	page    ReadReply
+	budget  int   // for the events' bytes
+	size    int   // of the events taken
+	fullErr error // the page's first event does not fit in a reply
+}
+
+// take adds an event to the page unless the page is full; false when it
+// is.
+func (p *pager) take(body []byte, seq uint64) bool {
+	if len(p.page.Events) == p.limit {
+		p.page.More = true
+		return false
+	}
+	n := len(body)
+	if len(p.page.Events) > 0 {
+		n++ // the comma
+	}
+	if p.size+n > p.budget {
+		if len(p.page.Events) == 0 {
+			p.fullErr = schema.Errorf(schema.CodeTooLarge, "the event at seq %d (%d bytes) does not fit in a read reply of %d bytes", seq, len(body), p.maxBytes)
 			return false
 		}
-		n := len(body)
-		if len(page.Events) > 0 {
-			n++ // the comma
-		}
-		if size+n > budget {
-			if len(page.Events) == 0 {
-				fullErr = schema.Errorf(schema.CodeTooLarge, "the event at seq %d (%d bytes) does not fit in a read reply of %d bytes", seq, len(body), maxBytes)
-				return false
-			}
-			page.More = true
-			return false
-		}
-		size += n
-		page.Events = append(page.Events, json.RawMessage(body))
-		return true
+		p.page.More = true
+		return false
 	}
-	// The page's events are read with one batched get bounded by the tail
-	// read from the leader above (logstore.ReadChained): a replica behind
-	// the leader is completed from the leader, so a page never ends early
-	// with more false, nor skips an event. Each event is checked as the
-	// judge would check it after the one before (chainedPage): its body
-	// (session, seq, type), its SL-Seq and its SL-Prev, the first one's
-	// against the stored event at AfterSeq, which the batch reads too. The
-	// batch also reads the event after the page, which the judge reads
-	// before it stops (a message whose SL-Prev shows the page's last body
-	// changed). A page that reaches the tail must end with the tail's body.
-	// Any doubt sends the read through the judge from the session's start,
-	// which serves exactly the events before the first unreadable message
-	// and answers that message's verdict when the page reaches it.
-	batch, err := st.ReadChained(ctx, req.SessionID, tail, req.AfterSeq, limit+1, budget+1)
+	p.size += n
+	p.page.Events = append(p.page.Events, json.RawMessage(body))
+	return true
+}
+
+// prefixRetries is how many times a batch is read again, with the count
+// before it, when the count says fewer messages precede the batch than
+// were judged there: messages stored between the two reads do that too.
+const prefixRetries = 1
+
+// batch reads n events after seq after (> 0: the lead, within the judged
+// prefix; 0: from the start) with ReadChained, up to maxBytes of bodies
+// (0: no bound). ok is false when the prefix before the lead is not shown
+// whole (logstore.PrefixJudged), or the bodies after it are not what the
+// judge finds after it (chainedPage); last is the last event read.
+func (p *pager) batch(ctx context.Context, after uint64, n, maxBytes int) (c logstore.Chained, last schema.Envelope, ok bool, err error) {
+	c, err = p.st.ReadChained(ctx, p.sessionID, p.tail, after, n, maxBytes)
+	for retry := 0; err == nil && after > 0 && !c.PrefixJudged(p.judged, after, p.count); retry++ {
+		if raced := c.Held > 0 && p.count < uint64(c.Held)+after-1; !raced || retry == prefixRetries {
+			return c, last, false, nil
+		}
+		if p.count, err = p.st.StoredCount(ctx, p.sessionID); err != nil {
+			return c, last, false, nil
+		}
+		c, err = p.st.ReadChained(ctx, p.sessionID, p.tail, after, n, maxBytes)
+	}
+	if err != nil {
+		return c, last, false, err
+	}
+	last, ok = chainedPage(p.sessionID, after, c)
+	return c, last, ok, nil
+}
+
+// note records the batch's events through last as judged: the prefix
+// before its lead was, and each body after it is the judge's next event.
+func (p *pager) note(c logstore.Chained, last schema.Envelope) {
+	if c.LastStreamSeq != 0 {
+		p.judged = logstore.Tail{Seq: last.Seq, StreamSeq: c.LastStreamSeq, EventID: last.EventID, Hash: logstore.ChainHash(c.Bodies[len(c.Bodies)-1])}
+		p.st.NoteJudged(p.sessionID, p.judged)
+	}
+}
+
+// judgeUpTo moves the judged prefix on to seq through, in batches of
+// at most a page's limit of events read as a page is, none of them
+// served: a reader that asks for pages ahead of the one it waits for
+// (pkg/client's Load) then costs the events between, not the session
+// from its start. false when a batch is in doubt.
+func (p *pager) judgeUpTo(ctx context.Context, through uint64) (bool, error) {
+	for {
+		// Another read may have moved it on meanwhile.
+		if w, ok := p.st.JudgedThrough(p.sessionID); ok && w.Seq > p.judged.Seq {
+			p.judged = w
+		}
+		if p.judged.Seq >= through {
+			return true, nil
+		}
+		n := int(min(through-p.judged.Seq, api.MaxReadLimit))
+		c, last, ok, err := p.batch(ctx, p.judged.Seq, n, 0)
+		if err != nil || !ok || len(c.Bodies) != n {
+			return false, err
+		}
+		p.note(c, last)
+	}
+}
+
+// fromBatch serves the page from one batched get bounded by the tail read
+// from the leader (logstore.ReadChained): a replica behind the leader is
+// completed from the leader, so a page never ends early with more false,
+// nor skips an event. It reads the event at afterSeq too (the lead) and
+// the event after the page, which the judge reads before it stops (a
+// message whose SL-Prev shows the page's last body changed).
+//
+// The judge reading from the session's start would accept the page when
+// everything before the lead is what it accepted before (PrefixJudged;
+// nothing precedes seq 1), and each body after the lead is the next event
+// as the judge finds it (chainedPage). A page that reaches the tail must
+// end with the tail's body. false (nothing taken) when any of it is in
+// doubt: the judge then reads the page.
+func (p *pager) fromBatch(ctx context.Context) (bool, error) {
+	if ok, err := p.judgeUpTo(ctx, p.afterSeq); !ok || err != nil {
+		return false, err
+	}
+	batch, last, ok, err := p.batch(ctx, p.afterSeq, p.limit+1, p.budget+1)
+	if err != nil || !ok {
+		return false, err
+	}
 	bodies := batch.Bodies
-	judged := err == nil && chainedPage(req.SessionID, req.AfterSeq, batch)
-	switch end := req.AfterSeq + uint64(len(bodies)); {
-	case !judged:
-	case end == tail.Seq:
+	switch end := p.afterSeq + uint64(len(bodies)); {
+	case end == p.tail.Seq:
 		// The tail must be the page's last event (or an exact copy of
 		// it), not a message whose seq only says so.
-		judged = logstore.ChainHash(bodies[len(bodies)-1]) == tail.Hash
+		if logstore.ChainHash(bodies[len(bodies)-1]) != p.tail.Hash {
+			return false, nil
+		}
 	default:
 		// Short of the tail, a batch ends early only past the page's
 		// limit or budget: otherwise the seqs are not what they say.
@@ -168,36 +298,37 @@ func ReadPage(ctx context.Context, st *logstore.Store, req ReadRequest, maxBytes
 		for _, b := range bodies {
 			read += len(b)
 		}
-		judged = len(bodies) == limit+1 || read > budget
+		if len(bodies) != p.limit+1 && read <= p.budget {
+			return false, nil
+		}
 	}
-	if judged {
-		for i, b := range bodies {
-			if !take(b, req.AfterSeq+uint64(i)+1) {
-				break
-			}
+	p.note(batch, last)
+	for i, b := range bodies {
+		if !p.take(b, p.afterSeq+uint64(i)+1) {
+			break
 		}
-		if fullErr == nil && req.AfterSeq+uint64(len(page.Events)) < tail.Seq {
-			page.More = true
-		}
-	} else if err == nil || errors.Is(err, logstore.ErrNotOnePerSeq) {
-		page.Events, page.More, size, fullErr = page.Events[:0], false, 0, nil
-		_, err = st.ReadJudged(ctx, &logstore.Judge{SessionID: req.SessionID}, func(m *logstore.Msg, ev *schema.Envelope) error {
-			if ev.Seq <= req.AfterSeq {
-				return nil
-			}
-			if m.StreamSeq > tail.StreamSeq || !take(m.Data, ev.Seq) {
-				return logstore.ErrStop
-			}
+	}
+	if p.fullErr == nil && p.afterSeq+uint64(len(p.page.Events)) < p.tail.Seq {
+		p.page.More = true
+	}
+	return true, nil
+}
+
+// fromJudge serves the page through the judge reading the session from its
+// start: exactly the events before the first unreadable message, and
+// that message's verdict when the page reaches it.
+func (p *pager) fromJudge(ctx context.Context) error {
+	p.page.Events, p.page.More, p.size, p.fullErr = p.page.Events[:0], false, 0, nil
+	_, err := p.st.ReadJudged(ctx, &logstore.Judge{SessionID: p.sessionID}, func(m *logstore.Msg, ev *schema.Envelope) error {
+		if ev.Seq <= p.afterSeq {
 			return nil
-		})
-	}
-	if err != nil {
-		return ReadReply{}, readFailed(ctx, req.SessionID, err)
-	}
-	if fullErr != nil {
-		return ReadReply{}, fullErr
-	}
-	return page, nil
+		}
+		if m.StreamSeq > p.tail.StreamSeq || !p.take(m.Data, ev.Seq) {
+			return logstore.ErrStop
+		}
+		return nil
+	})
+	return err
 }
 
 // readFailed is the answer to a read that failed: an unreadable message's
@@ -215,34 +346,33 @@ func readFailed(ctx context.Context, sessionID string, err error) error {
 }
 
 // chainedPage reports whether a batch read after seq afterSeq, up to
-// the tail, is what the judge would find there, as far as the page goes:
-// events of seqs afterSeq+1, ... (ReadChained holds their SL-Seq headers
-// to it), each the session's next event (pageEvent) whose SL-Prev, when
-// it has one, is the hash of the stored body before it (DESIGN.md
-// section 2).
-func chainedPage(sessionID string, afterSeq uint64, b logstore.Chained) bool {
+// the tail, is what the judge would find there after the lead, as far as
+// the page goes: events of seqs afterSeq+1, ... (ReadChained holds their
+// SL-Seq headers to it), each the session's next event (pageEvent) whose
+// SL-Prev, when it has one, is the hash of the stored body before it
+// (DESIGN.md section 2). last is the batch's last event.
+func chainedPage(sessionID string, afterSeq uint64, b logstore.Chained) (last schema.Envelope, ok bool) {
 	if len(b.Bodies) == 0 {
-		return false
+		return last, false
 	}
 	prev := b.PrevHash
 	for i, body := range b.Bodies {
-		if !pageEvent(sessionID, body, afterSeq+uint64(i)+1) || (b.Prevs[i] != "" && prev != "" && b.Prevs[i] != prev) {
-			return false
+		if last, ok = pageEvent(sessionID, body, afterSeq+uint64(i)+1); !ok || (b.Prevs[i] != "" && prev != "" && b.Prevs[i] != prev) {
+			return last, false
 		}
 		prev = logstore.ChainHash(body)
 	}
-	return true
+	return last, true
 }
 
 // pageEvent reports whether a body read by seq is what the judge would
-// find there, as far as a body without its headers tells: an event of
-// the session, holding seq, of a type this reader knows or may skip.
-func pageEvent(sessionID string, body []byte, seq uint64) bool {
-	if c, ok := schema.ScanCanonical(body); ok {
-		return c.SessionIs(sessionID) && c.Seq == seq && schema.Known(&schema.Envelope{Type: c.Type(), Ignorable: c.Ignorable}) && json.Valid(body)
-	}
-	e, err := schema.Decode(body)
-	return err == nil && e.SessionID == sessionID && e.Seq == seq && schema.Known(&e)
+// find there, as far as a body without its headers tells: a body that
+// decodes as the judge decodes it (its time, its data's depth and
+// members included), an event of the session holding seq, of a type this
+// reader knows or may skip. Its data is the body's.
+func pageEvent(sessionID string, body []byte, seq uint64) (schema.Envelope, bool) {
+	e, _, err := schema.DecodeCanonicalShared(body)
+	return e, err == nil && e.SessionID == sessionID && e.Seq == seq && schema.Known(&e)
 }
 
 // EncodeReadReply renders a page without reflection: the stored events go

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sessionlog/sessionlog/internal/gen"
@@ -327,66 +328,171 @@ func judgedPage(t *testing.T, st *logstore.Store, sid string, after uint64, limi
 	return seqs, false, ""
 }
 
+// checkJudgedPage reads the page of sid after after, of at most limit
+// events, and checks it against the page the judge gives (judgedPage),
+// its lastSeq against lastSeq.
+func checkJudgedPage(t *testing.T, e *env, sid string, after uint64, limit int, lastSeq uint64) {
+	t.Helper()
+	wantSeqs, wantMore, verdict := judgedPage(t, e.st, sid, after, limit)
+	body := fmt.Sprintf(`{"sessionId":%q,"afterSeq":%d,"limit":%d}`, sid, after, limit)
+	r, ed, _ := readReq(t, e.nc, body)
+	switch {
+	case verdict != "":
+		if ed == nil || ed.Code != api.CodeUnreadable || ed.Message != verdict {
+			t.Errorf("%s: got %d events %+v, want unreadable %q", body, len(r.Events), ed, verdict)
+		}
+	case ed != nil:
+		t.Errorf("%s: got %s %q, want %d events", body, ed.Code, ed.Message, len(wantSeqs))
+	case !slices.Equal(seqs(t, r.Events), wantSeqs) || r.More != wantMore || r.LastSeq != lastSeq:
+		t.Errorf("%s: got seqs %v more %v lastSeq %d, want %v more %v lastSeq %d", body, seqs(t, r.Events), r.More, r.LastSeq, wantSeqs, wantMore, lastSeq)
+	}
+}
+
 // A page over a session whose stored chain is broken in the middle (the
 // event at seq k replaced by a well-formed event of the same seq and
 // another body, which only the next event's SL-Prev reveals; the event
-// deleted; two swapped) answers what the judge gives: the events before
-// the first bad message when the page stops short of it, else unreadable
-// with the judge's text. Pages from every position up to the break, with
-// limits that end before it, on it and after it.
+// deleted; two swapped) answers what the judge gives, reading the session
+// from its start: the events before the first bad message when the page
+// stops short of it, else unreadable with the judge's text. Pages from
+// every position, before the break (with limits that end before it, on it
+// and after it) and after it (which the judge never reaches: unreadable),
+// over a session broken before any page was read and over one read page
+// by page first (the reader then knows the session's events as they were
+// before the break).
 func TestReadChainBroken(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	ctx := context.Background()
 	const n, k = 60, 30 // the break is at seq k (message k-1)
 	for _, how := range natstest.BreakKinds {
-		t.Run(how, func(t *testing.T) {
-			sid := "chain-" + how
-			// Another session's events between its events, so that stream
-			// seqs are not session seqs.
+		for _, readFirst := range []bool{false, true} {
+			name := how
+			if readFirst {
+				name += "-after-reads"
+			}
+			t.Run(name, func(t *testing.T) {
+				sid := "chain-" + name
+				appendInterleaved(t, e, sid, n)
+				if readFirst {
+					for after := uint64(0); after < n; after += 7 {
+						r, ed, _ := readReq(t, e.nc, fmt.Sprintf(`{"sessionId":%q,"afterSeq":%d,"limit":7}`, sid, after))
+						if ed != nil || len(r.Events) != int(min(7, n-after)) {
+							t.Fatalf("page after %d before the break: %d events, %+v", after, len(r.Events), ed)
+						}
+					}
+				}
+				natstest.BreakChainAt(t, e.nc, "SESSIONS", logstore.SubjectPrefix+sid, how, k-1)
+				if err := e.st.FirstUnreadable(ctx, sid); !errors.Is(err, logstore.ErrUnreadable) {
+					t.Fatalf("the judge finds %v, want the session unreadable", err)
+				}
+				asked := 0
+				for after := uint64(0); after < n; after++ {
+					if how == natstest.BreakDelete && after == k {
+						continue // no event k to read after
+					}
+					limits := []int{1, 5, 1000}
+					if after < k {
+						limits = append(limits, int(k-2-after)+1, int(k-1-after), int(k-after), int(k+1-after))
+					}
+					for _, limit := range limits {
+						if limit < 1 {
+							continue
+						}
+						checkJudgedPage(t, e, sid, after, limit, n)
+						asked++
+					}
+				}
+				t.Logf("%d pages, verdict %v", asked, e.st.FirstUnreadable(ctx, sid))
+			})
+		}
+	}
+}
+
+// appendInterleaved stores n events of session sid, a few at a time, with
+// another session's events between them, so that stream seqs are not
+// session seqs.
+func appendInterleaved(t *testing.T, e *env, sid string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	var evs []schema.Envelope
+	if err := gen.Exact(sid, n, func(ev schema.Envelope) error { evs = append(evs, ev); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	mustOK(t, e.nc, map[string]any{"sessionId": sid + "-other", "events": events(created())})
+	var expected uint64
+	for i := 0; i < n; i += 7 {
+		r, err := e.st.Append(ctx, logstore.AppendRequest{SessionID: sid, ExpectedStreamSeq: expected, Events: evs[i:min(i+7, n)]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		expected = r.StreamSeq
+		mustOK(t, e.nc, map[string]any{"sessionId": sid + "-other", "events": events(userEv(fmt.Sprintf("o%d", i), "between"))})
+	}
+}
+
+// A stored body laid out as Encode writes it that the judge cannot decode
+// (a time that is not one; data nested deeper than an event may be) is
+// unreadable on every page that reaches it, as the judge reading the
+// session from its start finds it, though it is JSON, names the session
+// and holds the next seq, SL-Seq and SL-Prev.
+func TestReadPageDecodesAsTheJudge(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	ctx := context.Background()
+	const n, bad = 8, 6
+	deep := strings.Repeat("[", schema.MaxJSONDepth+1) + strings.Repeat("]", schema.MaxJSONDepth+1)
+	for name, edit := range map[string]func([]byte) []byte{
+		"time": func(b []byte) []byte {
+			return []byte(strings.Replace(string(b), `"time":"2026-`, `"time":"yesterday 2026-`, 1))
+		},
+		"deep": func(b []byte) []byte {
+			return append(b[:strings.Index(string(b), `"data":`)+len(`"data":`)], deep+"}"...)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			sid := "undecodable-" + name
 			var evs []schema.Envelope
 			if err := gen.Exact(sid, n, func(ev schema.Envelope) error { evs = append(evs, ev); return nil }); err != nil {
 				t.Fatal(err)
 			}
-			mustOK(t, e.nc, map[string]any{"sessionId": sid + "-other", "events": events(created())})
-			var expected uint64
-			for i := 0; i < n; i += 7 {
-				r, err := e.st.Append(ctx, logstore.AppendRequest{SessionID: sid, ExpectedStreamSeq: expected, Events: evs[i:min(i+7, n)]})
+			r, err := e.st.Append(ctx, logstore.AppendRequest{SessionID: sid, Events: evs[:bad-1]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tail, err := e.st.Tail(ctx, sid)
+			if err != nil || tail.StreamSeq != r.StreamSeq {
+				t.Fatalf("tail %+v %v", tail, err)
+			}
+			js, err := jetstream.New(e.nc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prev := tail.Hash
+			for i := bad - 1; i < n; i++ {
+				body, err := schema.Encode(&evs[i])
 				if err != nil {
 					t.Fatal(err)
 				}
-				expected = r.StreamSeq
-				mustOK(t, e.nc, map[string]any{"sessionId": sid + "-other", "events": events(userEv(fmt.Sprintf("o%d", i), "between"))})
+				if i == bad-1 {
+					body = edit(body)
+					if _, ok := schema.ScanCanonical(body); !ok || !json.Valid(body) {
+						t.Fatalf("the edited body does not look canonical: %s", body)
+					}
+				}
+				h := nats.Header{}
+				h.Set(logstore.HeaderSeq, strconv.Itoa(i+1))
+				h.Set(logstore.HeaderPrev, prev)
+				if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: logstore.SubjectPrefix + sid, Header: h, Data: body}); err != nil {
+					t.Fatal(err)
+				}
+				prev = logstore.ChainHash(body)
 			}
-			natstest.BreakChainAt(t, e.nc, "SESSIONS", logstore.SubjectPrefix+sid, how, k-1)
 			if err := e.st.FirstUnreadable(ctx, sid); !errors.Is(err, logstore.ErrUnreadable) {
 				t.Fatalf("the judge finds %v, want the session unreadable", err)
 			}
-			asked := 0
-			for _, after := range []uint64{0, 1, k - 3, k - 2, k - 1, k} {
-				if how == natstest.BreakDelete && after == k {
-					continue // no event k to read after
-				}
-				for _, limit := range []int{1, int(k-2-after) + 1, int(k - 1 - after), int(k - after), int(k + 1 - after), 1000} {
-					if limit < 1 {
-						continue
-					}
-					wantSeqs, wantMore, verdict := judgedPage(t, e.st, sid, after, limit)
-					body := fmt.Sprintf(`{"sessionId":%q,"afterSeq":%d,"limit":%d}`, sid, after, limit)
-					r, ed, _ := readReq(t, e.nc, body)
-					asked++
-					switch {
-					case verdict != "":
-						if ed == nil || ed.Code != api.CodeUnreadable || ed.Message != verdict {
-							t.Errorf("%s: got %d events %+v, want unreadable %q", body, len(r.Events), ed, verdict)
-						}
-					case ed != nil:
-						t.Errorf("%s: got %s %q, want %d events", body, ed.Code, ed.Message, len(wantSeqs))
-					case !slices.Equal(seqs(t, r.Events), wantSeqs) || r.More != wantMore || r.LastSeq != n:
-						t.Errorf("%s: got seqs %v more %v lastSeq %d, want %v more %v", body, seqs(t, r.Events), r.More, r.LastSeq, wantSeqs, wantMore)
-					}
+			for after := uint64(0); after < n; after++ {
+				for _, limit := range []int{1, 3, 1000} {
+					checkJudgedPage(t, e, sid, after, limit, n)
 				}
 			}
-			t.Logf("%d pages, verdict %v", asked, e.st.FirstUnreadable(ctx, sid))
 		})
 	}
 }

@@ -1,0 +1,120 @@
+package logstore_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+)
+
+// A judge reading a session from its start notes the prefix it accepted
+// (JudgedThrough); a batch from an event within it, with the subject's
+// count read before it, shows that prefix whole (PrefixJudged) until a
+// message before the batch's lead is deleted, and never for a lead past
+// the prefix. A copy in the session (two messages for one seq) notes none.
+func TestPrefixJudged(t *testing.T) {
+	ctx := context.Background()
+	const sid = "judged"
+	nc, st, want, tail := interleavedOnOneNode(t, sid, 6, 5) // 30 events
+	if _, ok := st.JudgedThrough(sid); ok {
+		t.Fatal("a prefix judged before any judge read")
+	}
+	if err := st.FirstUnreadable(ctx, sid); err != nil {
+		t.Fatal(err)
+	}
+	judged, ok := st.JudgedThrough(sid)
+	if !ok || judged != tail {
+		t.Fatalf("judged through %+v %v, want the tail %+v", judged, ok, tail)
+	}
+	count, err := st.StoredCount(ctx, sid)
+	if err != nil || count != uint64(len(want)) {
+		t.Fatalf("count %d %v, want %d", count, err, len(want))
+	}
+	holds := func(after uint64, count uint64) bool {
+		t.Helper()
+		c, err := st.ReadChained(ctx, sid, tail, after, 2, 0)
+		if err != nil {
+			t.Fatalf("after %d: %v", after, err)
+		}
+		return c.PrefixJudged(judged, after, count)
+	}
+	for _, after := range []uint64{1, 2, 10, 29} {
+		if !holds(after, count) {
+			t.Errorf("after %d: the prefix is not shown whole", after)
+		}
+		if holds(after, count-1) || holds(after, count+1) {
+			t.Errorf("after %d: another count shows the prefix whole", after)
+		}
+	}
+	if (logstore.Chained{}).PrefixJudged(judged, 10, count) {
+		t.Error("a batch without its answer's count shows the prefix whole")
+	}
+	short := judged
+	short.Seq, short.StreamSeq = 9, 0
+	if c, _ := st.ReadChained(ctx, sid, tail, 10, 4, 0); c.PrefixJudged(short, 10, count) {
+		t.Error("a lead past the judged prefix shows it whole")
+	}
+
+	// Delete event 5: every batch led from event 6 on sees it.
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, "SESSIONS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(logstore.SubjectPrefix+sid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := m.Sequence
+	for i := 1; i < 5; i++ {
+		if m, err = s.GetMsg(ctx, seq+1, jetstream.WithGetMsgSubject(logstore.SubjectPrefix+sid)); err != nil {
+			t.Fatal(err)
+		}
+		seq = m.Sequence
+	}
+	if err := s.DeleteMsg(ctx, seq); err != nil {
+		t.Fatal(err)
+	}
+	if count, err = st.StoredCount(ctx, sid); err != nil || count != uint64(len(want)-1) {
+		t.Fatalf("count after the delete %d %v", count, err)
+	}
+	for _, after := range []uint64{6, 10, 29} {
+		if holds(after, count) {
+			t.Errorf("after %d: the prefix shown whole with event 5 deleted", after)
+		}
+	}
+	if !holds(2, count) {
+		t.Error("after 2: the prefix before the deleted event is not shown whole")
+	}
+
+	// A copy of the last event: the judge reads the session and notes no
+	// prefix.
+	copied := "copied"
+	appendRun(t, st, copied, 3)
+	last, err := s.GetLastMsgForSubject(ctx, logstore.SubjectPrefix+copied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := nats.Header{}
+	for k, v := range last.Header {
+		if strings.HasPrefix(k, "SL-") {
+			h[k] = v // no Nats-Msg-Id: the stream would drop it as a duplicate
+		}
+	}
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: logstore.SubjectPrefix + copied, Header: h, Data: last.Data}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.FirstUnreadable(ctx, copied); err != nil {
+		t.Fatalf("a copy judged %v", err)
+	}
+	if j, ok := st.JudgedThrough(copied); ok {
+		t.Fatalf("judged through %+v with a copy in the session", j)
+	}
+}
