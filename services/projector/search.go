@@ -227,11 +227,7 @@ func searchText(id string, ev *schema.Envelope) string {
 		if ev.DecodeData(&d) != nil {
 			return id
 		}
-		parts := []string{id, d.Title, d.Agent, d.Workspace}
-		for _, k := range sortedKeys(d.Labels) {
-			parts = append(parts, k, d.Labels[k])
-		}
-		return strings.Join(parts, " ")
+		return createdText(id, &d)
 	case schema.TypeMessageUser, schema.TypeMessageAssistant:
 		// The text is the content member's, whatever else the data
 		// holds (an assistant message imported from Claude Code carries
@@ -244,6 +240,16 @@ func searchText(id string, ev *schema.Envelope) string {
 		return messageText(d["content"])
 	}
 	return ""
+}
+
+// createdText is the text of session id's session/created event of data
+// d: the id, the title, the agent, the workspace, the labels.
+func createdText(id string, d *schema.SessionCreated) string {
+	parts := []string{id, d.Title, d.Agent, d.Workspace}
+	for _, k := range sortedKeys(d.Labels) {
+		parts = append(parts, k, d.Labels[k])
+	}
+	return strings.Join(parts, " ")
 }
 
 // dashboard keeps what the dashboard needs of a folded event: its search
@@ -321,6 +327,12 @@ func (f *folder) indexSearch(en *entry, ev *schema.Envelope, write bool) {
 			indexTerms(f, en, ev, txt, write)
 			return
 		}
+	}
+	if ev.Type == schema.TypeSessionCreated && en.st != nil && en.st.LastSeq == ev.Seq {
+		// Folded just now: the state's meta is the data, decoded once
+		// (searchText decodes it again).
+		indexTerms(f, en, ev, createdText(en.id, &en.st.Meta), write)
+		return
 	}
 	indexTerms(f, en, ev, searchText(en.id, ev), write)
 }
