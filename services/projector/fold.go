@@ -201,7 +201,7 @@ type msg struct {
 // nothing of the folder, so the consumer's goroutine runs it.
 func (m *msg) prepare() {
 	m.id, m.idOK = logstore.SessionFromSubject(m.subject)
-	m.ev, m.canonical, m.decErr = schema.DecodeCanonicalShared(m.data)
+	m.ev, m.canonical, m.decErr = schema.DecodeCanonicalSharedOf(m.data, m.id)
 	m.prepared = true
 }
 
