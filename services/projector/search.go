@@ -398,6 +398,15 @@ func appendUnquoted(dst, s []byte) (_ []byte, ok bool) {
 	}
 	s = s[1 : len(s)-1]
 	for r := 0; r < len(s); {
+		// A run of bytes that stand for themselves is copied at once:
+		// a byte at a time, this loop was 9% of the fold of chat
+		// messages of 1 KiB.
+		if j := asIsEnd(s, r); j > r {
+			dst = append(dst, s[r:j]...)
+			if r = j; r == len(s) {
+				break
+			}
+		}
 		switch c := s[r]; {
 		case c == '\\':
 			if r+1 >= len(s) {
@@ -449,6 +458,24 @@ func appendUnquoted(dst, s []byte) (_ []byte, ok bool) {
 	}
 	return dst, true
 }
+
+// asIsEnd returns the index of the first byte at or after s[i] that is
+// not ASCII standing for itself in a JSON string (len(s): none).
+func asIsEnd(s []byte, i int) int {
+	for i < len(s) && asIs[s[i]] {
+		i++
+	}
+	return i
+}
+
+// asIs holds the bytes a JSON string holds as they are: ASCII but for
+// the control characters, the quote and the backslash.
+var asIs = func() (t [256]bool) {
+	for c := ' '; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // hex4 is the code unit of the escape \uXXXX that s starts with (-1: s
 // does not start with one).
