@@ -114,3 +114,27 @@ func TestChainBreaks(t *testing.T) {
 		t.Errorf("old events: %v", b)
 	}
 }
+
+// ChainSum is ChainHash unspelled: its String is ChainHash, Spells
+// knows that spelling and no other, ParseChainSum reads it back and
+// refuses what ChainHash never writes.
+func TestChainSum(t *testing.T) {
+	for _, body := range []string{"", "x", `{"schemaVersion":1}`} {
+		s := logstore.ChainSumOf([]byte(body))
+		h := logstore.ChainHash([]byte(body))
+		if s.String() != h || !s.Spells(h) {
+			t.Fatalf("%q: sum %s spells %v, ChainHash %s", body, s, s.Spells(h), h)
+		}
+		if got, ok := logstore.ParseChainSum(h); !ok || got != s {
+			t.Fatalf("ParseChainSum(%s) = %s %v", h, got, ok)
+		}
+		if other := logstore.ChainHash([]byte(body + ".")); s.Spells(other) {
+			t.Fatalf("%s spells %s", s, other)
+		}
+		for _, bad := range []string{"", "A" + h[1:], h[:31], h + "0", h[:31] + "g"} {
+			if _, ok := logstore.ParseChainSum(bad); ok || s.Spells(bad) {
+				t.Fatalf("%q: parsed %v, spelled by %s %v", bad, ok, s, s.Spells(bad))
+			}
+		}
+	}
+}

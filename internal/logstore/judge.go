@@ -78,6 +78,12 @@ func (e *UnreadableError) Unwrap() []error {
 type Judge struct {
 	SessionID string
 	Last      Tail
+	// Unspelled: Last.Hash stays empty, and LastSum is the hash of
+	// Last's body instead (the zero ChainSum: unknown, the next SL-Prev
+	// is not checked). For a reader that keeps the hash of each session's
+	// last event and shows it seldom (the projector's fold).
+	Unspelled bool
+	LastSum   ChainSum
 }
 
 // Next decodes m and judges it (Judged).
@@ -97,7 +103,10 @@ func (j *Judge) Next(m *Msg) (schema.Envelope, Verdict, error) {
 // Anything else is VerdictUnreadable with an *UnreadableError; j.Last
 // moves on for the other two verdicts.
 func (j *Judge) Judged(m *Msg, ev *schema.Envelope, decErr error) (Verdict, error) {
-	hdr, hdrErr := strconv.ParseUint(m.Header.Get(HeaderSeq), 10, 64)
+	// The header is read once: the lookup is a map access per event of
+	// every reader that judges.
+	h := m.Header.Get(HeaderSeq)
+	hdr, hdrErr := strconv.ParseUint(h, 10, 64)
 	bad := func(kind string, got uint64, reason string) (Verdict, error) {
 		return VerdictUnreadable, &UnreadableError{SessionID: j.SessionID, StreamSeq: m.StreamSeq, AfterSeq: j.Last.Seq, GotSeq: got, Kind: kind, Reason: reason}
 	}
@@ -113,12 +122,15 @@ func (j *Judge) Judged(m *Msg, ev *schema.Envelope, decErr error) (Verdict, erro
 	if ev.SessionID != j.SessionID {
 		return bad(KindForeign, ev.Seq, fmt.Sprintf("event %q names session %q", schema.Clip(ev.EventID, 64), schema.Clip(ev.SessionID, 64)))
 	}
-	if h := m.Header.Get(HeaderSeq); h != "" && (hdrErr != nil || hdr != ev.Seq) {
+	if h != "" && (hdrErr != nil || hdr != ev.Seq) {
 		return bad(KindHeaderSeq, ev.Seq, fmt.Sprintf("event %q holds seq %d but its %s header says %q", schema.Clip(ev.EventID, 64), ev.Seq, HeaderSeq, schema.Clip(h, 64)))
 	}
-	hash := ChainHash(m.Data)
-	last := j.Last
-	if last.StreamSeq != 0 && ev.Seq == last.Seq && last.EventID != "" && ev.EventID == last.EventID && (last.Hash == "" || last.Hash == hash) {
+	sum, hash := ChainSumOf(m.Data), ""
+	if !j.Unspelled {
+		hash = sum.String()
+	}
+	last, link := j.Last, j.link()
+	if last.StreamSeq != 0 && ev.Seq == last.Seq && last.EventID != "" && ev.EventID == last.EventID && link.is(sum, hash) {
 		j.Last.StreamSeq = m.StreamSeq
 		return VerdictCopy, nil
 	}
@@ -131,14 +143,26 @@ func (j *Judge) Judged(m *Msg, ev *schema.Envelope, decErr error) (Verdict, erro
 	case last.StreamSeq != 0 && ev.Seq <= last.Seq:
 		return bad(KindReordered, ev.Seq, chainReason(KindReordered, ev.Seq, m, fmt.Sprintf("event %q holds seq %d but is stored after seq %d (stream seq %d)", schema.Clip(ev.EventID, 64), ev.Seq, last.Seq, last.StreamSeq)))
 	}
-	if b := CheckLink(Link{Seq: last.Seq, StreamSeq: last.StreamSeq, Hash: last.Hash}, m, ev.Seq); b != nil {
+	if b := CheckLink(link, m, ev.Seq); b != nil {
 		return bad(b.Kind, ev.Seq, b.Error())
 	}
 	if !schema.Known(ev) {
 		return bad(KindUnknownType, ev.Seq, fmt.Sprintf("event seq %d has type %q, which this reader does not know and which is not marked ignorable: upgrade the reader", ev.Seq, schema.Clip(ev.Type, 64)))
 	}
 	j.Last = Tail{Seq: ev.Seq, StreamSeq: m.StreamSeq, EventID: ev.EventID, Hash: hash}
+	if j.Unspelled {
+		j.LastSum = sum
+	}
 	return VerdictOK, nil
+}
+
+// link is the chain's state after j.Last.
+func (j *Judge) link() Link {
+	l := Link{Seq: j.Last.Seq, StreamSeq: j.Last.StreamSeq, Hash: j.Last.Hash}
+	if j.Unspelled && j.LastSum != (ChainSum{}) {
+		l.sum = &j.LastSum
+	}
+	return l
 }
 
 // chainReason is the reason of a break of the session's sequence or hash

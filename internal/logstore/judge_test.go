@@ -3,6 +3,7 @@ package logstore_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,13 +73,23 @@ func TestJudgeVerdicts(t *testing.T) {
 		{"UnknownType", msg(3, "s", 3, "e3", "x.future/thing", "3", h2), logstore.VerdictUnreadable, logstore.KindUnknownType, 3, `type "x.future/thing"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			j := logstore.Judge{SessionID: "s"}
+			// A judge that keeps the hash unspelled gives the same verdict
+			// with the same text.
+			spelled := logstore.Judge{SessionID: "s"}
+			j := logstore.Judge{SessionID: "s", Unspelled: true}
 			for _, m := range []*logstore.Msg{first, second} {
-				if _, v, err := j.Next(m); v != logstore.VerdictOK || err != nil {
+				if _, v, err := spelled.Next(m); v != logstore.VerdictOK || err != nil {
 					t.Fatalf("seq %d: %v %v", m.StreamSeq, v, err)
 				}
+				if _, v, err := j.Next(m); v != logstore.VerdictOK || err != nil || j.Last.Hash != "" || j.LastSum.String() != logstore.ChainHash(m.Data) {
+					t.Fatalf("unspelled, seq %d: %v %v, last %+v sum %s", m.StreamSeq, v, err, j.Last, j.LastSum)
+				}
 			}
+			_, wantV, wantErr := spelled.Next(tc.m)
 			_, v, err := j.Next(tc.m)
+			if v != wantV || fmt.Sprint(err) != fmt.Sprint(wantErr) {
+				t.Fatalf("unspelled: %v %v, spelled %v %v", v, err, wantV, wantErr)
+			}
 			if v != tc.verdict {
 				t.Fatalf("verdict %v (%v), want %v", v, err, tc.verdict)
 			}

@@ -182,11 +182,11 @@ func plainString(s string) bool {
 	return true
 }
 
-func decodeCanonical(b []byte) (e Envelope, ok bool) { return decodeCanonicalData(b, true) }
+func decodeCanonical(b []byte) (e Envelope, ok bool) { return decodeCanonicalData(b, true, "") }
 
 // decodeCanonicalData decodes a body laid out as Encode writes it; its
 // Data is a copy when copyData is set, else b's bytes.
-func decodeCanonicalData(b []byte, copyData bool) (e Envelope, ok bool) {
+func decodeCanonicalData(b []byte, copyData bool, sessionID string) (e Envelope, ok bool) {
 	c, ok := ScanCanonical(b)
 	if !ok {
 		return e, false
@@ -195,7 +195,7 @@ func decodeCanonicalData(b []byte, copyData bool) (e Envelope, ok bool) {
 	if end, ok := canonValue(data, 0, 0, MaxJSONDepth-1); !ok || end != len(data) {
 		return e, false
 	}
-	if !c.envelope(&e) {
+	if !c.envelope(&e, sessionID) {
 		return e, false
 	}
 	if copyData {
@@ -224,7 +224,7 @@ func CanonicalEventAt(b []byte, i, dataDepth, maxDepth int) (e Envelope, end int
 		return e, 0, false
 	}
 	c.b = sub[:k+1]
-	if !c.envelope(&e) {
+	if !c.envelope(&e, "") {
 		return Envelope{}, 0, false
 	}
 	e.Data = sub[j:k:k]
@@ -232,8 +232,9 @@ func CanonicalEventAt(b []byte, i, dataDepth, maxDepth int) (e Envelope, end int
 }
 
 // envelope fills e with c's members but the data; false when the time
-// is not what Encode writes for it.
-func (c *CanonicalBody) envelope(e *Envelope) bool {
+// is not what Encode writes for it. A sessionId that is sessionID is that
+// string, not a copy.
+func (c *CanonicalBody) envelope(e *Envelope, sessionID string) bool {
 	b := c.b
 	if t, ok := canonUTC(b[c.time.start:c.time.end]); ok {
 		e.Time = t
@@ -242,7 +243,11 @@ func (c *CanonicalBody) envelope(e *Envelope) bool {
 		return false
 	}
 	e.SchemaVersion = Version
-	e.SessionID = c.str(c.sessionID)
+	if sessionID != "" && c.SessionIs(sessionID) {
+		e.SessionID = sessionID
+	} else {
+		e.SessionID = c.str(c.sessionID)
+	}
 	e.Seq = c.Seq
 	e.EventID = c.str(c.eventID)
 	// A registered type is its spec's string: no copy per event decoded.
@@ -327,15 +332,20 @@ func canonUint(b []byte, i int) (uint64, int) {
 		return 0, -1
 	}
 	j := i
+	var v uint64
 	for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+		v = v*10 + uint64(b[j]-'0')
 		j++
 	}
 	if j == i || b[i] == '0' && j > i+1 {
 		return 0, -1
 	}
-	v, err := strconv.ParseUint(string(b[i:j]), 10, 64)
-	if err != nil {
-		return 0, -1
+	if j-i > 19 {
+		// 19 digits never overflow; more are ParseUint's to refuse.
+		var err error
+		if v, err = strconv.ParseUint(string(b[i:j]), 10, 64); err != nil {
+			return 0, -1
+		}
 	}
 	return v, j
 }

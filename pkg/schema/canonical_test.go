@@ -3,9 +3,12 @@ package schema
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // checkCanonical holds decodeCanonical to the general path: whatever it
@@ -30,6 +33,14 @@ func checkCanonical(t *testing.T, b []byte) bool {
 	enc, err := Encode(&got)
 	if err != nil || !bytes.Equal(enc, b) {
 		t.Fatalf("fast path accepted a body that is not canonical:\n body %s\n enc  %s (%v)", b, enc, err)
+	}
+	// Decoded as an event of its own session, its sessionId is the
+	// string given; as one of another session, a copy of its own.
+	for _, id := range []string{got.SessionID, "other-1"} {
+		of, ok := decodeCanonicalData(b, true, strings.Clone(id))
+		if !ok || !reflect.DeepEqual(of, got) {
+			t.Fatalf("decoded as an event of %q:\n got %#v\nwant %#v", id, of, got)
+		}
 	}
 	// The rewrite of a canonical body is Encode's of the rewritten event:
 	// with its own identity, the body itself; with another, that event's.
@@ -81,6 +92,18 @@ func TestDecodeCanonical(t *testing.T) {
 		}
 		if got := checkCanonical(t, b); got != tc.fast {
 			t.Errorf("case %d %s: fast path %v, want %v", i, b, got, tc.fast)
+		}
+	}
+	// A seq of up to 19 digits is read digit by digit, a longer one by
+	// strconv.
+	for _, seq := range []uint64{0, 7, 10, 1 << 53, 9_999_999_999_999_999_999, 10_000_000_000_000_000_000, math.MaxUint64} {
+		e := Envelope{SchemaVersion: 1, SessionID: "s-1", Seq: seq, EventID: "e", Time: t0, Type: TypeMessageUser, Data: []byte(`{}`)}
+		b, err := Encode(&e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !checkCanonical(t, b) {
+			t.Errorf("seq %d: fast path refused %s", seq, b)
 		}
 	}
 	head := `{"schemaVersion":1,"sessionId":"a","seq":1,"eventId":"e","time":"2026-01-01T00:00:00Z","type":"x/y",`
@@ -141,6 +164,14 @@ func FuzzDecodeCanonical(f *testing.F) {
 		e3, _, err3 := DecodeCanonicalShared(b)
 		if (err1 == nil) != (err3 == nil) || err1 == nil && !reflect.DeepEqual(e1, e3) {
 			t.Fatalf("Decode %v %+v, shared %v %+v on %s", err1, e1, err3, e3, b)
+		}
+		// And so does the decode of an event of a session named, its own
+		// or another.
+		for _, id := range []string{strings.Clone(e1.SessionID), "other-1"} {
+			e4, _, err4 := DecodeCanonicalSharedOf(b, id)
+			if (err1 == nil) != (err4 == nil) || err1 == nil && !reflect.DeepEqual(e1, e4) {
+				t.Fatalf("Decode %v %+v, shared of %q %v %+v on %s", err1, e1, id, err4, e4, b)
+			}
 		}
 	})
 }
@@ -220,4 +251,21 @@ func FuzzCanonUTC(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) { checkCanonUTC(t, s) })
+}
+
+// The decode of an event of a session named takes the session's id as it
+// is given, without a copy.
+func TestDecodeCanonicalSharedOfSharesTheID(t *testing.T) {
+	b, err := Encode(&Envelope{SchemaVersion: 1, SessionID: "s-1", Seq: 1, EventID: "event-1", Time: time.Unix(1, 0).UTC(), Type: TypeMessageUser, Data: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.Clone("s-1")
+	e, canonical, err := DecodeCanonicalSharedOf(b, id)
+	if err != nil || !canonical || e.SessionID != id || unsafe.StringData(e.SessionID) != unsafe.StringData(id) {
+		t.Fatalf("%+v canonical %v %v: want the id given", e, canonical, err)
+	}
+	if n := testing.AllocsPerRun(100, func() { DecodeCanonicalSharedOf(b, id) }); n != 1 {
+		t.Fatalf("%v allocations a decode, want 1 (the event id)", n)
+	}
 }

@@ -29,7 +29,10 @@ type entry struct {
 	sum Summary
 	st  *session.State
 
-	stored     []byte // summary JSON in the store (nil: none)
+	stored []byte // summary JSON in the store (nil: none)
+	// chain is the hash of the last folded event's body (the zero sum:
+	// unknown), which flush spells into sum.LastHash.
+	chain      logstore.ChainSum
 	idxStatus  string // status and time under which the index keys are stored
 	idxTime    uint64
 	indexed    bool
@@ -198,7 +201,7 @@ type msg struct {
 // nothing of the folder, so the consumer's goroutine runs it.
 func (m *msg) prepare() {
 	m.id, m.idOK = logstore.SessionFromSubject(m.subject)
-	m.ev, m.canonical, m.decErr = schema.DecodeCanonicalShared(m.data)
+	m.ev, m.canonical, m.decErr = schema.DecodeCanonicalSharedOf(m.data, m.id)
 	m.prepared = true
 }
 
@@ -239,7 +242,7 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 		return nil
 	}
 	lm := &logstore.Msg{StreamSeq: m.streamSeq, Header: m.header, Data: m.data}
-	ev, hash, gap := f.judge(en, lm, &m.ev, m.decErr)
+	ev, sum, gap := f.judge(en, lm, &m.ev, m.decErr)
 	if ev == nil {
 		return nil
 	}
@@ -252,16 +255,17 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 		}
 		// Judged again after the events the fill folded: the next event
 		// now, a copy or a forgery of one it folded, or still a gap.
-		if ev, hash, gap = f.judge(en, lm, ev, nil); ev == nil {
+		if ev, sum, gap = f.judge(en, lm, ev, nil); ev == nil {
 			return nil
 		}
 		if gap {
-			_, err := (&logstore.Judge{SessionID: en.id, Last: lastOf(en)}).Judged(lm, ev, nil)
+			j := judgeOf(en)
+			_, err := j.Judged(lm, ev, nil)
 			f.stop(en, StatusGap, &Problem{Seq: en.st.LastSeq + 1, StreamSeq: m.streamSeq, Code: StatusGap, GotSeq: ev.Seq, Message: err.Error()})
 			return nil
 		}
 	}
-	f.apply(en, ev, m.streamSeq, hash, m.canonical)
+	f.apply(en, ev, m.streamSeq, sum, m.canonical)
 	return nil
 }
 
@@ -270,35 +274,37 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 // with the hash of its body), a stored copy of the event folded last (nil:
 // skipped), one that skips ahead (gap: the caller fills or marks the gap),
 // or anything else, which stops the session unreadable (nil).
-func (f *folder) judge(en *entry, m *logstore.Msg, ev *schema.Envelope, decErr error) (_ *schema.Envelope, hash string, gap bool) {
-	j := logstore.Judge{SessionID: en.id, Last: lastOf(en)}
+func (f *folder) judge(en *entry, m *logstore.Msg, ev *schema.Envelope, decErr error) (_ *schema.Envelope, sum logstore.ChainSum, gap bool) {
+	j := judgeOf(en)
 	v, err := j.Judged(m, ev, decErr)
 	switch v {
 	case logstore.VerdictOK:
-		return ev, j.Last.Hash, false
+		return ev, j.LastSum, false
 	case logstore.VerdictCopy:
 		// Folded as far as the copy: readers of the views (judgeStored)
 		// take it as vouched for.
 		f.met.skipped.WithLabelValues("duplicate").Inc()
 		en.sum.LastStreamSeq = m.StreamSeq
 		f.markDirty(en)
-		return nil, "", false
+		return nil, sum, false
 	}
 	var ue *logstore.UnreadableError
 	if errors.As(err, &ue) && ue.Kind == logstore.KindGap {
-		return ev, "", true
+		return ev, sum, true
 	}
 	got := uint64(0)
 	if ue != nil {
 		got = otherSeq(ue.GotSeq, en.st.LastSeq+1)
 	}
 	f.unreadable(en, m.StreamSeq, got, err.Error())
-	return nil, "", false
+	return nil, sum, false
 }
 
-// lastOf is the last event folded into en, as the judge takes it.
-func lastOf(en *entry) logstore.Tail {
-	return logstore.Tail{Seq: en.st.LastSeq, StreamSeq: en.sum.LastStreamSeq, EventID: en.st.LastEventID, Hash: en.sum.LastHash}
+// judgeOf is the judge of the message after the last event folded into
+// en.
+func judgeOf(en *entry) logstore.Judge {
+	return logstore.Judge{SessionID: en.id, Unspelled: true, LastSum: en.chain,
+		Last: logstore.Tail{Seq: en.st.LastSeq, StreamSeq: en.sum.LastStreamSeq, EventID: en.st.LastEventID}}
 }
 
 func otherSeq(got, next uint64) uint64 {
@@ -316,9 +322,9 @@ func (f *folder) unreadable(en *entry, streamSeq, got uint64, msg string) {
 }
 
 // apply folds one event the judge found the session's next into en;
-// hash is the ChainHash of its stored body, canonical whether that body is
+// sum is the ChainSum of its stored body, canonical whether that body is
 // what schema.Encode writes for ev.
-func (f *folder) apply(en *entry, ev *schema.Envelope, streamSeq uint64, hash string, canonical bool) {
+func (f *folder) apply(en *entry, ev *schema.Envelope, streamSeq uint64, sum logstore.ChainSum, canonical bool) {
 	if err := en.st.Apply(ev); err != nil {
 		code := schema.CodeOf(err)
 		if code == schema.CodeUnknownType {
@@ -335,7 +341,7 @@ func (f *folder) apply(en *entry, ev *schema.Envelope, streamSeq uint64, hash st
 	b.Set(f.scratch[:k], nil, f.scratch[k:])
 	f.dashboard(en, ev)
 	en.sum.LastStreamSeq = streamSeq
-	en.sum.LastHash = hash
+	en.chain = sum
 	en.sum.LastType = ev.Type
 	switch ev.Type {
 	case schema.TypeSessionCreated:
@@ -390,12 +396,12 @@ func (f *folder) fillGap(ctx context.Context, en *entry, before uint64) error {
 			return nil
 		}
 		dec, canonical, decErr := schema.DecodeCanonical(m.Data)
-		ev, hash, gap := f.judge(en, m, &dec, decErr)
+		ev, sum, gap := f.judge(en, m, &dec, decErr)
 		if ev == nil || gap {
 			// A stored message that skips ahead too: the gap is before it.
 			return nil
 		}
-		f.apply(en, ev, m.StreamSeq, hash, canonical)
+		f.apply(en, ev, m.StreamSeq, sum, canonical)
 		return nil
 	})
 	if err != nil {
@@ -427,6 +433,7 @@ func (f *folder) load(ctx context.Context, id string) (*entry, error) {
 			return nil, fmt.Errorf("projector: summary %s: %w", id, err)
 		}
 		en.stored = v
+		en.chain, _ = logstore.ParseChainSum(en.sum.LastHash)
 		en.committed = en.sum.LastStreamSeq
 		en.idxStatus, en.idxTime, en.indexed = en.sum.Status, store.TimeKey(en.sum.LastActivity), true
 		if en.compaction, _, err = f.db.Get(store.CompactionKey(id)); err != nil {
@@ -614,6 +621,9 @@ func (f *folder) flush() error {
 		f.lru.MoveToFront(en.elem)
 		if en.st != nil {
 			derive(&en.sum, en.st)
+		}
+		if en.chain != (logstore.ChainSum{}) && !en.chain.Spells(en.sum.LastHash) {
+			en.sum.LastHash = en.chain.String()
 		}
 		v, err := appendSummary(make([]byte, 0, len(en.stored)+len(en.stored)/8+64), &en.sum)
 		if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
 )
 
 // BenchmarkSearch times the search index of a fleet of 10,000 sessions
@@ -135,4 +136,32 @@ func mustJSON(tb testing.TB, v any) json.RawMessage {
 		tb.Fatal(err)
 	}
 	return b
+}
+
+// BenchmarkIndexSessionCreated indexes a session/created event: Meta as
+// the fold does, from the state's meta it has just folded, and Decode
+// from its data decoded again (searchText, what the fold did before).
+func BenchmarkIndexSessionCreated(b *testing.B) {
+	const id = "bench-created-1"
+	ev := &schema.Envelope{SchemaVersion: schema.Version, SessionID: id, Seq: 1, EventID: "e1", Time: time.Unix(1, 0).UTC(),
+		Type: schema.TypeSessionCreated, Data: json.RawMessage(`{"title":"Fix the flaky build","agent":"claude-code",` +
+			`"labels":{"team":"infra","repo":"sessionlog"},"workspace":"/home/dev/sessionlog"}`)}
+	st := session.New(id)
+	if err := st.Apply(ev); err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		st   *session.State
+	}{{"Meta", st}, {"Decode", nil}} {
+		b.Run(c.name, func(b *testing.B) {
+			f, _ := newTestFolder(b, 2)
+			f.open()
+			b.ReportAllocs()
+			for b.Loop() {
+				// A fresh entry: every term is new, as in a new session.
+				f.indexSearch(&entry{id: id, st: c.st}, ev, false)
+			}
+		})
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/agentlog/agentlogtest"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/formats"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
@@ -409,5 +410,36 @@ func TestIndexSearchRealAssistantMessages(t *testing.T) {
 	t.Logf("%d assistant messages with usage, %d of them indexed", withUsage, indexed)
 	if withUsage == 0 || indexed == 0 {
 		t.Fatalf("%d assistant messages with usage in the real transcripts, %d indexed", withUsage, indexed)
+	}
+}
+
+// TestIndexSessionCreatedFromMeta: the fold indexes a session/created
+// event it has just folded from the state's meta, which holds the data
+// decoded; the keys are those of searchText's decode of the data.
+func TestIndexSessionCreatedFromMeta(t *testing.T) {
+	const id = "Created-1"
+	for _, data := range []string{
+		`{}`,
+		`{"title":"Quokka \u00e9t\u00e9 \"quoted\"\nline","agent":"claude-code","workspace":"/home/x/proj-2"}`,
+		`{"title":"t","labels":{"zeta":"Last one","alpha":"first","mid":"m m"}}`,
+		`{"agent":"codex","parent":{"sessionId":"parent-9","seedLength":3,"depth":1},"owner":{"tenant":"t1","agent":"A"},"grants":["g1","g2"]}`,
+	} {
+		ev := &schema.Envelope{SchemaVersion: schema.Version, SessionID: id, Seq: 1, EventID: "e1",
+			Time: time.Unix(1, 0).UTC(), Type: schema.TypeSessionCreated, Data: json.RawMessage(data)}
+		keys := func(en *entry) [][]byte {
+			f, _ := newTestFolder(t, 2)
+			f.open()
+			f.indexSearch(en, ev, true)
+			defer f.batch.Abandon()
+			return f.batch.Keys()
+		}
+		folded := &entry{id: id, st: session.New(id)}
+		if err := folded.st.Apply(ev); err != nil {
+			t.Fatalf("%s: %v", data, err)
+		}
+		got, want := keys(folded), keys(&entry{id: id})
+		if len(want) == 0 || fmt.Sprintf("%q", got) != fmt.Sprintf("%q", want) {
+			t.Fatalf("%s: keys from the meta %q, want %q", data, got, want)
+		}
 	}
 }
