@@ -107,14 +107,45 @@ type liveSub struct {
 	// who may write to the session as last read, used only on the
 	// subscription's goroutine (deliver).
 	summary func() (*Summary, error)
+	// hmu guards writers and held: deliver and the hold's timer.
+	hmu     sync.Mutex
 	writers *liveWriters
+	// held are live events refused until the views catch up (a session
+	// or a grant not folded yet), in the order they came; a timer looks
+	// at them again every liveHoldTick while any is held.
+	held   []heldLive
+	timer  *time.Timer
+	closed bool
 }
+
+// heldLive is a live event held, with when it came and why it was
+// refused.
+type heldLive struct {
+	ev     WatchEvent
+	caller api.Caller
+	msg    logstore.LiveMsg
+	at     time.Time
+	reason string
+}
+
+// A live event the views do not let through yet (its session not folded,
+// or its publisher's grant not folded: the projector lags the log) is
+// held and looked at again every liveHoldTick, as the views catch up, for
+// at most liveHoldFor; at most liveHoldMax are held per session (the
+// oldest is dropped first). Events of a publisher with one held wait
+// behind it, so each publisher's events keep their order.
+const (
+	liveHoldFor  = 2 * time.Second
+	liveHoldTick = 100 * time.Millisecond
+	liveHoldMax  = 256
+)
 
 // liveWriters is a session's owner and grants as the views held them
 // when the hub had counted commits batches.
 type liveWriters struct {
 	meta    schema.SessionCreated // Owner and Grants only
 	folded  bool                  // the views hold the session
+	lastSeq uint64                // the last seq the views hold
 	commits uint64
 }
 
@@ -149,6 +180,12 @@ func (h *watchHub) subscribe(st *logstore.Store, id string, q *watchQueue, summa
 		if empty && h.live[id] == ls {
 			delete(h.live, id)
 			_ = ls.sub.Load().Close()
+			ls.hmu.Lock()
+			ls.closed, ls.held = true, nil
+			if ls.timer != nil {
+				ls.timer.Stop()
+			}
+			ls.hmu.Unlock()
 		}
 	}, nil
 }
@@ -163,10 +200,6 @@ func (h *watchHub) deliver(ls *liveSub, m logstore.LiveMsg) {
 	}
 	var ev WatchEvent
 	if !dropped {
-		if reason := h.refuse(ls, m); reason != "" {
-			h.dropped.WithLabelValues(reason).Inc()
-			return
-		}
 		if len(m.Data) > h.lim.MaxTransientBytes {
 			h.dropped.WithLabelValues("too_large").Inc()
 			return
@@ -176,7 +209,29 @@ func (h *watchHub) deliver(ls *liveSub, m logstore.LiveMsg) {
 			h.dropped.WithLabelValues("invalid").Inc()
 			return
 		}
+		ls.hmu.Lock()
+		defer ls.hmu.Unlock()
+		reason, final := h.refuse(ls, m, *ev.AfterSeq)
+		if first, ok := ls.heldOf(m.Caller); ok {
+			// Behind a held event of its publisher, whatever its own answer.
+			reason, final = first, false
+		}
+		switch {
+		case reason == "":
+		case final:
+			h.dropped.WithLabelValues(reason).Inc()
+			return
+		default:
+			h.hold(ls, heldLive{ev: ev, caller: m.Caller, msg: m, at: time.Now(), reason: reason})
+			return
+		}
 	}
+	ls.push(ev, dropped)
+}
+
+// push queues ev for every watch of the session, or, dropped, ends each as
+// having missed events.
+func (ls *liveSub) push(ev WatchEvent, dropped bool) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	for q := range ls.queues {
@@ -188,35 +243,101 @@ func (h *watchHub) deliver(ls *liveSub, m logstore.LiveMsg) {
 	}
 }
 
-// refuse says why a live event is not shown ("" if it is): a live event
-// is shown only if its publisher, as the server names it, may write to
-// the session (api.Authorize: its owner, an agent its grants name, or an
-// operator). The owner and grants are the views': read when the first
-// event of an agent comes, and again for one refused once more batches
-// have landed (grants only grow, so an answer of yes stays). An event of
-// a session the views do not hold yet is not shown either.
-func (h *watchHub) refuse(ls *liveSub, m logstore.LiveMsg) string {
+// heldOf returns why the first held event of caller was refused, if one
+// is held. ls.hmu is held.
+func (ls *liveSub) heldOf(caller api.Caller) (string, bool) {
+	for _, e := range ls.held {
+		if e.caller == caller {
+			return e.reason, true
+		}
+	}
+	return "", false
+}
+
+// hold keeps e until the views let it through or it is liveHoldFor old,
+// dropping the oldest held event past liveHoldMax. ls.hmu is held.
+func (h *watchHub) hold(ls *liveSub, e heldLive) {
+	if ls.closed {
+		return
+	}
+	if len(ls.held) >= liveHoldMax {
+		h.dropped.WithLabelValues(ls.held[0].reason).Inc()
+		ls.held = ls.held[1:]
+	}
+	ls.held = append(ls.held, e)
+	if ls.timer == nil {
+		ls.timer = time.AfterFunc(liveHoldTick, func() { h.release(ls) })
+	} else if len(ls.held) == 1 {
+		ls.timer.Reset(liveHoldTick)
+	}
+}
+
+// release looks at the held events again, in order: one the views now
+// let through is queued, one refused for good or held for liveHoldFor is
+// dropped and counted with its reason, the rest (and every later event of
+// a publisher with one left) wait for the next tick.
+func (h *watchHub) release(ls *liveSub) {
+	ls.hmu.Lock()
+	defer ls.hmu.Unlock()
+	now := time.Now()
+	keep := ls.held[:0]
+	waiting := map[api.Caller]string{} // publishers with an event still held, and why
+	for _, e := range ls.held {
+		reason, behind := waiting[e.caller]
+		final := false
+		if !behind {
+			reason, final = h.refuse(ls, e.msg, *e.ev.AfterSeq)
+		}
+		switch {
+		case reason == "":
+			ls.push(e.ev, false)
+		case final || now.Sub(e.at) >= liveHoldFor:
+			h.dropped.WithLabelValues(reason).Inc()
+		default:
+			waiting[e.caller] = reason
+			e.reason = reason
+			keep = append(keep, e)
+		}
+	}
+	clear(ls.held[len(keep):])
+	ls.held = keep
+	if len(ls.held) > 0 && !ls.closed {
+		ls.timer.Reset(liveHoldTick)
+	}
+}
+
+// refuse says why a live event is not shown ("" if it is), and whether
+// that is final: a live event is shown only if its publisher, as the
+// server names it, may write to the session (api.Authorize: its owner, an
+// agent its grants name, or an operator). The owner and grants are the
+// views': read when the first event of an agent comes, and again once
+// more batches have landed (grants only grow, so an answer of yes
+// stays). A refusal is not final while the views do not hold the session
+// or have not folded the durable seq the event says it follows
+// (afterSeq): the projector lags, and a grant may be on its way (the
+// event is held, liveHoldFor at most). ls.hmu is held.
+func (h *watchHub) refuse(ls *liveSub, m logstore.LiveMsg, afterSeq uint64) (reason string, final bool) {
 	if m.Caller.Operator() {
-		return ""
+		return "", true
 	}
 	w := ls.writers
 	if w != nil && w.folded && api.Authorize(m.Caller, m.SessionID, &w.meta) == nil {
-		return ""
+		return "", true
 	}
 	if n := h.commits.Load(); w == nil || w.commits != n {
 		w = &liveWriters{commits: n}
 		if sum, err := ls.summary(); err == nil && sum != nil {
-			w.meta.Owner, w.meta.Grants, w.folded = sum.Owner, sum.Grants, true
+			w.meta.Owner, w.meta.Grants, w.folded, w.lastSeq = sum.Owner, sum.Grants, true, sum.LastSeq
 		}
 		ls.writers = w
 	}
 	switch {
 	case !w.folded:
-		return "not_folded"
-	case api.Authorize(m.Caller, m.SessionID, &w.meta) != nil:
-		return "forbidden"
+		return "not_folded", false
+	case api.Authorize(m.Caller, m.SessionID, &w.meta) == nil:
+		return "", true
 	}
-	return ""
+	return "forbidden", w.lastSeq >= afterSeq
 }
 
 func newWatchHub(lim WatchLimits, r prometheus.Registerer) (*watchHub, error) {

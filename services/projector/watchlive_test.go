@@ -13,6 +13,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
@@ -26,6 +27,21 @@ import (
 // configuration): alice owns the session and grants bob; mallory's and
 // carol's events are dropped and counted, until alice grants carol.
 func TestWatchLiveOnlyFromWriters(t *testing.T) {
+	liveWatch(t, false)
+}
+
+// TestWatchLiveHeldUntilViewsCatchUp: a live event that follows a
+// durable seq the views have not folded yet (the projector lags the log)
+// is held, not judged, until they have: carol's two events, published
+// after the grant that lets her in but before the views fold it, come
+// through in their order once they do; mallory's, which says it follows
+// a seq no one ever writes, is dropped as forbidden once held for its
+// time, and the events of a publisher allowed go on meanwhile.
+func TestWatchLiveHeldUntilViewsCatchUp(t *testing.T) {
+	liveWatch(t, true)
+}
+
+func liveWatch(t *testing.T, lag bool) {
 	e := newEnv(t)
 	reg := prometheus.NewRegistry()
 	r := e.start(t.TempDir(), func(c *projector.Config) { c.Registerer, c.Gatherer = reg, reg })
@@ -80,6 +96,27 @@ func TestWatchLiveOnlyFromWriters(t *testing.T) {
 		t.Fatalf("dropped as forbidden: %v, want 2", got)
 	}
 
+	if lag {
+		// carol has seen the grant at seq 2, the views have not.
+		publish("carol", 2, "carol-early-1")
+		publish("mallory", 99, "mallory-ahead")
+		publish("carol", 2, "carol-early-2")
+		publish("bob", 1, "bob-2")
+		want("bob-2")
+		store(event(2, schema.TypeSessionGranted, `{"grants":["carol"]}`))
+		if ev := next(t, ch, true); ev.kind != "durable" || ev.data.Seq != 2 {
+			t.Fatalf("want the grant, got %s %s", ev.kind, ev.raw)
+		}
+		want("carol-early-1")
+		want("carol-early-2")
+		natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+			if got := counterValue(t, reg, "sessionlog_projector_transient_dropped_total", "forbidden"); got != 3 {
+				return fmt.Errorf("dropped as forbidden: %v, want 3 (mallory's event held for its time)", got)
+			}
+			return nil
+		})
+		return
+	}
 	// A grant, once folded, lets carol's events through.
 	store(event(2, schema.TypeSessionGranted, `{"grants":["carol"]}`))
 	if ev := next(t, ch, true); ev.kind != "durable" || ev.data.Seq != 2 {
