@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -113,9 +114,10 @@ type liveSub struct {
 	// held are live events refused until the views catch up (a session
 	// or a grant not folded yet), in the order they came; a timer looks
 	// at them again every liveHoldTick while any is held.
-	held   []heldLive
-	timer  *time.Timer
-	closed bool
+	held      []heldLive
+	heldBytes int
+	timer     *time.Timer
+	closed    bool
 }
 
 // heldLive is a live event held, with when it came and why it was
@@ -131,8 +133,9 @@ type heldLive struct {
 // A live event the views do not let through yet (its session not folded,
 // or its publisher's grant not folded: the projector lags the log) is
 // held and looked at again every liveHoldTick, as the views catch up, for
-// at most liveHoldFor; at most liveHoldMax are held per session (the
-// oldest is dropped first). Events of a publisher with one held wait
+// at most liveHoldFor; at most liveHoldMax events and one watch's
+// QueueBytes are held per session (past them, the oldest event of the
+// publisher holding the most bytes is dropped). Events of a publisher with one held wait
 // behind it, so each publisher's events keep their order.
 const (
 	liveHoldFor  = 2 * time.Second
@@ -181,7 +184,7 @@ func (h *watchHub) subscribe(st *logstore.Store, id string, q *watchQueue, summa
 			delete(h.live, id)
 			_ = ls.sub.Load().Close()
 			ls.hmu.Lock()
-			ls.closed, ls.held = true, nil
+			ls.closed, ls.held, ls.heldBytes = true, nil, 0
 			if ls.timer != nil {
 				ls.timer.Stop()
 			}
@@ -260,16 +263,34 @@ func (h *watchHub) hold(ls *liveSub, e heldLive) {
 	if ls.closed {
 		return
 	}
-	if len(ls.held) >= liveHoldMax {
-		h.dropped.WithLabelValues(ls.held[0].reason).Inc()
-		ls.held = ls.held[1:]
-	}
 	ls.held = append(ls.held, e)
+	ls.heldBytes += len(e.ev.Event)
+	for len(ls.held) > liveHoldMax || ls.heldBytes > h.lim.QueueBytes {
+		h.evict(ls)
+	}
 	if ls.timer == nil {
 		ls.timer = time.AfterFunc(liveHoldTick, func() { h.release(ls) })
 	} else if len(ls.held) == 1 {
 		ls.timer.Reset(liveHoldTick)
 	}
+}
+
+// evict drops the oldest held event of the publisher that holds the most
+// bytes, so that one publisher's flood drops its own events, not those of
+// the others. ls.hmu is held.
+func (h *watchHub) evict(ls *liveSub) {
+	bytes := map[api.Caller]int{}
+	var top api.Caller
+	for _, e := range ls.held {
+		bytes[e.caller] += len(e.ev.Event)
+		if bytes[e.caller] > bytes[top] {
+			top = e.caller
+		}
+	}
+	i := slices.IndexFunc(ls.held, func(e heldLive) bool { return e.caller == top })
+	h.dropped.WithLabelValues(ls.held[i].reason).Inc()
+	ls.heldBytes -= len(ls.held[i].ev.Event)
+	ls.held = slices.Delete(ls.held, i, i+1)
 }
 
 // release looks at the held events again, in order: one the views now
@@ -281,6 +302,7 @@ func (h *watchHub) release(ls *liveSub) {
 	defer ls.hmu.Unlock()
 	now := time.Now()
 	keep := ls.held[:0]
+	ls.heldBytes = 0
 	waiting := map[api.Caller]string{} // publishers with an event still held, and why
 	for _, e := range ls.held {
 		reason, behind := waiting[e.caller]
@@ -297,6 +319,7 @@ func (h *watchHub) release(ls *liveSub) {
 			waiting[e.caller] = reason
 			e.reason = reason
 			keep = append(keep, e)
+			ls.heldBytes += len(e.ev.Event)
 		}
 	}
 	clear(ls.held[len(keep):])

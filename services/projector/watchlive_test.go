@@ -34,9 +34,10 @@ func TestWatchLiveOnlyFromWriters(t *testing.T) {
 // durable seq the views have not folded yet (the projector lags the log)
 // is held, not judged, until they have: carol's two events, published
 // after the grant that lets her in but before the views fold it, come
-// through in their order once they do; mallory's, which says it follows
-// a seq no one ever writes, is dropped as forbidden once held for its
-// time, and the events of a publisher allowed go on meanwhile.
+// through in their order once they do; mallory's, which say they follow
+// a seq no one ever writes, are dropped as forbidden, past what a session
+// holds at once (her own first, not carol's) or once held for their time,
+// and the events of a publisher allowed go on meanwhile.
 func TestWatchLiveHeldUntilViewsCatchUp(t *testing.T) {
 	liveWatch(t, true)
 }
@@ -44,7 +45,12 @@ func TestWatchLiveHeldUntilViewsCatchUp(t *testing.T) {
 func liveWatch(t *testing.T, lag bool) {
 	e := newEnv(t)
 	reg := prometheus.NewRegistry()
-	r := e.start(t.TempDir(), func(c *projector.Config) { c.Registerer, c.Gatherer = reg, reg })
+	r := e.start(t.TempDir(), func(c *projector.Config) {
+		c.Registerer, c.Gatherer = reg, reg
+		if lag {
+			c.Watch.QueueBytes = 16 << 10 // what a session holds, too
+		}
+	})
 	r.waitReady(t)
 	event := func(seq uint64, typ, data string) schema.Envelope {
 		return schema.Envelope{SchemaVersion: schema.Version, SessionID: "owned", Seq: seq, EventID: fmt.Sprintf("o%d", seq),
@@ -99,7 +105,10 @@ func liveWatch(t *testing.T, lag bool) {
 	if lag {
 		// carol has seen the grant at seq 2, the views have not.
 		publish("carol", 2, "carol-early-1")
-		publish("mallory", 99, "mallory-ahead")
+		// mallory floods what the session holds: her own events go first.
+		for i := range 40 {
+			publish("mallory", 99, fmt.Sprintf("mallory-ahead-%d-%s", i, strings.Repeat("m", 1000)))
+		}
 		publish("carol", 2, "carol-early-2")
 		publish("bob", 1, "bob-2")
 		want("bob-2")
@@ -110,8 +119,8 @@ func liveWatch(t *testing.T, lag bool) {
 		want("carol-early-1")
 		want("carol-early-2")
 		natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
-			if got := counterValue(t, reg, "sessionlog_projector_transient_dropped_total", "forbidden"); got != 3 {
-				return fmt.Errorf("dropped as forbidden: %v, want 3 (mallory's event held for its time)", got)
+			if got := counterValue(t, reg, "sessionlog_projector_transient_dropped_total", "forbidden"); got != 2+40 {
+				return fmt.Errorf("dropped as forbidden: %v, want 42 (mallory's events past the budget, then the rest held for their time)", got)
 			}
 			return nil
 		})
