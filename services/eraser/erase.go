@@ -141,8 +141,7 @@ func (s *Service) acceptErase(ctx context.Context, req EraseRequest) ([]string, 
 	if rec == nil || (req.Cascade && !rec.Cascade) {
 		if rec != nil {
 			// A cascade after a plain erase: the record learns the children.
-			rec.Cascade, rec.Children = true, children
-			if err := s.updateRecord(ctx, *rec); err != nil {
+			if err := s.updateRecord(ctx, req.SessionID, func(r *logstore.Erasure) { r.Cascade, r.Children = true, children }); err != nil {
 				return nil, err
 			}
 		} else if err := mark(req.SessionID, total, req.Cascade, children); err != nil {
@@ -165,12 +164,7 @@ func (s *Service) acceptErase(ctx context.Context, req EraseRequest) ([]string, 
 		}
 		if len(late) > 0 {
 			children = append(children, late...)
-			cur, _, err := s.st.ErasureOf(ctx, req.SessionID)
-			if err != nil || cur == nil {
-				return nil, schema.Errorf(schema.CodeNotCommitted, "erase %s (repeat it to finish): %v", req.SessionID, err)
-			}
-			cur.Children = children
-			if err := s.updateRecord(ctx, *cur); err != nil {
+			if err := s.updateRecord(ctx, req.SessionID, func(r *logstore.Erasure) { r.Children = children }); err != nil {
 				return nil, err
 			}
 		}
@@ -227,14 +221,19 @@ func (s *Service) waitForkCopy(ctx context.Context, id string) error {
 	}
 }
 
-// updateRecord rewrites the record over its current revision.
-func (s *Service) updateRecord(ctx context.Context, rec logstore.Erasure) error {
-	_, rev, err := s.st.ErasureOf(ctx, rec.SessionID)
+// updateRecord reads the session's record, changes it and writes it over
+// the revision it read.
+func (s *Service) updateRecord(ctx context.Context, id string, change func(*logstore.Erasure)) error {
+	rec, rev, err := s.st.ErasureOf(ctx, id)
+	if err == nil && rec == nil {
+		err = errors.New("the erasure record is gone")
+	}
 	if err == nil {
-		_, err = s.st.UpdateErasure(ctx, rec, rev)
+		change(rec)
+		_, err = s.st.UpdateErasure(ctx, *rec, rev)
 	}
 	if err != nil {
-		return schema.Errorf(schema.CodeNotCommitted, "erase %s (repeat it to finish): %v", rec.SessionID, err)
+		return schema.Errorf(schema.CodeNotCommitted, "erase %s (repeat it to finish): %v", id, err)
 	}
 	return nil
 }

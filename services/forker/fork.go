@@ -112,10 +112,7 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 	if err != nil {
 		// Nothing is written before the parent is read. A parent erased
 		// (its events gone, or going) is answered so, not as missing.
-		if eerr := s.checkErased(ctx, r.ParentID, r.ChildID); schema.CodeOf(eerr) == schema.CodeErased {
-			return Reply{}, eerr
-		}
-		return Reply{}, definite(schema.CodeNotCommitted, err)
+		return Reply{}, s.erasedOr(ctx, r.ParentID, r.ChildID, definite(schema.CodeNotCommitted, err))
 	}
 	k, depth := sc.k, sc.depth
 	scanned := time.Since(start)
@@ -144,10 +141,7 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 	fresh, err := s.claimChild(ctx, p)
 	if err != nil {
 		// A child id being erased still holds events: erased, not taken.
-		if eerr := s.checkErased(ctx, p.ParentID, p.ChildID); schema.CodeOf(eerr) == schema.CodeErased {
-			return Reply{}, eerr
-		}
-		return Reply{}, err
+		return Reply{}, s.erasedOr(ctx, p.ParentID, p.ChildID, err)
 	}
 	s.step(StepClaimed)
 	// An erased id is never used again (DESIGN.md section 14); the
@@ -332,6 +326,15 @@ func (s *Service) checkErased(ctx context.Context, parent, child string) error {
 		return schema.Errorf(schema.CodeErased, "session %s was erased", parent)
 	}
 	return nil
+}
+
+// erasedOr is err, or the erased answer when the parent or the child has
+// an erasure record.
+func (s *Service) erasedOr(ctx context.Context, parent, child string, err error) error {
+	if eerr := s.checkErased(ctx, parent, child); schema.CodeOf(eerr) == schema.CodeErased {
+		return eerr
+	}
+	return err
 }
 
 func (s *Service) erased(ctx context.Context, id string) (bool, error) {

@@ -124,7 +124,6 @@ type liveSub struct {
 // refused.
 type heldLive struct {
 	ev     WatchEvent
-	caller api.Caller
 	msg    logstore.LiveMsg
 	at     time.Time
 	reason string
@@ -225,7 +224,7 @@ func (h *watchHub) deliver(ls *liveSub, m logstore.LiveMsg) {
 			h.dropped.WithLabelValues(reason).Inc()
 			return
 		default:
-			h.hold(ls, heldLive{ev: ev, caller: m.Caller, msg: m, at: time.Now(), reason: reason})
+			h.hold(ls, heldLive{ev: ev, msg: m, at: time.Now(), reason: reason})
 			return
 		}
 	}
@@ -250,7 +249,7 @@ func (ls *liveSub) push(ev WatchEvent, dropped bool) {
 // is held. ls.hmu is held.
 func (ls *liveSub) heldOf(caller api.Caller) (string, bool) {
 	for _, e := range ls.held {
-		if e.caller == caller {
+		if e.msg.Caller == caller {
 			return e.reason, true
 		}
 	}
@@ -282,12 +281,12 @@ func (h *watchHub) evict(ls *liveSub) {
 	bytes := map[api.Caller]int{}
 	var top api.Caller
 	for _, e := range ls.held {
-		bytes[e.caller] += len(e.ev.Event)
-		if bytes[e.caller] > bytes[top] {
-			top = e.caller
+		bytes[e.msg.Caller] += len(e.ev.Event)
+		if bytes[e.msg.Caller] > bytes[top] {
+			top = e.msg.Caller
 		}
 	}
-	i := slices.IndexFunc(ls.held, func(e heldLive) bool { return e.caller == top })
+	i := slices.IndexFunc(ls.held, func(e heldLive) bool { return e.msg.Caller == top })
 	h.dropped.WithLabelValues(ls.held[i].reason).Inc()
 	ls.heldBytes -= len(ls.held[i].ev.Event)
 	ls.held = slices.Delete(ls.held, i, i+1)
@@ -305,7 +304,7 @@ func (h *watchHub) release(ls *liveSub) {
 	ls.heldBytes = 0
 	waiting := map[api.Caller]string{} // publishers with an event still held, and why
 	for _, e := range ls.held {
-		reason, behind := waiting[e.caller]
+		reason, behind := waiting[e.msg.Caller]
 		final := false
 		if !behind {
 			reason, final = h.refuse(ls, e.msg, *e.ev.AfterSeq)
@@ -316,7 +315,7 @@ func (h *watchHub) release(ls *liveSub) {
 		case final || now.Sub(e.at) >= liveHoldFor:
 			h.dropped.WithLabelValues(reason).Inc()
 		default:
-			waiting[e.caller] = reason
+			waiting[e.msg.Caller] = reason
 			e.reason = reason
 			keep = append(keep, e)
 			ls.heldBytes += len(e.ev.Event)

@@ -16,9 +16,14 @@ func refuseErased(ctx context.Context, st *logstore.Store, sessionID string) err
 		return schema.Errorf(schema.CodeNotCommitted, "cannot check the session id: %v", err)
 	}
 	if erased {
-		return schema.Errorf(schema.CodeErased, "session %s was erased; use another id", sessionID)
+		return errErased(sessionID)
 	}
 	return nil
+}
+
+// errErased is the answer to a request naming an erased session id.
+func errErased(sessionID string) error {
+	return schema.Errorf(schema.CodeErased, "session %s was erased; use another id", sessionID)
 }
 
 // followErasing keeps s.erasing: the ids whose erasure record exists and
@@ -45,7 +50,7 @@ func (s *Service) followErasing(ctx context.Context) {
 // start and not end.
 func (s *Service) erasingNow(sessionID string) error {
 	if _, ok := s.erasing.Load(sessionID); ok {
-		return schema.Errorf(schema.CodeErased, "session %s was erased; use another id", sessionID)
+		return errErased(sessionID)
 	}
 	return nil
 }
