@@ -20,13 +20,8 @@ import (
 // the end, negative, not a number, the operator's stream sequences) lead
 // to no other tenant's or agent's record.
 func TestTenantAuditPages(t *testing.T) {
-	e := newEnv(t)
 	const alice, bob = "alice-token-0123456789", "bob-token-0123456789"
-	r := e.start(t.TempDir(), func(c *projector.Config) {
-		c.HTTPToken = op
-		c.TenantTokens = map[string]string{acme: "acme", beta: "beta", agents: "AGENTS", alice: "acme:alice", bob: "acme:bob"}
-	})
-	r.waitReady(t)
+	e, r := startTokens(t, map[string]string{acme: "acme", beta: "beta", agents: "AGENTS", alice: "acme:alice", bob: "acme:bob"})
 	owner := func(tenant, agent string) string {
 		return fmt.Sprintf(`{"title":"t","owner":{"tenant":%q,"agent":%q}}`, tenant, agent)
 	}

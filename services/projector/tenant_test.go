@@ -160,10 +160,17 @@ const op, acme, beta, agents = "operator-token-0123456789", "acme-token-01234567
 // startTenants starts a projector with the tokens above.
 func startTenants(t *testing.T) (*env, *running) {
 	t.Helper()
+	return startTokens(t, map[string]string{acme: "acme", beta: "beta", agents: "AGENTS"})
+}
+
+// startTokens starts a projector with the operator's token op and the
+// tenants' tokens (token: tenant[:agents]).
+func startTokens(t *testing.T, tenants map[string]string) (*env, *running) {
+	t.Helper()
 	e := newEnv(t)
 	r := e.start(t.TempDir(), func(c *projector.Config) {
 		c.HTTPToken = op
-		c.TenantTokens = map[string]string{acme: "acme", beta: "beta", agents: "AGENTS"}
+		c.TenantTokens = tenants
 	})
 	r.waitReady(t)
 	return e, r
