@@ -369,37 +369,34 @@ func (s *Service) indexAudit(ctx context.Context, tenant string) error {
 		return err
 	}
 	last := map[string]uint64{} // each tenant's last number
-	var kvs [][2][]byte
 	for {
-		recs, at, err := s.ls.AuditRecords(ctx, cursor, 1)
+		recs, at, err := s.ls.AuditRecords(ctx, cursor, auditIndexBatch)
 		if err != nil {
 			return err
 		}
-		if len(recs) > 0 {
-			cursor = at
-			if t := tenantOf(recs[0].SessionID); t != "" {
-				n, ok := last[t]
-				if !ok {
-					if n, err = s.lastAudit(t); err != nil {
-						return err
-					}
-				}
-				last[t] = n + 1
-				v, _ := json.Marshal(recs[0])
-				kvs = append(kvs, [2][]byte{store.TenantAuditKey(t, n+1), v})
-			}
+		if len(recs) == 0 {
+			return nil
 		}
-		if len(recs) == 0 || len(kvs) >= auditIndexBatch {
-			if len(kvs) > 0 || len(recs) > 0 {
-				kvs = append(kvs, [2][]byte{store.AuditCursorKey(), binary.BigEndian.AppendUint64(nil, cursor)})
-				if err := s.setInternals(kvs); err != nil {
+		kvs := make([][2][]byte, 0, len(recs)+1)
+		for _, a := range recs {
+			t := tenantOf(a.SessionID)
+			if t == "" {
+				continue
+			}
+			n, ok := last[t]
+			if !ok {
+				if n, err = s.lastAudit(t); err != nil {
 					return err
 				}
 			}
-			if len(recs) == 0 {
-				return nil
-			}
-			kvs = kvs[:0]
+			last[t] = n + 1
+			v, _ := json.Marshal(a)
+			kvs = append(kvs, [2][]byte{store.TenantAuditKey(t, n+1), v})
+		}
+		cursor = at
+		kvs = append(kvs, [2][]byte{store.AuditCursorKey(), binary.BigEndian.AppendUint64(nil, cursor)})
+		if err := s.setInternals(kvs); err != nil {
+			return err
 		}
 	}
 }
