@@ -3,9 +3,11 @@ package projector
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,6 +125,17 @@ func (s *Service) eraseViews(id string) error {
 		}
 		if ok {
 			del(bytes.Clone(k), v)
+		}
+	}
+	// Its owner stays for its audit record (auditVisible): the summary
+	// goes, and its events, so nothing else will tell.
+	if v, ok, err := s.db.Get(store.SummaryKey(id)); err != nil {
+		return err
+	} else if ok {
+		var sum Summary
+		if json.Unmarshal(v, &sum) == nil && sum.Owner != nil {
+			o, _ := json.Marshal(erasedOwner{Owner: sum.Owner, Grants: sum.Grants})
+			b.SetInternal(store.ErasedOwnerKey(id), o)
 		}
 	}
 	if _, ok, err := s.db.Get(store.SnapshotKey(id)); err != nil {
@@ -273,36 +286,199 @@ type AuditPage struct {
 	Next    uint64            `json:"next"`
 }
 
+// erasedOwner is what ErasedOwnerKey keeps of an erased session: its
+// summary's owner and grants (members of the same names).
+type erasedOwner struct {
+	Owner  *schema.Owner `json:"owner"`
+	Grants []string      `json:"grants,omitempty"`
+}
+
+// The operator's audit pages are the audit stream's (after and next are
+// its sequences). A tenant's token pages through its tenant's records
+// alone: the projector indexes the stream's records by tenant
+// (TenantAuditKey), each tenant's numbered 1, 2, ... in the stream's
+// order (after and next are those numbers, which say nothing of other
+// tenants' erasures), brought up to date with the stream before each such
+// request (indexAudit), so a page holds limit records whenever that many
+// follow. A token of agents sees, of them, the records of the sessions it
+// saw (sees) when they were erased: the audit record names no owner, so
+// the owner and grants are the session's summary's, kept when its views
+// are removed (ErasedOwnerKey). A session erased before the projector
+// kept owners, or before a rebuild of its views (its events are gone),
+// has none: its record is the tenant token's alone.
+
 func (s *Service) handleAudit(w http.ResponseWriter, r *http.Request) {
 	after, _ := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
 	limit := DefaultListLimit
 	if v, err := strconv.Atoi(r.URL.Query().Get("limit")); err == nil && v > 0 && v <= MaxListLimit {
 		limit = v
 	}
-	recs, next, err := s.ls.AuditRecords(r.Context(), after, limit)
-	if err != nil {
+	tenant := httpauth.TenantOf(r.Context())
+	var recs []api.AuditRecord
+	next := after
+	err := s.indexAudit(r.Context(), tenant)
+	if err == nil && tenant == "" {
+		recs, next, err = s.ls.AuditRecords(r.Context(), after, limit)
+	}
+	if err != nil && !errors.Is(err, errClosed) {
 		apiError(w, http.StatusServiceUnavailable, schema.CodeNotCommitted, err.Error())
 		return
 	}
-	// An erased session's summary is gone: a token naming agents sees no
-	// record (sees).
-	if httpauth.TenantOf(r.Context()) != "" {
-		err := s.view(func(rd reader) error {
-			keep := visible(r, rd)
-			recs = slices.DeleteFunc(recs, func(a api.AuditRecord) bool { return !keep(a.SessionID) })
+	if err == nil && tenant != "" {
+		err = s.view(func(rd reader) error {
+			var err error
+			recs, next, err = rd.auditPage(tenant, after, limit, auditVisible(r, rd))
 			n := namesOf(r)
 			for i := range recs {
 				recs[i].SessionID = n.wire(recs[i].SessionID)
 			}
-			return nil
+			return err
 		})
-		if err != nil {
-			s.internal(w, err)
-			return
-		}
+	}
+	if err != nil {
+		s.internal(w, err)
+		return
 	}
 	if recs == nil {
 		recs = []api.AuditRecord{}
 	}
 	writeJSON(w, AuditPage{Records: recs, Next: next})
+}
+
+// indexAudit indexes by tenant the audit records written since it last
+// ran (for a tenant's request: tenant not ""), a batch of them at a time,
+// each batch with the stream sequence it reached (AuditCursorKey). The
+// stream denies deletes and purges, so a store wiped for a rebuild numbers
+// every tenant's records alike again. A record of an id that is no
+// tenant's (tenantOf "") is the operator's alone.
+func (s *Service) indexAudit(ctx context.Context, tenant string) error {
+	if tenant == "" {
+		return nil
+	}
+	s.auditMu.Lock()
+	defer s.auditMu.Unlock()
+	var cursor uint64
+	err := s.view(func(rd reader) error {
+		v, ok, err := rd.get(store.AuditCursorKey())
+		if ok && len(v) == 8 {
+			cursor = binary.BigEndian.Uint64(v)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	last := map[string]uint64{} // each tenant's last number
+	for {
+		recs, at, err := s.ls.AuditRecords(ctx, cursor, auditIndexBatch)
+		if err != nil {
+			return err
+		}
+		if len(recs) == 0 {
+			return nil
+		}
+		kvs := make([][2][]byte, 0, len(recs)+1)
+		for _, a := range recs {
+			t := tenantOf(a.SessionID)
+			if t == "" {
+				continue
+			}
+			n, ok := last[t]
+			if !ok {
+				if n, err = s.lastAudit(t); err != nil {
+					return err
+				}
+			}
+			last[t] = n + 1
+			v, _ := json.Marshal(a)
+			kvs = append(kvs, [2][]byte{store.TenantAuditKey(t, n+1), v})
+		}
+		cursor = at
+		kvs = append(kvs, [2][]byte{store.AuditCursorKey(), binary.BigEndian.AppendUint64(nil, cursor)})
+		if err := s.setInternals(kvs); err != nil {
+			return err
+		}
+	}
+}
+
+// auditIndexBatch is the most audit records indexAudit writes at once.
+const auditIndexBatch = 256
+
+// lastAudit is the number of tenant's last indexed audit record (0: none).
+func (s *Service) lastAudit(tenant string) (n uint64, err error) {
+	err = s.view(func(rd reader) error {
+		p := store.TenantAuditPrefix(tenant)
+		it, err := rd.iter(p)
+		if err != nil {
+			return err
+		}
+		if it.Last() {
+			n = store.TenantAuditN(p, it.Key())
+		}
+		return it.Close()
+	})
+	return n, err
+}
+
+// setInternals writes internal keys (store.DB.SetInternals) unless the
+// store is closed.
+func (s *Service) setInternals(kvs [][2][]byte) error {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed.Load() {
+		return errClosed
+	}
+	return s.db.SetInternals(kvs)
+}
+
+// auditPage is the page of tenant's audit records numbered after after,
+// at most limit of those keep (nil: all) leaves in; next is the number
+// of the last one (after when none).
+func (rd reader) auditPage(tenant string, after uint64, limit int, keep func(id string) bool) (recs []api.AuditRecord, next uint64, err error) {
+	p := store.TenantAuditPrefix(tenant)
+	it, err := rd.iter(p)
+	if err != nil {
+		return nil, after, err
+	}
+	defer it.Close()
+	next = after
+	for ok := it.SeekGE(store.TenantAuditKey(tenant, after)); ok && len(recs) < limit; ok = it.Next() {
+		n := store.TenantAuditN(p, it.Key())
+		if n <= after {
+			continue
+		}
+		var a api.AuditRecord
+		if err := json.Unmarshal(it.Value(), &a); err != nil {
+			return nil, after, fmt.Errorf("audit record %d of %s: %w", n, tenant, err)
+		}
+		if tenantOf(a.SessionID) != tenant || keep != nil && !keep(a.SessionID) {
+			continue
+		}
+		recs, next = append(recs, a), n
+	}
+	return recs, next, nil
+}
+
+// auditVisible is, for a token of agents, the test of the erased sessions
+// whose audit records it sees (sees), by the owner and grants of the
+// session's summary, or once its views are removed those kept for it
+// (ErasedOwnerKey); nil for a tenant's token (all of the tenant's).
+func auditVisible(r *http.Request, rd reader) func(id string) bool {
+	agents := httpauth.AgentsOf(r.Context())
+	if agents == nil {
+		return nil
+	}
+	tenant := httpauth.TenantOf(r.Context())
+	return func(id string) bool {
+		sum, err := rd.summary(id)
+		if err == nil && sum == nil {
+			var v []byte
+			var ok bool
+			if v, ok, err = rd.get(store.ErasedOwnerKey(id)); ok {
+				sum = &Summary{}
+				err = json.Unmarshal(v, sum)
+			}
+		}
+		return err == nil && sees(tenant, agents, id, sum)
+	}
 }

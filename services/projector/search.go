@@ -648,6 +648,10 @@ type SearchResult struct {
 	Results []SearchHit `json:"results"`
 	// Next is the after= of the following page, empty at the end.
 	Next string `json:"next,omitempty"`
+	// StoppedAt is the last session examined when the page ended
+	// because the request examined searchScanBudget sessions before it
+	// found limit (Next is the same: the next page goes on after it).
+	StoppedAt string `json:"stoppedAt,omitempty"`
 }
 
 func (s *Service) handleSearch(w http.ResponseWriter, r *http.Request) {
@@ -673,11 +677,14 @@ func (s *Service) handleSearch(w http.ResponseWriter, r *http.Request) {
 	}
 	out := SearchResult{Query: query, Terms: ts, Results: []SearchHit{}}
 	err := s.view(func(rd reader) error {
-		hits, next, err := rd.search(ts, after, limit, httpauth.TenantOf(r.Context()), visible(r, rd))
+		hits, next, stopped, err := rd.search(ts, after, limit, httpauth.TenantOf(r.Context()), visible(r, rd))
 		if err != nil {
 			return err
 		}
 		out.Next = n.wire(next)
+		if stopped {
+			out.StoppedAt = out.Next
+		}
 		for _, h := range hits {
 			sum, err := rd.summary(h.id)
 			if err != nil {
@@ -714,14 +721,18 @@ type searchHit struct {
 // search finds up to limit sessions (in session id order, after the
 // session after) holding every one of terms. The first term's keys drive:
 // one seek per session holding it, and one per other term to check that
-// session. next is the cursor of the following page ("" at the end); a
-// page ends early, with a cursor, once searchScanBudget sessions were
-// examined. With a tenant ("": all) it walks that tenant's sessions
-// alone: the keys of a tenant other than the default are the run of its
-// prefix _T<tenant>_, the default tenant's all the others but those
-// beginning with _T, skipped at one seek. keep, when set, leaves out the
-// sessions it refuses (another agent's).
-func (rd reader) search(ts []string, after string, limit int, tenant string, keep func(id string) bool) (hits []searchHit, next string, err error) {
+// session. next is the cursor of the following page ("" at the end). A
+// request examines searchScanBudget sessions, and past them its page ends
+// (stopped) at the next session it examines that keep leaves in: next is
+// that session. keep, when set, leaves out the sessions it refuses
+// (another agent's): a page never ends at one of them, so no cursor names
+// a session the token does not see, and a token of agents examines past
+// the budget the sessions it does not see up to its next one (as its
+// list reads them). With a tenant ("": all) it walks that tenant's
+// sessions alone: the keys of a tenant other than the default are the run
+// of its prefix _T<tenant>_, the default tenant's all the others but those
+// beginning with _T, skipped at one seek.
+func (rd reader) search(ts []string, after string, limit int, tenant string, keep func(id string) bool) (hits []searchHit, next string, stopped bool, err error) {
 	drive := store.SearchTermPrefix(ts[0])
 	// own: the tenant's keys begin with drive+own; the default tenant
 	// skips the keys beginning with drive+_T (up to drive+_U).
@@ -733,12 +744,12 @@ func (rd reader) search(ts []string, after string, limit int, tenant string, kee
 	othersEnd := store.PrefixEnd(others)
 	it, err := rd.iter(drive)
 	if err != nil {
-		return nil, "", err
+		return nil, "", false, err
 	}
 	defer it.Close()
 	check, err := rd.iter(nil)
 	if err != nil {
-		return nil, "", err
+		return nil, "", false, err
 	}
 	defer check.Close()
 	past := func(id string) []byte { return append(append(append([]byte(nil), drive...), id...), 1) }
@@ -746,13 +757,13 @@ func (rd reader) search(ts []string, after string, limit int, tenant string, kee
 	if after != "" {
 		valid = it.SeekGE(past(after))
 	}
-	scanned, last := 0, "" // the sessions examined, the last of them
+	scanned, stop := 0, "" // the sessions examined; where the budget ended the page
 	for valid {
 		id, seq, ok := store.SearchEntry(drive, it.Key())
 		switch {
 		case tenant == "":
 		case own != "" && !strings.HasPrefix(id, own):
-			return hits, "", nil // past the tenant's keys
+			return hits, "", false, nil // past the tenant's keys
 		case own == "" && bytes.HasPrefix(it.Key(), others):
 			valid = it.SeekGE(othersEnd)
 			continue
@@ -761,16 +772,17 @@ func (rd reader) search(ts []string, after string, limit int, tenant string, kee
 			valid = it.Next()
 			continue
 		}
-		if len(hits) == limit || scanned == searchScanBudget {
-			// More to look at: the next page starts after the last
-			// session examined.
-			if len(hits) > 0 {
-				return hits, hits[len(hits)-1].id, nil
-			}
-			return hits, last, nil
+		// More to look at: the next page starts after the last hit, or
+		// after the session the budget stopped at.
+		if len(hits) == limit {
+			return hits, hits[len(hits)-1].id, false, nil
 		}
-		scanned, last = scanned+1, id
-		all := keep == nil || keep(id)
+		if stop != "" {
+			return hits, stop, true, nil
+		}
+		scanned++
+		seen := keep == nil || keep(id)
+		all := seen
 		for i := 1; all && i < len(ts); i++ {
 			p := store.SearchSessionPrefix(ts[i], id)
 			if !check.SeekGE(p) || !bytes.HasPrefix(check.Key(), p) {
@@ -781,9 +793,12 @@ func (rd reader) search(ts []string, after string, limit int, tenant string, kee
 		if all {
 			hits = append(hits, searchHit{id, seq})
 		}
+		if seen && scanned >= searchScanBudget {
+			stop = id
+		}
 		valid = it.SeekGE(past(id))
 	}
-	return hits, "", nil
+	return hits, "", false, nil
 }
 
 // snippet fills what a hit matched: the metadata field holding the term,

@@ -58,7 +58,7 @@ func BenchmarkSearch(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
 				if err := s.view(func(rd reader) error {
-					_, _, err := rd.search(c.terms, "", DefaultSearchLimit, "", nil)
+					_, _, _, err := rd.search(c.terms, "", DefaultSearchLimit, "", nil)
 					return err
 				}); err != nil {
 					b.Fatal(err)

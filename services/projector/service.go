@@ -212,6 +212,8 @@ type Service struct {
 	fleet *fleetHistory
 	// er is the set of erased sessions (erase.go).
 	er *erasures
+	// auditMu: one indexAudit at a time (erase.go).
+	auditMu sync.Mutex
 	// rb watches the streams for a last sequence going backwards
 	// (rollback.go); created is each stream's creation time at start.
 	rb      *rollbacks

@@ -267,13 +267,8 @@ func TestTenantNames(t *testing.T) {
 // the session now is to the token (erased to the tenant's token, not
 // found to its agents').
 func TestTenantWatchEndsOnErase(t *testing.T) {
-	e := newEnv(t)
 	const alice = "alice-token-0123456789"
-	r := e.start(t.TempDir(), func(c *projector.Config) {
-		c.HTTPToken = op
-		c.TenantTokens = map[string]string{acme: "acme", alice: "acme:alice"}
-	})
-	r.waitReady(t)
+	e, r := startTokens(t, map[string]string{acme: "acme", alice: "acme:alice"})
 	createTenantSessions(t, e, r, op, [][2]string{{"_Tacme_s1", `{"title":"zebra","owner":{"tenant":"acme","agent":"alice"}}`}})
 	type watch struct {
 		token, path string

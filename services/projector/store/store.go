@@ -60,6 +60,18 @@ var (
 	prefTenantStatus   = []byte("vu") // vu<tenant>\x00<status>\x00<time BE8><id> -> ""
 )
 
+// The audit records of erased sessions by tenant, and the owners of
+// erased sessions: internal keys, not views. The records come from the
+// audit stream, not from the log the views fold (a rebuild of the views
+// from the log could not write them, and they are not in the checksum),
+// and an erased session's owner is what its summary said when its views
+// were removed (its events are gone: no rebuild finds it again).
+var (
+	prefTenantAudit = []byte("zA") // zA<tenant>\x00<n BE8> -> audit record JSON, n the tenant's 1, 2, ...
+	keyAuditCursor  = []byte("zB") // zB -> the audit stream sequence indexed up to (BE8)
+	prefErasedOwner = []byte("zo") // zo<id> -> the erased session's owner and grants JSON
+)
+
 // Session ids match ^[A-Za-z0-9_-]+$, so the 0x00 separator sorts below
 // every id byte and a prefix scan of one id never reaches a longer id.
 
@@ -155,6 +167,29 @@ func IndexTime(prefix, key []byte) uint64 {
 	}
 	return binary.BigEndian.Uint64(key[len(prefix):])
 }
+
+// TenantAuditPrefix bounds the audit records of one tenant's sessions.
+func TenantAuditPrefix(tenant string) []byte { return append(cat(prefTenantAudit, tenant), 0) }
+
+// TenantAuditKey is the key of the tenant's n-th audit record.
+func TenantAuditKey(tenant string, n uint64) []byte {
+	return binary.BigEndian.AppendUint64(TenantAuditPrefix(tenant), n)
+}
+
+// TenantAuditN is the n of a TenantAuditKey under prefix (0: none).
+func TenantAuditN(prefix, key []byte) uint64 {
+	if len(key) != len(prefix)+8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(key[len(prefix):])
+}
+
+// AuditCursorKey holds the audit stream sequence the tenants' audit
+// records are indexed up to.
+func AuditCursorKey() []byte { return bytes.Clone(keyAuditCursor) }
+
+// ErasedOwnerKey holds the owner and grants of erased session id.
+func ErasedOwnerKey(id string) []byte { return cat(prefErasedOwner, id) }
 
 // CompactionKey holds the summary of a session's last ended compaction.
 func CompactionKey(id string) []byte { return cat(prefCompaction, id) }
@@ -464,6 +499,26 @@ func (d *DB) Get(key []byte) (value []byte, ok bool, err error) { return copyVal
 // Iter returns an iterator over the committed keys with the prefix (every
 // key when prefix is nil).
 func (d *DB) Iter(prefix []byte) (Iterator, error) { return iterator(d.db.NewIter(bounds(prefix))) }
+
+// SetInternals writes internal keys (pairs of key and value, outside the
+// views and their checksum) at once, apart from the views' batches: what
+// follows another source than the log (the audit stream).
+func (d *DB) SetInternals(kvs [][2][]byte) error {
+	pb := d.db.NewBatch()
+	defer pb.Close()
+	for _, kv := range kvs {
+		if bytes.HasPrefix(kv[0], viewLower) {
+			return fmt.Errorf("store: %q is a view key", kv[0])
+		}
+		if err := pb.Set(kv[0], kv[1], nil); err != nil {
+			return err
+		}
+	}
+	if err := pb.Commit(pebble.NoSync); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	return nil
+}
 
 // Batch is one atomic change to the views plus the checkpoint.
 //

@@ -1,0 +1,162 @@
+package projector_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/sessionlog/sessionlog/services/projector"
+)
+
+// TestTenantAuditPages: the sessions of two tenants and of the default
+// tenant, erased in turn (their audit records interleaved in the audit
+// stream), are read from /v1/audit two records a page by each token:
+// every page holds two records while more follow, the pages hold the
+// token's records once each, in the order they were erased, and no
+// other's. A token of agents sees the records of the sessions its agents
+// owned or were granted (alice of acme, not alice of beta), not those of
+// another agent or of a session without an owner. Forged cursors (past
+// the end, negative, not a number, the operator's stream sequences) lead
+// to no other tenant's or agent's record.
+func TestTenantAuditPages(t *testing.T) {
+	const alice, bob = "alice-token-0123456789", "bob-token-0123456789"
+	e, r := startTokens(t, map[string]string{acme: "acme", beta: "beta", agents: "AGENTS", alice: "acme:alice", bob: "acme:bob"})
+	owner := func(tenant, agent string) string {
+		return fmt.Sprintf(`{"title":"t","owner":{"tenant":%q,"agent":%q}}`, tenant, agent)
+	}
+	var sessions [][2]string
+	for i := range 5 {
+		sessions = append(sessions,
+			[2]string{fmt.Sprintf("_Tacme_a%d", i), owner("acme", []string{"alice", "bob"}[i%2])},
+			[2]string{fmt.Sprintf("_Tbeta_b%d", i), owner("beta", "alice")},
+			[2]string{fmt.Sprintf("plain-%d", i), `{"title":"t"}`})
+	}
+	sessions = append(sessions,
+		[2]string{"_Tacme_g", `{"title":"t","owner":{"tenant":"acme","agent":"bob"},"grants":["alice"]}`},
+		[2]string{"_Tacme_n", `{"title":"t"}`})
+	createTenantSessions(t, e, r, op, sessions)
+	var erased []string
+	for _, s := range sessions {
+		eraseTenantSession(t, e, r, op, s[0])
+		erased = append(erased, s[0])
+	}
+
+	for _, c := range []struct {
+		name, token string
+		want        []string
+	}{
+		{"operator", op, erased},
+		{"acme", acme, []string{"a0", "a1", "a2", "a3", "a4", "g", "n"}},
+		{"beta", beta, []string{"b0", "b1", "b2", "b3", "b4"}},
+		{"AGENTS", agents, []string{"plain-0", "plain-1", "plain-2", "plain-3", "plain-4"}},
+		{"acme:alice", alice, []string{"a0", "a2", "a4", "g"}},
+		{"acme:bob", bob, []string{"a1", "a3", "g"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			page := func(after string, limit int) projector.AuditPage {
+				t.Helper()
+				code, body := tenantGet(t, r, c.token, fmt.Sprintf("/v1/audit?after=%s&limit=%d", after, limit))
+				var p projector.AuditPage
+				if code != 200 || json.Unmarshal([]byte(body), &p) != nil {
+					t.Fatalf("GET /v1/audit?after=%s: %d %s", after, code, body)
+				}
+				return p
+			}
+			var got []string
+			var sizes []int
+			after := "0"
+			for range len(erased) + 1 {
+				p := page(after, 2)
+				if len(p.Records) == 0 {
+					break
+				}
+				sizes = append(sizes, len(p.Records))
+				for _, a := range p.Records {
+					got = append(got, a.SessionID)
+				}
+				after = fmt.Sprint(p.Next)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("audit by pages of 2: %v, want %v", got, c.want)
+			}
+			for i, n := range sizes {
+				if n != 2 && i != len(sizes)-1 {
+					t.Errorf("page %d holds %d records (pages %v), want 2 while more follow", i, n, sizes)
+				}
+			}
+			// Forged cursors: nothing but the token's own records.
+			forged := []string{"18446744073709551615", "99999999999999999999", "-1", "x", ""}
+			for i := range len(erased) + 2 {
+				forged = append(forged, fmt.Sprint(i))
+			}
+			for _, f := range forged {
+				for _, a := range page(f, 100).Records {
+					if !slices.Contains(c.want, a.SessionID) {
+						t.Errorf("after=%s: the record of %s", f, a.SessionID)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestTenantAuditRestart: a tenant's audit index outlives a restart (the
+// records erased after it are numbered on from the last), and a store
+// rebuilt from nothing numbers the records as before; the owners of the
+// sessions erased before the rebuild are gone with their events, so
+// their records are the tenant token's alone (and never another's).
+func TestTenantAuditRestart(t *testing.T) {
+	const alice = "alice-token-0123456789"
+	tokens := map[string]string{acme: "acme", beta: "beta", alice: "acme:alice"}
+	e, r := startTokens(t, tokens)
+	ownedBy := func(agent string) string { return `{"title":"t","owner":{"tenant":"acme","agent":"` + agent + `"}}` }
+	createTenantSessions(t, e, r, op, [][2]string{
+		{"_Tacme_x1", ownedBy("alice")}, {"_Tbeta_y1", `{"title":"t"}`}, {"_Tacme_x2", ownedBy("bob")}, {"_Tacme_x3", ownedBy("alice")},
+	})
+	audit := func(r *running, token, after string) (ids []string, next uint64) {
+		t.Helper()
+		code, body := tenantGet(t, r, token, "/v1/audit?after="+after)
+		var p projector.AuditPage
+		if code != 200 || json.Unmarshal([]byte(body), &p) != nil {
+			t.Fatalf("GET /v1/audit?after=%s: %d %s", after, code, body)
+		}
+		for _, a := range p.Records {
+			ids = append(ids, a.SessionID)
+		}
+		return ids, p.Next
+	}
+	check := func(r *running, token, after string, want []string, wantNext uint64) {
+		t.Helper()
+		if ids, next := audit(r, token, after); !slices.Equal(ids, want) || next != wantNext {
+			t.Errorf("audit after %s: %v next %d, want %v next %d", after, ids, next, want, wantNext)
+		}
+	}
+	eraseTenantSession(t, e, r, op, "_Tacme_x1")
+	eraseTenantSession(t, e, r, op, "_Tbeta_y1")
+	check(r, acme, "0", []string{"x1"}, 1)
+	check(r, alice, "0", []string{"x1"}, 1)
+	dir := r.DB().Dir()
+	r.stop(t)
+
+	r = e.start(dir, func(c *projector.Config) { c.HTTPToken, c.TenantTokens = op, tokens })
+	r.waitReady(t)
+	eraseTenantSession(t, e, r, op, "_Tacme_x2")
+	eraseTenantSession(t, e, r, op, "_Tacme_x3")
+	check(r, acme, "0", []string{"x1", "x2", "x3"}, 3)
+	check(r, acme, "1", []string{"x2", "x3"}, 3)
+	check(r, alice, "0", []string{"x1", "x3"}, 3)
+	check(r, beta, "0", []string{"y1"}, 1)
+	// The stream's tail is not erased: a projector started on a stream
+	// whose last messages were all deleted waits for the next append to
+	// be ready (its target is the stream's last sequence).
+	createTenantSessions(t, e, r, op, [][2]string{{"_Tbeta_kept", `{"title":"t"}`}})
+	r.stop(t)
+
+	// A store rebuilt from the log and the audit stream alone.
+	r = e.start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.TenantTokens = op, tokens })
+	r.waitReady(t)
+	check(r, acme, "1", []string{"x2", "x3"}, 3)
+	check(r, beta, "0", []string{"y1"}, 1)
+	check(r, alice, "0", nil, 0)
+}
