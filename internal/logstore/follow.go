@@ -255,6 +255,25 @@ func (s *Store) StreamStatus(ctx context.Context, stream string) (StreamStatus, 
 	return StreamStatus{LastSeq: info.State.LastSeq, Created: info.Created.UTC(), Msgs: info.State.Msgs}, nil
 }
 
+// LastHeldSeq is the stream seq of the last message the stream still
+// holds, read from its leader (0: it holds none). It is below the
+// stream's LastSeq when its last messages were deleted (an erase):
+// JetStream keeps a stream's last sequence after its message goes, so a
+// reader waiting to consume LastSeq would wait for the next append.
+func (s *Store) LastHeldSeq(ctx context.Context, stream string) (uint64, error) {
+	var last uint64
+	for _, subj := range s.layout.streamSubjects(stream) {
+		m, err := s.msgGet(ctx, stream, msgGetRequest{LastFor: subj})
+		if err != nil {
+			return 0, fmt.Errorf("logstore: stream %s: last message held: %w", stream, err)
+		}
+		if m != nil {
+			last = max(last, m.StreamSeq)
+		}
+	}
+	return last, nil
+}
+
 // Connected reports whether the store's NATS connection is up.
 func (s *Store) Connected() bool { return s.nc.IsConnected() }
 

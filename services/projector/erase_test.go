@@ -82,3 +82,32 @@ func TestErasedSessionLeavesEveryView(t *testing.T) {
 		t.Fatalf("after a restart: %+v %v", res, err)
 	}
 }
+
+// TestReadyWhenTheStreamsTailIsErased: a projector started from nothing
+// on a stream whose last messages were all erased is ready once it has
+// folded what the stream still holds; the stream's last sequence (kept
+// after its message is deleted) is no message it can reach. Also a
+// stream of which every message was erased, and a tail erased while the
+// projector catches up.
+func TestReadyWhenTheStreamsTailIsErased(t *testing.T) {
+	e := newEnv(t)
+	gen.NewFleet("x", 2, 3, t0).Fill(e.ctx, e.ls, 20)
+	gen.NewFleet("y", 1, 3, t0).Fill(e.ctx, e.ls, 10)
+	e.erase("y-0")
+	r := e.start(t.TempDir())
+	r.waitReady(t)
+	r.waitSession(t, "x-1", func(d projector.Detail) bool { return d.LastSeq > 0 })
+	r.stop(t)
+
+	// Erased after the projector read where the stream ends and before
+	// it folded it (New reads it, Run folds).
+	gen.NewFleet("z", 1, 3, t0).Fill(e.ctx, e.ls, 10)
+	r = e.startPrepared(t.TempDir(), func(*projector.Service) { e.erase("z-0") })
+	r.waitReady(t)
+	r.stop(t)
+
+	e.erase("x-0")
+	e.erase("x-1")
+	r = e.start(t.TempDir())
+	r.waitReady(t)
+}

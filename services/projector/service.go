@@ -192,7 +192,9 @@ type Service struct {
 	mode StartMode
 	f    *folder
 
-	// target is each stream's last sequence at start: ready once folded.
+	// target is each stream's last held message at start (lowered while
+	// catching up if it is deleted meanwhile, lowerTarget): ready once
+	// folded. Used by the fold loop only.
 	target   map[string]uint64
 	caughtUp atomic.Bool
 	running  atomic.Bool
@@ -267,7 +269,11 @@ func New(cfg Config) (*Service, error) {
 }
 
 type streamInfo struct {
-	last    uint64
+	last uint64
+	// held is the stream seq of the last message the stream holds (below
+	// last when its last messages were erased): the projector is caught
+	// up once it has folded it.
+	held    uint64
 	created time.Time
 }
 
@@ -278,7 +284,11 @@ func (s *Service) streams(ctx context.Context) (map[string]streamInfo, error) {
 		if err != nil {
 			return nil, fmt.Errorf("projector: %w", err)
 		}
-		out[name] = streamInfo{last: st.LastSeq, created: st.Created}
+		held, err := s.ls.LastHeldSeq(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("projector: %w", err)
+		}
+		out[name] = streamInfo{last: st.LastSeq, held: held, created: st.Created}
 	}
 	return out, nil
 }
@@ -337,7 +347,7 @@ func (s *Service) start(ctx context.Context) error {
 		}
 		p.Created = info.created
 		pos = append(pos, p)
-		s.target[name] = info.last
+		s.target[name] = info.held
 	}
 	s.f = newFolder(s.db, s.ls, s.met, s.cfg.CacheSessions, s.cfg.SnapshotEvery, pos)
 	if o := s.cfg.Observer; o != nil {
@@ -432,6 +442,40 @@ func (s *Service) updateCaughtUp(cp store.Checkpoint) {
 	s.f.catchingUp = false
 	s.caughtUp.Store(true)
 	s.log.Info("projector: caught up", "checkpoint", cp.Streams)
+}
+
+// targetRecheck is how often a projector catching up with nothing to fold
+// reads again the last message each stream holds.
+const targetRecheck = 2 * time.Second
+
+// recheckTarget is a timer's channel while the projector catches up, else
+// nil (a select waits on it for ever).
+func (s *Service) recheckTarget() <-chan time.Time {
+	if s.caughtUp.Load() {
+		return nil
+	}
+	return time.After(targetRecheck)
+}
+
+// lowerTarget lowers the target of a stream whose last held message at
+// start was deleted since (an erase in flight while the projector caught
+// up: the stream's seqs after it are deleted messages no consumer
+// delivers) to the last message it holds now, so that readiness does not
+// wait for the next append. Run by the fold loop when it has nothing to
+// fold.
+func (s *Service) lowerTarget(ctx context.Context) {
+	for name, t := range s.target {
+		if s.f.pos[name].Seq >= t {
+			continue
+		}
+		held, err := s.ls.LastHeldSeq(ctx, name)
+		if err != nil {
+			s.log.Warn("projector: reading the last message a stream holds", "stream", name, "err", err)
+			return
+		}
+		s.target[name] = min(t, held)
+	}
+	s.updateCaughtUp(s.f.checkpoint())
 }
 
 // landed is told each batch the folder's commits landed.
@@ -652,6 +696,9 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.St
 				continue
 			case c := <-ch:
 				take(c)
+			case <-s.recheckTarget():
+				s.lowerTarget(ctx)
+				continue
 			}
 		}
 		start := time.Now()
