@@ -77,9 +77,9 @@ func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	fs, nf := sreFlags("import", stderr)
 	file := fs.String("file", "-", "export file to read (- = stdin); a zstd-compressed one (a retention archive, <id>.jsonl.zst) too")
 	as := fs.String("as", "", "import under other ids: NEW for a file of one session, or OLD=NEW[,OLD=NEW...] for any file (e.g. an erased session, whose id cannot be used again)")
-	batch := fs.Int("batch", 500, "events per atomic append (at most 1000); with --from, fewer when their bytes would take a request over the server's max_payload")
+	batch := fs.Int("batch", transfer.DefaultBatch, "events per atomic append (at most 1000); with --from, fewer when their bytes would take a request over the server's max_payload")
 	from := fs.String("from", "", "read an agent's session files (claude-code, ...) from the PATH arguments instead of sessionlog JSONL")
-	jobs := fs.Int("jobs", 4, "with --from: appends in flight at once (twice as many files are read at once)")
+	jobs := fs.Int("jobs", transfer.DefaultJobs, "with --from: appends in flight at once (twice as many files are read at once)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

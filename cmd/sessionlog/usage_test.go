@@ -16,6 +16,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/internal/sre"
+	"github.com/sessionlog/sessionlog/internal/writertest"
 	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/writer"
@@ -175,7 +176,7 @@ func TestTenantsRecountRacingWriterLosesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop := runService(t, w)
+	stop := writertest.Run(t, w)
 
 	cl := client.New(natstest.Connect(t, s))
 	var wg sync.WaitGroup

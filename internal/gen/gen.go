@@ -1,7 +1,7 @@
 // Package gen makes valid sessions for tests and benchmarks: streams of
 // events that pkg/session folds without error, in three shapes, and the
-// helpers that store them. It imports no service, so every package's
-// tests can use it.
+// helpers that store them, and the files an agent writes. It imports no
+// service, so every package's tests can use it.
 //
 //   - Exact: a session of exactly n events of about 200 bytes each, in
 //     turns of TurnEvents events, whose last seq is a safe point; Seed
@@ -14,6 +14,8 @@
 //   - Chat: a session the model sees whole, in events of a chosen size,
 //     with rewinds and a compaction (the agentlog formats' and exporters'
 //     tests).
+//   - ClaudeCodeFiles: Claude Code session files as the agent writes them,
+//     for what reads an agent's files (the import benchmark and tests).
 package gen
 
 import (

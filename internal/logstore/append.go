@@ -14,7 +14,13 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// AppendRequest is one atomic append to one session.
+// AppendRequest is one atomic append to one session, as the store makes
+// it: after the writer (or a copier) has judged the events against the
+// session's state, with complete envelopes and the stream's per-subject
+// expectation, and optionally their bodies and chain hashes made
+// beforehand. It is not the wire's api.AppendRequest (what an agent asks
+// for: an expected seq, a holder and its lease), which the writer turns
+// into this one.
 type AppendRequest struct {
 	SessionID string
 	// ExpectedStreamSeq is the stream sequence of the session's last event

@@ -143,6 +143,23 @@ func (s *Store) LoadSnapshot(ctx context.Context, sessionID string) (*SnapshotBa
 	if h == nil || err != nil {
 		return nil, err
 	}
+	loc, err := s.Locate(sessionID)
+	if err != nil {
+		return nil, err
+	}
+	return CheckSnapshot(sessionID, h, loc,
+		func(streamSeq uint64) (*Msg, error) { return s.MsgAt(ctx, loc.Stream, streamSeq) },
+		func(p SnapshotPart) ([]byte, error) { return s.SnapshotPartOf(ctx, sessionID, p) })
+}
+
+// CheckSnapshot checks the session's snapshot head h against the log by
+// LoadSnapshot's rules, for every log that keeps snapshots (this store,
+// and internal/memlog for the services' rule scripts): loc is where the
+// session is stored, msgAt reads the message at a stream seq of
+// loc.Stream (nil: none), part reads a part h names. An error that wraps
+// ErrSnapshotMismatch: the snapshot does not match; another error: a read
+// failed.
+func CheckSnapshot(sessionID string, h *SnapshotHead, loc Location, msgAt func(streamSeq uint64) (*Msg, error), part func(SnapshotPart) ([]byte, error)) (*SnapshotBase, error) {
 	mismatch := func(why string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrSnapshotMismatch, sessionID, fmt.Sprintf(why, args...))
 	}
@@ -152,11 +169,7 @@ func (s *Store) LoadSnapshot(ctx context.Context, sessionID string) (*SnapshotBa
 	if h.Seq == 0 || h.StreamSeq == 0 {
 		return nil, mismatch("it covers no event")
 	}
-	loc, err := s.Locate(sessionID)
-	if err != nil {
-		return nil, err
-	}
-	m, err := s.MsgAt(ctx, loc.Stream, h.StreamSeq)
+	m, err := msgAt(h.StreamSeq)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +180,7 @@ func (s *Store) LoadSnapshot(ctx context.Context, sessionID string) (*SnapshotBa
 	if err != nil || ev.SessionID != sessionID || ev.Seq != h.Seq {
 		return nil, mismatch("its last event (stream seq %d) is not the session's seq %d", h.StreamSeq, h.Seq)
 	}
-	b, err := s.SnapshotPartOf(ctx, sessionID, h.State)
+	b, err := part(h.State)
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,7 @@
 // services declare (repairer.Log, forker.Log and forker.Records,
 // eraser.Log) as internal/logstore does on JetStream, by the same rules
 // and the same code where the rules are code (logstore.BuildMessages,
-// logstore.Judge, logstore.TailOf, ChainHash).
+// logstore.Judge, logstore.TailOf, ChainHash, CheckSnapshot).
 //
 // What it keeps faithfully: the messages of each stream in stream order
 // (one stream per partition of the layout), with their ids and SL-Seq /
@@ -459,10 +459,8 @@ func (l *Log) PutSnapshot(sessionID string, b *logstore.SnapshotBase) {
 	l.snapshots[sessionID] = &logstore.SnapshotBase{Head: b.Head, Tail: b.Tail, State: b.State.Clone()}
 }
 
-// LoadSnapshot returns the session's snapshot checked against the log as
-// logstore checks it: the message it ends at is stored on the session's
-// subject with its hash, and is the session's event of its seq, whose
-// event id the state's last is. Nil, nil without one;
+// LoadSnapshot returns the session's snapshot checked against the log by
+// logstore's rules (logstore.CheckSnapshot). Nil, nil without one;
 // logstore.ErrSnapshotMismatch when it does not match. Its state is the
 // caller's own.
 func (l *Log) LoadSnapshot(_ context.Context, sessionID string) (*logstore.SnapshotBase, error) {
@@ -476,30 +474,17 @@ func (l *Log) LoadSnapshot(_ context.Context, sessionID string) (*logstore.Snaps
 	if b == nil {
 		return nil, nil
 	}
-	mismatch := func(why string, args ...any) error {
-		return fmt.Errorf("%w: %s: %s", logstore.ErrSnapshotMismatch, sessionID, fmt.Sprintf(why, args...))
-	}
-	h := b.Head
-	if h.Version != logstore.SnapshotVersion {
-		return nil, mismatch("version %q, this reader's is %q", schema.Clip(h.Version, 64), logstore.SnapshotVersion)
-	}
-	if h.Seq == 0 || h.StreamSeq == 0 {
-		return nil, mismatch("it covers no event")
-	}
 	s := l.stream(loc.Stream)
-	i := h.StreamSeq - 1
-	if i >= uint64(len(s.msgs)) || s.msgs[i] == nil || s.msgs[i].Subject != loc.Subject || logstore.ChainHash(s.msgs[i].Data) != h.Hash {
-		return nil, mismatch("its last event (stream seq %d) is not stored as it says", h.StreamSeq)
-	}
-	ev, err := schema.Decode(s.msgs[i].Data)
-	if err != nil || ev.SessionID != sessionID || ev.Seq != h.Seq {
-		return nil, mismatch("its last event (stream seq %d) is not the session's seq %d", h.StreamSeq, h.Seq)
-	}
-	st := b.State
-	if st.SessionID != sessionID || st.LastSeq != h.Seq || st.LastEventID != ev.EventID {
-		return nil, mismatch("its state is not the session's at seq %d", h.Seq)
-	}
-	return &logstore.SnapshotBase{Head: h, State: st.Clone(), Tail: logstore.Tail{Seq: h.Seq, StreamSeq: h.StreamSeq, EventID: ev.EventID, Hash: h.Hash}}, nil
+	return logstore.CheckSnapshot(sessionID, b.Head, loc,
+		func(streamSeq uint64) (*logstore.Msg, error) {
+			if i := streamSeq - 1; i < uint64(len(s.msgs)) {
+				return s.msgs[i], nil
+			}
+			return nil, nil
+		},
+		// The state as a writer stores it, so that it is read back by
+		// the same rule.
+		func(logstore.SnapshotPart) ([]byte, error) { return b.State.MarshalBinary() })
 }
 
 // Writable: a log in memory always takes writes.

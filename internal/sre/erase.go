@@ -3,7 +3,6 @@ package sre
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -35,23 +34,10 @@ func Erase(ctx context.Context, nc *nats.Conn, id, reason, by string, cascade, w
 	for {
 		var reply api.EraseReply
 		rctx, cancel := context.WithTimeout(ctx, eraseRequestTimeout)
-		m, err := nc.RequestWithContext(rctx, api.SubjectErase, body)
+		raw, err := operatorRequest(rctx, nc, api.SubjectErase, body, "eraser", "erase", hint, jsonOut, stdout, &reply)
 		cancel()
 		if err != nil {
-			if errors.Is(err, nats.ErrNoResponders) {
-				return fmt.Errorf("no eraser is running (nothing answers %s)%s", api.SubjectErase, hint)
-			}
-			return fmt.Errorf("erase request%s: %w", hint, err)
-		}
-		var eb api.ErrorBody
-		if json.Unmarshal(m.Data, &eb) == nil && eb.Error.Code != "" {
-			if jsonOut {
-				fmt.Fprintf(stdout, "%s\n", m.Data)
-			}
-			return fmt.Errorf("%s: %s", eb.Error.Code, eb.Error.Message)
-		}
-		if err := json.Unmarshal(m.Data, &reply); err != nil {
-			return fmt.Errorf("erase reply %q: %w", m.Data, err)
+			return err
 		}
 		done := reply.State == "" || reply.State == api.EraseDone
 		if done || !wait {
@@ -60,7 +46,7 @@ func Erase(ctx context.Context, nc *nats.Conn, id, reason, by string, cascade, w
 				bar = nil
 			}
 			if jsonOut {
-				fmt.Fprintf(stdout, "%s\n", m.Data)
+				fmt.Fprintf(stdout, "%s\n", raw)
 				return nil
 			}
 			if done {

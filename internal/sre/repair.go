@@ -19,8 +19,13 @@ import (
 func Repair(ctx context.Context, nc *nats.Conn, id string, force, jsonOut bool, stdout io.Writer) (err error) {
 	body, _ := json.Marshal(repairer.RepairRequest{SessionID: id, Force: force})
 	var reply repairer.RepairReply
-	if done, err := operatorRequest(ctx, nc, logstore.SubjectRepair, body, "repair", "", jsonOut, stdout, &reply); done || err != nil {
+	raw, err := operatorRequest(ctx, nc, logstore.SubjectRepair, body, "repairer", "repair", "", jsonOut, stdout, &reply)
+	if err != nil {
 		return err
+	}
+	if jsonOut {
+		fmt.Fprintf(stdout, "%s\n", raw)
+		return nil
 	}
 	if !reply.Repaired {
 		fmt.Fprintf(stdout, "%s: nothing to repair\n", id)
@@ -38,33 +43,29 @@ func Repair(ctx context.Context, nc *nats.Conn, id string, force, jsonOut bool, 
 	return nil
 }
 
-// operatorRequest sends an operator's request to the repairer's service
-// and decodes its reply into out. A refusal is the error "code: message";
-// with jsonOut the reply (or the refusal) is printed as it came, and done
-// says the caller prints nothing more. hint ends the message of a request
+// operatorRequest sends an operator's request to a service (server: the
+// repairer, the eraser) and decodes its reply into out, which it returns
+// as it came. A refusal ({"error":{...}}) is the error "code: message",
+// printed as it came with jsonOut. hint ends the message of a request
 // that got no answer.
-func operatorRequest(ctx context.Context, nc *nats.Conn, subject string, body []byte, what, hint string,
-	jsonOut bool, stdout io.Writer, out any) (done bool, err error) {
+func operatorRequest(ctx context.Context, nc *nats.Conn, subject string, body []byte, server, what, hint string,
+	jsonOut bool, stdout io.Writer, out any) ([]byte, error) {
 	m, err := nc.RequestWithContext(ctx, subject, body)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return false, fmt.Errorf("no repairer is running (nothing answers %s)%s", subject, hint)
+		return nil, fmt.Errorf("no %s is running (nothing answers %s)%s", server, subject, hint)
 	}
 	if err != nil {
-		return false, fmt.Errorf("%s request%s: %w", what, hint, err)
+		return nil, fmt.Errorf("%s request%s: %w", what, hint, err)
 	}
 	var eb api.ErrorBody
 	if json.Unmarshal(m.Data, &eb) == nil && eb.Error.Code != "" {
 		if jsonOut {
 			fmt.Fprintf(stdout, "%s\n", m.Data)
 		}
-		return false, fmt.Errorf("%s: %s", eb.Error.Code, eb.Error.Message)
+		return nil, fmt.Errorf("%s: %s", eb.Error.Code, eb.Error.Message)
 	}
 	if err := json.Unmarshal(m.Data, out); err != nil {
-		return false, fmt.Errorf("%s reply %q: %w", what, m.Data, err)
+		return nil, fmt.Errorf("%s reply %q: %w", what, m.Data, err)
 	}
-	if jsonOut {
-		fmt.Fprintf(stdout, "%s\n", m.Data)
-		return true, nil
-	}
-	return false, nil
+	return m.Data, nil
 }

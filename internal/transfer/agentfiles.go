@@ -79,6 +79,14 @@ type Options struct {
 	Keys func(msg string)
 }
 
+// The import verb's defaults: events per append (fewer, with an agent's
+// files, when their bytes would take a request over the server's
+// max_payload), and appends in flight at once.
+const (
+	DefaultBatch = 500
+	DefaultJobs  = 4
+)
+
 // mapPerJob is how many files are mapped per append in flight.
 const mapPerJob = 2
 

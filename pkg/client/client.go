@@ -79,22 +79,17 @@ func New(nc *nats.Conn, opts ...Option) *Client {
 // Conn is the client's NATS connection.
 func (c *Client) Conn() *nats.Conn { return c.nc }
 
-// AppendRequest is one append. Events need only their type, ids and data;
-// the writer fills seq, and the client fills eventId (a ULID) and time
-// where they are empty.
-type AppendRequest struct {
-	SessionID string
-	// ExpectedSeq: nil = after the tail; pointer to 0 = the session must
-	// not exist; n = its last seq must be n (see Seq).
-	ExpectedSeq *uint64
-	// Holder names the agent process; the writer renews its lease.
-	Holder string
-	Events []schema.Envelope
-	// Takeover takes the session's lease from another holder whose lease
-	// is live (a recovering agent that knows the other is gone); without
-	// it such an append is refused with ErrConflict naming the holder.
-	Takeover bool
-}
+// AppendRequest is one append: the wire's request (pkg/api), so that a
+// reader finds what an agent sends in one place. Events need only their
+// type, ids and data; the writer fills seq, and the client fills eventId
+// (a ULID) and time where they are empty. ExpectedSeq: nil = after the
+// tail; pointer to 0 = the session must not exist; n = its last seq must
+// be n (see Seq). Holder names the agent process; the writer renews its
+// lease. Takeover takes the session's lease from another holder whose
+// lease is live (a recovering agent that knows the other is gone);
+// without it such an append is refused with ErrConflict naming the
+// holder.
+type AppendRequest = api.AppendRequest
 
 // Seq returns a pointer to n, for AppendRequest.ExpectedSeq.
 func Seq(n uint64) *uint64 { return &n }
@@ -141,7 +136,9 @@ type PreparedAppend struct {
 // event that cannot be encoded is an error (bad_request).
 func (c *Client) PrepareAppend(req AppendRequest) (*PreparedAppend, error) {
 	evs, ids := completeEvents(req, c.now().UTC())
-	body, err := encodeAppend(api.AppendRequest{SessionID: req.SessionID, ExpectedSeq: req.ExpectedSeq, Holder: req.Holder, Events: evs, Takeover: req.Takeover})
+	out := req
+	out.Events = evs
+	body, err := encodeAppend(out)
 	if err != nil {
 		return nil, errorf(schema.CodeBadRequest, "encode request: %v", err)
 	}

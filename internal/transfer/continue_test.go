@@ -1,11 +1,10 @@
-package main
+package transfer_test
 
 import (
 	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,48 +14,25 @@ import (
 	"time"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/internal/natstest"
-	"github.com/sessionlog/sessionlog/internal/ship"
-	"github.com/sessionlog/sessionlog/internal/sre"
+	"github.com/sessionlog/sessionlog/internal/transcripttest"
 	"github.com/sessionlog/sessionlog/internal/transfer"
+	"github.com/sessionlog/sessionlog/internal/writertest"
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/claudecode"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/codex"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/pi"
-	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/services/repairer"
 )
 
-// realCC is the directory of the real Claude Code transcripts.
-const realCC = "../../pkg/agentlog/testdata/real/cc"
+// importHarness is an embedded server with the writer (its leases
+// lasting cfg.LeaseTTL, or the default).
+type importHarness struct{ *writertest.Stack }
 
-// realLines reads a real transcript's lines (without their newlines).
-func realLines(t *testing.T, name string) [][]byte {
+func newImportHarness(t *testing.T, cfg logstore.Config) *importHarness {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(realCC, name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bytes.Split(bytes.TrimSuffix(raw, []byte("\n")), []byte("\n"))
-}
-
-// writeLines writes lines as a transcript, then tail (a torn last line).
-func writeLines(t *testing.T, path string, lines [][]byte, tail []byte) {
-	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	for _, l := range lines {
-		b.Write(l)
-		b.WriteByte('\n')
-	}
-	b.Write(tail)
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	return &importHarness{writertest.New(t, cfg)}
 }
 
 // contStack is importStack's server and writer with a repairer.
@@ -67,15 +43,11 @@ type contStack struct {
 
 func newContStack(t *testing.T) *contStack {
 	h := newImportHarness(t, logstore.Config{})
-	svc, err := repairer.New(repairer.Config{Store: h.st, Conn: h.nc})
+	svc, err := repairer.New(repairer.Config{Store: h.St, Conn: h.NC})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- svc.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, svc.Ready)
+	writertest.Run(t, svc)
 	return &contStack{importHarness: h, rep: svc}
 }
 
@@ -99,7 +71,7 @@ func (h *importHarness) importFormat(t *testing.T, f agentlog.Format, files ...s
 		mu  sync.Mutex
 		run importRun
 	)
-	n, err := transfer.ImportFiles(context.Background(), h.cl, f, files, transfer.Options{Batch: 500, Jobs: 4,
+	n, err := transfer.ImportFiles(context.Background(), h.Cl, f, files, transfer.Options{Batch: transfer.DefaultBatch, Jobs: transfer.DefaultJobs,
 		Notice: func(msg string) { mu.Lock(); run.notices = append(run.notices, msg); mu.Unlock() },
 		Failed: func(p string, err error) {
 			mu.Lock()
@@ -117,11 +89,7 @@ func (h *importHarness) importFormat(t *testing.T, f agentlog.Format, files ...s
 // stored reads a session's stored events.
 func (h *importHarness) stored(t *testing.T, id string) []schema.Envelope {
 	t.Helper()
-	evs, err := readSession(context.Background(), h.cl, id)
-	if err != nil && !errors.Is(err, sre.ErrNotFound) {
-		t.Fatal(err)
-	}
-	return evs
+	return transcripttest.Stored(t, h.Cl, id)
 }
 
 // withoutSourceFile is an event's data, with session/created's
@@ -165,7 +133,7 @@ func TestImportTornPiecesEqualOneShot(t *testing.T) {
 	for _, c := range []struct {
 		f   agentlog.Format
 		dir string
-	}{{claudecode.Format{}, realCC}, {codex.Format{}, filepath.Join(realCC, "../codex")}, {pi.Format{}, filepath.Join(realCC, "../pi")}} {
+	}{{claudecode.Format{}, transcripttest.RealCC}, {codex.Format{}, filepath.Join(transcripttest.RealCC, "../codex")}, {pi.Format{}, filepath.Join(transcripttest.RealCC, "../pi")}} {
 		names, err := os.ReadDir(c.dir)
 		if err != nil {
 			t.Fatal(err)
@@ -179,7 +147,7 @@ func TestImportTornPiecesEqualOneShot(t *testing.T) {
 				}
 				lines := bytes.Split(bytes.TrimSuffix(raw, []byte("\n")), []byte("\n"))
 				whole := filepath.Join(dir, c.f.Name(), "proj", name)
-				writeLines(t, whole, lines, nil)
+				transcripttest.WriteLines(t, whole, lines, nil)
 				if run := h.importFormat(t, c.f, whole); run.n.Failed > 0 {
 					t.Fatalf("%+v", run)
 				}
@@ -189,16 +157,16 @@ func TestImportTornPiecesEqualOneShot(t *testing.T) {
 				torn := filepath.Join(tornDir, c.f.Name(), "proj", name)
 				k := max(1, len(lines)/9)
 				for cut := k; cut < len(lines); cut += k {
-					writeLines(t, torn, lines[:cut], lines[cut][:len(lines[cut])/2])
+					transcripttest.WriteLines(t, torn, lines[:cut], lines[cut][:len(lines[cut])/2])
 					if run := ht.importFormat(t, c.f, torn); run.n.Failed > 0 || len(run.notices) > 0 {
 						t.Fatalf("cut at line %d: %+v", cut, run)
 					}
 				}
-				writeLines(t, torn, lines, nil)
+				transcripttest.WriteLines(t, torn, lines, nil)
 				if run := ht.importFormat(t, c.f, torn); run.n.Failed > 0 || len(run.notices) > 0 {
 					t.Fatalf("whole after pieces: %+v", run)
 				}
-				id := mainOf(t, c.f, whole).id
+				id := transcripttest.MainOf(t, c.f, whole).ID
 				want := h.stored(t, id)
 				if len(want) == 0 {
 					t.Fatalf("%s: nothing stored", id)
@@ -219,45 +187,6 @@ func noticed(run importRun, a, b string) bool {
 	return false
 }
 
-// mainOnly maps a Claude Code file and keeps its first session's events.
-func mainOnly(t *testing.T, path string) *mapped {
-	t.Helper()
-	return mainOf(t, claudecode.Format{}, path)
-}
-
-// mainOf maps a file and keeps its first session's events.
-func mainOf(t *testing.T, f agentlog.Format, path string) *mapped {
-	t.Helper()
-	var m mapped
-	s := &firstSession{m: &m}
-	if _, err := agentlog.ReadFile(f, path, agentlog.Options{}, s); err != nil {
-		t.Fatal(err)
-	}
-	return &m
-}
-
-// firstSession gives the first session of a file to m.
-type firstSession struct {
-	m        *mapped
-	sessions int
-}
-
-func (f *firstSession) Session(p agentlog.Plan) error {
-	if f.sessions++; f.sessions == 1 {
-		f.m.id = p.ID
-	}
-	return nil
-}
-
-func (f *firstSession) Event(e schema.Envelope) error {
-	if f.sessions == 1 {
-		f.m.events = append(f.m.events, e)
-	}
-	return nil
-}
-
-func (f *firstSession) Done() error { return nil }
-
 // openCallCut is the first number of lines of a transcript whose mapping
 // leaves a tool call started without the result the whole file gives it,
 // and is the start of what the whole file maps to (the file grows as its
@@ -265,24 +194,24 @@ func (f *firstSession) Done() error { return nil }
 func openCallCut(t *testing.T, f agentlog.Format, dir string, lines [][]byte) int {
 	t.Helper()
 	p := filepath.Join(dir, "probe", "probe.jsonl")
-	writeLines(t, p, lines, nil)
-	whole := mainOf(t, f, p)
+	transcripttest.WriteLines(t, p, lines, nil)
+	whole := transcripttest.MainOf(t, f, p)
 	answered := map[string]bool{}
-	for _, e := range whole.events {
+	for _, e := range whole.Events {
 		if e.Type == schema.TypeToolResult {
 			answered[e.ToolCallID] = true
 		}
 	}
 	for cut := 1; cut < len(lines); cut++ {
-		writeLines(t, p, lines[:cut], nil)
-		m := mainOf(t, f, p)
-		st := session.New(m.id)
-		prefix := len(m.events) <= len(whole.events)
-		for i := range m.events {
-			if err := st.Apply(&m.events[i]); err != nil {
+		transcripttest.WriteLines(t, p, lines[:cut], nil)
+		m := transcripttest.MainOf(t, f, p)
+		st := session.New(m.ID)
+		prefix := len(m.Events) <= len(whole.Events)
+		for i := range m.Events {
+			if err := st.Apply(&m.Events[i]); err != nil {
 				t.Fatal(err)
 			}
-			prefix = prefix && m.events[i].EventID == whole.events[i].EventID
+			prefix = prefix && m.Events[i].EventID == whole.Events[i].EventID
 		}
 		for id, tc := range st.Tools {
 			if tc.Phase == session.PhaseStarted && prefix && answered[id] {
@@ -315,8 +244,8 @@ func TestImportContinuesAfterRepair(t *testing.T) {
 		f    agentlog.Format
 		path string
 	}{
-		{claudecode.Format{}, filepath.Join(realCC, "d6e0bada-1959-4eec-a9d2-0bfade768d8f.jsonl")},
-		{codex.Format{}, filepath.Join(realCC, "../codex/rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl")},
+		{claudecode.Format{}, filepath.Join(transcripttest.RealCC, "d6e0bada-1959-4eec-a9d2-0bfade768d8f.jsonl")},
+		{codex.Format{}, filepath.Join(transcripttest.RealCC, "../codex/rollout-2026-02-23T20-34-25-019c8bfe-ec25-79e0-97d7-bda6a9c575ff.jsonl")},
 	} {
 		raw, err := os.ReadFile(c.path)
 		if err != nil {
@@ -332,11 +261,11 @@ func TestImportContinuesAfterRepair(t *testing.T) {
 		t.Fatal("no real transcript has a prefix that leaves a call open")
 	}
 	t.Logf("%s cut after line %d of %d", filepath.Base(path), cut, len(lines))
-	writeLines(t, path, lines[:cut], nil)
+	transcripttest.WriteLines(t, path, lines[:cut], nil)
 	if run := h.importFormat(t, f, path); run.n.Failed > 0 {
 		t.Fatalf("prefix: %+v", run)
 	}
-	id := mainOf(t, f, path).id
+	id := transcripttest.MainOf(t, f, path).ID
 	out, err := h.rep.Repair(ctx, id, true)
 	if err != nil || !out.Repaired {
 		t.Fatalf("repair: %+v, %v", out, err)
@@ -351,7 +280,7 @@ func TestImportContinuesAfterRepair(t *testing.T) {
 		t.Fatalf("the repair closed no started call: %+v", out.Closed)
 	}
 
-	writeLines(t, path, lines, nil)
+	transcripttest.WriteLines(t, path, lines, nil)
 	run := h.importFormat(t, f, path)
 	if run.n.Failed > 0 || run.n.Events == 0 {
 		t.Fatalf("after the repair: %+v", run)
@@ -393,7 +322,7 @@ func TestImportContinuesAfterRepair(t *testing.T) {
 			t.Errorf("call %s has %d tool/result events", call, n)
 		}
 	}
-	whole := mainOf(t, f, path).events
+	whole := transcripttest.MainOf(t, f, path).Events
 	gives := map[string]bool{}
 	for _, e := range whole {
 		if !ids[e.EventID] {
@@ -420,30 +349,18 @@ func TestImportContinuesAfterRepair(t *testing.T) {
 	}
 }
 
-// rewriteCase writes a real transcript (lines) to path, whose session is
-// id, and gives another one's lines to rewrite it with.
-func rewriteCase(t *testing.T) (path, id string, lines, other [][]byte) {
-	t.Helper()
-	name := "491e126e-1e71-469c-ade2-fcc8af567c74.jsonl"
-	lines = realLines(t, name)
-	other = realLines(t, "d6e0bada-1959-4eec-a9d2-0bfade768d8f.jsonl")
-	path = filepath.Join(t.TempDir(), "proj", name)
-	writeLines(t, path, lines, nil)
-	return path, "cc-" + strings.TrimSuffix(name, ".jsonl"), lines, other
-}
-
 // A file that is no longer a continuation of its session goes to a
 // session of its own, <id>-r2, then -r3, with a warning naming the file;
 // the stored sessions are left as they are, and importing again appends
 // nothing (the generation is found again).
 func TestImportRewrittenFileGoesToNextGeneration(t *testing.T) {
 	h := newImportHarness(t, logstore.Config{})
-	path, id, lines, other := rewriteCase(t)
+	path, id, lines, other := transcripttest.RewriteCase(t)
 	h.importPaths(t, path)
 	first := len(h.stored(t, id))
 
 	// Shrunk by 20 lines, then continued with other lines.
-	writeLines(t, path, append(append([][]byte{}, lines[:len(lines)-20]...), other[3:12]...), nil)
+	transcripttest.WriteLines(t, path, append(append([][]byte{}, lines[:len(lines)-20]...), other[3:12]...), nil)
 	run := h.importPaths(t, path)
 	r2 := agentlog.GenerationID(id, 2)
 	if run.n.Failed > 0 || !noticed(run, path, r2) {
@@ -460,14 +377,14 @@ func TestImportRewrittenFileGoesToNextGeneration(t *testing.T) {
 	}
 
 	// Replaced by a file with another root.
-	writeLines(t, path, other, nil)
+	transcripttest.WriteLines(t, path, other, nil)
 	run = h.importPaths(t, path)
 	r3 := agentlog.GenerationID(id, 3)
 	if run.n.Failed > 0 || !noticed(run, path, r3) {
 		t.Fatalf("rewritten: %+v", run)
 	}
-	if got, m := h.stored(t, r3), mainOnly(t, path); len(got) != len(m.events) {
-		t.Fatalf("%s holds %d events, the file maps to %d", r3, len(got), len(m.events))
+	if got, m := h.stored(t, r3), transcripttest.MainOnly(t, path); len(got) != len(m.Events) {
+		t.Fatalf("%s holds %d events, the file maps to %d", r3, len(got), len(m.Events))
 	}
 	if run := h.importPaths(t, path); run.n.Events != 0 || len(run.notices) > 0 {
 		t.Fatalf("again: %+v", run)
@@ -480,14 +397,14 @@ func TestImportRewrittenFileGoesToNextGeneration(t *testing.T) {
 func TestImportFilesWithOneIDStayApart(t *testing.T) {
 	h := newImportHarness(t, logstore.Config{})
 	dir := t.TempDir()
-	x := realLines(t, "491e126e-1e71-469c-ade2-fcc8af567c74.jsonl")
-	y := realLines(t, "d6e0bada-1959-4eec-a9d2-0bfade768d8f.jsonl")
+	x := transcripttest.RealLines(t, "491e126e-1e71-469c-ade2-fcc8af567c74.jsonl")
+	y := transcripttest.RealLines(t, "d6e0bada-1959-4eec-a9d2-0bfade768d8f.jsonl")
 	a, b := filepath.Join(dir, "proj-a", "dup.jsonl"), filepath.Join(dir, "proj-b", "dup.jsonl")
 	dot, dash := filepath.Join(dir, "proj-a", "a.b.jsonl"), filepath.Join(dir, "proj-a", "a-b.jsonl")
-	writeLines(t, a, x, nil)
-	writeLines(t, b, y, nil)
-	writeLines(t, dot, y, nil)
-	writeLines(t, dash, x, nil)
+	transcripttest.WriteLines(t, a, x, nil)
+	transcripttest.WriteLines(t, b, y, nil)
+	transcripttest.WriteLines(t, dot, y, nil)
+	transcripttest.WriteLines(t, dash, x, nil)
 	run := h.importPaths(t, a, b, dot, dash)
 	if run.n.Failed > 0 {
 		t.Fatalf("%+v", run)
@@ -520,11 +437,11 @@ func TestImportFilesWithOneIDStayApart(t *testing.T) {
 	c := filepath.Join(dir, "proj-c", "dup.jsonl")
 	own := agentlog.FileSessionID("cc-dup", "proj-c/dup.jsonl")
 	squatter := filepath.Join(dir, "proj-x", strings.TrimPrefix(own, "cc-")+".jsonl")
-	writeLines(t, squatter, x, nil)
+	transcripttest.WriteLines(t, squatter, x, nil)
 	if run := h.importPaths(t, squatter); run.n.Failed > 0 {
 		t.Fatalf("%+v", run)
 	}
-	writeLines(t, c, realLines(t, "55604662-cf2a-4331-851a-ec234028f8ca.jsonl"), nil)
+	transcripttest.WriteLines(t, c, transcripttest.RealLines(t, "55604662-cf2a-4331-851a-ec234028f8ca.jsonl"), nil)
 	run = h.importPaths(t, c)
 	if run.n.Failed != 1 || len(run.failures) != 1 || !strings.Contains(run.failures[0], "proj-c/dup.jsonl") ||
 		!strings.Contains(run.failures[0], "proj-x/"+strings.TrimPrefix(own, "cc-")+".jsonl") || !strings.Contains(run.failures[0], "collides") {
@@ -538,7 +455,7 @@ func TestImportFilesWithOneIDStayApart(t *testing.T) {
 // output outBytes long.
 func genTranscript(t *testing.T, path string, size, outBytes int) int {
 	t.Helper()
-	real := realLines(t, "d6e0bada-1959-4eec-a9d2-0bfade768d8f.jsonl")
+	real := transcripttest.RealLines(t, "d6e0bada-1959-4eec-a9d2-0bfade768d8f.jsonl")
 	var prompt, call, result map[string]any
 	for _, l := range [][]byte{real[3], real[4], real[10]} {
 		var m map[string]any
@@ -598,14 +515,6 @@ func genTranscript(t *testing.T, path string, size, outBytes int) int {
 	return written
 }
 
-func compact(t *testing.T, b []byte) []byte {
-	var c bytes.Buffer
-	if err := json.Compact(&c, b); err != nil {
-		t.Fatal(err)
-	}
-	return c.Bytes()
-}
-
 func clone(m map[string]any) map[string]any {
 	out := make(map[string]any, len(m))
 	for k, v := range m {
@@ -615,8 +524,8 @@ func clone(m map[string]any) map[string]any {
 }
 
 // A 10 MB transcript with 64 KB tool outputs imports with the default
-// flags under the server's default max_payload (1 MB): appends are sized
-// in bytes, not only in events.
+// options (the import verb's default flags) under the server's default
+// max_payload (1 MB): appends are sized in bytes, not only in events.
 func TestImportTenMegabyteTranscriptDefaultFlags(t *testing.T) {
 	h := newImportHarness(t, logstore.Config{})
 	dir := filepath.Join(t.TempDir(), "proj")
@@ -625,56 +534,20 @@ func TestImportTenMegabyteTranscriptDefaultFlags(t *testing.T) {
 	}
 	path := filepath.Join(dir, "10000000-0000-4000-8000-000000000001.jsonl")
 	size := genTranscript(t, path, 10<<20, 64<<10)
-	if mp := h.nc.MaxPayload(); mp != 1<<20 {
+	if mp := h.NC.MaxPayload(); mp != 1<<20 {
 		t.Fatalf("max_payload %d, want the default 1 MiB", mp)
+	}
+	files, err := transfer.SessionFiles(claudecode.Format{}, []string{dir})
+	if err != nil {
+		t.Fatal(err)
 	}
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
-	code := Main(context.Background(), []string{"import", "--from", "claude-code", "--nats-url", h.url, dir}, &stdout, &stderr)
-	if code != 0 {
-		t.Fatalf("import of a %d-byte transcript: exit %d\n%s\n%s", size, code, stdout.String(), stderr.String())
+	if err := transfer.ImportFrom(context.Background(), h.Cl, claudecode.Format{}, files, transfer.DefaultBatch, transfer.DefaultJobs, &stdout, &stderr); err != nil {
+		t.Fatalf("import of a %d-byte transcript: %v\n%s\n%s", size, err, stdout.String(), stderr.String())
 	}
 	t.Logf("imported %d bytes in %v: %s", size, time.Since(start), stdout.String())
-	if m, got := mainOnly(t, path), h.stored(t, "cc-10000000-0000-4000-8000-000000000001"); len(got) != len(m.events) {
-		t.Fatalf("%d events stored, the file maps to %d", len(got), len(m.events))
+	if m, got := transcripttest.MainOnly(t, path), h.stored(t, "cc-10000000-0000-4000-8000-000000000001"); len(got) != len(m.Events) {
+		t.Fatalf("%d events stored, the file maps to %d", len(got), len(m.Events))
 	}
-}
-
-// ship sends a followed file that shrank and went on to <id>-r2, with a
-// warning naming the file, and goes on with -r2 on its next passes.
-func TestShipShrunkFileGoesToNextGeneration(t *testing.T) {
-	h := newImportHarness(t, logstore.Config{})
-	var stdout, stderr bytes.Buffer
-	sh := ship.New(context.Background(), ship.Config{Client: h.cl, Format: claudecode.Format{}, Host: "h", Batch: 500, Idle: ship.IdleDefault, Stdout: &stdout, Stderr: &stderr})
-	path, id, lines, other := rewriteCase(t)
-	if err := sh.Ship(path); err != nil {
-		t.Fatal(err)
-	}
-	writeLines(t, path, append(append([][]byte{}, lines[:len(lines)-20]...), other[3:12]...), nil)
-	if err := sh.Ship(path); err != nil {
-		t.Fatal(err)
-	}
-	r2 := agentlog.GenerationID(id, 2)
-	if !strings.Contains(stderr.String(), path) || !strings.Contains(stderr.String(), r2) {
-		t.Fatalf("no warning naming %s and %s: %s", path, r2, stderr.String())
-	}
-	n := len(h.stored(t, r2))
-	writeLines(t, path, append(append([][]byte{}, lines[:len(lines)-20]...), other[3:20]...), nil)
-	stderr.Reset()
-	if err := sh.Ship(path); err != nil {
-		t.Fatal(err)
-	}
-	if got := len(h.stored(t, r2)); got <= n || strings.Contains(stderr.String(), "-r3") {
-		t.Fatalf("%s went from %d to %d events as the file grew; stderr: %s", r2, n, got, stderr.String())
-	}
-}
-
-// readSession reads every event of a session through the writer.
-func readSession(ctx context.Context, cl *client.Client, id string) ([]schema.Envelope, error) {
-	var out []schema.Envelope
-	err := transfer.SessionEvents(ctx, cl, id)(0, func(e *schema.Envelope) error {
-		out = append(out, *e)
-		return nil
-	})
-	return out, err
 }
