@@ -237,7 +237,10 @@ func (s *Store) FollowErasureRecords(ctx context.Context, ready chan<- struct{},
 
 // WatchErasureRecords is WatchErasures with each record as stored (an
 // eraser follows the unfinished jobs with it). A record it cannot decode
-// is given with its id only.
+// is given with its id only. A record updated before the watch delivered
+// its revision before is given once, at its last revision (the bucket
+// keeps one revision a key): a follower learns each record's last state,
+// not every state it passed through.
 func (s *Store) WatchErasureRecords(ctx context.Context, ready chan<- struct{}, fn func(Erasure)) error {
 	kv, err := s.erasedKVRequired(ctx)
 	if err != nil {
