@@ -53,7 +53,9 @@ func SliceEvents(events []schema.Envelope) Events {
 type Export struct {
 	SessionID string
 	Meta      schema.SessionCreated
-	// State is the fold of the whole session.
+	// State is the fold of the whole session, as a reader folds it
+	// (session.NewReader: what is open and the last ended turn's items,
+	// nothing of the turns before).
 	State *session.State
 	// Lines counts the session's source lines of the export's format
 	// (parts joined): none when the session was not imported from it.
@@ -105,7 +107,7 @@ func NewExport(format string, events Events) (*Export, error) {
 	err := events(0, func(e *schema.Envelope) error {
 		if x.State == nil {
 			x.SessionID = e.SessionID
-			x.State = session.New(e.SessionID)
+			x.State = session.NewReader(e.SessionID)
 		}
 		if err := x.State.Apply(e); err != nil {
 			return fmt.Errorf("agentlog: export %s seq %d: %w", x.SessionID, e.Seq, err)
