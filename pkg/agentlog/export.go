@@ -53,7 +53,9 @@ func SliceEvents(events []schema.Envelope) Events {
 type Export struct {
 	SessionID string
 	Meta      schema.SessionCreated
-	// State is the fold of the whole session.
+	// State is the fold of the whole session, as a reader folds it
+	// (session.NewReader: what is open and the last ended turn's items,
+	// nothing of the turns before).
 	State *session.State
 	// Lines counts the session's source lines of the export's format
 	// (parts joined): none when the session was not imported from it.
@@ -105,7 +107,7 @@ func NewExport(format string, events Events) (*Export, error) {
 	err := events(0, func(e *schema.Envelope) error {
 		if x.State == nil {
 			x.SessionID = e.SessionID
-			x.State = session.New(e.SessionID)
+			x.State = session.NewReader(e.SessionID)
 		}
 		if err := x.State.Apply(e); err != nil {
 			return fmt.Errorf("agentlog: export %s seq %d: %w", x.SessionID, e.Seq, err)
@@ -197,16 +199,71 @@ func NewExport(format string, events Events) (*Export, error) {
 // SourceLines are the source lines of format of the session of events
 // (seq 1 on), verbatim and in order (parts joined).
 func SourceLines(format string, events []schema.Envelope) ([]json.RawMessage, error) {
-	x, err := NewExport(format, SliceEvents(events))
-	if err != nil {
-		return nil, err
-	}
 	var out []json.RawMessage
-	err = x.EachLine(func(l json.RawMessage) error {
+	last, err := EachSourceLine(format, SliceEvents(events), func(l json.RawMessage) error {
 		out = append(out, append(json.RawMessage(nil), l...))
 		return nil
 	})
+	if err == nil && last == 0 {
+		err = fmt.Errorf("agentlog: export: no events")
+	}
 	return out, err
+}
+
+// EachSourceLine reads the session of events (seq 1 on) once, folding it
+// as a reader (session.NewReader), and calls fn with each of its source
+// lines of format, verbatim and in order (parts joined; the line is fn's
+// for the call only): what SourceLines gives, holding a line at a time
+// and what is open of the fold. last is the session's last seq (0: it
+// has no events). A session that does not fold is an error, after the
+// lines before the event that does not fit.
+func EachSourceLine(format string, events Events, fn func(json.RawMessage) error) (last uint64, err error) {
+	var (
+		st    *session.State
+		parts lineParts
+	)
+	err = events(0, func(e *schema.Envelope) error {
+		if st == nil {
+			st = session.NewReader(e.SessionID)
+		}
+		if err := st.Apply(e); err != nil {
+			return fmt.Errorf("agentlog: export %s seq %d: %w", st.SessionID, e.Seq, err)
+		}
+		last = e.Seq
+		if e.Type != TypeSourceLine {
+			return nil
+		}
+		l, ok, err := parts.add(e, format)
+		if err != nil || !ok {
+			return err
+		}
+		return fn(l)
+	})
+	return last, err
+}
+
+// lineParts puts the source lines of a format together from their
+// source/line events, a line kept in parts (over the size limit) from
+// its parts.
+type lineParts struct{ text []byte }
+
+// add takes a source/line event: ok when it ends a line of format, which
+// is then line (the lineParts' until the next add).
+func (p *lineParts) add(e *schema.Envelope, format string) (line json.RawMessage, ok bool, err error) {
+	var d SourceLine
+	if err := json.Unmarshal(e.Data, &d); err != nil {
+		return nil, false, fmt.Errorf("agentlog: export %s seq %d: source/line: %w", e.SessionID, e.Seq, err)
+	}
+	switch {
+	case d.Format != format:
+		return nil, false, nil
+	case d.Parts == 0:
+		return d.Line, true, nil
+	case d.Part == 1:
+		p.text = p.text[:0]
+	}
+	p.text = append(p.text, d.Text...)
+	return p.text, d.Part == d.Parts, nil
 }
 
 // standing are the ranges of the rewinds (each the range it abandoned, in
@@ -300,29 +357,16 @@ func (x *Export) EachLine(fn func(json.RawMessage) error) error {
 	if x.lastLine == 0 {
 		return nil
 	}
-	var text []byte // parts of a line over the size limit
+	var parts lineParts
 	err := x.read(0, x.lastLine, func(e *schema.Envelope) error {
 		if e.Type != TypeSourceLine {
 			return nil
 		}
-		var d SourceLine
-		if err := json.Unmarshal(e.Data, &d); err != nil {
-			return fmt.Errorf("agentlog: export %s seq %d: source/line: %w", x.SessionID, e.Seq, err)
+		l, ok, err := parts.add(e, x.format)
+		if err != nil || !ok {
+			return err
 		}
-		if d.Format != x.format {
-			return nil
-		}
-		if d.Parts == 0 {
-			return fn(d.Line)
-		}
-		if d.Part == 1 {
-			text = text[:0]
-		}
-		text = append(text, d.Text...)
-		if d.Part == d.Parts {
-			return fn(text)
-		}
-		return nil
+		return fn(l)
 	})
 	if errors.Is(err, ErrStop) {
 		return nil

@@ -58,10 +58,12 @@ func (s *State) commitTurn(e *schema.Envelope, c *change) {
 	switch e.Type {
 	case schema.TypeTurnStarted:
 		s.Turn = &Turn{Item: Item{ID: e.TurnID, StartSeq: c.seq}}
-		if s.usedTurns == nil {
-			s.usedTurns = map[uint64]struct{}{}
+		if !s.forgetSpent {
+			if s.usedTurns == nil {
+				s.usedTurns = map[uint64]struct{}{}
+			}
+			s.usedTurns[c.hash] = struct{}{}
 		}
-		s.usedTurns[c.hash] = struct{}{}
 		s.Turns++
 	case schema.TypeTurnEnded:
 		t := s.Turn

@@ -149,13 +149,26 @@ type State struct {
 	// time.
 	open map[openKey]string
 	// keepSpent: endTurn keeps every item in full, as the fold did before
-	// items were spent (the tests' reference).
-	keepSpent bool
+	// items were spent (the tests' reference). forgetSpent: it keeps
+	// nothing of them, not even their hashes (NewReader).
+	keepSpent, forgetSpent bool
 }
 
 // New returns the empty state of a session that has no events.
 func New(sessionID string) *State {
 	return &State{SessionID: sessionID}
+}
+
+// NewReader returns the empty state of a session that has no events, for
+// a reader of a log the writer has judged already (an export): it keeps
+// nothing of the turns ended before the last, not even the hashes of
+// their ids, so it holds what is open and the last ended turn's items
+// whatever the session's length. It folds every event as New's state
+// does, and refuses what New's refuses but an id used again: a turn id
+// of a turn that ended, a tool call's or an approval's of a turn ended
+// before the last. Never for a writer.
+func NewReader(sessionID string) *State {
+	return &State{SessionID: sessionID, forgetSpent: true}
 }
 
 // Exists reports whether the session has any event.
@@ -472,6 +485,10 @@ func (s *State) endTurn(t *Turn) {
 	prev := s.LastTurn.ID
 	for id, tc := range s.Tools {
 		if tc.TurnID == prev && !tc.Open() {
+			if s.forgetSpent {
+				delete(s.Tools, id)
+				continue
+			}
 			if s.spentTools == nil {
 				s.spentTools = map[uint64]uint64{}
 			}
@@ -481,6 +498,10 @@ func (s *State) endTurn(t *Turn) {
 	}
 	for id, a := range s.Approvals {
 		if a.TurnID == prev && !a.Open() {
+			if s.forgetSpent {
+				delete(s.Approvals, id)
+				continue
+			}
 			if s.spentApprovals == nil {
 				s.spentApprovals = map[uint64]uint64{}
 			}

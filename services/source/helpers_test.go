@@ -3,6 +3,8 @@ package source_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -141,4 +143,15 @@ func counterSum(t *testing.T, g prometheus.Gatherer, name string, labels ...stri
 		}
 	}
 	return sum
+}
+
+// userEntry is the i-th entry of a Claude Code transcript of prompts of
+// size bytes, uuids <prefix>-<i>, each entry's parent the one before.
+func userEntry(sid, prefix string, i, size int) json.RawMessage {
+	parent := "null"
+	if i > 0 {
+		parent = fmt.Sprintf(`"%s-%d"`, prefix, i-1)
+	}
+	return json.RawMessage(fmt.Sprintf(`{"parentUuid":%s,"isSidechain":false,"sessionId":%q,"type":"user","message":{"role":"user","content":%q},"uuid":"%s-%d","timestamp":"2026-12-04T09:00:00.000Z"}`,
+		parent, sid, strings.Repeat("x", size), prefix, i))
 }

@@ -1,11 +1,13 @@
 package source
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -58,43 +60,45 @@ func sourceSession(k api.SourceKey) (agentlog.Format, string, error) {
 
 // Bounds of the source appends that read a whole transcript to map it
 // again: an agent can make a session as long as it likes, and would
-// otherwise make the service hold it whole, once per concurrent request.
+// otherwise make the service read and map it whole, on every append that
+// has no mapping state kept, as many at once as it asks. Such an append
+// holds a page of the session's events at a time (its lines go to the
+// file it maps), the identity of each entry and the mapping's state.
 const (
 	DefaultMaxSourceBytes = 64 << 20
 	sourceRemaps          = 2
 )
 
-// readAll reads every stored event of a session (the writer's id for it:
-// scope.asked; nil when it has none), refusing one whose events hold more
-// than the service's MaxSourceBytes.
-func (s *Service) readAll(ctx context.Context, sc scope, id string) ([]schema.Envelope, error) {
-	var out []schema.Envelope
-	var after uint64
-	size := 0
-	for {
-		page, err := s.read(ctx, sc, api.ReadRequest{SessionID: id, AfterSeq: after})
-		if schema.CodeOf(err) == schema.CodeNotFound {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		for _, raw := range page.Events {
-			if size += len(raw); size > s.cfg.MaxSourceBytes {
-				return nil, schema.Errorf(schema.CodeTooLarge, "session %s holds over %d bytes: too large to map again through the source endpoints (ship or import its file)", id, s.cfg.MaxSourceBytes)
+// storedEvents reads the stored events of a session (the writer's id for
+// it: scope.asked) a page at a time, as agentlog.Events: none when it has
+// none. It refuses one whose events hold more than the service's
+// MaxSourceBytes, or that the writer no longer finds after its first
+// page (gone is set: what the read gave is not the session).
+func (s *Service) storedEvents(ctx context.Context, sc scope, id string, gone *bool) agentlog.Events {
+	return func(after uint64, fn func(*schema.Envelope) error) error {
+		size := 0
+		err := agentlog.EachStored(after, func(after uint64) ([]json.RawMessage, bool, error) {
+			page, err := s.read(ctx, sc, api.ReadRequest{SessionID: id, AfterSeq: after})
+			if schema.CodeOf(err) == schema.CodeNotFound {
+				*gone = true
+				return nil, false, errGone
 			}
-			e, err := schema.Decode(raw)
-			if err != nil {
-				return nil, err
+			for _, raw := range page.Events {
+				if size += len(raw); size > s.cfg.MaxSourceBytes {
+					return nil, false, schema.Errorf(schema.CodeTooLarge, "session %s holds over %d bytes: too large to map again through the source endpoints (ship or import its file)", id, s.cfg.MaxSourceBytes)
+				}
 			}
-			out = append(out, e)
-			after = e.Seq
+			return page.Events, page.More, err
+		}, func(e schema.Envelope) error { return fn(&e) })
+		if errors.Is(err, agentlog.ErrStop) {
+			return nil
 		}
-		if !page.More || len(page.Events) == 0 {
-			return out, nil
-		}
+		return err
 	}
 }
+
+// errGone ends a read of a session the writer does not find.
+var errGone = errors.New("source: no such session")
 
 // SourceLoad returns a page of the verbatim entries of a transcript: the
 // lines of its source/line events after the cursor (a seq), as many as fit
@@ -581,21 +585,32 @@ func (s *Service) remapSource(ctx context.Context, ss sourceSess, f agentlog.For
 	case <-ctx.Done():
 		return api.SourceAppendReply{}, schema.Errorf(schema.CodeNotCommitted, "waiting to map the transcript: %v", ctx.Err())
 	}
-	stored, err := s.readAll(ctx, ss.sc, ss.asked)
+	// The stored lines go to the file that is mapped as they are read,
+	// a page of events at a time: the append holds their identities, not
+	// the session.
+	sp, err := newSpool(k)
 	if err != nil {
 		return api.SourceAppendReply{}, err
 	}
-	var lines []json.RawMessage
+	defer sp.remove()
 	rep := api.SourceAppendReply{SessionID: ss.asked}
-	if len(stored) > 0 {
-		if lines, err = agentlog.SourceLines(f.Name(), stored); err != nil {
+	sc := &sourceCont{t: newTranscript(f), caller: ss.sc.caller}
+	var gone bool
+	last, err := agentlog.EachSourceLine(f.Name(), s.storedEvents(ctx, ss.sc, ss.asked, &gone), func(l json.RawMessage) error {
+		sc.t.add(sc.t.id(l))
+		return sp.add(l)
+	})
+	switch {
+	case gone:
+		// No session (or none any more): no stored lines.
+		if err := sp.reset(); err != nil {
 			return api.SourceAppendReply{}, err
 		}
-		rep.LastSeq = stored[len(stored)-1].Seq
-	}
-	sc := &sourceCont{t: newTranscript(f), caller: ss.sc.caller}
-	for _, l := range lines {
-		sc.t.add(sc.t.id(l))
+		sc.t = newTranscript(f)
+	case err != nil:
+		return api.SourceAppendReply{}, err
+	default:
+		rep.LastSeq = last
 	}
 	ids := make([]string, len(entries))
 	for i, c := range entries {
@@ -605,7 +620,9 @@ func (s *Service) remapSource(ctx context.Context, ss sourceSess, f agentlog.For
 	for i, fresh := range sc.t.fresh(ids) {
 		if fresh {
 			sc.t.add(ids[i])
-			lines = append(lines, entries[i])
+			if err := sp.add(entries[i]); err != nil {
+				return api.SourceAppendReply{}, err
+			}
 			added++
 		}
 	}
@@ -620,7 +637,7 @@ func (s *Service) remapSource(ctx context.Context, ss sourceSess, f agentlog.For
 				sc.tail, sc.tailID = last, lastID
 			}
 		}}
-	if err := mapLines(f, k, lines, agentlog.Options{Continue: func(c *agentlog.Continuation) { sc.c = c }}, sink); err != nil {
+	if err := sp.mapped(f, agentlog.Options{Continue: func(c *agentlog.Continuation) { sc.c = c }}, sink); err != nil {
 		return api.SourceAppendReply{}, sourceErr(err, ss.wire)
 	}
 	s.keepCont(ss.stored, sc)
@@ -636,30 +653,67 @@ func (s *Service) sinkLog(ss sourceSess) clientlog.Log {
 		Wire: ss.wire, Asked: ss.asked, Stored: ss.stored, Err: fromClient}
 }
 
-// mapLines maps lines as import maps the file the key names.
-func mapLines(f agentlog.Format, k api.SourceKey, lines []json.RawMessage, opt agentlog.Options, sink agentlog.Sink) error {
+// spool is the file a transcript is mapped from, as import maps the file
+// the key names: its lines are written to it as they are read.
+type spool struct {
+	dir, path string
+	f         *os.File
+	w         *bufio.Writer
+}
+
+func newSpool(k api.SourceKey) (*spool, error) {
 	dir, err := os.MkdirTemp("", "sessionlog-source-")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	p := filepath.Join(dir, k.SessionKey+".jsonl")
+	sp := &spool{dir: dir, path: filepath.Join(dir, k.SessionKey+".jsonl")}
 	if k.Subpath != "" {
-		p = filepath.Join(dir, k.SessionKey, filepath.FromSlash(k.Subpath)+".jsonl")
+		sp.path = filepath.Join(dir, k.SessionKey, filepath.FromSlash(k.Subpath)+".jsonl")
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(sp.path), 0o700); err != nil {
+		sp.remove()
+		return nil, err
+	}
+	if sp.f, err = os.OpenFile(sp.path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
+		sp.remove()
+		return nil, err
+	}
+	sp.w = bufio.NewWriterSize(sp.f, 64<<10)
+	return sp, nil
+}
+
+// add writes the next line.
+func (sp *spool) add(l []byte) error {
+	if _, err := sp.w.Write(l); err != nil {
 		return err
 	}
-	var b bytes.Buffer
-	for _, l := range lines {
-		b.Write(l)
-		b.WriteByte('\n')
-	}
-	if err := os.WriteFile(p, b.Bytes(), 0o600); err != nil {
+	return sp.w.WriteByte('\n')
+}
+
+// reset empties the file.
+func (sp *spool) reset() error {
+	sp.w.Reset(sp.f)
+	if err := sp.f.Truncate(0); err != nil {
 		return err
 	}
-	_, err = agentlog.ReadFile(f, p, opt, sink)
+	_, err := sp.f.Seek(0, io.SeekStart)
 	return err
+}
+
+// mapped maps the lines written as import maps the file.
+func (sp *spool) mapped(f agentlog.Format, opt agentlog.Options, sink agentlog.Sink) error {
+	if err := sp.w.Flush(); err != nil {
+		return err
+	}
+	_, err := agentlog.ReadFile(f, sp.path, opt, sink)
+	return err
+}
+
+func (sp *spool) remove() {
+	if sp.f != nil {
+		sp.f.Close()
+	}
+	os.RemoveAll(sp.dir)
 }
 
 func (s *Service) handleSourceAppend(ctx context.Context, m *nats.Msg) {

@@ -329,14 +329,7 @@ func TestSourceAppendBounded(t *testing.T) {
 	ctx := context.Background()
 	const sid = "88888888-8888-4888-8888-888888888888"
 	key := api.SourceKey{Format: "claude-code", ProjectKey: "-home-ann-shop", SessionKey: sid}
-	entry := func(i int) json.RawMessage {
-		parent := "null"
-		if i > 0 {
-			parent = fmt.Sprintf(`"b-%d"`, i-1)
-		}
-		return json.RawMessage(fmt.Sprintf(`{"parentUuid":%s,"isSidechain":false,"sessionId":%q,"type":"user","message":{"role":"user","content":%q},"uuid":"b-%d","timestamp":"2026-12-04T09:00:00.000Z"}`,
-			parent, sid, strings.Repeat("x", 8<<10), i))
-	}
+	entry := func(i int) json.RawMessage { return userEntry(sid, "b", i, 8<<10) }
 	var last uint64
 	for i := 0; ; i++ {
 		if i > 20 {

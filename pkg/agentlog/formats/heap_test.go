@@ -69,7 +69,7 @@ func (h *heapPeak) end() uint64 {
 
 // chatEvents is the number of events of the session TestExportHeapBound
 // exports: SESSIONLOG_EXPORT_EVENTS, else 100,000.
-func chatEvents(t *testing.T) int {
+func chatEvents(t testing.TB) int {
 	if s := os.Getenv("SESSIONLOG_EXPORT_EVENTS"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil {
@@ -124,8 +124,10 @@ func liveHeap() uint64 {
 // benchmark makes it (230 bytes an event, Claude Code's agent) to every
 // format, reading it as it is made, and bounds the peak live heap of each
 // export: built whole, a Claude Code export of a million events peaked at
-// 586.8 MiB; streamed, at 13.0 MiB, most of it the session's fold (a map
-// slot for each ended turn and tool call), 3.4 MiB at 100,000 events.
+// 586.8 MiB; streamed, at 13.0 MiB, most of it the writer's fold of the
+// session (a map slot for each ended turn and tool call); with a reader's
+// fold (session.NewReader), at 4.4 MiB, of which the export holds 0.1 MiB
+// (BenchmarkExportHeld).
 func TestExportHeapBound(t *testing.T) {
 	const bound = 16 << 20 // at 100,000 events
 	n := chatEvents(t)
@@ -143,6 +145,58 @@ func TestExportHeapBound(t *testing.T) {
 			if n <= 100_000 && peak > bound {
 				t.Errorf("peak live heap %.1f MiB, over %d MiB", float64(peak)/(1<<20), bound>>20)
 			}
+		})
+	}
+}
+
+// BenchmarkExportHeld exports the chat session of TestExportHeapBound
+// (SESSIONLOG_EXPORT_EVENTS events, else 100,000) to each format and
+// reports what the export holds as it writes: held-MiB is the highest
+// live heap, after a collection at every 10,000th event of its reads
+// after NewExport's, over the live heap before it began (the fold, what
+// NewExport keeps and the exporter's state, without what a collection
+// frees); peak-live-MiB the highest live heap sampled as it runs.
+func BenchmarkExportHeld(b *testing.B) {
+	n := chatEvents(b)
+	chat := gen.Chat("big", max(n/8, 1), 230, false, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	for _, f := range all {
+		b.Run(f.Name(), func(b *testing.B) {
+			var held, peak uint64
+			for b.Loop() {
+				base := liveHeap()
+				reads := 0
+				events := func(after uint64, fn func(*schema.Envelope) error) error {
+					reads++
+					for e := range chat {
+						if e.Seq <= after {
+							continue
+						}
+						if reads > 1 && e.Seq%10_000 == 0 {
+							l := liveHeap()
+							held = max(held, l-min(base, l))
+						}
+						if err := fn(&e); err != nil {
+							if errors.Is(err, agentlog.ErrStop) {
+								return nil
+							}
+							return err
+						}
+					}
+					return nil
+				}
+				h := startHeapPeak()
+				x, err := agentlog.NewExport(f.Name(), events)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := f.Export(h, x); err != nil {
+					b.Fatal(err)
+				}
+				p := h.end()
+				peak = max(peak, p-min(base, p))
+			}
+			b.ReportMetric(float64(held)/(1<<20), "held-MiB")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-live-MiB")
 		})
 	}
 }

@@ -25,10 +25,10 @@ import (
 // the source lines (agentlog.Export.Extended): the file as it was. It
 // reads the session as it writes, holding the names of the calls still
 // open, the compactions' kept entries and the file's entry ids (4 bytes
-// each, plus the map's overhead).
+// each: idSet).
 func (Format) Export(w io.Writer, x *agentlog.Export) error {
 	bw := bufio.NewWriter(w)
-	ex := &exporter{w: bw, meta: x.Meta, ids: map[uint32]struct{}{}, names: map[string]string{}}
+	ex := &exporter{w: bw, meta: x.Meta, names: map[string]string{}}
 	ex.clock.At = x.FirstTime()
 	err := x.EachLine(func(l json.RawMessage) error {
 		ex.raw(l)
@@ -119,8 +119,9 @@ type exporter struct {
 	meta   schema.SessionCreated
 	parent *string
 	// ids are the file's entry ids that an id entryID makes could meet:
-	// 8 hex digits, as a number.
-	ids   map[uint32]struct{}
+	// 8 hex digits, as a number. pi finds an entry by its id in the whole
+	// file, so each is new to it: the one thing an export holds per entry.
+	ids   idSet
 	names map[string]string // open call id -> tool name
 	kept  *keptEntries
 	model string // the current attempt's, as agentlog maps it
@@ -189,8 +190,8 @@ func (x *exporter) entryID(key string) string {
 	for i := 0; ; i++ {
 		h := fnv.New32a()
 		fmt.Fprintf(h, "%s/%d", key, i)
-		if _, used := x.ids[h.Sum32()]; !used {
-			x.ids[h.Sum32()] = struct{}{}
+		if !x.ids.has(h.Sum32()) {
+			x.ids.add(h.Sum32())
 			return fmt.Sprintf("%08x", h.Sum32())
 		}
 	}
@@ -203,7 +204,7 @@ func (x *exporter) noteID(id string) {
 		return
 	}
 	if n, err := strconv.ParseUint(id, 16, 32); err == nil {
-		x.ids[uint32(n)] = struct{}{}
+		x.ids.add(uint32(n))
 	}
 }
 
