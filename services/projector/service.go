@@ -307,6 +307,7 @@ func (s *Service) start(ctx context.Context) error {
 	}
 	for name, info := range infos {
 		s.created[name] = info.created
+		s.checkLost(ctx, name)
 	}
 	if r := s.rb.reason(); r != "" {
 		s.log.Error("projector: the log rolled back", "reason", r)
