@@ -617,13 +617,17 @@ func faultRunVerify(t *testing.T, url, httpAddr string) (map[string][]string, in
 	n := 0
 	for line := range strings.Lines(string(out)) {
 		var p struct {
-			Session, Kind, Message string
-			Seq                    uint64
+			Session, Stream, Kind, Message string
+			Seq                            uint64
 		}
 		if json.Unmarshal([]byte(line), &p) != nil || p.Kind == "" {
 			continue
 		}
 		n++
+		if p.Session == "" { // of a whole stream: what the server lost of it
+			t.Logf("VERIFY stream=%s %s: %s", p.Stream, p.Kind, p.Message)
+			continue
+		}
 		by[p.Session] = append(by[p.Session], fmt.Sprintf("seq %d %s: %s", p.Seq, p.Kind, p.Message))
 	}
 	if err != nil && n == 0 {

@@ -17,8 +17,8 @@ import (
 // names; a damaged record at a block's end (a torn write, a flipped bit,
 // when the server rebuilds the block from its records) is counted in
 // Bytes with no sequence named. The server keeps it in memory until it
-// restarts, and only the stream's leader answers: a replica's loss is not
-// told.
+// restarts, and only the stream's leader answers: a follower's record is
+// not read.
 type LostData struct {
 	Msgs  []uint64 `json:"msgs"`
 	Bytes uint64   `json:"bytes"`
@@ -61,6 +61,10 @@ func (s *Store) StreamLost(ctx context.Context, stream string) (*LostData, error
 	}
 	return nil, nil
 }
+
+// Reconnects is how many times the store's NATS connection reconnected:
+// a single server that restarted is one more.
+func (s *Store) Reconnects() uint64 { return s.nc.Stats().Reconnects }
 
 // lostShown is how many of the sequences it names Describe lists.
 const lostShown = 5

@@ -3,6 +3,8 @@ package projector
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 )
@@ -15,7 +17,46 @@ import (
 // what the projector consumed and the message it consumed whole (the
 // events it had not folded yet are gone, and no later append names
 // them): the projector reads it at start and at every check, and raises
-// log_rolled_back naming it.
+// log_rolled_back naming it (the running projector reads it less often
+// than it checks the streams: lostEvery).
+
+// lostEvery is how often the running projector reads what the server
+// says it lost, besides at start and at the first check after its NATS
+// connection reconnected (a single server that restarted): the answer
+// lists every deleted sequence of the stream (the server gives its record
+// only with them), too much to ask for every rollbackEvery.
+const lostEvery = 30 * time.Second
+
+// lostRead is when the server's records were last read, and how many
+// times the connection had reconnected then.
+type lostRead struct {
+	mu         sync.Mutex
+	at         time.Time
+	reconnects uint64
+}
+
+// due reports whether the records are to be read again now, and if so
+// notes the read.
+func (l *lostRead) due(now time.Time, reconnects uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.at.IsZero() && now.Sub(l.at) < lostEvery && reconnects == l.reconnects {
+		return false
+	}
+	l.at, l.reconnects = now, reconnects
+	return true
+}
+
+// checkLostDue reads the server's records of every stream of infos when
+// they are due (always at start: the first read).
+func (s *Service) checkLostDue(ctx context.Context, infos map[string]streamInfo, now time.Time) {
+	if !s.lost.due(now, s.ls.Reconnects()) {
+		return
+	}
+	for name := range infos {
+		s.checkLost(ctx, name)
+	}
+}
 
 // checkLost reads what nats-server says it lost of stream name and raises
 // log_rolled_back when it names a loss; a failed read is looked at again

@@ -119,8 +119,8 @@ func TestRolledBackLostOnRecovery(t *testing.T) {
 			r2.stop(t)
 
 			// The server forgets the loss when it restarts. A running
-			// projector is told of the next one by its next check after
-			// the server recovered.
+			// projector is told of the next one by its first check after
+			// the server recovered (its connection reconnected).
 			// (An event stored after the loss: a projector started on a
 			// stream whose last sequence the server keeps past its last
 			// message waits to reach it and stays catching up.)

@@ -129,7 +129,7 @@ func (rb *rollbacks) reason() string {
 
 // CheckStreams compares every stream's last sequence with what was
 // consumed, now (the running projector does it every rollbackEvery), and
-// reads what the server says it lost of it (lost.go); a stream created
+// reads what the server says it lost of it when due (lost.go); a stream created
 // again since (another creation time) restarts its sequences and is not
 // compared.
 func (s *Service) CheckStreams(ctx context.Context) {
@@ -139,8 +139,8 @@ func (s *Service) CheckStreams(ctx context.Context) {
 		return // unreachable now: the next round looks again
 	}
 	now := time.Now()
+	s.checkLostDue(ctx, infos, now)
 	for name, info := range infos {
-		s.checkLost(ctx, name)
 		if c, ok := s.created[name]; ok && c.Equal(info.created) {
 			s.checkStream(ctx, name, info.last, consumed[name], now)
 		}
