@@ -1,16 +1,23 @@
 package projector_test
 
 import (
+	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/services/projector"
 )
 
@@ -227,4 +234,89 @@ func blockRecords(b []byte) []int {
 		i += rl
 	}
 	return out
+}
+
+// On three replicas the record is of the node that answers, which may
+// have caught up from the others since: a follower's block file removed
+// while it was down, the follower restarted and made the stream's leader.
+// The test logs what the server's record says and what the stream holds;
+// StreamLost keeps only the named sequences the stream does not hold now,
+// and a projector started then is rolled back exactly when it names some.
+func TestLostDataReplica(t *testing.T) {
+	c := natstest.RunCluster(t, 3)
+	nc, err := nats.Connect(c.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ls, err := logstore.Open(ctx, nc, logstore.Config{Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	e := &env{t: t, srv: c.Servers[0], nc: nc, ls: ls, js: js, ctx: ctx}
+	leader := c.WaitStreamLeader(logstore.StreamName)
+	publishN(t, e, gen.NewSession("early", t0), 3)
+	publishN(t, e, gen.NewSession("late", t0), 3)
+	c.WaitStreamsCurrent(logstore.StreamName)
+
+	f := (leader + 1) % 3
+	c.Servers[f].Shutdown()
+	c.Servers[f].WaitForShutdown()
+	blks, err := filepath.Glob(filepath.Join(c.Opts[f].StoreDir, "jetstream", "$G", "streams", logstore.StreamName, "msgs", "*.blk"))
+	if err != nil || len(blks) != 1 {
+		t.Fatalf("block files %v (%v)", blks, err)
+	}
+	if err := os.Remove(blks[0]); err != nil {
+		t.Fatal(err)
+	}
+	c.Restart(f)
+	c.WaitStreamsCurrent(logstore.StreamName)
+	name := c.Servers[f].Name()
+	natstest.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() error {
+		if c.StreamLeader(logstore.StreamName) == f {
+			return nil
+		}
+		_, _ = nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+logstore.StreamName, []byte(`{"placement":{"preferred":"`+name+`"}}`), 2*time.Second)
+		return fmt.Errorf("%s does not lead yet", name)
+	})
+	var raw struct {
+		State struct {
+			Lost *logstore.LostData `json:"lost"`
+		} `json:"state"`
+	}
+	m, err := nc.Request("$JS.API.STREAM.INFO."+logstore.StreamName, []byte(`{"deleted_details":true}`), 5*time.Second)
+	if err != nil || json.Unmarshal(m.Data, &raw) != nil {
+		t.Fatalf("stream info: %v", err)
+	}
+	var held []uint64
+	for seq := uint64(1); seq <= 6; seq++ {
+		if m, err := ls.MsgAt(ctx, logstore.StreamName, seq); err == nil && m != nil {
+			held = append(held, seq)
+		}
+	}
+	ld, err := ls.StreamLost(ctx, logstore.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("LOST replicas=3 damage=missing_block on the follower, which leads now: record=%s held=%v StreamLost=%s", showLost(raw.State.Lost), held, showLost(ld))
+	var want []uint64
+	if raw.State.Lost != nil {
+		for _, q := range raw.State.Lost.Msgs {
+			if !slices.Contains(held, q) {
+				want = append(want, q)
+			}
+		}
+	}
+	if (ld == nil) != (len(want) == 0) || (ld != nil && !slices.Equal(ld.Msgs, want)) {
+		t.Errorf("StreamLost = %s, want the named seqs not held: %v", showLost(ld), want)
+	}
+	r := e.start(t.TempDir())
+	err = r.Ready()
+	t.Logf("started: ready = %v", err)
+	if rolled := err != nil && strings.Contains(err.Error(), "log_rolled_back"); rolled != (len(want) > 0) {
+		t.Errorf("ready = %v, want rolled back %v", err, len(want) > 0)
+	}
 }
