@@ -128,9 +128,7 @@ func TestRolledBackLostOnRecovery(t *testing.T) {
 			// The server forgets the loss when it restarts. A running
 			// projector is told of the next one by its first check after
 			// the server recovered (its connection reconnected).
-			// (An event stored after the loss: a projector started on a
-			// stream whose last sequence the server keeps past its last
-			// message waits to reach it and stays catching up.)
+			// An event stored after the loss, for the projector to fold.
 			rs.restart("a")
 			publishN(t, e, gen.NewSession("after", t0), 1)
 			r3 := e.start(t.TempDir())
