@@ -16,9 +16,8 @@ import (
 // restarts. That loss can leave the stream's last sequence at or past
 // what the projector consumed and the message it consumed whole (the
 // events it had not folded yet are gone, and no later append names
-// them): the projector reads it at start and at every check, and raises
-// log_rolled_back naming it (the running projector reads it less often
-// than it checks the streams: lostEvery).
+// them): the projector reads it at start and on its checks of the
+// streams when due (lostEvery), and raises log_rolled_back naming it.
 
 // lostEvery is how often the running projector reads what the server
 // says it lost, besides at start and at the first check after its NATS
@@ -33,6 +32,7 @@ type lostRead struct {
 	mu         sync.Mutex
 	at         time.Time
 	reconnects uint64
+	failing    bool // the last read failed (said once in the log)
 }
 
 // due reports whether the records are to be read again now, and if so
@@ -47,27 +47,46 @@ func (l *lostRead) due(now time.Time, reconnects uint64) bool {
 	return true
 }
 
+// failed makes the records due again: a read failed. It reports whether
+// the read before succeeded.
+func (l *lostRead) failed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.at = time.Time{}
+	first := !l.failing
+	l.failing = true
+	return first
+}
+
+// read notes a read that succeeded.
+func (l *lostRead) read() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.failing = false
+}
+
 // checkLostDue reads the server's records of every stream of infos when
-// they are due (always at start: the first read).
+// they are due (always at start: the first read); after a failed read
+// they are due again at the next round.
 func (s *Service) checkLostDue(ctx context.Context, infos map[string]streamInfo, now time.Time) {
 	if !s.lost.due(now, s.ls.Reconnects()) {
 		return
 	}
 	for name := range infos {
-		s.checkLost(ctx, name)
-	}
-}
-
-// checkLost reads what nats-server says it lost of stream name and raises
-// log_rolled_back when it names a loss; a failed read is looked at again
-// on the next round.
-func (s *Service) checkLost(ctx context.Context, name string) {
-	ld, err := s.ls.StreamLost(ctx, name)
-	if err != nil || ld == nil {
-		return
-	}
-	if r := lostReason(name, ld); s.rb.raise(name, r) {
-		s.log.Error("projector: nats-server reports stored messages lost", "stream", name, "reason", r)
+		ld, err := s.ls.StreamLost(ctx, name)
+		if err != nil {
+			if s.lost.failed() {
+				s.log.Warn("projector: cannot read what nats-server says it lost of a stream; reading again at each check", "stream", name, "err", err)
+			}
+			continue
+		}
+		s.lost.read()
+		if ld == nil {
+			continue
+		}
+		if r := lostReason(name, ld); s.rb.raise(name, r) {
+			s.log.Error("projector: nats-server reports stored messages lost", "stream", name, "reason", r)
+		}
 	}
 }
 

@@ -129,9 +129,9 @@ func (rb *rollbacks) reason() string {
 
 // CheckStreams compares every stream's last sequence with what was
 // consumed, now (the running projector does it every rollbackEvery), and
-// reads what the server says it lost of it when due (lost.go); a stream created
-// again since (another creation time) restarts its sequences and is not
-// compared.
+// reads what the server says it lost of it when due (lost.go); a stream
+// created again since (another creation time) restarts its sequences and
+// is not compared.
 func (s *Service) CheckStreams(ctx context.Context) {
 	consumed := s.rb.snapshot()
 	infos, err := s.streams(ctx)
