@@ -211,7 +211,7 @@ func TestFaultsUpPowerLoss(t *testing.T) {
 	r := startFaultUpRun(t, faultSyncAlways)
 	time.Sleep(4 * time.Second)
 	w := faultWindow{Name: "power_loss", Start: time.Now()}
-	w.Detail = "node=up sync=always " + r.up.powerLoss()
+	w.Detail = "node=up sync=always " + r.up.powerLoss() + " " + r.serverLost(t)
 	w.End = time.Now()
 	r.finish(t, w)
 }
@@ -227,7 +227,7 @@ func TestFaultsUpPowerLossLazy(t *testing.T) {
 	time.Sleep(4 * time.Second)
 	r.stopFleet(t)
 	w := faultWindow{Name: "power_loss", Start: time.Now()}
-	w.Detail = "node=up sync=interval " + r.up.powerLoss()
+	w.Detail = "node=up sync=interval " + r.up.powerLoss() + " " + r.serverLost(t)
 	w.End = time.Now()
 	faultAssertLoss(t, r.check(t, []faultWindow{w}), "R1")
 }
@@ -445,7 +445,7 @@ func testFaultsUpCorrupt(t *testing.T, name string) {
 	rng := rand.New(rand.NewPCG(uint64(r.start.UnixNano()), 29))
 	time.Sleep(4 * time.Second)
 	w := faultWindow{Name: name, Start: time.Now()}
-	w.Detail = r.up.corrupt(name, r.st.Streams(), rng)
+	w.Detail = r.up.corrupt(name, r.st.Streams(), rng) + " " + r.serverLost(t)
 	w.End = time.Now()
 	time.Sleep(3 * time.Second)
 	r.stopFleet(t)
@@ -469,6 +469,28 @@ func testFaultsUpCorrupt(t *testing.T, name string) {
 	}
 	// Outside the damaged sessions every guarantee holds.
 	faultAssert(t, j.rest)
+}
+
+// serverLost is what nats-server says it lost of each stream when it
+// recovered its files (DESIGN.md section 5), for the fault's line:
+// server_lost=none, or each stream's count of named seqs and bytes.
+func (r *faultUpRun) serverLost(t *testing.T) string {
+	t.Helper()
+	var out []string
+	for _, name := range r.st.Streams() {
+		var ld *logstore.LostData
+		natstest.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() (err error) {
+			ld, err = r.st.StreamLost(context.Background(), name)
+			return err
+		})
+		if ld != nil {
+			out = append(out, fmt.Sprintf("%s:seqs=%d,bytes=%d", name, len(ld.Msgs), ld.Bytes))
+		}
+	}
+	if len(out) == 0 {
+		return "server_lost=none"
+	}
+	return "server_lost=" + strings.Join(out, ";")
 }
 
 // dump reads every session stream.
@@ -595,13 +617,17 @@ func faultRunVerify(t *testing.T, url, httpAddr string) (map[string][]string, in
 	n := 0
 	for line := range strings.Lines(string(out)) {
 		var p struct {
-			Session, Kind, Message string
-			Seq                    uint64
+			Session, Stream, Kind, Message string
+			Seq                            uint64
 		}
 		if json.Unmarshal([]byte(line), &p) != nil || p.Kind == "" {
 			continue
 		}
 		n++
+		if p.Session == "" { // of a whole stream: what the server lost of it
+			t.Logf("VERIFY stream=%s %s: %s", p.Stream, p.Kind, p.Message)
+			continue
+		}
 		by[p.Session] = append(by[p.Session], fmt.Sprintf("seq %d %s: %s", p.Seq, p.Kind, p.Message))
 	}
 	if err != nil && n == 0 {

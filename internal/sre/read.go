@@ -28,7 +28,8 @@ const (
 	ProbUnreadable  = "unreadable"
 	ProbInvalid     = "invalid"
 	ProbStructure   = "structure"
-	ProbLost        = "lost" // with --http-url: the projector folded events the log no longer holds
+	ProbLost        = "lost"        // with --http-url: the projector folded events the log no longer holds
+	ProbServerLost  = "server_lost" // nats-server lost stored messages of a stream when it recovered its files
 	ProbMismatch    = "mismatch"
 	ProbRead        = "read"
 )

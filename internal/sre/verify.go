@@ -57,6 +57,16 @@ func Verify(ctx context.Context, st *logstore.Store, only string, asJSON bool, b
 			fmt.Fprintln(stdout, p.String())
 		}
 	}
+	// What nats-server lost of a stream when it recovered its files may
+	// be any session's events, this one's too: the chain of a session
+	// that lost its last events is whole.
+	for _, name := range st.Streams() {
+		if ld, err := st.StreamLost(ctx, name); err != nil {
+			report(problem{Stream: name, Kind: ProbRead, Message: err.Error()})
+		} else if ld != nil {
+			report(problem{Stream: name, Kind: ProbServerLost, Message: "nats-server " + ld.Describe() + ": the sessions whose events were stored there lost them (one that lost only its last events still has a whole chain)"})
+		}
+	}
 	erasing := 0
 	lastOf := make(map[string]uint64, len(refs)) // the last seq stored, of each session verified
 	erasingIDs := map[string]bool{}
@@ -119,9 +129,11 @@ func Verify(ctx context.Context, st *logstore.Store, only string, asJSON bool, b
 	return nil
 }
 
-// problem is one finding of verify.
+// problem is one finding of verify: of a session, or of a whole stream
+// (Stream set, Session empty).
 type problem struct {
 	Session   string `json:"session"`
+	Stream    string `json:"stream,omitempty"`
 	Seq       uint64 `json:"seq,omitempty"`
 	StreamSeq uint64 `json:"streamSeq,omitempty"`
 	Kind      string `json:"kind"`
@@ -129,6 +141,9 @@ type problem struct {
 }
 
 func (p problem) String() string {
+	if p.Session == "" && p.Stream != "" {
+		return fmt.Sprintf("PROBLEM stream=%s kind=%s: %s", p.Stream, p.Kind, p.Message)
+	}
 	return fmt.Sprintf("PROBLEM session=%s seq=%d stream_seq=%d kind=%s: %s", p.Session, p.Seq, p.StreamSeq, p.Kind, p.Message)
 }
 

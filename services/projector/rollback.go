@@ -25,7 +25,8 @@ import (
 // dropped, a truncated block file. The flag stays raised until the
 // projector restarts; /readyz answers not ready with the reason, the
 // metric sessionlog_projector_log_rolled_back is 1 and the dashboard shows
-// a banner (from /v1/overview's rolledBack).
+// a banner (from /v1/overview's rolledBack). What nats-server says it lost
+// of a stream when it recovered its files raises it too (lost.go).
 
 // rollbackEvery is how often the running projector compares the streams'
 // last sequences with what it consumed.
@@ -62,7 +63,7 @@ type suspect struct {
 
 func newRollbacks(r prometheus.Registerer) (*rollbacks, error) {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "sessionlog_projector_log_rolled_back",
-		Help: "1 when a stream's last sequence went below one the projector had consumed: the log lost stored events."})
+		Help: "1 when the log lost stored events: a stream's last sequence went below one the projector had consumed, a message it consumed is gone or another, or nats-server says it lost stored messages."})
 	if err := r.Register(g); err != nil {
 		return nil, fmt.Errorf("projector: metrics: %w", err)
 	}
@@ -97,15 +98,19 @@ func (rb *rollbacks) check(name string, last, c uint64) {
 	}
 }
 
-func (rb *rollbacks) raise(name, reason string) {
+// raise marks stream name rolled back for reason, unless it already is;
+// it reports whether it was not.
+func (rb *rollbacks) raise(name, reason string) bool {
 	rb.mu.Lock()
 	defer rb.mu.Unlock()
-	if rb.reasons[name] == "" {
+	first := rb.reasons[name] == ""
+	if first {
 		rb.reasons[name] = reason
 		rb.gauge.Set(1)
 	}
 	delete(rb.suspects, name)
 	delete(rb.gone, name)
+	return first
 }
 
 // reason is empty unless a stream rolled back.
@@ -123,9 +128,10 @@ func (rb *rollbacks) reason() string {
 }
 
 // CheckStreams compares every stream's last sequence with what was
-// consumed, now (the running projector does it every rollbackEvery); a
-// stream created again since (another creation time) restarts its
-// sequences and is not compared.
+// consumed, now (the running projector does it every rollbackEvery), and
+// reads what the server says it lost of it when due (lost.go); a stream
+// created again since (another creation time) restarts its sequences and
+// is not compared.
 func (s *Service) CheckStreams(ctx context.Context) {
 	consumed := s.rb.snapshot()
 	infos, err := s.streams(ctx)
@@ -133,6 +139,7 @@ func (s *Service) CheckStreams(ctx context.Context) {
 		return // unreachable now: the next round looks again
 	}
 	now := time.Now()
+	s.checkLostDue(ctx, infos, now)
 	for name, info := range infos {
 		if c, ok := s.created[name]; ok && c.Equal(info.created) {
 			s.checkStream(ctx, name, info.last, consumed[name], now)

@@ -220,6 +220,9 @@ type Service struct {
 	// (rollback.go); created is each stream's creation time at start.
 	rb      *rollbacks
 	created map[string]time.Time
+	// lost: when the server's records of what it lost were last read
+	// (lost.go).
+	lost lostRead
 }
 
 // New opens the store, verifies its checkpoint against the stream (or
@@ -320,6 +323,7 @@ func (s *Service) start(ctx context.Context) error {
 	for name, info := range infos {
 		s.created[name] = info.created
 	}
+	s.checkLostDue(ctx, infos, time.Now())
 	if r := s.rb.reason(); r != "" {
 		s.log.Error("projector: the log rolled back", "reason", r)
 	}
