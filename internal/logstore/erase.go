@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // Erasure (DESIGN.md section 14). An erase marks the session in
@@ -73,6 +74,11 @@ type Erasure struct {
 	Bytes    uint64   `json:"bytes,omitempty"`
 	Cascade  bool     `json:"cascade,omitempty"`
 	Children []string `json:"children,omitempty"`
+	// Owner and Grants: the session's owner and the agents it was
+	// granted to, folded from its events when the erase was accepted
+	// (ids, no content), for its audit record.
+	Owner  *schema.Owner `json:"owner,omitempty"`
+	Grants []string      `json:"grants,omitempty"`
 }
 
 // The phases of an erase job, in order.
@@ -86,7 +92,7 @@ const (
 // Audit is the record the audit stream keeps.
 func (e Erasure) Audit() api.AuditRecord {
 	return api.AuditRecord{SessionID: e.SessionID, LastSeq: e.LastSeq, Events: e.Events, ErasedAt: e.ErasedAt,
-		By: e.By, Reason: e.Reason, SHA256: e.SHA256}
+		By: e.By, Reason: e.Reason, SHA256: e.SHA256, Owner: e.Owner, Grants: e.Grants}
 }
 
 func (s *Store) provisionErasure(ctx context.Context) error {

@@ -225,15 +225,20 @@ type EraseJob struct {
 }
 
 // AuditRecord is the body of a SESSION_AUDIT message: no content, and the
-// sha256 over the erased bodies in seq order.
+// sha256 over the erased bodies in seq order. Owner and Grants are the
+// session's owner and the agents it was granted to when its erase was
+// accepted (Authorize's), ids only: a token of agents sees the record by
+// them. A record written before they were kept has neither.
 type AuditRecord struct {
-	SessionID string `json:"sessionId"`
-	LastSeq   uint64 `json:"lastSeq"`
-	Events    uint64 `json:"events"`
-	ErasedAt  string `json:"erasedAt"`
-	By        string `json:"by"`
-	Reason    string `json:"reason"`
-	SHA256    string `json:"sha256"`
+	SessionID string        `json:"sessionId"`
+	LastSeq   uint64        `json:"lastSeq"`
+	Events    uint64        `json:"events"`
+	ErasedAt  string        `json:"erasedAt"`
+	By        string        `json:"by"`
+	Reason    string        `json:"reason"`
+	SHA256    string        `json:"sha256"`
+	Owner     *schema.Owner `json:"owner,omitempty"`
+	Grants    []string      `json:"grants,omitempty"`
 }
 
 // SourceKey names one agent transcript as the agent's own store keys it

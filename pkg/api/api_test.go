@@ -70,6 +70,9 @@ func TestShapes(t *testing.T) {
 			`{"sessionId":"s-1","erased":[],"events":0,"state":"accepted","jobs":[{"sessionId":"s-1","phase":"deleting","total":40,"deleted":12,"done":false}]}`},
 		{"AuditRecord", api.AuditRecord{SessionID: "s-1", LastSeq: 40, Events: 40, ErasedAt: "2026-01-02T03:04:05Z", By: "ops", Reason: "gdpr", SHA256: "ab"},
 			`{"sessionId":"s-1","lastSeq":40,"events":40,"erasedAt":"2026-01-02T03:04:05Z","by":"ops","reason":"gdpr","sha256":"ab"}`},
+		{"AuditRecordOwner", api.AuditRecord{SessionID: "s-1", LastSeq: 40, Events: 40, ErasedAt: "2026-01-02T03:04:05Z", By: "ops", Reason: "gdpr", SHA256: "ab",
+			Owner: &schema.Owner{Tenant: "acme", Agent: "alice"}, Grants: []string{"bob"}},
+			`{"sessionId":"s-1","lastSeq":40,"events":40,"erasedAt":"2026-01-02T03:04:05Z","by":"ops","reason":"gdpr","sha256":"ab","owner":{"tenant":"acme","agent":"alice"},"grants":["bob"]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := json.Marshal(tc.v)

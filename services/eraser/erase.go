@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"slices"
 	"strconv"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/wire"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
 )
 
 // Erasure (DESIGN.md section 14): the eraser is the one service whose
@@ -117,8 +119,12 @@ func (s *Service) acceptErase(ctx context.Context, req EraseRequest) ([]string, 
 	}
 	now := s.now().UTC().Format(time.RFC3339Nano)
 	mark := func(id string, total uint64, cascade bool, children []string) error {
-		_, _, err := s.st.MarkErased(ctx, logstore.Erasure{SessionID: id, By: req.By, Reason: req.Reason, ErasedAt: now,
-			Phase: logstore.ErasePhaseDeleting, Total: total, Cascade: cascade, Children: children})
+		e := logstore.Erasure{SessionID: id, By: req.By, Reason: req.Reason, ErasedAt: now,
+			Phase: logstore.ErasePhaseDeleting, Total: total, Cascade: cascade, Children: children}
+		err := s.ownerOf(ctx, &e)
+		if err == nil {
+			_, _, err = s.st.MarkErased(ctx, e)
+		}
 		if err == nil {
 			err = s.step(StepMarked)
 		}
@@ -170,6 +176,32 @@ func (s *Service) acceptErase(ctx context.Context, req EraseRequest) ([]string, 
 		}
 	}
 	return append([]string{req.SessionID}, children...), nil
+}
+
+// ownerOf sets the record's Owner and Grants, the session's as its
+// events say (api.Authorize's: data.owner of session/created, its
+// data.grants and those of session/granted), unless the session has a
+// record already (a repeated request: the record holds them). The events
+// are read and folded as every reader does (ReadJudged, session.State),
+// up to the first that is unreadable or does not fold (a grant stored
+// after it counts for no reader, so for no audit record either). Ids
+// only: the record and the audit record made from it hold no content.
+func (s *Service) ownerOf(ctx context.Context, e *logstore.Erasure) error {
+	if rec, _, err := s.st.ErasureOf(ctx, e.SessionID); err != nil || rec != nil {
+		return err
+	}
+	st := session.New(e.SessionID)
+	_, err := s.st.ReadJudged(ctx, &logstore.Judge{SessionID: e.SessionID}, func(_ *logstore.Msg, ev *schema.Envelope) error {
+		if st.Apply(ev) != nil {
+			return logstore.ErrStop
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, logstore.ErrUnreadable) && schema.CodeOf(err) != schema.CodeNotFound {
+		return fmt.Errorf("owner: %w", err)
+	}
+	e.Owner, e.Grants = st.Meta.Owner, slices.Clone(st.Meta.Grants)
+	return nil
 }
 
 // forksFrom lists the children of fork copies in flight from root or

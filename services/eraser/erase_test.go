@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+	"github.com/nats-io/nats.go"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
@@ -22,13 +24,16 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
+// eraseOwner is the owner and grants of eraseSession's sessions.
+const eraseOwner = `"owner":{"tenant":"AGENTS","agent":"alice"},"grants":["bob"]`
+
 // eraseSession writes a short closed session holding marker in user text,
 // tool input and tool output, and returns the sha256 of its bodies.
 func (e *env) eraseSession(id, marker string, parent string) string {
 	e.t.Helper()
-	created := `{"type":"session/created"}`
+	created := `{"type":"session/created","data":{` + eraseOwner + `}}`
 	if parent != "" {
-		created = fmt.Sprintf(`{"type":"session/created","data":{"parent":{"sessionId":%q,"seedLength":1,"depth":1}}}`, parent)
+		created = fmt.Sprintf(`{"type":"session/created","data":{`+eraseOwner+`,"parent":{"sessionId":%q,"seedLength":1,"depth":1}}}`, parent)
 	}
 	e.appendEvents(id,
 		created,
@@ -235,8 +240,9 @@ func TestEraseInterruptedAtEachStepFinishesByItself(t *testing.T) {
 			e.waitErased("s-1")
 			e.gone("s-1")
 			recs := e.audits()
-			if len(recs) != 1 || recs[0].SHA256 != sum || recs[0].Events != 8 || recs[0].LastSeq != 8 {
-				t.Fatalf("audit %+v, want one with sha256 %s", recs, sum)
+			if len(recs) != 1 || recs[0].SHA256 != sum || recs[0].Events != 8 || recs[0].LastSeq != 8 ||
+				recs[0].Owner == nil || *recs[0].Owner != (schema.Owner{Tenant: "AGENTS", Agent: "alice"}) || !slices.Equal(recs[0].Grants, []string{"bob"}) {
+				t.Fatalf("audit %+v, want one with sha256 %s, owner AGENTS/alice and grants [bob]", recs, sum)
 			}
 		})
 	}
@@ -447,5 +453,92 @@ func TestEraseGivesBackTenantUsage(t *testing.T) {
 		if got, err := e.store.UsageOf(ctx, tenant); err != nil || got != w {
 			t.Fatalf("%s's usage after the erase: %+v (%v), want %+v", tenant, got, err, w)
 		}
+	}
+}
+
+// TestEraseAuditNamesOwnerAndGrants: the audit record names the erased
+// session's owner and the agents it was granted to (session/created's
+// and every session/granted's, once each), as the events folded say:
+// a grant in a message on the session's subject that no reader reads
+// (its SL-Seq header is not its seq; it names another session) is none.
+// The digest and counts still cover every stored body, the new members
+// aside, and the record holds no content. A session without an owner
+// gets a record without the members.
+func TestEraseAuditNamesOwnerAndGrants(t *testing.T) {
+	e := newEnv(t)
+	e.start(Config{})
+	ctx := context.Background()
+	marker := strings.Repeat("Q", 64)
+	e.appendEvents("s-owned",
+		`{"type":"session/created","data":{"owner":{"tenant":"AGENTS","agent":"alice"},"grants":["bob"]}}`,
+		fmt.Sprintf(`{"type":"message/user","data":{"content":"user says %s"}}`, marker),
+		`{"type":"session/granted","data":{"grants":["carol","bob"]}}`,
+	)
+	// mallory's grants, in messages stored on s-owned's subject that no
+	// reader reads: an event of another session, and one whose SL-Seq
+	// header is not its seq (a fold that did not judge would take it).
+	loc, err := e.store.Locate("s-owned")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []struct {
+		session, header string
+	}{{"s-owned", "9"}, {"s-mallory", ""}} {
+		m := nats.NewMsg(loc.Subject)
+		m.Data, _ = json.Marshal(schema.Envelope{SchemaVersion: schema.Version, SessionID: f.session, Seq: 4, EventID: "forged-" + f.session,
+			Time: time.Now().UTC(), Type: schema.TypeSessionGranted, Data: json.RawMessage(`{"grants":["mallory"]}`)})
+		if f.header != "" {
+			m.Header.Set(logstore.HeaderSeq, f.header)
+		}
+		if err := e.nc.PublishMsg(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var bodies [][]byte
+	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		bodies = nil
+		_, err := e.store.ReadStored(ctx, "s-owned", func(m *logstore.Msg) error {
+			bodies = append(bodies, m.Data)
+			return nil
+		})
+		if len(bodies) != 5 || err != nil {
+			return fmt.Errorf("the forged event is not stored yet: %d bodies, %v", len(bodies), err)
+		}
+		return nil
+	})
+	if _, err := e.store.ReadJudged(ctx, &logstore.Judge{SessionID: "s-owned"}, nil); !errors.Is(err, logstore.ErrUnreadable) {
+		t.Fatalf("the forged event is judged %v, want unreadable", err)
+	}
+	h := sha256.New()
+	for _, b := range bodies {
+		h.Write(b)
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	e.appendEvents("s-plain", `{"type":"session/created"}`)
+
+	for _, id := range []string{"s-owned", "s-plain"} {
+		if _, code := e.erase(`{"sessionId":"` + id + `","reason":"r","by":"ops"}`); code != "" {
+			t.Fatalf("erase %s: %s", id, code)
+		}
+		e.waitErased(id)
+	}
+	recs := e.audits()
+	if len(recs) != 2 {
+		t.Fatalf("%d audit records, want 2", len(recs))
+	}
+	r := recs[0]
+	if len(bodies) != 5 || r.SessionID != "s-owned" || r.SHA256 != sum || r.Events != 5 || r.LastSeq != 5 ||
+		r.Owner == nil || *r.Owner != (schema.Owner{Tenant: "AGENTS", Agent: "alice"}) || !slices.Equal(r.Grants, []string{"bob", "carol"}) {
+		t.Fatalf("audit %+v of %d bodies, want sha256 %s over 5, owner AGENTS/alice, grants [bob carol]", r, len(bodies), sum)
+	}
+	raw, err := json.Marshal(recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), marker) || strings.Contains(string(raw), "mallory") {
+		t.Fatalf("the audit records hold content: %s", raw)
+	}
+	if p := recs[1]; p.SessionID != "s-plain" || p.Owner != nil || p.Grants != nil || strings.Count(string(raw), `"owner"`) != 1 {
+		t.Fatalf("audit of a session without an owner: %s", raw)
 	}
 }

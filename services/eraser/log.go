@@ -5,6 +5,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // Log is what the eraser needs of the log: the operations it calls,
@@ -17,6 +18,9 @@ type Log interface {
 	Tail(ctx context.Context, sessionID string) (logstore.Tail, error)
 	NextAfter(ctx context.Context, sessionID string, after uint64) (*logstore.Msg, error)
 	ReadSession(ctx context.Context, sessionID string, afterStreamSeq uint64, fn func(*logstore.Msg) error) (logstore.Tail, error)
+	// The owner and grants an erased session's records keep are folded
+	// from its events as every reader judges them.
+	ReadJudged(ctx context.Context, j *logstore.Judge, fn func(m *logstore.Msg, ev *schema.Envelope) error) (logstore.Tail, error)
 	StoredPage(ctx context.Context, sessionID string, n int) ([]*logstore.Msg, error)
 	SecureDelete(ctx context.Context, sessionID string, seqs []uint64, inFlight int, onDelete func() error) error
 	CheckErasable(ctx context.Context, sessionID string) error

@@ -127,7 +127,8 @@ func (s *Service) eraseViews(id string) error {
 			del(bytes.Clone(k), v)
 		}
 	}
-	// Its owner stays for its audit record (auditVisible): the summary
+	// Its owner stays for its audit record if the record names none (one
+	// written before records named owners, auditVisible): the summary
 	// goes, and its events, so nothing else will tell.
 	if v, ok, err := s.db.Get(store.SummaryKey(id)); err != nil {
 		return err
@@ -301,11 +302,13 @@ type erasedOwner struct {
 // tenants' erasures), brought up to date with the stream before each such
 // request (indexAudit), so a page holds limit records whenever that many
 // follow. A token of agents sees, of them, the records of the sessions it
-// saw (sees) when they were erased: the audit record names no owner, so
-// the owner and grants are the session's summary's, kept when its views
-// are removed (ErasedOwnerKey). A session erased before the projector
-// kept owners, or before a rebuild of its views (its events are gone),
-// has none: its record is the tenant token's alone.
+// could see (sees) when they were erased, by the owner and grants the
+// record names (the eraser's, from the session's events). A record
+// written before records named them has none: for it the owner and grants
+// are the session's summary's, kept when its views are removed
+// (ErasedOwnerKey); a session erased before the projector kept owners, or
+// before a rebuild of its views (its events are gone), has none, and its
+// record is the tenant token's alone.
 
 func (s *Service) handleAudit(w http.ResponseWriter, r *http.Request) {
 	after, _ := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
@@ -434,7 +437,7 @@ func (s *Service) setInternals(kvs [][2][]byte) error {
 // auditPage is the page of tenant's audit records numbered after after,
 // at most limit of those keep (nil: all) leaves in; next is the number
 // of the last one (after when none).
-func (rd reader) auditPage(tenant string, after uint64, limit int, keep func(id string) bool) (recs []api.AuditRecord, next uint64, err error) {
+func (rd reader) auditPage(tenant string, after uint64, limit int, keep func(a *api.AuditRecord) bool) (recs []api.AuditRecord, next uint64, err error) {
 	p := store.TenantAuditPrefix(tenant)
 	it, err := rd.iter(p)
 	if err != nil {
@@ -451,7 +454,7 @@ func (rd reader) auditPage(tenant string, after uint64, limit int, keep func(id 
 		if err := json.Unmarshal(it.Value(), &a); err != nil {
 			return nil, after, fmt.Errorf("audit record %d of %s: %w", n, tenant, err)
 		}
-		if tenantOf(a.SessionID) != tenant || keep != nil && !keep(a.SessionID) {
+		if tenantOf(a.SessionID) != tenant || keep != nil && !keep(&a) {
 			continue
 		}
 		recs, next = append(recs, a), n
@@ -459,17 +462,23 @@ func (rd reader) auditPage(tenant string, after uint64, limit int, keep func(id 
 	return recs, next, nil
 }
 
-// auditVisible is, for a token of agents, the test of the erased sessions
-// whose audit records it sees (sees), by the owner and grants of the
-// session's summary, or once its views are removed those kept for it
-// (ErasedOwnerKey); nil for a tenant's token (all of the tenant's).
-func auditVisible(r *http.Request, rd reader) func(id string) bool {
+// auditVisible is, for a token of agents, the test of the audit records
+// it sees (sees): by the owner and grants the record names, or for a
+// record that names no owner (written before records named them) by
+// those of the session's summary, or once its views are removed those
+// kept for it (ErasedOwnerKey); nil for a tenant's token (all of the
+// tenant's).
+func auditVisible(r *http.Request, rd reader) func(a *api.AuditRecord) bool {
 	agents := httpauth.AgentsOf(r.Context())
 	if agents == nil {
 		return nil
 	}
 	tenant := httpauth.TenantOf(r.Context())
-	return func(id string) bool {
+	return func(a *api.AuditRecord) bool {
+		id := a.SessionID
+		if a.Owner != nil {
+			return sees(tenant, agents, id, &Summary{Owner: a.Owner, Grants: a.Grants})
+		}
 		sum, err := rd.summary(id)
 		if err == nil && sum == nil {
 			var v []byte

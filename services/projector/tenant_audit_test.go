@@ -1,11 +1,17 @@
 package projector_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/eraser"
 	"github.com/sessionlog/sessionlog/services/projector"
 )
 
@@ -103,9 +109,11 @@ func TestTenantAuditPages(t *testing.T) {
 
 // TestTenantAuditRestart: a tenant's audit index outlives a restart (the
 // records erased after it are numbered on from the last), and a store
-// rebuilt from nothing numbers the records as before; the owners of the
-// sessions erased before the rebuild are gone with their events, so
-// their records are the tenant token's alone (and never another's).
+// rebuilt from nothing numbers the records as before; the records name
+// no owner (as those written before records named them: env.erase), and
+// the owners the projector kept for the sessions erased before the
+// rebuild are gone with their events, so their records are the tenant
+// token's alone (and never another's).
 func TestTenantAuditRestart(t *testing.T) {
 	const alice = "alice-token-0123456789"
 	tokens := map[string]string{acme: "acme", beta: "beta", alice: "acme:alice"}
@@ -155,4 +163,106 @@ func TestTenantAuditRestart(t *testing.T) {
 	check(r, acme, "1", []string{"x2", "x3"}, 3)
 	check(r, beta, "0", []string{"y1"}, 1)
 	check(r, alice, "0", nil, 0)
+}
+
+// TestTenantAuditOwnerFromRecord: sessions erased by the eraser before
+// the projector ever folded them (their events gone when it starts, so
+// it never had their summaries) have their audit records shown to the
+// agents that owned them or were granted them, by the owner and grants
+// the records name, and to no other agent: not to one whose name a
+// session of another tenant grants, nor to one whose name the owner of
+// another tenant has. The same after a rebuild of the store. The
+// records' digests and counts are the erased bodies'.
+func TestTenantAuditOwnerFromRecord(t *testing.T) {
+	const alice, bob, carol, mallory, betaAlice = "alice-token-0123456789", "bob-token-0123456789",
+		"carol-token-0123456789", "mallory-token-0123456789", "beta-alice-token-0123456789"
+	tokens := map[string]string{acme: "acme", beta: "beta", alice: "acme:alice", bob: "acme:bob", carol: "acme:carol",
+		mallory: "acme:mallory", betaAlice: "beta:alice"}
+	e := newEnv(t)
+	owned := func(tenant, agent, more string) string {
+		return fmt.Sprintf(`{"title":"t","owner":{"tenant":%q,"agent":%q}%s}`, tenant, agent, more)
+	}
+	sessions := []struct{ id, created, granted string }{
+		{"_Tacme_s1", owned("acme", "alice", ""), ""},
+		{"_Tacme_s2", owned("acme", "bob", ""), `{"grants":["carol"]}`},
+		{"_Tacme_s3", owned("acme", "bob", ""), ""},
+		// An operator's session of acme owned by beta's alice: no agent's.
+		{"_Tacme_x", owned("beta", "alice", ""), ""},
+		{"_Tbeta_s4", owned("beta", "alice", `,"grants":["carol","mallory"]`), ""},
+	}
+	sums := map[string]string{}
+	er, err := eraser.New(eraser.Config{Store: e.ls, Conn: e.nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range sessions {
+		s := newScript(t, e, c.id)
+		s.add(schema.TypeSessionCreated, c.created)
+		s.add(schema.TypeMessageUser, `{"content":[{"type":"text","text":"feed the zebra"}]}`)
+		if c.granted != "" {
+			s.add(schema.TypeSessionGranted, c.granted)
+		}
+		h := sha256.New()
+		for _, ev := range s.evs {
+			b, _ := json.Marshal(ev)
+			h.Write(b)
+		}
+		sums[c.id] = hex.EncodeToString(h.Sum(nil))
+		if _, err := er.Erase(e.ctx, api.EraseRequest{SessionID: c.id, Reason: "r", By: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type record struct {
+		SessionID string        `json:"sessionId"`
+		Events    uint64        `json:"events"`
+		SHA256    string        `json:"sha256"`
+		Owner     *schema.Owner `json:"owner"`
+		Grants    []string      `json:"grants"`
+	}
+	check := func(r *running) {
+		t.Helper()
+		for _, c := range []struct {
+			name, token string
+			want        []string
+		}{
+			{"acme", acme, []string{"s1", "s2", "s3", "x"}},
+			{"beta", beta, []string{"s4"}},
+			{"acme:alice", alice, []string{"s1"}},
+			{"acme:bob", bob, []string{"s2", "s3"}},
+			{"acme:carol", carol, []string{"s2"}},
+			{"acme:mallory", mallory, nil},
+			{"beta:alice", betaAlice, []string{"s4"}},
+		} {
+			code, body := tenantGet(t, r, c.token, "/v1/audit")
+			var p struct{ Records []record }
+			if code != 200 || json.Unmarshal([]byte(body), &p) != nil {
+				t.Fatalf("%s: GET /v1/audit: %d %s", c.name, code, body)
+			}
+			var got []string
+			for _, a := range p.Records {
+				got = append(got, a.SessionID)
+				stored := "_Tacme_" + a.SessionID
+				if c.token == beta || c.token == betaAlice {
+					stored = "_Tbeta_" + a.SessionID
+				}
+				if a.SHA256 != sums[stored] || a.Events != uint64(2+strings.Count(stored, "s2")) {
+					t.Errorf("%s: the record of %s: %d events, sha256 %s, want %s", c.name, a.SessionID, a.Events, a.SHA256, sums[stored])
+				}
+				if a.SessionID == "s2" && (a.Owner == nil || *a.Owner != (schema.Owner{Tenant: "acme", Agent: "bob"}) || !slices.Equal(a.Grants, []string{"carol"})) {
+					t.Errorf("%s: the record of s2 names %+v %v, want acme/bob and [carol]", c.name, a.Owner, a.Grants)
+				}
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("%s sees the audit records of %v, want %v", c.name, got, c.want)
+			}
+		}
+	}
+	r := e.start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.TenantTokens = op, tokens })
+	r.waitReady(t)
+	check(r)
+	r.stop(t)
+	// A store rebuilt from nothing.
+	r = e.start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.TenantTokens = op, tokens })
+	r.waitReady(t)
+	check(r)
 }
