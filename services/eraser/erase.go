@@ -190,8 +190,16 @@ func (s *Service) ownerOf(ctx context.Context, e *logstore.Erasure) error {
 	if rec, _, err := s.st.ErasureOf(ctx, e.SessionID); err != nil || rec != nil {
 		return err
 	}
-	st := session.New(e.SessionID)
-	_, err := s.st.ReadJudged(ctx, &logstore.Judge{SessionID: e.SessionID}, func(_ *logstore.Msg, ev *schema.Envelope) error {
+	// From the session's snapshot when it has one that matches the log
+	// (the writer's checks, logstore.LoadSnapshot), so that the request's
+	// read is bounded by the snapshot interval, not the session's length.
+	st, j := session.New(e.SessionID), logstore.Judge{SessionID: e.SessionID}
+	if b, err := s.st.LoadSnapshot(ctx, e.SessionID); err == nil && b != nil {
+		st, j.Last = b.State, b.Tail
+	} else if err != nil {
+		s.log.Warn("eraser: snapshot ignored, folding the session's owner from its start", "session", e.SessionID, "err", err)
+	}
+	_, err := s.st.ReadJudged(ctx, &j, func(_ *logstore.Msg, ev *schema.Envelope) error {
 		if st.Apply(ev) != nil {
 			return logstore.ErrStop
 		}

@@ -19,8 +19,10 @@ type Log interface {
 	NextAfter(ctx context.Context, sessionID string, after uint64) (*logstore.Msg, error)
 	ReadSession(ctx context.Context, sessionID string, afterStreamSeq uint64, fn func(*logstore.Msg) error) (logstore.Tail, error)
 	// The owner and grants an erased session's records keep are folded
-	// from its events as every reader judges them.
+	// from its snapshot and the events after it as every reader judges
+	// them.
 	ReadJudged(ctx context.Context, j *logstore.Judge, fn func(m *logstore.Msg, ev *schema.Envelope) error) (logstore.Tail, error)
+	LoadSnapshot(ctx context.Context, sessionID string) (*logstore.SnapshotBase, error)
 	StoredPage(ctx context.Context, sessionID string, n int) ([]*logstore.Msg, error)
 	SecureDelete(ctx context.Context, sessionID string, seqs []uint64, inFlight int, onDelete func() error) error
 	CheckErasable(ctx context.Context, sessionID string) error

@@ -1,0 +1,86 @@
+package eraser
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/writer"
+)
+
+// countingLog is the store, counting the events ReadJudged gives.
+type countingLog struct {
+	*logstore.Store
+	read atomic.Int64
+}
+
+func (c *countingLog) ReadJudged(ctx context.Context, j *logstore.Judge, fn func(m *logstore.Msg, ev *schema.Envelope) error) (logstore.Tail, error) {
+	return c.Store.ReadJudged(ctx, j, func(m *logstore.Msg, ev *schema.Envelope) error {
+		c.read.Add(1)
+		return fn(m, ev)
+	})
+}
+
+// TestEraseReadsOwnerFromTheSnapshot: the owner and grants an erase
+// request folds for its record are read from the session's snapshot and
+// the events after it, so that the request's read does not grow with the
+// session: a grant before the snapshot and one after it are both named,
+// and only the events after the snapshot are read.
+func TestEraseReadsOwnerFromTheSnapshot(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	lines := []string{`{"type":"session/created","data":{"owner":{"tenant":"AGENTS","agent":"alice"},"grants":["bob"]}}`,
+		`{"type":"session/granted","data":{"grants":["carol"]}}`}
+	for len(lines) < 300 {
+		lines = append(lines, `{"type":"message/user","data":{"content":"hi"}}`)
+	}
+	for i := 0; i < len(lines); i += schema.MaxBatchEvents {
+		e.appendEvents("s-long", lines[i:min(i+schema.MaxBatchEvents, len(lines))]...)
+	}
+	// A writer that snapshots every 100 events folds the session whole
+	// for one more event and stores a snapshot at it.
+	w, err := writer.New(writer.Config{Store: e.store, Conn: e.nc, SnapshotEvery: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, w.Ready)
+	body, _ := json.Marshal(map[string]any{"sessionId": "s-long", "events": []map[string]any{
+		{"eventId": "by-writer", "type": schema.TypeMessageUser, "data": map[string]any{"content": "hi"}}}})
+	if m, err := e.nc.Request(logstore.SubjectAppend, body, 30*time.Second); err != nil || strings.Contains(string(m.Data), `"error"`) {
+		t.Fatalf("append: %v %s", err, m.Data)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if h, err := e.store.SnapshotHeadOf(ctx, "s-long"); err != nil || h == nil || h.Seq != 301 {
+		t.Fatalf("snapshot head %+v, %v: want one at seq 301", h, err)
+	}
+	e.appendEvents("s-long", `{"type":"message/user","data":{"content":"hi"}}`, `{"type":"session/granted","data":{"grants":["dave"]}}`)
+
+	c := &countingLog{Store: e.store}
+	svc, err := New(Config{Store: c, Conn: e.nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := logstore.Erasure{SessionID: "s-long"}
+	if err := svc.ownerOf(ctx, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Owner == nil || rec.Owner.Agent != "alice" || !slices.Equal(rec.Grants, []string{"bob", "carol", "dave"}) {
+		t.Fatalf("owner %+v grants %v, want alice and bob, carol, dave", rec.Owner, rec.Grants)
+	}
+	if n := c.read.Load(); n != 2 {
+		t.Fatalf("the owner's fold read %d events, want the 2 after the snapshot", n)
+	}
+}
