@@ -31,7 +31,7 @@ type tenantEnv struct {
 	op, agent, alice, bob, carol *nats.Conn
 }
 
-func newTenantEnv(t *testing.T) *tenantEnv {
+func newTenantEnv(t testing.TB) *tenantEnv {
 	t.Helper()
 	opts := natstest.Options(t.TempDir())
 	svc, err := natsauth.Accounts(opts, append(natsauth.DefaultTenants(),
