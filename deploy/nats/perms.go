@@ -94,14 +94,16 @@ func jsAPI(stream string) []string {
 // projector and forker. They read the erasure records and the audit
 // stream but never write them, and delete nothing but the writer's
 // superseded snapshot parts (secure deletes in KV_SESSION_SNAPSHOTS, so
-// that an erased session's state leaves no byte there) and the forker's
+// that an erased session's state leaves no byte there), the forker's
 // record of a copy whose parent or child is erased (in KV_SESSION_FORKS,
-// ADR 009 "Forks in flight").
+// ADR 009 "Forks in flight") and the source service's owner record of an
+// append the writer refused (in KV_SESSION_SOURCES, DESIGN.md section 15).
 func Service() *server.Permissions {
 	p := services()
-	p.Publish.Allow = append(p.Publish.Allow, "$JS.API.STREAM.MSG.DELETE.KV_"+BucketSnapshots, "$JS.API.STREAM.MSG.DELETE.KV_"+BucketForks)
+	p.Publish.Allow = append(p.Publish.Allow, "$JS.API.STREAM.MSG.DELETE.KV_"+BucketSnapshots, "$JS.API.STREAM.MSG.DELETE.KV_"+BucketForks,
+		"$JS.API.STREAM.MSG.DELETE.KV_"+BucketSources)
 	for _, st := range streams() {
-		if st != "KV_"+BucketSnapshots && st != "KV_"+BucketForks {
+		if st != "KV_"+BucketSnapshots && st != "KV_"+BucketForks && st != "KV_"+BucketSources {
 			p.Publish.Deny = append(p.Publish.Deny, "$JS.API.STREAM.MSG.DELETE."+st)
 		}
 	}

@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -114,6 +115,25 @@ func (s *Store) SourceCreate(ctx context.Context, key string, value []byte) erro
 		return fmt.Errorf("logstore: %s %s: %w", SourceBucket, key, err)
 	}
 	return nil
+}
+
+// DropSourceOwner removes the session's owner record and the listing
+// record it names, as an erase does (dropSourceRecords: every stored
+// message of the keys is securely deleted), if the owner record still
+// holds value: the record a source append wrote before the writer refused
+// the append, or one such an append left and a later request found
+// stale. dropped is false when the key holds another record (or none):
+// nothing is removed then.
+func (s *Store) DropSourceOwner(ctx context.Context, sessionID string, value []byte) (dropped bool, err error) {
+	owner := SourceOwnerKey(sessionID)
+	m, err := s.msgGet(ctx, "KV_"+SourceBucket, msgGetRequest{LastFor: "$KV." + SourceBucket + "." + owner})
+	if err != nil {
+		return false, fmt.Errorf("logstore: %s %s: %w", SourceBucket, owner, err)
+	}
+	if m == nil || m.Header.Get(headerKVOperation) != "" || !bytes.Equal(m.Data, value) {
+		return false, nil
+	}
+	return true, s.dropSourceRecords(ctx, sessionID)
 }
 
 // SourcePut writes the record at key, whatever it was.

@@ -55,3 +55,37 @@ func BenchmarkSourceAppendEntry(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSourceListTenant lists a project of 200 transcripts that
+// tenant acme's alice wrote (each a session she created and recorded with
+// an empty source append): as alice, whose listing records name her, and
+// as bob, another agent of acme, of each of whose records the writer is
+// asked (a read of one event as bob, refused forbidden).
+func BenchmarkSourceListTenant(b *testing.B) {
+	e := newTenantEnv(b)
+	const n = 200
+	for i := range n {
+		session := fmt.Sprintf("%08d-0000-4000-8000-000000000000", i)
+		if err := createAs(e.alice, "cc-"+session); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := e.src.SourceAppendAs(context.Background(), api.Caller{Tenant: "acme", Agent: "alice"},
+			api.SourceAppendRequest{SourceKey: srcKey(session, "")}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		want int
+	}{{"alice", n}, {"bob", 0}} {
+		b.Run(c.name, func(b *testing.B) {
+			caller := api.Caller{Tenant: "acme", Agent: c.name}
+			for b.Loop() {
+				rep, err := e.src.SourceListAs(context.Background(), caller, api.SourceListRequest{Format: "claude-code", ProjectKey: project})
+				if err != nil || len(rep.Sessions) != c.want {
+					b.Fatalf("%s lists %d: %v", c.name, len(rep.Sessions), err)
+				}
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,48 +71,96 @@ func errForeignKey(id string) error {
 // it yet and claim is false; with claim, an unowned session becomes the
 // key's (of two keys racing, the first wins), once the caller is found to
 // may use it (mayUse: no key is recorded for another agent's session).
-// created says the owner record was written now.
-func (s *Service) sourceOwner(ctx context.Context, sc scope, k api.SourceKey, id, stored string, claim bool) (created bool, err error) {
+// owner is the owner record when this call wrote it (nil otherwise): an
+// append the writer then refuses forbidden drops it (dropOwner). An owner
+// record of another key that an append refused this way left (its
+// service stopped before the drop) is stale and is dropped here (stale).
+func (s *Service) sourceOwner(ctx context.Context, sc scope, k api.SourceKey, id, stored string, claim bool) (owner []byte, err error) {
 	checked := false
-	for range 2 {
+	for range 3 {
 		rec, ok, err := s.st.SourceGet(ctx, ownerKey(stored))
 		if err != nil {
-			return false, err
+			return nil, err
 		}
 		if ok {
 			var r sourceRecord
 			if err := json.Unmarshal(rec.Value, &r); err != nil {
-				return false, schema.Errorf(schema.CodeInternal, "source record of %s: %v", id, err)
+				return nil, schema.Errorf(schema.CodeInternal, "source record of %s: %v", id, err)
 			}
-			if r.SourceKey != k {
-				// Another key's session: a caller that may not use it is
-				// told so (forbidden), as for its own key.
-				if err := s.mayUse(ctx, sc, id, stored); err != nil {
-					return false, err
-				}
-				return false, errForeignKey(id)
+			if r.SourceKey == k {
+				return nil, nil
 			}
-			return false, nil
+			// Another key's session: a caller that may not use it is
+			// told so (forbidden), as for its own key.
+			if err := s.mayUse(ctx, sc, id, stored); err != nil {
+				return nil, err
+			}
+			if stale, err := s.stale(ctx, sc, r, stored); err != nil || !stale {
+				return nil, cmp.Or(err, errForeignKey(id))
+			}
+			if _, err := s.st.DropSourceOwner(ctx, stored, rec.Value); err != nil {
+				return nil, err
+			}
+			s.log.Info("source: dropped a stale owner record", "session", stored, "writer", r.Writer)
+			continue
 		}
 		if !claim {
-			return false, nil
+			return nil, nil
 		}
 		if !checked {
 			if err := s.mayUse(ctx, sc, id, stored); err != nil {
-				return false, err
+				return nil, err
 			}
 			checked = true
+			if h := s.afterCheck.Load(); h != nil {
+				(*h)()
+			}
 		}
-		b, _ := json.Marshal(sourceRecord{SourceKey: k, SessionID: stored})
+		b, _ := json.Marshal(sourceRecord{SourceKey: k, SessionID: stored, Writer: sc.caller.Owner()})
 		err = s.st.SourceCreate(ctx, ownerKey(stored), b)
 		if err == nil {
-			return true, nil
+			return b, nil
 		}
 		if !errors.Is(err, logstore.ErrSourceExists) {
-			return false, err
+			return nil, err
 		}
 	}
-	return false, errForeignKey(id)
+	return nil, errForeignKey(id)
+}
+
+// stale says whether owner record r, of another key than the caller's,
+// is one an append the writer refused left behind: it names the agent
+// whose append wrote it (records written before owner records named one,
+// and an operator's, name none and are never stale), that agent is not
+// the caller, and the writer refuses that agent the session (forbidden:
+// the session is another agent's, and does not grant it; grants are
+// never taken back, so a record the writer once let its agent write is
+// never found stale). A session that does not exist yet is still its to
+// create: not stale.
+func (s *Service) stale(ctx context.Context, sc scope, r sourceRecord, stored string) (bool, error) {
+	if r.Writer == nil || sc.caller.Owner() != nil && *r.Writer == *sc.caller.Owner() {
+		return false, nil
+	}
+	as := scope{caller: api.Caller{Tenant: r.Writer.Tenant, Agent: r.Writer.Agent}, prefix: sc.prefix}
+	err := s.mayUse(ctx, as, as.caller.WireID(stored), stored)
+	if schema.CodeOf(err) == schema.CodeForbidden {
+		return true, nil
+	}
+	return false, err
+}
+
+// dropOwner drops the owner record a source append wrote (owner, from
+// sourceOwner) when the writer refused the append forbidden: the session
+// is another agent's (created between the check and the record), and a
+// refused append leaves no record. A drop that fails is logged: the
+// record is then stale, and the next append of another key drops it.
+func (s *Service) dropOwner(ctx context.Context, stored string, owner []byte, err error) {
+	if owner == nil || schema.CodeOf(err) != schema.CodeForbidden {
+		return
+	}
+	if _, derr := s.st.DropSourceOwner(context.WithoutCancel(ctx), stored, owner); derr != nil {
+		s.log.Warn("source: dropping the owner record of a refused append", "session", stored, "err", derr)
+	}
 }
 
 // indexSource writes the listing record of a transcript (k as the index

@@ -111,3 +111,20 @@ func (s *Service) clientOf(sc scope) *client.Client {
 
 // ctxOf is ctx for a request to the writer as sc's caller.
 func ctxOf(ctx context.Context, sc scope) context.Context { return client.AsCaller(ctx, sc.caller) }
+
+// mayCreate refuses an operator's append into a tenant's project whose
+// session does not exist (bad_request, nothing stored or recorded): the
+// session would have no owner, and a session without one is the default
+// tenant's (ADR 010), so none of the tenant's agents could use it while
+// it counts as the tenant's. An operator appends to the sessions the
+// tenant's agents created; an agent's append creates its own.
+func (s *Service) mayCreate(ctx context.Context, sc scope, id, stored string) error {
+	if !sc.caller.Operator() || sc.prefix == "" {
+		return nil
+	}
+	_, err := s.read(ctx, sc, api.ReadRequest{SessionID: id, Limit: 1})
+	if schema.CodeOf(err) == schema.CodeNotFound {
+		return schema.Errorf(schema.CodeBadRequest, "session %s does not exist: an operator's source append into a tenant's project appends to a session of the tenant's agents, and creates none", stored)
+	}
+	return err
+}

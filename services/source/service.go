@@ -72,10 +72,13 @@ type Service struct {
 	// sessions.api.source.append (source.go).
 	conts *lru.Cache[string, *sourceCont]
 	// remaps holds a slot per source append reading a whole transcript.
-	remaps  chan struct{}
-	reqs    *wire.Requests
-	ready   atomic.Bool
-	running atomic.Bool
+	remaps chan struct{}
+	reqs   *wire.Requests
+	// afterCheck, when set (tests), runs after a source append's check
+	// that the caller may use the session and before its key is recorded.
+	afterCheck atomic.Pointer[func()]
+	ready      atomic.Bool
+	running    atomic.Bool
 }
 
 // New checks cfg and builds the service; Run starts it.

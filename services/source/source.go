@@ -325,7 +325,10 @@ func (s *Service) SourceAppendAs(ctx context.Context, caller api.Caller, req api
 		}
 		entries[i] = c.Bytes()
 	}
-	created, err := s.sourceOwner(ctx, sc, k, id, stored, true)
+	if err := s.mayCreate(ctx, sc, id, stored); err != nil {
+		return api.SourceAppendReply{}, err
+	}
+	owner, err := s.sourceOwner(ctx, sc, k, id, stored, true)
 	if err != nil {
 		return api.SourceAppendReply{}, err
 	}
@@ -342,9 +345,10 @@ func (s *Service) SourceAppendAs(ctx context.Context, caller api.Caller, req api
 		rep, err = s.remapSource(ctx, sess, f, req.SourceKey, entries)
 	}
 	if err != nil {
+		s.dropOwner(ctx, stored, owner, err)
 		return api.SourceAppendReply{}, err
 	}
-	if rep.Appended > 0 || created {
+	if rep.Appended > 0 || owner != nil {
 		if err := s.indexSource(ctx, sc, k, stored); err != nil {
 			return api.SourceAppendReply{}, err
 		}

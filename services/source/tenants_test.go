@@ -27,10 +27,11 @@ import (
 type tenantEnv struct {
 	srv                          *server.Server
 	st                           *logstore.Store
+	src                          *source.Service
 	op, agent, alice, bob, carol *nats.Conn
 }
 
-func newTenantEnv(t *testing.T) *tenantEnv {
+func newTenantEnv(t testing.TB) *tenantEnv {
 	t.Helper()
 	opts := natstest.Options(t.TempDir())
 	svc, err := natsauth.Accounts(opts, append(natsauth.DefaultTenants(),
@@ -62,6 +63,7 @@ func newTenantEnv(t *testing.T) *tenantEnv {
 		t.Fatal(err)
 	}
 	run(t, src.Run, src.Ready)
+	e.src = src
 	e.op = natstest.Connect(t, s, nats.UserInfo("operator", "pw-op"), nats.CustomInboxPrefix(natsauth.OperatorInboxPrefix))
 	e.agent = natstest.Connect(t, s, nats.UserInfo("agent", "pw-agent"))
 	for _, u := range []struct {
