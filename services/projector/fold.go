@@ -95,7 +95,13 @@ type folder struct {
 	// catchingUp: the projector has not yet reached the stream's end as
 	// it was at start (snapshots further apart, see snapshotInterval).
 	catchingUp bool
-	pos        map[string]store.StreamPos
+	// pos is the position reached in each stream; cur is the one of the
+	// stream of the last message folded, and curHeader that message's
+	// header: its ID (msgIdentity, a header lookup) is named when a
+	// checkpoint is taken (settlePos), not per event.
+	pos       map[string]*store.StreamPos
+	cur       *store.StreamPos
+	curHeader nats.Header
 	// skip, if set, says a session is erased: its events are not folded.
 	skip func(id string) bool
 
@@ -152,10 +158,10 @@ func newFolder(db *store.DB, ls *logstore.Store, met *metrics, capacity, snapEac
 	f := &folder{
 		db: db, ls: ls, met: met,
 		cache: map[string]*entry{}, lru: list.New(), capacity: capacity, snapEach: uint64(snapEach),
-		pos: map[string]store.StreamPos{}, catchingUp: true,
+		pos: map[string]*store.StreamPos{}, catchingUp: true,
 	}
 	for _, p := range pos {
-		f.pos[p.Name] = p
+		f.pos[p.Name] = &p
 	}
 	return f
 }
@@ -169,11 +175,37 @@ func (f *folder) open() *store.Batch {
 
 // checkpoint is the position the open batch reaches.
 func (f *folder) checkpoint() store.Checkpoint {
+	f.settlePos()
 	cp := store.Checkpoint{Version: Version()}
 	for _, name := range slices.Sorted(maps.Keys(f.pos)) {
-		cp.Streams = append(cp.Streams, f.pos[name])
+		cp.Streams = append(cp.Streams, *f.pos[name])
 	}
 	return cp
+}
+
+// settlePos names the message last folded in f.cur by its identity.
+func (f *folder) settlePos() {
+	if f.cur != nil && f.curHeader != nil {
+		f.cur.ID = msgIdentity(f.cur.Subject, f.curHeader)
+		f.curHeader = nil
+	}
+}
+
+// at moves the position of m's stream to m.
+func (f *folder) at(m *msg) {
+	p := f.cur
+	if p == nil || p.Name != m.stream {
+		f.settlePos()
+		if p = f.pos[m.stream]; p == nil {
+			p = &store.StreamPos{Name: m.stream}
+			f.pos[m.stream] = p
+		}
+		f.cur = p
+	}
+	p.Seq = m.streamSeq
+	p.Subject = m.subject
+	// A message without a header is named by its subject.
+	p.ID, f.curHeader = m.subject, m.header
 }
 
 // msg is one stored event as delivered by the consumer.
@@ -208,12 +240,7 @@ func (m *msg) prepare() {
 // handle folds one message of the stream. Errors are internal (store or
 // log failures): what a session holds never fails the projector.
 func (f *folder) handle(ctx context.Context, m *msg) error {
-	p := f.pos[m.stream]
-	p.Name = m.stream
-	p.Seq = m.streamSeq
-	p.ID = msgIdentity(m.subject, m.header)
-	p.Subject = m.subject
-	f.pos[m.stream] = p
+	f.at(m)
 	f.bytes += len(m.data)
 	f.open()
 
