@@ -251,7 +251,7 @@ func (c *CanonicalBody) envelope(e *Envelope, sessionID string) bool {
 	e.Seq = c.Seq
 	e.EventID = c.str(c.eventID)
 	// A registered type is its spec's string: no copy per event decoded.
-	if spec, ok := registry[string(b[c.typ.start:c.typ.end])]; ok {
+	if spec := specOfBytes(b[c.typ.start:c.typ.end]); spec != nil {
 		e.Type = spec.Type
 	} else {
 		e.Type = c.str(c.typ)
