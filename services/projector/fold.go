@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 
@@ -48,9 +49,35 @@ type entry struct {
 	committed uint64
 	dirty     bool
 	elem      *list.Element
+	// ids are the turn, step, attempt and tool call ids of the events
+	// folded last that named one (own).
+	ids [4]string
 }
 
 func (e *entry) stopped() bool { return e.st == nil }
+
+// own gives the event id and ids of ev, views of its message's buffer
+// (DecodeCanonicalViewOf), strings of their own, which the fold state may
+// keep: an id that the session's last event to name one named too is
+// that string (a turn's id is copied once, not per event of the turn).
+func (en *entry) own(ev *schema.Envelope) {
+	ev.EventID = strings.Clone(ev.EventID)
+	en.ownID(&ev.TurnID, 0)
+	en.ownID(&ev.StepID, 1)
+	en.ownID(&ev.AttemptID, 2)
+	en.ownID(&ev.ToolCallID, 3)
+}
+
+func (en *entry) ownID(id *string, k int) {
+	switch s := *id; {
+	case s == "":
+	case s == en.ids[k]:
+		*id = en.ids[k]
+	default:
+		s = strings.Clone(s)
+		*id, en.ids[k] = s, s
+	}
+}
 
 // snapshot is the internal fold-state record: enough to continue folding
 // a session after a restart or an eviction without reading it all again.
@@ -219,7 +246,8 @@ type msg struct {
 	// What prepare reads from the above, when prepared is set: the
 	// session of the subject and the decoded body (its data is data's
 	// bytes: data is the message's own buffer, never changed). The seq
-	// header is the judge's to read.
+	// header is the judge's to read. A canonical body's event id and ids
+	// are views of data too, until handle has the fold own them.
 	id       string
 	idOK     bool
 	ev       schema.Envelope
@@ -233,7 +261,7 @@ type msg struct {
 // nothing of the folder, so the consumer's goroutine runs it.
 func (m *msg) prepare() {
 	m.id, m.idOK = logstore.SessionFromSubject(m.subject)
-	m.ev, m.canonical, m.decErr = schema.DecodeCanonicalSharedOf(m.data, m.id)
+	m.ev, m.canonical, m.decErr = schema.DecodeCanonicalViewOf(m.data, m.id)
 	m.prepared = true
 }
 
@@ -291,6 +319,10 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 			f.stop(en, StatusGap, &Problem{Seq: en.st.LastSeq + 1, StreamSeq: m.streamSeq, Code: StatusGap, GotSeq: ev.Seq, Message: err.Error()})
 			return nil
 		}
+	}
+	if m.canonical {
+		// Its ids are views of m.data, which the fold does not keep.
+		en.own(ev)
 	}
 	f.apply(en, ev, m.streamSeq, sum, m.canonical)
 	return nil
