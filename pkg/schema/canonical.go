@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // Almost every stored body is exactly what Encode wrote, laid out member
@@ -141,6 +142,15 @@ func canonSpan(b []byte, i int) (span, int) {
 
 func (c *CanonicalBody) str(s span) string { return string(c.b[s.start:s.end]) }
 
+// id is the string at s: a view of c's bytes when view is set, else a
+// copy.
+func (c *CanonicalBody) id(s span, view bool) string {
+	if !view || s.end == s.start {
+		return c.str(s)
+	}
+	return unsafe.String(&c.b[s.start], s.end-s.start)
+}
+
 // SessionIs reports whether the body's sessionId is id.
 func (c *CanonicalBody) SessionIs(id string) bool {
 	return string(c.b[c.sessionID.start:c.sessionID.end]) == id
@@ -187,6 +197,12 @@ func decodeCanonical(b []byte) (e Envelope, ok bool) { return decodeCanonicalDat
 // decodeCanonicalData decodes a body laid out as Encode writes it; its
 // Data is a copy when copyData is set, else b's bytes.
 func decodeCanonicalData(b []byte, copyData bool, sessionID string) (e Envelope, ok bool) {
+	return decodeCanonicalAs(b, copyData, false, sessionID)
+}
+
+// decodeCanonicalAs is decodeCanonicalData whose event id and ids are
+// views of b when views is set (DecodeCanonicalViewOf).
+func decodeCanonicalAs(b []byte, copyData, views bool, sessionID string) (e Envelope, ok bool) {
 	c, ok := ScanCanonical(b)
 	if !ok {
 		return e, false
@@ -195,7 +211,7 @@ func decodeCanonicalData(b []byte, copyData bool, sessionID string) (e Envelope,
 	if end, ok := canonValue(data, 0, 0, MaxJSONDepth-1); !ok || end != len(data) {
 		return e, false
 	}
-	if !c.envelope(&e, sessionID) {
+	if !c.envelope(&e, sessionID, views) {
 		return e, false
 	}
 	if copyData {
@@ -224,7 +240,7 @@ func CanonicalEventAt(b []byte, i, dataDepth, maxDepth int) (e Envelope, end int
 		return e, 0, false
 	}
 	c.b = sub[:k+1]
-	if !c.envelope(&e, "") {
+	if !c.envelope(&e, "", false) {
 		return Envelope{}, 0, false
 	}
 	e.Data = sub[j:k:k]
@@ -233,8 +249,9 @@ func CanonicalEventAt(b []byte, i, dataDepth, maxDepth int) (e Envelope, end int
 
 // envelope fills e with c's members but the data; false when the time
 // is not what Encode writes for it. A sessionId that is sessionID is that
-// string, not a copy.
-func (c *CanonicalBody) envelope(e *Envelope, sessionID string) bool {
+// string, not a copy. views: the event id and the ids are views of c's
+// bytes, not copies.
+func (c *CanonicalBody) envelope(e *Envelope, sessionID string, views bool) bool {
 	b := c.b
 	if t, ok := canonUTC(b[c.time.start:c.time.end]); ok {
 		e.Time = t
@@ -249,9 +266,9 @@ func (c *CanonicalBody) envelope(e *Envelope, sessionID string) bool {
 		e.SessionID = c.str(c.sessionID)
 	}
 	e.Seq = c.Seq
-	e.EventID = c.str(c.eventID)
+	e.EventID = c.id(c.eventID, views)
 	// A registered type is its spec's string: no copy per event decoded.
-	if spec, ok := registry[string(b[c.typ.start:c.typ.end])]; ok {
+	if spec := specOfBytes(b[c.typ.start:c.typ.end]); spec != nil {
 		e.Type = spec.Type
 	} else {
 		e.Type = c.str(c.typ)
@@ -259,7 +276,7 @@ func (c *CanonicalBody) envelope(e *Envelope, sessionID string) bool {
 	ids := [4]*string{&e.TurnID, &e.StepID, &e.AttemptID, &e.ToolCallID}
 	for k, sp := range c.ids {
 		if sp.end > sp.start {
-			*ids[k] = c.str(sp)
+			*ids[k] = c.id(sp, views)
 		}
 	}
 	e.Ignorable, e.Synthetic = c.Ignorable, c.Synthetic

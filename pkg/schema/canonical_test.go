@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -172,6 +173,10 @@ func FuzzDecodeCanonical(f *testing.F) {
 			if (err1 == nil) != (err4 == nil) || err1 == nil && !reflect.DeepEqual(e1, e4) {
 				t.Fatalf("Decode %v %+v, shared of %q %v %+v on %s", err1, e1, id, err4, e4, b)
 			}
+			e5, _, err5 := DecodeCanonicalViewOf(b, id)
+			if (err1 == nil) != (err5 == nil) || err1 == nil && !reflect.DeepEqual(e1, e5) {
+				t.Fatalf("Decode %v %+v, views of %q %v %+v on %s", err1, e1, id, err5, e5, b)
+			}
 		}
 	})
 }
@@ -267,5 +272,47 @@ func TestDecodeCanonicalSharedOfSharesTheID(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { DecodeCanonicalSharedOf(b, id) }); n != 1 {
 		t.Fatalf("%v allocations a decode, want 1 (the event id)", n)
+	}
+}
+
+// TestDecodeCanonicalViewOfCopiesNoID: the event id and ids of a
+// canonical body decoded by DecodeCanonicalViewOf are b's bytes, and the
+// decode allocates nothing; a body that is not canonical has ids of its
+// own.
+func TestDecodeCanonicalViewOfCopiesNoID(t *testing.T) {
+	e := Envelope{SchemaVersion: 1, SessionID: "s-1", Seq: 2, EventID: "event-2", Time: time.Unix(1, 0).UTC(), Type: TypeToolResult,
+		TurnID: "turn-1", StepID: "step-1", AttemptID: "attempt-1", ToolCallID: "call-1", Data: []byte(`{"status":"ok"}`)}
+	b, err := Encode(&e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := func(s string, b []byte) bool {
+		p := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+		return p >= start && p+uintptr(len(s)) <= start+uintptr(len(b))
+	}
+	id := strings.Clone("s-1")
+	got, canonical, err := DecodeCanonicalViewOf(b, id)
+	if err != nil || !canonical || !reflect.DeepEqual(got, e) {
+		t.Fatalf("%+v canonical %v %v, want %+v", got, canonical, err, e)
+	}
+	for _, s := range []string{got.EventID, got.TurnID, got.StepID, got.AttemptID, got.ToolCallID} {
+		if !in(s, b) {
+			t.Fatalf("%q is a copy, want a view of the body", s)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { DecodeCanonicalViewOf(b, id) }); n != 0 {
+		t.Fatalf("%v allocations a decode, want none", n)
+	}
+	// The same event with a space after the data: not canonical.
+	b2 := append(bytes.TrimSuffix(slices.Clone(b), []byte("}")), ' ', '}')
+	got, canonical, err = DecodeCanonicalViewOf(b2, id)
+	if err != nil || canonical || got.TurnID != e.TurnID {
+		t.Fatalf("%+v canonical %v %v", got, canonical, err)
+	}
+	for _, s := range []string{got.EventID, got.TurnID, got.StepID, got.AttemptID, got.ToolCallID} {
+		if in(s, b2) {
+			t.Fatalf("%q of a body not canonical is a view of it, want a copy", s)
+		}
 	}
 }

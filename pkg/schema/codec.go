@@ -345,6 +345,19 @@ func DecodeCanonicalSharedOf(b []byte, sessionID string) (e Envelope, canonical 
 	return decodeOther(b)
 }
 
+// DecodeCanonicalViewOf is DecodeCanonicalSharedOf whose event id and
+// turn, step, attempt and tool call ids are views of b too when b is
+// canonical (no copy): a caller that keeps any of them past its use of b
+// (a reader's fold state does) copies it, and one that sees the same id
+// event after event (a turn's) keeps a single copy of it. They are
+// strings of their own when b is not canonical.
+func DecodeCanonicalViewOf(b []byte, sessionID string) (e Envelope, canonical bool, err error) {
+	if e, ok := decodeCanonicalAs(b, false, true, sessionID); ok {
+		return e, true, nil
+	}
+	return decodeOther(b)
+}
+
 // decodeOther is DecodeCanonical for a body decodeCanonical is not sure
 // of. Its own function: the envelope it decodes into escapes to the heap,
 // which would cost every decode an allocation if it were e of

@@ -294,12 +294,13 @@ func init() {
 	register(&Spec{Type: TypeForkCommitted, ServiceOnly: true, check: dataCheck(func(d *ForkCommitted) error {
 		return needSeq("seedLength", d.SeedLength)
 	})})
+	buildSpecTable()
 }
 
 // Lookup returns the spec of a known type.
 func Lookup(typ string) (*Spec, bool) {
-	s, ok := registry[typ]
-	return s, ok
+	s := specOf(typ)
+	return s, s != nil
 }
 
 // Types returns every registered type name.
@@ -314,8 +315,7 @@ func Types() []string {
 // Known reports whether this reader can fold e: a registered type, or an
 // unknown one marked ignorable.
 func Known(e *Envelope) bool {
-	_, ok := registry[e.Type]
-	return ok || e.Ignorable
+	return e.Ignorable || specOf(e.Type) != nil
 }
 
 // Origin says who writes an event; agents may not write service events.
@@ -436,8 +436,8 @@ func validData(d json.RawMessage, checked bool) error {
 
 func validateType(e *Envelope, opt ValidateOptions) error {
 	bad := func(format string, args ...any) error { return Errorf(CodeInvalidEvent, format, args...) }
-	spec, ok := registry[e.Type]
-	if !ok {
+	spec := specOf(e.Type)
+	if spec == nil {
 		if !e.Ignorable {
 			return Errorf(CodeUnknownType, "unknown event type %q (not ignorable)", Clip(e.Type, 40))
 		}

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 
@@ -48,9 +49,35 @@ type entry struct {
 	committed uint64
 	dirty     bool
 	elem      *list.Element
+	// ids are the turn, step, attempt and tool call ids of the events
+	// folded last that named one (own).
+	ids [4]string
 }
 
 func (e *entry) stopped() bool { return e.st == nil }
+
+// own gives the event id and ids of ev, views of its message's buffer
+// (DecodeCanonicalViewOf), strings of their own, which the fold state may
+// keep: an id that the session's last event to name one named too is
+// that string (a turn's id is copied once, not per event of the turn).
+func (en *entry) own(ev *schema.Envelope) {
+	ev.EventID = strings.Clone(ev.EventID)
+	en.ownID(&ev.TurnID, 0)
+	en.ownID(&ev.StepID, 1)
+	en.ownID(&ev.AttemptID, 2)
+	en.ownID(&ev.ToolCallID, 3)
+}
+
+func (en *entry) ownID(id *string, k int) {
+	switch s := *id; {
+	case s == "":
+	case s == en.ids[k]:
+		*id = en.ids[k]
+	default:
+		s = strings.Clone(s)
+		*id, en.ids[k] = s, s
+	}
+}
 
 // snapshot is the internal fold-state record: enough to continue folding
 // a session after a restart or an eviction without reading it all again.
@@ -95,7 +122,13 @@ type folder struct {
 	// catchingUp: the projector has not yet reached the stream's end as
 	// it was at start (snapshots further apart, see snapshotInterval).
 	catchingUp bool
-	pos        map[string]store.StreamPos
+	// pos is the position reached in each stream; cur is the one of the
+	// stream of the last message folded, and curHeader that message's
+	// header: its ID (msgIdentity, a header lookup) is named when a
+	// checkpoint is taken (settlePos), not per event.
+	pos       map[string]*store.StreamPos
+	cur       *store.StreamPos
+	curHeader nats.Header
 	// skip, if set, says a session is erased: its events are not folded.
 	skip func(id string) bool
 
@@ -152,10 +185,10 @@ func newFolder(db *store.DB, ls *logstore.Store, met *metrics, capacity, snapEac
 	f := &folder{
 		db: db, ls: ls, met: met,
 		cache: map[string]*entry{}, lru: list.New(), capacity: capacity, snapEach: uint64(snapEach),
-		pos: map[string]store.StreamPos{}, catchingUp: true,
+		pos: map[string]*store.StreamPos{}, catchingUp: true,
 	}
 	for _, p := range pos {
-		f.pos[p.Name] = p
+		f.pos[p.Name] = &p
 	}
 	return f
 }
@@ -169,11 +202,37 @@ func (f *folder) open() *store.Batch {
 
 // checkpoint is the position the open batch reaches.
 func (f *folder) checkpoint() store.Checkpoint {
+	f.settlePos()
 	cp := store.Checkpoint{Version: Version()}
 	for _, name := range slices.Sorted(maps.Keys(f.pos)) {
-		cp.Streams = append(cp.Streams, f.pos[name])
+		cp.Streams = append(cp.Streams, *f.pos[name])
 	}
 	return cp
+}
+
+// settlePos names the message last folded in f.cur by its identity.
+func (f *folder) settlePos() {
+	if f.cur != nil && f.curHeader != nil {
+		f.cur.ID = msgIdentity(f.cur.Subject, f.curHeader)
+		f.curHeader = nil
+	}
+}
+
+// at moves the position of m's stream to m.
+func (f *folder) at(m *msg) {
+	p := f.cur
+	if p == nil || p.Name != m.stream {
+		f.settlePos()
+		if p = f.pos[m.stream]; p == nil {
+			p = &store.StreamPos{Name: m.stream}
+			f.pos[m.stream] = p
+		}
+		f.cur = p
+	}
+	p.Seq = m.streamSeq
+	p.Subject = m.subject
+	// A message without a header is named by its subject.
+	p.ID, f.curHeader = m.subject, m.header
 }
 
 // msg is one stored event as delivered by the consumer.
@@ -187,7 +246,8 @@ type msg struct {
 	// What prepare reads from the above, when prepared is set: the
 	// session of the subject and the decoded body (its data is data's
 	// bytes: data is the message's own buffer, never changed). The seq
-	// header is the judge's to read.
+	// header is the judge's to read. A canonical body's event id and ids
+	// are views of data too, until handle has the fold own them.
 	id       string
 	idOK     bool
 	ev       schema.Envelope
@@ -201,19 +261,14 @@ type msg struct {
 // nothing of the folder, so the consumer's goroutine runs it.
 func (m *msg) prepare() {
 	m.id, m.idOK = logstore.SessionFromSubject(m.subject)
-	m.ev, m.canonical, m.decErr = schema.DecodeCanonicalSharedOf(m.data, m.id)
+	m.ev, m.canonical, m.decErr = schema.DecodeCanonicalViewOf(m.data, m.id)
 	m.prepared = true
 }
 
 // handle folds one message of the stream. Errors are internal (store or
 // log failures): what a session holds never fails the projector.
 func (f *folder) handle(ctx context.Context, m *msg) error {
-	p := f.pos[m.stream]
-	p.Name = m.stream
-	p.Seq = m.streamSeq
-	p.ID = msgIdentity(m.subject, m.header)
-	p.Subject = m.subject
-	f.pos[m.stream] = p
+	f.at(m)
 	f.bytes += len(m.data)
 	f.open()
 
@@ -264,6 +319,10 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 			f.stop(en, StatusGap, &Problem{Seq: en.st.LastSeq + 1, StreamSeq: m.streamSeq, Code: StatusGap, GotSeq: ev.Seq, Message: err.Error()})
 			return nil
 		}
+	}
+	if m.canonical {
+		// Its ids are views of m.data, which the fold does not keep.
+		en.own(ev)
 	}
 	f.apply(en, ev, m.streamSeq, sum, m.canonical)
 	return nil

@@ -25,7 +25,13 @@ import (
 //
 // FOLD_EVENTS sets the number of events (default 200,000): a reduced run
 // for counting instructions (valgrind --tool=callgrind, GOGC=off, the
-// difference between -test.benchtime 1x and 11x is ten folds).
+// difference between -test.benchtime 1x and 11x is ten folds). Count with
+// GOMAXPROCS=1 and GODEBUG=asyncpreemptoff=1: with two Ps the idle P's
+// spinning in the scheduler is counted too, by chance (1.2 billion
+// instructions more than with one P in a run of 1x, about none in one of
+// 6x), so the difference came out at 14,752 instructions per event where
+// one P counts 26,798 (and valgrind stops on the preemption signal of
+// some runs).
 func BenchmarkFold(b *testing.B) { benchFold(b, false) }
 
 // BenchmarkFoldPrepare is BenchmarkFold with the consumer goroutine's

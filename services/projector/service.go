@@ -421,9 +421,9 @@ func (s *Service) DB() *store.DB { return s.db }
 // as it was at start.
 func (s *Service) atTarget() bool { return s.reaches(s.f.pos) }
 
-func (s *Service) reaches(pos map[string]store.StreamPos) bool {
+func (s *Service) reaches(pos map[string]*store.StreamPos) bool {
 	for name, t := range s.target {
-		if pos[name].Seq < t {
+		if p := pos[name]; p == nil || p.Seq < t {
 			return false
 		}
 	}
@@ -436,9 +436,9 @@ func (s *Service) updateCaughtUp(cp store.Checkpoint) {
 	if s.caughtUp.Load() {
 		return
 	}
-	pos := map[string]store.StreamPos{}
-	for _, p := range cp.Streams {
-		pos[p.Name] = p
+	pos := map[string]*store.StreamPos{}
+	for i := range cp.Streams {
+		pos[cp.Streams[i].Name] = &cp.Streams[i]
 	}
 	if !s.reaches(pos) {
 		return
@@ -553,7 +553,7 @@ func (s *Service) Run(ctx context.Context) error {
 
 // consume runs the consumers and the fold loop. stop, if set, ends it once
 // it returns true after a message (rebuild to a position).
-func (s *Service) consume(ctx context.Context, stop func(pos map[string]store.StreamPos) bool) error {
+func (s *Service) consume(ctx context.Context, stop func(pos map[string]*store.StreamPos) bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ch := make(chan []msg, 2*s.cfg.FetchBatch/chunkMsgs+1)

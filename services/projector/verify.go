@@ -29,9 +29,9 @@ func Rebuild(ctx context.Context, ls *logstore.Store, dir string, until store.Ch
 			want[p.Name] = p.Seq
 		}
 	}
-	done := func(pos map[string]store.StreamPos) bool {
+	done := func(pos map[string]*store.StreamPos) bool {
 		for name, seq := range want {
-			if pos[name].Seq < seq {
+			if p := pos[name]; p == nil || p.Seq < seq {
 				return false
 			}
 		}
