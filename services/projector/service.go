@@ -469,7 +469,7 @@ func (s *Service) recheckTarget() <-chan time.Time {
 // fold.
 func (s *Service) lowerTarget(ctx context.Context) {
 	for name, t := range s.target {
-		if s.f.pos[name].Seq >= t {
+		if p := s.f.pos[name]; p != nil && p.Seq >= t {
 			continue
 		}
 		held, err := s.ls.LastHeldSeq(ctx, name)
