@@ -309,17 +309,31 @@ type erasedOwner struct {
 // (ErasedOwnerKey); a session erased before the projector kept owners, or
 // before a rebuild of its views (its events are gone), has none, and its
 // record is the tenant token's alone.
+//
+// A token of agents has numbers of its own: the records its agents see
+// are numbered 1, 2, ... again (AgentsAuditKey, indexed from the
+// tenant's before each of its requests, indexAgentsAudit), and its after
+// and next are those numbers. Numbered by the tenant's, the gaps between
+// the numbers it is given would count the erasures of the sessions of
+// the tenant's other agents, and when they were made. Its cursors tell
+// it nothing but how many records it has seen; one it was never given
+// (not a number, or past its last record) is refused.
 
 func (s *Service) handleAudit(w http.ResponseWriter, r *http.Request) {
-	after, _ := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
+	q := r.URL.Query().Get("after")
+	after, perr := strconv.ParseUint(q, 10, 64)
 	limit := DefaultListLimit
 	if v, err := strconv.Atoi(r.URL.Query().Get("limit")); err == nil && v > 0 && v <= MaxListLimit {
 		limit = v
 	}
-	tenant := httpauth.TenantOf(r.Context())
+	tenant, agents := httpauth.TenantOf(r.Context()), httpauth.AgentsOf(r.Context())
+	if agents != nil && perr != nil && q != "" {
+		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, "after "+q+" is no audit cursor of this token")
+		return
+	}
 	var recs []api.AuditRecord
 	next := after
-	err := s.indexAudit(r.Context(), tenant)
+	last, err := s.indexAudit(r.Context(), tenant, agents)
 	if err == nil && tenant == "" {
 		recs, next, err = s.ls.AuditRecords(r.Context(), after, limit)
 	}
@@ -327,10 +341,19 @@ func (s *Service) handleAudit(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusServiceUnavailable, schema.CodeNotCommitted, err.Error())
 		return
 	}
+	if err == nil && agents != nil && after > last {
+		apiError(w, http.StatusBadRequest, schema.CodeBadRequest,
+			fmt.Sprintf("after %d is no audit cursor of this token: its records are numbered up to %d", after, last))
+		return
+	}
 	if err == nil && tenant != "" {
 		err = s.view(func(rd reader) error {
 			var err error
-			recs, next, err = rd.auditPage(tenant, after, limit, auditVisible(r, rd))
+			if agents == nil {
+				recs, next, err = rd.auditPage(tenant, after, limit)
+			} else {
+				recs, next, err = rd.agentsAuditPage(tenant, agents, after, limit)
+			}
 			n := namesOf(r)
 			for i := range recs {
 				recs[i].SessionID = n.wire(recs[i].SessionID)
@@ -350,16 +373,29 @@ func (s *Service) handleAudit(w http.ResponseWriter, r *http.Request) {
 
 // indexAudit indexes by tenant the audit records written since it last
 // ran (for a tenant's request: tenant not ""), a batch of them at a time,
-// each batch with the stream sequence it reached (AuditCursorKey). The
-// stream denies deletes and purges, so a store wiped for a rebuild numbers
-// every tenant's records alike again. A record of an id that is no
-// tenant's (tenantOf "") is the operator's alone.
-func (s *Service) indexAudit(ctx context.Context, tenant string) error {
+// each batch with the stream sequence it reached (AuditCursorKey), and
+// for a token of agents (agents not nil) the tenant's records they see
+// (indexAgentsAudit; last is the number of their last). The stream
+// denies deletes and purges, so a store wiped for a rebuild numbers every
+// tenant's records alike again. A record of an id that is no tenant's
+// (tenantOf "") is the operator's alone.
+func (s *Service) indexAudit(ctx context.Context, tenant string, agents []string) (last uint64, err error) {
 	if tenant == "" {
-		return nil
+		return 0, nil
 	}
 	s.auditMu.Lock()
 	defer s.auditMu.Unlock()
+	if err := s.indexTenantAudit(ctx, tenant); err != nil {
+		return 0, err
+	}
+	if agents == nil {
+		return 0, nil
+	}
+	return s.indexAgentsAudit(tenant, agents)
+}
+
+// indexTenantAudit is indexAudit's part for every tenant (auditMu held).
+func (s *Service) indexTenantAudit(ctx context.Context, tenant string) error {
 	var cursor uint64
 	err := s.view(func(rd reader) error {
 		v, ok, err := rd.get(store.AuditCursorKey())
@@ -407,6 +443,62 @@ func (s *Service) indexAudit(ctx context.Context, tenant string) error {
 // auditIndexBatch is the most audit records indexAudit writes at once.
 const auditIndexBatch = 256
 
+// indexAgentsAudit numbers the tenant's audit records the agents see
+// (auditVisible) 1, 2, ... (AgentsAuditKey), from the tenant's first one
+// it has not judged (AgentsAuditCursorKey), a batch at a time, and
+// returns the number of the agents' last (auditMu held). A record is
+// judged once: by the owner and grants it names, or for one that names
+// none by those the projector keeps for its session (auditVisible) when
+// the agents first ask after it is indexed; both stay as they are until
+// the store is wiped, when the agents' records are numbered again with
+// the tenant's.
+func (s *Service) indexAgentsAudit(tenant string, agents []string) (last uint64, err error) {
+	ck := store.AgentsAuditCursorKey(tenant, agents)
+	for {
+		var n, judged uint64
+		var kvs [][2][]byte
+		err := s.view(func(rd reader) error {
+			v, ok, err := rd.get(ck)
+			if err != nil {
+				return err
+			}
+			if ok && len(v) == 16 {
+				n, last = binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])
+			}
+			p := store.TenantAuditPrefix(tenant)
+			it, err := rd.iter(p)
+			if err != nil {
+				return err
+			}
+			defer it.Close()
+			see := auditVisible(rd, tenant, agents)
+			for ok := it.SeekGE(store.TenantAuditKey(tenant, n)); ok && judged < auditIndexBatch; ok = it.Next() {
+				k := store.TenantAuditN(p, it.Key())
+				if k <= n {
+					continue
+				}
+				var a api.AuditRecord
+				if err := json.Unmarshal(it.Value(), &a); err != nil {
+					return fmt.Errorf("audit record %d of %s: %w", k, tenant, err)
+				}
+				n, judged = k, judged+1
+				if tenantOf(a.SessionID) == tenant && see(&a) {
+					last++
+					kvs = append(kvs, [2][]byte{store.AgentsAuditKey(tenant, agents, last), binary.BigEndian.AppendUint64(nil, n)})
+				}
+			}
+			return nil
+		})
+		if err != nil || judged == 0 {
+			return last, err
+		}
+		v := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, n), last)
+		if err := s.setInternals(append(kvs, [2][]byte{ck, v})); err != nil {
+			return last, err
+		}
+	}
+}
+
 // lastAudit is the number of tenant's last indexed audit record (0: none).
 func (s *Service) lastAudit(tenant string) (n uint64, err error) {
 	err = s.view(func(rd reader) error {
@@ -435,9 +527,8 @@ func (s *Service) setInternals(kvs [][2][]byte) error {
 }
 
 // auditPage is the page of tenant's audit records numbered after after,
-// at most limit of those keep (nil: all) leaves in; next is the number
-// of the last one (after when none).
-func (rd reader) auditPage(tenant string, after uint64, limit int, keep func(a *api.AuditRecord) bool) (recs []api.AuditRecord, next uint64, err error) {
+// at most limit; next is the number of the last one (after when none).
+func (rd reader) auditPage(tenant string, after uint64, limit int) (recs []api.AuditRecord, next uint64, err error) {
 	p := store.TenantAuditPrefix(tenant)
 	it, err := rd.iter(p)
 	if err != nil {
@@ -454,7 +545,7 @@ func (rd reader) auditPage(tenant string, after uint64, limit int, keep func(a *
 		if err := json.Unmarshal(it.Value(), &a); err != nil {
 			return nil, after, fmt.Errorf("audit record %d of %s: %w", n, tenant, err)
 		}
-		if tenantOf(a.SessionID) != tenant || keep != nil && !keep(&a) {
+		if tenantOf(a.SessionID) != tenant {
 			continue
 		}
 		recs, next = append(recs, a), n
@@ -462,18 +553,45 @@ func (rd reader) auditPage(tenant string, after uint64, limit int, keep func(a *
 	return recs, next, nil
 }
 
-// auditVisible is, for a token of agents, the test of the audit records
-// it sees (sees): by the owner and grants the record names, or for a
+// agentsAuditPage is the page of the audit records of tenant the agents
+// see numbered (by indexAgentsAudit) after after, at most limit; next is
+// the number of the last one (after when none).
+func (rd reader) agentsAuditPage(tenant string, agents []string, after uint64, limit int) (recs []api.AuditRecord, next uint64, err error) {
+	p := store.AgentsAuditPrefix(tenant, agents)
+	it, err := rd.iter(p)
+	if err != nil {
+		return nil, after, err
+	}
+	defer it.Close()
+	next = after
+	for ok := it.SeekGE(store.AgentsAuditKey(tenant, agents, after)); ok && len(recs) < limit; ok = it.Next() {
+		m := store.TenantAuditN(p, it.Key())
+		if m <= after || len(it.Value()) != 8 {
+			continue
+		}
+		n := binary.BigEndian.Uint64(it.Value())
+		v, ok, err := rd.get(store.TenantAuditKey(tenant, n))
+		if err == nil && !ok {
+			err = errors.New("not indexed")
+		}
+		var a api.AuditRecord
+		if err == nil {
+			err = json.Unmarshal(v, &a)
+		}
+		if err != nil {
+			return nil, after, fmt.Errorf("audit record %d of %s (%d of %s): %w", n, tenant, m, strings.Join(agents, ","), err)
+		}
+		recs, next = append(recs, a), m
+	}
+	return recs, next, nil
+}
+
+// auditVisible is the test of the audit records of tenant a token of
+// agents sees (sees): by the owner and grants the record names, or for a
 // record that names no owner (written before records named them) by
 // those of the session's summary, or once its views are removed those
-// kept for it (ErasedOwnerKey); nil for a tenant's token (all of the
-// tenant's).
-func auditVisible(r *http.Request, rd reader) func(a *api.AuditRecord) bool {
-	agents := httpauth.AgentsOf(r.Context())
-	if agents == nil {
-		return nil
-	}
-	tenant := httpauth.TenantOf(r.Context())
+// kept for it (ErasedOwnerKey).
+func auditVisible(rd reader, tenant string, agents []string) func(a *api.AuditRecord) bool {
 	return func(a *api.AuditRecord) bool {
 		id := a.SessionID
 		if a.Owner != nil {

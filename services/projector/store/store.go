@@ -30,6 +30,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -60,16 +61,19 @@ var (
 	prefTenantStatus   = []byte("vu") // vu<tenant>\x00<status>\x00<time BE8><id> -> ""
 )
 
-// The audit records of erased sessions by tenant, and the owners of
-// erased sessions: internal keys, not views. The records come from the
+// The audit records of erased sessions by tenant (and the numbers of
+// those a token of agents sees), and the owners of erased sessions:
+// internal keys, not views. The records come from the
 // audit stream, not from the log the views fold (a rebuild of the views
 // from the log could not write them, and they are not in the checksum),
 // and an erased session's owner is what its summary said when its views
 // were removed (its events are gone: no rebuild finds it again).
 var (
-	prefTenantAudit = []byte("zA") // zA<tenant>\x00<n BE8> -> audit record JSON, n the tenant's 1, 2, ...
-	keyAuditCursor  = []byte("zB") // zB -> the audit stream sequence indexed up to (BE8)
-	prefErasedOwner = []byte("zo") // zo<id> -> the erased session's owner and grants JSON
+	prefTenantAudit       = []byte("zA") // zA<tenant>\x00<n BE8> -> audit record JSON, n the tenant's 1, 2, ...
+	keyAuditCursor        = []byte("zB") // zB -> the audit stream sequence indexed up to (BE8)
+	prefAgentsAudit       = []byte("zG") // zG<tenant>\x00<agents>\x00<m BE8> -> n BE8: the m-th record the agents see is the tenant's n-th
+	prefAgentsAuditCursor = []byte("zH") // zH<tenant>\x00<agents> -> the tenant's n judged up to, the agents' last m (BE8 each)
+	prefErasedOwner       = []byte("zo") // zo<id> -> the erased session's owner and grants JSON
 )
 
 // Session ids match ^[A-Za-z0-9_-]+$, so the 0x00 separator sorts below
@@ -176,12 +180,37 @@ func TenantAuditKey(tenant string, n uint64) []byte {
 	return binary.BigEndian.AppendUint64(TenantAuditPrefix(tenant), n)
 }
 
-// TenantAuditN is the n of a TenantAuditKey under prefix (0: none).
+// TenantAuditN is the n of a TenantAuditKey (or the m of an
+// AgentsAuditKey) under prefix (0: none).
 func TenantAuditN(prefix, key []byte) uint64 {
 	if len(key) != len(prefix)+8 {
 		return 0
 	}
 	return binary.BigEndian.Uint64(key[len(prefix):])
+}
+
+// AgentsAuditPrefix bounds the audit records of tenant seen by a token
+// of agents (sorted, each once, as httpauth.AgentsOf gives them: agent
+// names hold no ',' and no 0x00).
+func AgentsAuditPrefix(tenant string, agents []string) []byte {
+	return append(agentsKey(prefAgentsAudit, tenant, agents), 0)
+}
+
+// AgentsAuditKey is the key of the m-th audit record of tenant the agents
+// see; its value is the record's number n of the tenant (TenantAuditKey),
+// big-endian. TenantAuditN reads m from it.
+func AgentsAuditKey(tenant string, agents []string, m uint64) []byte {
+	return binary.BigEndian.AppendUint64(AgentsAuditPrefix(tenant, agents), m)
+}
+
+// AgentsAuditCursorKey holds the number of the tenant's last audit record
+// the agents' records are indexed up to and the number of their last.
+func AgentsAuditCursorKey(tenant string, agents []string) []byte {
+	return agentsKey(prefAgentsAuditCursor, tenant, agents)
+}
+
+func agentsKey(p []byte, tenant string, agents []string) []byte {
+	return append(append(cat(p, tenant), 0), strings.Join(agents, ",")...)
 }
 
 // AuditCursorKey holds the audit stream sequence the tenants' audit

@@ -149,3 +149,34 @@ func TestCommitAsyncChainsBatches(t *testing.T) {
 		t.Fatalf("kept %016x, landed %016x, stored %016x at %d, scanned %016x", d.Checksum(), cp.Checksum, stored.Checksum, stored.Stream("s").Seq, scan)
 	}
 }
+
+// TestAgentsAuditKeysApart: the audit keys of one set of agents lie under
+// its own prefix alone, not under another set's that begins the same
+// (alice, alice and bob, alice-x) nor another tenant's, the cursor key
+// under none, and the number is read back from the key.
+func TestAgentsAuditKeysApart(t *testing.T) {
+	sets := []struct {
+		tenant string
+		agents []string
+	}{
+		{"acme", []string{"alice"}}, {"acme", []string{"alice", "bob"}}, {"acme", []string{"alice-x"}},
+		{"acme-x", []string{"alice"}}, {"acme", []string{"bob"}},
+	}
+	for i, a := range sets {
+		for _, m := range []uint64{1, 255, 256, 1 << 40} {
+			k := AgentsAuditKey(a.tenant, a.agents, m)
+			for j, b := range sets {
+				p := AgentsAuditPrefix(b.tenant, b.agents)
+				if under := bytes.HasPrefix(k, p); under != (i == j) {
+					t.Errorf("key %d of %s %v under the prefix of %s %v: %v", m, a.tenant, a.agents, b.tenant, b.agents, under)
+				}
+				if bytes.HasPrefix(AgentsAuditCursorKey(a.tenant, a.agents), p) {
+					t.Errorf("the cursor key of %s %v is under the prefix of %s %v", a.tenant, a.agents, b.tenant, b.agents)
+				}
+			}
+			if got := TenantAuditN(AgentsAuditPrefix(a.tenant, a.agents), k); got != m {
+				t.Errorf("key %d of %s %v reads back as %d", m, a.tenant, a.agents, got)
+			}
+		}
+	}
+}
