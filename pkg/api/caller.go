@@ -194,3 +194,44 @@ func WireOf(stored string) (tenant, id string) {
 	}
 	return tenant, id
 }
+
+// TenantOfStored is the tenant whose agents name the session stored as
+// stored: T for _T<T>_<id> (T not the default tenant), the default tenant
+// for an id that does not begin with _T. ok is false for an id that begins
+// with _T and is no such stored id (_T<T> without an id, or the default
+// tenant's name as T): no agent can name it, since the default tenant's
+// may not name an id beginning with _T and every other's are put under
+// their own prefix.
+func TenantOfStored(stored string) (tenant string, ok bool) {
+	if !strings.HasPrefix(stored, TenantIDPrefix) {
+		return DefaultTenant, true
+	}
+	tenant, _ = WireOf(stored)
+	return tenant, tenant != "" && tenant != DefaultTenant
+}
+
+// CheckOwner decides whether the session stored as stored may be created
+// with owner (data.owner of its session/created; nil: none), whoever
+// creates it (ADR 010): the owner is an agent of the tenant the stored id
+// names, and a session without one is the default tenant's, so its id
+// must be one of the default tenant's. Anything else would make a session
+// none of its owner's tenant could name or use, counted in the usage of
+// the tenant its id names (bad_request). An agent's sessions pass by
+// construction (StoredID, StampOwner); an operator's must name an owner
+// to create a session of a tenant other than the default.
+func CheckOwner(stored string, owner *schema.Owner) error {
+	tenant, ok := TenantOfStored(stored)
+	switch {
+	case !ok:
+		return schema.Errorf(schema.CodeBadRequest, "session id %s begins with %s but is no tenant's stored id (%s<tenant>_<id>, the tenant not %s): no agent could name the session", schema.Clip(stored, 80), TenantIDPrefix, TenantIDPrefix, DefaultTenant)
+	case owner == nil && tenant != DefaultTenant:
+		return schema.Errorf(schema.CodeBadRequest, "session %s is tenant %s's: its session/created must name its owner, an agent of %s (data.owner {\"tenant\":%q,\"agent\":...}); without one it would be the default tenant's, and none of %s's agents could use it", stored, tenant, tenant, tenant, tenant)
+	case owner != nil && owner.Tenant != tenant:
+		form := TenantIDPrefix + owner.Tenant + "_<id>"
+		if owner.Tenant == DefaultTenant {
+			form = "<id>, not beginning with " + TenantIDPrefix
+		}
+		return schema.Errorf(schema.CodeBadRequest, "data.owner is an agent of tenant %s, but session %s is tenant %s's: a session of %s is stored as %s", owner.Tenant, stored, tenant, owner.Tenant, form)
+	}
+	return nil
+}

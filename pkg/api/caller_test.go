@@ -144,3 +144,36 @@ func TestMayGrant(t *testing.T) {
 		t.Fatalf("a granted agent: %v", err)
 	}
 }
+
+// A session is created with an owner of the tenant its stored id names,
+// or none for the default tenant's ids; an id beginning with _T that no
+// tenant's agent can name is refused whatever the owner.
+func TestCheckOwner(t *testing.T) {
+	alice := &schema.Owner{Tenant: "acme", Agent: "alice"}
+	agent := &schema.Owner{Tenant: api.DefaultTenant, Agent: "agent"}
+	for _, tc := range []struct {
+		name   string
+		stored string
+		owner  *schema.Owner
+		code   schema.Code
+	}{
+		{"TenantsOwner", "_Tacme_s", alice, ""},
+		{"TenantsOwnerOfANestedID", "_Tacme__Tglobex_s", alice, ""},
+		{"DefaultNoOwner", "s", nil, ""},
+		{"DefaultOwner", "s", agent, ""},
+		{"ErrTenantNoOwner", "_Tacme_s", nil, schema.CodeBadRequest},
+		{"ErrTenantOtherTenantsOwner", "_Tglobex_s", alice, schema.CodeBadRequest},
+		{"ErrTenantDefaultOwner", "_Tacme_s", agent, schema.CodeBadRequest},
+		{"ErrDefaultTenantsOwner", "s", alice, schema.CodeBadRequest},
+		{"ErrNoID", "_Tacme_", alice, schema.CodeBadRequest},
+		{"ErrNoTenant", "_T_s", nil, schema.CodeBadRequest},
+		{"ErrPrefixOnly", "_Tacme", nil, schema.CodeBadRequest},
+		{"ErrDefaultTenantsPrefix", "_TAGENTS_s", agent, schema.CodeBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := api.CheckOwner(tc.stored, tc.owner); (err == nil) != (tc.code == "") || err != nil && schema.CodeOf(err) != tc.code {
+				t.Fatalf("CheckOwner(%s, %+v): %v, want %q", tc.stored, tc.owner, err, tc.code)
+			}
+		})
+	}
+}

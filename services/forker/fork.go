@@ -114,6 +114,18 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 		// (its events gone, or going) is answered so, not as missing.
 		return Reply{}, s.erasedOr(ctx, r.ParentID, r.ChildID, definite(schema.CodeNotCommitted, err))
 	}
+	if caller.Operator() {
+		// An operator's child keeps the parent's owner: it must be of the
+		// tenant the child's id names (ADR 010), or the child would be a
+		// session none of its tenant's agents could use.
+		if err := api.CheckOwner(r.ChildID, sc.owner); err != nil {
+			msg := err.Error()
+			if se := (*schema.Error)(nil); errors.As(err, &se) {
+				msg = se.Message
+			}
+			return Reply{}, badRequest("child %s would keep parent %s's owner, as an operator's fork does: %s", r.ChildID, r.ParentID, msg)
+		}
+	}
 	k, depth := sc.k, sc.depth
 	scanned := time.Since(start)
 	defer func() {
@@ -258,7 +270,13 @@ func (s *Service) check(r *Request) (session.Cut, error) {
 		return cut, badRequest("parentId %q is not a valid session id", schema.Clip(r.ParentID, 40))
 	}
 	if r.ChildID == "" {
+		// An operator's child keeps the parent's owner, so the id made
+		// for it is of the parent's tenant (an agent's is made and
+		// scoped before).
 		r.ChildID = s.cfg.NewID()
+		if t, ok := api.TenantOfStored(r.ParentID); ok && t != api.DefaultTenant {
+			r.ChildID = api.TenantIDPrefix + t + "_" + r.ChildID
+		}
 	}
 	if !schema.ValidSessionID(r.ChildID) {
 		return cut, badRequest("childId %q is not a valid session id", schema.Clip(r.ChildID, 40))
@@ -364,6 +382,8 @@ func definite(code schema.Code, err error) error {
 type scan struct {
 	k     uint64
 	depth int
+	// owner is the parent's (nil: it has none).
+	owner *schema.Owner
 	// base is the last event of the parent's snapshot when the scan began
 	// there (zero: it read the parent from its start): the scan then read
 	// only the events after it, and the copy judges the events up to it as
@@ -485,7 +505,7 @@ func (s *Service) scanFrom(ctx context.Context, caller api.Caller, parent string
 	if sc.k < sc.base.Seq || sc.k > sc.base.Seq+uint64(len(sc.streamSeqs)) {
 		return nil, schema.Errorf(schema.CodeInternal, "parent %s: seed length %d outside the events %d..%d scanned", parent, sc.k, sc.base.Seq+1, sc.base.Seq+uint64(len(sc.streamSeqs)))
 	}
-	sc.depth = 1
+	sc.depth, sc.owner = 1, sp.State().Meta.Owner
 	if pp := sp.State().Meta.Parent; pp != nil {
 		sc.depth = pp.Depth + 1
 	}

@@ -80,6 +80,9 @@ func (s *Service) AppendAs(ctx context.Context, caller api.Caller, body []byte) 
 			return AppendReply{}, err
 		}
 	}
+	if err := checkOwners(&req); err != nil {
+		return AppendReply{}, err
+	}
 	if !caller.Operator() {
 		if err := s.quotas.take(caller.Tenant, len(req.Events)); err != nil {
 			return AppendReply{}, err

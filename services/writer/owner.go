@@ -2,6 +2,7 @@ package writer
 
 import (
 	"context"
+	"errors"
 
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -35,4 +36,32 @@ func (s *Service) authorize(ctx context.Context, caller api.Caller, sessionID st
 		return nil
 	}
 	return api.Authorize(caller, sessionID, &ent.state.Meta)
+}
+
+// checkOwners refuses a session/created whose owner is not of the tenant
+// the stored id names (api.CheckOwner): an operator creating a session of
+// a tenant other than the default names its owner, since without one the
+// session would be the default tenant's and none of the tenant's agents
+// could use it. Nothing is stored. An agent's events pass (stampOwner
+// made the owner the requester, under its tenant's stored id); they are
+// judged all the same, as only session/created events are.
+func checkOwners(req *AppendRequest) error {
+	for i := range req.Events {
+		e := &req.Events[i]
+		if e.Type != schema.TypeSessionCreated {
+			continue
+		}
+		var d schema.SessionCreated
+		if err := e.DecodeData(&d); err != nil {
+			return schema.Errorf(schema.CodeInvalidEvent, "data: %v", err).WithIndex(i)
+		}
+		if err := api.CheckOwner(req.SessionID, d.Owner); err != nil {
+			var se *schema.Error
+			if errors.As(err, &se) {
+				return se.WithIndex(i)
+			}
+			return err
+		}
+	}
+	return nil
 }

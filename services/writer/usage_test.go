@@ -118,7 +118,8 @@ func TestTenantMaxSessions(t *testing.T) {
 		mustOK(t, e.carol, map[string]any{"sessionId": fmt.Sprintf("s-%d", i), "events": events(created())})
 	}
 	mustQuota(t, appendReq(t, e.carol, map[string]any{"sessionId": "s-3", "events": events(created())}), "has 3 sessions, its bound is 3 (--tenant-limit globex)")
-	mustOK(t, e.admin, map[string]any{"sessionId": "_Tacme_op", "events": events(created())})
+	// An operator creates a session of acme for one of its agents.
+	mustOK(t, e.admin, map[string]any{"sessionId": "_Tacme_op", "events": events(ev(schema.TypeSessionCreated, "data", map[string]any{"owner": map[string]string{"tenant": "acme", "agent": "alice"}}))})
 	// The refusal kept no count: acme has its two and the operator's.
 	natstest.CheckFor(t, 5*time.Second, 10*time.Millisecond, func() error {
 		if got := e.usageOf(t, "acme").Sessions; got != 3 {
