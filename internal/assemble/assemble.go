@@ -68,13 +68,11 @@ type Writer struct {
 	TenantBounds map[string]logstore.TenantBound
 }
 
-// DefaultWriter is the writer's configuration unless a caller changes it.
+// DefaultWriter is the writer's configuration unless a caller changes it:
+// writer.DefaultConfig's, with the store's default lease TTL.
 func DefaultWriter() Writer {
-	return Writer{
-		LeaseTTL:       logstore.DefaultLeaseTTL,
-		MaxConcurrent:  writer.DefaultMaxConcurrent,
-		StateCacheSize: writer.DefaultStateCacheSize,
-	}
+	d := writer.DefaultConfig()
+	return Writer{LeaseTTL: logstore.DefaultLeaseTTL, MaxConcurrent: d.MaxConcurrent, StateCacheSize: d.StateCacheSize}
 }
 
 // NewWriter builds the writer (sessions.api.append, heartbeat, read) on st.

@@ -12,9 +12,9 @@ import (
 	"github.com/sessionlog/sessionlog/services/writer"
 )
 
-// The defaults are the services' named constants, never zero.
-func TestDefaultsAreTheServicesConstants(t *testing.T) {
-	if w := DefaultWriter(); w.LeaseTTL != logstore.DefaultLeaseTTL || w.MaxConcurrent != writer.DefaultMaxConcurrent || w.StateCacheSize != writer.DefaultStateCacheSize {
+// The defaults are the services' own (their DefaultConfig), never zero.
+func TestDefaultsAreTheServices(t *testing.T) {
+	if w, d := DefaultWriter(), writer.DefaultConfig(); w.LeaseTTL != logstore.DefaultLeaseTTL || w.MaxConcurrent != d.MaxConcurrent || w.StateCacheSize != d.StateCacheSize {
 		t.Errorf("writer %+v", w)
 	}
 	if r := DefaultRepairer(); r.Grace != repairer.DefaultGrace || r.SweepInterval != repairer.DefaultSweepInterval || r.Concurrency != repairer.DefaultConcurrency {
