@@ -263,15 +263,11 @@ type Forker struct {
 	ForkTimeout time.Duration
 }
 
-// DefaultForker is the forker's configuration unless a caller changes it.
+// DefaultForker is the forker's configuration unless a caller changes it:
+// forker.DefaultConfig's.
 func DefaultForker() Forker {
-	return Forker{
-		BatchSize:     forker.DefaultBatchSize,
-		MaxConcurrent: forker.DefaultMaxConcurrent,
-		SweepEvery:    forker.DefaultSweepEvery,
-		StaleAfter:    forker.DefaultStaleAfter,
-		ForkTimeout:   forker.DefaultForkTimeout,
-	}
+	d := forker.DefaultConfig()
+	return Forker{BatchSize: d.BatchSize, MaxConcurrent: d.MaxConcurrent, SweepEvery: d.SweepEvery, StaleAfter: d.StaleAfter, ForkTimeout: d.ForkTimeout}
 }
 
 // NewForker builds the forker on st.

@@ -26,7 +26,7 @@ func TestDefaultsAreTheServices(t *testing.T) {
 	if e := DefaultEraser(); e.SweepInterval != eraser.DefaultSweepInterval || e.RetainClosed != 0 {
 		t.Errorf("eraser %+v", e)
 	}
-	if f := DefaultForker(); f.BatchSize != forker.DefaultBatchSize || f.StaleAfter != forker.DefaultStaleAfter || f.ForkTimeout != forker.DefaultForkTimeout {
+	if f, d := DefaultForker(), forker.DefaultConfig(); f != (Forker{BatchSize: d.BatchSize, MaxConcurrent: d.MaxConcurrent, SweepEvery: d.SweepEvery, StaleAfter: d.StaleAfter, ForkTimeout: d.ForkTimeout}) {
 		t.Errorf("forker %+v", f)
 	}
 	if p := DefaultProjector("d"); p.DataDir != "d" || p.MaxBatchEvents != projector.DefaultMaxBatchEvents || p.Watch.QueueBytes != projector.DefaultWatchQueueBytes {
