@@ -166,14 +166,11 @@ type Repairer struct {
 	KeepApprovalsPending bool
 }
 
-// DefaultRepairer is the repairer's configuration unless a caller changes it.
+// DefaultRepairer is the repairer's configuration unless a caller changes
+// it: repairer.DefaultConfig's, with the store's default lease TTL.
 func DefaultRepairer() Repairer {
-	return Repairer{
-		LeaseTTL:      logstore.DefaultLeaseTTL,
-		Grace:         repairer.DefaultGrace,
-		SweepInterval: repairer.DefaultSweepInterval,
-		Concurrency:   repairer.DefaultConcurrency,
-	}
+	d := repairer.DefaultConfig()
+	return Repairer{LeaseTTL: logstore.DefaultLeaseTTL, Grace: d.Grace, SweepInterval: d.SweepInterval, Concurrency: d.Concurrency}
 }
 
 // NewRepairer builds the repairer on st.

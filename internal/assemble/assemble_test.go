@@ -17,7 +17,7 @@ func TestDefaultsAreTheServices(t *testing.T) {
 	if w, d := DefaultWriter(), writer.DefaultConfig(); w.LeaseTTL != logstore.DefaultLeaseTTL || w.MaxConcurrent != d.MaxConcurrent || w.StateCacheSize != d.StateCacheSize {
 		t.Errorf("writer %+v", w)
 	}
-	if r := DefaultRepairer(); r.Grace != repairer.DefaultGrace || r.SweepInterval != repairer.DefaultSweepInterval || r.Concurrency != repairer.DefaultConcurrency {
+	if r, d := DefaultRepairer(), repairer.DefaultConfig(); r != (Repairer{LeaseTTL: logstore.DefaultLeaseTTL, Grace: d.Grace, SweepInterval: d.SweepInterval, Concurrency: d.Concurrency}) {
 		t.Errorf("repairer %+v", r)
 	}
 	if s := DefaultSource(); s.MaxConcurrent != source.DefaultMaxConcurrent || s.SourceStates != source.DefaultSourceStates || s.MaxSourceBytes != source.DefaultMaxSourceBytes {
