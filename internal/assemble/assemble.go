@@ -229,9 +229,11 @@ type Eraser struct {
 	ArchiveDir   string
 }
 
-// DefaultEraser is the eraser's configuration unless a caller changes it.
+// DefaultEraser is the eraser's configuration unless a caller changes it:
+// eraser.DefaultConfig's.
 func DefaultEraser() Eraser {
-	return Eraser{SweepInterval: eraser.DefaultSweepInterval}
+	d := eraser.DefaultConfig()
+	return Eraser{SweepInterval: d.SweepInterval, RetainClosed: d.RetainClosed, ArchiveDir: d.ArchiveDir}
 }
 
 // NewEraser builds the eraser (sessions.api.erase, erase jobs, retention)

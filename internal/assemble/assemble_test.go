@@ -23,7 +23,7 @@ func TestDefaultsAreTheServices(t *testing.T) {
 	if s := DefaultSource(); s.MaxConcurrent != source.DefaultMaxConcurrent || s.SourceStates != source.DefaultSourceStates || s.MaxSourceBytes != source.DefaultMaxSourceBytes {
 		t.Errorf("source %+v", s)
 	}
-	if e := DefaultEraser(); e.SweepInterval != eraser.DefaultSweepInterval || e.RetainClosed != 0 {
+	if e := DefaultEraser(); e.SweepInterval != eraser.DefaultConfig().SweepInterval || e.RetainClosed != 0 || e.ArchiveDir != "" {
 		t.Errorf("eraser %+v", e)
 	}
 	if f, d := DefaultForker(), forker.DefaultConfig(); f != (Forker{BatchSize: d.BatchSize, MaxConcurrent: d.MaxConcurrent, SweepEvery: d.SweepEvery, StaleAfter: d.StaleAfter, ForkTimeout: d.ForkTimeout}) {
