@@ -198,13 +198,10 @@ type Source struct {
 }
 
 // DefaultSource is the source service's configuration unless a caller
-// changes it.
+// changes it: source.DefaultConfig's.
 func DefaultSource() Source {
-	return Source{
-		MaxConcurrent:  source.DefaultMaxConcurrent,
-		SourceStates:   source.DefaultSourceStates,
-		MaxSourceBytes: source.DefaultMaxSourceBytes,
-	}
+	d := source.DefaultConfig()
+	return Source{MaxConcurrent: d.MaxConcurrent, SourceStates: d.SourceStates, MaxSourceBytes: d.MaxSourceBytes}
 }
 
 // NewSource builds the source service (sessions.api.source.*) on st; it

@@ -20,7 +20,7 @@ func TestDefaultsAreTheServices(t *testing.T) {
 	if r, d := DefaultRepairer(), repairer.DefaultConfig(); r != (Repairer{LeaseTTL: logstore.DefaultLeaseTTL, Grace: d.Grace, SweepInterval: d.SweepInterval, Concurrency: d.Concurrency}) {
 		t.Errorf("repairer %+v", r)
 	}
-	if s := DefaultSource(); s.MaxConcurrent != source.DefaultMaxConcurrent || s.SourceStates != source.DefaultSourceStates || s.MaxSourceBytes != source.DefaultMaxSourceBytes {
+	if s, d := DefaultSource(), source.DefaultConfig(); s != (Source{MaxConcurrent: d.MaxConcurrent, SourceStates: d.SourceStates, MaxSourceBytes: d.MaxSourceBytes}) {
 		t.Errorf("source %+v", s)
 	}
 	if e := DefaultEraser(); e.SweepInterval != eraser.DefaultConfig().SweepInterval || e.RetainClosed != 0 || e.ArchiveDir != "" {
