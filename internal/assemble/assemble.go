@@ -110,20 +110,11 @@ type Projector struct {
 	OTLPEndpoint string
 }
 
-// DefaultProjector is the projector's configuration for a store in dataDir.
+// DefaultProjector is the projector's configuration for a store in
+// dataDir: projector.DefaultConfig's.
 func DefaultProjector(dataDir string) Projector {
-	return Projector{
-		DataDir:        dataDir,
-		MaxBatchEvents: projector.DefaultMaxBatchEvents,
-		CacheSessions:  projector.DefaultCacheSessions,
-		Watch: projector.WatchLimits{
-			QueueBytes:        projector.DefaultWatchQueueBytes,
-			TotalBytes:        projector.DefaultWatchTotalBytes,
-			MaxTransientBytes: projector.DefaultMaxTransientBytes,
-			PageBytes:         projector.DefaultWatchPageBytes,
-			WriteTimeout:      projector.DefaultWatchWriteTimeout,
-		},
-	}
+	d := projector.DefaultConfig()
+	return Projector{DataDir: dataDir, MaxBatchEvents: d.MaxBatchEvents, CacheSessions: d.CacheSessions, Watch: d.Watch}
 }
 
 // NewProjector builds the projector (read models, HTTP API, watch) on st.

@@ -29,7 +29,7 @@ func TestDefaultsAreTheServices(t *testing.T) {
 	if f, d := DefaultForker(), forker.DefaultConfig(); f != (Forker{BatchSize: d.BatchSize, MaxConcurrent: d.MaxConcurrent, SweepEvery: d.SweepEvery, StaleAfter: d.StaleAfter, ForkTimeout: d.ForkTimeout}) {
 		t.Errorf("forker %+v", f)
 	}
-	if p := DefaultProjector("d"); p.DataDir != "d" || p.MaxBatchEvents != projector.DefaultMaxBatchEvents || p.Watch.QueueBytes != projector.DefaultWatchQueueBytes {
+	if p, d := DefaultProjector("d"), projector.DefaultConfig(); p.DataDir != "d" || p.MaxBatchEvents != d.MaxBatchEvents || p.CacheSessions != d.CacheSessions || p.Watch != d.Watch {
 		t.Errorf("projector %+v", p)
 	}
 }
