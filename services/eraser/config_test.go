@@ -7,8 +7,9 @@ import (
 	"github.com/sessionlog/sessionlog/internal/defaultstest"
 )
 
-// The eraser's defaults are the values it had before they were gathered
-// in DefaultConfig, and New's defaulting gives a zero Config exactly them.
+// An eraser built from a zero Config resumes erase jobs every minute and
+// erases nothing by retention, as it did before DefaultConfig held its
+// defaults.
 func TestDefaultConfig(t *testing.T) {
 	d, filled := DefaultConfig(), Config{}.withDefaults()
 	defaultstest.Check(t,

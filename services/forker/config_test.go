@@ -7,8 +7,9 @@ import (
 	"github.com/sessionlog/sessionlog/internal/defaultstest"
 )
 
-// The forker's defaults are the values it had before they were gathered
-// in DefaultConfig, and New's defaulting gives a zero Config exactly them.
+// A forker built from a zero Config copies in batches of 1,000, 8 forks at
+// once, as it did before DefaultConfig held its defaults; a batch over the
+// server's limit is cut to it.
 func TestDefaultConfig(t *testing.T) {
 	d, filled := DefaultConfig(), Config{}.withDefaults()
 	defaultstest.Check(t,

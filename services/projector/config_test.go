@@ -7,10 +7,9 @@ import (
 	"github.com/sessionlog/sessionlog/internal/defaultstest"
 )
 
-// The projector's defaults, the watch limits among them, are the values
-// they had before DefaultConfig gathered them; New's defaulting gives a
-// zero Config exactly them, and a watch hub built on partial limits the
-// rest of them.
+// A projector built from a zero Config commits batches of 20,000 events
+// and bounds its watches as it did before DefaultConfig held its defaults,
+// and a watch hub built on partial limits gets the rest of them.
 func TestDefaultConfig(t *testing.T) {
 	d, filled := DefaultConfig(), Config{}.withDefaults()
 	dw, fw := d.Watch, filled.Watch

@@ -7,9 +7,9 @@ import (
 	"github.com/sessionlog/sessionlog/internal/defaultstest"
 )
 
-// The repairer's defaults are the values it had before they were gathered
-// in DefaultConfig, and New's defaulting gives a zero Config exactly them
-// (but Grace, where zero means at once).
+// A repairer built from a zero Config sweeps every minute, 256 sessions at
+// once, as it did before DefaultConfig held its defaults; Grace, where zero
+// means at once, is never filled in.
 func TestDefaultConfig(t *testing.T) {
 	d, filled := DefaultConfig(), Config{}.withDefaults(3)
 	defaultstest.Check(t,

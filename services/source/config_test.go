@@ -6,9 +6,9 @@ import (
 	"github.com/sessionlog/sessionlog/internal/defaultstest"
 )
 
-// The source service's defaults are the values it had before they were
-// gathered in DefaultConfig, and New's defaulting gives a zero Config
-// exactly them.
+// A source service built from a zero Config serves 256 requests at once
+// and keeps 128 mapping states, as it did before DefaultConfig held its
+// defaults.
 func TestDefaultConfig(t *testing.T) {
 	d, filled := DefaultConfig(), Config{}.withDefaults()
 	defaultstest.Check(t,
