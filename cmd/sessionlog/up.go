@@ -66,21 +66,39 @@ type upEnv struct {
 	Registry *prometheus.Registry
 	// Mux is the --http-listen mux: /healthz, /readyz and /metrics are
 	// taken; the projector mounts its API and dashboard at "/".
-	Mux      *http.ServeMux
-	DataDir  string
-	LeaseTTL time.Duration
-	// Writer is the writer's configuration (its LeaseTTL is LeaseTTL's).
-	Writer       assemble.Writer
-	Grace        time.Duration
-	HTTPToken    string
-	TenantTokens map[string]string
-	// OTLPEndpoint: the projector's live trace export (--otlp-endpoint).
-	OTLPEndpoint string
-	// RetainClosed and ArchiveDir: the eraser's retention.
-	RetainClosed time.Duration
-	ArchiveDir   string
+	Mux *http.ServeMux
+	// Configs are the services' configurations (upFlags.configs).
+	Configs upConfigs
 	// AddReady adds a readiness check to /readyz.
 	AddReady func(name string, check func() error)
+}
+
+// upConfigs are the configurations `up` builds its services from: each
+// service's defaults (assemble's Default functions, which read the
+// service's DefaultConfig) with up's flags applied.
+type upConfigs struct {
+	Writer    assemble.Writer
+	Source    assemble.Source
+	Repairer  assemble.Repairer
+	Eraser    assemble.Eraser
+	Forker    assemble.Forker
+	Projector assemble.Projector
+}
+
+// configs are the services' configurations f gives: --lease-ttl is the
+// writer's and the repairer's, --grace the repairer's, --retain-closed and
+// --archive-dir the eraser's, the projector's store is in
+// <--data-dir>/projector and it is given --http-token, --tenant-token and
+// --otlp-endpoint.
+func (f *upFlags) configs() upConfigs {
+	c := upConfigs{Writer: f.writer, Source: assemble.DefaultSource(), Repairer: assemble.DefaultRepairer(),
+		Eraser: assemble.DefaultEraser(), Forker: assemble.DefaultForker(), Projector: assemble.DefaultProjector(filepath.Join(f.dataDir, "projector"))}
+	c.Writer.LeaseTTL = f.leaseTTL
+	c.Repairer.LeaseTTL, c.Repairer.Grace = f.leaseTTL, f.grace
+	c.Eraser.RetainClosed, c.Eraser.ArchiveDir = f.retainClosed, f.archiveDir
+	// Dashboard actions take the token only from the Authorization header.
+	c.Projector.HTTPToken, c.Projector.TenantTokens, c.Projector.OTLPEndpoint = f.httpToken, f.tenantTokens, f.otlpEndpoint
+	return c
 }
 
 // upActor is a service's place in up's run.Group: Execute blocks until the
@@ -122,17 +140,17 @@ type upFlags struct {
 	writer assemble.Writer
 }
 
-func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("up")
-	fs.SetOutput(stderr)
+// bindUpFlags binds up's flags to fs; their defaults are the services'.
+func bindUpFlags(fs *flag.FlagSet) *upFlags {
 	var f upFlags
+	eraser := assemble.DefaultEraser()
 	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir, "data directory (JetStream store in <dir>/nats, service state beside it); survives restarts")
 	fs.StringVar(&f.natsListen, "nats-listen", defaultNATSListen, "NATS client listen address (port 0: any free port)")
 	fs.StringVar(&f.httpListen, "http-listen", defaultHTTPListen, "HTTP listen address: dashboard, API, /healthz /readyz /metrics")
 	fs.DurationVar(&f.leaseTTL, "lease-ttl", assemble.DefaultWriter().LeaseTTL, "session lease TTL")
 	fs.DurationVar(&f.grace, "grace", assemble.DefaultRepairer().Grace, "how long a lease must have expired before the repairer closes the session")
-	fs.DurationVar(&f.retainClosed, "retain-closed", 0, "erase sessions closed for longer than this (0: keep them forever), after archiving them to --archive-dir when given")
-	fs.StringVar(&f.archiveDir, "archive-dir", "", "where --retain-closed writes each session before erasing it (<id>.jsonl.zst; sessionlog import reads it)")
+	fs.DurationVar(&f.retainClosed, "retain-closed", eraser.RetainClosed, "erase sessions closed for longer than this (0: keep them forever), after archiving them to --archive-dir when given")
+	fs.StringVar(&f.archiveDir, "archive-dir", eraser.ArchiveDir, "where --retain-closed writes each session before erasing it (<id>.jsonl.zst; sessionlog import reads it)")
 	f.partitions = partitionsFlag(fs)
 	fs.StringVar(&f.sync, "sync", defaultSync, "JetStream fsync: always (every event is on disk before it is acknowledged; the writer commits the appends of many sessions with one fsync) or interval (fsync every 2m, faster: a machine crash or power loss loses the acknowledged events of the last interval)")
 	fs.StringVar(&f.httpToken, "http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (in that header only); /healthz, /readyz and the dashboard page (which asks for the token) stay open")
@@ -145,6 +163,13 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.otlpEndpoint, "otlp-endpoint", "", otlpEndpointUsage)
 	f.writer = assemble.DefaultWriter()
 	tenantLimitFlags(fs, &f.writer)
+	return &f
+}
+
+func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("up")
+	fs.SetOutput(stderr)
+	f := bindUpFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -180,7 +205,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(f.dataDir, 0o755); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	opts, svcUser, err := upServerOptions(fs, &f)
+	opts, svcUser, err := upServerOptions(fs, f)
 	if err != nil {
 		return err
 	}
@@ -282,9 +307,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		env := &upEnv{
 			Ctx: ctx, NC: nc, Connect: connect, ConnectEraser: connectEraser, NATSURL: natsURL, Store: store,
 			Logger: log.With("service", svc.Name), Registry: o.Registry, Mux: o.Mux,
-			DataDir: f.dataDir, LeaseTTL: f.leaseTTL, Writer: f.writer, Grace: f.grace, HTTPToken: f.httpToken, TenantTokens: f.tenantTokens, OTLPEndpoint: f.otlpEndpoint,
-			RetainClosed: f.retainClosed, ArchiveDir: f.archiveDir,
-			AddReady: o.AddReady,
+			Configs: f.configs(), AddReady: o.AddReady,
 		}
 		a, err := svc.Start(env)
 		if err != nil {

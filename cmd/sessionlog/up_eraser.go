@@ -9,13 +9,11 @@ import (
 // logs in as the user that may erase, the repairer's (deploy/nats is
 // unchanged), on a connection of its own.
 func startUpEraser(env *upEnv) (*upActor, error) {
-	cfg := assemble.DefaultEraser()
-	cfg.RetainClosed, cfg.ArchiveDir = env.RetainClosed, env.ArchiveDir
 	nc, st, err := ownStore(env, env.ConnectEraser, "sessionlog-up-eraser")
 	if err != nil {
 		return nil, err
 	}
-	svc, err := assemble.NewEraser(cfg, st, assemble.Deps{Conn: nc, Logger: env.Logger, Registerer: env.Registry})
+	svc, err := assemble.NewEraser(env.Configs.Eraser, st, assemble.Deps{Conn: nc, Logger: env.Logger, Registerer: env.Registry})
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,7 @@ import (
 
 // The forker in `sessionlog up`, with its defaults.
 func startUpForker(env *upEnv) (*upActor, error) {
-	svc, err := assemble.NewForker(assemble.DefaultForker(), env.Store, assemble.Deps{Conn: env.NC, Logger: env.Logger, Registerer: env.Registry})
+	svc, err := assemble.NewForker(env.Configs.Forker, env.Store, assemble.Deps{Conn: env.NC, Logger: env.Logger, Registerer: env.Registry})
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"path/filepath"
-
 	"github.com/sessionlog/sessionlog/internal/assemble"
 )
 
@@ -14,16 +12,12 @@ import (
 // take the operator's token, from the Authorization header only, as up's
 // does.
 func startUpProjector(env *upEnv) (*upActor, error) {
-	cfg := assemble.DefaultProjector(filepath.Join(env.DataDir, "projector"))
-	cfg.OTLPEndpoint = env.OTLPEndpoint
-	// Dashboard actions take the token only from the Authorization header.
-	cfg.HTTPToken = env.HTTPToken
-	cfg.TenantTokens = env.TenantTokens
+	cfg := env.Configs.Projector
 	d := assemble.Deps{Conn: env.NC, Logger: env.Logger, Registerer: env.Registry}
 	// With an --http-token, whoever holds it is the operator: the
 	// dashboard's erase goes out as up's eraser user. Without one the
 	// dashboard cannot erase (sessionlog erase still can).
-	if env.HTTPToken != "" {
+	if cfg.HTTPToken != "" {
 		op, err := env.ConnectEraser("sessionlog-up-projector-erase")
 		if err != nil {
 			return nil, err

@@ -9,13 +9,11 @@ import (
 // erase, which it was while it served erasure (deploy/nats is unchanged:
 // the repairer keeps its user, and the eraser takes the same).
 func startUpRepairer(env *upEnv) (*upActor, error) {
-	cfg := assemble.DefaultRepairer()
-	cfg.LeaseTTL, cfg.Grace = env.LeaseTTL, env.Grace
 	nc, st, err := ownStore(env, env.ConnectEraser, "sessionlog-up-repairer")
 	if err != nil {
 		return nil, err
 	}
-	svc, err := assemble.NewRepairer(cfg, st, assemble.Deps{Conn: nc, Logger: env.Logger, Registerer: env.Registry})
+	svc, err := assemble.NewRepairer(env.Configs.Repairer, st, assemble.Deps{Conn: nc, Logger: env.Logger, Registerer: env.Registry})
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,7 @@ func startUpSource(env *upEnv) (*upActor, error) {
 	if err != nil {
 		return nil, err
 	}
-	svc, err := assemble.NewSource(assemble.DefaultSource(), st, assemble.Deps{Conn: nc, Logger: env.Logger, Registerer: env.Registry})
+	svc, err := assemble.NewSource(env.Configs.Source, st, assemble.Deps{Conn: nc, Logger: env.Logger, Registerer: env.Registry})
 	if err != nil {
 		return nil, err
 	}

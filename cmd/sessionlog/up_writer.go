@@ -19,9 +19,7 @@ func startUpWriter(env *upEnv) (*upActor, error) {
 	if err != nil {
 		return nil, err
 	}
-	wcfg := env.Writer
-	wcfg.LeaseTTL = env.LeaseTTL
-	svc, err := assemble.NewWriter(wcfg, st, assemble.Deps{Conn: nc, Logger: env.Logger, Registerer: env.Registry})
+	svc, err := assemble.NewWriter(env.Configs.Writer, st, assemble.Deps{Conn: nc, Logger: env.Logger, Registerer: env.Registry})
 	if err != nil {
 		return nil, err
 	}

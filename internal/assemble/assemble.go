@@ -68,13 +68,11 @@ type Writer struct {
 	TenantBounds map[string]logstore.TenantBound
 }
 
-// DefaultWriter is the writer's configuration unless a caller changes it.
+// DefaultWriter is the writer's configuration unless a caller changes it:
+// writer.DefaultConfig's, with the store's default lease TTL.
 func DefaultWriter() Writer {
-	return Writer{
-		LeaseTTL:       logstore.DefaultLeaseTTL,
-		MaxConcurrent:  writer.DefaultMaxConcurrent,
-		StateCacheSize: writer.DefaultStateCacheSize,
-	}
+	d := writer.DefaultConfig()
+	return Writer{LeaseTTL: logstore.DefaultLeaseTTL, MaxConcurrent: d.MaxConcurrent, StateCacheSize: d.StateCacheSize}
 }
 
 // NewWriter builds the writer (sessions.api.append, heartbeat, read) on st.
@@ -112,20 +110,11 @@ type Projector struct {
 	OTLPEndpoint string
 }
 
-// DefaultProjector is the projector's configuration for a store in dataDir.
+// DefaultProjector is the projector's configuration for a store in
+// dataDir: projector.DefaultConfig's.
 func DefaultProjector(dataDir string) Projector {
-	return Projector{
-		DataDir:        dataDir,
-		MaxBatchEvents: projector.DefaultMaxBatchEvents,
-		CacheSessions:  projector.DefaultCacheSessions,
-		Watch: projector.WatchLimits{
-			QueueBytes:        projector.DefaultWatchQueueBytes,
-			TotalBytes:        projector.DefaultWatchTotalBytes,
-			MaxTransientBytes: projector.DefaultMaxTransientBytes,
-			PageBytes:         projector.DefaultWatchPageBytes,
-			WriteTimeout:      projector.DefaultWatchWriteTimeout,
-		},
-	}
+	d := projector.DefaultConfig()
+	return Projector{DataDir: dataDir, MaxBatchEvents: d.MaxBatchEvents, CacheSessions: d.CacheSessions, Watch: d.Watch}
 }
 
 // NewProjector builds the projector (read models, HTTP API, watch) on st.
@@ -168,14 +157,11 @@ type Repairer struct {
 	KeepApprovalsPending bool
 }
 
-// DefaultRepairer is the repairer's configuration unless a caller changes it.
+// DefaultRepairer is the repairer's configuration unless a caller changes
+// it: repairer.DefaultConfig's, with the store's default lease TTL.
 func DefaultRepairer() Repairer {
-	return Repairer{
-		LeaseTTL:      logstore.DefaultLeaseTTL,
-		Grace:         repairer.DefaultGrace,
-		SweepInterval: repairer.DefaultSweepInterval,
-		Concurrency:   repairer.DefaultConcurrency,
-	}
+	d := repairer.DefaultConfig()
+	return Repairer{LeaseTTL: logstore.DefaultLeaseTTL, Grace: d.Grace, SweepInterval: d.SweepInterval, Concurrency: d.Concurrency}
 }
 
 // NewRepairer builds the repairer on st.
@@ -203,13 +189,10 @@ type Source struct {
 }
 
 // DefaultSource is the source service's configuration unless a caller
-// changes it.
+// changes it: source.DefaultConfig's.
 func DefaultSource() Source {
-	return Source{
-		MaxConcurrent:  source.DefaultMaxConcurrent,
-		SourceStates:   source.DefaultSourceStates,
-		MaxSourceBytes: source.DefaultMaxSourceBytes,
-	}
+	d := source.DefaultConfig()
+	return Source{MaxConcurrent: d.MaxConcurrent, SourceStates: d.SourceStates, MaxSourceBytes: d.MaxSourceBytes}
 }
 
 // NewSource builds the source service (sessions.api.source.*) on st; it
@@ -234,9 +217,11 @@ type Eraser struct {
 	ArchiveDir   string
 }
 
-// DefaultEraser is the eraser's configuration unless a caller changes it.
+// DefaultEraser is the eraser's configuration unless a caller changes it:
+// eraser.DefaultConfig's.
 func DefaultEraser() Eraser {
-	return Eraser{SweepInterval: eraser.DefaultSweepInterval}
+	d := eraser.DefaultConfig()
+	return Eraser{SweepInterval: d.SweepInterval, RetainClosed: d.RetainClosed, ArchiveDir: d.ArchiveDir}
 }
 
 // NewEraser builds the eraser (sessions.api.erase, erase jobs, retention)
@@ -265,15 +250,11 @@ type Forker struct {
 	ForkTimeout time.Duration
 }
 
-// DefaultForker is the forker's configuration unless a caller changes it.
+// DefaultForker is the forker's configuration unless a caller changes it:
+// forker.DefaultConfig's.
 func DefaultForker() Forker {
-	return Forker{
-		BatchSize:     forker.DefaultBatchSize,
-		MaxConcurrent: forker.DefaultMaxConcurrent,
-		SweepEvery:    forker.DefaultSweepEvery,
-		StaleAfter:    forker.DefaultStaleAfter,
-		ForkTimeout:   forker.DefaultForkTimeout,
-	}
+	d := forker.DefaultConfig()
+	return Forker{BatchSize: d.BatchSize, MaxConcurrent: d.MaxConcurrent, SweepEvery: d.SweepEvery, StaleAfter: d.StaleAfter, ForkTimeout: d.ForkTimeout}
 }
 
 // NewForker builds the forker on st.

@@ -12,24 +12,24 @@ import (
 	"github.com/sessionlog/sessionlog/services/writer"
 )
 
-// The defaults are the services' named constants, never zero.
-func TestDefaultsAreTheServicesConstants(t *testing.T) {
-	if w := DefaultWriter(); w.LeaseTTL != logstore.DefaultLeaseTTL || w.MaxConcurrent != writer.DefaultMaxConcurrent || w.StateCacheSize != writer.DefaultStateCacheSize {
+// The defaults are the services' own (their DefaultConfig), never zero.
+func TestDefaultsAreTheServices(t *testing.T) {
+	if w, d := DefaultWriter(), writer.DefaultConfig(); w.LeaseTTL != logstore.DefaultLeaseTTL || w.MaxConcurrent != d.MaxConcurrent || w.StateCacheSize != d.StateCacheSize {
 		t.Errorf("writer %+v", w)
 	}
-	if r := DefaultRepairer(); r.Grace != repairer.DefaultGrace || r.SweepInterval != repairer.DefaultSweepInterval || r.Concurrency != repairer.DefaultConcurrency {
+	if r, d := DefaultRepairer(), repairer.DefaultConfig(); r != (Repairer{LeaseTTL: logstore.DefaultLeaseTTL, Grace: d.Grace, SweepInterval: d.SweepInterval, Concurrency: d.Concurrency}) {
 		t.Errorf("repairer %+v", r)
 	}
-	if s := DefaultSource(); s.MaxConcurrent != source.DefaultMaxConcurrent || s.SourceStates != source.DefaultSourceStates || s.MaxSourceBytes != source.DefaultMaxSourceBytes {
+	if s, d := DefaultSource(), source.DefaultConfig(); s != (Source{MaxConcurrent: d.MaxConcurrent, SourceStates: d.SourceStates, MaxSourceBytes: d.MaxSourceBytes}) {
 		t.Errorf("source %+v", s)
 	}
-	if e := DefaultEraser(); e.SweepInterval != eraser.DefaultSweepInterval || e.RetainClosed != 0 {
+	if e := DefaultEraser(); e.SweepInterval != eraser.DefaultConfig().SweepInterval || e.RetainClosed != 0 || e.ArchiveDir != "" {
 		t.Errorf("eraser %+v", e)
 	}
-	if f := DefaultForker(); f.BatchSize != forker.DefaultBatchSize || f.StaleAfter != forker.DefaultStaleAfter || f.ForkTimeout != forker.DefaultForkTimeout {
+	if f, d := DefaultForker(), forker.DefaultConfig(); f != (Forker{BatchSize: d.BatchSize, MaxConcurrent: d.MaxConcurrent, SweepEvery: d.SweepEvery, StaleAfter: d.StaleAfter, ForkTimeout: d.ForkTimeout}) {
 		t.Errorf("forker %+v", f)
 	}
-	if p := DefaultProjector("d"); p.DataDir != "d" || p.MaxBatchEvents != projector.DefaultMaxBatchEvents || p.Watch.QueueBytes != projector.DefaultWatchQueueBytes {
+	if p, d := DefaultProjector("d"), projector.DefaultConfig(); p.DataDir != "d" || p.MaxBatchEvents != d.MaxBatchEvents || p.CacheSessions != d.CacheSessions || p.Watch != d.Watch {
 		t.Errorf("projector %+v", p)
 	}
 }

@@ -17,18 +17,13 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/api"
 )
 
-// Names and defaults.
+// Names.
 const (
 	ServiceName    = "sessionlog-eraser"
 	ServiceVersion = "1.0.0"
 	// QueueGroup is shared by every replica: each request goes to one.
 	QueueGroup = "sessionlog-eraser"
 
-	// DefaultSweepInterval is how often unfinished erase jobs are started
-	// again (and retention looks for sessions to erase).
-	DefaultSweepInterval = time.Minute
-	// DefaultMaxDemand bounds erase requests served at once.
-	DefaultMaxDemand = 64
 	// eraseTimeout bounds one erase request: writing the records (and,
 	// for a cascade, finding the descendants). The jobs run apart from
 	// the request, with no timeout (jobs.go).
@@ -56,16 +51,36 @@ type Config struct {
 	// Now is the clock (default time.Now); timers always use real time.
 	Now func() time.Time
 	// SweepInterval is how often unfinished erase jobs are started again
-	// (default DefaultSweepInterval; negative: every eraseResumeEvery)
-	// and, when shorter than RetainClosed, how often retention runs.
+	// (negative: every eraseResumeEvery) and, when shorter than
+	// RetainClosed, how often retention runs.
 	SweepInterval time.Duration
-	// MaxDemand bounds erase requests served at once (default
-	// DefaultMaxDemand).
+	// MaxDemand bounds erase requests served at once.
 	MaxDemand int
 	// RetainClosed, when > 0, erases sessions closed for longer than
 	// this (retention.go), after writing them to ArchiveDir if set.
 	RetainClosed time.Duration
 	ArchiveDir   string
+}
+
+// DefaultConfig holds the eraser's defaults, the one place they are
+// stated: New gives each field left zero its value here (its comment says
+// what else it replaces), and the commands' flags default to it.
+// RetainClosed and ArchiveDir have none (no retention), nor have the
+// dependencies (Store, Conn).
+func DefaultConfig() Config {
+	return Config{SweepInterval: time.Minute, MaxDemand: 64}
+}
+
+// withDefaults is c with DefaultConfig's value in each field left zero.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.SweepInterval == 0 {
+		c.SweepInterval = d.SweepInterval
+	}
+	if c.MaxDemand <= 0 {
+		c.MaxDemand = d.MaxDemand
+	}
+	return c
 }
 
 // Service is the eraser: sessions.api.erase, the erase jobs and retention.
@@ -106,12 +121,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.SweepInterval == 0 {
-		cfg.SweepInterval = DefaultSweepInterval
-	}
-	if cfg.MaxDemand <= 0 {
-		cfg.MaxDemand = DefaultMaxDemand
-	}
+	cfg = cfg.withDefaults()
 	return &Service{cfg: cfg, st: cfg.Store, nc: cfg.Conn, log: cfg.Logger, now: cfg.Now,
 		reqs: wire.NewRequests(cfg.MaxDemand), seed: maphash.MakeSeed()}, nil
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// Names and defaults.
+// Names.
 const (
 	ServiceName    = "sessionlog-forker"
 	ServiceVersion = "1.0.0"
@@ -30,13 +30,6 @@ const (
 	// ForkBucket holds one record per copy in flight (key = child id).
 	ForkBucket = logstore.ForkBucket
 
-	DefaultBatchSize     = schema.MaxBatchEvents
-	DefaultMaxConcurrent = 8
-	DefaultSweepEvery    = 30 * time.Second
-	DefaultStaleAfter    = 30 * time.Second
-	// DefaultScanBodyBudget holds about 100,000 events of ordinary size.
-	DefaultScanBodyBudget = 48 << 20
-	DefaultForkTimeout    = 30 * time.Minute
 	// AbandonReason is the session/closed reason of an abandoned copy.
 	AbandonReason = "fork abandoned"
 )
@@ -66,8 +59,7 @@ type Config struct {
 	ForkTimeout time.Duration
 	// ScanBodyBudget bounds the bytes of parent bodies one fork keeps
 	// from its scan, so that the copy need not read the parent again
-	// (default DefaultScanBodyBudget; negative: keep none, always read
-	// again).
+	// (0: the default; negative: keep none, always read again).
 	ScanBodyBudget int
 	// NoSnapshots scans a parent from its start, never from its snapshot
 	// in SESSION_SNAPSHOTS (benchmarks compare the two).
@@ -75,6 +67,51 @@ type Config struct {
 	// Step, if set (tests only), runs at each step of a fork request
 	// named below, in the request's goroutine.
 	Step func(step string)
+}
+
+// DefaultConfig holds the forker's defaults, the one place they are
+// stated: New gives each field left zero its value here (its comment
+// says what else it replaces), and the commands' flags default to it. The dependencies
+// (Store, Conn) have none.
+func DefaultConfig() Config {
+	return Config{
+		BatchSize:     schema.MaxBatchEvents,
+		MaxConcurrent: 8,
+		SweepEvery:    30 * time.Second,
+		StaleAfter:    30 * time.Second,
+		ForkTimeout:   30 * time.Minute,
+		// About 100,000 events of ordinary size.
+		ScanBodyBudget: 48 << 20,
+	}
+}
+
+// withDefaults is c with DefaultConfig's value in each field left zero
+// (and in a BatchSize over the server's limit).
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.BatchSize <= 0 || c.BatchSize > schema.MaxBatchEvents {
+		c.BatchSize = d.BatchSize
+	}
+	if c.BatchSize < 2 {
+		// The last batch holds at least the last copy and fork/committed.
+		c.BatchSize = 2
+	}
+	if c.MaxConcurrent <= 0 {
+		c.MaxConcurrent = d.MaxConcurrent
+	}
+	if c.ScanBodyBudget == 0 {
+		c.ScanBodyBudget = d.ScanBodyBudget
+	}
+	if c.SweepEvery <= 0 {
+		c.SweepEvery = d.SweepEvery
+	}
+	if c.StaleAfter <= 0 {
+		c.StaleAfter = d.StaleAfter
+	}
+	if c.ForkTimeout <= 0 {
+		c.ForkTimeout = d.ForkTimeout
+	}
+	return c
 }
 
 // The steps of a fork request Config.Step is called at.
@@ -119,28 +156,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.NewID == nil {
 		cfg.NewID = func() string { return ulid.Make().String() }
 	}
-	if cfg.BatchSize <= 0 || cfg.BatchSize > schema.MaxBatchEvents {
-		cfg.BatchSize = DefaultBatchSize
-	}
-	if cfg.BatchSize < 2 {
-		// The last batch holds at least the last copy and fork/committed.
-		cfg.BatchSize = 2
-	}
-	if cfg.MaxConcurrent <= 0 {
-		cfg.MaxConcurrent = DefaultMaxConcurrent
-	}
-	if cfg.ScanBodyBudget == 0 {
-		cfg.ScanBodyBudget = DefaultScanBodyBudget
-	}
-	if cfg.SweepEvery <= 0 {
-		cfg.SweepEvery = DefaultSweepEvery
-	}
-	if cfg.StaleAfter <= 0 {
-		cfg.StaleAfter = DefaultStaleAfter
-	}
-	if cfg.ForkTimeout <= 0 {
-		cfg.ForkTimeout = DefaultForkTimeout
-	}
+	cfg = cfg.withDefaults()
 	m, err := newMetrics(cfg.Registerer)
 	if err != nil {
 		return nil, err

@@ -32,7 +32,7 @@ func TestForkRepliesLost(t *testing.T) {
 	svc := e.startForker(func(c *Config) { c.Store, c.Conn, c.ScanBodyBudget, c.BatchSize = st, nc, -1, 50 })
 	req := Request{ParentID: "long", ChildID: "c"}
 	fork := func() (chan error, context.CancelFunc) {
-		ctx, cancel := context.WithTimeout(e.ctx, DefaultForkTimeout)
+		ctx, cancel := context.WithTimeout(e.ctx, DefaultConfig().ForkTimeout)
 		done := make(chan error, 1)
 		go func() {
 			_, err := svc.Fork(ctx, req)

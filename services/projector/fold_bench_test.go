@@ -44,7 +44,7 @@ func benchFold(b *testing.B, prepare bool) {
 	if n, _ := strconv.Atoi(os.Getenv("FOLD_EVENTS")); n > 0 {
 		events = n
 	}
-	batch, batchBytes := DefaultMaxBatchEvents, DefaultMaxBatchBytes
+	batch, batchBytes := DefaultConfig().MaxBatchEvents, DefaultConfig().MaxBatchBytes
 	if n, _ := strconv.Atoi(os.Getenv("FOLD_BATCH")); n > 0 {
 		batch, batchBytes = n, 1<<30
 	}
@@ -98,7 +98,7 @@ func benchFold(b *testing.B, prepare bool) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		f := newFolder(db, nil, met, DefaultCacheSessions, DefaultSnapshotEvery, []store.StreamPos{{Name: logstore.StreamName}})
+		f := newFolder(db, nil, met, DefaultConfig().CacheSessions, DefaultConfig().SnapshotEvery, []store.StreamPos{{Name: logstore.StreamName}})
 		c0, t0 := procstat.CPU(), time.Now()
 		for i := range msgs {
 			if prepare {

@@ -28,7 +28,7 @@ func TestFoldOwnsIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFolder(db, nil, met, DefaultCacheSessions, DefaultSnapshotEvery, []store.StreamPos{{Name: logstore.StreamName}})
+	f := newFolder(db, nil, met, DefaultConfig().CacheSessions, DefaultConfig().SnapshotEvery, []store.StreamPos{{Name: logstore.StreamName}})
 	fleet := gen.NewFleet("own", 4, 7, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	msgs := make([]msg, 600)
 	for i := range msgs {

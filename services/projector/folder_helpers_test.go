@@ -25,7 +25,7 @@ func newTestFolder(tb testing.TB, cache int) (*folder, *store.DB) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return newFolder(db, nil, met, cache, DefaultSnapshotEvery, []store.StreamPos{{Name: logstore.StreamName}}), db
+	return newFolder(db, nil, met, cache, DefaultConfig().SnapshotEvery, []store.StreamPos{{Name: logstore.StreamName}}), db
 }
 
 // storedMsg is event e as the writer stores it at streamSeq: its

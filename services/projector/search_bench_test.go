@@ -25,6 +25,7 @@ func BenchmarkSearch(b *testing.B) {
 	// Every session cached: no restore reads the (absent) log.
 	f, db := newTestFolder(b, sessions+1)
 	ctx := context.Background()
+	batch := DefaultConfig().MaxBatchEvents
 	t0 := time.Now()
 	for i := range events {
 		e := fleet.Next()
@@ -32,7 +33,7 @@ func BenchmarkSearch(b *testing.B) {
 		if err := f.handle(ctx, &m); err != nil {
 			b.Fatal(err)
 		}
-		if f.events >= DefaultMaxBatchEvents {
+		if f.events >= batch {
 			if err := f.flush(); err != nil {
 				b.Fatal(err)
 			}

@@ -27,7 +27,7 @@ import (
 // is indexed at that event; and the terms a session remembers as indexed
 // stay within maxSessionTerms however many words it writes.
 func TestSearchIndexesATermAtItsFirstEvent(t *testing.T) {
-	f, db := newTestFolder(t, DefaultCacheSessions)
+	f, db := newTestFolder(t, DefaultConfig().CacheSessions)
 	const id = "once-1"
 	fold := folderOf(t, f, id)
 	fold(schema.TypeSessionCreated, `{"title":"quokka"}`)
@@ -89,7 +89,7 @@ func TestSearchIndexesATermAtItsFirstEvent(t *testing.T) {
 // before) the terms themselves; a term indexed before the snapshot is not
 // indexed again after the restore.
 func TestSnapshotKeepsIndexedTerms(t *testing.T) {
-	f, db := newTestFolder(t, DefaultCacheSessions)
+	f, db := newTestFolder(t, DefaultConfig().CacheSessions)
 	f.catchingUp, f.snapEach = false, 1
 	const id = "snap-1"
 	ctx := context.Background()

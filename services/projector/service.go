@@ -18,14 +18,7 @@ import (
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
-// Defaults, chosen by measurement with `sessionlog bench catchup`.
 const (
-	DefaultMaxBatchEvents = 20_000
-	DefaultMaxBatchBytes  = 16 << 20
-	DefaultCacheSessions  = 4096
-	DefaultSnapshotEvery  = 64
-	DefaultFetchBatch     = 2000
-	DefaultHeartbeat      = 15 * time.Second
 	// lingerBehind: how long a projector that is behind waits for the
 	// next message before committing a partial batch.
 	lingerBehind = 20 * time.Millisecond
@@ -100,7 +93,33 @@ type Observer interface {
 	Run(ctx context.Context) error
 }
 
-func (c *Config) defaults() {
+// DefaultConfig holds the projector's defaults, the one place they are
+// stated (the batch, cache, snapshot and fetch sizes chosen by measurement
+// with `sessionlog bench catchup`): New gives each field left zero (a
+// count or duration <= 0) its value here, and the commands' flags default
+// to it. DataDir and the dependencies (Store, Conn) have none.
+func DefaultConfig() Config {
+	return Config{
+		MaxBatchEvents: 20_000,
+		MaxBatchBytes:  16 << 20,
+		CacheSessions:  4096,
+		SnapshotEvery:  64,
+		FetchBatch:     2000,
+		Heartbeat:      15 * time.Second,
+		Watch: WatchLimits{
+			QueueBytes:        2 << 20,
+			TotalBytes:        256 << 20,
+			PageBytes:         1 << 20,
+			MaxTransientBytes: 64 << 10,
+			WriteTimeout:      30 * time.Second,
+		},
+	}
+}
+
+// withDefaults is c with DefaultConfig's value in each field left zero,
+// and a logger, registry and clock where c has none.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -111,23 +130,25 @@ func (c *Config) defaults() {
 		c.Now = time.Now
 	}
 	if c.MaxBatchEvents <= 0 {
-		c.MaxBatchEvents = DefaultMaxBatchEvents
+		c.MaxBatchEvents = d.MaxBatchEvents
 	}
 	if c.MaxBatchBytes <= 0 {
-		c.MaxBatchBytes = DefaultMaxBatchBytes
+		c.MaxBatchBytes = d.MaxBatchBytes
 	}
 	if c.CacheSessions <= 0 {
-		c.CacheSessions = DefaultCacheSessions
+		c.CacheSessions = d.CacheSessions
 	}
 	if c.SnapshotEvery <= 0 {
-		c.SnapshotEvery = DefaultSnapshotEvery
+		c.SnapshotEvery = d.SnapshotEvery
 	}
 	if c.FetchBatch <= 0 {
-		c.FetchBatch = DefaultFetchBatch
+		c.FetchBatch = d.FetchBatch
 	}
 	if c.Heartbeat <= 0 {
-		c.Heartbeat = DefaultHeartbeat
+		c.Heartbeat = d.Heartbeat
 	}
+	c.Watch = c.Watch.withDefaults()
+	return c
 }
 
 type metrics struct {
@@ -228,7 +249,7 @@ type Service struct {
 // New opens the store, verifies its checkpoint against the stream (or
 // wipes it for a rebuild), and returns a projector ready to Run.
 func New(cfg Config) (*Service, error) {
-	cfg.defaults()
+	cfg = cfg.withDefaults()
 	if cfg.Store == nil {
 		return nil, errors.New("projector: Config.Store is required")
 	}

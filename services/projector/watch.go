@@ -19,14 +19,8 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// Watch limits: defaults of WatchLimits.
 const (
-	DefaultWatchQueueBytes   = 2 << 20
-	DefaultWatchTotalBytes   = 256 << 20
-	DefaultWatchPageBytes    = 1 << 20
-	DefaultMaxTransientBytes = 64 << 10
-	DefaultWatchWriteTimeout = 30 * time.Second
-	maxPendingTransient      = 256
+	maxPendingTransient = 256
 	// watchPageEvents and watchFetchWait: one fetch of durable events
 	// (bounded in bytes by WatchLimits.PageBytes too).
 	watchPageEvents = 1000
@@ -44,42 +38,45 @@ const (
 // no more than TotalBytes, and durable events are read from the log a
 // page (PageBytes) at a time, only as fast as the client takes them: a
 // client slow on durable events is paced, not buffered. One watch holds
-// at most QueueBytes + PageBytes + two events.
+// at most QueueBytes + PageBytes + two events. Their defaults are
+// DefaultConfig().Watch.
 type WatchLimits struct {
-	// QueueBytes: transient events queued for one watch's client (default
-	// 2 MiB).
+	// QueueBytes: transient events queued for one watch's client.
 	QueueBytes int
-	// TotalBytes: transient events queued for all watches (default 256 MiB).
+	// TotalBytes: transient events queued for all watches.
 	TotalBytes int
 	// PageBytes: durable events pulled from the log ahead of the client
-	// (default 1 MiB; at least the server's max payload, or a larger event
-	// could never be pulled).
+	// (at least the server's max payload, or a larger event could never
+	// be pulled).
 	PageBytes int
 	// MaxTransientBytes: larger transient events are dropped (and counted
-	// in sessionlog_projector_transient_dropped_total{reason="too_large"})
-	// (default 64 KiB).
+	// in sessionlog_projector_transient_dropped_total{reason="too_large"}).
 	MaxTransientBytes int
 	// WriteTimeout bounds one write to a client: a client that reads
-	// nothing for this long is disconnected (default 30s).
+	// nothing for this long is disconnected.
 	WriteTimeout time.Duration
 }
 
-func (l *WatchLimits) defaults() {
+// withDefaults is l with DefaultConfig().Watch's value in each field left
+// zero (<= 0).
+func (l WatchLimits) withDefaults() WatchLimits {
+	d := DefaultConfig().Watch
 	if l.QueueBytes <= 0 {
-		l.QueueBytes = DefaultWatchQueueBytes
+		l.QueueBytes = d.QueueBytes
 	}
 	if l.TotalBytes <= 0 {
-		l.TotalBytes = DefaultWatchTotalBytes
+		l.TotalBytes = d.TotalBytes
 	}
 	if l.PageBytes <= 0 {
-		l.PageBytes = DefaultWatchPageBytes
+		l.PageBytes = d.PageBytes
 	}
 	if l.MaxTransientBytes <= 0 {
-		l.MaxTransientBytes = DefaultMaxTransientBytes
+		l.MaxTransientBytes = d.MaxTransientBytes
 	}
 	if l.WriteTimeout <= 0 {
-		l.WriteTimeout = DefaultWatchWriteTimeout
+		l.WriteTimeout = d.WriteTimeout
 	}
+	return l
 }
 
 // watchHub is what the watches of one projector share: their limits, the
@@ -363,7 +360,7 @@ func (h *watchHub) refuse(ls *liveSub, m logstore.LiveMsg, afterSeq uint64) (rea
 }
 
 func newWatchHub(lim WatchLimits, r prometheus.Registerer) (*watchHub, error) {
-	lim.defaults()
+	lim = lim.withDefaults()
 	h := &watchHub{
 		lim:  lim,
 		live: map[string]*liveSub{},

@@ -30,27 +30,7 @@ import (
 // handled the same way: the single appends re-send the same ids and
 // expectations, so at most one of the two is stored.
 
-const (
-	// DefaultGroupEvents is the most events in one grouped batch: the
-	// server's limit on an atomic batch.
-	DefaultGroupEvents = 1000
-	// DefaultGroupInflight bounds grouped batches in flight on a
-	// replicated stream (the server takes at most 50 open atomic batches
-	// per stream; the store keeps its own below 40): there each batch is
-	// staged in memory and replicated, and a second batch in flight
-	// overlaps the first one's replication while the next group fills.
-	//
-	// An R1 file stream stages each atomic batch in its own file store
-	// and fsyncs it before it commits, one batch at a time, and that
-	// fsync (5 to 50 ms here, more under disk load) costs about the same
-	// for one session as for 250. A second batch in flight only waits
-	// behind the first at the server, and splits what is pending into
-	// more fsyncs; so on R1 one committer takes everything pending
-	// whenever it is free (a burst is a few full batches).
-	DefaultGroupInflight = 2
-
-	groupRetries = 3
-)
+const groupRetries = 3
 
 // pendingAppend is one session's repair waiting for a grouped batch.
 type pendingAppend struct {

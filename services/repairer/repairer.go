@@ -20,23 +20,13 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/session"
 )
 
-// Names and defaults.
+// Names.
 const (
 	ServiceName    = "sessionlog-repairer"
 	ServiceVersion = "1.0.0"
 	// QueueGroup is shared by every replica: each on-demand request goes to one.
 	QueueGroup = "sessionlog-repairer"
 
-	DefaultGrace          = 5 * time.Second
-	DefaultSweepInterval  = time.Minute
-	DefaultConcurrency    = 256
-	DefaultStateCacheSize = 10_000
-	// DefaultSweepQueue bounds the sweep's queue: the sweep pulls the next
-	// claimed sessions only as workers take the queued ones, so a log of
-	// 100,000 claimed sessions is never in memory at once.
-	DefaultSweepQueue = 2048
-	// DefaultMaxDemand bounds on-demand requests served at once.
-	DefaultMaxDemand = 64
 	// dropQueue bounds the claims of repaired sessions waiting to be
 	// dropped (dropLoop); past it an evaluation drops its own.
 	dropQueue = 4096
@@ -66,11 +56,10 @@ type Config struct {
 	// Grace is how long a lease must have been gone before the session is
 	// repaired. Zero repairs as soon as the lease is gone.
 	Grace time.Duration
-	// SweepInterval between sweeps of every claimed session (default
-	// DefaultSweepInterval; negative: sweep only on start).
+	// SweepInterval between sweeps of every claimed session (negative:
+	// sweep only on start).
 	SweepInterval time.Duration
-	// Concurrency is how many sessions are evaluated at once (default
-	// DefaultConcurrency). An evaluation whose repair waits for its
+	// Concurrency is how many sessions are evaluated at once. An evaluation whose repair waits for its
 	// grouped batch gives its place to the next one (pipeline.go); up to
 	// waitingPerWorker times as many may wait so.
 	Concurrency int
@@ -82,16 +71,85 @@ type Config struct {
 	// its snapshot in SESSION_SNAPSHOTS (benchmarks compare the two).
 	NoSnapshots bool
 	// SweepQueue bounds the sessions a sweep has queued and not yet
-	// evaluated (default DefaultSweepQueue).
+	// evaluated.
 	SweepQueue int
-	MaxDemand  int
+	// MaxDemand bounds on-demand requests served at once.
+	MaxDemand int
 	// GroupEvents is the most events in one grouped batch: repairs ready
-	// at once are committed together (default DefaultGroupEvents; negative:
-	// every repair is its own batch).
+	// at once are committed together (negative: every repair is its own
+	// batch; at most the server's limit on an atomic batch).
 	GroupEvents int
-	// GroupInflight bounds grouped batches in flight (default
-	// DefaultGroupInflight, 1 on a store of one replica).
+	// GroupInflight bounds grouped batches in flight (0: the default, 1
+	// on a store of one replica).
 	GroupInflight int
+}
+
+// DefaultConfig holds the repairer's defaults, the one place they are
+// stated: New gives each field left zero its value here (its comment says
+// what else it replaces), and the commands' flags default to it. Grace is
+// never filled in (zero repairs as soon as a lease is gone), LeaseTTL
+// defaults to the store's, and the dependencies (Store, Conn) have none.
+func DefaultConfig() Config {
+	return Config{
+		Grace:          5 * time.Second,
+		SweepInterval:  time.Minute,
+		Concurrency:    256,
+		StateCacheSize: 10_000,
+		// The sweep pulls the next claimed sessions only as workers take
+		// the queued ones, so a log of 100,000 claimed sessions is never
+		// in memory at once.
+		SweepQueue: 2048,
+		MaxDemand:  64,
+		// The server's limit on an atomic batch.
+		GroupEvents: schema.MaxBatchEvents,
+		// On a replicated stream (the server takes at most 50 open atomic
+		// batches per stream; the store keeps its own below 40) each batch
+		// is staged in memory and replicated, and a second batch in
+		// flight overlaps the first one's replication while the next
+		// group fills.
+		//
+		// An R1 file stream stages each atomic batch in its own file
+		// store and fsyncs it before it commits, one batch at a time, and
+		// that fsync (5 to 50 ms here, more under disk load) costs about
+		// the same for one session as for 250. A second batch in flight
+		// only waits behind the first at the server, and splits what is
+		// pending into more fsyncs; so on R1 one committer takes
+		// everything pending whenever it is free (a burst is a few full
+		// batches): withDefaults gives a store of one replica 1.
+		GroupInflight: 2,
+	}
+}
+
+// withDefaults is c with DefaultConfig's value in each field left zero
+// (GroupInflight 1 when the store has one replica).
+func (c Config) withDefaults(replicas int) Config {
+	d := DefaultConfig()
+	if c.SweepInterval == 0 {
+		c.SweepInterval = d.SweepInterval
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = d.Concurrency
+	}
+	if c.StateCacheSize <= 0 {
+		c.StateCacheSize = d.StateCacheSize
+	}
+	if c.SweepQueue <= 0 {
+		c.SweepQueue = d.SweepQueue
+	}
+	if c.MaxDemand <= 0 {
+		c.MaxDemand = d.MaxDemand
+	}
+	if c.GroupEvents == 0 {
+		c.GroupEvents = d.GroupEvents
+	}
+	c.GroupEvents = min(c.GroupEvents, schema.MaxBatchEvents)
+	if c.GroupInflight <= 0 {
+		c.GroupInflight = d.GroupInflight
+		if replicas <= 1 {
+			c.GroupInflight = 1 // one fsync at a time
+		}
+	}
+	return c
 }
 
 // Service is the repairer.
@@ -214,35 +272,9 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	cfg = cfg.withDefaults(cfg.Store.Config().Replicas)
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = cfg.Store.Config().LeaseTTL
-	}
-	if cfg.SweepInterval == 0 {
-		cfg.SweepInterval = DefaultSweepInterval
-	}
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = DefaultConcurrency
-	}
-	if cfg.StateCacheSize <= 0 {
-		cfg.StateCacheSize = DefaultStateCacheSize
-	}
-	if cfg.SweepQueue <= 0 {
-		cfg.SweepQueue = DefaultSweepQueue
-	}
-	if cfg.MaxDemand <= 0 {
-		cfg.MaxDemand = DefaultMaxDemand
-	}
-	if cfg.GroupEvents == 0 {
-		cfg.GroupEvents = DefaultGroupEvents
-	}
-	if cfg.GroupEvents > schema.MaxBatchEvents {
-		cfg.GroupEvents = schema.MaxBatchEvents
-	}
-	if cfg.GroupInflight <= 0 {
-		cfg.GroupInflight = DefaultGroupInflight
-		if cfg.Store.Config().Replicas <= 1 {
-			cfg.GroupInflight = 1 // one fsync at a time (group.go)
-		}
 	}
 	s := &Service{
 		cfg:      cfg,

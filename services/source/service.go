@@ -21,15 +21,12 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// Names and defaults.
+// Names.
 const (
 	ServiceName    = "sessionlog-source"
 	ServiceVersion = "1.0.0"
 	// QueueGroup is shared by every replica: each request goes to one.
 	QueueGroup = "sessionlog-source"
-
-	// DefaultMaxConcurrent bounds requests handled at once.
-	DefaultMaxConcurrent = 256
 )
 
 // Config configures the source service.
@@ -43,17 +40,42 @@ type Config struct {
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 	Now        func() time.Time
-	// MaxConcurrent bounds requests handled at once.
+	// MaxConcurrent bounds requests handled at once (<= 0: the default).
 	MaxConcurrent int
 	// SourceStates bounds the transcripts whose mapping state source
-	// appends keep (0: DefaultSourceStates; negative: none, every source
-	// append reads and maps its transcript again).
+	// appends keep, each holding the session's fold and its entries' keys
+	// (at most maxStateEntries of them: a longer transcript is mapped
+	// again on each append rather than held); negative: none, every
+	// source append reads and maps its transcript again.
 	SourceStates int
 	// MaxSourceBytes bounds the stored bytes of a transcript's session a
-	// source append reads to map it again (0: DefaultMaxSourceBytes);
-	// over it the append is refused with too_large. At most
+	// source append reads to map it again (<= 0: the default); over it
+	// the append is refused with too_large. At most
 	// sourceRemaps such reads run at once.
 	MaxSourceBytes int
+}
+
+// DefaultConfig holds the source service's defaults, the one place they
+// are stated: New gives each field left zero its value here (its comment
+// says what else it replaces), and the commands' flags default to it.
+// The dependencies (Store, Conn) have none.
+func DefaultConfig() Config {
+	return Config{MaxConcurrent: 256, SourceStates: 128, MaxSourceBytes: 64 << 20}
+}
+
+// withDefaults is c with DefaultConfig's value in each field left zero.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.MaxConcurrent <= 0 {
+		c.MaxConcurrent = d.MaxConcurrent
+	}
+	if c.SourceStates == 0 {
+		c.SourceStates = d.SourceStates
+	}
+	if c.MaxSourceBytes <= 0 {
+		c.MaxSourceBytes = d.MaxSourceBytes
+	}
+	return c
 }
 
 // Service is the source service.
@@ -98,15 +120,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.MaxConcurrent <= 0 {
-		cfg.MaxConcurrent = DefaultMaxConcurrent
-	}
-	if cfg.SourceStates == 0 {
-		cfg.SourceStates = DefaultSourceStates
-	}
-	if cfg.MaxSourceBytes <= 0 {
-		cfg.MaxSourceBytes = DefaultMaxSourceBytes
-	}
+	cfg = cfg.withDefaults()
 	conts, err := lru.New[string, *sourceCont](max(cfg.SourceStates, 1))
 	if err != nil {
 		return nil, fmt.Errorf("source: continuations: %w", err)

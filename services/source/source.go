@@ -64,10 +64,9 @@ func sourceSession(k api.SourceKey) (agentlog.Format, string, error) {
 // has no mapping state kept, as many at once as it asks. Such an append
 // holds a page of the session's events at a time (its lines go to the
 // file it maps), the identity of each entry and the mapping's state.
-const (
-	DefaultMaxSourceBytes = 64 << 20
-	sourceRemaps          = 2
-)
+// Config.MaxSourceBytes bounds the bytes one reads, sourceRemaps how many
+// run at once.
+const sourceRemaps = 2
 
 // storedEvents reads the stored events of a session (the writer's id for
 // it: scope.asked) a page at a time, as agentlog.Events: none when it has
@@ -382,15 +381,12 @@ type sourceSess struct {
 	wire, asked, stored string
 }
 
-// DefaultSourceStates bounds the transcripts whose mapping state the
-// service keeps (each holds the session's fold and its entries' keys), and
-// maxStateEntries the entries of one: a longer transcript is mapped again
-// on each append rather than held (an agent cannot make the service hold
-// more than about DefaultSourceStates x maxStateEntries keys).
-const (
-	DefaultSourceStates = 128
-	maxStateEntries     = 20_000
-)
+// maxStateEntries bounds the entries of one transcript whose mapping
+// state is kept (Config.SourceStates bounds the transcripts): a longer
+// transcript is mapped again on each append rather than held (an agent
+// cannot make the service hold more than about SourceStates x
+// maxStateEntries keys).
+const maxStateEntries = 20_000
 
 // sourceCont is a transcript's mapping state after its last append
 // through this service: valid while the session's tail is still tail, for

@@ -14,10 +14,6 @@ import (
 	"github.com/sessionlog/sessionlog/internal/logstore"
 )
 
-// DefaultSnapshotEvery is how many events a session gains between two
-// snapshots of its state (Config.SnapshotEvery).
-const DefaultSnapshotEvery = 10_000
-
 // A snapshot (logstore.SnapshotHead) holds the session's folded state in
 // its binary form (session.State.MarshalBinary; part s<stream seq>,
 // rewritten by every snapshot) and the ids of its events 1..Seq in parts

@@ -12,10 +12,6 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// DefaultUsageFlush is how often a writer adds the bytes and sessions it
-// stored to the tenants' usage in TENANT_USAGE.
-const DefaultUsageFlush = time.Second
-
 // usageFlushBytes is a tenant's bytes counted and not yet flushed that
 // make the writer flush at once rather than at its next tick.
 const usageFlushBytes = 1 << 20
@@ -56,9 +52,6 @@ func newTenantUsage(cfg Config, reg prometheus.Registerer) (*tenantUsage, error)
 			"Sessions of each tenant (NATS account) as this writer knows them: TENANT_USAGE plus what it counted and has not added to it yet.", []string{"tenant"}, nil),
 		bytes: prometheus.NewDesc("sessionlog_writer_tenant_bytes",
 			"Stored bytes (event bodies) of each tenant's sessions as this writer knows them: TENANT_USAGE plus what it counted and has not added to it yet.", []string{"tenant"}, nil),
-	}
-	if u.every <= 0 {
-		u.every = DefaultUsageFlush
 	}
 	return u, reg.Register(u)
 }

@@ -21,19 +21,14 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
-// Names and defaults.
+// Names.
 const (
 	ServiceName    = "sessionlog-writer"
 	ServiceVersion = "1.0.0"
 	// QueueGroup is shared by every replica: each request goes to one.
 	QueueGroup = "sessionlog-writer"
 
-	DefaultStateCacheSize = 10_000
-	DefaultMaxConcurrent  = 1024
-	// DefaultConflictRetries bounds how often an append without
-	// expectedSeq is retried after another writer moved the tail.
-	DefaultConflictRetries = 10
-	stripes                = 4096
+	stripes = 4096
 )
 
 // Config configures the writer.
@@ -73,13 +68,51 @@ type Config struct {
 	// events per second for those whose bound sets them.
 	TenantBounds map[string]logstore.TenantBound
 	// UsageFlush is how often the bytes and sessions stored are added to
-	// TENANT_USAGE (default DefaultUsageFlush).
+	// TENANT_USAGE.
 	UsageFlush time.Duration
 	// SnapshotEvery is how many events a session gains between two
 	// snapshots of its state in SESSION_SNAPSHOTS, written in the
-	// background after an append (0: DefaultSnapshotEvery; negative:
-	// none written or read).
+	// background after an append (0: the default; negative: none written
+	// or read).
 	SnapshotEvery int
+}
+
+// DefaultConfig holds the writer's defaults, the one place they are
+// stated: New gives each field left zero its value here (its comment
+// says what else it replaces), and the commands' flags default to it. LeaseTTL and
+// MaxEventBytes default to the store's; the dependencies (Store, Conn)
+// have none.
+func DefaultConfig() Config {
+	return Config{
+		StateCacheSize: 10_000,
+		MaxConcurrent:  1024,
+		// ConflictRetries bounds how often an append without expectedSeq
+		// is retried after another writer moved the tail.
+		ConflictRetries: 10,
+		UsageFlush:      time.Second,
+		SnapshotEvery:   10_000,
+	}
+}
+
+// withDefaults is c with DefaultConfig's value in each field left zero.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.StateCacheSize <= 0 {
+		c.StateCacheSize = d.StateCacheSize
+	}
+	if c.MaxConcurrent <= 0 {
+		c.MaxConcurrent = d.MaxConcurrent
+	}
+	if c.ConflictRetries <= 0 {
+		c.ConflictRetries = d.ConflictRetries
+	}
+	if c.UsageFlush <= 0 {
+		c.UsageFlush = d.UsageFlush
+	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = d.SnapshotEvery
+	}
+	return c
 }
 
 // limits are the bounds per tenant cfg sets, as the writer's quotas and
@@ -138,23 +171,12 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.StateCacheSize <= 0 {
-		cfg.StateCacheSize = DefaultStateCacheSize
-	}
+	cfg = cfg.withDefaults()
 	if cfg.MaxEventBytes <= 0 || cfg.MaxEventBytes > sc.MaxEventBytes {
 		cfg.MaxEventBytes = sc.MaxEventBytes
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = sc.LeaseTTL
-	}
-	if cfg.MaxConcurrent <= 0 {
-		cfg.MaxConcurrent = DefaultMaxConcurrent
-	}
-	if cfg.ConflictRetries <= 0 {
-		cfg.ConflictRetries = DefaultConflictRetries
-	}
-	if cfg.SnapshotEvery == 0 {
-		cfg.SnapshotEvery = DefaultSnapshotEvery
 	}
 	cache, err := lru.New[string, *entry](cfg.StateCacheSize)
 	if err != nil {

@@ -160,7 +160,7 @@ func RunCatchup(ctx context.Context, cfg CatchupConfig) (CatchupResult, error) {
 		cfg.Sessions = 1000
 	}
 	if cfg.MaxBatchEvents <= 0 {
-		cfg.MaxBatchEvents = projector.DefaultMaxBatchEvents
+		cfg.MaxBatchEvents = projector.DefaultConfig().MaxBatchEvents
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

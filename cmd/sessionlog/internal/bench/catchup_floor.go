@@ -126,7 +126,7 @@ func (r *consumeFloor) trial(ctx context.Context, write bool) (rate, cpuPerEvent
 		defer db.Close()
 	}
 	t, cpu0 := time.Now(), procstat.CPU()
-	fol, err := r.ls.Follow(ctx, logstore.FollowSpec{Stream: logstore.Streams()[0], PageEvents: projector.DefaultFetchBatch, InactiveThreshold: 5 * time.Minute})
+	fol, err := r.ls.Follow(ctx, logstore.FollowSpec{Stream: logstore.Streams()[0], PageEvents: projector.DefaultConfig().FetchBatch, InactiveThreshold: 5 * time.Minute})
 	if err != nil {
 		return 0, 0, err
 	}

@@ -111,7 +111,7 @@ func RunRepair(ctx context.Context, cfg RepairConfig) (RepairResult, error) {
 	// will run, which is also the floor measurement.
 	conc := cfg.Concurrency
 	if conc <= 0 {
-		conc = repairer.DefaultConcurrency
+		conc = repairer.DefaultConfig().Concurrency
 	}
 	say("seeding %d sessions (R%d)", cfg.Sessions, cfg.Replicas)
 	t0 := time.Now()
