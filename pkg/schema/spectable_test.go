@@ -29,3 +29,27 @@ func TestSpecTable(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkSpecLookup: what the table buys over the registry map, per
+// lookup of a registered type (the strings are copies, as a decoded
+// event's type is, so neither side compares by pointer).
+func BenchmarkSpecLookup(b *testing.B) {
+	var types []string
+	for typ := range registry {
+		types = append(types, string([]byte(typ)))
+	}
+	b.Run("table", func(b *testing.B) {
+		for i := range b.N {
+			if specOf(types[i%len(types)]) == nil {
+				b.Fatal("not found")
+			}
+		}
+	})
+	b.Run("map", func(b *testing.B) {
+		for i := range b.N {
+			if registry[types[i%len(types)]] == nil {
+				b.Fatal("not found")
+			}
+		}
+	})
+}
