@@ -187,7 +187,8 @@ func TestTenantsRecountRacingWriterLosesNothing(t *testing.T) {
 			defer wg.Done()
 			for i := range 20 {
 				id := fmt.Sprintf("_Tacme_live-%d-%d", g, i)
-				events := []schema.Envelope{{Type: schema.TypeSessionCreated, Data: json.RawMessage(`{}`)}}
+				// An operator names the owner of a tenant's session (ADR 010).
+				events := []schema.Envelope{{Type: schema.TypeSessionCreated, Data: json.RawMessage(`{"owner":{"tenant":"acme","agent":"alice"}}`)}}
 				last := uint64(0)
 				for turn := range 3 {
 					r, err := cl.Append(ctx, client.AppendRequest{SessionID: id, ExpectedSeq: client.Seq(last), Events: events})
