@@ -293,11 +293,7 @@ func New(cfg Config) (*Service, error) {
 }
 
 type streamInfo struct {
-	last uint64
-	// held is the stream seq of the last message the stream holds (below
-	// last when its last messages were erased): the projector is caught
-	// up once it has folded it.
-	held    uint64
+	last    uint64
 	created time.Time
 }
 
@@ -308,11 +304,7 @@ func (s *Service) streams(ctx context.Context) (map[string]streamInfo, error) {
 		if err != nil {
 			return nil, fmt.Errorf("projector: %w", err)
 		}
-		held, err := s.ls.LastHeldSeq(ctx, name)
-		if err != nil {
-			return nil, fmt.Errorf("projector: %w", err)
-		}
-		out[name] = streamInfo{last: st.LastSeq, held: held, created: st.Created}
+		out[name] = streamInfo{last: st.LastSeq, created: st.Created}
 	}
 	return out, nil
 }
@@ -372,7 +364,14 @@ func (s *Service) start(ctx context.Context) error {
 		}
 		p.Created = info.created
 		pos = append(pos, p)
-		s.target[name] = info.held
+		// Ready once the last message the stream holds is folded (below
+		// its last sequence when its last messages were erased), read
+		// here only: the rollback checks need the last sequence alone.
+		held, err := s.ls.LastHeldSeq(ctx, name)
+		if err != nil {
+			return fmt.Errorf("projector: %w", err)
+		}
+		s.target[name] = held
 	}
 	s.f = newFolder(s.db, s.ls, s.met, s.cfg.CacheSessions, s.cfg.SnapshotEvery, pos)
 	if o := s.cfg.Observer; o != nil {
