@@ -93,3 +93,27 @@ func Unreachable(err error) bool {
 	}
 	return false
 }
+
+// WhileUnreachable calls fn until it returns an error Unreachable does not
+// name, waiting between calls (100 ms, doubling to 2 s), or until ctx
+// ends: a read that a leader election or a restarting node answers with
+// "JetStream system temporarily unavailable", or leaves unanswered, is
+// asked again, not taken for the answer. Each call has its own deadline,
+// at most attempt long: a request sent while no node could answer it is
+// not waited on to ctx's end. A closed connection never comes back and is
+// returned at once.
+func WhileUnreachable[T any](ctx context.Context, attempt time.Duration, fn func(ctx context.Context) (T, error)) (T, error) {
+	for n := 0; ; n++ {
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		v, err := fn(actx)
+		cancel()
+		if err == nil || !Unreachable(err) || errors.Is(err, nats.ErrConnectionClosed) || ctx.Err() != nil {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(min(100*time.Millisecond<<min(n, 5), 2*time.Second)):
+		}
+	}
+}

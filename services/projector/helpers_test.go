@@ -158,3 +158,24 @@ func (r *running) getJSON(t *testing.T, path string, v any) {
 		t.Fatalf("GET %s: %v: %s", path, err, b)
 	}
 }
+
+// clusterEnv is an env on a three-node cluster whose streams have three
+// replicas, connected to every node.
+func clusterEnv(t *testing.T) (*natstest.Cluster, *env) {
+	t.Helper()
+	c := natstest.RunCluster(t, 3)
+	nc, err := nats.Connect(c.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ls, err := logstore.Open(ctx, nc, logstore.Config{Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	e := &env{t: t, srv: c.Servers[0], nc: nc, ls: ls, js: js, ctx: ctx}
+	return c, e
+}

@@ -1,7 +1,6 @@
 package projector_test
 
 import (
-	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -11,9 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -241,20 +237,7 @@ func blockRecords(b []byte) []int {
 // StreamLost keeps only the named sequences the stream does not hold now,
 // and a projector started then is rolled back exactly when it names some.
 func TestLostDataReplica(t *testing.T) {
-	c := natstest.RunCluster(t, 3)
-	nc, err := nats.Connect(c.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	ls, err := logstore.Open(ctx, nc, logstore.Config{Replicas: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, _ := jetstream.New(nc)
-	e := &env{t: t, srv: c.Servers[0], nc: nc, ls: ls, js: js, ctx: ctx}
+	c, e := clusterEnv(t)
 	leader := c.WaitStreamLeader(logstore.StreamName)
 	publishN(t, e, gen.NewSession("early", t0), 3)
 	publishN(t, e, gen.NewSession("late", t0), 3)
@@ -277,7 +260,7 @@ func TestLostDataReplica(t *testing.T) {
 		if c.StreamLeader(logstore.StreamName) == f {
 			return nil
 		}
-		_, _ = nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+logstore.StreamName, []byte(`{"placement":{"preferred":"`+name+`"}}`), 2*time.Second)
+		_, _ = e.nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+logstore.StreamName, []byte(`{"placement":{"preferred":"`+name+`"}}`), 2*time.Second)
 		return fmt.Errorf("%s does not lead yet", name)
 	})
 	var raw struct {
@@ -285,17 +268,17 @@ func TestLostDataReplica(t *testing.T) {
 			Lost *logstore.LostData `json:"lost"`
 		} `json:"state"`
 	}
-	m, err := nc.Request("$JS.API.STREAM.INFO."+logstore.StreamName, []byte(`{"deleted_details":true}`), 5*time.Second)
+	m, err := e.nc.Request("$JS.API.STREAM.INFO."+logstore.StreamName, []byte(`{"deleted_details":true}`), 5*time.Second)
 	if err != nil || json.Unmarshal(m.Data, &raw) != nil {
 		t.Fatalf("stream info: %v", err)
 	}
 	var held []uint64
 	for seq := uint64(1); seq <= 6; seq++ {
-		if m, err := ls.MsgAt(ctx, logstore.StreamName, seq); err == nil && m != nil {
+		if m, err := e.ls.MsgAt(e.ctx, logstore.StreamName, seq); err == nil && m != nil {
 			held = append(held, seq)
 		}
 	}
-	ld, err := ls.StreamLost(ctx, logstore.StreamName)
+	ld, err := e.ls.StreamLost(e.ctx, logstore.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -311,7 +311,9 @@ func (s *Service) streams(ctx context.Context) (map[string]streamInfo, error) {
 
 // start decides between resuming and rebuilding.
 func (s *Service) start(ctx context.Context) error {
-	infos, err := s.streams(ctx)
+	// A start during a leader election (a node restarting, a partition
+	// healing) asks again until New's deadline, rather than exiting.
+	infos, err := logstore.WhileUnreachable(ctx, 5*time.Second, s.streams)
 	if err != nil {
 		return err
 	}
@@ -367,7 +369,7 @@ func (s *Service) start(ctx context.Context) error {
 		// Ready once the last message the stream holds is folded (below
 		// its last sequence when its last messages were erased), read
 		// here only: the rollback checks need the last sequence alone.
-		held, err := s.ls.LastHeldSeq(ctx, name)
+		held, err := logstore.WhileUnreachable(ctx, 5*time.Second, func(ctx context.Context) (uint64, error) { return s.ls.LastHeldSeq(ctx, name) })
 		if err != nil {
 			return fmt.Errorf("projector: %w", err)
 		}
