@@ -1,6 +1,7 @@
 package projector_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -114,4 +115,41 @@ func TestReadyWhenTheStreamsTailIsErased(t *testing.T) {
 	e.erase("x-1")
 	r = e.start(t.TempDir())
 	r.waitReady(t)
+}
+
+// verify-projection of a store whose checkpoint names a message erased
+// since: the rebuild is done at the last message the stream holds instead
+// of waiting for the erased one, and folds no message appended after the
+// position (which would make its views differ from the store's).
+func TestVerifyAfterTheTailIsErased(t *testing.T) {
+	e := newEnv(t)
+	publishN(t, e, gen.NewSession("a", t0), 3)
+	publishN(t, e, gen.NewSession("b", t0), 3)
+	dir := t.TempDir()
+	r := e.start(dir)
+	r.waitReady(t)
+	r.waitSession(t, "b", func(d projector.Detail) bool { return d.LastSeq == 3 })
+	e.erase("b")
+	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
+		if code, body := r.get(t, "/v1/sessions?limit=10"); code != 200 || strings.Contains(string(body), `"b"`) {
+			return fmt.Errorf("list: %d %s", code, body)
+		}
+		return nil
+	})
+	r.stop(t)
+	verify := func(name string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+		defer cancel()
+		res, err := projector.Verify(ctx, e.ls, dir, filepath.Join(t.TempDir(), name), nil)
+		if err != nil || !res.OK() {
+			t.Fatalf("%s: %+v %v", name, res, err)
+		}
+		if got := res.Checkpoint.Stream(logstore.StreamName).Seq; got != 6 {
+			t.Fatalf("%s: checkpoint at %d, want 6 (the erased message)", name, got)
+		}
+	}
+	verify("nothing-after")
+	publishN(t, e, gen.NewSession("c", t0), 3)
+	verify("appended-after")
 }

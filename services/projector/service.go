@@ -573,9 +573,16 @@ func (s *Service) Run(ctx context.Context) error {
 	return cerr
 }
 
-// consume runs the consumers and the fold loop. stop, if set, ends it once
-// it returns true after a message (rebuild to a position).
-func (s *Service) consume(ctx context.Context, stop func(pos map[string]*store.StreamPos) bool) error {
+// bound is where a rebuild to a position stops folding a stream: no
+// message past last is folded, and the stream is done once the fold is at
+// enough (last, or below it when the stream holds nothing after enough:
+// the message at last, and any before it, were erased since) or a message
+// past last arrived.
+type bound struct{ last, enough uint64 }
+
+// consume runs the consumers and the fold loop. until, if set, ends it
+// once every stream it names is done (rebuild to a position).
+func (s *Service) consume(ctx context.Context, until map[string]bound) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ch := make(chan []msg, 2*s.cfg.FetchBatch/chunkMsgs+1)
@@ -687,6 +694,16 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]*store.S
 		chunk []msg // the messages in hand, chunk[next:] not yet folded
 		next  int
 	)
+	// passed: the streams of until a message past its last arrived from.
+	passed := map[string]bool{}
+	rebuilt := func() bool {
+		for name, b := range until {
+			if p := s.f.pos[name]; !passed[name] && (p == nil || p.Seq < b.enough) {
+				return false
+			}
+		}
+		return true
+	}
 	// take makes c the chunk in hand and gives the one before back.
 	take := func(c []msg) {
 		if chunk != nil {
@@ -734,6 +751,14 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]*store.S
 			for next < len(chunk) {
 				m = &chunk[next]
 				next++
+				if b, ok := until[m.stream]; ok && m.streamSeq > b.last {
+					// Past the position: not folded, and nothing of this
+					// stream after it is.
+					if passed[m.stream] = true; rebuilt() {
+						return s.commit()
+					}
+					continue
+				}
 				if err := s.f.handle(ctx, m); err != nil {
 					if ctx.Err() != nil {
 						// Stopped during a read the fold made (a gap
@@ -743,7 +768,7 @@ func (s *Service) consume(ctx context.Context, stop func(pos map[string]*store.S
 					}
 					return err
 				}
-				if stop != nil && stop(s.f.pos) {
+				if until != nil && rebuilt() {
 					return s.commit()
 				}
 				if s.f.events >= s.cfg.MaxBatchEvents || s.f.bytes >= s.cfg.MaxBatchBytes {

@@ -12,9 +12,9 @@ import (
 )
 
 // Rebuild folds the stream from its start into a new store in dir (which
-// must be empty or absent) up to the stream positions of until, and
+// must be empty or absent) up to the stream positions of to, and
 // returns the checksum of the views it built.
-func Rebuild(ctx context.Context, ls *logstore.Store, dir string, until store.Checkpoint, logger *slog.Logger) (uint64, error) {
+func Rebuild(ctx context.Context, ls *logstore.Store, dir string, to store.Checkpoint, logger *slog.Logger) (uint64, error) {
 	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
 		return 0, fmt.Errorf("projector: rebuild: %s is not empty", dir)
 	}
@@ -23,27 +23,31 @@ func Rebuild(ctx context.Context, ls *logstore.Store, dir string, until store.Ch
 		return 0, err
 	}
 	defer s.db.Close()
-	want := map[string]uint64{}
-	for _, p := range until.Streams {
-		if p.Seq > 0 {
-			want[p.Name] = p.Seq
+	// The message at a position may have been erased since the store was
+	// built, and every message after it with it: the rebuild is then done
+	// at the last message the stream holds, and folds nothing past the
+	// position when messages were appended after it.
+	until := map[string]bound{}
+	for _, p := range to.Streams {
+		if p.Seq == 0 {
+			continue
+		}
+		held, err := ls.LastHeldSeq(ctx, p.Name)
+		if err != nil {
+			return 0, fmt.Errorf("projector: rebuild: %w", err)
+		}
+		if b := (bound{last: p.Seq, enough: min(p.Seq, held)}); b.enough > 0 {
+			until[p.Name] = b
 		}
 	}
-	done := func(pos map[string]*store.StreamPos) bool {
-		for name, seq := range want {
-			if p := pos[name]; p == nil || p.Seq < seq {
-				return false
-			}
-		}
-		return true
-	}
-	if len(want) > 0 {
-		if err := s.consume(ctx, done); err != nil {
+	if len(until) > 0 {
+		if err := s.consume(ctx, until); err != nil {
 			return 0, err
 		}
 	}
-	if !done(s.f.pos) {
-		return 0, errors.New("projector: rebuild stopped before the position")
+	if err := ctx.Err(); err != nil {
+		// consume ends without an error when ctx does.
+		return 0, fmt.Errorf("projector: rebuild stopped before the position: %w", err)
 	}
 	return s.db.Checksum(), nil
 }
