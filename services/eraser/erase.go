@@ -20,7 +20,6 @@ import (
 	"github.com/sessionlog/sessionlog/internal/wire"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/pkg/session"
 )
 
 // Erasure (DESIGN.md section 14): the eraser is the one service whose
@@ -182,10 +181,11 @@ func (s *Service) acceptErase(ctx context.Context, req EraseRequest) ([]string, 
 // events say (api.Authorize's: data.owner of session/created, its
 // data.grants and those of session/granted), unless the session has a
 // record already (a repeated request: the record holds them). The events
-// are read and folded as every reader does (ReadJudged, session.State),
-// up to the first that is unreadable or does not fold (a grant stored
-// after it counts for no reader, so for no audit record either). Ids
-// only: the record and the audit record made from it hold no content.
+// are read and folded as every reader does (logstore.FoldSession:
+// ReadJudged, session.State), up to the first that is unreadable or does
+// not fold (a grant stored after it counts for no reader, so for no audit
+// record either). Ids only: the record and the audit record made from it
+// hold no content.
 func (s *Service) ownerOf(ctx context.Context, e *logstore.Erasure) error {
 	if rec, _, err := s.st.ErasureOf(ctx, e.SessionID); err != nil || rec != nil {
 		return err
@@ -193,22 +193,14 @@ func (s *Service) ownerOf(ctx context.Context, e *logstore.Erasure) error {
 	// From the session's snapshot when it has one that matches the log
 	// (the writer's checks, logstore.LoadSnapshot), so that the request's
 	// read is bounded by the snapshot interval, not the session's length.
-	st, j := session.New(e.SessionID), logstore.Judge{SessionID: e.SessionID}
-	if b, err := s.st.LoadSnapshot(ctx, e.SessionID); err == nil && b != nil {
-		st, j.Last = b.State, b.Tail
-	} else if err != nil {
-		s.log.Warn("eraser: snapshot ignored, folding the session's owner from its start", "session", e.SessionID, "err", err)
+	f, err := logstore.FoldSession(ctx, s.st, e.SessionID, logstore.FoldOptions{UpToUnfoldable: true})
+	if f.Snapshot.Use == logstore.SnapshotIgnored {
+		s.log.Warn("eraser: snapshot ignored, folding the session's owner from its start", "session", e.SessionID, "err", f.Snapshot.Why)
 	}
-	_, err := s.st.ReadJudged(ctx, &j, func(_ *logstore.Msg, ev *schema.Envelope) error {
-		if st.Apply(ev) != nil {
-			return logstore.ErrStop
-		}
-		return nil
-	})
 	if err != nil && !errors.Is(err, logstore.ErrUnreadable) && schema.CodeOf(err) != schema.CodeNotFound {
 		return fmt.Errorf("owner: %w", err)
 	}
-	e.Owner, e.Grants = st.Meta.Owner, slices.Clone(st.Meta.Grants)
+	e.Owner, e.Grants = f.State.Meta.Owner, slices.Clone(f.State.Meta.Grants)
 	return nil
 }
 
