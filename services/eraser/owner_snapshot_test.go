@@ -84,3 +84,40 @@ func TestEraseReadsOwnerFromTheSnapshot(t *testing.T) {
 		t.Fatalf("the owner's fold read %d events, want the 2 after the snapshot", n)
 	}
 }
+
+// erasureReads is the store, counting the erasure records read, by
+// session.
+type erasureReads struct {
+	*logstore.Store
+	n map[string]int
+}
+
+func (c *erasureReads) ErasureOf(ctx context.Context, sessionID string) (*logstore.Erasure, uint64, error) {
+	c.n[sessionID]++
+	return c.Store.ErasureOf(ctx, sessionID)
+}
+
+// TestEraseReadsTheRecordOnce: accepting an erase reads the session's
+// erasure record once: the read that finds none is the one the record's
+// owner and grants are folded by, not read again before the fold.
+func TestEraseReadsTheRecordOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.appendEvents("s-owned", `{"type":"session/created","data":{"owner":{"tenant":"AGENTS","agent":"alice"},"grants":["bob"]}}`,
+		`{"type":"message/user","data":{"content":"hi"}}`)
+	c := &erasureReads{Store: e.store, n: map[string]int{}}
+	svc, err := New(Config{Store: c, Conn: e.nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.acceptErase(ctx, EraseRequest{SessionID: "s-owned", Reason: "test", By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.n["s-owned"]; n != 1 {
+		t.Fatalf("accepting the erase read the erasure record %d times, want 1", n)
+	}
+	rec, _, err := e.store.ErasureOf(ctx, "s-owned")
+	if err != nil || rec == nil || rec.Owner == nil || rec.Owner.Agent != "alice" || !slices.Equal(rec.Grants, []string{"bob"}) {
+		t.Fatalf("record %+v, %v: want one naming alice and bob", rec, err)
+	}
+}
