@@ -2,17 +2,13 @@ package eraser
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/snapshottest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/services/writer"
 )
 
 // countingLog is the store, counting the events ReadJudged gives.
@@ -46,25 +42,8 @@ func TestEraseReadsOwnerFromTheSnapshot(t *testing.T) {
 	}
 	// A writer that snapshots every 100 events folds the session whole
 	// for one more event and stores a snapshot at it.
-	w, err := writer.New(writer.Config{Store: e.store, Conn: e.nc, SnapshotEvery: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
-	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, w.Ready)
-	body, _ := json.Marshal(map[string]any{"sessionId": "s-long", "events": []map[string]any{
-		{"eventId": "by-writer", "type": schema.TypeMessageUser, "data": map[string]any{"content": "hi"}}}})
-	if m, err := e.nc.Request(logstore.SubjectAppend, body, 30*time.Second); err != nil || strings.Contains(string(m.Data), `"error"`) {
-		t.Fatalf("append: %v %s", err, m.Data)
-	}
-	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if h, err := e.store.SnapshotHeadOf(ctx, "s-long"); err != nil || h == nil || h.Seq != 301 {
-		t.Fatalf("snapshot head %+v, %v: want one at seq 301", h, err)
+	if h := snapshottest.ByWriter(t, e.store, e.nc, "s-long")["s-long"]; h.Seq != 301 {
+		t.Fatalf("snapshot head %+v: want one at seq 301", h)
 	}
 	e.appendEvents("s-long", `{"type":"message/user","data":{"content":"hi"}}`, `{"type":"session/granted","data":{"grants":["dave"]}}`)
 
