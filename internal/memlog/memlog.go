@@ -459,6 +459,10 @@ func (l *Log) PutSnapshot(sessionID string, b *logstore.SnapshotBase) {
 	l.snapshots[sessionID] = &logstore.SnapshotBase{Head: b.Head, Tail: b.Tail, State: b.State.Clone()}
 }
 
+// The services fold a session from its snapshot through
+// logstore.FoldSession, on this log as on the store.
+var _ logstore.SessionFolder = (*Log)(nil)
+
 // LoadSnapshot returns the session's snapshot checked against the log by
 // logstore's rules (logstore.CheckSnapshot). Nil, nil without one;
 // logstore.ErrSnapshotMismatch when it does not match. Its state is the

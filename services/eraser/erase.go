@@ -20,7 +20,6 @@ import (
 	"github.com/sessionlog/sessionlog/internal/wire"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/pkg/session"
 )
 
 // Erasure (DESIGN.md section 14): the eraser is the one service whose
@@ -118,10 +117,21 @@ func (s *Service) acceptErase(ctx context.Context, req EraseRequest) ([]string, 
 		}
 	}
 	now := s.now().UTC().Format(time.RFC3339Nano)
-	mark := func(id string, total uint64, cascade bool, children []string) error {
+	// mark writes the session's erasure record, its Owner and Grants
+	// folded from its events unless it has a record already (a repeated
+	// request: the record holds them); read: that record was read for
+	// this request, and found absent.
+	mark := func(id string, total uint64, cascade bool, children []string, read bool) error {
 		e := logstore.Erasure{SessionID: id, By: req.By, Reason: req.Reason, ErasedAt: now,
 			Phase: logstore.ErasePhaseDeleting, Total: total, Cascade: cascade, Children: children}
-		err := s.ownerOf(ctx, &e)
+		var had *logstore.Erasure
+		var err error
+		if !read {
+			had, _, err = s.st.ErasureOf(ctx, id)
+		}
+		if err == nil && had == nil {
+			err = s.ownerOf(ctx, &e)
+		}
 		if err == nil {
 			_, _, err = s.st.MarkErased(ctx, e)
 		}
@@ -140,7 +150,7 @@ func (s *Service) acceptErase(ctx context.Context, req EraseRequest) ([]string, 
 		if t, err := s.st.Tail(ctx, c); err == nil {
 			n = t.Seq
 		}
-		if err := mark(c, n, false, nil); err != nil {
+		if err := mark(c, n, false, nil, false); err != nil {
 			return nil, err
 		}
 	}
@@ -150,7 +160,7 @@ func (s *Service) acceptErase(ctx context.Context, req EraseRequest) ([]string, 
 			if err := s.updateRecord(ctx, req.SessionID, func(r *logstore.Erasure) { r.Cascade, r.Children = true, children }); err != nil {
 				return nil, err
 			}
-		} else if err := mark(req.SessionID, total, req.Cascade, children); err != nil {
+		} else if err := mark(req.SessionID, total, req.Cascade, children, true); err != nil {
 			return nil, err
 		}
 	}
@@ -164,7 +174,7 @@ func (s *Service) acceptErase(ctx context.Context, req EraseRequest) ([]string, 
 			return nil, schema.Errorf(schema.CodeNotCommitted, "erase %s (repeat it to finish): forks in flight: %v", req.SessionID, err)
 		}
 		for _, c := range late {
-			if err := mark(c, 0, false, nil); err != nil {
+			if err := mark(c, 0, false, nil, false); err != nil {
 				return nil, err
 			}
 		}
@@ -180,35 +190,24 @@ func (s *Service) acceptErase(ctx context.Context, req EraseRequest) ([]string, 
 
 // ownerOf sets the record's Owner and Grants, the session's as its
 // events say (api.Authorize's: data.owner of session/created, its
-// data.grants and those of session/granted), unless the session has a
-// record already (a repeated request: the record holds them). The events
-// are read and folded as every reader does (ReadJudged, session.State),
-// up to the first that is unreadable or does not fold (a grant stored
-// after it counts for no reader, so for no audit record either). Ids
-// only: the record and the audit record made from it hold no content.
+// data.grants and those of session/granted). The events are read and
+// folded as every reader does (logstore.FoldSession: ReadJudged,
+// session.State), up to the first that is unreadable or does not fold (a
+// grant stored after it counts for no reader, so for no audit record
+// either). Ids only: the record and the audit record made from it hold
+// no content.
 func (s *Service) ownerOf(ctx context.Context, e *logstore.Erasure) error {
-	if rec, _, err := s.st.ErasureOf(ctx, e.SessionID); err != nil || rec != nil {
-		return err
-	}
 	// From the session's snapshot when it has one that matches the log
 	// (the writer's checks, logstore.LoadSnapshot), so that the request's
 	// read is bounded by the snapshot interval, not the session's length.
-	st, j := session.New(e.SessionID), logstore.Judge{SessionID: e.SessionID}
-	if b, err := s.st.LoadSnapshot(ctx, e.SessionID); err == nil && b != nil {
-		st, j.Last = b.State, b.Tail
-	} else if err != nil {
-		s.log.Warn("eraser: snapshot ignored, folding the session's owner from its start", "session", e.SessionID, "err", err)
+	f, err := logstore.FoldSession(ctx, s.st, e.SessionID, logstore.FoldOptions{UpToUnfoldable: true})
+	if f.Snapshot.Use == logstore.SnapshotIgnored {
+		s.log.Warn("eraser: snapshot ignored, folding the session's owner from its start", "session", e.SessionID, "err", f.Snapshot.Why)
 	}
-	_, err := s.st.ReadJudged(ctx, &j, func(_ *logstore.Msg, ev *schema.Envelope) error {
-		if st.Apply(ev) != nil {
-			return logstore.ErrStop
-		}
-		return nil
-	})
 	if err != nil && !errors.Is(err, logstore.ErrUnreadable) && schema.CodeOf(err) != schema.CodeNotFound {
 		return fmt.Errorf("owner: %w", err)
 	}
-	e.Owner, e.Grants = st.Meta.Owner, slices.Clone(st.Meta.Grants)
+	e.Owner, e.Grants = f.State.Meta.Owner, slices.Clone(f.State.Meta.Grants)
 	return nil
 }
 

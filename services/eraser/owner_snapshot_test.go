@@ -2,17 +2,13 @@ package eraser
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/snapshottest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/services/writer"
 )
 
 // countingLog is the store, counting the events ReadJudged gives.
@@ -46,25 +42,8 @@ func TestEraseReadsOwnerFromTheSnapshot(t *testing.T) {
 	}
 	// A writer that snapshots every 100 events folds the session whole
 	// for one more event and stores a snapshot at it.
-	w, err := writer.New(writer.Config{Store: e.store, Conn: e.nc, SnapshotEvery: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
-	natstest.CheckFor(t, 10*time.Second, 10*time.Millisecond, w.Ready)
-	body, _ := json.Marshal(map[string]any{"sessionId": "s-long", "events": []map[string]any{
-		{"eventId": "by-writer", "type": schema.TypeMessageUser, "data": map[string]any{"content": "hi"}}}})
-	if m, err := e.nc.Request(logstore.SubjectAppend, body, 30*time.Second); err != nil || strings.Contains(string(m.Data), `"error"`) {
-		t.Fatalf("append: %v %s", err, m.Data)
-	}
-	stop()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if h, err := e.store.SnapshotHeadOf(ctx, "s-long"); err != nil || h == nil || h.Seq != 301 {
-		t.Fatalf("snapshot head %+v, %v: want one at seq 301", h, err)
+	if h := snapshottest.ByWriter(t, e.store, e.nc, "s-long")["s-long"]; h.Seq != 301 {
+		t.Fatalf("snapshot head %+v: want one at seq 301", h)
 	}
 	e.appendEvents("s-long", `{"type":"message/user","data":{"content":"hi"}}`, `{"type":"session/granted","data":{"grants":["dave"]}}`)
 
@@ -82,5 +61,42 @@ func TestEraseReadsOwnerFromTheSnapshot(t *testing.T) {
 	}
 	if n := c.read.Load(); n != 2 {
 		t.Fatalf("the owner's fold read %d events, want the 2 after the snapshot", n)
+	}
+}
+
+// erasureReads is the store, counting the erasure records read, by
+// session.
+type erasureReads struct {
+	*logstore.Store
+	n map[string]int
+}
+
+func (c *erasureReads) ErasureOf(ctx context.Context, sessionID string) (*logstore.Erasure, uint64, error) {
+	c.n[sessionID]++
+	return c.Store.ErasureOf(ctx, sessionID)
+}
+
+// TestEraseReadsTheRecordOnce: accepting an erase reads the session's
+// erasure record once: the read that finds none is the one the record's
+// owner and grants are folded by, not read again before the fold.
+func TestEraseReadsTheRecordOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.appendEvents("s-owned", `{"type":"session/created","data":{"owner":{"tenant":"AGENTS","agent":"alice"},"grants":["bob"]}}`,
+		`{"type":"message/user","data":{"content":"hi"}}`)
+	c := &erasureReads{Store: e.store, n: map[string]int{}}
+	svc, err := New(Config{Store: c, Conn: e.nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.acceptErase(ctx, EraseRequest{SessionID: "s-owned", Reason: "test", By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.n["s-owned"]; n != 1 {
+		t.Fatalf("accepting the erase read the erasure record %d times, want 1", n)
+	}
+	rec, _, err := e.store.ErasureOf(ctx, "s-owned")
+	if err != nil || rec == nil || rec.Owner == nil || rec.Owner.Agent != "alice" || !slices.Equal(rec.Grants, []string{"bob"}) {
+		t.Fatalf("record %+v, %v: want one naming alice and bob", rec, err)
 	}
 }

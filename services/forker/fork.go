@@ -447,13 +447,12 @@ func (s *Service) snapshotOf(ctx context.Context, parent string) *logstore.Snaps
 	if s.cfg.NoSnapshots {
 		return nil
 	}
-	b, err := s.st.LoadSnapshot(ctx, parent)
-	if err != nil {
+	l := logstore.SnapshotFor(ctx, s.st, parent)
+	if l.Use == logstore.SnapshotIgnored {
 		s.m.snapLoads.WithLabelValues("ignored").Inc()
-		s.log.Warn("forker: snapshot ignored, scanning the parent from its start", "parent", parent, "err", err)
-		return nil
+		s.log.Warn("forker: snapshot ignored, scanning the parent from its start", "parent", parent, "err", l.Why)
 	}
-	return b
+	return l.Base
 }
 
 // scanFrom scans the parent from base (nil: from its start). Every

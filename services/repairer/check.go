@@ -466,84 +466,54 @@ func (s *Service) fold(ctx context.Context, id string) (*session.State, logstore
 
 // foldFrom is fold; snap: a session not cached starts from its snapshot.
 func (s *Service) foldFrom(ctx context.Context, id string, snap bool) (*session.State, logstore.Tail, error) {
-	base, ok := s.states.Get(id)
-	own := false // base.st is this fold's own (a snapshot's), not shared
-	if !ok && snap {
-		base, ok = s.snapshotOf(ctx, id)
-		own = ok
+	o := logstore.FoldOptions{NoSnapshot: !snap}
+	base, cached := s.states.Get(id)
+	if cached {
+		// What the cache holds was judged when read (and what a snapshot
+		// holds by the writer that folded it): the judge goes on from its
+		// last event, so every message after it is judged here. The
+		// cached state is shared: the first event folds into a clone.
+		o.From = &logstore.FoldStart{State: base.st, Shared: true,
+			Last: logstore.Tail{Seq: base.st.LastSeq, StreamSeq: base.streamSeq, EventID: base.st.LastEventID, Hash: base.hash}}
 	}
-	var after uint64
-	if ok {
-		after = base.streamSeq
-	}
-	var work *session.State
-	// What the cache holds was judged when read, and what a snapshot
-	// holds by the writer that folded it; the judge goes on from its last
-	// event, so every message after it is judged here.
-	j := logstore.Judge{SessionID: id}
-	if ok {
-		j.Last = logstore.Tail{Seq: base.st.LastSeq, StreamSeq: base.streamSeq, EventID: base.st.LastEventID, Hash: base.hash}
-	}
-	tail, err := s.st.ReadJudged(ctx, &j, func(m *logstore.Msg, e *schema.Envelope) error {
-		s.m.folded.Inc()
-		if work == nil {
-			switch {
-			case own:
-				// A state loaded for this fold alone: no copy (a clone
-				// of a long session's state costs more than the load).
-				work = base.st
-			case ok:
-				work = base.st.Clone()
-			default:
-				work = session.New(id)
-			}
-		}
-		if err := work.Apply(e); err != nil {
-			return schema.Errorf(schema.CodeUnreadable, "session %s is unreadable at stream seq %d: seq %d does not fold: %v", id, m.StreamSeq, e.Seq, err)
-		}
-		return nil
-	})
+	f, err := logstore.FoldSession(ctx, s.st, id, o)
+	s.snapshotOf(id, f.Snapshot)
+	s.m.folded.Add(float64(f.Events))
+	ok := cached || f.Snapshot.Use == logstore.SnapshotUsed
 	if s.heard(fromSessions, err) != nil {
 		s.states.Remove(id)
-		return nil, tail, err
+		return nil, f.Tail, err
 	}
-	if ok && tail.StreamSeq < after {
+	if ok && f.Tail.StreamSeq < f.Start.StreamSeq {
 		// The cache (or the snapshot) is ahead of the leader (cannot
 		// happen on a log that never truncates): start over.
 		s.states.Remove(id)
 		return s.foldFrom(ctx, id, false)
 	}
-	if work == nil {
-		if ok {
-			s.states.Add(id, base)
-			return base.st, tail, nil
-		}
-		work = session.New(id)
+	if f.Events == 0 && ok {
+		s.states.Add(id, folded{st: f.State, streamSeq: f.Start.StreamSeq, hash: f.Start.Hash})
+		return f.State, f.Tail, nil
 	}
-	if work.LastSeq != tail.Seq {
+	if f.State.LastSeq != f.Tail.Seq {
 		s.states.Remove(id)
-		return nil, tail, fmt.Errorf("repairer: %s folded to seq %d but the tail is seq %d", id, work.LastSeq, tail.Seq)
+		return nil, f.Tail, fmt.Errorf("repairer: %s folded to seq %d but the tail is seq %d", id, f.State.LastSeq, f.Tail.Seq)
 	}
-	s.states.Add(id, folded{st: work, streamSeq: tail.StreamSeq, hash: tail.Hash})
-	return work, tail, nil
+	s.states.Add(id, folded{st: f.State, streamSeq: f.Tail.StreamSeq, hash: f.Tail.Hash})
+	return f.State, f.Tail, nil
 }
 
-// snapshotOf is the session's state as its snapshot holds it, when it
-// has one that matches the log (logstore.LoadSnapshot, the writer's
-// checks). Any other snapshot is ignored, with a log line: the session is
-// folded from its start.
-func (s *Service) snapshotOf(ctx context.Context, id string) (folded, bool) {
-	b, err := s.st.LoadSnapshot(ctx, id)
-	if err != nil {
+// snapshotOf counts what became of the snapshot of a session not cached
+// (logstore.SnapshotFor, the writer's checks): one that does not match
+// the log is ignored with a log line, and the session folded from its
+// start.
+func (s *Service) snapshotOf(id string, l logstore.SnapshotLoad) {
+	switch l.Use {
+	case logstore.SnapshotIgnored:
 		s.m.snapLoads.WithLabelValues("ignored").Inc()
-		s.log.Warn("repairer: snapshot ignored, folding the session from its start", "session", id, "err", err)
-		return folded{}, false
+		s.log.Warn("repairer: snapshot ignored, folding the session from its start", "session", id, "err", l.Why)
+	case logstore.SnapshotUsed:
+		s.m.snapLoads.WithLabelValues("used").Inc()
 	}
-	if b == nil {
-		return folded{}, false
-	}
-	s.m.snapLoads.WithLabelValues("used").Inc()
-	return folded{st: b.State, streamSeq: b.Tail.StreamSeq, hash: b.Tail.Hash}, true
 }
 
 // Repair repairs a session on demand (sessions.api.repair). Without force

@@ -2,16 +2,13 @@ package repairer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/snapshottest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/services/writer"
 )
 
 const evUser = `{"type":"message/user","data":{"content":"hi"}}`
@@ -28,43 +25,11 @@ func (e *env) seedLong(id string, n int) {
 	}
 }
 
-// writerSnapshots has a writer snapshot each session: a writer that
-// snapshots every 100 events appends one user message to each (it folds
-// the session whole, then stores a snapshot at that message) and stops,
-// which waits for its snapshots. It returns each session's head.
+// writerSnapshots has a writer snapshot each session
+// (snapshottest.ByWriter) and returns each session's head.
 func (e *env) writerSnapshots(ids ...string) map[string]*logstore.SnapshotHead {
 	e.t.Helper()
-	ctx := context.Background()
-	w, err := writer.New(writer.Config{Store: e.store, Conn: e.nc, SnapshotEvery: 100})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
-	natstest.CheckFor(e.t, 10*time.Second, 10*time.Millisecond, w.Ready)
-	for _, id := range ids {
-		body, _ := json.Marshal(map[string]any{"sessionId": id, "events": []map[string]any{
-			{"eventId": "by-writer", "type": schema.TypeMessageUser, "data": map[string]any{"content": "hi"}}}})
-		m, err := e.nc.Request(logstore.SubjectAppend, body, 30*time.Second)
-		if err != nil || strings.Contains(string(m.Data), `"error"`) {
-			e.t.Fatalf("append to %s: %v %s", id, err, m.Data)
-		}
-	}
-	stop()
-	if err := <-done; err != nil {
-		e.t.Fatal(err)
-	}
-	heads := map[string]*logstore.SnapshotHead{}
-	for _, id := range ids {
-		h, err := e.store.SnapshotHeadOf(ctx, id)
-		tail, terr := e.store.Tail(ctx, id)
-		if err != nil || terr != nil || h == nil || h.Seq != tail.Seq {
-			e.t.Fatalf("%s: snapshot head %+v (%v), tail %+v (%v)", id, h, err, tail, terr)
-		}
-		heads[id] = h
-	}
-	return heads
+	return snapshottest.ByWriter(e.t, e.store, e.nc, ids...)
 }
 
 // openAfter appends a turn with a tool call left open and user messages
