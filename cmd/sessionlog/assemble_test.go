@@ -21,7 +21,9 @@ import (
 // own defaults: with no flags given, every setting of the configuration
 // `up` assembles and of a standalone command's flags is the one of the
 // same name in the service's DefaultConfig (the lease TTL the store's
-// default, the projector's store in <--data-dir>/projector).
+// default, the repairer's batches in flight left to the repairer, which
+// sets them by the store's replicas, the projector's store in
+// <--data-dir>/projector).
 func TestFlagDefaultsAreTheServices(t *testing.T) {
 	parse := func(bind func(fs *flag.FlagSet) any) any {
 		fs := flag.NewFlagSet("x", flag.ContinueOnError)
@@ -34,6 +36,7 @@ func TestFlagDefaultsAreTheServices(t *testing.T) {
 	}
 	up := parse(func(fs *flag.FlagSet) any { return bindUpFlags(fs) }).(*upFlags).configs()
 	lease := map[string]any{"LeaseTTL": logstore.DefaultLeaseTTL}
+	repair := map[string]any{"LeaseTTL": logstore.DefaultLeaseTTL, "GroupInflight": 0}
 	store := map[string]any{"DataDir": filepath.Join(defaultDataDir, "projector"), "OTLPEndpoint": ""}
 	for _, tc := range []struct {
 		name          string
@@ -43,7 +46,7 @@ func TestFlagDefaultsAreTheServices(t *testing.T) {
 	}{
 		{name: "writer", up: up.Writer, flags: *parse(func(fs *flag.FlagSet) any { return writerFlags(fs) }).(*assemble.Writer), service: writer.DefaultConfig(), given: lease},
 		{name: "source", up: up.Source, flags: *parse(func(fs *flag.FlagSet) any { return sourceFlags(fs) }).(*assemble.Source), service: source.DefaultConfig()},
-		{name: "repairer", up: up.Repairer, flags: *parse(func(fs *flag.FlagSet) any { return repairerFlags(fs) }).(*assemble.Repairer), service: repairer.DefaultConfig(), given: lease},
+		{name: "repairer", up: up.Repairer, flags: *parse(func(fs *flag.FlagSet) any { return repairerFlags(fs) }).(*assemble.Repairer), service: repairer.DefaultConfig(), given: repair},
 		{name: "eraser", up: up.Eraser, flags: *parse(func(fs *flag.FlagSet) any { return eraserFlags(fs) }).(*assemble.Eraser), service: eraser.DefaultConfig()},
 		{name: "forker", up: up.Forker, flags: *parse(func(fs *flag.FlagSet) any { return forkerFlags(fs) }).(*assemble.Forker), service: forker.DefaultConfig()},
 		{name: "projector", up: up.Projector, flags: *parse(func(fs *flag.FlagSet) any { return projectorFlags(fs) }).(*assemble.Projector), service: projector.DefaultConfig(), given: store},
@@ -58,12 +61,17 @@ func TestFlagDefaultsAreTheServices(t *testing.T) {
 // sameAsService fails t for each field of cfg, an assembled
 // configuration, whose value is not the one of the same name in svc, the
 // service's DefaultConfig, or given[name] for a setting the service leaves
-// to the store or the command.
+// to the store or the command. The fields of a struct cfg embeds (the
+// projector's Config) are cfg's.
 func sameAsService(t *testing.T, what string, cfg, svc any, given map[string]any) {
 	t.Helper()
 	cv, sv := reflect.ValueOf(cfg), reflect.ValueOf(svc)
 	for i := range cv.NumField() {
 		name := cv.Type().Field(i).Name
+		if cv.Type().Field(i).Anonymous {
+			sameAsService(t, what, cv.Field(i).Interface(), svc, given)
+			continue
+		}
 		want, ok := given[name]
 		if !ok {
 			f := sv.FieldByName(name)

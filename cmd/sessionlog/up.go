@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,18 +11,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
-	"slices"
 	"strconv"
-	"sync"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/oklog/run"
 	"github.com/prometheus/client_golang/prometheus"
 
-	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
 	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/httpauth"
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -38,12 +31,6 @@ const (
 	defaultHTTPListen = "127.0.0.1:8080"
 	// defaultSync: an acknowledged event is on disk (DESIGN.md section 4).
 	defaultSync = "always"
-	// The server allows 50 open atomic batches per stream by default; one
-	// process with several services and clients opens more than that under
-	// load, and a refused batch is only a retry, so allow more.
-	upMaxBatchInflightPerStream = 1000
-	upMaxBatchInflightTotal     = 4000
-	natsReadyTimeout            = 2 * time.Minute
 )
 
 // upEnv is what an up-service gets to build itself.
@@ -231,35 +218,9 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ns.WaitForShutdown()
 	}()
 
-	conns := &connSet{}
+	conns := newUpConns(ns, opts, svcUser, log)
 	defer conns.closeAll()
-	// The services connect in-process as up's own service user (none when
-	// NATS is open), with the services' inbox prefix.
-	nf := &natsFlags{Inbox: natsauth.ServiceInboxPrefix, Log: log}
-	if svcUser != nil {
-		nf.User, nf.Password = svcUser.Username, svcUser.Password
-	}
-	// The eraser (and the repairer, as before the eraser was a service of
-	// its own) logs in as up's eraser user where there is one.
-	ef := *nf
-	if er := upUser(opts, upEraserUser); er != nil {
-		ef.User, ef.Password = er.Username, er.Password
-	}
-	connectAs := func(nf *natsFlags, name string) (*nats.Conn, error) {
-		o, err := nf.options(name)
-		if err != nil {
-			return nil, err
-		}
-		nc, err := nats.Connect(ns.ClientURL(), append(o, nats.InProcessServer(ns))...)
-		if err != nil {
-			return nil, fmt.Errorf("in-process nats connection: %w", err)
-		}
-		conns.add(nc)
-		return nc, nil
-	}
-	connect := func(name string) (*nats.Conn, error) { return connectAs(nf, name) }
-	connectEraser := func(name string) (*nats.Conn, error) { return connectAs(&ef, name) }
-	nc, err := connect("sessionlog-up")
+	nc, err := conns.connect("sessionlog-up")
 	if err != nil {
 		return err
 	}
@@ -305,7 +266,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	for _, svc := range upServices {
 		env := &upEnv{
-			Ctx: ctx, NC: nc, Connect: connect, ConnectEraser: connectEraser, NATSURL: natsURL, Store: store,
+			Ctx: ctx, NC: nc, Connect: conns.connect, ConnectEraser: conns.connectEraser, NATSURL: natsURL, Store: store,
 			Logger: log.With("service", svc.Name), Registry: o.Registry, Mux: o.Mux,
 			Configs: f.configs(), AddReady: o.AddReady,
 		}
@@ -332,324 +293,4 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	log.Info("sessionlog up", "dashboard", httpURL+"/", "nats", natsURL, "data_dir", f.dataDir, "sync", f.sync,
 		"services", len(upServices))
 	return runGroup(ctx, &g, log)
-}
-
-// upServerOptions builds the embedded server's options: --nats-config if
-// given, then the flags. A flag overrides the file only when it was given
-// (on the command line or by its variable); otherwise the file's value, or
-// the default, holds.
-func upServerOptions(fs *flag.FlagSet, f *upFlags) (*server.Options, *server.User, error) {
-	opts := &server.Options{}
-	fromFile := f.natsConfig != ""
-	if fromFile {
-		var err error
-		if opts, err = server.ProcessConfigFile(f.natsConfig); err != nil {
-			return nil, nil, configError(f.natsConfig, err)
-		}
-	}
-	if !fromFile || flagGiven(fs, "nats-listen") || (opts.Host == "" && opts.Port == 0) {
-		host, port, err := splitHostPort(f.natsListen)
-		if err != nil {
-			return nil, nil, usageErrorf("--nats-listen %q: %v", f.natsListen, err)
-		}
-		if port == 0 {
-			port = server.RANDOM_PORT // 0 means 4222 to nats-server
-		}
-		opts.Host, opts.Port = host, port
-	}
-	if !fromFile || flagGiven(fs, "data-dir") || opts.StoreDir == "" {
-		opts.StoreDir = filepath.Join(f.dataDir, "nats")
-	}
-	if opts.ServerName == "" {
-		opts.ServerName = "sessionlog"
-	}
-	opts.JetStream = true
-	// up handles signals itself and shuts the server down last.
-	opts.NoSigs = true
-	// --sync, unless a --nats-config that sets sync_interval holds and the
-	// flag was not given: a file that says nothing gets the fsync before
-	// every acknowledgement, not the server's lazy default.
-	if !fromFile || flagGiven(fs, "sync") || (!opts.SyncAlways && opts.SyncInterval == 0) {
-		opts.SyncAlways = f.sync == "always"
-	} else if !opts.SyncAlways {
-		f.sync = "interval" // the file's, as up reports it
-	}
-	if opts.JetStreamLimits.MaxBatchInflightPerStream == 0 {
-		opts.JetStreamLimits.MaxBatchInflightPerStream = upMaxBatchInflightPerStream
-	}
-	if opts.JetStreamLimits.MaxBatchInflightTotal == 0 {
-		opts.JetStreamLimits.MaxBatchInflightTotal = upMaxBatchInflightTotal
-	}
-	svc, err := upUsers(opts, f, fromFile)
-	if err != nil {
-		return nil, nil, err
-	}
-	if svc == nil && !loopbackHost(opts.Host) {
-		return nil, nil, usageErrorf("NATS would listen on %q with no credentials: give agents a user (--nats-user/--nats-password) or listen on loopback (--nats-listen 127.0.0.1:4222)", opts.Host)
-	}
-	return opts, svc, nil
-}
-
-// upServiceUser is the name of the user up's own services log in as. Its
-// password is new on every start and never leaves the process.
-const upServiceUser = "sessionlog-up-services"
-
-// upEraserUser is the user up's repairer logs in as: the services' rights
-// plus erasure (natsauth.Eraser), with the same password.
-const upEraserUser = "sessionlog-up-eraser"
-
-// upUser returns the embedded server's user of that name, nil if none.
-func upUser(opts *server.Options, name string) *server.User {
-	for _, u := range opts.Users {
-		if u.Username == name {
-			return u
-		}
-	}
-	return nil
-}
-
-// upUsers sets the embedded server's users (DESIGN.md section 10) and
-// returns the one up's services log in as, or nil when NATS is open.
-//
-// Without --nats-config: --nats-user gets the agent permissions and
-// --operator-user the whole account, both from deploy/nats/perms.go, the
-// definition deploy/nats/auth.conf spells for nats-server; the services
-// get its service permissions. With --nats-config the file defines the
-// users; the services get a user of their own in the account and with the
-// permissions of the file's "service" user.
-func upUsers(opts *server.Options, f *upFlags, fromFile bool) (*server.User, error) {
-	password, err := randomPassword()
-	if err != nil {
-		return nil, err
-	}
-	if fromFile {
-		// The passwords alone may be set: SESSIONLOG_OPERATOR_PASSWORD is
-		// also a variable auth.conf reads.
-		if f.natsUser != "" || f.operatorUser != "" {
-			return nil, usageErrorf("--nats-user and --operator-user do not go with --nats-config: its users apply")
-		}
-		return upConfigServiceUser(opts, f.natsConfig, password)
-	}
-	if (f.natsUser == "") != (f.natsPassword == "") {
-		return nil, usageErrorf("--nats-user and --nats-password go together")
-	}
-	if (f.operatorUser == "") != (f.operatorPassword == "") {
-		return nil, usageErrorf("--operator-user and --operator-password go together")
-	}
-	if f.operatorUser != "" && f.natsUser == "" {
-		return nil, usageErrorf("--operator-user needs --nats-user: without it NATS is open to everyone")
-	}
-	if f.operatorUser != "" && f.operatorUser == f.natsUser {
-		return nil, usageErrorf("--operator-user and --nats-user must differ")
-	}
-	if f.natsUser == "" {
-		return nil, nil
-	}
-	for _, own := range []string{upServiceUser, upEraserUser} {
-		if f.natsUser == own || f.operatorUser == own {
-			return nil, usageErrorf("user %q is up's own", own)
-		}
-	}
-	// The agents' user is the default tenant's one user, in its account;
-	// the services and the operator are in the services' account, which
-	// exports the agents' subjects to it (ADR 010).
-	opts.Users = nil
-	acc, err := natsauth.Accounts(opts, []natsauth.Tenant{{Name: natsauth.DefaultTenant,
-		Users: []natsauth.TenantUser{{Name: f.natsUser, Password: f.natsPassword}}}})
-	if err != nil {
-		return nil, usageErrorf("--nats-user: %v", err)
-	}
-	svc := &server.User{Username: upServiceUser, Password: password, Account: acc, Permissions: natsauth.Service()}
-	opts.Users = append(opts.Users, svc,
-		&server.User{Username: upEraserUser, Password: password, Account: acc, Permissions: natsauth.Eraser()})
-	if f.operatorUser != "" {
-		opts.Users = append(opts.Users, &server.User{Username: f.operatorUser, Password: f.operatorPassword, Account: acc, Permissions: natsauth.Operator()})
-	}
-	return svc, nil
-}
-
-// clonePermissions copies p: the server fills in defaults on the copy it
-// is given, and users must not share it.
-func clonePermissions(p *server.Permissions) *server.Permissions {
-	if p == nil {
-		return nil
-	}
-	sp := func(s *server.SubjectPermission) *server.SubjectPermission {
-		if s == nil {
-			return nil
-		}
-		return &server.SubjectPermission{Allow: slices.Clone(s.Allow), Deny: slices.Clone(s.Deny)}
-	}
-	out := &server.Permissions{Publish: sp(p.Publish), Subscribe: sp(p.Subscribe)}
-	if p.Response != nil {
-		r := *p.Response
-		out.Response = &r
-	}
-	return out
-}
-
-// upConfigServiceUser adds up's service user to a --nats-config that asks
-// for authentication: in the account and with the permissions of the
-// file's "service" user.
-func upConfigServiceUser(opts *server.Options, path, password string) (*server.User, error) {
-	if len(opts.Users) == 0 && len(opts.Nkeys) == 0 && opts.Username == "" && opts.Authorization == "" && len(opts.TrustedOperators) == 0 {
-		return nil, nil // the file asks for no authentication
-	}
-	var tmpl *server.User
-	for _, u := range opts.Users {
-		if u.Username == upServiceUser || u.Username == upEraserUser {
-			return nil, fmt.Errorf("--nats-config %s: user %q is up's own", path, u.Username)
-		}
-		if u.Username == "service" {
-			tmpl = u
-		}
-	}
-	if tmpl == nil {
-		return nil, fmt.Errorf("--nats-config %s: no user \"service\" whose account and permissions up's services can take (see deploy/nats/auth.conf)", path)
-	}
-	svc := &server.User{Username: upServiceUser, Password: password, Account: tmpl.Account, Permissions: clonePermissions(tmpl.Permissions)}
-	opts.Users = append(opts.Users, svc)
-	// The repairer takes the file's "eraser" user's rights (erase,
-	// retention); a file without one leaves it the services' rights.
-	if er := upUser(opts, "eraser"); er != nil {
-		opts.Users = append(opts.Users, &server.User{Username: upEraserUser, Password: password, Account: er.Account, Permissions: clonePermissions(er.Permissions)})
-	}
-	return svc, nil
-}
-
-func randomPassword() (string, error) {
-	b := make([]byte, 24)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("service password: %w", err)
-	}
-	return "p" + hex.EncodeToString(b), nil
-}
-
-// loopbackHost: an address only this host can reach.
-func loopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// missingVar finds the variable nats-server's parser could not resolve.
-var missingVar = regexp.MustCompile(`variable reference for '([^']+)'`)
-
-// configError names the environment variable a config references but the
-// environment lacks (nats-server reports it only as a parse error).
-func configError(path string, err error) error {
-	if m := missingVar.FindStringSubmatch(err.Error()); m != nil {
-		return fmt.Errorf("--nats-config %s: environment variable %s is not set; the config references it (%v)", path, m[1], err)
-	}
-	return fmt.Errorf("--nats-config %s: %w", path, err)
-}
-
-// connSet closes the connections up opened, after the group has stopped.
-type connSet struct {
-	mu    sync.Mutex
-	conns []*nats.Conn
-}
-
-func (c *connSet) add(nc *nats.Conn) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.conns = append(c.conns, nc)
-}
-
-func (c *connSet) closeAll() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i := len(c.conns) - 1; i >= 0; i-- {
-		// Flush what services published last, bounded.
-		_ = c.conns[i].FlushTimeout(2 * time.Second)
-		c.conns[i].Close()
-	}
-	c.conns = nil
-}
-
-// startEmbedded starts the server and waits until it accepts clients and
-// JetStream is up. A listen failure is reported by the server through its
-// logger's Fatalf, which is caught here instead of exiting.
-func startEmbedded(opts *server.Options, log *slog.Logger) (*server.Server, error) {
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		return nil, fmt.Errorf("nats-server: %w", err)
-	}
-	sl := &serverLogger{log: log, fatal: make(chan string, 1)}
-	ns.SetLoggerV2(sl, false, false, false)
-	go ns.Start()
-	deadline := time.Now().Add(natsReadyTimeout)
-	for !ns.ReadyForConnections(100 * time.Millisecond) {
-		select {
-		case msg := <-sl.fatal:
-			ns.Shutdown()
-			return nil, fmt.Errorf("nats-server: %s", msg)
-		default:
-		}
-		if time.Now().After(deadline) {
-			ns.Shutdown()
-			return nil, fmt.Errorf("nats-server not ready after %s", natsReadyTimeout)
-		}
-	}
-	if opts.JetStream && !ns.JetStreamEnabled() {
-		ns.Shutdown()
-		return nil, errors.New("nats-server: jetstream did not start")
-	}
-	return ns, nil
-}
-
-func clientURL(ns *server.Server) string {
-	if a, ok := ns.Addr().(*net.TCPAddr); ok {
-		return "nats://" + displayAddr(a)
-	}
-	return ns.ClientURL()
-}
-
-// displayAddr turns a wildcard bind address into one a browser can open.
-func displayAddr(a net.Addr) string {
-	tcp, ok := a.(*net.TCPAddr)
-	if !ok {
-		return a.String()
-	}
-	host := tcp.IP.String()
-	if tcp.IP == nil || tcp.IP.IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, strconv.Itoa(tcp.Port))
-}
-
-// serverLogger forwards nats-server logs to slog.
-type serverLogger struct {
-	log   *slog.Logger
-	fatal chan string
-}
-
-func (l *serverLogger) Noticef(format string, v ...any) { l.log.Info(fmt.Sprintf(format, v...)) }
-func (l *serverLogger) Warnf(format string, v ...any)   { l.log.Warn(fmt.Sprintf(format, v...)) }
-func (l *serverLogger) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
-func (l *serverLogger) Debugf(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
-func (l *serverLogger) Tracef(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
-func (l *serverLogger) Fatalf(format string, v ...any) {
-	msg := fmt.Sprintf(format, v...)
-	l.log.Error(msg, "fatal", true)
-	select {
-	case l.fatal <- msg:
-	default:
-	}
-}
-
-var _ server.Logger = (*serverLogger)(nil)
-
-func splitHostPort(addr string) (string, int, error) {
-	h, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", 0, err
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil || port < 0 || port > 65535 {
-		return "", 0, fmt.Errorf("bad port %q", p)
-	}
-	return h, port, nil
 }

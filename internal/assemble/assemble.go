@@ -1,9 +1,14 @@
 // Package assemble builds each sessionlog service from its configuration
 // and a log store: one constructor per service, called by the standalone
 // command, by `sessionlog up`, by the fault suite, by the test agent and by
-// the benchmarks alike, so their settings cannot drift. Each service's
-// configuration starts from its Default function; a caller changes only
-// the fields it means to (a flag, a test's short sweep).
+// the benchmarks alike, so their settings cannot drift. A service's
+// configuration is the service's own Config (the projector's with the one
+// setting assemble adds, OTLPEndpoint), declared and documented there;
+// it starts from assemble's Default function, which is the service's
+// DefaultConfig, and a caller changes only the fields it means to (a
+// flag, a test's short sweep). What a process gives every service (its
+// connection, logger, registry and clock) is Deps, and the store is an
+// argument of its own: a constructor sets those fields of the Config.
 package assemble
 
 import (
@@ -48,31 +53,16 @@ type Deps struct {
 
 var errNoStore = errors.New("assemble: no log store")
 
-// Writer is the writer's configuration.
-type Writer struct {
-	// LeaseTTL is the TTL of session leases (the store's is what the KV
-	// entries get; the writer throttles renewals by this one).
-	LeaseTTL time.Duration
-	// MaxConcurrent bounds requests handled at once.
-	MaxConcurrent int
-	// StateCacheSize bounds the sessions whose folded state is cached.
-	StateCacheSize int
-	// TenantEventsPerSecond bounds each tenant's appended events per
-	// second (0: none).
-	TenantEventsPerSecond float64
-	// TenantMaxSessions and TenantMaxBytes bound each tenant's sessions
-	// and their stored bytes (0: none), kept in TENANT_USAGE.
-	TenantMaxSessions int64
-	TenantMaxBytes    int64
-	// TenantBounds replaces both for the tenants it names.
-	TenantBounds map[string]logstore.TenantBound
-}
+// Writer is the writer's configuration: writer.Config. NewWriter sets
+// its Store and the fields Deps gives (Conn, Logger, Registerer, Now).
+type Writer = writer.Config
 
 // DefaultWriter is the writer's configuration unless a caller changes it:
-// writer.DefaultConfig's, with the store's default lease TTL.
+// writer.DefaultConfig, with the store's default lease TTL.
 func DefaultWriter() Writer {
-	d := writer.DefaultConfig()
-	return Writer{LeaseTTL: logstore.DefaultLeaseTTL, MaxConcurrent: d.MaxConcurrent, StateCacheSize: d.StateCacheSize}
+	c := writer.DefaultConfig()
+	c.LeaseTTL = logstore.DefaultLeaseTTL
+	return c
 }
 
 // NewWriter builds the writer (sessions.api.append, heartbeat, read) on st.
@@ -80,41 +70,29 @@ func NewWriter(cfg Writer, st *logstore.Store, d Deps) (*writer.Service, error) 
 	if st == nil {
 		return nil, errNoStore
 	}
-	return writer.New(writer.Config{
-		Store: st, Conn: d.Conn, Logger: d.Logger, Registerer: d.Registerer, Now: d.Now,
-		LeaseTTL: cfg.LeaseTTL, MaxConcurrent: cfg.MaxConcurrent, StateCacheSize: cfg.StateCacheSize,
-		TenantEventsPerSecond: cfg.TenantEventsPerSecond, TenantMaxSessions: cfg.TenantMaxSessions, TenantMaxBytes: cfg.TenantMaxBytes,
-		TenantBounds: cfg.TenantBounds,
-	})
+	cfg.Store, cfg.Conn, cfg.Logger, cfg.Registerer, cfg.Now = st, d.Conn, d.Logger, d.Registerer, d.Now
+	return writer.New(cfg)
 }
 
-// Projector is the projector's configuration.
+// Projector is the projector's configuration: projector.Config, and
+// OTLPEndpoint, which NewProjector makes its Observer. NewProjector sets
+// its Store and the fields Deps gives (Conn, Operator, Logger,
+// Registerer, Gatherer, Now).
 type Projector struct {
-	// DataDir holds the Pebble read-model store (rebuildable from the stream).
-	DataDir string
-	// HTTPToken, when set, is required by the projector's own Handler on
-	// every path but /healthz and /readyz.
-	HTTPToken string
-	// TenantTokens maps each tenant's token to its tenant
-	// (projector.Config.TenantTokens).
-	TenantTokens map[string]string
-	// MaxBatchEvents bounds one Pebble batch while catching up.
-	MaxBatchEvents int
-	// CacheSessions bounds the fold states kept in memory.
-	CacheSessions int
-	// Watch bounds the memory of watch streams.
-	Watch projector.WatchLimits
+	projector.Config
 	// OTLPEndpoint, when set, is an OTLP/HTTP collector each turn is
 	// exported to as a trace when it ends (package otelexport), through
-	// a bounded queue that never holds the projector back.
+	// a bounded queue that never holds the projector back; it is then the
+	// projector's Observer.
 	OTLPEndpoint string
 }
 
 // DefaultProjector is the projector's configuration for a store in
-// dataDir: projector.DefaultConfig's.
+// dataDir: projector.DefaultConfig.
 func DefaultProjector(dataDir string) Projector {
-	d := projector.DefaultConfig()
-	return Projector{DataDir: dataDir, MaxBatchEvents: d.MaxBatchEvents, CacheSessions: d.CacheSessions, Watch: d.Watch}
+	c := projector.DefaultConfig()
+	c.DataDir = dataDir
+	return Projector{Config: c}
 }
 
 // NewProjector builds the projector (read models, HTTP API, watch) on st.
@@ -125,10 +103,8 @@ func NewProjector(cfg Projector, st *logstore.Store, d Deps) (*projector.Service
 	if cfg.DataDir == "" {
 		return nil, errors.New("assemble: projector: no data directory")
 	}
-	pc := projector.Config{
-		Store: st, Conn: d.Conn, Operator: d.Operator, DataDir: cfg.DataDir, Logger: d.Logger, Registerer: d.Registerer, Gatherer: d.Gatherer, Now: d.Now,
-		HTTPToken: cfg.HTTPToken, TenantTokens: cfg.TenantTokens, MaxBatchEvents: cfg.MaxBatchEvents, CacheSessions: cfg.CacheSessions, Watch: cfg.Watch,
-	}
+	pc := cfg.Config
+	pc.Store, pc.Conn, pc.Operator, pc.Logger, pc.Registerer, pc.Gatherer, pc.Now = st, d.Conn, d.Operator, d.Logger, d.Registerer, d.Gatherer, d.Now
 	if cfg.OTLPEndpoint != "" {
 		exp, err := otelexport.NewOTLPHTTP(context.Background(), cfg.OTLPEndpoint, otelexport.DefaultExportTimeout)
 		if err != nil {
@@ -143,25 +119,19 @@ func NewProjector(cfg Projector, st *logstore.Store, d Deps) (*projector.Service
 	return projector.New(pc)
 }
 
-// Repairer is the repairer's configuration.
-type Repairer struct {
-	// LeaseTTL is the TTL holders' leases are written with.
-	LeaseTTL time.Duration
-	// Grace is how long a lease must have expired before the session is repaired.
-	Grace time.Duration
-	// SweepInterval between sweeps of every claimed session.
-	SweepInterval time.Duration
-	// Concurrency is how many sessions are evaluated and repaired at once.
-	Concurrency int
-	// KeepApprovalsPending leaves pending approvals open (DESIGN.md 6).
-	KeepApprovalsPending bool
-}
+// Repairer is the repairer's configuration: repairer.Config. NewRepairer
+// sets its Store and the fields Deps gives (Conn, Logger, Registerer,
+// Now).
+type Repairer = repairer.Config
 
 // DefaultRepairer is the repairer's configuration unless a caller changes
-// it: repairer.DefaultConfig's, with the store's default lease TTL.
+// it: repairer.DefaultConfig, with the store's default lease TTL and
+// GroupInflight 0, which New sets by the store's replicas (1 on one).
 func DefaultRepairer() Repairer {
-	d := repairer.DefaultConfig()
-	return Repairer{LeaseTTL: logstore.DefaultLeaseTTL, Grace: d.Grace, SweepInterval: d.SweepInterval, Concurrency: d.Concurrency}
+	c := repairer.DefaultConfig()
+	c.LeaseTTL = logstore.DefaultLeaseTTL
+	c.GroupInflight = 0
+	return c
 }
 
 // NewRepairer builds the repairer on st.
@@ -169,31 +139,18 @@ func NewRepairer(cfg Repairer, st *logstore.Store, d Deps) (*repairer.Service, e
 	if st == nil {
 		return nil, errNoStore
 	}
-	return repairer.New(repairer.Config{
-		Store: st, Conn: d.Conn, Logger: d.Logger, Registerer: d.Registerer, Now: d.Now,
-		LeaseTTL: cfg.LeaseTTL, Grace: cfg.Grace, SweepInterval: cfg.SweepInterval, Concurrency: cfg.Concurrency,
-		KeepApprovalsPending: cfg.KeepApprovalsPending,
-	})
+	cfg.Store, cfg.Conn, cfg.Logger, cfg.Registerer, cfg.Now = st, d.Conn, d.Logger, d.Registerer, d.Now
+	return repairer.New(cfg)
 }
 
-// Source is the source service's configuration.
-type Source struct {
-	// MaxConcurrent bounds requests handled at once.
-	MaxConcurrent int
-	// SourceStates bounds the transcripts whose mapping state is kept
-	// between appends.
-	SourceStates int
-	// MaxSourceBytes bounds the stored bytes of a transcript read to map
-	// it again.
-	MaxSourceBytes int
-}
+// Source is the source service's configuration: source.Config. NewSource
+// sets its Store and the fields Deps gives (Conn, Logger, Registerer,
+// Now).
+type Source = source.Config
 
 // DefaultSource is the source service's configuration unless a caller
-// changes it: source.DefaultConfig's.
-func DefaultSource() Source {
-	d := source.DefaultConfig()
-	return Source{MaxConcurrent: d.MaxConcurrent, SourceStates: d.SourceStates, MaxSourceBytes: d.MaxSourceBytes}
-}
+// changes it: source.DefaultConfig.
+func DefaultSource() Source { return source.DefaultConfig() }
 
 // NewSource builds the source service (sessions.api.source.*) on st; it
 // reads and appends sessions through the writer on Deps.Conn.
@@ -201,28 +158,18 @@ func NewSource(cfg Source, st *logstore.Store, d Deps) (*source.Service, error) 
 	if st == nil {
 		return nil, errNoStore
 	}
-	return source.New(source.Config{
-		Store: st, Conn: d.Conn, Logger: d.Logger, Registerer: d.Registerer, Now: d.Now,
-		MaxConcurrent: cfg.MaxConcurrent, SourceStates: cfg.SourceStates, MaxSourceBytes: cfg.MaxSourceBytes,
-	})
+	cfg.Store, cfg.Conn, cfg.Logger, cfg.Registerer, cfg.Now = st, d.Conn, d.Logger, d.Registerer, d.Now
+	return source.New(cfg)
 }
 
-// Eraser is the eraser's configuration.
-type Eraser struct {
-	// SweepInterval between resumptions of unfinished erase jobs.
-	SweepInterval time.Duration
-	// RetainClosed, when > 0, erases sessions closed for longer than
-	// this, after archiving them to ArchiveDir when set (DESIGN.md 14).
-	RetainClosed time.Duration
-	ArchiveDir   string
-}
+// Eraser is the eraser's configuration: eraser.Config. NewEraser sets its
+// Store and the fields Deps gives (Conn, Logger, Now; the eraser
+// registers no metrics).
+type Eraser = eraser.Config
 
 // DefaultEraser is the eraser's configuration unless a caller changes it:
-// eraser.DefaultConfig's.
-func DefaultEraser() Eraser {
-	d := eraser.DefaultConfig()
-	return Eraser{SweepInterval: d.SweepInterval, RetainClosed: d.RetainClosed, ArchiveDir: d.ArchiveDir}
-}
+// eraser.DefaultConfig.
+func DefaultEraser() Eraser { return eraser.DefaultConfig() }
 
 // NewEraser builds the eraser (sessions.api.erase, erase jobs, retention)
 // on st; Deps.Conn must be a user that may delete (deploy/nats, "eraser").
@@ -230,41 +177,23 @@ func NewEraser(cfg Eraser, st *logstore.Store, d Deps) (*eraser.Service, error) 
 	if st == nil {
 		return nil, errNoStore
 	}
-	return eraser.New(eraser.Config{
-		Store: st, Conn: d.Conn, Logger: d.Logger, Now: d.Now,
-		SweepInterval: cfg.SweepInterval, RetainClosed: cfg.RetainClosed, ArchiveDir: cfg.ArchiveDir,
-	})
+	cfg.Store, cfg.Conn, cfg.Logger, cfg.Now = st, d.Conn, d.Logger, d.Now
+	return eraser.New(cfg)
 }
 
-// Forker is the forker's configuration.
-type Forker struct {
-	// BatchSize is the number of events per atomic batch of a copy (at most 1000).
-	BatchSize int
-	// MaxConcurrent bounds forks copied at once.
-	MaxConcurrent int
-	// SweepEvery is how often copies left behind by a dead forker are looked for.
-	SweepEvery time.Duration
-	// StaleAfter: a copy whose record was not renewed this long is taken over.
-	StaleAfter time.Duration
-	// ForkTimeout bounds one fork request's copy.
-	ForkTimeout time.Duration
-}
+// Forker is the forker's configuration: forker.Config. NewForker sets its
+// Store and the fields Deps gives (Conn, Logger, Registerer, Now).
+type Forker = forker.Config
 
 // DefaultForker is the forker's configuration unless a caller changes it:
-// forker.DefaultConfig's.
-func DefaultForker() Forker {
-	d := forker.DefaultConfig()
-	return Forker{BatchSize: d.BatchSize, MaxConcurrent: d.MaxConcurrent, SweepEvery: d.SweepEvery, StaleAfter: d.StaleAfter, ForkTimeout: d.ForkTimeout}
-}
+// forker.DefaultConfig.
+func DefaultForker() Forker { return forker.DefaultConfig() }
 
 // NewForker builds the forker on st.
 func NewForker(cfg Forker, st *logstore.Store, d Deps) (*forker.Service, error) {
 	if st == nil {
 		return nil, errNoStore
 	}
-	return forker.New(forker.Config{
-		Store: st, Conn: d.Conn, Logger: d.Logger, Registerer: d.Registerer, Now: d.Now,
-		BatchSize: cfg.BatchSize, MaxConcurrent: cfg.MaxConcurrent, SweepEvery: cfg.SweepEvery,
-		StaleAfter: cfg.StaleAfter, ForkTimeout: cfg.ForkTimeout,
-	})
+	cfg.Store, cfg.Conn, cfg.Logger, cfg.Registerer, cfg.Now = st, d.Conn, d.Logger, d.Registerer, d.Now
+	return forker.New(cfg)
 }

@@ -1,6 +1,7 @@
 package assemble
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -12,25 +13,31 @@ import (
 	"github.com/sessionlog/sessionlog/services/writer"
 )
 
-// The defaults are the services' own (their DefaultConfig), never zero.
+// The defaults are the services' own (their DefaultConfig), field for
+// field, but for what assemble states itself: the writer's and the
+// repairer's lease TTL is the store's default, and the repairer's
+// GroupInflight is left to New (1 on a store of one replica).
 func TestDefaultsAreTheServices(t *testing.T) {
-	if w, d := DefaultWriter(), writer.DefaultConfig(); w.LeaseTTL != logstore.DefaultLeaseTTL || w.MaxConcurrent != d.MaxConcurrent || w.StateCacheSize != d.StateCacheSize {
-		t.Errorf("writer %+v", w)
-	}
-	if r, d := DefaultRepairer(), repairer.DefaultConfig(); r != (Repairer{LeaseTTL: logstore.DefaultLeaseTTL, Grace: d.Grace, SweepInterval: d.SweepInterval, Concurrency: d.Concurrency}) {
-		t.Errorf("repairer %+v", r)
-	}
-	if s, d := DefaultSource(), source.DefaultConfig(); s != (Source{MaxConcurrent: d.MaxConcurrent, SourceStates: d.SourceStates, MaxSourceBytes: d.MaxSourceBytes}) {
-		t.Errorf("source %+v", s)
-	}
-	if e := DefaultEraser(); e.SweepInterval != eraser.DefaultConfig().SweepInterval || e.RetainClosed != 0 || e.ArchiveDir != "" {
-		t.Errorf("eraser %+v", e)
-	}
-	if f, d := DefaultForker(), forker.DefaultConfig(); f != (Forker{BatchSize: d.BatchSize, MaxConcurrent: d.MaxConcurrent, SweepEvery: d.SweepEvery, StaleAfter: d.StaleAfter, ForkTimeout: d.ForkTimeout}) {
-		t.Errorf("forker %+v", f)
-	}
-	if p, d := DefaultProjector("d"), projector.DefaultConfig(); p.DataDir != "d" || p.MaxBatchEvents != d.MaxBatchEvents || p.CacheSessions != d.CacheSessions || p.Watch != d.Watch {
-		t.Errorf("projector %+v", p)
+	w := writer.DefaultConfig()
+	w.LeaseTTL = logstore.DefaultLeaseTTL
+	r := repairer.DefaultConfig()
+	r.LeaseTTL, r.GroupInflight = logstore.DefaultLeaseTTL, 0
+	p := projector.DefaultConfig()
+	p.DataDir = "d"
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"writer", DefaultWriter(), w},
+		{"repairer", DefaultRepairer(), r},
+		{"source", DefaultSource(), source.DefaultConfig()},
+		{"eraser", DefaultEraser(), eraser.DefaultConfig()},
+		{"forker", DefaultForker(), forker.DefaultConfig()},
+		{"projector", DefaultProjector("d"), Projector{Config: p}},
+	} {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s: %+v, want %+v", c.name, c.got, c.want)
+		}
 	}
 }
 
