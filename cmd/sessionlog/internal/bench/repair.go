@@ -305,6 +305,16 @@ func RunRepair(ctx context.Context, cfg RepairConfig) (RepairResult, error) {
 		for _, id := range ids {
 			due[id] = expiry[id].Add(cfg.Grace)
 		}
+		// The repairer marks a repair committed when its append is
+		// answered, which may come after the commit reached the stream
+		// (where commits saw it).
+		for !stages.passed(ids, repairer.StageCommitted) && time.Now().Before(deadline) {
+			select {
+			case <-ctx.Done():
+				return res, ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
 		say("stages after due (p50/p99/max ms): %s", stages.summary(due))
 	}
 	res.Count = len(lat)
@@ -395,6 +405,18 @@ func (l *stageLog) add(id string, st repairer.Stage, t time.Time) {
 		l.at[id] = m
 	}
 	m[st] = t
+}
+
+// passed reports whether every session of ids passed stage st.
+func (l *stageLog) passed(ids []string, st repairer.Stage) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, id := range ids {
+		if _, ok := l.at[id][st]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // summary gives each stage's p50/p99/max after each session's due time.
