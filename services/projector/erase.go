@@ -127,16 +127,30 @@ func (s *Service) eraseViews(id string) error {
 			del(bytes.Clone(k), v)
 		}
 	}
-	// Its owner stays for its audit record if the record names none (one
-	// written before records named owners, auditVisible): the summary
-	// goes, and its events, so nothing else will tell.
 	if v, ok, err := s.db.Get(store.SummaryKey(id)); err != nil {
 		return err
 	} else if ok {
 		var sum Summary
 		if json.Unmarshal(v, &sum) == nil && sum.Owner != nil {
+			// Its owner stays for its audit record if the record names
+			// none (one written before records named owners,
+			// auditVisible): the summary goes, and its events, so nothing
+			// else will tell.
 			o, _ := json.Marshal(erasedOwner{Owner: sum.Owner, Grants: sum.Grants})
 			b.SetInternal(store.ErasedOwnerKey(id), o)
+			// Its keys in the indexes of its agents: where the fold put
+			// them, by the summary it wrote with them.
+			ns, tenant := store.TimeKey(sum.LastActivity), tenantOf(id)
+			for _, a := range readers(id, &sum) {
+				for _, p := range [][]byte{store.AgentActivityPrefix(tenant, a), store.AgentStatusPrefix(tenant, a, sum.Status)} {
+					k := store.IndexKey(p, ns, id)
+					if v, ok, err := s.db.Get(k); err != nil {
+						return err
+					} else if ok {
+						del(k, v)
+					}
+				}
+			}
 		}
 	}
 	if _, ok, err := s.db.Get(store.SnapshotKey(id)); err != nil {

@@ -244,3 +244,37 @@ func ListExamined(s *Service, tenant string, limit int) (ids []string, examined 
 	})
 	return ids, examined, err
 }
+
+// AgentIndexed lists the sessions (stored ids, newest first) in the
+// indexes of agent of tenant: its activity index, and its status index
+// of each status (by status, those holding any).
+func AgentIndexed(s *Service, tenant, agent string) (activity []string, byStatus map[string][]string, err error) {
+	byStatus = map[string][]string{}
+	err = s.view(func(rd reader) error {
+		walk := func(p []byte) ([]string, error) {
+			it, err := rd.iter(p)
+			if err != nil {
+				return nil, err
+			}
+			var ids []string
+			for ok := it.Last(); ok; ok = it.Prev() {
+				ids = append(ids, store.IndexSession(p, it.Key()))
+			}
+			return ids, it.Close()
+		}
+		if activity, err = walk(store.AgentActivityPrefix(tenant, agent)); err != nil {
+			return err
+		}
+		for _, st := range Statuses {
+			ids, err := walk(store.AgentStatusPrefix(tenant, agent, st))
+			if err != nil {
+				return err
+			}
+			if len(ids) > 0 {
+				byStatus[st] = ids
+			}
+		}
+		return nil
+	})
+	return activity, byStatus, err
+}

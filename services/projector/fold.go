@@ -38,6 +38,9 @@ type entry struct {
 	idxTime    uint64
 	indexed    bool
 	compaction []byte // vc value in the store (nil: none)
+	// idxAgents are the agents in whose indexes the session's index keys
+	// are stored (readers, as of the last flush or load).
+	idxAgents []string
 	// terms are the search terms indexed in the session (search.go), by
 	// their termHash: a map of words, no pointers for the collector to
 	// follow and no string compared on a lookup (one per word folded).
@@ -495,6 +498,7 @@ func (f *folder) load(ctx context.Context, id string) (*entry, error) {
 		en.chain, _ = logstore.ParseChainSum(en.sum.LastHash)
 		en.committed = en.sum.LastStreamSeq
 		en.idxStatus, en.idxTime, en.indexed = en.sum.Status, store.TimeKey(en.sum.LastActivity), true
+		en.idxAgents = readers(id, &en.sum)
 		if en.compaction, _, err = f.db.Get(store.CompactionKey(id)); err != nil {
 			return nil, err
 		}
@@ -665,6 +669,36 @@ func (f *folder) settle() {
 	}
 }
 
+// indexAgents moves the session's keys in the indexes of the agents that
+// may read it (store.AgentActivityPrefix, AgentStatusPrefix) from where
+// they are stored (en.idxAgents at en.idxStatus and en.idxTime) to those
+// of agents at the summary's status and time t; moved says that status
+// or time changed (else only the agents added or gone are written).
+func indexAgents(b *store.Batch, en *entry, agents []string, t uint64, moved bool) {
+	tenant := tenantOf(en.id)
+	keys := func(agent, status string, ns uint64) [2][]byte {
+		return [2][]byte{
+			store.IndexKey(store.AgentActivityPrefix(tenant, agent), ns, en.id),
+			store.IndexKey(store.AgentStatusPrefix(tenant, agent, status), ns, en.id),
+		}
+	}
+	for _, a := range en.idxAgents {
+		if moved || !slices.Contains(agents, a) {
+			for _, k := range keys(a, en.idxStatus, en.idxTime) {
+				b.Delete(k, []byte{})
+			}
+		}
+	}
+	for _, a := range agents {
+		if moved || !slices.Contains(en.idxAgents, a) {
+			for _, k := range keys(a, en.sum.Status, t) {
+				b.Set(k, nil, []byte{})
+			}
+		}
+	}
+	en.idxAgents = agents
+}
+
 // pending reports whether the open batch holds anything to commit.
 func (f *folder) pending() bool { return f.batch != nil }
 
@@ -693,7 +727,11 @@ func (f *folder) flush() error {
 			en.stored = v
 		}
 		t := store.TimeKey(en.sum.LastActivity)
-		if !en.indexed || en.idxStatus != en.sum.Status || en.idxTime != t {
+		moved := !en.indexed || en.idxStatus != en.sum.Status || en.idxTime != t
+		if agents := readers(en.id, &en.sum); moved || !slices.Equal(agents, en.idxAgents) {
+			indexAgents(b, en, agents, t, moved)
+		}
+		if moved {
 			// The index of all sessions, and of the session's tenant's.
 			tenant := tenantOf(en.id)
 			if en.indexed {

@@ -17,6 +17,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
 type env struct {
@@ -178,4 +179,20 @@ func clusterEnv(t *testing.T) (*natstest.Cluster, *env) {
 	js, _ := jetstream.New(nc)
 	e := &env{t: t, srv: c.Servers[0], nc: nc, ls: ls, js: js, ctx: ctx}
 	return c, e
+}
+
+// openCheckpoint opens the store of a stopped projector in dir and reads
+// its checkpoint; the caller closes the store.
+func openCheckpoint(t *testing.T, dir string) (*store.DB, store.Checkpoint) {
+	t.Helper()
+	db, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, _, err := db.Checkpoint()
+	if err != nil {
+		db.Close()
+		t.Fatal(err)
+	}
+	return db, cp
 }

@@ -104,18 +104,29 @@ func (s *Service) view(fn func(r reader) error) error {
 	}
 	snap := s.db.NewSnapshot()
 	defer snap.Close()
-	return fn(reader{snap})
+	return fn(reader{snap: snap})
 }
 
 // reader is the HTTP side's access to the views: one store snapshot, read
 // and never written.
-type reader struct{ snap store.Snapshot }
+type reader struct {
+	snap store.Snapshot
+	// reads, if set, counts the summaries read (a list's page).
+	reads *listReads
+}
+
+// listReads counts what a page of /v1/sessions read: index entries and
+// summaries (sessionlog_projector_list_reads_total).
+type listReads struct{ entries, summaries int }
 
 func (r reader) get(key []byte) ([]byte, bool, error) { return r.snap.Get(key) }
 
 func (r reader) iter(prefix []byte) (store.Iterator, error) { return r.snap.Iter(prefix) }
 
 func (r reader) summary(id string) (*Summary, error) {
+	if r.reads != nil {
+		r.reads.summaries++
+	}
 	v, ok, err := r.get(store.SummaryKey(id))
 	if err != nil || !ok {
 		return nil, err
@@ -191,12 +202,14 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 	}
 	after := q.Get("after")
 	n := namesOf(r)
+	tenant, agents := httpauth.TenantOf(r.Context()), httpauth.AgentsOf(r.Context())
 	var out List
 	out.Sessions = []Summary{}
+	var reads listReads
 	err := s.view(func(rd reader) error {
+		rd.reads = &reads
 		keep := visible(r, rd)
-		prefix := listPrefix(httpauth.TenantOf(r.Context()), status)
-		var from []byte
+		var from *indexPos
 		if after != "" {
 			// The cursor is "<activity ns>.<session id>"; a bare session id
 			// continues after that session's current place.
@@ -222,9 +235,17 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 				}
 				ns, id = store.TimeKey(sum.LastActivity), after
 			}
-			from = store.IndexKey(prefix, ns, id)
+			from = &indexPos{ns, id}
 		}
-		sums, more, _, err := rd.listWalk(prefix, from, limit, keep)
+		var sums []Summary
+		var more bool
+		var err error
+		if agents != nil {
+			sums, more, reads.entries, err = rd.agentsWalk(tenant, agents, status, from, limit)
+		} else {
+			prefix := listPrefix(tenant, status)
+			sums, more, reads.entries, err = rd.listWalk(prefix, from.key(prefix), limit, keep)
+		}
 		if err != nil {
 			return err
 		}
@@ -238,6 +259,8 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	})
+	s.met.listReads.WithLabelValues("index").Add(float64(reads.entries))
+	s.met.listReads.WithLabelValues("summary").Add(float64(reads.summaries))
 	if errors.Is(err, errBadCursor) {
 		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, "after must be a cursor from next or a known session id")
 		return
@@ -264,6 +287,101 @@ func listPrefix(tenant, status string) []byte {
 		return store.StatusPrefix(status)
 	}
 	return store.ActivityPrefix()
+}
+
+// indexPos is a place in an activity or status index: a session active
+// at ns.
+type indexPos struct {
+	ns uint64
+	id string
+}
+
+// key is the key of the place in the index under prefix (nil: none).
+func (p *indexPos) key(prefix []byte) []byte {
+	if p == nil {
+		return nil
+	}
+	return store.IndexKey(prefix, p.ns, p.id)
+}
+
+// agentsWalk is listWalk for a token of the agents of tenant: it reads
+// the indexes of the agents (of status, if set), which hold the sessions
+// each may read, and merges them newest first (a session in two of them
+// is read once), from before from (nil: the newest). It reads only its
+// agents' entries: at most one more per agent than the page takes, and
+// the summaries of the page. A summary that its agents do not see (sees:
+// none should be) is left out.
+func (rd reader) agentsWalk(tenant string, agents []string, status string, from *indexPos, limit int) (sums []Summary, more bool, examined int, err error) {
+	type head struct {
+		it     store.Iterator
+		prefix []byte
+		valid  bool
+	}
+	heads := make([]head, 0, len(agents))
+	defer func() {
+		for _, h := range heads {
+			if cerr := h.it.Close(); err == nil {
+				err = cerr
+			}
+		}
+	}()
+	for _, a := range agents {
+		p := store.AgentActivityPrefix(tenant, a)
+		if status != "" {
+			p = store.AgentStatusPrefix(tenant, a, status)
+		}
+		it, err := rd.iter(p)
+		if err != nil {
+			return nil, false, examined, err
+		}
+		h := head{it: it, prefix: p}
+		if from == nil {
+			h.valid = it.Last()
+		} else {
+			h.valid = it.SeekLT(from.key(p))
+		}
+		if h.valid {
+			examined++
+		}
+		heads = append(heads, h)
+	}
+	// at is the place of a head's entry: its time and session, which
+	// order the entries of every agent's index alike.
+	at := func(h *head) []byte { return h.it.Key()[len(h.prefix):] }
+	for len(sums) < limit {
+		var top []byte
+		for i := range heads {
+			if h := &heads[i]; h.valid && (top == nil || bytes.Compare(at(h), top) > 0) {
+				top = at(h)
+			}
+		}
+		if top == nil {
+			break
+		}
+		top = bytes.Clone(top)
+		if len(top) < 8 {
+			return nil, false, examined, fmt.Errorf("index key %q: no time", top)
+		}
+		for i := range heads {
+			if h := &heads[i]; h.valid && bytes.Equal(at(h), top) {
+				if h.valid = h.it.Prev(); h.valid {
+					examined++
+				}
+			}
+		}
+		id := string(top[8:])
+		sum, err := rd.summary(id)
+		if err != nil {
+			return nil, false, examined, err
+		}
+		if sum != nil && sees(tenant, agents, id, sum) {
+			sums = append(sums, *sum)
+		}
+	}
+	for _, h := range heads {
+		more = more || h.valid
+	}
+	return sums, more, examined, nil
 }
 
 // listWalk reads the index under prefix newest first, from before the

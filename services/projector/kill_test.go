@@ -197,14 +197,7 @@ func testSIGKILLDuringCatchUp(t *testing.T, partitions int) {
 		t.Fatalf("final restart did not resume: %s", mode)
 	}
 
-	db, err := store.Open(dir, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, _, err := db.Checkpoint()
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, cp := openCheckpoint(t, dir)
 	scan, keys, err := db.Scan()
 	db.Close()
 	if err != nil {

@@ -164,6 +164,8 @@ type metrics struct {
 	watchers prometheus.Gauge
 	repairs  prometheus.Counter
 	cut      prometheus.Counter
+	// listReads: what the pages of /v1/sessions read (listReads).
+	listReads *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
@@ -184,8 +186,10 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 		repairs:  prometheus.NewCounter(prometheus.CounterOpts{Name: "sessionlog_projector_repairs_folded_total", Help: "repair/applied events folded."}),
 		cut: prometheus.NewCounter(prometheus.CounterOpts{Name: "sessionlog_projector_answers_cut_total",
 			Help: "Streamed answers (/context, /events, /export) cut short after they began: the client read nothing for the write timeout or went away, or the read failed."}),
+		listReads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessionlog_projector_list_reads_total",
+			Help: "What the pages of /v1/sessions read, by kind: index entries (index) and session summaries (summary)."}, []string{"kind"}),
 	}
-	for _, c := range []prometheus.Collector{m.applied, m.skipped, m.marked, m.restores, m.rebuilds, m.lag, m.position, m.batch, m.batchEv, m.watchers, m.repairs, m.cut} {
+	for _, c := range []prometheus.Collector{m.applied, m.skipped, m.marked, m.restores, m.rebuilds, m.lag, m.position, m.batch, m.batchEv, m.watchers, m.repairs, m.cut, m.listReads} {
 		if err := r.Register(c); err != nil {
 			return nil, fmt.Errorf("projector: metrics: %w", err)
 		}

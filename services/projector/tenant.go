@@ -167,6 +167,22 @@ func sees(tenant string, agents []string, id string, sum *Summary) bool {
 	})
 }
 
+// readers are the agents whose tokens see the session stored as id by
+// its summary sum (sees): its owner and the agents it grants, sorted,
+// each once, when the owner is of the tenant the id names; none for a
+// session without an owner. The fold indexes the session under each
+// (store.AgentActivityPrefix), which the list of a token of agents reads.
+func readers(id string, sum *Summary) []string {
+	tenant := tenantOf(id)
+	if tenant == "" || sum.Owner == nil || sum.Owner.Tenant != tenant {
+		return nil
+	}
+	agents := append(make([]string, 0, 1+len(sum.Grants)), sum.Owner.Agent)
+	agents = append(agents, sum.Grants...)
+	slices.Sort(agents)
+	return slices.Compact(agents)
+}
+
 // visible is the test of the sessions the request of r may see, read in
 // rd's snapshot: nil for the operator (all). A summary it cannot read is
 // not seen.

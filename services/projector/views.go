@@ -15,7 +15,7 @@ import (
 // ViewVersion changes whenever the projector lays out or derives its views
 // differently. The checkpoint records it with session.ReducerVersion;
 // either changing forces a rebuild.
-const ViewVersion = 6
+const ViewVersion = 7
 
 // Version is the checkpoint's version string.
 func Version() string {

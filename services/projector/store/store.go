@@ -61,6 +61,15 @@ var (
 	prefTenantStatus   = []byte("vu") // vu<tenant>\x00<status>\x00<time BE8><id> -> ""
 )
 
+// The activity and status indexes again per agent of a tenant: the
+// sessions of the tenant each agent may read (api.Authorize: it owns
+// them, or they grant it), which a token naming agents lists (its agents'
+// keys only). Agent names, as tenant names, hold no 0x00.
+var (
+	prefAgentActivity = []byte("vg") // vg<tenant>\x00<agent>\x00<time BE8><id> -> ""
+	prefAgentStatus   = []byte("vh") // vh<tenant>\x00<agent>\x00<status>\x00<time BE8><id> -> ""
+)
+
 // The audit records of erased sessions by tenant (and the numbers of
 // those a token of agents sees), and the owners of erased sessions:
 // internal keys, not views. The records come from the
@@ -146,10 +155,22 @@ func TenantStatusPrefix(tenant, status string) []byte {
 // sessions.
 func TenantStatusesPrefix(tenant string) []byte { return append(cat(prefTenantStatus, tenant), 0) }
 
+// AgentActivityPrefix bounds the activity index of the sessions of
+// tenant that agent may read.
+func AgentActivityPrefix(tenant, agent string) []byte {
+	return append(agentsKey(prefAgentActivity, tenant, []string{agent}), 0)
+}
+
+// AgentStatusPrefix bounds the status index of one status of the
+// sessions of tenant that agent may read.
+func AgentStatusPrefix(tenant, agent, status string) []byte {
+	return append(append(append(agentsKey(prefAgentStatus, tenant, []string{agent}), 0), status...), 0)
+}
+
 // IndexKey is the key of session id, active at ns, in the activity or
 // status index under prefix (ActivityPrefix, StatusPrefix and their
-// tenants' forms): ActivityKey(ns, id) is IndexKey(ActivityPrefix(), ns,
-// id).
+// tenants' and agents' forms): ActivityKey(ns, id) is
+// IndexKey(ActivityPrefix(), ns, id).
 func IndexKey(prefix []byte, ns uint64, id string) []byte {
 	k := binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), ns)
 	return append(k, id...)

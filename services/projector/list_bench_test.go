@@ -1,0 +1,75 @@
+package projector
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// BenchmarkAgentList times the first page of 50 of /v1/sessions for a
+// token of one agent of a tenant of 5,000 sessions owned by 25 agents in
+// turn (200 each), as the list reads it now (Index: the merge of its
+// agents' indexes, agentsWalk) and as it read it before (TenantWalk: the
+// tenant's index, each session's summary read and judged by sees, then
+// the summaries of those it sees). entries/op and summaries/op are what
+// one page read.
+func BenchmarkAgentList(b *testing.B) {
+	const sessions, agents, limit = 5000, 25, 50
+	f, db := newTestFolder(b, sessions+1)
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range sessions {
+		data, _ := json.Marshal(schema.SessionCreated{Title: "t", Owner: &schema.Owner{Tenant: "acme", Agent: fmt.Sprintf("a%02d", i%agents)}})
+		e := schema.Envelope{SchemaVersion: schema.Version, SessionID: fmt.Sprintf("_Tacme_s%05d", i), Seq: 1, EventID: fmt.Sprint(i),
+			Time: t0.Add(time.Duration(i) * time.Millisecond), Type: schema.TypeSessionCreated, Data: data}
+		m := storedMsg(b, &e, uint64(i+1))
+		if err := f.handle(ctx, &m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	commit(b, f)
+	s := &Service{db: db}
+	who := []string{"a07"}
+	for _, c := range []struct {
+		name string
+		page func(rd reader) ([]Summary, int, error)
+	}{
+		{"Index", func(rd reader) ([]Summary, int, error) {
+			sums, _, n, err := rd.agentsWalk("acme", who, "", nil, limit)
+			return sums, n, err
+		}},
+		{"TenantWalk", func(rd reader) ([]Summary, int, error) {
+			keep := func(id string) bool {
+				sum, err := rd.summary(id)
+				return err == nil && sees("acme", who, id, sum)
+			}
+			sums, _, n, err := rd.listWalk(listPrefix("acme", ""), nil, limit, keep)
+			return sums, n, err
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var reads listReads
+			for b.Loop() {
+				reads = listReads{}
+				err := s.view(func(rd reader) error {
+					rd.reads = &reads
+					sums, n, err := c.page(rd)
+					if err == nil && len(sums) != limit {
+						err = fmt.Errorf("a page of %d sessions", len(sums))
+					}
+					reads.entries = n
+					return err
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(reads.entries), "entries/op")
+			b.ReportMetric(float64(reads.summaries), "summaries/op")
+		})
+	}
+}
