@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"io"
 	"strings"
@@ -32,6 +33,11 @@ func openAgentVerb(ctx context.Context, name string, fs *flag.FlagSet, nf *natsF
 	}
 	if err := nf.checkInbox(v.ctx, v.nc); err != nil {
 		v.close()
+		if errors.Is(err, client.ErrInboxRefused) {
+			// What to set, rather than the refusal alone (which may
+			// have ended the context too: EndOnRefusal).
+			return nil, err
+		}
 		return nil, verbError(v.ctx, err)
 	}
 	return &agentVerb{cl: client.New(v.nc), ctx: v.ctx, close: v.close}, nil
@@ -86,4 +92,17 @@ func runExportTo(ctx context.Context, fs *flag.FlagSet, nf *natsFlags, to, id, o
 	defer v.close()
 	defer func() { err = verbError(v.ctx, err) }()
 	return transfer.ExportTo(v.ctx, v.cl, f, id, outPath, stdout, stderr)
+}
+
+// runExportRead is `export --session ID` by a user that may not read the
+// log (an agent's): the session's stored envelopes as JSON lines,
+// through sessions.api.read.
+func runExportRead(ctx context.Context, fs *flag.FlagSet, nf *natsFlags, id string, stdout, stderr io.Writer) (err error) {
+	v, err := openAgentVerb(ctx, "export", fs, nf, stderr)
+	if err != nil {
+		return err
+	}
+	defer v.close()
+	defer func() { err = verbError(v.ctx, err) }()
+	return transfer.ExportRead(v.ctx, v.cl, id, stdout, stderr)
 }

@@ -160,6 +160,11 @@ type natsFlags struct {
 	// connection for verbContext.
 	Timeout time.Duration
 	watch   *connWatch
+	// EndOnRefusal ends the verb's context (verbContext) as soon as the
+	// server refuses the connection something (a permissions violation):
+	// a request to a subject the user may not publish to, or whose reply
+	// it may not receive, is never answered and would wait out --timeout.
+	EndOnRefusal bool
 	// Log receives connection events; set it after newLogger.
 	Log *slog.Logger
 }
@@ -243,6 +248,9 @@ func (n *natsFlags) options(name string) ([]nats.Option, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	log = log.With("conn", name)
+	// The watch of this connection's verb, whichever the flags hold
+	// when a callback runs (a verb may connect again).
+	watch := n.watch
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
@@ -266,10 +274,17 @@ func (n *natsFlags) options(name string) ([]nats.Option, error) {
 				n.watch.up()
 			}
 		}),
-		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+		nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
 			subj := ""
 			if sub != nil {
 				subj = sub.Subject
+			}
+			if n.EndOnRefusal && watch != nil && errors.Is(err, nats.ErrPermissionViolation) {
+				// The verb ends with it (or, closed, has ended).
+				if !nc.IsClosed() {
+					watch.refused(n.User, err)
+				}
+				return
 			}
 			log.Error("nats async error", "subject", subj, "err", err)
 		}),
@@ -414,6 +429,16 @@ func (w *connWatch) down(err error) {
 	w.timer = time.AfterFunc(w.after, func() {
 		w.cancel(fmt.Errorf("lost the connection to NATS at %s for %s (%v)", w.url, w.after, err))
 	})
+}
+
+// refused ends the verb at once with err, the server's refusal of a
+// subject to user ("" for credentials that name none here).
+func (w *connWatch) refused(user string, err error) {
+	who := "this NATS user"
+	if user != "" {
+		who = "NATS user " + strconv.Quote(user)
+	}
+	w.cancel(fmt.Errorf("%w: %s may not use that subject, so what needs it gets no answer", err, who))
 }
 
 func (w *connWatch) up() {

@@ -62,6 +62,12 @@ func openSRE(ctx context.Context, name string, fs *flag.FlagSet, nf *natsFlags, 
 	if err != nil {
 		return nil, err
 	}
+	return nf.openStore(v)
+}
+
+// openStore opens the store without provisioning on a verb's connection;
+// v is closed when it fails.
+func (nf *natsFlags) openStore(v *verbConn) (*sreConn, error) {
 	st, err := logstore.Open(v.ctx, v.nc, logstore.Config{NoProvision: true, Logger: v.log.With("component", "logstore")})
 	if err != nil {
 		err = verbError(v.ctx, err)

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/otelexport"
@@ -25,6 +28,8 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	// A refused subject ends the export at once, with the subject.
+	nf.EndOnRefusal = true
 	if *to != "" && *to != "otlp" {
 		if *endpoint != "" {
 			return usageErrorf("--endpoint goes with --to otlp")
@@ -40,7 +45,21 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	if err := checkExportOTLP(*to, *endpoint); err != nil {
 		return err
 	}
+	if *only != "" {
+		if err := logstore.ValidateSessionID(*only); err != nil {
+			return usageErrorf("%v", err)
+		}
+	}
 	c, err := openSRE(ctx, "export", fs, nf, stderr)
+	if errors.Is(err, nats.ErrPermissionViolation) {
+		// A user that may not read the log (an agent's): its own
+		// session through the read API, as the agent names it.
+		if *only != "" && *to == "" {
+			return runExportRead(ctx, fs, nf, *only, stdout, stderr)
+		}
+		return fmt.Errorf("%w; export of every session, or --to otlp, reads the log, which only an operator's user may: "+
+			"an agent exports a session of its own with --session ID, as JSON lines or --to FORMAT, through sessions.api.read", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -49,9 +68,6 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	ctx = c.ctx
 	var ids []string
 	if *only != "" {
-		if err := logstore.ValidateSessionID(*only); err != nil {
-			return usageErrorf("%v", err)
-		}
 		ids = []string{*only}
 	} else {
 		refs, err := sre.ListSessions(ctx, c.store)

@@ -2,6 +2,7 @@ package transfer
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -319,26 +320,85 @@ func ExportTo(ctx context.Context, cl *client.Client, f agentlog.Format, id, out
 
 // SessionEvents reads a session's events through the writer, a page at a
 // time from the one after seq after (agentlog.EachStored); a session
-// without events is not found.
+// without events is not found. The events name the session as id does
+// (api.AskedID): an agent of a tenant reads them as stored, under
+// _T<tenant>_<id>, and a file of an agent's format takes its ids from
+// them, so the agent's file carries the ids it knows, never the stored
+// one; an operator, who names the stored id, keeps it.
 func SessionEvents(ctx context.Context, cl *client.Client, id string) agentlog.Events {
 	return func(after uint64, fn func(*schema.Envelope) error) error {
-		found := after > 0
-		err := agentlog.EachStored(after, func(after uint64) ([]json.RawMessage, bool, error) {
-			r, err := cl.Read(ctx, api.ReadRequest{SessionID: id, AfterSeq: after})
-			if err != nil {
-				return nil, false, fmt.Errorf("read %s: %w", id, err)
-			}
-			found = found || len(r.Events) > 0
-			return r.Events, r.More, nil
-		}, func(e schema.Envelope) error { return fn(&e) })
-		switch {
-		case errors.Is(err, agentlog.ErrStop):
-			return nil
-		case err != nil:
-			return err
-		case !found:
-			return fmt.Errorf("session %s: %w", id, sre.ErrNotFound)
-		}
-		return nil
+		p := readPages{ctx: ctx, cl: cl, id: id, found: after > 0}
+		err := agentlog.EachStored(after, p.next, func(e schema.Envelope) error {
+			e.SessionID = api.AskedID(e.SessionID, id)
+			return fn(&e)
+		})
+		return p.end(err)
 	}
+}
+
+// readPages reads session id through the writer's read API, a page at a
+// time: its next is agentlog.EachStored's.
+type readPages struct {
+	ctx   context.Context
+	cl    *client.Client
+	id    string
+	found bool              // a page held an event
+	page  []json.RawMessage // the last page read
+	at    int               // the index in page of the next event to take
+}
+
+// ExportRead writes session id, read through the writer's read API
+// (sessions.api.read, which an agent may use: DESIGN.md section 12), as
+// Export writes a session: JSON lines, one stored envelope per line as
+// the read API gives it (as stored: a tenant's session under
+// _T<tenant>_<id>), written whole or not at all. The export of an
+// agent's own session, which may not read the log itself.
+func ExportRead(ctx context.Context, cl *client.Client, id string, stdout, stderr io.Writer) error {
+	var buf bytes.Buffer
+	p := readPages{ctx: ctx, cl: cl, id: id}
+	n := 0
+	err := agentlog.EachStored(0, p.next, func(schema.Envelope) error {
+		// EachStored gives the page's events in order, each once.
+		n++
+		return sre.WriteLine(&buf, p.take())
+	})
+	if err := p.end(err); err != nil {
+		return err
+	}
+	if _, err := stdout.Write(buf.Bytes()); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "exported 1 sessions, %d events\n", n)
+	return nil
+}
+
+// take is the stored bytes of the page's next event.
+func (p *readPages) take() json.RawMessage {
+	e := p.page[p.at]
+	p.at++
+	return e
+}
+
+func (p *readPages) next(after uint64) ([]json.RawMessage, bool, error) {
+	r, err := p.cl.Read(p.ctx, api.ReadRequest{SessionID: p.id, AfterSeq: after})
+	if err != nil {
+		return nil, false, fmt.Errorf("read %s: %w", p.id, err)
+	}
+	p.found = p.found || len(r.Events) > 0
+	p.page, p.at = r.Events, 0
+	return r.Events, r.More, nil
+}
+
+// end is the read's error: err (agentlog.ErrStop: none), or not found for
+// a session without events.
+func (p *readPages) end(err error) error {
+	switch {
+	case errors.Is(err, agentlog.ErrStop):
+		return nil
+	case err != nil:
+		return err
+	case !p.found:
+		return fmt.Errorf("session %s: %w", p.id, sre.ErrNotFound)
+	}
+	return nil
 }

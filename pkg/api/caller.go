@@ -180,6 +180,20 @@ func (c Caller) WireID(stored string) string {
 	return strings.TrimPrefix(stored, TenantIDPrefix+c.Tenant+"_")
 }
 
+// AskedID is the id of the session stored as stored as the caller that
+// asked for it by asked names it: asked, when stored is asked under a
+// tenant's prefix (_T<tenant>_<asked>, the stored id of an agent of that
+// tenant's asked), else stored. What an agent reads of its session (the
+// events' sessionId, sessions.api.read answering with them as stored)
+// so names the session as the agent does, and an operator, who asked by
+// the stored id, keeps it.
+func AskedID(stored, asked string) string {
+	if t, id := WireOf(stored); t != "" && id == asked {
+		return asked
+	}
+	return stored
+}
+
 // WireOf splits a stored id into the tenant it is scoped to ("" for the
 // default tenant's ids and an operator's) and the id that tenant's agents
 // use.

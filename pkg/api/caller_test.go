@@ -177,3 +177,19 @@ func TestCheckOwner(t *testing.T) {
 		})
 	}
 }
+
+func TestAskedID(t *testing.T) {
+	for _, tc := range []struct{ stored, asked, want string }{
+		{"_Tacme_s1", "s1", "s1"},               // an agent of acme asked by its id
+		{"_Tacme_s1", "_Tacme_s1", "_Tacme_s1"}, // an operator asked by the stored id
+		{"s1", "s1", "s1"},                      // the default tenant's
+		{"_Tacme_s1", "s2", "_Tacme_s1"},        // not the session asked for
+		{"_Tacme_x_s1", "s1", "_Tacme_x_s1"},
+		{"_Tacme_x_s1", "x_s1", "x_s1"},
+		{"_T_s1", "s1", "_T_s1"}, // no tenant: no agent's stored id
+	} {
+		if got := api.AskedID(tc.stored, tc.asked); got != tc.want {
+			t.Errorf("AskedID(%q, %q) = %q, want %q", tc.stored, tc.asked, got, tc.want)
+		}
+	}
+}

@@ -81,11 +81,8 @@ func Load(ctx context.Context, r Reader, sessionID string) (*session.State, erro
 			}
 			// An agent of a tenant reads its session as stored, under
 			// _T<tenant>_<id> (ADR 010): the state keeps the id it asked by.
-			if e := &page.events[i]; e.SessionID != sessionID {
-				if t, id := api.WireOf(e.SessionID); t != "" && id == sessionID {
-					e.SessionID = sessionID
-				}
-			}
+			e := &page.events[i]
+			e.SessionID = api.AskedID(e.SessionID, sessionID)
 			if err := st.Apply(&page.events[i]); err != nil {
 				return nil, errorf(schema.CodeUnreadable, "session %s seq %d does not fold: %v", sessionID, page.events[i].Seq, err)
 			}

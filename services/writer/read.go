@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 
@@ -27,6 +28,16 @@ func (s *Service) handleRead(ctx context.Context, m *nats.Msg) {
 		return
 	}
 	caller, err := api.CallerOf(m.Header.Values(api.RequestInfoHeader))
+	asked := req.SessionID
+	fail := func(err error) {
+		// A message names the session as the caller asked for it, never
+		// by the stored id of an agent's tenant (api.AskedID).
+		d := errorDetail(err)
+		if asked != req.SessionID && req.SessionID != "" {
+			d.Message = strings.ReplaceAll(d.Message, req.SessionID, api.AskedID(req.SessionID, asked))
+		}
+		s.respondErr(m.Reply, d)
+	}
 	if err == nil && !caller.Operator() {
 		// The stored id of the session the agent names; the events go
 		// out as stored, with that id.
@@ -35,12 +46,12 @@ func (s *Service) handleRead(ctx context.Context, m *nats.Msg) {
 		}
 	}
 	if err != nil {
-		s.respondErr(m.Reply, errorDetail(err))
+		fail(err)
 		return
 	}
 	page, err := ReadPage(ctx, s.st, req, int(s.nc.MaxPayload()))
 	if err != nil {
-		s.respondErr(m.Reply, errorDetail(err))
+		fail(err)
 		return
 	}
 	page.SessionID = caller.WireID(page.SessionID)

@@ -496,3 +496,25 @@ func TestReadPageDecodesAsTheJudge(t *testing.T) {
 		})
 	}
 }
+
+// An agent of a tenant reads by the ids it names: an error names the
+// session so, never by its stored _T<tenant>_<id>; an operator, who names
+// the stored id, gets that.
+func TestReadErrorNamesAskedID(t *testing.T) {
+	e := newTenantEnv(t)
+	e.writer(t, writer.Config{})
+	mustOK(t, e.alice, map[string]any{"sessionId": "s-1", "events": events(created())})
+	for _, c := range []struct {
+		name string
+		nc   *nats.Conn
+		id   string
+	}{{"alice", e.alice, "s-nowhere"}, {"carol", e.carol, "s-1"}, {"operator", e.admin, "_Tacme_s-nowhere"}} {
+		_, d, _ := readReq(t, c.nc, fmt.Sprintf(`{"sessionId":%q}`, c.id))
+		if d == nil || d.Code != schema.CodeNotFound || d.Message != "session "+c.id+" does not exist" {
+			t.Errorf("%s reading %s: %+v, want not_found naming %s", c.name, c.id, d, c.id)
+		}
+	}
+	if r, d, _ := readReq(t, e.alice, `{"sessionId":"s-1"}`); d != nil || r.SessionID != "s-1" || len(r.Events) != 1 {
+		t.Fatalf("alice reading s-1: %+v %+v", r, d)
+	}
+}
