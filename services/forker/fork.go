@@ -38,6 +38,10 @@ type plan struct {
 	// copied: the bytes of the child's bodies this forker wrote (for the
 	// tenant's usage; not recorded).
 	copied int64
+	// empty: this request found the child without events and wrote its
+	// record, so the copy starts at seq 1 without reading the child first
+	// (not recorded).
+	empty bool
 }
 
 // opID names a fork by what it copies. The child's event ids are derived
@@ -155,6 +159,7 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 		// A child id being erased still holds events: erased, not taken.
 		return Reply{}, s.erasedOr(ctx, p.ParentID, p.ChildID, err)
 	}
+	p.empty = fresh
 	s.step(StepClaimed)
 	// An erased id is never used again (DESIGN.md section 14); the
 	// forker appends around the writer, so it checks itself. A parent
@@ -600,6 +605,18 @@ func (s *Service) eraseRecord(p *plan) {
 // scan of the parent the plan was made from; nil (a sweep taking over a
 // copy) scans the parent again up to the seed length.
 func (s *Service) finish(ctx context.Context, p *plan, sc *scan) error {
+	if p.empty && sc != nil {
+		// The child had no event when its record was written: the copy
+		// starts at seq 1, its first batch expecting no message on the
+		// child's subject. Anything stored there since fails that batch,
+		// writing nothing, and the child is read as below (one round trip
+		// saved on every fresh fork).
+		p.empty = false
+		if err := s.copyPrefix(ctx, p, sc, 0, logstore.Tail{}); !errors.Is(err, errNotOurs) {
+			return err
+		}
+		p.copied = 0 // the batch refused was not written
+	}
 	cs := session.New(p.ChildID)
 	var foreign bool
 	j := logstore.Judge{SessionID: p.ChildID}

@@ -815,3 +815,27 @@ func TestSweepDropsCopiesOfErasedSessions(t *testing.T) {
 		}
 	}
 }
+
+// A session stored under the child id after the fork found it empty and
+// wrote its record (here: once the erasure records are read, just before
+// the copy) is not written over: the copy's first batch, expecting no
+// message on the child's subject, is refused, and the fork answers the id
+// taken, as it does for a session found there before.
+func TestForkChildTakenAfterClaim(t *testing.T) {
+	var e *env
+	e = newEnv(t, func(c *Config) {
+		c.Step = func(step string) {
+			if step == StepChecked {
+				e.appendLines("late", "session/created", "message/user")
+			}
+		}
+	})
+	e.appendLines("p", basic...)
+	_, err := e.fork(Request{ParentID: "p", ChildID: "late"})
+	wantCode(t, err, schema.CodeConflict)
+	evs := e.events("late")
+	if len(evs) != 2 || evs[0].Synthetic || evs[1].Synthetic {
+		t.Fatalf("child id holds %d events, want the 2 of the session stored there: %+v", len(evs), evs)
+	}
+	e.noRecord("late")
+}
