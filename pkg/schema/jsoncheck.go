@@ -191,7 +191,7 @@ func (p *JSONScanner) Str() ([]byte, bool, error) {
 				if p.I+6 > len(p.B) {
 					return nil, false, p.Errf("invalid \\u escape")
 				}
-				r, ok := hex4(p.B[p.I+2 : p.I+6])
+				r, ok := Hex4(p.B[p.I+2 : p.I+6])
 				if !ok {
 					return nil, false, p.Errf("invalid \\u escape")
 				}
@@ -204,7 +204,7 @@ func (p *JSONScanner) Str() ([]byte, bool, error) {
 				case r >= 0xD800 && r <= 0xDBFF:
 					lo, ok := rune(0), p.I+6 <= len(p.B) && p.B[p.I] == '\\' && p.B[p.I+1] == 'u'
 					if ok {
-						lo, ok = hex4(p.B[p.I+2 : p.I+6])
+						lo, ok = Hex4(p.B[p.I+2 : p.I+6])
 					}
 					if !ok || lo < 0xDC00 || lo > 0xDFFF {
 						return nil, false, p.Errf("lone high surrogate \\u escape")
@@ -303,8 +303,8 @@ func (p *JSONScanner) object(depth int) error {
 	}
 }
 
-// hex4 reads the four hex digits of a \u escape.
-func hex4(b []byte) (rune, bool) {
+// Hex4 reads the four hex digits of a \u escape (b: the digits).
+func Hex4(b []byte) (rune, bool) {
 	var r rune
 	for _, h := range b {
 		switch {

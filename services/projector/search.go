@@ -486,21 +486,10 @@ func hex4(s []byte) rune {
 	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
 		return -1
 	}
-	var r rune
-	for _, c := range s[2:6] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return -1
-		}
-		r = r*16 + rune(c)
+	if r, ok := schema.Hex4(s[2:6]); ok {
+		return r
 	}
-	return r
+	return -1
 }
 
 // compactValueEnd is the index after the JSON value at b[i] of valid
