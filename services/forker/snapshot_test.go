@@ -1,21 +1,18 @@
 package forker
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/snapshottest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/services/writer"
 )
 
 // turns appends whole turns t<from>..t<to> (started, a user message,
@@ -38,35 +35,12 @@ func (e *env) turns(sid string, from, to int) {
 	}
 }
 
-// snapshotByWriter runs a writer that snapshots every 100 events; its
-// first append to each session (a user message) folds the session whole
-// and stores a snapshot at that message. Stopping it waits for them.
+// snapshotByWriter stores a snapshot of each session at a message the
+// writer appends (snapshottest.ByWriter).
 func (e *env) snapshotByWriter(sids ...string) map[string]logstore.SnapshotHead {
 	e.t.Helper()
-	w, err := writer.New(writer.Config{Store: e.st, Conn: e.nc, SnapshotEvery: 100})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(e.ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	natstest.CheckFor(e.t, 10*time.Second, 10*time.Millisecond, w.Ready)
 	heads := map[string]logstore.SnapshotHead{}
-	for _, sid := range sids {
-		req, _ := json.Marshal(map[string]any{"sessionId": sid, "events": []any{map[string]any{"eventId": "w1", "type": "message/user", "data": map[string]any{"content": "by the writer"}}}})
-		if rep, err := e.nc.Request(logstore.SubjectAppend, req, 30*time.Second); err != nil || strings.Contains(string(rep.Data), `"error"`) {
-			e.t.Fatalf("writer append to %s: %v", sid, err)
-		}
-	}
-	stop()
-	if err := <-done; err != nil {
-		e.t.Fatal(err)
-	}
-	for _, sid := range sids {
-		h, err := e.st.SnapshotHeadOf(e.ctx, sid)
-		if err != nil || h == nil || h.Seq != e.state(sid).LastSeq {
-			e.t.Fatalf("%s: snapshot %+v (%v)", sid, h, err)
-		}
+	for sid, h := range snapshottest.ByWriter(e.t, e.st, e.nc, sids...) {
 		heads[sid] = *h
 	}
 	return heads
