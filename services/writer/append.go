@@ -54,7 +54,7 @@ func (s *Service) Append(ctx context.Context, body []byte) (AppendReply, error) 
 // AppendAs is Append for a requester the NATS server named (ADR 010): an
 // agent's session/created records it as the owner, and an agent may
 // append only to a session it owns or was granted.
-func (s *Service) AppendAs(ctx context.Context, caller api.Caller, body []byte) (AppendReply, error) {
+func (s *Service) AppendAs(ctx context.Context, caller api.Caller, body []byte) (_ AppendReply, err error) {
 	var req AppendRequest
 	var bodies [][]byte
 	if err := decodeAppendBodies(body, &req, &bodies); err != nil {
@@ -62,9 +62,11 @@ func (s *Service) AppendAs(ctx context.Context, caller api.Caller, body []byte) 
 	}
 	kept, seqs := keepBodies(req.Events, bodies)
 	if !caller.Operator() {
+		asked := req.SessionID
 		if err := scopeAppend(caller, &req); err != nil {
 			return AppendReply{}, err
 		}
+		defer func() { err = askedError(err, req.SessionID, asked) }()
 		if caller.Scoped() {
 			kept, seqs = nil, nil // the events' session ids change
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 
@@ -32,11 +31,7 @@ func (s *Service) handleRead(ctx context.Context, m *nats.Msg) {
 	fail := func(err error) {
 		// A message names the session as the caller asked for it, never
 		// by the stored id of an agent's tenant (api.AskedID).
-		d := errorDetail(err)
-		if asked != req.SessionID && req.SessionID != "" {
-			d.Message = strings.ReplaceAll(d.Message, req.SessionID, api.AskedID(req.SessionID, asked))
-		}
-		s.respondErr(m.Reply, d)
+		s.respondErr(m.Reply, errorDetail(askedError(err, req.SessionID, asked)))
 	}
 	if err == nil && !caller.Operator() {
 		// The stored id of the session the agent names; the events go

@@ -518,3 +518,31 @@ func TestReadErrorNamesAskedID(t *testing.T) {
 		t.Fatalf("alice reading s-1: %+v %+v", r, d)
 	}
 }
+
+// The heartbeat and append errors of an agent of a tenant name its
+// sessions as it does, as the read API's do, never by their stored
+// _T<tenant>_ id.
+func TestErrorsNameAskedID(t *testing.T) {
+	e := newTenantEnv(t)
+	e.writer(t, writer.Config{})
+	mustOK(t, e.alice, map[string]any{"sessionId": "s-1", "events": events(created())})
+	hb := request(t, e.alice, logstore.SubjectHeartbeat, map[string]any{"sessionId": "s-nowhere", "holder": "h"})
+	if hb.err == nil || hb.err.Code != schema.CodeNotFound || hb.err.Message != "session s-nowhere does not exist" {
+		t.Errorf("heartbeat of s-nowhere: %+v, want not_found naming s-nowhere", hb.err)
+	}
+	// The eraser's mark, made on the operator's connection.
+	ops, err := logstore.Open(context.Background(), e.admin, logstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ops.MarkErased(context.Background(), logstore.Erasure{SessionID: "_Tacme_s-1", By: "test", Reason: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		r := request(t, e.alice, logstore.SubjectAppend, map[string]any{"sessionId": "s-1", "events": events(ev(schema.TypeMessageUser, "data", map[string]any{"content": "late"}))})
+		if r.err == nil || r.err.Code != schema.CodeErased || r.err.Message != "session s-1 was erased; use another id" {
+			return fmt.Errorf("append to the erased s-1: %+v, want erased naming s-1", r.err)
+		}
+		return nil
+	})
+}

@@ -2,6 +2,7 @@ package writer
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 
@@ -60,5 +61,22 @@ func errorDetail(err error) ErrorDetail {
 // errorMsg builds the reply message: the JSON body and the micro error
 // headers (Nats-Service-Error-Code carries the contract code).
 func errorMsg(reply string, d ErrorDetail) *nats.Msg { return wire.ErrorMsg(reply, d) }
+
+// askedError names the session in a contract error's message as the
+// caller asked for it (api.AskedID), never by the stored id of the
+// caller's tenant: an agent never named that id.
+func askedError(err error, stored, asked string) error {
+	if err == nil || stored == asked || stored == "" {
+		return err
+	}
+	var se *schema.Error
+	if !asSchemaError(err, &se) {
+		// What errorDetail answers for it.
+		se = &schema.Error{Code: schema.CodeInternal, Message: err.Error()}
+	}
+	c := *se
+	c.Message = strings.ReplaceAll(c.Message, stored, api.AskedID(stored, asked))
+	return &c
+}
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
