@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -34,7 +33,7 @@ func TestMetricsListenNeedsNoToken(t *testing.T) {
 	api, metrics := freeAddr(t), freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	var errb bytes.Buffer
+	var errb syncBuffer // written by the projector's log while read here
 	go func() {
 		done <- Main(ctx, []string{"projector", "--nats-url", s.ClientURL(), "--http-listen", api, "--metrics-listen", metrics,
 			"--http-token", "s3cret", "--data-dir", t.TempDir()}, io.Discard, &errb)
