@@ -1,9 +1,11 @@
 package projector_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -222,6 +224,13 @@ func TestAgentPages(t *testing.T) {
 	// A store of the previous view version rebuilds: the indexes the
 	// fold kept up (moves, grants, an erase) are those a rebuild makes.
 	r.stop(t)
+	// And the store the fold kept equals a rebuild to its checkpoint.
+	vctx, vcancel := context.WithTimeout(e.ctx, time.Minute)
+	res, err := projector.Verify(vctx, e.ls, dir, filepath.Join(t.TempDir(), "verify"), nil)
+	vcancel()
+	if err != nil || !res.OK() {
+		t.Fatalf("verify-projection: %+v %v", res, err)
+	}
 	db, cp := openCheckpoint(t, dir)
 	cp.Version = fmt.Sprintf("reducer=%d,views=%d", session.ReducerVersion, projector.ViewVersion-1)
 	if err := db.SetCheckpointRaw(store.EncodeCheckpoint(cp)); err != nil {
