@@ -87,11 +87,13 @@ func testCatchUp(t *testing.T, l natstest.Layout) {
 	for _, s := range fleet.Sessions {
 		var d projector.Detail
 		r.getJSON(t, "/v1/sessions/"+s.ID, &d)
+		// The status and problem too: a fold that stopped (a gap or an
+		// unreadable message) says where and why.
 		if d.LastSeq != s.Seq() {
-			t.Fatalf("%s: lastSeq %d, generated %d", s.ID, d.LastSeq, s.Seq())
+			t.Fatalf("%s: lastSeq %d, generated %d (status %s, problem %+v)", s.ID, d.LastSeq, s.Seq(), d.Status, d.Problem)
 		}
 		if d.Status != projector.StatusActive && d.Status != projector.StatusIdle {
-			t.Fatalf("%s: status %s", s.ID, d.Status)
+			t.Fatalf("%s: status %s (problem %+v)", s.ID, d.Status, d.Problem)
 		}
 	}
 
