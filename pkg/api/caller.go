@@ -165,7 +165,7 @@ func (c Caller) StoredID(id string) (string, error) {
 		}
 		return id, nil
 	}
-	s := TenantIDPrefix + c.Tenant + "_" + id
+	s := TenantStoredID(c.Tenant, id)
 	if !schema.ValidSessionID(s) {
 		return "", schema.Errorf(schema.CodeBadRequest, "session id %q is too long: tenant %s's ids have at most %d characters", id, c.Tenant, 128-len(s)+len(id))
 	}
@@ -178,6 +178,57 @@ func (c Caller) WireID(stored string) string {
 		return stored
 	}
 	return strings.TrimPrefix(stored, TenantIDPrefix+c.Tenant+"_")
+}
+
+// TenantStoredID is the stored id of the session the agents of tenant
+// name id: _T<tenant>_<id> for a tenant other than the default, id
+// itself for the default tenant and for "" (an operator: both name
+// sessions by their stored ids). It checks nothing (Caller.StoredID
+// refuses what an agent may not name). TenantWireID is its inverse.
+func TenantStoredID(tenant, id string) string {
+	if tenant == "" || tenant == DefaultTenant {
+		return id
+	}
+	return TenantIDPrefix + tenant + "_" + id
+}
+
+// TenantWireID is the id the agents of tenant name the session stored as
+// stored by: <id> for _T<tenant>_<id> (WireOf); stored itself for every
+// other id, and for every id when tenant is the default or "" (an
+// operator): a session of another tenant, or of none (_T<tenant>_ alone),
+// has no name of tenant's. It is the rule of AskedID seen from the
+// tenant: for every id but "", AskedID(TenantStoredID(tenant, id), id)
+// is TenantWireID(tenant, TenantStoredID(tenant, id)), that is id.
+func TenantWireID(tenant, stored string) string {
+	if t, id := WireOf(stored); t != "" && t == tenant && t != DefaultTenant {
+		return id
+	}
+	return stored
+}
+
+// TenantWireText is the message s naming stored ids as the agents of
+// tenant name them (TenantWireID): every run of session id characters in
+// s is taken for an id, so an id inside a longer one is left as it is.
+func TenantWireText(tenant, s string) string {
+	prefix := TenantStoredID(tenant, "")
+	if prefix == "" || !strings.Contains(s, prefix) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		if !schema.ValidSessionID(s[i : i+1]) {
+			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(s) && schema.ValidSessionID(s[j:j+1]) {
+			j++
+		}
+		b.WriteString(TenantWireID(tenant, s[i:j]))
+		i = j
+	}
+	return b.String()
 }
 
 // AskedID is the id of the session stored as stored as the caller that

@@ -193,3 +193,58 @@ func TestAskedID(t *testing.T) {
 		}
 	}
 }
+
+// TestTenantIDs: TenantStoredID and TenantWireID are inverses for every
+// id a tenant's agents name, agree with AskedID (the session asked as id
+// by an agent of the tenant is named id), and leave as stored every id
+// that is not the tenant's, _T<tenant>_ alone included (no tenant's: it
+// has no name of its own, not the empty one).
+func TestTenantIDs(t *testing.T) {
+	for _, tenant := range []string{"", api.DefaultTenant, "acme"} {
+		for _, id := range []string{"s1", "x_s1", "_Tacme_s1", "_Tglobex_s1", "_Tacme_", "_TAGENTS_s1"} {
+			stored := api.TenantStoredID(tenant, id)
+			if got := api.TenantWireID(tenant, stored); got != id {
+				t.Errorf("TenantWireID(%q, %q) = %q, want %q", tenant, stored, got, id)
+			}
+			if got := api.AskedID(stored, id); got != id {
+				t.Errorf("AskedID(%q, %q) = %q, want %q", stored, id, got, id)
+			}
+		}
+	}
+	for _, tc := range []struct{ tenant, stored, want string }{
+		{"acme", "_Tacme_s1", "s1"},
+		{"acme", "_Tacme__Tacme_", "_Tacme_"},
+		{"acme", "_Tacme_", "_Tacme_"}, // no tenant's
+		{"acme", "_Tacme", "_Tacme"},
+		{"acme", "_Tglobex_s1", "_Tglobex_s1"}, // another tenant's
+		{"acme", "s1", "s1"},                   // the default tenant's
+		{"ac", "_Tacme_s1", "_Tacme_s1"},
+		{api.DefaultTenant, "_TAGENTS_s1", "_TAGENTS_s1"},
+		{api.DefaultTenant, "_Tacme_s1", "_Tacme_s1"},
+		{"", "_Tacme_s1", "_Tacme_s1"},
+	} {
+		if got := api.TenantWireID(tc.tenant, tc.stored); got != tc.want {
+			t.Errorf("TenantWireID(%q, %q) = %q, want %q", tc.tenant, tc.stored, got, tc.want)
+		}
+	}
+	if got := api.TenantStoredID("acme", "s1"); got != "_Tacme_s1" {
+		t.Errorf("TenantStoredID(acme, s1) = %q", got)
+	}
+}
+
+// TestTenantWireText: every id of the tenant's in a message is named as
+// its agents name it; ids of others, and an id inside a longer one, stay.
+func TestTenantWireText(t *testing.T) {
+	for _, tc := range []struct{ tenant, s, want string }{
+		{"acme", "no session _Tacme_s1", "no session s1"},
+		{"acme", `fork of _Tacme_p (from _Tglobex_q) at "_Tacme_c.1": _Tacme_`, `fork of p (from _Tglobex_q) at "c.1": _Tacme_`},
+		{"acme", "x_Tacme_s1 and _Tacme_s1-2", "x_Tacme_s1 and s1-2"},
+		{api.DefaultTenant, "no session _TAGENTS_s1", "no session _TAGENTS_s1"},
+		{"", "no session _Tacme_s1", "no session _Tacme_s1"},
+		{"acme", "", ""},
+	} {
+		if got := api.TenantWireText(tc.tenant, tc.s); got != tc.want {
+			t.Errorf("TenantWireText(%q, %q) = %q, want %q", tc.tenant, tc.s, got, tc.want)
+		}
+	}
+}

@@ -21,78 +21,42 @@ import (
 // paths and query and in every answer but the stored events themselves,
 // which go out as stored, as sessions.api.read gives them to an agent.
 
-// tenantOf is the tenant whose sessions include the one stored as id:
-// the tenant an id _T<tenant>_<id> names, the default tenant for an id
-// not beginning with _T; "" (no tenant's) for any other id beginning
-// with _T.
+// tenantOf is the tenant whose sessions include the one stored as id
+// (api.TenantOfStored): the tenant an id _T<tenant>_<id> names, the
+// default tenant for an id not beginning with _T; "" (no tenant's) for
+// any other id beginning with _T.
 func tenantOf(id string) string {
-	if t, _ := api.WireOf(id); t != "" && t != api.DefaultTenant {
+	if t, ok := api.TenantOfStored(id); ok {
 		return t
 	}
-	if strings.HasPrefix(id, api.TenantIDPrefix) {
-		return ""
-	}
-	return api.DefaultTenant
+	return ""
 }
 
-// names is how a request names sessions: a token of a tenant other than
-// the default by the ids its agents use (the stored id without prefix,
-// _T<tenant>_), every other request by the stored ids (prefix "").
-type names struct{ prefix string }
+// names is how a request names sessions: a token of a tenant as the
+// tenant's agents do (api.TenantWireID: a tenant other than the default
+// by the ids without its prefix), the operator's (tenant "") by the
+// stored ids.
+type names struct{ tenant string }
 
-func namesOf(r *http.Request) names {
-	t := httpauth.TenantOf(r.Context())
-	if t == "" || t == api.DefaultTenant {
-		return names{}
-	}
-	return names{prefix: api.TenantIDPrefix + t + "_"}
-}
+func namesOf(r *http.Request) names { return names{tenant: httpauth.TenantOf(r.Context())} }
+
+// scoped: n names sessions otherwise than by their stored ids.
+func (n names) scoped() bool { return api.Caller{Tenant: n.tenant}.Scoped() }
 
 // wire is the request's name of the session stored as id. An id that is
 // not the tenant's (the parent an operator forked a tenant's session
 // from) has no other name than its stored id.
-func (n names) wire(id string) string {
-	if w, ok := strings.CutPrefix(id, n.prefix); ok && w != "" {
-		return w
-	}
-	return id
-}
+func (n names) wire(id string) string { return api.TenantWireID(n.tenant, id) }
 
 // stored is the stored id of the session the request names id.
-func (n names) stored(id string) string { return n.prefix + id }
+func (n names) stored(id string) string { return api.TenantStoredID(n.tenant, id) }
 
-// text is a message naming stored ids as the request names them: the
-// prefix goes from the start of every id (a run of id characters) that
-// begins with it.
-func (n names) text(s string) string {
-	if n.prefix == "" || !strings.Contains(s, n.prefix) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		if !idByte(s[i]) {
-			b.WriteByte(s[i])
-			i++
-			continue
-		}
-		j := i
-		for j < len(s) && idByte(s[j]) {
-			j++
-		}
-		b.WriteString(n.wire(s[i:j]))
-		i = j
-	}
-	return b.String()
-}
-
-// idByte: c may be part of a session id.
-func idByte(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-'
-}
+// text is a message naming stored ids as the request names them.
+func (n names) text(s string) string { return api.TenantWireText(n.tenant, s) }
 
 // summary names sum's ids as the request does.
 func (n names) summary(sum *Summary) {
-	if n.prefix == "" {
+	if !n.scoped() {
 		return
 	}
 	sum.SessionID = n.wire(sum.SessionID)
@@ -218,7 +182,7 @@ func (s *Service) tenantScope(next http.Handler) http.Handler {
 			return
 		}
 		n := namesOf(r)
-		if n.prefix != "" {
+		if n.scoped() {
 			w = &namedErrors{ResponseWriter: w, n: n}
 			r = storedPath(r, n)
 		}
@@ -254,7 +218,8 @@ func (s *Service) tenantScope(next http.Handler) http.Handler {
 }
 
 // storedPath is r with the {id} segment of a /v1/sessions/{id} path
-// given n's prefix, in the path and in its escaped form alike.
+// named by its stored id (n.stored), in the path and in its escaped form
+// alike.
 func storedPath(r *http.Request, n names) *http.Request {
 	const p = "/v1/sessions/"
 	rest, ok := strings.CutPrefix(r.URL.Path, p)
@@ -263,8 +228,8 @@ func storedPath(r *http.Request, n names) *http.Request {
 		return r
 	}
 	r = r.Clone(r.Context())
-	r.URL.Path = p + n.prefix + rest
-	r.URL.RawPath = p + n.prefix + esc
+	r.URL.Path = p + n.stored(rest)
+	r.URL.RawPath = p + n.stored(esc)
 	return r
 }
 

@@ -121,7 +121,7 @@ func (s *Service) handleTree(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
 		return
 	}
-	if n := namesOf(r); n.prefix != "" {
+	if n := namesOf(r); n.scoped() {
 		out.SessionID = n.wire(out.SessionID)
 		name := func(t *TreeNode) { t.SessionID, t.Parent = n.wire(t.SessionID), n.wire(t.Parent) }
 		name(&out.Self)
