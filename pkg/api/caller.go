@@ -172,12 +172,13 @@ func (c Caller) StoredID(id string) (string, error) {
 	return s, nil
 }
 
-// WireID is the id c uses for the session stored as stored.
+// WireID is the id c uses for the session stored as stored
+// (TenantWireID of c's tenant; an operator's is the stored id).
 func (c Caller) WireID(stored string) string {
 	if !c.Scoped() {
 		return stored
 	}
-	return strings.TrimPrefix(stored, TenantIDPrefix+c.Tenant+"_")
+	return TenantWireID(c.Tenant, stored)
 }
 
 // TenantStoredID is the stored id of the session the agents of tenant

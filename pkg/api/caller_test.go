@@ -226,6 +226,10 @@ func TestTenantIDs(t *testing.T) {
 		if got := api.TenantWireID(tc.tenant, tc.stored); got != tc.want {
 			t.Errorf("TenantWireID(%q, %q) = %q, want %q", tc.tenant, tc.stored, got, tc.want)
 		}
+		// A caller of the tenant names the session as the tenant does.
+		if got := (api.Caller{Tenant: tc.tenant, Agent: "alice"}).WireID(tc.stored); got != tc.want {
+			t.Errorf("Caller{%q}.WireID(%q) = %q, want %q", tc.tenant, tc.stored, got, tc.want)
+		}
 	}
 	if got := api.TenantStoredID("acme", "s1"); got != "_Tacme_s1" {
 		t.Errorf("TenantStoredID(acme, s1) = %q", got)

@@ -62,11 +62,10 @@ func (s *Service) AppendAs(ctx context.Context, caller api.Caller, body []byte) 
 	}
 	kept, seqs := keepBodies(req.Events, bodies)
 	if !caller.Operator() {
-		asked := req.SessionID
 		if err := scopeAppend(caller, &req); err != nil {
 			return AppendReply{}, err
 		}
-		defer func() { err = askedError(err, req.SessionID, asked) }()
+		defer func() { err = askedError(err, caller) }()
 		if caller.Scoped() {
 			kept, seqs = nil, nil // the events' session ids change
 		}

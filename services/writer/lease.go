@@ -183,13 +183,12 @@ func (s *Service) HeartbeatAs(ctx context.Context, caller api.Caller, body []byt
 		return HeartbeatReply{}, schema.Errorf(schema.CodeBadRequest, "holder is required and must match ^[A-Za-z0-9_.:-]{1,128}$")
 	}
 	if !caller.Operator() {
-		asked := req.SessionID
 		if req.SessionID, err = caller.StoredID(req.SessionID); err != nil {
 			return HeartbeatReply{}, err
 		}
 		defer func() {
 			rep.SessionID = caller.WireID(rep.SessionID)
-			err = askedError(err, req.SessionID, asked)
+			err = askedError(err, caller)
 		}()
 		if err := s.authorize(ctx, caller, req.SessionID); err != nil {
 			return HeartbeatReply{}, err

@@ -27,11 +27,10 @@ func (s *Service) handleRead(ctx context.Context, m *nats.Msg) {
 		return
 	}
 	caller, err := api.CallerOf(m.Header.Values(api.RequestInfoHeader))
-	asked := req.SessionID
 	fail := func(err error) {
 		// A message names the session as the caller asked for it, never
-		// by the stored id of an agent's tenant (api.AskedID).
-		s.respondErr(m.Reply, errorDetail(askedError(err, req.SessionID, asked)))
+		// by the stored id of an agent's tenant.
+		s.respondErr(m.Reply, errorDetail(askedError(err, caller)))
 	}
 	if err == nil && !caller.Operator() {
 		// The stored id of the session the agent names; the events go

@@ -546,3 +546,37 @@ func TestErrorsNameAskedID(t *testing.T) {
 		return nil
 	})
 }
+
+// TestErrorsNameTheTenantsOtherSessions: an error that names another of
+// the caller's tenant's sessions (the judge's verdict on an event stored
+// on the session's subject that names another session) names it as the
+// tenant's agents do, never by its stored id.
+func TestErrorsNameTheTenantsOtherSessions(t *testing.T) {
+	e := newTenantEnv(t)
+	e.writer(t, writer.Config{})
+	mustOK(t, e.alice, map[string]any{"sessionId": "s-1", "events": events(created(), userEv("u1", "one"))})
+	m := badMsg(t, "ForeignSession", "_Tacme_s-1")
+	var env schema.Envelope
+	if err := json.Unmarshal(m.Data, &env); err != nil {
+		t.Fatal(err)
+	}
+	env.SessionID = "_Tacme_s-2"
+	b, err := schema.Encode(&env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Data = b
+	if _, err := natstest.JetStream(t, e.admin).PublishMsg(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	read := request(t, e.alice, api.SubjectRead, map[string]any{"sessionId": "s-1"})
+	app := request(t, e.alice, logstore.SubjectAppend, map[string]any{"sessionId": "s-1", "events": events(userEv("u2", "two"))})
+	for name, r := range map[string]reply{"read": read, "append": app} {
+		if r.err == nil || r.err.Code != schema.CodeUnreadable {
+			t.Fatalf("%s of s-1: %+v, want unreadable", name, r.err)
+		}
+		if strings.Contains(r.err.Message, "_Tacme_") || !strings.Contains(r.err.Message, `"s-2"`) {
+			t.Errorf("%s of s-1: %q, want s-2 named as alice names it", name, r.err.Message)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package writer
 
 import (
 	"strconv"
-	"strings"
 
 	"github.com/nats-io/nats.go"
 
@@ -62,11 +61,12 @@ func errorDetail(err error) ErrorDetail {
 // headers (Nats-Service-Error-Code carries the contract code).
 func errorMsg(reply string, d ErrorDetail) *nats.Msg { return wire.ErrorMsg(reply, d) }
 
-// askedError names the session in a contract error's message as the
-// caller asked for it (api.AskedID), never by the stored id of the
-// caller's tenant: an agent never named that id.
-func askedError(err error, stored, asked string) error {
-	if err == nil || stored == asked || stored == "" {
+// askedError names the caller's tenant's sessions in a contract error's
+// message as the caller names them (api.TenantWireText: the session it
+// asked for by the id it asked with), never by the stored ids of its
+// tenant: an agent never named those.
+func askedError(err error, caller api.Caller) error {
+	if err == nil || !caller.Scoped() {
 		return err
 	}
 	var se *schema.Error
@@ -75,7 +75,7 @@ func askedError(err error, stored, asked string) error {
 		se = &schema.Error{Code: schema.CodeInternal, Message: err.Error()}
 	}
 	c := *se
-	c.Message = strings.ReplaceAll(c.Message, stored, api.AskedID(stored, asked))
+	c.Message = api.TenantWireText(caller.Tenant, c.Message)
 	return &c
 }
 
