@@ -9,6 +9,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/acp"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
 // ACPError is the _meta.sessionlog.error of the last line of an ACP
@@ -222,6 +223,6 @@ func (s *Service) seqOfEvent(w http.ResponseWriter, r *http.Request, id, eventID
 // abandonable: an event of this type leaves the context when a rewind
 // abandons it (it is model-visible).
 func abandonable(typ string) bool {
-	role := contextRole(typ)
+	role := store.ContextRole(typ)
 	return role != "" && role != "rewind"
 }

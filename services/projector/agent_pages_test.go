@@ -91,7 +91,7 @@ func TestAgentPages(t *testing.T) {
 	folded(r)
 
 	// opList is the operator's list (of a status, if given), newest first.
-	opList := func(r *running, status string) []projector.Summary {
+	opList := func(r *running, status string) []store.Summary {
 		t.Helper()
 		code, body := tenantGet(t, r, op, "/v1/sessions?limit=1000&status="+status)
 		var l projector.List
@@ -102,7 +102,7 @@ func TestAgentPages(t *testing.T) {
 	}
 	// seen: the stored ids of sums that one of agents of acme owns or is
 	// granted.
-	seen := func(sums []projector.Summary, agents []string) (ids []string) {
+	seen := func(sums []store.Summary, agents []string) (ids []string) {
 		for _, s := range sums {
 			o := s.Owner
 			if strings.HasPrefix(s.SessionID, "_Tacme_") && o != nil && o.Tenant == "acme" &&

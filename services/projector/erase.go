@@ -130,7 +130,7 @@ func (s *Service) eraseViews(id string) error {
 	if v, ok, err := s.db.Get(store.SummaryKey(id)); err != nil {
 		return err
 	} else if ok {
-		var sum Summary
+		var sum store.Summary
 		if json.Unmarshal(v, &sum) == nil && sum.Owner != nil {
 			// Its owner stays for its audit record if the record names
 			// none (one written before records named owners,
@@ -609,14 +609,14 @@ func auditVisible(rd reader, tenant string, agents []string) func(a *api.AuditRe
 	return func(a *api.AuditRecord) bool {
 		id := a.SessionID
 		if a.Owner != nil {
-			return sees(tenant, agents, id, &Summary{Owner: a.Owner, Grants: a.Grants})
+			return sees(tenant, agents, id, &store.Summary{Owner: a.Owner, Grants: a.Grants})
 		}
 		sum, err := rd.summary(id)
 		if err == nil && sum == nil {
 			var v []byte
 			var ok bool
 			if v, ok, err = rd.get(store.ErasedOwnerKey(id)); ok {
-				sum = &Summary{}
+				sum = &store.Summary{}
 				err = json.Unmarshal(v, sum)
 			}
 		}

@@ -47,20 +47,20 @@ func HoldCommits(s *Service) (release func()) {
 // followWhole is how /context followed a session before it streamed: every
 // model-visible entry from seq from on, and the context they make
 // (session.Context), all in memory.
-func followWhole(rd reader, id string, from uint64) ([]ContextEntry, *session.Context, error) {
+func followWhole(rd reader, id string, from uint64) ([]store.ContextEntry, *session.Context, error) {
 	it, err := rd.iter(store.EventPrefix(id))
 	if err != nil {
 		return nil, nil, err
 	}
 	defer it.Close()
 	c := session.NewContext()
-	var entries []ContextEntry
+	var entries []store.ContextEntry
 	for ok := it.SeekGE(store.EventKey(id, from)); ok; ok = it.Next() {
-		_, e := decodeIndex(it.Value())
+		_, e := store.DecodeEventValue(it.Value())
 		if len(e) == 0 {
 			continue
 		}
-		var ce ContextEntry
+		var ce store.ContextEntry
 		if err := json.Unmarshal(e, &ce); err != nil {
 			return nil, nil, err
 		}
@@ -89,12 +89,12 @@ func WholeContext(s *Service, id string) ([]byte, error) {
 		if err != nil || sum == nil {
 			return err
 		}
-		out = &Context{SessionID: id, LastSeq: sum.LastSeq, Entries: []ContextEntry{}}
+		out = &Context{SessionID: id, LastSeq: sum.LastSeq, Entries: []store.ContextEntry{}}
 		var from uint64 = 1
 		if v, ok, err := rd.get(store.CompactionKey(id)); err != nil {
 			return err
 		} else if ok {
-			var c CompactionSummary
+			var c store.CompactionSummary
 			if err := json.Unmarshal(v, &c); err != nil {
 				return err
 			}
@@ -105,7 +105,7 @@ func WholeContext(s *Service, id string) ([]byte, error) {
 		if err != nil {
 			return err
 		}
-		bySeq := map[uint64]ContextEntry{}
+		bySeq := map[uint64]store.ContextEntry{}
 		for _, ce := range entries {
 			bySeq[ce.Seq] = ce
 		}

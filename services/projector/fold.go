@@ -27,7 +27,7 @@ import (
 // the checksum incremental.
 type entry struct {
 	id  string
-	sum Summary
+	sum store.Summary
 	st  *session.State
 
 	stored []byte // summary JSON in the store (nil: none)
@@ -319,7 +319,7 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 		if gap {
 			j := judgeOf(en)
 			_, err := j.Judged(lm, ev, nil)
-			f.stop(en, StatusGap, &Problem{Seq: en.st.LastSeq + 1, StreamSeq: m.streamSeq, Code: StatusGap, GotSeq: ev.Seq, Message: err.Error()})
+			f.stop(en, StatusGap, &store.Problem{Seq: en.st.LastSeq + 1, StreamSeq: m.streamSeq, Code: StatusGap, GotSeq: ev.Seq, Message: err.Error()})
 			return nil
 		}
 	}
@@ -380,7 +380,7 @@ func otherSeq(got, next uint64) uint64 {
 // seq is the position where folding stopped; got is the seq the message
 // claims when that is another one.
 func (f *folder) unreadable(en *entry, streamSeq, got uint64, msg string) {
-	f.stop(en, StatusUnreadable, &Problem{Seq: en.st.LastSeq + 1, StreamSeq: streamSeq, Code: string(schema.CodeUnreadable), GotSeq: got, Message: msg})
+	f.stop(en, StatusUnreadable, &store.Problem{Seq: en.st.LastSeq + 1, StreamSeq: streamSeq, Code: string(schema.CodeUnreadable), GotSeq: got, Message: msg})
 }
 
 // apply folds one event the judge found the session's next into en;
@@ -392,14 +392,14 @@ func (f *folder) apply(en *entry, ev *schema.Envelope, streamSeq uint64, sum log
 		if code == schema.CodeUnknownType {
 			code = schema.CodeUnreadable
 		}
-		f.stop(en, StatusUnreadable, &Problem{Seq: ev.Seq, StreamSeq: streamSeq, Code: string(code), Message: err.Error()})
+		f.stop(en, StatusUnreadable, &store.Problem{Seq: ev.Seq, StreamSeq: streamSeq, Code: string(code), Message: err.Error()})
 		return
 	}
 	b := f.batch
 	// The batch copies key and value: one scratch buffer serves them all.
 	f.scratch = store.AppendEventKey(f.scratch[:0], en.id, ev.Seq)
 	k := len(f.scratch)
-	f.scratch = appendIndex(f.scratch, streamSeq, ev, canonical)
+	f.scratch = store.AppendEventValue(f.scratch, streamSeq, ev, canonical)
 	b.Set(f.scratch[:k], nil, f.scratch[k:])
 	f.dashboard(en, ev)
 	en.sum.LastStreamSeq = streamSeq
@@ -413,7 +413,7 @@ func (f *folder) apply(en *entry, ev *schema.Envelope, streamSeq uint64, sum log
 	case schema.TypeCompactionEnded:
 		var d schema.CompactionEnded
 		if ev.DecodeData(&d) == nil {
-			v, _ := json.Marshal(CompactionSummary{CompactionID: d.CompactionID, ThroughSeq: d.ThroughSeq, EndSeq: ev.Seq, Summary: d.Summary})
+			v, _ := json.Marshal(store.CompactionSummary{CompactionID: d.CompactionID, ThroughSeq: d.ThroughSeq, EndSeq: ev.Seq, Summary: d.Summary})
 			b.Set(store.CompactionKey(en.id), en.compaction, v)
 			en.compaction = v
 		}
@@ -427,7 +427,7 @@ func (f *folder) apply(en *entry, ev *schema.Envelope, streamSeq uint64, sum log
 
 // stop ends folding of a session: its views keep what the last foldable
 // event made of them; only the status and the problem change.
-func (f *folder) stop(en *entry, status string, p *Problem) {
+func (f *folder) stop(en *entry, status string, p *store.Problem) {
 	if en.st != nil {
 		derive(&en.sum, en.st)
 	}
@@ -558,7 +558,7 @@ func (f *folder) restore(ctx context.Context, en *entry) error {
 		if store.EventSeq(it.Key()) > en.sum.LastSeq {
 			break
 		}
-		ss, _ := decodeIndex(it.Value())
+		ss, _ := store.DecodeEventValue(it.Value())
 		seqs = append(seqs, ss)
 	}
 	if err := it.Close(); err != nil {
@@ -718,7 +718,7 @@ func (f *folder) flush() error {
 		if en.chain != (logstore.ChainSum{}) && !en.chain.Spells(en.sum.LastHash) {
 			en.sum.LastHash = en.chain.String()
 		}
-		v, err := appendSummary(make([]byte, 0, len(en.stored)+len(en.stored)/8+64), &en.sum)
+		v, err := store.AppendSummary(make([]byte, 0, len(en.stored)+len(en.stored)/8+64), &en.sum)
 		if err != nil {
 			return err
 		}

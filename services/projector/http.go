@@ -123,7 +123,7 @@ func (r reader) get(key []byte) ([]byte, bool, error) { return r.snap.Get(key) }
 
 func (r reader) iter(prefix []byte) (store.Iterator, error) { return r.snap.Iter(prefix) }
 
-func (r reader) summary(id string) (*Summary, error) {
+func (r reader) summary(id string) (*store.Summary, error) {
 	if r.reads != nil {
 		r.reads.summaries++
 	}
@@ -131,7 +131,7 @@ func (r reader) summary(id string) (*Summary, error) {
 	if err != nil || !ok {
 		return nil, err
 	}
-	var sum Summary
+	var sum store.Summary
 	if err := json.Unmarshal(v, &sum); err != nil {
 		return nil, err
 	}
@@ -184,7 +184,7 @@ func parseLimit(w http.ResponseWriter, r *http.Request, def, max int) (int, bool
 
 // List is GET /v1/sessions.
 type List struct {
-	Sessions []Summary `json:"sessions"`
+	Sessions []store.Summary `json:"sessions"`
 	// Next is the cursor for the following page (after=), empty at the end.
 	Next string `json:"next,omitempty"`
 }
@@ -204,7 +204,7 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 	n := namesOf(r)
 	tenant, agents := httpauth.TenantOf(r.Context()), httpauth.AgentsOf(r.Context())
 	var out List
-	out.Sessions = []Summary{}
+	out.Sessions = []store.Summary{}
 	var reads listReads
 	err := s.view(func(rd reader) error {
 		rd.reads = &reads
@@ -237,7 +237,7 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 			}
 			from = &indexPos{ns, id}
 		}
-		var sums []Summary
+		var sums []store.Summary
 		var more bool
 		var err error
 		if agents != nil {
@@ -311,7 +311,7 @@ func (p *indexPos) key(prefix []byte) []byte {
 // agents' entries: at most one more per agent than the page takes, and
 // the summaries of the page. A summary that its agents do not see (sees:
 // none should be) is left out.
-func (rd reader) agentsWalk(tenant string, agents []string, status string, from *indexPos, limit int) (sums []Summary, more bool, examined int, err error) {
+func (rd reader) agentsWalk(tenant string, agents []string, status string, from *indexPos, limit int) (sums []store.Summary, more bool, examined int, err error) {
 	type head struct {
 		it     store.Iterator
 		prefix []byte
@@ -388,7 +388,7 @@ func (rd reader) agentsWalk(tenant string, agents []string, status string, from 
 // key from (nil: from the newest), for up to limit summaries of sessions
 // keep allows (nil: all). more says entries follow the page; examined
 // counts the entries it read.
-func (rd reader) listWalk(prefix, from []byte, limit int, keep func(id string) bool) (sums []Summary, more bool, examined int, err error) {
+func (rd reader) listWalk(prefix, from []byte, limit int, keep func(id string) bool) (sums []store.Summary, more bool, examined int, err error) {
 	it, err := rd.iter(prefix)
 	if err != nil {
 		return nil, false, 0, err
@@ -474,7 +474,7 @@ func (rd reader) startAt(id string, after uint64) (streamSeq, seq uint64, err er
 	if !it.SeekLT(k) {
 		return 0, 0, nil
 	}
-	ss, _ := decodeIndex(it.Value())
+	ss, _ := store.DecodeEventValue(it.Value())
 	return ss, store.EventSeq(it.Key()), nil
 }
 
@@ -639,8 +639,8 @@ func (p *eventsPage) end(e *EventsError, limit int) error {
 
 // known reads the session's summary (nil: none) and, when the views do
 // not have it, whether the log does.
-func (s *Service) known(ctx context.Context, id string) (*Summary, bool, error) {
-	var sum *Summary
+func (s *Service) known(ctx context.Context, id string) (*store.Summary, bool, error) {
+	var sum *store.Summary
 	err := s.view(func(rd reader) error {
 		var err error
 		sum, err = rd.summary(id)
@@ -759,7 +759,7 @@ func (s *Service) handleEvents(w http.ResponseWriter, r *http.Request) {
 // stoppedEvents pages through the folded events of a stopped session,
 // each read by the stream seq its index entry holds, and ends with the
 // marker of its problem.
-func (s *Service) stoppedEvents(ctx context.Context, sum *Summary, limit int, page *eventsPage) error {
+func (s *Service) stoppedEvents(ctx context.Context, sum *store.Summary, limit int, page *eventsPage) error {
 	var seqs []uint64
 	more := false
 	err := s.view(func(rd reader) error {
@@ -776,7 +776,7 @@ func (s *Service) stoppedEvents(ctx context.Context, sum *Summary, limit int, pa
 				more = true
 				break
 			}
-			ss, _ := decodeIndex(it.Value())
+			ss, _ := store.DecodeEventValue(it.Value())
 			seqs = append(seqs, ss)
 		}
 		return nil
@@ -850,11 +850,11 @@ func (rd reader) abandoned(id string, from, last uint64) ([]skipRange, error) {
 		if n := len(out); n > 0 && seq > out[n-1].after {
 			continue
 		}
-		_, e := decodeIndex(it.Value())
+		_, e := store.DecodeEventValue(it.Value())
 		if !bytes.Contains(e, rewoundType) {
 			continue
 		}
-		var ce ContextEntry
+		var ce store.ContextEntry
 		if err := json.Unmarshal(e, &ce); err != nil {
 			return nil, err
 		}
@@ -891,7 +891,7 @@ var errGone = errors.New("projector: the session's views are gone")
 // contextPage reads the session's context entries from seq from up to
 // seq last, at most about limit bytes of them, leaving out what k skips.
 // next is where the following page starts, 0 when this is the last.
-func (rd reader) contextPage(id string, from, last uint64, limit int, k *skipper) (entries []ContextEntry, next uint64, err error) {
+func (rd reader) contextPage(id string, from, last uint64, limit int, k *skipper) (entries []store.ContextEntry, next uint64, err error) {
 	sum, err := rd.summary(id)
 	if err != nil {
 		return nil, 0, err
@@ -913,11 +913,11 @@ func (rd reader) contextPage(id string, from, last uint64, limit int, k *skipper
 		if size >= limit {
 			return entries, seq, nil
 		}
-		_, e := decodeIndex(it.Value())
+		_, e := store.DecodeEventValue(it.Value())
 		if len(e) == 0 || k.skip(seq) {
 			continue
 		}
-		var ce ContextEntry
+		var ce store.ContextEntry
 		if err := json.Unmarshal(e, &ce); err != nil {
 			return nil, 0, err
 		}
@@ -940,7 +940,7 @@ func (s *Service) handleContext(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var head *Context
-	var unreadable *Summary
+	var unreadable *store.Summary
 	var from uint64 = 1
 	var k skipper
 	err := s.view(func(rd reader) error {
@@ -952,11 +952,11 @@ func (s *Service) handleContext(w http.ResponseWriter, r *http.Request) {
 			unreadable = sum
 			return nil
 		}
-		head = &Context{SessionID: namesOf(r).wire(id), LastSeq: sum.LastSeq, Entries: []ContextEntry{}}
+		head = &Context{SessionID: namesOf(r).wire(id), LastSeq: sum.LastSeq, Entries: []store.ContextEntry{}}
 		if v, ok, err := rd.get(store.CompactionKey(id)); err != nil {
 			return err
 		} else if ok {
-			var c CompactionSummary
+			var c store.CompactionSummary
 			if err := json.Unmarshal(v, &c); err != nil {
 				return err
 			}
@@ -993,7 +993,7 @@ func (s *Service) handleContext(w http.ResponseWriter, r *http.Request) {
 	st.Write(bytes.TrimSuffix(b.Bytes(), []byte("]}")))
 	n := 0
 	for next := from; next != 0; {
-		var entries []ContextEntry
+		var entries []store.ContextEntry
 		err := s.view(func(rd reader) error {
 			var err error
 			entries, next, err = rd.contextPage(id, next, head.LastSeq, st.limit, &k)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
 // BenchmarkAgentList times the first page of 50 of /v1/sessions for a
@@ -36,13 +37,13 @@ func BenchmarkAgentList(b *testing.B) {
 	who := []string{"a07"}
 	for _, c := range []struct {
 		name string
-		page func(rd reader) ([]Summary, int, error)
+		page func(rd reader) ([]store.Summary, int, error)
 	}{
-		{"Index", func(rd reader) ([]Summary, int, error) {
+		{"Index", func(rd reader) ([]store.Summary, int, error) {
 			sums, _, n, err := rd.agentsWalk("acme", who, "", nil, limit)
 			return sums, n, err
 		}},
-		{"TenantWalk", func(rd reader) ([]Summary, int, error) {
+		{"TenantWalk", func(rd reader) ([]store.Summary, int, error) {
 			keep := func(id string) bool {
 				sum, err := rd.summary(id)
 				return err == nil && sees("acme", who, id, sum)

@@ -621,7 +621,7 @@ func indexTerms[T string | []byte](f *folder, en *entry, ev *schema.Envelope, tx
 
 // SearchHit is one session a search found.
 type SearchHit struct {
-	Summary Summary `json:"session"`
+	Summary store.Summary `json:"session"`
 	// Seq is the event where the first query word is found; Field says
 	// what it is (metadata or user or assistant), Snippet shows the text
 	// around the match.
@@ -812,7 +812,7 @@ func (s *Service) snippet(r *http.Request, h *SearchHit, term string) {
 	if err := s.view(func(rd reader) error {
 		v, ok, err := rd.get(store.EventKey(sum.SessionID, h.Seq))
 		if ok {
-			ss, _ = decodeIndex(v)
+			ss, _ = store.DecodeEventValue(v)
 		}
 		return err
 	}); err != nil || ss == 0 {

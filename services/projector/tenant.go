@@ -9,6 +9,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/httpauth"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
 // A request bearing a tenant's token (httpauth.RequireTenants) sees only
@@ -55,7 +56,7 @@ func (n names) stored(id string) string { return api.TenantStoredID(n.tenant, id
 func (n names) text(s string) string { return api.TenantWireText(n.tenant, s) }
 
 // summary names sum's ids as the request does.
-func (n names) summary(sum *Summary) {
+func (n names) summary(sum *store.Summary) {
 	if !n.scoped() {
 		return
 	}
@@ -115,7 +116,7 @@ func ownedBy(tenant, id string) bool { return tenantOf(id) == tenant }
 // seen by the tenant's token alone, not by a token of agents, although
 // api.Authorize lets every agent of the default tenant use it: such a
 // token names the sessions of its agents, and that session is none's.
-func sees(tenant string, agents []string, id string, sum *Summary) bool {
+func sees(tenant string, agents []string, id string, sum *store.Summary) bool {
 	if !ownedBy(tenant, id) {
 		return false
 	}
@@ -136,7 +137,7 @@ func sees(tenant string, agents []string, id string, sum *Summary) bool {
 // each once, when the owner is of the tenant the id names; none for a
 // session without an owner. The fold indexes the session under each
 // (store.AgentActivityPrefix), which the list of a token of agents reads.
-func readers(id string, sum *Summary) []string {
+func readers(id string, sum *store.Summary) []string {
 	tenant := tenantOf(id)
 	if tenant == "" || sum.Owner == nil || sum.Owner.Tenant != tenant {
 		return nil

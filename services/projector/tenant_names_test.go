@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
 // tenantAnswer is GET path with token: status, body and the headers as
@@ -53,7 +54,7 @@ func tenantAnswer(t *testing.T, r *running, token, path string, durable int) (in
 // and its next.
 func pageIDs(body string) (ids []string, next string) {
 	var l struct {
-		Sessions []projector.Summary   `json:"sessions"`
+		Sessions []store.Summary       `json:"sessions"`
 		Results  []projector.SearchHit `json:"results"`
 		Next     string                `json:"next"`
 	}

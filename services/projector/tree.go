@@ -39,7 +39,7 @@ type Tree struct {
 	Truncated bool `json:"truncated,omitempty"`
 }
 
-func nodeOf(id string, sum *Summary) TreeNode {
+func nodeOf(id string, sum *store.Summary) TreeNode {
 	n := TreeNode{SessionID: id, Missing: sum == nil}
 	if sum != nil {
 		n.Status, n.Title, n.LastSeq = sum.Status, sum.Title, sum.LastSeq

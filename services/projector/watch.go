@@ -17,6 +17,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
 const (
@@ -104,7 +105,7 @@ type liveSub struct {
 	// summary reads the session's summary from the views; writers is
 	// who may write to the session as last read, used only on the
 	// subscription's goroutine (deliver).
-	summary func() (*Summary, error)
+	summary func() (*store.Summary, error)
 	// hmu guards writers and held: deliver and the hold's timer.
 	hmu     sync.Mutex
 	writers *liveWriters
@@ -151,7 +152,7 @@ type liveWriters struct {
 // subscribe adds q to the session's transient events; the returned func
 // takes it off (and unsubscribes after the last watch). summary reads the
 // session's summary, for its owner and grants.
-func (h *watchHub) subscribe(st *logstore.Store, id string, q *watchQueue, summary func() (*Summary, error)) (func(), error) {
+func (h *watchHub) subscribe(st *logstore.Store, id string, q *watchQueue, summary func() (*store.Summary, error)) (func(), error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ls := h.live[id]
@@ -538,7 +539,7 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 	// client has not read of them stays within the queue's budget.
 	q := newWatchQueue(hub)
 	defer q.close()
-	leave, err := hub.subscribe(s.ls, id, q, func() (sum *Summary, err error) {
+	leave, err := hub.subscribe(s.ls, id, q, func() (sum *store.Summary, err error) {
 		err = s.view(func(rd reader) error {
 			sum, err = rd.summary(id)
 			return err

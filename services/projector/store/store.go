@@ -1,5 +1,7 @@
 // Package store is the projector's Pebble read-model store: the key
-// layout of the views, the checkpoint record and the view checksum. It is
+// layout of the views and what their values hold (the summary in
+// summary.go, the event index and compaction values in context.go), the
+// checkpoint record and the view checksum. It is
 // the only package that imports Pebble: the fold writes through a Batch,
 // the HTTP side reads through a Snapshot (read.go).
 //
