@@ -153,12 +153,6 @@ func sortedKeys[M ~map[string]V, V any](m M) []string {
 	return out
 }
 
-// IndexValue appends the event index value the projector stores for e
-// (the catch-up benchmark sizes its floor's keys by it).
-func IndexValue(dst []byte, streamSeq uint64, e *schema.Envelope) []byte {
-	return store.AppendEventValue(dst, streamSeq, e, false)
-}
-
 // SummaryOf is the summary view of a session folded to st, as a batch
 // would store it after its last event at streamSeq of type lastType.
 func SummaryOf(st *session.State, streamSeq uint64, lastType string) store.Summary {

@@ -79,7 +79,7 @@ func newConsumeFloor(ls *logstore.Store, events, sessions, batch int, dir string
 			return nil, fmt.Errorf("floor: %s seq %d: %w", e.SessionID, e.Seq, err)
 		}
 		streamSeq := uint64(i + 1)
-		scratch = projector.IndexValue(scratch[:0], streamSeq, &e)
+		scratch = store.AppendEventValue(scratch[:0], streamSeq, &e, false)
 		r.valSize = append(r.valSize, uint32(len(scratch)))
 		touched[e.SessionID] = last{streamSeq, e.Type}
 		if (i+1)%batch == 0 {
