@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
+	"github.com/sessionlog/sessionlog/internal/embednats"
 	"github.com/sessionlog/sessionlog/internal/httpauth"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/opshttp"
@@ -211,7 +212,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer ln.Close()
 
-	ns, err := startEmbedded(opts, log.With("component", "nats-server"))
+	ns, err := embednats.Start(opts, log.With("component", "nats-server"))
 	if err != nil {
 		return err
 	}
