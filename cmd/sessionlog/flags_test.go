@@ -3,10 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -101,28 +98,6 @@ func TestHelpListsEveryCommand(t *testing.T) {
 	}
 	if code := Main(context.Background(), []string{"ls", "--no-such-flag"}, &out, &out); code != 2 {
 		t.Fatalf("bad flag: exit %d", code)
-	}
-}
-
-func TestReadyzAggregates(t *testing.T) {
-	o := newOps()
-	fail := errors.New("catching up")
-	var state error = fail
-	o.AddReady("a", func() error { return nil })
-	o.AddReady("b", func() error { return state })
-	get := func() (int, map[string]any) {
-		rec := httptest.NewRecorder()
-		o.Mux.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
-		var body map[string]any
-		_ = json.Unmarshal(rec.Body.Bytes(), &body)
-		return rec.Code, body
-	}
-	if code, body := get(); code != http.StatusServiceUnavailable || body["checks"].(map[string]any)["b"] != "catching up" {
-		t.Fatalf("%d %v", code, body)
-	}
-	state = nil
-	if code, body := get(); code != http.StatusOK || body["status"] != "ok" {
-		t.Fatalf("%d %v", code, body)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
 	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/opshttp"
 )
 
 // standalone is what the service commands share: the
@@ -86,14 +87,14 @@ func (c *standalone) run(ctx context.Context, args []string, stderr io.Writer, c
 		return err
 	}
 	c.nf.Log = log
-	ln, err := listen(*c.httpListen)
+	ln, err := opshttp.Listen(*c.httpListen)
 	if err != nil {
 		return err
 	}
 	defer ln.Close()
 	var mln net.Listener
 	if *c.metricsListen != "" {
-		if mln, err = listen(*c.metricsListen); err != nil {
+		if mln, err = opshttp.Listen(*c.metricsListen); err != nil {
 			return err
 		}
 		defer mln.Close()
@@ -111,12 +112,12 @@ func (c *standalone) run(ctx context.Context, args []string, stderr io.Writer, c
 	if err != nil {
 		return err
 	}
-	o := newOps()
+	o := opshttp.New()
 	svc, err := build(store, assemble.Deps{Conn: nc, Logger: log.With("service", c.name), Registerer: o.Registry})
 	if err != nil {
 		return err
 	}
-	o.AddReady("nats", natsReady(nc))
+	o.AddReady("nats", opshttp.NATSReady(nc))
 	o.AddReady(c.name, svc.Ready)
 	var g run.Group
 	exec, interrupt := serviceActor(ctx, svc.Run)
@@ -125,9 +126,9 @@ func (c *standalone) run(ctx context.Context, args []string, stderr io.Writer, c
 	if c.handler != nil {
 		h = c.handler(o.Mux)
 	}
-	serveOps(&g, ln, h, log)
+	opshttp.Serve(&g, ln, h, log)
 	if mln != nil {
-		serveOps(&g, mln, o.MetricsHandler(), log)
+		opshttp.Serve(&g, mln, o.MetricsHandler(), log)
 	}
 	return runGroup(ctx, &g, log)
 }

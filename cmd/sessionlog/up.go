@@ -19,9 +19,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
+	"github.com/sessionlog/sessionlog/internal/embednats"
 	"github.com/sessionlog/sessionlog/internal/httpauth"
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/opshttp"
 	"github.com/sessionlog/sessionlog/internal/progress"
+	"github.com/sessionlog/sessionlog/internal/storewatch"
 )
 
 // Defaults of `sessionlog up` (DESIGN.md section 10).
@@ -203,13 +206,13 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		log.Warn("NATS is open: no --nats-user, listening on loopback only", "nats_listen", net.JoinHostPort(opts.Host, strconv.Itoa(opts.Port)))
 	}
 	// Bind HTTP first: a taken port fails before the server or any store opens.
-	ln, err := listen(f.httpListen)
+	ln, err := opshttp.Listen(f.httpListen)
 	if err != nil {
 		return err
 	}
 	defer ln.Close()
 
-	ns, err := startEmbedded(opts, log.With("component", "nats-server"))
+	ns, err := embednats.Start(opts, log.With("component", "nats-server"))
 	if err != nil {
 		return err
 	}
@@ -225,8 +228,8 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	// A full disk: /readyz says so, appends are refused at once, and
-	// JetStream reopens the store once space is freed (up_disk.go).
-	sw := newStoreWatch(ns, opts, f.dataDir, log.With("component", "store"))
+	// JetStream reopens the store once space is freed (internal/storewatch).
+	sw := storewatch.New(ns, opts, f.dataDir, log.With("component", "store"))
 	store, err := openStore(ctx, nc, logstore.Config{Replicas: 1, Partitions: *f.partitions, LeaseTTL: f.leaseTTL, Logger: log.With("component", "logstore"),
 		// On one node that does not fsync per event, an atomic batch costs
 		// more than the publishes it gathers (docs/adr/008-group-commit.md).
@@ -235,12 +238,12 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 
-	o := newOps()
+	o := opshttp.New()
 	o.AddReady("nats", func() error {
 		if !ns.JetStreamEnabled() {
 			return errors.New("jetstream not enabled")
 		}
-		return natsReady(nc)()
+		return opshttp.NATSReady(nc)()
 	})
 	o.AddReady("store", sw.Err)
 	natsURL := clientURL(ns)
@@ -262,7 +265,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	{
 		wctx, cancel := context.WithCancel(ctx)
-		g.Add(func() error { return sw.run(wctx) }, func(error) { cancel() })
+		g.Add(func() error { return sw.Run(wctx) }, func(error) { cancel() })
 	}
 	for _, svc := range upServices {
 		env := &upEnv{
@@ -280,7 +283,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		g.Add(a.Execute, a.Interrupt)
 		log.Info("service started", "service", svc.Name)
 	}
-	serveOps(&g, ln, httpauth.RequireTenants(f.httpToken, f.tenantTokens, o.Mux), log)
+	opshttp.Serve(&g, ln, httpauth.RequireTenants(f.httpToken, f.tenantTokens, o.Mux), log)
 
 	httpURL := "http://" + displayAddr(ln.Addr())
 	fmt.Fprintf(stdout, "dashboard: %s/\n", httpURL)

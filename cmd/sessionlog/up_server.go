@@ -1,18 +1,16 @@
 package main
 
 // The embedded nats-server of `sessionlog up`: its options (from the flags
-// and --nats-config), starting it, its logger and the addresses up shows.
+// and --nats-config) and the addresses up shows; internal/embednats starts
+// it.
 
 import (
-	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 )
@@ -23,7 +21,6 @@ const (
 	// load, and a refused batch is only a retry, so allow more.
 	upMaxBatchInflightPerStream = 1000
 	upMaxBatchInflightTotal     = 4000
-	natsReadyTimeout            = 2 * time.Minute
 )
 
 // upServerOptions builds the embedded server's options: --nats-config if
@@ -103,37 +100,6 @@ func configError(path string, err error) error {
 	return fmt.Errorf("--nats-config %s: %w", path, err)
 }
 
-// startEmbedded starts the server and waits until it accepts clients and
-// JetStream is up. A listen failure is reported by the server through its
-// logger's Fatalf, which is caught here instead of exiting.
-func startEmbedded(opts *server.Options, log *slog.Logger) (*server.Server, error) {
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		return nil, fmt.Errorf("nats-server: %w", err)
-	}
-	sl := &serverLogger{log: log, fatal: make(chan string, 1)}
-	ns.SetLoggerV2(sl, false, false, false)
-	go ns.Start()
-	deadline := time.Now().Add(natsReadyTimeout)
-	for !ns.ReadyForConnections(100 * time.Millisecond) {
-		select {
-		case msg := <-sl.fatal:
-			ns.Shutdown()
-			return nil, fmt.Errorf("nats-server: %s", msg)
-		default:
-		}
-		if time.Now().After(deadline) {
-			ns.Shutdown()
-			return nil, fmt.Errorf("nats-server not ready after %s", natsReadyTimeout)
-		}
-	}
-	if opts.JetStream && !ns.JetStreamEnabled() {
-		ns.Shutdown()
-		return nil, errors.New("nats-server: jetstream did not start")
-	}
-	return ns, nil
-}
-
 func clientURL(ns *server.Server) string {
 	if a, ok := ns.Addr().(*net.TCPAddr); ok {
 		return "nats://" + displayAddr(a)
@@ -153,28 +119,6 @@ func displayAddr(a net.Addr) string {
 	}
 	return net.JoinHostPort(host, strconv.Itoa(tcp.Port))
 }
-
-// serverLogger forwards nats-server logs to slog.
-type serverLogger struct {
-	log   *slog.Logger
-	fatal chan string
-}
-
-func (l *serverLogger) Noticef(format string, v ...any) { l.log.Info(fmt.Sprintf(format, v...)) }
-func (l *serverLogger) Warnf(format string, v ...any)   { l.log.Warn(fmt.Sprintf(format, v...)) }
-func (l *serverLogger) Errorf(format string, v ...any)  { l.log.Error(fmt.Sprintf(format, v...)) }
-func (l *serverLogger) Debugf(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
-func (l *serverLogger) Tracef(format string, v ...any)  { l.log.Debug(fmt.Sprintf(format, v...)) }
-func (l *serverLogger) Fatalf(format string, v ...any) {
-	msg := fmt.Sprintf(format, v...)
-	l.log.Error(msg, "fatal", true)
-	select {
-	case l.fatal <- msg:
-	default:
-	}
-}
-
-var _ server.Logger = (*serverLogger)(nil)
 
 func splitHostPort(addr string) (string, int, error) {
 	h, p, err := net.SplitHostPort(addr)

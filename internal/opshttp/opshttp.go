@@ -1,4 +1,10 @@
-package main
+// Package opshttp is the operational HTTP surface of a sessionlog process:
+// /healthz, /readyz (200 only when every named readiness check passes,
+// with each check's answer) and /metrics (a registry of its own with the
+// Go, process and sessionlog_build_info collectors), on a mux that the
+// process's services may add their own routes to; and the listener and
+// server that serve it as an actor of an oklog/run group.
+package opshttp
 
 import (
 	"context"
@@ -12,7 +18,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,9 +29,9 @@ import (
 	"github.com/sessionlog/sessionlog/internal/version"
 )
 
-// ops is the operational HTTP surface of a process: /healthz, /readyz,
+// Surface is the operational HTTP surface of a process: /healthz, /readyz,
 // /metrics on a mux that services may add their own routes to.
-type ops struct {
+type Surface struct {
 	Mux      *http.ServeMux
 	Registry *prometheus.Registry
 
@@ -34,17 +39,17 @@ type ops struct {
 	checks map[string]func() error
 }
 
-// newOps returns a mux serving /healthz, /readyz and /metrics (a fresh
+// New returns a mux serving /healthz, /readyz and /metrics (a fresh
 // registry with the Go and process collectors).
-func newOps() *ops {
-	o := &ops{Mux: http.NewServeMux(), Registry: prometheus.NewRegistry(), checks: map[string]func() error{}}
+func New() *Surface {
+	o := &Surface{Mux: http.NewServeMux(), Registry: prometheus.NewRegistry(), checks: map[string]func() error{}}
 	o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	o.register(o.Mux)
 	return o
 }
 
 // register adds /healthz, /readyz and /metrics to mux.
-func (o *ops) register(mux *http.ServeMux) {
+func (o *Surface) register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
@@ -56,7 +61,7 @@ func (o *ops) register(mux *http.ServeMux) {
 // MetricsHandler serves /healthz, /readyz and /metrics alone: what
 // --metrics-listen serves without the API token, for a scraper and
 // probes that hold none.
-func (o *ops) MetricsHandler() http.Handler {
+func (o *Surface) MetricsHandler() http.Handler {
 	mux := http.NewServeMux()
 	o.register(mux)
 	return mux
@@ -64,14 +69,14 @@ func (o *ops) MetricsHandler() http.Handler {
 
 // AddReady adds a readiness check: /readyz is 200 only when every check
 // returns nil.
-func (o *ops) AddReady(name string, check func() error) {
+func (o *Surface) AddReady(name string, check func() error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.checks[name] = check
 }
 
 // Ready runs every check; the map holds "ok" or the error text.
-func (o *ops) Ready() (map[string]string, bool) {
+func (o *Surface) Ready() (map[string]string, bool) {
 	o.mu.Lock()
 	checks := make(map[string]func() error, len(o.checks))
 	for k, v := range o.checks {
@@ -96,7 +101,7 @@ func (o *ops) Ready() (map[string]string, bool) {
 	return out, ok
 }
 
-func (o *ops) serveReady(w http.ResponseWriter, _ *http.Request) {
+func (o *Surface) serveReady(w http.ResponseWriter, _ *http.Request) {
 	checks, ok := o.Ready()
 	status := "ok"
 	code := http.StatusOK
@@ -108,8 +113,8 @@ func (o *ops) serveReady(w http.ResponseWriter, _ *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"status": status, "checks": checks})
 }
 
-// natsReady is a readiness check for a connection.
-func natsReady(nc *nats.Conn) func() error {
+// NATSReady is a readiness check for a connection.
+func NATSReady(nc *nats.Conn) func() error {
 	return func() error {
 		if !nc.IsConnected() {
 			return fmt.Errorf("nats %s", strings.ToLower(nc.Status().String()))
@@ -118,9 +123,9 @@ func natsReady(nc *nats.Conn) func() error {
 	}
 }
 
-// listen binds a TCP address. Commands bind every listener before their
+// Listen binds a TCP address. Commands bind every listener before their
 // group starts, so a bad address fails at once.
-func listen(addr string) (net.Listener, error) {
+func Listen(addr string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("http listen %s: %w", addr, err)
@@ -128,10 +133,10 @@ func listen(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// serveOps adds an actor serving h on ln to g. Its interrupt cancels the
+// Serve adds an actor serving h on ln to g. Its interrupt cancels the
 // request contexts (long-lived SSE streams end), then shuts the server down
 // gracefully, closing what is left after a few seconds.
-func serveOps(g *run.Group, ln net.Listener, h http.Handler, log *slog.Logger) {
+func Serve(g *run.Group, ln net.Listener, h http.Handler, log *slog.Logger) {
 	base, cancel := context.WithCancel(context.Background())
 	srv := &http.Server{
 		Handler:           h,
@@ -153,28 +158,6 @@ func serveOps(g *run.Group, ln net.Listener, h http.Handler, log *slog.Logger) {
 			_ = srv.Close()
 		}
 	})
-}
-
-// runGroup adds the signal actor (SIGINT, SIGTERM) last and runs g. A
-// signal is a clean stop, not an error.
-func runGroup(ctx context.Context, g *run.Group, log *slog.Logger) error {
-	g.Add(run.SignalHandler(ctx, syscall.SIGINT, syscall.SIGTERM))
-	err := g.Run()
-	switch {
-	case errors.Is(err, run.ErrSignal):
-		log.Info("stopped", "reason", err.Error())
-		return nil
-	case errors.Is(err, context.Canceled):
-		return nil
-	}
-	return err
-}
-
-// serviceActor runs a service's Run(ctx) as an actor: the interrupt cancels
-// exactly that service's context.
-func serviceActor(parent context.Context, runFn func(context.Context) error) (func() error, func(error)) {
-	ctx, cancel := context.WithCancel(parent)
-	return func() error { return runFn(ctx) }, func(error) { cancel() }
 }
 
 // buildInfo is sessionlog_build_info: 1, labelled with the release, the

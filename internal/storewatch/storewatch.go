@@ -1,4 +1,17 @@
-package main
+// Package storewatch keeps `sessionlog up` answering when the disk under
+// its embedded nats-server fills. When a write of the server's store fails
+// (ENOSPC), the server leaves the message unanswered and keeps that
+// stream's error for as long as the stream is open: every later write to it
+// fails the same way, so without help appends hang to a timeout
+// (outcome_unknown) until a restart, and the server stays "ready". A Watch
+// sees the error in the server's health, and its Err, given to /readyz as a
+// check and to the log store as its CannotStore, makes /readyz say not
+// ready with the reason and has the log store refuse appends at once
+// (not_committed: nothing stored); once a probe write succeeds (space was
+// freed) it restarts JetStream in the running process, which reopens the
+// streams from their files (what was acknowledged was fsynced before), and
+// appends succeed again.
+package storewatch
 
 import (
 	"context"
@@ -14,29 +27,17 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// A full disk under `up`. When a write of the embedded nats-server's store
-// fails (ENOSPC), the server leaves the message unanswered and keeps that
-// stream's error for as long as the stream is open: every later write to it
-// fails the same way, so without help appends hang to a timeout
-// (outcome_unknown) until a restart, and the server stays "ready". The
-// store watch sees the error in the server's health, makes /readyz say not
-// ready with the reason, and has the log store refuse appends at once
-// (not_committed: nothing stored); once a probe write succeeds (space was
-// freed) it restarts JetStream in the running process, which reopens the
-// streams from their files (what was acknowledged was fsynced before), and
-// appends succeed again.
-
 const (
-	// storeWatchEvery is how often the watch reads the server's health,
-	// and, while the store cannot write, tries the probe write.
-	storeWatchEvery = 500 * time.Millisecond
-	// storeProbeBytes is the probe write: room for it means room for
-	// appends again.
-	storeProbeBytes = 1 << 20
+	// every is how often the watch reads the server's health, and, while
+	// the store cannot write, tries the probe write.
+	every = 500 * time.Millisecond
+	// probeBytes is the probe write: room for it means room for appends
+	// again.
+	probeBytes = 1 << 20
 )
 
-// storeWatch watches the embedded server's store for write errors.
-type storeWatch struct {
+// Watch watches an embedded server's store for write errors.
+type Watch struct {
 	ns    *server.Server
 	opts  *server.Options
 	probe string // the probe file, in the data directory
@@ -46,27 +47,29 @@ type storeWatch struct {
 	err error // why the store cannot write; nil when it can
 }
 
-func newStoreWatch(ns *server.Server, opts *server.Options, dataDir string, log *slog.Logger) *storeWatch {
-	return &storeWatch{ns: ns, opts: opts, probe: filepath.Join(dataDir, ".sessionlog-space-probe"), log: log}
+// New returns a watch of ns, started with opts, whose store is under
+// dataDir (the probe file is written there). It watches once Run runs.
+func New(ns *server.Server, opts *server.Options, dataDir string, log *slog.Logger) *Watch {
+	return &Watch{ns: ns, opts: opts, probe: filepath.Join(dataDir, ".sessionlog-space-probe"), log: log}
 }
 
 // Err says why the store cannot take writes now, nil if it can: /readyz's
 // "store" check, and the log store's CannotStore.
-func (w *storeWatch) Err() error {
+func (w *Watch) Err() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.err
 }
 
-func (w *storeWatch) set(err error) {
+func (w *Watch) set(err error) {
 	w.mu.Lock()
 	w.err = err
 	w.mu.Unlock()
 }
 
-// run watches until ctx ends.
-func (w *storeWatch) run(ctx context.Context) error {
-	t := time.NewTicker(storeWatchEvery)
+// Run watches until ctx ends.
+func (w *Watch) Run(ctx context.Context) error {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -80,7 +83,7 @@ func (w *storeWatch) run(ctx context.Context) error {
 
 // tick reads the server's health; while the store cannot write, it tries
 // the probe, and restarts JetStream once it succeeds.
-func (w *storeWatch) tick() {
+func (w *Watch) tick() {
 	if w.Err() == nil {
 		if werr := w.writeErr(); werr != "" {
 			w.set(fmt.Errorf("the store cannot write (%s); appends are refused until space is freed", werr))
@@ -106,7 +109,7 @@ func (w *storeWatch) tick() {
 
 // writeErr is the first stream write error the server's health names
 // (empty when none): what a failed write leaves on a stream.
-func (w *storeWatch) writeErr() string {
+func (w *Watch) writeErr() string {
 	hs := w.ns.Healthz(&server.HealthzOptions{Details: true})
 	for _, e := range hs.Errors {
 		if strings.Contains(e.Error, "write error") {
@@ -117,12 +120,12 @@ func (w *storeWatch) writeErr() string {
 }
 
 // probeWrite writes, syncs and removes a probe file next to the store.
-func (w *storeWatch) probeWrite() error {
+func (w *Watch) probeWrite() error {
 	f, err := os.OpenFile(w.probe, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(make([]byte, storeProbeBytes))
+	_, err = f.Write(make([]byte, probeBytes))
 	err = errors.Join(err, f.Sync(), f.Close())
 	return errors.Join(err, os.Remove(w.probe))
 }
@@ -137,7 +140,7 @@ func (w *storeWatch) probeWrite() error {
 // queue's fields, :88); e2e/faults knows these reports by their stacks.
 // At worst an API request sent during the restart goes unanswered, which
 // every caller already takes as an unknown outcome or a timeout to retry.
-func (w *storeWatch) restartJetStream() error {
+func (w *Watch) restartJetStream() error {
 	if err := w.ns.ShutdownJetStream(); err != nil {
 		return err
 	}
