@@ -32,6 +32,9 @@ type contract interface {
 	Erased(ctx context.Context, sessionID string) (bool, error)
 	UpdateErasure(ctx context.Context, e logstore.Erasure, rev uint64) (uint64, error)
 	FollowErasureRecords(ctx context.Context, ready chan<- struct{}, fn func(logstore.Erasure))
+	Locate(sessionID string) (logstore.Location, error)
+	MsgAt(ctx context.Context, stream string, seq uint64) (*logstore.Msg, error)
+	LastStreamSeq(ctx context.Context, stream string) (uint64, error)
 }
 
 var (
@@ -61,6 +64,8 @@ func TestContract(t *testing.T) {
 		"group: [s2 1-1 stream 5 bytes>0 true] [s3 1-2 stream 7 bytes>0 true]",
 		"stale group: refused true; s4 tail 0",
 		"end at another revision: lease changed",
+		"stream last: 7 (<nil>)",
+		"at stream 8: none (<nil>)",
 	} {
 		if !strings.Contains(got[0], want) {
 			t.Errorf("transcript lacks %q:\n%s", want, got[0])
@@ -157,6 +162,16 @@ func transcript(t *testing.T, l contract) string {
 	say("s1 after stream 2: %d", m.StreamSeq)
 	m, _ = l.NextAfter(ctx, "s1", 7)
 	say("s1 after stream 7: %v", m != nil)
+	loc, _ := l.Locate("s1")
+	streamLast, err := l.LastStreamSeq(ctx, loc.Stream)
+	say("stream last: %d (%v)", streamLast, err)
+	for _, seq := range []uint64{3, 6, streamLast + 1} {
+		if m, err := l.MsgAt(ctx, loc.Stream, seq); m != nil {
+			say("at stream %d: stream %d %s id %s", seq, m.StreamSeq, m.Subject, m.EventID())
+		} else {
+			say("at stream %d: none (%v)", seq, err)
+		}
+	}
 	n := 0
 	tail, err = l.ReadJudged(ctx, &logstore.Judge{SessionID: "s3"}, func(*logstore.Msg, *schema.Envelope) error { n++; return nil })
 	say("s3 judged: %d events, tail seq %d (%v)", n, tail.Seq, err)

@@ -1,10 +1,14 @@
 // Package memlog is a session log kept in memory, for the rule scripts of
 // the services that read and append to the log (the repairer's, the
-// forker's and the eraser's testdata): it implements the interfaces those
-// services declare (repairer.Log, forker.Log and forker.Records,
-// eraser.Log) as internal/logstore does on JetStream, by the same rules
-// and the same code where the rules are code (logstore.BuildMessages,
-// logstore.Judge, logstore.TailOf, ChainHash, CheckSnapshot).
+// forker's, the eraser's and the projector's testdata): it implements the
+// interfaces those services declare (repairer.Log, forker.Log and
+// forker.Records, eraser.Log, the projector's foldLog: what its fold
+// reads of the log beside the messages its consumers deliver) as
+// internal/logstore does on JetStream, by the same rules and the same
+// code where the rules are code (logstore.BuildMessages, logstore.Judge,
+// logstore.TailOf, ChainHash, CheckSnapshot); MsgAt and LastStreamSeq let
+// a script deliver a stream's messages in stream order, as a consumer
+// does.
 //
 // What it keeps faithfully: the messages of each stream in stream order
 // (one stream per partition of the layout), with their ids and SL-Seq /
@@ -176,6 +180,26 @@ func (l *Log) NextAfter(_ context.Context, sessionID string, after uint64) (*log
 		}
 	}
 	return nil, nil
+}
+
+// MsgAt is the message stored at stream seq seq of the stream; nil when
+// there is none (never stored, or deleted).
+func (l *Log) MsgAt(_ context.Context, stream string, seq uint64) (*logstore.Msg, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.stream(stream)
+	if seq == 0 || seq > uint64(len(s.msgs)) {
+		return nil, nil
+	}
+	return s.msgs[seq-1], nil
+}
+
+// LastStreamSeq is the stream's last sequence: that of the last message
+// it stored, deleted or not (0: none).
+func (l *Log) LastStreamSeq(_ context.Context, stream string) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return uint64(len(l.stream(stream).msgs)), nil
 }
 
 // ReadSession calls fn with each of the session's stored events after

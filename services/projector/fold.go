@@ -98,11 +98,24 @@ type snapshot struct {
 	Terms      []string `json:"terms,omitempty"`
 }
 
+// foldLog is what the fold reads of the log besides the messages its
+// consumers deliver: a session's stored messages after a position (a
+// gap's fill, the restore of many events) and one message by its stream
+// seq (the restore of a few). logstore.Store is it on JetStream; the
+// rule scripts fold on internal/memlog through it too.
+type foldLog interface {
+	ReadSession(ctx context.Context, sessionID string, afterStreamSeq uint64, fn func(*logstore.Msg) error) (logstore.Tail, error)
+	Locate(sessionID string) (logstore.Location, error)
+	MsgAt(ctx context.Context, stream string, seq uint64) (*logstore.Msg, error)
+}
+
+var _ foldLog = (*logstore.Store)(nil)
+
 // folder folds stream messages into batches of view changes. It is used
 // by one goroutine only.
 type folder struct {
 	db  *store.DB
-	ls  *logstore.Store
+	ls  foldLog
 	met *metrics
 	// observe, if set, sees each event folded (Config.Observer).
 	observe func(ev *schema.Envelope, streamSeq uint64)
@@ -184,7 +197,7 @@ func (f *folder) forget(id string) {
 	}
 }
 
-func newFolder(db *store.DB, ls *logstore.Store, met *metrics, capacity, snapEach int, pos []store.StreamPos) *folder {
+func newFolder(db *store.DB, ls foldLog, met *metrics, capacity, snapEach int, pos []store.StreamPos) *folder {
 	f := &folder{
 		db: db, ls: ls, met: met,
 		cache: map[string]*entry{}, lru: list.New(), capacity: capacity, snapEach: uint64(snapEach),
