@@ -930,6 +930,40 @@ func (rd reader) contextPage(id string, from, last uint64, limit int, k *skipper
 	return entries, 0, nil
 }
 
+// contextHead is where a session's context starts, read in one view:
+// its summary (nil: no session), its last compaction (nil: none) and the
+// first seq after it, and the ranges of entries a rewind abandoned.
+// Nothing is read past the summary of an unreadable session: its context
+// is not served.
+type contextHead struct {
+	sum  *store.Summary
+	comp *store.CompactionSummary
+	from uint64
+	skip skipper
+}
+
+func (rd reader) contextHead(id string) (contextHead, error) {
+	h := contextHead{from: 1}
+	sum, err := rd.summary(id)
+	h.sum = sum
+	if err != nil || sum == nil || sum.Status == StatusUnreadable {
+		return h, err
+	}
+	if v, ok, err := rd.get(store.CompactionKey(id)); err != nil {
+		return h, err
+	} else if ok {
+		var c store.CompactionSummary
+		if err := json.Unmarshal(v, &c); err != nil {
+			return h, err
+		}
+		h.comp, h.from = &c, c.ThroughSeq+1
+	}
+	if sum.Rewinds > 0 {
+		h.skip.ranges, err = rd.abandoned(id, h.from, sum.LastSeq)
+	}
+	return h, err
+}
+
 // handleContext streams the context a page of entries at a time, each
 // read in a view of its own (a slow client holds no snapshot), up to the
 // lastSeq of the summary it answers with: events folded meanwhile are
@@ -939,53 +973,27 @@ func (s *Service) handleContext(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var head *Context
-	var unreadable *store.Summary
-	var from uint64 = 1
-	var k skipper
-	err := s.view(func(rd reader) error {
-		sum, err := rd.summary(id)
-		if err != nil || sum == nil {
-			return err
-		}
-		if sum.Status == StatusUnreadable {
-			unreadable = sum
-			return nil
-		}
-		head = &Context{SessionID: namesOf(r).wire(id), LastSeq: sum.LastSeq, Entries: []store.ContextEntry{}}
-		if v, ok, err := rd.get(store.CompactionKey(id)); err != nil {
-			return err
-		} else if ok {
-			var c store.CompactionSummary
-			if err := json.Unmarshal(v, &c); err != nil {
-				return err
-			}
-			head.Compaction = &c
-			from = c.ThroughSeq + 1
-		}
-		if sum.Rewinds > 0 {
-			k.ranges, err = rd.abandoned(id, from, sum.LastSeq)
-		}
-		return err
-	})
-	if err != nil {
+	var ch contextHead
+	if err := s.view(func(rd reader) (err error) { ch, err = rd.contextHead(id); return err }); err != nil {
 		s.internal(w, err)
 		return
 	}
-	if unreadable != nil {
+	switch {
+	case ch.sum == nil:
+		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
+		return
+	case ch.sum.Status == StatusUnreadable:
 		// The model-visible transcript of a session that cannot be read
 		// to its end is not served: an agent would continue from it.
 		msg := "session " + id + " is unreadable"
-		if p := unreadable.Problem; p != nil {
+		if p := ch.sum.Problem; p != nil {
 			msg += fmt.Sprintf(" at seq %d (stream seq %d): %s", p.Seq, p.StreamSeq, p.Message)
 		}
 		apiError(w, http.StatusConflict, schema.CodeUnreadable, msg)
 		return
 	}
-	if head == nil {
-		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
-		return
-	}
+	head := &Context{SessionID: namesOf(r).wire(id), LastSeq: ch.sum.LastSeq, Compaction: ch.comp, Entries: []store.ContextEntry{}}
+	from, k := ch.from, ch.skip
 	// The head as writeJSON writes it, up to the entries' "[".
 	var b bytes.Buffer
 	encodeJSON(&b, head)

@@ -2,7 +2,6 @@ package projector
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -396,7 +395,7 @@ func (s *foldScript) events(t *testing.T, rd reader, id string) string {
 	var out strings.Builder
 	for ok := it.First(); ok; ok = it.Next() {
 		seq := store.EventSeq(it.Key())
-		ss, _ := decodeIndex(it.Value())
+		ss, _ := store.DecodeEventValue(it.Value())
 		m, err := s.log.MsgAt(context.Background(), loc.Stream, ss)
 		if err != nil || m == nil {
 			fmt.Fprintf(&out, "seq %d: stream seq %d is gone (%v)\n", seq, ss, err)
@@ -421,36 +420,23 @@ func (s *foldScript) events(t *testing.T, rd reader, id string) string {
 // an unreadable session, the last compaction's summary, then the entries
 // after it that no rewind abandoned.
 func renderContext(t *testing.T, rd reader, id string) string {
-	sum, err := rd.summary(id)
+	ch, err := rd.contextHead(id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	switch {
-	case sum == nil:
+	case ch.sum == nil:
 		return "no session\n"
-	case sum.Status == StatusUnreadable:
+	case ch.sum.Status == StatusUnreadable:
 		return "unreadable: not served\n"
 	}
 	var out strings.Builder
-	var from uint64 = 1
-	if v, ok, err := rd.get(store.CompactionKey(id)); err != nil {
-		t.Fatal(err)
-	} else if ok {
-		var c CompactionSummary
-		if err := json.Unmarshal(v, &c); err != nil {
-			t.Fatal(err)
-		}
+	if c := ch.comp; c != nil {
 		fmt.Fprintf(&out, "compacted through seq %d: %s\n", c.ThroughSeq, c.Summary)
-		from = c.ThroughSeq + 1
 	}
-	var k skipper
-	if sum.Rewinds > 0 {
-		if k.ranges, err = rd.abandoned(id, from, sum.LastSeq); err != nil {
-			t.Fatal(err)
-		}
-	}
+	from, k, sum := ch.from, ch.skip, ch.sum
 	for next := from; next != 0; {
-		var entries []ContextEntry
+		var entries []store.ContextEntry
 		if entries, next, err = rd.contextPage(id, next, sum.LastSeq, 1<<20, &k); err != nil {
 			t.Fatal(err)
 		}
