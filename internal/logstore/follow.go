@@ -104,26 +104,22 @@ func (s *Store) Follow(ctx context.Context, spec FollowSpec) (*Follower, error) 
 	if spec.PageBytes > 0 {
 		f.pageBytes = max(spec.PageBytes, int(s.nc.MaxPayload())+4<<10)
 	}
-	for attempt := 0; ; attempt++ {
-		cons, err := s.js.OrderedConsumer(ctx, spec.Stream, cfg)
-		if err == nil {
-			f.cons = cons
-			return f, nil
-		}
+	create := func(ctx context.Context) (jetstream.Consumer, error) {
+		return s.js.OrderedConsumer(ctx, spec.Stream, cfg)
+	}
+	var err error
+	if spec.OnUnavailable == nil {
+		f.cons, err = create(ctx)
+	} else {
+		f.cons, err = WhileUnreachable(ctx, 0, spec.OnUnavailable, create)
+	}
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		// A closed connection never comes back: waiting would hang.
-		if spec.OnUnavailable == nil || !Unreachable(err) || errors.Is(err, nats.ErrConnectionClosed) {
-			return nil, fmt.Errorf("logstore: follow %s: %w", spec.Stream, err)
-		}
-		spec.OnUnavailable(err)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(min(100*time.Millisecond<<min(attempt, 5), 2*time.Second)):
-		}
+		return nil, fmt.Errorf("logstore: follow %s: %w", spec.Stream, err)
 	}
+	return f, nil
 }
 
 // Next returns the next message, waiting for it. Pulls of a page run

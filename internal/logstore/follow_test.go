@@ -187,6 +187,85 @@ func TestFollowNotUnavailable(t *testing.T) {
 	}
 }
 
+// With two nodes of three down a stream has no quorum, and every ask of it
+// is answered "temporarily unavailable" or not at all: Follow with
+// OnUnavailable, and WhileUnreachable with a hook, call it with that
+// answer before waiting, and once the nodes are back return what was
+// asked (one retry loop serves both).
+func TestWaitOutNoQuorum(t *testing.T) {
+	c := natstest.RunCluster(t, 3)
+	nc := natstest.Connect(t, c.Servers[0], nats.MaxReconnects(-1))
+	st := open(t, nc, logstore.Config{Replicas: 3})
+	// No deadline: Follow asks with none of its own, so that each ask is
+	// bounded by the store's request timeout.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.WaitStreamLeader(logstore.StreamName)
+	if _, err := st.Append(ctx, logstore.AppendRequest{SessionID: "q", Events: events("q", 1, 1, "q")}); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitStreamsCurrent(logstore.StreamName)
+	for _, i := range []int{1, 2} {
+		c.Servers[i].Shutdown()
+		c.Servers[i].WaitForShutdown()
+	}
+	// The leader left alone steps down once it misses its followers.
+	natstest.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() error {
+		if _, err := st.LastHeldSeq(ctx, logstore.StreamName); err == nil || !logstore.Unreachable(err) {
+			return fmt.Errorf("the last message held, without a quorum: %v, want an unreachable log", err)
+		}
+		return nil
+	})
+	type answer struct {
+		who string
+		err error
+	}
+	waited, done := make(chan answer, 2), make(chan answer, 2)
+	hook := func(who string) func(error) {
+		var once sync.Once
+		return func(err error) { once.Do(func() { waited <- answer{who, err} }) }
+	}
+	var fol *logstore.Follower
+	go func() {
+		f, err := st.Follow(ctx, logstore.FollowSpec{Stream: logstore.StreamName, OnUnavailable: hook("Follow")})
+		fol = f
+		done <- answer{"Follow", err}
+	}()
+	var held uint64
+	go func() {
+		h, err := logstore.WhileUnreachable(ctx, time.Second, hook("WhileUnreachable"), func(ctx context.Context) (uint64, error) {
+			return st.LastHeldSeq(ctx, logstore.StreamName)
+		})
+		held = h
+		done <- answer{"WhileUnreachable", err}
+	}()
+	for range 2 {
+		select {
+		case w := <-waited:
+			if !logstore.Unreachable(w.err) {
+				t.Errorf("%s waited on %v, not an unreachable log", w.who, w.err)
+			}
+		case d := <-done:
+			t.Fatalf("%s returned without a quorum before waiting: %v", d.who, d.err)
+		}
+	}
+	for _, i := range []int{1, 2} {
+		c.Restart(i)
+	}
+	for range 2 {
+		if d := <-done; d.err != nil {
+			t.Fatalf("%s once the quorum is back: %v", d.who, d.err)
+		}
+	}
+	if held != 1 {
+		t.Errorf("WhileUnreachable: last message held %d, want 1", held)
+	}
+	defer fol.Close()
+	if m, err := fol.Next(ctx); err != nil || m.StreamSeq != 1 {
+		t.Fatalf("the follower's first message: %+v %v, want stream seq 1", m, err)
+	}
+}
+
 // Live delivers one session's transient events, or every session's.
 func TestLive(t *testing.T) {
 	srv := natstest.RunServer(t)

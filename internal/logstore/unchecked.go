@@ -27,6 +27,20 @@ const uncheckedWindow = 4000
 // (calls must not publish to one session at the same time: each chains to
 // what it read and published itself). It returns the stream sequence of
 // the last event stored. The cached tails of those sessions are dropped.
+//
+// It never stores a session's event before one published before it.
+// nats.go sends an async publish answered "no responders" (the stream
+// has no leader, or its new leader's interest has not reached this
+// server yet) again 250 ms later while the publishes after it go ahead,
+// which would store them first: so the async publishes are never sent
+// again, and any of them that fails fails the call (the events published
+// after it may be stored: a gap, never an event out of order); and the
+// first event of each stream
+// in a call is published synchronously, asked again while the stream is
+// unreachable (its message id makes a second copy a duplicate), so that
+// a stream just made, or electing its leader, is waited for rather than
+// failing the call. Reading each session's stored tail is asked again
+// while unreachable too.
 func (s *Store) PublishUnchecked(ctx context.Context, events iter.Seq[schema.Envelope]) (uint64, error) {
 	var last uint64
 	futs := make([]jetstream.PubAckFuture, 0, uncheckedWindow)
@@ -46,6 +60,8 @@ func (s *Store) PublishUnchecked(ctx context.Context, events iter.Seq[schema.Env
 	}
 	// prevs: each session's chain hash after the events published so far.
 	prevs := map[string]string{}
+	// answered: the streams that took a synchronous publish in this call.
+	answered := map[string]bool{}
 	for e := range events {
 		loc, err := s.Locate(e.SessionID)
 		if err != nil {
@@ -55,7 +71,9 @@ func (s *Store) PublishUnchecked(ctx context.Context, events iter.Seq[schema.Env
 		if !ok {
 			// The stream holds every earlier call's events: each waits
 			// for all its acks before it returns.
-			m, err := s.msgGet(ctx, loc.Stream, msgGetRequest{LastFor: loc.Subject})
+			m, err := WhileUnreachable(ctx, 0, nil, func(ctx context.Context) (*Msg, error) {
+				return s.msgGet(ctx, loc.Stream, msgGetRequest{LastFor: loc.Subject})
+			})
 			if err != nil {
 				return last, fmt.Errorf("logstore: last message of %s: %w", e.SessionID, err)
 			}
@@ -71,7 +89,18 @@ func (s *Store) PublishUnchecked(ctx context.Context, events iter.Seq[schema.Env
 		delete(m.Header, HeaderExpectedSeq)
 		prevs[e.SessionID] = ChainHash(m.Data)
 		s.tails.Remove(e.SessionID)
-		fu, err := s.js.PublishMsgAsync(m)
+		if !answered[loc.Stream] {
+			ack, err := WhileUnreachable(ctx, s.cfg.RequestTimeout, nil, func(ctx context.Context) (*jetstream.PubAck, error) {
+				return s.js.PublishMsg(ctx, m)
+			})
+			if err != nil {
+				return last, fmt.Errorf("logstore: publish to %s: %w", loc.Stream, err)
+			}
+			answered[loc.Stream] = true
+			last = max(last, ack.Sequence)
+			continue
+		}
+		fu, err := s.js.PublishMsgAsync(m, jetstream.WithRetryAttempts(0))
 		if err != nil {
 			return last, err
 		}

@@ -2,8 +2,11 @@ package logstore_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
@@ -86,5 +89,114 @@ func TestPublishUnchecked(t *testing.T) {
 	bad.SessionID = "bad.id"
 	if _, err := st.PublishUnchecked(ctx, func(yield func(schema.Envelope) bool) { yield(bad) }); schema.CodeOf(err) != schema.CodeBadRequest {
 		t.Fatalf("bad session id: %v", err)
+	}
+}
+
+// PublishUnchecked never stores a session's event before one published
+// before it, even when the stream's leader steps down in the middle of a
+// call (the stream then answers "no responders" until the new leader
+// takes the session subjects). Either the call stores every event, each
+// session in order, or it returns an error; what it stored before the
+// error is in order too.
+func TestPublishUncheckedKeepsOrderAcrossLeaderChange(t *testing.T) {
+	c := natstest.RunCluster(t, 3)
+	nc := natstest.Connect(t, c.Servers[0])
+	st := open(t, nc, logstore.Config{Replicas: 3})
+	c.WaitStreamLeader(logstore.StreamName)
+	c.WaitStreamsCurrent(logstore.StreamName)
+	admin := natstest.Connect(t, c.Servers[0])
+	const sessions, perSession, stepDownAfter = 10, 80, 100
+	sid := func(i int) string { return "o" + strconv.Itoa(i) }
+	evs := make([][]schema.Envelope, sessions)
+	for i := range evs {
+		evs[i] = events(sid(i), 1, perSession, sid(i))
+	}
+	// A publish the old leader took as it stepped down may never be
+	// answered: the call then ends with ctx.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n := 0
+	_, err := st.PublishUnchecked(ctx, func(yield func(schema.Envelope) bool) {
+		// Each session's first event first: a call reads the stored tail
+		// of each session it has not published to yet.
+		for k := range perSession {
+			for i := range evs {
+				if n == stepDownAfter {
+					if _, err := admin.Request("$JS.API.STREAM.LEADER.STEPDOWN."+logstore.StreamName, nil, 10*time.Second); err != nil {
+						t.Errorf("step down: %v", err)
+					}
+				}
+				// Spread the rest over the election.
+				if n > stepDownAfter {
+					time.Sleep(time.Millisecond)
+				}
+				n++
+				if !yield(evs[i][k]) {
+					return
+				}
+			}
+		}
+	})
+	t.Logf("PublishUnchecked: %v", err)
+	for i := range evs {
+		_, seqs := storedMsgs(t, st, sid(i))
+		if !inOrder(seqs) {
+			t.Errorf("%s stored out of order: seqs %v", sid(i), seqs)
+		} else if err == nil && len(seqs) != perSession {
+			t.Errorf("%s: %d events stored, the call said all %d", sid(i), len(seqs), perSession)
+		}
+	}
+}
+
+// inOrder: each seq above the one before it.
+func inOrder(seqs []uint64) bool {
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			return false
+		}
+	}
+	return true
+}
+
+// A call made while the stream cannot answer (two nodes of three down, no
+// quorum) waits for it, and stores everything once the nodes are back,
+// rather than failing on the first unreachable answer.
+func TestPublishUncheckedWaitsForTheStream(t *testing.T) {
+	c := natstest.RunCluster(t, 3)
+	nc := natstest.Connect(t, c.Servers[0])
+	st := open(t, nc, logstore.Config{Replicas: 3, RequestTimeout: time.Second})
+	c.WaitStreamLeader(logstore.StreamName)
+	c.WaitStreamsCurrent(logstore.StreamName)
+	for _, i := range []int{1, 2} {
+		c.Servers[i].Shutdown()
+		c.Servers[i].WaitForShutdown()
+	}
+	ctx := context.Background()
+	natstest.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() error {
+		if _, err := st.LastHeldSeq(ctx, logstore.StreamName); err == nil || !logstore.Unreachable(err) {
+			return fmt.Errorf("the last message held, without a quorum: %v, want an unreachable log", err)
+		}
+		return nil
+	})
+	evs := append(events("w1", 1, 20, "w1"), events("w2", 1, 20, "w2")...)
+	done := make(chan error, 1)
+	go func() {
+		_, err := st.PublishUnchecked(ctx, slices.Values(evs))
+		done <- err
+	}()
+	// Not a measure: long enough for the call to be answered (each ask
+	// is bounded by the 1 s request timeout) while the stream cannot
+	// answer, before the nodes come back.
+	time.Sleep(3 * time.Second)
+	for _, i := range []int{1, 2} {
+		c.Restart(i)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("PublishUnchecked while the stream had no quorum: %v", err)
+	}
+	for _, sid := range []string{"w1", "w2"} {
+		if _, seqs := storedMsgs(t, st, sid); len(seqs) != 20 || !inOrder(seqs) {
+			t.Errorf("%s stored seqs %v, want 1 to 20 in order", sid, seqs)
+		}
 	}
 }

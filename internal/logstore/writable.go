@@ -98,17 +98,25 @@ func Unreachable(err error) bool {
 // name, waiting between calls (100 ms, doubling to 2 s), or until ctx
 // ends: a read that a leader election or a restarting node answers with
 // "JetStream system temporarily unavailable", or leaves unanswered, is
-// asked again, not taken for the answer. Each call has its own deadline,
-// at most attempt long: a request sent while no node could answer it is
-// not waited on to ctx's end. A closed connection never comes back and is
-// returned at once.
-func WhileUnreachable[T any](ctx context.Context, attempt time.Duration, fn func(ctx context.Context) (T, error)) (T, error) {
+// asked again, not taken for the answer. onWait, if set, is called with
+// the unreachable answer before each wait (to log it). Each call has its
+// own deadline, at most attempt long: a request sent while no node could
+// answer it is not waited on to ctx's end (attempt 0: no deadline but
+// ctx's). A closed connection never comes back and is returned at once.
+// When ctx ends it returns fn's last answer.
+func WhileUnreachable[T any](ctx context.Context, attempt time.Duration, onWait func(err error), fn func(ctx context.Context) (T, error)) (T, error) {
 	for n := 0; ; n++ {
-		actx, cancel := context.WithTimeout(ctx, attempt)
+		actx, cancel := ctx, func() {}
+		if attempt > 0 {
+			actx, cancel = context.WithTimeout(ctx, attempt)
+		}
 		v, err := fn(actx)
 		cancel()
 		if err == nil || !Unreachable(err) || errors.Is(err, nats.ErrConnectionClosed) || ctx.Err() != nil {
 			return v, err
+		}
+		if onWait != nil {
+			onWait(err)
 		}
 		select {
 		case <-ctx.Done():

@@ -317,7 +317,7 @@ func (s *Service) streams(ctx context.Context) (map[string]streamInfo, error) {
 func (s *Service) start(ctx context.Context) error {
 	// A start during a leader election (a node restarting, a partition
 	// healing) asks again until New's deadline, rather than exiting.
-	infos, err := logstore.WhileUnreachable(ctx, 5*time.Second, s.streams)
+	infos, err := logstore.WhileUnreachable(ctx, 5*time.Second, nil, s.streams)
 	if err != nil {
 		return err
 	}
@@ -373,7 +373,7 @@ func (s *Service) start(ctx context.Context) error {
 		// Ready once the last message the stream holds is folded (below
 		// its last sequence when its last messages were erased), read
 		// here only: the rollback checks need the last sequence alone.
-		held, err := logstore.WhileUnreachable(ctx, 5*time.Second, func(ctx context.Context) (uint64, error) { return s.ls.LastHeldSeq(ctx, name) })
+		held, err := logstore.WhileUnreachable(ctx, 5*time.Second, nil, func(ctx context.Context) (uint64, error) { return s.ls.LastHeldSeq(ctx, name) })
 		if err != nil {
 			return fmt.Errorf("projector: %w", err)
 		}
