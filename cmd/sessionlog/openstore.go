@@ -16,28 +16,28 @@ import (
 const openStoreTimeout = 30 * time.Second
 
 // openStore opens the JetStream adapter, retrying while JetStream is not
-// available yet, for at most openStoreTimeout.
+// available yet (any error but a partition count other than the store's),
+// for at most openStoreTimeout.
 func openStore(ctx context.Context, nc *nats.Conn, cfg logstore.Config) (*logstore.Store, error) {
 	ctx, cancel := context.WithTimeout(ctx, openStoreTimeout)
 	defer cancel()
-	wait := 100 * time.Millisecond
-	for {
-		keepReplicas(ctx, nc, &cfg)
-		st, err := logstore.Open(ctx, nc, cfg)
+	notPartitions := func(err error) bool {
 		var pe *logstore.PartitionsError
-		if err == nil || errors.As(err, &pe) {
-			return st, err // another count than the store's: never retried
-		}
+		return !errors.As(err, &pe) // another count than the store's: never retried
+	}
+	warn := func(err error) {
 		if cfg.Logger != nil {
 			cfg.Logger.Warn("opening the log store", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("open log store: %w", err)
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 2*time.Second)
 	}
+	st, err := logstore.RetryWhile(ctx, 0, notPartitions, warn, func(ctx context.Context) (*logstore.Store, error) {
+		keepReplicas(ctx, nc, &cfg)
+		return logstore.Open(ctx, nc, cfg)
+	})
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("open log store: %w", err)
+	}
+	return st, err
 }
 
 // keepReplicas never lets a process lower the replicas of an existing

@@ -95,16 +95,27 @@ func Unreachable(err error) bool {
 }
 
 // WhileUnreachable calls fn until it returns an error Unreachable does not
-// name, waiting between calls (100 ms, doubling to 2 s), or until ctx
-// ends: a read that a leader election or a restarting node answers with
-// "JetStream system temporarily unavailable", or leaves unanswered, is
-// asked again, not taken for the answer. onWait, if set, is called with
-// the unreachable answer before each wait (to log it). Each call has its
-// own deadline, at most attempt long: a request sent while no node could
+// name, waiting between calls (RetryWhile), or until ctx ends: a read
+// that a leader election or a restarting node answers with "JetStream
+// system temporarily unavailable", or leaves unanswered, is asked again,
+// not taken for the answer. onWait, if set, is called with the
+// unreachable answer before each wait (to log it). Each call has its own
+// deadline, at most attempt long: a request sent while no node could
 // answer it is not waited on to ctx's end (attempt 0: no deadline but
 // ctx's). A closed connection never comes back and is returned at once.
 // When ctx ends it returns fn's last answer.
 func WhileUnreachable[T any](ctx context.Context, attempt time.Duration, onWait func(err error), fn func(ctx context.Context) (T, error)) (T, error) {
+	return RetryWhile(ctx, attempt, func(err error) bool {
+		return Unreachable(err) && !errors.Is(err, nats.ErrConnectionClosed)
+	}, onWait, fn)
+}
+
+// RetryWhile calls fn until it returns nil or an error retry does not
+// take, or until ctx ends, waiting 100 ms between calls, doubling to 2 s;
+// onWait, if set, is called with the error before each wait. Each call
+// has its own deadline, at most attempt long (0: none but ctx's). When
+// ctx ends it returns fn's last answer.
+func RetryWhile[T any](ctx context.Context, attempt time.Duration, retry func(err error) bool, onWait func(err error), fn func(ctx context.Context) (T, error)) (T, error) {
 	for n := 0; ; n++ {
 		actx, cancel := ctx, func() {}
 		if attempt > 0 {
@@ -112,7 +123,7 @@ func WhileUnreachable[T any](ctx context.Context, attempt time.Duration, onWait 
 		}
 		v, err := fn(actx)
 		cancel()
-		if err == nil || !Unreachable(err) || errors.Is(err, nats.ErrConnectionClosed) || ctx.Err() != nil {
+		if err == nil || !retry(err) || ctx.Err() != nil {
 			return v, err
 		}
 		if onWait != nil {
