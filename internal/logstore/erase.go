@@ -75,10 +75,39 @@ type Erasure struct {
 	Cascade  bool     `json:"cascade,omitempty"`
 	Children []string `json:"children,omitempty"`
 	// Owner and Grants: the session's owner and the agents it was
-	// granted to, folded from its events when the erase was accepted
-	// (ids, no content), for its audit record.
+	// granted to (ids, no content), for its audit record: folded from its
+	// events when the erase was accepted, then from each event the job
+	// adds to the digest after those (OwnerFold), so that they cover the
+	// events the digest covers.
 	Owner  *schema.Owner `json:"owner,omitempty"`
 	Grants []string      `json:"grants,omitempty"`
+	// OwnerFold: where the fold of Owner and Grants stands; nil in a
+	// record written before the job folded (its Owner and Grants are
+	// those folded when the erase was accepted).
+	OwnerFold *OwnerFold `json:"ownerFold,omitempty"`
+}
+
+// OwnerFold is where the fold of an Erasure's Owner and Grants ended: the
+// last event folded, as a Judge leaves it (Judge.Last; zero: none, the
+// next is judged as the session's first), or Stopped at a message that is
+// unreadable or does not fold, after which nothing counts (as for every
+// reader). Ids and a chain hash, no content.
+type OwnerFold struct {
+	Seq       uint64 `json:"seq,omitempty"`
+	StreamSeq uint64 `json:"streamSeq,omitempty"`
+	EventID   string `json:"eventId,omitempty"`
+	Hash      string `json:"hash,omitempty"`
+	Stopped   bool   `json:"stopped,omitempty"`
+}
+
+// Tail is the last event folded, for the Judge of the next.
+func (f OwnerFold) Tail() Tail {
+	return Tail{Seq: f.Seq, StreamSeq: f.StreamSeq, EventID: f.EventID, Hash: f.Hash}
+}
+
+// FoldedTo returns the fold ended at the event t (Stopped false).
+func FoldedTo(t Tail) OwnerFold {
+	return OwnerFold{Seq: t.Seq, StreamSeq: t.StreamSeq, EventID: t.EventID, Hash: t.Hash}
 }
 
 // The phases of an erase job, in order.

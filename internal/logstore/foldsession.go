@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"context"
+	"errors"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
@@ -101,6 +102,9 @@ type FoldOptions struct {
 	// fails) ends the fold without an error, the state as Apply left it.
 	// Otherwise the fold fails there with code unreadable.
 	UpToUnfoldable bool
+	// Through: events stored after this stream seq are not folded (the
+	// read ends at the first), nor a snapshot taken after it; 0: none.
+	Through uint64
 }
 
 // Folded is a session's state as FoldSession folded it, and where from.
@@ -119,6 +123,12 @@ type Folded struct {
 	// Events counts the events read and folded after Start (an event
 	// that did not fold included).
 	Events int
+	// Last is the last event folded as the judge left it (Start when
+	// none was): a Judge with it judges the events after the fold.
+	Last Tail
+	// Stopped: the fold ended at a message that is unreadable or at an
+	// event that does not fold, after which no event counts for a reader.
+	Stopped bool
 }
 
 // FoldSession folds the session's state as every reader that holds none
@@ -138,14 +148,20 @@ func FoldSession(ctx context.Context, l SessionFolder, sessionID string, o FoldO
 		st, f.Start, shared = o.From.State, o.From.Last, o.From.Shared
 	case !o.NoSnapshot:
 		f.Snapshot = SnapshotFor(ctx, l, sessionID)
-		if b := f.Snapshot.Base; b != nil {
+		if b := f.Snapshot.Base; b != nil && o.Through != 0 && b.Tail.StreamSeq > o.Through {
+			f.Snapshot = SnapshotLoad{} // taken after the fold's end: not read on from
+		} else if b != nil {
 			// A state loaded for this fold alone: no copy (a clone of a
 			// long session's state costs more than the load).
 			st, f.Start = b.State, b.Tail
 		}
 	}
 	j := Judge{SessionID: sessionID, Last: f.Start}
+	f.Last = f.Start
 	tail, err := l.ReadJudged(ctx, &j, func(m *Msg, ev *schema.Envelope) error {
+		if o.Through != 0 && m.StreamSeq > o.Through {
+			return ErrStop
+		}
 		f.Events++
 		switch {
 		case st == nil:
@@ -154,13 +170,18 @@ func FoldSession(ctx context.Context, l SessionFolder, sessionID string, o FoldO
 			st, shared = st.Clone(), false
 		}
 		if err := st.Apply(ev); err != nil {
+			f.Stopped = true
 			if o.UpToUnfoldable {
 				return ErrStop
 			}
 			return schema.Errorf(schema.CodeUnreadable, "session %s is unreadable at stream seq %d: seq %d does not fold: %v", sessionID, m.StreamSeq, ev.Seq, err)
 		}
+		f.Last = j.Last
 		return nil
 	})
+	if errors.Is(err, ErrUnreadable) {
+		f.Stopped = true
+	}
 	if st == nil {
 		st = session.New(sessionID)
 	}

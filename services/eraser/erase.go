@@ -190,12 +190,12 @@ func (s *Service) acceptErase(ctx context.Context, req EraseRequest) ([]string, 
 
 // ownerOf sets the record's Owner and Grants, the session's as its
 // events say (api.Authorize's: data.owner of session/created, its
-// data.grants and those of session/granted). The events are read and
-// folded as every reader does (logstore.FoldSession: ReadJudged,
-// session.State), up to the first that is unreadable or does not fold (a
-// grant stored after it counts for no reader, so for no audit record
-// either). Ids only: the record and the audit record made from it hold
-// no content.
+// data.grants and those of session/granted), and its OwnerFold, where the
+// job goes on folding them (ownerFold). The events are read and folded as
+// every reader does (logstore.FoldSession: ReadJudged, session.State), up
+// to the first that is unreadable or does not fold (a grant stored after
+// it counts for no reader, so for no audit record either). Ids only: the
+// record and the audit record made from it hold no content.
 func (s *Service) ownerOf(ctx context.Context, e *logstore.Erasure) error {
 	// From the session's snapshot when it has one that matches the log
 	// (the writer's checks, logstore.LoadSnapshot), so that the request's
@@ -208,6 +208,9 @@ func (s *Service) ownerOf(ctx context.Context, e *logstore.Erasure) error {
 		return fmt.Errorf("owner: %w", err)
 	}
 	e.Owner, e.Grants = f.State.Meta.Owner, slices.Clone(f.State.Meta.Grants)
+	fold := logstore.FoldedTo(f.Last)
+	fold.Stopped = f.Stopped
+	e.OwnerFold = &fold
 	return nil
 }
 
@@ -385,13 +388,23 @@ func (s *Service) eraseOne(ctx context.Context, rec logstore.Erasure, rev uint64
 // first, a batch at a time (anything not yet hashed is hashed, and the
 // record written, before its batch is deleted). The digest covers
 // exactly what was deleted, and a resumed job neither hashes an event
-// twice nor misses one. It ends when the stream leader has no event of
+// twice nor misses one. Each event hashed after where the record's owner
+// fold stands is folded into its Owner and Grants (ownerFold), written
+// with the digest: the audit names whoever an event in the digest
+// granted the session to. It ends when the stream leader has no event of
 // the session left.
 func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev uint64) (uint64, error) {
 	// A record of an erase made before jobs (no phase, hashed) has the
 	// whole digest: its events are only deleted.
 	legacy := rec.Phase == "" && rec.Hashed
 	rec.Phase = logstore.ErasePhaseDeleting
+	var fold *ownerFold
+	if !legacy {
+		var err error
+		if fold, err = s.ownerFold(ctx, rec); err != nil {
+			return rev, err
+		}
+	}
 	h := sha256.New()
 	if rec.HashState != "" {
 		b, err := base64.StdEncoding.DecodeString(rec.HashState)
@@ -405,6 +418,7 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 	hashAfter := func() (logstore.Tail, error) {
 		tail, err := s.st.ReadSession(ctx, rec.SessionID, rec.Through, func(m *logstore.Msg) error {
 			hashOne(h, rec, m)
+			fold.next(m)
 			return nil
 		})
 		if err != nil {
@@ -467,6 +481,7 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 				continue
 			}
 			hashOne(h, rec, m)
+			fold.next(m)
 			hashed = true
 		}
 		if hashed {

@@ -542,3 +542,106 @@ func TestEraseAuditNamesOwnerAndGrants(t *testing.T) {
 		t.Fatalf("audit of a session without an owner: %s", raw)
 	}
 }
+
+// TestEraseAuditNamesGrantsStoredDuringTheErase: a session/granted that
+// lands after the erase read the session's owner and grants (a writer
+// that had not seen the record yet) and before the seal is in the digest,
+// and its grantee is in the audit record: the job folds the events it
+// hashes after where the request's fold ended. So it is when the job is
+// cut short and resumed by another eraser, before it deleted anything
+// (it folds the session again) or after the seal's first delete (the
+// grant folds into the record's owner and grants). A forged grant stored
+// after it (its SL-Seq header is not its seq) is in the digest, never in
+// the audit, and so is a grant stored after session/closed (it does not
+// fold: no reader counts it).
+func TestEraseAuditNamesGrantsStoredDuringTheErase(t *testing.T) {
+	type at struct {
+		step string
+		nth  int
+	}
+	for name, tc := range map[string]struct {
+		grant, kill at // kill: the zero at, none
+		closed      bool
+	}{
+		"in-one-job":           {grant: at{StepHashed, 1}},
+		"after-close":          {grant: at{StepHashed, 1}, closed: true},
+		"resumed-before-seal":  {grant: at{StepMarked, 1}, kill: at{StepMarked, 1}},
+		"resumed-after-delete": {grant: at{StepHashed, 1}, kill: at{StepDeleted, 1}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			r := e.start(Config{})
+			ctx := context.Background()
+			events := []string{
+				`{"type":"session/created","data":{` + eraseOwner + `}}`,
+				`{"type":"turn/started","turnId":"t1"}`,
+				`{"type":"message/user","turnId":"t1","data":{"content":"hello"}}`,
+				`{"type":"turn/ended","turnId":"t1","data":{"reason":"completed"}}`,
+			}
+			wantGrants := []string{"bob", "dave"}
+			if tc.closed {
+				events = append(events, `{"type":"session/closed","data":{"reason":"done"}}`)
+				wantGrants = wantGrants[:1]
+			}
+			e.appendEvents("s-g", events...)
+			stored := len(events) + 2 // the grant and the forged one
+			loc, err := e.store.Locate("s-g")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var bodies [][]byte
+			errKilled := errors.New("killed")
+			seen := map[string]int{}
+			hook := func(step string) error {
+				seen[step]++
+				if step == tc.grant.step && seen[step] == tc.grant.nth {
+					if _, err := e.tryAppend("s-g", `{"type":"session/granted","data":{"grants":["dave"]}}`); err != nil {
+						t.Errorf("grant: %v", err)
+					}
+					m := nats.NewMsg(loc.Subject)
+					m.Data, _ = json.Marshal(schema.Envelope{SchemaVersion: schema.Version, SessionID: "s-g", Seq: uint64(stored), EventID: "forged",
+						Time: time.Now().UTC(), Type: schema.TypeSessionGranted, Data: json.RawMessage(`{"grants":["mallory"]}`)})
+					m.Header.Set(logstore.HeaderSeq, "9")
+					if _, err := e.nc.RequestMsg(m, 10*time.Second); err != nil {
+						t.Errorf("forged grant: %v", err)
+					}
+					if _, err := e.store.ReadStored(ctx, "s-g", func(m *logstore.Msg) error {
+						bodies = append(bodies, m.Data)
+						return nil
+					}); err != nil {
+						t.Errorf("read: %v", err)
+					}
+					if _, err := e.store.ReadJudged(ctx, &logstore.Judge{SessionID: "s-g"}, nil); !errors.Is(err, logstore.ErrUnreadable) {
+						t.Errorf("the forged grant is judged %v, want unreadable", err)
+					}
+				}
+				if step == tc.kill.step && seen[step] == tc.kill.nth {
+					return errKilled
+				}
+				return nil
+			}
+			r.svc.eraseStep.Store(&hook)
+			_, code := e.erase(`{"sessionId":"s-g","reason":"r","by":"b"}`)
+			if tc.kill.step != "" {
+				if rec, _, _ := e.store.ErasureOf(ctx, "s-g"); rec == nil || rec.Done {
+					t.Fatalf("record after the kill: %+v (%s)", rec, code)
+				}
+				r.stop()
+				e.start(Config{})
+			} else if code != "" {
+				t.Fatalf("erase: %s", code)
+			}
+			e.waitErased("s-g")
+			e.gone("s-g")
+			h := sha256.New()
+			for _, b := range bodies {
+				h.Write(b)
+			}
+			recs := e.audits()
+			if len(bodies) != stored || len(recs) != 1 || recs[0].Events != uint64(stored) || recs[0].SHA256 != hex.EncodeToString(h.Sum(nil)) ||
+				recs[0].Owner == nil || *recs[0].Owner != (schema.Owner{Tenant: "AGENTS", Agent: "alice"}) || !slices.Equal(recs[0].Grants, wantGrants) {
+				t.Fatalf("audit %+v over %d bodies, want %d events and their digest, owner AGENTS/alice, grants %v", recs, len(bodies), stored, wantGrants)
+			}
+		})
+	}
+}
