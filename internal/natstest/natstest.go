@@ -1,6 +1,8 @@
 // Package natstest starts real embedded nats-servers with JetStream for
 // tests and benchmarks: a single node, or a cluster on loopback with fixed
-// route ports and the full route list on every node.
+// route ports and the full route list on every node; and, for a benchmark
+// that measures its own process's memory, a single node in a process of
+// its own (RunProcess).
 package natstest
 
 import (
