@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
+	"github.com/sessionlog/sessionlog/internal/natsconn"
 )
 
 // upConns opens up's in-process connections to the embedded server, as
@@ -18,7 +19,7 @@ import (
 type upConns struct {
 	ns *server.Server
 	// svc and eraser are the logins of connect and connectEraser.
-	svc, eraser natsFlags
+	svc, eraser natsconn.Config
 
 	mu    sync.Mutex
 	conns []*nats.Conn
@@ -28,7 +29,7 @@ func newUpConns(ns *server.Server, opts *server.Options, svcUser *server.User, l
 	c := &upConns{ns: ns}
 	// The services connect in-process as up's own service user (none when
 	// NATS is open), with the services' inbox prefix.
-	c.svc = natsFlags{Inbox: natsauth.ServiceInboxPrefix, Log: log}
+	c.svc = natsconn.Config{Inbox: natsauth.ServiceInboxPrefix, Log: log}
 	if svcUser != nil {
 		c.svc.User, c.svc.Password = svcUser.Username, svcUser.Password
 	}
@@ -49,8 +50,8 @@ func (c *upConns) connectEraser(name string) (*nats.Conn, error) {
 	return c.connectAs(&c.eraser, name)
 }
 
-func (c *upConns) connectAs(nf *natsFlags, name string) (*nats.Conn, error) {
-	o, err := nf.options(name)
+func (c *upConns) connectAs(cfg *natsconn.Config, name string) (*nats.Conn, error) {
+	o, err := cfg.Options(name)
 	if err != nil {
 		return nil, err
 	}
