@@ -16,12 +16,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/sessionlog/sessionlog/internal/gcpolicy"
 	"github.com/sessionlog/sessionlog/internal/sre"
 	"github.com/sessionlog/sessionlog/internal/suggest"
 	"github.com/sessionlog/sessionlog/internal/version"
@@ -98,18 +98,8 @@ func usageErrorf(format string, args ...any) error {
 // why (verify prints each problem itself).
 var errSilent = sre.ErrSilent
 
-// defaultGCPercent is the garbage collector's target when GOGC is not set.
-// The services keep small live heaps (bounded caches) and allocate per
-// message; at Go's default of 100 the collector runs so often that it
-// costs the writer about a fifth of its CPU per event (bench append
-// reports cpu_us_per_event). 400 trades a few times a small heap for that.
-// GOGC (and GOMEMLIMIT) in the environment take precedence.
-const defaultGCPercent = 400
-
 func main() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(defaultGCPercent)
-	}
+	gcpolicy.SetDefault()
 	os.Exit(Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
