@@ -11,6 +11,7 @@ import (
 
 	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
 	"github.com/sessionlog/sessionlog/internal/natsconn"
+	"github.com/sessionlog/sessionlog/internal/upusers"
 )
 
 // upConns opens up's in-process connections to the embedded server, as
@@ -36,7 +37,7 @@ func newUpConns(ns *server.Server, opts *server.Options, svcUser *server.User, l
 	// The eraser (and the repairer, as before the eraser was a service of
 	// its own) logs in as up's eraser user where there is one.
 	c.eraser = c.svc
-	if er := upUser(opts, upEraserUser); er != nil {
+	if er := upusers.Find(opts, upusers.Eraser); er != nil {
 		c.eraser.User, c.eraser.Password = er.Username, er.Password
 	}
 	return c
