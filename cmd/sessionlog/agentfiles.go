@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/sessionlog/sessionlog/internal/natsconn"
 	"github.com/sessionlog/sessionlog/internal/transfer"
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/formats"
@@ -31,14 +32,14 @@ func openAgentVerb(ctx context.Context, name string, fs *flag.FlagSet, nf *natsF
 	if err != nil {
 		return nil, err
 	}
-	if err := nf.checkInbox(v.ctx, v.nc); err != nil {
+	if err := nf.CheckInbox(v.ctx, v.nc); err != nil {
 		v.close()
 		if errors.Is(err, client.ErrInboxRefused) {
 			// What to set, rather than the refusal alone (which may
 			// have ended the context too: EndOnRefusal).
 			return nil, err
 		}
-		return nil, verbError(v.ctx, err)
+		return nil, natsconn.VerbError(v.ctx, err)
 	}
 	return &agentVerb{cl: client.New(v.nc), ctx: v.ctx, close: v.close}, nil
 }
@@ -69,7 +70,7 @@ func runImportFrom(ctx context.Context, fs *flag.FlagSet, nf *natsFlags, from st
 		return err
 	}
 	defer v.close()
-	defer func() { err = verbError(v.ctx, err) }()
+	defer func() { err = natsconn.VerbError(v.ctx, err) }()
 	return transfer.ImportFrom(v.ctx, v.cl, f, files, batch, jobs, stdout, stderr)
 }
 
@@ -90,7 +91,7 @@ func runExportTo(ctx context.Context, fs *flag.FlagSet, nf *natsFlags, to, id, o
 		return err
 	}
 	defer v.close()
-	defer func() { err = verbError(v.ctx, err) }()
+	defer func() { err = natsconn.VerbError(v.ctx, err) }()
 	return transfer.ExportTo(v.ctx, v.cl, f, id, outPath, stdout, stderr)
 }
 
@@ -103,6 +104,6 @@ func runExportRead(ctx context.Context, fs *flag.FlagSet, nf *natsFlags, id stri
 		return err
 	}
 	defer v.close()
-	defer func() { err = verbError(v.ctx, err) }()
+	defer func() { err = natsconn.VerbError(v.ctx, err) }()
 	return transfer.ExportRead(v.ctx, v.cl, id, stdout, stderr)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sessionlog/sessionlog/internal/natsconn"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 )
 
@@ -49,7 +50,7 @@ func TestVerbTimeout(t *testing.T) {
 }
 
 // A verb whose server dies mid-request ends once the connection has been
-// down for verbLostAfter, not at its (long) default timeout: `sessionlog
+// down for natsconn.LostAfter, not at its (long) default timeout: `sessionlog
 // fork` used to wait its 30 minutes.
 func TestVerbServerDies(t *testing.T) {
 	s := natstest.RunServer(t)
@@ -70,7 +71,7 @@ func TestVerbServerDies(t *testing.T) {
 	s.Shutdown()
 	select {
 	case <-done:
-	case <-time.After(verbLostAfter + 10*time.Second):
+	case <-time.After(natsconn.LostAfter + 10*time.Second):
 		t.Fatalf("fork still waiting %v after the server died", time.Since(start))
 	}
 	if code != 1 || !strings.Contains(errb.String(), "lost the connection to NATS") {

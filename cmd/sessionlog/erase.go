@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/sessionlog/sessionlog/internal/natsconn"
 	"github.com/sessionlog/sessionlog/internal/sre"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
@@ -55,6 +56,6 @@ func runErase(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	}
 	defer v.close()
 	ctx, nc := v.ctx, v.nc
-	defer func() { err = verbError(ctx, err) }()
+	defer func() { err = natsconn.VerbError(ctx, err) }()
 	return sre.Erase(ctx, nc, id, *reason, *by, *cascade, *wait, *progressFlag, *jsonOut, stdout, stderr)
 }

@@ -8,9 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -18,7 +16,8 @@ import (
 	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
 	"github.com/sessionlog/sessionlog/internal/bytesize"
 	"github.com/sessionlog/sessionlog/internal/logstore"
-	"github.com/sessionlog/sessionlog/pkg/client"
+	"github.com/sessionlog/sessionlog/internal/natsconn"
+	"github.com/sessionlog/sessionlog/internal/suggest"
 )
 
 // Defaults shared by several commands.
@@ -142,37 +141,16 @@ func readableDurations(_ []string, a slog.Attr) slog.Attr {
 
 // natsFlags are the flags of a connection to an existing NATS system.
 type natsFlags struct {
-	URL      string
-	Creds    string
-	User     string
-	Password string
-	CA       string
-	Cert     string
-	Key      string
-	// Inbox is the prefix of the connection's reply subjects: the services'
-	// or the operators' (deploy/nats/perms.go), never the agents' _INBOX,
-	// which every agent may subscribe to.
-	Inbox string
+	natsconn.Config
 	// InboxPrefix is --inbox-prefix (addInboxFlag), "" when not given:
 	// the prefix the user says its NATS user may receive replies on.
 	InboxPrefix string
-	// Timeout is a verb's --timeout (addTimeoutFlag); watch follows the
-	// connection for verbContext.
-	Timeout time.Duration
-	watch   *connWatch
-	// EndOnRefusal ends the verb's context (verbContext) as soon as the
-	// server refuses the connection something (a permissions violation):
-	// a request to a subject the user may not publish to, or whose reply
-	// it may not receive, is never answered and would wait out --timeout.
-	EndOnRefusal bool
-	// Log receives connection events; set it after newLogger.
-	Log *slog.Logger
 }
 
 // addNATSFlags adds --nats-url, --nats-creds, --nats-user, --nats-password,
 // --nats-ca, --nats-cert and --nats-key to fs.
 func addNATSFlags(fs *flag.FlagSet) *natsFlags {
-	n := &natsFlags{Inbox: natsauth.OperatorInboxPrefix}
+	n := &natsFlags{Config: natsconn.Config{Inbox: natsauth.OperatorInboxPrefix}}
 	fs.StringVar(&n.URL, "nats-url", defaultNATSURL, "NATS server URL(s), comma separated")
 	fs.StringVar(&n.Creds, "nats-creds", "", "NATS credentials file (JWT + nkey)")
 	fs.StringVar(&n.User, "nats-user", "", "NATS user name")
@@ -224,129 +202,23 @@ func validInboxPrefix(p string) bool {
 	return !strings.ContainsAny(p, "*> \t\r\n")
 }
 
-// checkInbox stops a verb whose replies the server would not deliver
-// (client.CheckInbox) with the prefix refused and the flag that sets it,
-// instead of letting each request wait out its timeout.
-func (n *natsFlags) checkInbox(ctx context.Context, nc *nats.Conn) error {
-	err := client.CheckInbox(ctx, nc)
-	if !errors.Is(err, client.ErrInboxRefused) {
-		return err
-	}
-	who, want := "this NATS user", "_INBOX.<user>"
-	if n.User != "" {
-		who, want = "NATS user "+strconv.Quote(n.User), natsauth.InboxPrefix(n.User)
-	}
-	return fmt.Errorf("%w: permissions violation: %s may not subscribe to inbox prefix %q, so no reply could reach it; "+
-		"an agent of a tenant receives replies only on %s: set --inbox-prefix (SESSIONLOG_INBOX_PREFIX)", client.ErrInboxRefused, who, n.Inbox, want)
-}
-
-// options are the connection options of the flags: reconnect forever, a
-// connection name for the server's monitoring, and logged connection events.
-func (n *natsFlags) options(name string) ([]nats.Option, error) {
-	log := n.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	log = log.With("conn", name)
-	// The watch of this connection's verb, whichever the flags hold
-	// when a callback runs (a verb may connect again).
-	watch := n.watch
-	opts := []nats.Option{
-		nats.Name(name),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(250 * time.Millisecond),
-		nats.ReconnectJitter(250*time.Millisecond, time.Second),
-		nats.ReconnectBufSize(64 << 20),
-		// Callbacks run on nats.go's own goroutine, possibly after Close
-		// returned: a connection we closed ourselves logs nothing, so no
-		// write reaches stderr after the command is done.
-		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
-			if !nc.IsClosed() {
-				log.Warn("nats disconnected", "err", err)
-				if n.watch != nil {
-					n.watch.down(err)
-				}
-			}
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
-			if n.watch != nil {
-				n.watch.up()
-			}
-		}),
-		nats.ErrorHandler(func(nc *nats.Conn, sub *nats.Subscription, err error) {
-			subj := ""
-			if sub != nil {
-				subj = sub.Subject
-			}
-			if n.EndOnRefusal && watch != nil && errors.Is(err, nats.ErrPermissionViolation) {
-				// The verb ends with it (or, closed, has ended).
-				if !nc.IsClosed() {
-					watch.refused(n.User, err)
-				}
-				return
-			}
-			log.Error("nats async error", "subject", subj, "err", err)
-		}),
-	}
-	if n.Inbox != "" {
-		opts = append(opts, nats.CustomInboxPrefix(n.Inbox))
-	}
-	if n.Creds != "" {
-		opts = append(opts, nats.UserCredentials(n.Creds))
-	}
-	if n.User != "" || n.Password != "" {
-		opts = append(opts, nats.UserInfo(n.User, n.Password))
-	}
-	if n.CA != "" {
-		opts = append(opts, nats.RootCAs(n.CA))
-	}
-	if (n.Cert == "") != (n.Key == "") {
-		return nil, usageErrorf("--nats-cert and --nats-key go together")
-	}
-	if n.Cert != "" {
-		opts = append(opts, nats.ClientCert(n.Cert, n.Key))
-	}
-	return opts, nil
-}
-
-// connect dials --nats-url. A server that is unreachable at start is an
-// error (bad configuration fails at once); once connected, the connection
-// reconnects forever.
+// connect dials --nats-url (natsconn.Config.Connect); a certificate
+// without its key is a usage error.
 func (n *natsFlags) connect(name string) (*nats.Conn, error) {
-	opts, err := n.options(name)
-	if err != nil {
-		return nil, err
+	nc, err := n.Connect(name)
+	if errors.Is(err, natsconn.ErrCertKey) {
+		return nil, &usageError{msg: err.Error()}
 	}
-	nc, err := nats.Connect(n.URL, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("connect %s: %w", redactURL(n.URL), err)
-	}
-	return nc, nil
-}
-
-// redactURL hides passwords in URLs for messages.
-func redactURL(u string) string {
-	parts := strings.Split(u, ",")
-	for i, p := range parts {
-		if at := strings.LastIndex(p, "@"); at >= 0 {
-			if s := strings.Index(p, "://"); s >= 0 && s < at {
-				parts[i] = p[:s+3] + "***" + p[at:]
-			}
-		}
-	}
-	return strings.Join(parts, ",")
+	return nc, err
 }
 
 // Deadlines of the SRE verbs. A verb never waits on a dead server: it ends
 // after its --timeout, and sooner when its connection has been down for
-// verbLostAfter (nats.go would otherwise reconnect, and the verb wait, for
-// ever).
+// natsconn.LostAfter.
 const (
 	defaultVerbTimeout = 2 * time.Minute
 	// Verbs that read or write whole sessions or the whole stream.
 	defaultBulkVerbTimeout = 30 * time.Minute
-	verbLostAfter          = 10 * time.Second
 )
 
 // addTimeoutFlag adds --timeout to a verb's flags.
@@ -355,22 +227,8 @@ func (n *natsFlags) addTimeoutFlag(fs *flag.FlagSet, def time.Duration) {
 	fs.DurationVar(&n.Timeout, "timeout", def, help)
 }
 
-// verbContext bounds a verb: the context ends after --timeout, or once the
-// connection (opened after this call) has been down for verbLostAfter; its
-// cause says which. Wrap the verb's error with verbError.
-func (n *natsFlags) verbContext(ctx context.Context, verb string) (context.Context, context.CancelFunc) {
-	ctx, cancelCause := context.WithCancelCause(ctx)
-	n.watch = &connWatch{after: verbLostAfter, url: redactURL(n.URL), cancel: cancelCause}
-	cancelT := context.CancelFunc(func() {})
-	if n.Timeout > 0 {
-		ctx, cancelT = context.WithTimeoutCause(ctx, n.Timeout,
-			fmt.Errorf("%s: no result within %s (--timeout); is the NATS server at %s reachable and the service running?", verb, n.Timeout, redactURL(n.URL)))
-	}
-	return ctx, func() { cancelT(); cancelCause(nil) }
-}
-
 // verbConn is what a verb that talks to NATS holds after its flags: its
-// logger, its context (verbContext) and its connection.
+// logger, its context (natsconn.Config.VerbContext) and its connection.
 type verbConn struct {
 	log *slog.Logger
 	ctx context.Context
@@ -380,7 +238,7 @@ type verbConn struct {
 }
 
 // openVerb makes the logger of --log-level, bounds the verb's context
-// (verbContext) and connects as "sessionlog-<verb>".
+// (natsconn.Config.VerbContext) and connects as "sessionlog-<verb>".
 func (n *natsFlags) openVerb(ctx context.Context, verb string, fs *flag.FlagSet, stderr io.Writer) (*verbConn, error) {
 	log, err := newLogger(fs, stderr)
 	if err != nil {
@@ -390,7 +248,7 @@ func (n *natsFlags) openVerb(ctx context.Context, verb string, fs *flag.FlagSet,
 		return nil, err
 	}
 	n.Log = log
-	ctx, cancel := n.verbContext(ctx, verb)
+	ctx, cancel := n.VerbContext(ctx, verb)
 	nc, err := n.connect("sessionlog-" + verb)
 	if err != nil {
 		cancel()
@@ -399,71 +257,16 @@ func (n *natsFlags) openVerb(ctx context.Context, verb string, fs *flag.FlagSet,
 	return &verbConn{log: log, ctx: ctx, nc: nc, close: func() { nc.Close(); cancel() }}, nil
 }
 
-// verbError replaces an error a verb got because its context ended with
-// the reason the context ended (deadline, lost connection).
-func verbError(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() == nil {
-		return err
-	}
-	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) && !errors.Is(c, context.DeadlineExceeded) {
-		return c
-	}
-	return err
-}
-
-// connWatch ends a verb's context when its connection stays down.
-type connWatch struct {
-	mu     sync.Mutex
-	after  time.Duration
-	url    string
-	cancel context.CancelCauseFunc
-	timer  *time.Timer
-}
-
-func (w *connWatch) down(err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.timer != nil {
-		return
-	}
-	w.timer = time.AfterFunc(w.after, func() {
-		w.cancel(fmt.Errorf("lost the connection to NATS at %s for %s (%v)", w.url, w.after, err))
-	})
-}
-
-// refused ends the verb at once with err, the server's refusal of a
-// subject to user ("" for credentials that name none here).
-func (w *connWatch) refused(user string, err error) {
-	who := "this NATS user"
-	if user != "" {
-		who = "NATS user " + strconv.Quote(user)
-	}
-	w.cancel(fmt.Errorf("%w: %s may not use that subject, so what needs it gets no answer", err, who))
-}
-
-func (w *connWatch) up() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.timer != nil {
-		w.timer.Stop()
-		w.timer = nil
-	}
-}
-
 // flagHint is a flag error with the nearest flag's name when the flag
 // is unknown ("-jsn": did you mean --json?) and where the flags are listed.
 func flagHint(fs *flag.FlagSet, err error) string {
 	msg := err.Error()
 	const unknown = "flag provided but not defined: -"
 	if name, ok := strings.CutPrefix(msg, unknown); ok {
-		best, bestD := "", 3
-		fs.VisitAll(func(f *flag.Flag) {
-			if d := editDistance(name, f.Name); d < bestD {
-				best, bestD = f.Name, d
-			}
-		})
-		if best != "" {
-			msg += " (did you mean --" + best + "?)"
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+		if near := suggest.Near(name, names, 2); len(near) > 0 {
+			msg += " (did you mean --" + near[0] + "?)"
 		}
 	}
 	return msg + "; \"" + fs.Name() + " -h\" lists the flags"

@@ -8,13 +8,14 @@ import (
 
 	"github.com/oklog/ulid/v2"
 
+	"github.com/sessionlog/sessionlog/internal/natsconn"
 	"github.com/sessionlog/sessionlog/internal/sre"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // defaultForkTimeout bounds `sessionlog fork`: a copy of a long prefix takes
-// seconds to minutes; a dead server ends it sooner (verbLostAfter).
+// seconds to minutes; a dead server ends it sooner (natsconn.LostAfter).
 const defaultForkTimeout = 10 * time.Minute
 
 func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
@@ -68,8 +69,8 @@ func runFork(ctx context.Context, args []string, stdout, stderr io.Writer) (err 
 	defer v.close()
 	ctx, nc := v.ctx, v.nc
 	log := v.log
-	defer func() { err = verbError(ctx, err) }()
-	if err := nf.checkInbox(ctx, nc); err != nil {
+	defer func() { err = natsconn.VerbError(ctx, err) }()
+	if err := nf.CheckInbox(ctx, nc); err != nil {
 		return err
 	}
 	return sre.Fork(ctx, nc, req, *asJSON, *progressFlag, log, stdout, stderr)

@@ -16,13 +16,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/sessionlog/sessionlog/internal/gcpolicy"
 	"github.com/sessionlog/sessionlog/internal/sre"
+	"github.com/sessionlog/sessionlog/internal/suggest"
 	"github.com/sessionlog/sessionlog/internal/version"
 )
 
@@ -97,18 +98,8 @@ func usageErrorf(format string, args ...any) error {
 // why (verify prints each problem itself).
 var errSilent = sre.ErrSilent
 
-// defaultGCPercent is the garbage collector's target when GOGC is not set.
-// The services keep small live heaps (bounded caches) and allocate per
-// message; at Go's default of 100 the collector runs so often that it
-// costs the writer about a fifth of its CPU per event (bench append
-// reports cpu_us_per_event). 400 trades a few times a small heap for that.
-// GOGC (and GOMEMLIMIT) in the environment take precedence.
-const defaultGCPercent = 400
-
 func main() {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(defaultGCPercent)
-	}
+	gcpolicy.SetDefault()
 	os.Exit(Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -180,54 +171,7 @@ func nearCommands(name string) []string {
 	if len(name) <= 3 {
 		limit = 1
 	}
-	type near struct {
-		name string
-		d    int
-	}
-	var found []near
-	for _, c := range commandNames() {
-		if d := editDistance(name, c); d <= limit {
-			found = append(found, near{c, d})
-		}
-	}
-	best := limit
-	for _, f := range found {
-		best = min(best, f.d)
-	}
-	var out []string
-	for _, f := range found {
-		if f.d == best {
-			out = append(out, f.name)
-		}
-	}
-	return out
-}
-
-// editDistance is the optimal string alignment distance of a and b
-// (bytes): insertions, deletions, substitutions and swaps of two adjacent
-// letters ("shwo" is one edit from "show").
-func editDistance(a, b string) int {
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
+	return suggest.Near(name, commandNames(), limit)
 }
 
 func printHelp(w io.Writer) {

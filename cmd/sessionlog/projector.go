@@ -4,13 +4,11 @@ import (
 	"context"
 	"flag"
 	"io"
-	"math"
 	"net/http"
-	"os"
 	"path/filepath"
-	"runtime/debug"
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
+	"github.com/sessionlog/sessionlog/internal/gcpolicy"
 	"github.com/sessionlog/sessionlog/internal/httpauth"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/services/projector"
@@ -23,7 +21,7 @@ const otlpEndpointUsage = "if set, an OTLP/HTTP collector (http://host:4318) eac
 // defaultProjectorMemoryLimit is the Go heap's soft limit of a projector
 // process when GOMEMLIMIT is not set, and the heap's budget: the projector
 // runs its collector when the heap reaches it (applyProjectorMemory), not
-// at five times what is live as GOGC 400 (defaultGCPercent) would. bench
+// at five times what is live as GOGC 400 (gcpolicy.DefaultGCPercent) would. bench
 // catchup measured the peak RSS of a 200,000-event and a 1,000,000-event
 // catch-up three ways:
 //   - GOGC 400, no limit (in the bench's process, an earlier stop): 418
@@ -39,29 +37,9 @@ const otlpEndpointUsage = "if set, an OTLP/HTTP collector (http://host:4318) eac
 // are outside the Go heap.
 const defaultProjectorMemoryLimit = 320 << 20
 
-// applyMemoryLimit sets the Go heap's soft limit to limit bytes, unless
-// GOMEMLIMIT is set (which takes precedence) or limit is 0 (none).
-func applyMemoryLimit(limit int64) {
-	if limit > 0 && os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(limit)
-	}
-}
-
-// applyProjectorMemory sets the heap's soft limit as applyMemoryLimit
-// does and, when the heap has a limit and GOGC is not set, turns the
-// proportional target off: the collector runs when the heap reaches the
-// limit. A live heap over a fifth of the limit would meet the limit
-// before five times itself anyway, so this changes only a small heap,
-// which now grows to the budget before a collection instead of to five
-// times itself: fewer collections, and a peak the same for a short
-// catch-up as for a long one. With no limit (--memory-limit 0 and no
-// GOMEMLIMIT) GOGC 400 stays: off would never collect.
-func applyProjectorMemory(limit int64) {
-	applyMemoryLimit(limit)
-	if os.Getenv("GOGC") == "" && debug.SetMemoryLimit(-1) != math.MaxInt64 {
-		debug.SetGCPercent(-1)
-	}
-}
+// applyProjectorMemory is the projector's heap budget (gcpolicy.Budget),
+// which bench catchup sets as the projector command does.
+var applyProjectorMemory = gcpolicy.Budget
 
 func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newStandalone("projector", defaultProjectorHTTP, stderr)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/sessionlog/sessionlog/internal/natsconn"
 	"github.com/sessionlog/sessionlog/internal/sre"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
@@ -32,6 +33,6 @@ func runRepair(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	}
 	defer v.close()
 	ctx, nc := v.ctx, v.nc
-	defer func() { err = verbError(ctx, err) }()
+	defer func() { err = natsconn.VerbError(ctx, err) }()
 	return sre.Repair(ctx, nc, id, *force, *jsonOut, stdout)
 }

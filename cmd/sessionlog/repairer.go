@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
+	"github.com/sessionlog/sessionlog/internal/gcpolicy"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/services/repairer"
 )
@@ -15,7 +16,7 @@ const defaultRepairerHTTP = "127.0.0.1:8083"
 // defaultRepairerMemoryLimit is the Go heap's soft limit of a repairer
 // process when GOMEMLIMIT is not set. What it keeps is bounded (the state
 // cache, the sweep's queue, --concurrency evaluations and the grouped
-// batches they wait for), but at GOGC 400 (defaultGCPercent) a burst of
+// batches they wait for), but at GOGC 400 (gcpolicy.DefaultGCPercent) a burst of
 // repairs or a sweep of many sessions lets the heap grow to five times
 // that; near the limit the collector works harder instead.
 const defaultRepairerMemoryLimit = 256 << 20
@@ -30,7 +31,7 @@ func runRepairer(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		return nil
 	}, func(store *logstore.Store, d assemble.Deps) (service, error) {
-		applyMemoryLimit(*memLimit)
+		gcpolicy.Limit(*memLimit)
 		return assemble.NewRepairer(*cfg, store, d)
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
+	"github.com/sessionlog/sessionlog/internal/gcpolicy"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/services/source"
 )
@@ -23,7 +24,7 @@ func runSource(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cfg := sourceFlags(c.fs)
 	memLimit := memoryLimitFlag(c.fs, defaultSourceMemoryLimit)
 	return c.run(ctx, args, stderr, source.ServiceName, nil, func() error { return nil }, func(store *logstore.Store, d assemble.Deps) (service, error) {
-		applyMemoryLimit(*memLimit)
+		gcpolicy.Limit(*memLimit)
 		return assemble.NewSource(*cfg, store, d)
 	})
 }

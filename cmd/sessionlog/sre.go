@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natsconn"
 )
 
 // The SRE verbs: read-only tools (and import) against --nats-url. They
@@ -20,14 +21,14 @@ type sreConn struct {
 	store *logstore.Store
 	log   *slog.Logger
 	// ctx is the verb's context, bounded by --timeout and by the
-	// connection (natsFlags.verbContext); explain turns the errors its end
+	// connection (natsconn.Config.VerbContext); explain turns the errors its end
 	// causes into the reason.
 	ctx   context.Context
 	close func()
 }
 
 // explain wraps a verb's error: deferred as `defer func() { err = c.explain(err) }()`.
-func (c *sreConn) explain(err error) error { return verbError(c.ctx, err) }
+func (c *sreConn) explain(err error) error { return natsconn.VerbError(c.ctx, err) }
 
 // verbTimeouts are the verbs' default --timeout: tail follows until
 // interrupted; the others read or write up to the whole stream.
@@ -70,9 +71,9 @@ func openSRE(ctx context.Context, name string, fs *flag.FlagSet, nf *natsFlags, 
 func (nf *natsFlags) openStore(v *verbConn) (*sreConn, error) {
 	st, err := logstore.Open(v.ctx, v.nc, logstore.Config{NoProvision: true, Logger: v.log.With("component", "logstore")})
 	if err != nil {
-		err = verbError(v.ctx, err)
+		err = natsconn.VerbError(v.ctx, err)
 		v.close()
-		return nil, fmt.Errorf("open log store at %s: %w", redactURL(nf.URL), err)
+		return nil, fmt.Errorf("open log store at %s: %w", natsconn.RedactURL(nf.URL), err)
 	}
 	return &sreConn{store: st, log: v.log, ctx: v.ctx, close: v.close}, nil
 }

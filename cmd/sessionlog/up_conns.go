@@ -10,6 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
+	"github.com/sessionlog/sessionlog/internal/natsconn"
+	"github.com/sessionlog/sessionlog/internal/upusers"
 )
 
 // upConns opens up's in-process connections to the embedded server, as
@@ -18,7 +20,7 @@ import (
 type upConns struct {
 	ns *server.Server
 	// svc and eraser are the logins of connect and connectEraser.
-	svc, eraser natsFlags
+	svc, eraser natsconn.Config
 
 	mu    sync.Mutex
 	conns []*nats.Conn
@@ -28,14 +30,14 @@ func newUpConns(ns *server.Server, opts *server.Options, svcUser *server.User, l
 	c := &upConns{ns: ns}
 	// The services connect in-process as up's own service user (none when
 	// NATS is open), with the services' inbox prefix.
-	c.svc = natsFlags{Inbox: natsauth.ServiceInboxPrefix, Log: log}
+	c.svc = natsconn.Config{Inbox: natsauth.ServiceInboxPrefix, Log: log}
 	if svcUser != nil {
 		c.svc.User, c.svc.Password = svcUser.Username, svcUser.Password
 	}
 	// The eraser (and the repairer, as before the eraser was a service of
 	// its own) logs in as up's eraser user where there is one.
 	c.eraser = c.svc
-	if er := upUser(opts, upEraserUser); er != nil {
+	if er := upusers.Find(opts, upusers.Eraser); er != nil {
 		c.eraser.User, c.eraser.Password = er.Username, er.Password
 	}
 	return c
@@ -49,8 +51,8 @@ func (c *upConns) connectEraser(name string) (*nats.Conn, error) {
 	return c.connectAs(&c.eraser, name)
 }
 
-func (c *upConns) connectAs(nf *natsFlags, name string) (*nats.Conn, error) {
-	o, err := nf.options(name)
+func (c *upConns) connectAs(cfg *natsconn.Config, name string) (*nats.Conn, error) {
+	o, err := cfg.Options(name)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
+	"github.com/sessionlog/sessionlog/internal/upusers"
 )
 
 // up's users come from deploy/nats/perms.go, the definition auth.conf spells.
@@ -40,11 +41,11 @@ func TestUpUsers(t *testing.T) {
 				if u.Permissions != nil {
 					t.Errorf("operator restricted: %+v", u.Permissions)
 				}
-			case upServiceUser:
+			case upusers.Service:
 				if u != svc || !natsauth.Equal(u.Permissions, natsauth.Service()) || len(u.Password) < 40 {
 					t.Errorf("service user: %+v", u)
 				}
-			case upEraserUser:
+			case upusers.Eraser:
 				// The repairer's: the services' rights plus erasure.
 				if !natsauth.Equal(u.Permissions, natsauth.Eraser()) || len(u.Password) < 40 {
 					t.Errorf("eraser user: %+v", u)
@@ -77,8 +78,8 @@ func TestUpUsers(t *testing.T) {
 		{[]string{"--nats-user", "fleet"}, "go together"},
 		{[]string{"--operator-user", "sre", "--operator-password", "p"}, "needs --nats-user"},
 		{[]string{"--nats-user", "a", "--nats-password", "p", "--operator-user", "a", "--operator-password", "q"}, "must differ"},
-		{[]string{"--nats-user", upServiceUser, "--nats-password", "p"}, "up's own"},
-		{[]string{"--nats-user", "a", "--nats-password", "p", "--operator-user", upEraserUser, "--operator-password", "q"}, "up's own"},
+		{[]string{"--nats-user", upusers.Service, "--nats-password", "p"}, "up's own"},
+		{[]string{"--nats-user", "a", "--nats-password", "p", "--operator-user", upusers.Eraser, "--operator-password", "q"}, "up's own"},
 		{[]string{"--nats-config", "../../deploy/nats/server.conf", "--nats-user", "a", "--nats-password", "p"}, "do not go with --nats-config"},
 	} {
 		_, err := parse(c.args...)

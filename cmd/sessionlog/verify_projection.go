@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natsconn"
 	"github.com/sessionlog/sessionlog/internal/sre"
 )
 
@@ -29,7 +30,7 @@ func runVerifyProjection(ctx context.Context, args []string, stdout, stderr io.W
 	defer v.close()
 	ctx, nc := v.ctx, v.nc
 	log := v.log
-	defer func() { err = verbError(ctx, err) }()
+	defer func() { err = natsconn.VerbError(ctx, err) }()
 	store, err := openStore(ctx, nc, logstore.Config{NoProvision: true, Logger: log.With("component", "logstore")})
 	if err != nil {
 		return err

@@ -12,13 +12,14 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/bytesize"
+	"github.com/sessionlog/sessionlog/internal/gcpolicy"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 )
 
 const defaultWriterHTTP = "127.0.0.1:8081"
 
 // defaultWriterMemoryLimit is the Go heap's soft limit of a writer process
-// when GOMEMLIMIT is not set. At GOGC 400 (defaultGCPercent) the heap may
+// when GOMEMLIMIT is not set. At GOGC 400 (gcpolicy.DefaultGCPercent) the heap may
 // grow to five times what is live; what is live is bounded (the state
 // cache of --state-cache sessions, the lease marks, --max-concurrent
 // requests of at most a batch each), but five times a busy moment's
@@ -36,13 +37,13 @@ func runWriter(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return nil
 	}, func(store *logstore.Store, d assemble.Deps) (service, error) {
-		applyMemoryLimit(*memLimit)
+		gcpolicy.Limit(*memLimit)
 		return assemble.NewWriter(*cfg, store, d)
 	})
 }
 
 // memoryLimitFlag binds --memory-limit, the Go heap's soft limit of a
-// service process (applyMemoryLimit), with default def.
+// service process (gcpolicy.Limit), with default def.
 func memoryLimitFlag(fs *flag.FlagSet, def int64) *int64 {
 	return bytesFlag(fs, "memory-limit", def, "soft limit of the Go heap, a `size` such as 256MiB (0: none; GOMEMLIMIT takes precedence)")
 }
