@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sessionlog/sessionlog/cmd/sessionlog/internal/bench"
+	"github.com/sessionlog/sessionlog/internal/gcpolicy"
 )
 
 // `sessionlog bench catchup [--quick]`: fill a stream with N events over
@@ -41,7 +42,7 @@ func runBenchCatchup(ctx context.Context, args []string, stdout io.Writer) error
 			n = 200_000
 		}
 	}
-	applyProjectorMemory(*memLimit)
+	gcpolicy.Budget(*memLimit)
 	cfg := bench.CatchupConfig{Events: n, Sessions: *sessions, MaxBatchEvents: *batch, Dir: *dir, Duplicates: *dups}
 	if !*noProcess {
 		bin, err := os.Executable()

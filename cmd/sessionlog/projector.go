@@ -20,7 +20,7 @@ const otlpEndpointUsage = "if set, an OTLP/HTTP collector (http://host:4318) eac
 
 // defaultProjectorMemoryLimit is the Go heap's soft limit of a projector
 // process when GOMEMLIMIT is not set, and the heap's budget: the projector
-// runs its collector when the heap reaches it (applyProjectorMemory), not
+// runs its collector when the heap reaches it (gcpolicy.Budget), not
 // at five times what is live as GOGC 400 (gcpolicy.DefaultGCPercent) would. bench
 // catchup measured the peak RSS of a 200,000-event and a 1,000,000-event
 // catch-up three ways:
@@ -37,10 +37,6 @@ const otlpEndpointUsage = "if set, an OTLP/HTTP collector (http://host:4318) eac
 // are outside the Go heap.
 const defaultProjectorMemoryLimit = 320 << 20
 
-// applyProjectorMemory is the projector's heap budget (gcpolicy.Budget),
-// which bench catchup sets as the projector command does.
-var applyProjectorMemory = gcpolicy.Budget
-
 func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	c := newStandalone("projector", defaultProjectorHTTP, stderr)
 	c.fs.Lookup("http-listen").Usage = "HTTP listen address: dashboard, /v1 API, /healthz /readyz /metrics"
@@ -55,7 +51,7 @@ func runProjector(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	return c.run(ctx, args, stderr, "sessionlog-projector", nil, func() error { return nil },
 		func(store *logstore.Store, d assemble.Deps) (service, error) {
-			applyProjectorMemory(*memLimit)
+			gcpolicy.Budget(*memLimit)
 			// The projector knows the token too: its own check and the
 			// action check (httpauth.Action) take it from the
 			// Authorization header only, as the one above does.
