@@ -35,9 +35,9 @@ const uncheckedWindow = 4000
 // which would store them first: so the async publishes are never sent
 // again, and any of them that fails fails the call (the events published
 // after it may be stored: a gap, never an event out of order); and the
-// first event of each stream
-// in a call is published synchronously, asked again while the stream is
-// unreachable (its message id makes a second copy a duplicate), so that
+// first event of each stream in a call is published synchronously, asked
+// again while the stream is unreachable (its message id makes a second
+// copy a duplicate), so that
 // a stream just made, or electing its leader, is waited for rather than
 // failing the call. Reading each session's stored tail is asked again
 // while unreachable too.
