@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 
@@ -10,7 +11,11 @@ import (
 // The read side of the store. The projector's HTTP side reads through a
 // Snapshot and nothing else: a Snapshot has no method that writes, and no
 // Pebble type crosses this package's boundary (the architecture test
-// keeps Pebble inside it).
+// keeps Pebble inside it). Besides Get and Iter, a Snapshot reads the
+// views typed, decoded next to their codecs: the summary (Summary, in
+// summary.go), the last compaction, the event index's stream seqs and
+// context entries by seq range, and the ranges rewinds abandoned (in
+// context.go), so that the HTTP side decodes no view value itself.
 
 // Snapshot is a consistent read-only view of the committed store at the
 // moment it was taken: every read through it sees the same batches,
@@ -26,6 +31,25 @@ func (d *DB) NewSnapshot() Snapshot { return Snapshot{d.db.NewSnapshot()} }
 // false when there is none.
 func (s Snapshot) Get(key []byte) (value []byte, ok bool, err error) {
 	return copyValue(s.s.Get(key))
+}
+
+// getJSON decodes the JSON value at key as the snapshot sees it (nil:
+// none). It decodes the value where Pebble holds it, without the copy Get
+// makes: json.Unmarshal copies what it keeps.
+func getJSON[T any](s Snapshot, key []byte) (*T, error) {
+	v, closer, err := s.s.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer closer.Close()
+	out := new(T)
+	if err := json.Unmarshal(v, out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Iter returns an iterator over the snapshot's keys with the prefix
