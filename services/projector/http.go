@@ -422,18 +422,12 @@ func (s *Service) handleSession(w http.ResponseWriter, r *http.Request) {
 		n := namesOf(r)
 		n.summary(sum)
 		d = &Detail{Summary: *sum, Children: []string{}}
-		prefix := store.ChildPrefix(id)
-		it, err := rd.iter(prefix)
-		if err != nil {
-			return err
-		}
-		defer it.Close()
-		for ok := it.First(); ok; ok = it.Next() {
-			if c := string(it.Key()[len(prefix):]); keep == nil || keep(c) {
+		return rd.snap.Children(id, func(c string) bool {
+			if keep == nil || keep(c) {
 				d.Children = append(d.Children, n.wire(c))
 			}
-		}
-		return nil
+			return true
+		})
 	})
 	if err != nil {
 		s.internal(w, err)

@@ -61,6 +61,31 @@ func (s Snapshot) Iter(prefix []byte) (Iterator, error) {
 // Close releases the snapshot.
 func (s Snapshot) Close() error { return s.s.Close() }
 
+// Children calls fn with the id of each session forked from parent (the
+// child index), in id order, until fn returns false.
+func (s Snapshot) Children(parent string, fn func(child string) bool) error {
+	prefix := ChildPrefix(parent)
+	it, err := s.Iter(prefix)
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok && fn(string(it.Key()[len(prefix):])); ok = it.Next() {
+	}
+	return it.Close()
+}
+
+// StatusCount counts the sessions of a status (its status index).
+func (s Snapshot) StatusCount(status string) (n int, err error) {
+	it, err := s.Iter(StatusPrefix(status))
+	if err != nil {
+		return 0, err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	return n, it.Close()
+}
+
 // Iterator walks the keys of one prefix in order, from a Snapshot or the
 // committed store (DB.Iter). Positioning methods return whether the
 // iterator stands on a key; Key and Value are valid until the next move

@@ -15,8 +15,10 @@ import (
 // writes them: "a" (seqs 1..12, two rewinds of which the second abandons
 // the first, and a third after them; stream seq 100+seq) and "ab" (seqs
 // 1, 2 and 5: its id shares "a"'s bytes), a's summary and compaction,
-// what is kept of the erased session "gone", and a summary that does not
-// decode ("bad").
+// what is kept of the erased session "gone", a summary that does not
+// decode ("bad"), the children "a-1", "a-2" and "b" of "a" and "x" of
+// "ab", and the status index: "a" and "ab" active, "b" closed (and "c"
+// of a status "activex").
 func viewsStore(t *testing.T) (*DB, *Summary) {
 	t.Helper()
 	d, err := Open(t.TempDir(), Options{})
@@ -61,6 +63,12 @@ func viewsStore(t *testing.T) (*DB, *Summary) {
 	}
 	b.Set(SummaryKey("a"), nil, v)
 	b.Set(SummaryKey("bad"), nil, []byte(`{"sessionId":`))
+	for _, c := range [][2]string{{"a", "a-2"}, {"a", "a-1"}, {"a", "b"}, {"ab", "x"}} {
+		b.Set(ChildKey(c[0], c[1]), nil, nil)
+	}
+	for i, c := range [][2]string{{"active", "a"}, {"active", "ab"}, {"closed", "b"}, {"activex", "c"}} {
+		b.Set(StatusKey(c[0], uint64(i), c[1]), nil, nil)
+	}
 	c, _ := json.Marshal(CompactionSummary{CompactionID: "c1", ThroughSeq: 3, EndSeq: 5, Summary: "so far"})
 	b.Set(CompactionKey("a"), nil, c)
 	o, _ := json.Marshal(ErasedOwner{Owner: &schema.Owner{Tenant: "acme", Agent: "z"}})
@@ -76,7 +84,9 @@ func viewsStore(t *testing.T) (*DB, *Summary) {
 // there is none, an error when the value does not decode); the event
 // index gives the stream seq of one event, the last event at or before a
 // seq, and the stream seqs of a range up to a limit (more: one follows in
-// the range), of the session asked alone.
+// the range), of the session asked alone; the children of a session are
+// its own, in id order, until the function says stop; a status counts
+// its sessions alone.
 func TestSnapshotTypedReads(t *testing.T) {
 	d, want := viewsStore(t)
 	snap := d.NewSnapshot()
@@ -102,6 +112,25 @@ func TestSnapshotTypedReads(t *testing.T) {
 	}
 	if o, err := snap.ErasedOwner("a"); o != nil || err != nil {
 		t.Errorf("erased owner of a = %+v, %v; want nil, nil", o, err)
+	}
+
+	var children []string
+	all := func(c string) bool { children = append(children, c); return true }
+	if err := snap.Children("a", all); err != nil || !slices.Equal(children, []string{"a-1", "a-2", "b"}) {
+		t.Errorf("children of a = %v, %v", children, err)
+	}
+	children = nil
+	if err := snap.Children("a", func(c string) bool { children = append(children, c); return len(children) < 2 }); err != nil || !slices.Equal(children, []string{"a-1", "a-2"}) {
+		t.Errorf("children of a up to the second = %v, %v", children, err)
+	}
+	children = nil
+	if err := snap.Children("b", all); err != nil || children != nil {
+		t.Errorf("children of b = %v, %v; want none", children, err)
+	}
+	for status, want := range map[string]int{"active": 2, "closed": 1, "paused": 0} {
+		if n, err := snap.StatusCount(status); err != nil || n != want {
+			t.Errorf("sessions %s = %d, %v; want %d", status, n, err, want)
+		}
 	}
 
 	for _, c := range []struct {
