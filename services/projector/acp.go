@@ -79,7 +79,7 @@ func (s *Service) handleACP(w http.ResponseWriter, r *http.Request) {
 	// What a rewind abandoned (as the views hold it now) is not replayed:
 	// a client shows the conversation the model continues. A rewind that
 	// comes later is a notification of its own.
-	// Only the ranges of what was abandoned are held (rd.abandoned), not
+	// Only the ranges of what was abandoned are held (Abandoned), not
 	// the session's context.
 	var skip skipper
 	if err := s.view(func(rd reader) error {
@@ -87,7 +87,7 @@ func (s *Service) handleACP(w http.ResponseWriter, r *http.Request) {
 		if err != nil || sum == nil || sum.Rewinds == 0 {
 			return err
 		}
-		skip.ranges, err = rd.abandoned(id, 1, sum.LastSeq)
+		skip.ranges, err = rd.snap.Abandoned(id, 1, sum.LastSeq)
 		return err
 	}); err != nil {
 		s.internal(w, err)

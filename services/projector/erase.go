@@ -131,12 +131,12 @@ func (s *Service) eraseViews(id string) error {
 		return err
 	} else if ok {
 		var sum store.Summary
-		if json.Unmarshal(v, &sum) == nil && sum.Owner != nil {
+		if store.DecodeSummary(v, &sum) == nil && sum.Owner != nil {
 			// Its owner stays for its audit record if the record names
 			// none (one written before records named owners,
 			// auditVisible): the summary goes, and its events, so nothing
 			// else will tell.
-			o, _ := json.Marshal(erasedOwner{Owner: sum.Owner, Grants: sum.Grants})
+			o, _ := json.Marshal(store.ErasedOwner{Owner: sum.Owner, Grants: sum.Grants})
 			b.SetInternal(store.ErasedOwnerKey(id), o)
 			// Its keys in the indexes of its agents: where the fold put
 			// them, by the summary it wrote with them.
@@ -299,13 +299,6 @@ func (s *Service) refuseErased(next http.Handler) http.Handler {
 type AuditPage struct {
 	Records []api.AuditRecord `json:"records"`
 	Next    uint64            `json:"next"`
-}
-
-// erasedOwner is what ErasedOwnerKey keeps of an erased session: its
-// summary's owner and grants (members of the same names).
-type erasedOwner struct {
-	Owner  *schema.Owner `json:"owner"`
-	Grants []string      `json:"grants,omitempty"`
 }
 
 // The operator's audit pages are the audit stream's (after and next are
@@ -613,11 +606,9 @@ func auditVisible(rd reader, tenant string, agents []string) func(a *api.AuditRe
 		}
 		sum, err := rd.summary(id)
 		if err == nil && sum == nil {
-			var v []byte
-			var ok bool
-			if v, ok, err = rd.get(store.ErasedOwnerKey(id)); ok {
-				sum = &store.Summary{}
-				err = json.Unmarshal(v, sum)
+			var o *store.ErasedOwner
+			if o, err = rd.snap.ErasedOwner(id); o != nil {
+				sum = &store.Summary{Owner: o.Owner, Grants: o.Grants}
 			}
 		}
 		return err == nil && sees(tenant, agents, id, sum)

@@ -91,14 +91,10 @@ func WholeContext(s *Service, id string) ([]byte, error) {
 		}
 		out = &Context{SessionID: id, LastSeq: sum.LastSeq, Entries: []store.ContextEntry{}}
 		var from uint64 = 1
-		if v, ok, err := rd.get(store.CompactionKey(id)); err != nil {
+		if c, err := rd.snap.Compaction(id); err != nil {
 			return err
-		} else if ok {
-			var c store.CompactionSummary
-			if err := json.Unmarshal(v, &c); err != nil {
-				return err
-			}
-			out.Compaction = &c
+		} else if c != nil {
+			out.Compaction = c
 			from = c.ThroughSeq + 1
 		}
 		entries, c, err := followWhole(rd, id, from)
@@ -180,7 +176,7 @@ func WholeExport(ctx context.Context, s *Service, id, format string) ([]byte, er
 }
 
 // Abandoned are the seqs of the session's model-visible events that its
-// rewinds abandoned, by the ranges ACP replay skips (rd.abandoned) and as
+// rewinds abandoned, by the ranges ACP replay skips (Abandoned) and as
 // the whole context followed in memory finds them (the replay's skip set
 // before it held only ranges).
 func Abandoned(s *Service, id string) (byRanges, whole map[uint64]bool, err error) {
@@ -190,7 +186,7 @@ func Abandoned(s *Service, id string) (byRanges, whole map[uint64]bool, err erro
 		if err != nil || sum == nil {
 			return err
 		}
-		ranges, err := rd.abandoned(id, 1, sum.LastSeq)
+		ranges, err := rd.snap.Abandoned(id, 1, sum.LastSeq)
 		if err != nil {
 			return err
 		}

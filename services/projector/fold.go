@@ -504,7 +504,7 @@ func (f *folder) load(ctx context.Context, id string) (*entry, error) {
 		en.st = session.New(id)
 		en.sum.SessionID = id
 	} else {
-		if err := json.Unmarshal(v, &en.sum); err != nil {
+		if err := store.DecodeSummary(v, &en.sum); err != nil {
 			return nil, fmt.Errorf("projector: summary %s: %w", id, err)
 		}
 		en.stored = v

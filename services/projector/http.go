@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -123,19 +122,12 @@ func (r reader) get(key []byte) ([]byte, bool, error) { return r.snap.Get(key) }
 
 func (r reader) iter(prefix []byte) (store.Iterator, error) { return r.snap.Iter(prefix) }
 
+// summary reads a session's summary (nil: none), counted in reads.
 func (r reader) summary(id string) (*store.Summary, error) {
 	if r.reads != nil {
 		r.reads.summaries++
 	}
-	v, ok, err := r.get(store.SummaryKey(id))
-	if err != nil || !ok {
-		return nil, err
-	}
-	var sum store.Summary
-	if err := json.Unmarshal(v, &sum); err != nil {
-		return nil, err
-	}
-	return &sum, nil
+	return r.snap.Summary(id)
 }
 
 func (s *Service) internal(w http.ResponseWriter, err error) {
@@ -430,18 +422,12 @@ func (s *Service) handleSession(w http.ResponseWriter, r *http.Request) {
 		n := namesOf(r)
 		n.summary(sum)
 		d = &Detail{Summary: *sum, Children: []string{}}
-		prefix := store.ChildPrefix(id)
-		it, err := rd.iter(prefix)
-		if err != nil {
-			return err
-		}
-		defer it.Close()
-		for ok := it.First(); ok; ok = it.Next() {
-			if c := string(it.Key()[len(prefix):]); keep == nil || keep(c) {
+		return rd.snap.Children(id, func(c string) bool {
+			if keep == nil || keep(c) {
 				d.Children = append(d.Children, n.wire(c))
 			}
-		}
-		return nil
+			return true
+		})
 	})
 	if err != nil {
 		s.internal(w, err)
@@ -462,20 +448,8 @@ func (rd reader) startAt(id string, after uint64) (streamSeq, seq uint64, err er
 	if after == 0 {
 		return 0, 0, nil
 	}
-	it, err := rd.iter(store.EventPrefix(id))
-	if err != nil {
-		return 0, 0, err
-	}
-	defer it.Close()
-	k := store.EventKey(id, after)
-	if after < ^uint64(0) {
-		k = store.EventKey(id, after+1)
-	}
-	if !it.SeekLT(k) {
-		return 0, 0, nil
-	}
-	ss, _ := store.DecodeEventValue(it.Value())
-	return ss, store.EventSeq(it.Key()), nil
+	seq, streamSeq, err = rd.snap.LastEvent(id, after)
+	return streamSeq, seq, err
 }
 
 // Events is GET /v1/sessions/{id}/events.
@@ -762,24 +736,9 @@ func (s *Service) handleEvents(w http.ResponseWriter, r *http.Request) {
 func (s *Service) stoppedEvents(ctx context.Context, sum *store.Summary, limit int, page *eventsPage) error {
 	var seqs []uint64
 	more := false
-	err := s.view(func(rd reader) error {
-		it, err := rd.iter(store.EventPrefix(sum.SessionID))
-		if err != nil {
-			return err
-		}
-		defer it.Close()
-		for ok := it.SeekGE(store.EventKey(sum.SessionID, page.out.Next+1)); ok; ok = it.Next() {
-			if store.EventSeq(it.Key()) > sum.LastSeq {
-				break
-			}
-			if len(seqs) == limit {
-				more = true
-				break
-			}
-			ss, _ := store.DecodeEventValue(it.Value())
-			seqs = append(seqs, ss)
-		}
-		return nil
+	err := s.view(func(rd reader) (err error) {
+		seqs, more, err = rd.snap.StreamSeqs(sum.SessionID, page.out.Next+1, sum.LastSeq, limit)
+		return err
 	})
 	if err != nil {
 		return err
@@ -816,72 +775,15 @@ func (s *Service) stoppedEvents(ctx context.Context, sum *store.Summary, limit i
 	return page.end(e, limit)
 }
 
-// skipRange is the open range (after, before) of the seqs a
-// context/rewound at seq before abandoned: it took the context back to
-// what it was right after the event at seq after.
-type skipRange struct{ after, before uint64 }
-
-// rewoundType is how a context/rewound shows in a stored context entry.
-var rewoundType = []byte(`"` + schema.TypeContextRewound + `"`)
-
-// abandoned are the ranges of the session's seqs from..last that the
-// rewinds it holds by seq last abandoned, in seq order: a model-visible
-// event in one is not in the context. The index is read backwards from
-// last: what stands at the end is the chain of the context's changes
-// back from there, and a rewind sends that chain to the context after
-// its toSeq, over everything in between (the rewinds there included).
-// The ranges are few (at most one per rewind): the context itself is
-// never held.
-func (rd reader) abandoned(id string, from, last uint64) ([]skipRange, error) {
-	if last == 0 || last < from {
-		return nil, nil
-	}
-	it, err := rd.iter(store.EventPrefix(id))
-	if err != nil {
-		return nil, err
-	}
-	defer it.Close()
-	var out []skipRange
-	for ok := it.SeekLT(store.EventKey(id, last+1)); ok; ok = it.Prev() {
-		seq := store.EventSeq(it.Key())
-		if seq < from {
-			break
-		}
-		if n := len(out); n > 0 && seq > out[n-1].after {
-			continue
-		}
-		_, e := store.DecodeEventValue(it.Value())
-		if !bytes.Contains(e, rewoundType) {
-			continue
-		}
-		var ce store.ContextEntry
-		if err := json.Unmarshal(e, &ce); err != nil {
-			return nil, err
-		}
-		if ce.Type != schema.TypeContextRewound {
-			continue
-		}
-		var d schema.ContextRewound
-		if err := json.Unmarshal(ce.Data, &d); err != nil {
-			return nil, err
-		}
-		if d.ToSeq < seq {
-			out = append(out, skipRange{after: d.ToSeq, before: seq})
-		}
-	}
-	slices.Reverse(out)
-	return out, nil
-}
-
-// skipper says whether a seq is in one of its ranges; it is asked in seq
-// order.
-type skipper struct{ ranges []skipRange }
+// skipper says whether a seq is in one of the ranges rewinds abandoned
+// (store.Snapshot.Abandoned); it is asked in seq order.
+type skipper struct{ ranges []store.Rewound }
 
 func (k *skipper) skip(seq uint64) bool {
-	for len(k.ranges) > 0 && k.ranges[0].before <= seq {
+	for len(k.ranges) > 0 && k.ranges[0].Before <= seq {
 		k.ranges = k.ranges[1:]
 	}
-	return len(k.ranges) > 0 && seq > k.ranges[0].after
+	return len(k.ranges) > 0 && seq > k.ranges[0].After
 }
 
 // errGone: the session's views went away while its answer was streamed
@@ -899,35 +801,7 @@ func (rd reader) contextPage(id string, from, last uint64, limit int, k *skipper
 	if sum == nil {
 		return nil, 0, errGone
 	}
-	it, err := rd.iter(store.EventPrefix(id))
-	if err != nil {
-		return nil, 0, err
-	}
-	defer it.Close()
-	size := 0
-	for ok := it.SeekGE(store.EventKey(id, from)); ok; ok = it.Next() {
-		seq := store.EventSeq(it.Key())
-		if seq > last {
-			return entries, 0, nil
-		}
-		if size >= limit {
-			return entries, seq, nil
-		}
-		_, e := store.DecodeEventValue(it.Value())
-		if len(e) == 0 || k.skip(seq) {
-			continue
-		}
-		var ce store.ContextEntry
-		if err := json.Unmarshal(e, &ce); err != nil {
-			return nil, 0, err
-		}
-		if ce.Type == schema.TypeContextRewound {
-			continue
-		}
-		entries = append(entries, ce)
-		size += len(e)
-	}
-	return entries, 0, nil
+	return rd.snap.ContextPage(id, from, last, limit, k.skip)
 }
 
 // contextHead is where a session's context starts, read in one view:
@@ -949,17 +823,13 @@ func (rd reader) contextHead(id string) (contextHead, error) {
 	if err != nil || sum == nil || sum.Status == StatusUnreadable {
 		return h, err
 	}
-	if v, ok, err := rd.get(store.CompactionKey(id)); err != nil {
+	if h.comp, err = rd.snap.Compaction(id); err != nil {
 		return h, err
-	} else if ok {
-		var c store.CompactionSummary
-		if err := json.Unmarshal(v, &c); err != nil {
-			return h, err
-		}
-		h.comp, h.from = &c, c.ThroughSeq+1
+	} else if h.comp != nil {
+		h.from = h.comp.ThroughSeq + 1
 	}
 	if sum.Rewinds > 0 {
-		h.skip.ranges, err = rd.abandoned(id, h.from, sum.LastSeq)
+		h.skip.ranges, err = rd.snap.Abandoned(id, h.from, sum.LastSeq)
 	}
 	return h, err
 }

@@ -8,8 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-
-	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
 // The fleet overview: how many sessions are in each status (counted from
@@ -114,15 +112,8 @@ func (s *Service) handleOverview(w http.ResponseWriter, r *http.Request) {
 		counts = map[string]int{}
 		err := s.view(func(rd reader) error {
 			for _, st := range Statuses {
-				it, err := rd.iter(store.StatusPrefix(st))
+				n, err := rd.snap.StatusCount(st)
 				if err != nil {
-					return err
-				}
-				n := 0
-				for ok := it.First(); ok; ok = it.Next() {
-					n++
-				}
-				if err := it.Close(); err != nil {
 					return err
 				}
 				counts[st] = n

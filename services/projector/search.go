@@ -809,11 +809,8 @@ func (s *Service) snippet(r *http.Request, h *SearchHit, term string) {
 		return
 	}
 	var ss uint64
-	if err := s.view(func(rd reader) error {
-		v, ok, err := rd.get(store.EventKey(sum.SessionID, h.Seq))
-		if ok {
-			ss, _ = store.DecodeEventValue(v)
-		}
+	if err := s.view(func(rd reader) (err error) {
+		ss, err = rd.snap.StreamSeq(sum.SessionID, h.Seq)
 		return err
 	}); err != nil || ss == 0 {
 		return

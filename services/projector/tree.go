@@ -1,6 +1,7 @@
 package projector
 
 import (
+	"cmp"
 	"net/http"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -82,32 +83,28 @@ func (s *Service) handleTree(w http.ResponseWriter, r *http.Request) {
 		for len(queue) > 0 {
 			parent := queue[0]
 			queue = queue[1:]
-			prefix := store.ChildPrefix(parent)
-			it, err := rd.iter(prefix)
-			if err != nil {
-				return err
-			}
-			for ok := it.First(); ok; ok = it.Next() {
-				child := string(it.Key()[len(prefix):])
+			var serr error
+			err := rd.snap.Children(parent, func(child string) bool {
 				if seen[child] || keep != nil && !keep(child) {
-					continue
+					return true
 				}
 				if len(out.Descendants) == maxTreeNodes {
 					out.Truncated = true
-					break
+					return false
 				}
 				seen[child] = true
 				cs, err := rd.summary(child)
 				if err != nil {
-					it.Close()
-					return err
+					serr = err
+					return false
 				}
 				n := nodeOf(child, cs)
 				n.Parent = parent
 				out.Descendants = append(out.Descendants, n)
 				queue = append(queue, child)
-			}
-			if err := it.Close(); err != nil {
+				return true
+			})
+			if err := cmp.Or(serr, err); err != nil {
 				return err
 			}
 		}

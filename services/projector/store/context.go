@@ -1,9 +1,14 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"slices"
 	"strconv"
+
+	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
@@ -181,4 +186,165 @@ type CompactionSummary struct {
 	ThroughSeq   uint64 `json:"throughSeq"`
 	EndSeq       uint64 `json:"endSeq"`
 	Summary      string `json:"summary"`
+}
+
+// Compaction reads the summary of session id's last ended compaction as
+// the snapshot sees it (nil: none).
+func (s Snapshot) Compaction(id string) (*CompactionSummary, error) {
+	return getJSON[CompactionSummary](s, CompactionKey(id))
+}
+
+// StreamSeq reads the stream seq of event seq of session id from the
+// event index (0: the index holds no such event).
+func (s Snapshot) StreamSeq(id string, seq uint64) (uint64, error) {
+	v, closer, err := s.s.Get(EventKey(id, seq))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	ss, _ := DecodeEventValue(v)
+	return ss, closer.Close()
+}
+
+// LastEvent reads the last event of session id the index holds at or
+// before seq: its seq and stream seq (both 0: none).
+func (s Snapshot) LastEvent(id string, seq uint64) (at, streamSeq uint64, err error) {
+	it, err := s.Iter(EventPrefix(id))
+	if err != nil {
+		return 0, 0, err
+	}
+	var ok bool
+	if seq < ^uint64(0) {
+		ok = it.SeekLT(EventKey(id, seq+1))
+	} else {
+		ok = it.Last()
+	}
+	if ok {
+		at = EventSeq(it.Key())
+		streamSeq, _ = DecodeEventValue(it.Value())
+	}
+	return at, streamSeq, it.Close()
+}
+
+// StreamSeqs reads the stream seqs of session id's indexed events from
+// seq from through seq last, in seq order, at most limit of them; more
+// says the index holds one more in the range.
+func (s Snapshot) StreamSeqs(id string, from, last uint64, limit int) (seqs []uint64, more bool, err error) {
+	it, err := s.Iter(EventPrefix(id))
+	if err != nil {
+		return nil, false, err
+	}
+	for ok := it.SeekGE(EventKey(id, from)); ok && EventSeq(it.Key()) <= last; ok = it.Next() {
+		if len(seqs) == limit {
+			more = true
+			break
+		}
+		ss, _ := DecodeEventValue(it.Value())
+		seqs = append(seqs, ss)
+	}
+	return seqs, more, it.Close()
+}
+
+// ContextPage reads session id's context entries from seq from through
+// seq last, in seq order, at most about limit bytes of them (the page
+// ends at the first entry past limit bytes), leaving out those whose seq
+// skip reports (asked in seq order, of the model-visible events alone)
+// and the rewinds. next is where the following page starts, 0 when this
+// is the last.
+func (s Snapshot) ContextPage(id string, from, last uint64, limit int, skip func(seq uint64) bool) (entries []ContextEntry, next uint64, err error) {
+	it, err := s.Iter(EventPrefix(id))
+	if err != nil {
+		return nil, 0, err
+	}
+	defer func() {
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	size := 0
+	for ok := it.SeekGE(EventKey(id, from)); ok; ok = it.Next() {
+		seq := EventSeq(it.Key())
+		if seq > last {
+			return entries, 0, nil
+		}
+		if size >= limit {
+			return entries, seq, nil
+		}
+		_, e := DecodeEventValue(it.Value())
+		if len(e) == 0 || skip(seq) {
+			continue
+		}
+		var ce ContextEntry
+		if err := json.Unmarshal(e, &ce); err != nil {
+			return nil, 0, err
+		}
+		if ce.Type == schema.TypeContextRewound {
+			continue
+		}
+		entries = append(entries, ce)
+		size += len(e)
+	}
+	return entries, 0, nil
+}
+
+// Rewound is the open range (After, Before) of the seqs a context/rewound
+// at seq Before abandoned: it took the context back to what it was right
+// after the event at seq After.
+type Rewound struct{ After, Before uint64 }
+
+// rewoundType is how a context/rewound shows in a stored context entry.
+var rewoundType = []byte(`"` + schema.TypeContextRewound + `"`)
+
+// Abandoned reads the ranges of session id's seqs from..last that the
+// rewinds it holds by seq last abandoned, in seq order: a model-visible
+// event in one is not in the context. The index is read backwards from
+// last: what stands at the end is the chain of the context's changes
+// back from there, and a rewind sends that chain to the context after
+// its toSeq, over everything in between (the rewinds there included).
+// The ranges are few (at most one per rewind): the context itself is
+// never held.
+func (s Snapshot) Abandoned(id string, from, last uint64) (out []Rewound, err error) {
+	if last == 0 || last < from {
+		return nil, nil
+	}
+	it, err := s.Iter(EventPrefix(id))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	for ok := it.SeekLT(EventKey(id, last+1)); ok; ok = it.Prev() {
+		seq := EventSeq(it.Key())
+		if seq < from {
+			break
+		}
+		if n := len(out); n > 0 && seq > out[n-1].After {
+			continue
+		}
+		_, e := DecodeEventValue(it.Value())
+		if !bytes.Contains(e, rewoundType) {
+			continue
+		}
+		var ce ContextEntry
+		if err := json.Unmarshal(e, &ce); err != nil {
+			return nil, err
+		}
+		if ce.Type != schema.TypeContextRewound {
+			continue
+		}
+		var d schema.ContextRewound
+		if err := json.Unmarshal(ce.Data, &d); err != nil {
+			return nil, err
+		}
+		if d.ToSeq < seq {
+			out = append(out, Rewound{After: d.ToSeq, Before: seq})
+		}
+	}
+	slices.Reverse(out)
+	return out, nil
 }

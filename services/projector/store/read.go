@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 
@@ -10,7 +11,11 @@ import (
 // The read side of the store. The projector's HTTP side reads through a
 // Snapshot and nothing else: a Snapshot has no method that writes, and no
 // Pebble type crosses this package's boundary (the architecture test
-// keeps Pebble inside it).
+// keeps Pebble inside it). Besides Get and Iter, a Snapshot reads the
+// views typed, decoded next to their codecs: the summary (Summary, in
+// summary.go), the last compaction, the event index's stream seqs and
+// context entries by seq range, and the ranges rewinds abandoned (in
+// context.go), so that the HTTP side decodes no view value itself.
 
 // Snapshot is a consistent read-only view of the committed store at the
 // moment it was taken: every read through it sees the same batches,
@@ -28,6 +33,25 @@ func (s Snapshot) Get(key []byte) (value []byte, ok bool, err error) {
 	return copyValue(s.s.Get(key))
 }
 
+// getJSON decodes the JSON value at key as the snapshot sees it (nil:
+// none). It decodes the value where Pebble holds it, without the copy Get
+// makes: json.Unmarshal copies what it keeps.
+func getJSON[T any](s Snapshot, key []byte) (*T, error) {
+	v, closer, err := s.s.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer closer.Close()
+	out := new(T)
+	if err := json.Unmarshal(v, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // Iter returns an iterator over the snapshot's keys with the prefix
 // (every key when prefix is nil).
 func (s Snapshot) Iter(prefix []byte) (Iterator, error) {
@@ -36,6 +60,31 @@ func (s Snapshot) Iter(prefix []byte) (Iterator, error) {
 
 // Close releases the snapshot.
 func (s Snapshot) Close() error { return s.s.Close() }
+
+// Children calls fn with the id of each session forked from parent (the
+// child index), in id order, until fn returns false.
+func (s Snapshot) Children(parent string, fn func(child string) bool) error {
+	prefix := ChildPrefix(parent)
+	it, err := s.Iter(prefix)
+	if err != nil {
+		return err
+	}
+	for ok := it.First(); ok && fn(string(it.Key()[len(prefix):])); ok = it.Next() {
+	}
+	return it.Close()
+}
+
+// StatusCount counts the sessions of a status (its status index).
+func (s Snapshot) StatusCount(status string) (n int, err error) {
+	it, err := s.Iter(StatusPrefix(status))
+	if err != nil {
+		return 0, err
+	}
+	for ok := it.First(); ok; ok = it.Next() {
+		n++
+	}
+	return n, it.Close()
+}
 
 // Iterator walks the keys of one prefix in order, from a Snapshot or the
 // committed store (DB.Iter). Positioning methods return whether the

@@ -296,3 +296,25 @@ func jsonTime(t time.Time) bool {
 	_, off := t.Zone()
 	return off%60 == 0 && off > -24*3600 && off < 24*3600
 }
+
+// DecodeSummary decodes a value of the summary view into sum.
+func DecodeSummary(v []byte, sum *Summary) error { return json.Unmarshal(v, sum) }
+
+// Summary reads the summary view of session id as the snapshot sees it
+// (nil: no session).
+func (s Snapshot) Summary(id string) (*Summary, error) {
+	return getJSON[Summary](s, SummaryKey(id))
+}
+
+// ErasedOwner is what ErasedOwnerKey keeps of an erased session: its
+// owner and grants, as its summary had them when its views were removed.
+type ErasedOwner struct {
+	Owner  *schema.Owner `json:"owner"`
+	Grants []string      `json:"grants,omitempty"`
+}
+
+// ErasedOwner reads what the store keeps of erased session id (nil:
+// nothing).
+func (s Snapshot) ErasedOwner(id string) (*ErasedOwner, error) {
+	return getJSON[ErasedOwner](s, ErasedOwnerKey(id))
+}
