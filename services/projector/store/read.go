@@ -15,7 +15,9 @@ import (
 // views typed, decoded next to their codecs: the summary (Summary, in
 // summary.go), the last compaction, the event index's stream seqs and
 // context entries by seq range, and the ranges rewinds abandoned (in
-// context.go), so that the HTTP side decodes no view value itself.
+// context.go), and the pages of the lists of sessions (List and
+// AgentsList, in list.go), so that the HTTP side decodes no view value
+// itself.
 
 // Snapshot is a consistent read-only view of the committed store at the
 // moment it was taken: every read through it sees the same batches,
