@@ -274,3 +274,6 @@ func AgentIndexed(s *Service, tenant, agent string) (activity []string, byStatus
 	})
 	return activity, byStatus, err
 }
+
+// iter walks the raw keys of the reader's snapshot under prefix.
+func (r reader) iter(prefix []byte) (store.Iterator, error) { return r.snap.Iter(prefix) }

@@ -118,10 +118,6 @@ type reader struct {
 // summaries (sessionlog_projector_list_reads_total).
 type listReads = store.ListReads
 
-func (r reader) get(key []byte) ([]byte, bool, error) { return r.snap.Get(key) }
-
-func (r reader) iter(prefix []byte) (store.Iterator, error) { return r.snap.Iter(prefix) }
-
 // summary reads a session's summary (nil: none), counted in reads.
 func (r reader) summary(id string) (*store.Summary, error) {
 	if r.reads != nil {

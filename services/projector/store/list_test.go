@@ -14,11 +14,7 @@ import (
 // and x's closed index s2); every session but s3 has a summary.
 func listStore(t *testing.T) *DB {
 	t.Helper()
-	d, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
+	d := openStore(t)
 	b := d.NewBatch()
 	status := map[uint64]string{1: "active", 2: "closed", 3: "active", 4: "closed", 5: "active"}
 	for ns := uint64(1); ns <= 5; ns++ {

@@ -16,8 +16,9 @@ import (
 // summary.go), the last compaction, the event index's stream seqs and
 // context entries by seq range, and the ranges rewinds abandoned (in
 // context.go), the pages of the lists of sessions (List and AgentsList,
-// in list.go) and the sessions holding a search's terms (Search, in
-// search.go), so that the HTTP side decodes no view value itself.
+// in list.go), the sessions holding a search's terms (Search, in
+// search.go) and the audit index (in audit.go), so that the HTTP side
+// decodes no view value itself.
 
 // Snapshot is a consistent read-only view of the committed store at the
 // moment it was taken: every read through it sees the same batches,

@@ -12,11 +12,7 @@ import (
 // session holds all the terms when the index holds each other term in
 // it.
 func TestSnapshotSearch(t *testing.T) {
-	d, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Close()
+	d := openStore(t)
 	b := d.NewBatch()
 	for _, k := range []struct {
 		term, id string
