@@ -404,11 +404,8 @@ func (s *Service) indexAudit(ctx context.Context, tenant string, agents []string
 // indexTenantAudit is indexAudit's part for every tenant (auditMu held).
 func (s *Service) indexTenantAudit(ctx context.Context, tenant string) error {
 	var cursor uint64
-	err := s.view(func(rd reader) error {
-		v, ok, err := rd.get(store.AuditCursorKey())
-		if ok && len(v) == 8 {
-			cursor = binary.BigEndian.Uint64(v)
-		}
+	err := s.view(func(rd reader) (err error) {
+		cursor, err = rd.snap.AuditCursor()
 		return err
 	})
 	if err != nil {
@@ -464,37 +461,19 @@ func (s *Service) indexAgentsAudit(tenant string, agents []string) (last uint64,
 	for {
 		var n, judged uint64
 		var kvs [][2][]byte
-		err := s.view(func(rd reader) error {
-			v, ok, err := rd.get(ck)
-			if err != nil {
+		err := s.view(func(rd reader) (err error) {
+			if n, last, err = rd.snap.AgentsAuditCursor(tenant, agents); err != nil {
 				return err
 			}
-			if ok && len(v) == 16 {
-				n, last = binary.BigEndian.Uint64(v), binary.BigEndian.Uint64(v[8:])
-			}
-			p := store.TenantAuditPrefix(tenant)
-			it, err := rd.iter(p)
-			if err != nil {
-				return err
-			}
-			defer it.Close()
 			see := auditVisible(rd, tenant, agents)
-			for ok := it.SeekGE(store.TenantAuditKey(tenant, n)); ok && judged < auditIndexBatch; ok = it.Next() {
-				k := store.TenantAuditN(p, it.Key())
-				if k <= n {
-					continue
-				}
-				var a api.AuditRecord
-				if err := json.Unmarshal(it.Value(), &a); err != nil {
-					return fmt.Errorf("audit record %d of %s: %w", k, tenant, err)
-				}
+			return rd.snap.TenantAudit(tenant, n, func(k uint64, a *api.AuditRecord) bool {
 				n, judged = k, judged+1
-				if tenantOf(a.SessionID) == tenant && see(&a) {
+				if tenantOf(a.SessionID) == tenant && see(a) {
 					last++
 					kvs = append(kvs, [2][]byte{store.AgentsAuditKey(tenant, agents, last), binary.BigEndian.AppendUint64(nil, n)})
 				}
-			}
-			return nil
+				return judged < auditIndexBatch
+			})
 		})
 		if err != nil || judged == 0 {
 			return last, err
@@ -508,16 +487,9 @@ func (s *Service) indexAgentsAudit(tenant string, agents []string) (last uint64,
 
 // lastAudit is the number of tenant's last indexed audit record (0: none).
 func (s *Service) lastAudit(tenant string) (n uint64, err error) {
-	err = s.view(func(rd reader) error {
-		p := store.TenantAuditPrefix(tenant)
-		it, err := rd.iter(p)
-		if err != nil {
-			return err
-		}
-		if it.Last() {
-			n = store.TenantAuditN(p, it.Key())
-		}
-		return it.Close()
+	err = s.view(func(rd reader) (err error) {
+		n, err = rd.snap.LastAudit(tenant)
+		return err
 	})
 	return n, err
 }
@@ -536,26 +508,15 @@ func (s *Service) setInternals(kvs [][2][]byte) error {
 // auditPage is the page of tenant's audit records numbered after after,
 // at most limit; next is the number of the last one (after when none).
 func (rd reader) auditPage(tenant string, after uint64, limit int) (recs []api.AuditRecord, next uint64, err error) {
-	p := store.TenantAuditPrefix(tenant)
-	it, err := rd.iter(p)
+	next = after
+	err = rd.snap.TenantAudit(tenant, after, func(n uint64, a *api.AuditRecord) bool {
+		if tenantOf(a.SessionID) == tenant {
+			recs, next = append(recs, *a), n
+		}
+		return len(recs) < limit
+	})
 	if err != nil {
 		return nil, after, err
-	}
-	defer it.Close()
-	next = after
-	for ok := it.SeekGE(store.TenantAuditKey(tenant, after)); ok && len(recs) < limit; ok = it.Next() {
-		n := store.TenantAuditN(p, it.Key())
-		if n <= after {
-			continue
-		}
-		var a api.AuditRecord
-		if err := json.Unmarshal(it.Value(), &a); err != nil {
-			return nil, after, fmt.Errorf("audit record %d of %s: %w", n, tenant, err)
-		}
-		if tenantOf(a.SessionID) != tenant {
-			continue
-		}
-		recs, next = append(recs, a), n
 	}
 	return recs, next, nil
 }
@@ -564,31 +525,13 @@ func (rd reader) auditPage(tenant string, after uint64, limit int) (recs []api.A
 // see numbered (by indexAgentsAudit) after after, at most limit; next is
 // the number of the last one (after when none).
 func (rd reader) agentsAuditPage(tenant string, agents []string, after uint64, limit int) (recs []api.AuditRecord, next uint64, err error) {
-	p := store.AgentsAuditPrefix(tenant, agents)
-	it, err := rd.iter(p)
+	next = after
+	err = rd.snap.AgentsAudit(tenant, agents, after, func(m uint64, a *api.AuditRecord) bool {
+		recs, next = append(recs, *a), m
+		return len(recs) < limit
+	})
 	if err != nil {
 		return nil, after, err
-	}
-	defer it.Close()
-	next = after
-	for ok := it.SeekGE(store.AgentsAuditKey(tenant, agents, after)); ok && len(recs) < limit; ok = it.Next() {
-		m := store.TenantAuditN(p, it.Key())
-		if m <= after || len(it.Value()) != 8 {
-			continue
-		}
-		n := binary.BigEndian.Uint64(it.Value())
-		v, ok, err := rd.get(store.TenantAuditKey(tenant, n))
-		if err == nil && !ok {
-			err = errors.New("not indexed")
-		}
-		var a api.AuditRecord
-		if err == nil {
-			err = json.Unmarshal(v, &a)
-		}
-		if err != nil {
-			return nil, after, fmt.Errorf("audit record %d of %s (%d of %s): %w", n, tenant, m, strings.Join(agents, ","), err)
-		}
-		recs, next = append(recs, a), m
 	}
 	return recs, next, nil
 }

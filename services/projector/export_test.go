@@ -231,11 +231,11 @@ func ListExamined(s *Service, tenant string, limit int) (ids []string, examined 
 		if tenant != "" {
 			keep = func(id string) bool { return sees(tenant, nil, id, nil) }
 		}
-		sums, _, n, err := rd.listWalk(listPrefix(tenant, ""), nil, limit, keep)
+		sums, _, n, err := rd.snap.List(tenant, "", nil, limit, keep)
 		for _, sum := range sums {
 			ids = append(ids, sum.SessionID)
 		}
-		examined = n
+		examined = n.Entries
 		return err
 	})
 	return ids, examined, err
@@ -274,3 +274,6 @@ func AgentIndexed(s *Service, tenant, agent string) (activity []string, byStatus
 	})
 	return activity, byStatus, err
 }
+
+// iter walks the raw keys of the reader's snapshot under prefix.
+func (r reader) iter(prefix []byte) (store.Iterator, error) { return r.snap.Iter(prefix) }

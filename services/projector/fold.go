@@ -562,19 +562,8 @@ func (f *folder) restore(ctx context.Context, en *entry) error {
 	// The event index holds the stream seq of every folded event, so the
 	// few events after the snapshot are read by position from the stream
 	// leader: no consumer to create per session.
-	it, err := f.db.Iter(store.EventPrefix(en.id))
+	seqs, err := f.db.StreamSeqs(en.id, en.st.LastSeq+1, en.sum.LastSeq)
 	if err != nil {
-		return err
-	}
-	var seqs []uint64
-	for ok := it.SeekGE(store.EventKey(en.id, en.st.LastSeq+1)); ok; ok = it.Next() {
-		if store.EventSeq(it.Key()) > en.sum.LastSeq {
-			break
-		}
-		ss, _ := store.DecodeEventValue(it.Value())
-		seqs = append(seqs, ss)
-	}
-	if err := it.Close(); err != nil {
 		return err
 	}
 	refold := func(m *logstore.Msg) error {

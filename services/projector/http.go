@@ -116,16 +116,12 @@ type reader struct {
 
 // listReads counts what a page of /v1/sessions read: index entries and
 // summaries (sessionlog_projector_list_reads_total).
-type listReads struct{ entries, summaries int }
-
-func (r reader) get(key []byte) ([]byte, bool, error) { return r.snap.Get(key) }
-
-func (r reader) iter(prefix []byte) (store.Iterator, error) { return r.snap.Iter(prefix) }
+type listReads = store.ListReads
 
 // summary reads a session's summary (nil: none), counted in reads.
 func (r reader) summary(id string) (*store.Summary, error) {
 	if r.reads != nil {
-		r.reads.summaries++
+		r.reads.Summaries++
 	}
 	return r.snap.Summary(id)
 }
@@ -201,7 +197,7 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 	err := s.view(func(rd reader) error {
 		rd.reads = &reads
 		keep := visible(r, rd)
-		var from *indexPos
+		var from *store.IndexPos
 		if after != "" {
 			// The cursor is "<activity ns>.<session id>"; a bare session id
 			// continues after that session's current place.
@@ -227,17 +223,20 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 				}
 				ns, id = store.TimeKey(sum.LastActivity), after
 			}
-			from = &indexPos{ns, id}
+			from = &store.IndexPos{NS: ns, ID: id}
 		}
 		var sums []store.Summary
 		var more bool
+		var walked store.ListReads
 		var err error
 		if agents != nil {
-			sums, more, reads.entries, err = rd.agentsWalk(tenant, agents, status, from, limit)
+			sums, more, walked, err = rd.snap.AgentsList(tenant, agents, status, from, limit, func(id string, sum *store.Summary) bool {
+				return sees(tenant, agents, id, sum)
+			})
 		} else {
-			prefix := listPrefix(tenant, status)
-			sums, more, reads.entries, err = rd.listWalk(prefix, from.key(prefix), limit, keep)
+			sums, more, walked, err = rd.snap.List(tenant, status, from, limit, keep)
 		}
+		reads.Add(walked)
 		if err != nil {
 			return err
 		}
@@ -251,8 +250,8 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	})
-	s.met.listReads.WithLabelValues("index").Add(float64(reads.entries))
-	s.met.listReads.WithLabelValues("summary").Add(float64(reads.summaries))
+	s.met.listReads.WithLabelValues("index").Add(float64(reads.Entries))
+	s.met.listReads.WithLabelValues("summary").Add(float64(reads.Summaries))
 	if errors.Is(err, errBadCursor) {
 		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, "after must be a cursor from next or a known session id")
 		return
@@ -265,147 +264,6 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 }
 
 var errBadCursor = errors.New("bad cursor")
-
-// listPrefix is the index a list walks: the activity index, or a
-// status's; with a tenant (a tenant's token), that tenant's, which holds
-// its sessions alone.
-func listPrefix(tenant, status string) []byte {
-	switch {
-	case tenant != "" && status != "":
-		return store.TenantStatusPrefix(tenant, status)
-	case tenant != "":
-		return store.TenantActivityPrefix(tenant)
-	case status != "":
-		return store.StatusPrefix(status)
-	}
-	return store.ActivityPrefix()
-}
-
-// indexPos is a place in an activity or status index: a session active
-// at ns.
-type indexPos struct {
-	ns uint64
-	id string
-}
-
-// key is the key of the place in the index under prefix (nil: none).
-func (p *indexPos) key(prefix []byte) []byte {
-	if p == nil {
-		return nil
-	}
-	return store.IndexKey(prefix, p.ns, p.id)
-}
-
-// agentsWalk is listWalk for a token of the agents of tenant: it reads
-// the indexes of the agents (of status, if set), which hold the sessions
-// each may read, and merges them newest first (a session in two of them
-// is read once), from before from (nil: the newest). It reads only its
-// agents' entries: at most one more per agent than the page takes, and
-// the summaries of the page. A summary that its agents do not see (sees:
-// none should be) is left out.
-func (rd reader) agentsWalk(tenant string, agents []string, status string, from *indexPos, limit int) (sums []store.Summary, more bool, examined int, err error) {
-	type head struct {
-		it     store.Iterator
-		prefix []byte
-		valid  bool
-	}
-	heads := make([]head, 0, len(agents))
-	defer func() {
-		for _, h := range heads {
-			if cerr := h.it.Close(); err == nil {
-				err = cerr
-			}
-		}
-	}()
-	for _, a := range agents {
-		p := store.AgentActivityPrefix(tenant, a)
-		if status != "" {
-			p = store.AgentStatusPrefix(tenant, a, status)
-		}
-		it, err := rd.iter(p)
-		if err != nil {
-			return nil, false, examined, err
-		}
-		h := head{it: it, prefix: p}
-		if from == nil {
-			h.valid = it.Last()
-		} else {
-			h.valid = it.SeekLT(from.key(p))
-		}
-		if h.valid {
-			examined++
-		}
-		heads = append(heads, h)
-	}
-	// at is the place of a head's entry: its time and session, which
-	// order the entries of every agent's index alike.
-	at := func(h *head) []byte { return h.it.Key()[len(h.prefix):] }
-	for len(sums) < limit {
-		var top []byte
-		for i := range heads {
-			if h := &heads[i]; h.valid && (top == nil || bytes.Compare(at(h), top) > 0) {
-				top = at(h)
-			}
-		}
-		if top == nil {
-			break
-		}
-		top = bytes.Clone(top)
-		if len(top) < 8 {
-			return nil, false, examined, fmt.Errorf("index key %q: no time", top)
-		}
-		for i := range heads {
-			if h := &heads[i]; h.valid && bytes.Equal(at(h), top) {
-				if h.valid = h.it.Prev(); h.valid {
-					examined++
-				}
-			}
-		}
-		id := string(top[8:])
-		sum, err := rd.summary(id)
-		if err != nil {
-			return nil, false, examined, err
-		}
-		if sum != nil && sees(tenant, agents, id, sum) {
-			sums = append(sums, *sum)
-		}
-	}
-	for _, h := range heads {
-		more = more || h.valid
-	}
-	return sums, more, examined, nil
-}
-
-// listWalk reads the index under prefix newest first, from before the
-// key from (nil: from the newest), for up to limit summaries of sessions
-// keep allows (nil: all). more says entries follow the page; examined
-// counts the entries it read.
-func (rd reader) listWalk(prefix, from []byte, limit int, keep func(id string) bool) (sums []store.Summary, more bool, examined int, err error) {
-	it, err := rd.iter(prefix)
-	if err != nil {
-		return nil, false, 0, err
-	}
-	defer it.Close()
-	valid := it.Last()
-	if from != nil {
-		valid = it.SeekLT(from)
-	}
-	for ; valid && len(sums) < limit; valid = it.Prev() {
-		examined++
-		id := store.IndexSession(prefix, it.Key())
-		if keep != nil && !keep(id) {
-			continue
-		}
-		sum, err := rd.summary(id)
-		if err != nil {
-			return nil, false, examined, err
-		}
-		if sum != nil {
-			sums = append(sums, *sum)
-		}
-	}
-	return sums, valid, examined, nil
-}
 
 func (s *Service) handleSession(w http.ResponseWriter, r *http.Request) {
 	id, ok := sessionID(w, r)

@@ -14,9 +14,9 @@ import (
 // BenchmarkAgentList times the first page of 50 of /v1/sessions for a
 // token of one agent of a tenant of 5,000 sessions owned by 25 agents in
 // turn (200 each), as the list reads it now (Index: the merge of its
-// agents' indexes, agentsWalk) and as it read it before (TenantWalk: the
-// tenant's index, each session's summary read and judged by sees, then
-// the summaries of those it sees). entries/op and summaries/op are what
+// agents' indexes, store.Snapshot.AgentsList) and as it read it before
+// (TenantWalk: the tenant's index, each session's summary read and judged
+// by sees, then the summaries of those it sees). entries/op and summaries/op are what
 // one page read.
 func BenchmarkAgentList(b *testing.B) {
 	const sessions, agents, limit = 5000, 25, 50
@@ -37,18 +37,20 @@ func BenchmarkAgentList(b *testing.B) {
 	who := []string{"a07"}
 	for _, c := range []struct {
 		name string
-		page func(rd reader) ([]store.Summary, int, error)
+		page func(rd reader) ([]store.Summary, store.ListReads, error)
 	}{
-		{"Index", func(rd reader) ([]store.Summary, int, error) {
-			sums, _, n, err := rd.agentsWalk("acme", who, "", nil, limit)
+		{"Index", func(rd reader) ([]store.Summary, store.ListReads, error) {
+			sums, _, n, err := rd.snap.AgentsList("acme", who, "", nil, limit, func(id string, sum *store.Summary) bool {
+				return sees("acme", who, id, sum)
+			})
 			return sums, n, err
 		}},
-		{"TenantWalk", func(rd reader) ([]store.Summary, int, error) {
+		{"TenantWalk", func(rd reader) ([]store.Summary, store.ListReads, error) {
 			keep := func(id string) bool {
 				sum, err := rd.summary(id)
 				return err == nil && sees("acme", who, id, sum)
 			}
-			sums, _, n, err := rd.listWalk(listPrefix("acme", ""), nil, limit, keep)
+			sums, _, n, err := rd.snap.List("acme", "", nil, limit, keep)
 			return sums, n, err
 		}},
 	} {
@@ -62,15 +64,15 @@ func BenchmarkAgentList(b *testing.B) {
 					if err == nil && len(sums) != limit {
 						err = fmt.Errorf("a page of %d sessions", len(sums))
 					}
-					reads.entries = n
+					reads.Add(n)
 					return err
 				})
 				if err != nil {
 					b.Fatal(err)
 				}
 			}
-			b.ReportMetric(float64(reads.entries), "entries/op")
-			b.ReportMetric(float64(reads.summaries), "summaries/op")
+			b.ReportMetric(float64(reads.Entries), "entries/op")
+			b.ReportMetric(float64(reads.Summaries), "summaries/op")
 		})
 	}
 }

@@ -195,7 +195,7 @@ func (s *foldScript) command(t *testing.T, td *datadriven.TestData, id string) s
 		var status string
 		td.MaybeScanArgs(t, "status", &status)
 		return s.view(t, func(rd reader) string {
-			sums, _, _, err := rd.listWalk(listPrefix("", status), nil, 1000, nil)
+			sums, _, _, err := rd.snap.List("", status, nil, 1000, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -722,72 +722,42 @@ type searchHit struct {
 // of its prefix _T<tenant>_, the default tenant's all the others but those
 // beginning with _T, skipped at one seek.
 func (rd reader) search(ts []string, after string, limit int, tenant string, keep func(id string) bool) (hits []searchHit, next string, stopped bool, err error) {
-	drive := store.SearchTermPrefix(ts[0])
-	// own: the tenant's keys begin with drive+own; the default tenant
-	// skips the keys beginning with drive+_T (up to drive+_U).
-	var own string
-	if tenant != "" && tenant != api.DefaultTenant {
-		own = api.TenantIDPrefix + tenant + "_"
-	}
-	others := append(append([]byte(nil), drive...), api.TenantIDPrefix...)
-	othersEnd := store.PrefixEnd(others)
-	it, err := rd.iter(drive)
-	if err != nil {
-		return nil, "", false, err
-	}
-	defer it.Close()
-	check, err := rd.iter(nil)
-	if err != nil {
-		return nil, "", false, err
-	}
-	defer check.Close()
-	past := func(id string) []byte { return append(append(append([]byte(nil), drive...), id...), 1) }
-	valid := it.SeekGE(append(append([]byte(nil), drive...), own...))
-	if after != "" {
-		valid = it.SeekGE(past(after))
+	// within: the tenant's ids begin with it; the default tenant skips
+	// the ids beginning with _T.
+	var within, skip string
+	switch {
+	case tenant == "":
+	case tenant != api.DefaultTenant:
+		within = api.TenantIDPrefix + tenant + "_"
+	default:
+		skip = api.TenantIDPrefix
 	}
 	scanned, stop := 0, "" // the sessions examined; where the budget ended the page
-	for valid {
-		id, seq, ok := store.SearchEntry(drive, it.Key())
-		switch {
-		case tenant == "":
-		case own != "" && !strings.HasPrefix(id, own):
-			return hits, "", false, nil // past the tenant's keys
-		case own == "" && bytes.HasPrefix(it.Key(), others):
-			valid = it.SeekGE(othersEnd)
-			continue
-		}
-		if !ok {
-			valid = it.Next()
-			continue
-		}
+	err = rd.snap.Search(ts, within, skip, after, func(s store.SearchSession) bool {
 		// More to look at: the next page starts after the last hit, or
 		// after the session the budget stopped at.
 		if len(hits) == limit {
-			return hits, hits[len(hits)-1].id, false, nil
+			next = hits[len(hits)-1].id
+			return false
 		}
 		if stop != "" {
-			return hits, stop, true, nil
+			next, stopped = stop, true
+			return false
 		}
 		scanned++
-		seen := keep == nil || keep(id)
-		all := seen
-		for i := 1; all && i < len(ts); i++ {
-			p := store.SearchSessionPrefix(ts[i], id)
-			if !check.SeekGE(p) || !bytes.HasPrefix(check.Key(), p) {
-				all = false
-				break
-			}
-		}
-		if all {
-			hits = append(hits, searchHit{id, seq})
+		seen := keep == nil || keep(s.ID)
+		if seen && s.HoldsAll() {
+			hits = append(hits, searchHit{s.ID, s.Seq})
 		}
 		if seen && scanned >= searchScanBudget {
-			stop = id
+			stop = s.ID
 		}
-		valid = it.SeekGE(past(id))
+		return true
+	})
+	if err != nil {
+		return nil, "", false, err
 	}
-	return hits, "", false, nil
+	return hits, next, stopped, nil
 }
 
 // snippet fills what a hit matched: the metadata field holding the term,

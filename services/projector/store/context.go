@@ -236,6 +236,24 @@ func (s Snapshot) StreamSeqs(id string, from, last uint64, limit int) (seqs []ui
 	if err != nil {
 		return nil, false, err
 	}
+	return streamSeqs(it, id, from, last, limit)
+}
+
+// StreamSeqs reads the stream seqs of session id's indexed events from
+// seq from through seq last, in seq order, as the committed store holds
+// them (a restore reads the events after a session's snapshot by them).
+func (d *DB) StreamSeqs(id string, from, last uint64) ([]uint64, error) {
+	it, err := d.Iter(EventPrefix(id))
+	if err != nil {
+		return nil, err
+	}
+	seqs, _, err := streamSeqs(it, id, from, last, -1)
+	return seqs, err
+}
+
+// streamSeqs is StreamSeqs on an iterator of session id's event index,
+// which it closes (limit < 0: no limit).
+func streamSeqs(it Iterator, id string, from, last uint64, limit int) (seqs []uint64, more bool, err error) {
 	for ok := it.SeekGE(EventKey(id, from)); ok && EventSeq(it.Key()) <= last; ok = it.Next() {
 		if len(seqs) == limit {
 			more = true

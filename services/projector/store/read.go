@@ -15,7 +15,10 @@ import (
 // views typed, decoded next to their codecs: the summary (Summary, in
 // summary.go), the last compaction, the event index's stream seqs and
 // context entries by seq range, and the ranges rewinds abandoned (in
-// context.go), so that the HTTP side decodes no view value itself.
+// context.go), the pages of the lists of sessions (List and AgentsList,
+// in list.go), the sessions holding a search's terms (Search, in
+// search.go) and the audit index (in audit.go), so that the HTTP side
+// decodes no view value itself.
 
 // Snapshot is a consistent read-only view of the committed store at the
 // moment it was taken: every read through it sees the same batches,
@@ -121,6 +124,14 @@ func (i Iterator) Value() []byte { return i.it.Value() }
 
 // Close releases the iterator and returns the walk's error, if any.
 func (i Iterator) Close() error { return i.it.Close() }
+
+// closeIter closes it and keeps its error in *err if *err is nil (a
+// deferred close of a walk that returns err).
+func closeIter(it Iterator, err *error) {
+	if cerr := it.Close(); *err == nil {
+		*err = cerr
+	}
+}
 
 // bounds are the iterator options of a prefix scan.
 func bounds(prefix []byte) *pebble.IterOptions {

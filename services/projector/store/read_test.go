@@ -8,6 +8,18 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
+// openStore opens a store in a temporary directory, closed when the
+// test ends.
+func openStore(tb testing.TB) *DB {
+	tb.Helper()
+	d, err := Open(tb.TempDir(), Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { d.Close() })
+	return d
+}
+
 // commitEvents commits values "<id>/<seq>" at the event keys of sessions
 // ids, seqs 1..n.
 func commitEvents(tb testing.TB, d *DB, ids []string, n int) {

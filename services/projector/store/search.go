@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"strings"
 )
 
 // prefSearch holds the search index: vq<term>\x00<id>\x00<seq BE8> -> ""
@@ -68,4 +69,74 @@ func SearchKeySession(k []byte) string {
 		return ""
 	}
 	return string(rest[:j])
+}
+
+// SearchSession is a session Search found holding the first of its
+// terms: ID, and Seq, the first of its events holding that term.
+type SearchSession struct {
+	ID  string
+	Seq uint64
+	// check seeks the other terms of the search (others) in the index.
+	check  Iterator
+	others []string
+}
+
+// HoldsAll reports whether the session holds every other term of the
+// search too: one seek per term, up to the first it does not hold.
+func (s SearchSession) HoldsAll() bool {
+	for _, t := range s.others {
+		p := SearchSessionPrefix(t, s.ID)
+		if !s.check.SeekGE(p) || !bytes.HasPrefix(s.check.Key(), p) {
+			return false
+		}
+	}
+	return true
+}
+
+// Search walks the sessions holding terms[0] (a term at least) in session
+// id order, from the first after the session after ("": the first) and
+// calls fn with each until fn returns false: one seek per session. within
+// ("": any) keeps the walk to the sessions whose ids begin with it (it
+// ends at the first past them); skip ("": none) passes over those whose
+// ids begin with it, at one seek. fn asks the session's HoldsAll for the
+// other terms.
+func (s Snapshot) Search(terms []string, within, skip, after string, fn func(SearchSession) bool) (err error) {
+	drive := SearchTermPrefix(terms[0])
+	skipped := append(append([]byte(nil), drive...), skip...)
+	skippedEnd := PrefixEnd(skipped)
+	it, err := s.Iter(drive)
+	if err != nil {
+		return err
+	}
+	defer closeIter(it, &err)
+	check, err := s.Iter(nil)
+	if err != nil {
+		return err
+	}
+	defer closeIter(check, &err)
+	// past is the first key after those of session id.
+	past := func(id string) []byte { return append(append(append([]byte(nil), drive...), id...), 1) }
+	valid := it.SeekGE(append(append([]byte(nil), drive...), within...))
+	if after != "" {
+		valid = it.SeekGE(past(after))
+	}
+	for valid {
+		id, seq, ok := SearchEntry(drive, it.Key())
+		switch {
+		case within != "" && !strings.HasPrefix(id, within):
+			return nil // past the sessions within
+		case skip != "" && bytes.HasPrefix(it.Key(), skipped):
+			valid = it.SeekGE(skippedEnd)
+			continue
+		}
+		if !ok {
+			valid = it.Next()
+			continue
+		}
+		if !fn(SearchSession{ID: id, Seq: seq, check: check, others: terms[1:]}) {
+			return nil
+		}
+		valid = it.SeekGE(past(id))
+	}
+	return nil
 }

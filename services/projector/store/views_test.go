@@ -244,3 +244,36 @@ func TestSnapshotContextReads(t *testing.T) {
 		t.Errorf("context entry 2 = %+v, %v; want %+v", entries, err, want)
 	}
 }
+
+// TestDBStreamSeqs: the committed store gives the stream seqs of a
+// session's indexed events in a seq range, in seq order, every one of
+// them, of the session asked alone, and what was committed last.
+func TestDBStreamSeqs(t *testing.T) {
+	d, _ := viewsStore(t)
+	for _, c := range []struct {
+		id         string
+		from, last uint64
+		want       []uint64
+	}{
+		{"a", 3, 7, []uint64{103, 104, 105, 106, 107}},
+		{"a", 11, 99, []uint64{111, 112}},
+		{"a", 1, 12, []uint64{101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112}},
+		{"a", 13, 99, nil},
+		{"ab", 1, 99, []uint64{201, 202, 205}},
+		{"ab", 3, 4, nil},
+		{"b", 1, 99, nil},
+	} {
+		if seqs, err := d.StreamSeqs(c.id, c.from, c.last); err != nil || !slices.Equal(seqs, c.want) {
+			t.Errorf("stream seqs of %s %d..%d = %v, %v; want %v", c.id, c.from, c.last, seqs, err, c.want)
+		}
+	}
+	e := schema.Envelope{SessionID: "ab", Seq: 3, Type: schema.TypeMessageUser, Data: json.RawMessage(`{"content":"y"}`)}
+	b := d.NewBatch()
+	b.Set(EventKey("ab", 3), nil, AppendEventValue(nil, 203, &e, false))
+	if err := b.Commit(Checkpoint{Version: "t2"}); err != nil {
+		t.Fatal(err)
+	}
+	if seqs, err := d.StreamSeqs("ab", 1, 99); err != nil || !slices.Equal(seqs, []uint64{201, 202, 203, 205}) {
+		t.Errorf("stream seqs of ab after a commit = %v, %v; want [201 202 203 205]", seqs, err)
+	}
+}
