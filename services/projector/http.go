@@ -110,13 +110,10 @@ func (s *Service) view(fn func(r reader) error) error {
 // and never written.
 type reader struct {
 	snap store.Snapshot
-	// reads, if set, counts the summaries read (a list's page).
-	reads *listReads
+	// reads, if set, counts the summaries read (a list's page: what it
+	// read, index entries and summaries, is sessionlog_projector_list_reads_total).
+	reads *store.ListReads
 }
-
-// listReads counts what a page of /v1/sessions read: index entries and
-// summaries (sessionlog_projector_list_reads_total).
-type listReads = store.ListReads
 
 // summary reads a session's summary (nil: none), counted in reads.
 func (r reader) summary(id string) (*store.Summary, error) {
@@ -193,7 +190,7 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 	tenant, agents := httpauth.TenantOf(r.Context()), httpauth.AgentsOf(r.Context())
 	var out List
 	out.Sessions = []store.Summary{}
-	var reads listReads
+	var reads store.ListReads
 	err := s.view(func(rd reader) error {
 		rd.reads = &reads
 		keep := visible(r, rd)

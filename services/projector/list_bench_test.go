@@ -55,9 +55,9 @@ func BenchmarkAgentList(b *testing.B) {
 		}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			var reads listReads
+			var reads store.ListReads
 			for b.Loop() {
-				reads = listReads{}
+				reads = store.ListReads{}
 				err := s.view(func(rd reader) error {
 					rd.reads = &reads
 					sums, n, err := c.page(rd)

@@ -164,7 +164,7 @@ type metrics struct {
 	watchers prometheus.Gauge
 	repairs  prometheus.Counter
 	cut      prometheus.Counter
-	// listReads: what the pages of /v1/sessions read (listReads).
+	// listReads: what the pages of /v1/sessions read (store.ListReads).
 	listReads *prometheus.CounterVec
 }
 
