@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/sessionlog/sessionlog/internal/gobuild"
 )
 
 // Process is a single JetStream node running as a child process: the
@@ -30,10 +32,11 @@ type Process struct {
 	exited chan error
 }
 
-// RunProcess builds nats-server into a temporary directory, starts it as a
-// JetStream node storing in dir, with Options' limits, and waits until it
-// accepts connections; it is stopped when the test ends. The go command
-// must be on PATH (the test fails if it is not).
+// RunProcess builds nats-server once per process (gobuild.Binary: a
+// package whose tests call it removes the binary with testbin.Main),
+// starts it as a JetStream node storing in dir, with Options' limits, and
+// waits until it accepts connections; it is stopped when the test ends.
+// The go command must be on PATH (the test fails if it is not).
 func RunProcess(t TB, dir string) *Process {
 	t.Helper()
 	p, err := startProcess(t.TempDir(), dir)
@@ -45,9 +48,9 @@ func RunProcess(t TB, dir string) *Process {
 }
 
 func startProcess(work, dir string) (*Process, error) {
-	bin := filepath.Join(work, "nats-server")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/nats-io/nats-server/v2").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build nats-server: %v\n%s", err, out)
+	bin, err := gobuild.Binary("github.com/nats-io/nats-server/v2")
+	if err != nil {
+		return nil, err
 	}
 	lim := Options(dir).JetStreamLimits
 	conf := filepath.Join(work, "nats-server.conf")

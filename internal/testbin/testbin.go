@@ -1,31 +1,24 @@
 // Package testbin builds the sessionlog binary once per test process, for
-// the end-to-end tests that run it as a real process (and kill it).
+// the end-to-end tests that run it as a real process (and kill it), and
+// finds the tools the tests of clients/ need.
 package testbin
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
+
+	"github.com/sessionlog/sessionlog/internal/gobuild"
 )
 
-// build is one build of the binary, made once per test process.
-type build struct {
-	once sync.Once
-	path string
-	err  error
-	dir  string
-}
-
-var plain, raced build
+const sessionlogPkg = "github.com/sessionlog/sessionlog/cmd/sessionlog"
 
 // Path builds ./cmd/sessionlog into a temporary directory the first time
 // it is called and returns the binary's path.
 func Path(t testing.TB) string {
 	t.Helper()
-	return plain.get(t)
+	return Build(t, sessionlogPkg)
 }
 
 // RacePath is Path built with the race detector: a race in the process
@@ -33,37 +26,26 @@ func Path(t testing.TB) string {
 // that exits by itself exit 66), so the caller must read that output.
 func RacePath(t testing.TB) string {
 	t.Helper()
-	return raced.get(t, "-race")
+	return Build(t, sessionlogPkg, "-race")
 }
 
-func (b *build) get(t testing.TB, flags ...string) string {
+// Build builds the command pkg with flags once per test process
+// (gobuild.Binary) and returns the binary's path; a build that fails
+// fails the test.
+func Build(t testing.TB, pkg string, flags ...string) string {
 	t.Helper()
-	b.once.Do(func() {
-		b.dir, b.err = os.MkdirTemp("", "sessionlog-e2e-")
-		if b.err != nil {
-			return
-		}
-		b.path = filepath.Join(b.dir, "sessionlog")
-		args := append(append([]string{"build"}, flags...), "-o", b.path, "github.com/sessionlog/sessionlog/cmd/sessionlog")
-		out, err := exec.Command("go", args...).CombinedOutput()
-		if err != nil {
-			b.err = fmt.Errorf("go %v: %v\n%s", args, err, out)
-		}
-	})
-	if b.err != nil {
-		t.Fatalf("%v", b.err)
+	path, err := gobuild.Binary(pkg, flags...)
+	if err != nil {
+		t.Fatalf("%v", err)
 	}
-	return b.path
+	return path
 }
 
-// Main runs the tests and removes the binaries: call it from TestMain.
+// Main runs the tests and removes the binaries they built: call it from
+// TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
-	for _, b := range []*build{&plain, &raced} {
-		if b.dir != "" {
-			os.RemoveAll(b.dir)
-		}
-	}
+	gobuild.RemoveAll()
 	os.Exit(code)
 }
 
