@@ -246,7 +246,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return opshttp.NATSReady(nc)()
 	})
 	o.AddReady("store", sw.Err)
-	natsURL := clientURL(ns)
+	natsURL := embednats.ClientURL(ns)
 	var g run.Group
 	{
 		// The server itself is shut down after the group, once every service
@@ -285,7 +285,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	opshttp.Serve(&g, ln, httpauth.RequireTenants(f.httpToken, f.tenantTokens, o.Mux), log)
 
-	httpURL := "http://" + displayAddr(ln.Addr())
+	httpURL := "http://" + embednats.DisplayAddr(ln.Addr())
 	fmt.Fprintf(stdout, "dashboard: %s/\n", httpURL)
 	fmt.Fprintf(stdout, "nats: %s\n", natsURL)
 	fmt.Fprintf(stdout, "readyz: %s/readyz\n", httpURL)

@@ -1,18 +1,16 @@
 package main
 
 // The embedded nats-server of `sessionlog up`: its options (from the flags
-// and --nats-config) and the addresses up shows; internal/embednats starts
-// it.
+// and --nats-config); internal/embednats starts it and shows its
+// addresses.
 
 import (
 	"flag"
-	"fmt"
-	"net"
 	"path/filepath"
-	"regexp"
-	"strconv"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/sessionlog/sessionlog/internal/embednats"
 )
 
 const (
@@ -32,12 +30,12 @@ func upServerOptions(fs *flag.FlagSet, f *upFlags) (*server.Options, *server.Use
 	fromFile := f.natsConfig != ""
 	if fromFile {
 		var err error
-		if opts, err = server.ProcessConfigFile(f.natsConfig); err != nil {
-			return nil, nil, configError(f.natsConfig, err)
+		if opts, err = embednats.ConfigFile(f.natsConfig); err != nil {
+			return nil, nil, err
 		}
 	}
 	if !fromFile || flagGiven(fs, "nats-listen") || (opts.Host == "" && opts.Port == 0) {
-		host, port, err := splitHostPort(f.natsListen)
+		host, port, err := embednats.SplitHostPort(f.natsListen)
 		if err != nil {
 			return nil, nil, usageErrorf("--nats-listen %q: %v", f.natsListen, err)
 		}
@@ -73,61 +71,8 @@ func upServerOptions(fs *flag.FlagSet, f *upFlags) (*server.Options, *server.Use
 	if err != nil {
 		return nil, nil, err
 	}
-	if svc == nil && !loopbackHost(opts.Host) {
+	if svc == nil && !embednats.Loopback(opts.Host) {
 		return nil, nil, usageErrorf("NATS would listen on %q with no credentials: give agents a user (--nats-user/--nats-password) or listen on loopback (--nats-listen 127.0.0.1:4222)", opts.Host)
 	}
 	return opts, svc, nil
-}
-
-// loopbackHost: an address only this host can reach.
-func loopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// missingVar finds the variable nats-server's parser could not resolve.
-var missingVar = regexp.MustCompile(`variable reference for '([^']+)'`)
-
-// configError names the environment variable a config references but the
-// environment lacks (nats-server reports it only as a parse error).
-func configError(path string, err error) error {
-	if m := missingVar.FindStringSubmatch(err.Error()); m != nil {
-		return fmt.Errorf("--nats-config %s: environment variable %s is not set; the config references it (%v)", path, m[1], err)
-	}
-	return fmt.Errorf("--nats-config %s: %w", path, err)
-}
-
-func clientURL(ns *server.Server) string {
-	if a, ok := ns.Addr().(*net.TCPAddr); ok {
-		return "nats://" + displayAddr(a)
-	}
-	return ns.ClientURL()
-}
-
-// displayAddr turns a wildcard bind address into one a browser can open.
-func displayAddr(a net.Addr) string {
-	tcp, ok := a.(*net.TCPAddr)
-	if !ok {
-		return a.String()
-	}
-	host := tcp.IP.String()
-	if tcp.IP == nil || tcp.IP.IsUnspecified() {
-		host = "127.0.0.1"
-	}
-	return net.JoinHostPort(host, strconv.Itoa(tcp.Port))
-}
-
-func splitHostPort(addr string) (string, int, error) {
-	h, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", 0, err
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil || port < 0 || port > 65535 {
-		return "", 0, fmt.Errorf("bad port %q", p)
-	}
-	return h, port, nil
 }
