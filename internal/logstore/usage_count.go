@@ -123,7 +123,7 @@ func NewUsageCounterWith(st UsageCounting, o UsageCounterOptions) *UsageCounter 
 		o.Every = time.Second
 	}
 	log := slog.New(slog.DiscardHandler)
-	if s, ok := st.(*Store); ok {
+	if s, ok := st.(*Store); ok && s != nil {
 		log = s.log
 	}
 	return &UsageCounter{st: st, log: log, o: o, kick: make(chan struct{}, 1), running: o.Deferred,
