@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -215,20 +217,36 @@ func (s *Store) UsageOf(ctx context.Context, tenant string) (TenantUsage, error)
 }
 
 func (s *Store) usageAt(ctx context.Context, tenant string) (TenantUsage, uint64, error) {
+	v, rev, err := s.usageValueAt(ctx, tenant)
+	return v.TenantUsage, rev, err
+}
+
+// usageValue is a tenant's value in UsageBucket: its usage, and the
+// sessions whose erase gave their usage back (GiveBackErased) and whose
+// job has not yet said so in its record (ForgetGiveBack).
+type usageValue struct {
+	TenantUsage
+	GivenBack []string `json:"givenBack,omitempty"`
+}
+
+func (s *Store) usageValueAt(ctx context.Context, tenant string) (usageValue, uint64, error) {
 	m, err := s.msgGet(ctx, "KV_"+UsageBucket, msgGetRequest{LastFor: "$KV." + UsageBucket + "." + tenant})
 	if isStreamNotFound(err) || err == nil && m == nil {
-		return TenantUsage{}, 0, nil
+		return usageValue{}, 0, nil
 	}
 	if err != nil {
-		return TenantUsage{}, 0, fmt.Errorf("logstore: usage of tenant %s: %w", tenant, err)
+		return usageValue{}, 0, fmt.Errorf("logstore: usage of tenant %s: %w", tenant, err)
 	}
 	if m.Header.Get(headerKVOperation) != "" {
 		// Deleted or purged: a create would fail on the marker, an
 		// update after it does not.
-		return TenantUsage{}, m.StreamSeq, nil
+		return usageValue{}, m.StreamSeq, nil
 	}
-	u, err := decodeUsage(tenant, m.Data)
-	return u, m.StreamSeq, err
+	var v usageValue
+	if err := json.Unmarshal(m.Data, &v); err != nil {
+		return v, m.StreamSeq, fmt.Errorf("logstore: usage of tenant %s: %w", tenant, err)
+	}
+	return v, m.StreamSeq, nil
 }
 
 // AddUsage adds d to the tenant's usage by compare-and-set, read from the
@@ -236,22 +254,71 @@ func (s *Store) usageAt(ctx context.Context, tenant string) (TenantUsage, uint64
 // check, when given, sees the usage before d and may refuse it: its error
 // is returned and nothing is written.
 func (s *Store) AddUsage(ctx context.Context, tenant string, d TenantUsage, check func(TenantUsage) error) (TenantUsage, uint64, error) {
-	kv, err := s.usageKV(ctx)
-	if err != nil {
-		return TenantUsage{}, 0, err
-	}
-	for range usageCASRounds {
-		cur, rev, err := s.usageAt(ctx, tenant)
-		if err != nil {
-			return TenantUsage{}, 0, err
-		}
+	v, rev, err := s.changeUsage(ctx, tenant, func(v *usageValue) (bool, error) {
 		if check != nil {
-			if err := check(cur); err != nil {
-				return cur, rev, err
+			if err := check(v.TenantUsage); err != nil {
+				return false, err
 			}
 		}
-		next := cur.Add(d)
-		b, _ := json.Marshal(next)
+		v.TenantUsage = v.Add(d)
+		return true, nil
+	})
+	return v.TenantUsage, rev, err
+}
+
+// GiveBackErased takes d (negative: the session and its bytes) off the
+// usage of the erased session id's tenant, once: the same compare-and-set
+// names id in the value's GivenBack, and a repeat that finds it there
+// changes nothing (given is false). The erase job says so in its record,
+// then calls ForgetGiveBack. So a job cut between its give-back and its
+// record, and resumed, gives back once (ADR 010, "Per-tenant limits").
+func (s *Store) GiveBackErased(ctx context.Context, id string, d TenantUsage) (given bool, err error) {
+	_, _, err = s.changeUsage(ctx, UsageTenant(id), func(v *usageValue) (bool, error) {
+		if slices.Contains(v.GivenBack, id) {
+			return false, nil
+		}
+		v.TenantUsage, v.GivenBack = v.Add(d), append(v.GivenBack, id)
+		given = true
+		return true, nil
+	})
+	return given, err
+}
+
+// ForgetGiveBack drops id from its tenant's GivenBack, once the erase
+// job's record has left the phase that gives back (a repeat finds nothing
+// to drop and writes nothing).
+func (s *Store) ForgetGiveBack(ctx context.Context, id string) error {
+	_, _, err := s.changeUsage(ctx, UsageTenant(id), func(v *usageValue) (bool, error) {
+		i := slices.Index(v.GivenBack, id)
+		if i < 0 {
+			return false, nil
+		}
+		v.GivenBack = slices.Delete(v.GivenBack, i, i+1)
+		return true, nil
+	})
+	return err
+}
+
+// changeUsage changes the tenant's value by compare-and-set, read from the
+// bucket's leader, again when another writer's update landed first, and
+// returns the value after it and its revision. change returns false to
+// write nothing (the value read is returned), or an error, returned with
+// nothing written.
+func (s *Store) changeUsage(ctx context.Context, tenant string, change func(*usageValue) (bool, error)) (usageValue, uint64, error) {
+	kv, err := s.usageKV(ctx)
+	if err != nil {
+		return usageValue{}, 0, err
+	}
+	for range usageCASRounds {
+		v, rev, err := s.usageValueAt(ctx, tenant)
+		if err != nil {
+			return usageValue{}, 0, err
+		}
+		write, err := change(&v)
+		if err != nil || !write {
+			return v, rev, err
+		}
+		b, _ := json.Marshal(v)
 		var nrev uint64
 		if rev == 0 {
 			nrev, err = kv.Create(ctx, tenant, b)
@@ -262,11 +329,11 @@ func (s *Store) AddUsage(ctx context.Context, tenant string, d TenantUsage, chec
 			continue // another writer's update landed first
 		}
 		if err != nil {
-			return TenantUsage{}, 0, fmt.Errorf("logstore: usage of tenant %s: %w", tenant, err)
+			return usageValue{}, 0, fmt.Errorf("logstore: usage of tenant %s: %w", tenant, err)
 		}
-		return next, nrev, nil
+		return v, nrev, nil
 	}
-	return TenantUsage{}, 0, fmt.Errorf("logstore: usage of tenant %s: %d compare-and-set rounds lost to other writers", tenant, usageCASRounds)
+	return usageValue{}, 0, fmt.Errorf("logstore: usage of tenant %s: %d compare-and-set rounds lost to other writers", tenant, usageCASRounds)
 }
 
 // ListUsage reads every tenant's usage.
@@ -295,8 +362,8 @@ func (s *Store) WatchUsage(ctx context.Context, fn func(tenant string, u TenantU
 		return fmt.Errorf("logstore: watch %s: %w", UsageBucket, err)
 	}
 	deliver := func(e jetstream.KeyValueEntry) {
-		if e.Key() == limitsKey {
-			return
+		if strings.HasPrefix(e.Key(), "_") {
+			return // _limits and the like: no tenant's
 		}
 		if u, err := decodeUsage(e.Key(), e.Value()); err == nil {
 			fn(e.Key(), u, e.Revision())

@@ -259,6 +259,29 @@ func (l *Log) AddUsage(_ context.Context, tenant string, d logstore.TenantUsage,
 	return next, l.usageRev, nil
 }
 
+// GiveBackErased adds d to the usage of the erased session's tenant
+// unless id was given back and not forgotten since, as logstore does.
+func (l *Log) GiveBackErased(_ context.Context, id string, d logstore.TenantUsage) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.givenBack[id] {
+		return false, nil
+	}
+	t := logstore.UsageTenant(id)
+	l.usage[t] = l.usage[t].Add(d)
+	l.usageRev++
+	l.givenBack[id] = true
+	return true, nil
+}
+
+// ForgetGiveBack forgets that id was given back.
+func (l *Log) ForgetGiveBack(_ context.Context, id string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.givenBack, id)
+	return nil
+}
+
 // EraseForkRecord removes the child's fork record (logstore deletes its
 // every revision securely).
 func (l *Log) EraseForkRecord(ctx context.Context, child string) error {

@@ -66,6 +66,7 @@ type Log struct {
 	erasureRev uint64
 	usage      map[string]logstore.TenantUsage
 	usageRev   uint64
+	givenBack  map[string]bool // erased sessions given back (GiveBackErased)
 	audits     []api.AuditRecord
 	// followers get each erasure record written (FollowErasureRecords).
 	followers         []chan logstore.Erasure
@@ -107,7 +108,7 @@ func New(cfg logstore.Config) (*Log, error) {
 	return &Log{cfg: cfg, layout: layout, Now: time.Now,
 		streams: map[string]*stream{}, leases: map[string]leaseEntry{}, claims: map[string]claimEntry{},
 		snapshots: map[string]*logstore.SnapshotBase{}, erasures: map[string]erasureEntry{},
-		usage: map[string]logstore.TenantUsage{}, forks: &ForkRecords{recs: map[string]logstore.ForkRecord{}}}, nil
+		usage: map[string]logstore.TenantUsage{}, givenBack: map[string]bool{}, forks: &ForkRecords{recs: map[string]logstore.ForkRecord{}}}, nil
 }
 
 // Config is the log's configuration.

@@ -363,6 +363,9 @@ func (s *Service) eraseOne(ctx context.Context, rec logstore.Erasure, rev uint64
 			return err
 		}
 	}
+	if err := s.forgetGiveBack(ctx, rec); err != nil {
+		return err
+	}
 	if err := s.st.WriteAudit(ctx, rec.Audit()); err != nil {
 		return err
 	}
@@ -599,21 +602,32 @@ func (s *Service) handleErase(ctx context.Context, m *nats.Msg) {
 }
 
 // giveBack takes the erased session and its bytes off its tenant's usage
-// (ADR 010), before the job's record leaves the phase. The two are not
-// one write: a job stopped between them gives the session back twice when
-// it resumes, and the tenant's usage then shows that much less than it
-// stores (never below zero).
+// (ADR 010), before the job's record leaves the phase: once, though the
+// two are not one write, since the give-back names the session in the
+// tenant's value and a job resumed after a cut between them finds it
+// there (logstore.GiveBackErased); forgetGiveBack drops the name once the
+// record has moved on.
 func (s *Service) giveBack(ctx context.Context, rec logstore.Erasure) error {
 	if rec.Events == 0 {
 		return nil
 	}
-	tenant, _ := api.WireOf(rec.SessionID)
-	if tenant == "" {
-		tenant = api.DefaultTenant
-	}
-	_, _, err := s.st.AddUsage(ctx, tenant, logstore.TenantUsage{Sessions: -1, Bytes: -int64(rec.Bytes)}, nil)
+	_, err := s.st.GiveBackErased(ctx, rec.SessionID, logstore.TenantUsage{Sessions: -1, Bytes: -int64(rec.Bytes)})
 	if errors.Is(err, logstore.ErrNoUsageBucket) {
 		return nil // no writer of this version counted anything
+	}
+	return err
+}
+
+// forgetGiveBack drops the session's name from its tenant's usage value
+// once its record is past the give-back (again on a resumed job: a
+// repeat writes nothing).
+func (s *Service) forgetGiveBack(ctx context.Context, rec logstore.Erasure) error {
+	if rec.Events == 0 {
+		return nil
+	}
+	err := s.st.ForgetGiveBack(ctx, rec.SessionID)
+	if errors.Is(err, logstore.ErrNoUsageBucket) {
+		return nil
 	}
 	return err
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
@@ -431,13 +432,7 @@ func TestEraseGivesBackTenantUsage(t *testing.T) {
 	ctx := context.Background()
 	id := "_Tacme_s-1"
 	e.eraseSession(id, "M", "")
-	var n int64
-	if _, err := e.store.ReadSession(ctx, id, 0, func(m *logstore.Msg) error {
-		n += int64(len(m.Data))
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	n := e.storedBytes(id)
 	for tenant, u := range map[string]logstore.TenantUsage{"acme": {Sessions: 2, Bytes: n + 1000}, "globex": {Sessions: 1, Bytes: 500}} {
 		if _, _, err := e.store.AddUsage(ctx, tenant, u, nil); err != nil {
 			t.Fatal(err)
@@ -453,6 +448,71 @@ func TestEraseGivesBackTenantUsage(t *testing.T) {
 		if got, err := e.store.UsageOf(ctx, tenant); err != nil || got != w {
 			t.Fatalf("%s's usage after the erase: %+v (%v), want %+v", tenant, got, err, w)
 		}
+	}
+}
+
+// storedBytes is the size of the session's stored bodies.
+func (e *env) storedBytes(id string) int64 {
+	e.t.Helper()
+	var n int64
+	if _, err := e.store.ReadSession(context.Background(), id, 0, func(m *logstore.Msg) error {
+		n += int64(len(m.Data))
+		return nil
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// An erase job cut between its give-back and its record's next phase
+// (StepRecords: as a kill there would) gives back once when it resumes:
+// the give-back named the session in its tenant's value, and the resumed
+// job finds it there; the name is dropped once the job is done.
+func TestEraseCutAfterGiveBackGivesBackOnce(t *testing.T) {
+	e := newEnv(t)
+	r := e.start(Config{})
+	ctx := context.Background()
+	id := "_Tacme_s-1"
+	e.eraseSession(id, "M", "")
+	n := e.storedBytes(id)
+	if _, _, err := e.store.AddUsage(ctx, "acme", logstore.TenantUsage{Sessions: 3, Bytes: 2*n + 1000}, nil); err != nil {
+		t.Fatal(err)
+	}
+	errKilled := errors.New("killed")
+	hook := func(step string) error {
+		if step == StepRecords {
+			return errKilled
+		}
+		return nil
+	}
+	r.svc.eraseStep.Store(&hook)
+	if got, code := e.erase(`{"sessionId":"_Tacme_s-1","reason":"r","by":"b"}`); code != "" || got.State != EraseAccepted {
+		t.Fatalf("cut erase answered %+v %q, want accepted", got, code)
+	}
+	if rec, _, _ := e.store.ErasureOf(ctx, id); rec == nil || rec.Phase != logstore.ErasePhaseRecords {
+		t.Fatalf("record after the cut: %+v, want phase records", rec)
+	}
+	r.stop()
+	e.start(Config{})
+	e.waitErased(id)
+	want := logstore.TenantUsage{Sessions: 2, Bytes: n + 1000}
+	if got, err := e.store.UsageOf(ctx, "acme"); err != nil || got != want {
+		t.Fatalf("acme's usage after the resumed erase: %+v (%v), want %+v", got, err, want)
+	}
+	js, err := jetstream.New(e.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, logstore.UsageBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := kv.Get(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(v.Value()), id) {
+		t.Fatalf("acme's value after the erase is done: %s, want the session's name dropped", v.Value())
 	}
 }
 

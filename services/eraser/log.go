@@ -45,8 +45,9 @@ type Log interface {
 	EachLastStored(ctx context.Context, fn func(sessionID string, last *logstore.Msg) error) error
 	LastStoredOf(ctx context.Context, sessionID string) (*logstore.LastStored, error)
 
-	// An erased session leaves its tenant's usage.
-	AddUsage(ctx context.Context, tenant string, d logstore.TenantUsage, check func(logstore.TenantUsage) error) (logstore.TenantUsage, uint64, error)
+	// An erased session leaves its tenant's usage, once.
+	GiveBackErased(ctx context.Context, id string, d logstore.TenantUsage) (given bool, err error)
+	ForgetGiveBack(ctx context.Context, id string) error
 }
 
 var _ Log = (*logstore.Store)(nil)

@@ -2,9 +2,7 @@ package writer
 
 import (
 	"context"
-	"errors"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -22,20 +20,17 @@ const usageFlushBytes = 1 << 20
 // the source of truth, shared by every writer: a session an agent creates
 // under a bound is counted there by compare-and-set before it is stored
 // (exact whatever the writers); the bytes of every append, and the
-// sessions created without a bound, are counted here and added to the
-// bucket by compare-and-set every UsageFlush (or at once past
-// usageFlushBytes), so an append pays no round trip for them. Every
-// writer watches the bucket: what it judges by is the bucket's value plus
-// what it counted and has not flushed.
+// sessions created without a bound, are counted by a
+// logstore.UsageCounter, which adds them to the bucket by compare-and-set
+// every UsageFlush (or at once past usageFlushBytes), so an append pays
+// no round trip for them. Every writer watches the bucket: what it judges
+// by is the bucket's value plus what it counted and has not flushed.
 type tenantUsage struct {
 	st       *logstore.Store
 	limits   logstore.TenantLimits
-	every    time.Duration
+	counter  *logstore.UsageCounter
 	mu       sync.Mutex
-	known    map[string]usageRecord          // from the bucket
-	pending  map[string]logstore.TenantUsage // counted here, not flushed
-	flushing map[string]logstore.TenantUsage // being added to the bucket
-	kick     chan struct{}
+	known    map[string]usageRecord // from the bucket
 	sessions *prometheus.Desc
 	bytes    *prometheus.Desc
 }
@@ -46,13 +41,17 @@ type usageRecord struct {
 }
 
 func newTenantUsage(cfg Config, reg prometheus.Registerer) (*tenantUsage, error) {
-	u := &tenantUsage{st: cfg.Store, limits: cfg.limits(), every: cfg.UsageFlush,
-		known: map[string]usageRecord{}, pending: map[string]logstore.TenantUsage{}, flushing: map[string]logstore.TenantUsage{}, kick: make(chan struct{}, 1),
+	u := &tenantUsage{st: cfg.Store, limits: cfg.limits(), known: map[string]usageRecord{},
 		sessions: prometheus.NewDesc("sessionlog_writer_tenant_sessions",
 			"Sessions of each tenant (NATS account) as this writer knows them: TENANT_USAGE plus what it counted and has not added to it yet.", []string{"tenant"}, nil),
 		bytes: prometheus.NewDesc("sessionlog_writer_tenant_bytes",
 			"Stored bytes (event bodies) of each tenant's sessions as this writer knows them: TENANT_USAGE plus what it counted and has not added to it yet.", []string{"tenant"}, nil),
 	}
+	// Counts wait for run's flushes from the first request on; each flush
+	// that lands tells known the bucket's value after it, before the
+	// counter stops holding it as its own.
+	u.counter = logstore.NewUsageCounterWith(cfg.Store, logstore.UsageCounterOptions{Every: cfg.UsageFlush, FlushBytes: usageFlushBytes, Deferred: true,
+		Added: func(tenant string, v logstore.TenantUsage, rev uint64) { u.learn(tenant, v, rev) }})
 	return u, reg.Register(u)
 }
 
@@ -61,31 +60,32 @@ func newTenantUsage(cfg Config, reg prometheus.Registerer) (*tenantUsage, error)
 func (u *tenantUsage) Describe(ch chan<- *prometheus.Desc) { ch <- u.sessions; ch <- u.bytes }
 
 func (u *tenantUsage) Collect(ch chan<- prometheus.Metric) {
+	tenants := u.counter.Tenants()
 	u.mu.Lock()
-	all := make(map[string]logstore.TenantUsage, len(u.known))
 	for t := range u.known {
-		all[t] = u.usageLocked(t)
-	}
-	for t := range u.pending {
-		all[t] = u.usageLocked(t)
+		tenants = append(tenants, t)
 	}
 	u.mu.Unlock()
+	all := make(map[string]logstore.TenantUsage, len(tenants))
+	for _, t := range tenants {
+		all[t] = u.usage(t)
+	}
 	for t, v := range all {
 		ch <- prometheus.MustNewConstMetric(u.sessions, prometheus.GaugeValue, float64(v.Sessions), t)
 		ch <- prometheus.MustNewConstMetric(u.bytes, prometheus.GaugeValue, float64(v.Bytes), t)
 	}
 }
 
-// usageLocked is the tenant's usage as this writer judges it.
-func (u *tenantUsage) usageLocked(tenant string) logstore.TenantUsage {
-	return u.known[tenant].TenantUsage.Add(u.localLocked(tenant))
-}
-
-// localLocked is what this writer counted for tenant that the bucket may
-// not hold yet.
-func (u *tenantUsage) localLocked(tenant string) logstore.TenantUsage {
-	p, f := u.pending[tenant], u.flushing[tenant]
-	return logstore.TenantUsage{Sessions: p.Sessions + f.Sessions, Bytes: p.Bytes + f.Bytes}
+// usage is the tenant's usage as this writer judges it: what it counted
+// and the bucket may not hold yet, read first, plus the bucket's value
+// (a flush that lands between the two reads is then counted twice for a
+// moment, never missed: the counter reports the value after it before it
+// drops the flushed count).
+func (u *tenantUsage) usage(tenant string) logstore.TenantUsage {
+	local := u.counter.Local(tenant)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.known[tenant].TenantUsage.Add(local)
 }
 
 // checkBytes refuses an agent's append of n bytes that would take its
@@ -95,9 +95,7 @@ func (u *tenantUsage) checkBytes(tenant string, n int) error {
 	if bound <= 0 {
 		return nil
 	}
-	u.mu.Lock()
-	cur := u.usageLocked(tenant).Bytes
-	u.mu.Unlock()
+	cur := u.usage(tenant).Bytes
 	if cur+int64(n) > bound {
 		return schema.Errorf(schema.CodeQuotaExceeded, "tenant %s stores %d bytes, its bound is %d (%s): an append of %d bytes is refused, nothing stored; erase sessions to make room",
 			tenant, cur, bound, u.limits.FlagOf(tenant, "--tenant-max-bytes"), n)
@@ -109,12 +107,9 @@ func (u *tenantUsage) checkBytes(tenant string, n int) error {
 // in the bucket by compare-and-set, or refuses it past the bound. Without
 // a bound it does nothing (the session is counted when stored).
 func (u *tenantUsage) reserveSession(ctx context.Context, tenant string) (bool, error) {
-	u.mu.Lock()
-	local := u.localLocked(tenant).Sessions
-	u.mu.Unlock()
-	reserved, got, rev, err := u.st.ReserveSession(ctx, u.limits, tenant, local)
+	reserved, got, rev, err := u.st.ReserveSession(ctx, u.limits, tenant, u.counter.Local(tenant).Sessions)
 	if reserved {
-		u.learn(tenant, got, rev, false)
+		u.learn(tenant, got, rev)
 	}
 	return reserved, err
 }
@@ -123,30 +118,14 @@ func (u *tenantUsage) reserveSession(ctx context.Context, tenant string) (bool, 
 // reserved, a reservation given back as -1, bytes) to what this writer
 // flushes.
 func (u *tenantUsage) count(tenant string, sessions int64, bytes int) {
-	u.mu.Lock()
-	p := u.pending[tenant]
-	p.Sessions += sessions
-	p.Bytes += int64(bytes)
-	u.pending[tenant] = p
-	big := p.Bytes >= usageFlushBytes
-	u.mu.Unlock()
-	if big {
-		select {
-		case u.kick <- struct{}{}:
-		default:
-		}
-	}
+	u.counter.Count(tenant, logstore.TenantUsage{Sessions: sessions, Bytes: int64(bytes)})
 }
 
-// learn keeps a value of the bucket newer than the one known; flushed:
-// the value holds what this writer was flushing for tenant.
-func (u *tenantUsage) learn(tenant string, v logstore.TenantUsage, rev uint64, flushed bool) {
+// learn keeps a value of the bucket newer than the one known.
+func (u *tenantUsage) learn(tenant string, v logstore.TenantUsage, rev uint64) {
 	u.mu.Lock()
 	if rev > u.known[tenant].rev {
 		u.known[tenant] = usageRecord{v, rev}
-	}
-	if flushed {
-		delete(u.flushing, tenant)
 	}
 	u.mu.Unlock()
 }
@@ -157,56 +136,10 @@ func (u *tenantUsage) start(ctx context.Context) error {
 	if err := u.st.PutUsageLimits(ctx, u.limits); err != nil {
 		return err
 	}
-	return u.st.WatchUsage(ctx, func(tenant string, v logstore.TenantUsage, rev uint64) {
-		u.learn(tenant, v, rev, false)
-	}, false)
+	return u.st.WatchUsage(ctx, u.learn, false)
 }
 
-// run flushes every interval, when kicked, and once more when ctx ends
-// (on a context of its own, so that a writer stopping keeps its count).
-func (u *tenantUsage) run(ctx context.Context) {
-	t := time.NewTicker(u.every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			_ = u.flush(fctx)
-			cancel()
-			return
-		case <-t.C:
-		case <-u.kick:
-		}
-		_ = u.flush(ctx)
-	}
-}
-
-// flush adds what was counted to the bucket; what could not be added is
-// kept for the next flush.
-func (u *tenantUsage) flush(ctx context.Context) error {
-	u.mu.Lock()
-	out := u.pending
-	u.pending = make(map[string]logstore.TenantUsage, len(out))
-	for t, d := range out {
-		u.flushing[t] = d
-	}
-	u.mu.Unlock()
-	var errs []error
-	for tenant, d := range out {
-		if d == (logstore.TenantUsage{}) {
-			u.learn(tenant, logstore.TenantUsage{}, 0, true)
-			continue
-		}
-		got, rev, err := u.st.AddUsage(ctx, tenant, d, nil)
-		if err != nil {
-			u.mu.Lock()
-			delete(u.flushing, tenant)
-			u.mu.Unlock()
-			u.count(tenant, d.Sessions, int(d.Bytes))
-			errs = append(errs, err)
-			continue
-		}
-		u.learn(tenant, got, rev, true)
-	}
-	return errors.Join(errs...)
-}
+// run flushes every interval, at once past usageFlushBytes, and once more
+// when ctx ends (on a context of its own, so that a writer stopping keeps
+// its count).
+func (u *tenantUsage) run(ctx context.Context) { u.counter.Run(ctx) }
