@@ -42,9 +42,9 @@ type entry struct {
 	// are stored (readers, as of the last flush or load).
 	idxAgents []string
 	// terms are the search terms indexed in the session (search.go), by
-	// their termHash: a map of words, no pointers for the collector to
-	// follow and no string compared on a lookup (one per word folded).
-	terms     map[uint64]struct{}
+	// their termHash: no pointers for the collector to follow and no
+	// string compared on a lookup (one per word folded).
+	terms     termHashes
 	snapSeq   uint64 // LastSeq of the stored snapshot
 	snapBytes int    // its size
 	// committed is the stream seq of the last event of the session in
@@ -772,9 +772,9 @@ func (f *folder) flush() error {
 			sv = strconv.AppendUint(sv, en.sum.LastStreamSeq, 10)
 			sv = append(sv, `,"state":`...)
 			sv = append(sv, st...)
-			if len(en.terms) > 0 {
+			if en.terms.len() > 0 {
 				sv = append(sv, `,"termHashes":"`...)
-				sv = appendTermHashes(sv, en.terms)
+				sv = appendTermHashes(sv, &en.terms)
 				sv = append(sv, '"')
 			}
 			sv = append(sv, '}')
