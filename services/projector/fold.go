@@ -42,9 +42,9 @@ type entry struct {
 	// are stored (readers, as of the last flush or load).
 	idxAgents []string
 	// terms are the search terms indexed in the session (search.go), by
-	// their termHash: a map of words, no pointers for the collector to
-	// follow and no string compared on a lookup (one per word folded).
-	terms     map[uint64]struct{}
+	// their termHash: no pointers for the collector to follow and no
+	// string compared on a lookup (one per word folded).
+	terms     termHashes
 	snapSeq   uint64 // LastSeq of the stored snapshot
 	snapBytes int    // its size
 	// committed is the stream seq of the last event of the session in
@@ -133,8 +133,12 @@ type folder struct {
 	// one is allocated at that size rather than grown to it.
 	lastBatch int
 	scratch   []byte
-	terms     termSet // of the event being indexed (indexSearch)
-	text      []byte  // the unquoted text of the message being indexed
+	// jdg is the judge of the message being folded (judgeOf): kept here,
+	// where a judge made per message escaped to the heap (an allocation
+	// per event).
+	jdg   logstore.Judge
+	terms termSet // of the event being indexed (indexSearch)
+	text  []byte  // the unquoted text of the message being indexed
 	// catchingUp: the projector has not yet reached the stream's end as
 	// it was at start (snapshots further apart, see snapshotInterval).
 	catchingUp bool
@@ -330,7 +334,7 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 			return nil
 		}
 		if gap {
-			j := judgeOf(en)
+			j := f.judgeOf(en)
 			_, err := j.Judged(lm, ev, nil)
 			f.stop(en, StatusGap, &store.Problem{Seq: en.st.LastSeq + 1, StreamSeq: m.streamSeq, Code: StatusGap, GotSeq: ev.Seq, Message: err.Error()})
 			return nil
@@ -350,7 +354,7 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 // skipped), one that skips ahead (gap: the caller fills or marks the gap),
 // or anything else, which stops the session unreadable (nil).
 func (f *folder) judge(en *entry, m *logstore.Msg, ev *schema.Envelope, decErr error) (_ *schema.Envelope, sum logstore.ChainSum, gap bool) {
-	j := judgeOf(en)
+	j := f.judgeOf(en)
 	v, err := j.Judged(m, ev, decErr)
 	switch v {
 	case logstore.VerdictOK:
@@ -376,10 +380,11 @@ func (f *folder) judge(en *entry, m *logstore.Msg, ev *schema.Envelope, decErr e
 }
 
 // judgeOf is the judge of the message after the last event folded into
-// en.
-func judgeOf(en *entry) logstore.Judge {
-	return logstore.Judge{SessionID: en.id, Unspelled: true, LastSum: en.chain,
+// en: the folder's (f.jdg), valid until the next call.
+func (f *folder) judgeOf(en *entry) *logstore.Judge {
+	f.jdg = logstore.Judge{SessionID: en.id, Unspelled: true, LastSum: en.chain,
 		Last: logstore.Tail{Seq: en.st.LastSeq, StreamSeq: en.sum.LastStreamSeq, EventID: en.st.LastEventID}}
+	return &f.jdg
 }
 
 func otherSeq(got, next uint64) uint64 {
@@ -767,9 +772,9 @@ func (f *folder) flush() error {
 			sv = strconv.AppendUint(sv, en.sum.LastStreamSeq, 10)
 			sv = append(sv, `,"state":`...)
 			sv = append(sv, st...)
-			if len(en.terms) > 0 {
+			if en.terms.len() > 0 {
 				sv = append(sv, `,"termHashes":"`...)
-				sv = appendTermHashes(sv, en.terms)
+				sv = appendTermHashes(sv, &en.terms)
 				sv = append(sv, '"')
 			}
 			sv = append(sv, '}')

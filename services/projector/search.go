@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -266,13 +265,10 @@ func (f *folder) dashboard(en *entry, ev *schema.Envelope) {
 
 // noteTerm notes the term of hash h as indexed in the session.
 func (en *entry) noteTerm(h uint64) {
-	if len(en.terms) >= maxSessionTerms {
-		clear(en.terms)
+	if en.terms.len() >= maxSessionTerms {
+		en.terms.reset()
 	}
-	if en.terms == nil {
-		en.terms = map[uint64]struct{}{}
-	}
-	en.terms[h] = struct{}{}
+	en.terms.add(h)
 }
 
 // termHash is what a session's set of indexed terms keeps of a term. Two
@@ -284,8 +280,8 @@ func termHash(t []byte) uint64 { return xxhash.Sum64(t) }
 
 // appendTermHashes appends the hashes of terms to dst for a snapshot:
 // base64 of their big-endian bytes, in ascending order.
-func appendTermHashes(dst []byte, terms map[uint64]struct{}) []byte {
-	hs := slices.Sorted(maps.Keys(terms))
+func appendTermHashes(dst []byte, terms *termHashes) []byte {
+	hs := terms.sorted()
 	raw := make([]byte, 0, 8*len(hs))
 	for _, h := range hs {
 		raw = binary.BigEndian.AppendUint64(raw, h)
@@ -597,7 +593,7 @@ func indexTerms[T string | []byte](f *folder, en *entry, ev *schema.Envelope, tx
 		if budget < 0 {
 			return
 		}
-		if _, indexed := en.terms[h]; indexed {
+		if en.terms.has(h) {
 			return
 		}
 		f.scratch = store.AppendSearchKey(f.scratch[:0], t, en.id, ev.Seq)

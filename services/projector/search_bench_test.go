@@ -119,7 +119,7 @@ func BenchmarkIndexMessage(b *testing.B) {
 			}
 			en := &entry{id: "bench-index"}
 			f.indexSearch(en, &ev, true)
-			if len(en.terms) == 0 {
+			if en.terms.len() == 0 {
 				b.Fatal("nothing indexed")
 			}
 			b.SetBytes(int64(len(body)))

@@ -63,7 +63,7 @@ func TestSearchIndexesATermAtItsFirstEvent(t *testing.T) {
 	}
 	for i := 0; i < len(words); i += 100 {
 		fold(schema.TypeMessageUser, `{"content":`+strconv.Quote(strings.Join(words[i:min(i+100, len(words))], " "))+`}`)
-		if n := len(f.cache[id].terms); n > maxSessionTerms {
+		if n := f.cache[id].terms.len(); n > maxSessionTerms {
 			t.Fatalf("the session remembers %d indexed terms, more than %d", n, maxSessionTerms)
 		}
 	}
@@ -99,7 +99,7 @@ func TestSnapshotKeepsIndexedTerms(t *testing.T) {
 	fold(schema.TypeMessageUser, `{"content":"the quokka and a wombat"}`)
 	commit(t, f)
 	want := fmt.Sprint(f.cache[id].terms)
-	if len(f.cache[id].terms) < 5 {
+	if f.cache[id].terms.len() < 5 {
 		t.Fatalf("terms %s: want the id, quokka, the, and, wombat", want)
 	}
 	restore := func() string {
@@ -244,8 +244,8 @@ func TestIndexSearchReadsMessagesAsDecoded(t *testing.T) {
 					t.Fatalf("%s %.80s: key %d is %q, want %q", typ, data, i, got[i], want[i])
 				}
 			}
-			if len(en.terms) != len(want) {
-				t.Fatalf("%s %.80s: %d terms noted, want %d", typ, data, len(en.terms), len(want))
+			if en.terms.len() != len(want) {
+				t.Fatalf("%s %.80s: %d terms noted, want %d", typ, data, en.terms.len(), len(want))
 			}
 		}
 	}
