@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -38,19 +39,67 @@ func (s *Store) clusterInfo(ctx context.Context, stream string) (*jetstream.Clus
 
 // SpreadLeaders asks each partition whose leader also leads another one
 // to step down in favour of a current replica that leads fewer partitions
-// (nats-server's preferred placement). It returns how many it moved.
-// Nothing to do on a single server or with one partition.
+// (nats-server's preferred placement), and waits until each one moved has
+// its new leader. It returns how many it moved. Nothing to do on a single
+// server or with one partition.
+//
+// The wait matters: a stream in election answers no request, and one
+// sent then (a tail read) is not answered once the leader is elected
+// either: it waits its whole timeout. Open spreads the leaders, so a
+// store it returns has every partition led.
 func (s *Store) SpreadLeaders(ctx context.Context) (int, error) {
+	moved, err := s.spreadLeaders(ctx)
+	if len(moved) > 0 {
+		if werr := s.waitLeaders(ctx, moved); err == nil {
+			err = werr
+		}
+	}
+	return len(moved), err
+}
+
+// leaderWait bounds how long SpreadLeaders waits for the partitions it
+// moved to elect their leaders; leaderPoll is how often it looks.
+const (
+	leaderWait = 30 * time.Second
+	leaderPoll = 50 * time.Millisecond
+)
+
+// waitLeaders waits until each of streams reports a leader.
+func (s *Store) waitLeaders(ctx context.Context, streams []string) error {
+	ctx, cancel := context.WithTimeout(ctx, leaderWait)
+	defer cancel()
+	for {
+		var leaderless []string
+		for _, name := range streams {
+			ci, err := s.clusterInfo(ctx, name)
+			if err != nil || ci == nil || ci.Leader == "" {
+				leaderless = append(leaderless, name)
+			}
+		}
+		if len(leaderless) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("logstore: no leader elected after a step-down: %v: %w", leaderless, ctx.Err())
+		case <-time.After(leaderPoll):
+		}
+		streams = leaderless
+	}
+}
+
+// spreadLeaders is SpreadLeaders' step-downs: the streams it moved.
+func (s *Store) spreadLeaders(ctx context.Context) ([]string, error) {
 	streams := s.Streams()
 	if len(streams) < 2 {
-		return 0, nil
+		return nil, nil
 	}
 	infos := make([]*jetstream.ClusterInfo, len(streams))
 	led := map[string]int{}
 	for i, name := range streams {
 		ci, err := s.clusterInfo(ctx, name)
 		if err != nil || ci == nil || len(ci.Replicas) == 0 {
-			return 0, err
+			return nil, err
 		}
 		infos[i] = ci
 		led[ci.Leader]++
@@ -58,7 +107,7 @@ func (s *Store) SpreadLeaders(ctx context.Context) (int, error) {
 			led[p.Name] += 0
 		}
 	}
-	moved := 0
+	var moved []string
 	for i, ci := range infos {
 		if ci.Leader == "" || led[ci.Leader] <= 1 {
 			continue
@@ -77,7 +126,7 @@ func (s *Store) SpreadLeaders(ctx context.Context) (int, error) {
 		}
 		led[ci.Leader]--
 		led[to]++
-		moved++
+		moved = append(moved, streams[i])
 	}
 	return moved, nil
 }

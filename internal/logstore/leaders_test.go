@@ -17,14 +17,8 @@ import (
 // On a 3-node cluster, R3, three partitions: their leaders end on three
 // different nodes, and appends, conflicts and reads work in each.
 func TestPartitionsOnCluster(t *testing.T) {
-	c := natstest.RunCluster(t, 3)
-	nc, err := nats.Connect(c.URLs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
 	ctx := context.Background()
-	st := open(t, nc, logstore.Config{Replicas: 3, Partitions: 3})
+	st := openOnCluster(t, 3)
 	natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
 		leaders, err := st.PartitionLeaders(ctx)
 		if err != nil {
@@ -61,4 +55,54 @@ func TestPartitionsOnCluster(t *testing.T) {
 			t.Fatalf("%s: tail %+v, %v", sid, tail, err)
 		}
 	}
+}
+
+// Open on a cluster returns a store whose partitions can be written at
+// once: a partition whose leader it moved (SpreadLeaders) has its new
+// leader by then, so the first reads and appends of each partition do not
+// meet a stream in election.
+func TestPartitionsWritableAfterOpen(t *testing.T) {
+	ctx := context.Background()
+	st := openOnCluster(t, 2)
+	seen := map[string]bool{}
+	for i := 0; len(seen) < 2; i++ {
+		sid := "open-" + strconv.Itoa(i)
+		loc, err := st.Locate(sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[loc.Stream] {
+			continue
+		}
+		seen[loc.Stream] = true
+		if _, err := st.Tail(ctx, sid); err != nil {
+			t.Fatalf("%s (%s): tail right after Open: %v", sid, loc.Stream, err)
+		}
+		if _, err := st.Append(ctx, logstore.AppendRequest{SessionID: sid, Events: events(sid, 1, 1, "e")}); err != nil {
+			t.Fatalf("%s (%s): append right after Open: %v", sid, loc.Stream, err)
+		}
+	}
+	leaders, err := st.PartitionLeaders(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("leaders %v", leaders)
+	for name, l := range leaders {
+		if l == "" {
+			t.Errorf("%s has no leader after Open", name)
+		}
+	}
+}
+
+// openOnCluster opens a store of partitions partitions, R3, on a new
+// 3-node cluster.
+func openOnCluster(t *testing.T, partitions int) *logstore.Store {
+	t.Helper()
+	c := natstest.RunCluster(t, 3)
+	nc, err := nats.Connect(c.URLs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return open(t, nc, logstore.Config{Replicas: 3, Partitions: partitions})
 }

@@ -171,7 +171,7 @@ func Append(ctx context.Context, opt AppendOptions) error {
 	rawSeq := newStreamSeqs()
 	rawPublishOn := func(t *appendTarget) func(ctx context.Context, sid string, seq uint64, n int) error {
 		return func(ctx context.Context, sid string, seq uint64, n int) error {
-			return rawPublish(ctx, t.js, rawSeq, sid, seq)
+			return rawPublish(ctx, t, rawSeq, sid, seq)
 		}
 	}
 	writerOn := func(t *appendTarget) func(ctx context.Context, sid string, seq uint64, n int) error {
@@ -188,7 +188,7 @@ func Append(ctx context.Context, opt AppendOptions) error {
 			return err
 		}},
 		{name: "raw-batch-10", batch: 10, run: func(ctx context.Context, sid string, seq uint64, n int) error {
-			return rawBatch(ctx, lazy.js, rawSeq, sid, seq, n)
+			return rawBatch(ctx, lazy, rawSeq, sid, seq, n)
 		}},
 		{name: "writer-batch-10", batch: 10, baseline: "raw-batch-10", setup: lazy.writerSetup, run: writerOn(lazy)},
 	}
@@ -416,15 +416,20 @@ func benchEnvelope(sid string, seq uint64, id string) schema.Envelope {
 		Type: schema.TypeMessageUser, Data: json.RawMessage(`{"content":"benchmark message of a typical small size"}`)}
 }
 
-// appendMsg is a message with the headers logstore sends.
-func appendMsg(sid string, seq uint64, expected uint64, first bool) (*nats.Msg, error) {
+// appendMsg is a message with the headers logstore sends, on the
+// session's subject in t's store (its partition's, when it has several).
+func appendMsg(t *appendTarget, sid string, seq uint64, expected uint64, first bool) (*nats.Msg, error) {
+	loc, err := t.st.Locate(sid)
+	if err != nil {
+		return nil, err
+	}
 	id := sid + "-" + strconv.FormatUint(seq, 10)
 	e := benchEnvelope(sid, seq, id)
 	body, err := schema.Encode(&e)
 	if err != nil {
 		return nil, err
 	}
-	m := nats.NewMsg(logstore.SubjectPrefix + sid)
+	m := nats.NewMsg(loc.Subject)
 	m.Data = body
 	m.Header.Set(logstore.HeaderMsgID, logstore.MsgID(sid, id))
 	m.Header.Set(logstore.HeaderType, e.Type)
@@ -436,13 +441,13 @@ func appendMsg(sid string, seq uint64, expected uint64, first bool) (*nats.Msg, 
 	return m, nil
 }
 
-func rawPublish(ctx context.Context, js jetstream.JetStream, seqs *streamSeqs, sid string, seq uint64) error {
-	m, err := appendMsg(sid, seq, seqs.get(sid), true)
+func rawPublish(ctx context.Context, t *appendTarget, seqs *streamSeqs, sid string, seq uint64) error {
+	m, err := appendMsg(t, sid, seq, seqs.get(sid), true)
 	if err != nil {
 		return err
 	}
 	for attempt := 0; ; attempt++ {
-		ack, err := js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
+		ack, err := t.js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
 		var apiErr *jetstream.APIError
 		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant && attempt < 100 {
 			// A replicated stream refuses an expectation on a subject
@@ -459,14 +464,14 @@ func rawPublish(ctx context.Context, js jetstream.JetStream, seqs *streamSeqs, s
 	}
 }
 
-func rawBatch(ctx context.Context, js jetstream.JetStream, seqs *streamSeqs, sid string, seq uint64, n int) error {
-	b, err := jetstreamext.NewBatchPublisher(js, jetstreamext.BatchFlowControl{AckFirst: false})
+func rawBatch(ctx context.Context, t *appendTarget, seqs *streamSeqs, sid string, seq uint64, n int) error {
+	b, err := jetstreamext.NewBatchPublisher(t.js, jetstreamext.BatchFlowControl{AckFirst: false})
 	if err != nil {
 		return err
 	}
 	expected := seqs.get(sid)
 	for i := 0; i < n; i++ {
-		m, err := appendMsg(sid, seq+uint64(i), expected, i == 0)
+		m, err := appendMsg(t, sid, seq+uint64(i), expected, i == 0)
 		if err != nil {
 			return err
 		}

@@ -27,3 +27,17 @@ func TestAppendBenchSmall(t *testing.T) {
 		}
 	}
 }
+
+// With partitions, the raw publishes on the durable server go to the
+// sessions' partition subjects (the stream of no partition holds the
+// unpartitioned ones).
+func TestAppendBenchPartitions(t *testing.T) {
+	var out bytes.Buffer
+	if err := Append(context.Background(), AppendOptions{Out: &out, Sessions: 4, DurableSessions: []int{4}, DurablePartitions: 2,
+		Only: []string{"raw-publish-sync-4", "writer-durable-4"}, Duration: 300 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), "BENCH "); n != 3 {
+		t.Fatalf("%d lines:\n%s", n, out.String())
+	}
+}
