@@ -84,8 +84,16 @@ func (s *Store) StoredCount(ctx context.Context, sessionID string) (uint64, erro
 	if err != nil || m.Header.Get(jetstream.SubjectHeader) != loc.Subject {
 		return 0, fmt.Errorf("logstore: count %s: answered %q (status %q) with %s %q", loc.Subject, m.Header.Get(jetstream.SubjectHeader), m.Header.Get("Status"), numPendingHeader, m.Header.Get(numPendingHeader))
 	}
+	if s.cfg.FaultHook != nil {
+		_ = s.cfg.FaultHook(FaultCounted)
+	}
 	return n + 1, nil
 }
+
+// FaultCounted runs when StoredCount has its answer, before it returns
+// it: a test appends there to store a message between a count and the
+// read that relies on it.
+const FaultCounted FaultStage = "counted"
 
 // PrefixJudged reports whether the session's messages stored before c's
 // lead (the event at afterSeq > 0) are still its events 1..afterSeq as a

@@ -1,0 +1,82 @@
+package writer_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sessionlog/sessionlog/internal/gen"
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/writer"
+)
+
+// An event appended between the read API's count of the session's
+// messages and its batch makes the count look short of the judged prefix
+// (logstore.Chained.PrefixJudged): the page counts again and reads the
+// batch again, and is served from it, not by the judge reading the
+// session from its start. The append is made inside the count
+// (logstore.FaultCounted), so the race happens on every run.
+//
+// Which of the two served the page shows in the judged prefix the store
+// keeps: a batch notes a prefix only when it is longer than the one known
+// (the whole session, judged before the page), while the judge reading
+// from the start records where it stopped, the page's end.
+func TestReadRetriesCountRacedByAppend(t *testing.T) {
+	const sid, n = "count-race", 30
+	var (
+		w       atomic.Pointer[writer.Service]
+		armed   atomic.Bool
+		counts  atomic.Int32
+		hookErr = make(chan error, 1)
+	)
+	e := newEnv(t, envOpts{store: logstore.Config{FaultHook: func(s logstore.FaultStage) error {
+		if s != logstore.FaultCounted || !armed.Load() {
+			return nil
+		}
+		if counts.Add(1) == 1 {
+			body, _ := json.Marshal(map[string]any{"sessionId": sid, "expectedSeq": n, "events": events(ev(schema.TypeTurnStarted, "turnId", "raced"))})
+			_, err := w.Load().Append(context.Background(), body)
+			hookErr <- err
+		}
+		return nil
+	}}})
+	w.Store(e.w)
+	ctx := context.Background()
+	if _, err := gen.Seed(ctx, e.st, sid, n, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.FirstUnreadable(ctx, sid); err != nil {
+		t.Fatal(err)
+	}
+	if j, ok := e.st.JudgedThrough(sid); !ok || j.Seq != n {
+		t.Fatalf("judged through %+v %v, want seq %d", j, ok, n)
+	}
+
+	armed.Store(true)
+	const after, limit = 10, 5
+	page, err := e.w.Read(ctx, writer.ReadRequest{SessionID: sid, AfterSeq: after, Limit: limit})
+	armed.Store(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-hookErr:
+		if err != nil {
+			t.Fatalf("the append inside the count: %v", err)
+		}
+	default:
+		t.Fatal("the count was not read: no append raced it")
+	}
+	checkRun(t, seqs(t, page.Events), after+1, limit)
+	if !page.More || (page.LastSeq != n && page.LastSeq != n+1) {
+		t.Fatalf("more %v lastSeq %d", page.More, page.LastSeq)
+	}
+	if c := counts.Load(); c != 2 {
+		t.Errorf("the session's messages counted %d times, want 2 (the count and its retry)", c)
+	}
+	if j, _ := e.st.JudgedThrough(sid); j.Seq < n {
+		t.Errorf("judged through seq %d after the page: the judge read the session from its start, not the batch read again", j.Seq)
+	}
+}
