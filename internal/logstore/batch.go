@@ -64,8 +64,9 @@ type Chained struct {
 	// Prevs[i] is Bodies[i]'s SL-Prev header ("" when it has none).
 	Prevs []string
 	// LeadStreamSeq is the stream seq of the event before the first (0:
-	// none, or not known); LastStreamSeq that of the last body.
-	LeadStreamSeq, LastStreamSeq uint64
+	// none, or not known); FirstStreamSeq and LastStreamSeq those of the
+	// first and the last body.
+	LeadStreamSeq, FirstStreamSeq, LastStreamSeq uint64
 	// Held is how many messages the subject held from the lead on (from
 	// the first body without a lead) when the server answered the
 	// batch: those it sent and those it counted after them. 0 when the
@@ -168,6 +169,9 @@ func (c *collector) add(body []byte, hdr nats.Header, streamSeq uint64) bool {
 	if c.seen <= c.lead {
 		c.out.PrevHash, c.out.LeadStreamSeq = ChainHash(body), streamSeq
 		return true
+	}
+	if len(c.out.Bodies) == 0 {
+		c.out.FirstStreamSeq = streamSeq
 	}
 	c.out.LastStreamSeq = streamSeq
 	c.out.Bodies = append(c.out.Bodies, body)

@@ -179,11 +179,16 @@ func chainReason(kind string, seq uint64, m *Msg, msg string) string {
 // message is not an event is read up to it too, so that the verdict names
 // the first bad message, wherever it is. j.Last is where reading ended.
 // A read from the session's start that found no copy records j.Last as
-// the prefix judged (JudgedThrough), replacing any other.
+// the prefix judged (JudgedThrough), with the first message it read,
+// replacing any other.
 func (s *Store) ReadJudged(ctx context.Context, j *Judge, fn func(m *Msg, ev *schema.Envelope) error) (Tail, error) {
 	var bad error
 	fromStart, copies := j.Last.StreamSeq == 0, false
+	var first FirstStored
 	judge := func(m *Msg) error {
+		if fromStart && first.StreamSeq == 0 {
+			first = firstStored(m)
+		}
 		ev, v, err := j.Next(m)
 		switch v {
 		case VerdictUnreadable:
@@ -200,7 +205,7 @@ func (s *Store) ReadJudged(ctx context.Context, j *Judge, fn func(m *Msg, ev *sc
 	}
 	tail, err := s.readThrough(ctx, j.SessionID, j.Last.StreamSeq, j.Last.Seq, judge)
 	if fromStart && !copies && j.Last.StreamSeq != 0 {
-		s.judged.Add(j.SessionID, j.Last)
+		s.judged.Add(j.SessionID, JudgedPrefix{Tail: j.Last, First: first})
 	}
 	if bad != nil && err == nil {
 		return tail, bad

@@ -142,7 +142,7 @@ func ReadPage(ctx context.Context, st *logstore.Store, req ReadRequest, maxBytes
 		switch {
 		case !p.counted || p.countErr != nil:
 		case tail.Seq <= p.judged.Seq:
-			served = tail.StreamSeq <= p.judged.StreamSeq && p.count == tail.Seq
+			served = tail.StreamSeq <= p.judged.StreamSeq && p.count.N == tail.Seq && p.count.First == p.judged.First
 		default:
 			ok, jerr := p.judgeUpTo(ctx, tail.Seq)
 			served, err = ok && p.judged.StreamSeq == tail.StreamSeq, jerr
@@ -172,9 +172,9 @@ type pager struct {
 	tail      logstore.Tail
 	// judged is the store's JudgedThrough when counted; count the
 	// subject's StoredCount (countErr: not read), read before the tail.
-	judged   logstore.Tail
+	judged   logstore.JudgedPrefix
 	counted  bool
-	count    uint64
+	count    logstore.Count
 	countErr error
 
 	page    ReadReply
@@ -220,7 +220,7 @@ const prefixRetries = 1
 func (p *pager) batch(ctx context.Context, after uint64, n, maxBytes int) (c logstore.Chained, last schema.Envelope, ok bool, err error) {
 	c, err = p.st.ReadChained(ctx, p.sessionID, p.tail, after, n, maxBytes)
 	for retry := 0; err == nil && after > 0 && !c.PrefixJudged(p.judged, after, p.count); retry++ {
-		if raced := c.Held > 0 && p.count < uint64(c.Held)+after-1; !raced || retry == prefixRetries {
+		if raced := c.Held > 0 && p.count.N < uint64(c.Held)+after-1; !raced || retry == prefixRetries {
 			return c, last, false, nil
 		}
 		if p.count, err = p.st.StoredCount(ctx, p.sessionID); err != nil {
@@ -236,12 +236,22 @@ func (p *pager) batch(ctx context.Context, after uint64, n, maxBytes int) (c log
 }
 
 // note records the batch's events through last as judged: the prefix
-// before its lead was, and each body after it is the judge's next event.
-func (p *pager) note(c logstore.Chained, last schema.Envelope) {
-	if c.LastStreamSeq != 0 {
-		p.judged = logstore.Tail{Seq: last.Seq, StreamSeq: c.LastStreamSeq, EventID: last.EventID, Hash: logstore.ChainHash(c.Bodies[len(c.Bodies)-1])}
-		p.st.NoteJudged(p.sessionID, p.judged)
+// before its lead (after > 0) was, with the first message p.judged names,
+// and each body after it is the judge's next event. A batch from the
+// session's start holds its first message.
+func (p *pager) note(c logstore.Chained, after uint64, last schema.Envelope) {
+	if c.LastStreamSeq == 0 {
+		return
 	}
+	first := p.judged.First
+	if after == 0 {
+		first = logstore.FirstStored{StreamSeq: c.FirstStreamSeq, Hash: logstore.ChainHash(c.Bodies[0])}
+	}
+	p.judged = logstore.JudgedPrefix{
+		Tail:  logstore.Tail{Seq: last.Seq, StreamSeq: c.LastStreamSeq, EventID: last.EventID, Hash: logstore.ChainHash(c.Bodies[len(c.Bodies)-1])},
+		First: first,
+	}
+	p.st.NoteJudged(p.sessionID, p.judged)
 }
 
 // judgeUpTo moves the judged prefix on to seq through, in batches of
@@ -263,7 +273,7 @@ func (p *pager) judgeUpTo(ctx context.Context, through uint64) (bool, error) {
 		if err != nil || !ok || len(c.Bodies) != n {
 			return false, err
 		}
-		p.note(c, last)
+		p.note(c, p.judged.Seq, last)
 	}
 }
 
@@ -307,7 +317,7 @@ func (p *pager) fromBatch(ctx context.Context) (bool, error) {
 			return false, nil
 		}
 	}
-	p.note(batch, last)
+	p.note(batch, p.afterSeq, last)
 	for i, b := range bodies {
 		if !p.take(b, p.afterSeq+uint64(i)+1) {
 			break

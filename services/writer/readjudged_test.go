@@ -3,11 +3,15 @@ package writer_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync/atomic"
 	"testing"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/writer"
 )
@@ -78,5 +82,69 @@ func TestReadRetriesCountRacedByAppend(t *testing.T) {
 	}
 	if j, _ := e.st.JudgedThrough(sid); j.Seq < n {
 		t.Errorf("judged through seq %d after the page: the judge read the session from its start, not the batch read again", j.Seq)
+	}
+}
+
+// A session whose stream was deleted and made again under the same name,
+// holding at the same stream seqs and in the same number messages the
+// judge never read (a message that is not an event in event 3's place),
+// is read as the judge finds it, unreadable, though a reader of the same
+// store judged a prefix of the session in the old stream: its first
+// message now is another.
+func TestReadStreamMadeAgain(t *testing.T) {
+	ctx := context.Background()
+	const sid, n = "remade", 20
+	nc := natstest.Connect(t, natstest.RunServer(t))
+	st, err := logstore.Open(ctx, nc, logstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gen.Seed(ctx, st, sid, n, n); err != nil {
+		t.Fatal(err)
+	}
+	r := writer.StoreReader{Store: st}
+	if p, err := r.Read(ctx, writer.ReadRequest{SessionID: sid}); err != nil || len(p.Events) != n {
+		t.Fatalf("%d events, %v", len(p.Events), err)
+	}
+	old, ok := st.JudgedThrough(sid)
+	if !ok || old.Seq != n {
+		t.Fatalf("judged through %+v %v, want seq %d", old, ok, n)
+	}
+
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, "SESSIONS"); err != nil {
+		t.Fatal(err)
+	}
+	again, err := logstore.Open(ctx, nc, logstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []schema.Envelope
+	if err := gen.Exact(sid, n, func(e schema.Envelope) error { evs = append(evs, e); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	evs[0].EventID = "made-again" // else the same bytes as the old stream's
+	if _, err := again.Append(ctx, logstore.AppendRequest{SessionID: sid, Events: evs[:2]}); err != nil {
+		t.Fatal(err)
+	}
+	pa, err := js.Publish(ctx, logstore.SubjectPrefix+sid, []byte("not an event"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := again.Append(ctx, logstore.AppendRequest{SessionID: sid, ExpectedStreamSeq: pa.Sequence, Events: evs[3:]}); err != nil {
+		t.Fatal(err)
+	}
+	for _, after := range []uint64{10, n} {
+		// Each read that judges anew records the new stream's prefix:
+		// the old one is put back for the next.
+		st.NoteJudged(sid, old)
+		_, err := r.Read(ctx, writer.ReadRequest{SessionID: sid, AfterSeq: after, Limit: 5})
+		var u *logstore.UnreadableError
+		if !errors.As(err, &u) || u.StreamSeq != pa.Sequence {
+			t.Errorf("after %d: %v, want the session unreadable at stream seq %d", after, err, pa.Sequence)
+		}
 	}
 }
