@@ -19,14 +19,15 @@ import (
 // deletion shows in the number of messages the subject holds.
 //
 // The store keeps, per session, the last event of the prefix a judge last
-// found readable reading from the start with one message per seq (no
-// exact copy in it), and the session's first stored message then (its
+// found readable reading from the start (and the seqs of the events an
+// exact copy follows in it), and the session's first stored message then (its
 // stream seq and the hash of its body): JudgedThrough. A reader holding a
 // batch of the session's messages from event a <= that event on
 // (ReadChained) and the subject's message count read before the batch
 // (StoredCount) knows that the messages before the batch are still those
 // events 1..a when the count less the messages the batch's answer counted
-// from its lead on (Chained.Held) is a-1, and the subject's first message
+// from its lead on (Chained.Held) is a-1 and the copies before a, and the
+// subject's first message
 // is still the one the judge read first (Chained.PrefixJudged).
 //
 // The first message tells the stream the prefix was judged in from one
@@ -42,11 +43,31 @@ import (
 const numPendingHeader = "Nats-Num-Pending"
 
 // JudgedPrefix is what the store knows of a prefix of a session a judge
-// found readable from its start: its last event (Tail), and the session's
-// first stored message when it was judged.
+// found readable from its start: its last event (Tail), the session's
+// first stored message when it was judged, and the seqs of the events an
+// exact copy follows in it (a copy is skipped, not a break: it only adds
+// a message before every later event), oldest first.
 type JudgedPrefix struct {
 	Tail
-	First FirstStored
+	First  FirstStored
+	Copies []uint64
+}
+
+// maxJudgedCopies bounds the copies a judged prefix records; one with
+// more is not recorded.
+const maxJudgedCopies = 64
+
+// StoredBefore is how many messages of the prefix were stored before
+// event seq (within it): the events before it and their copies.
+func (p JudgedPrefix) StoredBefore(seq uint64) uint64 {
+	n := seq - 1
+	for _, c := range p.Copies {
+		if c >= seq {
+			break
+		}
+		n++
+	}
+	return n
 }
 
 // FirstStored names a session's first stored message: its stream seq and
@@ -78,7 +99,8 @@ func (s *Store) JudgedThrough(sessionID string) (JudgedPrefix, bool) { return s.
 // NoteJudged records p as JudgedThrough's answer for the session when it
 // is longer than the one known, or was judged with another first message
 // (a stream made again): its stored messages up to p.StreamSeq are its
-// events 1..p.Seq, one message each, the first of them p.First, all of
+// events 1..p.Seq and exact copies of the events p.Copies names, the
+// first of them p.First, all of
 // which the judge reading from the session's start accepts (shown so
 // now). A read of the whole prefix by the judge replaces the answer
 // whatever its length (an earlier, longer prefix may have lost a message
@@ -142,15 +164,16 @@ const FaultCounted FaultStage = "counted"
 // batch was read): the lead lies within the judged prefix, the subject's
 // first message is still the one judged first, and count (the subject's
 // StoredCount, read before the batch) less the messages c's answer
-// counted from the lead on is afterSeq.
+// counted from the lead on is the number judged before the lead
+// (JudgedPrefix.StoredBefore: afterSeq-1 and the copies among them).
 //
 // The messages before the lead were all stored before it, so they are
-// the judged events 1..afterSeq-1 less any deleted since: their count
-// tells whether one was. Messages stored between the count and the batch make
+// the judged events 1..afterSeq-1 and their copies less any deleted
+// since: their count tells whether one was. Messages stored between the count and the batch make
 // the difference smaller, never larger: false, then, though nothing was
 // deleted (a reader may read both again).
 func (c Chained) PrefixJudged(judged JudgedPrefix, afterSeq uint64, count Count) bool {
 	return afterSeq > 0 && afterSeq <= judged.Seq && c.LeadStreamSeq != 0 && c.LeadStreamSeq <= judged.StreamSeq &&
 		judged.First.StreamSeq != 0 && count.First == judged.First &&
-		c.Held > 0 && count.N >= uint64(c.Held) && count.N-uint64(c.Held) == afterSeq-1
+		c.Held > 0 && count.N >= uint64(c.Held) && count.N-uint64(c.Held) == judged.StoredBefore(afterSeq)
 }

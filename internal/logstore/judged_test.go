@@ -2,6 +2,7 @@ package logstore_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,7 +17,8 @@ import (
 // (JudgedThrough); a batch from an event within it, with the subject's
 // count read before it, shows that prefix whole (PrefixJudged) until a
 // message before the batch's lead is deleted, and never for a lead past
-// the prefix. A copy in the session (two messages for one seq) notes none.
+// the prefix. A copy in the session (two messages for one seq) is noted
+// with the prefix, and counted before the events after it.
 func TestPrefixJudged(t *testing.T) {
 	ctx := context.Background()
 	const sid = "judged"
@@ -98,8 +100,9 @@ func TestPrefixJudged(t *testing.T) {
 		t.Error("after 2: the prefix before the deleted event is not shown whole")
 	}
 
-	// A copy of the last event: the judge reads the session and notes no
-	// prefix.
+	// A copy of event 3, then events 4..6: the judge reads the session
+	// and notes the prefix with the copy, which counts before every event
+	// after it.
 	copied := "copied"
 	appendRun(t, st, copied, 3)
 	last, err := s.GetLastMsgForSubject(ctx, logstore.SubjectPrefix+copied)
@@ -115,11 +118,32 @@ func TestPrefixJudged(t *testing.T) {
 	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: logstore.SubjectPrefix + copied, Header: h, Data: last.Data}); err != nil {
 		t.Fatal(err)
 	}
+	appendRun(t, st, copied, 3)
 	if err := st.FirstUnreadable(ctx, copied); err != nil {
 		t.Fatalf("a copy judged %v", err)
 	}
-	if j, ok := st.JudgedThrough(copied); ok {
-		t.Fatalf("judged through %+v with a copy in the session", j)
+	judged, ok = st.JudgedThrough(copied)
+	if !ok || judged.Seq != 6 || !slices.Equal(judged.Copies, []uint64{3}) {
+		t.Fatalf("judged through %+v %v, want seq 6 with a copy of 3", judged, ok)
+	}
+	if count, err = st.StoredCount(ctx, copied); err != nil || count.N != 7 {
+		t.Fatalf("count %+v %v, want 7", count, err)
+	}
+	tail, err = st.Tail(ctx, copied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (A batch led by event 3 meets its copy: ReadChained refuses it.)
+	for _, after := range []uint64{1, 2, 4, 5} {
+		c, err := st.ReadChained(ctx, copied, tail, after, 1, 0)
+		if err != nil {
+			t.Fatalf("after %d: %v", after, err)
+		}
+		less := count
+		less.N--
+		if !c.PrefixJudged(judged, after, count) || c.PrefixJudged(judged, after, less) {
+			t.Errorf("after %d: the prefix with a copy is not told whole by its count", after)
+		}
 	}
 }
 

@@ -142,7 +142,7 @@ func ReadPage(ctx context.Context, st *logstore.Store, req ReadRequest, maxBytes
 		switch {
 		case !p.counted || p.countErr != nil:
 		case tail.Seq <= p.judged.Seq:
-			served = tail.StreamSeq <= p.judged.StreamSeq && p.count.N == tail.Seq && p.count.First == p.judged.First
+			served = tail.StreamSeq <= p.judged.StreamSeq && p.count.N == p.judged.StoredBefore(tail.Seq+1) && p.count.First == p.judged.First
 		default:
 			ok, jerr := p.judgeUpTo(ctx, tail.Seq)
 			served, err = ok && p.judged.StreamSeq == tail.StreamSeq, jerr
@@ -220,7 +220,7 @@ const prefixRetries = 1
 func (p *pager) batch(ctx context.Context, after uint64, n, maxBytes int) (c logstore.Chained, last schema.Envelope, ok bool, err error) {
 	c, err = p.st.ReadChained(ctx, p.sessionID, p.tail, after, n, maxBytes)
 	for retry := 0; err == nil && after > 0 && !c.PrefixJudged(p.judged, after, p.count); retry++ {
-		if raced := c.Held > 0 && p.count.N < uint64(c.Held)+after-1; !raced || retry == prefixRetries {
+		if raced := c.Held > 0 && p.count.N < uint64(c.Held)+p.judged.StoredBefore(after); !raced || retry == prefixRetries {
 			return c, last, false, nil
 		}
 		if p.count, err = p.st.StoredCount(ctx, p.sessionID); err != nil {
@@ -236,20 +236,22 @@ func (p *pager) batch(ctx context.Context, after uint64, n, maxBytes int) (c log
 }
 
 // note records the batch's events through last as judged: the prefix
-// before its lead (after > 0) was, with the first message p.judged names,
-// and each body after it is the judge's next event. A batch from the
-// session's start holds its first message.
+// before its lead (after > 0) was, with the first message and the copies
+// p.judged names, and each body after it is the judge's next event (no
+// copy among them). A batch from the session's start holds its first
+// message.
 func (p *pager) note(c logstore.Chained, after uint64, last schema.Envelope) {
 	if c.LastStreamSeq == 0 {
 		return
 	}
-	first := p.judged.First
+	first, copies := p.judged.First, p.judged.Copies
 	if after == 0 {
-		first = logstore.FirstStored{StreamSeq: c.FirstStreamSeq, Hash: logstore.ChainHash(c.Bodies[0])}
+		first, copies = logstore.FirstStored{StreamSeq: c.FirstStreamSeq, Hash: logstore.ChainHash(c.Bodies[0])}, nil
 	}
 	p.judged = logstore.JudgedPrefix{
-		Tail:  logstore.Tail{Seq: last.Seq, StreamSeq: c.LastStreamSeq, EventID: last.EventID, Hash: logstore.ChainHash(c.Bodies[len(c.Bodies)-1])},
-		First: first,
+		Tail:   logstore.Tail{Seq: last.Seq, StreamSeq: c.LastStreamSeq, EventID: last.EventID, Hash: logstore.ChainHash(c.Bodies[len(c.Bodies)-1])},
+		First:  first,
+		Copies: copies,
 	}
 	p.st.NoteJudged(p.sessionID, p.judged)
 }

@@ -148,3 +148,74 @@ func TestReadStreamMadeAgain(t *testing.T) {
 		}
 	}
 }
+
+// Pages past an exact copy of an event (a publish retried past the
+// duplicate window stores one; every reader skips it) are served from a
+// batch over the prefix judged through the copy, whose count holds the
+// copy, not by the judge reading the session from its start each time.
+// A page whose lead the copy follows is read through the judge.
+//
+// As in TestReadRetriesCountRacedByAppend, the judged prefix tells which
+// served a page: a batch never shortens it, the judge reading from the
+// start records where it stopped.
+func TestReadPastACopy(t *testing.T) {
+	e := newEnv(t, envOpts{})
+	ctx := context.Background()
+	const sid, n, copied = "past-copy", 30, 10
+	var evs []schema.Envelope
+	if err := gen.Exact(sid, n, func(e schema.Envelope) error { evs = append(evs, e); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Append(ctx, logstore.AppendRequest{SessionID: sid, Events: evs[:copied]}); err != nil {
+		t.Fatal(err)
+	}
+	tail, err := e.st.Tail(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := e.st.MsgAt(ctx, "SESSIONS", tail.StreamSeq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(e.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The body alone, without the Nats-Msg-Id the stream would drop as a
+	// duplicate: the judge takes it as a copy of the event.
+	pa, err := js.Publish(ctx, logstore.SubjectPrefix+sid, m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Append(ctx, logstore.AppendRequest{SessionID: sid, ExpectedStreamSeq: pa.Sequence, Events: evs[copied:]}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.FirstUnreadable(ctx, sid); err != nil {
+		t.Fatal(err)
+	}
+	if j, ok := e.st.JudgedThrough(sid); !ok || j.Seq != n {
+		t.Fatalf("judged through %+v %v, want seq %d with the copy", j, ok, n)
+	}
+	const limit = 5
+	page := func(after uint64) {
+		t.Helper()
+		p, err := e.w.Read(ctx, writer.ReadRequest{SessionID: sid, AfterSeq: after, Limit: limit})
+		if err != nil {
+			t.Fatalf("after %d: %v", after, err)
+		}
+		checkRun(t, seqs(t, p.Events), after+1, limit)
+		if !p.More || p.LastSeq != n {
+			t.Fatalf("after %d: more %v lastSeq %d", after, p.More, p.LastSeq)
+		}
+	}
+	for _, after := range []uint64{copied + 1, 20} {
+		page(after)
+		if j, _ := e.st.JudgedThrough(sid); j.Seq != n {
+			t.Errorf("after %d: judged through seq %d, want %d: the judge read the session from its start", after, j.Seq, n)
+		}
+	}
+	if p, err := e.w.Read(ctx, writer.ReadRequest{SessionID: sid, AfterSeq: n}); err != nil || len(p.Events) != 0 || p.More {
+		t.Fatalf("after the tail: %+v %v", p, err)
+	}
+	page(copied)
+}
