@@ -284,6 +284,9 @@ func (s *Store) batchGet(ctx context.Context, loc Location, after uint64, c *col
 		req.MaxBytes = c.maxBytes + batch*perEvent + c.lead*(c.maxBytes/c.n)
 	}
 	msgs, eob, err := s.directBatch(ctx, loc.Stream, req)
+	if s.cfg.FaultHook != nil && s.cfg.FaultHook(FaultBatch) != nil {
+		msgs, eob = nil, nil // as a replica that holds none of them yet answers
+	}
 	if c.chained && err == nil && eob != nil && len(msgs) > 0 {
 		if np, perr := strconv.ParseUint(eob.Header.Get(numPendingHeader), 10, 64); perr == nil {
 			c.out.Held = int64(len(msgs)) + int64(np)
@@ -310,6 +313,12 @@ func (s *Store) batchGet(ctx context.Context, loc Location, after uint64, c *col
 	}
 	return last, false
 }
+
+// FaultBatch runs when a batched direct get of ReadBatch or ReadChained
+// has its answer: a non-nil error from the hook makes the answer count
+// as holding none of the events, as one from a replica behind the leader,
+// so the leader is read instead.
+const FaultBatch FaultStage = "batch"
 
 // seqOfMsg is a stored event's seq, from its SL-Seq header or else its
 // body.

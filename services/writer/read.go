@@ -207,9 +207,12 @@ func (p *pager) take(body []byte, seq uint64) bool {
 	return true
 }
 
-// prefixRetries is how many times a batch is read again, with the count
-// before it, when the count says fewer messages precede the batch than
-// were judged there: messages stored between the two reads do that too.
+// prefixRetries is how many times a batch is read again when the count
+// says fewer messages precede the batch than were judged there (messages
+// stored between the two reads do that too: the count is read again
+// first), or when the batch came in more than one answer (a replica
+// behind the leader answered, and the leader completed it), so that its
+// answer counted nothing.
 const prefixRetries = 1
 
 // batch reads n events after seq after (> 0: the lead, within the judged
@@ -220,11 +223,15 @@ const prefixRetries = 1
 func (p *pager) batch(ctx context.Context, after uint64, n, maxBytes int) (c logstore.Chained, last schema.Envelope, ok bool, err error) {
 	c, err = p.st.ReadChained(ctx, p.sessionID, p.tail, after, n, maxBytes)
 	for retry := 0; err == nil && after > 0 && !c.PrefixJudged(p.judged, after, p.count); retry++ {
-		if raced := c.Held > 0 && p.count.N < uint64(c.Held)+p.judged.StoredBefore(after); !raced || retry == prefixRetries {
+		raced := c.Held > 0 && p.count.N < uint64(c.Held)+p.judged.StoredBefore(after)
+		unheld := c.Held == 0 && after <= p.judged.Seq && p.count.First == p.judged.First
+		if !raced && !unheld || retry == prefixRetries {
 			return c, last, false, nil
 		}
-		if p.count, err = p.st.StoredCount(ctx, p.sessionID); err != nil {
-			return c, last, false, nil
+		if raced {
+			if p.count, err = p.st.StoredCount(ctx, p.sessionID); err != nil {
+				return c, last, false, nil
+			}
 		}
 		c, err = p.st.ReadChained(ctx, p.sessionID, p.tail, after, n, maxBytes)
 	}

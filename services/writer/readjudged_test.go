@@ -47,24 +47,7 @@ func TestReadRetriesCountRacedByAppend(t *testing.T) {
 		return nil
 	}}})
 	w.Store(e.w)
-	ctx := context.Background()
-	if _, err := gen.Seed(ctx, e.st, sid, n, n); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.st.FirstUnreadable(ctx, sid); err != nil {
-		t.Fatal(err)
-	}
-	if j, ok := e.st.JudgedThrough(sid); !ok || j.Seq != n {
-		t.Fatalf("judged through %+v %v, want seq %d", j, ok, n)
-	}
-
-	armed.Store(true)
-	const after, limit = 10, 5
-	page, err := e.w.Read(ctx, writer.ReadRequest{SessionID: sid, AfterSeq: after, Limit: limit})
-	armed.Store(false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	page := judgedThenRead(t, e, sid, n, &armed)
 	select {
 	case err := <-hookErr:
 		if err != nil {
@@ -73,9 +56,8 @@ func TestReadRetriesCountRacedByAppend(t *testing.T) {
 	default:
 		t.Fatal("the count was not read: no append raced it")
 	}
-	checkRun(t, seqs(t, page.Events), after+1, limit)
-	if !page.More || (page.LastSeq != n && page.LastSeq != n+1) {
-		t.Fatalf("more %v lastSeq %d", page.More, page.LastSeq)
+	if page.LastSeq != n && page.LastSeq != n+1 {
+		t.Fatalf("lastSeq %d", page.LastSeq)
 	}
 	if c := counts.Load(); c != 2 {
 		t.Errorf("the session's messages counted %d times, want 2 (the count and its retry)", c)
@@ -218,4 +200,61 @@ func TestReadPastACopy(t *testing.T) {
 		t.Fatalf("after the tail: %+v %v", p, err)
 	}
 	page(copied)
+}
+
+// A page whose batch came in more than one answer (a replica behind the
+// leader answered it, here made so by logstore.FaultBatch, and the leader
+// completed it) has no count of its own: its batch is read once more,
+// and the page served from that one when it is whole, not by the judge
+// reading the session from its start. As in
+// TestReadRetriesCountRacedByAppend, the judged prefix tells which served
+// it.
+func TestReadRetriesBatchCompletedByLeader(t *testing.T) {
+	const sid, n = "leader-completed", 30
+	var armed atomic.Bool
+	var batches atomic.Int32
+	e := newEnv(t, envOpts{store: logstore.Config{FaultHook: func(s logstore.FaultStage) error {
+		if s == logstore.FaultBatch && armed.Load() && batches.Add(1) == 1 {
+			return errors.New("injected: a replica behind the leader")
+		}
+		return nil
+	}}})
+	if page := judgedThenRead(t, e, sid, n, &armed); page.LastSeq != n {
+		t.Fatalf("lastSeq %d", page.LastSeq)
+	}
+	if b := batches.Load(); b != 2 {
+		t.Errorf("%d batches read, want 2 (the one the leader completed and its retry)", b)
+	}
+	if j, _ := e.st.JudgedThrough(sid); j.Seq != n {
+		t.Errorf("judged through seq %d after the page, want %d: the judge read the session from its start", j.Seq, n)
+	}
+}
+
+// judgedThenRead stores sid of n events, has the judge read it whole
+// (the store then knows it judged through n), and reads its page of 5
+// events after seq 10 with armed set, which it checks holds those.
+func judgedThenRead(t *testing.T, e *env, sid string, n int, armed *atomic.Bool) writer.ReadReply {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := gen.Seed(ctx, e.st, sid, n, n); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.FirstUnreadable(ctx, sid); err != nil {
+		t.Fatal(err)
+	}
+	if j, ok := e.st.JudgedThrough(sid); !ok || j.Seq != uint64(n) {
+		t.Fatalf("judged through %+v %v, want seq %d", j, ok, n)
+	}
+	const after, limit = 10, 5
+	armed.Store(true)
+	page, err := e.w.Read(ctx, writer.ReadRequest{SessionID: sid, AfterSeq: after, Limit: limit})
+	armed.Store(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRun(t, seqs(t, page.Events), after+1, limit)
+	if !page.More {
+		t.Fatal("no more after the page")
+	}
+	return page
 }
