@@ -90,10 +90,10 @@ type Count struct {
 }
 
 // JudgedThrough returns the last event of the prefix of the session that
-// a judge last found readable from its start, one message per seq: its
-// messages stored up to that event's stream seq were then its events
-// 1..Seq, each once, and readable, the first of them First. false when
-// this store knows none.
+// a judge last found readable from its start: its messages stored up to
+// that event's stream seq were then its events 1..Seq, each once and
+// readable, and exact copies of the events Copies names, the first of
+// them First. false when this store knows none.
 func (s *Store) JudgedThrough(sessionID string) (JudgedPrefix, bool) { return s.judged.Get(sessionID) }
 
 // NoteJudged records p as JudgedThrough's answer for the session when it
