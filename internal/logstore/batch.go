@@ -64,8 +64,9 @@ type Chained struct {
 	// Prevs[i] is Bodies[i]'s SL-Prev header ("" when it has none).
 	Prevs []string
 	// LeadStreamSeq is the stream seq of the event before the first (0:
-	// none, or not known); LastStreamSeq that of the last body.
-	LeadStreamSeq, LastStreamSeq uint64
+	// none, or not known); FirstStreamSeq and LastStreamSeq those of the
+	// first and the last body.
+	LeadStreamSeq, FirstStreamSeq, LastStreamSeq uint64
 	// Held is how many messages the subject held from the lead on (from
 	// the first body without a lead) when the server answered the
 	// batch: those it sent and those it counted after them. 0 when the
@@ -168,6 +169,9 @@ func (c *collector) add(body []byte, hdr nats.Header, streamSeq uint64) bool {
 	if c.seen <= c.lead {
 		c.out.PrevHash, c.out.LeadStreamSeq = ChainHash(body), streamSeq
 		return true
+	}
+	if len(c.out.Bodies) == 0 {
+		c.out.FirstStreamSeq = streamSeq
 	}
 	c.out.LastStreamSeq = streamSeq
 	c.out.Bodies = append(c.out.Bodies, body)
@@ -280,6 +284,9 @@ func (s *Store) batchGet(ctx context.Context, loc Location, after uint64, c *col
 		req.MaxBytes = c.maxBytes + batch*perEvent + c.lead*(c.maxBytes/c.n)
 	}
 	msgs, eob, err := s.directBatch(ctx, loc.Stream, req)
+	if s.cfg.FaultHook != nil && s.cfg.FaultHook(FaultBatch) != nil {
+		msgs, eob = nil, nil // as a replica that holds none of them yet answers
+	}
 	if c.chained && err == nil && eob != nil && len(msgs) > 0 {
 		if np, perr := strconv.ParseUint(eob.Header.Get(numPendingHeader), 10, 64); perr == nil {
 			c.out.Held = int64(len(msgs)) + int64(np)
@@ -306,6 +313,12 @@ func (s *Store) batchGet(ctx context.Context, loc Location, after uint64, c *col
 	}
 	return last, false
 }
+
+// FaultBatch runs when a batched direct get of ReadBatch or ReadChained
+// has its answer: a non-nil error from the hook makes the answer count
+// as holding none of the events, as one from a replica behind the leader,
+// so the leader is read instead.
+const FaultBatch FaultStage = "batch"
 
 // seqOfMsg is a stored event's seq, from its SL-Seq header or else its
 // body.

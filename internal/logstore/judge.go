@@ -178,19 +178,29 @@ func chainReason(kind string, seq uint64, m *Msg, msg string) string {
 // it. fn may return ErrStop to end early. A session whose last stored
 // message is not an event is read up to it too, so that the verdict names
 // the first bad message, wherever it is. j.Last is where reading ended.
-// A read from the session's start that found no copy records j.Last as
-// the prefix judged (JudgedThrough), replacing any other.
+// A read from the session's start records j.Last as the prefix judged
+// (JudgedThrough), with the first message it read and the copies it
+// skipped (none recorded past maxJudgedCopies), replacing any other.
 func (s *Store) ReadJudged(ctx context.Context, j *Judge, fn func(m *Msg, ev *schema.Envelope) error) (Tail, error) {
 	var bad error
-	fromStart, copies := j.Last.StreamSeq == 0, false
+	fromStart := j.Last.StreamSeq == 0
+	var (
+		first  FirstStored
+		copies []uint64
+	)
 	judge := func(m *Msg) error {
+		if fromStart && first.StreamSeq == 0 {
+			first = firstStored(m)
+		}
 		ev, v, err := j.Next(m)
 		switch v {
 		case VerdictUnreadable:
 			bad = err
 			return ErrStop
 		case VerdictCopy:
-			copies = true
+			if fromStart {
+				copies = append(copies, ev.Seq)
+			}
 			return nil
 		}
 		if fn == nil {
@@ -199,8 +209,8 @@ func (s *Store) ReadJudged(ctx context.Context, j *Judge, fn func(m *Msg, ev *sc
 		return fn(m, &ev)
 	}
 	tail, err := s.readThrough(ctx, j.SessionID, j.Last.StreamSeq, j.Last.Seq, judge)
-	if fromStart && !copies && j.Last.StreamSeq != 0 {
-		s.judged.Add(j.SessionID, j.Last)
+	if fromStart && len(copies) <= maxJudgedCopies && j.Last.StreamSeq != 0 {
+		s.judged.Add(j.SessionID, JudgedPrefix{Tail: j.Last, First: first, Copies: copies})
 	}
 	if bad != nil && err == nil {
 		return tail, bad

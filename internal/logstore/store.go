@@ -115,8 +115,8 @@ type Store struct {
 	tails  *lru.Cache[string, Tail]
 	// judged holds, per session, the last event of the prefix a judge
 	// last found readable from the session's start, one message per seq
-	// (judged.go).
-	judged *lru.Cache[string, Tail]
+	// (judged.go), with the session's first stored message then.
+	judged *lru.Cache[string, JudgedPrefix]
 	log    *slog.Logger
 	// replies carries the answers of one-event publishes.
 	replies *natsreq.Slots
@@ -179,7 +179,7 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("logstore: tail cache: %w", err)
 	}
-	judged, err := lru.New[string, Tail](cfg.TailCacheSize)
+	judged, err := lru.New[string, JudgedPrefix](cfg.TailCacheSize)
 	if err != nil {
 		return nil, fmt.Errorf("logstore: judged cache: %w", err)
 	}

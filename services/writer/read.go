@@ -142,7 +142,7 @@ func ReadPage(ctx context.Context, st *logstore.Store, req ReadRequest, maxBytes
 		switch {
 		case !p.counted || p.countErr != nil:
 		case tail.Seq <= p.judged.Seq:
-			served = tail.StreamSeq <= p.judged.StreamSeq && p.count == tail.Seq
+			served = tail.StreamSeq <= p.judged.StreamSeq && p.count.N == p.judged.StoredBefore(tail.Seq+1) && p.count.First == p.judged.First
 		default:
 			ok, jerr := p.judgeUpTo(ctx, tail.Seq)
 			served, err = ok && p.judged.StreamSeq == tail.StreamSeq, jerr
@@ -172,9 +172,9 @@ type pager struct {
 	tail      logstore.Tail
 	// judged is the store's JudgedThrough when counted; count the
 	// subject's StoredCount (countErr: not read), read before the tail.
-	judged   logstore.Tail
+	judged   logstore.JudgedPrefix
 	counted  bool
-	count    uint64
+	count    logstore.Count
 	countErr error
 
 	page    ReadReply
@@ -207,9 +207,12 @@ func (p *pager) take(body []byte, seq uint64) bool {
 	return true
 }
 
-// prefixRetries is how many times a batch is read again, with the count
-// before it, when the count says fewer messages precede the batch than
-// were judged there: messages stored between the two reads do that too.
+// prefixRetries is how many times a batch is read again when the count
+// says fewer messages precede the batch than were judged there (messages
+// stored between the two reads do that too: the count is read again
+// first), or when the batch came in more than one answer (a replica
+// behind the leader answered, and the leader completed it), so that its
+// answer counted nothing.
 const prefixRetries = 1
 
 // batch reads n events after seq after (> 0: the lead, within the judged
@@ -220,11 +223,15 @@ const prefixRetries = 1
 func (p *pager) batch(ctx context.Context, after uint64, n, maxBytes int) (c logstore.Chained, last schema.Envelope, ok bool, err error) {
 	c, err = p.st.ReadChained(ctx, p.sessionID, p.tail, after, n, maxBytes)
 	for retry := 0; err == nil && after > 0 && !c.PrefixJudged(p.judged, after, p.count); retry++ {
-		if raced := c.Held > 0 && p.count < uint64(c.Held)+after-1; !raced || retry == prefixRetries {
+		raced := c.Held > 0 && p.count.N < uint64(c.Held)+p.judged.StoredBefore(after)
+		unheld := c.Held == 0 && after <= p.judged.Seq && p.count.First == p.judged.First
+		if !raced && !unheld || retry == prefixRetries {
 			return c, last, false, nil
 		}
-		if p.count, err = p.st.StoredCount(ctx, p.sessionID); err != nil {
-			return c, last, false, nil
+		if raced {
+			if p.count, err = p.st.StoredCount(ctx, p.sessionID); err != nil {
+				return c, last, false, nil
+			}
 		}
 		c, err = p.st.ReadChained(ctx, p.sessionID, p.tail, after, n, maxBytes)
 	}
@@ -236,12 +243,24 @@ func (p *pager) batch(ctx context.Context, after uint64, n, maxBytes int) (c log
 }
 
 // note records the batch's events through last as judged: the prefix
-// before its lead was, and each body after it is the judge's next event.
-func (p *pager) note(c logstore.Chained, last schema.Envelope) {
-	if c.LastStreamSeq != 0 {
-		p.judged = logstore.Tail{Seq: last.Seq, StreamSeq: c.LastStreamSeq, EventID: last.EventID, Hash: logstore.ChainHash(c.Bodies[len(c.Bodies)-1])}
-		p.st.NoteJudged(p.sessionID, p.judged)
+// before its lead (after > 0) was, with the first message and the copies
+// p.judged names, and each body after it is the judge's next event (no
+// copy among them). A batch from the session's start holds its first
+// message.
+func (p *pager) note(c logstore.Chained, after uint64, last schema.Envelope) {
+	if c.LastStreamSeq == 0 {
+		return
 	}
+	first, copies := p.judged.First, p.judged.Copies
+	if after == 0 {
+		first, copies = logstore.FirstStored{StreamSeq: c.FirstStreamSeq, Hash: logstore.ChainHash(c.Bodies[0])}, nil
+	}
+	p.judged = logstore.JudgedPrefix{
+		Tail:   logstore.Tail{Seq: last.Seq, StreamSeq: c.LastStreamSeq, EventID: last.EventID, Hash: logstore.ChainHash(c.Bodies[len(c.Bodies)-1])},
+		First:  first,
+		Copies: copies,
+	}
+	p.st.NoteJudged(p.sessionID, p.judged)
 }
 
 // judgeUpTo moves the judged prefix on to seq through, in batches of
@@ -263,7 +282,7 @@ func (p *pager) judgeUpTo(ctx context.Context, through uint64) (bool, error) {
 		if err != nil || !ok || len(c.Bodies) != n {
 			return false, err
 		}
-		p.note(c, last)
+		p.note(c, p.judged.Seq, last)
 	}
 }
 
@@ -307,7 +326,7 @@ func (p *pager) fromBatch(ctx context.Context) (bool, error) {
 			return false, nil
 		}
 	}
-	p.note(batch, last)
+	p.note(batch, p.afterSeq, last)
 	for i, b := range bodies {
 		if !p.take(b, p.afterSeq+uint64(i)+1) {
 			break
