@@ -12,7 +12,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/pkg/acp"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 )
 
 // acpLine is one NDJSON line of GET /acp, with the seq its update came from.
@@ -124,7 +124,7 @@ func TestACPReplayFollowAndResume(t *testing.T) {
 	const id = "acp-1"
 	s := gen.NewSession(id, time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC))
 	first := publishN(t, e, s, 40)
-	r.waitSession(t, id, func(d projector.Detail) bool { return d.LastSeq == 40 })
+	r.waitSession(t, id, func(d httpapi.Detail) bool { return d.LastSeq == 40 })
 
 	// Without follow: the whole session, then the end of the response.
 	ctx, cancel := context.WithCancel(e.ctx)
@@ -249,7 +249,7 @@ func TestACPReplayLeavesOutAbandoned(t *testing.T) {
 	add(schema.TypeMessageUser, `{"content":"two"}`, turn)          // 7
 	add(schema.TypeContextRewound, `{"toEventId":"e3","toSeq":3}`)  // 8
 	add(schema.TypeMessageUser, `{"content":"two, again"}`, turn)   // 9
-	r.waitSession(t, id, func(d projector.Detail) bool { return d.LastSeq == 9 })
+	r.waitSession(t, id, func(d httpapi.Detail) bool { return d.LastSeq == 9 })
 
 	var kept []schema.Envelope
 	for _, ev := range evs {

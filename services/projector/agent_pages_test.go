@@ -17,6 +17,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
@@ -85,7 +86,7 @@ func TestAgentPages(t *testing.T) {
 	folded := func(r *running) {
 		t.Helper()
 		for id, s := range scripts {
-			waitDetailToken(t, r, op, id, func(d projector.Detail) bool { return d.LastSeq == s.seq })
+			waitDetailToken(t, r, op, id, func(d httpapi.Detail) bool { return d.LastSeq == s.seq })
 		}
 	}
 	folded(r)
@@ -94,7 +95,7 @@ func TestAgentPages(t *testing.T) {
 	opList := func(r *running, status string) []store.Summary {
 		t.Helper()
 		code, body := tenantGet(t, r, op, "/v1/sessions?limit=1000&status="+status)
-		var l projector.List
+		var l httpapi.List
 		if err := json.Unmarshal([]byte(body), &l); code != 200 || err != nil {
 			t.Fatalf("operator's list: %d %s", code, body)
 		}
@@ -173,7 +174,7 @@ func TestAgentPages(t *testing.T) {
 			if !slices.Equal(act, want) {
 				t.Errorf("%s's activity index: %v, want %v", a, act, want)
 			}
-			for _, st := range projector.Statuses {
+			for _, st := range store.Statuses {
 				if got, want := byStatus[st], seen(opList(r, st), []string{a}); !slices.Equal(got, want) {
 					t.Errorf("%s's %s index: %v, want %v", a, st, got, want)
 				}

@@ -9,6 +9,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 )
 
 // A projector folding a session whose stored chain is broken stops it: a
@@ -33,9 +34,9 @@ func TestChainBreakProjector(t *testing.T) {
 	}
 	r := e.start(t.TempDir())
 	r.waitReady(t)
-	r.waitSession(t, "chain-whole", func(d projector.Detail) bool { return d.LastSeq == 5 && d.Problem == nil })
+	r.waitSession(t, "chain-whole", func(d httpapi.Detail) bool { return d.LastSeq == 5 && d.Problem == nil })
 	for how, want := range map[string]string{natstest.BreakDelete: projector.StatusGap, natstest.BreakChange: projector.StatusUnreadable, natstest.BreakSwap: projector.StatusGap} {
-		d := r.waitSession(t, "chain-"+how, func(d projector.Detail) bool { return d.Problem != nil })
+		d := r.waitSession(t, "chain-"+how, func(d httpapi.Detail) bool { return d.Problem != nil })
 		if d.Status != want || (how == natstest.BreakChange && !strings.Contains(d.Problem.Message, "hash chain broken at seq 2")) {
 			t.Errorf("%s: status %s problem %+v, want %s", how, d.Status, d.Problem, want)
 		}

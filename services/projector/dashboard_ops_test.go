@@ -22,6 +22,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 )
 
 // script publishes hand-written events of one session straight to the
@@ -120,8 +121,8 @@ func TestDashboardDeepLink(t *testing.T) {
 	r.waitReady(t)
 	publishN(t, e, gen.NewSession("dl-a", t0), 25)
 	publishN(t, e, gen.NewSession("dl-b", t0.Add(time.Minute)), 12)
-	r.waitSession(t, "dl-a", func(d projector.Detail) bool { return d.LastSeq == 25 })
-	r.waitSession(t, "dl-b", func(d projector.Detail) bool { return d.LastSeq == 12 })
+	r.waitSession(t, "dl-a", func(d httpapi.Detail) bool { return d.LastSeq == 25 })
+	r.waitSession(t, "dl-b", func(d httpapi.Detail) bool { return d.LastSeq == 12 })
 
 	b := newBrowser(t, e.ctx, 1280, 860)
 	b.do("open a pasted link",
@@ -189,12 +190,12 @@ func TestSearchIndex(t *testing.T) {
 		c := newScript(t, e, fmt.Sprintf("common-%d", i))
 		c.add(schema.TypeSessionCreated, `{"title":"common chores"}`)
 	}
-	r.waitSession(t, "srch-1", func(d projector.Detail) bool { return d.LastSeq == 5 })
-	r.waitSession(t, "common-4", func(d projector.Detail) bool { return d.LastSeq == 1 })
+	r.waitSession(t, "srch-1", func(d httpapi.Detail) bool { return d.LastSeq == 5 })
+	r.waitSession(t, "common-4", func(d httpapi.Detail) bool { return d.LastSeq == 1 })
 
-	search := func(q string, after string, limit int) projector.SearchResult {
+	search := func(q string, after string, limit int) httpapi.SearchResult {
 		t.Helper()
-		var out projector.SearchResult
+		var out httpapi.SearchResult
 		r.getJSON(t, "/v1/search?q="+url.QueryEscape(q)+"&after="+after+"&limit="+fmt.Sprint(limit), &out)
 		return out
 	}
@@ -252,8 +253,8 @@ func TestDashboardSearch(t *testing.T) {
 	s.add(schema.TypeSessionCreated, `{"title":"an ordinary title"}`)
 	s.add(schema.TypeTurnStarted, `{}`, inTurn("t1"))
 	s.add(schema.TypeMessageUser, `{"content":"please feed the axolotl before noon"}`, inTurn("t1"))
-	r.waitSession(t, "find-me", func(d projector.Detail) bool { return d.LastSeq == 3 })
-	r.waitSession(t, "other", func(d projector.Detail) bool { return d.LastSeq == 12 })
+	r.waitSession(t, "find-me", func(d httpapi.Detail) bool { return d.LastSeq == 3 })
+	r.waitSession(t, "other", func(d httpapi.Detail) bool { return d.LastSeq == 12 })
 
 	b := newBrowser(t, e.ctx, 1280, 860)
 	b.do("search from the box",
@@ -300,8 +301,8 @@ func TestDashboardForkTree(t *testing.T) {
 		c.publish(ev)
 	}
 	c.add(schema.TypeForkCommitted, `{"seedLength":11}`, synthetic)
-	r.waitSession(t, "tree-child", func(d projector.Detail) bool { return d.LastSeq == 12 && d.Status == projector.StatusIdle })
-	r.waitSession(t, "tree-parent", func(d projector.Detail) bool { return d.LastSeq == 21 })
+	r.waitSession(t, "tree-child", func(d httpapi.Detail) bool { return d.LastSeq == 12 && d.Status == projector.StatusIdle })
+	r.waitSession(t, "tree-parent", func(d httpapi.Detail) bool { return d.LastSeq == 21 })
 
 	b := newBrowser(t, e.ctx, 1280, 860)
 	b.do("the parent's tree",
@@ -339,8 +340,8 @@ func TestDashboardResume(t *testing.T) {
 	publishN(t, e, gen.NewSession("rs-1", t0), 11) // created and one whole turn
 	s := &script{t: t, e: e, id: "rs-1", seq: 11}
 	s.add(schema.TypeSessionPaused, `{"reason":"operator hold"}`)
-	waitStatus := func(status string) projector.Detail {
-		return waitDetailToken(t, r, token, "rs-1", func(d projector.Detail) bool { return d.Status == status })
+	waitStatus := func(status string) httpapi.Detail {
+		return waitDetailToken(t, r, token, "rs-1", func(d httpapi.Detail) bool { return d.Status == status })
 	}
 	waitStatus(projector.StatusPaused)
 
@@ -471,7 +472,7 @@ func TestDashboardRepairedOutcomeUnknown(t *testing.T) {
 		s.seq = ev.Seq
 		s.publish(ev)
 	}
-	r.waitSession(t, "ou-1", func(d projector.Detail) bool { return d.LastSeq == s.seq })
+	r.waitSession(t, "ou-1", func(d httpapi.Detail) bool { return d.LastSeq == s.seq })
 
 	b := newBrowser(t, e.ctx, 1280, 860)
 	b.do("open the repaired session",
@@ -508,7 +509,7 @@ func TestDashboardLongSession(t *testing.T) {
 	r.waitReady(t)
 	const n = 10_003
 	publishN(t, e, gen.NewSession("long", t0), n)
-	r.waitSession(t, "long", func(d projector.Detail) bool { return d.LastSeq == n })
+	r.waitSession(t, "long", func(d httpapi.Detail) bool { return d.LastSeq == n })
 
 	b := newBrowser(t, e.ctx, 1280, 860)
 	b.do("start the browser", chromedp.Navigate("about:blank"))
@@ -557,8 +558,8 @@ func TestDashboardShowsMarkupAsText(t *testing.T) {
 	c := newScript(t, e, "xss-child")
 	c.add(schema.TypeSessionCreated, `{"title":`+mk(img)+`,"parent":{"sessionId":"xss","seedLength":1,"depth":1}}`, synthetic)
 	c.add(schema.TypeForkCommitted, `{"seedLength":1}`, synthetic)
-	r.waitSession(t, "xss", func(d projector.Detail) bool { return d.LastSeq == 6 })
-	r.waitSession(t, "xss-child", func(d projector.Detail) bool { return d.LastSeq == 2 })
+	r.waitSession(t, "xss", func(d httpapi.Detail) bool { return d.LastSeq == 6 })
+	r.waitSession(t, "xss-child", func(d httpapi.Detail) bool { return d.LastSeq == 2 })
 
 	b := newBrowser(t, e.ctx, 1280, 860)
 	b.do("list, search, session, tree, expanded call",
@@ -605,7 +606,7 @@ func TestDashboardForkFromPage(t *testing.T) {
 	r := e.start(t.TempDir(), func(c *projector.Config) { c.Conn = e.nc })
 	r.waitReady(t)
 	publishN(t, e, gen.NewSession("fk-parent", t0), 21) // turns end at 11 and 21
-	r.waitSession(t, "fk-parent", func(d projector.Detail) bool { return d.LastSeq == 21 })
+	r.waitSession(t, "fk-parent", func(d httpapi.Detail) bool { return d.LastSeq == 21 })
 
 	b := newBrowser(t, e.ctx, 1280, 860)
 	b.do("fork inside a turn",
@@ -627,7 +628,7 @@ func TestDashboardForkFromPage(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#fork-child`)),
 	)
 	child := b.text(`#fork-child`)
-	d := r.waitSession(t, child, func(d projector.Detail) bool { return d.Status == projector.StatusIdle })
+	d := r.waitSession(t, child, func(d httpapi.Detail) bool { return d.Status == projector.StatusIdle })
 	if d.Parent == nil || d.Parent.SessionID != "fk-parent" || d.Parent.SeedLength != 11 {
 		t.Fatalf("the child's parent: %+v", d.Parent)
 	}
@@ -651,7 +652,7 @@ func TestDashboardShowsAbandoned(t *testing.T) {
 	s.add(schema.TypeContextRewound, `{"toEventId":"e2","toSeq":2}`)
 	s.add(schema.TypeMessageUser, `{"content":"two, again"}`) // 6
 	s.add(schema.TypeSessionTitled, `{"title":"rewound"}`)
-	r.waitSession(t, "rw-1", func(d projector.Detail) bool { return d.LastSeq == 7 })
+	r.waitSession(t, "rw-1", func(d httpapi.Detail) bool { return d.LastSeq == 7 })
 
 	b := newBrowser(t, e.ctx, 1280, 860)
 	b.do("open the rewound session",

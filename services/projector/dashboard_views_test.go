@@ -18,6 +18,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 )
 
 // startRepairer runs the repairer (sessions.api.repair and erase) and
@@ -46,9 +47,9 @@ func startEraser(t *testing.T, e *env) {
 
 // waitDetailToken waits until the summary of id, read with the bearer
 // token, satisfies ok, and returns it.
-func waitDetailToken(t *testing.T, r *running, token, id string, ok func(projector.Detail) bool) projector.Detail {
+func waitDetailToken(t *testing.T, r *running, token, id string, ok func(httpapi.Detail) bool) httpapi.Detail {
 	t.Helper()
-	var d projector.Detail
+	var d httpapi.Detail
 	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
 		req, _ := http.NewRequest("GET", r.srv.URL+"/v1/sessions/"+id, nil)
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -57,7 +58,7 @@ func waitDetailToken(t *testing.T, r *running, token, id string, ok func(project
 			return err
 		}
 		defer resp.Body.Close()
-		d = projector.Detail{}
+		d = httpapi.Detail{}
 		json.NewDecoder(resp.Body).Decode(&d)
 		if !ok(d) {
 			return fmt.Errorf("%s: status %d, summary %+v", id, resp.StatusCode, d)
@@ -112,7 +113,7 @@ func TestDashboardForkCopyNotRepair(t *testing.T) {
 			repairedResult = ev.Seq
 		}
 	}
-	r.waitSession(t, "fc-child", func(d projector.Detail) bool { return d.LastSeq == s.seq })
+	r.waitSession(t, "fc-child", func(d httpapi.Detail) bool { return d.LastSeq == s.seq })
 
 	b := newBrowser(t, e.ctx, 1280, 860)
 	b.do("open the child", chromedp.Navigate(r.srv.URL+"/?s=fc-child"),
@@ -150,7 +151,7 @@ func TestDashboardChartsFit(t *testing.T) {
 	for i := range 4 {
 		publishN(t, e, gen.NewSession(fmt.Sprintf("cf-%d", i), t0), 600)
 	}
-	var o projector.Overview
+	var o httpapi.Overview
 	for deadline := time.Now().Add(30 * time.Second); len(o.History) < 40; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the overview holds %d samples", len(o.History))
@@ -223,7 +224,7 @@ func TestDashboardViews(t *testing.T) {
 	r := e.start(t.TempDir())
 	r.waitReady(t)
 	publishN(t, e, gen.NewSession("vw-1", t0), 11)
-	r.waitSession(t, "vw-1", func(d projector.Detail) bool { return d.LastSeq == 11 })
+	r.waitSession(t, "vw-1", func(d httpapi.Detail) bool { return d.LastSeq == 11 })
 
 	b := newBrowser(t, e.ctx, 1280, 860)
 	view := func(what, want string) {
@@ -289,7 +290,7 @@ func TestDashboardRepairNow(t *testing.T) {
 	r := e.start(t.TempDir(), func(c *projector.Config) { c.Conn = e.nc })
 	r.waitReady(t)
 	openToolCall(t, e, "rn-1")
-	r.waitSession(t, "rn-1", func(d projector.Detail) bool { return d.LastSeq == 4 })
+	r.waitSession(t, "rn-1", func(d httpapi.Detail) bool { return d.LastSeq == 4 })
 
 	b := newBrowser(t, e.ctx, 1280, 860)
 	b.do("repair now", chromedp.Navigate(r.srv.URL+"/?s=rn-1"),
@@ -326,7 +327,7 @@ func TestDashboardErase(t *testing.T) {
 	plain.waitReady(t)
 	publishN(t, e, gen.NewSession("er-1", t0), 11)
 	for _, p := range []*running{r, plain} {
-		waitDetailToken(t, p, token, "er-1", func(d projector.Detail) bool { return d.LastSeq == 11 })
+		waitDetailToken(t, p, token, "er-1", func(d httpapi.Detail) bool { return d.LastSeq == 11 })
 	}
 	eraseForm := func(b *browser, reason, confirm string) {
 		b.do("erase "+reason, chromedp.Click(chromedp.CSS(`#act-erase`)),
@@ -394,7 +395,7 @@ func TestDashboardEraseAccepted(t *testing.T) {
 	r := e.start(t.TempDir(), func(c *projector.Config) { c.Conn, c.Operator = e.nc, e.nc })
 	r.waitReady(t)
 	publishN(t, e, gen.NewSession("ea-1", t0), 11)
-	r.waitSession(t, "ea-1", func(d projector.Detail) bool { return d.LastSeq == 11 })
+	r.waitSession(t, "ea-1", func(d httpapi.Detail) bool { return d.LastSeq == 11 })
 
 	b := newBrowser(t, e.ctx, 1280, 860)
 	b.do("erase", chromedp.Navigate(r.srv.URL+"/?s=ea-1"),

@@ -14,6 +14,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 )
 
 // publish stores events of a generated session straight in the stream.
@@ -111,20 +112,20 @@ func TestSequenceDiscipline(t *testing.T) {
 
 	publishN(t, e, ok, 5)
 
-	d := r.waitSession(t, "ok", func(d projector.Detail) bool { return d.LastSeq == 10 })
+	d := r.waitSession(t, "ok", func(d httpapi.Detail) bool { return d.LastSeq == 10 })
 	if d.Status == projector.StatusUnreadable || d.Status == projector.StatusGap || d.Problem != nil {
 		t.Fatalf("ok: %s %+v", d.Status, d.Problem)
 	}
 
-	d = r.waitSession(t, "dup", func(d projector.Detail) bool { return d.Status == projector.StatusUnreadable })
+	d = r.waitSession(t, "dup", func(d httpapi.Detail) bool { return d.Status == projector.StatusUnreadable })
 	if d.LastSeq != 4 || d.Problem.Seq != 5 || d.Problem.GotSeq != 4 {
 		t.Fatalf("dup: lastSeq %d problem %+v", d.LastSeq, d.Problem)
 	}
-	d = r.waitSession(t, "twice", func(d projector.Detail) bool { return d.LastSeq == 6 })
+	d = r.waitSession(t, "twice", func(d httpapi.Detail) bool { return d.LastSeq == 6 })
 	if d.Problem != nil {
 		t.Fatalf("twice: %+v", d.Problem)
 	}
-	var ev projector.Events
+	var ev httpapi.Events
 	r.getJSON(t, "/v1/sessions/dup/events?after=3&limit=1", &ev)
 	if len(ev.Events) != 1 || !json.Valid(ev.Events[0]) {
 		t.Fatalf("dup events: %s", ev.Events)
@@ -135,7 +136,7 @@ func TestSequenceDiscipline(t *testing.T) {
 	if code, body := r.get(t, "/v1/sessions/dup/context"); code != 409 || !strings.Contains(string(body), `"unreadable"`) {
 		t.Fatalf("dup context: %d %s", code, body)
 	}
-	var c projector.Context
+	var c httpapi.Context
 	r.getJSON(t, "/v1/sessions/twice/context", &c)
 	for _, en := range c.Entries {
 		if en.Seq == 4 && string(en.Data) == `{"content":"a different reply"}` {
@@ -143,12 +144,12 @@ func TestSequenceDiscipline(t *testing.T) {
 		}
 	}
 
-	d = r.waitSession(t, "gap", func(d projector.Detail) bool { return d.Status == projector.StatusGap })
+	d = r.waitSession(t, "gap", func(d httpapi.Detail) bool { return d.Status == projector.StatusGap })
 	if d.LastSeq != 3 || d.Problem == nil || d.Problem.Seq != 4 || d.Problem.GotSeq != 5 {
 		t.Fatalf("gap: lastSeq %d problem %+v", d.LastSeq, d.Problem)
 	}
 
-	d = r.waitSession(t, "unk", func(d projector.Detail) bool { return d.Status == projector.StatusUnreadable })
+	d = r.waitSession(t, "unk", func(d httpapi.Detail) bool { return d.Status == projector.StatusUnreadable })
 	if d.LastSeq != 3 || d.Problem.Seq != 4 || d.Problem.Code != string(schema.CodeUnreadable) {
 		t.Fatalf("unknown type: lastSeq %d problem %+v", d.LastSeq, d.Problem)
 	}
@@ -157,16 +158,16 @@ func TestSequenceDiscipline(t *testing.T) {
 		t.Fatalf("unknown type: the views changed: %+v", d.OpenTurn)
 	}
 
-	d = r.waitSession(t, "ign", func(d projector.Detail) bool { return d.LastSeq == 6 || d.Problem != nil })
+	d = r.waitSession(t, "ign", func(d httpapi.Detail) bool { return d.LastSeq == 6 || d.Problem != nil })
 	if d.Problem != nil {
 		t.Fatalf("ignorable: %+v", d.Problem)
 	}
 
-	d = r.waitSession(t, "newer", func(d projector.Detail) bool { return d.Status == projector.StatusUnreadable })
+	d = r.waitSession(t, "newer", func(d httpapi.Detail) bool { return d.Status == projector.StatusUnreadable })
 	if d.LastSeq != 3 || d.Problem.Seq != 4 {
 		t.Fatalf("newer schema: lastSeq %d problem %+v", d.LastSeq, d.Problem)
 	}
-	d = r.waitSession(t, "junk", func(d projector.Detail) bool { return d.Status == projector.StatusUnreadable })
+	d = r.waitSession(t, "junk", func(d httpapi.Detail) bool { return d.Status == projector.StatusUnreadable })
 	if d.LastSeq != 2 {
 		t.Fatalf("junk: lastSeq %d", d.LastSeq)
 	}
@@ -176,7 +177,7 @@ func TestSequenceDiscipline(t *testing.T) {
 		t.Fatalf("junk events: %s", ev.Events)
 	}
 
-	var list projector.List
+	var list httpapi.List
 	r.getJSON(t, "/v1/sessions?status=unreadable", &list)
 	if len(list.Sessions) != 4 {
 		t.Fatalf("unreadable sessions: %d, want 4 (dup, unk, newer, junk)", len(list.Sessions))
@@ -194,7 +195,7 @@ func TestSequenceDiscipline(t *testing.T) {
 	if r2.Mode().Rebuild {
 		t.Fatalf("restart rebuilt: %s", r2.Mode().Reason)
 	}
-	d = r2.waitSession(t, "gap", func(d projector.Detail) bool { return true })
+	d = r2.waitSession(t, "gap", func(d httpapi.Detail) bool { return true })
 	if d.Status != projector.StatusGap {
 		t.Fatalf("gap after restart: %s", d.Status)
 	}
@@ -230,8 +231,8 @@ func TestContextAcrossCompactions(t *testing.T) {
 	pub(schema.TypeCompactionAborted, map[string]any{"compactionId": "c2", "reason": "timeout"})            // 9
 	user("five")                                                                                            // 10
 
-	r.waitSession(t, "ctx", func(d projector.Detail) bool { return d.LastSeq == 10 })
-	var c projector.Context
+	r.waitSession(t, "ctx", func(d httpapi.Detail) bool { return d.LastSeq == 10 })
+	var c httpapi.Context
 	r.getJSON(t, "/v1/sessions/ctx/context", &c)
 	if c.Compaction == nil || c.Compaction.Summary != "S1" || c.Compaction.ThroughSeq != 3 {
 		t.Fatalf("compaction: %+v", c.Compaction)
@@ -250,8 +251,8 @@ func TestContextAcrossCompactions(t *testing.T) {
 	pub(schema.TypeCompactionStarted, map[string]any{"compactionId": "c3", "throughSeq": 10})                // 11
 	pub(schema.TypeCompactionEnded, map[string]any{"compactionId": "c3", "throughSeq": 10, "summary": "S3"}) // 12
 	user("six")                                                                                              // 13
-	r.waitSession(t, "ctx", func(d projector.Detail) bool { return d.LastSeq == 13 })
-	c = projector.Context{}
+	r.waitSession(t, "ctx", func(d httpapi.Detail) bool { return d.LastSeq == 13 })
+	c = httpapi.Context{}
 	r.getJSON(t, "/v1/sessions/ctx/context", &c)
 	if c.Compaction == nil || c.Compaction.Summary != "S3" || len(c.Entries) != 1 || c.Entries[0].Seq != 13 || c.Entries[0].Role != "user" {
 		t.Fatalf("context after S3: %+v %+v", c.Compaction, c.Entries)
@@ -264,9 +265,9 @@ func TestContextAcrossCompactions(t *testing.T) {
 	pub(schema.TypeContextRewound, map[string]any{"toEventId": "e14", "toSeq": 14}) // 16
 	user("nine")                                                                    // 17
 	pub(schema.TypeSessionTitled, map[string]any{"title": "ctx, renamed"})          // 18
-	r.waitSession(t, "ctx", func(d projector.Detail) bool { return d.LastSeq == 18 })
+	r.waitSession(t, "ctx", func(d httpapi.Detail) bool { return d.LastSeq == 18 })
 	contents := func() []string {
-		c = projector.Context{}
+		c = httpapi.Context{}
 		r.getJSON(t, "/v1/sessions/ctx/context", &c)
 		var out []string
 		for _, en := range c.Entries {
@@ -281,7 +282,7 @@ func TestContextAcrossCompactions(t *testing.T) {
 	}
 	pub(schema.TypeContextRewound, map[string]any{"toEventId": "e12", "toSeq": 12}) // 19
 	user("ten")                                                                     // 20
-	d := r.waitSession(t, "ctx", func(d projector.Detail) bool { return d.LastSeq == 20 })
+	d := r.waitSession(t, "ctx", func(d httpapi.Detail) bool { return d.LastSeq == 20 })
 	if got, want := contents(), []string{"ten"}; !equal(got, want) || c.Compaction == nil || c.Compaction.Summary != "S3" {
 		t.Fatalf("context after a rewind to the compaction: %v, want %v after S3", got, want)
 	}
@@ -319,11 +320,11 @@ func testLineage(t *testing.T, l natstest.Layout) {
 			Data: json.RawMessage(`{"parent":{"sessionId":"parent","seedLength":11,"depth":1}}`)}
 		gen.Publish(e.ctx, e.ls, ev)
 	}
-	d := r.waitSession(t, "parent", func(d projector.Detail) bool { return len(d.Children) == 2 })
+	d := r.waitSession(t, "parent", func(d httpapi.Detail) bool { return len(d.Children) == 2 })
 	if d.Children[0] != "child-a" || d.Children[1] != "child-b" {
 		t.Fatalf("children: %v", d.Children)
 	}
-	c := r.waitSession(t, "child-a", func(d projector.Detail) bool { return d.LastSeq == 1 })
+	c := r.waitSession(t, "child-a", func(d httpapi.Detail) bool { return d.LastSeq == 1 })
 	if c.Parent == nil || c.Parent.SessionID != "parent" || !c.Forking || c.Status != projector.StatusActive {
 		t.Fatalf("child: parent %+v forking %v status %s", c.Parent, c.Forking, c.Status)
 	}

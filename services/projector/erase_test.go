@@ -15,6 +15,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 )
 
 // An erased session (DESIGN.md section 14) is refused by every read at
@@ -47,7 +48,7 @@ func TestErasedSessionLeavesEveryView(t *testing.T) {
 	dir := t.TempDir()
 	r := e.start(dir)
 	r.waitReady(t)
-	r.waitSession(t, "x-1", func(d projector.Detail) bool { return d.LastSeq > 0 })
+	r.waitSession(t, "x-1", func(d httpapi.Detail) bool { return d.LastSeq > 0 })
 
 	rec := e.erase("x-1")
 	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
@@ -63,7 +64,7 @@ func TestErasedSessionLeavesEveryView(t *testing.T) {
 		}
 		return nil
 	})
-	var page projector.AuditPage
+	var page httpapi.AuditPage
 	r.getJSON(t, "/v1/audit", &page)
 	if len(page.Records) != 1 || !reflect.DeepEqual(page.Records[0], api.AuditRecord{SessionID: "x-1", By: "test", Reason: "r", ErasedAt: rec.ErasedAt}) {
 		b, _ := json.Marshal(page)
@@ -101,7 +102,7 @@ func TestReadyWhenTheStreamsTailIsErased(t *testing.T) {
 	e.erase("y-0")
 	r := e.start(t.TempDir())
 	r.waitReady(t)
-	r.waitSession(t, "x-1", func(d projector.Detail) bool { return d.LastSeq > 0 })
+	r.waitSession(t, "x-1", func(d httpapi.Detail) bool { return d.LastSeq > 0 })
 	r.stop(t)
 
 	// Erased after the projector read where the stream ends and before
@@ -128,7 +129,7 @@ func TestVerifyAfterTheTailIsErased(t *testing.T) {
 	dir := t.TempDir()
 	r := e.start(dir)
 	r.waitReady(t)
-	r.waitSession(t, "b", func(d projector.Detail) bool { return d.LastSeq == 3 })
+	r.waitSession(t, "b", func(d httpapi.Detail) bool { return d.LastSeq == 3 })
 	e.erase("b")
 	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
 		if code, body := r.get(t, "/v1/sessions?limit=10"); code != 200 || strings.Contains(string(body), `"b"`) {

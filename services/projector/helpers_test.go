@@ -17,6 +17,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
@@ -118,15 +119,15 @@ func (r *running) waitReady(t *testing.T) {
 }
 
 // waitSeq waits until the session's view reaches seq (or status).
-func (r *running) waitSession(t *testing.T, id string, ok func(projector.Detail) bool) projector.Detail {
+func (r *running) waitSession(t *testing.T, id string, ok func(httpapi.Detail) bool) httpapi.Detail {
 	t.Helper()
-	var d projector.Detail
+	var d httpapi.Detail
 	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
 		code, body := r.get(t, "/v1/sessions/"+id)
 		if code != 200 {
 			return fmt.Errorf("status %d: %s", code, body)
 		}
-		d = projector.Detail{}
+		d = httpapi.Detail{}
 		if err := json.Unmarshal(body, &d); err != nil {
 			return err
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
-	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 )
 
 // What nats-server v2.15.3 says it lost of a stream (the "lost" of its
@@ -92,7 +92,7 @@ func TestRolledBackLostOnRecovery(t *testing.T) {
 			data := t.TempDir()
 			r := e.start(data)
 			r.waitReady(t)
-			r.waitSession(t, "early", func(d projector.Detail) bool { return d.LastSeq == 3 })
+			r.waitSession(t, "early", func(d httpapi.Detail) bool { return d.LastSeq == 3 })
 			r.stop(t)
 			publishN(t, e, gen.NewSession("late", t0), 3)
 

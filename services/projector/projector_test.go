@@ -12,6 +12,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
@@ -53,7 +54,7 @@ func testCatchUp(t *testing.T, l natstest.Layout) {
 	r := e.start(t.TempDir(), func(c *projector.Config) { c.MaxBatchEvents = 97; c.CacheSessions = 5; c.SnapshotEvery = 7 })
 	r.waitReady(t)
 
-	var list projector.List
+	var list httpapi.List
 	r.getJSON(t, "/v1/sessions?limit=7", &list)
 	if len(list.Sessions) != 7 || list.Next == "" {
 		t.Fatalf("first page: %d sessions, next %q", len(list.Sessions), list.Next)
@@ -77,7 +78,7 @@ func testCatchUp(t *testing.T, l natstest.Layout) {
 			break
 		}
 		next := list.Next
-		list = projector.List{}
+		list = httpapi.List{}
 		r.getJSON(t, "/v1/sessions?limit=7&after="+next, &list)
 	}
 	if len(seen) != 20 || pages != 3 {
@@ -85,7 +86,7 @@ func testCatchUp(t *testing.T, l natstest.Layout) {
 	}
 
 	for _, s := range fleet.Sessions {
-		var d projector.Detail
+		var d httpapi.Detail
 		r.getJSON(t, "/v1/sessions/"+s.ID, &d)
 		// The status and problem too: a fold that stopped (a gap or an
 		// unreadable message) says where and why.
@@ -102,7 +103,7 @@ func testCatchUp(t *testing.T, l natstest.Layout) {
 	var got []uint64
 	after := uint64(0)
 	for {
-		var ev projector.Events
+		var ev httpapi.Events
 		r.getJSON(t, fmt.Sprintf("/v1/sessions/%s/events?after=%d&limit=13", s0.ID, after), &ev)
 		for _, raw := range ev.Events {
 			var env schema.Envelope
@@ -122,14 +123,14 @@ func testCatchUp(t *testing.T, l natstest.Layout) {
 	if uint64(len(got)) != s0.Seq() {
 		t.Fatalf("events: %d, want %d", len(got), s0.Seq())
 	}
-	var mid projector.Events
+	var mid httpapi.Events
 	r.getJSON(t, fmt.Sprintf("/v1/sessions/%s/events?after=%d&limit=2", s0.ID, s0.Seq()-3), &mid)
 	if len(mid.Events) != 2 || mid.Next != s0.Seq()-1 || !mid.More {
 		t.Fatalf("events after %d: %d events next %d more %v", s0.Seq()-3, len(mid.Events), mid.Next, mid.More)
 	}
 
 	// Status filter: every listed session has that status.
-	var idle projector.List
+	var idle httpapi.List
 	r.getJSON(t, "/v1/sessions?status=idle&limit=1000", &idle)
 	for _, s := range idle.Sessions {
 		if s.Status != projector.StatusIdle {
@@ -327,7 +328,7 @@ func TestSessionReloadedWhileItsBatchIsInFlight(t *testing.T) {
 	t.Cleanup(release)
 	r.waitReady(t)
 	for _, s := range fleet.Sessions {
-		var d projector.Detail
+		var d httpapi.Detail
 		r.getJSON(t, "/v1/sessions/"+s.ID, &d)
 		if d.LastSeq != s.Seq() {
 			t.Fatalf("%s: lastSeq %d, generated %d", s.ID, d.LastSeq, s.Seq())

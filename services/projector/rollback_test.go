@@ -18,6 +18,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 )
 
 // A stream whose last sequence goes below what the projector consumed (the
@@ -37,10 +38,10 @@ func TestRolledBackProjector(t *testing.T) {
 	data := t.TempDir()
 	r := e.start(data, func(c *projector.Config) { c.Registerer, c.Gatherer = reg, reg })
 	r.waitReady(t)
-	r.waitSession(t, "late", func(d projector.Detail) bool { return d.LastSeq == 3 })
+	r.waitSession(t, "late", func(d httpapi.Detail) bool { return d.LastSeq == 3 })
 	// Grown, not rolled back: one check round passes with nothing raised.
 	publishN(t, e, gen.NewSession("more", t0), 1)
-	r.waitSession(t, "more", func(d projector.Detail) bool { return d.LastSeq == 1 })
+	r.waitSession(t, "more", func(d httpapi.Detail) bool { return d.LastSeq == 1 })
 	r.CheckStreams(ctx)
 	if err := r.Ready(); err != nil {
 		t.Fatalf("ready before the rollback: %v", err)
@@ -75,7 +76,7 @@ func TestRolledBackProjector(t *testing.T) {
 	if code, body := r.get(t, "/readyz"); code != 503 || !strings.Contains(string(body), "log_rolled_back") {
 		t.Errorf("/readyz: %d %s", code, body)
 	}
-	var o projector.Overview
+	var o httpapi.Overview
 	r.getJSON(t, "/v1/overview", &o)
 	if !strings.Contains(o.RolledBack, "log_rolled_back") {
 		t.Errorf("overview rolledBack %q", o.RolledBack)
@@ -116,7 +117,7 @@ func TestRolledBackOvertaken(t *testing.T) {
 	publishN(t, e, gen.NewSession("late", t0), 3)
 	r := e.start(t.TempDir())
 	r.waitReady(t)
-	r.waitSession(t, "late", func(d projector.Detail) bool { return d.LastSeq == 3 })
+	r.waitSession(t, "late", func(d httpapi.Detail) bool { return d.LastSeq == 3 })
 
 	rs.restart("b")
 	publishN(t, e, gen.NewSession("other", t0), 4) // seqs 4..7 of the stream
@@ -141,7 +142,7 @@ func TestRolledBackDamagedBlock(t *testing.T) {
 	data := t.TempDir()
 	r := e.start(data)
 	r.waitReady(t)
-	r.waitSession(t, "late", func(d projector.Detail) bool { return d.LastSeq == 3 })
+	r.waitSession(t, "late", func(d httpapi.Detail) bool { return d.LastSeq == 3 })
 	r.stop(t)
 
 	// A bit of the last message's record flipped while the server is

@@ -18,6 +18,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 )
 
 // TestStreamedAnswersEqualWhole: /context, /events and /export (its own
@@ -40,7 +41,7 @@ func TestStreamedAnswersEqualWhole(t *testing.T) {
 		_ = last
 	}
 	for _, id := range []string{"whole", "rewound"} {
-		d := r.waitSession(t, id, func(d projector.Detail) bool {
+		d := r.waitSession(t, id, func(d httpapi.Detail) bool {
 			if d.Problem != nil {
 				t.Fatalf("%s: %+v", id, d.Problem)
 			}
@@ -124,7 +125,7 @@ func TestAnswerToAClientThatDoesNotReadIsCut(t *testing.T) {
 	if _, err := e.ls.PublishUnchecked(e.ctx, gen.Chat(id, 2000, 250, false, t0)); err != nil {
 		t.Fatal(err)
 	}
-	r.waitSession(t, id, func(d projector.Detail) bool { return d.LastSeq >= 2000*8+1 && d.Status == projector.StatusIdle })
+	r.waitSession(t, id, func(d httpapi.Detail) bool { return d.LastSeq >= 2000*8+1 && d.Status == projector.StatusIdle })
 	srv := httptest.NewUnstartedServer(r.Handler())
 	srv.Listener = sendLittle{srv.Listener}
 	srv.Start()

@@ -13,6 +13,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/eraser"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 )
 
 // TestTenantAuditPages: the sessions of two tenants and of the default
@@ -61,10 +62,10 @@ func TestTenantAuditPages(t *testing.T) {
 		{"acme:bob", bob, []string{"a1", "a3", "g"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			page := func(after string, limit int) projector.AuditPage {
+			page := func(after string, limit int) httpapi.AuditPage {
 				t.Helper()
 				code, body := tenantGet(t, r, c.token, fmt.Sprintf("/v1/audit?after=%s&limit=%d", after, limit))
-				var p projector.AuditPage
+				var p httpapi.AuditPage
 				if code == 400 && strings.Contains(c.name, ":") && strings.Contains(body, `"code":"bad_request"`) {
 					return p
 				}
@@ -129,7 +130,7 @@ func TestTenantAuditRestart(t *testing.T) {
 	audit := func(r *running, token, after string) (ids []string, next uint64) {
 		t.Helper()
 		code, body := tenantGet(t, r, token, "/v1/audit?after="+after)
-		var p projector.AuditPage
+		var p httpapi.AuditPage
 		if code != 200 || json.Unmarshal([]byte(body), &p) != nil {
 			t.Fatalf("GET /v1/audit?after=%s: %d %s", after, code, body)
 		}
@@ -302,7 +303,7 @@ func TestTenantAuditAgentCursors(t *testing.T) {
 	page := func(token, after string, limit int) (code int, ids []string, next uint64, body string) {
 		t.Helper()
 		code, body = tenantGet(t, r, token, fmt.Sprintf("/v1/audit?after=%s&limit=%d", after, limit))
-		var p projector.AuditPage
+		var p httpapi.AuditPage
 		if code == 200 && json.Unmarshal([]byte(body), &p) != nil {
 			t.Fatalf("GET /v1/audit?after=%s: %d %s", after, code, body)
 		}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
@@ -54,9 +54,9 @@ func tenantAnswer(t *testing.T, r *running, token, path string, durable int) (in
 // and its next.
 func pageIDs(body string) (ids []string, next string) {
 	var l struct {
-		Sessions []store.Summary       `json:"sessions"`
-		Results  []projector.SearchHit `json:"results"`
-		Next     string                `json:"next"`
+		Sessions []store.Summary     `json:"sessions"`
+		Results  []httpapi.SearchHit `json:"results"`
+		Next     string              `json:"next"`
 	}
 	json.Unmarshal([]byte(body), &l)
 	for _, s := range l.Sessions {
@@ -205,7 +205,7 @@ func TestTenantNames(t *testing.T) {
 
 	// Every read of every session.
 	for _, id := range own {
-		var d projector.Detail
+		var d httpapi.Detail
 		json.Unmarshal([]byte(check("/v1/sessions/"+id, 200)), &d)
 		lastSeq = int(d.LastSeq)
 		for _, sub := range []string{"", "/events", "/context", "/tree", "/watch", "/acp", "/export",
@@ -213,7 +213,7 @@ func TestTenantNames(t *testing.T) {
 			check("/v1/sessions/"+id+sub, 200)
 		}
 	}
-	var d projector.Detail
+	var d httpapi.Detail
 	json.Unmarshal([]byte(check("/v1/sessions/s1", 200)), &d)
 	if d.SessionID != "s1" || d.Title != "zebra acme" || !slices.Equal(d.Children, []string{"s2"}) {
 		t.Errorf("s1: %s %q children %v", d.SessionID, d.Title, d.Children)
@@ -222,7 +222,7 @@ func TestTenantNames(t *testing.T) {
 	if d.Parent == nil || d.Parent.SessionID != "s1" {
 		t.Errorf("s2's parent: %+v", d.Parent)
 	}
-	var tr projector.Tree
+	var tr httpapi.Tree
 	json.Unmarshal([]byte(check("/v1/sessions/s2/tree", 200)), &tr)
 	if tr.SessionID != "s2" || len(tr.Ancestors) != 1 || tr.Ancestors[0].SessionID != "s1" || tr.Self.Parent != "s1" {
 		t.Errorf("s2's tree: %+v", tr)
@@ -239,7 +239,7 @@ func TestTenantNames(t *testing.T) {
 	}
 
 	// The audit and the erased, missing and others' sessions.
-	var audit projector.AuditPage
+	var audit httpapi.AuditPage
 	json.Unmarshal([]byte(check("/v1/audit", 200)), &audit)
 	if len(audit.Records) != 1 || audit.Records[0].SessionID != "gone" {
 		t.Errorf("audit: %+v", audit.Records)

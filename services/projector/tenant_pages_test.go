@@ -9,6 +9,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 )
 
 // TestTenantPages: the sessions of two tenants and of the default tenant,
@@ -41,7 +42,7 @@ func TestTenantPages(t *testing.T) {
 		}
 	}
 	for _, id := range all {
-		waitDetailToken(t, r, op, id, func(d projector.Detail) bool { return d.LastSeq == 1 })
+		waitDetailToken(t, r, op, id, func(d httpapi.Detail) bool { return d.LastSeq == 1 })
 	}
 
 	for _, tn := range tenants {

@@ -13,6 +13,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/httpauth"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 )
 
 // tenantGet is GET path with token in the Authorization header (none:
@@ -75,13 +76,13 @@ func TestTenantTokens(t *testing.T) {
 			name := func(id string) string { return wireName(c.prefix, id) }
 			checkSees(t, r, c.token, c.prefix, all, c.own, c.audit)
 			if slices.Contains(c.own, "_Tacme_s1") {
-				var d projector.Detail
+				var d httpapi.Detail
 				_, body := tenantGet(t, r, c.token, "/v1/sessions/"+name("_Tacme_s1"))
 				json.Unmarshal([]byte(body), &d)
 				if !slices.Equal(d.Children, c.children) {
 					t.Errorf("children %v, want %v", d.Children, c.children)
 				}
-				var tr projector.Tree
+				var tr httpapi.Tree
 				_, body = tenantGet(t, r, c.token, "/v1/sessions/"+name("_Tacme_s1")+"/tree")
 				json.Unmarshal([]byte(body), &tr)
 				var desc []string
@@ -93,7 +94,7 @@ func TestTenantTokens(t *testing.T) {
 				}
 			}
 			if slices.Contains(c.own, "_Tbeta_x") {
-				var tr projector.Tree
+				var tr httpapi.Tree
 				_, body := tenantGet(t, r, c.token, "/v1/sessions/"+name("_Tbeta_x")+"/tree")
 				json.Unmarshal([]byte(body), &tr)
 				if len(tr.Ancestors) != 1 && c.token == op || len(tr.Ancestors) != 0 && c.token != op {
@@ -196,7 +197,7 @@ func createTenantSessions(t *testing.T, e *env, r *running, op string, sessions 
 		s.add(schema.TypeMessageUser, `{"content":[{"type":"text","text":"feed the zebra"}]}`, inTurn("t1"))
 	}
 	for id, s := range scripts {
-		waitDetailToken(t, r, op, id, func(d projector.Detail) bool { return d.LastSeq == s.seq })
+		waitDetailToken(t, r, op, id, func(d httpapi.Detail) bool { return d.LastSeq == s.seq })
 	}
 	return scripts
 }
@@ -250,7 +251,7 @@ func checkSees(t *testing.T, r *running, token, prefix string, all, own, audit [
 		return got
 	}
 	list := ids("/v1/sessions", func(b []byte) (out []string) {
-		var l projector.List
+		var l httpapi.List
 		json.Unmarshal(b, &l)
 		for _, s := range l.Sessions {
 			out = append(out, s.SessionID)
@@ -263,7 +264,7 @@ func checkSees(t *testing.T, r *running, token, prefix string, all, own, audit [
 	// Paged one session at a time, the list holds the same.
 	var paged []string
 	for after, n := "", 0; n <= len(all); n++ {
-		var l projector.List
+		var l httpapi.List
 		_, body := tenantGet(t, r, token, "/v1/sessions?limit=1&after="+after)
 		json.Unmarshal([]byte(body), &l)
 		for _, s := range l.Sessions {
@@ -289,7 +290,7 @@ func checkSees(t *testing.T, r *running, token, prefix string, all, own, audit [
 		}
 	}
 	found := ids("/v1/search?q=zebra", func(b []byte) (out []string) {
-		var l projector.SearchResult
+		var l httpapi.SearchResult
 		json.Unmarshal(b, &l)
 		for _, s := range l.Results {
 			out = append(out, s.Summary.SessionID)
@@ -300,7 +301,7 @@ func checkSees(t *testing.T, r *running, token, prefix string, all, own, audit [
 		t.Errorf("search %v, want %v", found, own)
 	}
 	audited := ids("/v1/audit", func(b []byte) []string {
-		var p projector.AuditPage
+		var p httpapi.AuditPage
 		json.Unmarshal(b, &p)
 		out := []string{}
 		for _, a := range p.Records {
@@ -394,10 +395,10 @@ func TestTenantAgentTokens(t *testing.T) {
 			if !slices.Contains(c.own, "_Tacme_a1") {
 				return
 			}
-			var d projector.Detail
+			var d httpapi.Detail
 			_, body = tenantGet(t, r, c.token, "/v1/sessions/"+name("_Tacme_a1"))
 			json.Unmarshal([]byte(body), &d)
-			var tr projector.Tree
+			var tr httpapi.Tree
 			_, tbody := tenantGet(t, r, c.token, "/v1/sessions/"+name("_Tacme_a1")+"/tree")
 			json.Unmarshal([]byte(tbody), &tr)
 			var desc []string
@@ -424,7 +425,7 @@ func TestTenantAgentTokens(t *testing.T) {
 	// bob grants _Tacme_b3 to alice: once folded, alice sees it.
 	b3 := scripts["_Tacme_b3"]
 	b3.add(schema.TypeSessionGranted, `{"grants":["alice"]}`)
-	waitDetailToken(t, r, op, "_Tacme_b3", func(d projector.Detail) bool { return d.LastSeq == b3.seq })
+	waitDetailToken(t, r, op, "_Tacme_b3", func(d httpapi.Detail) bool { return d.LastSeq == b3.seq })
 	wants[2].own = []string{"_Tacme_a1", "_Tacme_a2", "_Tacme_b1", "_Tacme_b3"}
 	wants[2].name = "alice granted b3"
 	check(wants[2])

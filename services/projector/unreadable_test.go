@@ -21,6 +21,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 )
 
 // hostile is a message written straight to a session's subject, around
@@ -96,11 +97,11 @@ func TestHostileMessageMakesSessionUnreadable(t *testing.T) {
 			publishN(t, e, badS, 2) // seqs 5 and 6, after the bad message
 			publishN(t, e, okS, 3)
 
-			d := r.waitSession(t, bad, func(d projector.Detail) bool { return d.Status == projector.StatusUnreadable })
+			d := r.waitSession(t, bad, func(d httpapi.Detail) bool { return d.Status == projector.StatusUnreadable })
 			if d.LastSeq != 4 || d.Problem == nil || d.Problem.Seq != 5 || d.Problem.Code != string(schema.CodeUnreadable) {
 				t.Fatalf("bad session: lastSeq %d problem %+v", d.LastSeq, d.Problem)
 			}
-			o := r.waitSession(t, ok, func(d projector.Detail) bool { return d.LastSeq == 6 })
+			o := r.waitSession(t, ok, func(d httpapi.Detail) bool { return d.LastSeq == 6 })
 			if o.Problem != nil {
 				t.Fatalf("the other session: %s %+v", o.Status, o.Problem)
 			}
@@ -134,7 +135,7 @@ func TestHostileMessageMakesSessionUnreadable(t *testing.T) {
 		if code != 409 || !strings.Contains(string(b), `"code":"unreadable"`) {
 			t.Fatalf("unjudged events: %d %s", code, b)
 		}
-		d := r.waitSession(t, id, func(d projector.Detail) bool { return d.Status == projector.StatusUnreadable })
+		d := r.waitSession(t, id, func(d httpapi.Detail) bool { return d.Status == projector.StatusUnreadable })
 		if d.LastSeq != 3 || d.Problem.Seq != 4 {
 			t.Fatalf("lastSeq %d problem %+v", d.LastSeq, d.Problem)
 		}
@@ -193,7 +194,7 @@ func checkEvents(t *testing.T, r *running, id string, good []schema.Envelope, ma
 		if code != 200 {
 			t.Fatalf("%s events after %d: %d %s", id, after, code, b)
 		}
-		var ev projector.Events
+		var ev httpapi.Events
 		if err := json.Unmarshal(b, &ev); err != nil {
 			t.Fatal(err)
 		}
@@ -259,7 +260,7 @@ func never5xx(t *testing.T, r *running, id string) {
 func summaries(t *testing.T, r *running) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	var list projector.List
+	var list httpapi.List
 	r.getJSON(t, "/v1/sessions?limit=1000", &list)
 	for _, s := range list.Sessions {
 		b, _ := json.Marshal(s)
@@ -331,12 +332,12 @@ func watchUntilEnd(t *testing.T, ctx context.Context, url string) <-chan watchRe
 		defer resp.Body.Close()
 		var res watchResult
 		var raw strings.Builder
-		err := readSSE(io.TeeReader(resp.Body, &raw), func(id, kind string, ev projector.WatchEvent, data string) {
+		err := readSSE(io.TeeReader(resp.Body, &raw), func(id, kind string, ev httpapi.WatchEvent, data string) {
 			switch kind {
 			case "durable":
 				res.seqs = append(res.seqs, ev.Seq)
 			case "error":
-				var end projector.WatchEnd
+				var end httpapi.WatchEnd
 				if err := json.Unmarshal([]byte(data), &end); err == nil {
 					res.endCode, res.resumeAfter = end.Error.Code, end.ResumeAfter
 				}

@@ -22,11 +22,12 @@ import (
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/internal/netproxy"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 )
 
 type sseEvent struct {
 	id, kind string
-	data     projector.WatchEvent
+	data     httpapi.WatchEvent
 	raw      string // the data line as sent
 }
 
@@ -106,7 +107,7 @@ func testWatchReconnectAndTransient(t *testing.T, l natstest.Layout) {
 	r.waitReady(t)
 	s := gen.NewSession("w", t0)
 	publishN(t, e, s, 10)
-	r.waitSession(t, "w", func(d projector.Detail) bool { return d.LastSeq == 10 })
+	r.waitSession(t, "w", func(d httpapi.Detail) bool { return d.LastSeq == 10 })
 
 	ctx, cancel := context.WithCancel(e.ctx)
 	ch, _ := sse(t, ctx, r.srv.URL+"/v1/sessions/w/watch?after=0", "")
@@ -193,7 +194,7 @@ func TestWatchHugeAfterDoesNotHang(t *testing.T) {
 
 // readSSE parses an SSE stream until it ends, calling fn for each event
 // (pings skipped); the data of an "error" event is in raw.
-func readSSE(body io.Reader, fn func(id, kind string, data projector.WatchEvent, raw string)) error {
+func readSSE(body io.Reader, fn func(id, kind string, data httpapi.WatchEvent, raw string)) error {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	var id, kind, data string
@@ -202,7 +203,7 @@ func readSSE(body io.Reader, fn func(id, kind string, data projector.WatchEvent,
 		switch {
 		case line == "":
 			if kind != "" {
-				var ev projector.WatchEvent
+				var ev httpapi.WatchEvent
 				if kind != "error" {
 					if err := json.Unmarshal([]byte(data), &ev); err != nil {
 						return fmt.Errorf("event %s %s: %w", id, kind, err)
@@ -280,7 +281,7 @@ func TestWatchMemoryBound(t *testing.T) {
 	r := e.start(t.TempDir(), func(c *projector.Config) {
 		c.Registerer = reg
 		c.Heartbeat = time.Hour // pings would only add writes to blocked streams
-		c.Watch = projector.WatchLimits{QueueBytes: queueBytes, PageBytes: 1 << 20, MaxTransientBytes: 64 << 10, WriteTimeout: 5 * time.Minute}
+		c.Watch = httpapi.WatchLimits{QueueBytes: queueBytes, PageBytes: 1 << 20, MaxTransientBytes: 64 << 10, WriteTimeout: 5 * time.Minute}
 	})
 	r.waitReady(t)
 
@@ -289,7 +290,7 @@ func TestWatchMemoryBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitSession(t, id, func(d projector.Detail) bool { return d.LastSeq == last })
+	r.waitSession(t, id, func(d httpapi.Detail) bool { return d.LastSeq == last })
 	heap0, rss0 := memFigures()
 
 	// The slow watchers, with a small receive buffer (loopback would
@@ -385,8 +386,8 @@ func TestWatchMemoryBound(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var seen uint64
-			var end *projector.WatchEnd
-			err := readSSE(resp.Body, func(id, kind string, ev projector.WatchEvent, raw string) {
+			var end *httpapi.WatchEnd
+			err := readSSE(resp.Body, func(id, kind string, ev httpapi.WatchEvent, raw string) {
 				switch {
 				case end != nil:
 					errs <- fmt.Errorf("watcher %d: %s %s after the error event", i, kind, id)
@@ -400,8 +401,8 @@ func TestWatchMemoryBound(t *testing.T) {
 						errs <- fmt.Errorf("watcher %d: transient after %d at %d", i, *ev.AfterSeq, seen)
 					}
 				case kind == "error":
-					end = &projector.WatchEnd{}
-					if err := json.Unmarshal([]byte(raw), end); err != nil || end.Error.Code != projector.CodeSlowConsumer || end.ResumeAfter != seen || id != strconv.FormatUint(seen, 10) {
+					end = &httpapi.WatchEnd{}
+					if err := json.Unmarshal([]byte(raw), end); err != nil || end.Error.Code != httpapi.CodeSlowConsumer || end.ResumeAfter != seen || id != strconv.FormatUint(seen, 10) {
 						errs <- fmt.Errorf("watcher %d: error event id %s %s after %d (%v)", i, id, raw, seen, err)
 					}
 				}
@@ -423,7 +424,7 @@ func TestWatchMemoryBound(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	if got := counterValue(t, reg, "sessionlog_projector_watches_ended_total", projector.CodeSlowConsumer); got != watchers {
+	if got := counterValue(t, reg, "sessionlog_projector_watches_ended_total", httpapi.CodeSlowConsumer); got != watchers {
 		t.Errorf("%v watches ended as slow consumers, want %d", got, watchers)
 	}
 	t.Logf("slow watchers got durable events up to seq %d..%d before slow_consumer", minOf(resume), maxOf(resume))
@@ -437,7 +438,7 @@ func TestWatchMemoryBound(t *testing.T) {
 			}
 		}
 	}
-	if got := counterValue(t, reg, "sessionlog_projector_watches_ended_total", projector.CodeSlowConsumer); got != watchers {
+	if got := counterValue(t, reg, "sessionlog_projector_watches_ended_total", httpapi.CodeSlowConsumer); got != watchers {
 		t.Errorf("the reader or a resumed watcher was ended: %v slow consumers, want %d", got, watchers)
 	}
 }

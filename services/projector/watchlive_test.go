@@ -17,6 +17,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 )
 
 // TestWatchLiveOnlyFromWriters: a watch shows a live event only if its
@@ -62,7 +63,7 @@ func liveWatch(t *testing.T, lag bool) {
 		}
 	}
 	store(event(1, schema.TypeSessionCreated, `{"title":"alice's","owner":{"tenant":"AGENTS","agent":"alice"},"grants":["bob"]}`))
-	r.waitSession(t, "owned", func(d projector.Detail) bool { return d.LastSeq == 1 })
+	r.waitSession(t, "owned", func(d httpapi.Detail) bool { return d.LastSeq == 1 })
 
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
@@ -131,7 +132,7 @@ func liveWatch(t *testing.T, lag bool) {
 	if ev := next(t, ch, true); ev.kind != "durable" || ev.data.Seq != 2 {
 		t.Fatalf("want the grant, got %s %s", ev.kind, ev.raw)
 	}
-	d := r.waitSession(t, "owned", func(d projector.Detail) bool { return len(d.Grants) == 2 })
+	d := r.waitSession(t, "owned", func(d httpapi.Detail) bool { return len(d.Grants) == 2 })
 	if d.Owner == nil || *d.Owner != (schema.Owner{Tenant: api.DefaultTenant, Agent: "alice"}) || d.Grants[1] != "carol" {
 		t.Fatalf("summary's owner %+v, grants %q", d.Owner, d.Grants)
 	}
