@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
@@ -72,22 +74,22 @@ func (e *erasures) has(id string) bool {
 	return e.ids[id]
 }
 
-// watchErasures follows SESSION_ERASED until ctx ends: each id is refused
+// follow follows SESSION_ERASED until ctx ends: each id is refused
 // by reads from now on and queued for the fold loop. A broken watch (or a
 // bucket not provisioned yet) is retried.
-func (s *Service) watchErasures(ctx context.Context) {
+func (e *erasures) follow(ctx context.Context, ls *logstore.Store, log *slog.Logger) {
 	for {
-		err := s.ls.WatchErasures(ctx, nil, func(id string) {
-			s.er.add(id)
+		err := ls.WatchErasures(ctx, nil, func(id string) {
+			e.add(id)
 			select {
-			case s.er.ch <- id:
+			case e.ch <- id:
 			case <-ctx.Done():
 			}
 		})
 		if ctx.Err() != nil {
 			return
 		}
-		s.log.Warn("projector: erasure watch; retrying", "err", err)
+		log.Warn("projector: erasure watch; retrying", "err", err)
 		select {
 		case <-ctx.Done():
 			return
@@ -153,7 +155,7 @@ func (s *Service) eraseViews(id string) error {
 	}
 	// Whole prefixes: the event index and the links to its children.
 	for _, p := range [][]byte{store.EventPrefix(id), store.ChildPrefix(id)} {
-		n, err := s.scan(p, func(k []byte) bool { return true }, b)
+		n, err := scan(s.db, p, func(k []byte) bool { return true }, b)
 		if err != nil {
 			return err
 		}
@@ -168,13 +170,13 @@ func (s *Service) eraseViews(id string) error {
 		prefixes = append(prefixes, store.TenantActivityPrefix(t), store.TenantStatusesPrefix(t))
 	}
 	for _, p := range prefixes {
-		if _, err := s.scan(p, func(k []byte) bool { return indexOf(p, k) == id }, b); err != nil {
+		if _, err := scan(s.db, p, func(k []byte) bool { return indexOf(p, k) == id }, b); err != nil {
 			return err
 		}
 	}
 	// The search index, keyed term first: every term's keys of the id
 	// (an erase is rare; the whole index is read).
-	if _, err := s.scan(store.SearchPrefix(), func(k []byte) bool { return store.SearchKeySession(k) == id }, b); err != nil {
+	if _, err := scan(s.db, store.SearchPrefix(), func(k []byte) bool { return store.SearchKeySession(k) == id }, b); err != nil {
 		return err
 	}
 	if b.Ops() == 0 {
@@ -199,8 +201,8 @@ func (s *Service) eraseViews(id string) error {
 }
 
 // scan deletes (in b) the view keys under prefix p that match.
-func (s *Service) scan(p []byte, match func(k []byte) bool, b *store.Batch) (int, error) {
-	it, err := s.db.Iter(p)
+func scan(db *store.DB, p []byte, match func(k []byte) bool, b *store.Batch) (int, error) {
+	it, err := db.Iter(p)
 	if err != nil {
 		return 0, err
 	}

@@ -222,9 +222,6 @@ type Service struct {
 	// (rollback.go); created is each stream's creation time at start.
 	rb      *rollbacks
 	created map[string]time.Time
-	// lost: when the server's records of what it lost were last read
-	// (lost.go).
-	lost lostRead
 }
 
 // New opens the store, verifies its checkpoint against the stream (or
@@ -248,7 +245,7 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	rb, err := newRollbacks(cfg.Registerer)
+	rb, err := newRollbacks(cfg.Registerer, cfg.Store, cfg.Logger)
 	if err != nil {
 		db.Close()
 		return nil, err
@@ -306,7 +303,7 @@ func (s *Service) start(ctx context.Context) error {
 					// damaged block the server cut at the damage keeps
 					// the stream's last sequence when the loss is not at
 					// its end, or writers overtook it before this start.
-					s.checkStream(ctx, p.Name, info.last, p, time.Now())
+					s.rb.checkStream(ctx, p.Name, info.last, p, time.Now())
 				}
 			}
 		}
@@ -314,7 +311,7 @@ func (s *Service) start(ctx context.Context) error {
 	for name, info := range infos {
 		s.created[name] = info.created
 	}
-	s.checkLostDue(ctx, infos, time.Now())
+	s.rb.checkLostDue(ctx, infos, time.Now())
 	if r := s.rb.reason(); r != "" {
 		s.log.Error("projector: the log rolled back", "reason", r)
 	}
@@ -661,7 +658,7 @@ func (s *Service) consume(ctx context.Context, until map[string]bound) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		s.watchErasures(ctx)
+		s.er.follow(ctx, s.ls, s.log)
 	}()
 	defer wg.Wait()
 	defer cancel()
