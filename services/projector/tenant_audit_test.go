@@ -14,6 +14,7 @@ import (
 	"github.com/sessionlog/sessionlog/services/eraser"
 	"github.com/sessionlog/sessionlog/services/projector"
 	"github.com/sessionlog/sessionlog/services/projector/httpapi"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
 // TestTenantAuditPages: the sessions of two tenants and of the default
@@ -127,7 +128,7 @@ func TestTenantAuditRestart(t *testing.T) {
 	createTenantSessions(t, e, r, op, [][2]string{
 		{"_Tacme_x1", ownedBy("alice")}, {"_Tbeta_y1", `{"title":"t"}`}, {"_Tacme_x2", ownedBy("bob")}, {"_Tacme_x3", ownedBy("alice")},
 	})
-	audit := func(r *running, token, after string) (ids []string, next uint64) {
+	audit := func(r *projectortest.Running, token, after string) (ids []string, next uint64) {
 		t.Helper()
 		code, body := tenantGet(t, r, token, "/v1/audit?after="+after)
 		var p httpapi.AuditPage
@@ -139,7 +140,7 @@ func TestTenantAuditRestart(t *testing.T) {
 		}
 		return ids, p.Next
 	}
-	check := func(r *running, token, after string, want []string, wantNext uint64) {
+	check := func(r *projectortest.Running, token, after string, want []string, wantNext uint64) {
 		t.Helper()
 		if ids, next := audit(r, token, after); !slices.Equal(ids, want) || next != wantNext {
 			t.Errorf("audit after %s: %v next %d, want %v next %d", after, ids, next, want, wantNext)
@@ -150,21 +151,21 @@ func TestTenantAuditRestart(t *testing.T) {
 	check(r, acme, "0", []string{"x1"}, 1)
 	check(r, alice, "0", []string{"x1"}, 1)
 	dir := r.DB().Dir()
-	r.stop(t)
+	r.Stop(t)
 
-	r = e.start(dir, func(c *projector.Config) { c.HTTPToken, c.TenantTokens = op, tokens })
-	r.waitReady(t)
+	r = e.Start(dir, func(c *projector.Config) { c.HTTPToken, c.TenantTokens = op, tokens })
+	r.WaitReady(t)
 	eraseTenantSession(t, e, r, op, "_Tacme_x2")
 	eraseTenantSession(t, e, r, op, "_Tacme_x3")
 	check(r, acme, "0", []string{"x1", "x2", "x3"}, 3)
 	check(r, acme, "1", []string{"x2", "x3"}, 3)
 	check(r, alice, "0", []string{"x1", "x3"}, 2)
 	check(r, beta, "0", []string{"y1"}, 1)
-	r.stop(t)
+	r.Stop(t)
 
 	// A store rebuilt from the log and the audit stream alone.
-	r = e.start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.TenantTokens = op, tokens })
-	r.waitReady(t)
+	r = e.Start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.TenantTokens = op, tokens })
+	r.WaitReady(t)
 	check(r, acme, "1", []string{"x2", "x3"}, 3)
 	check(r, beta, "0", []string{"y1"}, 1)
 	check(r, alice, "0", nil, 0)
@@ -183,7 +184,7 @@ func TestTenantAuditOwnerFromRecord(t *testing.T) {
 		"carol-token-0123456789", "mallory-token-0123456789", "beta-alice-token-0123456789"
 	tokens := map[string]string{acme: "acme", beta: "beta", alice: "acme:alice", bob: "acme:bob", carol: "acme:carol",
 		mallory: "acme:mallory", betaAlice: "beta:alice"}
-	e := newEnv(t)
+	e := projectortest.NewEnv(t)
 	owned := func(tenant, agent, more string) string {
 		return fmt.Sprintf(`{"title":"t","owner":{"tenant":%q,"agent":%q}%s}`, tenant, agent, more)
 	}
@@ -196,7 +197,7 @@ func TestTenantAuditOwnerFromRecord(t *testing.T) {
 		{"_Tbeta_s4", owned("beta", "alice", `,"grants":["carol","mallory"]`), ""},
 	}
 	sums := map[string]string{}
-	er, err := eraser.New(eraser.Config{Store: e.ls, Conn: e.nc})
+	er, err := eraser.New(eraser.Config{Store: e.LS, Conn: e.NC})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +214,7 @@ func TestTenantAuditOwnerFromRecord(t *testing.T) {
 			h.Write(b)
 		}
 		sums[c.id] = hex.EncodeToString(h.Sum(nil))
-		if _, err := er.Erase(e.ctx, api.EraseRequest{SessionID: c.id, Reason: "r", By: "test"}); err != nil {
+		if _, err := er.Erase(e.Ctx, api.EraseRequest{SessionID: c.id, Reason: "r", By: "test"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -224,7 +225,7 @@ func TestTenantAuditOwnerFromRecord(t *testing.T) {
 		Owner     *schema.Owner `json:"owner"`
 		Grants    []string      `json:"grants"`
 	}
-	check := func(r *running) {
+	check := func(r *projectortest.Running) {
 		t.Helper()
 		for _, c := range []struct {
 			name, token string
@@ -262,13 +263,13 @@ func TestTenantAuditOwnerFromRecord(t *testing.T) {
 			}
 		}
 	}
-	r := e.start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.TenantTokens = op, tokens })
-	r.waitReady(t)
+	r := e.Start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.TenantTokens = op, tokens })
+	r.WaitReady(t)
 	check(r)
-	r.stop(t)
+	r.Stop(t)
 	// A store rebuilt from nothing.
-	r = e.start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.TenantTokens = op, tokens })
-	r.waitReady(t)
+	r = e.Start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.TenantTokens = op, tokens })
+	r.WaitReady(t)
 	check(r)
 }
 

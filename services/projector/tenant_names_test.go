@@ -12,16 +12,17 @@ import (
 	"time"
 
 	"github.com/sessionlog/sessionlog/services/projector/httpapi"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
 // tenantAnswer is GET path with token: status, body and the headers as
 // text. A watch is read until it has sent durable events (then cut).
-func tenantAnswer(t *testing.T, r *running, token, path string, durable int) (int, string, string) {
+func tenantAnswer(t *testing.T, r *projectortest.Running, token, path string, durable int) (int, string, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.srv.URL+path, nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.Srv.URL+path, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -279,7 +280,7 @@ func TestTenantWatchEndsOnErase(t *testing.T) {
 	for _, w := range watches {
 		ctx, cancel := context.WithCancel(context.Background())
 		t.Cleanup(cancel)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.srv.URL+w.path, nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.Srv.URL+w.path, nil)
 		req.Header.Set("Authorization", "Bearer "+w.token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil || resp.StatusCode != 200 {
@@ -297,7 +298,7 @@ func TestTenantWatchEndsOnErase(t *testing.T) {
 			}
 		}()
 	}
-	e.erase("_Tacme_s1")
+	e.Erase("_Tacme_s1")
 	for _, w := range watches {
 		select {
 		case <-w.ended:

@@ -10,6 +10,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
 	"github.com/sessionlog/sessionlog/services/projector/httpapi"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
 // TestTenantPages: the sessions of two tenants and of the default tenant,
@@ -35,7 +36,7 @@ func TestTenantPages(t *testing.T) {
 				name = fmt.Sprintf("%s-%02d", []string{"A", "z"}[i%2], i) // before and after _T
 			}
 			id := tn.prefix + name
-			at := t0.Add(time.Duration(3*i+j) * time.Millisecond)
+			at := projectortest.T0.Add(time.Duration(3*i+j) * time.Millisecond)
 			newScript(t, e, id).add(schema.TypeSessionCreated, `{"title":"zebra"}`, func(ev *schema.Envelope) { ev.Time = at })
 			want[tn.name] = append([]string{name}, want[tn.name]...)
 			all = append(all, id)

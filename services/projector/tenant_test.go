@@ -14,15 +14,16 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
 	"github.com/sessionlog/sessionlog/services/projector/httpapi"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
 // tenantGet is GET path with token in the Authorization header (none:
 // ""); a watch is read up to its status and first bytes only.
-func tenantGet(t *testing.T, r *running, token, path string) (int, string) {
+func tenantGet(t *testing.T, r *projectortest.Running, token, path string) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.srv.URL+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.Srv.URL+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestTenantTokens(t *testing.T) {
 				t.Errorf("overview: %d %s", code, body)
 			}
 			for _, id := range c.own {
-				req, _ := http.NewRequest(http.MethodPost, r.srv.URL+"/v1/sessions/"+name(id)+"/erase", strings.NewReader(`{"reason":"r"}`))
+				req, _ := http.NewRequest(http.MethodPost, r.Srv.URL+"/v1/sessions/"+name(id)+"/erase", strings.NewReader(`{"reason":"r"}`))
 				req.Header.Set("Authorization", "Bearer "+c.token)
 				req.Header.Set(httpauth.ActionHeader, "1")
 				resp, err := http.DefaultClient.Do(req)
@@ -159,28 +160,28 @@ func TestTenantTokens(t *testing.T) {
 const op, acme, beta, agents = "operator-token-0123456789", "acme-token-0123456789", "beta-token-0123456789", "agents-token-0123456789"
 
 // startTenants starts a projector with the tokens above.
-func startTenants(t *testing.T) (*env, *running) {
+func startTenants(t *testing.T) (*projectortest.Env, *projectortest.Running) {
 	t.Helper()
 	return startTokens(t, map[string]string{acme: "acme", beta: "beta", agents: "AGENTS"})
 }
 
 // startTokens starts a projector with the operator's token op and the
 // tenants' tokens (token: tenant[:agents]).
-func startTokens(t *testing.T, tenants map[string]string) (*env, *running) {
+func startTokens(t *testing.T, tenants map[string]string) (*projectortest.Env, *projectortest.Running) {
 	t.Helper()
-	e := newEnv(t)
-	r := e.start(t.TempDir(), func(c *projector.Config) {
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir(), func(c *projector.Config) {
 		c.HTTPToken = op
 		c.TenantTokens = tenants
 	})
-	r.waitReady(t)
+	r.WaitReady(t)
 	return e, r
 }
 
 // createTenantSessions stores the sessions (id, session/created data; with
 // a parent, as a fork's child), each with a turn that feeds the zebra, and
 // waits until the projector serves them all to the operator's token op.
-func createTenantSessions(t *testing.T, e *env, r *running, op string, sessions [][2]string) map[string]*script {
+func createTenantSessions(t *testing.T, e *projectortest.Env, r *projectortest.Running, op string, sessions [][2]string) map[string]*script {
 	t.Helper()
 	scripts := map[string]*script{}
 	for _, c := range sessions {
@@ -204,9 +205,9 @@ func createTenantSessions(t *testing.T, e *env, r *running, op string, sessions 
 
 // eraseTenantSession erases id and waits until the projector no longer
 // serves it to the operator's token op.
-func eraseTenantSession(t *testing.T, e *env, r *running, op, id string) {
+func eraseTenantSession(t *testing.T, e *projectortest.Env, r *projectortest.Running, op, id string) {
 	t.Helper()
-	e.erase(id)
+	e.Erase(id)
 	waitFor(t, func() bool {
 		code, _ := tenantGet(t, r, op, "/v1/sessions/"+id)
 		return code == 404
@@ -230,7 +231,7 @@ func wireName(prefix, id string) string {
 // other, typed as stored, answers byte for byte as a missing session, and
 // is no cursor of the list; the audit holds the erased sessions audit (as
 // the token names them).
-func checkSees(t *testing.T, r *running, token, prefix string, all, own, audit []string) {
+func checkSees(t *testing.T, r *projectortest.Running, token, prefix string, all, own, audit []string) {
 	t.Helper()
 	const missing = "missing"
 	stored := own
@@ -349,14 +350,14 @@ func waitFor(t *testing.T, ok func() bool) {
 // owner alice sees); a grant folded later shows the session. The tenant's token
 // and the operator's see what they saw.
 func TestTenantAgentTokens(t *testing.T) {
-	e := newEnv(t)
+	e := projectortest.NewEnv(t)
 	const op, acme, alice, bobCarol, agents, agent = "operator-token-0123456789", "acme-token-0123456789",
 		"alice-token-0123456789", "bob-carol-token-0123456789", "agents-token-0123456789", "agent-token-0123456789"
-	r := e.start(t.TempDir(), func(c *projector.Config) {
+	r := e.Start(t.TempDir(), func(c *projector.Config) {
 		c.HTTPToken = op
 		c.TenantTokens = map[string]string{acme: "acme", alice: "acme:alice", bobCarol: "acme:bob,carol", agents: "AGENTS", agent: "AGENTS:agent"}
 	})
-	r.waitReady(t)
+	r.WaitReady(t)
 	const (
 		ownerAlice = `"owner":{"tenant":"acme","agent":"alice"}`
 		ownerBob   = `"owner":{"tenant":"acme","agent":"bob"}`
