@@ -29,6 +29,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/services/forker"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 	"github.com/sessionlog/sessionlog/services/writer"
 )
 
@@ -441,7 +442,7 @@ func TestForkLineageAndContextInProjector(t *testing.T) {
 		}
 		return json.NewDecoder(resp.Body).Decode(v)
 	}
-	var child, parent projector.Detail
+	var child, parent httpapi.Detail
 	natstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
 		if err := get("/v1/sessions/c", &child); err != nil {
 			return err
@@ -460,7 +461,7 @@ func TestForkLineageAndContextInProjector(t *testing.T) {
 	if len(parent.Children) != 1 || parent.Children[0] != "c" {
 		t.Fatalf("parent's children %v", parent.Children)
 	}
-	var pc, cc projector.Context
+	var pc, cc httpapi.Context
 	if err := get("/v1/sessions/p/context", &pc); err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +471,7 @@ func TestForkLineageAndContextInProjector(t *testing.T) {
 	if pc.Compaction == nil || cc.Compaction == nil || *pc.Compaction != *cc.Compaction || pc.Compaction.Summary != "one, two" {
 		t.Fatalf("compaction: parent %+v child %+v", pc.Compaction, cc.Compaction)
 	}
-	render := func(c projector.Context) string {
+	render := func(c httpapi.Context) string {
 		var b strings.Builder
 		for _, x := range c.Entries {
 			if x.Role == "" {

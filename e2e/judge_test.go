@@ -23,6 +23,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/forker"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 )
 
 // judgeCase is a session of two events (seq 1 and 2, stored through the
@@ -258,7 +259,7 @@ func TestOneJudgeEveryPath(t *testing.T) {
 			}
 
 			// The projector's view of the session.
-			var d projector.Detail
+			var d httpapi.Detail
 			natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
 				resp, err := http.Get(httpSrv.URL + "/v1/sessions/" + id)
 				if err != nil {
@@ -266,7 +267,7 @@ func TestOneJudgeEveryPath(t *testing.T) {
 				}
 				defer resp.Body.Close()
 				b, _ := io.ReadAll(resp.Body)
-				d = projector.Detail{}
+				d = httpapi.Detail{}
 				if err := json.Unmarshal(b, &d); err != nil {
 					return fmt.Errorf("%d %s", resp.StatusCode, b)
 				}
@@ -294,7 +295,7 @@ func TestOneJudgeEveryPath(t *testing.T) {
 			}
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			var evs projector.Events
+			var evs httpapi.Events
 			if err := json.Unmarshal(b, &evs); err != nil {
 				t.Fatalf("events: %d %s", resp.StatusCode, b)
 			}

@@ -17,6 +17,8 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
@@ -36,17 +38,17 @@ import (
 // takes it out of every agent's index. A store of the previous view
 // version rebuilds, the same indexes.
 func TestAgentPages(t *testing.T) {
-	e := newEnv(t)
+	e := projectortest.NewEnv(t)
 	const alice, bob, carolDave = "alice-token-0123456789", "bob-token-0123456789", "carol-dave-token-0123456789"
 	tokens := map[string]string{acme: "acme", alice: "acme:alice", bob: "acme:bob", carolDave: "acme:carol,dave"}
 	dir := t.TempDir()
-	start := func() (*running, *prometheus.Registry) {
+	start := func() (*projectortest.Running, *prometheus.Registry) {
 		reg := prometheus.NewRegistry()
-		r := e.start(dir, func(c *projector.Config) {
+		r := e.Start(dir, func(c *projector.Config) {
 			c.HTTPToken, c.TenantTokens = op, tokens
 			c.Registerer, c.Gatherer = reg, reg
 		})
-		r.waitReady(t)
+		r.WaitReady(t)
 		return r, reg
 	}
 	r, reg := start()
@@ -55,7 +57,7 @@ func TestAgentPages(t *testing.T) {
 	const n = 30
 	scripts := map[string]*script{}
 	at := func(d time.Duration) func(*schema.Envelope) {
-		return func(ev *schema.Envelope) { ev.Time = t0.Add(d) }
+		return func(ev *schema.Envelope) { ev.Time = projectortest.T0.Add(d) }
 	}
 	create := func(id, data string, when time.Duration) {
 		scripts[id] = newScript(t, e, id)
@@ -82,19 +84,19 @@ func TestAgentPages(t *testing.T) {
 	for i := 0; i < n; i += 3 {
 		scripts[fmt.Sprintf("_Tacme_s%02d", i)].add(schema.TypeTurnStarted, `{}`, inTurn("t1"), at(time.Second+time.Duration(i)*time.Millisecond))
 	}
-	folded := func(r *running) {
+	folded := func(r *projectortest.Running) {
 		t.Helper()
 		for id, s := range scripts {
-			waitDetailToken(t, r, op, id, func(d projector.Detail) bool { return d.LastSeq == s.seq })
+			waitDetailToken(t, r, op, id, func(d httpapi.Detail) bool { return d.LastSeq == s.seq })
 		}
 	}
 	folded(r)
 
 	// opList is the operator's list (of a status, if given), newest first.
-	opList := func(r *running, status string) []store.Summary {
+	opList := func(r *projectortest.Running, status string) []store.Summary {
 		t.Helper()
 		code, body := tenantGet(t, r, op, "/v1/sessions?limit=1000&status="+status)
-		var l projector.List
+		var l httpapi.List
 		if err := json.Unmarshal([]byte(body), &l); code != 200 || err != nil {
 			t.Fatalf("operator's list: %d %s", code, body)
 		}
@@ -114,7 +116,7 @@ func TestAgentPages(t *testing.T) {
 	}
 	const limit = 3
 	var pages, entries, summaries int // of every page read, for the figures
-	checkPages := func(r *running, reg *prometheus.Registry) {
+	checkPages := func(r *projectortest.Running, reg *prometheus.Registry) {
 		t.Helper()
 		for _, status := range []string{"", "idle", "active"} {
 			ops := opList(r, status)
@@ -130,14 +132,14 @@ func TestAgentPages(t *testing.T) {
 				after := ""
 				for page := 0; page <= len(want); page++ {
 					path := fmt.Sprintf("/v1/sessions?limit=%d&status=%s&after=%s", limit, status, after)
-					idx := counterValue(t, reg, "sessionlog_projector_list_reads_total", "index")
-					sum := counterValue(t, reg, "sessionlog_projector_list_reads_total", "summary")
+					idx := projectortest.CounterValue(t, reg, "sessionlog_projector_list_reads_total", "index")
+					sum := projectortest.CounterValue(t, reg, "sessionlog_projector_list_reads_total", "summary")
 					code, body := tenantGet(t, r, tk.token, path)
 					if code != 200 {
 						t.Fatalf("%v: GET %s: %d %s", tk.agents, path, code, body)
 					}
-					idx = counterValue(t, reg, "sessionlog_projector_list_reads_total", "index") - idx
-					sum = counterValue(t, reg, "sessionlog_projector_list_reads_total", "summary") - sum
+					idx = projectortest.CounterValue(t, reg, "sessionlog_projector_list_reads_total", "index") - idx
+					sum = projectortest.CounterValue(t, reg, "sessionlog_projector_list_reads_total", "summary") - sum
 					pages, entries, summaries = pages+1, entries+int(idx), summaries+int(sum)
 					ids, next := pageIDs(body)
 					if next != "" && len(ids) != limit || next == "" && len(ids) != len(want)-len(got) {
@@ -160,7 +162,7 @@ func TestAgentPages(t *testing.T) {
 	}
 	// checkIndex: each agent's index holds its sessions (stored ids) in
 	// the operator's order, and under their status alone; it returns them.
-	checkIndex := func(r *running) map[string][]string {
+	checkIndex := func(r *projectortest.Running) map[string][]string {
 		t.Helper()
 		all := opList(r, "")
 		out := map[string][]string{}
@@ -173,7 +175,7 @@ func TestAgentPages(t *testing.T) {
 			if !slices.Equal(act, want) {
 				t.Errorf("%s's activity index: %v, want %v", a, act, want)
 			}
-			for _, st := range projector.Statuses {
+			for _, st := range store.Statuses {
 				if got, want := byStatus[st], seen(opList(r, st), []string{a}); !slices.Equal(got, want) {
 					t.Errorf("%s's %s index: %v, want %v", a, st, got, want)
 				}
@@ -223,15 +225,15 @@ func TestAgentPages(t *testing.T) {
 
 	// A store of the previous view version rebuilds: the indexes the
 	// fold kept up (moves, grants, an erase) are those a rebuild makes.
-	r.stop(t)
+	r.Stop(t)
 	// And the store the fold kept equals a rebuild to its checkpoint.
-	vctx, vcancel := context.WithTimeout(e.ctx, time.Minute)
-	res, err := projector.Verify(vctx, e.ls, dir, filepath.Join(t.TempDir(), "verify"), nil)
+	vctx, vcancel := context.WithTimeout(e.Ctx, time.Minute)
+	res, err := projector.Verify(vctx, e.LS, dir, filepath.Join(t.TempDir(), "verify"), nil)
 	vcancel()
 	if err != nil || !res.OK() {
 		t.Fatalf("verify-projection: %+v %v", res, err)
 	}
-	db, cp := openCheckpoint(t, dir)
+	db, cp := projectortest.OpenCheckpoint(t, dir)
 	cp.Version = fmt.Sprintf("reducer=%d,views=%d", session.ReducerVersion, projector.ViewVersion-1)
 	if err := db.SetCheckpointRaw(store.EncodeCheckpoint(cp)); err != nil {
 		t.Fatal(err)

@@ -27,7 +27,4 @@ func TestDefaultConfig(t *testing.T) {
 		defaultstest.F("Watch.WriteTimeout", dw.WriteTimeout, fw.WriteTimeout, 30*time.Second),
 		defaultstest.F("DataDir", d.DataDir, filled.DataDir, ""),
 	)
-	if got := (WatchLimits{QueueBytes: 100}).withDefaults(); got.QueueBytes != 100 || got.TotalBytes != 256<<20 {
-		t.Errorf("partial watch limits: %+v", got)
-	}
 }

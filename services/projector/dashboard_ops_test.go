@@ -22,19 +22,23 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
 // script publishes hand-written events of one session straight to the
 // stream, numbering them.
 type script struct {
 	t   *testing.T
-	e   *env
+	e   *projectortest.Env
 	id  string
 	seq uint64
 	evs []schema.Envelope
 }
 
-func newScript(t *testing.T, e *env, id string) *script { return &script{t: t, e: e, id: id} }
+func newScript(t *testing.T, e *projectortest.Env, id string) *script {
+	return &script{t: t, e: e, id: id}
+}
 
 func (s *script) add(typ, data string, mod ...func(*schema.Envelope)) schema.Envelope {
 	s.t.Helper()
@@ -42,7 +46,7 @@ func (s *script) add(typ, data string, mod ...func(*schema.Envelope)) schema.Env
 	_, name := api.WireOf(s.id) // as the session's agents name it
 	ev := schema.Envelope{
 		SchemaVersion: schema.Version, SessionID: s.id, Seq: s.seq, EventID: fmt.Sprintf("%s-%d", name, s.seq),
-		Time: t0.Add(time.Duration(s.seq) * time.Millisecond), Type: typ, Data: json.RawMessage(data),
+		Time: projectortest.T0.Add(time.Duration(s.seq) * time.Millisecond), Type: typ, Data: json.RawMessage(data),
 	}
 	for _, m := range mod {
 		m(&ev)
@@ -53,7 +57,7 @@ func (s *script) add(typ, data string, mod ...func(*schema.Envelope)) schema.Env
 
 func (s *script) publish(ev schema.Envelope) {
 	s.t.Helper()
-	if _, err := gen.Publish(s.e.ctx, s.e.ls, ev); err != nil {
+	if _, err := gen.Publish(s.e.Ctx, s.e.LS, ev); err != nil {
 		s.t.Fatalf("publish %s %s: %v", ev.Type, ev.Data, err)
 	}
 	s.evs = append(s.evs, ev)
@@ -72,9 +76,9 @@ func toolCall(turn, call string) func(*schema.Envelope) {
 
 // startWriter runs the writer (sessions.api.append, read) on the test's
 // connection and waits until it answers.
-func startWriter(t *testing.T, e *env) {
+func startWriter(t *testing.T, e *projectortest.Env) {
 	t.Helper()
-	w, err := assemble.NewWriter(assemble.DefaultWriter(), e.ls, assemble.Deps{Conn: e.nc})
+	w, err := assemble.NewWriter(assemble.DefaultWriter(), e.LS, assemble.Deps{Conn: e.NC})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,9 +87,9 @@ func startWriter(t *testing.T, e *env) {
 }
 
 // startForker runs the forker (sessions.api.fork) and waits until it answers.
-func startForker(t *testing.T, e *env) {
+func startForker(t *testing.T, e *projectortest.Env) {
 	t.Helper()
-	f, err := assemble.NewForker(assemble.DefaultForker(), e.ls, assemble.Deps{Conn: e.nc})
+	f, err := assemble.NewForker(assemble.DefaultForker(), e.LS, assemble.Deps{Conn: e.NC})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,14 +99,14 @@ func startForker(t *testing.T, e *env) {
 
 // runService runs a service until the test ends and waits until a probe
 // request on subject finds it.
-func runService(t *testing.T, e *env, run func(context.Context) error, subject string, probe []byte) {
+func runService(t *testing.T, e *projectortest.Env, run func(context.Context) error, subject string, probe []byte) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(e.ctx)
+	ctx, cancel := context.WithCancel(e.Ctx)
 	done := make(chan error, 1)
 	go func() { done <- run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
-		_, err := e.nc.Request(subject, probe, time.Second)
+		_, err := e.NC.Request(subject, probe, time.Second)
 		if errors.Is(err, nats.ErrNoResponders) {
 			return err
 		}
@@ -115,17 +119,17 @@ func runService(t *testing.T, e *env, run func(context.Context) error, subject s
 // and forward move between the views visited. At phone width the session
 // fills the screen with a way back to the list.
 func TestDashboardDeepLink(t *testing.T) {
-	e := newEnv(t)
-	r := e.start(t.TempDir())
-	r.waitReady(t)
-	publishN(t, e, gen.NewSession("dl-a", t0), 25)
-	publishN(t, e, gen.NewSession("dl-b", t0.Add(time.Minute)), 12)
-	r.waitSession(t, "dl-a", func(d projector.Detail) bool { return d.LastSeq == 25 })
-	r.waitSession(t, "dl-b", func(d projector.Detail) bool { return d.LastSeq == 12 })
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
+	projectortest.PublishN(t, e, gen.NewSession("dl-a", projectortest.T0), 25)
+	projectortest.PublishN(t, e, gen.NewSession("dl-b", projectortest.T0.Add(time.Minute)), 12)
+	r.WaitSession(t, "dl-a", func(d httpapi.Detail) bool { return d.LastSeq == 25 })
+	r.WaitSession(t, "dl-b", func(d httpapi.Detail) bool { return d.LastSeq == 12 })
 
-	b := newBrowser(t, e.ctx, 1280, 860)
+	b := newBrowser(t, e.Ctx, 1280, 860)
 	b.do("open a pasted link",
-		chromedp.Navigate(r.srv.URL+"/?s=dl-a&e=14"),
+		chromedp.Navigate(r.Srv.URL+"/?s=dl-a&e=14"),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="dl-a"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev.cur[data-seq="14"] .body pre`)),
 	)
@@ -146,7 +150,7 @@ func TestDashboardDeepLink(t *testing.T) {
 	}
 	b.do("forward", chromedp.NavigateForward(), chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="dl-b"]`)))
 	b.do("a status filter is an address too",
-		chromedp.Navigate(r.srv.URL+"/?status=active"),
+		chromedp.Navigate(r.Srv.URL+"/?status=active"),
 		chromedp.WaitVisible(chromedp.CSS(`#filters a.on[data-status="active"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#overview [data-count="active"]`)),
 	)
@@ -159,7 +163,7 @@ func TestDashboardDeepLink(t *testing.T) {
 	b.shot("fleet")
 	b.do("phone width",
 		chromedp.EmulateViewport(390, 844),
-		chromedp.Navigate(r.srv.URL+"/?s=dl-a"),
+		chromedp.Navigate(r.Srv.URL+"/?s=dl-a"),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="dl-a"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#head .back`)),
 		chromedp.WaitNotVisible(chromedp.CSS(`#side`)),
@@ -176,9 +180,9 @@ func TestDashboardDeepLink(t *testing.T) {
 // repeating a session, says where the word is, and the index is a view:
 // the live store equals a clean rebuild.
 func TestSearchIndex(t *testing.T) {
-	e := newEnv(t)
-	r := e.start(t.TempDir())
-	r.waitReady(t)
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
 	s := newScript(t, e, "srch-1")
 	s.add(schema.TypeSessionCreated, `{"title":"Fix the Parser","agent":"claude-code","labels":{"gitBranch":"feature-lexer","host":"build7"}}`)
 	s.add(schema.TypeTurnStarted, `{}`, inTurn("t1"))
@@ -189,13 +193,13 @@ func TestSearchIndex(t *testing.T) {
 		c := newScript(t, e, fmt.Sprintf("common-%d", i))
 		c.add(schema.TypeSessionCreated, `{"title":"common chores"}`)
 	}
-	r.waitSession(t, "srch-1", func(d projector.Detail) bool { return d.LastSeq == 5 })
-	r.waitSession(t, "common-4", func(d projector.Detail) bool { return d.LastSeq == 1 })
+	r.WaitSession(t, "srch-1", func(d httpapi.Detail) bool { return d.LastSeq == 5 })
+	r.WaitSession(t, "common-4", func(d httpapi.Detail) bool { return d.LastSeq == 1 })
 
-	search := func(q string, after string, limit int) projector.SearchResult {
+	search := func(q string, after string, limit int) httpapi.SearchResult {
 		t.Helper()
-		var out projector.SearchResult
-		r.getJSON(t, "/v1/search?q="+url.QueryEscape(q)+"&after="+after+"&limit="+fmt.Sprint(limit), &out)
+		var out httpapi.SearchResult
+		r.GetJSON(t, "/v1/search?q="+url.QueryEscape(q)+"&after="+after+"&limit="+fmt.Sprint(limit), &out)
 		return out
 	}
 	for _, c := range []struct{ q, field string }{
@@ -234,7 +238,7 @@ func TestSearchIndex(t *testing.T) {
 	if len(seen) != 5 {
 		t.Fatalf("paging found %d of 5 sessions: %v", len(seen), seen)
 	}
-	if code, body := r.get(t, "/v1/search?q=%3C%3E"); code != http.StatusBadRequest {
+	if code, body := r.Get(t, "/v1/search?q=%3C%3E"); code != http.StatusBadRequest {
 		t.Errorf("a query without words: %d %s", code, body)
 	}
 	checkRebuild(t, e, r)
@@ -244,20 +248,20 @@ func TestSearchIndex(t *testing.T) {
 // search box, lists the session with the word highlighted; the result
 // opens the session at that message; the search is an address.
 func TestDashboardSearch(t *testing.T) {
-	e := newEnv(t)
-	r := e.start(t.TempDir())
-	r.waitReady(t)
-	publishN(t, e, gen.NewSession("other", t0), 12)
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
+	projectortest.PublishN(t, e, gen.NewSession("other", projectortest.T0), 12)
 	s := newScript(t, e, "find-me")
 	s.add(schema.TypeSessionCreated, `{"title":"an ordinary title"}`)
 	s.add(schema.TypeTurnStarted, `{}`, inTurn("t1"))
 	s.add(schema.TypeMessageUser, `{"content":"please feed the axolotl before noon"}`, inTurn("t1"))
-	r.waitSession(t, "find-me", func(d projector.Detail) bool { return d.LastSeq == 3 })
-	r.waitSession(t, "other", func(d projector.Detail) bool { return d.LastSeq == 12 })
+	r.WaitSession(t, "find-me", func(d httpapi.Detail) bool { return d.LastSeq == 3 })
+	r.WaitSession(t, "other", func(d httpapi.Detail) bool { return d.LastSeq == 12 })
 
-	b := newBrowser(t, e.ctx, 1280, 860)
+	b := newBrowser(t, e.Ctx, 1280, 860)
 	b.do("search from the box",
-		chromedp.Navigate(r.srv.URL+"/"),
+		chromedp.Navigate(r.Srv.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`#list [data-session-id="other"]`)),
 		chromedp.SendKeys(chromedp.CSS(`#q`), "Axolotl\n"),
 		chromedp.WaitVisible(chromedp.CSS(`#list [data-session-id="find-me"] mark`)),
@@ -284,11 +288,11 @@ func TestDashboardSearch(t *testing.T) {
 // TestDashboardForkTree: a parent and the child forked from it link to
 // each other with the cut point, and the child's tree shows its ancestor.
 func TestDashboardForkTree(t *testing.T) {
-	e := newEnv(t)
-	r := e.start(t.TempDir())
-	r.waitReady(t)
-	parent := gen.NewSession("tree-parent", t0)
-	evs := publishN(t, e, parent, 21) // created, two turns of 10
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
+	parent := gen.NewSession("tree-parent", projectortest.T0)
+	evs := projectortest.PublishN(t, e, parent, 21) // created, two turns of 10
 	// The child as the forker writes it: its own session/created naming
 	// the parent and the cut, the parent's events 2..11 copied, then
 	// fork/committed.
@@ -300,12 +304,12 @@ func TestDashboardForkTree(t *testing.T) {
 		c.publish(ev)
 	}
 	c.add(schema.TypeForkCommitted, `{"seedLength":11}`, synthetic)
-	r.waitSession(t, "tree-child", func(d projector.Detail) bool { return d.LastSeq == 12 && d.Status == projector.StatusIdle })
-	r.waitSession(t, "tree-parent", func(d projector.Detail) bool { return d.LastSeq == 21 })
+	r.WaitSession(t, "tree-child", func(d httpapi.Detail) bool { return d.LastSeq == 12 && d.Status == projector.StatusIdle })
+	r.WaitSession(t, "tree-parent", func(d httpapi.Detail) bool { return d.LastSeq == 21 })
 
-	b := newBrowser(t, e.ctx, 1280, 860)
+	b := newBrowser(t, e.Ctx, 1280, 860)
 	b.do("the parent's tree",
-		chromedp.Navigate(r.srv.URL+"/?s=tree-parent"),
+		chromedp.Navigate(r.Srv.URL+"/?s=tree-parent"),
 		chromedp.WaitVisible(chromedp.CSS(`#tree a[data-tree="tree-child"]`)),
 	)
 	if got := b.evalString(`document.querySelector('#tree [data-cut]').getAttribute("href")`); got != "/?s=tree-parent&e=11" {
@@ -331,21 +335,21 @@ func TestDashboardForkTree(t *testing.T) {
 // page asks for the token with its form (one in the address is not
 // used, and is taken out of it), and again when the token is refused.
 func TestDashboardResume(t *testing.T) {
-	e := newEnv(t)
+	e := projectortest.NewEnv(t)
 	startWriter(t, e)
 	const token = "s3cret-token"
-	r := e.start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.Conn = token, e.nc })
-	r.waitReady(t)
-	publishN(t, e, gen.NewSession("rs-1", t0), 11) // created and one whole turn
+	r := e.Start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.Conn = token, e.NC })
+	r.WaitReady(t)
+	projectortest.PublishN(t, e, gen.NewSession("rs-1", projectortest.T0), 11) // created and one whole turn
 	s := &script{t: t, e: e, id: "rs-1", seq: 11}
 	s.add(schema.TypeSessionPaused, `{"reason":"operator hold"}`)
-	waitStatus := func(status string) projector.Detail {
-		return waitDetailToken(t, r, token, "rs-1", func(d projector.Detail) bool { return d.Status == status })
+	waitStatus := func(status string) httpapi.Detail {
+		return waitDetailToken(t, r, token, "rs-1", func(d httpapi.Detail) bool { return d.Status == status })
 	}
 	waitStatus(projector.StatusPaused)
 
 	post := func(mod func(*http.Request)) int {
-		req, _ := http.NewRequest("POST", r.srv.URL+"/v1/sessions/rs-1/resume", strings.NewReader(`{}`))
+		req, _ := http.NewRequest("POST", r.Srv.URL+"/v1/sessions/rs-1/resume", strings.NewReader(`{}`))
 		mod(req)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -384,10 +388,10 @@ func TestDashboardResume(t *testing.T) {
 		}
 	}
 
-	b := newBrowser(t, e.ctx, 1280, 860)
+	b := newBrowser(t, e.Ctx, 1280, 860)
 	// An address of old carrying the token: the page is served, the token
 	// is not taken (the form asks) and leaves the address.
-	b.login(r.srv.URL+"/?token="+token+"&s=rs-1", token)
+	b.login(r.Srv.URL+"/?token="+token+"&s=rs-1", token)
 	b.do("open the paused session",
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="rs-1"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#act-resume`)),
@@ -434,7 +438,7 @@ func TestDashboardResume(t *testing.T) {
 	b.noPageErrors()
 
 	// Export reads the session through sessions.api.read, as JSON lines.
-	req, _ := http.NewRequest("GET", r.srv.URL+"/v1/sessions/rs-1/export", nil)
+	req, _ := http.NewRequest("GET", r.Srv.URL+"/v1/sessions/rs-1/export", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -452,9 +456,9 @@ func TestDashboardResume(t *testing.T) {
 // outcome_unknown is marked, in words, as needing a check, and listed at
 // the top of the session.
 func TestDashboardRepairedOutcomeUnknown(t *testing.T) {
-	e := newEnv(t)
-	r := e.start(t.TempDir())
-	r.waitReady(t)
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
 	s := newScript(t, e, "ou-1")
 	s.add(schema.TypeSessionCreated, `{"title":"deploys"}`)
 	s.add(schema.TypeTurnStarted, `{}`, inTurn("t1"))
@@ -466,16 +470,16 @@ func TestDashboardRepairedOutcomeUnknown(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	plan := session.PlanRepair(st, session.RepairOptions{Now: t0})
+	plan := session.PlanRepair(st, session.RepairOptions{Now: projectortest.T0})
 	for _, ev := range plan {
 		s.seq = ev.Seq
 		s.publish(ev)
 	}
-	r.waitSession(t, "ou-1", func(d projector.Detail) bool { return d.LastSeq == s.seq })
+	r.WaitSession(t, "ou-1", func(d httpapi.Detail) bool { return d.LastSeq == s.seq })
 
-	b := newBrowser(t, e.ctx, 1280, 860)
+	b := newBrowser(t, e.Ctx, 1280, 860)
 	b.do("open the repaired session",
-		chromedp.Navigate(r.srv.URL+"/?s=ou-1"),
+		chromedp.Navigate(r.Srv.URL+"/?s=ou-1"),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="ou-1"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#checks li[data-check]`)),
 	)
@@ -503,18 +507,18 @@ func TestDashboardRepairedOutcomeUnknown(t *testing.T) {
 // took, logged here). Before the incremental timeline it hung for more
 // than 120 s: each event re-rendered the whole timeline.
 func TestDashboardLongSession(t *testing.T) {
-	e := newEnv(t)
-	r := e.start(t.TempDir())
-	r.waitReady(t)
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
 	const n = 10_003
-	publishN(t, e, gen.NewSession("long", t0), n)
-	r.waitSession(t, "long", func(d projector.Detail) bool { return d.LastSeq == n })
+	projectortest.PublishN(t, e, gen.NewSession("long", projectortest.T0), n)
+	r.WaitSession(t, "long", func(d httpapi.Detail) bool { return d.LastSeq == n })
 
-	b := newBrowser(t, e.ctx, 1280, 860)
+	b := newBrowser(t, e.Ctx, 1280, 860)
 	b.do("start the browser", chromedp.Navigate("about:blank"))
 	start := time.Now()
 	b.do("open the long session",
-		chromedp.Navigate(r.srv.URL+"/?s=long"),
+		chromedp.Navigate(r.Srv.URL+"/?s=long"),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="1"]`)),
 	)
 	first := time.Since(start)
@@ -524,7 +528,7 @@ func TestDashboardLongSession(t *testing.T) {
 		t.Fatalf("%d rows, want %d", got, n)
 	}
 	t.Logf("10,003 events: first rows after %v, all after %v; the page says %q; per page: %s", first, all, b.text(`#loading`), b.evalString(`JSON.stringify(window.__timing)`))
-	b.do("a link into the middle", chromedp.Navigate(r.srv.URL+"/?s=long&e=7777"),
+	b.do("a link into the middle", chromedp.Navigate(r.Srv.URL+"/?s=long&e=7777"),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev.cur[data-seq="7777"] .body`)))
 	// Rows open from the keyboard and by a click, through the timeline's
 	// one listener.
@@ -541,9 +545,9 @@ func TestDashboardLongSession(t *testing.T) {
 // list, the search results, the session, the fork tree and the expanded
 // call; nothing runs and no element is made of them.
 func TestDashboardShowsMarkupAsText(t *testing.T) {
-	e := newEnv(t)
-	r := e.start(t.TempDir())
-	r.waitReady(t)
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
 	const img = `<img src=x onerror="window.__xss=1">`
 	const scr = `<script>window.__xss=2</script>`
 	mk := func(v string) string { b, _ := json.Marshal(v); return string(b) }
@@ -557,12 +561,12 @@ func TestDashboardShowsMarkupAsText(t *testing.T) {
 	c := newScript(t, e, "xss-child")
 	c.add(schema.TypeSessionCreated, `{"title":`+mk(img)+`,"parent":{"sessionId":"xss","seedLength":1,"depth":1}}`, synthetic)
 	c.add(schema.TypeForkCommitted, `{"seedLength":1}`, synthetic)
-	r.waitSession(t, "xss", func(d projector.Detail) bool { return d.LastSeq == 6 })
-	r.waitSession(t, "xss-child", func(d projector.Detail) bool { return d.LastSeq == 2 })
+	r.WaitSession(t, "xss", func(d httpapi.Detail) bool { return d.LastSeq == 6 })
+	r.WaitSession(t, "xss-child", func(d httpapi.Detail) bool { return d.LastSeq == 2 })
 
-	b := newBrowser(t, e.ctx, 1280, 860)
+	b := newBrowser(t, e.Ctx, 1280, 860)
 	b.do("list, search, session, tree, expanded call",
-		chromedp.Navigate(r.srv.URL+"/?q=markup"),
+		chromedp.Navigate(r.Srv.URL+"/?q=markup"),
 		chromedp.WaitVisible(chromedp.CSS(`#list [data-session-id="xss"] mark`)),
 		chromedp.Click(chromedp.CSS(`#list [data-session-id="xss"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="xss"]`)),
@@ -600,16 +604,16 @@ func TestDashboardShowsMarkupAsText(t *testing.T) {
 // through sessions.api.fork; a cut inside a turn is refused with the
 // reason and the nearest safe cuts, one of which forks.
 func TestDashboardForkFromPage(t *testing.T) {
-	e := newEnv(t)
+	e := projectortest.NewEnv(t)
 	startForker(t, e)
-	r := e.start(t.TempDir(), func(c *projector.Config) { c.Conn = e.nc })
-	r.waitReady(t)
-	publishN(t, e, gen.NewSession("fk-parent", t0), 21) // turns end at 11 and 21
-	r.waitSession(t, "fk-parent", func(d projector.Detail) bool { return d.LastSeq == 21 })
+	r := e.Start(t.TempDir(), func(c *projector.Config) { c.Conn = e.NC })
+	r.WaitReady(t)
+	projectortest.PublishN(t, e, gen.NewSession("fk-parent", projectortest.T0), 21) // turns end at 11 and 21
+	r.WaitSession(t, "fk-parent", func(d httpapi.Detail) bool { return d.LastSeq == 21 })
 
-	b := newBrowser(t, e.ctx, 1280, 860)
+	b := newBrowser(t, e.Ctx, 1280, 860)
 	b.do("fork inside a turn",
-		chromedp.Navigate(r.srv.URL+"/?s=fk-parent&e=5"),
+		chromedp.Navigate(r.Srv.URL+"/?s=fk-parent&e=5"),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="5"] .fork-here`)),
 		chromedp.Click(chromedp.CSS(`#timeline .ev[data-seq="5"] .fork-here`)),
 		chromedp.WaitVisible(chromedp.CSS(`#confirm input[name="seq"]`)),
@@ -627,7 +631,7 @@ func TestDashboardForkFromPage(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#fork-child`)),
 	)
 	child := b.text(`#fork-child`)
-	d := r.waitSession(t, child, func(d projector.Detail) bool { return d.Status == projector.StatusIdle })
+	d := r.WaitSession(t, child, func(d httpapi.Detail) bool { return d.Status == projector.StatusIdle })
 	if d.Parent == nil || d.Parent.SessionID != "fk-parent" || d.Parent.SeedLength != 11 {
 		t.Fatalf("the child's parent: %+v", d.Parent)
 	}
@@ -640,9 +644,9 @@ func TestDashboardForkFromPage(t *testing.T) {
 // the timeline, marked abandoned; what came before its toSeq and after it
 // is not.
 func TestDashboardShowsAbandoned(t *testing.T) {
-	e := newEnv(t)
-	r := e.start(t.TempDir())
-	r.waitReady(t)
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
 	s := newScript(t, e, "rw-1")
 	s.add(schema.TypeSessionCreated, `{}`)
 	s.add(schema.TypeMessageUser, `{"content":"one"}`)   // 2
@@ -651,11 +655,11 @@ func TestDashboardShowsAbandoned(t *testing.T) {
 	s.add(schema.TypeContextRewound, `{"toEventId":"e2","toSeq":2}`)
 	s.add(schema.TypeMessageUser, `{"content":"two, again"}`) // 6
 	s.add(schema.TypeSessionTitled, `{"title":"rewound"}`)
-	r.waitSession(t, "rw-1", func(d projector.Detail) bool { return d.LastSeq == 7 })
+	r.WaitSession(t, "rw-1", func(d httpapi.Detail) bool { return d.LastSeq == 7 })
 
-	b := newBrowser(t, e.ctx, 1280, 860)
+	b := newBrowser(t, e.Ctx, 1280, 860)
 	b.do("open the rewound session",
-		chromedp.Navigate(r.srv.URL+"/?s=rw-1"),
+		chromedp.Navigate(r.Srv.URL+"/?s=rw-1"),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="rw-1"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="7"]`)),
 	)

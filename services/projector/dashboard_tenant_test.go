@@ -16,6 +16,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
 // watchCutter serves h, recording the Authorization and Last-Event-ID
@@ -67,13 +68,13 @@ func (c *watchCutter) watches() [][2]string {
 // it reconnects with the token and Last-Event-ID, and what follows arrives
 // once. Its export downloads with the token too.
 func TestDashboardTenant(t *testing.T) {
-	e := newEnv(t)
+	e := projectortest.NewEnv(t)
 	const op, acme, beta = "operator-token-0123456789", "acme-token-0123456789", "beta-token-0123456789"
-	r := e.start(t.TempDir(), func(c *projector.Config) {
+	r := e.Start(t.TempDir(), func(c *projector.Config) {
 		c.HTTPToken = op
 		c.TenantTokens = map[string]string{acme: "acme", beta: "beta"}
 	})
-	r.waitReady(t)
+	r.WaitReady(t)
 	scripts := createTenantSessions(t, e, r, op, [][2]string{
 		{"plain-1", `{"title":"zebra plain"}`},
 		{"_Tacme_s1", `{"title":"zebra acme"}`},
@@ -84,7 +85,7 @@ func TestDashboardTenant(t *testing.T) {
 	front := httptest.NewServer(cutter)
 	t.Cleanup(func() { front.CloseClientConnections(); front.Close() })
 
-	b := newBrowser(t, e.ctx, 1280, 860)
+	b := newBrowser(t, e.Ctx, 1280, 860)
 	listed := func() []string {
 		got := strings.Fields(b.evalString(`[...document.querySelectorAll("#list .row")].map(r => r.dataset.sessionId).join(" ")`))
 		slices.Sort(got)

@@ -15,6 +15,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
 // chromiumPath finds Debian's chromium (or $SESSIONLOG_CHROMIUM). Its
@@ -52,24 +53,24 @@ func artifactDir(t *testing.T) string {
 // Chromium: a session appended during the test appears in the list, and
 // its timeline grows live through the watch stream, without a reload.
 func TestDashboardInChromium(t *testing.T) {
-	e := newEnv(t)
-	r := e.start(t.TempDir())
-	r.waitReady(t)
-	first := gen.NewSession("dash-first", t0.Add(-time.Hour))
-	publishN(t, e, first, 12)
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
+	first := gen.NewSession("dash-first", projectortest.T0.Add(-time.Hour))
+	projectortest.PublishN(t, e, first, 12)
 
-	b := newBrowser(t, e.ctx, 1400, 900)
+	b := newBrowser(t, e.Ctx, 1400, 900)
 	do, text := b.do, b.text
 	do("open the dashboard",
-		chromedp.Navigate(r.srv.URL+"/"),
+		chromedp.Navigate(r.Srv.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-session-id="dash-first"]`)),
 	)
 	// A marker that a reload would wipe.
 	b.evalInt(`window.__noReload = 42`)
 
 	// A session appended while the page is open shows up in the list.
-	live := gen.NewSession("dash-live", t0)
-	publishN(t, e, live, 5) // created, turn/started, user message, attempt, assistant
+	live := gen.NewSession("dash-live", projectortest.T0)
+	projectortest.PublishN(t, e, live, 5) // created, turn/started, user message, attempt, assistant
 	do("new session listed", chromedp.WaitVisible(chromedp.CSS(`[data-session-id="dash-live"]`)))
 
 	do("open its timeline",
@@ -77,7 +78,7 @@ func TestDashboardInChromium(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="5"]`)),
 	)
 	// More events arrive: the timeline grows through the watch stream.
-	publishN(t, e, live, 3) // tool requested, started, result
+	projectortest.PublishN(t, e, live, 3) // tool requested, started, result
 	do("timeline updates live", chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="8"]`)))
 
 	// A transient event is shown as live output.
@@ -88,8 +89,8 @@ func TestDashboardInChromium(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("transient event not shown: %q", tr)
 		}
-		e.nc.Publish(subj, body)
-		e.nc.Flush()
+		e.NC.Publish(subj, body)
+		e.NC.Flush()
 		do("wait", chromedp.Sleep(200*time.Millisecond))
 	}
 
@@ -111,9 +112,9 @@ func TestDashboardInChromium(t *testing.T) {
 // object at all): the timeline shows every event, the one after the odd
 // ones too, the page throws nothing, and no markup runs.
 func TestDashboardRendersAnyJSON(t *testing.T) {
-	e := newEnv(t)
-	r := e.start(t.TempDir())
-	r.waitReady(t)
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
 
 	const id = "dash-odd"
 	var seq uint64
@@ -122,12 +123,12 @@ func TestDashboardRendersAnyJSON(t *testing.T) {
 		seq++
 		ev := schema.Envelope{
 			SchemaVersion: schema.Version, SessionID: id, Seq: seq, EventID: fmt.Sprintf("odd-%d", seq),
-			Time: t0.Add(time.Duration(seq) * time.Millisecond), Type: typ, Data: json.RawMessage(data),
+			Time: projectortest.T0.Add(time.Duration(seq) * time.Millisecond), Type: typ, Data: json.RawMessage(data),
 		}
 		for _, m := range mod {
 			m(&ev)
 		}
-		if _, err := gen.Publish(e.ctx, e.ls, ev); err != nil {
+		if _, err := gen.Publish(e.Ctx, e.LS, ev); err != nil {
 			t.Fatalf("publish %s %s: %v", typ, data, err)
 		}
 	}
@@ -163,10 +164,10 @@ func TestDashboardRendersAnyJSON(t *testing.T) {
 	pub(schema.TypeMessageUser, `{"content":"the end"}`, turn)
 	last := seq
 
-	b := newBrowser(t, e.ctx, 1400, 900)
+	b := newBrowser(t, e.Ctx, 1400, 900)
 	do, text := b.do, b.text
 	do("open the session's timeline",
-		chromedp.Navigate(r.srv.URL+"/"),
+		chromedp.Navigate(r.Srv.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-session-id="`+id+`"]`)),
 		chromedp.Click(chromedp.CSS(`[data-session-id="`+id+`"]`)),
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#timeline .ev[data-seq="%d"]`, last))),
@@ -183,9 +184,9 @@ func TestDashboardRendersAnyJSON(t *testing.T) {
 			fmt.Sprintf(`{"afterSeq":%d,"kind":[1,null]}`, last),
 			fmt.Sprintf(`{"afterSeq":%d,"text":"still live"}`, last),
 		} {
-			e.nc.Publish(subj, []byte(b))
+			e.NC.Publish(subj, []byte(b))
 		}
-		e.nc.Flush()
+		e.NC.Flush()
 		do("wait", chromedp.Sleep(200*time.Millisecond))
 	}
 

@@ -18,13 +18,15 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
 // startRepairer runs the repairer (sessions.api.repair and erase) and
 // waits until it answers.
-func startRepairer(t *testing.T, e *env) {
+func startRepairer(t *testing.T, e *projectortest.Env) {
 	t.Helper()
-	rp, err := assemble.NewRepairer(assemble.DefaultRepairer(), e.ls, assemble.Deps{Conn: e.nc})
+	rp, err := assemble.NewRepairer(assemble.DefaultRepairer(), e.LS, assemble.Deps{Conn: e.NC})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,9 +37,9 @@ func startRepairer(t *testing.T, e *env) {
 // startEraser runs an eraser on e's connection: it serves
 // sessions.api.erase (probed with a request it refuses, so nothing is
 // erased).
-func startEraser(t *testing.T, e *env) {
+func startEraser(t *testing.T, e *projectortest.Env) {
 	t.Helper()
-	er, err := assemble.NewEraser(assemble.DefaultEraser(), e.ls, assemble.Deps{Conn: e.nc})
+	er, err := assemble.NewEraser(assemble.DefaultEraser(), e.LS, assemble.Deps{Conn: e.NC})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,18 +48,18 @@ func startEraser(t *testing.T, e *env) {
 
 // waitDetailToken waits until the summary of id, read with the bearer
 // token, satisfies ok, and returns it.
-func waitDetailToken(t *testing.T, r *running, token, id string, ok func(projector.Detail) bool) projector.Detail {
+func waitDetailToken(t *testing.T, r *projectortest.Running, token, id string, ok func(httpapi.Detail) bool) httpapi.Detail {
 	t.Helper()
-	var d projector.Detail
+	var d httpapi.Detail
 	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
-		req, _ := http.NewRequest("GET", r.srv.URL+"/v1/sessions/"+id, nil)
+		req, _ := http.NewRequest("GET", r.Srv.URL+"/v1/sessions/"+id, nil)
 		req.Header.Set("Authorization", "Bearer "+token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return err
 		}
 		defer resp.Body.Close()
-		d = projector.Detail{}
+		d = httpapi.Detail{}
 		json.NewDecoder(resp.Body).Decode(&d)
 		if !ok(d) {
 			return fmt.Errorf("%s: status %d, summary %+v", id, resp.StatusCode, d)
@@ -69,7 +71,7 @@ func waitDetailToken(t *testing.T, r *running, token, id string, ok func(project
 
 // openToolCall scripts a session whose tool call was started and never
 // finished (no holder: it is repaired only on demand).
-func openToolCall(t *testing.T, e *env, id string) *script {
+func openToolCall(t *testing.T, e *projectortest.Env, id string) *script {
 	t.Helper()
 	s := newScript(t, e, id)
 	s.add(schema.TypeSessionCreated, `{"title":"deploys"}`)
@@ -83,9 +85,9 @@ func openToolCall(t *testing.T, e *env, id string) *script {
 // the copy (up to its fork/committed) are labelled "copied by fork", and
 // only a repair's batch after it "written by repair".
 func TestDashboardForkCopyNotRepair(t *testing.T) {
-	e := newEnv(t)
-	r := e.start(t.TempDir())
-	r.waitReady(t)
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
 	s := newScript(t, e, "fc-child")
 	s.add(schema.TypeSessionCreated, `{"title":"a fork","parent":{"sessionId":"fc-parent","seedLength":7,"depth":1}}`, synthetic)
 	s.add(schema.TypeTurnStarted, `{}`, inTurn("t0"), synthetic)
@@ -105,17 +107,17 @@ func TestDashboardForkCopyNotRepair(t *testing.T) {
 		}
 	}
 	firstRepair, repairedResult := s.seq+1, uint64(0)
-	for _, ev := range session.PlanRepair(st, session.RepairOptions{Now: t0}) {
+	for _, ev := range session.PlanRepair(st, session.RepairOptions{Now: projectortest.T0}) {
 		s.seq = ev.Seq
 		s.publish(ev)
 		if ev.Type == schema.TypeToolResult {
 			repairedResult = ev.Seq
 		}
 	}
-	r.waitSession(t, "fc-child", func(d projector.Detail) bool { return d.LastSeq == s.seq })
+	r.WaitSession(t, "fc-child", func(d httpapi.Detail) bool { return d.LastSeq == s.seq })
 
-	b := newBrowser(t, e.ctx, 1280, 860)
-	b.do("open the child", chromedp.Navigate(r.srv.URL+"/?s=fc-child"),
+	b := newBrowser(t, e.Ctx, 1280, 860)
+	b.do("open the child", chromedp.Navigate(r.Srv.URL+"/?s=fc-child"),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="fc-child"]`)))
 	for seq := uint64(1); seq <= s.seq; seq++ {
 		got := b.evalString(fmt.Sprintf(`(document.querySelector('#timeline .ev[data-seq="%d"] .txt') || {}).textContent || "(no row)"`, seq))
@@ -144,18 +146,18 @@ func TestDashboardForkCopyNotRepair(t *testing.T) {
 // the page.
 func TestDashboardChartsFit(t *testing.T) {
 	t.Cleanup(projector.SetFleetEvery(100 * time.Millisecond))
-	e := newEnv(t)
-	r := e.start(t.TempDir())
-	r.waitReady(t)
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
 	for i := range 4 {
-		publishN(t, e, gen.NewSession(fmt.Sprintf("cf-%d", i), t0), 600)
+		projectortest.PublishN(t, e, gen.NewSession(fmt.Sprintf("cf-%d", i), projectortest.T0), 600)
 	}
-	var o projector.Overview
+	var o httpapi.Overview
 	for deadline := time.Now().Add(30 * time.Second); len(o.History) < 40; time.Sleep(100 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the overview holds %d samples", len(o.History))
 		}
-		r.getJSON(t, "/v1/overview", &o)
+		r.GetJSON(t, "/v1/overview", &o)
 	}
 
 	// problems lists, for every chart, an element outside its column, two
@@ -203,8 +205,8 @@ func TestDashboardChartsFit(t *testing.T) {
 			t.Errorf("at %d px: %s", width, p)
 		}
 	}
-	b := newBrowser(t, e.ctx, 1400, 900)
-	b.do("open the fleet", chromedp.Navigate(r.srv.URL+"/?view=overview"),
+	b := newBrowser(t, e.Ctx, 1400, 900)
+	b.do("open the fleet", chromedp.Navigate(r.Srv.URL+"/?view=overview"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-chart="lag"] .uplot`)))
 	check(b, 1400)
 	b.shot("fleet-1400")
@@ -219,20 +221,20 @@ func TestDashboardChartsFit(t *testing.T) {
 // TestDashboardViews: Sessions, Fleet and Audit each show their own view,
 // chosen by the address (?view=overview, ?view=audit) or the nav entry.
 func TestDashboardViews(t *testing.T) {
-	e := newEnv(t)
-	r := e.start(t.TempDir())
-	r.waitReady(t)
-	publishN(t, e, gen.NewSession("vw-1", t0), 11)
-	r.waitSession(t, "vw-1", func(d projector.Detail) bool { return d.LastSeq == 11 })
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
+	projectortest.PublishN(t, e, gen.NewSession("vw-1", projectortest.T0), 11)
+	r.WaitSession(t, "vw-1", func(d httpapi.Detail) bool { return d.LastSeq == 11 })
 
-	b := newBrowser(t, e.ctx, 1280, 860)
+	b := newBrowser(t, e.Ctx, 1280, 860)
 	view := func(what, want string) {
 		t.Helper()
 		if got := b.evalString(`document.body.dataset.view + " " + location.search + " " + (document.querySelector("nav.top a[aria-current]") || {}).textContent`); got != want {
 			t.Errorf("%s: view, address and nav %q, want %q", what, got, want)
 		}
 	}
-	b.do("open the fleet by address", chromedp.Navigate(r.srv.URL+"/?view=overview"),
+	b.do("open the fleet by address", chromedp.Navigate(r.Srv.URL+"/?view=overview"),
 		chromedp.WaitVisible(chromedp.CSS(`#overview[data-home="fleet"]`)), chromedp.WaitVisible(chromedp.CSS(`#fleet-charts`)),
 		chromedp.WaitNotVisible(chromedp.CSS(`#side`)))
 	view("fleet by address", "overview ?view=overview Fleet")
@@ -252,24 +254,24 @@ func TestDashboardViews(t *testing.T) {
 		t.Errorf("the empty audit view says %q", got)
 	}
 	b.do("back to the fleet", chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.CSS(`#overview[data-home="fleet"]`)))
-	b.do("the fleet at phone width", chromedp.EmulateViewport(390, 844), chromedp.Navigate(r.srv.URL+"/?view=overview"),
+	b.do("the fleet at phone width", chromedp.EmulateViewport(390, 844), chromedp.Navigate(r.Srv.URL+"/?view=overview"),
 		chromedp.WaitVisible(chromedp.CSS(`#overview[data-home="fleet"]`)), chromedp.WaitVisible(chromedp.CSS(`#fleet-charts`)))
 	if w := b.evalInt(`document.documentElement.scrollWidth`); w > 390 {
 		t.Errorf("at phone width the fleet is %d px wide", w)
 	}
 	b.shot("fleet-phone")
-	b.do("the audit at phone width", chromedp.Navigate(r.srv.URL+"/?view=audit"), chromedp.WaitVisible(chromedp.CSS(`#audit`)))
+	b.do("the audit at phone width", chromedp.Navigate(r.Srv.URL+"/?view=audit"), chromedp.WaitVisible(chromedp.CSS(`#audit`)))
 	b.noPageErrors()
 }
 
 // TestDashboardMissingSession: an id no session has shows one clear "not
 // found" and no loading line.
 func TestDashboardMissingSession(t *testing.T) {
-	e := newEnv(t)
-	r := e.start(t.TempDir())
-	r.waitReady(t)
-	b := newBrowser(t, e.ctx, 1280, 860)
-	b.do("open a missing session", chromedp.Navigate(r.srv.URL+"/?s=does-not-exist"),
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
+	b := newBrowser(t, e.Ctx, 1280, 860)
+	b.do("open a missing session", chromedp.Navigate(r.Srv.URL+"/?s=does-not-exist"),
 		chromedp.WaitVisible(chromedp.CSS(`#detail h2`)), chromedp.Sleep(500*time.Millisecond))
 	if got := b.text(`#detail`); strings.Count(got, "does-not-exist") != 1 || !strings.Contains(got, "Session does-not-exist not found") || strings.Contains(got, "loading") || strings.Contains(got, "null") {
 		t.Errorf("the page says %q", got)
@@ -284,15 +286,15 @@ func TestDashboardMissingSession(t *testing.T) {
 // TestDashboardRepairNow: "Repair now" on a session with an open tool
 // call closes it: repair/applied and the closers appear in the timeline.
 func TestDashboardRepairNow(t *testing.T) {
-	e := newEnv(t)
+	e := projectortest.NewEnv(t)
 	startRepairer(t, e)
-	r := e.start(t.TempDir(), func(c *projector.Config) { c.Conn = e.nc })
-	r.waitReady(t)
+	r := e.Start(t.TempDir(), func(c *projector.Config) { c.Conn = e.NC })
+	r.WaitReady(t)
 	openToolCall(t, e, "rn-1")
-	r.waitSession(t, "rn-1", func(d projector.Detail) bool { return d.LastSeq == 4 })
+	r.WaitSession(t, "rn-1", func(d httpapi.Detail) bool { return d.LastSeq == 4 })
 
-	b := newBrowser(t, e.ctx, 1280, 860)
-	b.do("repair now", chromedp.Navigate(r.srv.URL+"/?s=rn-1"),
+	b := newBrowser(t, e.Ctx, 1280, 860)
+	b.do("repair now", chromedp.Navigate(r.Srv.URL+"/?s=rn-1"),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="rn-1"]`)),
 		chromedp.Click(chromedp.CSS(`#act-repair`)),
 		chromedp.WaitVisible(chromedp.CSS(`#confirm-ok`)),
@@ -317,16 +319,16 @@ func TestDashboardRepairNow(t *testing.T) {
 // audit view lists the record; the session then shows as erased. A
 // projector without the operator's rights refuses, saying so.
 func TestDashboardErase(t *testing.T) {
-	e := newEnv(t)
+	e := projectortest.NewEnv(t)
 	startEraser(t, e)
 	const token = "erase-token"
-	r := e.start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.Conn, c.Operator = token, e.nc, e.nc })
-	plain := e.start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.Conn = token, e.nc })
-	r.waitReady(t)
-	plain.waitReady(t)
-	publishN(t, e, gen.NewSession("er-1", t0), 11)
-	for _, p := range []*running{r, plain} {
-		waitDetailToken(t, p, token, "er-1", func(d projector.Detail) bool { return d.LastSeq == 11 })
+	r := e.Start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.Conn, c.Operator = token, e.NC, e.NC })
+	plain := e.Start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.Conn = token, e.NC })
+	r.WaitReady(t)
+	plain.WaitReady(t)
+	projectortest.PublishN(t, e, gen.NewSession("er-1", projectortest.T0), 11)
+	for _, p := range []*projectortest.Running{r, plain} {
+		waitDetailToken(t, p, token, "er-1", func(d httpapi.Detail) bool { return d.LastSeq == 11 })
 	}
 	eraseForm := func(b *browser, reason, confirm string) {
 		b.do("erase "+reason, chromedp.Click(chromedp.CSS(`#act-erase`)),
@@ -337,8 +339,8 @@ func TestDashboardErase(t *testing.T) {
 	}
 
 	// Without the operator's rights: refused, in words.
-	b := newBrowser(t, e.ctx, 1280, 860)
-	b.login(plain.srv.URL+"/?s=er-1", token)
+	b := newBrowser(t, e.Ctx, 1280, 860)
+	b.login(plain.Srv.URL+"/?s=er-1", token)
 	b.do("open on the plain projector", chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="er-1"]`)))
 	eraseForm(b, "privacy request", "er-1")
 	b.do("refused", chromedp.WaitVisible(chromedp.CSS(`#outcome.bad`)))
@@ -348,7 +350,7 @@ func TestDashboardErase(t *testing.T) {
 	b.shot("erase-refused")
 
 	// With them: a wrong id is not sent; the right one erases.
-	b.login(r.srv.URL+"/?s=er-1", token)
+	b.login(r.Srv.URL+"/?s=er-1", token)
 	b.do("open on the operator's projector", chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="er-1"]`)))
 	eraseForm(b, "privacy request", "er-2")
 	b.do("not confirmed", chromedp.WaitVisible(chromedp.CSS(`#outcome.bad`)))
@@ -361,13 +363,13 @@ func TestDashboardErase(t *testing.T) {
 		t.Errorf("the outcome says %q", got)
 	}
 	b.shot("erased")
-	b.do("the session is erased", chromedp.Navigate(r.srv.URL+"/?s=er-1"),
+	b.do("the session is erased", chromedp.Navigate(r.Srv.URL+"/?s=er-1"),
 		chromedp.WaitVisible(chromedp.CSS(`#missing[data-missing="erased"]`)))
 	if got := b.text(`#detail`); strings.Count(got, "er-1") != 1 || strings.Contains(got, "loading") || strings.Contains(got, "null") {
 		t.Errorf("the erased session's page says %q", got)
 	}
 	b.shot("erased-session")
-	b.do("the audit view", chromedp.Navigate(r.srv.URL+"/?view=audit"),
+	b.do("the audit view", chromedp.Navigate(r.Srv.URL+"/?view=audit"),
 		chromedp.WaitVisible(chromedp.CSS(`#audit tr[data-audit="er-1"]`)))
 	if got := b.text(`#audit tr[data-audit="er-1"]`); !strings.Contains(got, "privacy request") || !strings.Contains(got, "dashboard") || !strings.Contains(got, "11") {
 		t.Errorf("the audit record reads %q", got)
@@ -381,8 +383,8 @@ func TestDashboardErase(t *testing.T) {
 // with that progress, until the session answers erased. The eraser here
 // is a responder that answers as such a job does.
 func TestDashboardEraseAccepted(t *testing.T) {
-	e := newEnv(t)
-	sub, err := e.nc.Subscribe(api.SubjectErase, func(m *nats.Msg) {
+	e := projectortest.NewEnv(t)
+	sub, err := e.NC.Subscribe(api.SubjectErase, func(m *nats.Msg) {
 		var req api.EraseRequest
 		json.Unmarshal(m.Data, &req)
 		m.Respond(fmt.Appendf(nil, `{"sessionId":%q,"erased":[],"events":0,"state":"accepted","jobs":[{"sessionId":%q,"phase":"deleting","total":11,"deleted":3,"done":false}]}`, req.SessionID, req.SessionID))
@@ -391,13 +393,13 @@ func TestDashboardEraseAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sub.Unsubscribe() })
-	r := e.start(t.TempDir(), func(c *projector.Config) { c.Conn, c.Operator = e.nc, e.nc })
-	r.waitReady(t)
-	publishN(t, e, gen.NewSession("ea-1", t0), 11)
-	r.waitSession(t, "ea-1", func(d projector.Detail) bool { return d.LastSeq == 11 })
+	r := e.Start(t.TempDir(), func(c *projector.Config) { c.Conn, c.Operator = e.NC, e.NC })
+	r.WaitReady(t)
+	projectortest.PublishN(t, e, gen.NewSession("ea-1", projectortest.T0), 11)
+	r.WaitSession(t, "ea-1", func(d httpapi.Detail) bool { return d.LastSeq == 11 })
 
-	b := newBrowser(t, e.ctx, 1280, 860)
-	b.do("erase", chromedp.Navigate(r.srv.URL+"/?s=ea-1"),
+	b := newBrowser(t, e.Ctx, 1280, 860)
+	b.do("erase", chromedp.Navigate(r.Srv.URL+"/?s=ea-1"),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="ea-1"]`)),
 		chromedp.Click(chromedp.CSS(`#act-erase`)),
 		chromedp.WaitVisible(chromedp.CSS(`#confirm input[name="reason"]`)),

@@ -7,10 +7,11 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
 func corpus(n int) [][]byte {
-	f := gen.NewFleet("d", 10, 1, t0)
+	f := gen.NewFleet("d", 10, 1, projectortest.T0)
 	var out [][]byte
 	for range n {
 		e := f.Next()

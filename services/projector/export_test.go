@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -11,6 +12,7 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/agentlog/formats"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
@@ -83,13 +85,13 @@ func followWhole(rd reader, id string, from uint64) ([]store.ContextEntry, *sess
 // (session.Context) and written at once. Tests compare the streamed
 // answer with it.
 func WholeContext(s *Service, id string) ([]byte, error) {
-	var out *Context
+	var out *httpapi.Context
 	err := s.view(func(rd reader) error {
 		sum, err := rd.summary(id)
 		if err != nil || sum == nil {
 			return err
 		}
-		out = &Context{SessionID: id, LastSeq: sum.LastSeq, Entries: []store.ContextEntry{}}
+		out = &httpapi.Context{SessionID: id, LastSeq: sum.LastSeq, Entries: []store.ContextEntry{}}
 		var from uint64 = 1
 		if c, err := rd.snap.Compaction(id); err != nil {
 			return err
@@ -122,9 +124,13 @@ func WholeContext(s *Service, id string) ([]byte, error) {
 // session as the projector answered it before it streamed: the page built
 // in memory and written at once.
 func WholeEvents(ctx context.Context, s *Service, id string, after uint64, limit int) ([]byte, error) {
-	out := Events{SessionID: id, Events: []json.RawMessage{}, Next: after}
+	out := httpapi.Events{SessionID: id, Events: []json.RawMessage{}, Next: after}
 	_, err := s.ls.ReadSession(ctx, id, 0, func(m *logstore.Msg) error {
-		seq, _ := seqOf(m)
+		var probe struct {
+			Seq uint64 `json:"seq"`
+		}
+		json.Unmarshal(m.Data, &probe)
+		seq := probe.Seq
 		if seq <= after {
 			return nil
 		}
@@ -190,13 +196,13 @@ func Abandoned(s *Service, id string) (byRanges, whole map[uint64]bool, err erro
 		if err != nil {
 			return err
 		}
-		k := skipper{ranges: ranges}
 		entries, c, err := followWhole(rd, id, 1)
 		if err != nil {
 			return err
 		}
 		for _, ce := range entries {
-			if k.skip(ce.Seq) && abandonable(ce.Type) {
+			in := slices.ContainsFunc(ranges, func(r store.Rewound) bool { return ce.Seq > r.After && ce.Seq < r.Before })
+			if role := store.ContextRole(ce.Type); in && role != "" && role != "rewind" {
 				byRanges[ce.Seq] = true
 			}
 		}
@@ -214,8 +220,8 @@ func Abandoned(s *Service, id string) (byRanges, whole map[uint64]bool, err erro
 	return byRanges, whole, err
 }
 
-// SetSearchScanBudget bounds the sessions a search examines to n until
-// restore (cleanup).
+// SetSearchScanBudget bounds the sessions a search examines to n in the
+// projectors started from now on; restore puts the budget back (cleanup).
 func SetSearchScanBudget(n int) (restore func()) {
 	old := searchScanBudget
 	searchScanBudget = n
@@ -229,7 +235,7 @@ func ListExamined(s *Service, tenant string, limit int) (ids []string, examined 
 	err = s.view(func(rd reader) error {
 		var keep func(string) bool // a tenant's token's, as visible has it
 		if tenant != "" {
-			keep = func(id string) bool { return sees(tenant, nil, id, nil) }
+			keep = func(id string) bool { return tenantOf(id) == tenant }
 		}
 		sums, _, n, err := rd.snap.List(tenant, "", nil, limit, keep)
 		for _, sum := range sums {
@@ -261,7 +267,7 @@ func AgentIndexed(s *Service, tenant, agent string) (activity []string, byStatus
 		if activity, err = walk(store.AgentActivityPrefix(tenant, agent)); err != nil {
 			return err
 		}
-		for _, st := range Statuses {
+		for _, st := range store.Statuses {
 			ids, err := walk(store.AgentStatusPrefix(tenant, agent, st))
 			if err != nil {
 				return err
@@ -275,5 +281,16 @@ func AgentIndexed(s *Service, tenant, agent string) (activity []string, byStatus
 	return activity, byStatus, err
 }
 
+// reader reads the views of one store snapshot (tests).
+type reader struct{ snap store.Snapshot }
+
+// summary reads a session's summary (nil: none).
+func (r reader) summary(id string) (*store.Summary, error) { return r.snap.Summary(id) }
+
 // iter walks the raw keys of the reader's snapshot under prefix.
 func (r reader) iter(prefix []byte) (store.Iterator, error) { return r.snap.Iter(prefix) }
+
+// view runs fn on a snapshot of the views, as the HTTP side reads them.
+func (s *Service) view(fn func(rd reader) error) error {
+	return httpViews{s}.View(func(snap store.Snapshot) error { return fn(reader{snap: snap}) })
+}

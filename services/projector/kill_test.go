@@ -22,6 +22,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
@@ -105,15 +106,15 @@ func TestSIGKILLDuringCatchUpConverges(t *testing.T) {
 }
 
 func testSIGKILLDuringCatchUp(t *testing.T, partitions int) {
-	e := newEnvPartitions(t, partitions)
+	e := projectortest.NewEnvPartitions(t, partitions)
 	// 50k events keep it at ~1 min on 2 cores; the race detector slows
 	// the child several times, so it gets a smaller stream.
 	total, sessions := 50_000, 400
 	if testing.Short() || raceEnabled {
 		total, sessions = 8_000, 120
 	}
-	fleet := gen.NewFleet("k", sessions, 7, t0)
-	if _, err := fleet.Fill(e.ctx, e.ls, total); err != nil {
+	fleet := gen.NewFleet("k", sessions, 7, projectortest.T0)
+	if _, err := fleet.Fill(e.Ctx, e.LS, total); err != nil {
 		t.Fatal(err)
 	}
 	// Kill points and the end count events over every stream.
@@ -141,7 +142,7 @@ func testSIGKILLDuringCatchUp(t *testing.T, partitions int) {
 	run := func(killAt uint64) (mode string, reached uint64) {
 		t.Helper()
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "PROJECTOR_CHILD=1", "PROJECTOR_NATS_URL="+e.srv.ClientURL(), "PROJECTOR_DIR="+dir, "PROJECTOR_BATCH=300", "PROJECTOR_SNAPSHOT_EVERY=16")
+		cmd.Env = append(os.Environ(), "PROJECTOR_CHILD=1", "PROJECTOR_NATS_URL="+e.Srv.ClientURL(), "PROJECTOR_DIR="+dir, "PROJECTOR_BATCH=300", "PROJECTOR_SNAPSHOT_EVERY=16")
 		cmd.Stderr = os.Stderr
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
@@ -197,7 +198,7 @@ func testSIGKILLDuringCatchUp(t *testing.T, partitions int) {
 		t.Fatalf("final restart did not resume: %s", mode)
 	}
 
-	db, cp := openCheckpoint(t, dir)
+	db, cp := projectortest.OpenCheckpoint(t, dir)
 	scan, keys, err := db.Scan()
 	db.Close()
 	if err != nil {
@@ -206,7 +207,7 @@ func testSIGKILLDuringCatchUp(t *testing.T, partitions int) {
 	if got := consumed(cp); got < last || len(cp.Streams) != partitions {
 		t.Fatalf("final checkpoint covers %d events in %d streams, the log holds %d in %d", got, len(cp.Streams), last, partitions)
 	}
-	rebuilt, err := projector.Rebuild(e.ctx, e.ls, filepath.Join(t.TempDir(), "clean"), cp, nil)
+	rebuilt, err := projector.Rebuild(e.Ctx, e.LS, filepath.Join(t.TempDir(), "clean"), cp, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

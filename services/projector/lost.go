@@ -68,24 +68,24 @@ func (l *lostRead) read() {
 // checkLostDue reads the server's records of every stream of infos when
 // they are due (always at start: the first read); after a failed read
 // they are due again at the next round.
-func (s *Service) checkLostDue(ctx context.Context, infos map[string]streamInfo, now time.Time) {
-	if !s.lost.due(now, s.ls.Reconnects()) {
+func (rb *rollbacks) checkLostDue(ctx context.Context, infos map[string]streamInfo, now time.Time) {
+	if !rb.lost.due(now, rb.ls.Reconnects()) {
 		return
 	}
 	for name := range infos {
-		ld, err := s.ls.StreamLost(ctx, name)
+		ld, err := rb.ls.StreamLost(ctx, name)
 		if err != nil {
-			if s.lost.failed() {
-				s.log.Warn("projector: cannot read what nats-server says it lost of a stream; reading again at each check", "stream", name, "err", err)
+			if rb.lost.failed() {
+				rb.log.Warn("projector: cannot read what nats-server says it lost of a stream; reading again at each check", "stream", name, "err", err)
 			}
 			continue
 		}
-		s.lost.read()
+		rb.lost.read()
 		if ld == nil {
 			continue
 		}
-		if r := lostReason(name, ld); s.rb.raise(name, r) {
-			s.log.Error("projector: nats-server reports stored messages lost", "stream", name, "reason", r)
+		if r := lostReason(name, ld); rb.raise(name, r) {
+			rb.log.Error("projector: nats-server reports stored messages lost", "stream", name, "reason", r)
 		}
 	}
 }

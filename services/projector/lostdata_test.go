@@ -14,7 +14,8 @@ import (
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
-	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
 // What nats-server v2.15.3 says it lost of a stream (the "lost" of its
@@ -50,8 +51,8 @@ func TestServerLostData(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/index_kept=%v", c.damage, c.keepIdx), func(t *testing.T) {
 			rs := newRollbackServer(t)
 			e := rs.e
-			publishN(t, e, gen.NewSession("early", t0), 3)
-			publishN(t, e, gen.NewSession("late", t0), 3)
+			projectortest.PublishN(t, e, gen.NewSession("early", projectortest.T0), 3)
+			projectortest.PublishN(t, e, gen.NewSession("late", projectortest.T0), 3)
 			rs.stop()
 			if !c.keepIdx {
 				if err := os.Remove(filepath.Join(rs.msgsDir(), "index.db")); err != nil {
@@ -87,14 +88,14 @@ func TestRolledBackLostOnRecovery(t *testing.T) {
 	for _, keepIdx := range []bool{true, false} {
 		t.Run(fmt.Sprintf("index_kept=%v", keepIdx), func(t *testing.T) {
 			rs := newRollbackServer(t)
-			e, ctx := rs.e, rs.e.ctx
-			publishN(t, e, gen.NewSession("early", t0), 3)
+			e, ctx := rs.e, rs.e.Ctx
+			projectortest.PublishN(t, e, gen.NewSession("early", projectortest.T0), 3)
 			data := t.TempDir()
-			r := e.start(data)
-			r.waitReady(t)
-			r.waitSession(t, "early", func(d projector.Detail) bool { return d.LastSeq == 3 })
-			r.stop(t)
-			publishN(t, e, gen.NewSession("late", t0), 3)
+			r := e.Start(data)
+			r.WaitReady(t)
+			r.WaitSession(t, "early", func(d httpapi.Detail) bool { return d.LastSeq == 3 })
+			r.Stop(t)
+			projectortest.PublishN(t, e, gen.NewSession("late", projectortest.T0), 3)
 
 			rs.stop()
 			if !keepIdx {
@@ -109,26 +110,26 @@ func TestRolledBackLostOnRecovery(t *testing.T) {
 			if st.LastSeq < 3 {
 				t.Fatalf("last seq %d: below the checkpoint, not the case tested", st.LastSeq)
 			}
-			if m, err := e.ls.MsgAt(ctx, "SESSIONS", 3); err != nil || m == nil {
+			if m, err := e.LS.MsgAt(ctx, "SESSIONS", 3); err != nil || m == nil {
 				t.Fatalf("seq 3 after the damage: %v (%v), want it whole", m, err)
 			}
 
-			r2 := e.start(data)
+			r2 := e.Start(data)
 			err := r2.Ready()
 			t.Logf("started: ready = %v", err)
 			if err == nil || !strings.Contains(err.Error(), "log_rolled_back: stream SESSIONS: nats-server dropped") {
 				t.Fatalf("started on the damaged stream: ready = %v, want log_rolled_back naming what the server dropped", err)
 			}
-			r2.stop(t)
+			r2.Stop(t)
 
 			// The server forgets the loss when it restarts. A running
 			// projector is told of the next one by its first check after
 			// the server recovered (its connection reconnected).
 			// An event stored after the loss, for the projector to fold.
 			rs.restart("a")
-			publishN(t, e, gen.NewSession("after", t0), 1)
-			r3 := e.start(t.TempDir())
-			r3.waitReady(t)
+			projectortest.PublishN(t, e, gen.NewSession("after", projectortest.T0), 1)
+			r3 := e.Start(t.TempDir())
+			r3.WaitReady(t)
 			rs.stop()
 			rs.damage("missing_block")
 			rs.restart("a")
@@ -153,11 +154,11 @@ func showLost(ld *logstore.LostData) string {
 func (rs *rollbackServer) lost() (logstore.StreamStatus, *logstore.LostData) {
 	rs.t.Helper()
 	e := rs.e
-	st, err := e.ls.StreamStatus(e.ctx, "SESSIONS")
+	st, err := e.LS.StreamStatus(e.Ctx, "SESSIONS")
 	if err != nil {
 		rs.t.Fatal(err)
 	}
-	ld, err := e.ls.StreamLost(e.ctx, "SESSIONS")
+	ld, err := e.LS.StreamLost(e.Ctx, "SESSIONS")
 	if err != nil {
 		rs.t.Fatal(err)
 	}
@@ -237,10 +238,10 @@ func blockRecords(b []byte) []int {
 // StreamLost keeps only the named sequences the stream does not hold now,
 // and a projector started then is rolled back exactly when it names some.
 func TestLostDataReplica(t *testing.T) {
-	c, e := clusterEnv(t)
+	c, e := projectortest.ClusterEnv(t)
 	leader := c.WaitStreamLeader(logstore.StreamName)
-	publishN(t, e, gen.NewSession("early", t0), 3)
-	publishN(t, e, gen.NewSession("late", t0), 3)
+	projectortest.PublishN(t, e, gen.NewSession("early", projectortest.T0), 3)
+	projectortest.PublishN(t, e, gen.NewSession("late", projectortest.T0), 3)
 	c.WaitStreamsCurrent(logstore.StreamName)
 
 	f := (leader + 1) % 3
@@ -260,7 +261,7 @@ func TestLostDataReplica(t *testing.T) {
 		if c.StreamLeader(logstore.StreamName) == f {
 			return nil
 		}
-		_, _ = e.nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+logstore.StreamName, []byte(`{"placement":{"preferred":"`+name+`"}}`), 2*time.Second)
+		_, _ = e.NC.Request("$JS.API.STREAM.LEADER.STEPDOWN."+logstore.StreamName, []byte(`{"placement":{"preferred":"`+name+`"}}`), 2*time.Second)
 		return fmt.Errorf("%s does not lead yet", name)
 	})
 	var raw struct {
@@ -268,17 +269,17 @@ func TestLostDataReplica(t *testing.T) {
 			Lost *logstore.LostData `json:"lost"`
 		} `json:"state"`
 	}
-	m, err := e.nc.Request("$JS.API.STREAM.INFO."+logstore.StreamName, []byte(`{"deleted_details":true}`), 5*time.Second)
+	m, err := e.NC.Request("$JS.API.STREAM.INFO."+logstore.StreamName, []byte(`{"deleted_details":true}`), 5*time.Second)
 	if err != nil || json.Unmarshal(m.Data, &raw) != nil {
 		t.Fatalf("stream info: %v", err)
 	}
 	var held []uint64
 	for seq := uint64(1); seq <= 6; seq++ {
-		if m, err := e.ls.MsgAt(e.ctx, logstore.StreamName, seq); err == nil && m != nil {
+		if m, err := e.LS.MsgAt(e.Ctx, logstore.StreamName, seq); err == nil && m != nil {
 			held = append(held, seq)
 		}
 	}
-	ld, err := e.ls.StreamLost(e.ctx, logstore.StreamName)
+	ld, err := e.LS.StreamLost(e.Ctx, logstore.StreamName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +295,7 @@ func TestLostDataReplica(t *testing.T) {
 	if (ld == nil) != (len(want) == 0) || (ld != nil && !slices.Equal(ld.Msgs, want)) {
 		t.Errorf("StreamLost = %s, want the named seqs not held: %v", showLost(ld), want)
 	}
-	r := e.start(t.TempDir())
+	r := e.Start(t.TempDir())
 	err = r.Ready()
 	t.Logf("started: ready = %v", err)
 	if rolled := err != nil && strings.Contains(err.Error(), "log_rolled_back"); rolled != (len(want) > 0) {

@@ -12,14 +12,14 @@ import (
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
-var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-
 // checkRebuild compares the live store's incremental checksum with a full
 // scan and with a clean rebuild of the same stream prefix.
-func checkRebuild(t *testing.T, e *env, r *running) {
+func checkRebuild(t *testing.T, e *projectortest.Env, r *projectortest.Running) {
 	t.Helper()
 	cp, ok, err := r.DB().Checkpoint()
 	if err != nil || !ok {
@@ -29,7 +29,7 @@ func checkRebuild(t *testing.T, e *env, r *running) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rebuilt, err := projector.Rebuild(e.ctx, e.ls, filepath.Join(t.TempDir(), "rebuild"), cp, nil)
+	rebuilt, err := projector.Rebuild(e.Ctx, e.LS, filepath.Join(t.TempDir(), "rebuild"), cp, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,18 +43,18 @@ func checkRebuild(t *testing.T, e *env, r *running) {
 func TestCatchUpServesViewsEqualToRebuild(t *testing.T) { natstest.ForEachLayout(t, testCatchUp) }
 
 func testCatchUp(t *testing.T, l natstest.Layout) {
-	e := newEnvLayout(t, l)
-	fleet := gen.NewFleet("s", 20, 1, t0)
-	if _, err := fleet.Fill(e.ctx, e.ls, 3000); err != nil {
+	e := projectortest.NewEnvLayout(t, l)
+	fleet := gen.NewFleet("s", 20, 1, projectortest.T0)
+	if _, err := fleet.Fill(e.Ctx, e.LS, 3000); err != nil {
 		t.Fatal(err)
 	}
 	// Small batches and snapshots and a tiny cache: eviction and restore
 	// from snapshot + log are exercised too.
-	r := e.start(t.TempDir(), func(c *projector.Config) { c.MaxBatchEvents = 97; c.CacheSessions = 5; c.SnapshotEvery = 7 })
-	r.waitReady(t)
+	r := e.Start(t.TempDir(), func(c *projector.Config) { c.MaxBatchEvents = 97; c.CacheSessions = 5; c.SnapshotEvery = 7 })
+	r.WaitReady(t)
 
-	var list projector.List
-	r.getJSON(t, "/v1/sessions?limit=7", &list)
+	var list httpapi.List
+	r.GetJSON(t, "/v1/sessions?limit=7", &list)
 	if len(list.Sessions) != 7 || list.Next == "" {
 		t.Fatalf("first page: %d sessions, next %q", len(list.Sessions), list.Next)
 	}
@@ -77,16 +77,16 @@ func testCatchUp(t *testing.T, l natstest.Layout) {
 			break
 		}
 		next := list.Next
-		list = projector.List{}
-		r.getJSON(t, "/v1/sessions?limit=7&after="+next, &list)
+		list = httpapi.List{}
+		r.GetJSON(t, "/v1/sessions?limit=7&after="+next, &list)
 	}
 	if len(seen) != 20 || pages != 3 {
 		t.Fatalf("listed %d sessions in %d pages, want 20 in 3", len(seen), pages)
 	}
 
 	for _, s := range fleet.Sessions {
-		var d projector.Detail
-		r.getJSON(t, "/v1/sessions/"+s.ID, &d)
+		var d httpapi.Detail
+		r.GetJSON(t, "/v1/sessions/"+s.ID, &d)
 		// The status and problem too: a fold that stopped (a gap or an
 		// unreadable message) says where and why.
 		if d.LastSeq != s.Seq() {
@@ -102,8 +102,8 @@ func testCatchUp(t *testing.T, l natstest.Layout) {
 	var got []uint64
 	after := uint64(0)
 	for {
-		var ev projector.Events
-		r.getJSON(t, fmt.Sprintf("/v1/sessions/%s/events?after=%d&limit=13", s0.ID, after), &ev)
+		var ev httpapi.Events
+		r.GetJSON(t, fmt.Sprintf("/v1/sessions/%s/events?after=%d&limit=13", s0.ID, after), &ev)
 		for _, raw := range ev.Events {
 			var env schema.Envelope
 			json.Unmarshal(raw, &env)
@@ -122,15 +122,15 @@ func testCatchUp(t *testing.T, l natstest.Layout) {
 	if uint64(len(got)) != s0.Seq() {
 		t.Fatalf("events: %d, want %d", len(got), s0.Seq())
 	}
-	var mid projector.Events
-	r.getJSON(t, fmt.Sprintf("/v1/sessions/%s/events?after=%d&limit=2", s0.ID, s0.Seq()-3), &mid)
+	var mid httpapi.Events
+	r.GetJSON(t, fmt.Sprintf("/v1/sessions/%s/events?after=%d&limit=2", s0.ID, s0.Seq()-3), &mid)
 	if len(mid.Events) != 2 || mid.Next != s0.Seq()-1 || !mid.More {
 		t.Fatalf("events after %d: %d events next %d more %v", s0.Seq()-3, len(mid.Events), mid.Next, mid.More)
 	}
 
 	// Status filter: every listed session has that status.
-	var idle projector.List
-	r.getJSON(t, "/v1/sessions?status=idle&limit=1000", &idle)
+	var idle httpapi.List
+	r.GetJSON(t, "/v1/sessions?status=idle&limit=1000", &idle)
 	for _, s := range idle.Sessions {
 		if s.Status != projector.StatusIdle {
 			t.Fatalf("status=idle listed %s with %s", s.SessionID, s.Status)
@@ -140,11 +140,11 @@ func testCatchUp(t *testing.T, l natstest.Layout) {
 }
 
 func TestBadRequests(t *testing.T) {
-	e := newEnv(t)
-	fleet := gen.NewFleet("b", 1, 1, t0)
-	fleet.Fill(e.ctx, e.ls, 20)
-	r := e.start(t.TempDir())
-	r.waitReady(t)
+	e := projectortest.NewEnv(t)
+	fleet := gen.NewFleet("b", 1, 1, projectortest.T0)
+	fleet.Fill(e.Ctx, e.LS, 20)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
 	for path, want := range map[string]int{
 		"/v1/sessions/b-0":                                   200,
 		"/v1/sessions/nope":                                  404,
@@ -171,27 +171,27 @@ func TestBadRequests(t *testing.T) {
 		"/healthz":                                           200,
 		"/readyz":                                            200,
 	} {
-		if code, body := r.get(t, path); code != want {
+		if code, body := r.Get(t, path); code != want {
 			t.Errorf("GET %s: %d, want %d: %s", path, code, want, body)
 		}
 	}
 }
 
 func TestBearerToken(t *testing.T) {
-	e := newEnv(t)
-	r := e.start(t.TempDir(), func(c *projector.Config) { c.HTTPToken = "s3cret" })
-	r.waitReady(t)
-	if code, _ := r.get(t, "/healthz"); code != 200 {
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir(), func(c *projector.Config) { c.HTTPToken = "s3cret" })
+	r.WaitReady(t)
+	if code, _ := r.Get(t, "/healthz"); code != 200 {
 		t.Fatalf("/healthz without token: %d", code)
 	}
 	// /readyz is a probe, open like /healthz (the rule of package httpauth).
-	if code, _ := r.get(t, "/readyz"); code != 200 {
+	if code, _ := r.Get(t, "/readyz"); code != 200 {
 		t.Fatalf("/readyz without token: %d", code)
 	}
 	// The dashboard page itself is served without the token: it holds no
 	// data and asks for the token.
 	for _, p := range []string{"/", "/?s=x", "/assets/uplot-1.6.32.min.js"} {
-		if code, _ := r.get(t, p); code != 200 {
+		if code, _ := r.Get(t, p); code != 200 {
 			t.Fatalf("%s without token: %d", p, code)
 		}
 	}
@@ -199,12 +199,12 @@ func TestBearerToken(t *testing.T) {
 	// parameter or a cookie it is refused (and no answer sets a cookie).
 	for _, p := range []string{"/v1/sessions", "/v1/overview", "/v1/sessions?access_token=s3cret", "/v1/sessions?token=s3cret",
 		"/v1/sessions/x/watch?access_token=s3cret", "/v1/sessions/x/events?token=s3cret", "/metrics?access_token=s3cret", "/favicon.ico"} {
-		if code, _ := r.get(t, p); code != 401 {
+		if code, _ := r.Get(t, p); code != 401 {
 			t.Fatalf("%s without the token in the header: %d", p, code)
 		}
 	}
 	for _, h := range []http.Header{{"Cookie": {"sessionlog_token=s3cret"}}, {"Authorization": {"Bearer s3cret"}}} {
-		req, _ := http.NewRequest("GET", r.srv.URL+"/v1/sessions?access_token=s3cret", nil)
+		req, _ := http.NewRequest("GET", r.Srv.URL+"/v1/sessions?access_token=s3cret", nil)
 		req.Header = h
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -222,26 +222,26 @@ func TestBearerToken(t *testing.T) {
 }
 
 func TestRebuildOnVersionChecksumOrCorruption(t *testing.T) {
-	e := newEnv(t)
-	fleet := gen.NewFleet("v", 5, 2, t0)
-	fleet.Fill(e.ctx, e.ls, 500)
+	e := projectortest.NewEnv(t)
+	fleet := gen.NewFleet("v", 5, 2, projectortest.T0)
+	fleet.Fill(e.Ctx, e.LS, 500)
 	dir := t.TempDir()
 
 	restart := func(damage func(db *store.DB)) projector.StartMode {
 		t.Helper()
-		r := e.start(dir)
-		r.waitReady(t)
-		r.stop(t)
+		r := e.Start(dir)
+		r.WaitReady(t)
+		r.Stop(t)
 		db, err := store.Open(dir, store.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		damage(db)
 		db.Close()
-		r = e.start(dir)
-		r.waitReady(t)
+		r = e.Start(dir)
+		r.WaitReady(t)
 		checkRebuild(t, e, r)
-		r.stop(t)
+		r.Stop(t)
 		return r.Mode()
 	}
 
@@ -285,13 +285,13 @@ func TestRebuildOnVersionChecksumOrCorruption(t *testing.T) {
 }
 
 func TestVerifyDetectsDamagedViews(t *testing.T) {
-	e := newEnv(t)
-	gen.NewFleet("x", 3, 3, t0).Fill(e.ctx, e.ls, 200)
+	e := projectortest.NewEnv(t)
+	gen.NewFleet("x", 3, 3, projectortest.T0).Fill(e.Ctx, e.LS, 200)
 	dir := t.TempDir()
-	r := e.start(dir)
-	r.waitReady(t)
-	r.stop(t)
-	res, err := projector.Verify(e.ctx, e.ls, dir, filepath.Join(t.TempDir(), "v1"), nil)
+	r := e.Start(dir)
+	r.WaitReady(t)
+	r.Stop(t)
+	res, err := projector.Verify(e.Ctx, e.LS, dir, filepath.Join(t.TempDir(), "v1"), nil)
 	if err != nil || !res.OK() {
 		t.Fatalf("clean store: %+v %v", res, err)
 	}
@@ -301,7 +301,7 @@ func TestVerifyDetectsDamagedViews(t *testing.T) {
 	}
 	db.RawPut(store.SummaryKey("x-1"), []byte(`{"sessionId":"x-1","status":"closed"}`))
 	db.Close()
-	res, err = projector.Verify(e.ctx, e.ls, dir, filepath.Join(t.TempDir(), "v2"), nil)
+	res, err = projector.Verify(e.Ctx, e.LS, dir, filepath.Join(t.TempDir(), "v2"), nil)
 	if err != nil || res.OK() || res.Scanned == res.Rebuilt {
 		t.Fatalf("damaged store verified: %+v %v", res, err)
 	}
@@ -314,21 +314,21 @@ func TestVerifyDetectsDamagedViews(t *testing.T) {
 // It must read them only once that batch has landed: the views equal a
 // clean rebuild, and the stored checksum the scanned one.
 func TestSessionReloadedWhileItsBatchIsInFlight(t *testing.T) {
-	e := newEnv(t)
-	fleet := gen.NewFleet("inflight", 4, 3, t0)
-	if _, err := fleet.Fill(e.ctx, e.ls, 400); err != nil {
+	e := projectortest.NewEnv(t)
+	fleet := gen.NewFleet("inflight", 4, 3, projectortest.T0)
+	if _, err := fleet.Fill(e.Ctx, e.LS, 400); err != nil {
 		t.Fatal(err)
 	}
 	var release func()
-	r := e.startPrepared(t.TempDir(), func(s *projector.Service) { release = projector.HoldCommits(s) },
+	r := e.StartPrepared(t.TempDir(), func(s *projector.Service) { release = projector.HoldCommits(s) },
 		func(c *projector.Config) { c.MaxBatchEvents = 13; c.CacheSessions = 1; c.SnapshotEvery = 5 })
 	// Registered after start's stop, so it runs first: a fold loop that
 	// stopped on an error does not wait for its last batch.
 	t.Cleanup(release)
-	r.waitReady(t)
+	r.WaitReady(t)
 	for _, s := range fleet.Sessions {
-		var d projector.Detail
-		r.getJSON(t, "/v1/sessions/"+s.ID, &d)
+		var d httpapi.Detail
+		r.GetJSON(t, "/v1/sessions/"+s.ID, &d)
 		if d.LastSeq != s.Seq() {
 			t.Fatalf("%s: lastSeq %d, generated %d", s.ID, d.LastSeq, s.Seq())
 		}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sessionlog/sessionlog/internal/gen"
-	"github.com/sessionlog/sessionlog/services/projector/store"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 )
 
 // BenchmarkContextReads times what the event index reads of one session
@@ -38,19 +38,11 @@ func BenchmarkContextReads(b *testing.B) {
 		for b.Loop() {
 			n = 0
 			err := s.view(func(rd reader) error {
-				ch, err := rd.contextHead(id)
-				if err != nil {
-					return err
+				c, _, err := httpapi.ContextOf(rd.snap, id, limit)
+				if c != nil {
+					n = len(c.Entries)
 				}
-				k := ch.skip
-				for next := ch.from; next != 0; {
-					var entries []store.ContextEntry
-					if entries, next, err = rd.contextPage(id, next, ch.sum.LastSeq, limit, &k); err != nil {
-						return err
-					}
-					n += len(entries)
-				}
-				return nil
+				return err
 			})
 			if err != nil {
 				b.Fatal(err)
@@ -63,7 +55,7 @@ func BenchmarkContextReads(b *testing.B) {
 		for b.Loop() {
 			after = (after+10)%last + 1
 			err := s.view(func(rd reader) error {
-				ss, seq, err := rd.startAt(id, after)
+				seq, ss, err := rd.snap.LastEvent(id, after)
 				if err == nil && (ss == 0 || seq == 0) {
 					b.Fatalf("no start for after %d", after)
 				}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
 // TestRestoreOfManyEventsThroughConsumer: with snapshots far apart, a
@@ -14,24 +15,24 @@ import (
 // than it reads one by one (through a consumer on the session), and the
 // views it goes on to build equal a clean rebuild.
 func TestRestoreOfManyEventsThroughConsumer(t *testing.T) {
-	e := newEnv(t)
-	fleet := gen.NewFleet("rc", 3, 5, t0)
-	if _, err := fleet.Fill(e.ctx, e.ls, 600); err != nil {
+	e := projectortest.NewEnv(t)
+	fleet := gen.NewFleet("rc", 3, 5, projectortest.T0)
+	if _, err := fleet.Fill(e.Ctx, e.LS, 600); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	// No snapshot before 1,000 events: each session's ~200 events are
 	// all re-read on restore.
-	r := e.start(dir, func(c *projector.Config) { c.SnapshotEvery = 1000 })
-	r.waitReady(t)
-	r.stop(t)
-	if _, err := fleet.Fill(e.ctx, e.ls, 30); err != nil {
+	r := e.Start(dir, func(c *projector.Config) { c.SnapshotEvery = 1000 })
+	r.WaitReady(t)
+	r.Stop(t)
+	if _, err := fleet.Fill(e.Ctx, e.LS, 30); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	r = e.start(dir, func(c *projector.Config) { c.SnapshotEvery = 1000; c.Registerer = reg })
-	r.waitReady(t)
-	r.stop(t)
+	r = e.Start(dir, func(c *projector.Config) { c.SnapshotEvery = 1000; c.Registerer = reg })
+	r.WaitReady(t)
+	r.Stop(t)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +46,7 @@ func TestRestoreOfManyEventsThroughConsumer(t *testing.T) {
 	if restores != 3 {
 		t.Fatalf("%v restores, want 3", restores)
 	}
-	res, err := projector.Verify(e.ctx, e.ls, dir, t.TempDir(), nil)
+	res, err := projector.Verify(e.Ctx, e.LS, dir, t.TempDir(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package projector
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -46,12 +47,19 @@ const rollbackConfirm = 10 * time.Second
 const CodeLogRolledBack = "log_rolled_back"
 
 type rollbacks struct {
+	// ls and log: the log the checks read, and where they say what they
+	// found.
+	ls       *logstore.Store
+	log      *slog.Logger
 	gauge    prometheus.Gauge
 	mu       sync.Mutex
 	consumed map[string]store.StreamPos // stream -> highest position consumed
 	suspects map[string]suspect         // stream -> a last sequence seen below it
 	gone     map[string]suspect         // stream -> a consumed message found gone
 	reasons  map[string]string          // stream -> why it is rolled back
+	// lost: when the server's records of what it lost were last read
+	// (lost.go).
+	lost lostRead
 }
 
 // suspect is a stream whose last sequence was seen below pos, first at
@@ -61,13 +69,13 @@ type suspect struct {
 	since time.Time
 }
 
-func newRollbacks(r prometheus.Registerer) (*rollbacks, error) {
+func newRollbacks(r prometheus.Registerer, ls *logstore.Store, log *slog.Logger) (*rollbacks, error) {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "sessionlog_projector_log_rolled_back",
 		Help: "1 when the log lost stored events: a stream's last sequence went below one the projector had consumed, a message it consumed is gone or another, or nats-server says it lost stored messages."})
 	if err := r.Register(g); err != nil {
 		return nil, fmt.Errorf("projector: metrics: %w", err)
 	}
-	return &rollbacks{gauge: g, consumed: map[string]store.StreamPos{}, suspects: map[string]suspect{}, gone: map[string]suspect{}, reasons: map[string]string{}}, nil
+	return &rollbacks{ls: ls, log: log, gauge: g, consumed: map[string]store.StreamPos{}, suspects: map[string]suspect{}, gone: map[string]suspect{}, reasons: map[string]string{}}, nil
 }
 
 // saw records the positions of a checkpoint as consumed.
@@ -139,10 +147,10 @@ func (s *Service) CheckStreams(ctx context.Context) {
 		return // unreachable now: the next round looks again
 	}
 	now := time.Now()
-	s.checkLostDue(ctx, infos, now)
+	s.rb.checkLostDue(ctx, infos, now)
 	for name, info := range infos {
 		if c, ok := s.created[name]; ok && c.Equal(info.created) {
-			s.checkStream(ctx, name, info.last, consumed[name], now)
+			s.rb.checkStream(ctx, name, info.last, consumed[name], now)
 		}
 	}
 	s.rb.mu.Lock()
@@ -150,7 +158,7 @@ func (s *Service) CheckStreams(ctx context.Context) {
 	s.rb.mu.Unlock()
 	for name, g := range gone {
 		if g.pos.Seq != consumed[name].Seq { // else checkStream looked at it above
-			s.checkConsumed(ctx, name, g.pos, now)
+			s.rb.checkConsumed(ctx, name, g.pos, now)
 		}
 	}
 }
@@ -161,8 +169,7 @@ func (s *Service) CheckStreams(ctx context.Context) {
 // the message at the consumed (or suspected) sequence must be the one
 // consumed: another one there is the log that lost messages and stored
 // others in their place. A message gone (erased, expired) says nothing.
-func (s *Service) checkStream(ctx context.Context, name string, last uint64, c store.StreamPos, now time.Time) {
-	rb := s.rb
+func (rb *rollbacks) checkStream(ctx context.Context, name string, last uint64, c store.StreamPos, now time.Time) {
 	rb.mu.Lock()
 	sus, suspected := rb.suspects[name]
 	if suspected && c.Seq > sus.pos.Seq {
@@ -172,7 +179,7 @@ func (s *Service) checkStream(ctx context.Context, name string, last uint64, c s
 		if !suspected {
 			rb.suspects[name] = suspect{pos: c, since: now}
 			rb.mu.Unlock()
-			s.log.Warn("projector: a stream's last sequence is below what was consumed; it is raised as rolled back unless a later answer shows more", "stream", name, "last", last, "consumed", c.Seq, "within", rollbackConfirm)
+			rb.log.Warn("projector: a stream's last sequence is below what was consumed; it is raised as rolled back unless a later answer shows more", "stream", name, "last", last, "consumed", c.Seq, "within", rollbackConfirm)
 			return
 		}
 		rb.suspects[name] = sus
@@ -191,31 +198,30 @@ func (s *Service) checkStream(ctx context.Context, name string, last uint64, c s
 	if p.Seq == 0 || p.ID == "" {
 		return
 	}
-	if s.checkConsumed(ctx, name, p, now) && suspected {
-		s.log.Info("projector: a stream's last sequence below what was consumed was a stale answer: the message consumed is there", "stream", name, "seq", p.Seq, "last", last)
+	if rb.checkConsumed(ctx, name, p, now) && suspected {
+		rb.log.Info("projector: a stream's last sequence below what was consumed was a stale answer: the message consumed is there", "stream", name, "seq", p.Seq, "last", last)
 	}
 }
 
 // checkConsumed reads the message at consumed position p and judges it:
-// gone (gone), or there (found). It reports whether the message consumed
+// gone (missing), or there (found). It reports whether the message consumed
 // is there; false too when the read failed (the next round looks again).
-func (s *Service) checkConsumed(ctx context.Context, name string, p store.StreamPos, now time.Time) bool {
-	m, err := s.ls.MsgAt(ctx, name, p.Seq)
+func (rb *rollbacks) checkConsumed(ctx context.Context, name string, p store.StreamPos, now time.Time) bool {
+	m, err := rb.ls.MsgAt(ctx, name, p.Seq)
 	switch {
 	case err != nil:
 		return false
 	case m == nil:
-		s.gone(ctx, name, p, now)
+		rb.missing(ctx, name, p, now)
 		return false
 	}
-	return s.found(name, p, m)
+	return rb.found(name, p, m)
 }
 
 // found judges the message m read at a consumed position p: it must be
 // the one consumed there, else the log lost stored messages and stored
 // others in their place. It reports whether it was.
-func (s *Service) found(name string, p store.StreamPos, m *logstore.Msg) bool {
-	rb := s.rb
+func (rb *rollbacks) found(name string, p store.StreamPos, m *logstore.Msg) bool {
 	rb.mu.Lock()
 	if g, ok := rb.gone[name]; ok && g.pos.Seq == p.Seq {
 		delete(rb.gone, name) // a stale "not found"
@@ -228,7 +234,7 @@ func (s *Service) found(name string, p store.StreamPos, m *logstore.Msg) bool {
 	return true
 }
 
-// gone judges a consumed message the stream no longer holds. Only an
+// missing judges a consumed message the stream no longer holds. Only an
 // erase deletes a stored event, and it writes the session's erasure
 // record first; so a message whose session has no record is the log that
 // lost it (nats-server cuts a block file at a damaged record and serves
@@ -238,13 +244,12 @@ func (s *Service) found(name string, p store.StreamPos, m *logstore.Msg) bool {
 // it steps down: the message must stay gone for rollbackConfirm. A
 // position without its subject (a checkpoint written before it was kept)
 // is not judged.
-func (s *Service) gone(ctx context.Context, name string, p store.StreamPos, now time.Time) {
-	rb := s.rb
+func (rb *rollbacks) missing(ctx context.Context, name string, p store.StreamPos, now time.Time) {
 	id, ok := logstore.SessionFromSubject(p.Subject)
 	if !ok {
 		return
 	}
-	if erased, err := s.ls.Erased(ctx, id); err != nil || erased {
+	if erased, err := rb.ls.Erased(ctx, id); err != nil || erased {
 		if erased {
 			rb.mu.Lock()
 			if g, ok := rb.gone[name]; ok && g.pos.Seq == p.Seq {
@@ -259,7 +264,7 @@ func (s *Service) gone(ctx context.Context, name string, p store.StreamPos, now 
 	if !ok {
 		rb.gone[name] = suspect{pos: p, since: now}
 		rb.mu.Unlock()
-		s.log.Warn("projector: a message the projector consumed is gone from the stream and its session has no erasure record; it is raised as rolled back unless it is found again", "stream", name, "seq", p.Seq, "session", id, "within", rollbackConfirm)
+		rb.log.Warn("projector: a message the projector consumed is gone from the stream and its session has no erasure record; it is raised as rolled back unless it is found again", "stream", name, "seq", p.Seq, "session", id, "within", rollbackConfirm)
 		return
 	}
 	rb.mu.Unlock()

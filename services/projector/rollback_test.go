@@ -11,13 +11,14 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
 // A stream whose last sequence goes below what the projector consumed (the
@@ -28,19 +29,19 @@ import (
 // grows raises nothing.
 func TestRolledBackProjector(t *testing.T) {
 	rs := newRollbackServer(t)
-	e, ctx := rs.e, rs.e.ctx
-	publishN(t, e, gen.NewSession("early", t0), 3)
+	e, ctx := rs.e, rs.e.Ctx
+	projectortest.PublishN(t, e, gen.NewSession("early", projectortest.T0), 3)
 	rs.copyTo("b") // the older copy of the store
-	publishN(t, e, gen.NewSession("late", t0), 3)
+	projectortest.PublishN(t, e, gen.NewSession("late", projectortest.T0), 3)
 
 	reg := prometheus.NewRegistry()
 	data := t.TempDir()
-	r := e.start(data, func(c *projector.Config) { c.Registerer, c.Gatherer = reg, reg })
-	r.waitReady(t)
-	r.waitSession(t, "late", func(d projector.Detail) bool { return d.LastSeq == 3 })
+	r := e.Start(data, func(c *projector.Config) { c.Registerer, c.Gatherer = reg, reg })
+	r.WaitReady(t)
+	r.WaitSession(t, "late", func(d httpapi.Detail) bool { return d.LastSeq == 3 })
 	// Grown, not rolled back: one check round passes with nothing raised.
-	publishN(t, e, gen.NewSession("more", t0), 1)
-	r.waitSession(t, "more", func(d projector.Detail) bool { return d.LastSeq == 1 })
+	projectortest.PublishN(t, e, gen.NewSession("more", projectortest.T0), 1)
+	r.WaitSession(t, "more", func(d httpapi.Detail) bool { return d.LastSeq == 1 })
 	r.CheckStreams(ctx)
 	if err := r.Ready(); err != nil {
 		t.Fatalf("ready before the rollback: %v", err)
@@ -72,17 +73,17 @@ func TestRolledBackProjector(t *testing.T) {
 	if !strings.Contains(reason, "stream SESSIONS ends at seq 3, but the projector consumed it up to seq 7") {
 		t.Errorf("reason %q", reason)
 	}
-	if code, body := r.get(t, "/readyz"); code != 503 || !strings.Contains(string(body), "log_rolled_back") {
+	if code, body := r.Get(t, "/readyz"); code != 503 || !strings.Contains(string(body), "log_rolled_back") {
 		t.Errorf("/readyz: %d %s", code, body)
 	}
-	var o projector.Overview
-	r.getJSON(t, "/v1/overview", &o)
+	var o httpapi.Overview
+	r.GetJSON(t, "/v1/overview", &o)
 	if !strings.Contains(o.RolledBack, "log_rolled_back") {
 		t.Errorf("overview rolledBack %q", o.RolledBack)
 	}
 	// The dashboard's banner.
 	b := newBrowser(t, ctx, 1200, 800)
-	b.do("open the dashboard", chromedp.Navigate(r.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#rolledback:not([hidden])`)))
+	b.do("open the dashboard", chromedp.Navigate(r.Srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#rolledback:not([hidden])`)))
 	if banner := b.text(`#rolledback`); !strings.Contains(banner, "log_rolled_back") {
 		t.Errorf("banner %q", banner)
 	}
@@ -96,10 +97,10 @@ func TestRolledBackProjector(t *testing.T) {
 	if err != nil || gauge != 1 {
 		t.Errorf("sessionlog_projector_log_rolled_back = %v (%v), want 1", gauge, err)
 	}
-	r.stop(t)
+	r.Stop(t)
 
 	// Started on the rolled back stream, with the checkpoint of seq 7.
-	r2 := e.start(data)
+	r2 := e.Start(data)
 	if err := r2.Ready(); err == nil || !strings.Contains(err.Error(), "log_rolled_back") {
 		t.Fatalf("restarted: ready = %v", err)
 	}
@@ -110,16 +111,16 @@ func TestRolledBackProjector(t *testing.T) {
 // too: the message at the consumed sequence is another one.
 func TestRolledBackOvertaken(t *testing.T) {
 	rs := newRollbackServer(t)
-	e, ctx := rs.e, rs.e.ctx
-	publishN(t, e, gen.NewSession("early", t0), 3)
+	e, ctx := rs.e, rs.e.Ctx
+	projectortest.PublishN(t, e, gen.NewSession("early", projectortest.T0), 3)
 	rs.copyTo("b")
-	publishN(t, e, gen.NewSession("late", t0), 3)
-	r := e.start(t.TempDir())
-	r.waitReady(t)
-	r.waitSession(t, "late", func(d projector.Detail) bool { return d.LastSeq == 3 })
+	projectortest.PublishN(t, e, gen.NewSession("late", projectortest.T0), 3)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
+	r.WaitSession(t, "late", func(d httpapi.Detail) bool { return d.LastSeq == 3 })
 
 	rs.restart("b")
-	publishN(t, e, gen.NewSession("other", t0), 4) // seqs 4..7 of the stream
+	projectortest.PublishN(t, e, gen.NewSession("other", projectortest.T0), 4) // seqs 4..7 of the stream
 	r.CheckStreams(ctx)
 	err := r.Ready()
 	if err == nil || !strings.Contains(err.Error(), "log_rolled_back") || !strings.Contains(err.Error(), "at seq 6, but the projector consumed") {
@@ -135,14 +136,14 @@ func TestRolledBackOvertaken(t *testing.T) {
 // projector, on the checkpoint naming that message).
 func TestRolledBackDamagedBlock(t *testing.T) {
 	rs := newRollbackServer(t)
-	e, ctx := rs.e, rs.e.ctx
-	publishN(t, e, gen.NewSession("early", t0), 3)
-	publishN(t, e, gen.NewSession("late", t0), 3)
+	e, ctx := rs.e, rs.e.Ctx
+	projectortest.PublishN(t, e, gen.NewSession("early", projectortest.T0), 3)
+	projectortest.PublishN(t, e, gen.NewSession("late", projectortest.T0), 3)
 	data := t.TempDir()
-	r := e.start(data)
-	r.waitReady(t)
-	r.waitSession(t, "late", func(d projector.Detail) bool { return d.LastSeq == 3 })
-	r.stop(t)
+	r := e.Start(data)
+	r.WaitReady(t)
+	r.WaitSession(t, "late", func(d httpapi.Detail) bool { return d.LastSeq == 3 })
+	r.Stop(t)
 
 	// A bit of the last message's record flipped while the server is
 	// down: the server serves the stream without it and keeps its last
@@ -161,15 +162,15 @@ func TestRolledBackDamagedBlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs.restart("a")
-	st, err := e.ls.StreamStatus(ctx, "SESSIONS")
+	st, err := e.LS.StreamStatus(ctx, "SESSIONS")
 	if err != nil || st.LastSeq != 6 {
 		t.Fatalf("stream after the damage: %+v (%v), want last seq 6 kept", st, err)
 	}
-	if m, err := e.ls.MsgAt(ctx, "SESSIONS", 6); err != nil || m != nil {
+	if m, err := e.LS.MsgAt(ctx, "SESSIONS", 6); err != nil || m != nil {
 		t.Fatalf("seq 6 after the damage: %v (%v), want gone", m, err)
 	}
 
-	r2 := e.start(data)
+	r2 := e.Start(data)
 	var reason string
 	natstest.CheckFor(t, 40*time.Second, 200*time.Millisecond, func() error {
 		r2.CheckStreams(ctx)
@@ -193,7 +194,7 @@ type rollbackServer struct {
 	dir  string
 	port int
 	srv  *server.Server
-	e    *env
+	e    *projectortest.Env
 }
 
 func newRollbackServer(t *testing.T) *rollbackServer {
@@ -215,8 +216,7 @@ func newRollbackServer(t *testing.T) *rollbackServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	js, _ := jetstream.New(nc)
-	rs.e = &env{t: t, srv: rs.srv, nc: nc, ls: ls, js: js, ctx: ctx}
+	rs.e = &projectortest.Env{T: t, Srv: rs.srv, NC: nc, LS: ls, Ctx: ctx}
 	return rs
 }
 
@@ -238,7 +238,7 @@ func (rs *rollbackServer) restart(store string) {
 	rs.stop()
 	rs.run(store)
 	natstest.CheckFor(rs.t, 10*time.Second, 20*time.Millisecond, func() error {
-		_, err := rs.e.ls.StreamStatus(rs.e.ctx, "SESSIONS")
+		_, err := rs.e.LS.StreamStatus(rs.e.Ctx, "SESSIONS")
 		return err
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/memlog"
 	"github.com/sessionlog/sessionlog/internal/memlog/scripttest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
@@ -150,9 +151,10 @@ func (s *foldScript) command(t *testing.T, td *datadriven.TestData, id string) s
 		if err != nil || m == nil {
 			t.Fatalf("no message at stream seq %d (%v)", ss, err)
 		}
-		seq, ok := seqOf(m)
-		if !ok {
-			t.Fatalf("the message at stream seq %d has no seq", ss)
+		ev, err := schema.Decode(m.Data)
+		seq := ev.Seq
+		if err != nil || seq == 0 {
+			t.Fatalf("the message at stream seq %d has no seq (%v)", ss, err)
 		}
 		s.b.PutAround(t, id, m.Data, seq)
 		return "ok\n"
@@ -420,38 +422,31 @@ func (s *foldScript) events(t *testing.T, rd reader, id string) string {
 // an unreadable session, the last compaction's summary, then the entries
 // after it that no rewind abandoned.
 func renderContext(t *testing.T, rd reader, id string) string {
-	ch, err := rd.contextHead(id)
+	c, unreadable, err := httpapi.ContextOf(rd.snap, id, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	switch {
-	case ch.sum == nil:
-		return "no session\n"
-	case ch.sum.Status == StatusUnreadable:
+	case unreadable:
 		return "unreadable: not served\n"
+	case c == nil:
+		return "no session\n"
 	}
 	var out strings.Builder
-	if c := ch.comp; c != nil {
+	if c := c.Compaction; c != nil {
 		fmt.Fprintf(&out, "compacted through seq %d: %s\n", c.ThroughSeq, c.Summary)
 	}
-	from, k, sum := ch.from, ch.skip, ch.sum
-	for next := from; next != 0; {
-		var entries []store.ContextEntry
-		if entries, next, err = rd.contextPage(id, next, sum.LastSeq, 1<<20, &k); err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range entries {
-			fmt.Fprintf(&out, "%d %s %s", e.Seq, e.Role, e.Type)
-			for _, f := range [][2]string{{"turn", e.TurnID}, {"attempt", e.AttemptID}, {"call", e.ToolCallID}} {
-				if f[1] != "" {
-					fmt.Fprintf(&out, " %s=%s", f[0], f[1])
-				}
+	for _, e := range c.Entries {
+		fmt.Fprintf(&out, "%d %s %s", e.Seq, e.Role, e.Type)
+		for _, f := range [][2]string{{"turn", e.TurnID}, {"attempt", e.AttemptID}, {"call", e.ToolCallID}} {
+			if f[1] != "" {
+				fmt.Fprintf(&out, " %s=%s", f[0], f[1])
 			}
-			if e.Synthetic {
-				out.WriteString(" synthetic")
-			}
-			fmt.Fprintf(&out, " %s\n", e.Data)
 		}
+		if e.Synthetic {
+			out.WriteString(" synthetic")
+		}
+		fmt.Fprintf(&out, " %s\n", e.Data)
 	}
 	if out.Len() == 0 {
 		return "empty\n"

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 )
 
 // TestSearchBudgetPages: with a budget of 3 sessions examined a search
@@ -48,7 +49,7 @@ func TestSearchBudgetPages(t *testing.T) {
 		after := ""
 		for range len(sessions) + 2 {
 			code, body := tenantGet(t, r, token, "/v1/search?limit=5&q="+url.QueryEscape(q)+"&after="+after)
-			var res projector.SearchResult
+			var res httpapi.SearchResult
 			if code != 200 || json.Unmarshal([]byte(body), &res) != nil {
 				t.Fatalf("search %q after %q: %d %s", q, after, code, body)
 			}

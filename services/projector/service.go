@@ -15,6 +15,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
@@ -57,7 +58,7 @@ type Config struct {
 	// TenantTokens maps each tenant's token to what it names, TENANT or
 	// TENANT:AGENT[,AGENT...] (ADR 010, httpauth.ParseTenantToken): a
 	// request bearing one in its Authorization header sees only that
-	// tenant's sessions (of those agents) and may not act (tenant.go).
+	// tenant's sessions (of those agents) and may not act (httpapi/tenant.go).
 	// They need HTTPToken.
 	TenantTokens map[string]string
 
@@ -76,7 +77,7 @@ type Config struct {
 	// Heartbeat is the SSE comment interval.
 	Heartbeat time.Duration
 	// Watch bounds the memory of watch streams (zero values: defaults).
-	Watch WatchLimits
+	Watch httpapi.WatchLimits
 	// OnCommit, if set, is called after each committed batch (tests).
 	OnCommit func(store.Checkpoint)
 	// Observer, if set, sees each event the projector folds once it has
@@ -106,13 +107,7 @@ func DefaultConfig() Config {
 		SnapshotEvery:  64,
 		FetchBatch:     2000,
 		Heartbeat:      15 * time.Second,
-		Watch: WatchLimits{
-			QueueBytes:        2 << 20,
-			TotalBytes:        256 << 20,
-			PageBytes:         1 << 20,
-			MaxTransientBytes: 64 << 10,
-			WriteTimeout:      30 * time.Second,
-		},
+		Watch:          httpapi.DefaultWatchLimits(),
 	}
 }
 
@@ -147,7 +142,7 @@ func (c Config) withDefaults() Config {
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = d.Heartbeat
 	}
-	c.Watch = c.Watch.withDefaults()
+	c.Watch = c.Watch.WithDefaults()
 	return c
 }
 
@@ -161,11 +156,7 @@ type metrics struct {
 	position prometheus.Gauge
 	batch    prometheus.Histogram
 	batchEv  prometheus.Histogram
-	watchers prometheus.Gauge
 	repairs  prometheus.Counter
-	cut      prometheus.Counter
-	// listReads: what the pages of /v1/sessions read (store.ListReads).
-	listReads *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
@@ -182,14 +173,9 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10)}),
 		batchEv: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "sessionlog_projector_batch_events", Help: "Events per committed batch.",
 			Buckets: prometheus.ExponentialBuckets(1, 4, 9)}),
-		watchers: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sessionlog_projector_watchers", Help: "Open watch (SSE) streams."}),
-		repairs:  prometheus.NewCounter(prometheus.CounterOpts{Name: "sessionlog_projector_repairs_folded_total", Help: "repair/applied events folded."}),
-		cut: prometheus.NewCounter(prometheus.CounterOpts{Name: "sessionlog_projector_answers_cut_total",
-			Help: "Streamed answers (/context, /events, /export) cut short after they began: the client read nothing for the write timeout or went away, or the read failed."}),
-		listReads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessionlog_projector_list_reads_total",
-			Help: "What the pages of /v1/sessions read, by kind: index entries (index) and session summaries (summary)."}, []string{"kind"}),
+		repairs: prometheus.NewCounter(prometheus.CounterOpts{Name: "sessionlog_projector_repairs_folded_total", Help: "repair/applied events folded."}),
 	}
-	for _, c := range []prometheus.Collector{m.applied, m.skipped, m.marked, m.restores, m.rebuilds, m.lag, m.position, m.batch, m.batchEv, m.watchers, m.repairs, m.cut, m.listReads} {
+	for _, c := range []prometheus.Collector{m.applied, m.skipped, m.marked, m.restores, m.rebuilds, m.lag, m.position, m.batch, m.batchEv, m.repairs} {
 		if err := r.Register(c); err != nil {
 			return nil, fmt.Errorf("projector: metrics: %w", err)
 		}
@@ -225,29 +211,17 @@ type Service struct {
 	running  atomic.Bool
 	closed   atomic.Bool
 	closeMu  sync.RWMutex
-	handler  http.Handler
-	api      http.Handler
 	errState atomic.Value // last fatal error, for /readyz
 
-	// watch is what the watch streams share: limits, queued bytes, metrics.
-	watch *watchHub
-	// agentExports admits four exports to an agent's format at a time:
-	// each holds the session's fold (a map slot for each ended turn and
-	// tool call: 9.3 MiB at a million events) and its pages.
-	agentExports chan struct{}
-	// fleet is the overview's recent history (overview.go).
-	fleet *fleetHistory
+	// http is the HTTP side (package httpapi), reading the views through
+	// httpViews.
+	http *httpapi.Server
 	// er is the set of erased sessions (erase.go).
 	er *erasures
-	// auditMu: one indexAudit at a time (erase.go).
-	auditMu sync.Mutex
 	// rb watches the streams for a last sequence going backwards
 	// (rollback.go); created is each stream's creation time at start.
 	rb      *rollbacks
 	created map[string]time.Time
-	// lost: when the server's records of what it lost were last read
-	// (lost.go).
-	lost lostRead
 }
 
 // New opens the store, verifies its checkpoint against the stream (or
@@ -267,32 +241,27 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	hub, err := newWatchHub(cfg.Watch, cfg.Registerer)
-	if err != nil {
-		return nil, err
-	}
 	db, err := store.Open(cfg.DataDir, store.Options{})
 	if err != nil {
 		return nil, err
 	}
-	rb, err := newRollbacks(cfg.Registerer)
+	rb, err := newRollbacks(cfg.Registerer, cfg.Store, cfg.Logger)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, ls: cfg.Store, db: db, met: met, target: map[string]uint64{}, rb: rb, created: map[string]time.Time{}}
-	s.watch = hub
-	s.agentExports = make(chan struct{}, 4)
-	s.fleet = newFleetHistory()
 	s.er = newErasures()
+	if s.http, err = newHTTP(s); err != nil {
+		db.Close()
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.start(ctx); err != nil {
 		db.Close()
 		return nil, err
 	}
-	s.handler = s.routes(true)
-	s.api = s.routes(false)
 	return s, nil
 }
 
@@ -334,7 +303,7 @@ func (s *Service) start(ctx context.Context) error {
 					// damaged block the server cut at the damage keeps
 					// the stream's last sequence when the loss is not at
 					// its end, or writers overtook it before this start.
-					s.checkStream(ctx, p.Name, info.last, p, time.Now())
+					s.rb.checkStream(ctx, p.Name, info.last, p, time.Now())
 				}
 			}
 		}
@@ -342,7 +311,7 @@ func (s *Service) start(ctx context.Context) error {
 	for name, info := range infos {
 		s.created[name] = info.created
 	}
-	s.checkLostDue(ctx, infos, time.Now())
+	s.rb.checkLostDue(ctx, infos, time.Now())
 	if r := s.rb.reason(); r != "" {
 		s.log.Error("projector: the log rolled back", "reason", r)
 	}
@@ -511,7 +480,7 @@ func (s *Service) lowerTarget(ctx context.Context) {
 // landed is told each batch the folder's commits landed.
 func (s *Service) landed(cp store.Checkpoint) {
 	s.rb.saw(cp)
-	s.watch.commits.Add(1)
+	s.http.Landed()
 	if len(cp.Streams) > 0 {
 		s.met.position.Set(float64(cp.Streams[0].Seq))
 	}
@@ -562,7 +531,7 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		})
 	}
-	go s.sampleFleet(ctx)
+	go s.http.Run(ctx)
 	go every(ctx, rollbackEvery, func() { s.CheckStreams(ctx) })
 	err := s.consume(ctx, nil)
 	s.running.Store(false)
@@ -689,7 +658,7 @@ func (s *Service) consume(ctx context.Context, until map[string]bound) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		s.watchErasures(ctx)
+		s.er.follow(ctx, s.ls, s.log)
 	}()
 	defer wg.Wait()
 	defer cancel()
@@ -835,5 +804,9 @@ func (s *Service) startCommit() error {
 }
 
 // Handler serves the HTTP API, the dashboard, /healthz, /readyz and (with
-// a Gatherer) /metrics.
-func (s *Service) Handler() http.Handler { return s.handler }
+// a Gatherer) /metrics (httpapi.Server.Handler).
+func (s *Service) Handler() http.Handler { return s.http.Handler() }
+
+// APIHandler is the API and the dashboard without /healthz, /readyz and
+// /metrics, for a server that serves those itself (sessionlog up).
+func (s *Service) APIHandler() http.Handler { return s.http.APIHandler() }

@@ -10,6 +10,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
 // A projector started while the cluster has no quorum (two of three nodes
@@ -18,9 +19,9 @@ import (
 // starts and catches up, rather than exiting on the first answer (what the
 // fault suite saw after a partition healed).
 func TestStartWaitsOutNoQuorum(t *testing.T) {
-	c, e := clusterEnv(t)
+	c, e := projectortest.ClusterEnv(t)
 	c.WaitStreamLeader(logstore.StreamName)
-	publishN(t, e, gen.NewSession("before", t0), 3)
+	projectortest.PublishN(t, e, gen.NewSession("before", projectortest.T0), 3)
 	c.WaitStreamsCurrent(logstore.StreamName)
 
 	for _, i := range []int{1, 2} {
@@ -29,7 +30,7 @@ func TestStartWaitsOutNoQuorum(t *testing.T) {
 	}
 	// The leader left alone steps down once it misses its followers.
 	natstest.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() error {
-		if _, err := e.ls.LastHeldSeq(e.ctx, logstore.StreamName); err == nil || !logstore.Unreachable(err) {
+		if _, err := e.LS.LastHeldSeq(e.Ctx, logstore.StreamName); err == nil || !logstore.Unreachable(err) {
 			return fmt.Errorf("the last message held, without a quorum: %v, want an unreachable log", err)
 		}
 		return nil
@@ -40,7 +41,7 @@ func TestStartWaitsOutNoQuorum(t *testing.T) {
 	}
 	done := make(chan started, 1)
 	go func() {
-		s, err := projector.New(projector.Config{Store: e.ls, DataDir: t.TempDir(), Heartbeat: 200 * time.Millisecond})
+		s, err := projector.New(projector.Config{Store: e.LS, DataDir: t.TempDir(), Heartbeat: 200 * time.Millisecond})
 		done <- started{s, err}
 	}()
 	select {
@@ -55,7 +56,7 @@ func TestStartWaitsOutNoQuorum(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("New after the quorum came back: %v", r.err)
 	}
-	runCtx, stop := context.WithCancel(e.ctx)
+	runCtx, stop := context.WithCancel(e.Ctx)
 	ran := make(chan error, 1)
 	go func() { ran <- r.s.Run(runCtx) }()
 	t.Cleanup(func() {

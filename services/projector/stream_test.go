@@ -18,6 +18,8 @@ import (
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
 // TestStreamedAnswersEqualWhole: /context, /events and /export (its own
@@ -25,22 +27,22 @@ import (
 // a time, are byte for byte what the projector built whole in memory
 // before; with rewinds (one into what another abandoned) and a compaction.
 func TestStreamedAnswersEqualWhole(t *testing.T) {
-	e := newEnv(t)
+	e := projectortest.NewEnv(t)
 	const pageBytes = 16 << 10
-	r := e.start(t.TempDir(), func(c *projector.Config) { c.Watch.PageBytes = pageBytes })
-	r.waitReady(t)
+	r := e.Start(t.TempDir(), func(c *projector.Config) { c.Watch.PageBytes = pageBytes })
+	r.WaitReady(t)
 	for _, c := range []struct {
 		id      string
 		rewinds bool
 	}{{"whole", false}, {"rewound", true}} {
-		last, err := e.ls.PublishUnchecked(e.ctx, gen.Chat(c.id, 400, 300, c.rewinds, t0))
+		last, err := e.LS.PublishUnchecked(e.Ctx, gen.Chat(c.id, 400, 300, c.rewinds, projectortest.T0))
 		if err != nil {
 			t.Fatal(err)
 		}
 		_ = last
 	}
 	for _, id := range []string{"whole", "rewound"} {
-		d := r.waitSession(t, id, func(d projector.Detail) bool {
+		d := r.WaitSession(t, id, func(d httpapi.Detail) bool {
 			if d.Problem != nil {
 				t.Fatalf("%s: %+v", id, d.Problem)
 			}
@@ -64,7 +66,7 @@ func TestStreamedAnswersEqualWhole(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				code, got := r.get(t, path)
+				code, got := r.Get(t, path)
 				if code != 200 {
 					t.Fatalf("GET %s: %d %s", path, code, got)
 				}
@@ -81,12 +83,12 @@ func TestStreamedAnswersEqualWhole(t *testing.T) {
 			}
 			want, err := projector.WholeContext(r.Service, id)
 			check("/v1/sessions/"+id+"/context", want, err)
-			want, err = projector.WholeEvents(e.ctx, r.Service, id, 100, 1000)
+			want, err = projector.WholeEvents(e.Ctx, r.Service, id, 100, 1000)
 			check("/v1/sessions/"+id+"/events?after=100&limit=1000", want, err)
-			want, err = projector.WholeExport(e.ctx, r.Service, id, "")
+			want, err = projector.WholeExport(e.Ctx, r.Service, id, "")
 			check("/v1/sessions/"+id+"/export", want, err)
 			for _, format := range []string{"claude-code", "codex", "pi"} {
-				want, err = projector.WholeExport(e.ctx, r.Service, id, format)
+				want, err = projector.WholeExport(e.Ctx, r.Service, id, format)
 				check("/v1/sessions/"+id+"/export?format="+format, want, err)
 			}
 		})
@@ -112,19 +114,19 @@ func (l sendLittle) Accept() (net.Conn, error) {
 // sessionlog_projector_answers_cut_total): when it reads at last, the
 // answer began (200) and its body ends short, never looking complete.
 func TestAnswerToAClientThatDoesNotReadIsCut(t *testing.T) {
-	e := newEnv(t)
+	e := projectortest.NewEnv(t)
 	reg := prometheus.NewRegistry()
-	r := e.start(t.TempDir(), func(c *projector.Config) {
+	r := e.Start(t.TempDir(), func(c *projector.Config) {
 		c.Registerer = reg
 		c.Watch.PageBytes = 16 << 10
 		c.Watch.WriteTimeout = time.Second
 	})
-	r.waitReady(t)
+	r.WaitReady(t)
 	const id = "unread"
-	if _, err := e.ls.PublishUnchecked(e.ctx, gen.Chat(id, 2000, 250, false, t0)); err != nil {
+	if _, err := e.LS.PublishUnchecked(e.Ctx, gen.Chat(id, 2000, 250, false, projectortest.T0)); err != nil {
 		t.Fatal(err)
 	}
-	r.waitSession(t, id, func(d projector.Detail) bool { return d.LastSeq >= 2000*8+1 && d.Status == projector.StatusIdle })
+	r.WaitSession(t, id, func(d httpapi.Detail) bool { return d.LastSeq >= 2000*8+1 && d.Status == projector.StatusIdle })
 	srv := httptest.NewUnstartedServer(r.Handler())
 	srv.Listener = sendLittle{srv.Listener}
 	srv.Start()
@@ -145,7 +147,7 @@ func TestAnswerToAClientThatDoesNotReadIsCut(t *testing.T) {
 		d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
 			return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 16<<10) })
 		}}
-		conn, err := d.DialContext(e.ctx, "tcp", srv.Listener.Addr().String())
+		conn, err := d.DialContext(e.Ctx, "tcp", srv.Listener.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,6 +13,8 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/eraser"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
 // TestTenantAuditPages: the sessions of two tenants and of the default
@@ -61,10 +63,10 @@ func TestTenantAuditPages(t *testing.T) {
 		{"acme:bob", bob, []string{"a1", "a3", "g"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			page := func(after string, limit int) projector.AuditPage {
+			page := func(after string, limit int) httpapi.AuditPage {
 				t.Helper()
 				code, body := tenantGet(t, r, c.token, fmt.Sprintf("/v1/audit?after=%s&limit=%d", after, limit))
-				var p projector.AuditPage
+				var p httpapi.AuditPage
 				if code == 400 && strings.Contains(c.name, ":") && strings.Contains(body, `"code":"bad_request"`) {
 					return p
 				}
@@ -126,10 +128,10 @@ func TestTenantAuditRestart(t *testing.T) {
 	createTenantSessions(t, e, r, op, [][2]string{
 		{"_Tacme_x1", ownedBy("alice")}, {"_Tbeta_y1", `{"title":"t"}`}, {"_Tacme_x2", ownedBy("bob")}, {"_Tacme_x3", ownedBy("alice")},
 	})
-	audit := func(r *running, token, after string) (ids []string, next uint64) {
+	audit := func(r *projectortest.Running, token, after string) (ids []string, next uint64) {
 		t.Helper()
 		code, body := tenantGet(t, r, token, "/v1/audit?after="+after)
-		var p projector.AuditPage
+		var p httpapi.AuditPage
 		if code != 200 || json.Unmarshal([]byte(body), &p) != nil {
 			t.Fatalf("GET /v1/audit?after=%s: %d %s", after, code, body)
 		}
@@ -138,7 +140,7 @@ func TestTenantAuditRestart(t *testing.T) {
 		}
 		return ids, p.Next
 	}
-	check := func(r *running, token, after string, want []string, wantNext uint64) {
+	check := func(r *projectortest.Running, token, after string, want []string, wantNext uint64) {
 		t.Helper()
 		if ids, next := audit(r, token, after); !slices.Equal(ids, want) || next != wantNext {
 			t.Errorf("audit after %s: %v next %d, want %v next %d", after, ids, next, want, wantNext)
@@ -149,21 +151,21 @@ func TestTenantAuditRestart(t *testing.T) {
 	check(r, acme, "0", []string{"x1"}, 1)
 	check(r, alice, "0", []string{"x1"}, 1)
 	dir := r.DB().Dir()
-	r.stop(t)
+	r.Stop(t)
 
-	r = e.start(dir, func(c *projector.Config) { c.HTTPToken, c.TenantTokens = op, tokens })
-	r.waitReady(t)
+	r = e.Start(dir, func(c *projector.Config) { c.HTTPToken, c.TenantTokens = op, tokens })
+	r.WaitReady(t)
 	eraseTenantSession(t, e, r, op, "_Tacme_x2")
 	eraseTenantSession(t, e, r, op, "_Tacme_x3")
 	check(r, acme, "0", []string{"x1", "x2", "x3"}, 3)
 	check(r, acme, "1", []string{"x2", "x3"}, 3)
 	check(r, alice, "0", []string{"x1", "x3"}, 2)
 	check(r, beta, "0", []string{"y1"}, 1)
-	r.stop(t)
+	r.Stop(t)
 
 	// A store rebuilt from the log and the audit stream alone.
-	r = e.start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.TenantTokens = op, tokens })
-	r.waitReady(t)
+	r = e.Start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.TenantTokens = op, tokens })
+	r.WaitReady(t)
 	check(r, acme, "1", []string{"x2", "x3"}, 3)
 	check(r, beta, "0", []string{"y1"}, 1)
 	check(r, alice, "0", nil, 0)
@@ -182,7 +184,7 @@ func TestTenantAuditOwnerFromRecord(t *testing.T) {
 		"carol-token-0123456789", "mallory-token-0123456789", "beta-alice-token-0123456789"
 	tokens := map[string]string{acme: "acme", beta: "beta", alice: "acme:alice", bob: "acme:bob", carol: "acme:carol",
 		mallory: "acme:mallory", betaAlice: "beta:alice"}
-	e := newEnv(t)
+	e := projectortest.NewEnv(t)
 	owned := func(tenant, agent, more string) string {
 		return fmt.Sprintf(`{"title":"t","owner":{"tenant":%q,"agent":%q}%s}`, tenant, agent, more)
 	}
@@ -195,7 +197,7 @@ func TestTenantAuditOwnerFromRecord(t *testing.T) {
 		{"_Tbeta_s4", owned("beta", "alice", `,"grants":["carol","mallory"]`), ""},
 	}
 	sums := map[string]string{}
-	er, err := eraser.New(eraser.Config{Store: e.ls, Conn: e.nc})
+	er, err := eraser.New(eraser.Config{Store: e.LS, Conn: e.NC})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +214,7 @@ func TestTenantAuditOwnerFromRecord(t *testing.T) {
 			h.Write(b)
 		}
 		sums[c.id] = hex.EncodeToString(h.Sum(nil))
-		if _, err := er.Erase(e.ctx, api.EraseRequest{SessionID: c.id, Reason: "r", By: "test"}); err != nil {
+		if _, err := er.Erase(e.Ctx, api.EraseRequest{SessionID: c.id, Reason: "r", By: "test"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -223,7 +225,7 @@ func TestTenantAuditOwnerFromRecord(t *testing.T) {
 		Owner     *schema.Owner `json:"owner"`
 		Grants    []string      `json:"grants"`
 	}
-	check := func(r *running) {
+	check := func(r *projectortest.Running) {
 		t.Helper()
 		for _, c := range []struct {
 			name, token string
@@ -261,13 +263,13 @@ func TestTenantAuditOwnerFromRecord(t *testing.T) {
 			}
 		}
 	}
-	r := e.start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.TenantTokens = op, tokens })
-	r.waitReady(t)
+	r := e.Start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.TenantTokens = op, tokens })
+	r.WaitReady(t)
 	check(r)
-	r.stop(t)
+	r.Stop(t)
 	// A store rebuilt from nothing.
-	r = e.start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.TenantTokens = op, tokens })
-	r.waitReady(t)
+	r = e.Start(t.TempDir(), func(c *projector.Config) { c.HTTPToken, c.TenantTokens = op, tokens })
+	r.WaitReady(t)
 	check(r)
 }
 
@@ -302,7 +304,7 @@ func TestTenantAuditAgentCursors(t *testing.T) {
 	page := func(token, after string, limit int) (code int, ids []string, next uint64, body string) {
 		t.Helper()
 		code, body = tenantGet(t, r, token, fmt.Sprintf("/v1/audit?after=%s&limit=%d", after, limit))
-		var p projector.AuditPage
+		var p httpapi.AuditPage
 		if code == 200 && json.Unmarshal([]byte(body), &p) != nil {
 			t.Fatalf("GET /v1/audit?after=%s: %d %s", after, code, body)
 		}

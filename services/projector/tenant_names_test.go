@@ -11,17 +11,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
 // tenantAnswer is GET path with token: status, body and the headers as
 // text. A watch is read until it has sent durable events (then cut).
-func tenantAnswer(t *testing.T, r *running, token, path string, durable int) (int, string, string) {
+func tenantAnswer(t *testing.T, r *projectortest.Running, token, path string, durable int) (int, string, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.srv.URL+path, nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.Srv.URL+path, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -54,9 +55,9 @@ func tenantAnswer(t *testing.T, r *running, token, path string, durable int) (in
 // and its next.
 func pageIDs(body string) (ids []string, next string) {
 	var l struct {
-		Sessions []store.Summary       `json:"sessions"`
-		Results  []projector.SearchHit `json:"results"`
-		Next     string                `json:"next"`
+		Sessions []store.Summary     `json:"sessions"`
+		Results  []httpapi.SearchHit `json:"results"`
+		Next     string              `json:"next"`
 	}
 	json.Unmarshal([]byte(body), &l)
 	for _, s := range l.Sessions {
@@ -205,7 +206,7 @@ func TestTenantNames(t *testing.T) {
 
 	// Every read of every session.
 	for _, id := range own {
-		var d projector.Detail
+		var d httpapi.Detail
 		json.Unmarshal([]byte(check("/v1/sessions/"+id, 200)), &d)
 		lastSeq = int(d.LastSeq)
 		for _, sub := range []string{"", "/events", "/context", "/tree", "/watch", "/acp", "/export",
@@ -213,7 +214,7 @@ func TestTenantNames(t *testing.T) {
 			check("/v1/sessions/"+id+sub, 200)
 		}
 	}
-	var d projector.Detail
+	var d httpapi.Detail
 	json.Unmarshal([]byte(check("/v1/sessions/s1", 200)), &d)
 	if d.SessionID != "s1" || d.Title != "zebra acme" || !slices.Equal(d.Children, []string{"s2"}) {
 		t.Errorf("s1: %s %q children %v", d.SessionID, d.Title, d.Children)
@@ -222,7 +223,7 @@ func TestTenantNames(t *testing.T) {
 	if d.Parent == nil || d.Parent.SessionID != "s1" {
 		t.Errorf("s2's parent: %+v", d.Parent)
 	}
-	var tr projector.Tree
+	var tr httpapi.Tree
 	json.Unmarshal([]byte(check("/v1/sessions/s2/tree", 200)), &tr)
 	if tr.SessionID != "s2" || len(tr.Ancestors) != 1 || tr.Ancestors[0].SessionID != "s1" || tr.Self.Parent != "s1" {
 		t.Errorf("s2's tree: %+v", tr)
@@ -239,7 +240,7 @@ func TestTenantNames(t *testing.T) {
 	}
 
 	// The audit and the erased, missing and others' sessions.
-	var audit projector.AuditPage
+	var audit httpapi.AuditPage
 	json.Unmarshal([]byte(check("/v1/audit", 200)), &audit)
 	if len(audit.Records) != 1 || audit.Records[0].SessionID != "gone" {
 		t.Errorf("audit: %+v", audit.Records)
@@ -279,7 +280,7 @@ func TestTenantWatchEndsOnErase(t *testing.T) {
 	for _, w := range watches {
 		ctx, cancel := context.WithCancel(context.Background())
 		t.Cleanup(cancel)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.srv.URL+w.path, nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, r.Srv.URL+w.path, nil)
 		req.Header.Set("Authorization", "Bearer "+w.token)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil || resp.StatusCode != 200 {
@@ -297,7 +298,7 @@ func TestTenantWatchEndsOnErase(t *testing.T) {
 			}
 		}()
 	}
-	e.erase("_Tacme_s1")
+	e.Erase("_Tacme_s1")
 	for _, w := range watches {
 		select {
 		case <-w.ended:

@@ -9,6 +9,8 @@ import (
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
 // TestTenantPages: the sessions of two tenants and of the default tenant,
@@ -34,14 +36,14 @@ func TestTenantPages(t *testing.T) {
 				name = fmt.Sprintf("%s-%02d", []string{"A", "z"}[i%2], i) // before and after _T
 			}
 			id := tn.prefix + name
-			at := t0.Add(time.Duration(3*i+j) * time.Millisecond)
+			at := projectortest.T0.Add(time.Duration(3*i+j) * time.Millisecond)
 			newScript(t, e, id).add(schema.TypeSessionCreated, `{"title":"zebra"}`, func(ev *schema.Envelope) { ev.Time = at })
 			want[tn.name] = append([]string{name}, want[tn.name]...)
 			all = append(all, id)
 		}
 	}
 	for _, id := range all {
-		waitDetailToken(t, r, op, id, func(d projector.Detail) bool { return d.LastSeq == 1 })
+		waitDetailToken(t, r, op, id, func(d httpapi.Detail) bool { return d.LastSeq == 1 })
 	}
 
 	for _, tn := range tenants {

@@ -13,15 +13,17 @@ import (
 	"github.com/sessionlog/sessionlog/internal/httpauth"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
 // tenantGet is GET path with token in the Authorization header (none:
 // ""); a watch is read up to its status and first bytes only.
-func tenantGet(t *testing.T, r *running, token, path string) (int, string) {
+func tenantGet(t *testing.T, r *projectortest.Running, token, path string) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.srv.URL+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.Srv.URL+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,13 +77,13 @@ func TestTenantTokens(t *testing.T) {
 			name := func(id string) string { return wireName(c.prefix, id) }
 			checkSees(t, r, c.token, c.prefix, all, c.own, c.audit)
 			if slices.Contains(c.own, "_Tacme_s1") {
-				var d projector.Detail
+				var d httpapi.Detail
 				_, body := tenantGet(t, r, c.token, "/v1/sessions/"+name("_Tacme_s1"))
 				json.Unmarshal([]byte(body), &d)
 				if !slices.Equal(d.Children, c.children) {
 					t.Errorf("children %v, want %v", d.Children, c.children)
 				}
-				var tr projector.Tree
+				var tr httpapi.Tree
 				_, body = tenantGet(t, r, c.token, "/v1/sessions/"+name("_Tacme_s1")+"/tree")
 				json.Unmarshal([]byte(body), &tr)
 				var desc []string
@@ -93,7 +95,7 @@ func TestTenantTokens(t *testing.T) {
 				}
 			}
 			if slices.Contains(c.own, "_Tbeta_x") {
-				var tr projector.Tree
+				var tr httpapi.Tree
 				_, body := tenantGet(t, r, c.token, "/v1/sessions/"+name("_Tbeta_x")+"/tree")
 				json.Unmarshal([]byte(body), &tr)
 				if len(tr.Ancestors) != 1 && c.token == op || len(tr.Ancestors) != 0 && c.token != op {
@@ -130,7 +132,7 @@ func TestTenantTokens(t *testing.T) {
 				t.Errorf("overview: %d %s", code, body)
 			}
 			for _, id := range c.own {
-				req, _ := http.NewRequest(http.MethodPost, r.srv.URL+"/v1/sessions/"+name(id)+"/erase", strings.NewReader(`{"reason":"r"}`))
+				req, _ := http.NewRequest(http.MethodPost, r.Srv.URL+"/v1/sessions/"+name(id)+"/erase", strings.NewReader(`{"reason":"r"}`))
 				req.Header.Set("Authorization", "Bearer "+c.token)
 				req.Header.Set(httpauth.ActionHeader, "1")
 				resp, err := http.DefaultClient.Do(req)
@@ -158,28 +160,28 @@ func TestTenantTokens(t *testing.T) {
 const op, acme, beta, agents = "operator-token-0123456789", "acme-token-0123456789", "beta-token-0123456789", "agents-token-0123456789"
 
 // startTenants starts a projector with the tokens above.
-func startTenants(t *testing.T) (*env, *running) {
+func startTenants(t *testing.T) (*projectortest.Env, *projectortest.Running) {
 	t.Helper()
 	return startTokens(t, map[string]string{acme: "acme", beta: "beta", agents: "AGENTS"})
 }
 
 // startTokens starts a projector with the operator's token op and the
 // tenants' tokens (token: tenant[:agents]).
-func startTokens(t *testing.T, tenants map[string]string) (*env, *running) {
+func startTokens(t *testing.T, tenants map[string]string) (*projectortest.Env, *projectortest.Running) {
 	t.Helper()
-	e := newEnv(t)
-	r := e.start(t.TempDir(), func(c *projector.Config) {
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir(), func(c *projector.Config) {
 		c.HTTPToken = op
 		c.TenantTokens = tenants
 	})
-	r.waitReady(t)
+	r.WaitReady(t)
 	return e, r
 }
 
 // createTenantSessions stores the sessions (id, session/created data; with
 // a parent, as a fork's child), each with a turn that feeds the zebra, and
 // waits until the projector serves them all to the operator's token op.
-func createTenantSessions(t *testing.T, e *env, r *running, op string, sessions [][2]string) map[string]*script {
+func createTenantSessions(t *testing.T, e *projectortest.Env, r *projectortest.Running, op string, sessions [][2]string) map[string]*script {
 	t.Helper()
 	scripts := map[string]*script{}
 	for _, c := range sessions {
@@ -196,16 +198,16 @@ func createTenantSessions(t *testing.T, e *env, r *running, op string, sessions 
 		s.add(schema.TypeMessageUser, `{"content":[{"type":"text","text":"feed the zebra"}]}`, inTurn("t1"))
 	}
 	for id, s := range scripts {
-		waitDetailToken(t, r, op, id, func(d projector.Detail) bool { return d.LastSeq == s.seq })
+		waitDetailToken(t, r, op, id, func(d httpapi.Detail) bool { return d.LastSeq == s.seq })
 	}
 	return scripts
 }
 
 // eraseTenantSession erases id and waits until the projector no longer
 // serves it to the operator's token op.
-func eraseTenantSession(t *testing.T, e *env, r *running, op, id string) {
+func eraseTenantSession(t *testing.T, e *projectortest.Env, r *projectortest.Running, op, id string) {
 	t.Helper()
-	e.erase(id)
+	e.Erase(id)
 	waitFor(t, func() bool {
 		code, _ := tenantGet(t, r, op, "/v1/sessions/"+id)
 		return code == 404
@@ -229,7 +231,7 @@ func wireName(prefix, id string) string {
 // other, typed as stored, answers byte for byte as a missing session, and
 // is no cursor of the list; the audit holds the erased sessions audit (as
 // the token names them).
-func checkSees(t *testing.T, r *running, token, prefix string, all, own, audit []string) {
+func checkSees(t *testing.T, r *projectortest.Running, token, prefix string, all, own, audit []string) {
 	t.Helper()
 	const missing = "missing"
 	stored := own
@@ -250,7 +252,7 @@ func checkSees(t *testing.T, r *running, token, prefix string, all, own, audit [
 		return got
 	}
 	list := ids("/v1/sessions", func(b []byte) (out []string) {
-		var l projector.List
+		var l httpapi.List
 		json.Unmarshal(b, &l)
 		for _, s := range l.Sessions {
 			out = append(out, s.SessionID)
@@ -263,7 +265,7 @@ func checkSees(t *testing.T, r *running, token, prefix string, all, own, audit [
 	// Paged one session at a time, the list holds the same.
 	var paged []string
 	for after, n := "", 0; n <= len(all); n++ {
-		var l projector.List
+		var l httpapi.List
 		_, body := tenantGet(t, r, token, "/v1/sessions?limit=1&after="+after)
 		json.Unmarshal([]byte(body), &l)
 		for _, s := range l.Sessions {
@@ -289,7 +291,7 @@ func checkSees(t *testing.T, r *running, token, prefix string, all, own, audit [
 		}
 	}
 	found := ids("/v1/search?q=zebra", func(b []byte) (out []string) {
-		var l projector.SearchResult
+		var l httpapi.SearchResult
 		json.Unmarshal(b, &l)
 		for _, s := range l.Results {
 			out = append(out, s.Summary.SessionID)
@@ -300,7 +302,7 @@ func checkSees(t *testing.T, r *running, token, prefix string, all, own, audit [
 		t.Errorf("search %v, want %v", found, own)
 	}
 	audited := ids("/v1/audit", func(b []byte) []string {
-		var p projector.AuditPage
+		var p httpapi.AuditPage
 		json.Unmarshal(b, &p)
 		out := []string{}
 		for _, a := range p.Records {
@@ -348,14 +350,14 @@ func waitFor(t *testing.T, ok func() bool) {
 // owner alice sees); a grant folded later shows the session. The tenant's token
 // and the operator's see what they saw.
 func TestTenantAgentTokens(t *testing.T) {
-	e := newEnv(t)
+	e := projectortest.NewEnv(t)
 	const op, acme, alice, bobCarol, agents, agent = "operator-token-0123456789", "acme-token-0123456789",
 		"alice-token-0123456789", "bob-carol-token-0123456789", "agents-token-0123456789", "agent-token-0123456789"
-	r := e.start(t.TempDir(), func(c *projector.Config) {
+	r := e.Start(t.TempDir(), func(c *projector.Config) {
 		c.HTTPToken = op
 		c.TenantTokens = map[string]string{acme: "acme", alice: "acme:alice", bobCarol: "acme:bob,carol", agents: "AGENTS", agent: "AGENTS:agent"}
 	})
-	r.waitReady(t)
+	r.WaitReady(t)
 	const (
 		ownerAlice = `"owner":{"tenant":"acme","agent":"alice"}`
 		ownerBob   = `"owner":{"tenant":"acme","agent":"bob"}`
@@ -394,10 +396,10 @@ func TestTenantAgentTokens(t *testing.T) {
 			if !slices.Contains(c.own, "_Tacme_a1") {
 				return
 			}
-			var d projector.Detail
+			var d httpapi.Detail
 			_, body = tenantGet(t, r, c.token, "/v1/sessions/"+name("_Tacme_a1"))
 			json.Unmarshal([]byte(body), &d)
-			var tr projector.Tree
+			var tr httpapi.Tree
 			_, tbody := tenantGet(t, r, c.token, "/v1/sessions/"+name("_Tacme_a1")+"/tree")
 			json.Unmarshal([]byte(tbody), &tr)
 			var desc []string
@@ -424,7 +426,7 @@ func TestTenantAgentTokens(t *testing.T) {
 	// bob grants _Tacme_b3 to alice: once folded, alice sees it.
 	b3 := scripts["_Tacme_b3"]
 	b3.add(schema.TypeSessionGranted, `{"grants":["alice"]}`)
-	waitDetailToken(t, r, op, "_Tacme_b3", func(d projector.Detail) bool { return d.LastSeq == b3.seq })
+	waitDetailToken(t, r, op, "_Tacme_b3", func(d httpapi.Detail) bool { return d.LastSeq == b3.seq })
 	wants[2].own = []string{"_Tacme_a1", "_Tacme_a2", "_Tacme_b1", "_Tacme_b3"}
 	wants[2].name = "alice granted b3"
 	check(wants[2])

@@ -21,6 +21,8 @@ import (
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
 // hostile is a message written straight to a session's subject, around
@@ -34,7 +36,7 @@ type hostile struct {
 
 func envelope(id string, seq uint64, eventID string) []byte {
 	b, err := schema.Encode(&schema.Envelope{SchemaVersion: schema.Version, SessionID: id, Seq: seq, EventID: eventID,
-		Time: t0, Type: schema.TypeMessageUser, Data: json.RawMessage(`{"content":"forged"}`)})
+		Time: projectortest.T0, Type: schema.TypeMessageUser, Data: json.RawMessage(`{"content":"forged"}`)})
 	if err != nil {
 		panic(err)
 	}
@@ -52,7 +54,7 @@ var hostiles = []hostile{
 	}},
 }
 
-func publishHostile(t *testing.T, e *env, id string, body []byte, seq uint64) {
+func publishHostile(t *testing.T, e *projectortest.Env, id string, body []byte, seq uint64) {
 	t.Helper()
 	loc, _ := logstore.Locate(id)
 	m := nats.NewMsg(loc.Subject)
@@ -61,7 +63,7 @@ func publishHostile(t *testing.T, e *env, id string, body []byte, seq uint64) {
 	if seq != 0 {
 		m.Header.Set(logstore.HeaderSeq, strconv.FormatUint(seq, 10))
 	}
-	if _, err := e.js.PublishMsg(e.ctx, m); err != nil {
+	if _, err := rawJS(t, e).PublishMsg(e.Ctx, m); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -71,53 +73,53 @@ func publishHostile(t *testing.T, e *env, id string, body []byte, seq uint64) {
 // on every endpoint (never 5xx, never a foreign or misplaced event), while
 // every other session keeps folding, across a restart and a rebuild.
 func TestHostileMessageMakesSessionUnreadable(t *testing.T) {
-	e := newEnv(t)
+	e := projectortest.NewEnv(t)
 	dir := t.TempDir()
-	r := e.start(dir)
-	r.waitReady(t)
+	r := e.Start(dir)
+	r.WaitReady(t)
 	// A projector that folds nothing: its handlers see every message as
 	// not judged yet and must check them themselves.
-	idle, err := projector.New(projector.Config{Store: e.ls, DataDir: t.TempDir()})
+	idle, err := projector.New(projector.Config{Store: e.LS, DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	idleSrv := httptest.NewServer(idle.Handler())
 	t.Cleanup(func() { idleSrv.Close(); idle.DB().Close() })
-	unjudged := &running{Service: idle, srv: idleSrv}
+	unjudged := &projectortest.Running{Service: idle, Srv: idleSrv}
 
 	for _, h := range hostiles {
 		t.Run(h.name, func(t *testing.T) {
 			bad, ok := "bad-"+h.name, "ok-"+h.name
-			badS, okS := gen.NewSession(bad, t0), gen.NewSession(ok, t0)
-			good := publishN(t, e, badS, 4)
+			badS, okS := gen.NewSession(bad, projectortest.T0), gen.NewSession(ok, projectortest.T0)
+			good := projectortest.PublishN(t, e, badS, 4)
 			body, seq := h.body(bad, ok)
 			publishHostile(t, e, bad, body, seq)
-			publishN(t, e, okS, 3)
-			publishN(t, e, badS, 2) // seqs 5 and 6, after the bad message
-			publishN(t, e, okS, 3)
+			projectortest.PublishN(t, e, okS, 3)
+			projectortest.PublishN(t, e, badS, 2) // seqs 5 and 6, after the bad message
+			projectortest.PublishN(t, e, okS, 3)
 
-			d := r.waitSession(t, bad, func(d projector.Detail) bool { return d.Status == projector.StatusUnreadable })
+			d := r.WaitSession(t, bad, func(d httpapi.Detail) bool { return d.Status == projector.StatusUnreadable })
 			if d.LastSeq != 4 || d.Problem == nil || d.Problem.Seq != 5 || d.Problem.Code != string(schema.CodeUnreadable) {
 				t.Fatalf("bad session: lastSeq %d problem %+v", d.LastSeq, d.Problem)
 			}
-			o := r.waitSession(t, ok, func(d projector.Detail) bool { return d.LastSeq == 6 })
+			o := r.WaitSession(t, ok, func(d httpapi.Detail) bool { return d.LastSeq == 6 })
 			if o.Problem != nil {
 				t.Fatalf("the other session: %s %+v", o.Status, o.Problem)
 			}
 
 			checkEvents(t, r, bad, good, true)
 			checkEvents(t, unjudged, bad, good, true)
-			for _, rr := range []*running{r, unjudged} {
-				code, b := rr.get(t, "/v1/sessions/"+ok+"/events")
+			for _, rr := range []*projectortest.Running{r, unjudged} {
+				code, b := rr.Get(t, "/v1/sessions/"+ok+"/events")
 				if code != 200 || strings.Contains(string(b), "forged-") {
 					t.Fatalf("the other session's events: %d %s", code, b)
 				}
 			}
-			code, b := r.get(t, "/v1/sessions/"+bad+"/context")
+			code, b := r.Get(t, "/v1/sessions/"+bad+"/context")
 			if code != 409 || !strings.Contains(string(b), `"code":"unreadable"`) {
 				t.Fatalf("context: %d %s", code, b)
 			}
-			for _, rr := range []*running{r, unjudged} {
+			for _, rr := range []*projectortest.Running{r, unjudged} {
 				never5xx(t, rr, bad)
 				never5xx(t, rr, ok)
 			}
@@ -128,13 +130,13 @@ func TestHostileMessageMakesSessionUnreadable(t *testing.T) {
 	// is as definite an answer before the projector judges it as after.
 	t.Run("GarbageAtTail", func(t *testing.T) {
 		id := "bad-tail"
-		good := publishN(t, e, gen.NewSession(id, t0), 3)
+		good := projectortest.PublishN(t, e, gen.NewSession(id, projectortest.T0), 3)
 		publishHostile(t, e, id, []byte("not an event"), 0)
-		code, b := unjudged.get(t, "/v1/sessions/"+id+"/events")
+		code, b := unjudged.Get(t, "/v1/sessions/"+id+"/events")
 		if code != 409 || !strings.Contains(string(b), `"code":"unreadable"`) {
 			t.Fatalf("unjudged events: %d %s", code, b)
 		}
-		d := r.waitSession(t, id, func(d projector.Detail) bool { return d.Status == projector.StatusUnreadable })
+		d := r.WaitSession(t, id, func(d httpapi.Detail) bool { return d.Status == projector.StatusUnreadable })
 		if d.LastSeq != 3 || d.Problem.Seq != 4 {
 			t.Fatalf("lastSeq %d problem %+v", d.LastSeq, d.Problem)
 		}
@@ -145,7 +147,7 @@ func TestHostileMessageMakesSessionUnreadable(t *testing.T) {
 
 	// The checkpoint keeps moving: it reaches the stream's end.
 	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
-		last, err := e.ls.LastStreamSeq(e.ctx, "SESSIONS")
+		last, err := e.LS.LastStreamSeq(e.Ctx, "SESSIONS")
 		if err != nil {
 			return err
 		}
@@ -159,14 +161,14 @@ func TestHostileMessageMakesSessionUnreadable(t *testing.T) {
 	before := summaries(t, r)
 
 	// A restart resumes with the same verdicts; so does a clean rebuild.
-	r.stop(t)
-	r2 := e.start(dir)
-	r2.waitReady(t)
+	r.Stop(t)
+	r2 := e.Start(dir)
+	r2.WaitReady(t)
 	if got := summaries(t, r2); !reflect.DeepEqual(got, before) {
 		t.Fatalf("after a restart:\n%v\nwant\n%v", got, before)
 	}
-	r3 := e.start(filepath.Join(t.TempDir(), "fresh"))
-	r3.waitReady(t)
+	r3 := e.Start(filepath.Join(t.TempDir(), "fresh"))
+	r3.WaitReady(t)
 	if got := summaries(t, r3); !reflect.DeepEqual(got, before) {
 		t.Fatalf("after a rebuild:\n%v\nwant\n%v", got, before)
 	}
@@ -178,7 +180,7 @@ func TestHostileMessageMakesSessionUnreadable(t *testing.T) {
 // checkEvents pages through a session's events one at a time: the good
 // events in order, then (when marked) the marker and error, never anything
 // of the bad message or after it.
-func checkEvents(t *testing.T, r *running, id string, good []schema.Envelope, marked bool) {
+func checkEvents(t *testing.T, r *projectortest.Running, id string, good []schema.Envelope, marked bool) {
 	t.Helper()
 	var got []schema.Envelope
 	var after uint64
@@ -186,14 +188,14 @@ func checkEvents(t *testing.T, r *running, id string, good []schema.Envelope, ma
 		if page > 10 {
 			t.Fatalf("%s: events do not end", id)
 		}
-		code, b := r.get(t, fmt.Sprintf("/v1/sessions/%s/events?after=%d&limit=1", id, after))
+		code, b := r.Get(t, fmt.Sprintf("/v1/sessions/%s/events?after=%d&limit=1", id, after))
 		if code == 409 && strings.Contains(string(b), `"code":"unreadable"`) && !marked {
 			break // the unjudged tail is not an event: no page at all
 		}
 		if code != 200 {
 			t.Fatalf("%s events after %d: %d %s", id, after, code, b)
 		}
-		var ev projector.Events
+		var ev httpapi.Events
 		if err := json.Unmarshal(b, &ev); err != nil {
 			t.Fatal(err)
 		}
@@ -240,7 +242,7 @@ func checkEvents(t *testing.T, r *running, id string, good []schema.Envelope, ma
 
 // never5xx asks every read endpoint about a session with odd and
 // ordinary parameters: none may answer a server error.
-func never5xx(t *testing.T, r *running, id string) {
+func never5xx(t *testing.T, r *projectortest.Running, id string) {
 	t.Helper()
 	paths := []string{"/v1/sessions/" + id, "/v1/sessions/" + id + "/context", "/v1/sessions?status=unreadable", "/v1/sessions?status=gap", "/v1/sessions"}
 	for _, after := range []string{"", "0", "1", "3", "4", "5", "6", "7", "100", "18446744073709551615", "-1", "x"} {
@@ -249,18 +251,18 @@ func never5xx(t *testing.T, r *running, id string) {
 		}
 	}
 	for _, p := range paths {
-		if code, b := r.get(t, p); code >= 500 {
+		if code, b := r.Get(t, p); code >= 500 {
 			t.Fatalf("GET %s: %d %s", p, code, b)
 		}
 	}
 }
 
 // summaries lists every session's summary as the projector serves it.
-func summaries(t *testing.T, r *running) map[string]string {
+func summaries(t *testing.T, r *projectortest.Running) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	var list projector.List
-	r.getJSON(t, "/v1/sessions?limit=1000", &list)
+	var list httpapi.List
+	r.GetJSON(t, "/v1/sessions?limit=1000", &list)
 	for _, s := range list.Sessions {
 		b, _ := json.Marshal(s)
 		out[s.SessionID] = string(b)
@@ -276,21 +278,21 @@ func summaries(t *testing.T, r *running) map[string]string {
 // the events before it, then an error event with code unreadable, and
 // nothing of that message or after it.
 func TestWatchStopsAtHostileMessage(t *testing.T) {
-	e := newEnv(t)
-	r := e.start(t.TempDir())
-	r.waitReady(t)
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
 	for _, h := range hostiles {
 		t.Run(h.name, func(t *testing.T) {
 			bad, other := "wbad-"+h.name, "wok-"+h.name
-			badS := gen.NewSession(bad, t0)
-			publishN(t, e, badS, 4)
-			ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+			badS := gen.NewSession(bad, projectortest.T0)
+			projectortest.PublishN(t, e, badS, 4)
+			ctx, cancel := context.WithTimeout(e.Ctx, 30*time.Second)
 			defer cancel()
-			early := watchUntilEnd(t, ctx, r.srv.URL+"/v1/sessions/"+bad+"/watch?after=0")
+			early := watchUntilEnd(t, ctx, r.Srv.URL+"/v1/sessions/"+bad+"/watch?after=0")
 			body, seq := h.body(bad, other)
 			publishHostile(t, e, bad, body, seq)
-			publishN(t, e, badS, 2)
-			late := watchUntilEnd(t, ctx, r.srv.URL+"/v1/sessions/"+bad+"/watch?after=0")
+			projectortest.PublishN(t, e, badS, 2)
+			late := watchUntilEnd(t, ctx, r.Srv.URL+"/v1/sessions/"+bad+"/watch?after=0")
 			for name, ch := range map[string]<-chan watchResult{"opened before": early, "opened after": late} {
 				got := <-ch
 				if got.err != nil {
@@ -331,12 +333,12 @@ func watchUntilEnd(t *testing.T, ctx context.Context, url string) <-chan watchRe
 		defer resp.Body.Close()
 		var res watchResult
 		var raw strings.Builder
-		err := readSSE(io.TeeReader(resp.Body, &raw), func(id, kind string, ev projector.WatchEvent, data string) {
+		err := projectortest.ReadSSE(io.TeeReader(resp.Body, &raw), func(id, kind string, ev httpapi.WatchEvent, data string) {
 			switch kind {
 			case "durable":
 				res.seqs = append(res.seqs, ev.Seq)
 			case "error":
-				var end projector.WatchEnd
+				var end httpapi.WatchEnd
 				if err := json.Unmarshal([]byte(data), &end); err == nil {
 					res.endCode, res.resumeAfter = end.Error.Code, end.ResumeAfter
 				}

@@ -24,52 +24,16 @@ func itoa(n int) string {
 	return string(b)
 }
 
-// Session statuses (DESIGN.md section 5).
-//
-// They are derived from the log alone, never from the clock, so a rebuild
-// reproduces them exactly:
-//   - closed: session/closed was folded;
-//   - paused: paused (by the agent or a repair) and not resumed;
-//   - active: a turn or any other work (step, attempt, tool call, approval,
-//     compaction, job) is open, or a fork copy is still being written;
-//   - interrupted: nothing is open and the last turn ended interrupted,
-//     aborted or failed;
-//   - idle: nothing is open and the last turn (if any) completed;
-//   - unreadable: the session holds an event this reader must not fold
-//     (unknown required type, newer schema, undecodable, or one that
-//     breaks the session rules); folding stopped before it;
-//   - gap: an event's seq skipped ahead and the stream did not hold the
-//     missing ones; folding stopped before it.
-//
-// How long ago the last activity was is the reader's business: the API
-// returns lastActivity and the dashboard shows it relative to now.
+// The session statuses (store.StatusActive...), named here for the fold.
 const (
-	StatusActive      = "active"
-	StatusIdle        = "idle"
-	StatusPaused      = "paused"
-	StatusInterrupted = "interrupted"
-	StatusClosed      = "closed"
-	StatusUnreadable  = "unreadable"
-	StatusGap         = "gap"
+	StatusActive      = store.StatusActive
+	StatusIdle        = store.StatusIdle
+	StatusPaused      = store.StatusPaused
+	StatusInterrupted = store.StatusInterrupted
+	StatusClosed      = store.StatusClosed
+	StatusUnreadable  = store.StatusUnreadable
+	StatusGap         = store.StatusGap
 )
-
-// Statuses lists every status.
-var Statuses = []string{StatusActive, StatusIdle, StatusPaused, StatusInterrupted, StatusClosed, StatusUnreadable, StatusGap}
-
-func validStatus(s string) bool {
-	for _, v := range Statuses {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
-// Detail is GET /v1/sessions/{id}: the summary plus the derived children.
-type Detail struct {
-	store.Summary
-	Children []string `json:"children"`
-}
 
 // derive fills the state-dependent fields of sum from st.
 func derive(sum *store.Summary, st *session.State) {
@@ -132,16 +96,6 @@ func turnView(t *session.Turn) *store.TurnView {
 		return nil
 	}
 	return &store.TurnView{ID: t.ID, StartSeq: t.StartSeq, EndSeq: t.EndSeq, Reason: t.Reason}
-}
-
-// Context is GET /v1/sessions/{id}/context.
-type Context struct {
-	SessionID string `json:"sessionId"`
-	LastSeq   uint64 `json:"lastSeq"`
-	// Compaction is the last ended compaction: the model sees its summary
-	// in place of events 1..throughSeq.
-	Compaction *store.CompactionSummary `json:"compaction,omitempty"`
-	Entries    []store.ContextEntry     `json:"entries"`
 }
 
 func sortedKeys[M ~map[string]V, V any](m M) []string {

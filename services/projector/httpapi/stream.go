@@ -1,4 +1,4 @@
-package projector
+package httpapi
 
 import (
 	"bytes"
@@ -38,7 +38,7 @@ type streamer struct {
 
 // stream starts a streamed answer with header (Content-Type and the like);
 // nothing goes to the client before the first page is full or end.
-func (s *Service) stream(w http.ResponseWriter, header http.Header) *streamer {
+func (s *Server) stream(w http.ResponseWriter, header http.Header) *streamer {
 	return &streamer{w: w, rc: http.NewResponseController(w), header: header,
 		limit: s.watch.lim.PageBytes, timeout: s.watch.lim.WriteTimeout, cut: s.met.cut}
 }

@@ -1,4 +1,4 @@
-package projector
+package httpapi
 
 import (
 	"cmp"
@@ -51,7 +51,7 @@ func nodeOf(id string, sum *store.Summary) TreeNode {
 	return n
 }
 
-func (s *Service) handleTree(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleTree(w http.ResponseWriter, r *http.Request) {
 	id, ok := sessionID(w, r)
 	if !ok {
 		return

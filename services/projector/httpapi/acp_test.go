@@ -1,4 +1,4 @@
-package projector_test
+package httpapi_test
 
 import (
 	"bufio"
@@ -12,7 +12,8 @@ import (
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/pkg/acp"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
 // acpLine is one NDJSON line of GET /acp, with the seq its update came from.
@@ -118,29 +119,29 @@ func sameLines(t *testing.T, what string, got []acpLine, want []string) {
 }
 
 func TestACPReplayFollowAndResume(t *testing.T) {
-	e := newEnv(t)
-	r := e.start(t.TempDir())
-	r.waitReady(t)
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
 	const id = "acp-1"
 	s := gen.NewSession(id, time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC))
-	first := publishN(t, e, s, 40)
-	r.waitSession(t, id, func(d projector.Detail) bool { return d.LastSeq == 40 })
+	first := projectortest.PublishN(t, e, s, 40)
+	r.WaitSession(t, id, func(d httpapi.Detail) bool { return d.LastSeq == 40 })
 
 	// Without follow: the whole session, then the end of the response.
-	ctx, cancel := context.WithCancel(e.ctx)
+	ctx, cancel := context.WithCancel(e.Ctx)
 	defer cancel()
 	all := wantLines(t, id, first)
 	var got []acpLine
-	for l := range acpStream(t, ctx, r.srv.URL+"/v1/sessions/"+id+"/acp") {
+	for l := range acpStream(t, ctx, r.Srv.URL+"/v1/sessions/"+id+"/acp") {
 		got = append(got, l)
 	}
 	sameLines(t, "replay", got, all)
 
 	// Follow: the replay, then an append made during the request.
-	fctx, fcancel := context.WithCancel(e.ctx)
-	ch := acpStream(t, fctx, r.srv.URL+"/v1/sessions/"+id+"/acp?follow=1")
+	fctx, fcancel := context.WithCancel(e.Ctx)
+	ch := acpStream(t, fctx, r.Srv.URL+"/v1/sessions/"+id+"/acp?follow=1")
 	sameLines(t, "follow replay", readLines(t, ch, len(all)), all)
-	during := publishN(t, e, s, 15)
+	during := projectortest.PublishN(t, e, s, 15)
 	want := wantLines(t, id, during)
 	live := readLines(t, ch, len(want))
 	sameLines(t, "live", live, want)
@@ -148,7 +149,7 @@ func TestACPReplayFollowAndResume(t *testing.T) {
 	// more events come while it is gone.
 	cut := live[len(live)/2].seq
 	fcancel()
-	later := publishN(t, e, s, 10)
+	later := projectortest.PublishN(t, e, s, 10)
 
 	// A reconnect after the cut misses and doubles nothing: it starts
 	// with the first event after it and goes on live.
@@ -159,9 +160,9 @@ func TestACPReplayFollowAndResume(t *testing.T) {
 		}
 	}
 	want = wantLines(t, id, rest)
-	ch = acpStream(t, ctx, r.srv.URL+fmt.Sprintf("/v1/sessions/%s/acp?follow=1&after=%d", id, cut))
+	ch = acpStream(t, ctx, r.Srv.URL+fmt.Sprintf("/v1/sessions/%s/acp?follow=1&after=%d", id, cut))
 	sameLines(t, "resumed", readLines(t, ch, len(want)), want)
-	more := publishN(t, e, s, 3)
+	more := projectortest.PublishN(t, e, s, 3)
 	want = wantLines(t, id, more)
 	sameLines(t, "resumed live", readLines(t, ch, len(want)), want)
 	select {
@@ -178,26 +179,26 @@ func TestACPReplayFollowAndResume(t *testing.T) {
 		}
 	}
 	got = nil
-	for l := range acpStream(t, ctx, r.srv.URL+"/v1/sessions/"+id+"/acp?afterEventId="+cutID) {
+	for l := range acpStream(t, ctx, r.Srv.URL+"/v1/sessions/"+id+"/acp?afterEventId="+cutID) {
 		got = append(got, l)
 	}
 	sameLines(t, "after event id", got, wantLines(t, id, append(rest, more...)))
 
 	// And following from that event id: the same, then live.
 	want = wantLines(t, id, append(rest, more...))
-	ch = acpStream(t, ctx, r.srv.URL+"/v1/sessions/"+id+"/acp?follow=1&afterEventId="+cutID)
+	ch = acpStream(t, ctx, r.Srv.URL+"/v1/sessions/"+id+"/acp?follow=1&afterEventId="+cutID)
 	sameLines(t, "followed after event id", readLines(t, ch, len(want)), want)
-	last := publishN(t, e, s, 2)
+	last := projectortest.PublishN(t, e, s, 2)
 	want = wantLines(t, id, last)
 	sameLines(t, "followed after event id, live", readLines(t, ch, len(want)), want)
 }
 
 func TestACPBadRequests(t *testing.T) {
-	e := newEnv(t)
-	r := e.start(t.TempDir())
-	r.waitReady(t)
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
 	s := gen.NewSession("acp-bad", time.Now())
-	publishN(t, e, s, 3)
+	projectortest.PublishN(t, e, s, 3)
 	for _, c := range []struct {
 		path string
 		code int
@@ -212,7 +213,7 @@ func TestACPBadRequests(t *testing.T) {
 		{"/v1/sessions/acp-bad/acp?after=1&afterEventId=x", 400},
 		{"/v1/sessions/nope/acp?afterEventId=x", 404},
 	} {
-		if code, body := r.get(t, c.path); code != c.code {
+		if code, body := r.Get(t, c.path); code != c.code {
 			t.Errorf("GET %s: %d %s, want %d", c.path, code, body, c.code)
 		}
 	}
@@ -222,9 +223,9 @@ func TestACPBadRequests(t *testing.T) {
 // model continues: what a context/rewound abandoned (the messages, the
 // call and its start and result) is not replayed; the rest is.
 func TestACPReplayLeavesOutAbandoned(t *testing.T) {
-	e := newEnv(t)
-	r := e.start(t.TempDir())
-	r.waitReady(t)
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
 	const id = "acp-rw"
 	var evs []schema.Envelope
 	add := func(typ, data string, mod ...func(*schema.Envelope)) {
@@ -233,7 +234,7 @@ func TestACPReplayLeavesOutAbandoned(t *testing.T) {
 		for _, m := range mod {
 			m(&ev)
 		}
-		if _, err := gen.Publish(e.ctx, e.ls, ev); err != nil {
+		if _, err := gen.Publish(e.Ctx, e.LS, ev); err != nil {
 			t.Fatal(err)
 		}
 		evs = append(evs, ev)
@@ -249,7 +250,7 @@ func TestACPReplayLeavesOutAbandoned(t *testing.T) {
 	add(schema.TypeMessageUser, `{"content":"two"}`, turn)          // 7
 	add(schema.TypeContextRewound, `{"toEventId":"e3","toSeq":3}`)  // 8
 	add(schema.TypeMessageUser, `{"content":"two, again"}`, turn)   // 9
-	r.waitSession(t, id, func(d projector.Detail) bool { return d.LastSeq == 9 })
+	r.WaitSession(t, id, func(d httpapi.Detail) bool { return d.LastSeq == 9 })
 
 	var kept []schema.Envelope
 	for _, ev := range evs {
@@ -258,7 +259,7 @@ func TestACPReplayLeavesOutAbandoned(t *testing.T) {
 		}
 	}
 	var got []acpLine
-	for l := range acpStream(t, e.ctx, r.srv.URL+"/v1/sessions/"+id+"/acp") {
+	for l := range acpStream(t, e.Ctx, r.Srv.URL+"/v1/sessions/"+id+"/acp") {
 		got = append(got, l)
 	}
 	sameLines(t, "replay", got, wantLines(t, id, kept))

@@ -1,4 +1,4 @@
-package projector
+package httpapi
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 // a file of an agent's own format (DESIGN.md section 13), read from the
 // log, offered as a download; without a format (or format=sessionlog),
 // sessionlog's own JSON lines.
-func (s *Service) handleExport(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 	id, ok := sessionID(w, r)
 	if !ok {
 		return
@@ -99,7 +99,7 @@ func (s *Service) handleExport(w http.ResponseWriter, r *http.Request) {
 // from the start), a page at a time (readPaged). The events name their
 // session as n does: a file of an agent's format takes its ids from it
 // (an imported session's own), so a tenant's is its agents' file.
-func (s *Service) exportEvents(ctx context.Context, id string, n names) agentlog.Events {
+func (s *Server) exportEvents(ctx context.Context, id string, n names) agentlog.Events {
 	return func(after uint64, fn func(*schema.Envelope) error) error {
 		var from uint64
 		if after > 0 {
@@ -146,12 +146,12 @@ var newline = []byte{'\n'}
 // to its last message when the call began: a page at a time
 // (followDurable), the next read only when fn took this one, so a reader
 // as slow as its client holds one page.
-func (s *Service) readPaged(ctx context.Context, id string, fn func(*logstore.Msg) error) error {
+func (s *Server) readPaged(ctx context.Context, id string, fn func(*logstore.Msg) error) error {
 	return s.readPagedFrom(ctx, id, 0, fn)
 }
 
 // readPagedFrom is readPaged from the message after stream seq from.
-func (s *Service) readPagedFrom(ctx context.Context, id string, from uint64, fn func(*logstore.Msg) error) error {
+func (s *Server) readPagedFrom(ctx context.Context, id string, from uint64, fn func(*logstore.Msg) error) error {
 	tail, err := s.ls.Tail(ctx, id)
 	if err != nil || !tail.Exists() || tail.StreamSeq <= from {
 		return err

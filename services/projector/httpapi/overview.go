@@ -1,13 +1,11 @@
-package projector
+package httpapi
 
 import (
-	"context"
 	"net/http"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
 // The fleet overview: how many sessions are in each status (counted from
@@ -21,11 +19,6 @@ const (
 	// tens of milliseconds), so an answer is reused this long.
 	countsEvery = 5 * time.Second
 )
-
-// fleetEvery is the sampling interval of the services made from now on
-// (a variable only so that a test of the charts need not wait minutes for
-// a history).
-var fleetEvery = 10 * time.Second
 
 // FleetSample is one point of the overview's history.
 type FleetSample struct {
@@ -45,12 +38,12 @@ type Overview struct {
 	History []FleetSample  `json:"history"`
 	Every   string         `json:"every"`
 	// RolledBack is set when a stream's last sequence went below what the
-	// projector consumed (log_rolled_back, rollback.go): the reason.
+	// projector consumed (log_rolled_back, Views.RolledBack): the reason.
 	RolledBack string `json:"rolledBack,omitempty"`
 }
 
 type fleetHistory struct {
-	// every is fleetEvery when the service was made.
+	// every is Config.FleetEvery.
 	every   time.Duration
 	mu      sync.Mutex
 	samples []FleetSample
@@ -60,26 +53,12 @@ type fleetHistory struct {
 	counts  map[string]int
 }
 
-func newFleetHistory() *fleetHistory { return &fleetHistory{every: fleetEvery} }
-
-func metricValue(c prometheus.Metric) float64 {
-	var m dto.Metric
-	if c.Write(&m) != nil {
-		return 0
-	}
-	switch {
-	case m.Counter != nil:
-		return m.Counter.GetValue()
-	case m.Gauge != nil:
-		return m.Gauge.GetValue()
-	}
-	return 0
-}
+func newFleetHistory(every time.Duration) *fleetHistory { return &fleetHistory{every: every} }
 
 // sample adds a point (the first call only sets the baseline).
-func (s *Service) sample(now time.Time) {
+func (s *Server) sample(now time.Time) {
 	h := s.fleet
-	applied, repairs, lag := metricValue(s.met.applied), metricValue(s.met.repairs), metricValue(s.met.lag)
+	applied, repairs, lag := s.v.Folded()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if n := len(h.samples); n > 0 || h.applied > 0 || h.repairs > 0 {
@@ -97,12 +76,7 @@ func (s *Service) sample(now time.Time) {
 	h.applied, h.repairs = applied, repairs
 }
 
-func (s *Service) sampleFleet(ctx context.Context) {
-	s.sample(s.cfg.Now())
-	every(ctx, s.fleet.every, func() { s.sample(s.cfg.Now()) })
-}
-
-func (s *Service) handleOverview(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleOverview(w http.ResponseWriter, r *http.Request) {
 	h := s.fleet
 	now := s.cfg.Now()
 	h.mu.Lock()
@@ -111,7 +85,7 @@ func (s *Service) handleOverview(w http.ResponseWriter, r *http.Request) {
 	if !fresh {
 		counts = map[string]int{}
 		err := s.view(func(rd reader) error {
-			for _, st := range Statuses {
+			for _, st := range store.Statuses {
 				n, err := rd.snap.StatusCount(st)
 				if err != nil {
 					return err
@@ -128,7 +102,7 @@ func (s *Service) handleOverview(w http.ResponseWriter, r *http.Request) {
 		h.counts, h.counted = counts, now
 		h.mu.Unlock()
 	}
-	out := Overview{Counts: counts, Every: h.every.String(), RolledBack: s.rb.reason()}
+	out := Overview{Counts: counts, Every: h.every.String(), RolledBack: s.v.RolledBack()}
 	for _, n := range counts {
 		out.Total += n
 	}

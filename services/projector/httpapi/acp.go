@@ -1,4 +1,4 @@
-package projector
+package httpapi
 
 import (
 	"encoding/json"
@@ -34,7 +34,7 @@ type ACPError struct {
 // It reads the log as the watch does (followDurable: a page at a time,
 // as fast as the client takes it, each write bounded by the watch's
 // WriteTimeout), and judges each message as /events does.
-func (s *Service) handleACP(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleACP(w http.ResponseWriter, r *http.Request) {
 	id, ok := sessionID(w, r)
 	if !ok {
 		return
@@ -148,7 +148,7 @@ func (s *Service) handleACP(w http.ResponseWriter, r *http.Request) {
 		case v == storedBad || v == storedGap:
 			e := ACPError{Code: string(schema.CodeUnreadable), Message: n.text(fmt.Sprintf("stored message at stream seq %d: %s", lm.StreamSeq, why)), ResumeAfter: last}
 			if v == storedGap {
-				e.Code, e.Message = StatusGap, fmt.Sprintf("the session's events after seq %d are missing from the log", last)
+				e.Code, e.Message = store.StatusGap, fmt.Sprintf("the session's events after seq %d are missing from the log", last)
 			}
 			_ = write(acp.Notify(name, acp.Update{SessionUpdate: acp.SessionInfoUpdate, Meta: map[string]any{acp.MetaKey: map[string]any{"error": e}}}))
 			rc.Flush()
@@ -189,7 +189,7 @@ func (s *Service) handleACP(w http.ResponseWriter, r *http.Request) {
 // seqOfEvent finds the seq of the session's event eventID by reading its
 // log (the views index events by seq only); on a problem it has answered
 // the request and returns false.
-func (s *Service) seqOfEvent(w http.ResponseWriter, r *http.Request, id, eventID string) (uint64, bool) {
+func (s *Server) seqOfEvent(w http.ResponseWriter, r *http.Request, id, eventID string) (uint64, bool) {
 	if !schema.ValidItemID(eventID) {
 		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, "afterEventId must match ^[A-Za-z0-9_.:-]{1,128}$")
 		return 0, false

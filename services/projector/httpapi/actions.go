@@ -1,4 +1,4 @@
-package projector
+package httpapi
 
 import (
 	"context"
@@ -38,7 +38,7 @@ type ActionError struct {
 	Error api.ErrorDetail `json:"error"`
 }
 
-func (s *Service) actionRoutes(mux *http.ServeMux) {
+func (s *Server) actionRoutes(mux *http.ServeMux) {
 	guard := func(h http.HandlerFunc) http.Handler { return httpauth.Action(s.cfg.HTTPToken, h) }
 	mux.Handle("POST /v1/sessions/{id}/resume", guard(s.handleResume))
 	mux.Handle("POST /v1/sessions/{id}/repair", guard(s.handleRepair))
@@ -63,7 +63,7 @@ func actionFailed(w http.ResponseWriter, d api.ErrorDetail) {
 
 // relay sends req on subject and decodes the reply into out, or returns
 // the refusal.
-func (s *Service) relay(ctx context.Context, subject string, req, out any) *api.ErrorDetail {
+func (s *Server) relay(ctx context.Context, subject string, req, out any) *api.ErrorDetail {
 	return relayOn(ctx, s.cfg.Conn, subject, req, out)
 }
 
@@ -127,7 +127,7 @@ type ResumeRequest struct {
 	ExpectedSeq *uint64 `json:"expectedSeq"`
 }
 
-func (s *Service) handleResume(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleResume(w http.ResponseWriter, r *http.Request) {
 	id, ok := sessionID(w, r)
 	if !ok {
 		return
@@ -165,7 +165,7 @@ func (s *Service) handleResume(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, map[string]any{"sessionId": id, "seq": res.LastSeq, "duplicate": res.Duplicate})
 }
 
-func (s *Service) handleRepair(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleRepair(w http.ResponseWriter, r *http.Request) {
 	id, ok := sessionID(w, r)
 	if !ok {
 		return
@@ -183,7 +183,7 @@ func (s *Service) handleRepair(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, reply)
 }
 
-func (s *Service) handleFork(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleFork(w http.ResponseWriter, r *http.Request) {
 	id, ok := sessionID(w, r)
 	if !ok {
 		return
@@ -220,7 +220,7 @@ type EraseRequest struct {
 // erase; any other refuses with forbidden and says who can. The reply is
 // the eraser's, passed on as it is (done, or an accepted job with its
 // progress).
-func (s *Service) handleErase(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleErase(w http.ResponseWriter, r *http.Request) {
 	id, ok := sessionID(w, r)
 	if !ok {
 		return

@@ -1,4 +1,4 @@
-package projector
+package httpapi
 
 import (
 	"context"
@@ -40,7 +40,7 @@ const (
 // page (PageBytes) at a time, only as fast as the client takes them: a
 // client slow on durable events is paced, not buffered. One watch holds
 // at most QueueBytes + PageBytes + two events. Their defaults are
-// DefaultConfig().Watch.
+// DefaultWatchLimits().
 type WatchLimits struct {
 	// QueueBytes: transient events queued for one watch's client.
 	QueueBytes int
@@ -58,10 +58,21 @@ type WatchLimits struct {
 	WriteTimeout time.Duration
 }
 
-// withDefaults is l with DefaultConfig().Watch's value in each field left
+// DefaultWatchLimits are the watch limits a field left zero takes.
+func DefaultWatchLimits() WatchLimits {
+	return WatchLimits{
+		QueueBytes:        2 << 20,
+		TotalBytes:        256 << 20,
+		PageBytes:         1 << 20,
+		MaxTransientBytes: 64 << 10,
+		WriteTimeout:      30 * time.Second,
+	}
+}
+
+// WithDefaults is l with DefaultWatchLimits' value in each field left
 // zero (<= 0).
-func (l WatchLimits) withDefaults() WatchLimits {
-	d := DefaultConfig().Watch
+func (l WatchLimits) WithDefaults() WatchLimits {
+	d := DefaultWatchLimits()
 	if l.QueueBytes <= 0 {
 		l.QueueBytes = d.QueueBytes
 	}
@@ -87,7 +98,7 @@ type watchHub struct {
 	queued  atomic.Int64
 	dropped *prometheus.CounterVec
 	ended   *prometheus.CounterVec
-	// commits counts the batches of views that landed (Service.landed):
+	// commits counts the batches of views that landed (Server.Landed):
 	// a session's owner and grants are read again only after one did.
 	commits atomic.Uint64
 
@@ -361,7 +372,7 @@ func (h *watchHub) refuse(ls *liveSub, m logstore.LiveMsg, afterSeq uint64) (rea
 }
 
 func newWatchHub(lim WatchLimits, r prometheus.Registerer) (*watchHub, error) {
-	lim = lim.withDefaults()
+	lim = lim.WithDefaults()
 	h := &watchHub{
 		lim:  lim,
 		live: map[string]*liveSub{},
@@ -512,7 +523,7 @@ type WatchEnd struct {
 // live ones: durable events by tailing the stream with an ordered
 // consumer, a page at a time as the client takes them, transient ones
 // from core NATS sessions.live.<id> within the watch's byte budget.
-func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) {
 	id, ok := sessionID(w, r)
 	if !ok {
 		return
@@ -609,7 +620,7 @@ func (s *Service) handleWatch(w http.ResponseWriter, r *http.Request) {
 	stopped := func(v verdict, streamSeq uint64, why string) {
 		code := schema.CodeUnreadable
 		if v == storedGap {
-			code, why = StatusGap, fmt.Sprintf("the session's events after seq %d are missing from the log", last)
+			code, why = store.StatusGap, fmt.Sprintf("the session's events after seq %d are missing from the log", last)
 		}
 		hub.ended.WithLabelValues(string(code)).Inc()
 		var end WatchEnd
@@ -722,7 +733,7 @@ type followStart struct {
 // startFollow checks a follow of session id after seq after and finds
 // where it starts; on a problem it has answered the request and returns
 // false.
-func (s *Service) startFollow(w http.ResponseWriter, r *http.Request, id string, after uint64) (followStart, bool) {
+func (s *Server) startFollow(w http.ResponseWriter, r *http.Request, id string, after uint64) (followStart, bool) {
 	var fs followStart
 	tail, err := s.ls.Tail(r.Context(), id)
 	if err != nil {
@@ -773,7 +784,7 @@ func (s *Service) startFollow(w http.ResponseWriter, r *http.Request, id string,
 // has taken this one from the unbuffered channel, so a slow client is
 // paced, not buffered. A live tail waits in the fetch for what comes
 // next. The channel closes when ctx ends or the log cannot be read.
-func (s *Service) followDurable(ctx context.Context, id string, loc logstore.Location, from uint64) (<-chan *logstore.Msg, func(), error) {
+func (s *Server) followDurable(ctx context.Context, id string, loc logstore.Location, from uint64) (<-chan *logstore.Msg, func(), error) {
 	fol, err := s.ls.Follow(ctx, logstore.FollowSpec{
 		Stream:            loc.Stream,
 		Subject:           loc.Subject,

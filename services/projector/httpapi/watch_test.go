@@ -1,11 +1,9 @@
-package projector_test
+package httpapi_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"runtime"
@@ -22,77 +20,9 @@ import (
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/internal/netproxy"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
-
-type sseEvent struct {
-	id, kind string
-	data     projector.WatchEvent
-	raw      string // the data line as sent
-}
-
-// sse reads a watch stream and delivers its events (pings as kind "ping").
-func sse(t *testing.T, ctx context.Context, url, lastEventID string) (<-chan sseEvent, *http.Response) {
-	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
-	if lastEventID != "" {
-		req.Header.Set("Last-Event-ID", lastEventID)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != 200 {
-		t.Fatalf("watch: %d", resp.StatusCode)
-	}
-	ch := make(chan sseEvent, 1000)
-	go func() {
-		defer close(ch)
-		defer resp.Body.Close()
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		var cur sseEvent
-		var data string
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if cur.kind != "" {
-					cur.raw = data
-					json.Unmarshal([]byte(data), &cur.data)
-					ch <- cur
-				}
-				cur, data = sseEvent{}, ""
-			case line == ": ping":
-				ch <- sseEvent{kind: "ping"}
-			case strings.HasPrefix(line, "id: "):
-				cur.id = line[4:]
-			case strings.HasPrefix(line, "event: "):
-				cur.kind = line[7:]
-			case strings.HasPrefix(line, "data: "):
-				data = line[6:]
-			}
-		}
-	}()
-	return ch, resp
-}
-
-func next(t *testing.T, ch <-chan sseEvent, skipPings bool) sseEvent {
-	t.Helper()
-	for {
-		select {
-		case ev, ok := <-ch:
-			if !ok {
-				t.Fatal("watch stream ended")
-			}
-			if ev.kind == "ping" && skipPings {
-				continue
-			}
-			return ev
-		case <-time.After(10 * time.Second):
-			t.Fatal("no watch event within 10s")
-		}
-	}
-}
 
 // TestWatchReconnectAndTransient: on one stream and on three partitions,
 // on one node and on an R3 cluster.
@@ -101,33 +31,33 @@ func TestWatchReconnectAndTransient(t *testing.T) {
 }
 
 func testWatchReconnectAndTransient(t *testing.T, l natstest.Layout) {
-	e := newEnvLayout(t, l)
-	r := e.start(t.TempDir())
-	r.waitReady(t)
-	s := gen.NewSession("w", t0)
-	publishN(t, e, s, 10)
-	r.waitSession(t, "w", func(d projector.Detail) bool { return d.LastSeq == 10 })
+	e := projectortest.NewEnvLayout(t, l)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
+	s := gen.NewSession("w", projectortest.T0)
+	projectortest.PublishN(t, e, s, 10)
+	r.WaitSession(t, "w", func(d httpapi.Detail) bool { return d.LastSeq == 10 })
 
-	ctx, cancel := context.WithCancel(e.ctx)
-	ch, _ := sse(t, ctx, r.srv.URL+"/v1/sessions/w/watch?after=0", "")
+	ctx, cancel := context.WithCancel(e.Ctx)
+	ch, _ := projectortest.SSE(t, ctx, r.Srv.URL+"/v1/sessions/w/watch?after=0", "")
 	for want := uint64(1); want <= 6; want++ {
-		ev := next(t, ch, true)
-		if ev.kind != "durable" || ev.data.Seq != want || ev.id != strconv.FormatUint(want, 10) || ev.data.Transient {
+		ev := projectortest.Next(t, ch, true)
+		if ev.Kind != "durable" || ev.Data.Seq != want || ev.ID != strconv.FormatUint(want, 10) || ev.Data.Transient {
 			t.Fatalf("event %d: %+v", want, ev)
 		}
 	}
 	// The client drops after seq 6; more events are appended meanwhile.
 	cancel()
-	publishN(t, e, s, 5)
+	projectortest.PublishN(t, e, s, 5)
 
-	ctx, cancel = context.WithCancel(e.ctx)
+	ctx, cancel = context.WithCancel(e.Ctx)
 	defer cancel()
 	// The original URL says after=0; Last-Event-ID wins, as a browser's
 	// EventSource reconnect sends it.
-	ch, _ = sse(t, ctx, r.srv.URL+"/v1/sessions/w/watch?after=0", "6")
+	ch, _ = projectortest.SSE(t, ctx, r.Srv.URL+"/v1/sessions/w/watch?after=0", "6")
 	for want := uint64(7); want <= 15; want++ {
-		ev := next(t, ch, true)
-		if ev.kind != "durable" || ev.data.Seq != want {
+		ev := projectortest.Next(t, ch, true)
+		if ev.Kind != "durable" || ev.Data.Seq != want {
 			t.Fatalf("after reconnect, want seq %d: %+v", want, ev)
 		}
 	}
@@ -137,41 +67,41 @@ func testWatchReconnectAndTransient(t *testing.T, l natstest.Layout) {
 	live, _ := logstore.LiveSubject("w")
 	pubLive := func(after uint64, text string) {
 		b, _ := json.Marshal(map[string]any{"afterSeq": after, "kind": "delta", "text": text})
-		if err := e.nc.Publish(live, b); err != nil {
+		if err := e.NC.Publish(live, b); err != nil {
 			t.Fatal(err)
 		}
-		e.nc.Flush()
+		e.NC.Flush()
 	}
 	pubLive(3, "stale")
 	pubLive(16, "early")
 	pubLive(15, "now")
-	ev := next(t, ch, true)
-	if ev.kind != "transient" || !ev.data.Transient || ev.id != "15" || *ev.data.AfterSeq != 15 || !strings.Contains(string(ev.data.Event), `"now"`) {
-		t.Fatalf("transient: %+v %s", ev, ev.data.Event)
+	ev := projectortest.Next(t, ch, true)
+	if ev.Kind != "transient" || !ev.Data.Transient || ev.ID != "15" || *ev.Data.AfterSeq != 15 || !strings.Contains(string(ev.Data.Event), `"now"`) {
+		t.Fatalf("transient: %+v %s", ev, ev.Data.Event)
 	}
-	publishN(t, e, s, 1)
-	ev = next(t, ch, true)
-	if ev.kind != "durable" || ev.data.Seq != 16 {
+	projectortest.PublishN(t, e, s, 1)
+	ev = projectortest.Next(t, ch, true)
+	if ev.Kind != "durable" || ev.Data.Seq != 16 {
 		t.Fatalf("live durable: %+v", ev)
 	}
-	ev = next(t, ch, true)
-	if ev.kind != "transient" || ev.id != "16" || !strings.Contains(string(ev.data.Event), `"early"`) {
-		t.Fatalf("held transient: %+v %s", ev, ev.data.Event)
+	ev = projectortest.Next(t, ch, true)
+	if ev.Kind != "transient" || ev.ID != "16" || !strings.Contains(string(ev.Data.Event), `"early"`) {
+		t.Fatalf("held transient: %+v %s", ev, ev.Data.Event)
 	}
 	// Idle: heartbeats keep the connection open.
-	if ev := next(t, ch, false); ev.kind != "ping" {
+	if ev := projectortest.Next(t, ch, false); ev.Kind != "ping" {
 		t.Fatalf("want a ping, got %+v", ev)
 	}
 }
 
 func TestWatchHugeAfterDoesNotHang(t *testing.T) {
-	e := newEnv(t)
-	r := e.start(t.TempDir())
-	r.waitReady(t)
-	publishN(t, e, gen.NewSession("h", t0), 3)
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
+	projectortest.PublishN(t, e, gen.NewSession("h", projectortest.T0), 3)
 	for _, after := range []string{"4", "1000000", fmt.Sprint(uint64(1 << 63)), "18446744073709551615"} {
-		ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
-		req, _ := http.NewRequestWithContext(ctx, "GET", r.srv.URL+"/v1/sessions/h/watch?after="+after, nil)
+		ctx, cancel := context.WithTimeout(e.Ctx, 5*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, "GET", r.Srv.URL+"/v1/sessions/h/watch?after="+after, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatalf("after=%s: %v", after, err)
@@ -183,43 +113,12 @@ func TestWatchHugeAfterDoesNotHang(t *testing.T) {
 		}
 	}
 	// The tail itself is fine: the client waits for what comes next.
-	ctx, cancel := context.WithCancel(e.ctx)
+	ctx, cancel := context.WithCancel(e.Ctx)
 	defer cancel()
-	ch, _ := sse(t, ctx, r.srv.URL+"/v1/sessions/h/watch?after=3", "")
-	if ev := next(t, ch, false); ev.kind != "ping" {
-		t.Fatalf("at the tail: %s %s %s", ev.kind, ev.id, ev.raw)
+	ch, _ := projectortest.SSE(t, ctx, r.Srv.URL+"/v1/sessions/h/watch?after=3", "")
+	if ev := projectortest.Next(t, ch, false); ev.Kind != "ping" {
+		t.Fatalf("at the tail: %s %s %s", ev.Kind, ev.ID, ev.Raw)
 	}
-}
-
-// readSSE parses an SSE stream until it ends, calling fn for each event
-// (pings skipped); the data of an "error" event is in raw.
-func readSSE(body io.Reader, fn func(id, kind string, data projector.WatchEvent, raw string)) error {
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	var id, kind, data string
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if kind != "" {
-				var ev projector.WatchEvent
-				if kind != "error" {
-					if err := json.Unmarshal([]byte(data), &ev); err != nil {
-						return fmt.Errorf("event %s %s: %w", id, kind, err)
-					}
-				}
-				fn(id, kind, ev, data)
-			}
-			id, kind, data = "", "", ""
-		case strings.HasPrefix(line, "id: "):
-			id = line[4:]
-		case strings.HasPrefix(line, "event: "):
-			kind = line[7:]
-		case strings.HasPrefix(line, "data: "):
-			data = line[6:]
-		}
-	}
-	return sc.Err()
 }
 
 // memFigures reads the heap in use after a GC and the process's RSS.
@@ -235,27 +134,6 @@ func memFigures() (heap, rss uint64) {
 		}
 	}
 	return ms.HeapInuse, rss
-}
-
-func counterValue(t *testing.T, g prometheus.Gatherer, name, label string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetValue() == label {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }
 
 // TestWatchMemoryBound: 50 watchers that read nothing on a 24 MB session,
@@ -275,28 +153,28 @@ func TestWatchMemoryBound(t *testing.T) {
 		trSmall    = 100 // transient events under the limit (48 KiB)
 		trLarge    = 40  // over it (512 KiB)
 	)
-	e := newEnv(t)
+	e := projectortest.NewEnv(t)
 	reg := prometheus.NewRegistry()
-	r := e.start(t.TempDir(), func(c *projector.Config) {
+	r := e.Start(t.TempDir(), func(c *projector.Config) {
 		c.Registerer = reg
 		c.Heartbeat = time.Hour // pings would only add writes to blocked streams
-		c.Watch = projector.WatchLimits{QueueBytes: queueBytes, PageBytes: 1 << 20, MaxTransientBytes: 64 << 10, WriteTimeout: 5 * time.Minute}
+		c.Watch = httpapi.WatchLimits{QueueBytes: queueBytes, PageBytes: 1 << 20, MaxTransientBytes: 64 << 10, WriteTimeout: 5 * time.Minute}
 	})
-	r.waitReady(t)
+	r.WaitReady(t)
 
 	const id = "big"
-	last, err := gen.LargeSession(e.ctx, e.ls, id, events, eventBytes, t0)
+	last, err := gen.LargeSession(e.Ctx, e.LS, id, events, eventBytes, projectortest.T0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.waitSession(t, id, func(d projector.Detail) bool { return d.LastSeq == last })
+	r.WaitSession(t, id, func(d httpapi.Detail) bool { return d.LastSeq == last })
 	heap0, rss0 := memFigures()
 
 	// The slow watchers, with a small receive buffer (loopback would
 	// otherwise take tens of MB into the kernel).
-	url := r.srv.URL + "/v1/sessions/" + id + "/watch?after=0"
+	url := r.Srv.URL + "/v1/sessions/" + id + "/watch?after=0"
 	slowClient := netproxy.FarClient(64 << 10)
-	ctx, cancel := context.WithCancel(e.ctx)
+	ctx, cancel := context.WithCancel(e.Ctx)
 	defer cancel()
 	var slow []*http.Response
 	for range watchers {
@@ -312,10 +190,10 @@ func TestWatchMemoryBound(t *testing.T) {
 		slow = append(slow, resp)
 	}
 	// The reader.
-	rch, _ := sse(t, ctx, url, "")
+	rch, _ := projectortest.SSE(t, ctx, url, "")
 	for want := uint64(1); want <= last; want++ {
-		if ev := next(t, rch, true); ev.kind != "durable" || ev.data.Seq != want {
-			t.Fatalf("reader: want durable %d, got %s %s", want, ev.kind, ev.id)
+		if ev := projectortest.Next(t, rch, true); ev.Kind != "durable" || ev.Data.Seq != want {
+			t.Fatalf("reader: want durable %d, got %s %s", want, ev.Kind, ev.ID)
 		}
 	}
 
@@ -327,25 +205,25 @@ func TestWatchMemoryBound(t *testing.T) {
 	var peak uint64
 	for n := 0; n < trSmall; n++ {
 		b, _ := json.Marshal(map[string]any{"afterSeq": last, "n": n, "text": small})
-		if err := e.nc.Publish(subj, b); err != nil {
+		if err := e.NC.Publish(subj, b); err != nil {
 			t.Fatal(err)
 		}
 		if n%10 == 9 && n/10 < trLarge {
 			for range trLarge / (trSmall / 10) {
 				b, _ := json.Marshal(map[string]any{"afterSeq": last, "n": -1, "text": large})
-				if err := e.nc.Publish(subj, b); err != nil {
+				if err := e.NC.Publish(subj, b); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}
 		if n%10 == 9 {
-			e.nc.Flush()
+			e.NC.Flush()
 			for want := n - 9; want <= n; want++ {
-				ev := next(t, rch, true)
+				ev := projectortest.Next(t, rch, true)
 				var got struct{ N int }
-				json.Unmarshal(ev.data.Event, &got)
-				if ev.kind != "transient" || ev.id != strconv.FormatUint(last, 10) || got.N != want {
-					t.Fatalf("reader: want transient %d after %d, got %s id %s n %d", want, last, ev.kind, ev.id, got.N)
+				json.Unmarshal(ev.Data.Event, &got)
+				if ev.Kind != "transient" || ev.ID != strconv.FormatUint(last, 10) || got.N != want {
+					t.Fatalf("reader: want transient %d after %d, got %s id %s n %d", want, last, ev.Kind, ev.ID, got.N)
 				}
 			}
 			// What is live after a collection: the heap in use just
@@ -358,7 +236,7 @@ func TestWatchMemoryBound(t *testing.T) {
 		}
 	}
 	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
-		if got := counterValue(t, reg, "sessionlog_projector_transient_dropped_total", "too_large"); got != trLarge {
+		if got := projectortest.CounterValue(t, reg, "sessionlog_projector_transient_dropped_total", "too_large"); got != trLarge {
 			return fmt.Errorf("%v transient events dropped as too large, want %d", got, trLarge)
 		}
 		return nil
@@ -385,8 +263,8 @@ func TestWatchMemoryBound(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var seen uint64
-			var end *projector.WatchEnd
-			err := readSSE(resp.Body, func(id, kind string, ev projector.WatchEvent, raw string) {
+			var end *httpapi.WatchEnd
+			err := projectortest.ReadSSE(resp.Body, func(id, kind string, ev httpapi.WatchEvent, raw string) {
 				switch {
 				case end != nil:
 					errs <- fmt.Errorf("watcher %d: %s %s after the error event", i, kind, id)
@@ -400,8 +278,8 @@ func TestWatchMemoryBound(t *testing.T) {
 						errs <- fmt.Errorf("watcher %d: transient after %d at %d", i, *ev.AfterSeq, seen)
 					}
 				case kind == "error":
-					end = &projector.WatchEnd{}
-					if err := json.Unmarshal([]byte(raw), end); err != nil || end.Error.Code != projector.CodeSlowConsumer || end.ResumeAfter != seen || id != strconv.FormatUint(seen, 10) {
+					end = &httpapi.WatchEnd{}
+					if err := json.Unmarshal([]byte(raw), end); err != nil || end.Error.Code != httpapi.CodeSlowConsumer || end.ResumeAfter != seen || id != strconv.FormatUint(seen, 10) {
 						errs <- fmt.Errorf("watcher %d: error event id %s %s after %d (%v)", i, id, raw, seen, err)
 					}
 				}
@@ -423,21 +301,21 @@ func TestWatchMemoryBound(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	if got := counterValue(t, reg, "sessionlog_projector_watches_ended_total", projector.CodeSlowConsumer); got != watchers {
+	if got := projectortest.CounterValue(t, reg, "sessionlog_projector_watches_ended_total", httpapi.CodeSlowConsumer); got != watchers {
 		t.Errorf("%v watches ended as slow consumers, want %d", got, watchers)
 	}
 	t.Logf("slow watchers got durable events up to seq %d..%d before slow_consumer", minOf(resume), maxOf(resume))
 
 	// Reconnecting with Last-Event-ID = resumeAfter gets the rest once.
 	for _, i := range []int{0, watchers - 1} {
-		ch, _ := sse(t, ctx, url, strconv.FormatUint(resume[i], 10))
+		ch, _ := projectortest.SSE(t, ctx, url, strconv.FormatUint(resume[i], 10))
 		for want := resume[i] + 1; want <= last; want++ {
-			if ev := next(t, ch, true); ev.kind != "durable" || ev.data.Seq != want {
-				t.Fatalf("watcher %d resumed after %d: want durable %d, got %s %s", i, resume[i], want, ev.kind, ev.id)
+			if ev := projectortest.Next(t, ch, true); ev.Kind != "durable" || ev.Data.Seq != want {
+				t.Fatalf("watcher %d resumed after %d: want durable %d, got %s %s", i, resume[i], want, ev.Kind, ev.ID)
 			}
 		}
 	}
-	if got := counterValue(t, reg, "sessionlog_projector_watches_ended_total", projector.CodeSlowConsumer); got != watchers {
+	if got := projectortest.CounterValue(t, reg, "sessionlog_projector_watches_ended_total", httpapi.CodeSlowConsumer); got != watchers {
 		t.Errorf("the reader or a resumed watcher was ended: %v slow consumers, want %d", got, watchers)
 	}
 }

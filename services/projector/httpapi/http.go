@@ -1,4 +1,4 @@
-package projector
+package httpapi
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ const (
 
 // routes builds the API and dashboard mux; with ops it serves /healthz,
 // /readyz and (given a Gatherer) /metrics too.
-func (s *Service) routes(ops bool) http.Handler {
+func (s *Server) routes(ops bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/sessions", s.handleList)
 	mux.HandleFunc("GET /v1/sessions/{id}", s.handleSession)
@@ -56,7 +56,7 @@ func (s *Service) routes(ops bool) http.Handler {
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if err := s.Ready(); err != nil {
+		if err := s.v.Ready(); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintln(w, err)
 			return
@@ -71,11 +71,11 @@ func (s *Service) routes(ops bool) http.Handler {
 
 // APIHandler is the API and the dashboard without /healthz, /readyz and
 // /metrics, for a server that serves those itself (sessionlog up).
-func (s *Service) APIHandler() http.Handler { return s.api }
+func (s *Server) APIHandler() http.Handler { return s.api }
 
 // auth requires the bearer token on everything but /healthz and /readyz,
 // by the rule every sessionlog HTTP server shares (package httpauth).
-func (s *Service) auth(next http.Handler) http.Handler {
+func (s *Server) auth(next http.Handler) http.Handler {
 	return httpauth.RequireTenants(s.cfg.HTTPToken, s.cfg.TenantTokens, next)
 }
 
@@ -91,19 +91,12 @@ func writeJSON(w http.ResponseWriter, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-// errClosed: the store was closed (the projector stopped).
-var errClosed = errors.New("projector: store closed")
+// ErrClosed: the store was closed (the projector stopped).
+var ErrClosed = errors.New("projector: store closed")
 
 // view runs fn on a consistent snapshot of the store.
-func (s *Service) view(fn func(r reader) error) error {
-	s.closeMu.RLock()
-	defer s.closeMu.RUnlock()
-	if s.closed.Load() {
-		return errClosed
-	}
-	snap := s.db.NewSnapshot()
-	defer snap.Close()
-	return fn(reader{snap: snap})
+func (s *Server) view(fn func(r reader) error) error {
+	return s.v.View(func(snap store.Snapshot) error { return fn(reader{snap: snap}) })
 }
 
 // reader is the HTTP side's access to the views: one store snapshot, read
@@ -123,8 +116,8 @@ func (r reader) summary(id string) (*store.Summary, error) {
 	return r.snap.Summary(id)
 }
 
-func (s *Service) internal(w http.ResponseWriter, err error) {
-	if errors.Is(err, errClosed) {
+func (s *Server) internal(w http.ResponseWriter, err error) {
+	if errors.Is(err, ErrClosed) {
 		apiError(w, http.StatusServiceUnavailable, schema.CodeInternal, "the projector is stopping")
 		return
 	}
@@ -167,6 +160,22 @@ func parseLimit(w http.ResponseWriter, r *http.Request, def, max int) (int, bool
 	return n, true
 }
 
+// Detail is GET /v1/sessions/{id}: the summary plus the derived children.
+type Detail struct {
+	store.Summary
+	Children []string `json:"children"`
+}
+
+// Context is GET /v1/sessions/{id}/context.
+type Context struct {
+	SessionID string `json:"sessionId"`
+	LastSeq   uint64 `json:"lastSeq"`
+	// Compaction is the last ended compaction: the model sees its summary
+	// in place of events 1..throughSeq.
+	Compaction *store.CompactionSummary `json:"compaction,omitempty"`
+	Entries    []store.ContextEntry     `json:"entries"`
+}
+
 // List is GET /v1/sessions.
 type List struct {
 	Sessions []store.Summary `json:"sessions"`
@@ -174,11 +183,11 @@ type List struct {
 	Next string `json:"next,omitempty"`
 }
 
-func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	status := q.Get("status")
-	if status != "" && !validStatus(status) {
-		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, fmt.Sprintf("status must be one of %s", strings.Join(Statuses, ", ")))
+	if status != "" && !store.ValidStatus(status) {
+		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, fmt.Sprintf("status must be one of %s", strings.Join(store.Statuses, ", ")))
 		return
 	}
 	limit, ok := parseLimit(w, r, DefaultListLimit, MaxListLimit)
@@ -228,7 +237,7 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 		var err error
 		if agents != nil {
 			sums, more, walked, err = rd.snap.AgentsList(tenant, agents, status, from, limit, func(id string, sum *store.Summary) bool {
-				return sees(tenant, agents, id, sum)
+				return Sees(tenant, agents, id, sum)
 			})
 		} else {
 			sums, more, walked, err = rd.snap.List(tenant, status, from, limit, keep)
@@ -262,7 +271,7 @@ func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
 
 var errBadCursor = errors.New("bad cursor")
 
-func (s *Service) handleSession(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	id, ok := sessionID(w, r)
 	if !ok {
 		return
@@ -468,7 +477,7 @@ func (p *eventsPage) end(e *EventsError, limit int) error {
 
 // known reads the session's summary (nil: none) and, when the views do
 // not have it, whether the log does.
-func (s *Service) known(ctx context.Context, id string) (*store.Summary, bool, error) {
+func (s *Server) known(ctx context.Context, id string) (*store.Summary, bool, error) {
 	var sum *store.Summary
 	err := s.view(func(rd reader) error {
 		var err error
@@ -488,7 +497,7 @@ func (s *Service) known(ctx context.Context, id string) (*store.Summary, bool, e
 // readFailed answers a failed read of a session: unreadable (the log holds
 // a message that is not an event of it) is the session's definite state,
 // never a server error.
-func (s *Service) readFailed(w http.ResponseWriter, err error) {
+func (s *Server) readFailed(w http.ResponseWriter, err error) {
 	if schema.CodeOf(err) == schema.CodeUnreadable {
 		apiError(w, http.StatusConflict, schema.CodeUnreadable, err.Error())
 		return
@@ -496,9 +505,9 @@ func (s *Service) readFailed(w http.ResponseWriter, err error) {
 	s.internal(w, err)
 }
 
-func stoppedStatus(st string) bool { return st == StatusUnreadable || st == StatusGap }
+func stoppedStatus(st string) bool { return st == store.StatusUnreadable || st == store.StatusGap }
 
-func (s *Service) handleEvents(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	id, ok := sessionID(w, r)
 	if !ok {
 		return
@@ -588,7 +597,7 @@ func (s *Service) handleEvents(w http.ResponseWriter, r *http.Request) {
 // stoppedEvents pages through the folded events of a stopped session,
 // each read by the stream seq its index entry holds, and ends with the
 // marker of its problem.
-func (s *Service) stoppedEvents(ctx context.Context, sum *store.Summary, limit int, page *eventsPage) error {
+func (s *Server) stoppedEvents(ctx context.Context, sum *store.Summary, limit int, page *eventsPage) error {
 	var seqs []uint64
 	more := false
 	err := s.view(func(rd reader) (err error) {
@@ -620,11 +629,11 @@ func (s *Service) stoppedEvents(ctx context.Context, sum *store.Summary, limit i
 		page.out.More = true
 		return nil
 	}
-	e := &EventsError{Code: StatusGap, Message: "the session has a gap", Seq: sum.LastSeq + 1}
+	e := &EventsError{Code: store.StatusGap, Message: "the session has a gap", Seq: sum.LastSeq + 1}
 	if p := sum.Problem; p != nil {
 		e.Code, e.Message, e.Seq, e.StreamSeq = p.Code, p.Message, p.Seq, p.StreamSeq
 	}
-	if sum.Status == StatusUnreadable {
+	if sum.Status == store.StatusUnreadable {
 		e.Code = string(schema.CodeUnreadable)
 	}
 	return page.end(e, limit)
@@ -675,7 +684,7 @@ func (rd reader) contextHead(id string) (contextHead, error) {
 	h := contextHead{from: 1}
 	sum, err := rd.summary(id)
 	h.sum = sum
-	if err != nil || sum == nil || sum.Status == StatusUnreadable {
+	if err != nil || sum == nil || sum.Status == store.StatusUnreadable {
 		return h, err
 	}
 	if h.comp, err = rd.snap.Compaction(id); err != nil {
@@ -689,11 +698,35 @@ func (rd reader) contextHead(id string) (contextHead, error) {
 	return h, err
 }
 
+// ContextOf is the context /context serves of session id, read whole from
+// snap a page of about pageBytes at a time: nil and no error for no
+// session, unreadable for a session whose context is not served.
+func ContextOf(snap store.Snapshot, id string, pageBytes int) (c *Context, unreadable bool, err error) {
+	rd := reader{snap: snap}
+	ch, err := rd.contextHead(id)
+	if err != nil || ch.sum == nil {
+		return nil, false, err
+	}
+	if ch.sum.Status == store.StatusUnreadable {
+		return nil, true, nil
+	}
+	c = &Context{SessionID: id, LastSeq: ch.sum.LastSeq, Compaction: ch.comp, Entries: []store.ContextEntry{}}
+	k := ch.skip
+	for next := ch.from; next != 0; {
+		var entries []store.ContextEntry
+		if entries, next, err = rd.contextPage(id, next, ch.sum.LastSeq, pageBytes, &k); err != nil {
+			return nil, false, err
+		}
+		c.Entries = append(c.Entries, entries...)
+	}
+	return c, false, nil
+}
+
 // handleContext streams the context a page of entries at a time, each
 // read in a view of its own (a slow client holds no snapshot), up to the
 // lastSeq of the summary it answers with: events folded meanwhile are
 // not among its entries.
-func (s *Service) handleContext(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handleContext(w http.ResponseWriter, r *http.Request) {
 	id, ok := sessionID(w, r)
 	if !ok {
 		return
@@ -707,7 +740,7 @@ func (s *Service) handleContext(w http.ResponseWriter, r *http.Request) {
 	case ch.sum == nil:
 		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
 		return
-	case ch.sum.Status == StatusUnreadable:
+	case ch.sum.Status == store.StatusUnreadable:
 		// The model-visible transcript of a session that cannot be read
 		// to its end is not served: an agent would continue from it.
 		msg := "session " + id + " is unreadable"

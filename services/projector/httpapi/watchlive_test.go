@@ -1,4 +1,4 @@
-package projector_test
+package httpapi_test
 
 import (
 	"context"
@@ -17,6 +17,8 @@ import (
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
 // TestWatchLiveOnlyFromWriters: a watch shows a live event only if its
@@ -43,30 +45,30 @@ func TestWatchLiveHeldUntilViewsCatchUp(t *testing.T) {
 }
 
 func liveWatch(t *testing.T, lag bool) {
-	e := newEnv(t)
+	e := projectortest.NewEnv(t)
 	reg := prometheus.NewRegistry()
-	r := e.start(t.TempDir(), func(c *projector.Config) {
+	r := e.Start(t.TempDir(), func(c *projector.Config) {
 		c.Registerer, c.Gatherer = reg, reg
 		if lag {
 			c.Watch.QueueBytes = 16 << 10 // what a session holds, too
 		}
 	})
-	r.waitReady(t)
+	r.WaitReady(t)
 	event := func(seq uint64, typ, data string) schema.Envelope {
 		return schema.Envelope{SchemaVersion: schema.Version, SessionID: "owned", Seq: seq, EventID: fmt.Sprintf("o%d", seq),
-			Time: t0.Add(time.Duration(seq) * time.Millisecond), Type: typ, Data: json.RawMessage(data)}
+			Time: projectortest.T0.Add(time.Duration(seq) * time.Millisecond), Type: typ, Data: json.RawMessage(data)}
 	}
 	store := func(ev schema.Envelope) {
-		if _, err := gen.Publish(e.ctx, e.ls, ev); err != nil {
+		if _, err := gen.Publish(e.Ctx, e.LS, ev); err != nil {
 			t.Fatal(err)
 		}
 	}
 	store(event(1, schema.TypeSessionCreated, `{"title":"alice's","owner":{"tenant":"AGENTS","agent":"alice"},"grants":["bob"]}`))
-	r.waitSession(t, "owned", func(d projector.Detail) bool { return d.LastSeq == 1 })
+	r.WaitSession(t, "owned", func(d httpapi.Detail) bool { return d.LastSeq == 1 })
 
-	ctx, cancel := context.WithCancel(e.ctx)
+	ctx, cancel := context.WithCancel(e.Ctx)
 	defer cancel()
-	ch, _ := sse(t, ctx, r.srv.URL+"/v1/sessions/owned/watch?after=1", "")
+	ch, _ := projectortest.SSE(t, ctx, r.Srv.URL+"/v1/sessions/owned/watch?after=1", "")
 	live, _ := logstore.LiveSubject("owned")
 	publish := func(agent string, after uint64, text string) {
 		m := nats.NewMsg(live)
@@ -74,19 +76,19 @@ func liveWatch(t *testing.T, lag bool) {
 		if agent != "" {
 			m.Header.Set(api.RequestInfoHeader, fmt.Sprintf(`{"acc":%q,"user":%q}`, api.DefaultTenant, agent))
 		}
-		if err := e.nc.PublishMsg(m); err != nil {
+		if err := e.NC.PublishMsg(m); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.nc.Flush(); err != nil {
+		if err := e.NC.Flush(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// want reads the watch's next transient event.
 	want := func(text string) {
 		t.Helper()
-		ev := next(t, ch, true)
-		if ev.kind != "transient" || !strings.Contains(string(ev.data.Event), `"`+text+`"`) {
-			t.Fatalf("want the live event %s, got %s %s", text, ev.kind, ev.raw)
+		ev := projectortest.Next(t, ch, true)
+		if ev.Kind != "transient" || !strings.Contains(string(ev.Data.Event), `"`+text+`"`) {
+			t.Fatalf("want the live event %s, got %s %s", text, ev.Kind, ev.Raw)
 		}
 	}
 	// The watch subscribes before it answers: the first event is alice's.
@@ -98,7 +100,7 @@ func liveWatch(t *testing.T, lag bool) {
 	publish("", 1, "operator-1")
 	want("bob-1")
 	want("operator-1")
-	if got := counterValue(t, reg, "sessionlog_projector_transient_dropped_total", "forbidden"); got != 2 {
+	if got := projectortest.CounterValue(t, reg, "sessionlog_projector_transient_dropped_total", "forbidden"); got != 2 {
 		t.Fatalf("dropped as forbidden: %v, want 2", got)
 	}
 
@@ -113,13 +115,13 @@ func liveWatch(t *testing.T, lag bool) {
 		publish("bob", 1, "bob-2")
 		want("bob-2")
 		store(event(2, schema.TypeSessionGranted, `{"grants":["carol"]}`))
-		if ev := next(t, ch, true); ev.kind != "durable" || ev.data.Seq != 2 {
-			t.Fatalf("want the grant, got %s %s", ev.kind, ev.raw)
+		if ev := projectortest.Next(t, ch, true); ev.Kind != "durable" || ev.Data.Seq != 2 {
+			t.Fatalf("want the grant, got %s %s", ev.Kind, ev.Raw)
 		}
 		want("carol-early-1")
 		want("carol-early-2")
 		natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
-			if got := counterValue(t, reg, "sessionlog_projector_transient_dropped_total", "forbidden"); got != 2+40 {
+			if got := projectortest.CounterValue(t, reg, "sessionlog_projector_transient_dropped_total", "forbidden"); got != 2+40 {
 				return fmt.Errorf("dropped as forbidden: %v, want 42 (mallory's events past the budget, then the rest held for their time)", got)
 			}
 			return nil
@@ -128,17 +130,17 @@ func liveWatch(t *testing.T, lag bool) {
 	}
 	// A grant, once folded, lets carol's events through.
 	store(event(2, schema.TypeSessionGranted, `{"grants":["carol"]}`))
-	if ev := next(t, ch, true); ev.kind != "durable" || ev.data.Seq != 2 {
-		t.Fatalf("want the grant, got %s %s", ev.kind, ev.raw)
+	if ev := projectortest.Next(t, ch, true); ev.Kind != "durable" || ev.Data.Seq != 2 {
+		t.Fatalf("want the grant, got %s %s", ev.Kind, ev.Raw)
 	}
-	d := r.waitSession(t, "owned", func(d projector.Detail) bool { return len(d.Grants) == 2 })
+	d := r.WaitSession(t, "owned", func(d httpapi.Detail) bool { return len(d.Grants) == 2 })
 	if d.Owner == nil || *d.Owner != (schema.Owner{Tenant: api.DefaultTenant, Agent: "alice"}) || d.Grants[1] != "carol" {
 		t.Fatalf("summary's owner %+v, grants %q", d.Owner, d.Grants)
 	}
 	publish("mallory", 2, "mallory-2")
 	publish("carol", 2, "carol-2")
 	want("carol-2")
-	if got := counterValue(t, reg, "sessionlog_projector_transient_dropped_total", "forbidden"); got != 3 {
+	if got := projectortest.CounterValue(t, reg, "sessionlog_projector_transient_dropped_total", "forbidden"); got != 3 {
 		t.Fatalf("dropped as forbidden: %v, want 3", got)
 	}
 }

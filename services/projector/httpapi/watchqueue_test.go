@@ -1,4 +1,4 @@
-package projector
+package httpapi
 
 import (
 	"encoding/json"
@@ -50,5 +50,12 @@ func TestWatchQueueBudgets(t *testing.T) {
 	b.close()
 	if got := hub.queued.Load(); got != 0 {
 		t.Fatalf("after close the hub holds %d", got)
+	}
+}
+
+// A watch limit left zero takes its default; one set stays.
+func TestWatchLimitsDefaults(t *testing.T) {
+	if got := (WatchLimits{QueueBytes: 100}).WithDefaults(); got.QueueBytes != 100 || got.TotalBytes != 256<<20 {
+		t.Errorf("partial watch limits: %+v", got)
 	}
 }
