@@ -135,8 +135,9 @@ func decodeLine(raw []byte, l *line) error {
 
 // atMostOneMessageKey reports whether raw has at most one string that
 // encoding/json's case-folding key match could take for "message": at
-// most one `message"` in any case, and no escape or rune that could spell
-// one of its letters otherwise (\u00XX, \u017F, U+017F, which folds to s).
+// most one `message"` in any case followed by a colon (isKeyEnd), and no
+// escape or rune that could spell one of its letters otherwise (\u00XX,
+// \u017F, U+017F, which folds to s).
 func atMostOneMessageKey(raw []byte) bool {
 	if bytes.Contains(raw, []byte("\xc5\xbf")) {
 		return false
@@ -162,13 +163,24 @@ func atMostOneMessageKey(raw []byte) bool {
 		if i < 0 {
 			return true
 		}
-		if i >= len(key)-1 && bytes.EqualFold(rest[i-len(key)+1:i+1], []byte(key)) {
+		if i >= len(key)-1 && bytes.EqualFold(rest[i-len(key)+1:i+1], []byte(key)) && isKeyEnd(rest[i+1:]) {
 			if n++; n > 1 {
 				return false
 			}
 		}
 		rest = rest[i+1:]
 	}
+}
+
+// isKeyEnd reports whether what follows a closing quote makes its string
+// an object key: a colon, after whitespace if any. The quote of a
+// `message"` is a closing one (a letter is before it: not an escape, and
+// valid JSON never opens a string after a letter), so a string value that
+// ends in "message" (an assistant message's "type":"message") is not
+// counted as a key; invalid JSON fails the one-pass decode anyway.
+func isKeyEnd(after []byte) bool {
+	after = bytes.TrimLeft(after, " \t\r\n")
+	return len(after) > 0 && after[0] == ':'
 }
 
 // message decodes the line's message.
@@ -339,13 +351,20 @@ func (m *mapper) user(b *agentlog.Builder, l *line) {
 	}
 	var rest []json.RawMessage
 	interrupted := false
+	// Each block is decoded once: a tool_result block counts as a result
+	// even when the rest of it does not decode, and gives one only when
+	// it does.
 	results := 0
+	var decoded []block
 	for _, raw := range blocks {
 		var bl block
-		_ = json.Unmarshal(raw, &bl)
+		err := json.Unmarshal(raw, &bl)
 		switch {
 		case bl.Type == "tool_result":
 			results++
+			if err == nil {
+				decoded = append(decoded, bl)
+			}
 		case bl.Type == "text" && strings.HasPrefix(bl.Text, interruptPrefix):
 			interrupted = true
 		default:
@@ -355,11 +374,7 @@ func (m *mapper) user(b *agentlog.Builder, l *line) {
 	if results == 0 {
 		m.rewind(b, l)
 	}
-	for _, raw := range blocks {
-		var bl block
-		if json.Unmarshal(raw, &bl) != nil || bl.Type != "tool_result" {
-			continue
-		}
+	for _, bl := range decoded {
 		out := bl.Content
 		if len(out) == 0 {
 			out = json.RawMessage(`""`)
