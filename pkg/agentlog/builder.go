@@ -407,7 +407,53 @@ func (b *Builder) ToolResult(callID string, isError bool, output json.RawMessage
 		status = schema.ToolError
 	}
 	b.replied = false
-	b.add(schema.Envelope{Type: schema.TypeToolResult, TurnID: t.TurnID, ToolCallID: id}, schema.ToolResult{Status: status, Output: output})
+	e := schema.Envelope{Type: schema.TypeToolResult, TurnID: t.TurnID, ToolCallID: id}
+	if d, ok := b.toolResultData(status, output); ok {
+		b.addData(e, d, true)
+		return
+	}
+	b.add(e, schema.ToolResult{Status: status, Output: output})
+}
+
+// toolResultData is json.Marshal(schema.ToolResult{Status: status,
+// Output: output}) written by hand, with ok only when it is sure to be
+// those very bytes and to pass valid (so shrink has nothing to do): the
+// output is compact (what json.Marshal compacts stays as it is), one
+// JSON value that passes CheckJSON a level less deep than the data (the
+// data nests it in one object), and the data is under valid's bound for
+// its short check. The marshaler's escapes of <, >, & and U+2028/U+2029
+// are json.HTMLEscape's. A result's output is most of an import's bytes,
+// and the marshaler checks and compacts it with its slower scanner only
+// to give it back as it was (BenchmarkToolResultData).
+func (b *Builder) toolResultData(status string, output json.RawMessage) (json.RawMessage, bool) {
+	const head, mid = `{"status":"`, `","output":`
+	size := len(head) + len(status) + len(mid) + len(output) + 1
+	if len(output) == 0 || size >= b.maxBytes-4096 || !plainStatus(status) || !isCompact(output) ||
+		schema.CheckJSON(output, schema.MaxJSONDepth-1) != nil {
+		return nil, false
+	}
+	d := bytes.NewBuffer(make([]byte, 0, size+64))
+	d.WriteString(head)
+	d.WriteString(status)
+	d.WriteString(mid)
+	json.HTMLEscape(d, output)
+	d.WriteByte('}')
+	if d.Len() >= b.maxBytes-4096 {
+		return nil, false // its escapes took it over
+	}
+	return d.Bytes(), true
+}
+
+// plainStatus: a tool status json.Marshal writes as it is.
+func plainStatus(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 'a' || c > 'z' {
+			if c != '_' {
+				return false
+			}
+		}
+	}
+	return s != ""
 }
 
 // EndTurn ends the open turn with reason (schema.TurnCompleted, ...): the
@@ -509,6 +555,15 @@ func (b *Builder) add(e schema.Envelope, data any) {
 		b.err = fmt.Errorf("agentlog: %s: %w", e.Type, err)
 		return
 	}
+	b.addData(e, d, false)
+}
+
+// addData writes the next event of the line with data d, encoded; valid
+// says that d passes valid already (shrink would leave it as it is).
+func (b *Builder) addData(e schema.Envelope, d json.RawMessage, valid bool) {
+	if b.err != nil {
+		return
+	}
 	e.Data = d
 	if e.EventID == "" {
 		e.EventID = eventID(b.key, b.n)
@@ -517,7 +572,9 @@ func (b *Builder) add(e schema.Envelope, data any) {
 	if !b.created {
 		b.ensureCreated()
 	}
-	b.shrink(&e)
+	if !valid {
+		b.shrink(&e)
+	}
 	b.put(e)
 }
 

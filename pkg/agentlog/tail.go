@@ -35,7 +35,9 @@ type PreparingLog interface {
 	Log
 	// PrepareAppend encodes what Append(ctx, sessionID, expected, events)
 	// sends; the returned send sends it (and resends it on an unknown
-	// outcome, as Append does) and answers as Append answers.
+	// outcome, as Append does) and answers as Append answers. Neither
+	// keeps events: the caller reuses their array once PrepareAppend
+	// returns.
 	PrepareAppend(sessionID string, expected uint64, events []schema.Envelope) (send func(ctx context.Context) (last uint64, duplicate bool, err error), err error)
 }
 
@@ -689,10 +691,14 @@ func (s *AppendSink) flush() error {
 		if send, err = pl.PrepareAppend(id, expected, events); err != nil {
 			return s.answered(sentAppend{n: n, lastID: lastID, err: err})
 		}
+		// The batch in flight is its encoding: the next is mapped into
+		// the same array.
+		s.pending = events[:0]
+	} else {
+		// The batch in flight keeps its array; the next is mapped into
+		// another.
+		s.pending = make([]schema.Envelope, 0, cap(events))
 	}
-	// The batch in flight keeps its array (when it is not encoded yet);
-	// the next is mapped into another.
-	s.pending = make([]schema.Envelope, 0, cap(events))
 	select {
 	case s.InFlight <- struct{}{}:
 	case <-s.Ctx.Done():

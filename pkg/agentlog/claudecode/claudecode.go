@@ -135,8 +135,9 @@ func decodeLine(raw []byte, l *line) error {
 
 // atMostOneMessageKey reports whether raw has at most one string that
 // encoding/json's case-folding key match could take for "message": at
-// most one `message"` in any case, and no escape or rune that could spell
-// one of its letters otherwise (\u00XX, \u017F, U+017F, which folds to s).
+// most one `message"` in any case followed by a colon (isKeyEnd), and no
+// escape or rune that could spell one of its letters otherwise (\u00XX,
+// \u017F, U+017F, which folds to s).
 func atMostOneMessageKey(raw []byte) bool {
 	if bytes.Contains(raw, []byte("\xc5\xbf")) {
 		return false
@@ -162,13 +163,24 @@ func atMostOneMessageKey(raw []byte) bool {
 		if i < 0 {
 			return true
 		}
-		if i >= len(key)-1 && bytes.EqualFold(rest[i-len(key)+1:i+1], []byte(key)) {
+		if i >= len(key)-1 && bytes.EqualFold(rest[i-len(key)+1:i+1], []byte(key)) && isKeyEnd(rest[i+1:]) {
 			if n++; n > 1 {
 				return false
 			}
 		}
 		rest = rest[i+1:]
 	}
+}
+
+// isKeyEnd reports whether what follows a closing quote makes its string
+// an object key: a colon, after whitespace if any. The quote of a
+// `message"` is a closing one (a letter is before it: not an escape, and
+// valid JSON never opens a string after a letter), so a string value that
+// ends in "message" (an assistant message's "type":"message") is not
+// counted as a key; invalid JSON fails the one-pass decode anyway.
+func isKeyEnd(after []byte) bool {
+	after = bytes.TrimLeft(after, " \t\r\n")
+	return len(after) > 0 && after[0] == ':'
 }
 
 // message decodes the line's message.
@@ -332,20 +344,45 @@ func (m *mapper) user(b *agentlog.Builder, l *line) {
 		b.Prompt(msg.Content)
 		return
 	}
+	m.userContent(b, l, msg.Content)
+}
+
+// userContent maps user content that is not a string: a line of tool
+// results in one pass (onlyResults), any other as userBlocks does.
+func (m *mapper) userContent(b *agentlog.Builder, l *line, content json.RawMessage) {
+	if results, ok := onlyResults(content); ok {
+		// A line of results: no rewind, and its blocks need no raw bytes.
+		for _, bl := range results {
+			b.ToolResult(bl.ToolUseID, bl.IsError, resultOutput(bl))
+		}
+		return
+	}
+	m.userBlocks(b, l, content)
+}
+
+// userBlocks maps user content that is not a string: blocks.
+func (m *mapper) userBlocks(b *agentlog.Builder, l *line, content json.RawMessage) {
 	var blocks []json.RawMessage
-	if err := json.Unmarshal(msg.Content, &blocks); err != nil {
+	if err := json.Unmarshal(content, &blocks); err != nil {
 		b.Skip("user content is neither text nor blocks")
 		return
 	}
 	var rest []json.RawMessage
 	interrupted := false
+	// Each block is decoded once: a tool_result block counts as a result
+	// even when the rest of it does not decode, and gives one only when
+	// it does.
 	results := 0
+	var decoded []block
 	for _, raw := range blocks {
 		var bl block
-		_ = json.Unmarshal(raw, &bl)
+		err := json.Unmarshal(raw, &bl)
 		switch {
 		case bl.Type == "tool_result":
 			results++
+			if err == nil {
+				decoded = append(decoded, bl)
+			}
 		case bl.Type == "text" && strings.HasPrefix(bl.Text, interruptPrefix):
 			interrupted = true
 		default:
@@ -355,24 +392,16 @@ func (m *mapper) user(b *agentlog.Builder, l *line) {
 	if results == 0 {
 		m.rewind(b, l)
 	}
-	for _, raw := range blocks {
-		var bl block
-		if json.Unmarshal(raw, &bl) != nil || bl.Type != "tool_result" {
-			continue
-		}
-		out := bl.Content
-		if len(out) == 0 {
-			out = json.RawMessage(`""`)
-		}
+	for _, bl := range decoded {
 		// Paired by id, whatever line the result is parented to.
-		b.ToolResult(bl.ToolUseID, bl.IsError, out)
+		b.ToolResult(bl.ToolUseID, bl.IsError, resultOutput(bl))
 	}
 	switch {
 	case results > 0:
 		// A line of results: its text, if any, is not a prompt.
 	case interrupted && len(rest) == 0:
 		// What the model reads next; then the turn ends.
-		b.UserMessage(msg.Content)
+		b.UserMessage(content)
 	case len(rest) > 0:
 		content, _ := json.Marshal(rest)
 		b.Prompt(content)
@@ -380,6 +409,35 @@ func (m *mapper) user(b *agentlog.Builder, l *line) {
 	if interrupted {
 		b.Interrupt()
 	}
+}
+
+// resultOutput is a tool_result block's output ("" when it has none).
+func resultOutput(bl block) json.RawMessage {
+	if len(bl.Content) == 0 {
+		return json.RawMessage(`""`)
+	}
+	return bl.Content
+}
+
+// onlyResults decodes user content that is nothing but tool_result blocks
+// (the common user line: a call's output) in one pass, where the general
+// path decodes the array and then each block; ok is false for any other
+// content, and for any that does not decode whole, which the general
+// path takes (it decodes each block on its own). With ok, each block
+// decoded as the general path decodes it, all are results, so there is no
+// rewind, no prompt and no interrupt: the line is its results.
+// BenchmarkUserResults compares the two.
+func onlyResults(content json.RawMessage) ([]block, bool) {
+	var blocks []block
+	if json.Unmarshal(content, &blocks) != nil || len(blocks) == 0 {
+		return nil, false
+	}
+	for _, bl := range blocks {
+		if bl.Type != "tool_result" {
+			return nil, false
+		}
+	}
+	return blocks, true
 }
 
 // rewind checks a user line that is not a tool result against the

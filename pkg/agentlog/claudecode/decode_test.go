@@ -23,6 +23,10 @@ var lineSeeds = []string{
 	`{"type":"user","message":{"content":1}}`, `{"type":"user","message":{"stop_reason":"x","stop_reason":null}}`,
 	`{"type":"user","message":{"role":"user"},"uuid":1}`, `{"type":"user","message":{}} x`, `{"type":"user","message":{`,
 	`{"type":"summary","summary":"t","toolUseResult":{"message":"x"},"message":{"content":"y"}}`,
+	`{"type":"assistant","message":{"id":"m","type":"message","content":[]}}`,
+	`{"type":"user","message" :{"role":"user","content":"a"},"MESSAGE"` + "\n\t:" + `{"id":"x"}}`,
+	`{"type":"message","message":"message","Message":{"id":"x"}}`,
+	`{"type":"user","message":{"content":"message"}, "message" }`,
 }
 
 // twoPass is the line as Decode read it before decodeLine: the line,
@@ -69,6 +73,12 @@ func TestDecodeLine(t *testing.T) {
 	var l line
 	if err := decodeLine([]byte(lineSeeds[0]), &l); err != nil || l.msg == nil {
 		t.Fatalf("message not decoded with the line: %v", err)
+	}
+	// So does an assistant line, whose message has "type":"message" (a
+	// value, not a key).
+	l = line{}
+	if err := decodeLine([]byte(`{"type":"assistant","uuid":"u2","message":{"id":"m","type":"message","role":"assistant","content":[]}}`), &l); err != nil || l.msg == nil {
+		t.Fatalf("assistant message not decoded with the line: %v", err)
 	}
 }
 
