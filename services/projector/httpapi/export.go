@@ -29,13 +29,8 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, "format must be one of: "+strings.Join(formats.Names(), ", "))
 		return
 	}
-	sum, exists, err := s.known(r.Context(), id)
-	if err != nil {
-		s.readFailed(w, err)
-		return
-	}
-	if !exists {
-		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
+	sum, ok := s.answerKnown(w, r, id)
+	if !ok {
 		return
 	}
 	if sum != nil && stoppedStatus(sum.Status) {

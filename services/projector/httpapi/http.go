@@ -494,6 +494,22 @@ func (s *Server) known(ctx context.Context, id string) (*store.Summary, bool, er
 	return nil, t.Exists(), nil
 }
 
+// answerKnown is known for a handler: a read that failed (readFailed) or
+// a session that does not exist (404 not_found) is answered, and ok is
+// false.
+func (s *Server) answerKnown(w http.ResponseWriter, r *http.Request, id string) (sum *store.Summary, ok bool) {
+	sum, exists, err := s.known(r.Context(), id)
+	if err != nil {
+		s.readFailed(w, err)
+		return nil, false
+	}
+	if !exists {
+		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
+		return nil, false
+	}
+	return sum, true
+}
+
 // readFailed answers a failed read of a session: unreadable (the log holds
 // a message that is not an event of it) is the session's definite state,
 // never a server error.
@@ -521,13 +537,8 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	sum, exists, err := s.known(r.Context(), id)
-	if err != nil {
-		s.readFailed(w, err)
-		return
-	}
-	if !exists {
-		apiError(w, http.StatusNotFound, schema.CodeNotFound, "no session "+id)
+	sum, ok := s.answerKnown(w, r, id)
+	if !ok {
 		return
 	}
 	n := namesOf(r)
