@@ -203,11 +203,7 @@ type Service struct {
 	mode StartMode
 	f    *folder
 
-	// target is each stream's last held message at start (lowered while
-	// catching up if it is deleted meanwhile, lowerTarget): ready once
-	// folded. Used by the fold loop only.
-	target   map[string]uint64
-	caughtUp atomic.Bool
+	cu       catchUp
 	running  atomic.Bool
 	closed   atomic.Bool
 	closeMu  sync.RWMutex
@@ -250,7 +246,7 @@ func New(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, ls: cfg.Store, db: db, met: met, target: map[string]uint64{}, rb: rb, created: map[string]time.Time{}}
+	s := &Service{cfg: cfg, log: cfg.Logger, ls: cfg.Store, db: db, met: met, cu: catchUp{target: map[string]uint64{}}, rb: rb, created: map[string]time.Time{}}
 	s.er = newErasures()
 	if s.http, err = newHTTP(s); err != nil {
 		db.Close()
@@ -346,12 +342,12 @@ func (s *Service) start(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("projector: %w", err)
 		}
-		s.target[name] = held
+		s.cu.target[name] = held
 	}
 	s.f = newFolder(s.db, s.ls, s.met, s.cfg.CacheSessions, s.cfg.SnapshotEvery, pos)
 	if o := s.cfg.Observer; o != nil {
 		s.f.observe = func(ev *schema.Envelope, streamSeq uint64) {
-			// Not caughtUp, which waits for the batch to land: the
+			// Not cu.done, which waits for the batch to land: the
 			// events after the batch that caught up are live.
 			if !s.f.catchingUp {
 				o.Observe(ev, streamSeq)
@@ -360,7 +356,7 @@ func (s *Service) start(ctx context.Context) error {
 	}
 	s.f.skip = s.er.has
 	s.f.onLanded = s.landed
-	s.updateCaughtUp(s.f.checkpoint())
+	s.cu.update(s.f, s.log, s.f.checkpoint())
 	return nil
 }
 
@@ -412,71 +408,6 @@ func (s *Service) Mode() StartMode { return s.mode }
 // DB is the read-model store (tests, verify).
 func (s *Service) DB() *store.DB { return s.db }
 
-// atTarget reports whether the folder's position reaches the stream's end
-// as it was at start.
-func (s *Service) atTarget() bool { return s.reaches(s.f.pos) }
-
-func (s *Service) reaches(pos map[string]*store.StreamPos) bool {
-	for name, t := range s.target {
-		if p := pos[name]; p == nil || p.Seq < t {
-			return false
-		}
-	}
-	return true
-}
-
-// updateCaughtUp marks the projector caught up once the committed views
-// (checkpoint cp) reach the target.
-func (s *Service) updateCaughtUp(cp store.Checkpoint) {
-	if s.caughtUp.Load() {
-		return
-	}
-	pos := map[string]*store.StreamPos{}
-	for i := range cp.Streams {
-		pos[cp.Streams[i].Name] = &cp.Streams[i]
-	}
-	if !s.reaches(pos) {
-		return
-	}
-	s.f.catchingUp = false
-	s.caughtUp.Store(true)
-	s.log.Info("projector: caught up", "checkpoint", cp.Streams)
-}
-
-// targetRecheck is how often a projector catching up with nothing to fold
-// reads again the last message each stream holds.
-const targetRecheck = 2 * time.Second
-
-// recheckTarget is a timer's channel while the projector catches up, else
-// nil (a select waits on it for ever).
-func (s *Service) recheckTarget() <-chan time.Time {
-	if s.caughtUp.Load() {
-		return nil
-	}
-	return time.After(targetRecheck)
-}
-
-// lowerTarget lowers the target of a stream whose last held message at
-// start was deleted since (an erase in flight while the projector caught
-// up: the stream's seqs after it are deleted messages no consumer
-// delivers) to the last message it holds now, so that readiness does not
-// wait for the next append. Run by the fold loop when it has nothing to
-// fold.
-func (s *Service) lowerTarget(ctx context.Context) {
-	for name, t := range s.target {
-		if p := s.f.pos[name]; p != nil && p.Seq >= t {
-			continue
-		}
-		held, err := s.ls.LastHeldSeq(ctx, name)
-		if err != nil {
-			s.log.Warn("projector: reading the last message a stream holds", "stream", name, "err", err)
-			return
-		}
-		s.target[name] = min(t, held)
-	}
-	s.updateCaughtUp(s.f.checkpoint())
-}
-
 // landed is told each batch the folder's commits landed.
 func (s *Service) landed(cp store.Checkpoint) {
 	s.rb.saw(cp)
@@ -484,7 +415,7 @@ func (s *Service) landed(cp store.Checkpoint) {
 	if len(cp.Streams) > 0 {
 		s.met.position.Set(float64(cp.Streams[0].Seq))
 	}
-	s.updateCaughtUp(cp)
+	s.cu.update(s.f, s.log, cp)
 	if s.cfg.OnCommit != nil {
 		s.cfg.OnCommit(cp)
 	}
@@ -505,7 +436,7 @@ func (s *Service) Ready() error {
 		return errors.New("projector: NATS not connected")
 	case !s.running.Load():
 		return errors.New("projector: not running")
-	case !s.caughtUp.Load():
+	case !s.cu.done.Load():
 		return errors.New("projector: catching up")
 	}
 	if err, _ := s.errState.Load().(error); err != nil {
@@ -712,8 +643,8 @@ func (s *Service) consume(ctx context.Context, until map[string]bound) error {
 				continue
 			case c := <-ch:
 				take(c)
-			case <-s.recheckTarget():
-				s.lowerTarget(ctx)
+			case <-s.cu.recheck():
+				s.cu.lower(ctx, s.ls, s.f, s.log)
 				continue
 			}
 		}
@@ -796,7 +727,7 @@ func (s *Service) startCommit() error {
 	if !s.f.pending() {
 		return nil
 	}
-	if s.f.catchingUp && s.atTarget() {
+	if s.f.catchingUp && s.cu.reaches(s.f.pos) {
 		// The batch that catches up leaves no snapshot far behind.
 		s.f.settle()
 	}
