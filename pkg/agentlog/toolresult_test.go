@@ -38,12 +38,22 @@ func checkToolResultData(t *testing.T, b *Builder, status string, output []byte)
 func TestToolResultData(t *testing.T) {
 	b := NewBuilder("f", "s", 0, nil)
 	small := NewBuilder("f", "s", 4096+256, nil) // valid's short check up to 256 bytes
+	// Statuses json.Marshal escapes are no tool's today; the hand-written
+	// data must still leave them to it.
 	for _, out := range toolOutputs {
-		for _, status := range []string{schema.ToolOK, schema.ToolError} {
+		for _, status := range []string{schema.ToolOK, schema.ToolError, "<i>", `a"b`, "A"} {
 			checkToolResultData(t, b, status, []byte(out))
 			checkToolResultData(t, small, status, []byte(out))
 		}
 	}
+	// An output under valid's short-check bound whose escapes take the data
+	// past it (and past the event's limit) is left to the marshaler.
+	mid := NewBuilder("f", "s", 4096+1000, nil)
+	escaped := []byte(`"` + strings.Repeat("<", 900) + `"`)
+	if d, ok := mid.toolResultData(schema.ToolOK, escaped); ok {
+		t.Fatalf("an output its escapes take past the bound written by hand (%d bytes)", len(d))
+	}
+	checkToolResultData(t, mid, schema.ToolOK, escaped)
 	// A plain output is written by hand.
 	if _, ok := b.toolResultData(schema.ToolOK, json.RawMessage(`"result line\n"`)); !ok {
 		t.Fatal("a plain output is left to the marshaler")
