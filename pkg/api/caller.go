@@ -276,6 +276,15 @@ func TenantOfStored(stored string) (tenant string, ok bool) {
 	return tenant, tenant != "" && tenant != DefaultTenant
 }
 
+// TenantOf is the tenant of TenantOfStored, "" (no tenant's) for an id
+// that begins with _T and is no tenant's stored id.
+func TenantOf(stored string) string {
+	if t, ok := TenantOfStored(stored); ok {
+		return t
+	}
+	return ""
+}
+
 // CheckOwner decides whether the session stored as stored may be created
 // with owner (data.owner of its session/created; nil: none), whoever
 // creates it (ADR 010): the owner is an agent of the tenant the stored id

@@ -236,6 +236,19 @@ func TestTenantIDs(t *testing.T) {
 	}
 }
 
+// TestTenantOf: the tenant a stored id names, the default tenant's for an
+// id without the prefix, no tenant's for one with it that no agent names.
+func TestTenantOf(t *testing.T) {
+	for stored, want := range map[string]string{
+		"_Tacme_s1": "acme", "_Tacme__Tx_": "acme", "s1": api.DefaultTenant, "x_Tacme_s1": api.DefaultTenant,
+		"_Tacme_": "", "_Tacme": "", "_TAGENTS_s1": "", "_T_s1": "",
+	} {
+		if got := api.TenantOf(stored); got != want {
+			t.Errorf("TenantOf(%q) = %q, want %q", stored, got, want)
+		}
+	}
+}
+
 // TestTenantWireText: every id of the tenant's in a message is named as
 // its agents name it; ids of others, and an id inside a longer one, stay.
 func TestTenantWireText(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
@@ -133,7 +134,7 @@ func (s *Service) eraseViews(id string) error {
 			b.SetInternal(store.ErasedOwnerKey(id), o)
 			// Its keys in the indexes of its agents: where the fold put
 			// them, by the summary it wrote with them.
-			ns, tenant := store.TimeKey(sum.LastActivity), tenantOf(id)
+			ns, tenant := store.TimeKey(sum.LastActivity), api.TenantOf(id)
 			for _, a := range readers(id, &sum) {
 				for _, p := range [][]byte{store.AgentActivityPrefix(tenant, a), store.AgentStatusPrefix(tenant, a, sum.Status)} {
 					k := store.IndexKey(p, ns, id)
@@ -166,7 +167,7 @@ func (s *Service) eraseViews(id string) error {
 	// Index entries that end with the id: activity, status (of all
 	// sessions and of its tenant's), and the link from its parent.
 	prefixes := [][]byte{store.ActivityPrefix(), []byte("vt"), []byte("vk")}
-	if t := tenantOf(id); t != "" {
+	if t := api.TenantOf(id); t != "" {
 		prefixes = append(prefixes, store.TenantActivityPrefix(t), store.TenantStatusesPrefix(t))
 	}
 	for _, p := range prefixes {

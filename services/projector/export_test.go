@@ -10,6 +10,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/agentlog/formats"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/services/projector/httpapi"
@@ -235,7 +236,7 @@ func ListExamined(s *Service, tenant string, limit int) (ids []string, examined 
 	err = s.view(func(rd reader) error {
 		var keep func(string) bool // a tenant's token's, as visible has it
 		if tenant != "" {
-			keep = func(id string) bool { return tenantOf(id) == tenant }
+			keep = func(id string) bool { return api.TenantOf(id) == tenant }
 		}
 		sums, _, n, err := rd.snap.List(tenant, "", nil, limit, keep)
 		for _, sum := range sums {

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
 	"github.com/sessionlog/sessionlog/services/projector/store"
@@ -682,7 +683,7 @@ func (f *folder) settle() {
 // of agents at the summary's status and time t; moved says that status
 // or time changed (else only the agents added or gone are written).
 func indexAgents(b *store.Batch, en *entry, agents []string, t uint64, moved bool) {
-	tenant := tenantOf(en.id)
+	tenant := api.TenantOf(en.id)
 	keys := func(agent, status string, ns uint64) [2][]byte {
 		return [2][]byte{
 			store.IndexKey(store.AgentActivityPrefix(tenant, agent), ns, en.id),
@@ -740,7 +741,7 @@ func (f *folder) flush() error {
 		}
 		if moved {
 			// The index of all sessions, and of the session's tenant's.
-			tenant := tenantOf(en.id)
+			tenant := api.TenantOf(en.id)
 			if en.indexed {
 				b.Delete(store.ActivityKey(en.idxTime, en.id), []byte{})
 				b.Delete(store.StatusKey(en.idxStatus, en.idxTime, en.id), []byte{})

@@ -12,24 +12,13 @@ import (
 // fold indexes each session under the agents that rule lets see it
 // (readers).
 
-// tenantOf is the tenant whose sessions include the one stored as id
-// (api.TenantOfStored): the tenant an id _T<tenant>_<id> names, the
-// default tenant for an id not beginning with _T; "" (no tenant's) for
-// any other id beginning with _T.
-func tenantOf(id string) string {
-	if t, ok := api.TenantOfStored(id); ok {
-		return t
-	}
-	return ""
-}
-
 // readers are the agents whose tokens see the session stored as id by
 // its summary sum (httpapi.Sees): its owner and the agents it grants, sorted,
 // each once, when the owner is of the tenant the id names; none for a
 // session without an owner. The fold indexes the session under each
 // (store.AgentActivityPrefix), which the list of a token of agents reads.
 func readers(id string, sum *store.Summary) []string {
-	tenant := tenantOf(id)
+	tenant := api.TenantOf(id)
 	if tenant == "" || sum.Owner == nil || sum.Owner.Tenant != tenant {
 		return nil
 	}

@@ -193,7 +193,7 @@ func (s *Server) indexTenantAudit(ctx context.Context, tenant string) error {
 		}
 		kvs := make([][2][]byte, 0, len(recs)+1)
 		for _, a := range recs {
-			t := tenantOf(a.SessionID)
+			t := api.TenantOf(a.SessionID)
 			if t == "" {
 				continue
 			}
@@ -239,7 +239,7 @@ func (s *Server) indexAgentsAudit(tenant string, agents []string) (last uint64, 
 			see := auditVisible(rd, tenant, agents)
 			return rd.snap.TenantAudit(tenant, n, func(k uint64, a *api.AuditRecord) bool {
 				n, judged = k, judged+1
-				if tenantOf(a.SessionID) == tenant && see(a) {
+				if api.TenantOf(a.SessionID) == tenant && see(a) {
 					last++
 					kvs = append(kvs, [2][]byte{store.AgentsAuditKey(tenant, agents, last), binary.BigEndian.AppendUint64(nil, n)})
 				}
@@ -270,7 +270,7 @@ func (s *Server) lastAudit(tenant string) (n uint64, err error) {
 func (rd reader) auditPage(tenant string, after uint64, limit int) (recs []api.AuditRecord, next uint64, err error) {
 	next = after
 	err = rd.snap.TenantAudit(tenant, after, func(n uint64, a *api.AuditRecord) bool {
-		if tenantOf(a.SessionID) == tenant {
+		if api.TenantOf(a.SessionID) == tenant {
 			recs, next = append(recs, *a), n
 		}
 		return len(recs) < limit

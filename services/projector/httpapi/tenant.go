@@ -22,16 +22,6 @@ import (
 // paths and query and in every answer but the stored events themselves,
 // which go out as stored, as sessions.api.read gives them to an agent.
 
-// tenantOf is the tenant whose sessions include the one stored as id
-// (api.TenantOfStored), "" (no tenant's) for an id beginning with _T
-// that names none.
-func tenantOf(id string) string {
-	if t, ok := api.TenantOfStored(id); ok {
-		return t
-	}
-	return ""
-}
-
 // names is how a request names sessions: a token of a tenant as the
 // tenant's agents do (api.TenantWireID: a tenant other than the default
 // by the ids without its prefix), the operator's (tenant "") by the
@@ -105,7 +95,7 @@ func (w *namedErrors) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // ownedBy reports whether the session stored as id is tenant's
 // (tenantOf).
-func ownedBy(tenant, id string) bool { return tenantOf(id) == tenant }
+func ownedBy(tenant, id string) bool { return api.TenantOf(id) == tenant }
 
 // Sees is the one rule of what a tenant's token may see: a session of its
 // tenant (ownedBy) and, when the token names agents, one that one of them
