@@ -200,15 +200,29 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 		}
 		s.countUsage(tenant, d)
 	}
+	// A fresh child this request copied is counted whatever its erasure
+	// record says (below: an erased child's copy is counted too), so the
+	// count (a read and a compare-and-set) runs while that record is read
+	// and the fork's record dropped: two round trips before the reply,
+	// not three. It ends before the reply.
+	var counted sync.WaitGroup
+	defer counted.Wait()
+	counting := err == nil && fresh && p.copied > 0
+	if counting {
+		counted.Go(countChild)
+	}
+	s.step(StepCopied)
 	// A cascade erase that found the record while the copy ran has
 	// marked the child, and erases it once the record is dropped (ADR
 	// 009, "Forks in flight"): whatever the copy came to, the caller
 	// hears that, not of a child about to go. What was copied is counted,
 	// as the eraser gives back what it deletes.
 	if erased, cerr := s.erased(ctx, p.ChildID); cerr == nil && erased {
-		if fresh && p.copied > 0 {
+		switch {
+		case counting:
+		case fresh && p.copied > 0:
 			countChild()
-		} else {
+		default:
 			unreserve()
 		}
 		s.eraseRecord(p)
@@ -236,14 +250,11 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 		s.log.Warn("fork copy interrupted; a sweep will finish it", "child", p.ChildID, "parent", p.ParentID, "err", err)
 		return Reply{}, definite(schema.CodeOutcomeUnknown, err)
 	}
-	// The record dropped and the child counted at once: one round trip
-	// before the reply, not two.
-	var counted sync.WaitGroup
-	if fresh {
+	// The record dropped and the child counted at once.
+	if fresh && !counting {
 		counted.Go(countChild)
 	}
 	s.dropRecord(p)
-	counted.Wait()
 	return p.reply(), nil
 }
 
