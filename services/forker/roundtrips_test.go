@@ -1,7 +1,10 @@
 package forker
 
 import (
+	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,4 +48,49 @@ func TestForkCountsChildWithoutWaitingForErasureRead(t *testing.T) {
 	}
 	e.checkChild("c", "p", 9, 1)
 	e.noRecord("c")
+}
+
+// tailWithSnapshot is the real store, whose snapshot load of parent waits
+// (up to a bound) for a read of parent's tail to begin: a forker that
+// reads the tail only after the load finds the load late.
+type tailWithSnapshot struct {
+	*logstore.Store
+	parent string
+	once   sync.Once
+	tailed chan struct{}
+	late   atomic.Bool
+}
+
+func (l *tailWithSnapshot) Tail(ctx context.Context, id string) (logstore.Tail, error) {
+	if id == l.parent {
+		l.once.Do(func() { close(l.tailed) })
+	}
+	return l.Store.Tail(ctx, id)
+}
+
+func (l *tailWithSnapshot) LoadSnapshot(ctx context.Context, id string) (*logstore.SnapshotBase, error) {
+	if id == l.parent {
+		select {
+		case <-l.tailed:
+		case <-time.After(10 * time.Second):
+			l.late.Store(true)
+		}
+	}
+	return l.Store.LoadSnapshot(ctx, id)
+}
+
+// The parent's tail is read from its leader while its snapshot is loaded,
+// not after the load: one round trip before the scan's read, not two.
+func TestForkReadsParentTailWithSnapshot(t *testing.T) {
+	var l *tailWithSnapshot
+	e := newEnv(t, func(c *Config) {
+		l = &tailWithSnapshot{Store: c.Store.(*logstore.Store), parent: "p", tailed: make(chan struct{})}
+		c.Store = l
+	})
+	e.appendLines("p", basic...)
+	e.mustFork(Request{ParentID: "p", ChildID: "c"})
+	if l.late.Load() {
+		t.Error("the parent's snapshot load ended before its tail was asked")
+	}
+	e.checkChild("c", "p", 9, 1)
 }
