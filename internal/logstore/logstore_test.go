@@ -231,3 +231,39 @@ func TestConflictNeedsAnotherEvent(t *testing.T) {
 		t.Fatalf("position taken: %v, want conflict", err)
 	}
 }
+
+// ReadSessionTo reads a session up to the tail it is given (read before,
+// from the leader), not up to the tail when it begins: the events
+// appended after that tail are not read. Both ways of reading (leader
+// reads for a short session, a consumer for a longer one) stop there.
+func TestReadSessionToGivenTail(t *testing.T) {
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv)
+	st := open(t, nc, logstore.Config{})
+	ctx := context.Background()
+	for _, n := range []uint64{4, 12} {
+		sid := "s" + string(rune('a'+n))
+		r, err := st.Append(ctx, logstore.AppendRequest{SessionID: sid, Events: events(sid, 1, int(n), "e")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tail, err := st.Tail(ctx, sid)
+		if err != nil || tail.Seq != n {
+			t.Fatalf("tail %+v, %v", tail, err)
+		}
+		if _, err := st.Append(ctx, logstore.AppendRequest{SessionID: sid, ExpectedStreamSeq: r.StreamSeq, Events: events(sid, n+1, 3, "e")}); err != nil {
+			t.Fatal(err)
+		}
+		var got []uint64
+		to, err := st.ReadSessionTo(ctx, sid, 0, tail, func(m *logstore.Msg) error {
+			got = append(got, m.StreamSeq)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if uint64(len(got)) != n || got[len(got)-1] != tail.StreamSeq || to != tail {
+			t.Fatalf("%s: read %d messages up to stream seq %v (tail %+v), want the %d up to %+v", sid, len(got), got, to, n, tail)
+		}
+	}
+}

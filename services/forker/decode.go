@@ -43,11 +43,53 @@ const (
 // (schema.DecodeCanonical) and may return logstore.ErrStop to end the read
 // without error. At most a few hundred messages are in flight.
 func readDecoded(ctx context.Context, st Log, sessionID string, after logstore.Tail, fn func(m *logstore.Msg, e schema.Envelope, canonical bool, err error) error) (logstore.Tail, error) {
-	return readDecodedBy(ctx, st, sessionID, after, chunkSize, fn)
+	return readDecodedBy(ctx, st, sessionID, after, nil, chunkSize, fn)
 }
 
-// readDecodedBy is readDecoded in chunks of size messages.
-func readDecodedBy(ctx context.Context, st Log, sessionID string, after logstore.Tail, size int, fn func(m *logstore.Msg, e schema.Envelope, canonical bool, err error) error) (logstore.Tail, error) {
+// tailReader is a Log that reads a session up to a tail read before
+// (*logstore.Store).
+type tailReader interface {
+	ReadSessionTo(ctx context.Context, sessionID string, afterStreamSeq uint64, tail logstore.Tail, fn func(*logstore.Msg) error) (logstore.Tail, error)
+}
+
+// pendingTail is a session's tail being read from the leader (its Tail
+// and error once read); readTail starts the read, nil when st cannot read
+// up to a given tail.
+type pendingTail func() (logstore.Tail, error)
+
+func readTail(ctx context.Context, st Log, sessionID string) pendingTail {
+	if _, ok := st.(tailReader); !ok {
+		return nil
+	}
+	var t logstore.Tail
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t, err = st.Tail(ctx, sessionID)
+	}()
+	return func() (logstore.Tail, error) {
+		<-done
+		return t, err
+	}
+}
+
+// readDecodedBy is readDecoded in chunks of size messages, up to tail
+// when it is not nil (else up to the tail read first, as ReadSession
+// reads).
+func readDecodedBy(ctx context.Context, st Log, sessionID string, after logstore.Tail, tail pendingTail, size int, fn func(m *logstore.Msg, e schema.Envelope, canonical bool, err error) error) (logstore.Tail, error) {
+	read := func(f func(*logstore.Msg) error) (logstore.Tail, error) {
+		return st.ReadSession(ctx, sessionID, after.StreamSeq, f)
+	}
+	if tr, ok := st.(tailReader); ok && tail != nil {
+		read = func(f func(*logstore.Msg) error) (logstore.Tail, error) {
+			t, err := tail()
+			if err != nil {
+				return logstore.Tail{}, err
+			}
+			return tr.ReadSessionTo(ctx, sessionID, after.StreamSeq, t, f)
+		}
+	}
 	workers := min(max(runtime.GOMAXPROCS(0), 1), 4)
 	jobs := make(chan *decodeChunk, chunksInFlight)
 	order := make(chan *decodeChunk, chunksInFlight)
@@ -91,7 +133,7 @@ func readDecodedBy(ctx context.Context, st Log, sessionID string, after logstore
 			chunk = nil
 		}
 	}
-	tail, rerr := st.ReadSession(ctx, sessionID, after.StreamSeq, func(m *logstore.Msg) error {
+	readTo, rerr := read(func(m *logstore.Msg) error {
 		if stopped.Load() {
 			return logstore.ErrStop
 		}
@@ -110,14 +152,14 @@ func readDecodedBy(ctx context.Context, st Log, sessionID string, after logstore
 	wg.Wait()
 	cerr := <-consumed
 	if cerr != nil && !errors.Is(cerr, logstore.ErrStop) {
-		return tail, cerr
+		return readTo, cerr
 	}
 	var last *logstore.UnreadableError
 	if errors.As(rerr, &last) {
 		// The session's last message is not an event (its tail): the
 		// verdict names its first unreadable message after after.
 		_, err := st.ReadJudged(ctx, &logstore.Judge{SessionID: sessionID, Last: after}, nil)
-		return tail, err
+		return readTo, err
 	}
-	return tail, rerr
+	return readTo, rerr
 }

@@ -200,15 +200,29 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 		}
 		s.countUsage(tenant, d)
 	}
+	// A fresh child this request copied is counted whatever its erasure
+	// record says (below: an erased child's copy is counted too), so the
+	// count (a read and a compare-and-set) runs while that record is read
+	// and the fork's record dropped: two round trips before the reply,
+	// not three. It ends before the reply.
+	var counted sync.WaitGroup
+	defer counted.Wait()
+	counting := err == nil && fresh && p.copied > 0
+	if counting {
+		counted.Go(countChild)
+	}
+	s.step(StepCopied)
 	// A cascade erase that found the record while the copy ran has
 	// marked the child, and erases it once the record is dropped (ADR
 	// 009, "Forks in flight"): whatever the copy came to, the caller
 	// hears that, not of a child about to go. What was copied is counted,
 	// as the eraser gives back what it deletes.
 	if erased, cerr := s.erased(ctx, p.ChildID); cerr == nil && erased {
-		if fresh && p.copied > 0 {
+		switch {
+		case counting:
+		case fresh && p.copied > 0:
 			countChild()
-		} else {
+		default:
 			unreserve()
 		}
 		s.eraseRecord(p)
@@ -236,14 +250,11 @@ func (s *Service) ForkAs(ctx context.Context, caller api.Caller, r Request) (rep
 		s.log.Warn("fork copy interrupted; a sweep will finish it", "child", p.ChildID, "parent", p.ParentID, "err", err)
 		return Reply{}, definite(schema.CodeOutcomeUnknown, err)
 	}
-	// The record dropped and the child counted at once: one round trip
-	// before the reply, not two.
-	var counted sync.WaitGroup
-	if fresh {
+	// The record dropped and the child counted at once.
+	if fresh && !counting {
 		counted.Go(countChild)
 	}
 	s.dropRecord(p)
-	counted.Wait()
 	return p.reply(), nil
 }
 
@@ -419,11 +430,16 @@ func (sc *scan) at(seq uint64) int { return int(seq - sc.base.Seq - 1) }
 // snapshot before it, a turn that ended before the snapshot) is resolved
 // by a scan from the start, which gives the answer.
 func (s *Service) resolve(ctx context.Context, caller api.Caller, parent string, cut session.Cut) (*scan, error) {
+	// The parent's tail is read from its leader while its snapshot is
+	// loaded: one round trip before the scan's read, not two. (A snapshot
+	// stored after that tail was read covers it: the scan reads nothing
+	// more, as a read begun a little later would have found.)
+	tail := readTail(ctx, s.st, parent)
 	if base := s.snapshotOf(ctx, parent); base != nil && cut.Seq != nil && *cut.Seq < base.Tail.Seq {
 		s.m.snapLoads.WithLabelValues("past_cut").Inc()
 	} else if base != nil {
 		s.m.snapLoads.WithLabelValues("used").Inc()
-		sc, err := s.scanFrom(ctx, caller, parent, cut, base)
+		sc, err := s.scanFrom(ctx, caller, parent, cut, base, tail)
 		var se *schema.Error
 		if err == nil || !errors.As(err, &se) {
 			return sc, err
@@ -441,8 +457,10 @@ func (s *Service) resolve(ctx context.Context, caller api.Caller, parent string,
 			return nil, err
 		}
 		s.log.Debug("fork: the cut is not resolved after the snapshot; scanning the parent from its start", "parent", parent, "cut", cut.String(), "err", err)
+		// That scan reads the parent's tail again.
+		tail = nil
 	}
-	return s.scanFrom(ctx, caller, parent, cut, nil)
+	return s.scanFrom(ctx, caller, parent, cut, nil, tail)
 }
 
 // snapshotOf is the parent's snapshot checked against the log; nil when
@@ -460,9 +478,10 @@ func (s *Service) snapshotOf(ctx context.Context, parent string) *logstore.Snaps
 	return l.Base
 }
 
-// scanFrom scans the parent from base (nil: from its start). Every
-// message read is judged (logstore.Judge, from base's last event).
-func (s *Service) scanFrom(ctx context.Context, caller api.Caller, parent string, cut session.Cut, base *logstore.SnapshotBase) (*scan, error) {
+// scanFrom scans the parent from base (nil: from its start) up to tail
+// (nil: the tail the read finds first). Every message read is judged
+// (logstore.Judge, from base's last event).
+func (s *Service) scanFrom(ctx context.Context, caller api.Caller, parent string, cut session.Cut, base *logstore.SnapshotBase, tail pendingTail) (*scan, error) {
 	sp := session.NewSafePoints(parent)
 	sc := &scan{}
 	if base != nil {
@@ -470,7 +489,7 @@ func (s *Service) scanFrom(ctx context.Context, caller api.Caller, parent string
 		sc.base = base.Tail
 	}
 	j := logstore.Judge{SessionID: parent, Last: sc.base}
-	tail, err := readDecoded(ctx, s.st, parent, sc.base, func(m *logstore.Msg, e schema.Envelope, canonical bool, err error) error {
+	last, err := readDecodedBy(ctx, s.st, parent, sc.base, tail, chunkSize, func(m *logstore.Msg, e schema.Envelope, canonical bool, err error) error {
 		switch v, err := j.Judged(m, &e, err); v {
 		case logstore.VerdictCopy:
 			return nil
@@ -496,7 +515,7 @@ func (s *Service) scanFrom(ctx context.Context, caller api.Caller, parent string
 	if err != nil {
 		return nil, err
 	}
-	if !tail.Exists() {
+	if !last.Exists() {
 		return nil, schema.Errorf(schema.CodeNotFound, "parent session %s does not exist", parent)
 	}
 	// Before anything of the parent is answered (its safe seqs included).

@@ -119,6 +119,7 @@ const (
 	StepScanned = "scanned" // the parent is read up to the cut; nothing is written yet
 	StepClaimed = "claimed" // the child's fork record is written; the erasure records are not read yet
 	StepChecked = "checked" // neither the parent nor the child has an erasure record; the copy starts
+	StepCopied  = "copied"  // the copy ended (whichever way); the child's erasure record is not read yet
 )
 
 // Service is the forker.

@@ -759,7 +759,7 @@ func BenchmarkScan10000(b *testing.B) {
 	})
 	b.Run("decoded-per-message", func(b *testing.B) {
 		for range b.N {
-			if _, err := readDecodedBy(ctx, st, "parent", logstore.Tail{}, 1, func(*logstore.Msg, schema.Envelope, bool, error) error { return nil }); err != nil {
+			if _, err := readDecodedBy(ctx, st, "parent", logstore.Tail{}, nil, 1, func(*logstore.Msg, schema.Envelope, bool, error) error { return nil }); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -767,7 +767,7 @@ func BenchmarkScan10000(b *testing.B) {
 	})
 	b.Run("scan", func(b *testing.B) {
 		for range b.N {
-			if _, err := svc.scanFrom(ctx, api.Caller{}, "parent", session.Cut{}, nil); err != nil {
+			if _, err := svc.scanFrom(ctx, api.Caller{}, "parent", session.Cut{}, nil, nil); err != nil {
 				b.Fatal(err)
 			}
 		}
