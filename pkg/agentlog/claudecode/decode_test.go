@@ -1,6 +1,7 @@
 package claudecode
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -204,5 +205,39 @@ func sameBlocks(t *testing.T, content []byte) {
 	}
 	if !reflect.DeepEqual(blocks, want) || !reflect.DeepEqual(raws, wantRaws) {
 		t.Fatalf("%q:\n got %+v %q\nwant %+v %q", content, blocks, raws, want, wantRaws)
+	}
+}
+
+// plainBytes is plain a byte at a time.
+func plainBytes(w [8]byte) bool {
+	for _, c := range w {
+		if c == '"' || c == '\\' || c < 0x20 {
+			return false
+		}
+	}
+	return true
+}
+
+// TestPlain: plain says what a loop over the eight bytes says, for each
+// byte value at each place among plain bytes (of both halves of the byte
+// range), and for words of two bytes that are not.
+func TestPlain(t *testing.T) {
+	for _, fill := range []byte{'a', 0x20, 0x7f, 0x80, 0xff, 0x21, 0x5d} {
+		for at := range 8 {
+			for c := range 256 {
+				w := [8]byte{fill, fill, fill, fill, fill, fill, fill, fill}
+				w[at] = byte(c)
+				if got, want := plain(binary.LittleEndian.Uint64(w[:])), plainBytes(w); got != want {
+					t.Fatalf("plain(%q) = %v, want %v", w, got, want)
+				}
+				for at2 := range 8 {
+					w2 := w
+					w2[at2] = '"'
+					if plain(binary.LittleEndian.Uint64(w2[:])) {
+						t.Fatalf("plain(%q) = true", w2)
+					}
+				}
+			}
+		}
 	}
 }

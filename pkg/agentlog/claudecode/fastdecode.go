@@ -2,6 +2,7 @@ package claudecode
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"unicode/utf8"
 )
@@ -46,8 +47,13 @@ func (s *scan) ws() {
 func (s *scan) str() (end int, esc, ok bool) {
 	b := s.b
 	for i := s.i + 1; i < len(b); {
-		// The bytes up to the next quote, backslash or control byte.
+		// The bytes up to the next quote, backslash or control byte:
+		// eight at a time while none of them is one (plain), then one
+		// at a time.
 		j := i
+		for j+8 <= len(b) && plain(binary.LittleEndian.Uint64(b[j:])) {
+			j += 8
+		}
 		for j < len(b) && b[j] != '"' && b[j] != '\\' && b[j] >= 0x20 {
 			j++
 		}
@@ -79,6 +85,17 @@ func (s *scan) str() (end int, esc, ok bool) {
 		}
 	}
 	return 0, false, false
+}
+
+// plain reports whether none of the eight bytes of w is a quote, a
+// backslash or a control byte (under 0x20). A byte of x is zero where
+// (x - 0x01..) &^ x has its high bit set (and no word without a zero
+// byte has one set there), and x under 0x20 likewise with 0x20.. for
+// 0x01..; a byte of 0x80 or more is never under 0x20.
+func plain(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	quote, slash := w^(ones*'"'), w^(ones*'\\')
+	return ((quote-ones)&^quote|(slash-ones)&^slash|(w-ones*0x20)&^w)&highs == 0
 }
 
 func isHex(c byte) bool {
