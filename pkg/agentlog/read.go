@@ -137,7 +137,7 @@ func ReadFile(f Format, path string, opt Options, sink Sink) (Result, error) {
 			}
 			return nil
 		}
-		p.b.startLine(index, l.Key, l.Time)
+		p.b.startLine(index, l.Key, l.Time, raw)
 		p.m.Map(p.b, l)
 		c, err := compactLine(&compact, raw)
 		if err != nil {

@@ -357,7 +357,7 @@ func (m *mapper) userContent(b *agentlog.Builder, l *line, content json.RawMessa
 	if results, ok := onlyResults(content); ok {
 		// A line of results: no rewind, and its blocks need no raw bytes.
 		for _, bl := range results {
-			b.ToolResult(bl.ToolUseID, bl.IsError, resultOutput(bl))
+			toolResult(b, bl)
 		}
 		return
 	}
@@ -398,7 +398,7 @@ func (m *mapper) userBlocks(b *agentlog.Builder, l *line, content json.RawMessag
 	}
 	for _, bl := range decoded {
 		// Paired by id, whatever line the result is parented to.
-		b.ToolResult(bl.ToolUseID, bl.IsError, resultOutput(bl))
+		toolResult(b, bl)
 	}
 	switch {
 	case results > 0:
@@ -415,12 +415,14 @@ func (m *mapper) userBlocks(b *agentlog.Builder, l *line, content json.RawMessag
 	}
 }
 
-// resultOutput is a tool_result block's output ("" when it has none).
-func resultOutput(bl block) json.RawMessage {
+// toolResult maps a tool_result block: its content, a value of the
+// line, is its output ("" when it has none).
+func toolResult(b *agentlog.Builder, bl block) {
 	if len(bl.Content) == 0 {
-		return json.RawMessage(`""`)
+		b.ToolResult(bl.ToolUseID, bl.IsError, json.RawMessage(`""`))
+		return
 	}
-	return bl.Content
+	b.ToolResultInLine(bl.ToolUseID, bl.IsError, bl.Content)
 }
 
 // onlyResults decodes user content that is nothing but tool_result blocks
