@@ -3,6 +3,7 @@ package claudecode
 import (
 	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 	"reflect"
 	"strings"
 	"testing"
@@ -208,33 +209,34 @@ func sameBlocks(t *testing.T, content []byte) {
 	}
 }
 
-// plainBytes is plain a byte at a time.
-func plainBytes(w [8]byte) bool {
-	for _, c := range w {
+// firstSpecial is the index of the first of w's bytes that special
+// marks, a byte at a time (8: none).
+func firstSpecial(w [8]byte) int {
+	for i, c := range w {
 		if c == '"' || c == '\\' || c < 0x20 {
-			return false
+			return i
 		}
 	}
-	return true
+	return 8
 }
 
-// TestPlain: plain says what a loop over the eight bytes says, for each
-// byte value at each place among plain bytes (of both halves of the byte
-// range), and for words of two bytes that are not.
-func TestPlain(t *testing.T) {
+// TestSpecial: the lowest mark of special is the first quote, backslash
+// or control byte, for each byte value at each place among others (of
+// both halves of the byte range), with a quote at each place after it.
+func TestSpecial(t *testing.T) {
 	for _, fill := range []byte{'a', 0x20, 0x7f, 0x80, 0xff, 0x21, 0x5d} {
 		for at := range 8 {
 			for c := range 256 {
 				w := [8]byte{fill, fill, fill, fill, fill, fill, fill, fill}
 				w[at] = byte(c)
-				if got, want := plain(binary.LittleEndian.Uint64(w[:])), plainBytes(w); got != want {
-					t.Fatalf("plain(%q) = %v, want %v", w, got, want)
-				}
-				for at2 := range 8 {
+				for at2 := at; at2 <= 8; at2++ {
 					w2 := w
-					w2[at2] = '"'
-					if plain(binary.LittleEndian.Uint64(w2[:])) {
-						t.Fatalf("plain(%q) = true", w2)
+					if at2 < 8 {
+						w2[at2] = '"'
+					}
+					got := bits.TrailingZeros64(special(binary.LittleEndian.Uint64(w2[:]))) / 8
+					if want := firstSpecial(w2); got != want {
+						t.Fatalf("special(%q): first mark at %d, want %d", w2, got, want)
 					}
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 	"unicode/utf8"
 )
 
@@ -48,10 +49,13 @@ func (s *scan) str() (end int, esc, ok bool) {
 	b := s.b
 	for i := s.i + 1; i < len(b); {
 		// The bytes up to the next quote, backslash or control byte:
-		// eight at a time while none of them is one (plain), then one
-		// at a time.
+		// eight at a time (special), the last few one at a time.
 		j := i
-		for j+8 <= len(b) && plain(binary.LittleEndian.Uint64(b[j:])) {
+		for j+8 <= len(b) {
+			if m := special(binary.LittleEndian.Uint64(b[j:])); m != 0 {
+				j += bits.TrailingZeros64(m) / 8
+				break
+			}
 			j += 8
 		}
 		for j < len(b) && b[j] != '"' && b[j] != '\\' && b[j] >= 0x20 {
@@ -87,15 +91,17 @@ func (s *scan) str() (end int, esc, ok bool) {
 	return 0, false, false
 }
 
-// plain reports whether none of the eight bytes of w is a quote, a
-// backslash or a control byte (under 0x20). A byte of x is zero where
-// (x - 0x01..) &^ x has its high bit set (and no word without a zero
-// byte has one set there), and x under 0x20 likewise with 0x20.. for
-// 0x01..; a byte of 0x80 or more is never under 0x20.
-func plain(w uint64) bool {
+// special marks the bytes of w (eight, the first the lowest) that may be
+// a quote, a backslash or a control byte (under 0x20) with their high
+// bit: the lowest mark is the first such byte, none when there is none.
+// The first zero byte of x is the lowest whose high bit (x - 0x01..) &^ x
+// sets (the bytes under it take no borrow), and the first byte under
+// 0x20 likewise with 0x20.. for 0x01.. (a byte of 0x80 or more is not
+// marked); marks above the first may be wrong.
+func special(w uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	quote, slash := w^(ones*'"'), w^(ones*'\\')
-	return ((quote-ones)&^quote|(slash-ones)&^slash|(w-ones*0x20)&^w)&highs == 0
+	return ((quote-ones)&^quote | (slash-ones)&^slash | (w-ones*0x20)&^w) & highs
 }
 
 func isHex(c byte) bool {
