@@ -459,8 +459,11 @@ func (b *Builder) ToolResultInLine(callID string, isError bool, output json.RawM
 func (b *Builder) toolResultData(status string, output json.RawMessage) (json.RawMessage, bool) {
 	const head, mid = `{"status":"`, `","output":`
 	size := len(head) + len(status) + len(mid) + len(output) + 1
-	if len(output) == 0 || size >= b.maxBytes-4096 || !plainStatus(status) || !isCompact(output) ||
-		!(b.inLine && b.line.ok) && schema.CheckJSON(output, schema.MaxJSONDepth-1) != nil {
+	// An output of a line that passed its check is compact as the line
+	// is, and passes its own check (ToolResultInLine).
+	checked := b.inLine && b.line.ok
+	if len(output) == 0 || size >= b.maxBytes-4096 || !plainStatus(status) ||
+		!checked && (!isCompact(output) || schema.CheckJSON(output, schema.MaxJSONDepth-1) != nil) {
 		return nil, false
 	}
 	d := bytes.NewBuffer(make([]byte, 0, size+64))
@@ -703,6 +706,20 @@ func (b *Builder) valid(e *schema.Envelope) error {
 	return schema.Validate(&c, schema.ValidateOptions{MaxEventBytes: b.maxBytes})
 }
 
+// compactLine is raw compacted (compactLine), raw itself when startLine
+// found it compact.
+func (b *Builder) compactLine(buf *bytes.Buffer, raw []byte) ([]byte, error) {
+	if b.isLine(raw) {
+		return raw, nil
+	}
+	return compactLine(buf, raw)
+}
+
+// isLine reports whether raw is the line startLine found compact.
+func (b *Builder) isLine(raw []byte) bool {
+	return b.line.data != nil && len(raw) == len(b.line.raw) && &raw[0] == &b.line.raw[0]
+}
+
 // sourceLine writes the line's source/line event(s): the JSON value, or
 // its text in parts when the value is over the size limit (or nested
 // deeper than sessionlog accepts).
@@ -711,7 +728,7 @@ func (b *Builder) sourceLine(raw []byte) {
 		return
 	}
 	e := schema.Envelope{Type: TypeSourceLine, Ignorable: true, EventID: eventID(b.key, b.n), Time: b.at}
-	pre := b.line.data != nil && len(raw) == len(b.line.raw) && &raw[0] == &b.line.raw[0]
+	pre := b.isLine(raw)
 	if pre {
 		e.Data = b.line.data // made and checked by startLine
 	} else {

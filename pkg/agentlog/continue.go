@@ -52,7 +52,7 @@ func (c *Continuation) Add(raw []byte, emit func(schema.Envelope) error) error {
 	c.index++
 	c.b.startLine(c.index, l.Key, l.Time, raw)
 	c.m.Map(c.b, l)
-	line, err := compactLine(&c.compact, raw)
+	line, err := c.b.compactLine(&c.compact, raw)
 	if err != nil {
 		return err
 	}

@@ -139,7 +139,7 @@ func ReadFile(f Format, path string, opt Options, sink Sink) (Result, error) {
 		}
 		p.b.startLine(index, l.Key, l.Time, raw)
 		p.m.Map(p.b, l)
-		c, err := compactLine(&compact, raw)
+		c, err := p.b.compactLine(&compact, raw)
 		if err != nil {
 			return err
 		}
