@@ -89,6 +89,10 @@ type Builder struct {
 	at    time.Time
 	steps int // mapped steps of the line
 	notes []string
+	line  lineCheck
+	// inLine: the output ToolResult has is a value the line holds
+	// (ToolResultInLine).
+	inLine bool
 	// known is the last time a line gave; defaultAt the time of lines
 	// that say none before any line does.
 	known, defaultAt time.Time
@@ -105,6 +109,17 @@ type Builder struct {
 	lineEnds  map[string]lineEnd // line key -> its last event, for Rewind
 	stats     Stats
 	err       error
+}
+
+// lineCheck is the source/line data of the line being mapped, made and
+// checked (valid's short check) before the line is mapped when the line
+// is compact: a value the line holds passes that check as part of it.
+type lineCheck struct {
+	raw  []byte // the line
+	data json.RawMessage
+	// short: data is under valid's bound for its short check; ok: it
+	// passes that check.
+	short, ok bool
 }
 
 // pending is an assistant message whose lines are still coming.
@@ -203,8 +218,14 @@ func Title(s string) string {
 	return s
 }
 
-// startLine begins mapping line index with key and time.
-func (b *Builder) startLine(index int, key string, at time.Time) {
+// startLine begins mapping line index (raw) with key and time.
+func (b *Builder) startLine(index int, key string, at time.Time, raw []byte) {
+	b.line = lineCheck{}
+	if len(raw) > 0 && isCompact(raw) {
+		d := sourceLineData(b.format, index, raw)
+		b.line = lineCheck{raw: raw, data: d, short: len(d) < b.maxBytes-4096}
+		b.line.ok = b.line.short && schema.CheckJSON(d, schema.MaxJSONDepth) == nil
+	}
 	if !at.IsZero() {
 		b.known = at
 	}
@@ -415,6 +436,16 @@ func (b *Builder) ToolResult(callID string, isError bool, output json.RawMessage
 	b.add(e, schema.ToolResult{Status: status, Output: output})
 }
 
+// ToolResultInLine is ToolResult for an output that is a JSON value the
+// line being mapped holds, its bytes as they are in the line (a result
+// block's content): when the line's source/line passes its check, the
+// output, a part of it nested a level deeper, passes its own.
+func (b *Builder) ToolResultInLine(callID string, isError bool, output json.RawMessage) {
+	b.inLine = true
+	defer func() { b.inLine = false }()
+	b.ToolResult(callID, isError, output)
+}
+
 // toolResultData is json.Marshal(schema.ToolResult{Status: status,
 // Output: output}) written by hand, with ok only when it is sure to be
 // those very bytes and to pass valid (so shrink has nothing to do): the
@@ -428,15 +459,18 @@ func (b *Builder) ToolResult(callID string, isError bool, output json.RawMessage
 func (b *Builder) toolResultData(status string, output json.RawMessage) (json.RawMessage, bool) {
 	const head, mid = `{"status":"`, `","output":`
 	size := len(head) + len(status) + len(mid) + len(output) + 1
-	if len(output) == 0 || size >= b.maxBytes-4096 || !plainStatus(status) || !isCompact(output) ||
-		schema.CheckJSON(output, schema.MaxJSONDepth-1) != nil {
+	// An output of a line that passed its check is compact as the line
+	// is, and passes its own check (ToolResultInLine).
+	checked := b.inLine && b.line.ok
+	if len(output) == 0 || size >= b.maxBytes-4096 || !plainStatus(status) ||
+		!checked && (!isCompact(output) || schema.CheckJSON(output, schema.MaxJSONDepth-1) != nil) {
 		return nil, false
 	}
 	d := bytes.NewBuffer(make([]byte, 0, size+64))
 	d.WriteString(head)
 	d.WriteString(status)
 	d.WriteString(mid)
-	json.HTMLEscape(d, output)
+	htmlEscape(d, output)
 	d.WriteByte('}')
 	if d.Len() >= b.maxBytes-4096 {
 		return nil, false // its escapes took it over
@@ -672,6 +706,20 @@ func (b *Builder) valid(e *schema.Envelope) error {
 	return schema.Validate(&c, schema.ValidateOptions{MaxEventBytes: b.maxBytes})
 }
 
+// compactLine is raw compacted (compactLine), raw itself when startLine
+// found it compact.
+func (b *Builder) compactLine(buf *bytes.Buffer, raw []byte) ([]byte, error) {
+	if b.isLine(raw) {
+		return raw, nil
+	}
+	return compactLine(buf, raw)
+}
+
+// isLine reports whether raw is the line startLine found compact.
+func (b *Builder) isLine(raw []byte) bool {
+	return b.line.data != nil && len(raw) == len(b.line.raw) && &raw[0] == &b.line.raw[0]
+}
+
 // sourceLine writes the line's source/line event(s): the JSON value, or
 // its text in parts when the value is over the size limit (or nested
 // deeper than sessionlog accepts).
@@ -680,9 +728,14 @@ func (b *Builder) sourceLine(raw []byte) {
 		return
 	}
 	e := schema.Envelope{Type: TypeSourceLine, Ignorable: true, EventID: eventID(b.key, b.n), Time: b.at}
-	e.Data = sourceLineData(b.format, b.index, raw)
+	pre := b.isLine(raw)
+	if pre {
+		e.Data = b.line.data // made and checked by startLine
+	} else {
+		e.Data = sourceLineData(b.format, b.index, raw)
+	}
 	var parts []string
-	if b.valid(&e) == nil {
+	if pre && b.line.short && b.line.ok || !(pre && b.line.short) && b.valid(&e) == nil {
 		b.n++
 	} else {
 		parts = splitText(string(raw), b.maxBytes-2048)
@@ -729,9 +782,23 @@ func sourceLineData(format string, index int, raw []byte) json.RawMessage {
 	d.WriteString(`,"index":`)
 	d.Write(strconv.AppendInt(d.AvailableBuffer(), int64(index), 10))
 	d.WriteString(`,"line":`)
-	json.HTMLEscape(d, raw)
+	htmlEscape(d, raw)
 	d.WriteByte('}')
 	return d.Bytes()
+}
+
+// htmlEscape is json.HTMLEscape(d, src): src as it is when it has none of
+// the bytes that escape (<, >, & and the lead byte 0xE2 of U+2028 and
+// U+2029), found with bytes.IndexByte, which is many times faster than
+// json.HTMLEscape's loop over each byte (BenchmarkHTMLEscape); else
+// json.HTMLEscape itself.
+func htmlEscape(d *bytes.Buffer, src []byte) {
+	if bytes.IndexByte(src, '<') < 0 && bytes.IndexByte(src, '>') < 0 && bytes.IndexByte(src, '&') < 0 &&
+		bytes.IndexByte(src, 0xE2) < 0 {
+		d.Write(src)
+		return
+	}
+	json.HTMLEscape(d, src)
 }
 
 // splitText cuts s at rune boundaries into parts whose JSON encoding

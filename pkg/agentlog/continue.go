@@ -50,9 +50,9 @@ func (c *Continuation) Add(raw []byte, emit func(schema.Envelope) error) error {
 	c.broken = true // until the line is all in
 	c.b.emit = emit
 	c.index++
-	c.b.startLine(c.index, l.Key, l.Time)
+	c.b.startLine(c.index, l.Key, l.Time, raw)
 	c.m.Map(c.b, l)
-	line, err := compactLine(&c.compact, raw)
+	line, err := c.b.compactLine(&c.compact, raw)
 	if err != nil {
 		return err
 	}

@@ -137,9 +137,9 @@ func ReadFile(f Format, path string, opt Options, sink Sink) (Result, error) {
 			}
 			return nil
 		}
-		p.b.startLine(index, l.Key, l.Time)
+		p.b.startLine(index, l.Key, l.Time, raw)
 		p.m.Map(p.b, l)
-		c, err := compactLine(&compact, raw)
+		c, err := p.b.compactLine(&compact, raw)
 		if err != nil {
 			return err
 		}
@@ -198,24 +198,45 @@ func compactLine(buf *bytes.Buffer, raw []byte) ([]byte, error) {
 }
 
 // isCompact reports whether raw has no whitespace outside its strings:
-// for valid JSON, what json.Compact gives back unchanged.
+// for valid JSON, what json.Compact gives back unchanged. A string is
+// passed over at once: it ends at the first quote after it that follows
+// an even run of backslashes (bytes.IndexByte finds each quote), which
+// is where reading it a byte at a time, a backslash taking the byte
+// after it, ends it too (TestIsCompact holds the two equal).
 func isCompact(raw []byte) bool {
-	in := false
 	for i := 0; i < len(raw); i++ {
-		switch c := raw[i]; {
-		case in:
-			if c == '\\' {
-				i++
-			} else if c == '"' {
-				in = false
+		switch raw[i] {
+		case '"':
+			end := stringEnd(raw, i)
+			if end < 0 {
+				return true // unterminated: the rest is inside the string
 			}
-		case c == '"':
-			in = true
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			i = end
+		case ' ', '\t', '\n', '\r':
 			return false
 		}
 	}
 	return true
+}
+
+// stringEnd is the index of the quote that closes the string opened at
+// raw[open], -1 when none does.
+func stringEnd(raw []byte, open int) int {
+	for from := open + 1; ; {
+		k := bytes.IndexByte(raw[from:], '"')
+		if k < 0 {
+			return -1
+		}
+		q := from + k
+		slashes := 0
+		for p := q - 1; p > open && raw[p] == '\\'; p-- {
+			slashes++
+		}
+		if slashes%2 == 0 {
+			return q
+		}
+		from = q + 1
+	}
 }
 
 // MaxLineBytes bounds a source line: a longer one is damaged (no agent

@@ -119,3 +119,106 @@ func BenchmarkCompactLine(b *testing.B) {
 		}
 	})
 }
+
+// isCompactBytewise is isCompact as a loop over each byte, a backslash
+// in a string taking the byte after it: the reference isCompact is held to.
+func isCompactBytewise(raw []byte) bool {
+	in := false
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case in:
+			if c == '\\' {
+				i++
+			} else if c == '"' {
+				in = false
+			}
+		case c == '"':
+			in = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			return false
+		}
+	}
+	return true
+}
+
+// isCompactCases have runs of backslashes before quotes, whitespace
+// right after a string, and strings left open; not all are JSON.
+var isCompactCases = []string{
+	``, ` `, `""`, `"" `, `"\" "`, `"\\" `, `"\\\" "`, `"\\\\" `, `"\\\\\" " `, `"a\"b" x`,
+	`{"a":"b c","d":"\\"}`, `{"a":"\\\\"} `, `"\`, `"\\`, `"abc`, `"a\"`, `\" "`, `x\\" " `,
+	`{"k":"v\"} "}`, `["\\\\\\\"", "x"]`, "\"\\\n\" ", "\"\\\\\"\t",
+}
+
+// TestIsCompact: isCompact says what the bytewise loop says, for any
+// bytes.
+func TestIsCompact(t *testing.T) {
+	for _, raw := range append(isCompactCases, sourceLineCases...) {
+		if got, want := isCompact([]byte(raw)), isCompactBytewise([]byte(raw)); got != want {
+			t.Errorf("isCompact(%q) = %v, the bytewise loop says %v", raw, got, want)
+		}
+	}
+}
+
+func FuzzIsCompact(f *testing.F) {
+	for _, raw := range isCompactCases {
+		f.Add([]byte(raw))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if got, want := isCompact(raw), isCompactBytewise(raw); got != want {
+			t.Fatalf("isCompact(%q) = %v, the bytewise loop says %v", raw, got, want)
+		}
+	})
+}
+
+// htmlEscapeCases have each byte json.HTMLEscape escapes, alone, with
+// others, and near it (other runes whose UTF-8 starts with 0xE2).
+var htmlEscapeCases = []string{
+	``, `plain`, `<`, `>`, `&`, "\u2028", "\u2029", "\u2027", "\u20ac", "\u2030", "a\u2028b<c>d&e\u2029",
+	"\xe2", "\xe2\x80", "x\xe2\x80\xa8", `"\u003c"`, strings.Repeat("result line\\n", 40) + "&",
+}
+
+// TestHTMLEscape: htmlEscape writes what json.HTMLEscape writes.
+func TestHTMLEscape(t *testing.T) {
+	for _, src := range htmlEscapeCases {
+		checkHTMLEscape(t, []byte(src))
+	}
+}
+
+func FuzzHTMLEscape(f *testing.F) {
+	for _, src := range htmlEscapeCases {
+		f.Add([]byte(src))
+	}
+	f.Fuzz(func(t *testing.T, src []byte) { checkHTMLEscape(t, src) })
+}
+
+func checkHTMLEscape(t *testing.T, src []byte) {
+	t.Helper()
+	var got, want bytes.Buffer
+	got.WriteString("head")
+	want.WriteString("head")
+	htmlEscape(&got, src)
+	json.HTMLEscape(&want, src)
+	if !bytes.Equal(got.Bytes(), want.Bytes()) {
+		t.Fatalf("%q: got %q, want %q", src, got.Bytes(), want.Bytes())
+	}
+}
+
+// BenchmarkHTMLEscape: a 2 KB line with nothing to escape, against
+// json.HTMLEscape (x-json).
+func BenchmarkHTMLEscape(b *testing.B) {
+	src := []byte(`{"type":"user","message":{"role":"user","content":[{"type":"tool_result","content":"` +
+		strings.Repeat("result line of a typical tool output\\n", 50) + `"}]}}`)
+	var buf bytes.Buffer
+	b.Run("hand", func(b *testing.B) {
+		for b.Loop() {
+			buf.Reset()
+			htmlEscape(&buf, src)
+		}
+	})
+	b.Run("x-json", func(b *testing.B) {
+		for b.Loop() {
+			buf.Reset()
+			json.HTMLEscape(&buf, src)
+		}
+	})
+}

@@ -115,12 +115,16 @@ type lineWithMessage struct {
 }
 
 // decodeLine decodes a line, its message with it when that gives what
-// decoding the line and then its message alone gives: the line has at
+// decoding the line and then its message alone gives. fastLine decodes
+// the common line; with encoding/json, that is when the line has at
 // most one key that encoding/json could match to "message" (two would be
 // merged into one message where the line's own decode keeps the last),
 // and the message is an object. Anything else is decoded in two passes.
 // FuzzDecodeLine holds the two equal.
 func decodeLine(raw []byte, l *line) error {
+	if fastLine(raw, l) {
+		return nil
+	}
 	if atMostOneMessageKey(raw) {
 		var lm lineWithMessage
 		if json.Unmarshal(raw, &lm) == nil && lm.Message != nil {
@@ -353,7 +357,7 @@ func (m *mapper) userContent(b *agentlog.Builder, l *line, content json.RawMessa
 	if results, ok := onlyResults(content); ok {
 		// A line of results: no rewind, and its blocks need no raw bytes.
 		for _, bl := range results {
-			b.ToolResult(bl.ToolUseID, bl.IsError, resultOutput(bl))
+			toolResult(b, bl)
 		}
 		return
 	}
@@ -394,7 +398,7 @@ func (m *mapper) userBlocks(b *agentlog.Builder, l *line, content json.RawMessag
 	}
 	for _, bl := range decoded {
 		// Paired by id, whatever line the result is parented to.
-		b.ToolResult(bl.ToolUseID, bl.IsError, resultOutput(bl))
+		toolResult(b, bl)
 	}
 	switch {
 	case results > 0:
@@ -411,12 +415,14 @@ func (m *mapper) userBlocks(b *agentlog.Builder, l *line, content json.RawMessag
 	}
 }
 
-// resultOutput is a tool_result block's output ("" when it has none).
-func resultOutput(bl block) json.RawMessage {
+// toolResult maps a tool_result block: its content, a value of the
+// line, is its output ("" when it has none).
+func toolResult(b *agentlog.Builder, bl block) {
 	if len(bl.Content) == 0 {
-		return json.RawMessage(`""`)
+		b.ToolResult(bl.ToolUseID, bl.IsError, json.RawMessage(`""`))
+		return
 	}
-	return bl.Content
+	b.ToolResultInLine(bl.ToolUseID, bl.IsError, bl.Content)
 }
 
 // onlyResults decodes user content that is nothing but tool_result blocks
@@ -428,8 +434,8 @@ func resultOutput(bl block) json.RawMessage {
 // rewind, no prompt and no interrupt: the line is its results.
 // BenchmarkUserResults compares the two.
 func onlyResults(content json.RawMessage) ([]block, bool) {
-	var blocks []block
-	if json.Unmarshal(content, &blocks) != nil || len(blocks) == 0 {
+	blocks, _, ok := fastBlocks(content)
+	if !ok && json.Unmarshal(content, &blocks) != nil || len(blocks) == 0 {
 		return nil, false
 	}
 	for _, bl := range blocks {
@@ -480,17 +486,22 @@ func (m *mapper) assistant(b *agentlog.Builder, l *line) {
 	if msg.StopReason != nil {
 		a.Stop = *msg.StopReason
 	}
-	var blocks []json.RawMessage
-	if json.Unmarshal(msg.Content, &blocks) != nil {
+	// The blocks decoded in one pass (fastBlocks), else each on its own.
+	decoded, blocks, fast := fastBlocks(msg.Content)
+	if !fast && json.Unmarshal(msg.Content, &blocks) != nil {
 		var s string
 		if json.Unmarshal(msg.Content, &s) == nil {
 			t, _ := json.Marshal(map[string]string{"type": "text", "text": s})
 			blocks = []json.RawMessage{t}
 		}
 	}
-	for _, raw := range blocks {
+	for i, raw := range blocks {
 		var bl block
-		_ = json.Unmarshal(raw, &bl)
+		if fast {
+			bl = decoded[i]
+		} else {
+			_ = json.Unmarshal(raw, &bl)
+		}
 		if bl.Type == "tool_use" {
 			a.Calls = append(a.Calls, agentlog.ToolCall{ID: bl.ID, Name: bl.Name, Input: bl.Input})
 			continue

@@ -1,7 +1,9 @@
 package claudecode
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 	"reflect"
 	"strings"
 	"testing"
@@ -115,4 +117,129 @@ func BenchmarkDecodeLine(b *testing.B) {
 			}
 		}
 	})
+}
+
+// fastSeeds are lines fastLine may or may not read, beside lineSeeds:
+// keys in other cases, fields twice, values of other types, escapes.
+var fastSeeds = []string{
+	`{"type":"user","Type":"x","message":{"content":"a"}}`,
+	`{"type":"user","uuid":"a","uuid":"b","message":{"content":"a"}}`,
+	`{"type":"user","message":{"content":"a","Content":"b"}}`,
+	`{"type":"user","message":{"content":"a","content":"b"}}`,
+	`{"type":"user","isMeta":null,"isSidechain":"x","message":{"content":"a"}}`,
+	`{"type":"user","isMeta":null,"isSidechain":true,"isCompactSummary":false,"message":{"content":"a"}}`,
+	`{"type":"user","cwd":null,"parentUuid":"p","logicalParentUuid":"q","message":{"content":"a","stop_reason":null,"usage":null}}`,
+	`{"type":"us\u0065r","summary":"a\nb\t\"c\" \\ \/ \b\f\r","message":{"id":"\ud800","content":"a"}}`,
+	`{"type":"user","uuid":1,"message":{"content":"a"}}`,
+	`{"type":"user","message":{"content":"a"},"x":[1,-2.5e+3,0,true,false,null,{"y":{}},[]]}`,
+	`{"type":"user","message":{"content":"a"},"x":01}`, `{"type":"user","message":{"content":"a"},"x":-}`,
+	`{"type":"user","message":{"content":"a"},"x":1.}`, `{"type":"user","message":{"content":"a"},"x":1e}`,
+	`{"type":"user","message":{"content":"a"},"x":tru}`, `{"type":"user","message":{"content":"a"},"x":"\x"}`,
+	"{\"type\":\"user\",\"message\":{\"content\":\"a\"},\"x\":\"\x01\"}", "{\"type\":\"user\",\"cwd\":\"\xff\",\"message\":{}}",
+	"{\"type\":\"user\",\"cwd\":\"caf\u00e9\",\"message\":{}}", "{\"type\":\"user\",\"caf\u00e9\":1,\"message\":{}}",
+	` { "type" : "user" , "message" : { "content" : [ 1 ] } } `, `{"type":"user","message":{}}x`, `{"type":"user","message":{}`,
+	`{"type":"user","message":{"content":"a"},"x":"\u12"}`, `{"type":"user","message":{"content":"a"},"x":` + strings.Repeat("[", 9100) + strings.Repeat("]", 9100) + `}`,
+	`{"type":"user","message":{"content":"a"}}` + "\n",
+	`{"type":"summary","summary":"t","leafUuid":"u"}`, `{"type":"user","message":null}`,
+}
+
+// TestFastLine: what fastLine reads, it reads as encoding/json does
+// (sameLine), and it reads the lines agents write.
+func TestFastLine(t *testing.T) {
+	for _, s := range append(fastSeeds, lineSeeds...) {
+		sameLine(t, []byte(s))
+	}
+	for _, s := range []string{lineSeeds[0], lineSeeds[1], fastSeeds[5], fastSeeds[6], fastSeeds[7], fastSeeds[9], fastSeeds[20], fastSeeds[26]} {
+		var l line
+		if !fastLine([]byte(s), &l) {
+			t.Errorf("fastLine does not read %s", s)
+		}
+	}
+	for _, s := range []string{fastSeeds[0], fastSeeds[1], fastSeeds[3], fastSeeds[4], fastSeeds[8], fastSeeds[10], fastSeeds[17], fastSeeds[19], fastSeeds[27]} {
+		var l line
+		if fastLine([]byte(s), &l) {
+			t.Errorf("fastLine reads %s", s)
+		}
+	}
+}
+
+// blockSeeds are contents fastBlocks may or may not read.
+var blockSeeds = []string{
+	`[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"go test ./..."}}]`,
+	`[{"type":"text","text":"a\nb"},{"type":"tool_use","id":"x","name":"n","input":null,"cache_control":{"type":"ephemeral"}}]`,
+	`[{"type":"text","TEXT":"a"}]`, `[{"type":"text","text":"a","text":"b"}]`, `[{"type":"text","is_error":1}]`,
+	`[{"type":"tool_result","content":[{"type":"text","text":"x"}],"is_error":true}]`, ` [ ] `, `[]x`, `[1]`, `[null]`, `null`,
+	`"text"`, `[{"type":"text"},]`, `[{"type":"text"}`, "[{\"text\":\"\xff\"}]", `[{"text":"\u00e9"}]`,
+}
+
+// TestFastBlocks: what fastBlocks reads, it reads as encoding/json does.
+func TestFastBlocks(t *testing.T) {
+	for _, s := range append(blockSeeds, contentSeeds...) {
+		sameBlocks(t, []byte(s))
+	}
+	for _, s := range []string{blockSeeds[0], blockSeeds[1], blockSeeds[5], blockSeeds[6], contentSeeds[0]} {
+		if _, _, ok := fastBlocks([]byte(s)); !ok {
+			t.Errorf("fastBlocks does not read %s", s)
+		}
+	}
+}
+
+func FuzzFastBlocks(f *testing.F) {
+	for _, s := range append(blockSeeds, contentSeeds...) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, content []byte) { sameBlocks(t, content) })
+}
+
+func sameBlocks(t *testing.T, content []byte) {
+	blocks, raws, ok := fastBlocks(content)
+	if !ok {
+		return
+	}
+	var want []block
+	var wantRaws []json.RawMessage
+	if err := json.Unmarshal(content, &want); err != nil {
+		t.Fatalf("%q: fastBlocks read it, encoding/json: %v", content, err)
+	}
+	if err := json.Unmarshal(content, &wantRaws); err != nil {
+		t.Fatalf("%q: fastBlocks read it, encoding/json as raw blocks: %v", content, err)
+	}
+	if !reflect.DeepEqual(blocks, want) || !reflect.DeepEqual(raws, wantRaws) {
+		t.Fatalf("%q:\n got %+v %q\nwant %+v %q", content, blocks, raws, want, wantRaws)
+	}
+}
+
+// firstSpecial is the index of the first of w's bytes that special
+// marks, a byte at a time (8: none).
+func firstSpecial(w [8]byte) int {
+	for i, c := range w {
+		if c == '"' || c == '\\' || c < 0x20 {
+			return i
+		}
+	}
+	return 8
+}
+
+// TestSpecial: the lowest mark of special is the first quote, backslash
+// or control byte, for each byte value at each place among others (of
+// both halves of the byte range), with a quote at each place after it.
+func TestSpecial(t *testing.T) {
+	for _, fill := range []byte{'a', 0x20, 0x7f, 0x80, 0xff, 0x21, 0x5d} {
+		for at := range 8 {
+			for c := range 256 {
+				w := [8]byte{fill, fill, fill, fill, fill, fill, fill, fill}
+				w[at] = byte(c)
+				for at2 := at; at2 <= 8; at2++ {
+					w2 := w
+					if at2 < 8 {
+						w2[at2] = '"'
+					}
+					got := bits.TrailingZeros64(special(binary.LittleEndian.Uint64(w2[:]))) / 8
+					if want := firstSpecial(w2); got != want {
+						t.Fatalf("special(%q): first mark at %d, want %d", w2, got, want)
+					}
+				}
+			}
+		}
+	}
 }

@@ -2,6 +2,8 @@ package claudecode
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -95,5 +97,42 @@ func BenchmarkUserResults(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestResultsOfACheckedLine: a result's output is written by hand
+// unchecked only when its line passed the check of its source/line; an
+// output the writer would refuse (a duplicated key, a lone surrogate,
+// nested too deep) is in a line that does not, so it is still checked
+// and written again as encoding/json reads it: every event passes the
+// writer's validation.
+func TestResultsOfACheckedLine(t *testing.T) {
+	deep := strings.Repeat("[", schema.MaxJSONDepth-4) + strings.Repeat("]", schema.MaxJSONDepth-4)
+	for _, content := range []string{`"out <&>"`, `[{"type":"text","text":"a"}]`, `[{"type":"text","text":"a","text":"b"}]`,
+		`"\ud800"`, deep, `[{"type":"text","text":"a"}],"x":{"k":1,"k":2}`} {
+		file := `{"type":"user","uuid":"u1","sessionId":"s","message":{"role":"user","content":"run it"}}` + "\n" +
+			`{"type":"assistant","uuid":"u2","parentUuid":"u1","message":{"id":"m1","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{}}],"stop_reason":"tool_use"}}` + "\n" +
+			`{"type":"user","uuid":"u3","parentUuid":"u2","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":` + content + `}]}}` + "\n"
+		path := filepath.Join(t.TempDir(), "s.jsonl")
+		if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var c collect
+		if _, err := agentlog.ReadFile(Format{}, path, agentlog.Options{}, &c); err != nil {
+			t.Fatal(err)
+		}
+		results := 0
+		for _, e := range c.events["cc-s"] {
+			if err := schema.Validate(&e, schema.ValidateOptions{}); err != nil {
+				t.Fatalf("%s: seq %d %s: %v", content, e.Seq, e.Type, err)
+			}
+			if e.Type != schema.TypeToolResult {
+				continue
+			}
+			results++
+		}
+		if results != 1 {
+			t.Fatalf("%s: %d results", content, results)
+		}
 	}
 }
