@@ -57,6 +57,8 @@ bench:
 fuzz:
 	$(GO) test -run=^$$ -fuzz=FuzzDecodeValidate -fuzztime=$(FUZZTIME) ./pkg/schema
 	$(GO) test -run=^$$ -fuzz=FuzzCheckJSON -fuzztime=$(FUZZTIME) ./pkg/schema
+	$(GO) test -run=^$$ -fuzz=^FuzzDecodeLine$$ -fuzztime=$(FUZZTIME) ./pkg/agentlog/claudecode
+	$(GO) test -run=^$$ -fuzz=^FuzzFastBlocks$$ -fuzztime=$(FUZZTIME) ./pkg/agentlog/claudecode
 
 build:
 	$(GO) build -o bin/sessionlog ./cmd/sessionlog
