@@ -55,6 +55,19 @@ func catchupBatch(idFormat string, sessions, events int, seed uint64, shuffled b
 			b.add([]byte{byte('a' + r.IntN(3))}, fmt.Append(nil, n), false)
 		}
 	}
+	// The index keys a flush writes, sessions in the order they were
+	// made dirty: of a few times, so that many sessions' keys share a
+	// prefix out of key order; the tenant's agree in their first 32
+	// bytes too; a session moved twice writes one key twice.
+	for _, s := range r.Perm(sessions) {
+		id := fmt.Sprintf(idFormat, s)
+		ns := uint64(r.IntN(4)) << 40
+		b.add(ActivityKey(ns, id), nil, false)
+		b.add(IndexKey(TenantStatusPrefix("tenant-of-a-long-name", "active"), ns, id), nil, r.IntN(3) == 0)
+		if r.IntN(4) == 0 {
+			b.add(ActivityKey(ns, id), nil, true)
+		}
+	}
 	return b
 }
 
