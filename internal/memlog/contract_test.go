@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -35,6 +36,10 @@ type contract interface {
 	Locate(sessionID string) (logstore.Location, error)
 	MsgAt(ctx context.Context, stream string, seq uint64) (*logstore.Msg, error)
 	LastStreamSeq(ctx context.Context, stream string) (uint64, error)
+	StreamStatus(ctx context.Context, stream string) (logstore.StreamStatus, error)
+	LastHeldSeq(ctx context.Context, stream string) (uint64, error)
+	WatchErasures(ctx context.Context, ready chan<- struct{}, fn func(id string)) error
+	SecureDelete(ctx context.Context, sessionID string, seqs []uint64, inFlight int, onDelete func() error) error
 }
 
 var (
@@ -66,6 +71,9 @@ func TestContract(t *testing.T) {
 		"end at another revision: lease changed",
 		"stream last: 7 (<nil>)",
 		"at stream 8: none (<nil>)",
+		"stream status: last 7 msgs 7 created true (<nil>); last held 7 (<nil>)",
+		"watched: [s3] (<nil>)",
+		"s3 deleted: stream status: last 7 msgs 5 created true (<nil>); last held 5 (<nil>)",
 	} {
 		if !strings.Contains(got[0], want) {
 			t.Errorf("transcript lacks %q:\n%s", want, got[0])
@@ -172,6 +180,12 @@ func transcript(t *testing.T, l contract) string {
 			say("at stream %d: none (%v)", seq, err)
 		}
 	}
+	status := func() string {
+		st, err := l.StreamStatus(ctx, loc.Stream)
+		held, herr := l.LastHeldSeq(ctx, loc.Stream)
+		return fmt.Sprintf("stream status: last %d msgs %d created %v (%v); last held %d (%v)", st.LastSeq, st.Msgs, !st.Created.IsZero(), err, held, herr)
+	}
+	say("%s", status())
 	n := 0
 	tail, err = l.ReadJudged(ctx, &logstore.Judge{SessionID: "s3"}, func(*logstore.Msg, *schema.Envelope) error { n++; return nil })
 	say("s3 judged: %d events, tail seq %d (%v)", n, tail.Seq, err)
@@ -245,6 +259,25 @@ func transcript(t *testing.T, l contract) string {
 		return nil
 	})
 	say("followed, last: %s", last())
+	// The erased ids watched: the stored ones, then ready; nil once ctx
+	// ends.
+	wctx, wstop := context.WithCancel(ctx)
+	wready := make(chan struct{})
+	var watched []string
+	werr := make(chan error, 1)
+	go func() {
+		werr <- l.WatchErasures(wctx, wready, func(id string) { watched = append(watched, id) })
+	}()
+	<-wready
+	got := slices.Clone(watched)
+	wstop()
+	say("watched: %v (%v)", got, <-werr)
+	// The last messages of the stream deleted: it ends where it did, and
+	// holds fewer.
+	if err := l.SecureDelete(ctx, "s3", []uint64{6, 7}, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	say("s3 deleted: %s", status())
 	return out.String()
 }
 

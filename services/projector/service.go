@@ -267,15 +267,7 @@ type streamInfo struct {
 }
 
 func (s *Service) streams(ctx context.Context) (map[string]streamInfo, error) {
-	out := map[string]streamInfo{}
-	for _, name := range s.ls.Streams() {
-		st, err := s.ls.StreamStatus(ctx, name)
-		if err != nil {
-			return nil, fmt.Errorf("projector: %w", err)
-		}
-		out[name] = streamInfo{last: st.LastSeq, created: st.Created}
-	}
-	return out, nil
+	return streamInfos(ctx, s.ls)
 }
 
 // start decides between resuming and rebuilding.
@@ -327,22 +319,9 @@ func (s *Service) start(ctx context.Context) error {
 		s.log.Info("projector: resuming", "checkpoint", mode.From.Streams)
 	}
 	s.mode = mode
-	var pos []store.StreamPos
-	for name, info := range infos {
-		p := mode.From.Stream(name)
-		if mode.Rebuild {
-			p = store.StreamPos{Name: name}
-		}
-		p.Created = info.created
-		pos = append(pos, p)
-		// Ready once the last message the stream holds is folded (below
-		// its last sequence when its last messages were erased), read
-		// here only: the rollback checks need the last sequence alone.
-		held, err := logstore.WhileUnreachable(ctx, 5*time.Second, nil, func(ctx context.Context) (uint64, error) { return s.ls.LastHeldSeq(ctx, name) })
-		if err != nil {
-			return fmt.Errorf("projector: %w", err)
-		}
-		s.cu.target[name] = held
+	pos, err := s.cu.from(ctx, s.ls, infos, mode)
+	if err != nil {
+		return err
 	}
 	s.f = newFolder(s.db, s.ls, s.met, s.cfg.CacheSessions, s.cfg.SnapshotEvery, pos)
 	if o := s.cfg.Observer; o != nil {
@@ -634,10 +613,7 @@ func (s *Service) consume(ctx context.Context, until map[string]bound) error {
 				s.commit()
 				return err
 			case id := <-s.er.ch:
-				if err := s.commit(); err != nil {
-					return err
-				}
-				if err := s.eraseViews(id); err != nil {
+				if err := s.erased(id); err != nil {
 					return err
 				}
 				continue
@@ -711,6 +687,16 @@ func (s *Service) consume(ctx context.Context, until map[string]bound) error {
 		s.met.batch.Observe(time.Since(start).Seconds())
 		s.met.batchEv.Observe(float64(n))
 	}
+}
+
+// erased removes the views of session id, erased: the open batch is
+// committed first (the fold loop's step when the erasure watch names an
+// id, with nothing in hand).
+func (s *Service) erased(id string) error {
+	if err := s.commit(); err != nil {
+		return err
+	}
+	return s.eraseViews(id)
 }
 
 // commit commits the open batch and waits for it to land.
