@@ -77,9 +77,10 @@ var (
 //	                      does not match its views, is wiped and folded
 //	                      from the start, as a projector's start does
 //	erase [id=]           the session erased (its erasure record, then
-//	                      its events deleted); the projector's erasure
-//	                      watch names it and its views are removed as the
-//	                      fold loop removes them
+//	                      its events deleted; a record written before by
+//	                      mark-erased is updated, done); the projector's
+//	                      erasure watch names it and its views are
+//	                      removed as the fold loop removes them
 //	mark-erased [id=]     the session's erasure record alone (an erase's
 //	                      first step: its events are still stored), and
 //	                      its views removed as for erase; the fold skips
@@ -144,6 +145,12 @@ type foldScript struct {
 	er  *erasures
 	// counted is the log the fold reads, counting its reads.
 	counted countedLog
+}
+
+// erasureRecords are the erasure records as an eraser finishes one.
+type erasureRecords interface {
+	ErasureOf(ctx context.Context, sessionID string) (*logstore.Erasure, uint64, error)
+	UpdateErasure(ctx context.Context, e logstore.Erasure, rev uint64) (uint64, error)
 }
 
 // countedLog counts the fold's reads of the log.
@@ -223,10 +230,25 @@ func (s *foldScript) command(t *testing.T, td *datadriven.TestData, id string) s
 		h.Set(logstore.HeaderMsgID, token+":1")
 		s.b.PutSubject(t, id, token, h, scripttest.Around(t, id, td.Input))
 		return "ok\n"
-	case "erase", "mark-erased":
-		if td.Cmd == "erase" {
-			s.b.Erase(t, id)
-		} else if _, _, err := s.b.Log.MarkErased(ctx, logstore.Erasure{SessionID: id, By: "script", Reason: "test", Phase: logstore.ErasePhaseDeleting}); err != nil {
+	case "erase":
+		recs := s.b.Log.(erasureRecords)
+		e, rev, err := recs.ErasureOf(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.b.Erase(t, id)
+		if e != nil {
+			// An erase begun (mark-erased) finishes as the eraser
+			// finishes it: its record updated, which the watch names
+			// again.
+			e.Done, e.Phase = true, logstore.ErasePhaseDone
+			if _, err := recs.UpdateErasure(ctx, *e, rev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return s.erased(t, id)
+	case "mark-erased":
+		if _, _, err := s.b.Log.MarkErased(ctx, logstore.Erasure{SessionID: id, By: "script", Reason: "test", Phase: logstore.ErasePhaseDeleting}); err != nil {
 			t.Fatal(err)
 		}
 		return s.erased(t, id)
@@ -294,7 +316,7 @@ func (s *foldScript) command(t *testing.T, td *datadriven.TestData, id string) s
 		return s.view(t, func(rd reader) string {
 			sums, _, _, err := rd.snap.List(tenant, status, nil, 1000, nil)
 			if agents != nil {
-				sums, _, _, err = rd.snap.AgentsList(tenant, agents, status, nil, 1000, nil)
+				sums, _, _, err = rd.snap.AgentsList(tenant, agents, status, nil, 1000, func(string, *store.Summary) bool { return true })
 			}
 			if err != nil {
 				t.Fatal(err)
