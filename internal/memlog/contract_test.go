@@ -57,7 +57,7 @@ func TestContract(t *testing.T) {
 	var got [2]string
 	for i, name := range scripttest.Names {
 		b := scripttest.Open(t, name, cfg)
-		got[i] = transcript(t, b.Log.(contract))
+		got[i] = transcript(t, b.Log.(contract), followOf(b))
 	}
 	if got[0] != got[1] {
 		t.Fatalf("memlog and logstore answer differently:\n%s", diff(got[0], got[1]))
@@ -74,6 +74,10 @@ func TestContract(t *testing.T) {
 		"stream status: last 7 msgs 7 created true (<nil>); last held 7 (<nil>)",
 		"watched: [s3] (<nil>)",
 		"s3 deleted: stream status: last 7 msgs 5 created true (<nil>); last held 5 (<nil>)",
+		"followed: stream 3 sessions.ev.s1 pending 2; stream 4 sessions.ev.s1 pending 1; stream 5 sessions.ev.s2 pending 0",
+		"followed s1: stream 1 pending 3; stream 2 pending 2; stream 3 pending 1; stream 4 pending 0",
+		"followed on: stream 8 sessions.ev.s2 pending 0",
+		"cancelled: context canceled; closed: follower closed true",
 	} {
 		if !strings.Contains(got[0], want) {
 			t.Errorf("transcript lacks %q:\n%s", want, got[0])
@@ -81,7 +85,30 @@ func TestContract(t *testing.T) {
 	}
 }
 
-func transcript(t *testing.T, l contract) string {
+// follower is what memlog's and logstore's followers share.
+type follower interface {
+	Next(ctx context.Context) (*logstore.Msg, error)
+	Close()
+}
+
+// followOf is the backend's Follow.
+func followOf(b *scripttest.Backend) func(context.Context, logstore.FollowSpec) (follower, error) {
+	return func(ctx context.Context, spec logstore.FollowSpec) (follower, error) {
+		var f follower
+		var err error
+		if b.Mem != nil {
+			f, err = b.Mem.Follow(ctx, spec)
+		} else {
+			f, err = b.Store.Follow(ctx, spec)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return f, nil
+	}
+}
+
+func transcript(t *testing.T, l contract, follow func(context.Context, logstore.FollowSpec) (follower, error)) string {
 	ctx := context.Background()
 	var out strings.Builder
 	say := func(format string, args ...any) { fmt.Fprintf(&out, format+"\n", args...) }
@@ -278,6 +305,45 @@ func transcript(t *testing.T, l contract) string {
 		t.Fatal(err)
 	}
 	say("s3 deleted: %s", status())
+
+	// Followers: a stream's messages after a position in order, deleted
+	// ones passed over, each with the count still to deliver after it; a
+	// subject's; then a message stored while waiting.
+	read := func(f follower, n int, subject bool) string {
+		var got []string
+		for range n {
+			m, err := f.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if subject {
+				got = append(got, fmt.Sprintf("stream %d %s pending %d", m.StreamSeq, m.Subject, m.Pending))
+			} else {
+				got = append(got, fmt.Sprintf("stream %d pending %d", m.StreamSeq, m.Pending))
+			}
+		}
+		return strings.Join(got, "; ")
+	}
+	all, err := follow(ctx, logstore.FollowSpec{Stream: loc.Stream, StartAfter: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	say("followed: %s", read(all, 3, true))
+	one, err := follow(ctx, logstore.FollowSpec{Stream: loc.Stream, Subject: loc.Subject})
+	if err != nil {
+		t.Fatal(err)
+	}
+	say("followed s1: %s", read(one, 4, false))
+	one.Close()
+	tail2, _ := l.Tail(ctx, "s2")
+	say("append s2: %s", result(l.Append(ctx, logstore.AppendRequest{SessionID: "s2", ExpectedStreamSeq: tail2.StreamSeq, Events: events("s2", 2, "b")})))
+	say("followed on: %s", read(all, 1, true))
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, cerr := all.Next(cctx)
+	all.Close()
+	_, err = all.Next(ctx)
+	say("cancelled: %v; closed: follower closed %v", cerr, errors.Is(err, logstore.ErrFollowerClosed))
 	return out.String()
 }
 

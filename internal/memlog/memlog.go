@@ -4,7 +4,8 @@
 // interfaces those services declare (repairer.Log, forker.Log and
 // forker.Records, eraser.Log, the projector's foldLog and catchUpLog:
 // what its fold reads of the log beside the messages its consumers
-// deliver, and what its start, catch-up and erasure watch read) as
+// deliver, and what its start, catch-up and erasure watch read; its
+// consume loop's followers are Follow's) as
 // internal/logstore does on JetStream, by the same rules and the same
 // code where the rules are code (logstore.BuildMessages, logstore.Judge,
 // logstore.TailOf, ChainHash, CheckSnapshot); MsgAt and LastStreamSeq (or
@@ -58,6 +59,9 @@ type Log struct {
 	streams map[string]*stream
 	// created is when every stream was created: with the log.
 	created time.Time
+	// stored is closed (and made again) when messages are stored: the
+	// followers waiting for one wake (follow.go).
+	stored chan struct{}
 	// leases and claims: the last entry of each key, and each bucket's
 	// last revision.
 	leases     map[string]leaseEntry
@@ -108,7 +112,7 @@ func New(cfg logstore.Config) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Log{cfg: cfg, layout: layout, Now: time.Now, created: time.Now().UTC(),
+	return &Log{cfg: cfg, layout: layout, Now: time.Now, created: time.Now().UTC(), stored: make(chan struct{}),
 		streams: map[string]*stream{}, leases: map[string]leaseEntry{}, claims: map[string]claimEntry{},
 		snapshots: map[string]*logstore.SnapshotBase{}, erasures: map[string]erasureEntry{},
 		usage: map[string]logstore.TenantUsage{}, givenBack: map[string]bool{}, forks: &ForkRecords{recs: map[string]logstore.ForkRecord{}}}, nil
@@ -400,6 +404,7 @@ func (l *Log) store(loc logstore.Location, req *logstore.AppendRequest, msgs []*
 		res.StreamSeq, res.Bytes = seq, res.Bytes+len(m.Data)
 	}
 	res.Hash = logstore.ChainHash(msgs[len(msgs)-1].Data)
+	l.wake()
 	l.appends++
 	return res
 }
@@ -514,6 +519,7 @@ func (l *Log) PutSubject(stream, subject string, header nats.Header, data []byte
 		header = nats.Header{}
 	}
 	s.msgs = append(s.msgs, &logstore.Msg{StreamSeq: seq, Subject: subject, Header: header, Data: data})
+	l.wake()
 	return seq
 }
 

@@ -59,6 +59,10 @@ var (
 //	                      the input's one event stored on the subject of
 //	                      the session's stream whose last token is T (a
 //	                      subject of no session when T is no session id)
+//	consume [until=N]     the projector's consume loop (its consumers,
+//	                      fold loop and erasure watch) run until the fold
+//	                      has reached the last message each stream holds
+//	                      (or stream seq N), folding nothing past it
 //	fold [until=N] [skip=(N,...)]
 //	                      the messages of each stream after the fold's
 //	                      position, up to its end (or stream seq N),
@@ -120,6 +124,11 @@ func TestScripts(t *testing.T) {
 		t.Cleanup(func() { db.Close() })
 		s := &foldScript{b: b, log: b.Log.(scriptLog), db: db, er: newErasures()}
 		s.counted.scriptLog = s.log
+		if b.Mem != nil {
+			s.cl = follows[*memlog.Follower]{b.Mem, b.Mem.Follow}
+		} else {
+			s.cl = follows[*logstore.Follower]{b.Store, b.Store.Follow}
+		}
 		// The erasure watch of the projector, for the whole script: a
 		// restart keeps the ids it learnt (a restarted projector's watch
 		// delivers them again at its start).
@@ -143,6 +152,8 @@ type foldScript struct {
 	// catch-up, its erasures (er, the watch's) and their removal.
 	svc *Service
 	er  *erasures
+	// cl is the log as the consume loop reads it.
+	cl consumeLog
 	// counted is the log the fold reads, counting its reads.
 	counted countedLog
 }
@@ -185,7 +196,7 @@ func (s *foldScript) start(t *testing.T, snapEach, cache int, mode StartMode) {
 		t.Fatal(err)
 	}
 	s.counted.sessions, s.counted.msgs = 0, 0
-	svc := &Service{log: slog.New(slog.DiscardHandler), db: s.db, met: met, er: s.er, cu: catchUp{target: map[string]uint64{}}}
+	svc := &Service{cfg: Config{}.withDefaults(), log: slog.New(slog.DiscardHandler), cl: s.cl, db: s.db, met: met, er: s.er, cu: catchUp{target: map[string]uint64{}}}
 	pos, err := svc.cu.from(ctx, s.log, infos, mode)
 	if err != nil {
 		t.Fatal(err)
@@ -267,6 +278,10 @@ func (s *foldScript) command(t *testing.T, td *datadriven.TestData, id string) s
 			return out + scripttest.Error(err)
 		}
 		return out
+	case "consume":
+		var until uint64
+		td.MaybeScanArgs(t, "until", &until)
+		return s.consume(t, until)
 	case "rebuild":
 		return s.rebuild(t)
 	case "restart":
@@ -404,7 +419,7 @@ func (s *foldScript) rebuild(t *testing.T) string {
 		defer db.Close()
 		// The rebuild's projector knows the erased ids its watch delivers
 		// at its start: those the script's knows.
-		r := &foldScript{b: s.b, log: s.log, db: db, er: s.er}
+		r := &foldScript{b: s.b, log: s.log, db: db, er: s.er, cl: s.cl}
 		r.counted.scriptLog = s.log
 		r.start(t, DefaultConfig().SnapshotEvery, DefaultConfig().CacheSessions, StartMode{Rebuild: true, Reason: "empty"})
 		if _, err := r.fold(t, func(name string, last uint64) uint64 { return min(last, cp.Stream(name).Seq) }, nil); err != nil {
@@ -568,16 +583,62 @@ func renderContext(t *testing.T, rd reader, id string) string {
 	return out.String()
 }
 
+// consume runs the projector's consume loop (its consumers following
+// each stream from the fold's position, its fold loop, its erasure
+// watch) until the fold has reached the last message each stream holds
+// (or stream seq until), and folds nothing past the stream's end (or
+// until), as a rebuild to a position runs it (Rebuild).
+func (s *foldScript) consume(t *testing.T, until uint64) string {
+	ctx := context.Background()
+	bounds, behind := map[string]bound{}, false
+	for _, name := range s.log.Streams() {
+		st, err := s.log.StreamStatus(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := s.log.LastHeldSeq(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := bound{last: st.LastSeq, enough: held}
+		if until != 0 {
+			b = bound{last: until, enough: min(until, held)}
+		}
+		bounds[name] = b
+		if p := s.svc.f.pos[name]; p == nil || p.Seq < b.enough {
+			behind = true
+		}
+	}
+	if behind {
+		// A loop that never reaches the position fails the script, not
+		// the test binary's timeout.
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if err := s.svc.consume(cctx, bounds); err != nil {
+			return scripttest.Error(err)
+		}
+		if cctx.Err() != nil {
+			t.Fatalf("the consume loop did not reach %v in a minute", bounds)
+		}
+	}
+	var out strings.Builder
+	for _, name := range s.log.Streams() {
+		fmt.Fprintf(&out, "at stream seq %d\n", s.svc.f.pos[name].Seq)
+	}
+	return out.String()
+}
+
 // erased waits for the projector's erasure watch to name session id and
 // removes its views as the fold loop does (Service.erased).
 func (s *foldScript) erased(t *testing.T, id string) string {
-	select {
-	case got := <-s.er.ch:
-		if got != id {
-			t.Fatalf("the erasure watch named %s, not %s", got, id)
+	// Ids named before are passed over: the consume loop's own watch
+	// names every erased id again when it starts.
+	for named := ""; named != id; {
+		select {
+		case named = <-s.er.ch:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the erasure watch did not name %s", id)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the erasure watch did not name %s", id)
 	}
 	if err := s.svc.erased(id); err != nil {
 		return scripttest.Error(err)

@@ -195,9 +195,12 @@ type StartMode struct {
 
 // Service is the projector.
 type Service struct {
-	cfg  Config
-	log  *slog.Logger
-	ls   *logstore.Store
+	cfg Config
+	log *slog.Logger
+	ls  *logstore.Store
+	// cl is what the consume loop reads of the log: ls, or a log in
+	// memory in the rule scripts.
+	cl   consumeLog
 	db   *store.DB
 	met  *metrics
 	mode StartMode
@@ -246,7 +249,7 @@ func New(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, ls: cfg.Store, db: db, met: met, cu: catchUp{target: map[string]uint64{}}, rb: rb, created: map[string]time.Time{}}
+	s := &Service{cfg: cfg, log: cfg.Logger, ls: cfg.Store, cl: follows[*logstore.Follower]{cfg.Store, cfg.Store.Follow}, db: db, met: met, cu: catchUp{target: map[string]uint64{}}, rb: rb, created: map[string]time.Time{}}
 	s.er = newErasures()
 	if s.http, err = newHTTP(s); err != nil {
 		db.Close()
@@ -456,6 +459,36 @@ func (s *Service) Run(ctx context.Context) error {
 	return cerr
 }
 
+// follower delivers a stream's messages in order (logstore.Follower's
+// Next).
+type follower interface {
+	Next(ctx context.Context) (*logstore.Msg, error)
+	Close()
+}
+
+// consumeLog is what the consume loop reads of the log: each stream's
+// messages in order after a position (Follow), and what its catch-up and
+// erasure watch read (catchUpLog).
+type consumeLog interface {
+	catchUpLog
+	Follow(ctx context.Context, spec logstore.FollowSpec) (follower, error)
+}
+
+// follows is a consumeLog of a log whose Follow gives a follower of its
+// own type (logstore's, internal/memlog's).
+type follows[F follower] struct {
+	catchUpLog
+	follow func(ctx context.Context, spec logstore.FollowSpec) (F, error)
+}
+
+func (l follows[F]) Follow(ctx context.Context, spec logstore.FollowSpec) (follower, error) {
+	f, err := l.follow(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
 // bound is where a rebuild to a position stops folding a stream: no
 // message past last is folded, and the stream is done once the fold is at
 // enough (last, or below it when the stream holds nothing after enough:
@@ -482,7 +515,7 @@ func (s *Service) consume(ctx context.Context, until map[string]bound) error {
 		// serve it instead of exiting. The consumer reads the whole
 		// stream; its inactive threshold is nats.go's default for ordered
 		// consumers, which the projector had before (Close deletes it).
-		fol, err := s.ls.Follow(ctx, logstore.FollowSpec{
+		fol, err := s.cl.Follow(ctx, logstore.FollowSpec{
 			Stream:            name,
 			StartAfter:        p.Seq,
 			PageEvents:        s.cfg.FetchBatch,
@@ -568,7 +601,7 @@ func (s *Service) consume(ctx context.Context, until map[string]bound) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		s.er.follow(ctx, s.ls, s.log)
+		s.er.follow(ctx, s.cl, s.log)
 	}()
 	defer wg.Wait()
 	defer cancel()
@@ -620,7 +653,7 @@ func (s *Service) consume(ctx context.Context, until map[string]bound) error {
 			case c := <-ch:
 				take(c)
 			case <-s.cu.recheck():
-				s.cu.lower(ctx, s.ls, s.f, s.log)
+				s.cu.lower(ctx, s.cl, s.f, s.log)
 				continue
 			}
 		}
