@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -35,6 +36,10 @@ type contract interface {
 	Locate(sessionID string) (logstore.Location, error)
 	MsgAt(ctx context.Context, stream string, seq uint64) (*logstore.Msg, error)
 	LastStreamSeq(ctx context.Context, stream string) (uint64, error)
+	StreamStatus(ctx context.Context, stream string) (logstore.StreamStatus, error)
+	LastHeldSeq(ctx context.Context, stream string) (uint64, error)
+	WatchErasures(ctx context.Context, ready chan<- struct{}, fn func(id string)) error
+	SecureDelete(ctx context.Context, sessionID string, seqs []uint64, inFlight int, onDelete func() error) error
 }
 
 var (
@@ -52,7 +57,7 @@ func TestContract(t *testing.T) {
 	var got [2]string
 	for i, name := range scripttest.Names {
 		b := scripttest.Open(t, name, cfg)
-		got[i] = transcript(t, b.Log.(contract))
+		got[i] = transcript(t, b.Log.(contract), followOf(b))
 	}
 	if got[0] != got[1] {
 		t.Fatalf("memlog and logstore answer differently:\n%s", diff(got[0], got[1]))
@@ -66,6 +71,13 @@ func TestContract(t *testing.T) {
 		"end at another revision: lease changed",
 		"stream last: 7 (<nil>)",
 		"at stream 8: none (<nil>)",
+		"stream status: last 7 msgs 7 created true (<nil>); last held 7 (<nil>)",
+		"watched: [s3] (<nil>)",
+		"s3 deleted: stream status: last 7 msgs 5 created true (<nil>); last held 5 (<nil>)",
+		"followed: stream 3 sessions.ev.s1 pending 2; stream 4 sessions.ev.s1 pending 1; stream 5 sessions.ev.s2 pending 0",
+		"followed s1: stream 1 pending 3; stream 2 pending 2; stream 3 pending 1; stream 4 pending 0",
+		"followed on: stream 8 sessions.ev.s2 pending 0",
+		"cancelled: context canceled; closed: follower closed true",
 	} {
 		if !strings.Contains(got[0], want) {
 			t.Errorf("transcript lacks %q:\n%s", want, got[0])
@@ -73,7 +85,30 @@ func TestContract(t *testing.T) {
 	}
 }
 
-func transcript(t *testing.T, l contract) string {
+// follower is what memlog's and logstore's followers share.
+type follower interface {
+	Next(ctx context.Context) (*logstore.Msg, error)
+	Close()
+}
+
+// followOf is the backend's Follow.
+func followOf(b *scripttest.Backend) func(context.Context, logstore.FollowSpec) (follower, error) {
+	return func(ctx context.Context, spec logstore.FollowSpec) (follower, error) {
+		var f follower
+		var err error
+		if b.Mem != nil {
+			f, err = b.Mem.Follow(ctx, spec)
+		} else {
+			f, err = b.Store.Follow(ctx, spec)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return f, nil
+	}
+}
+
+func transcript(t *testing.T, l contract, follow func(context.Context, logstore.FollowSpec) (follower, error)) string {
 	ctx := context.Background()
 	var out strings.Builder
 	say := func(format string, args ...any) { fmt.Fprintf(&out, format+"\n", args...) }
@@ -172,6 +207,12 @@ func transcript(t *testing.T, l contract) string {
 			say("at stream %d: none (%v)", seq, err)
 		}
 	}
+	status := func() string {
+		st, err := l.StreamStatus(ctx, loc.Stream)
+		held, herr := l.LastHeldSeq(ctx, loc.Stream)
+		return fmt.Sprintf("stream status: last %d msgs %d created %v (%v); last held %d (%v)", st.LastSeq, st.Msgs, !st.Created.IsZero(), err, held, herr)
+	}
+	say("%s", status())
 	n := 0
 	tail, err = l.ReadJudged(ctx, &logstore.Judge{SessionID: "s3"}, func(*logstore.Msg, *schema.Envelope) error { n++; return nil })
 	say("s3 judged: %d events, tail seq %d (%v)", n, tail.Seq, err)
@@ -245,6 +286,64 @@ func transcript(t *testing.T, l contract) string {
 		return nil
 	})
 	say("followed, last: %s", last())
+	// The erased ids watched: the stored ones, then ready; nil once ctx
+	// ends.
+	wctx, wstop := context.WithCancel(ctx)
+	wready := make(chan struct{})
+	var watched []string
+	werr := make(chan error, 1)
+	go func() {
+		werr <- l.WatchErasures(wctx, wready, func(id string) { watched = append(watched, id) })
+	}()
+	<-wready
+	got := slices.Clone(watched)
+	wstop()
+	say("watched: %v (%v)", got, <-werr)
+	// The last messages of the stream deleted: it ends where it did, and
+	// holds fewer.
+	if err := l.SecureDelete(ctx, "s3", []uint64{6, 7}, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	say("s3 deleted: %s", status())
+
+	// Followers: a stream's messages after a position in order, deleted
+	// ones passed over, each with the count still to deliver after it; a
+	// subject's; then a message stored while waiting.
+	read := func(f follower, n int, subject bool) string {
+		var got []string
+		for range n {
+			m, err := f.Next(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if subject {
+				got = append(got, fmt.Sprintf("stream %d %s pending %d", m.StreamSeq, m.Subject, m.Pending))
+			} else {
+				got = append(got, fmt.Sprintf("stream %d pending %d", m.StreamSeq, m.Pending))
+			}
+		}
+		return strings.Join(got, "; ")
+	}
+	all, err := follow(ctx, logstore.FollowSpec{Stream: loc.Stream, StartAfter: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	say("followed: %s", read(all, 3, true))
+	one, err := follow(ctx, logstore.FollowSpec{Stream: loc.Stream, Subject: loc.Subject})
+	if err != nil {
+		t.Fatal(err)
+	}
+	say("followed s1: %s", read(one, 4, false))
+	one.Close()
+	tail2, _ := l.Tail(ctx, "s2")
+	say("append s2: %s", result(l.Append(ctx, logstore.AppendRequest{SessionID: "s2", ExpectedStreamSeq: tail2.StreamSeq, Events: events("s2", 2, "b")})))
+	say("followed on: %s", read(all, 1, true))
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, cerr := all.Next(cctx)
+	all.Close()
+	_, err = all.Next(ctx)
+	say("cancelled: %v; closed: follower closed %v", cerr, errors.Is(err, logstore.ErrFollowerClosed))
 	return out.String()
 }
 

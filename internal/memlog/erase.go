@@ -89,6 +89,14 @@ func (l *Log) FollowErasureRecords(ctx context.Context, ready chan<- struct{}, f
 	}
 }
 
+// WatchErasures calls fn with the id of every erasure record, the stored
+// ones first, until ctx ends (nil then); ready is closed once the stored
+// ones are delivered.
+func (l *Log) WatchErasures(ctx context.Context, ready chan<- struct{}, fn func(id string)) error {
+	l.FollowErasureRecords(ctx, ready, func(e logstore.Erasure) { fn(e.SessionID) })
+	return nil
+}
+
 // wrote gives the record just written to the followers. The caller holds
 // mu.
 func (l *Log) wrote(e logstore.Erasure) {

@@ -2,13 +2,15 @@
 // the services that read and append to the log (the repairer's, the
 // forker's, the eraser's and the projector's testdata): it implements the
 // interfaces those services declare (repairer.Log, forker.Log and
-// forker.Records, eraser.Log, the projector's foldLog: what its fold
-// reads of the log beside the messages its consumers deliver) as
+// forker.Records, eraser.Log, the projector's foldLog and catchUpLog:
+// what its fold reads of the log beside the messages its consumers
+// deliver, and what its start, catch-up and erasure watch read; its
+// consume loop's followers are Follow's) as
 // internal/logstore does on JetStream, by the same rules and the same
 // code where the rules are code (logstore.BuildMessages, logstore.Judge,
-// logstore.TailOf, ChainHash, CheckSnapshot); MsgAt and LastStreamSeq let
-// a script deliver a stream's messages in stream order, as a consumer
-// does.
+// logstore.TailOf, ChainHash, CheckSnapshot); MsgAt and LastStreamSeq (or
+// StreamStatus) let a script deliver a stream's messages in stream order,
+// as a consumer does.
 //
 // What it keeps faithfully: the messages of each stream in stream order
 // (one stream per partition of the layout), with their ids and SL-Seq /
@@ -55,6 +57,11 @@ type Log struct {
 
 	mu      sync.Mutex
 	streams map[string]*stream
+	// created is when every stream was created: with the log.
+	created time.Time
+	// stored is closed (and made again) when messages are stored: the
+	// followers waiting for one wake (follow.go).
+	stored chan struct{}
 	// leases and claims: the last entry of each key, and each bucket's
 	// last revision.
 	leases     map[string]leaseEntry
@@ -105,7 +112,7 @@ func New(cfg logstore.Config) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Log{cfg: cfg, layout: layout, Now: time.Now,
+	return &Log{cfg: cfg, layout: layout, Now: time.Now, created: time.Now().UTC(), stored: make(chan struct{}),
 		streams: map[string]*stream{}, leases: map[string]leaseEntry{}, claims: map[string]claimEntry{},
 		snapshots: map[string]*logstore.SnapshotBase{}, erasures: map[string]erasureEntry{},
 		usage: map[string]logstore.TenantUsage{}, givenBack: map[string]bool{}, forks: &ForkRecords{recs: map[string]logstore.ForkRecord{}}}, nil
@@ -201,6 +208,37 @@ func (l *Log) LastStreamSeq(_ context.Context, stream string) (uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return uint64(len(l.stream(stream).msgs)), nil
+}
+
+// StreamStatus is where the stream ends (its last sequence, deleted
+// messages' included), how many messages it holds, and when it was
+// created (with the log).
+func (l *Log) StreamStatus(_ context.Context, stream string) (logstore.StreamStatus, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.stream(stream)
+	st := logstore.StreamStatus{LastSeq: uint64(len(s.msgs)), Created: l.created}
+	for _, m := range s.msgs {
+		if m != nil {
+			st.Msgs++
+		}
+	}
+	return st, nil
+}
+
+// LastHeldSeq is the stream seq of the last message the stream still
+// holds (0: none): below its last sequence when its last messages were
+// deleted.
+func (l *Log) LastHeldSeq(_ context.Context, stream string) (uint64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.stream(stream)
+	for i := len(s.msgs) - 1; i >= 0; i-- {
+		if s.msgs[i] != nil {
+			return s.msgs[i].StreamSeq, nil
+		}
+	}
+	return 0, nil
 }
 
 // ReadSession calls fn with each of the session's stored events after
@@ -366,6 +404,7 @@ func (l *Log) store(loc logstore.Location, req *logstore.AppendRequest, msgs []*
 		res.StreamSeq, res.Bytes = seq, res.Bytes+len(m.Data)
 	}
 	res.Hash = logstore.ChainHash(msgs[len(msgs)-1].Data)
+	l.wake()
 	l.appends++
 	return res
 }
@@ -465,15 +504,23 @@ func (l *Log) PutRaw(sessionID string, header nats.Header, data []byte) (uint64,
 	if err != nil {
 		return 0, err
 	}
+	return l.PutSubject(loc.Stream, loc.Subject, header, data), nil
+}
+
+// PutSubject stores data on subject in stream with headers as they are,
+// around every check (a subject that names no session included), and
+// returns its stream seq.
+func (l *Log) PutSubject(stream, subject string, header nats.Header, data []byte) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := l.stream(loc.Stream)
+	s := l.stream(stream)
 	seq := uint64(len(s.msgs)) + 1
 	if header == nil {
 		header = nats.Header{}
 	}
-	s.msgs = append(s.msgs, &logstore.Msg{StreamSeq: seq, Subject: loc.Subject, Header: header, Data: data})
-	return seq, nil
+	s.msgs = append(s.msgs, &logstore.Msg{StreamSeq: seq, Subject: subject, Header: header, Data: data})
+	l.wake()
+	return seq
 }
 
 // PutSnapshot stores b as the session's snapshot, as a writer stores one

@@ -2,6 +2,7 @@ package projector
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -10,6 +11,35 @@ import (
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
+// catchUpLog is what the projector's start, catch-up and erasure watch
+// read of the log, beside what its fold reads (foldLog) and the messages
+// its consumers deliver: the streams, where each ends and when it was
+// created (StreamStatus), the last message each still holds (the
+// catch-up's target), and the erased ids as their records are written.
+// logstore.Store is it on JetStream; the rule scripts run the same code
+// on internal/memlog through it.
+type catchUpLog interface {
+	Streams() []string
+	StreamStatus(ctx context.Context, stream string) (logstore.StreamStatus, error)
+	LastHeldSeq(ctx context.Context, stream string) (uint64, error)
+	WatchErasures(ctx context.Context, ready chan<- struct{}, fn func(id string)) error
+}
+
+var _ catchUpLog = (*logstore.Store)(nil)
+
+// streamInfos reads where each stream of l ends and when it was created.
+func streamInfos(ctx context.Context, l catchUpLog) (map[string]streamInfo, error) {
+	out := map[string]streamInfo{}
+	for _, name := range l.Streams() {
+		st, err := l.StreamStatus(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("projector: %w", err)
+		}
+		out[name] = streamInfo{last: st.LastSeq, created: st.Created}
+	}
+	return out, nil
+}
+
 // catchUp is where the projector is ready: each stream's last held
 // message at start (lowered while catching up if it is deleted meanwhile,
 // lower), folded and committed. target is used by the fold loop only;
@@ -17,6 +47,30 @@ import (
 type catchUp struct {
 	target map[string]uint64
 	done   atomic.Bool
+}
+
+// from is where the fold starts in each stream of infos by mode (at its
+// start when the views are rebuilt), and aims the catch-up at the last
+// message each holds now: ready once it is folded (below the stream's
+// last sequence when its last messages were erased; read here only, the
+// rollback checks need the last sequence alone). A log in a leader
+// election is asked again until ctx ends.
+func (c *catchUp) from(ctx context.Context, l catchUpLog, infos map[string]streamInfo, mode StartMode) ([]store.StreamPos, error) {
+	var pos []store.StreamPos
+	for name, info := range infos {
+		p := mode.From.Stream(name)
+		if mode.Rebuild {
+			p = store.StreamPos{Name: name}
+		}
+		p.Created = info.created
+		pos = append(pos, p)
+		held, err := logstore.WhileUnreachable(ctx, 5*time.Second, nil, func(ctx context.Context) (uint64, error) { return l.LastHeldSeq(ctx, name) })
+		if err != nil {
+			return nil, fmt.Errorf("projector: %w", err)
+		}
+		c.target[name] = held
+	}
+	return pos, nil
 }
 
 // reaches reports whether pos (the folder's, or a checkpoint's) reaches
@@ -66,7 +120,7 @@ func (c *catchUp) recheck() <-chan time.Time {
 // the stream's seqs after it are deleted messages no consumer delivers)
 // to the last message it holds now, so that readiness does not wait for
 // the next append. Run by the fold loop when it has nothing to fold.
-func (c *catchUp) lower(ctx context.Context, ls *logstore.Store, f *folder, log *slog.Logger) {
+func (c *catchUp) lower(ctx context.Context, ls catchUpLog, f *folder, log *slog.Logger) {
 	for name, t := range c.target {
 		if p := f.pos[name]; p != nil && p.Seq >= t {
 			continue

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
@@ -78,7 +77,7 @@ func (e *erasures) has(id string) bool {
 // follow follows SESSION_ERASED until ctx ends: each id is refused
 // by reads from now on and queued for the fold loop. A broken watch (or a
 // bucket not provisioned yet) is retried.
-func (e *erasures) follow(ctx context.Context, ls *logstore.Store, log *slog.Logger) {
+func (e *erasures) follow(ctx context.Context, ls catchUpLog, log *slog.Logger) {
 	for {
 		err := ls.WatchErasures(ctx, nil, func(id string) {
 			e.add(id)

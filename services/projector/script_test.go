@@ -1,15 +1,19 @@
 package projector
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -22,12 +26,13 @@ import (
 )
 
 // scriptLog is what the scripts read of a log: what the fold reads
-// (foldLog), and its streams to the end, which they deliver to the fold
-// in stream order as the projector's consumers do.
+// (foldLog), and what the projector's start, catch-up and erasure watch
+// read (catchUpLog): its streams, which the scripts read to their ends
+// and deliver to the fold in stream order as the projector's consumers
+// do, the catch-up's target, and the erased ids.
 type scriptLog interface {
 	foldLog
-	Streams() []string
-	LastStreamSeq(ctx context.Context, stream string) (uint64, error)
+	catchUpLog
 }
 
 var (
@@ -50,20 +55,40 @@ var (
 //	copy [id=] stream=N   the message at stream seq N stored again around
 //	                      the writer, body and seq as they are
 //	show [id=]            the session as the log judges it
+//	bad-subject [id=] token=T
+//	                      the input's one event stored on the subject of
+//	                      the session's stream whose last token is T (a
+//	                      subject of no session when T is no session id)
+//	consume [until=N]     the projector's consume loop (its consumers,
+//	                      fold loop and erasure watch) run until the fold
+//	                      has reached the last message each stream holds
+//	                      (or stream seq N), folding nothing past it
 //	fold [until=N] [skip=(N,...)]
 //	                      the messages of each stream after the fold's
 //	                      position, up to its end (or stream seq N),
 //	                      delivered in stream order to the fold, as the
 //	                      consumers deliver them, then committed as one
-//	                      batch; skip: stream seqs not delivered (what a
-//	                      gap fill reads from the log)
+//	                      batch as the fold loop commits one (the batch
+//	                      that reaches the catch-up's target settles the
+//	                      snapshots); skip: stream seqs not delivered
+//	                      (what a gap fill reads from the log)
 //	restart [snapshot-every=N] [cache=N]
 //	                      a new fold on the same store, resumed from its
 //	                      checkpoint as a restarted projector is (checked
-//	                      against the views), its cache empty; a store
-//	                      without a checkpoint, or whose checkpoint does
-//	                      not match its views, is wiped and folded from
-//	                      the start, as a projector's start does
+//	                      against the views), its cache empty, catching
+//	                      up to the last message each stream holds now; a
+//	                      store without a checkpoint, or whose checkpoint
+//	                      does not match its views, is wiped and folded
+//	                      from the start, as a projector's start does
+//	erase [id=]           the session erased (its erasure record, then
+//	                      its events deleted; a record written before by
+//	                      mark-erased is updated, done); the projector's
+//	                      erasure watch names it and its views are
+//	                      removed as the fold loop removes them
+//	mark-erased [id=]     the session's erasure record alone (an erase's
+//	                      first step: its events are still stored), and
+//	                      its views removed as for erase; the fold skips
+//	                      its events from now on
 //	rebuild               the views compared with a rebuild to the same
 //	                      positions from the start of the streams: on
 //	                      logstore the projector's (Rebuild, its
@@ -73,11 +98,23 @@ var (
 //	                      restored from their snapshot and the log, and
 //	                      its reads of the log (sessions read, messages
 //	                      read by stream seq)
+//	skipped               the messages the fold skipped since its start,
+//	                      by reason
+//	snapshots             each session's stored fold snapshot, and
+//	                      whether the fold has caught up
 //	summary [id=]         the session's summary
 //	events [id=]          the session's folded events: the event index,
 //	                      each read back from the log at its stream seq
 //	context [id=]         the session's context entries
-//	list [status=]        the sessions in the index (of one status)
+//	list [tenant=] [agents=(A,...)] [status=]
+//	                      the sessions in the index (of one status; of
+//	                      one tenant's; in the indexes of its agents)
+//	terms [id=]           the session's search index: each term, and the
+//	                      seq of the first event that holds it
+//	search terms=(T,...) [within=P]
+//	                      the sessions the search index says hold every
+//	                      term (of ids beginning with P), and the seq of
+//	                      the first event holding the first term
 func TestScripts(t *testing.T) {
 	scripttest.Run(t, filepath.Join("testdata", "fold"), logstore.Config{}, "s", func(t *testing.T, b *scripttest.Backend) scripttest.Commands {
 		db, err := store.Open(t.TempDir(), store.Options{})
@@ -85,9 +122,24 @@ func TestScripts(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
-		s := &foldScript{b: b, log: b.Log.(scriptLog), db: db}
+		s := &foldScript{b: b, log: b.Log.(scriptLog), db: db, er: newErasures()}
 		s.counted.scriptLog = s.log
-		s.f = s.newFolder(t, DefaultConfig().SnapshotEvery, DefaultConfig().CacheSessions, nil)
+		if b.Mem != nil {
+			s.cl = follows[*memlog.Follower]{b.Mem, b.Mem.Follow}
+		} else {
+			s.cl = follows[*logstore.Follower]{b.Store, b.Store.Follow}
+		}
+		// The erasure watch of the projector, for the whole script: a
+		// restart keeps the ids it learnt (a restarted projector's watch
+		// delivers them again at its start).
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.er.follow(ctx, s.log, slog.New(slog.DiscardHandler))
+		}()
+		t.Cleanup(func() { cancel(); <-done })
+		s.start(t, DefaultConfig().SnapshotEvery, DefaultConfig().CacheSessions, StartMode{Rebuild: true, Reason: "empty"})
 		return s.command
 	})
 }
@@ -96,9 +148,20 @@ type foldScript struct {
 	b   *scripttest.Backend
 	log scriptLog
 	db  *store.DB
-	f   *folder
+	// svc is the projector as far as the scripts run it: its fold, its
+	// catch-up, its erasures (er, the watch's) and their removal.
+	svc *Service
+	er  *erasures
+	// cl is the log as the consume loop reads it.
+	cl consumeLog
 	// counted is the log the fold reads, counting its reads.
 	counted countedLog
+}
+
+// erasureRecords are the erasure records as an eraser finishes one.
+type erasureRecords interface {
+	ErasureOf(ctx context.Context, sessionID string) (*logstore.Erasure, uint64, error)
+	UpdateErasure(ctx context.Context, e logstore.Erasure, rev uint64) (uint64, error)
 }
 
 // countedLog counts the fold's reads of the log.
@@ -117,20 +180,33 @@ func (l *countedLog) MsgAt(ctx context.Context, stream string, seq uint64) (*log
 	return l.scriptLog.MsgAt(ctx, stream, seq)
 }
 
-// newFolder is a fold on the script's store from the positions pos (a
-// stream not among them: from its start).
-func (s *foldScript) newFolder(t *testing.T, snapEach, cache int, pos []store.StreamPos) *folder {
+// start makes the script's projector as the projector's start makes it
+// (Service.start) once it has checked the store (mode): a fold on the
+// script's store from the checkpoint (from the start of each stream when
+// the views are rebuilt), catching up to the last message each stream
+// holds now, its erasures the watch's.
+func (s *foldScript) start(t *testing.T, snapEach, cache int, mode StartMode) {
+	ctx := context.Background()
 	met, err := newMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range s.log.Streams() {
-		if !slices.ContainsFunc(pos, func(p store.StreamPos) bool { return p.Name == name }) {
-			pos = append(pos, store.StreamPos{Name: name})
-		}
+	infos, err := streamInfos(ctx, s.log)
+	if err != nil {
+		t.Fatal(err)
 	}
 	s.counted.sessions, s.counted.msgs = 0, 0
-	return newFolder(s.db, &s.counted, met, cache, snapEach, pos)
+	svc := &Service{cfg: Config{}.withDefaults(), log: slog.New(slog.DiscardHandler), cl: s.cl, db: s.db, met: met, er: s.er, cu: catchUp{target: map[string]uint64{}}}
+	pos, err := svc.cu.from(ctx, s.log, infos, mode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.f = newFolder(s.db, &s.counted, met, cache, snapEach, pos)
+	svc.f.skip = s.er.has
+	// What of Service.landed the scripts run: the catch-up.
+	svc.f.onLanded = func(cp store.Checkpoint) { svc.cu.update(svc.f, svc.log, cp) }
+	svc.cu.update(svc.f, svc.log, svc.f.checkpoint())
+	s.svc = svc
 }
 
 func (s *foldScript) command(t *testing.T, td *datadriven.TestData, id string) string {
@@ -158,6 +234,35 @@ func (s *foldScript) command(t *testing.T, td *datadriven.TestData, id string) s
 		}
 		s.b.PutAround(t, id, m.Data, seq)
 		return "ok\n"
+	case "bad-subject":
+		var token string
+		td.ScanArgs(t, "token", &token)
+		h := nats.Header{}
+		h.Set(logstore.HeaderMsgID, token+":1")
+		s.b.PutSubject(t, id, token, h, scripttest.Around(t, id, td.Input))
+		return "ok\n"
+	case "erase":
+		recs := s.b.Log.(erasureRecords)
+		e, rev, err := recs.ErasureOf(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.b.Erase(t, id)
+		if e != nil {
+			// An erase begun (mark-erased) finishes as the eraser
+			// finishes it: its record updated, which the watch names
+			// again.
+			e.Done, e.Phase = true, logstore.ErasePhaseDone
+			if _, err := recs.UpdateErasure(ctx, *e, rev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return s.erased(t, id)
+	case "mark-erased":
+		if _, _, err := s.b.Log.MarkErased(ctx, logstore.Erasure{SessionID: id, By: "script", Reason: "test", Phase: logstore.ErasePhaseDeleting}); err != nil {
+			t.Fatal(err)
+		}
+		return s.erased(t, id)
 	case "fold":
 		var until uint64
 		td.MaybeScanArgs(t, "until", &until)
@@ -173,6 +278,10 @@ func (s *foldScript) command(t *testing.T, td *datadriven.TestData, id string) s
 			return out + scripttest.Error(err)
 		}
 		return out
+	case "consume":
+		var until uint64
+		td.MaybeScanArgs(t, "until", &until)
+		return s.consume(t, until)
 	case "rebuild":
 		return s.rebuild(t)
 	case "restart":
@@ -182,11 +291,31 @@ func (s *foldScript) command(t *testing.T, td *datadriven.TestData, id string) s
 		return s.restart(t, snapEach, cache)
 	case "folds":
 		var restores dto.Metric
-		if err := s.f.met.restores.Write(&restores); err != nil {
+		if err := s.svc.f.met.restores.Write(&restores); err != nil {
 			t.Fatal(err)
 		}
 		return fmt.Sprintf("restored %v sessions; read %d sessions and %d messages by stream seq of the log\n",
 			restores.GetCounter().GetValue(), s.counted.sessions, s.counted.msgs)
+	case "skipped":
+		var out strings.Builder
+		for _, reason := range []string{"bad_subject", "duplicate", "stopped"} {
+			var m dto.Metric
+			if err := s.svc.met.skipped.WithLabelValues(reason).Write(&m); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&out, "%s %v\n", reason, m.GetCounter().GetValue())
+		}
+		return out.String()
+	case "snapshots":
+		return s.view(t, func(rd reader) string { return s.snapshots(t, rd) })
+	case "terms":
+		return s.view(t, func(rd reader) string { return renderTerms(t, rd, id) })
+	case "search":
+		var terms []string
+		td.ScanArgs(t, "terms", &terms)
+		var within string
+		td.MaybeScanArgs(t, "within", &within)
+		return s.view(t, func(rd reader) string { return renderSearch(t, rd, terms, within) })
 	case "summary":
 		return s.view(t, func(rd reader) string { return renderSummary(t, rd, id) })
 	case "events":
@@ -194,10 +323,16 @@ func (s *foldScript) command(t *testing.T, td *datadriven.TestData, id string) s
 	case "context":
 		return s.view(t, func(rd reader) string { return renderContext(t, rd, id) })
 	case "list":
-		var status string
+		var status, tenant string
+		var agents []string
 		td.MaybeScanArgs(t, "status", &status)
+		td.MaybeScanArgs(t, "tenant", &tenant)
+		td.MaybeScanArgs(t, "agents", &agents)
 		return s.view(t, func(rd reader) string {
-			sums, _, _, err := rd.snap.List("", status, nil, 1000, nil)
+			sums, _, _, err := rd.snap.List(tenant, status, nil, 1000, nil)
+			if agents != nil {
+				sums, _, _, err = rd.snap.AgentsList(tenant, agents, status, nil, 1000, func(string, *store.Summary) bool { return true })
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -227,13 +362,13 @@ func (s *foldScript) fold(t *testing.T, upTo func(stream string, last uint64) ui
 	}
 	var out strings.Builder
 	for _, name := range s.log.Streams() {
-		last, err := s.log.LastStreamSeq(ctx, name)
+		st, err := s.log.StreamStatus(ctx, name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		last = upTo(name, last)
+		last := upTo(name, st.LastSeq)
 		delivered := 0
-		for ss := s.f.pos[name].Seq + 1; ss <= last; ss++ {
+		for ss := s.svc.f.pos[name].Seq + 1; ss <= last; ss++ {
 			m, err := s.log.MsgAt(ctx, name, ss)
 			if err != nil {
 				t.Fatal(err)
@@ -242,17 +377,14 @@ func (s *foldScript) fold(t *testing.T, upTo func(stream string, last uint64) ui
 				continue
 			}
 			fm := msg{stream: name, streamSeq: m.StreamSeq, subject: m.Subject, header: m.Header, data: m.Data}
-			if err := s.f.handle(ctx, &fm); err != nil {
+			if err := s.svc.f.handle(ctx, &fm); err != nil {
 				return out.String(), err
 			}
 			delivered++
 		}
-		fmt.Fprintf(&out, "delivered %d, at stream seq %d\n", delivered, s.f.pos[name].Seq)
+		fmt.Fprintf(&out, "delivered %d, at stream seq %d\n", delivered, s.svc.f.pos[name].Seq)
 	}
-	if err := s.f.flush(); err != nil {
-		return out.String(), err
-	}
-	return out.String(), s.f.landed()
+	return out.String(), s.svc.commit()
 }
 
 // rebuild compares the views with a rebuild of them from the start of
@@ -262,7 +394,7 @@ func (s *foldScript) fold(t *testing.T, upTo func(stream string, last uint64) ui
 // agree, and agree with a scan of the views.
 func (s *foldScript) rebuild(t *testing.T) string {
 	ctx := context.Background()
-	if err := s.f.landed(); err != nil {
+	if err := s.svc.f.landed(); err != nil {
 		t.Fatal(err)
 	}
 	cp, ok, err := s.db.Checkpoint()
@@ -285,9 +417,11 @@ func (s *foldScript) rebuild(t *testing.T) string {
 			t.Fatal(err)
 		}
 		defer db.Close()
-		r := &foldScript{b: s.b, log: s.log, db: db}
+		// The rebuild's projector knows the erased ids its watch delivers
+		// at its start: those the script's knows.
+		r := &foldScript{b: s.b, log: s.log, db: db, er: s.er, cl: s.cl}
 		r.counted.scriptLog = s.log
-		r.f = r.newFolder(t, DefaultConfig().SnapshotEvery, DefaultConfig().CacheSessions, nil)
+		r.start(t, DefaultConfig().SnapshotEvery, DefaultConfig().CacheSessions, StartMode{Rebuild: true, Reason: "empty"})
 		if _, err := r.fold(t, func(name string, last uint64) uint64 { return min(last, cp.Stream(name).Seq) }, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -304,16 +438,12 @@ func (s *foldScript) rebuild(t *testing.T) string {
 // views (checkStore).
 func (s *foldScript) restart(t *testing.T, snapEach, cache int) string {
 	ctx := context.Background()
-	if err := s.f.landed(); err != nil {
+	if err := s.svc.f.landed(); err != nil {
 		t.Fatal(err)
 	}
-	infos := map[string]streamInfo{}
-	for _, name := range s.log.Streams() {
-		last, err := s.log.LastStreamSeq(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		infos[name] = streamInfo{last: last}
+	infos, err := streamInfos(ctx, s.log)
+	if err != nil {
+		t.Fatal(err)
 	}
 	mode, err := checkStore(s.db, infos)
 	if err != nil {
@@ -325,9 +455,8 @@ func (s *foldScript) restart(t *testing.T, snapEach, cache int) string {
 			t.Fatal(err)
 		}
 		fmt.Fprintf(&out, "rebuild: %s\n", mode.Reason)
-		mode.From.Streams = nil
 	}
-	s.f = s.newFolder(t, snapEach, cache, mode.From.Streams)
+	s.start(t, snapEach, cache, mode)
 	for _, p := range mode.From.Streams {
 		fmt.Fprintf(&out, "resumed after stream seq %d\n", p.Seq)
 	}
@@ -336,7 +465,7 @@ func (s *foldScript) restart(t *testing.T, snapEach, cache int) string {
 
 // view runs fn on a snapshot of the store, as the HTTP API reads it.
 func (s *foldScript) view(t *testing.T, fn func(rd reader) string) string {
-	if err := s.f.landed(); err != nil {
+	if err := s.svc.f.landed(); err != nil {
 		t.Fatal(err)
 	}
 	snap := s.db.NewSnapshot()
@@ -450,6 +579,147 @@ func renderContext(t *testing.T, rd reader, id string) string {
 	}
 	if out.Len() == 0 {
 		return "empty\n"
+	}
+	return out.String()
+}
+
+// consume runs the projector's consume loop (its consumers following
+// each stream from the fold's position, its fold loop, its erasure
+// watch) until the fold has reached the last message each stream holds
+// (or stream seq until), and folds nothing past the stream's end (or
+// until), as a rebuild to a position runs it (Rebuild).
+func (s *foldScript) consume(t *testing.T, until uint64) string {
+	ctx := context.Background()
+	bounds, behind := map[string]bound{}, false
+	for _, name := range s.log.Streams() {
+		st, err := s.log.StreamStatus(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := s.log.LastHeldSeq(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := bound{last: st.LastSeq, enough: held}
+		if until != 0 {
+			b = bound{last: until, enough: min(until, held)}
+		}
+		bounds[name] = b
+		if p := s.svc.f.pos[name]; p == nil || p.Seq < b.enough {
+			behind = true
+		}
+	}
+	if behind {
+		// A loop that never reaches the position fails the script, not
+		// the test binary's timeout.
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if err := s.svc.consume(cctx, bounds); err != nil {
+			return scripttest.Error(err)
+		}
+		if cctx.Err() != nil {
+			t.Fatalf("the consume loop did not reach %v in a minute", bounds)
+		}
+	}
+	var out strings.Builder
+	for _, name := range s.log.Streams() {
+		fmt.Fprintf(&out, "at stream seq %d\n", s.svc.f.pos[name].Seq)
+	}
+	return out.String()
+}
+
+// erased waits for the projector's erasure watch to name session id and
+// removes its views as the fold loop does (Service.erased).
+func (s *foldScript) erased(t *testing.T, id string) string {
+	// Ids named before are passed over: the consume loop's own watch
+	// names every erased id again when it starts.
+	for named := ""; named != id; {
+		select {
+		case named = <-s.er.ch:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the erasure watch did not name %s", id)
+		}
+	}
+	if err := s.svc.erased(id); err != nil {
+		return scripttest.Error(err)
+	}
+	return "views erased\n"
+}
+
+// snapshots lists each session's stored fold snapshot (its seq and the
+// summary's) in id order, then whether the fold caught up.
+func (s *foldScript) snapshots(t *testing.T, rd reader) string {
+	sums, _, _, err := rd.snap.List("", "", nil, 1000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(sums, func(a, b store.Summary) int { return strings.Compare(a.SessionID, b.SessionID) })
+	var out strings.Builder
+	for _, sum := range sums {
+		v, ok, err := rd.snap.Get(store.SnapshotKey(sum.SessionID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			fmt.Fprintf(&out, "%s lastSeq %d: no snapshot\n", sum.SessionID, sum.LastSeq)
+			continue
+		}
+		var sn snapshot
+		if err := json.Unmarshal(v, &sn); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&out, "%s lastSeq %d: snapshot at seq %d\n", sum.SessionID, sum.LastSeq, sn.LastSeq)
+	}
+	if s.svc.cu.done.Load() {
+		out.WriteString("caught up\n")
+	} else {
+		out.WriteString("catching up\n")
+	}
+	return out.String()
+}
+
+// renderTerms is the session's search index: each term, and the seq of
+// its first event holding it, in key order.
+func renderTerms(t *testing.T, rd reader, id string) string {
+	it, err := rd.iter(store.SearchPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	var out strings.Builder
+	for ok := it.First(); ok; ok = it.Next() {
+		k := it.Key()
+		if store.SearchKeySession(k) != id {
+			continue
+		}
+		term, _, _ := bytes.Cut(k[len(store.SearchPrefix()):], []byte{0})
+		_, seq, ok := store.SearchEntry(store.SearchTermPrefix(string(term)), k)
+		if !ok {
+			t.Fatalf("search key %q", k)
+		}
+		fmt.Fprintf(&out, "%s %d\n", term, seq)
+	}
+	if out.Len() == 0 {
+		return "none\n"
+	}
+	return out.String()
+}
+
+// renderSearch is what the search index answers a search of terms within
+// the ids beginning with within.
+func renderSearch(t *testing.T, rd reader, terms []string, within string) string {
+	var out strings.Builder
+	err := rd.snap.Search(terms, within, "", "", func(ss store.SearchSession) bool {
+		if ss.HoldsAll() {
+			fmt.Fprintf(&out, "%s %d\n", ss.ID, ss.Seq)
+		}
+		return true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Len() == 0 {
+		return "none\n"
 	}
 	return out.String()
 }

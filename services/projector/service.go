@@ -195,9 +195,12 @@ type StartMode struct {
 
 // Service is the projector.
 type Service struct {
-	cfg  Config
-	log  *slog.Logger
-	ls   *logstore.Store
+	cfg Config
+	log *slog.Logger
+	ls  *logstore.Store
+	// cl is what the consume loop reads of the log: ls, or a log in
+	// memory in the rule scripts.
+	cl   consumeLog
 	db   *store.DB
 	met  *metrics
 	mode StartMode
@@ -246,7 +249,7 @@ func New(cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, ls: cfg.Store, db: db, met: met, cu: catchUp{target: map[string]uint64{}}, rb: rb, created: map[string]time.Time{}}
+	s := &Service{cfg: cfg, log: cfg.Logger, ls: cfg.Store, cl: follows[*logstore.Follower]{cfg.Store, cfg.Store.Follow}, db: db, met: met, cu: catchUp{target: map[string]uint64{}}, rb: rb, created: map[string]time.Time{}}
 	s.er = newErasures()
 	if s.http, err = newHTTP(s); err != nil {
 		db.Close()
@@ -267,15 +270,7 @@ type streamInfo struct {
 }
 
 func (s *Service) streams(ctx context.Context) (map[string]streamInfo, error) {
-	out := map[string]streamInfo{}
-	for _, name := range s.ls.Streams() {
-		st, err := s.ls.StreamStatus(ctx, name)
-		if err != nil {
-			return nil, fmt.Errorf("projector: %w", err)
-		}
-		out[name] = streamInfo{last: st.LastSeq, created: st.Created}
-	}
-	return out, nil
+	return streamInfos(ctx, s.ls)
 }
 
 // start decides between resuming and rebuilding.
@@ -327,22 +322,9 @@ func (s *Service) start(ctx context.Context) error {
 		s.log.Info("projector: resuming", "checkpoint", mode.From.Streams)
 	}
 	s.mode = mode
-	var pos []store.StreamPos
-	for name, info := range infos {
-		p := mode.From.Stream(name)
-		if mode.Rebuild {
-			p = store.StreamPos{Name: name}
-		}
-		p.Created = info.created
-		pos = append(pos, p)
-		// Ready once the last message the stream holds is folded (below
-		// its last sequence when its last messages were erased), read
-		// here only: the rollback checks need the last sequence alone.
-		held, err := logstore.WhileUnreachable(ctx, 5*time.Second, nil, func(ctx context.Context) (uint64, error) { return s.ls.LastHeldSeq(ctx, name) })
-		if err != nil {
-			return fmt.Errorf("projector: %w", err)
-		}
-		s.cu.target[name] = held
+	pos, err := s.cu.from(ctx, s.ls, infos, mode)
+	if err != nil {
+		return err
 	}
 	s.f = newFolder(s.db, s.ls, s.met, s.cfg.CacheSessions, s.cfg.SnapshotEvery, pos)
 	if o := s.cfg.Observer; o != nil {
@@ -477,6 +459,36 @@ func (s *Service) Run(ctx context.Context) error {
 	return cerr
 }
 
+// follower delivers a stream's messages in order (logstore.Follower's
+// Next).
+type follower interface {
+	Next(ctx context.Context) (*logstore.Msg, error)
+	Close()
+}
+
+// consumeLog is what the consume loop reads of the log: each stream's
+// messages in order after a position (Follow), and what its catch-up and
+// erasure watch read (catchUpLog).
+type consumeLog interface {
+	catchUpLog
+	Follow(ctx context.Context, spec logstore.FollowSpec) (follower, error)
+}
+
+// follows is a consumeLog of a log whose Follow gives a follower of its
+// own type (logstore's, internal/memlog's).
+type follows[F follower] struct {
+	catchUpLog
+	follow func(ctx context.Context, spec logstore.FollowSpec) (F, error)
+}
+
+func (l follows[F]) Follow(ctx context.Context, spec logstore.FollowSpec) (follower, error) {
+	f, err := l.follow(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
 // bound is where a rebuild to a position stops folding a stream: no
 // message past last is folded, and the stream is done once the fold is at
 // enough (last, or below it when the stream holds nothing after enough:
@@ -503,7 +515,7 @@ func (s *Service) consume(ctx context.Context, until map[string]bound) error {
 		// serve it instead of exiting. The consumer reads the whole
 		// stream; its inactive threshold is nats.go's default for ordered
 		// consumers, which the projector had before (Close deletes it).
-		fol, err := s.ls.Follow(ctx, logstore.FollowSpec{
+		fol, err := s.cl.Follow(ctx, logstore.FollowSpec{
 			Stream:            name,
 			StartAfter:        p.Seq,
 			PageEvents:        s.cfg.FetchBatch,
@@ -589,7 +601,7 @@ func (s *Service) consume(ctx context.Context, until map[string]bound) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		s.er.follow(ctx, s.ls, s.log)
+		s.er.follow(ctx, s.cl, s.log)
 	}()
 	defer wg.Wait()
 	defer cancel()
@@ -634,17 +646,14 @@ func (s *Service) consume(ctx context.Context, until map[string]bound) error {
 				s.commit()
 				return err
 			case id := <-s.er.ch:
-				if err := s.commit(); err != nil {
-					return err
-				}
-				if err := s.eraseViews(id); err != nil {
+				if err := s.erased(id); err != nil {
 					return err
 				}
 				continue
 			case c := <-ch:
 				take(c)
 			case <-s.cu.recheck():
-				s.cu.lower(ctx, s.ls, s.f, s.log)
+				s.cu.lower(ctx, s.cl, s.f, s.log)
 				continue
 			}
 		}
@@ -711,6 +720,16 @@ func (s *Service) consume(ctx context.Context, until map[string]bound) error {
 		s.met.batch.Observe(time.Since(start).Seconds())
 		s.met.batchEv.Observe(float64(n))
 	}
+}
+
+// erased removes the views of session id, erased: the open batch is
+// committed first (the fold loop's step when the erasure watch names an
+// id, with nothing in hand).
+func (s *Service) erased(id string) error {
+	if err := s.commit(); err != nil {
+		return err
+	}
+	return s.eraseViews(id)
 }
 
 // commit commits the open batch and waits for it to land.

@@ -196,15 +196,30 @@ func (b *Backend) PutAround(t *testing.T, id string, body []byte, seq uint64) {
 	if seq != 0 {
 		h.Set(logstore.HeaderSeq, strconv.FormatUint(seq, 10))
 	}
+	b.PutSubject(t, id, "", h, body)
+}
+
+// PutSubject stores body with headers h on the subject of session id, or
+// (token set) on the subject of id's stream whose last token is token: a
+// subject that names no session when token is no session id.
+func (b *Backend) PutSubject(t *testing.T, id, token string, h nats.Header, body []byte) {
+	t.Helper()
+	var loc logstore.Location
+	var err error
 	if b.Mem != nil {
-		if _, err := b.Mem.PutRaw(id, h, body); err != nil {
-			t.Fatal(err)
-		}
-		return
+		loc, err = b.Mem.Locate(id)
+	} else {
+		loc, err = b.Store.Locate(id)
 	}
-	loc, err := b.Store.Locate(id)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if token != "" {
+		loc.Subject = strings.TrimSuffix(loc.Subject, id) + token
+	}
+	if b.Mem != nil {
+		b.Mem.PutSubject(loc.Stream, loc.Subject, h, body)
+		return
 	}
 	m := nats.NewMsg(loc.Subject)
 	m.Header, m.Data = h, body
