@@ -241,6 +241,10 @@ func (p *JSONScanner) array(depth int) error {
 	}
 }
 
+// smallObject is how many keys an object's duplicate check holds in a
+// fixed array before it takes a map.
+const smallObject = 16
+
 func (p *JSONScanner) object(depth int) error {
 	p.I++ // {
 	p.WS()
@@ -248,8 +252,12 @@ func (p *JSONScanner) object(depth int) error {
 		p.I++
 		return nil
 	}
-	// Keys compare as decoded strings, as encoding/json reads them.
-	var keys []string
+	// Keys compare as decoded strings, as encoding/json reads them. A key
+	// with no escape is its raw bytes, a slice of B, so only an escaped
+	// key is copied; a small object's keys are compared in a fixed array,
+	// a map takes over past smallObject keys.
+	var small [smallObject][]byte
+	keys := small[:0]
 	var set map[string]struct{}
 	for {
 		p.WS()
@@ -260,33 +268,42 @@ func (p *JSONScanner) object(depth int) error {
 		if err != nil {
 			return err
 		}
-		k := string(raw[1 : len(raw)-1])
+		k := raw[1 : len(raw)-1]
 		if esc {
-			if err := json.Unmarshal(raw, &k); err != nil {
+			var s string
+			if err := json.Unmarshal(raw, &s); err != nil {
 				return p.Errf("invalid key: %v", err)
 			}
+			k = []byte(s)
 		}
 		dup := false
-		if set != nil {
-			_, dup = set[k]
-			set[k] = struct{}{}
-		} else {
+		switch {
+		case set != nil:
+			if _, dup = set[string(k)]; !dup {
+				set[string(k)] = struct{}{}
+			}
+		default:
 			for _, o := range keys {
-				if o == k {
+				if string(o) == string(k) {
 					dup = true
 					break
 				}
 			}
-			keys = append(keys, k)
-			if len(keys) > 16 {
-				set = make(map[string]struct{}, 32)
-				for _, o := range keys {
-					set[o] = struct{}{}
-				}
+			if dup {
+				break
 			}
+			if len(keys) < len(small) {
+				keys = append(keys, k)
+				break
+			}
+			set = make(map[string]struct{}, 2*smallObject)
+			for _, o := range keys {
+				set[string(o)] = struct{}{}
+			}
+			set[string(k)] = struct{}{}
 		}
 		if dup {
-			return fmt.Errorf("duplicated key %q", Clip(k, 40))
+			return fmt.Errorf("duplicated key %q", Clip(string(k), 40))
 		}
 		p.WS()
 		if p.I >= len(p.B) || p.B[p.I] != ':' {
