@@ -1,9 +1,11 @@
 package schema
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"unicode/utf8"
 )
 
@@ -217,10 +219,32 @@ func (p *JSONScanner) Str() ([]byte, bool, error) {
 		case c < 0x20:
 			return nil, false, p.Errf("control character in string")
 		default:
-			p.I++
+			p.I = plainRun(p.B, p.I+1)
 		}
 	}
 	return nil, false, p.Errf("unterminated string")
+}
+
+// plainRun is the offset of the first quote, backslash or control byte
+// (under 0x20) of b at or after i, len(b) when there is none: eight bytes
+// at a time, the last few one at a time. In a word w, the lowest byte
+// whose high bit (x - 0x01..) &^ x sets is its first zero byte of x (the
+// bytes under it take no borrow), and (w - 0x20..) &^ w likewise marks the
+// first byte under 0x20; the marks above the first may be wrong, and are
+// not read.
+func plainRun(b []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		quote, slash := w^(ones*'"'), w^(ones*'\\')
+		if m := ((quote-ones)&^quote | (slash-ones)&^slash | (w-ones*0x20)&^w) & highs; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for i < len(b) && b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
+		i++
+	}
+	return i
 }
 
 func (p *JSONScanner) array(depth int) error {

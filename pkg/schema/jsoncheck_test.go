@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -270,5 +271,35 @@ func TestCheckJSONDuplicatedKeys(t *testing.T) {
 			t.Errorf("CheckJSON(%s) = %q, want %q", c.doc, got, c.err)
 		}
 		sameVerdict(t, []byte(c.doc))
+	}
+}
+
+// plainRun, eight bytes at a time, stops where a byte by byte walk stops:
+// at the first quote, backslash or control byte, wherever it stands in
+// its word and whatever bytes (0x80 and over, bytes next to the ones it
+// looks for) stand around it.
+func TestPlainRunIsByteLoop(t *testing.T) {
+	byteLoop := func(b []byte, i int) int {
+		for i < len(b) && b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
+			i++
+		}
+		return i
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	alphabet := []byte{'a', '"', '\\', 0, 0x1f, 0x20, 0x21, 0x23, 0x5b, 0x5d, 0x7f, 0x80, 0xa2, 0xdc, 0xff}
+	b := make([]byte, 40)
+	for range 200_000 {
+		n := r.IntN(len(b) + 1)
+		for j := range n {
+			b[j] = 'a'
+			if r.IntN(4) == 0 {
+				b[j] = alphabet[r.IntN(len(alphabet))]
+			}
+		}
+		for i := 0; i <= n; i++ {
+			if got, want := plainRun(b[:n], i), byteLoop(b[:n], i); got != want {
+				t.Fatalf("plainRun(%q, %d) = %d, want %d", b[:n], i, got, want)
+			}
+		}
 	}
 }
