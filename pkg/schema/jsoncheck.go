@@ -1,9 +1,11 @@
 package schema
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"unicode/utf8"
 )
 
@@ -217,10 +219,32 @@ func (p *JSONScanner) Str() ([]byte, bool, error) {
 		case c < 0x20:
 			return nil, false, p.Errf("control character in string")
 		default:
-			p.I++
+			p.I = plainRun(p.B, p.I+1)
 		}
 	}
 	return nil, false, p.Errf("unterminated string")
+}
+
+// plainRun is the offset of the first quote, backslash or control byte
+// (under 0x20) of b at or after i, len(b) when there is none: eight bytes
+// at a time, the last few one at a time. In a word w, the lowest byte
+// whose high bit (x - 0x01..) &^ x sets is its first zero byte of x (the
+// bytes under it take no borrow), and (w - 0x20..) &^ w likewise marks the
+// first byte under 0x20; the marks above the first may be wrong, and are
+// not read.
+func plainRun(b []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		quote, slash := w^(ones*'"'), w^(ones*'\\')
+		if m := ((quote-ones)&^quote | (slash-ones)&^slash | (w-ones*0x20)&^w) & highs; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for i < len(b) && b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
+		i++
+	}
+	return i
 }
 
 func (p *JSONScanner) array(depth int) error {
@@ -241,6 +265,10 @@ func (p *JSONScanner) array(depth int) error {
 	}
 }
 
+// smallObject is how many keys an object's duplicate check holds in a
+// fixed array before it takes a map.
+const smallObject = 16
+
 func (p *JSONScanner) object(depth int) error {
 	p.I++ // {
 	p.WS()
@@ -248,8 +276,12 @@ func (p *JSONScanner) object(depth int) error {
 		p.I++
 		return nil
 	}
-	// Keys compare as decoded strings, as encoding/json reads them.
-	var keys []string
+	// Keys compare as decoded strings, as encoding/json reads them. A key
+	// with no escape is its raw bytes, a slice of B, so only an escaped
+	// key is copied; a small object's keys are compared in a fixed array,
+	// a map takes over past smallObject keys.
+	var small [smallObject][]byte
+	keys := small[:0]
 	var set map[string]struct{}
 	for {
 		p.WS()
@@ -260,33 +292,42 @@ func (p *JSONScanner) object(depth int) error {
 		if err != nil {
 			return err
 		}
-		k := string(raw[1 : len(raw)-1])
+		k := raw[1 : len(raw)-1]
 		if esc {
-			if err := json.Unmarshal(raw, &k); err != nil {
+			var s string
+			if err := json.Unmarshal(raw, &s); err != nil {
 				return p.Errf("invalid key: %v", err)
 			}
+			k = []byte(s)
 		}
 		dup := false
-		if set != nil {
-			_, dup = set[k]
-			set[k] = struct{}{}
-		} else {
+		switch {
+		case set != nil:
+			if _, dup = set[string(k)]; !dup {
+				set[string(k)] = struct{}{}
+			}
+		default:
 			for _, o := range keys {
-				if o == k {
+				if string(o) == string(k) {
 					dup = true
 					break
 				}
 			}
-			keys = append(keys, k)
-			if len(keys) > 16 {
-				set = make(map[string]struct{}, 32)
-				for _, o := range keys {
-					set[o] = struct{}{}
-				}
+			if dup {
+				break
 			}
+			if len(keys) < len(small) {
+				keys = append(keys, k)
+				break
+			}
+			set = make(map[string]struct{}, 2*smallObject)
+			for _, o := range keys {
+				set[string(o)] = struct{}{}
+			}
+			set[string(k)] = struct{}{}
 		}
 		if dup {
-			return fmt.Errorf("duplicated key %q", Clip(k, 40))
+			return fmt.Errorf("duplicated key %q", Clip(string(k), 40))
 		}
 		p.WS()
 		if p.I >= len(p.B) || p.B[p.I] != ':' {

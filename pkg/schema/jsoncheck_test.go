@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -220,6 +221,85 @@ func TestClip(t *testing.T) {
 	} {
 		if got := Clip(c.in, c.n); got != c.want {
 			t.Errorf("Clip(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
+	}
+}
+
+// CheckJSON finds a duplicated key wherever it stands in an object:
+// among an object's first keys (held in a fixed array), on the key that
+// hands the check to a map and past it, and when the two keys are equal
+// only once unescaped ("a" and "\u0061", as encoding/json reads them).
+// Keys that differ, or are the same in different objects, are not
+// duplicates.
+func TestCheckJSONDuplicatedKeys(t *testing.T) {
+	// keys: n distinct keys k0..k(n-1) as object members.
+	keys := func(n int) string {
+		var s strings.Builder
+		for i := range n {
+			fmt.Fprintf(&s, `"k%d":%d,`, i, i)
+		}
+		return s.String()
+	}
+	for _, c := range []struct{ doc, err string }{
+		{`{"a":1,"a":2}`, `duplicated key "a"`},
+		{`{"a":1,"\u0061":2}`, `duplicated key "a"`},
+		{`{"\u0061":1,"a":2}`, `duplicated key "a"`},
+		{`{"a\u0062":1,"ab":2}`, `duplicated key "ab"`},
+		{`{"\n":1,"\u000a":2}`, `duplicated key "\n"`},
+		{`{"é":1,"\u00e9":2}`, `duplicated key "é"`},
+		{`{"😀":1,"\ud83d\ude00":2}`, `duplicated key "😀"`},
+		{`{"":1,"":2}`, `duplicated key ""`},
+		{`{"x":{"a":1,"b":{"c":1,"c":2}}}`, `duplicated key "c"`},
+		{`{` + keys(15) + `"k3":0}`, `duplicated key "k3"`},
+		{`{` + keys(16) + `"k0":0}`, `duplicated key "k0"`},
+		{`{` + keys(16) + `"k15":0}`, `duplicated key "k15"`},
+		{`{` + keys(17) + `"k16":0}`, `duplicated key "k16"`},
+		{`{` + keys(17) + `"k0":0}`, `duplicated key "k0"`},
+		{`{` + keys(40) + `"\u006b39":0}`, `duplicated key "k39"`},
+		{`{` + keys(40) + `"k7":0}`, `duplicated key "k7"`},
+		{`{"` + strings.Repeat("y", 50) + `":1,"` + strings.Repeat("y", 50) + `":2}`, `duplicated key "` + strings.Repeat("y", 40) + `..."`},
+		{`{"a":1,"A":2,"a ":3,"\u0062":4,"c":{"a":1},"d":[{"a":1},{"a":2}]}`, ``},
+		{`{` + keys(40) + `"k40":0}`, ``},
+		{`{` + keys(16) + `"\u006b16":0}`, ``},
+	} {
+		err := CheckJSON([]byte(c.doc), MaxJSONDepth)
+		got := ""
+		if err != nil {
+			got = err.Error()
+		}
+		if got != c.err {
+			t.Errorf("CheckJSON(%s) = %q, want %q", c.doc, got, c.err)
+		}
+		sameVerdict(t, []byte(c.doc))
+	}
+}
+
+// plainRun, eight bytes at a time, stops where a byte by byte walk stops:
+// at the first quote, backslash or control byte, wherever it stands in
+// its word and whatever bytes (0x80 and over, bytes next to the ones it
+// looks for) stand around it.
+func TestPlainRunIsByteLoop(t *testing.T) {
+	byteLoop := func(b []byte, i int) int {
+		for i < len(b) && b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
+			i++
+		}
+		return i
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	alphabet := []byte{'a', '"', '\\', 0, 0x1f, 0x20, 0x21, 0x23, 0x5b, 0x5d, 0x7f, 0x80, 0xa2, 0xdc, 0xff}
+	b := make([]byte, 40)
+	for range 200_000 {
+		n := r.IntN(len(b) + 1)
+		for j := range n {
+			b[j] = 'a'
+			if r.IntN(4) == 0 {
+				b[j] = alphabet[r.IntN(len(alphabet))]
+			}
+		}
+		for i := 0; i <= n; i++ {
+			if got, want := plainRun(b[:n], i), byteLoop(b[:n], i); got != want {
+				t.Fatalf("plainRun(%q, %d) = %d, want %d", b[:n], i, got, want)
+			}
 		}
 	}
 }
