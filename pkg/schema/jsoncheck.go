@@ -219,20 +219,20 @@ func (p *JSONScanner) Str() ([]byte, bool, error) {
 		case c < 0x20:
 			return nil, false, p.Errf("control character in string")
 		default:
-			p.I = plainRun(p.B, p.I+1)
+			p.I = PlainRun(p.B, p.I+1)
 		}
 	}
 	return nil, false, p.Errf("unterminated string")
 }
 
-// plainRun is the offset of the first quote, backslash or control byte
+// PlainRun is the offset of the first quote, backslash or control byte
 // (under 0x20) of b at or after i, len(b) when there is none: eight bytes
 // at a time, the last few one at a time. In a word w, the lowest byte
 // whose high bit (x - 0x01..) &^ x sets is its first zero byte of x (the
 // bytes under it take no borrow), and (w - 0x20..) &^ w likewise marks the
 // first byte under 0x20; the marks above the first may be wrong, and are
 // not read.
-func plainRun(b []byte, i int) int {
+func PlainRun(b []byte, i int) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	for ; i+8 <= len(b); i += 8 {
 		w := binary.LittleEndian.Uint64(b[i:])

@@ -274,7 +274,7 @@ func TestCheckJSONDuplicatedKeys(t *testing.T) {
 	}
 }
 
-// plainRun, eight bytes at a time, stops where a byte by byte walk stops:
+// PlainRun, eight bytes at a time, stops where a byte by byte walk stops:
 // at the first quote, backslash or control byte, wherever it stands in
 // its word and whatever bytes (0x80 and over, bytes next to the ones it
 // looks for) stand around it.
@@ -297,8 +297,40 @@ func TestPlainRunIsByteLoop(t *testing.T) {
 			}
 		}
 		for i := 0; i <= n; i++ {
-			if got, want := plainRun(b[:n], i), byteLoop(b[:n], i); got != want {
-				t.Fatalf("plainRun(%q, %d) = %d, want %d", b[:n], i, got, want)
+			if got, want := PlainRun(b[:n], i), byteLoop(b[:n], i); got != want {
+				t.Fatalf("PlainRun(%q, %d) = %d, want %d", b[:n], i, got, want)
+			}
+		}
+	}
+}
+
+// TestPlainRunEveryByte: in a word of eight, PlainRun stops at the first
+// quote, backslash or control byte, for each byte value at each place among
+// others (of both halves of the byte range), with a quote at each place
+// after it.
+func TestPlainRunEveryByte(t *testing.T) {
+	first := func(w [8]byte) int {
+		for i, c := range w {
+			if c == '"' || c == '\\' || c < 0x20 {
+				return i
+			}
+		}
+		return 8
+	}
+	for _, fill := range []byte{'a', 0x20, 0x7f, 0x80, 0xff, 0x21, 0x5d} {
+		for at := range 8 {
+			for c := range 256 {
+				w := [8]byte{fill, fill, fill, fill, fill, fill, fill, fill}
+				w[at] = byte(c)
+				for at2 := at; at2 <= 8; at2++ {
+					w2 := w
+					if at2 < 8 {
+						w2[at2] = '"'
+					}
+					if got, want := PlainRun(w2[:], 0), first(w2); got != want {
+						t.Fatalf("PlainRun(%q, 0) = %d, want %d", w2, got, want)
+					}
+				}
 			}
 		}
 	}

@@ -1,9 +1,7 @@
 package claudecode
 
 import (
-	"encoding/binary"
 	"encoding/json"
-	"math/bits"
 	"reflect"
 	"strings"
 	"testing"
@@ -206,40 +204,5 @@ func sameBlocks(t *testing.T, content []byte) {
 	}
 	if !reflect.DeepEqual(blocks, want) || !reflect.DeepEqual(raws, wantRaws) {
 		t.Fatalf("%q:\n got %+v %q\nwant %+v %q", content, blocks, raws, want, wantRaws)
-	}
-}
-
-// firstSpecial is the index of the first of w's bytes that special
-// marks, a byte at a time (8: none).
-func firstSpecial(w [8]byte) int {
-	for i, c := range w {
-		if c == '"' || c == '\\' || c < 0x20 {
-			return i
-		}
-	}
-	return 8
-}
-
-// TestSpecial: the lowest mark of special is the first quote, backslash
-// or control byte, for each byte value at each place among others (of
-// both halves of the byte range), with a quote at each place after it.
-func TestSpecial(t *testing.T) {
-	for _, fill := range []byte{'a', 0x20, 0x7f, 0x80, 0xff, 0x21, 0x5d} {
-		for at := range 8 {
-			for c := range 256 {
-				w := [8]byte{fill, fill, fill, fill, fill, fill, fill, fill}
-				w[at] = byte(c)
-				for at2 := at; at2 <= 8; at2++ {
-					w2 := w
-					if at2 < 8 {
-						w2[at2] = '"'
-					}
-					got := bits.TrailingZeros64(special(binary.LittleEndian.Uint64(w2[:]))) / 8
-					if want := firstSpecial(w2); got != want {
-						t.Fatalf("special(%q): first mark at %d, want %d", w2, got, want)
-					}
-				}
-			}
-		}
 	}
 }

@@ -2,10 +2,10 @@ package claudecode
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
-	"math/bits"
 	"unicode/utf8"
+
+	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // The fast decode reads the lines agents write (the keys spelled as the
@@ -48,19 +48,9 @@ func (s *scan) ws() {
 func (s *scan) str() (end int, esc, ok bool) {
 	b := s.b
 	for i := s.i + 1; i < len(b); {
-		// The bytes up to the next quote, backslash or control byte:
-		// eight at a time (special), the last few one at a time.
-		j := i
-		for j+8 <= len(b) {
-			if m := special(binary.LittleEndian.Uint64(b[j:])); m != 0 {
-				j += bits.TrailingZeros64(m) / 8
-				break
-			}
-			j += 8
-		}
-		for j < len(b) && b[j] != '"' && b[j] != '\\' && b[j] >= 0x20 {
-			j++
-		}
+		// The bytes up to the next quote, backslash or control byte,
+		// eight at a time.
+		j := schema.PlainRun(b, i)
 		if j == len(b) {
 			return 0, false, false
 		}
@@ -89,19 +79,6 @@ func (s *scan) str() (end int, esc, ok bool) {
 		}
 	}
 	return 0, false, false
-}
-
-// special marks the bytes of w (eight, the first the lowest) that may be
-// a quote, a backslash or a control byte (under 0x20) with their high
-// bit: the lowest mark is the first such byte, none when there is none.
-// The first zero byte of x is the lowest whose high bit (x - 0x01..) &^ x
-// sets (the bytes under it take no borrow), and the first byte under
-// 0x20 likewise with 0x20.. for 0x01.. (a byte of 0x80 or more is not
-// marked); marks above the first may be wrong.
-func special(w uint64) uint64 {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	quote, slash := w^(ones*'"'), w^(ones*'\\')
-	return ((quote-ones)&^quote | (slash-ones)&^slash | (w-ones*0x20)&^w) & highs
 }
 
 func isHex(c byte) bool {
