@@ -70,6 +70,46 @@ func TestErasedSessionLeavesEveryView(t *testing.T) {
 	}
 }
 
+// TestErasedInNoListBeforeItsViewsGo: from the moment reads refuse an
+// erased session, before the fold has removed its views, it is in no list
+// and no search, for the operator's token as for a tenant's.
+func TestErasedInNoListBeforeItsViewsGo(t *testing.T) {
+	e := projectortest.NewEnv(t)
+	gen.NewFleet("x", 4, 3, projectortest.T0).Fill(e.Ctx, e.LS, 300)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
+	for _, id := range []string{"x-1", "x-2"} {
+		r.WaitSession(t, id, func(d httpapi.Detail) bool { return d.LastSeq > 0 })
+	}
+	list := func() string {
+		code, body := r.Get(t, "/v1/sessions?limit=1000")
+		if code != 200 {
+			t.Fatalf("list: %d %s", code, body)
+		}
+		return string(body)
+	}
+	search := func() string {
+		code, body := r.Get(t, "/v1/search?q=load&limit=100")
+		if code != 200 {
+			t.Fatalf("search: %d %s", code, body)
+		}
+		return string(body)
+	}
+	if !strings.Contains(list(), `"x-1"`) || !strings.Contains(search(), `"x-1"`) {
+		t.Fatalf("x-1 not listed or found before the erase: %s %s", list(), search())
+	}
+	projector.MarkErased(r.Service, "x-1")
+	if code, body := r.Get(t, "/v1/sessions/x-1"); code != 404 || !strings.Contains(string(body), `"code":"erased"`) {
+		t.Fatalf("GET x-1: %d %s", code, body)
+	}
+	if l := list(); strings.Contains(l, `"x-1"`) || !strings.Contains(l, `"x-2"`) {
+		t.Errorf("list after the erase: %s", l)
+	}
+	if s := search(); strings.Contains(s, `"x-1"`) || !strings.Contains(s, `"x-2"`) {
+		t.Errorf("search after the erase: %s", s)
+	}
+}
+
 // TestReadyWhenTheStreamsTailIsErased: a projector started from nothing
 // on a stream whose last messages were all erased is ready once it has
 // folded what the stream still holds; the stream's last sequence (kept

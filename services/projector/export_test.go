@@ -47,6 +47,11 @@ func HoldCommits(s *Service) (release func()) {
 	return func() { close(stop) }
 }
 
+// MarkErased makes the projector refuse id as erased, as its erasure
+// watch does first, without the fold removing the session's views (the
+// state between the two).
+func MarkErased(s *Service, id string) { s.er.add(id) }
+
 // followWhole is how /context followed a session before it streamed: every
 // model-visible entry from seq from on, and the context they make
 // (session.Context), all in memory.

@@ -237,10 +237,10 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		var err error
 		if agents != nil {
 			sums, more, walked, err = rd.snap.AgentsList(tenant, agents, status, from, limit, func(id string, sum *store.Summary) bool {
-				return Sees(tenant, agents, id, sum)
+				return !s.v.Erased(id) && Sees(tenant, agents, id, sum)
 			})
 		} else {
-			sums, more, walked, err = rd.snap.List(tenant, status, from, limit, keep)
+			sums, more, walked, err = rd.snap.List(tenant, status, from, limit, s.listed(r, rd))
 		}
 		reads.Add(walked)
 		if err != nil {
@@ -278,7 +278,7 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	}
 	var d *Detail
 	err := s.view(func(rd reader) error {
-		keep := visible(r, rd)
+		keep := s.listed(r, rd)
 		sum, err := rd.summary(id)
 		if err != nil || sum == nil {
 			return err
@@ -287,7 +287,7 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		n.summary(sum)
 		d = &Detail{Summary: *sum, Children: []string{}}
 		return rd.snap.Children(id, func(c string) bool {
-			if keep == nil || keep(c) {
+			if keep(c) {
 				d.Children = append(d.Children, n.wire(c))
 			}
 			return true

@@ -76,7 +76,7 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) {
 	}
 	out := SearchResult{Query: query, Terms: ts, Results: []SearchHit{}}
 	err := s.view(func(rd reader) error {
-		hits, next, stopped, err := rd.search(ts, after, limit, s.cfg.SearchScanBudget, httpauth.TenantOf(r.Context()), visible(r, rd))
+		hits, next, stopped, err := rd.search(ts, after, limit, s.cfg.SearchScanBudget, httpauth.TenantOf(r.Context()), s.listed(r, rd))
 		if err != nil {
 			return err
 		}

@@ -121,6 +121,15 @@ func Sees(tenant string, agents []string, id string, sum *store.Summary) bool {
 	})
 }
 
+// listed is the test of the sessions a list, search, tree or a detail's
+// children shows to the request of r: those it may see (visible) that are
+// not erased. An erased session is in no list from the moment reads
+// refuse it, before the fold has removed its views (DESIGN.md section 5).
+func (s *Server) listed(r *http.Request, rd reader) func(id string) bool {
+	keep := visible(r, rd)
+	return func(id string) bool { return !s.v.Erased(id) && (keep == nil || keep(id)) }
+}
+
 // visible is the test of the sessions the request of r may see, read in
 // rd's snapshot: nil for the operator (all). A summary it cannot read is
 // not seen.

@@ -58,7 +58,7 @@ func (s *Server) handleTree(w http.ResponseWriter, r *http.Request) {
 	}
 	var out *Tree
 	err := s.view(func(rd reader) error {
-		keep := visible(r, rd)
+		keep, listed := visible(r, rd), s.listed(r, rd)
 		sum, err := rd.summary(id)
 		if err != nil || sum == nil {
 			return err
@@ -85,7 +85,7 @@ func (s *Server) handleTree(w http.ResponseWriter, r *http.Request) {
 			queue = queue[1:]
 			var serr error
 			err := rd.snap.Children(parent, func(child string) bool {
-				if seen[child] || keep != nil && !keep(child) {
+				if seen[child] || !listed(child) {
 					return true
 				}
 				if len(out.Descendants) == maxTreeNodes {
