@@ -95,14 +95,8 @@ func (s *Server) handleACP(w http.ResponseWriter, r *http.Request) {
 	}
 	skipCalls := map[string]bool{}
 
-	s.met.watchers.Inc()
-	defer s.met.watchers.Dec()
-	h := w.Header()
-	h.Set("Content-Type", "application/x-ndjson")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
+	rc, done := s.openStream(w, "application/x-ndjson")
+	defer done()
 	enc := json.NewEncoder(w)
 	last := fs.last
 	n := namesOf(r)

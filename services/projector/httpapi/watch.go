@@ -571,14 +571,8 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) {
 	defer stop()
 	vouched := fs.vouched
 
-	s.met.watchers.Inc()
-	defer s.met.watchers.Dec()
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
+	rc, done := s.openStream(w, "text/event-stream")
+	defer done()
 	write := func(format string, args ...any) error {
 		rc.SetWriteDeadline(time.Now().Add(lim.WriteTimeout))
 		if _, err := fmt.Fprintf(w, format, args...); err != nil {
@@ -846,4 +840,17 @@ func transient(m logstore.LiveMsg) (WatchEvent, bool) {
 		}
 	}
 	return WatchEvent{Transient: true, AfterSeq: a, Event: json.RawMessage(m.Data)}, true
+}
+
+// openStream answers 200 with a stream of content type ct that stays open
+// (the watch, ACP replay): counted among the watchers until done, with
+// headers that keep caches and proxies from holding it back.
+func (s *Server) openStream(w http.ResponseWriter, ct string) (rc *http.ResponseController, done func()) {
+	s.met.watchers.Inc()
+	h := w.Header()
+	h.Set("Content-Type", ct)
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	return http.NewResponseController(w), s.met.watchers.Dec
 }
