@@ -176,32 +176,41 @@ func classify(err error) outcome {
 // A caller that commits several sessions' appends in one atomic batch
 // builds them here. Bad requests are refused with the contract's codes.
 func (s *Store) Messages(req *AppendRequest) ([]*nats.Msg, error) {
-	_, msgs, err := s.located(req)
+	_, msgs, _, err := s.located(req)
 	return msgs, err
 }
 
-// located checks req, locates its session and builds its messages.
-func (s *Store) located(req *AppendRequest) (Location, []*nats.Msg, error) {
+// located checks req, locates its session and builds its messages; last
+// is ChainHash of the last one's body.
+func (s *Store) located(req *AppendRequest) (_ Location, _ []*nats.Msg, last string, _ error) {
 	if len(req.Events) == 0 {
-		return Location{}, nil, schema.Errorf(schema.CodeBadRequest, "no events")
+		return Location{}, nil, "", schema.Errorf(schema.CodeBadRequest, "no events")
 	}
 	if len(req.Events) > schema.MaxBatchEvents {
-		return Location{}, nil, schema.Errorf(schema.CodeTooLarge, "%d events, at most %d per append", len(req.Events), schema.MaxBatchEvents)
+		return Location{}, nil, "", schema.Errorf(schema.CodeTooLarge, "%d events, at most %d per append", len(req.Events), schema.MaxBatchEvents)
 	}
 	loc, err := s.Locate(req.SessionID)
 	if err != nil {
-		return Location{}, nil, err
+		return Location{}, nil, "", err
 	}
-	msgs, err := s.messages(req, loc.Subject, s.prevHash(req, loc))
-	return loc, msgs, err
+	msgs, last, err := s.chain(req, loc.Subject, s.prevHash(req, loc))
+	return loc, msgs, last, err
 }
 
-func (s *Store) messages(req *AppendRequest, subject, prev string) (msgs []*nats.Msg, err error) {
+func (s *Store) messages(req *AppendRequest, subject, prev string) ([]*nats.Msg, error) {
+	msgs, _, err := s.chain(req, subject, prev)
+	return msgs, err
+}
+
+// chain is messages that also returns ChainHash of the last message's
+// body (the SL-Prev of the session's next event), which it computes for
+// the chain anyway: the caller need not hash that body again.
+func (s *Store) chain(req *AppendRequest, subject, prev string) (msgs []*nats.Msg, last string, err error) {
 	if req.Bodies != nil && len(req.Bodies) != len(req.Events) {
-		return nil, schema.Errorf(schema.CodeBadRequest, "%d bodies for %d events", len(req.Bodies), len(req.Events))
+		return nil, "", schema.Errorf(schema.CodeBadRequest, "%d bodies for %d events", len(req.Bodies), len(req.Events))
 	}
 	if req.Hashes != nil && (req.Bodies == nil || len(req.Hashes) != len(req.Bodies)) {
-		return nil, schema.Errorf(schema.CodeBadRequest, "%d hashes for %d bodies", len(req.Hashes), len(req.Bodies))
+		return nil, "", schema.Errorf(schema.CodeBadRequest, "%d hashes for %d bodies", len(req.Hashes), len(req.Bodies))
 	}
 	msgs = make([]*nats.Msg, len(req.Events))
 	for i := range req.Events {
@@ -210,10 +219,10 @@ func (s *Store) messages(req *AppendRequest, subject, prev string) (msgs []*nats
 		if req.Bodies != nil {
 			body = req.Bodies[i]
 		} else if body, err = schema.Encode(e); err != nil {
-			return nil, schema.Errorf(schema.CodeInvalidEvent, "encode event %d: %v", i, err).WithIndex(i)
+			return nil, "", schema.Errorf(schema.CodeInvalidEvent, "encode event %d: %v", i, err).WithIndex(i)
 		}
 		if len(body) > s.cfg.MaxEventBytes {
-			return nil, schema.Errorf(schema.CodeTooLarge, "event is %d bytes, limit %d", len(body), s.cfg.MaxEventBytes).WithIndex(i)
+			return nil, "", schema.Errorf(schema.CodeTooLarge, "event is %d bytes, limit %d", len(body), s.cfg.MaxEventBytes).WithIndex(i)
 		}
 		// The header's values share one array (one allocation, not one
 		// per value).
@@ -237,7 +246,7 @@ func (s *Store) messages(req *AppendRequest, subject, prev string) (msgs []*nats
 		}
 		msgs[i] = &nats.Msg{Subject: subject, Header: h, Data: body}
 	}
-	return msgs, nil
+	return msgs, prev, nil
 }
 
 // publish sends the messages once: a plain publish for one event, an
@@ -296,16 +305,12 @@ var errRefusedLocally = errors.New("not sent")
 // sequence", the stored events after the expected position are compared
 // by event id.
 func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResult, error) {
-	loc, msgs, err := s.located(&req)
+	loc, msgs, last, err := s.located(&req)
 	if err != nil {
 		return AppendResult{}, err
 	}
-	res := AppendResult{FirstSeq: req.Events[0].Seq, LastSeq: req.Events[len(req.Events)-1].Seq}
-	if req.Hashes != nil {
-		res.Hash = req.Hashes[len(req.Hashes)-1]
-	} else {
-		res.Hash = ChainHash(msgs[len(msgs)-1].Data)
-	}
+	// The hash of the last body (req.Hashes' last when given).
+	res := AppendResult{FirstSeq: req.Events[0].Seq, LastSeq: req.Events[len(req.Events)-1].Seq, Hash: last}
 	for _, m := range msgs {
 		res.Bytes += len(m.Data)
 	}

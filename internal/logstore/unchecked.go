@@ -81,13 +81,13 @@ func (s *Store) PublishUnchecked(ctx context.Context, events iter.Seq[schema.Env
 				prev = ChainHash(m.Data)
 			}
 		}
-		msgs, err := s.messages(&AppendRequest{SessionID: e.SessionID, Events: []schema.Envelope{e}}, loc.Subject, prev)
+		msgs, hash, err := s.chain(&AppendRequest{SessionID: e.SessionID, Events: []schema.Envelope{e}}, loc.Subject, prev)
 		if err != nil {
 			return last, err
 		}
 		m := msgs[0]
 		delete(m.Header, HeaderExpectedSeq)
-		prevs[e.SessionID] = ChainHash(m.Data)
+		prevs[e.SessionID] = hash
 		s.tails.Remove(e.SessionID)
 		if !answered[loc.Stream] {
 			ack, err := WhileUnreachable(ctx, s.cfg.RequestTimeout, nil, func(ctx context.Context) (*jetstream.PubAck, error) {

@@ -149,9 +149,10 @@ func (c *Client) PrepareAppend(req AppendRequest) (*PreparedAppend, error) {
 // sending it again (after an unknown outcome) is a retry of the same
 // request.
 func (c *Client) SendAppend(ctx context.Context, p *PreparedAppend) (AppendResult, error) {
-	var reply api.AppendReply
+	var r appendReply
 	prev, acked := c.acks.get(p.sessionID)
-	n, err := c.request(ctx, api.SubjectAppend, p.body, &reply, c.timeout)
+	n, err := c.request(ctx, api.SubjectAppend, p.body, &r, c.timeout)
+	reply := r.AppendReply
 	if err = c.checkAppend(p.sessionID, prev, acked, reply, err); err != nil {
 		return AppendResult{Attempts: n}, err
 	}

@@ -195,16 +195,14 @@ func (r *uncheckedReply) decodeReply(b []byte) error {
 
 // cut reads b in the writer's layout; false if b is not in it.
 func (r *uncheckedReply) cut(b []byte) bool {
-	rest, ok := bytes.CutPrefix(b, []byte(`{"sessionId":"`))
+	rest, ok := bytes.CutPrefix(b, []byte(`{"sessionId":`))
 	if !ok {
 		return false
 	}
-	i := bytes.IndexByte(rest, '"')
-	if i < 0 || bytes.IndexByte(rest[:i], '\\') >= 0 {
+	if r.SessionID, rest, ok = cutPlainString(rest); !ok {
 		return false
 	}
-	r.SessionID = string(rest[:i])
-	if rest, ok = bytes.CutPrefix(rest[i+1:], []byte(`,"events":[`)); !ok {
+	if rest, ok = bytes.CutPrefix(rest, []byte(`,"events":[`)); !ok {
 		return false
 	}
 	r.Events = []json.RawMessage{}
@@ -225,7 +223,7 @@ func (r *uncheckedReply) cut(b []byte) bool {
 	if rest, ok = bytes.CutPrefix(rest, []byte(`],"lastSeq":`)); !ok {
 		return false
 	}
-	i = bytes.IndexByte(rest, ',')
+	i := bytes.IndexByte(rest, ',')
 	if i < 0 {
 		return false
 	}

@@ -52,13 +52,17 @@ func benchAppend(b *testing.B, batch int, viaNATS bool) {
 }
 
 func benchAppendConn(b *testing.B, batch int, viaNATS bool, mode writerConn) {
+	benchAppendStore(b, batch, viaNATS, mode, logstore.Config{MaxInflightBatches: 64})
+}
+
+func benchAppendStore(b *testing.B, batch int, viaNATS bool, mode writerConn, cfg logstore.Config) {
 	srv := natstest.RunServer(b)
 	var wopts []nats.Option
 	if mode == inProcess {
 		wopts = append(wopts, nats.InProcessServer(srv))
 	}
 	wnc := natstest.Connect(b, srv, wopts...)
-	st, err := logstore.Open(context.Background(), wnc, logstore.Config{MaxInflightBatches: 64})
+	st, err := logstore.Open(context.Background(), wnc, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -132,6 +136,13 @@ func BenchmarkAppendDirect1(b *testing.B)  { benchAppend(b, 1, false) }
 func BenchmarkAppendNATS1(b *testing.B)    { benchAppend(b, 1, true) }
 func BenchmarkAppendDirect10(b *testing.B) { benchAppend(b, 10, false) }
 func BenchmarkAppendNATS10(b *testing.B)   { benchAppend(b, 10, true) }
+
+// BenchmarkAppendNATSLazy1 is BenchmarkAppendNATS1 without group commit,
+// as `up --sync interval` runs the writer and as `bench append` measures
+// writer-1 against raw-publish-1 (BenchmarkRawPublish1 here).
+func BenchmarkAppendNATSLazy1(b *testing.B) {
+	benchAppendStore(b, 1, true, inProcess, logstore.Config{MaxInflightBatches: 64, NoGroupCommit: true})
+}
 
 // The writer over TCP, and with the endpoints on a connection of their own.
 func BenchmarkAppendNATSTCP1(b *testing.B)     { benchAppendConn(b, 1, true, overTCP) }

@@ -27,9 +27,9 @@ type ErrorBody = wire.ErrorBody
 type ErrorDetail = wire.ErrorDetail
 
 // encodeOK renders the success reply without reflection: it is sent once
-// per append.
+// per append, in one allocation (okSize holds the longest reply).
 func encodeOK(r AppendReply) []byte {
-	b := make([]byte, 0, 96+len(r.SessionID))
+	b := make([]byte, 0, okSize+len(r.SessionID)+len(r.Hash))
 	b = append(b, `{"sessionId":`...)
 	b = strconv.AppendQuote(b, r.SessionID) // session ids are [A-Za-z0-9_-]
 	b = append(b, `,"firstSeq":`...)
@@ -47,6 +47,11 @@ func encodeOK(r AppendReply) []byte {
 	}
 	return append(b, '}')
 }
+
+// okSize is the length of encodeOK's reply but for the session id (its
+// quotes counted) and the hash: the keys, three uint64s of 20 digits and
+// "false".
+const okSize = len(`{"sessionId":"","firstSeq":,"lastSeq":,"streamSeq":,"duplicate":false,"hash":""}`) + 3*20
 
 // errorDetail maps an error to the wire.
 func errorDetail(err error) ErrorDetail {
