@@ -59,6 +59,7 @@ fuzz:
 	$(GO) test -run=^$$ -fuzz=FuzzCheckJSON -fuzztime=$(FUZZTIME) ./pkg/schema
 	$(GO) test -run=^$$ -fuzz=^FuzzDecodeLine$$ -fuzztime=$(FUZZTIME) ./pkg/agentlog/claudecode
 	$(GO) test -run=^$$ -fuzz=^FuzzFastBlocks$$ -fuzztime=$(FUZZTIME) ./pkg/agentlog/claudecode
+	$(GO) test -run=^$$ -fuzz=^FuzzAppendReply$$ -fuzztime=$(FUZZTIME) ./pkg/client
 
 build:
 	$(GO) build -o bin/sessionlog ./cmd/sessionlog

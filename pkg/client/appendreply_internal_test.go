@@ -78,3 +78,29 @@ func BenchmarkAppendReplyDecode(b *testing.B) {
 		}
 	})
 }
+
+// FuzzAppendReply holds the hand-read reply to json.Unmarshal: whatever the
+// bytes, decodeReply gives what json.Unmarshal gives, or fails where it
+// fails.
+func FuzzAppendReply(f *testing.F) {
+	for _, s := range []string{
+		`{"sessionId":"s-1","firstSeq":2,"lastSeq":2,"streamSeq":17,"duplicate":false,"hash":"0123456789abcdef"}`,
+		`{"sessionId":"s-1","firstSeq":1,"lastSeq":500,"streamSeq":18446744073709551615,"duplicate":true}`,
+		`{"sessionId":"s\u00e9","firstSeq":01,"lastSeq":1,"streamSeq":1,"duplicate":false}`,
+		"{\"sessionId\":\"s\xff\",\"firstSeq\":1,\"lastSeq\":1,\"streamSeq\":1,\"duplicate\":false}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var want appendReply
+		wantErr := json.Unmarshal(b, &want.AppendReply)
+		var got appendReply
+		gotErr := got.decodeReply(b)
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("%q: decodeReply err %v, json.Unmarshal err %v", b, gotErr, wantErr)
+		}
+		if gotErr == nil && got != want {
+			t.Fatalf("%q: got %+v, want %+v", b, got, want)
+		}
+	})
+}
