@@ -86,7 +86,8 @@ func FuzzAppendReply(f *testing.F) {
 	for _, s := range []string{
 		`{"sessionId":"s-1","firstSeq":2,"lastSeq":2,"streamSeq":17,"duplicate":false,"hash":"0123456789abcdef"}`,
 		`{"sessionId":"s-1","firstSeq":1,"lastSeq":500,"streamSeq":18446744073709551615,"duplicate":true}`,
-		`{"sessionId":"s\u00e9","firstSeq":01,"lastSeq":1,"streamSeq":1,"duplicate":false}`,
+		`{"sessionId":"s\u00e9","firstSeq":1,"lastSeq":1,"streamSeq":1,"duplicate":false}`,
+		`{"sessionId":"s-1","firstSeq":01,"lastSeq":1,"streamSeq":1,"duplicate":false}`,
 		"{\"sessionId\":\"s\xff\",\"firstSeq\":1,\"lastSeq\":1,\"streamSeq\":1,\"duplicate\":false}",
 	} {
 		f.Add([]byte(s))
