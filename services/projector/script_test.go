@@ -298,7 +298,7 @@ func (s *foldScript) command(t *testing.T, td *datadriven.TestData, id string) s
 			restores.GetCounter().GetValue(), s.counted.sessions, s.counted.msgs)
 	case "skipped":
 		var out strings.Builder
-		for _, reason := range []string{"bad_subject", "duplicate", "stopped"} {
+		for _, reason := range []string{"bad_subject", "duplicate", "erased", "stopped"} {
 			var m dto.Metric
 			if err := s.svc.met.skipped.WithLabelValues(reason).Write(&m); err != nil {
 				t.Fatal(err)
