@@ -390,6 +390,11 @@ func (s *Service) Mode() StartMode { return s.mode }
 // DB is the read-model store (tests, verify).
 func (s *Service) DB() *store.DB { return s.db }
 
+// View runs fn on a consistent snapshot of the views, as the HTTP side
+// reads them (tests): never while an erase scrubs and reopens the store;
+// httpapi.ErrClosed once the projector stopped.
+func (s *Service) View(fn func(store.Snapshot) error) error { return httpViews{s}.View(fn) }
+
 // landed is told each batch the folder's commits landed.
 func (s *Service) landed(cp store.Checkpoint) {
 	s.rb.saw(cp)

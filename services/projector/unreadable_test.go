@@ -157,7 +157,7 @@ func TestHostileMessageMakesSessionUnreadable(t *testing.T) {
 		}
 		return nil
 	})
-	checkRebuild(t, e, r)
+	projectortest.CheckRebuild(t, e, r)
 	before := summaries(t, r)
 
 	// A restart resumes with the same verdicts; so does a clean rebuild.
