@@ -186,7 +186,7 @@ func TestSequenceDiscipline(t *testing.T) {
 	if len(list.Sessions) != 1 || list.Sessions[0].SessionID != "gap" {
 		t.Fatalf("gap sessions: %+v", list.Sessions)
 	}
-	checkRebuild(t, e, r)
+	projectortest.CheckRebuild(t, e, r)
 
 	// A restart resumes with the same verdicts.
 	r.Stop(t)
@@ -289,7 +289,7 @@ func TestContextAcrossCompactions(t *testing.T) {
 	if d.Title != "ctx, renamed" {
 		t.Errorf("title %q, want the session/titled one", d.Title)
 	}
-	checkRebuild(t, e, r)
+	projectortest.CheckRebuild(t, e, r)
 }
 
 func equal(a, b []string) bool {

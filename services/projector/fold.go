@@ -302,7 +302,8 @@ func (f *folder) handle(ctx context.Context, m *msg) error {
 		return nil
 	}
 	if f.skip != nil && f.skip(id) {
-		return nil // erased (erase.go)
+		f.met.skipped.WithLabelValues("erased").Inc() // erase.go
+		return nil
 	}
 	en, err := f.load(ctx, id)
 	if err != nil {

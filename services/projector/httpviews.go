@@ -2,7 +2,6 @@ package projector
 
 import (
 	"context"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -12,16 +11,6 @@ import (
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
-// fleetEvery and searchScanBudget, when set, are the overview's sampling
-// interval and a search's budget of sessions (httpapi.Config) of the
-// services made from now on (zero: httpapi's defaults); variables only
-// so that tests need not wait minutes for a history, or fold 20,000
-// sessions to see a page end at the budget.
-var (
-	fleetEvery       time.Duration
-	searchScanBudget int
-)
-
 // newHTTP makes the HTTP side of s.
 func newHTTP(s *Service) (*httpapi.Server, error) {
 	c := s.cfg
@@ -29,7 +18,6 @@ func newHTTP(s *Service) (*httpapi.Server, error) {
 		Views: httpViews{s}, Store: c.Store, Conn: c.Conn, Operator: c.Operator,
 		Logger: c.Logger, Registerer: c.Registerer, Gatherer: c.Gatherer, Now: c.Now,
 		HTTPToken: c.HTTPToken, TenantTokens: c.TenantTokens, Heartbeat: c.Heartbeat, Watch: c.Watch,
-		FleetEvery: fleetEvery, SearchScanBudget: searchScanBudget,
 	})
 }
 

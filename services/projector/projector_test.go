@@ -3,7 +3,6 @@ package projector_test
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
@@ -16,27 +15,6 @@ import (
 	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
-
-// checkRebuild compares the live store's incremental checksum with a full
-// scan and with a clean rebuild of the same stream prefix.
-func checkRebuild(t *testing.T, e *projectortest.Env, r *projectortest.Running) {
-	t.Helper()
-	cp, ok, err := r.DB().Checkpoint()
-	if err != nil || !ok {
-		t.Fatalf("checkpoint: %v %v", ok, err)
-	}
-	scan, _, err := r.DB().Scan()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rebuilt, err := projector.Rebuild(e.Ctx, e.LS, filepath.Join(t.TempDir(), "rebuild"), cp, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cp.Checksum != scan || scan != rebuilt {
-		t.Fatalf("checksums differ: checkpoint %016x scan %016x rebuild %016x", cp.Checksum, scan, rebuilt)
-	}
-}
 
 // TestCatchUpServesViewsEqualToRebuild: on one stream and on three
 // partitions, on one node and on an R3 cluster.
@@ -136,89 +114,7 @@ func testCatchUp(t *testing.T, l natstest.Layout) {
 			t.Fatalf("status=idle listed %s with %s", s.SessionID, s.Status)
 		}
 	}
-	checkRebuild(t, e, r)
-}
-
-func TestBadRequests(t *testing.T) {
-	e := projectortest.NewEnv(t)
-	fleet := gen.NewFleet("b", 1, 1, projectortest.T0)
-	fleet.Fill(e.Ctx, e.LS, 20)
-	r := e.Start(t.TempDir())
-	r.WaitReady(t)
-	for path, want := range map[string]int{
-		"/v1/sessions/b-0":                                   200,
-		"/v1/sessions/nope":                                  404,
-		"/v1/sessions/nope/events":                           404,
-		"/v1/sessions/nope/context":                          404,
-		"/v1/sessions/nope/watch":                            404,
-		"/v1/sessions/a.b":                                   400,
-		"/v1/sessions/..%2F..%2Fetc%2Fpasswd":                400,
-		"/v1/sessions/..%2F..%2Fetc%2Fpasswd/events":         400,
-		"/v1/sessions?status=bogus":                          400,
-		"/v1/sessions?limit=0":                               400,
-		"/v1/sessions?limit=x":                               400,
-		"/v1/sessions?after=..%2F":                           400,
-		"/v1/sessions/b-0/events?after=-1":                   400,
-		"/v1/sessions/b-0/events?after=abc":                  400,
-		"/v1/sessions/b-0/events?after=99999999999999999999": 400,
-		"/v1/sessions/b-0/events?after=18446744073709551615": 200,
-		"/v1/sessions/b-0/events?limit=100000":               400,
-		"/v1/sessions/b-0/watch?after=18446744073709551615":  400,
-		"/v1/sessions/b-0/watch?after=18446744073709551616":  400,
-		"/v1/sessions/b-0/watch?after=-5":                    400,
-		"/v1/nothing":                                        404,
-		"/static/../../etc/passwd":                           404,
-		"/healthz":                                           200,
-		"/readyz":                                            200,
-	} {
-		if code, body := r.Get(t, path); code != want {
-			t.Errorf("GET %s: %d, want %d: %s", path, code, want, body)
-		}
-	}
-}
-
-func TestBearerToken(t *testing.T) {
-	e := projectortest.NewEnv(t)
-	r := e.Start(t.TempDir(), func(c *projector.Config) { c.HTTPToken = "s3cret" })
-	r.WaitReady(t)
-	if code, _ := r.Get(t, "/healthz"); code != 200 {
-		t.Fatalf("/healthz without token: %d", code)
-	}
-	// /readyz is a probe, open like /healthz (the rule of package httpauth).
-	if code, _ := r.Get(t, "/readyz"); code != 200 {
-		t.Fatalf("/readyz without token: %d", code)
-	}
-	// The dashboard page itself is served without the token: it holds no
-	// data and asks for the token.
-	for _, p := range []string{"/", "/?s=x", "/assets/uplot-1.6.32.min.js"} {
-		if code, _ := r.Get(t, p); code != 200 {
-			t.Fatalf("%s without token: %d", p, code)
-		}
-	}
-	// The token counts in the Authorization header alone: as a query
-	// parameter or a cookie it is refused (and no answer sets a cookie).
-	for _, p := range []string{"/v1/sessions", "/v1/overview", "/v1/sessions?access_token=s3cret", "/v1/sessions?token=s3cret",
-		"/v1/sessions/x/watch?access_token=s3cret", "/v1/sessions/x/events?token=s3cret", "/metrics?access_token=s3cret", "/favicon.ico"} {
-		if code, _ := r.Get(t, p); code != 401 {
-			t.Fatalf("%s without the token in the header: %d", p, code)
-		}
-	}
-	for _, h := range []http.Header{{"Cookie": {"sessionlog_token=s3cret"}}, {"Authorization": {"Bearer s3cret"}}} {
-		req, _ := http.NewRequest("GET", r.Srv.URL+"/v1/sessions?access_token=s3cret", nil)
-		req.Header = h
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		want := 200
-		if h.Get("Authorization") == "" {
-			want = 401
-		}
-		if resp.StatusCode != want || resp.Header.Get("Set-Cookie") != "" {
-			t.Fatalf("GET with %v: %d (Set-Cookie %q), want %d and no cookie", h, resp.StatusCode, resp.Header.Get("Set-Cookie"), want)
-		}
-	}
+	projectortest.CheckRebuild(t, e, r)
 }
 
 func TestRebuildOnVersionChecksumOrCorruption(t *testing.T) {
@@ -240,7 +136,7 @@ func TestRebuildOnVersionChecksumOrCorruption(t *testing.T) {
 		db.Close()
 		r = e.Start(dir)
 		r.WaitReady(t)
-		checkRebuild(t, e, r)
+		projectortest.CheckRebuild(t, e, r)
 		r.Stop(t)
 		return r.Mode()
 	}
@@ -333,5 +229,5 @@ func TestSessionReloadedWhileItsBatchIsInFlight(t *testing.T) {
 			t.Fatalf("%s: lastSeq %d, generated %d", s.ID, d.LastSeq, s.Seq())
 		}
 	}
-	checkRebuild(t, e, r)
+	projectortest.CheckRebuild(t, e, r)
 }

@@ -82,9 +82,9 @@ func TestRolledBackProjector(t *testing.T) {
 		t.Errorf("overview rolledBack %q", o.RolledBack)
 	}
 	// The dashboard's banner.
-	b := newBrowser(t, ctx, 1200, 800)
-	b.do("open the dashboard", chromedp.Navigate(r.Srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#rolledback:not([hidden])`)))
-	if banner := b.text(`#rolledback`); !strings.Contains(banner, "log_rolled_back") {
+	b := projectortest.NewBrowser(t, ctx, 1200, 800)
+	b.Do("open the dashboard", chromedp.Navigate(r.Srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#rolledback:not([hidden])`)))
+	if banner := b.Text(`#rolledback`); !strings.Contains(banner, "log_rolled_back") {
 		t.Errorf("banner %q", banner)
 	}
 	mfs, err := reg.Gather()

@@ -102,6 +102,11 @@ var (
 //	                      by reason
 //	snapshots             each session's stored fold snapshot, and
 //	                      whether the fold has caught up
+//	lower                 what the fold loop runs when its recheck timer
+//	                      fires while it catches up with nothing to fold
+//	                      (catchUp.lower): each stream's target lowered
+//	                      to the last message it holds now; then the
+//	                      targets, and whether the fold has caught up
 //	summary [id=]         the session's summary
 //	events [id=]          the session's folded events: the event index,
 //	                      each read back from the log at its stream seq
@@ -298,7 +303,7 @@ func (s *foldScript) command(t *testing.T, td *datadriven.TestData, id string) s
 			restores.GetCounter().GetValue(), s.counted.sessions, s.counted.msgs)
 	case "skipped":
 		var out strings.Builder
-		for _, reason := range []string{"bad_subject", "duplicate", "stopped"} {
+		for _, reason := range []string{"bad_subject", "duplicate", "erased", "stopped"} {
 			var m dto.Metric
 			if err := s.svc.met.skipped.WithLabelValues(reason).Write(&m); err != nil {
 				t.Fatal(err)
@@ -308,6 +313,21 @@ func (s *foldScript) command(t *testing.T, td *datadriven.TestData, id string) s
 		return out.String()
 	case "snapshots":
 		return s.view(t, func(rd reader) string { return s.snapshots(t, rd) })
+	case "lower":
+		if err := s.svc.f.landed(); err != nil {
+			t.Fatal(err)
+		}
+		s.svc.cu.lower(ctx, s.log, s.svc.f, s.svc.log)
+		var out strings.Builder
+		for _, name := range s.log.Streams() {
+			fmt.Fprintf(&out, "target stream seq %d\n", s.svc.cu.target[name])
+		}
+		if s.svc.cu.done.Load() {
+			out.WriteString("caught up\n")
+		} else {
+			out.WriteString("catching up\n")
+		}
+		return out.String()
 	case "terms":
 		return s.view(t, func(rd reader) string { return renderTerms(t, rd, id) })
 	case "search":

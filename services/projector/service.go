@@ -162,7 +162,7 @@ type metrics struct {
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		applied: prometheus.NewCounter(prometheus.CounterOpts{Name: "sessionlog_projector_events_applied_total", Help: "Events folded into the views."}),
-		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessionlog_projector_events_skipped_total", Help: "Stream messages not folded, by reason (duplicate, stopped, bad_subject)."}, []string{"reason"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessionlog_projector_events_skipped_total", Help: "Stream messages not folded, by reason (duplicate, stopped, bad_subject, erased)."}, []string{"reason"}),
 		marked:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sessionlog_projector_sessions_stopped_total", Help: "Sessions whose folding stopped, by status (unreadable, gap)."}, []string{"status"}),
 		restores: prometheus.NewCounter(prometheus.CounterOpts{Name: "sessionlog_projector_state_restores_total",
 			Help: "Fold states re-read from the log after their snapshot (cache misses)."}),
@@ -389,6 +389,11 @@ func (s *Service) Mode() StartMode { return s.mode }
 
 // DB is the read-model store (tests, verify).
 func (s *Service) DB() *store.DB { return s.db }
+
+// View runs fn on a consistent snapshot of the views, as the HTTP side
+// reads them (tests): never while an erase scrubs and reopens the store;
+// httpapi.ErrClosed once the projector stopped.
+func (s *Service) View(fn func(store.Snapshot) error) error { return httpViews{s}.View(fn) }
 
 // landed is told each batch the folder's commits landed.
 func (s *Service) landed(cp store.Checkpoint) {

@@ -1,72 +1,22 @@
 package projector_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/sessionlog/sessionlog/internal/gen"
-	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
 	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
-
-// hostile is a message written straight to a session's subject, around
-// the writer, by a connection allowed to (here the test's superuser).
-type hostile struct {
-	name string
-	// body of the message for session id whose events 1..4 are stored;
-	// seq is its SL-Seq header (0: none).
-	body func(id, other string) (body []byte, seq uint64)
-}
-
-func envelope(id string, seq uint64, eventID string) []byte {
-	b, err := schema.Encode(&schema.Envelope{SchemaVersion: schema.Version, SessionID: id, Seq: seq, EventID: eventID,
-		Time: projectortest.T0, Type: schema.TypeMessageUser, Data: json.RawMessage(`{"content":"forged"}`)})
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
-
-var hostiles = []hostile{
-	{"Garbage", func(id, _ string) ([]byte, uint64) { return []byte("\x00\xff not an event {"), 0 }},
-	{"GarbageWithSeqHeader", func(id, _ string) ([]byte, uint64) { return []byte(`{"seq":5`), 5 }},
-	{"ForgedSeqBackwards", func(id, _ string) ([]byte, uint64) { return envelope(id, 2, "forged-2"), 2 }},
-	{"ForgedSeqRepeat", func(id, _ string) ([]byte, uint64) { return envelope(id, 4, "forged-4"), 4 }},
-	{"ForeignSession", func(_, other string) ([]byte, uint64) { return envelope(other, 5, "forged-5"), 5 }},
-	{"NewerSchema", func(id, _ string) ([]byte, uint64) {
-		return []byte(`{"schemaVersion":9,"sessionId":"` + id + `","seq":5,"eventId":"forged-5","time":"2026-12-01T10:00:00Z","type":"message/user","data":{"content":"forged"}}`), 5
-	}},
-}
-
-func publishHostile(t *testing.T, e *projectortest.Env, id string, body []byte, seq uint64) {
-	t.Helper()
-	loc, _ := logstore.Locate(id)
-	m := nats.NewMsg(loc.Subject)
-	m.Data = body
-	m.Header.Set(logstore.HeaderMsgID, id+":hostile")
-	if seq != 0 {
-		m.Header.Set(logstore.HeaderSeq, strconv.FormatUint(seq, 10))
-	}
-	if _, err := rawJS(t, e).PublishMsg(e.Ctx, m); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestHostileMessageMakesSessionUnreadable: a message that is not a valid
 // event of its session stops that session unreadable, a definite answer
@@ -87,13 +37,13 @@ func TestHostileMessageMakesSessionUnreadable(t *testing.T) {
 	t.Cleanup(func() { idleSrv.Close(); idle.DB().Close() })
 	unjudged := &projectortest.Running{Service: idle, Srv: idleSrv}
 
-	for _, h := range hostiles {
-		t.Run(h.name, func(t *testing.T) {
-			bad, ok := "bad-"+h.name, "ok-"+h.name
+	for _, h := range projectortest.Hostiles {
+		t.Run(h.Name, func(t *testing.T) {
+			bad, ok := "bad-"+h.Name, "ok-"+h.Name
 			badS, okS := gen.NewSession(bad, projectortest.T0), gen.NewSession(ok, projectortest.T0)
 			good := projectortest.PublishN(t, e, badS, 4)
-			body, seq := h.body(bad, ok)
-			publishHostile(t, e, bad, body, seq)
+			body, seq := h.Body(bad, ok)
+			projectortest.PublishHostile(t, e, bad, body, seq)
 			projectortest.PublishN(t, e, okS, 3)
 			projectortest.PublishN(t, e, badS, 2) // seqs 5 and 6, after the bad message
 			projectortest.PublishN(t, e, okS, 3)
@@ -131,7 +81,7 @@ func TestHostileMessageMakesSessionUnreadable(t *testing.T) {
 	t.Run("GarbageAtTail", func(t *testing.T) {
 		id := "bad-tail"
 		good := projectortest.PublishN(t, e, gen.NewSession(id, projectortest.T0), 3)
-		publishHostile(t, e, id, []byte("not an event"), 0)
+		projectortest.PublishHostile(t, e, id, []byte("not an event"), 0)
 		code, b := unjudged.Get(t, "/v1/sessions/"+id+"/events")
 		if code != 409 || !strings.Contains(string(b), `"code":"unreadable"`) {
 			t.Fatalf("unjudged events: %d %s", code, b)
@@ -157,7 +107,7 @@ func TestHostileMessageMakesSessionUnreadable(t *testing.T) {
 		}
 		return nil
 	})
-	checkRebuild(t, e, r)
+	projectortest.CheckRebuild(t, e, r)
 	before := summaries(t, r)
 
 	// A restart resumes with the same verdicts; so does a clean rebuild.
@@ -172,8 +122,8 @@ func TestHostileMessageMakesSessionUnreadable(t *testing.T) {
 	if got := summaries(t, r3); !reflect.DeepEqual(got, before) {
 		t.Fatalf("after a rebuild:\n%v\nwant\n%v", got, before)
 	}
-	for _, h := range hostiles {
-		never5xx(t, r3, "bad-"+h.name)
+	for _, h := range projectortest.Hostiles {
+		never5xx(t, r3, "bad-"+h.Name)
 	}
 }
 
@@ -267,88 +217,8 @@ func summaries(t *testing.T, r *projectortest.Running) map[string]string {
 		b, _ := json.Marshal(s)
 		out[s.SessionID] = string(b)
 	}
-	if len(out) != 2*len(hostiles)+1 {
-		t.Fatalf("%d sessions listed, want %d", len(out), 2*len(hostiles)+1)
+	if len(out) != 2*len(projectortest.Hostiles)+1 {
+		t.Fatalf("%d sessions listed, want %d", len(out), 2*len(projectortest.Hostiles)+1)
 	}
-	return out
-}
-
-// TestWatchStopsAtHostileMessage: a watch, opened before or after a
-// message that is not the session's next event lands on its subject, sends
-// the events before it, then an error event with code unreadable, and
-// nothing of that message or after it.
-func TestWatchStopsAtHostileMessage(t *testing.T) {
-	e := projectortest.NewEnv(t)
-	r := e.Start(t.TempDir())
-	r.WaitReady(t)
-	for _, h := range hostiles {
-		t.Run(h.name, func(t *testing.T) {
-			bad, other := "wbad-"+h.name, "wok-"+h.name
-			badS := gen.NewSession(bad, projectortest.T0)
-			projectortest.PublishN(t, e, badS, 4)
-			ctx, cancel := context.WithTimeout(e.Ctx, 30*time.Second)
-			defer cancel()
-			early := watchUntilEnd(t, ctx, r.Srv.URL+"/v1/sessions/"+bad+"/watch?after=0")
-			body, seq := h.body(bad, other)
-			publishHostile(t, e, bad, body, seq)
-			projectortest.PublishN(t, e, badS, 2)
-			late := watchUntilEnd(t, ctx, r.Srv.URL+"/v1/sessions/"+bad+"/watch?after=0")
-			for name, ch := range map[string]<-chan watchResult{"opened before": early, "opened after": late} {
-				got := <-ch
-				if got.err != nil {
-					t.Fatalf("%s: %v", name, got.err)
-				}
-				if !reflect.DeepEqual(got.seqs, []uint64{1, 2, 3, 4}) || got.endCode != string(schema.CodeUnreadable) || got.resumeAfter != 4 {
-					t.Fatalf("%s: durable seqs %v, end %q resumeAfter %d", name, got.seqs, got.endCode, got.resumeAfter)
-				}
-				if strings.Contains(got.raw, `"content":"forged"`) || strings.Contains(got.raw, "not an event {") {
-					t.Fatalf("%s: the hostile message reached the client:\n%s", name, got.raw)
-				}
-			}
-		})
-	}
-}
-
-type watchResult struct {
-	seqs        []uint64
-	endCode     string
-	resumeAfter uint64
-	raw         string
-	err         error
-}
-
-// watchUntilEnd reads a watch until its error event (or ctx ends).
-func watchUntilEnd(t *testing.T, ctx context.Context, url string) <-chan watchResult {
-	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.StatusCode != 200 {
-		t.Fatalf("watch: %d", resp.StatusCode)
-	}
-	out := make(chan watchResult, 1)
-	go func() {
-		defer resp.Body.Close()
-		var res watchResult
-		var raw strings.Builder
-		err := projectortest.ReadSSE(io.TeeReader(resp.Body, &raw), func(id, kind string, ev httpapi.WatchEvent, data string) {
-			switch kind {
-			case "durable":
-				res.seqs = append(res.seqs, ev.Seq)
-			case "error":
-				var end httpapi.WatchEnd
-				if err := json.Unmarshal([]byte(data), &end); err == nil {
-					res.endCode, res.resumeAfter = end.Error.Code, end.ResumeAfter
-				}
-			}
-		})
-		res.raw = raw.String()
-		if res.endCode == "" {
-			res.err = fmt.Errorf("the watch ended without an error event (%v): %s", err, res.raw)
-		}
-		out <- res
-	}()
 	return out
 }

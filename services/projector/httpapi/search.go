@@ -26,8 +26,9 @@ const (
 
 // defaultSearchScanBudget bounds the sessions one search request
 // examines (Config.SearchScanBudget); beyond it the page ends early with
-// a cursor to continue.
-const defaultSearchScanBudget = 20000
+// a cursor to continue. A variable only so that tests need not fold
+// 20,000 sessions to see a page end at the budget (SetSearchScanBudget).
+var defaultSearchScanBudget = 20000
 
 // SearchHit is one session a search found.
 type SearchHit struct {

@@ -52,6 +52,10 @@ type Views interface {
 	EventText(id string, ev *schema.Envelope) string
 }
 
+// defaultFleetEvery is Config.FleetEvery's default; a variable only so
+// that tests need not wait minutes for a history (SetFleetEvery).
+var defaultFleetEvery = 10 * time.Second
+
 // Config configures the HTTP side: the projector's Config, its defaults
 // filled in (projector.DefaultConfig), gives each field its value.
 type Config struct {
@@ -129,7 +133,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("httpapi: Config.Views, Store, Logger, Registerer, Now and Heartbeat are required")
 	}
 	if cfg.FleetEvery <= 0 {
-		cfg.FleetEvery = 10 * time.Second
+		cfg.FleetEvery = defaultFleetEvery
 	}
 	if cfg.SearchScanBudget <= 0 {
 		cfg.SearchScanBudget = defaultSearchScanBudget

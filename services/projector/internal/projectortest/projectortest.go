@@ -1,8 +1,11 @@
 // Package projectortest starts real projectors for tests: an embedded
 // NATS server with JetStream, a log store on it, a projector on a real
-// Pebble store, its HTTP side on an httptest server, and readers of its
-// answers (the watch's SSE). The projector's tests and those of its HTTP
-// side (package httpapi) share it.
+// Pebble store, its HTTP side on an httptest server, readers of its
+// answers (the watch's SSE), a headless Chromium page for the dashboard
+// (Browser), and checks that read the running projector's views and log
+// (CheckRebuild, ListExamined, AgentIndexed, and the Whole answers the
+// streamed ones are compared with). The projector's tests and those of
+// its HTTP side (package httpapi) share it.
 package projectortest
 
 import (

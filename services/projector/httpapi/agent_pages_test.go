@@ -1,4 +1,4 @@
-package projector_test
+package httpapi_test
 
 import (
 	"context"
@@ -167,7 +167,7 @@ func TestAgentPages(t *testing.T) {
 		all := opList(r, "")
 		out := map[string][]string{}
 		for _, a := range names {
-			act, byStatus, err := projector.AgentIndexed(r.Service, "acme", a)
+			act, byStatus, err := projectortest.AgentIndexed(r, "acme", a)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -207,7 +207,7 @@ func TestAgentPages(t *testing.T) {
 	delete(scripts, "_Tacme_s08")
 	natstest.CheckFor(t, 20*time.Second, 20*time.Millisecond, func() error {
 		for _, a := range names {
-			act, byStatus, err := projector.AgentIndexed(r.Service, "acme", a)
+			act, byStatus, err := projectortest.AgentIndexed(r, "acme", a)
 			if err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package projector_test
+package httpapi_test
 
 import (
 	"encoding/json"
@@ -116,11 +116,11 @@ func TestDashboardForkCopyNotRepair(t *testing.T) {
 	}
 	r.WaitSession(t, "fc-child", func(d httpapi.Detail) bool { return d.LastSeq == s.seq })
 
-	b := newBrowser(t, e.Ctx, 1280, 860)
-	b.do("open the child", chromedp.Navigate(r.Srv.URL+"/?s=fc-child"),
+	b := projectortest.NewBrowser(t, e.Ctx, 1280, 860)
+	b.Do("open the child", chromedp.Navigate(r.Srv.URL+"/?s=fc-child"),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="fc-child"]`)))
 	for seq := uint64(1); seq <= s.seq; seq++ {
-		got := b.evalString(fmt.Sprintf(`(document.querySelector('#timeline .ev[data-seq="%d"] .txt') || {}).textContent || "(no row)"`, seq))
+		got := b.EvalString(fmt.Sprintf(`(document.querySelector('#timeline .ev[data-seq="%d"] .txt') || {}).textContent || "(no row)"`, seq))
 		switch {
 		case seq <= 8 && (!strings.Contains(got, "copied by fork") || strings.Contains(got, "repair")):
 			t.Errorf("seq %d (the fork's copy) says %q, want copied by fork", seq, got)
@@ -130,14 +130,14 @@ func TestDashboardForkCopyNotRepair(t *testing.T) {
 			t.Errorf("seq %d (the repair's) says %q, want written by repair", seq, got)
 		}
 	}
-	if got := b.text(`#checks li[data-check="5"]`); strings.Contains(got, "repair") || !strings.Contains(got, "copied by the fork") {
+	if got := b.Text(`#checks li[data-check="5"]`); strings.Contains(got, "repair") || !strings.Contains(got, "copied by the fork") {
 		t.Errorf("the copied outcome_unknown is listed as %q", got)
 	}
-	if got := b.text(fmt.Sprintf(`#checks li[data-check="%d"]`, repairedResult)); !strings.Contains(got, "by a repair") {
+	if got := b.Text(fmt.Sprintf(`#checks li[data-check="%d"]`, repairedResult)); !strings.Contains(got, "by a repair") {
 		t.Errorf("the repaired outcome_unknown is listed as %q", got)
 	}
-	b.shot("fork-copy")
-	b.noPageErrors()
+	b.Shot("fork-copy")
+	b.NoPageErrors()
 }
 
 // TestDashboardChartsFit: at 1400 and at 1000 px the three fleet charts
@@ -145,7 +145,7 @@ func TestDashboardForkCopyNotRepair(t *testing.T) {
 // axis is as wide as its widest label (thousands included), measured in
 // the page.
 func TestDashboardChartsFit(t *testing.T) {
-	t.Cleanup(projector.SetFleetEvery(100 * time.Millisecond))
+	t.Cleanup(httpapi.SetFleetEvery(100 * time.Millisecond))
 	e := projectortest.NewEnv(t)
 	r := e.Start(t.TempDir())
 	r.WaitReady(t)
@@ -189,13 +189,13 @@ func TestDashboardChartsFit(t *testing.T) {
 	  }
 	  return JSON.stringify({charts: (window.__charts || []).length, problems: out});
 	})()`
-	check := func(b *browser, width int) {
+	check := func(b *projectortest.Browser, width int) {
 		t.Helper()
 		var got struct {
 			Charts   int
 			Problems []string
 		}
-		if err := json.Unmarshal([]byte(b.evalString(problems)), &got); err != nil {
+		if err := json.Unmarshal([]byte(b.EvalString(problems)), &got); err != nil {
 			t.Fatal(err)
 		}
 		if got.Charts != 3 {
@@ -205,17 +205,17 @@ func TestDashboardChartsFit(t *testing.T) {
 			t.Errorf("at %d px: %s", width, p)
 		}
 	}
-	b := newBrowser(t, e.Ctx, 1400, 900)
-	b.do("open the fleet", chromedp.Navigate(r.Srv.URL+"/?view=overview"),
+	b := projectortest.NewBrowser(t, e.Ctx, 1400, 900)
+	b.Do("open the fleet", chromedp.Navigate(r.Srv.URL+"/?view=overview"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-chart="lag"] .uplot`)))
 	check(b, 1400)
-	b.shot("fleet-1400")
-	b.do("narrow the window", chromedp.EmulateViewport(1000, 900), chromedp.Sleep(300*time.Millisecond))
+	b.Shot("fleet-1400")
+	b.Do("narrow the window", chromedp.EmulateViewport(1000, 900), chromedp.Sleep(300*time.Millisecond))
 	check(b, 1000)
-	b.do("open the fleet at 1000 px", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`[data-chart="lag"] .uplot`)))
+	b.Do("open the fleet at 1000 px", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`[data-chart="lag"] .uplot`)))
 	check(b, 1000)
-	b.shot("fleet-1000")
-	b.noPageErrors()
+	b.Shot("fleet-1000")
+	b.NoPageErrors()
 }
 
 // TestDashboardViews: Sessions, Fleet and Audit each show their own view,
@@ -227,41 +227,41 @@ func TestDashboardViews(t *testing.T) {
 	projectortest.PublishN(t, e, gen.NewSession("vw-1", projectortest.T0), 11)
 	r.WaitSession(t, "vw-1", func(d httpapi.Detail) bool { return d.LastSeq == 11 })
 
-	b := newBrowser(t, e.Ctx, 1280, 860)
+	b := projectortest.NewBrowser(t, e.Ctx, 1280, 860)
 	view := func(what, want string) {
 		t.Helper()
-		if got := b.evalString(`document.body.dataset.view + " " + location.search + " " + (document.querySelector("nav.top a[aria-current]") || {}).textContent`); got != want {
+		if got := b.EvalString(`document.body.dataset.view + " " + location.search + " " + (document.querySelector("nav.top a[aria-current]") || {}).textContent`); got != want {
 			t.Errorf("%s: view, address and nav %q, want %q", what, got, want)
 		}
 	}
-	b.do("open the fleet by address", chromedp.Navigate(r.Srv.URL+"/?view=overview"),
+	b.Do("open the fleet by address", chromedp.Navigate(r.Srv.URL+"/?view=overview"),
 		chromedp.WaitVisible(chromedp.CSS(`#overview[data-home="fleet"]`)), chromedp.WaitVisible(chromedp.CSS(`#fleet-charts`)),
 		chromedp.WaitNotVisible(chromedp.CSS(`#side`)))
 	view("fleet by address", "overview ?view=overview Fleet")
-	b.do("Sessions", chromedp.Click(chromedp.CSS(`nav.top a[data-view-link="sessions"]`)),
+	b.Do("Sessions", chromedp.Click(chromedp.CSS(`nav.top a[data-view-link="sessions"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#overview[data-home="sessions"]`)), chromedp.WaitVisible(chromedp.CSS(`#list [data-session-id="vw-1"]`)))
-	if n := b.evalInt(`document.querySelectorAll("#fleet-charts").length`); n != 0 {
+	if n := b.EvalInt(`document.querySelectorAll("#fleet-charts").length`); n != 0 {
 		t.Errorf("the Sessions view shows the fleet charts")
 	}
 	view("sessions", "sessions  Sessions")
-	b.shot("sessions")
-	b.do("Fleet", chromedp.Click(chromedp.CSS(`nav.top a[data-view-link="overview"]`)),
+	b.Shot("sessions")
+	b.Do("Fleet", chromedp.Click(chromedp.CSS(`nav.top a[data-view-link="overview"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#overview[data-home="fleet"]`)))
 	view("fleet", "overview ?view=overview Fleet")
-	b.do("Audit", chromedp.Click(chromedp.CSS(`nav.top a[data-view-link="audit"]`)), chromedp.WaitVisible(chromedp.CSS(`#audit`)))
+	b.Do("Audit", chromedp.Click(chromedp.CSS(`nav.top a[data-view-link="audit"]`)), chromedp.WaitVisible(chromedp.CSS(`#audit`)))
 	view("audit", "audit ?view=audit Audit")
-	if got := b.text(`#audit`); !strings.Contains(got, "No session has been erased") {
+	if got := b.Text(`#audit`); !strings.Contains(got, "No session has been erased") {
 		t.Errorf("the empty audit view says %q", got)
 	}
-	b.do("back to the fleet", chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.CSS(`#overview[data-home="fleet"]`)))
-	b.do("the fleet at phone width", chromedp.EmulateViewport(390, 844), chromedp.Navigate(r.Srv.URL+"/?view=overview"),
+	b.Do("back to the fleet", chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.CSS(`#overview[data-home="fleet"]`)))
+	b.Do("the fleet at phone width", chromedp.EmulateViewport(390, 844), chromedp.Navigate(r.Srv.URL+"/?view=overview"),
 		chromedp.WaitVisible(chromedp.CSS(`#overview[data-home="fleet"]`)), chromedp.WaitVisible(chromedp.CSS(`#fleet-charts`)))
-	if w := b.evalInt(`document.documentElement.scrollWidth`); w > 390 {
+	if w := b.EvalInt(`document.documentElement.scrollWidth`); w > 390 {
 		t.Errorf("at phone width the fleet is %d px wide", w)
 	}
-	b.shot("fleet-phone")
-	b.do("the audit at phone width", chromedp.Navigate(r.Srv.URL+"/?view=audit"), chromedp.WaitVisible(chromedp.CSS(`#audit`)))
-	b.noPageErrors()
+	b.Shot("fleet-phone")
+	b.Do("the audit at phone width", chromedp.Navigate(r.Srv.URL+"/?view=audit"), chromedp.WaitVisible(chromedp.CSS(`#audit`)))
+	b.NoPageErrors()
 }
 
 // TestDashboardMissingSession: an id no session has shows one clear "not
@@ -270,17 +270,17 @@ func TestDashboardMissingSession(t *testing.T) {
 	e := projectortest.NewEnv(t)
 	r := e.Start(t.TempDir())
 	r.WaitReady(t)
-	b := newBrowser(t, e.Ctx, 1280, 860)
-	b.do("open a missing session", chromedp.Navigate(r.Srv.URL+"/?s=does-not-exist"),
+	b := projectortest.NewBrowser(t, e.Ctx, 1280, 860)
+	b.Do("open a missing session", chromedp.Navigate(r.Srv.URL+"/?s=does-not-exist"),
 		chromedp.WaitVisible(chromedp.CSS(`#detail h2`)), chromedp.Sleep(500*time.Millisecond))
-	if got := b.text(`#detail`); strings.Count(got, "does-not-exist") != 1 || !strings.Contains(got, "Session does-not-exist not found") || strings.Contains(got, "loading") || strings.Contains(got, "null") {
+	if got := b.Text(`#detail`); strings.Count(got, "does-not-exist") != 1 || !strings.Contains(got, "Session does-not-exist not found") || strings.Contains(got, "loading") || strings.Contains(got, "null") {
 		t.Errorf("the page says %q", got)
 	}
-	if n := b.evalInt(`[...document.querySelectorAll("#loading")].filter(x => x.offsetParent && x.textContent).length`); n != 0 {
+	if n := b.EvalInt(`[...document.querySelectorAll("#loading")].filter(x => x.offsetParent && x.textContent).length`); n != 0 {
 		t.Errorf("a loading line is shown")
 	}
-	b.shot("missing")
-	b.noPageErrors()
+	b.Shot("missing")
+	b.NoPageErrors()
 }
 
 // TestDashboardRepairNow: "Repair now" on a session with an open tool
@@ -293,8 +293,8 @@ func TestDashboardRepairNow(t *testing.T) {
 	openToolCall(t, e, "rn-1")
 	r.WaitSession(t, "rn-1", func(d httpapi.Detail) bool { return d.LastSeq == 4 })
 
-	b := newBrowser(t, e.Ctx, 1280, 860)
-	b.do("repair now", chromedp.Navigate(r.Srv.URL+"/?s=rn-1"),
+	b := projectortest.NewBrowser(t, e.Ctx, 1280, 860)
+	b.Do("repair now", chromedp.Navigate(r.Srv.URL+"/?s=rn-1"),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="rn-1"]`)),
 		chromedp.Click(chromedp.CSS(`#act-repair`)),
 		chromedp.WaitVisible(chromedp.CSS(`#confirm-ok`)),
@@ -304,14 +304,14 @@ func TestDashboardRepairNow(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#head .pill.st-paused`)),
 		chromedp.WaitVisible(chromedp.CSS(`#act-resume`)),
 	)
-	if got := b.text(`#outcome`); !strings.Contains(got, "Repaired: seqs 5 to") {
+	if got := b.Text(`#outcome`); !strings.Contains(got, "Repaired: seqs 5 to") {
 		t.Errorf("the outcome says %q", got)
 	}
-	if got := b.text(`#timeline .ev[data-type="tool/result"]`); !strings.Contains(got, "outcome unknown — repaired, needs a check") || !strings.Contains(got, "written by repair") {
+	if got := b.Text(`#timeline .ev[data-type="tool/result"]`); !strings.Contains(got, "outcome unknown — repaired, needs a check") || !strings.Contains(got, "written by repair") {
 		t.Errorf("the closed call says %q", got)
 	}
-	b.shot("repaired")
-	b.noPageErrors()
+	b.Shot("repaired")
+	b.NoPageErrors()
 }
 
 // TestDashboardErase: erasing from the page asks for a reason and the id,
@@ -330,8 +330,8 @@ func TestDashboardErase(t *testing.T) {
 	for _, p := range []*projectortest.Running{r, plain} {
 		waitDetailToken(t, p, token, "er-1", func(d httpapi.Detail) bool { return d.LastSeq == 11 })
 	}
-	eraseForm := func(b *browser, reason, confirm string) {
-		b.do("erase "+reason, chromedp.Click(chromedp.CSS(`#act-erase`)),
+	eraseForm := func(b *projectortest.Browser, reason, confirm string) {
+		b.Do("erase "+reason, chromedp.Click(chromedp.CSS(`#act-erase`)),
 			chromedp.WaitVisible(chromedp.CSS(`#confirm input[name="reason"]`)),
 			chromedp.SendKeys(chromedp.CSS(`#confirm input[name="reason"]`), reason),
 			chromedp.SendKeys(chromedp.CSS(`#confirm input[name="confirm"]`), confirm),
@@ -339,43 +339,43 @@ func TestDashboardErase(t *testing.T) {
 	}
 
 	// Without the operator's rights: refused, in words.
-	b := newBrowser(t, e.Ctx, 1280, 860)
-	b.login(plain.Srv.URL+"/?s=er-1", token)
-	b.do("open on the plain projector", chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="er-1"]`)))
+	b := projectortest.NewBrowser(t, e.Ctx, 1280, 860)
+	b.Login(plain.Srv.URL+"/?s=er-1", token)
+	b.Do("open on the plain projector", chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="er-1"]`)))
 	eraseForm(b, "privacy request", "er-1")
-	b.do("refused", chromedp.WaitVisible(chromedp.CSS(`#outcome.bad`)))
-	if got := b.text(`#outcome`); !strings.Contains(got, "forbidden") || !strings.Contains(got, "operator") {
+	b.Do("refused", chromedp.WaitVisible(chromedp.CSS(`#outcome.bad`)))
+	if got := b.Text(`#outcome`); !strings.Contains(got, "forbidden") || !strings.Contains(got, "operator") {
 		t.Errorf("the refusal says %q", got)
 	}
-	b.shot("erase-refused")
+	b.Shot("erase-refused")
 
 	// With them: a wrong id is not sent; the right one erases.
-	b.login(r.Srv.URL+"/?s=er-1", token)
-	b.do("open on the operator's projector", chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="er-1"]`)))
+	b.Login(r.Srv.URL+"/?s=er-1", token)
+	b.Do("open on the operator's projector", chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="er-1"]`)))
 	eraseForm(b, "privacy request", "er-2")
-	b.do("not confirmed", chromedp.WaitVisible(chromedp.CSS(`#outcome.bad`)))
-	if got := b.text(`#outcome`); !strings.Contains(got, "does not match") {
+	b.Do("not confirmed", chromedp.WaitVisible(chromedp.CSS(`#outcome.bad`)))
+	if got := b.Text(`#outcome`); !strings.Contains(got, "does not match") {
 		t.Errorf("a wrong confirmation says %q", got)
 	}
 	eraseForm(b, "privacy request", "er-1")
-	b.do("erased", chromedp.WaitVisible(chromedp.CSS(`#outcome[data-erase="done"]`)))
-	if got := b.text(`#outcome`); !strings.Contains(got, "Erased er-1 (11 events)") {
+	b.Do("erased", chromedp.WaitVisible(chromedp.CSS(`#outcome[data-erase="done"]`)))
+	if got := b.Text(`#outcome`); !strings.Contains(got, "Erased er-1 (11 events)") {
 		t.Errorf("the outcome says %q", got)
 	}
-	b.shot("erased")
-	b.do("the session is erased", chromedp.Navigate(r.Srv.URL+"/?s=er-1"),
+	b.Shot("erased")
+	b.Do("the session is erased", chromedp.Navigate(r.Srv.URL+"/?s=er-1"),
 		chromedp.WaitVisible(chromedp.CSS(`#missing[data-missing="erased"]`)))
-	if got := b.text(`#detail`); strings.Count(got, "er-1") != 1 || strings.Contains(got, "loading") || strings.Contains(got, "null") {
+	if got := b.Text(`#detail`); strings.Count(got, "er-1") != 1 || strings.Contains(got, "loading") || strings.Contains(got, "null") {
 		t.Errorf("the erased session's page says %q", got)
 	}
-	b.shot("erased-session")
-	b.do("the audit view", chromedp.Navigate(r.Srv.URL+"/?view=audit"),
+	b.Shot("erased-session")
+	b.Do("the audit view", chromedp.Navigate(r.Srv.URL+"/?view=audit"),
 		chromedp.WaitVisible(chromedp.CSS(`#audit tr[data-audit="er-1"]`)))
-	if got := b.text(`#audit tr[data-audit="er-1"]`); !strings.Contains(got, "privacy request") || !strings.Contains(got, "dashboard") || !strings.Contains(got, "11") {
+	if got := b.Text(`#audit tr[data-audit="er-1"]`); !strings.Contains(got, "privacy request") || !strings.Contains(got, "dashboard") || !strings.Contains(got, "11") {
 		t.Errorf("the audit record reads %q", got)
 	}
-	b.shot("audit")
-	b.noPageErrors()
+	b.Shot("audit")
+	b.NoPageErrors()
 }
 
 // TestDashboardEraseAccepted: an eraser that takes the erase as a job
@@ -398,8 +398,8 @@ func TestDashboardEraseAccepted(t *testing.T) {
 	projectortest.PublishN(t, e, gen.NewSession("ea-1", projectortest.T0), 11)
 	r.WaitSession(t, "ea-1", func(d httpapi.Detail) bool { return d.LastSeq == 11 })
 
-	b := newBrowser(t, e.Ctx, 1280, 860)
-	b.do("erase", chromedp.Navigate(r.Srv.URL+"/?s=ea-1"),
+	b := projectortest.NewBrowser(t, e.Ctx, 1280, 860)
+	b.Do("erase", chromedp.Navigate(r.Srv.URL+"/?s=ea-1"),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="ea-1"]`)),
 		chromedp.Click(chromedp.CSS(`#act-erase`)),
 		chromedp.WaitVisible(chromedp.CSS(`#confirm input[name="reason"]`)),
@@ -407,9 +407,9 @@ func TestDashboardEraseAccepted(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS(`#confirm input[name="confirm"]`), "ea-1"),
 		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
 		chromedp.WaitVisible(chromedp.CSS(`#outcome[data-erase="accepted"]`)))
-	if got := b.text(`#outcome`); got != "Erasing… (accepted: 3 of 11 events deleted)" {
+	if got := b.Text(`#outcome`); got != "Erasing… (accepted: 3 of 11 events deleted)" {
 		t.Errorf("the outcome says %q", got)
 	}
-	b.shot("erasing")
-	b.noPageErrors()
+	b.Shot("erasing")
+	b.NoPageErrors()
 }

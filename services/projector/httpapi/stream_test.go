@@ -1,4 +1,4 @@
-package projector_test
+package httpapi_test
 
 import (
 	"bufio"
@@ -54,7 +54,7 @@ func TestStreamedAnswersEqualWhole(t *testing.T) {
 			}
 			// What ACP replay leaves out, by ranges, is what the whole
 			// context followed in memory abandoned.
-			byRanges, whole, err := projector.Abandoned(r.Service, id)
+			byRanges, whole, err := projectortest.Abandoned(r, id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,14 +81,14 @@ func TestStreamedAnswersEqualWhole(t *testing.T) {
 					t.Fatalf("GET %s: %d bytes, want %d; first difference at byte %d: got %.80q, want %.80q", path, len(got), len(want), i, got[i:], want[i:])
 				}
 			}
-			want, err := projector.WholeContext(r.Service, id)
+			want, err := projectortest.WholeContext(r, id)
 			check("/v1/sessions/"+id+"/context", want, err)
-			want, err = projector.WholeEvents(e.Ctx, r.Service, id, 100, 1000)
+			want, err = projectortest.WholeEvents(e.Ctx, e.LS, id, 100, 1000)
 			check("/v1/sessions/"+id+"/events?after=100&limit=1000", want, err)
-			want, err = projector.WholeExport(e.Ctx, r.Service, id, "")
+			want, err = projectortest.WholeExport(e.Ctx, e.LS, id, "")
 			check("/v1/sessions/"+id+"/export", want, err)
 			for _, format := range []string{"claude-code", "codex", "pi"} {
-				want, err = projector.WholeExport(e.Ctx, r.Service, id, format)
+				want, err = projectortest.WholeExport(e.Ctx, e.LS, id, format)
 				check("/v1/sessions/"+id+"/export?format="+format, want, err)
 			}
 		})

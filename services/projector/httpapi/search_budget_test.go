@@ -1,4 +1,4 @@
-package projector_test
+package httpapi_test
 
 import (
 	"encoding/json"
@@ -7,7 +7,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/sessionlog/sessionlog/services/projector"
 	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 )
 
@@ -20,7 +19,7 @@ import (
 // next or stoppedAt names another agent's session, however the budget
 // falls.
 func TestSearchBudgetPages(t *testing.T) {
-	defer projector.SetSearchScanBudget(3)()
+	defer httpapi.SetSearchScanBudget(3)()
 	const alice = "alice-token-0123456789"
 	e, r := startTokens(t, map[string]string{acme: "acme", alice: "acme:alice"})
 	created := func(title, agent string) string {

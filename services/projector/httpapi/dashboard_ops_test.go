@@ -1,4 +1,4 @@
-package projector_test
+package httpapi_test
 
 import (
 	"context"
@@ -127,52 +127,52 @@ func TestDashboardDeepLink(t *testing.T) {
 	r.WaitSession(t, "dl-a", func(d httpapi.Detail) bool { return d.LastSeq == 25 })
 	r.WaitSession(t, "dl-b", func(d httpapi.Detail) bool { return d.LastSeq == 12 })
 
-	b := newBrowser(t, e.Ctx, 1280, 860)
-	b.do("open a pasted link",
+	b := projectortest.NewBrowser(t, e.Ctx, 1280, 860)
+	b.Do("open a pasted link",
 		chromedp.Navigate(r.Srv.URL+"/?s=dl-a&e=14"),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="dl-a"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev.cur[data-seq="14"] .body pre`)),
 	)
-	if got := b.text(`#d-title`); got != "load dl-a" {
+	if got := b.Text(`#d-title`); got != "load dl-a" {
 		t.Fatalf("the link opened %q", got)
 	}
-	b.shot("deep-link")
-	b.do("open another session from the list",
+	b.Shot("deep-link")
+	b.Do("open another session from the list",
 		chromedp.Click(chromedp.CSS(`#list [data-session-id="dl-b"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="dl-b"]`)),
 	)
-	if got := b.evalString(`location.search`); got != "?s=dl-b" {
+	if got := b.EvalString(`location.search`); got != "?s=dl-b" {
 		t.Fatalf("the address of the second session is %q", got)
 	}
-	b.do("back", chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.CSS(`#timeline .ev.cur[data-seq="14"]`)))
-	if got := b.text(`#d-title`); got != "load dl-a" {
+	b.Do("back", chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.CSS(`#timeline .ev.cur[data-seq="14"]`)))
+	if got := b.Text(`#d-title`); got != "load dl-a" {
 		t.Fatalf("back shows %q", got)
 	}
-	b.do("forward", chromedp.NavigateForward(), chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="dl-b"]`)))
-	b.do("a status filter is an address too",
+	b.Do("forward", chromedp.NavigateForward(), chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="dl-b"]`)))
+	b.Do("a status filter is an address too",
 		chromedp.Navigate(r.Srv.URL+"/?status=active"),
 		chromedp.WaitVisible(chromedp.CSS(`#filters a.on[data-status="active"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#overview [data-count="active"]`)),
 	)
-	if got := b.evalString(`typeof uPlot`); got != "function" {
+	if got := b.EvalString(`typeof uPlot`); got != "function" {
 		t.Errorf("the vendored chart library did not load: typeof uPlot is %q", got)
 	}
-	if got := b.text(`#overview [data-count="active"] b`); got != "2" {
+	if got := b.Text(`#overview [data-count="active"] b`); got != "2" {
 		t.Errorf("the fleet overview counts %s active sessions, want 2", got)
 	}
-	b.shot("fleet")
-	b.do("phone width",
+	b.Shot("fleet")
+	b.Do("phone width",
 		chromedp.EmulateViewport(390, 844),
 		chromedp.Navigate(r.Srv.URL+"/?s=dl-a"),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="dl-a"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#head .back`)),
 		chromedp.WaitNotVisible(chromedp.CSS(`#side`)),
 	)
-	if w := b.evalInt(`document.documentElement.scrollWidth`); w > 390 {
+	if w := b.EvalInt(`document.documentElement.scrollWidth`); w > 390 {
 		t.Errorf("at phone width the page is %d px wide", w)
 	}
-	b.shot("phone")
-	b.noPageErrors()
+	b.Shot("phone")
+	b.NoPageErrors()
 }
 
 // TestSearchIndex: GET /v1/search finds sessions by a word of their id,
@@ -241,7 +241,7 @@ func TestSearchIndex(t *testing.T) {
 	if code, body := r.Get(t, "/v1/search?q=%3C%3E"); code != http.StatusBadRequest {
 		t.Errorf("a query without words: %d %s", code, body)
 	}
-	checkRebuild(t, e, r)
+	projectortest.CheckRebuild(t, e, r)
 }
 
 // TestDashboardSearch: a word of a session's user message, typed into the
@@ -259,30 +259,30 @@ func TestDashboardSearch(t *testing.T) {
 	r.WaitSession(t, "find-me", func(d httpapi.Detail) bool { return d.LastSeq == 3 })
 	r.WaitSession(t, "other", func(d httpapi.Detail) bool { return d.LastSeq == 12 })
 
-	b := newBrowser(t, e.Ctx, 1280, 860)
-	b.do("search from the box",
+	b := projectortest.NewBrowser(t, e.Ctx, 1280, 860)
+	b.Do("search from the box",
 		chromedp.Navigate(r.Srv.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`#list [data-session-id="other"]`)),
 		chromedp.SendKeys(chromedp.CSS(`#q`), "Axolotl\n"),
 		chromedp.WaitVisible(chromedp.CSS(`#list [data-session-id="find-me"] mark`)),
 	)
-	if got := b.text(`#list [data-session-id="find-me"] mark`); got != "axolotl" {
+	if got := b.Text(`#list [data-session-id="find-me"] mark`); got != "axolotl" {
 		t.Fatalf("highlighted %q", got)
 	}
-	if n := b.evalInt(`document.querySelectorAll("#list .row").length`); n != 1 {
+	if n := b.EvalInt(`document.querySelectorAll("#list .row").length`); n != 1 {
 		t.Fatalf("%d results, want 1", n)
 	}
-	if got := b.evalString(`location.search`); got != "?q=Axolotl" {
+	if got := b.EvalString(`location.search`); got != "?q=Axolotl" {
 		t.Fatalf("the search's address is %q", got)
 	}
-	b.shot("results")
-	b.do("open the result",
+	b.Shot("results")
+	b.Do("open the result",
 		chromedp.Click(chromedp.CSS(`#list [data-session-id="find-me"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev.cur[data-seq="3"]`)),
 	)
-	b.do("back to the results", chromedp.NavigateBack(), chromedp.WaitNotPresent(chromedp.CSS(`body[data-loaded]`)),
+	b.Do("back to the results", chromedp.NavigateBack(), chromedp.WaitNotPresent(chromedp.CSS(`body[data-loaded]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#list [data-session-id="find-me"] mark`)))
-	b.noPageErrors()
+	b.NoPageErrors()
 }
 
 // TestDashboardForkTree: a parent and the child forked from it link to
@@ -307,25 +307,25 @@ func TestDashboardForkTree(t *testing.T) {
 	r.WaitSession(t, "tree-child", func(d httpapi.Detail) bool { return d.LastSeq == 12 && d.Status == projector.StatusIdle })
 	r.WaitSession(t, "tree-parent", func(d httpapi.Detail) bool { return d.LastSeq == 21 })
 
-	b := newBrowser(t, e.Ctx, 1280, 860)
-	b.do("the parent's tree",
+	b := projectortest.NewBrowser(t, e.Ctx, 1280, 860)
+	b.Do("the parent's tree",
 		chromedp.Navigate(r.Srv.URL+"/?s=tree-parent"),
 		chromedp.WaitVisible(chromedp.CSS(`#tree a[data-tree="tree-child"]`)),
 	)
-	if got := b.evalString(`document.querySelector('#tree [data-cut]').getAttribute("href")`); got != "/?s=tree-parent&e=11" {
+	if got := b.EvalString(`document.querySelector('#tree [data-cut]').getAttribute("href")`); got != "/?s=tree-parent&e=11" {
 		t.Fatalf("the cut links to %q", got)
 	}
-	b.shot("parent")
-	b.do("follow the link to the child",
+	b.Shot("parent")
+	b.Do("follow the link to the child",
 		chromedp.Click(chromedp.CSS(`#tree a[data-tree="tree-child"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="tree-child"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#tree a[data-tree="tree-parent"]`)),
 	)
-	b.do("and back up to the parent",
+	b.Do("and back up to the parent",
 		chromedp.Click(chromedp.CSS(`#tree a[data-tree="tree-parent"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="tree-parent"]`)),
 	)
-	b.noPageErrors()
+	b.NoPageErrors()
 }
 
 // TestDashboardResume: resuming a paused session from the page appends
@@ -388,35 +388,35 @@ func TestDashboardResume(t *testing.T) {
 		}
 	}
 
-	b := newBrowser(t, e.Ctx, 1280, 860)
+	b := projectortest.NewBrowser(t, e.Ctx, 1280, 860)
 	// An address of old carrying the token: the page is served, the token
 	// is not taken (the form asks) and leaves the address.
-	b.login(r.Srv.URL+"/?token="+token+"&s=rs-1", token)
-	b.do("open the paused session",
+	b.Login(r.Srv.URL+"/?token="+token+"&s=rs-1", token)
+	b.Do("open the paused session",
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="rs-1"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#act-resume`)),
 	)
-	if got := b.evalString(`location.search`); got != "?s=rs-1" {
+	if got := b.EvalString(`location.search`); got != "?s=rs-1" {
 		t.Fatalf("the token stayed in the address: %q", got)
 	}
-	if got := b.evalString(`document.cookie`); got != "" {
+	if got := b.EvalString(`document.cookie`); got != "" {
 		t.Fatalf("the page has cookies: %q", got)
 	}
 	// A wrong token in this tab: the resume is refused and the form asks
 	// again.
-	b.evalString(`sessionStorage.setItem("sessionlog_token", "wrong"), ""`)
-	b.do("resume with a wrong token",
+	b.EvalString(`sessionStorage.setItem("sessionlog_token", "wrong"), ""`)
+	b.Do("resume with a wrong token",
 		chromedp.Click(chromedp.CSS(`#act-resume`)),
 		chromedp.WaitVisible(chromedp.CSS(`#confirm input[name="by"]`)),
 		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
 		chromedp.WaitVisible(chromedp.CSS(`#outcome.bad`)),
 		chromedp.WaitVisible(chromedp.CSS(`#login-token`)),
 	)
-	if got := b.text(`#outcome`); !strings.Contains(got, "unauthorized") {
+	if got := b.Text(`#outcome`); !strings.Contains(got, "unauthorized") {
 		t.Fatalf("outcome without the token: %q", got)
 	}
-	b.shot("refused")
-	b.do("sign in again and resume",
+	b.Shot("refused")
+	b.Do("sign in again and resume",
 		chromedp.SendKeys(chromedp.CSS(`#login-token`), token),
 		chromedp.Click(chromedp.CSS(`#login-ok`)),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="rs-1"]`)),
@@ -427,15 +427,15 @@ func TestDashboardResume(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#outcome.ok`)),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="13"][data-type="session/resumed"]`)),
 	)
-	if got := b.text(`#outcome`); !strings.Contains(got, "seq 13") {
+	if got := b.Text(`#outcome`); !strings.Contains(got, "seq 13") {
 		t.Fatalf("outcome: %q", got)
 	}
 	d := waitStatus(projector.StatusIdle)
 	if d.LastSeq != 13 || d.LastType != schema.TypeSessionResumed {
 		t.Fatalf("after the resume: seq %d %s, want 13 session/resumed (a refused request appended?)", d.LastSeq, d.LastType)
 	}
-	b.shot("resumed")
-	b.noPageErrors()
+	b.Shot("resumed")
+	b.NoPageErrors()
 
 	// Export reads the session through sessions.api.read, as JSON lines.
 	req, _ := http.NewRequest("GET", r.Srv.URL+"/v1/sessions/rs-1/export", nil)
@@ -477,28 +477,28 @@ func TestDashboardRepairedOutcomeUnknown(t *testing.T) {
 	}
 	r.WaitSession(t, "ou-1", func(d httpapi.Detail) bool { return d.LastSeq == s.seq })
 
-	b := newBrowser(t, e.Ctx, 1280, 860)
-	b.do("open the repaired session",
+	b := projectortest.NewBrowser(t, e.Ctx, 1280, 860)
+	b.Do("open the repaired session",
 		chromedp.Navigate(r.Srv.URL+"/?s=ou-1"),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="ou-1"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#checks li[data-check]`)),
 	)
-	if got := b.text(`#timeline .ev[data-type="tool/result"] .needs-check`); !strings.Contains(got, "repaired, needs a check") {
+	if got := b.Text(`#timeline .ev[data-type="tool/result"] .needs-check`); !strings.Contains(got, "repaired, needs a check") {
 		t.Fatalf("the repaired result says %q", got)
 	}
-	if got := b.text(`#attention`); !strings.Contains(got, "paused (repaired") || strings.Contains(got, "null") {
+	if got := b.Text(`#attention`); !strings.Contains(got, "paused (repaired") || strings.Contains(got, "null") {
 		t.Errorf("the attention card says %q", got)
 	}
-	if got := b.text(`#checks`); !strings.Contains(got, "deploy_prod") || !strings.Contains(got, "by a repair") {
+	if got := b.Text(`#checks`); !strings.Contains(got, "deploy_prod") || !strings.Contains(got, "by a repair") {
 		t.Fatalf("the checks list says %q", got)
 	}
-	b.do("expand the call", chromedp.Click(chromedp.CSS(`#timeline .ev[data-type="tool/result"] .txt`)),
+	b.Do("expand the call", chromedp.Click(chromedp.CSS(`#timeline .ev[data-type="tool/result"] .txt`)),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-type="tool/result"] .body pre`)))
-	if got := b.text(`#timeline .ev[data-type="tool/result"] .body`); !strings.Contains(got, `"version": "1.2.3"`) {
+	if got := b.Text(`#timeline .ev[data-type="tool/result"] .body`); !strings.Contains(got, `"version": "1.2.3"`) {
 		t.Fatalf("the call's input is not shown pretty-printed: %q", got)
 	}
-	b.shot("needs-check")
-	b.noPageErrors()
+	b.Shot("needs-check")
+	b.NoPageErrors()
 }
 
 // TestDashboardLongSession: a session of 10,003 events (1,000 turns with
@@ -514,30 +514,30 @@ func TestDashboardLongSession(t *testing.T) {
 	projectortest.PublishN(t, e, gen.NewSession("long", projectortest.T0), n)
 	r.WaitSession(t, "long", func(d httpapi.Detail) bool { return d.LastSeq == n })
 
-	b := newBrowser(t, e.Ctx, 1280, 860)
-	b.do("start the browser", chromedp.Navigate("about:blank"))
+	b := projectortest.NewBrowser(t, e.Ctx, 1280, 860)
+	b.Do("start the browser", chromedp.Navigate("about:blank"))
 	start := time.Now()
-	b.do("open the long session",
+	b.Do("open the long session",
 		chromedp.Navigate(r.Srv.URL+"/?s=long"),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="1"]`)),
 	)
 	first := time.Since(start)
-	b.do("every event", chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="long"]`)))
+	b.Do("every event", chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="long"]`)))
 	all := time.Since(start)
-	if got := b.evalInt(`document.querySelectorAll("#timeline .ev").length`); got != n {
+	if got := b.EvalInt(`document.querySelectorAll("#timeline .ev").length`); got != n {
 		t.Fatalf("%d rows, want %d", got, n)
 	}
-	t.Logf("10,003 events: first rows after %v, all after %v; the page says %q; per page: %s", first, all, b.text(`#loading`), b.evalString(`JSON.stringify(window.__timing)`))
-	b.do("a link into the middle", chromedp.Navigate(r.Srv.URL+"/?s=long&e=7777"),
+	t.Logf("10,003 events: first rows after %v, all after %v; the page says %q; per page: %s", first, all, b.Text(`#loading`), b.EvalString(`JSON.stringify(window.__timing)`))
+	b.Do("a link into the middle", chromedp.Navigate(r.Srv.URL+"/?s=long&e=7777"),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev.cur[data-seq="7777"] .body`)))
 	// Rows open from the keyboard and by a click, through the timeline's
 	// one listener.
-	b.do("Enter on a row", chromedp.Focus(chromedp.CSS(`#timeline .ev[data-seq="7779"]`)), chromedp.KeyEvent("\r"),
+	b.Do("Enter on a row", chromedp.Focus(chromedp.CSS(`#timeline .ev[data-seq="7779"]`)), chromedp.KeyEvent("\r"),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="7779"][aria-expanded="true"] .body`)))
-	b.do("a click on a row", chromedp.Click(chromedp.CSS(`#timeline .ev[data-seq="7781"] .txt`)),
+	b.Do("a click on a row", chromedp.Click(chromedp.CSS(`#timeline .ev[data-seq="7781"] .txt`)),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="7781"][aria-expanded="true"] .body`)))
-	b.shot("long")
-	b.noPageErrors()
+	b.Shot("long")
+	b.NoPageErrors()
 }
 
 // TestDashboardShowsMarkupAsText: titles, agents, labels, messages, tool
@@ -564,8 +564,8 @@ func TestDashboardShowsMarkupAsText(t *testing.T) {
 	r.WaitSession(t, "xss", func(d httpapi.Detail) bool { return d.LastSeq == 6 })
 	r.WaitSession(t, "xss-child", func(d httpapi.Detail) bool { return d.LastSeq == 2 })
 
-	b := newBrowser(t, e.Ctx, 1280, 860)
-	b.do("list, search, session, tree, expanded call",
+	b := projectortest.NewBrowser(t, e.Ctx, 1280, 860)
+	b.Do("list, search, session, tree, expanded call",
 		chromedp.Navigate(r.Srv.URL+"/?q=markup"),
 		chromedp.WaitVisible(chromedp.CSS(`#list [data-session-id="xss"] mark`)),
 		chromedp.Click(chromedp.CSS(`#list [data-session-id="xss"]`)),
@@ -577,7 +577,7 @@ func TestDashboardShowsMarkupAsText(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#timeline .ev[data-seq="4"] .txt`)),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="4"] .body`)),
 	)
-	if got := b.text(`#d-title`); got != "markup "+img {
+	if got := b.Text(`#d-title`); got != "markup "+img {
 		t.Fatalf("title shown as %q", got)
 	}
 	for sel, want := range map[string]string{
@@ -589,15 +589,15 @@ func TestDashboardShowsMarkupAsText(t *testing.T) {
 		`#head`: `<svg onload`,
 		`#tree`: img,
 	} {
-		if got := b.text(sel); !strings.Contains(got, want) {
+		if got := b.Text(sel); !strings.Contains(got, want) {
 			t.Errorf("%s shows %q, want it to contain %q", sel, got, want)
 		}
 	}
-	if got := b.evalString(`String(window.__xss) + "," + document.querySelectorAll("#side img, #side script, #side svg, #detail img, #detail script, #detail svg, #detail b:not(:is(.txt > span > b))").length`); got != "undefined,0" {
+	if got := b.EvalString(`String(window.__xss) + "," + document.querySelectorAll("#side img, #side script, #side svg, #detail img, #detail script, #detail svg, #detail b:not(:is(.txt > span > b))").length`); got != "undefined,0" {
 		t.Fatalf("markup ran or was parsed: %q", got)
 	}
-	b.shot("markup")
-	b.noPageErrors()
+	b.Shot("markup")
+	b.NoPageErrors()
 }
 
 // TestDashboardForkFromPage: forking at an event from the page goes
@@ -611,8 +611,8 @@ func TestDashboardForkFromPage(t *testing.T) {
 	projectortest.PublishN(t, e, gen.NewSession("fk-parent", projectortest.T0), 21) // turns end at 11 and 21
 	r.WaitSession(t, "fk-parent", func(d httpapi.Detail) bool { return d.LastSeq == 21 })
 
-	b := newBrowser(t, e.Ctx, 1280, 860)
-	b.do("fork inside a turn",
+	b := projectortest.NewBrowser(t, e.Ctx, 1280, 860)
+	b.Do("fork inside a turn",
 		chromedp.Navigate(r.Srv.URL+"/?s=fk-parent&e=5"),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="5"] .fork-here`)),
 		chromedp.Click(chromedp.CSS(`#timeline .ev[data-seq="5"] .fork-here`)),
@@ -620,24 +620,24 @@ func TestDashboardForkFromPage(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
 		chromedp.WaitVisible(chromedp.CSS(`#outcome .safe-cut[data-seq="11"]`)),
 	)
-	if got := b.text(`#outcome`); !strings.Contains(got, "unsafe_cut") || !strings.Contains(got, "not a safe cut") {
+	if got := b.Text(`#outcome`); !strings.Contains(got, "unsafe_cut") || !strings.Contains(got, "not a safe cut") {
 		t.Fatalf("the refusal says %q", got)
 	}
-	b.shot("refused-cut")
-	b.do("fork at the nearest safe cut after",
+	b.Shot("refused-cut")
+	b.Do("fork at the nearest safe cut after",
 		chromedp.Click(chromedp.CSS(`#outcome .safe-cut[data-seq="11"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#confirm input[name="seq"]`)),
 		chromedp.Click(chromedp.CSS(`#confirm-ok`)),
 		chromedp.WaitVisible(chromedp.CSS(`#fork-child`)),
 	)
-	child := b.text(`#fork-child`)
+	child := b.Text(`#fork-child`)
 	d := r.WaitSession(t, child, func(d httpapi.Detail) bool { return d.Status == projector.StatusIdle })
 	if d.Parent == nil || d.Parent.SessionID != "fk-parent" || d.Parent.SeedLength != 11 {
 		t.Fatalf("the child's parent: %+v", d.Parent)
 	}
-	b.do("the tree links the child", chromedp.WaitVisible(chromedp.CSS(`#tree a[data-tree="`+child+`"]`)))
-	b.shot("forked")
-	b.noPageErrors()
+	b.Do("the tree links the child", chromedp.WaitVisible(chromedp.CSS(`#tree a[data-tree="`+child+`"]`)))
+	b.Shot("forked")
+	b.NoPageErrors()
 }
 
 // TestDashboardShowsAbandoned: what a context/rewound abandoned stays in
@@ -657,20 +657,20 @@ func TestDashboardShowsAbandoned(t *testing.T) {
 	s.add(schema.TypeSessionTitled, `{"title":"rewound"}`)
 	r.WaitSession(t, "rw-1", func(d httpapi.Detail) bool { return d.LastSeq == 7 })
 
-	b := newBrowser(t, e.Ctx, 1280, 860)
-	b.do("open the rewound session",
+	b := projectortest.NewBrowser(t, e.Ctx, 1280, 860)
+	b.Do("open the rewound session",
 		chromedp.Navigate(r.Srv.URL+"/?s=rw-1"),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="rw-1"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="7"]`)),
 	)
-	if got := b.evalString(`[...document.querySelectorAll("#timeline .ev.abandoned")].map(r => r.dataset.seq).join(" ")`); got != "3 4" {
+	if got := b.EvalString(`[...document.querySelectorAll("#timeline .ev.abandoned")].map(r => r.dataset.seq).join(" ")`); got != "3 4" {
 		t.Errorf("abandoned rows %q, want 3 4", got)
 	}
-	if got := b.text(`#timeline .ev[data-seq="5"]`); !strings.Contains(got, "continues from #2") {
+	if got := b.Text(`#timeline .ev[data-seq="5"]`); !strings.Contains(got, "continues from #2") {
 		t.Errorf("the rewind says %q", got)
 	}
-	if got := b.text(`#timeline .ev[data-seq="7"]`); !strings.Contains(got, "Titled: rewound") {
+	if got := b.Text(`#timeline .ev[data-seq="7"]`); !strings.Contains(got, "Titled: rewound") {
 		t.Errorf("the title says %q", got)
 	}
-	b.noPageErrors()
+	b.NoPageErrors()
 }

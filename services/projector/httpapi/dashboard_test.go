@@ -1,11 +1,8 @@
-package projector_test
+package httpapi_test
 
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,37 +15,6 @@ import (
 	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
-// chromiumPath finds Debian's chromium (or $SESSIONLOG_CHROMIUM). Its
-// absence fails the test wherever it runs: the dashboard is checked in a
-// real browser or not at all, and a test that skipped would pass unseen.
-func chromiumPath(t *testing.T) string {
-	for _, p := range []string{os.Getenv("SESSIONLOG_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
-		if p != "" {
-			if _, err := os.Stat(p); err == nil {
-				return p
-			}
-		}
-	}
-	if p, err := exec.LookPath("chromium"); err == nil {
-		return p
-	}
-	t.Fatal("chromium is not installed: apt-get install -y chromium (.ci/run does), or set SESSIONLOG_CHROMIUM to a Chromium binary")
-	return ""
-}
-
-// artifactDir is where screenshots go: $SESSIONLOG_ARTEFACTS (or
-// $SESSIONLOG_ARTIFACTS), else artifacts/ at the top of the repository
-// (ignored by git), so the screenshots of the last run stay where a person
-// can open them.
-func artifactDir(t *testing.T) string {
-	for _, v := range []string{"SESSIONLOG_ARTEFACTS", "SESSIONLOG_ARTIFACTS"} {
-		if d := os.Getenv(v); d != "" {
-			return d
-		}
-	}
-	return filepath.Join("..", "..", "artifacts")
-}
-
 // TestDashboardInChromium drives the embedded dashboard in headless
 // Chromium: a session appended during the test appears in the list, and
 // its timeline grows live through the watch stream, without a reload.
@@ -59,14 +25,14 @@ func TestDashboardInChromium(t *testing.T) {
 	first := gen.NewSession("dash-first", projectortest.T0.Add(-time.Hour))
 	projectortest.PublishN(t, e, first, 12)
 
-	b := newBrowser(t, e.Ctx, 1400, 900)
-	do, text := b.do, b.text
+	b := projectortest.NewBrowser(t, e.Ctx, 1400, 900)
+	do, text := b.Do, b.Text
 	do("open the dashboard",
 		chromedp.Navigate(r.Srv.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-session-id="dash-first"]`)),
 	)
 	// A marker that a reload would wipe.
-	b.evalInt(`window.__noReload = 42`)
+	b.EvalInt(`window.__noReload = 42`)
 
 	// A session appended while the page is open shows up in the list.
 	live := gen.NewSession("dash-live", projectortest.T0)
@@ -94,7 +60,7 @@ func TestDashboardInChromium(t *testing.T) {
 		do("wait", chromedp.Sleep(200*time.Millisecond))
 	}
 
-	if marker := b.evalInt(`window.__noReload`); marker != 42 {
+	if marker := b.EvalInt(`window.__noReload`); marker != 42 {
 		t.Fatalf("the page reloaded (marker %d)", marker)
 	}
 	if phase := text(`#timeline .ev[data-seq="7"] .phase`); phase != "started" {
@@ -103,7 +69,7 @@ func TestDashboardInChromium(t *testing.T) {
 	if status := text(`[data-session-id="dash-live"] .pill`); !strings.EqualFold(status, "active") {
 		t.Fatalf("the open turn's session is shown as %q", status)
 	}
-	b.shot("dashboard")
+	b.Shot("dashboard")
 }
 
 // TestDashboardRendersAnyJSON opens a session whose events carry data of
@@ -164,8 +130,8 @@ func TestDashboardRendersAnyJSON(t *testing.T) {
 	pub(schema.TypeMessageUser, `{"content":"the end"}`, turn)
 	last := seq
 
-	b := newBrowser(t, e.Ctx, 1400, 900)
-	do, text := b.do, b.text
+	b := projectortest.NewBrowser(t, e.Ctx, 1400, 900)
+	do, text := b.Do, b.Text
 	do("open the session's timeline",
 		chromedp.Navigate(r.Srv.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`[data-session-id="`+id+`"]`)),
@@ -190,7 +156,7 @@ func TestDashboardRendersAnyJSON(t *testing.T) {
 		do("wait", chromedp.Sleep(200*time.Millisecond))
 	}
 
-	if n := b.evalInt(`document.querySelectorAll("#timeline .ev").length`); uint64(n) != last {
+	if n := b.EvalInt(`document.querySelectorAll("#timeline .ev").length`); uint64(n) != last {
 		t.Fatalf("timeline rows: %d, want %d", n, last)
 	}
 	for s := uint64(1); s <= last; s++ {
@@ -210,8 +176,8 @@ func TestDashboardRendersAnyJSON(t *testing.T) {
 	if got := text(`#timeline .ev[data-seq="9"] .txt`); len(got) > 1000 || !strings.Contains(got, "many words") {
 		t.Errorf("the huge string is shown as %d bytes: %.80q", len(got), got)
 	}
-	if xss := b.evalString(`String(window.__xss) + "," + String(({}).polluted) + "," + document.querySelectorAll("#timeline img, #timeline script, #timeline b[onmouseover]").length`); xss != "undefined,undefined,0" {
+	if xss := b.EvalString(`String(window.__xss) + "," + String(({}).polluted) + "," + document.querySelectorAll("#timeline img, #timeline script, #timeline b[onmouseover]").length`); xss != "undefined,undefined,0" {
 		t.Fatalf("markup from event data ran or was parsed: %q", xss)
 	}
-	b.noPageErrors()
+	b.NoPageErrors()
 }

@@ -1,8 +1,9 @@
-package projector_test
+package projectortest
 
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,10 +14,10 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// browser is a headless Chromium page driven by a test: each step fails
+// Browser is a headless Chromium page driven by a test: each step fails
 // the test with what the page threw, and screenshots go to the artefact
 // directory.
-type browser struct {
+type Browser struct {
 	t   *testing.T
 	ctx context.Context
 
@@ -24,11 +25,11 @@ type browser struct {
 	errors []string
 }
 
-// newBrowser starts Chromium at width x height; the page's uncaught
-// exceptions are collected (see noPageErrors).
-func newBrowser(t *testing.T, parent context.Context, width, height int) *browser {
+// NewBrowser starts Chromium at width x height; the page's uncaught
+// exceptions are collected (see NoPageErrors).
+func NewBrowser(t *testing.T, parent context.Context, width, height int) *Browser {
 	t.Helper()
-	bin := chromiumPath(t)
+	bin := ChromiumPath(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(bin),
 		chromedp.NoSandbox,
@@ -47,7 +48,7 @@ func newBrowser(t *testing.T, parent context.Context, width, height int) *browse
 	t.Cleanup(cancelC)
 	ctx, cancelT := context.WithTimeout(ctx, 150*time.Second)
 	t.Cleanup(cancelT)
-	b := &browser{t: t, ctx: ctx}
+	b := &Browser{t: t, ctx: ctx}
 	if err := chromedp.Listen(ctx, func(ev any) {
 		if ex, ok := ev.(*cdpruntime.EventExceptionThrown); ok {
 			msg := ex.ExceptionDetails.Text
@@ -64,17 +65,19 @@ func newBrowser(t *testing.T, parent context.Context, width, height int) *browse
 	return b
 }
 
-func (b *browser) do(what string, actions ...chromedp.Action[chromedp.Void]) {
+// Do runs actions; a failure fails the test with a screenshot.
+func (b *Browser) Do(what string, actions ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
 	if err := chromedp.Do(b.ctx, actions...); err != nil {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		b.shot("failed-" + strings.ReplaceAll(what, " ", "-"))
+		b.Shot("failed-" + strings.ReplaceAll(what, " ", "-"))
 		b.t.Fatalf("%s: %v (%d page errors, the first: %q)", what, err, len(b.errors), b.errors[:min(len(b.errors), 1)])
 	}
 }
 
-func (b *browser) text(sel string) string {
+// Text is the text of the element sel selects.
+func (b *Browser) Text(sel string) string {
 	b.t.Helper()
 	v, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
 	if err != nil {
@@ -83,7 +86,8 @@ func (b *browser) text(sel string) string {
 	return v
 }
 
-func (b *browser) evalString(js string) string {
+// EvalString is the value of js, a string.
+func (b *Browser) EvalString(js string) string {
 	b.t.Helper()
 	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js))
 	if err != nil {
@@ -92,7 +96,8 @@ func (b *browser) evalString(js string) string {
 	return v
 }
 
-func (b *browser) evalInt(js string) int {
+// EvalInt is the value of js, an int.
+func (b *Browser) EvalInt(js string) int {
 	b.t.Helper()
 	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](js))
 	if err != nil {
@@ -101,16 +106,16 @@ func (b *browser) evalInt(js string) int {
 	return v
 }
 
-// shot saves a full-page screenshot as <name>.png in the artefact
+// Shot saves a full-page screenshot as <name>.png in the artefact
 // directory (a failure to take one is logged, not fatal).
-func (b *browser) shot(name string) {
+func (b *Browser) Shot(name string) {
 	b.t.Helper()
 	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		b.t.Logf("screenshot %s: %v", name, err)
 		return
 	}
-	dir := artifactDir(b.t)
+	dir := ArtifactDir(b.t)
 	os.MkdirAll(dir, 0o755)
 	path := filepath.Join(dir, b.t.Name()+"-"+name+".png")
 	path = strings.ReplaceAll(path, "/"+b.t.Name(), "/"+strings.ReplaceAll(b.t.Name(), "/", "_"))
@@ -122,24 +127,70 @@ func (b *browser) shot(name string) {
 	b.t.Logf("screenshot: %s (%d bytes)", abs, len(png))
 }
 
-// login opens url, where the page asks for the token (the server answered
+// Login opens url, where the page asks for the token (the server answered
 // it 401), and signs in with token through the page's form, as a person
 // does: the token is never in an address.
-func (b *browser) login(url, token string) {
+func (b *Browser) Login(url, token string) {
 	b.t.Helper()
-	b.do("sign in at "+url, chromedp.Navigate(url),
+	b.Do("sign in at "+url, chromedp.Navigate(url),
 		chromedp.WaitVisible(chromedp.CSS(`#login-token`)),
 		chromedp.SendKeys(chromedp.CSS(`#login-token`), token),
 		chromedp.Click(chromedp.CSS(`#login-ok`)),
 		chromedp.WaitNotVisible(chromedp.CSS(`#login`)))
 }
 
-// noPageErrors fails the test if the page threw.
-func (b *browser) noPageErrors() {
+// NoPageErrors fails the test if the page threw.
+func (b *Browser) NoPageErrors() {
 	b.t.Helper()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.errors) > 0 {
 		b.t.Fatalf("page errors: %q", b.errors)
+	}
+}
+
+// ChromiumPath finds Debian's chromium (or $SESSIONLOG_CHROMIUM). Its
+// absence fails the test wherever it runs: the dashboard is checked in a
+// real browser or not at all, and a test that skipped would pass unseen.
+func ChromiumPath(t *testing.T) string {
+	for _, p := range []string{os.Getenv("SESSIONLOG_CHROMIUM"), "/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if p != "" {
+			if _, err := os.Stat(p); err == nil {
+				return p
+			}
+		}
+	}
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	t.Fatal("chromium is not installed: apt-get install -y chromium (.ci/run does), or set SESSIONLOG_CHROMIUM to a Chromium binary")
+	return ""
+}
+
+// ArtifactDir is where screenshots go: $SESSIONLOG_ARTEFACTS (or
+// $SESSIONLOG_ARTIFACTS), else artifacts/ at the top of the repository
+// (ignored by git), so the screenshots of the last run stay where a person
+// can open them.
+func ArtifactDir(t *testing.T) string {
+	for _, v := range []string{"SESSIONLOG_ARTEFACTS", "SESSIONLOG_ARTIFACTS"} {
+		if d := os.Getenv(v); d != "" {
+			return d
+		}
+	}
+	// The top of the repository: the first directory up from the test's
+	// package that holds go.mod.
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, "artifacts")
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = up
 	}
 }

@@ -1,4 +1,4 @@
-package projector_test
+package httpapi_test
 
 import (
 	"context"
@@ -85,48 +85,48 @@ func TestDashboardTenant(t *testing.T) {
 	front := httptest.NewServer(cutter)
 	t.Cleanup(func() { front.CloseClientConnections(); front.Close() })
 
-	b := newBrowser(t, e.Ctx, 1280, 860)
+	b := projectortest.NewBrowser(t, e.Ctx, 1280, 860)
 	listed := func() []string {
-		got := strings.Fields(b.evalString(`[...document.querySelectorAll("#list .row")].map(r => r.dataset.sessionId).join(" ")`))
+		got := strings.Fields(b.EvalString(`[...document.querySelectorAll("#list .row")].map(r => r.dataset.sessionId).join(" ")`))
 		slices.Sort(got)
 		return got
 	}
 	own := []string{"s1", "s2"} // as the tenant names them
-	b.login(front.URL+"/", acme)
-	b.do("the tenant's sessions listed",
+	b.Login(front.URL+"/", acme)
+	b.Do("the tenant's sessions listed",
 		chromedp.WaitVisible(chromedp.CSS(`[data-session-id="s1"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-session-id="s2"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-scope="tenant"] #overview`)))
 	if got := listed(); !slices.Equal(got, own) {
 		t.Errorf("listed %v, want %v", got, own)
 	}
-	if b.evalInt(`document.querySelector('nav.top a[data-view-link="overview"]').offsetParent === null ? 1 : 0`) != 1 {
+	if b.EvalInt(`document.querySelector('nav.top a[data-view-link="overview"]').offsetParent === null ? 1 : 0`) != 1 {
 		t.Error("the fleet view is offered to a tenant's token")
 	}
-	b.shot("tenant-list")
+	b.Shot("tenant-list")
 
-	b.do("search", chromedp.Navigate(front.URL+"/?q=zebra"),
+	b.Do("search", chromedp.Navigate(front.URL+"/?q=zebra"),
 		chromedp.WaitVisible(chromedp.CSS(`#search-note`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-session-id="s2"]`)))
 	if got := listed(); !slices.Equal(got, own) {
 		t.Errorf("search found %v, want %v", got, own)
 	}
-	b.do("another tenant's session", chromedp.Navigate(front.URL+"/?s=_Tbeta_s1"),
+	b.Do("another tenant's session", chromedp.Navigate(front.URL+"/?s=_Tbeta_s1"),
 		chromedp.WaitVisible(chromedp.CSS(`#missing[data-missing="not-found"]`)))
 
 	s := scripts["_Tacme_s1"]
-	b.do("open the tenant's session", chromedp.Navigate(front.URL+"/?s=s1"),
+	b.Do("open the tenant's session", chromedp.Navigate(front.URL+"/?s=s1"),
 		chromedp.WaitVisible(chromedp.CSS(`body[data-loaded="s1"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="3"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#act-export`)))
 	for _, id := range []string{"act-repair", "act-fork", "act-erase"} {
-		if b.evalInt(`document.getElementById("`+id+`").offsetParent === null ? 1 : 0`) != 1 {
+		if b.EvalInt(`document.getElementById("`+id+`").offsetParent === null ? 1 : 0`) != 1 {
 			t.Errorf("#%s is offered to a tenant's token", id)
 		}
 	}
 	s.add(schema.TypeTurnEnded, `{"reason":"completed"}`, inTurn("t1"))
-	b.do("the timeline grows live", chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="4"]`)))
-	if got := b.text(`#conn`); got != "live" {
+	b.Do("the timeline grows live", chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="4"]`)))
+	if got := b.Text(`#conn`); got != "live" {
 		t.Errorf("the connection shows %q", got)
 	}
 
@@ -136,18 +136,18 @@ func TestDashboardTenant(t *testing.T) {
 	cutter.cut()
 	waitFor(t, func() bool { return len(cutter.watches()) > before })
 	s.add(schema.TypeTurnStarted, `{}`, inTurn("t2"))
-	b.do("the timeline grows after the reconnect", chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="5"]`)))
+	b.Do("the timeline grows after the reconnect", chromedp.WaitVisible(chromedp.CSS(`#timeline .ev[data-seq="5"]`)))
 	w := cutter.watches()
 	if first, again := w[before-1], w[before]; first != [2]string{"Bearer " + acme, ""} || again != [2]string{"Bearer " + acme, "4"} {
 		t.Errorf("the watch was asked with %q, then reconnected with %q; want the token, then the token and Last-Event-ID 4", first, again)
 	}
-	if n := b.evalInt(`document.querySelectorAll("#timeline .ev").length`); n != 5 {
+	if n := b.EvalInt(`document.querySelectorAll("#timeline .ev").length`); n != 5 {
 		t.Errorf("the timeline holds %d events, want 5", n)
 	}
 
 	// The export is fetched with the token and saved.
 	dir := t.TempDir()
-	b.do("export",
+	b.Do("export",
 		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
 			_, err := chromedp.Call(ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
 				Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllow, DownloadPath: dir})
@@ -167,6 +167,6 @@ func TestDashboardTenant(t *testing.T) {
 			t.Errorf("exported %.200q", l)
 		}
 	}
-	b.shot("tenant-session")
-	b.noPageErrors()
+	b.Shot("tenant-session")
+	b.NoPageErrors()
 }

@@ -1,4 +1,4 @@
-package projector_test
+package httpapi_test
 
 import (
 	"fmt"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/services/projector"
 	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
@@ -23,7 +22,7 @@ import (
 // examines its own sessions alone: with a budget of 10 sessions examined
 // a request, a page of 5 is full.
 func TestTenantPages(t *testing.T) {
-	defer projector.SetSearchScanBudget(10)()
+	defer httpapi.SetSearchScanBudget(10)()
 	e, r := startTenants(t)
 	const n = 12
 	tenants := []struct{ name, token, prefix string }{{"acme", acme, "_Tacme_"}, {"beta", beta, "_Tbeta_"}, {"AGENTS", agents, ""}}
@@ -73,7 +72,7 @@ func TestTenantPages(t *testing.T) {
 					t.Errorf("GET %s by pages: %v, want %v", p, got, w)
 				}
 			}
-			ids, examined, err := projector.ListExamined(r.Service, tn.name, 5)
+			ids, examined, err := projectortest.ListExamined(r, tn.name, 5)
 			if err != nil || examined != 5 || len(ids) != 5 {
 				t.Errorf("a page of 5 of %s's list read %d index entries for %v (%v), want 5", tn.name, examined, ids, err)
 			}

@@ -1,0 +1,98 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sessionlog/sessionlog/internal/gen"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
+	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
+)
+
+// TestWatchStopsAtHostileMessage: a watch, opened before or after a
+// message that is not the session's next event lands on its subject, sends
+// the events before it, then an error event with code unreadable, and
+// nothing of that message or after it.
+func TestWatchStopsAtHostileMessage(t *testing.T) {
+	e := projectortest.NewEnv(t)
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
+	for _, h := range projectortest.Hostiles {
+		t.Run(h.Name, func(t *testing.T) {
+			bad, other := "wbad-"+h.Name, "wok-"+h.Name
+			badS := gen.NewSession(bad, projectortest.T0)
+			projectortest.PublishN(t, e, badS, 4)
+			ctx, cancel := context.WithTimeout(e.Ctx, 30*time.Second)
+			defer cancel()
+			early := watchUntilEnd(t, ctx, r.Srv.URL+"/v1/sessions/"+bad+"/watch?after=0")
+			body, seq := h.Body(bad, other)
+			projectortest.PublishHostile(t, e, bad, body, seq)
+			projectortest.PublishN(t, e, badS, 2)
+			late := watchUntilEnd(t, ctx, r.Srv.URL+"/v1/sessions/"+bad+"/watch?after=0")
+			for name, ch := range map[string]<-chan watchResult{"opened before": early, "opened after": late} {
+				got := <-ch
+				if got.err != nil {
+					t.Fatalf("%s: %v", name, got.err)
+				}
+				if !reflect.DeepEqual(got.seqs, []uint64{1, 2, 3, 4}) || got.endCode != string(schema.CodeUnreadable) || got.resumeAfter != 4 {
+					t.Fatalf("%s: durable seqs %v, end %q resumeAfter %d", name, got.seqs, got.endCode, got.resumeAfter)
+				}
+				if strings.Contains(got.raw, `"content":"forged"`) || strings.Contains(got.raw, "not an event {") {
+					t.Fatalf("%s: the hostile message reached the client:\n%s", name, got.raw)
+				}
+			}
+		})
+	}
+}
+
+type watchResult struct {
+	seqs        []uint64
+	endCode     string
+	resumeAfter uint64
+	raw         string
+	err         error
+}
+
+// watchUntilEnd reads a watch until its error event (or ctx ends).
+func watchUntilEnd(t *testing.T, ctx context.Context, url string) <-chan watchResult {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("watch: %d", resp.StatusCode)
+	}
+	out := make(chan watchResult, 1)
+	go func() {
+		defer resp.Body.Close()
+		var res watchResult
+		var raw strings.Builder
+		err := projectortest.ReadSSE(io.TeeReader(resp.Body, &raw), func(id, kind string, ev httpapi.WatchEvent, data string) {
+			switch kind {
+			case "durable":
+				res.seqs = append(res.seqs, ev.Seq)
+			case "error":
+				var end httpapi.WatchEnd
+				if err := json.Unmarshal([]byte(data), &end); err == nil {
+					res.endCode, res.resumeAfter = end.Error.Code, end.ResumeAfter
+				}
+			}
+		})
+		res.raw = raw.String()
+		if res.endCode == "" {
+			res.err = fmt.Errorf("the watch ended without an error event (%v): %s", err, res.raw)
+		}
+		out <- res
+	}()
+	return out
+}
