@@ -273,3 +273,75 @@ func TestTailJudges(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// `sessionlog tail` starts a session it first meets partway from where it
+// met it: the judge starts at the event stored before the first message
+// it sees, so the session's earlier events are not read again. A session
+// of about 2 MiB is met by tail (following every session) at one new
+// event; what the server sent in the meantime, to tail and to the
+// appends' acks, is far below the session's size (a read from its start
+// sends it whole). The event tail prints is judged all the same: it is
+// the session's next after the one stored before it.
+func TestTailMeetsSessionsPartway(t *testing.T) {
+	d, _, st := layoutStore(t, natstest.Layout{Partitions: 1, Nodes: 1})
+	ctx := context.Background()
+	pad := strings.Repeat("x", 1024)
+	mk := func(seq uint64) schema.Envelope {
+		typ, data := schema.TypeMessageUser, fmt.Sprintf(`{"content":"long-%d %s"}`, seq, pad)
+		if seq == 1 {
+			typ, data = schema.TypeSessionCreated, `{}`
+		}
+		return schema.Envelope{SchemaVersion: schema.Version, SessionID: "long", Seq: seq, EventID: fmt.Sprintf("long-%d", seq), Time: time.Now().UTC(), Type: typ, Data: []byte(data)}
+	}
+	const stored = 2000
+	var last uint64
+	for seq := uint64(1); seq <= stored; seq += 200 {
+		evs := make([]schema.Envelope, 0, 200)
+		for s := seq; s < seq+200; s++ {
+			evs = append(evs, mk(s))
+		}
+		res, err := st.Append(ctx, logstore.AppendRequest{SessionID: "long", ExpectedStreamSeq: last, Events: evs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = res.StreamSeq
+	}
+	outBytes := func() int64 {
+		v, err := d.Server.Varz(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v.OutBytes
+	}
+	before := outBytes()
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- Main(tctx, []string{"tail", "--no-live", "--nats-url", d.URL}, &out, &errb) }()
+	seq := uint64(stored)
+	natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
+		seq++
+		res, err := st.Append(ctx, logstore.AppendRequest{SessionID: "long", ExpectedStreamSeq: last, Events: []schema.Envelope{mk(seq)}})
+		if err != nil {
+			return err
+		}
+		last = res.StreamSeq
+		if !strings.Contains(out.String(), `"eventId":"long-`) {
+			return fmt.Errorf("nothing printed: %q (stderr %q)", out.String(), errb.String())
+		}
+		return nil
+	})
+	sent := outBytes() - before
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if errb.String() != "" {
+		t.Fatalf("tail said %q", errb.String())
+	}
+	if size := int64(stored * len(pad)); sent > size/8 {
+		t.Fatalf("the server sent %d bytes while tail met the session: it read the session's %d bytes from its start", sent, size)
+	}
+	t.Logf("the server sent %d bytes while tail met the session at seq %d", sent, seq)
+}

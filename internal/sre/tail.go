@@ -50,10 +50,14 @@ type tailLine struct {
 
 // tailJudges judges the stored messages tail prints as every reader
 // judges them (logstore.Judge, DESIGN.md section 5): each session's in
-// stream order, one first seen after its start judged from its start
-// (the events before it are read, not printed). An exact copy is not
-// printed; an unreadable message is reported with the judge's text and
-// nothing more of its session is printed.
+// stream order. A session first met partway (a message after its first)
+// is judged from where it was met, not from its start: the judge starts
+// at the session's event stored last before that message
+// (logstore.JudgeAfter, one direct get; a replica behind gives an
+// earlier event, and the messages between are read and judged, not
+// printed). An exact copy is not printed; an unreadable message is
+// reported with the judge's text and nothing more of its session is
+// printed.
 type tailJudges struct {
 	st     *logstore.Store
 	judges map[string]*logstore.Judge
@@ -70,24 +74,12 @@ func (t *tailJudges) judge(ctx context.Context, m *logstore.Msg) (bool, error) {
 	}
 	j := t.judges[id]
 	if j == nil {
-		j = &logstore.Judge{SessionID: id}
-		var bad error
-		_, err := t.st.ReadStored(ctx, id, func(p *logstore.Msg) error {
-			if p.StreamSeq >= m.StreamSeq {
-				return logstore.ErrStop
+		var err error
+		if j, err = t.judgeBefore(ctx, id, m.StreamSeq); err != nil {
+			if ue := (*logstore.UnreadableError)(nil); errors.As(err, &ue) {
+				t.bad[id] = true
 			}
-			if _, v, err := j.Next(p); v == logstore.VerdictUnreadable {
-				bad = err
-				return logstore.ErrStop
-			}
-			return nil
-		})
-		if err != nil {
 			return false, err
-		}
-		if bad != nil {
-			t.bad[id] = true
-			return false, bad
 		}
 		t.judges[id] = j
 	}
@@ -99,6 +91,33 @@ func (t *tailJudges) judge(ctx context.Context, m *logstore.Msg) (bool, error) {
 		return false, nil
 	}
 	return true, nil
+}
+
+// judgeBefore is a judge of the session's messages from stream seq at
+// on: its Last is the session's event stored last before at. The event
+// JudgeAfter finds is taken as stored; the messages after it and before
+// at (a replica behind answered) are judged, and a verdict on one of
+// them, or on a message there that is not an event, is the error.
+func (t *tailJudges) judgeBefore(ctx context.Context, id string, at uint64) (*logstore.Judge, error) {
+	j, err := t.st.JudgeAfter(ctx, id, at-1)
+	if err != nil {
+		return nil, err
+	}
+	var bad error
+	_, err = t.st.ReadSessionFrom(ctx, id, j.Last.StreamSeq, j.Last.Seq, func(p *logstore.Msg) error {
+		if p.StreamSeq >= at {
+			return logstore.ErrStop
+		}
+		if _, v, err := j.Next(p); v == logstore.VerdictUnreadable {
+			bad = err
+			return logstore.ErrStop
+		}
+		return nil
+	})
+	if bad != nil {
+		return nil, bad
+	}
+	return &j, err
 }
 
 // liveWriters decides which transient events tail prints: those whose
