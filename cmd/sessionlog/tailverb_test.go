@@ -16,6 +16,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/pkg/session"
 )
 
 type syncBuffer struct {
@@ -285,27 +286,132 @@ func ptr[T any](v T) *T { return &v }
 func TestTailMeetsSessionsPartway(t *testing.T) {
 	d, _, st := layoutStore(t, natstest.Layout{Partitions: 1, Nodes: 1})
 	ctx := context.Background()
-	pad := strings.Repeat("x", 1024)
-	mk := func(seq uint64) schema.Envelope {
-		typ, data := schema.TypeMessageUser, fmt.Sprintf(`{"content":"long-%d %s"}`, seq, pad)
-		if seq == 1 {
-			typ, data = schema.TypeSessionCreated, `{}`
-		}
-		return schema.Envelope{SchemaVersion: schema.Version, SessionID: "long", Seq: seq, EventID: fmt.Sprintf("long-%d", seq), Time: time.Now().UTC(), Type: typ, Data: []byte(data)}
-	}
 	const stored = 2000
-	var last uint64
-	for seq := uint64(1); seq <= stored; seq += 200 {
-		evs := make([]schema.Envelope, 0, 200)
-		for s := seq; s < seq+200; s++ {
-			evs = append(evs, mk(s))
+	mk, last, _ := longSession(t, st, "long", `{}`, stored)
+	seq := uint64(stored)
+	sent, _, errb := tailSends(t, d, []string{"--no-live"}, func(out, errb string) error {
+		seq++
+		res, err := st.Append(ctx, logstore.AppendRequest{SessionID: "long", ExpectedStreamSeq: last, Events: []schema.Envelope{mk(seq)}})
+		if err != nil {
+			return err
 		}
-		res, err := st.Append(ctx, logstore.AppendRequest{SessionID: "long", ExpectedStreamSeq: last, Events: evs})
+		last = res.StreamSeq
+		if !strings.Contains(out, `"eventId":"long-`) {
+			return fmt.Errorf("nothing printed: %q (stderr %q)", out, errb)
+		}
+		return nil
+	})
+	if errb != "" {
+		t.Fatalf("tail said %q", errb)
+	}
+	if size := int64(stored * longPad); sent > size/8 {
+		t.Fatalf("the server sent %d bytes while tail met the session: it read the session's %d bytes from its start", sent, size)
+	}
+	t.Logf("the server sent %d bytes while tail met the session at seq %d", sent, seq)
+}
+
+// `sessionlog tail` judges an agent's transient event against the owner
+// and grants it folds from the session's snapshot and the events after
+// it, not from the session's start: a session of about 2 MiB with a
+// snapshot at its last event, owned by alice, gets alice's event shown
+// (and mallory's not) while the server sends far less than the session.
+func TestTailLiveFoldsFromTheSnapshot(t *testing.T) {
+	d, nc, st := layoutStore(t, natstest.Layout{Partitions: 1, Nodes: 1})
+	ctx := context.Background()
+	const stored = 2000
+	_, last, state := longSession(t, st, "lv", `{"owner":{"tenant":"AGENTS","agent":"alice"}}`, stored)
+	// The snapshot the writer would write at the session's last event.
+	m, err := st.MsgAt(ctx, logstore.Streams()[0], last)
+	if err != nil || m == nil {
+		t.Fatalf("the last event: %v", err)
+	}
+	b, err := state.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := st.PutSnapshotPart(ctx, "lv", fmt.Sprintf("s%d", last), b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutSnapshotHead(ctx, "lv", logstore.SnapshotHead{Seq: stored, StreamSeq: last, Hash: logstore.ChainHash(m.Data), State: part}); err != nil {
+		t.Fatal(err)
+	}
+	if snap := logstore.SnapshotFor(ctx, st, "lv"); snap.Use != logstore.SnapshotUsed {
+		t.Fatalf("the snapshot is not used: %v", snap.Why)
+	}
+	publish := func(agent, text string) error {
+		m := nats.NewMsg("sessions.live.lv")
+		m.Data = []byte(fmt.Sprintf(`{"afterSeq":%d,"text":%q}`, stored, text))
+		m.Header.Set(api.RequestInfoHeader, fmt.Sprintf(`{"acc":"AGENTS","user":%q}`, agent))
+		if err := nc.PublishMsg(m); err != nil {
+			return err
+		}
+		return nc.Flush()
+	}
+	sent, out, _ := tailSends(t, d, []string{"lv"}, func(out, errb string) error {
+		if err := publish("mallory", "mallory-1"); err != nil {
+			return err
+		}
+		if err := publish("alice", "alice-1"); err != nil {
+			return err
+		}
+		if !strings.Contains(out, `"alice-1"`) {
+			return fmt.Errorf("no alice-1 in %q (stderr %q)", out, errb)
+		}
+		return nil
+	})
+	if strings.Contains(out, "mallory") {
+		t.Fatalf("tail printed mallory's events: %q", out)
+	}
+	if size := int64(stored * longPad); sent > size/8 {
+		t.Fatalf("the server sent %d bytes while tail judged alice's event: it read the session's %d bytes from its start", sent, size)
+	}
+	t.Logf("the server sent %d bytes while tail judged alice's event", sent)
+}
+
+// longPad is the bytes of padding in each event of longSession.
+const longPad = 1024
+
+// longSession stores session id with n events (seq 1 a session/created
+// with data created, the others messages of longPad bytes and more) in
+// batches of 200, and returns its event maker (seq -> envelope), the
+// stream seq of its last event and its state folded.
+func longSession(t *testing.T, st *logstore.Store, id, created string, n uint64) (func(uint64) schema.Envelope, uint64, *session.State) {
+	t.Helper()
+	pad := strings.Repeat("x", longPad)
+	mk := func(seq uint64) schema.Envelope {
+		typ, data := schema.TypeMessageUser, fmt.Sprintf(`{"content":"%s-%d %s"}`, id, seq, pad)
+		if seq == 1 {
+			typ, data = schema.TypeSessionCreated, created
+		}
+		return schema.Envelope{SchemaVersion: schema.Version, SessionID: id, Seq: seq, EventID: fmt.Sprintf("%s-%d", id, seq), Time: time.Now().UTC(), Type: typ, Data: []byte(data)}
+	}
+	state := session.New(id)
+	var last uint64
+	for seq := uint64(1); seq <= n; seq += 200 {
+		evs := make([]schema.Envelope, 0, 200)
+		for s := seq; s < seq+200 && s <= n; s++ {
+			e := mk(s)
+			if err := state.Apply(&e); err != nil {
+				t.Fatal(err)
+			}
+			evs = append(evs, e)
+		}
+		res, err := st.Append(context.Background(), logstore.AppendRequest{SessionID: id, ExpectedStreamSeq: last, Events: evs})
 		if err != nil {
 			t.Fatal(err)
 		}
 		last = res.StreamSeq
 	}
+	return mk, last, state
+}
+
+// tailSends runs `sessionlog tail ARGS` until step, called again and
+// again with what it printed so far, returns nil; then interrupts it
+// (exit 0 required) and returns how many bytes the server sent its
+// clients meanwhile, and what tail printed on stdout and stderr.
+func tailSends(t *testing.T, d *natstest.Deployment, args []string, step func(out, errb string) error) (sent int64, out, errb string) {
+	t.Helper()
 	outBytes := func() int64 {
 		v, err := d.Server.Varz(nil)
 		if err != nil {
@@ -314,34 +420,16 @@ func TestTailMeetsSessionsPartway(t *testing.T) {
 		return v.OutBytes
 	}
 	before := outBytes()
-	tctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errb syncBuffer
+	var o, e syncBuffer
 	done := make(chan int, 1)
-	go func() { done <- Main(tctx, []string{"tail", "--no-live", "--nats-url", d.URL}, &out, &errb) }()
-	seq := uint64(stored)
-	natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
-		seq++
-		res, err := st.Append(ctx, logstore.AppendRequest{SessionID: "long", ExpectedStreamSeq: last, Events: []schema.Envelope{mk(seq)}})
-		if err != nil {
-			return err
-		}
-		last = res.StreamSeq
-		if !strings.Contains(out.String(), `"eventId":"long-`) {
-			return fmt.Errorf("nothing printed: %q (stderr %q)", out.String(), errb.String())
-		}
-		return nil
-	})
-	sent := outBytes() - before
+	go func() { done <- Main(ctx, append(append([]string{"tail"}, args...), "--nats-url", d.URL), &o, &e) }()
+	natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error { return step(o.String(), e.String()) })
+	sent = outBytes() - before
 	cancel()
 	if code := <-done; code != 0 {
-		t.Fatalf("exit %d: %s", code, errb.String())
+		t.Fatalf("exit %d: %s", code, e.String())
 	}
-	if errb.String() != "" {
-		t.Fatalf("tail said %q", errb.String())
-	}
-	if size := int64(stored * len(pad)); sent > size/8 {
-		t.Fatalf("the server sent %d bytes while tail met the session: it read the session's %d bytes from its start", sent, size)
-	}
-	t.Logf("the server sent %d bytes while tail met the session at seq %d", sent, seq)
+	return sent, o.String(), e.String()
 }

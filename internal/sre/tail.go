@@ -123,9 +123,9 @@ func (t *tailJudges) judgeBefore(ctx context.Context, id string, at uint64) (*lo
 // liveWriters decides which transient events tail prints: those whose
 // publisher, as the server names it, may write to the session
 // (api.Authorize: its owner, an agent its grants name, or an operator).
-// The owner and grants of a session are folded from its log when its
-// first transient event of an agent comes, and kept up to date from the
-// durable events tail follows.
+// The owner and grants of a session are folded from its log (from its
+// snapshot on) when its first transient event of an agent comes, and
+// kept up to date from the durable events tail follows.
 type liveWriters struct {
 	st      *logstore.Store
 	states  map[string]*session.State
@@ -158,19 +158,18 @@ func (w *liveWriters) shown(ctx context.Context, m *logstore.LiveMsg) bool {
 	}
 	s := w.states[m.SessionID]
 	if s == nil {
-		s = session.New(m.SessionID)
-		// A session that cannot be read whole keeps what was read of it;
-		// one not read at all is asked again at its next event.
-		_, err := ReadValid(ctx, w.st, m.SessionID, func(_ *logstore.Msg, e *schema.Envelope) error {
-			if s.Apply(e) != nil {
-				return logstore.ErrStop
-			}
-			return nil
-		})
-		if rp := (*ReadProblem)(nil); err != nil && !errors.As(err, &rp) {
+		// Folded as the services fold a session they do not hold: from
+		// its snapshot when it has one that matches the log, then the
+		// events after it (logstore.FoldSession), so a long session is
+		// not read from its start. A session that cannot be read whole
+		// keeps what was read of it; one not read at all is asked again
+		// at its next event.
+		f, err := logstore.FoldSession(ctx, w.st, m.SessionID, logstore.FoldOptions{UpToUnfoldable: true})
+		if err != nil && !errors.Is(err, logstore.ErrUnreadable) {
 			w.dropped++
 			return false
 		}
+		s = f.State
 		w.states[m.SessionID] = s
 	}
 	if s.LastSeq == 0 || api.Authorize(m.Caller, m.SessionID, &s.Meta) != nil {
