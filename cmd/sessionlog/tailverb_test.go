@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -308,6 +310,42 @@ func TestTailMeetsSessionsPartway(t *testing.T) {
 		t.Fatalf("the server sent %d bytes while tail met the session: it read the session's %d bytes from its start", sent, size)
 	}
 	t.Logf("the server sent %d bytes while tail met the session at seq %d", sent, seq)
+}
+
+// `sessionlog tail <id> --after N` starts at the session's event N,
+// found as the read API finds a page's lead, without reading the events
+// before it: of a session of about 2 MiB, --after 1990 prints events
+// 1991 to 2000, in order, while the server sends far less than the
+// session; the events printed are judged against event N.
+func TestTailAfterReadsFromThere(t *testing.T) {
+	d, _, st := layoutStore(t, natstest.Layout{Partitions: 1, Nodes: 1})
+	const stored = 2000
+	longSession(t, st, "long", `{}`, stored)
+	sent, out, errb := tailSends(t, d, []string{"long", "--after", "1990", "--no-live"}, func(out, errb string) error {
+		if !strings.Contains(out, `"eventId":"long-2000"`) {
+			return fmt.Errorf("long-2000 not printed: %q (stderr %q)", out, errb)
+		}
+		return nil
+	})
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var e struct{ EventID string }
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		got = append(got, e.EventID)
+	}
+	var want []string
+	for seq := 1991; seq <= stored; seq++ {
+		want = append(want, fmt.Sprintf("long-%d", seq))
+	}
+	if !slices.Equal(got, want) || errb != "" {
+		t.Fatalf("tail --after 1990 printed %q, said %q; want %q", got, errb, want)
+	}
+	if size := int64(stored * longPad); sent > size/8 {
+		t.Fatalf("the server sent %d bytes for tail --after 1990: it read the session's %d bytes from its start", sent, size)
+	}
+	t.Logf("the server sent %d bytes for tail --after 1990", sent)
 }
 
 // `sessionlog tail` judges an agent's transient event against the owner

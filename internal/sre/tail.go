@@ -120,6 +120,48 @@ func (t *tailJudges) judgeBefore(ctx context.Context, id string, at uint64) (*lo
 	return &j, err
 }
 
+// judgeAt is a judge of session id whose Last is its event of seq after,
+// or its last event when it has no more: where `tail --after` starts.
+// The event is found where the read API finds a page's lead (one batched
+// read, logstore.ReadChained) and read with logstore.JudgeAfter, so the
+// events before it are not read; it is taken as stored, and the events
+// printed after it are judged against it. A store that cannot place it
+// so (no stream seq known for it, or another event there) has the
+// session judged from its start up to it.
+func judgeAt(ctx context.Context, st *logstore.Store, id string, after uint64) (*logstore.Judge, error) {
+	tail, err := st.Tail(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	at := tail.StreamSeq
+	if after < tail.Seq {
+		ch, err := st.ReadChained(ctx, id, tail, after, 1, 1)
+		if err != nil && !errors.Is(err, logstore.ErrNotOnePerSeq) {
+			return nil, err
+		}
+		at = ch.LeadStreamSeq
+	}
+	if at != 0 {
+		j, err := st.JudgeAfter(ctx, id, at)
+		if err != nil {
+			return nil, err
+		}
+		if j.Last.Seq == min(after, tail.Seq) {
+			return &j, nil
+		}
+	}
+	j := &logstore.Judge{SessionID: id}
+	if _, err := st.ReadJudged(ctx, j, func(_ *logstore.Msg, e *schema.Envelope) error {
+		if e.Seq == after {
+			return logstore.ErrStop
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
 // liveWriters decides which transient events tail prints: those whose
 // publisher, as the server names it, may write to the session
 // (api.Authorize: its owner, an agent its grants name, or an operator).
@@ -224,18 +266,12 @@ func tailEvents(ctx context.Context, st *logstore.Store, id string, after int64,
 			// Start right after the stored event with seq == after.
 			spec.OnlyNew = false
 			if after > 0 {
-				// Judged up to the event with seq == after, where the
-				// judge of the events printed starts.
-				j := &logstore.Judge{SessionID: id}
-				if _, err := st.ReadJudged(ctx, j, func(_ *logstore.Msg, e *schema.Envelope) error {
-					if e.Seq == uint64(after) {
-						return logstore.ErrStop
-					}
-					return nil
-				}); err != nil {
+				// The judge of the events printed starts at the event
+				// with seq == after (the last, with fewer events).
+				j, err := judgeAt(ctx, st, id, uint64(after))
+				if err != nil {
 					return err
 				}
-				// With fewer events than --after: only new ones.
 				spec.StartAfter = j.Last.StreamSeq
 				judges.judges[id] = j
 			}
