@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"strings"
 
@@ -95,15 +96,36 @@ func runExportTo(ctx context.Context, fs *flag.FlagSet, nf *natsFlags, to, id, o
 	return transfer.ExportTo(v.ctx, v.cl, f, id, outPath, stdout, stderr)
 }
 
-// runExportRead is `export --session ID` by a user that may not read the
-// log (an agent's): the session's stored envelopes as JSON lines,
-// through sessions.api.read.
-func runExportRead(ctx context.Context, fs *flag.FlagSet, nf *natsFlags, id string, stdout, stderr io.Writer) (err error) {
+// runExportRead is `export [--session ID] [--to otlp]` by a user that
+// may not read the log (an agent's): the session named, or every session
+// the projector lists for the user (sessions.api.list: its own and those
+// granted to it), read through sessions.api.read; as JSON lines, the
+// stored envelopes, or to an OTLP collector.
+func runExportRead(ctx context.Context, fs *flag.FlagSet, nf *natsFlags, id, to, endpoint string, stdout, stderr io.Writer) (err error) {
 	v, err := openAgentVerb(ctx, "export", fs, nf, stderr)
 	if err != nil {
 		return err
 	}
 	defer v.close()
 	defer func() { err = natsconn.VerbError(v.ctx, err) }()
-	return transfer.ExportRead(v.ctx, v.cl, id, stdout, stderr)
+	ids := []string{id}
+	if id == "" {
+		listed, err := v.cl.ListAll(v.ctx)
+		if err != nil {
+			return fmt.Errorf("list the sessions this user may read: %w", err)
+		}
+		ids = ids[:0]
+		for _, s := range listed {
+			ids = append(ids, s.SessionID)
+		}
+	}
+	if to == "otlp" {
+		exp, err := openOTLP(v.ctx, endpoint)
+		if err != nil {
+			return err
+		}
+		defer exp.Shutdown(context.Background())
+		return transfer.ExportOTLPRead(v.ctx, v.cl, ids, exp, endpoint, stderr)
+	}
+	return transfer.ExportRead(v.ctx, v.cl, ids, stdout, stderr)
 }

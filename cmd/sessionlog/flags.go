@@ -254,7 +254,9 @@ func (n *natsFlags) openVerb(ctx context.Context, verb string, fs *flag.FlagSet,
 		cancel()
 		return nil, err
 	}
-	return &verbConn{log: log, ctx: ctx, nc: nc, close: func() { nc.Close(); cancel() }}, nil
+	// Closed through CloseVerb: a verb the server refused subjects names
+	// every one it refused.
+	return &verbConn{log: log, ctx: ctx, nc: nc, close: func() { n.CloseVerb(nc); cancel() }}, nil
 }
 
 // flagHint is a flag error with the nearest flag's name when the flag

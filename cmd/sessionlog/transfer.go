@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/nats-io/nats.go"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/otelexport"
@@ -53,12 +54,9 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	c, err := openSRE(ctx, "export", fs, nf, stderr)
 	if errors.Is(err, nats.ErrPermissionViolation) {
 		// A user that may not read the log (an agent's): its own
-		// session through the read API, as the agent names it.
-		if *only != "" && *to == "" {
-			return runExportRead(ctx, fs, nf, *only, stdout, stderr)
-		}
-		return fmt.Errorf("%w; export of every session, or --to otlp, reads the log, which only an operator's user may: "+
-			"an agent exports a session of its own with --session ID, as JSON lines or --to FORMAT, through sessions.api.read", err)
+		// sessions through the read API, as the agent names them (the
+		// one named, or every one the projector lists for it).
+		return runExportRead(ctx, fs, nf, *only, *to, *endpoint, stdout, stderr)
 	}
 	if err != nil {
 		return err
@@ -79,14 +77,23 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 		}
 	}
 	if *to == "otlp" {
-		exp, err := otelexport.NewOTLPHTTP(ctx, *endpoint, otelexport.DefaultExportTimeout)
+		exp, err := openOTLP(ctx, *endpoint)
 		if err != nil {
-			return usageErrorf("%v", err)
+			return err
 		}
 		defer exp.Shutdown(context.Background())
 		return transfer.ExportOTLP(ctx, c.store, ids, exp, *endpoint, stderr)
 	}
 	return transfer.Export(ctx, c.store, ids, stdout, stderr)
+}
+
+// openOTLP is export --to otlp's exporter to endpoint.
+func openOTLP(ctx context.Context, endpoint string) (sdktrace.SpanExporter, error) {
+	exp, err := otelexport.NewOTLPHTTP(ctx, endpoint, otelexport.DefaultExportTimeout)
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	return exp, nil
 }
 
 func runImport(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {

@@ -200,6 +200,8 @@ func Agent() *server.Permissions {
 				"sessions.api.heartbeat",
 				"sessions.api.read",
 				"sessions.api.fork",
+				// The sessions it may read, from the projector (section 12).
+				"sessions.api.list",
 				// An agent's own transcript entries (section 15).
 				"sessions.api.source.append",
 				"sessions.api.source.load",
@@ -296,6 +298,7 @@ func AgentAPI() []string {
 		"sessions.api.heartbeat",
 		"sessions.api.read",
 		"sessions.api.fork",
+		"sessions.api.list",
 		"sessions.api.source.append",
 		"sessions.api.source.load",
 		"sessions.api.source.list",

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,6 +64,11 @@ type Config struct {
 // (client.CheckInbox) with the prefix refused and the flag that sets it,
 // instead of letting each request wait out its timeout.
 func (c *Config) CheckInbox(ctx context.Context, nc *nats.Conn) error {
+	// Not bounded by the verb's context, which the refusal it checks for
+	// ends (EndOnRefusal): its flush would then race the refusal's
+	// callback, and the check lose the subject it names.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), client.DefaultTimeout)
+	defer cancel()
 	err := client.CheckInbox(ctx, nc)
 	if !errors.Is(err, client.ErrInboxRefused) {
 		return err
@@ -103,6 +109,11 @@ func (c *Config) Options(name string) ([]nats.Option, error) {
 				}
 			}
 		}),
+		nats.ClosedHandler(func(*nats.Conn) {
+			if w != nil {
+				w.closeOnce.Do(func() { close(w.closed) })
+			}
+		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
 			if c.watch != nil {
@@ -115,10 +126,9 @@ func (c *Config) Options(name string) ([]nats.Option, error) {
 				subj = sub.Subject
 			}
 			if c.EndOnRefusal && w != nil && errors.Is(err, nats.ErrPermissionViolation) {
-				// The verb ends with it (or, closed, has ended).
-				if !nc.IsClosed() {
-					w.refused(c.User, err)
-				}
+				// The verb ends with it (or, closed, has ended); each
+				// refusal is named (CloseVerb waits for the last).
+				w.refused(c.User, err)
 				return
 			}
 			log.Error("nats async error", "subject", subj, "err", err)
@@ -178,7 +188,7 @@ func RedactURL(u string) string {
 // its cause says which. Wrap the verb's error with VerbError.
 func (c *Config) VerbContext(ctx context.Context, verb string) (context.Context, context.CancelFunc) {
 	ctx, cancelCause := context.WithCancelCause(ctx)
-	c.watch = &watch{after: LostAfter, url: RedactURL(c.URL), cancel: cancelCause}
+	c.watch = &watch{after: LostAfter, url: RedactURL(c.URL), cancel: cancelCause, closed: make(chan struct{})}
 	cancelT := context.CancelFunc(func() {})
 	if c.Timeout > 0 {
 		ctx, cancelT = context.WithTimeoutCause(ctx, c.Timeout,
@@ -186,6 +196,31 @@ func (c *Config) VerbContext(ctx context.Context, verb string) (context.Context,
 	}
 	return ctx, func() { cancelT(); cancelCause(nil) }
 }
+
+// CloseVerb closes nc, the connection of the verb c bounds
+// (VerbContext). When the server refused the verb a subject, it first
+// lets every refusal of what the verb sent reach the verb's error: the
+// server answers each refused publish or subscription before the PONG of
+// a flush, and the connection's callbacks run in order, its closed
+// callback last. Closing waits at most closeWait for that.
+func (c *Config) CloseVerb(nc *nats.Conn) {
+	w := c.watch
+	if w == nil || !w.wasRefused() {
+		nc.Close()
+		return
+	}
+	if nc.IsConnected() {
+		_ = nc.FlushTimeout(closeWait)
+	}
+	nc.Close()
+	select {
+	case <-w.closed:
+	case <-time.After(closeWait):
+	}
+}
+
+// closeWait bounds CloseVerb's flush and its wait for the callbacks.
+const closeWait = 5 * time.Second
 
 // VerbError replaces an error a verb got because its context ended with
 // the reason the context ended (deadline, lost connection).
@@ -206,6 +241,13 @@ type watch struct {
 	url    string
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
+	// refusals are the server's refusals of subjects to the verb, each
+	// once, in the order they came; user is the user they name.
+	refusals []error
+	user     string
+	// closed is closed by the connection's closed callback.
+	closed    chan struct{}
+	closeOnce sync.Once
 }
 
 func (w *watch) down(err error) {
@@ -220,13 +262,56 @@ func (w *watch) down(err error) {
 }
 
 // refused ends the verb at once with err, the server's refusal of a
-// subject to user ("" for credentials that name none here).
+// subject to user ("" for credentials that name none here), and records
+// it: the verb's error (refusalError) names every refusal recorded.
 func (w *watch) refused(user string, err error) {
-	who := "this NATS user"
-	if user != "" {
-		who = "NATS user " + strconv.Quote(user)
+	w.mu.Lock()
+	first := len(w.refusals) == 0
+	if !slices.ContainsFunc(w.refusals, func(e error) bool { return e.Error() == err.Error() }) {
+		w.refusals = append(w.refusals, err)
 	}
-	w.cancel(fmt.Errorf("%w: %s may not use that subject, so what needs it gets no answer", err, who))
+	if first {
+		w.user = user
+	}
+	w.mu.Unlock()
+	if first {
+		w.cancel(&refusalError{w: w})
+	}
+}
+
+func (w *watch) wasRefused() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.refusals) > 0
+}
+
+// refusalError is a verb ended by the server's refusal of subjects. Its
+// text names every refusal recorded when it is read (CloseVerb lets
+// those of what the verb sent arrive first).
+type refusalError struct{ w *watch }
+
+func (e *refusalError) Error() string {
+	e.w.mu.Lock()
+	defer e.w.mu.Unlock()
+	who := "this NATS user"
+	if e.w.user != "" {
+		who = "NATS user " + strconv.Quote(e.w.user)
+	}
+	texts := make([]string, len(e.w.refusals))
+	for i, r := range e.w.refusals {
+		texts[i] = r.Error()
+	}
+	if len(texts) == 1 {
+		return fmt.Sprintf("%s: %s may not use that subject, so what needs it gets no answer", texts[0], who)
+	}
+	return fmt.Sprintf("%s: %s may not use those %d subjects, so what needs them gets no answer", strings.Join(texts, "; "), who, len(texts))
+}
+
+// Unwrap is the first refusal (a nats.ErrPermissionViolation).
+func (e *refusalError) Unwrap() error {
+	e.w.mu.Lock()
+	defer e.w.mu.Unlock()
+	return e.w.refusals[0]
 }
 
 func (w *watch) up() {

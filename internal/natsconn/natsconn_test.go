@@ -134,6 +134,38 @@ func TestRefusalEndsVerb(t *testing.T) {
 	}
 }
 
+// A verb the server refused several subjects names every one, though
+// the first ended it: what it sent before it noticed (here, sent after
+// the verb ended, just before it closes) is refused too, and CloseVerb
+// lets those refusals reach its error before the connection closes.
+func TestRefusalNamesEverySubject(t *testing.T) {
+	s := runServer(t)
+	c := Config{URL: s.ClientURL(), User: "alice", Password: "pw", Inbox: "_INBOX.alice", EndOnRefusal: true, Timeout: time.Minute}
+	ctx, nc := openVerb(t, &c, "export")
+	if err := nc.Publish("forbidden.a", nil); err != nil {
+		t.Fatal(err)
+	}
+	<-ctx.Done()
+	for _, subj := range []string{"forbidden.b", "forbidden.a"} {
+		if err := nc.Publish(subj, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := nc.SubscribeSync("not.mine"); err != nil {
+		t.Fatal(err)
+	}
+	c.CloseVerb(nc)
+	err := VerbError(ctx, context.Canceled)
+	if !errors.Is(err, nats.ErrPermissionViolation) {
+		t.Fatalf("got %v", err)
+	}
+	for _, want := range []string{`Publish to "forbidden.a"`, `Publish to "forbidden.b"`, `Subscription to "not.mine"`, `NATS user "alice" may not use those 3 subjects`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %s", err, want)
+		}
+	}
+}
+
 // CheckInbox names the prefix refused and the one the user may use.
 func TestCheckInboxRefused(t *testing.T) {
 	s := runServer(t)

@@ -50,10 +50,14 @@ type tailLine struct {
 
 // tailJudges judges the stored messages tail prints as every reader
 // judges them (logstore.Judge, DESIGN.md section 5): each session's in
-// stream order, one first seen after its start judged from its start
-// (the events before it are read, not printed). An exact copy is not
-// printed; an unreadable message is reported with the judge's text and
-// nothing more of its session is printed.
+// stream order. A session first met partway (a message after its first)
+// is judged from where it was met, not from its start: the judge starts
+// at the session's event stored last before that message
+// (logstore.JudgeAfter, one direct get; a replica behind gives an
+// earlier event, and the messages between are read and judged, not
+// printed). An exact copy is not printed; an unreadable message is
+// reported with the judge's text and nothing more of its session is
+// printed.
 type tailJudges struct {
 	st     *logstore.Store
 	judges map[string]*logstore.Judge
@@ -70,24 +74,12 @@ func (t *tailJudges) judge(ctx context.Context, m *logstore.Msg) (bool, error) {
 	}
 	j := t.judges[id]
 	if j == nil {
-		j = &logstore.Judge{SessionID: id}
-		var bad error
-		_, err := t.st.ReadStored(ctx, id, func(p *logstore.Msg) error {
-			if p.StreamSeq >= m.StreamSeq {
-				return logstore.ErrStop
+		var err error
+		if j, err = t.judgeBefore(ctx, id, m.StreamSeq); err != nil {
+			if ue := (*logstore.UnreadableError)(nil); errors.As(err, &ue) {
+				t.bad[id] = true
 			}
-			if _, v, err := j.Next(p); v == logstore.VerdictUnreadable {
-				bad = err
-				return logstore.ErrStop
-			}
-			return nil
-		})
-		if err != nil {
 			return false, err
-		}
-		if bad != nil {
-			t.bad[id] = true
-			return false, bad
 		}
 		t.judges[id] = j
 	}
@@ -101,12 +93,81 @@ func (t *tailJudges) judge(ctx context.Context, m *logstore.Msg) (bool, error) {
 	return true, nil
 }
 
+// judgeBefore is a judge of the session's messages from stream seq at
+// on: its Last is the session's event stored last before at. The event
+// JudgeAfter finds is taken as stored; the messages after it and before
+// at (a replica behind answered) are judged, and a verdict on one of
+// them, or on a message there that is not an event, is the error.
+func (t *tailJudges) judgeBefore(ctx context.Context, id string, at uint64) (*logstore.Judge, error) {
+	j, err := t.st.JudgeAfter(ctx, id, at-1)
+	if err != nil {
+		return nil, err
+	}
+	var bad error
+	_, err = t.st.ReadSessionFrom(ctx, id, j.Last.StreamSeq, j.Last.Seq, func(p *logstore.Msg) error {
+		if p.StreamSeq >= at {
+			return logstore.ErrStop
+		}
+		if _, v, err := j.Next(p); v == logstore.VerdictUnreadable {
+			bad = err
+			return logstore.ErrStop
+		}
+		return nil
+	})
+	if bad != nil {
+		return nil, bad
+	}
+	return &j, err
+}
+
+// judgeAt is a judge of session id whose Last is its event of seq after,
+// or its last event when it has no more: where `tail --after` starts.
+// The event is found where the read API finds a page's lead (one batched
+// read, logstore.ReadChained) and read with logstore.JudgeAfter, so the
+// events before it are not read; it is taken as stored, and the events
+// printed after it are judged against it. A store that cannot place it
+// so (no stream seq known for it, or another event there) has the
+// session judged from its start up to it.
+func judgeAt(ctx context.Context, st *logstore.Store, id string, after uint64) (*logstore.Judge, error) {
+	tail, err := st.Tail(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	at := tail.StreamSeq
+	if after < tail.Seq {
+		ch, err := st.ReadChained(ctx, id, tail, after, 1, 1)
+		if err != nil && !errors.Is(err, logstore.ErrNotOnePerSeq) {
+			return nil, err
+		}
+		at = ch.LeadStreamSeq
+	}
+	if at != 0 {
+		j, err := st.JudgeAfter(ctx, id, at)
+		if err != nil {
+			return nil, err
+		}
+		if j.Last.Seq == min(after, tail.Seq) {
+			return &j, nil
+		}
+	}
+	j := &logstore.Judge{SessionID: id}
+	if _, err := st.ReadJudged(ctx, j, func(_ *logstore.Msg, e *schema.Envelope) error {
+		if e.Seq == after {
+			return logstore.ErrStop
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
 // liveWriters decides which transient events tail prints: those whose
 // publisher, as the server names it, may write to the session
 // (api.Authorize: its owner, an agent its grants name, or an operator).
-// The owner and grants of a session are folded from its log when its
-// first transient event of an agent comes, and kept up to date from the
-// durable events tail follows.
+// The owner and grants of a session are folded from its log (from its
+// snapshot on) when its first transient event of an agent comes, and
+// kept up to date from the durable events tail follows.
 type liveWriters struct {
 	st      *logstore.Store
 	states  map[string]*session.State
@@ -139,19 +200,18 @@ func (w *liveWriters) shown(ctx context.Context, m *logstore.LiveMsg) bool {
 	}
 	s := w.states[m.SessionID]
 	if s == nil {
-		s = session.New(m.SessionID)
-		// A session that cannot be read whole keeps what was read of it;
-		// one not read at all is asked again at its next event.
-		_, err := ReadValid(ctx, w.st, m.SessionID, func(_ *logstore.Msg, e *schema.Envelope) error {
-			if s.Apply(e) != nil {
-				return logstore.ErrStop
-			}
-			return nil
-		})
-		if rp := (*ReadProblem)(nil); err != nil && !errors.As(err, &rp) {
+		// Folded as the services fold a session they do not hold: from
+		// its snapshot when it has one that matches the log, then the
+		// events after it (logstore.FoldSession), so a long session is
+		// not read from its start. A session that cannot be read whole
+		// keeps what was read of it; one not read at all is asked again
+		// at its next event.
+		f, err := logstore.FoldSession(ctx, w.st, m.SessionID, logstore.FoldOptions{UpToUnfoldable: true})
+		if err != nil && !errors.Is(err, logstore.ErrUnreadable) {
 			w.dropped++
 			return false
 		}
+		s = f.State
 		w.states[m.SessionID] = s
 	}
 	if s.LastSeq == 0 || api.Authorize(m.Caller, m.SessionID, &s.Meta) != nil {
@@ -206,18 +266,12 @@ func tailEvents(ctx context.Context, st *logstore.Store, id string, after int64,
 			// Start right after the stored event with seq == after.
 			spec.OnlyNew = false
 			if after > 0 {
-				// Judged up to the event with seq == after, where the
-				// judge of the events printed starts.
-				j := &logstore.Judge{SessionID: id}
-				if _, err := st.ReadJudged(ctx, j, func(_ *logstore.Msg, e *schema.Envelope) error {
-					if e.Seq == uint64(after) {
-						return logstore.ErrStop
-					}
-					return nil
-				}); err != nil {
+				// The judge of the events printed starts at the event
+				// with seq == after (the last, with fewer events).
+				j, err := judgeAt(ctx, st, id, uint64(after))
+				if err != nil {
 					return err
 				}
-				// With fewer events than --after: only new ones.
 				spec.StartAfter = j.Last.StreamSeq
 				judges.judges[id] = j
 			}

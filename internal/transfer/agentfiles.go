@@ -14,7 +14,10 @@ import (
 	"strings"
 	"sync"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/sessionlog/sessionlog/internal/clientlog"
+	"github.com/sessionlog/sessionlog/internal/otelexport"
 	"github.com/sessionlog/sessionlog/internal/progress"
 	"github.com/sessionlog/sessionlog/internal/sre"
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
@@ -347,29 +350,102 @@ type readPages struct {
 	at    int               // the index in page of the next event to take
 }
 
-// ExportRead writes session id, read through the writer's read API
+// ExportRead writes the sessions ids, read through the writer's read API
 // (sessions.api.read, which an agent may use: DESIGN.md section 12), as
-// Export writes a session: JSON lines, one stored envelope per line as
-// the read API gives it (as stored: a tenant's session under
-// _T<tenant>_<id>), written whole or not at all. The export of an
-// agent's own session, which may not read the log itself.
-func ExportRead(ctx context.Context, cl *client.Client, id string, stdout, stderr io.Writer) error {
+// Export writes them: JSON lines, one stored envelope per line as the
+// read API gives it (as stored: a tenant's session under
+// _T<tenant>_<id>), each session written whole or not at all. A session
+// the read API answers unreadable is skipped, said on stderr and named
+// in the error; any other refusal ends the export. The export of an
+// agent's own sessions, which may not read the log itself.
+func ExportRead(ctx context.Context, cl *client.Client, ids []string, stdout, stderr io.Writer) error {
+	w := bufio.NewWriterSize(stdout, 1<<20)
 	var buf bytes.Buffer
+	var events int
+	var skipped []string
+	for _, id := range ids {
+		buf.Reset()
+		n := 0
+		err := eachRead(ctx, cl, id, func(raw json.RawMessage, _ *schema.Envelope) error {
+			n++
+			return sre.WriteLine(&buf, raw)
+		})
+		if skip, err := skipUnreadable(id, err, stderr); skip {
+			skipped = append(skipped, id)
+			continue
+		} else if err != nil {
+			return err
+		}
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return err
+		}
+		events += n
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "exported %d sessions, %d events\n", len(ids)-len(skipped), events)
+	return notExported(skipped)
+}
+
+// ExportOTLPRead is ExportOTLP for a user that may not read the log (an
+// agent's): each session read through the writer's read API, twice (a
+// first read checks it whole, the second sends its turns as it reads),
+// its spans named by the stored events as ExportOTLP names them.
+func ExportOTLPRead(ctx context.Context, cl *client.Client, ids []string, exp sdktrace.SpanExporter, endpoint string, stderr io.Writer) error {
+	var turns, spans int
+	var skipped []string
+	for _, id := range ids {
+		err := eachRead(ctx, cl, id, func(json.RawMessage, *schema.Envelope) error { return nil })
+		if skip, err := skipUnreadable(id, err, stderr); skip {
+			skipped = append(skipped, id)
+			continue
+		} else if err != nil {
+			return err
+		}
+		snd := otelexport.NewSender(ctx, exp)
+		if err := eachRead(ctx, cl, id, func(_ json.RawMessage, e *schema.Envelope) error { return snd.Add(e) }); err != nil {
+			return fmt.Errorf("session %s: %w", id, err)
+		}
+		if err := snd.Close(); err != nil {
+			return fmt.Errorf("session %s: %w", id, err)
+		}
+		turns += snd.Turns
+		spans += snd.Spans
+	}
+	fmt.Fprintf(stderr, "exported %d sessions: %d turns, %d spans to %s\n", len(ids)-len(skipped), turns, spans, endpoint)
+	return notExported(skipped)
+}
+
+// eachRead calls fn with each stored event of session id, read through
+// the writer a page at a time, as stored and decoded; a session without
+// events is not found.
+func eachRead(ctx context.Context, cl *client.Client, id string, fn func(json.RawMessage, *schema.Envelope) error) error {
 	p := readPages{ctx: ctx, cl: cl, id: id}
-	n := 0
-	err := agentlog.EachStored(0, p.next, func(schema.Envelope) error {
+	err := agentlog.EachStored(0, p.next, func(e schema.Envelope) error {
 		// EachStored gives the page's events in order, each once.
-		n++
-		return sre.WriteLine(&buf, p.take())
+		return fn(p.take(), &e)
 	})
-	if err := p.end(err); err != nil {
-		return err
+	return p.end(err)
+}
+
+// skipUnreadable says whether the read of session id ended with the read
+// API's unreadable answer: the session is then not exported, said on
+// stderr.
+func skipUnreadable(id string, err error, stderr io.Writer) (bool, error) {
+	if !errors.Is(err, client.ErrUnreadable) {
+		return false, err
 	}
-	if _, err := stdout.Write(buf.Bytes()); err != nil {
-		return err
+	fmt.Fprintf(stderr, "session %s not exported: %v\n", id, err)
+	return true, nil
+}
+
+// notExported is the error of an export that skipped sessions.
+func notExported(skipped []string) error {
+	if len(skipped) == 0 {
+		return nil
 	}
-	fmt.Fprintf(stderr, "exported 1 sessions, %d events\n", n)
-	return nil
+	return fmt.Errorf("%d sessions not exported (unreadable or with a gap): %s", len(skipped), strings.Join(skipped, ", "))
 }
 
 // take is the stored bytes of the page's next event.

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
@@ -58,10 +57,7 @@ func Export(ctx context.Context, st *logstore.Store, ids []string, stdout, stder
 		return err
 	}
 	fmt.Fprintf(stderr, "exported %d sessions, %d events\n", sessions, events)
-	if len(skipped) > 0 {
-		return fmt.Errorf("%d sessions not exported (unreadable or with a gap): %s", len(skipped), strings.Join(skipped, ", "))
-	}
-	return nil
+	return notExported(skipped)
 }
 
 // ExportOTLP sends every ended turn of the sessions ids to exp, the
@@ -101,8 +97,5 @@ func ExportOTLP(ctx context.Context, st *logstore.Store, ids []string, exp sdktr
 		spans += snd.Spans
 	}
 	fmt.Fprintf(stderr, "exported %d sessions: %d turns, %d spans to %s\n", sessions, turns, spans, endpoint)
-	if len(skipped) > 0 {
-		return fmt.Errorf("%d sessions not exported (unreadable or with a gap): %s", len(skipped), strings.Join(skipped, ", "))
-	}
-	return nil
+	return notExported(skipped)
 }

@@ -29,6 +29,9 @@ const (
 	SubjectRepair    = "sessions.api.repair"
 	SubjectRead      = "sessions.api.read"
 	SubjectErase     = "sessions.api.erase"
+	// SubjectList lists the sessions the requester may read (section
+	// 12), served by the projector from its views.
+	SubjectList = "sessions.api.list"
 
 	// The agent-file source endpoints (section 15): an agent's own
 	// transcript entries in, mapped as `import --from FORMAT` maps a file.
@@ -182,6 +185,39 @@ type ReadReply struct {
 	Events    []json.RawMessage `json:"events"`
 	LastSeq   uint64            `json:"lastSeq"`
 	More      bool              `json:"more"`
+}
+
+// List limits (section 12).
+const (
+	// DefaultListLimit is a list's page size when the request names none.
+	DefaultListLimit = 100
+	// MaxListLimit bounds a list request's limit.
+	MaxListLimit = 1000
+)
+
+// ListRequest is a request on sessions.api.list (section 12): the
+// sessions the requester may read, most recently active first, at most
+// Limit (0 = DefaultListLimit), after the cursor After (a Next of an
+// earlier page; "" the first page).
+type ListRequest struct {
+	After string `json:"after,omitempty"`
+	Limit int    `json:"limit,omitempty"`
+}
+
+// ListReply is one page of a list: each session named as the requester
+// names it (an agent of a tenant by its <id>), and Next, the cursor of
+// the following page ("" at the end).
+type ListReply struct {
+	Sessions []ListedSession `json:"sessions"`
+	Next     string          `json:"next,omitempty"`
+}
+
+// ListedSession is a session as a list names it: its id, its status and
+// last seq as the projector's views hold them.
+type ListedSession struct {
+	SessionID string `json:"sessionId"`
+	Status    string `json:"status"`
+	LastSeq   uint64 `json:"lastSeq"`
 }
 
 // EraseRequest is a request on sessions.api.erase (section 14; operators

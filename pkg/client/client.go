@@ -394,8 +394,11 @@ func (c *Client) Fork(ctx context.Context, req api.ForkRequest) (api.ForkReply, 
 // server names the service that answers subject, for an error that says
 // none did.
 func server(subject string) string {
-	if subject == api.SubjectFork {
+	switch subject {
+	case api.SubjectFork:
 		return "forker"
+	case api.SubjectList:
+		return "projector"
 	}
 	return "writer"
 }

@@ -156,6 +156,31 @@ func (c *Client) Read(ctx context.Context, req api.ReadRequest) (api.ReadReply, 
 	return r, err
 }
 
+// List asks the projector for one page of the sessions the client's
+// user may read (sessions.api.list, DESIGN.md section 12): an agent's
+// own and those granted to it, named as it names them. Lists change
+// nothing, so a lost answer is simply asked again.
+func (c *Client) List(ctx context.Context, req api.ListRequest) (api.ListReply, error) {
+	return call[api.ListReply](ctx, c, api.SubjectList, req)
+}
+
+// ListAll pages through List and returns every session listed.
+func (c *Client) ListAll(ctx context.Context) ([]api.ListedSession, error) {
+	var out []api.ListedSession
+	req := api.ListRequest{Limit: api.MaxListLimit}
+	for {
+		page, err := c.List(ctx, req)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, page.Sessions...)
+		if page.Next == "" || len(page.Sessions) == 0 {
+			return out, nil
+		}
+		req.After = page.Next
+	}
+}
+
 // LoadState implements StateLoader (for Recover) through the client's own
 // connection: the writer reads the log for it, so the client's user needs
 // no JetStream permission.

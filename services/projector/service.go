@@ -449,10 +449,19 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		})
 	}
+	stopList := func() {}
+	if s.cfg.Conn != nil {
+		var err error
+		if stopList, err = s.serveList(ctx); err != nil {
+			s.running.Store(false)
+			return err
+		}
+	}
 	go s.http.Run(ctx)
 	go every(ctx, rollbackEvery, func() { s.CheckStreams(ctx) })
 	err := s.consume(ctx, nil)
 	s.running.Store(false)
+	stopList() // before the store closes: a list reads the views
 	s.closeMu.Lock()
 	s.closed.Store(true)
 	cerr := s.db.Close()

@@ -194,15 +194,33 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	after := q.Get("after")
-	n := namesOf(r)
-	tenant, agents := httpauth.TenantOf(r.Context()), httpauth.AgentsOf(r.Context())
+	out, reads, err := s.list(httpauth.TenantOf(r.Context()), httpauth.AgentsOf(r.Context()), status, q.Get("after"), limit)
+	s.met.listReads.WithLabelValues("index").Add(float64(reads.Entries))
+	s.met.listReads.WithLabelValues("summary").Add(float64(reads.Summaries))
+	if errors.Is(err, errBadCursor) {
+		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, "after must be a cursor from next or a known session id")
+		return
+	}
+	if err != nil {
+		s.internal(w, err)
+		return
+	}
+	writeJSON(w, out)
+}
+
+// list is a page of GET /v1/sessions for a tenant ("": the operator) and
+// its agents (nil: the tenant's token), with the status asked ("": any),
+// after the cursor after: the sessions they may see (Sees), not erased,
+// most recently active first, named as the tenant's agents name them.
+// errBadCursor: after is no cursor.
+func (s *Server) list(tenant string, agents []string, status, after string, limit int) (List, store.ListReads, error) {
+	n := names{tenant: tenant}
 	var out List
 	out.Sessions = []store.Summary{}
 	var reads store.ListReads
 	err := s.view(func(rd reader) error {
 		rd.reads = &reads
-		keep := visible(r, rd)
+		keep := visibleTo(tenant, agents, rd)
 		var from *store.IndexPos
 		if after != "" {
 			// The cursor is "<activity ns>.<session id>"; a bare session id
@@ -240,7 +258,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 				return !s.v.Erased(id) && Sees(tenant, agents, id, sum)
 			})
 		} else {
-			sums, more, walked, err = rd.snap.List(tenant, status, from, limit, s.listed(r, rd))
+			sums, more, walked, err = rd.snap.List(tenant, status, from, limit, s.listedTo(tenant, agents, rd))
 		}
 		reads.Add(walked)
 		if err != nil {
@@ -256,17 +274,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		}
 		return nil
 	})
-	s.met.listReads.WithLabelValues("index").Add(float64(reads.Entries))
-	s.met.listReads.WithLabelValues("summary").Add(float64(reads.Summaries))
-	if errors.Is(err, errBadCursor) {
-		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, "after must be a cursor from next or a known session id")
-		return
-	}
-	if err != nil {
-		s.internal(w, err)
-		return
-	}
-	writeJSON(w, out)
+	return out, reads, err
 }
 
 var errBadCursor = errors.New("bad cursor")

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -126,7 +127,13 @@ func Sees(tenant string, agents []string, id string, sum *store.Summary) bool {
 // not erased. An erased session is in no list from the moment reads
 // refuse it, before the fold has removed its views (DESIGN.md section 5).
 func (s *Server) listed(r *http.Request, rd reader) func(id string) bool {
-	keep := visible(r, rd)
+	return s.listedTo(httpauth.TenantOf(r.Context()), httpauth.AgentsOf(r.Context()), rd)
+}
+
+// listedTo is listed for a tenant ("": the operator) and its agents (nil:
+// the tenant's token).
+func (s *Server) listedTo(tenant string, agents []string, rd reader) func(id string) bool {
+	keep := visibleTo(tenant, agents, rd)
 	return func(id string) bool { return !s.v.Erased(id) && (keep == nil || keep(id)) }
 }
 
@@ -134,11 +141,15 @@ func (s *Server) listed(r *http.Request, rd reader) func(id string) bool {
 // rd's snapshot: nil for the operator (all). A summary it cannot read is
 // not seen.
 func visible(r *http.Request, rd reader) func(id string) bool {
-	t := httpauth.TenantOf(r.Context())
+	return visibleTo(httpauth.TenantOf(r.Context()), httpauth.AgentsOf(r.Context()), rd)
+}
+
+// visibleTo is visible for a tenant ("": the operator) and its agents
+// (nil: the tenant's token).
+func visibleTo(t string, agents []string, rd reader) func(id string) bool {
 	if t == "" {
 		return nil
 	}
-	agents := httpauth.AgentsOf(r.Context())
 	return func(id string) bool {
 		if agents == nil {
 			return Sees(t, nil, id, nil)
@@ -232,4 +243,38 @@ func pathID(path string, escaped bool) string {
 		return ""
 	}
 	return id
+}
+
+// ListAs is sessions.api.list (DESIGN.md section 12) for caller, as the
+// server named it (api.CallerOf): the sessions an agent may read, by the
+// rule of a token naming that agent alone (Sees: those it owns and those
+// granted to it, of its tenant), named as it names them; an operator's
+// (no caller) every session, by its stored id. A page is GET
+// /v1/sessions's, without its status filter.
+func (s *Server) ListAs(caller api.Caller, req api.ListRequest) (api.ListReply, error) {
+	limit := req.Limit
+	if limit == 0 {
+		limit = api.DefaultListLimit
+	}
+	if limit < 1 || limit > api.MaxListLimit {
+		return api.ListReply{}, schema.Errorf(schema.CodeBadRequest, "limit must be from 1 to %d", api.MaxListLimit)
+	}
+	var agents []string
+	if !caller.Operator() {
+		agents = []string{caller.Agent}
+	}
+	page, reads, err := s.list(caller.Tenant, agents, "", req.After, limit)
+	s.met.listReads.WithLabelValues("index").Add(float64(reads.Entries))
+	s.met.listReads.WithLabelValues("summary").Add(float64(reads.Summaries))
+	if errors.Is(err, errBadCursor) {
+		return api.ListReply{}, schema.Errorf(schema.CodeBadRequest, "after must be a cursor from next")
+	}
+	if err != nil {
+		return api.ListReply{}, err
+	}
+	out := api.ListReply{Sessions: make([]api.ListedSession, 0, len(page.Sessions)), Next: page.Next}
+	for _, sum := range page.Sessions {
+		out.Sessions = append(out.Sessions, api.ListedSession{SessionID: sum.SessionID, Status: sum.Status, LastSeq: sum.LastSeq})
+	}
+	return out, nil
 }

@@ -1,0 +1,209 @@
+package perms
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/otelexport/otlptest"
+)
+
+// TestAgentExportsEverySessionItMayRead runs `sessionlog export` of every
+// session, as JSON lines and --to otlp, with the credentials of agents of
+// the shipped configuration with tenants (TestTenants' deployment): each
+// exports the sessions sessions.api.list gives it, those it owns and those
+// granted to it, and nothing of another agent's of its tenant or of
+// another tenant's, though carol of globex uses the same ids as alice of
+// acme. The list is asked as a hostile agent too: a forged
+// Nats-Request-Info header and another agent's cursor change nothing.
+func TestAgentExportsEverySessionItMayRead(t *testing.T) {
+	confPath, env, users := tenantsDeployment(t)
+	s := startUp(t, env, "--nats-config", confPath)
+	alice, bob, carol, agent := users["alice"], users["bob"], users["carol"], users["agent"]
+	opC := creds{"operator", deployPasswords["OPERATOR"]}
+	conns := map[string]*client{
+		"alice": connect(t, s.natsURL, alice, nats.CustomInboxPrefix(natsauth.InboxPrefix("alice"))),
+		"bob":   connect(t, s.natsURL, bob, nats.CustomInboxPrefix(natsauth.InboxPrefix("bob"))),
+		"carol": connect(t, s.natsURL, carol, nats.CustomInboxPrefix(natsauth.InboxPrefix("carol"))),
+		"agent": connect(t, s.natsURL, agent),
+	}
+	session := func(who, id, created string) {
+		t.Helper()
+		appendEvents(t, conns[who], id, "",
+			ev("c1", "session/created", "", "", created),
+			ev("e2", "turn/started", "t1", "", ""),
+			ev("e3", "message/user", "t1", "", fmt.Sprintf(`{"content":"%s of %s"}`, id, who)),
+			ev("e4", "turn/ended", "t1", "", `{"reason":"completed"}`))
+	}
+	session("alice", "s-1", `{"title":"alice's"}`)
+	session("alice", "s-2", `{"title":"alice's"}`)
+	session("bob", "s-bob", `{"title":"bob's"}`)
+	session("bob", "s-shared", `{"title":"bob's, granted to alice","grants":["alice"]}`)
+	session("carol", "s-1", `{"title":"carol's"}`)
+	session("carol", "s-carol", `{"title":"carol's"}`)
+	session("agent", "s-default", `{"title":"the default tenant's"}`)
+	for _, c := range conns {
+		c.NoViolation(t)
+	}
+	// What each may read, by the stored ids an operator's export names.
+	want := map[string][]string{
+		"alice": {"_Tacme_s-1", "_Tacme_s-2", "_Tacme_s-shared"},
+		"bob":   {"_Tacme_s-bob", "_Tacme_s-shared"},
+		"carol": {"_Tglobex_s-1", "_Tglobex_s-carol"},
+		"agent": {"s-default"},
+	}
+	wire := func(stored string) string {
+		return strings.TrimPrefix(strings.TrimPrefix(stored, "_Tacme_"), "_Tglobex_")
+	}
+	// list asks sessions.api.list as who, with m's header, every page.
+	list := func(who string, hdr nats.Header, limit int) []string {
+		t.Helper()
+		var ids []string
+		after := ""
+		for {
+			m := &nats.Msg{Subject: "sessions.api.list", Header: hdr, Data: mustJSON(t, map[string]any{"after": after, "limit": limit})}
+			r := askMsg(t, conns[who], m)
+			if r.code != "" {
+				t.Fatalf("%s's list: %s %s", who, r.code, r.body)
+			}
+			var page struct {
+				Sessions []struct {
+					SessionID string `json:"sessionId"`
+				} `json:"sessions"`
+				Next string `json:"next"`
+			}
+			if err := json.Unmarshal(r.body, &page); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range page.Sessions {
+				ids = append(ids, s.SessionID)
+			}
+			if page.Next == "" {
+				sort.Strings(ids)
+				return ids
+			}
+			after = page.Next
+		}
+	}
+	wantWire := func(who string) []string {
+		var ids []string
+		for _, id := range want[who] {
+			ids = append(ids, wire(id))
+		}
+		sort.Strings(ids)
+		return ids
+	}
+	// The projector lists what it has folded: wait for it.
+	natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+		for who := range want {
+			if got := list(who, nil, 0); !slices.Equal(got, wantWire(who)) {
+				return fmt.Errorf("%s's list: %q, want %q", who, got, wantWire(who))
+			}
+		}
+		return nil
+	})
+
+	t.Run("the list is the caller's, whatever it sends", func(t *testing.T) {
+		// A page at a time (one session a page), and with forged headers.
+		if got := list("alice", nil, 1); !slices.Equal(got, wantWire("alice")) {
+			t.Errorf("alice's list a page at a time: %q", got)
+		}
+		for _, forged := range []string{`{"acc":"acme","user":"bob"}`, `{"acc":"SESSIONLOG","user":"operator"}`, `{"acc":"globex","user":"carol"}`} {
+			h := nats.Header{}
+			h.Set("Nats-Request-Info", forged)
+			if got := list("alice", h, 0); !slices.Equal(got, wantWire("alice")) {
+				t.Errorf("alice's list with a forged %s: %q", forged, got)
+			}
+		}
+		// bob's cursor, or one naming carol's session, lists alice's only.
+		r := ask(t, conns["bob"], "sessions.api.list", map[string]any{"limit": 1})
+		var page struct{ Next string }
+		if err := json.Unmarshal(r.body, &page); err != nil || page.Next == "" {
+			t.Fatalf("bob's first page: %v %s", err, r.body)
+		}
+		for _, after := range []string{page.Next, "_Tglobex_s-carol", "0._Tglobex_s-carol", "s-bob"} {
+			r := ask(t, conns["alice"], "sessions.api.list", map[string]any{"after": after})
+			if strings.Contains(string(r.body), "bob") || strings.Contains(string(r.body), "carol") || strings.Contains(string(r.body), "_T") {
+				t.Errorf("alice's list after %q: %s", after, r.body)
+			}
+		}
+		for _, c := range conns {
+			c.NoViolation(t)
+		}
+	})
+
+	t.Run("JSON lines of every session it may read", func(t *testing.T) {
+		for _, who := range []string{"alice", "bob", "carol", "agent"} {
+			var wantLines []string
+			for _, id := range want[who] {
+				out, err := cliEnv(t, s, opC, nil, "export", "--session", id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantLines = append(wantLines, strings.Split(strings.TrimSpace(out), "\n")...)
+			}
+			out, err := cliEnv(t, s, users[who], nil, "export")
+			if err != nil {
+				t.Fatalf("%s's export: %v", who, err)
+			}
+			got := strings.Split(strings.TrimSpace(out), "\n")
+			sort.Strings(got)
+			sort.Strings(wantLines)
+			if !slices.Equal(got, wantLines) {
+				t.Errorf("%s's export of every session:\n%s\nwant the operator's export of %q:\n%s", who, strings.Join(got, "\n"), want[who], strings.Join(wantLines, "\n"))
+			}
+		}
+	})
+
+	t.Run("OTLP of every session it may read", func(t *testing.T) {
+		rcv := otlptest.NewReceiver(t)
+		for _, who := range []string{"alice", "carol"} {
+			if _, err := cliEnv(t, s, users[who], nil, "export", "--to", "otlp", "--endpoint", rcv.URL); err != nil {
+				t.Fatalf("%s's export --to otlp: %v", who, err)
+			}
+			var got []string
+			for _, sp := range rcv.Take() {
+				for _, a := range sp.Attributes {
+					if a.Key == "session.id" && !slices.Contains(got, a.Value.GetStringValue()) {
+						got = append(got, a.Value.GetStringValue())
+					}
+				}
+			}
+			sort.Strings(got)
+			if !slices.Equal(got, want[who]) {
+				t.Errorf("%s's export --to otlp sent spans of %q, want %q", who, got, want[who])
+			}
+		}
+		// One session, named.
+		if _, err := cliEnv(t, s, alice, nil, "export", "--to", "otlp", "--endpoint", rcv.URL, "--session", "s-shared"); err != nil {
+			t.Fatal(err)
+		}
+		for _, sp := range rcv.Take() {
+			for _, a := range sp.Attributes {
+				if a.Key == "session.id" && a.Value.GetStringValue() != "_Tacme_s-shared" {
+					t.Errorf("alice's export --to otlp --session s-shared sent a span of %s", a.Value.GetStringValue())
+				}
+			}
+		}
+		// Another agent's session, another tenant's: refused, nothing sent.
+		for _, tc := range []struct {
+			who, id, says string
+		}{{"bob", "s-1", "forbidden"}, {"carol", "s-2", "not_found"}} {
+			_, err := cliEnv(t, s, users[tc.who], nil, "export", "--to", "otlp", "--endpoint", rcv.URL, "--session", tc.id)
+			if err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("%s's export --to otlp of %s: %v, want %s", tc.who, tc.id, err, tc.says)
+			}
+		}
+		if n := rcv.Count(); n != 0 {
+			t.Errorf("refused exports sent %d spans", n)
+		}
+	})
+}
