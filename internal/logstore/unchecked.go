@@ -88,6 +88,10 @@ func (s *Store) PublishUnchecked(ctx context.Context, events iter.Seq[schema.Env
 		m := msgs[0]
 		delete(m.Header, HeaderExpectedSeq)
 		prevs[e.SessionID] = ChainHash(m.Data)
+		if msgs, err = s.sealed(ctx, e.SessionID, msgs); err != nil {
+			return last, err
+		}
+		m = msgs[0]
 		s.tails.Remove(e.SessionID)
 		if !answered[loc.Stream] {
 			ack, err := WhileUnreachable(ctx, s.cfg.RequestTimeout, nil, func(ctx context.Context) (*jetstream.PubAck, error) {
