@@ -466,7 +466,8 @@ func (s *Store) Shred(ctx context.Context, sessionID string, through uint64, onD
 				plain = append(plain, seq)
 			}
 		}
-		if len(got) < shredPage {
+		if len(got) == 0 {
+			// (A short page is no end: the server may cut a batch by size.)
 			break
 		}
 	}
