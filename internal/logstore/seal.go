@@ -38,6 +38,10 @@ const HeaderSeal = "SL-Seal"
 // SealVersion is the only seal: AES-256-GCM, nonce || ciphertext.
 const SealVersion = "1"
 
+// SealOverhead is how many bytes a seal adds to a body (the nonce and
+// GCM's tag): usage counts bodies as written, before the seal.
+const SealOverhead = sealNonceBytes + 16
+
 const (
 	sealKeyBytes   = 32
 	sealNonceBytes = 12

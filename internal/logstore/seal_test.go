@@ -190,3 +190,27 @@ func TestShred(t *testing.T) {
 		t.Fatalf("shred without the key = %d, %v; want 2", n, err)
 	}
 }
+
+// A recount of a tenant's usage counts a sealed body as the append
+// counted it: the body as written, without the seal's bytes.
+func TestRecountSealedBodies(t *testing.T) {
+	_, _, st, _ := mixed(t, "_Tacme_a", 3)
+	ctx := context.Background()
+	// The bodies as written: two plain, three sealed.
+	want := logstore.TenantUsage{Sessions: 1}
+	if _, err := st.ReadSession(ctx, "_Tacme_a", 0, func(m *logstore.Msg) error {
+		want.Bytes += int64(len(m.Data))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.AddUsage(ctx, "acme", logstore.TenantUsage{Sessions: 7, Bytes: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.RecountUsage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.UsageOf(ctx, "acme"); err != nil || got != want {
+		t.Fatalf("usage after a recount: %+v %v, want %+v", got, err, want)
+	}
+}
