@@ -130,8 +130,20 @@ func apiCode(body string) string {
 // clean; the audit record's sha256 is that of the erased bodies. A kept
 // session's marker is still found, so the search can fail.
 func TestEraseLeavesNoByteOnDisk(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { eraseLeavesNoByte(t, false) })
+	// Sealed bodies (docs/adr/011-sealed-bodies.md): the job destroys the
+	// session's key and purges its subject; the key's bytes are in no
+	// file after, and neither is the marker.
+	t.Run("sealed", func(t *testing.T) { eraseLeavesNoByte(t, true) })
+}
+
+func eraseLeavesNoByte(t *testing.T, sealed bool) {
 	dir := t.TempDir()
-	p := startUp(t, dir, nil)
+	var args []string
+	if sealed {
+		args = append(args, "--seal-bodies")
+	}
+	p := startUp(t, dir, nil, args...)
 	nc := p.Connect(t)
 	url := []string{"--nats-url", p.NATSURL}
 	// 64 random characters: found nowhere else, and not compressible away
@@ -171,11 +183,31 @@ func TestEraseLeavesNoByteOnDisk(t *testing.T) {
 		h.Write(b)
 	}
 	wantSum := hex.EncodeToString(h.Sum(nil))
+	// The session's data key as stored (sealed) or none (plain), and
+	// whether its stored bodies are sealed.
+	key := storedKey(t, nc, "s-secret")
+	last, err := nc.Request("$JS.API.STREAM.MSG.GET.SESSIONS", []byte(`{"last_by_subj":"sessions.ev.s-secret"}`), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lm struct {
+		Message struct {
+			Hdrs []byte `json:"hdrs"`
+			Data []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(last.Data, &lm); err != nil {
+		t.Fatal(err)
+	}
+	if isSealed := strings.Contains(string(lm.Message.Hdrs), "SL-Seal: 1"); isSealed != sealed || (key != nil) != sealed ||
+		bytes.Contains(lm.Message.Data, []byte(`"eventId"`)) == sealed {
+		t.Fatalf("sealed %v: the last message's headers %q, key %x", sealed, lm.Message.Hdrs, key)
+	}
 
 	// A restart first: the projector's views are then in SSTables (the
 	// replayed WAL is flushed on open), not only in its WAL and memtable.
 	p.Stop()
-	p = startUp(t, dir, nil)
+	p = startUp(t, dir, nil, args...)
 	nc = p.Connect(t)
 	url = []string{"--nats-url", p.NATSURL}
 	if hits := filesHolding(t, filepath.Join(dir, "projector"), []byte(marker)); len(hits) == 0 {
@@ -271,6 +303,9 @@ func TestEraseLeavesNoByteOnDisk(t *testing.T) {
 		}
 	}
 	checkReads(p, nc)
+	if k := storedKey(t, nc, "s-secret"); k != nil {
+		t.Fatalf("the key of s-secret is still stored")
+	}
 	select {
 	case <-watchEnded:
 	case <-time.After(30 * time.Second):
@@ -278,7 +313,7 @@ func TestEraseLeavesNoByteOnDisk(t *testing.T) {
 	}
 
 	p.Stop()
-	p2 := startUp(t, dir, nil)
+	p2 := startUp(t, dir, nil, args...)
 	checkReads(p2, p2.Connect(t))
 	p2.Stop()
 
@@ -290,9 +325,36 @@ func TestEraseLeavesNoByteOnDisk(t *testing.T) {
 			t.Errorf("%s is still in %v", what, hits)
 		}
 	}
+	if key != nil {
+		if hits := filesHolding(t, dir, key); len(hits) > 0 {
+			t.Errorf("the erased session's key is still in %v", hits)
+		}
+	}
 	if hits := filesHolding(t, dir, []byte(kept)); len(hits) == 0 {
 		t.Fatal("the kept session's marker is in no file: the search proves nothing")
 	}
+}
+
+// storedKey is the session's data key in SESSION_KEYS (as its leader
+// has it), nil when it has none.
+func storedKey(t *testing.T, nc *nats.Conn, id string) []byte {
+	t.Helper()
+	m, err := nc.Request("$JS.API.STREAM.MSG.GET.KV_SESSION_KEYS", []byte(`{"last_by_subj":"$KV.SESSION_KEYS.`+id+`"}`), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Message *struct {
+			Data []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Message == nil {
+		return nil
+	}
+	return r.Message.Data
 }
 
 // closedEvents is markedEvents followed by session/closed.

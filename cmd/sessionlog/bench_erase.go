@@ -20,6 +20,7 @@ func runBenchErase(ctx context.Context, args []string, stdout io.Writer) error {
 	baseline := fs.Int("baseline", 2000, "events of each session deleted one at a time first (the baseline rate)")
 	purge := fs.Bool("purge", true, "also time a purge of the subject (a candidate that leaves the bytes in the files)")
 	sizes := fs.String("sizes", "", "comma-separated session sizes instead of the defaults (100000,1000000)")
+	seal := fs.Bool("seal", true, "the session's bodies sealed (the job destroys the key and purges) instead of plain (one secure delete per event)")
 	verbose := fs.Bool("v", false, "print progress to stderr")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -27,7 +28,7 @@ func runBenchErase(ctx context.Context, args []string, stdout io.Writer) error {
 	if fs.NArg() > 0 {
 		return usageErrorf("unexpected arguments %q", fs.Args())
 	}
-	cfg := bench.EraseConfig{Sizes: []int{10_000, 100_000, 1_000_000}, Baseline: *baseline, Purge: *purge}
+	cfg := bench.EraseConfig{Sizes: []int{10_000, 100_000, 1_000_000}, Baseline: *baseline, Purge: *purge, Seal: *seal}
 	if *quick {
 		cfg.Sizes = []int{2_000, 10_000}
 		cfg.Baseline = min(*baseline, 500)
@@ -47,8 +48,8 @@ func runBenchErase(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	res, err := bench.RunErase(ctx, cfg)
 	for _, r := range res {
-		fmt.Fprintf(stdout, "BENCH name=erase-%s value=%.0f unit=events/s baseline=%.1f ratio=%.1f elapsed_s=%.1f events=%d",
-			sizeName(r.Events), r.Rate, r.Baseline, r.Rate/r.Baseline, r.Elapsed.Seconds(), r.Events)
+		fmt.Fprintf(stdout, "BENCH name=erase-%s value=%.0f unit=events/s baseline=%.1f ratio=%.1f elapsed_s=%.1f events=%d sealed=%v",
+			sizeName(r.Events), r.Rate, r.Baseline, r.Rate/r.Baseline, r.Elapsed.Seconds(), r.Events, r.Sealed)
 		if r.PurgeRate > 0 {
 			fmt.Fprintf(stdout, " purge=%.0f", r.PurgeRate)
 		}

@@ -31,6 +31,7 @@ type standalone struct {
 	replicas      *int
 	partitions    *int
 	noProvision   *bool
+	sealBodies    *bool
 	// handler, when set, makes what the HTTP listener serves from the ops
 	// mux (/healthz /readyz /metrics), after the service is built: the
 	// projector adds its API and dashboard behind a token.
@@ -57,6 +58,7 @@ func newStandalone(name, defaultHTTP string, stderr io.Writer) *standalone {
 		replicas:      fs.Int("replicas", 1, "replicas of the stream and buckets if this process creates them (3 in a cluster)"),
 		partitions:    partitionsFlag(fs),
 		noProvision:   fs.Bool("no-provision", false, "do not create or update the stream and buckets (they must exist)"),
+		sealBodies:    sealBodiesFlag(fs),
 	}
 }
 
@@ -104,7 +106,7 @@ func (c *standalone) run(ctx context.Context, args []string, stderr io.Writer, c
 		return err
 	}
 	defer nc.Close()
-	scfg := logstore.Config{Replicas: *c.replicas, Partitions: *c.partitions, NoProvision: *c.noProvision, Logger: log.With("component", "logstore")}
+	scfg := logstore.Config{Replicas: *c.replicas, Partitions: *c.partitions, NoProvision: *c.noProvision, SealBodies: *c.sealBodies, Logger: log.With("component", "logstore")}
 	if leaseTTL != nil {
 		scfg.LeaseTTL = *leaseTTL
 	}

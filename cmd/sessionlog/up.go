@@ -121,6 +121,7 @@ type upFlags struct {
 	leaseTTL, grace, retainClosed         time.Duration
 	archiveDir                            string
 	partitions                            *int
+	sealBodies                            *bool
 	httpToken, natsConfig                 string
 	tenantTokens                          tenantTokens
 	natsUser, natsPassword                string
@@ -142,6 +143,7 @@ func bindUpFlags(fs *flag.FlagSet) *upFlags {
 	fs.DurationVar(&f.retainClosed, "retain-closed", eraser.RetainClosed, "erase sessions closed for longer than this (0: keep them forever), after archiving them to --archive-dir when given")
 	fs.StringVar(&f.archiveDir, "archive-dir", eraser.ArchiveDir, "where --retain-closed writes each session before erasing it (<id>.jsonl.zst; sessionlog import reads it)")
 	f.partitions = partitionsFlag(fs)
+	f.sealBodies = sealBodiesFlag(fs)
 	fs.StringVar(&f.sync, "sync", defaultSync, "JetStream fsync: always (every event is on disk before it is acknowledged; the writer commits the appends of many sessions with one fsync) or interval (fsync every 2m, faster: a machine crash or power loss loses the acknowledged events of the last interval)")
 	fs.StringVar(&f.httpToken, "http-token", "", "if set, HTTP requests need 'Authorization: Bearer <token>' (in that header only); /healthz, /readyz and the dashboard page (which asks for the token) stay open")
 	f.tenantTokens = tenantTokensFlag(fs)
@@ -233,7 +235,7 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	store, err := openStore(ctx, nc, logstore.Config{Replicas: 1, Partitions: *f.partitions, LeaseTTL: f.leaseTTL, Logger: log.With("component", "logstore"),
 		// On one node that does not fsync per event, an atomic batch costs
 		// more than the publishes it gathers (docs/adr/008-group-commit.md).
-		NoGroupCommit: !opts.SyncAlways, CannotStore: sw.Err})
+		NoGroupCommit: !opts.SyncAlways, CannotStore: sw.Err, SealBodies: *f.sealBodies})
 	if err != nil {
 		return err
 	}

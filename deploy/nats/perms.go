@@ -48,6 +48,10 @@ const (
 	// BucketUsage holds each tenant's sessions and stored bytes, kept by
 	// the writers and given back by the eraser (ADR 010).
 	BucketUsage = "TENANT_USAGE"
+	// BucketKeys holds each session's data key when bodies are sealed
+	// (docs/adr/011-sealed-bodies.md): the services read and create keys,
+	// the eraser deletes them, agents never see them.
+	BucketKeys = "SESSION_KEYS"
 	// MaxPartitions is the most session streams a store may have
 	// (DESIGN.md section 11): SESSIONS-0 ... SESSIONS-15.
 	MaxPartitions = 16
@@ -62,7 +66,7 @@ func streams() []string {
 		out = append(out, StreamSessions+"-"+strconv.Itoa(p))
 	}
 	return append(out, "KV_"+BucketLeases, "KV_"+BucketClaims, "KV_"+BucketForks, "KV_"+BucketLayout,
-		"KV_"+BucketSources, "KV_"+BucketSnapshots, "KV_"+BucketUsage, "KV_"+BucketErased, StreamAudit)
+		"KV_"+BucketSources, "KV_"+BucketSnapshots, "KV_"+BucketUsage, "KV_"+BucketErased, "KV_"+BucketKeys, StreamAudit)
 }
 
 // jsAPI lists the JetStream API subjects the services call on one stream:
@@ -108,31 +112,45 @@ func Service() *server.Permissions {
 		}
 	}
 	p.Publish.Deny = append(p.Publish.Deny,
+		"$JS.API.STREAM.PURGE.>",
 		"$KV."+BucketErased+".>",
 		"sessions.audit.>",
 	)
 	return p
 }
 
+// sessionStreams are the log's streams: SESSIONS and its partitions.
+func sessionStreams() []string {
+	out := []string{StreamSessions}
+	for n := range MaxPartitions {
+		out = append(out, StreamSessions+"-"+strconv.Itoa(n))
+	}
+	return out
+}
+
 // Eraser is the permission set of the "eraser" user: the repairer, which
 // serves sessions.api.erase and retention (DESIGN.md section 14). It has
 // the services' rights plus the secure delete of the log's messages and of
 // the session's KV records, the erasure records and the audit stream's
-// subjects; it may still neither delete nor purge a stream.
+// subjects, and the purge of the log's streams (an erased session's
+// subject once its key is destroyed, docs/adr/011-sealed-bodies.md); it
+// may neither delete a stream nor purge any other.
 func Eraser() *server.Permissions {
 	p := services()
 	p.Publish.Allow = append(p.Publish.Allow,
-		"$JS.API.STREAM.MSG.DELETE."+StreamSessions,
 		"$KV."+BucketErased+".>",
 		AuditSubjects,
 	)
-	for n := range MaxPartitions {
-		p.Publish.Allow = append(p.Publish.Allow, "$JS.API.STREAM.MSG.DELETE."+StreamSessions+"-"+strconv.Itoa(n))
+	for _, st := range sessionStreams() {
+		p.Publish.Allow = append(p.Publish.Allow, "$JS.API.STREAM.MSG.DELETE."+st, "$JS.API.STREAM.PURGE."+st)
 	}
-	// The erased session's lease, claim, fork, snapshot and source index
-	// records.
-	for _, b := range []string{BucketLeases, BucketClaims, BucketForks, BucketSnapshots, BucketSources} {
+	// The erased session's lease, claim, fork, snapshot, source index
+	// records and data key.
+	for _, b := range []string{BucketLeases, BucketClaims, BucketForks, BucketSnapshots, BucketSources, BucketKeys} {
 		p.Publish.Allow = append(p.Publish.Allow, "$JS.API.STREAM.MSG.DELETE.KV_"+b)
+	}
+	for _, st := range streams()[len(sessionStreams()):] {
+		p.Publish.Deny = append(p.Publish.Deny, "$JS.API.STREAM.PURGE."+st)
 	}
 	return p
 }
@@ -149,6 +167,7 @@ func services() *server.Permissions {
 		"$KV." + BucketSources + ".>",
 		"$KV." + BucketSnapshots + ".>",
 		"$KV." + BucketUsage + ".>",
+		"$KV." + BucketKeys + ".>",
 		"$JS.API.INFO",
 		// The projector relays the dashboard's actions as requests (no
 		// more than the log subjects above already allow a service).
@@ -173,7 +192,6 @@ func services() *server.Permissions {
 			// wider allow entry cannot re-open them by accident.
 			Deny: []string{
 				"$JS.API.STREAM.DELETE.>",
-				"$JS.API.STREAM.PURGE.>",
 			},
 		},
 		Subscribe: &server.SubjectPermission{

@@ -451,6 +451,7 @@ func exercise(t *testing.T, s *stack, partitions int, agentC, spyC, opC creds, a
 			"sessions.api.repair",
 			"sessions.api.erase",
 			"$KV.SESSION_ERASED.s-live",
+			"$KV.SESSION_KEYS.s-live",
 			"sessions.audit.erased.s-live",
 			natsauth.ServiceInboxPrefix+".x",
 		) {
@@ -468,7 +469,12 @@ func exercise(t *testing.T, s *stack, partitions int, agentC, spyC, opC creds, a
 				"$JS.API.STREAM.INFO."+stream,
 				"$JS.API.CONSUMER.CREATE."+stream)
 		}
-		api = append(api, "$JS.API.DIRECT.GET."+live.Stream+"."+live.Subject)
+		api = append(api, "$JS.API.DIRECT.GET."+live.Stream+"."+live.Subject,
+			// No agent gets a session's data key (docs/adr/011-sealed-bodies.md).
+			"$JS.API.STREAM.MSG.GET.KV_SESSION_KEYS",
+			"$JS.API.DIRECT.GET.KV_SESSION_KEYS",
+			"$JS.API.DIRECT.GET.KV_SESSION_KEYS.$KV.SESSION_KEYS.s-live",
+			"$JS.API.CONSUMER.CREATE.KV_SESSION_KEYS")
 		for _, subject := range api {
 			if _, err := agent.Request(subject, []byte(`{"seq":1}`), 300*time.Millisecond); err == nil {
 				t.Errorf("%s answered", subject)
@@ -588,7 +594,14 @@ func TestDeployConfig(t *testing.T) {
 			// tenant: its agent is the agent, bob the spy (TestTenants
 			// tries the agents of one tenant against each other).
 			conf, env, users := tenantsDeployment(t)
-			s := startUp(t, env, "--nats-config", conf, "--partitions", strconv.Itoa(partitions))
+			args := []string{"--nats-config", conf, "--partitions", strconv.Itoa(partitions)}
+			if partitions > 1 {
+				// Sealed bodies (docs/adr/011-sealed-bodies.md): the services
+				// make and read the keys, the eraser destroys one and purges
+				// a partition's subject, each with its deployed user.
+				args = append(args, "--seal-bodies")
+			}
+			s := startUp(t, env, args...)
 			exercise(t, s, partitions, users["agent"], users["bob"], creds{"operator", deployPasswords["OPERATOR"]},
 				nil, []nats.Option{nats.CustomInboxPrefix(natsauth.InboxPrefix("bob"))})
 		})

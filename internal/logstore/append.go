@@ -314,9 +314,14 @@ func (s *Store) Append(ctx context.Context, req AppendRequest) (AppendResult, er
 	for _, m := range msgs {
 		res.Bytes += len(m.Data)
 	}
+	// Sealed once: a re-send sends the very bytes again.
+	wire, err := s.sealed(ctx, req.SessionID, msgs)
+	if err != nil {
+		return AppendResult{}, err
+	}
 	var lastErr error
 	for attempt := 0; ; attempt++ {
-		streamSeq, dup, err := s.send(ctx, loc.Stream, msgs)
+		streamSeq, dup, err := s.send(ctx, loc.Stream, wire)
 		if err == nil && s.cfg.FaultHook != nil {
 			if herr := s.cfg.FaultHook(FaultAck); herr != nil {
 				err = herr

@@ -135,7 +135,8 @@ func (s *Store) LastStoredOf(ctx context.Context, sessionID string) (*LastStored
 	if err != nil {
 		return nil, err
 	}
-	return &LastStored{Msg: Msg{StreamSeq: m.Sequence, Subject: m.Subject, Header: m.Header, Data: m.Data}, Stored: m.Time}, nil
+	last := &LastStored{Msg: Msg{StreamSeq: m.Sequence, Subject: m.Subject, Header: m.Header, Data: m.Data}, Stored: m.Time}
+	return last, s.open(ctx, &last.Msg)
 }
 
 // ProvisionedReplicas reports the replicas of each of the log's streams

@@ -66,7 +66,8 @@ func (s *Store) directRead(ctx context.Context, loc Location, afterStreamSeq uin
 		}
 		msgs = append(msgs, &Msg{StreamSeq: seq, Subject: loc.Subject, Header: m.Header, Data: m.Data})
 	}
-	if msgs[n-1].StreamSeq != tailStreamSeq {
+	if msgs[n-1].StreamSeq != tailStreamSeq || s.openAll(ctx, msgs) != nil {
+		// A body that does not open: the consumer's read says why.
 		return nil, false
 	}
 	return msgs, true

@@ -305,6 +305,8 @@ func (s *Store) WatchErasureRecords(ctx context.Context, ready chan<- struct{}, 
 			if json.Unmarshal(ent.Value(), &e) != nil || e.SessionID != ent.Key() {
 				e = Erasure{SessionID: ent.Key()}
 			}
+			// An erased session's key leaves this store's memory.
+			s.ForgetKey(e.SessionID)
 			fn(e)
 		}
 	}
@@ -331,6 +333,9 @@ func (s *Store) StoredPage(ctx context.Context, sessionID string, n int) ([]*Msg
 			return nil, fmt.Errorf("logstore: read %s: a direct get answered another message", sessionID)
 		}
 		msgs = append(msgs, &Msg{StreamSeq: seq, Subject: loc.Subject, Header: m.Header, Data: m.Data})
+	}
+	if err := s.openAll(ctx, msgs); err != nil {
+		return nil, err
 	}
 	if len(msgs) == 0 {
 		// The batch found nothing: ask the leader (a replica may not
@@ -422,6 +427,87 @@ func (s *Store) SecureDelete(ctx context.Context, sessionID string, seqs []uint6
 	return nil
 }
 
+// Shred erases the session's stored messages up to stream seq through
+// (all of them in the erase's digest) the fast way when they hold sealed
+// bodies (seal.go, docs/adr/011-sealed-bodies.md): the unsealed ones go
+// one secure delete at a time (SecureDelete, oldest first), then the
+// session's data key is securely deleted (its one message overwritten in
+// the bucket's block file: what stays of the sealed bodies is ciphertext
+// whose key is gone), then the subject is purged below through+1 (one
+// request, however many messages). It returns how many messages it
+// removed; 0 when the session holds no sealed message, or one after
+// through (not in the digest yet): the caller then deletes them one at a
+// time, as before. Each step is idempotent: a job cut anywhere repeats
+// it. onDelete is as for SecureDelete.
+func (s *Store) Shred(ctx context.Context, sessionID string, through uint64, onDelete func() error) (int, error) {
+	loc, err := s.Locate(sessionID)
+	if err != nil {
+		return 0, err
+	}
+	var plain []uint64
+	sealed, after := 0, uint64(0)
+	for {
+		got, _, err := s.directBatch(ctx, loc.Stream, directGetRequest{Seq: after + 1, NextFor: loc.Subject, Batch: shredPage})
+		if err != nil {
+			return 0, fmt.Errorf("logstore: shred %s: %w", sessionID, err)
+		}
+		for _, m := range got {
+			seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+			if err != nil || m.Header.Get(jetstream.SubjectHeader) != loc.Subject || seq <= after {
+				return 0, fmt.Errorf("logstore: shred %s: a direct get answered another message", sessionID)
+			}
+			if seq > through {
+				return 0, nil
+			}
+			after = seq
+			if Sealed(m.Header) {
+				sealed++
+			} else {
+				plain = append(plain, seq)
+			}
+		}
+		if len(got) == 0 {
+			// (A short page is no end: the server may cut a batch by size.)
+			break
+		}
+	}
+	if sealed == 0 {
+		return 0, nil
+	}
+	// The replica that answered applies in order: if it missed any, they
+	// are its newest. The leader says whether one follows.
+	if m, err := s.msgGetStoredRaw(ctx, loc.Stream, msgGetRequest{Seq: after + 1, NextFor: loc.Subject}); err != nil {
+		return 0, fmt.Errorf("logstore: shred %s: %w", sessionID, err)
+	} else if m != nil && m.Sequence <= through {
+		return 0, fmt.Errorf("logstore: shred %s: the replica read is behind the leader (stream seq %d); the job goes on later", sessionID, m.Sequence)
+	}
+	if err := s.SecureDelete(ctx, sessionID, plain, EraseInFlight, onDelete); err != nil {
+		return 0, err
+	}
+	s.ForgetKey(sessionID)
+	if err := s.dropKey(ctx, KeysBucket, sessionID); err != nil {
+		return 0, err
+	}
+	st, err := s.js.Stream(ctx, loc.Stream)
+	if err == nil {
+		err = st.Purge(ctx, jetstream.WithPurgeSubject(loc.Subject), jetstream.WithPurgeSequence(through+1))
+	}
+	if err != nil {
+		return 0, fmt.Errorf("logstore: shred %s: purge: %w", sessionID, err)
+	}
+	s.ForgetTail(sessionID)
+	return sealed + len(plain), nil
+}
+
+// msgGetStoredRaw is msgGetStored without its headers.
+func (s *Store) msgGetStoredRaw(ctx context.Context, stream string, req msgGetRequest) (*storedMsg, error) {
+	sm, _, err := s.msgGetStored(ctx, stream, req)
+	return sm, err
+}
+
+// shredPage is how many messages one direct get of Shred's walk asks for.
+const shredPage = 1024
+
 // The server's error codes of a message delete (server/errors.json).
 const (
 	errCodeSequenceNotFound jetstream.ErrorCode = 10043
@@ -511,7 +597,10 @@ func (s *Store) EraseEvents(ctx context.Context, sessionID string, onDelete func
 // paths) are overwritten in the files: a KV purge would leave them in
 // place until the server compacts the block.
 func (s *Store) DropSessionRecords(ctx context.Context, sessionID string) error {
-	for _, bucket := range []string{LeaseBucket, ClaimBucket, api.ForkBucket} {
+	// The data key too: a shred (Shred) destroyed it already, but an
+	// event sealed around the writer after it made a new one.
+	s.ForgetKey(sessionID)
+	for _, bucket := range []string{LeaseBucket, ClaimBucket, api.ForkBucket, KeysBucket} {
 		if err := s.dropKey(ctx, bucket, sessionID); err != nil {
 			return err
 		}

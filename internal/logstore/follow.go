@@ -142,31 +142,47 @@ func (f *Follower) Next(ctx context.Context) (*Msg, error) {
 		}
 		f.it = it
 	}
-	jm, err := f.it.Next(jetstream.NextContext(ctx))
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
+	for {
+		jm, err := f.it.Next(jetstream.NextContext(ctx))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil, fmt.Errorf("%w: %w", ErrFollowerClosed, err)
+			}
+			return nil, fmt.Errorf("logstore: follow %s: %w", f.spec.Stream, err)
 		}
-		if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-			return nil, fmt.Errorf("%w: %w", ErrFollowerClosed, err)
+		m, err := f.s.followed(ctx, jm)
+		if m != nil || err != nil {
+			return m, err
 		}
-		return nil, fmt.Errorf("logstore: follow %s: %w", f.spec.Stream, err)
 	}
-	return followed(jm)
 }
 
-func followed(jm jetstream.Msg) (*Msg, error) {
+// followed is the message jm delivered, its body opened; nil, nil for a
+// sealed message whose key is gone: its session is erased and the
+// message about to be purged, so a follower passes it as if it were.
+func (s *Store) followed(ctx context.Context, jm jetstream.Msg) (*Msg, error) {
 	md, err := jm.Metadata()
 	if err != nil {
 		return nil, fmt.Errorf("logstore: follow: %w", err)
 	}
-	return &Msg{StreamSeq: md.Sequence.Stream, Subject: jm.Subject(), Header: jm.Headers(), Data: jm.Data(), Pending: md.NumPending, Stored: md.Timestamp}, nil
+	m := &Msg{StreamSeq: md.Sequence.Stream, Subject: jm.Subject(), Header: jm.Headers(), Data: jm.Data(), Pending: md.NumPending, Stored: md.Timestamp}
+	if err := s.open(ctx, m); err != nil {
+		if errors.Is(err, ErrKeyGone) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("logstore: follow: %w", err)
+	}
+	return m, nil
 }
 
 // Page is one pull of a Follower: at most PageEvents messages (and
 // PageBytes), delivered as they arrive.
 type Page struct {
 	b   jetstream.MessageBatch
+	s   *Store
 	err error
 }
 
@@ -184,17 +200,20 @@ func (f *Follower) Fetch(wait time.Duration) (*Page, error) {
 	if err != nil {
 		return nil, fmt.Errorf("logstore: follow %s: %w", f.spec.Stream, err)
 	}
-	return &Page{b: b}, nil
+	return &Page{b: b, s: f.s}, nil
 }
 
 // Messages yields the page's messages as they arrive.
 func (p *Page) Messages() iter.Seq[*Msg] {
 	return func(yield func(*Msg) bool) {
 		for jm := range p.b.Messages() {
-			m, err := followed(jm)
+			m, err := p.s.followed(context.Background(), jm)
 			if err != nil {
 				p.err = err
 				return
+			}
+			if m == nil {
+				continue
 			}
 			if !yield(m) {
 				return

@@ -89,7 +89,11 @@ func (s *Store) AppendGroup(ctx context.Context, parts []GroupPart) ([]AppendRes
 		} else if loc.Stream != stream {
 			return nil, schema.Errorf(schema.CodeBadRequest, "a group spans streams %s and %s", stream, loc.Stream)
 		}
-		msgs = append(msgs, p.Msgs...)
+		sealed, err := s.sealed(ctx, p.Req.SessionID, p.Msgs)
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, sealed...)
 	}
 	if len(msgs) > schema.MaxBatchEvents {
 		return nil, schema.Errorf(schema.CodeTooLarge, "%d events in one group, at most %d", len(msgs), schema.MaxBatchEvents)

@@ -248,7 +248,11 @@ func (s *Store) JudgeAfter(ctx context.Context, sessionID string, at uint64) (Ju
 	if err != nil || streamSeq > at || m.Header.Get(jetstream.SubjectHeader) != loc.Subject {
 		return j, fmt.Errorf("logstore: read %s at stream seq %d: answered %q at stream seq %q", loc.Subject, at, m.Header.Get(jetstream.SubjectHeader), m.Header.Get(jetstream.SequenceHeader))
 	}
-	t, err := tailOf(sessionID, &Msg{StreamSeq: streamSeq, Subject: loc.Subject, Header: m.Header, Data: m.Data})
+	tm := &Msg{StreamSeq: streamSeq, Subject: loc.Subject, Header: m.Header, Data: m.Data}
+	if err := s.open(ctx, tm); err != nil {
+		return j, err
+	}
+	t, err := tailOf(sessionID, tm)
 	j.Last = t
 	return j, err
 }

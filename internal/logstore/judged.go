@@ -150,7 +150,11 @@ func (s *Store) StoredCount(ctx context.Context, sessionID string) (Count, error
 	if s.cfg.FaultHook != nil {
 		_ = s.cfg.FaultHook(FaultCounted)
 	}
-	return Count{N: n + 1, First: firstStored(&Msg{StreamSeq: first, Data: m.Data})}, nil
+	fm := &Msg{StreamSeq: first, Subject: loc.Subject, Header: m.Header, Data: m.Data}
+	if err := s.open(ctx, fm); err != nil {
+		return Count{}, fmt.Errorf("logstore: count %s: %w", loc.Subject, err)
+	}
+	return Count{N: n + 1, First: firstStored(fm)}, nil
 }
 
 // FaultCounted runs when StoredCount has its answer, before it returns

@@ -201,6 +201,9 @@ func (s *Store) readConsumerUpTo(ctx context.Context, loc Location, sessionID st
 		if m.StreamSeq > tail.StreamSeq {
 			return cur, true, nil
 		}
+		if err := s.open(ctx, m); err != nil {
+			return cur, true, err
+		}
 		if err := fn(m); err != nil {
 			return cur, true, stopped(err)
 		}

@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"context"
+	"crypto/cipher"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -71,6 +72,14 @@ type Config struct {
 	// once with not_committed, nothing sent, instead of being sent to
 	// time out. `sessionlog up` sets it from its embedded server's health.
 	CannotStore func() error
+	// SealBodies seals the bodies of the events this store writes, each
+	// session's with its own key (seal.go, docs/adr/011-sealed-bodies.md),
+	// so that an erase destroys the key and purges the subject instead of
+	// overwriting each message. Off (the default): bodies are stored as
+	// they are. Reads open sealed bodies either way.
+	SealBodies bool
+	// KeyCacheSize: how many sessions' keys the store keeps in memory.
+	KeyCacheSize int
 }
 
 func (c *Config) defaults() {
@@ -98,6 +107,9 @@ func (c *Config) defaults() {
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = DefaultRequestTimeout
 	}
+	if c.KeyCacheSize <= 0 {
+		c.KeyCacheSize = DefaultKeyCacheSize
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -123,6 +135,11 @@ type Store struct {
 	// erased is SESSION_ERASED, opened on first use.
 	erasedOnce sync.Mutex
 	erased     jetstream.KeyValue
+	// keys caches sessions' data keys (seal.go); keysBucket is
+	// SESSION_KEYS, opened on first use.
+	keys       *lru.Cache[string, cipher.AEAD]
+	keysMu     sync.Mutex
+	keysBucket jetstream.KeyValue
 	// sources is SESSION_SOURCES, opened on first use.
 	sources sourceIndex
 	// snapshots is SESSION_SNAPSHOTS, opened on first use.
@@ -183,8 +200,13 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("logstore: judged cache: %w", err)
 	}
+	keys, err := lru.New[string, cipher.AEAD](cfg.KeyCacheSize)
+	if err != nil {
+		return nil, fmt.Errorf("logstore: key cache: %w", err)
+	}
 	s := &Store{
 		nc: nc, js: js, cfg: cfg,
+		keys:    keys,
 		sem:     make(chan struct{}, cfg.MaxInflightBatches),
 		tails:   tails,
 		judged:  judged,
@@ -248,6 +270,9 @@ func (s *Store) provision(ctx context.Context) error {
 		return err
 	}
 	if err := s.provisionUsage(ctx); err != nil {
+		return err
+	}
+	if err := s.provisionKeys(ctx); err != nil {
 		return err
 	}
 	return s.provisionErasure(ctx)
@@ -320,7 +345,8 @@ func (s *Store) msgGet(ctx context.Context, stream string, req msgGetRequest) (*
 	if sm == nil || err != nil {
 		return nil, err
 	}
-	return &Msg{StreamSeq: sm.Sequence, Subject: sm.Subject, Header: h, Data: sm.Data}, nil
+	m := &Msg{StreamSeq: sm.Sequence, Subject: sm.Subject, Header: h, Data: sm.Data}
+	return m, s.open(ctx, m)
 }
 
 // msgGetStored is msgGet's answer as the leader gives it (its stored time

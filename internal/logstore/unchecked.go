@@ -2,6 +2,7 @@ package logstore
 
 import (
 	"context"
+	"crypto/cipher"
 	"fmt"
 	"iter"
 
@@ -88,6 +89,19 @@ func (s *Store) PublishUnchecked(ctx context.Context, events iter.Seq[schema.Env
 		m := msgs[0]
 		delete(m.Header, HeaderExpectedSeq)
 		prevs[e.SessionID] = hash
+		if s.cfg.SealBodies {
+			// The session's key first, asked again while its bucket is
+			// unreachable, as the stream's first publish is.
+			if _, err := WhileUnreachable(ctx, s.cfg.RequestTimeout, nil, func(ctx context.Context) (cipher.AEAD, error) {
+				return s.sessionKey(ctx, e.SessionID, true)
+			}); err != nil {
+				return last, err
+			}
+		}
+		if msgs, err = s.sealed(ctx, e.SessionID, msgs); err != nil {
+			return last, err
+		}
+		m = msgs[0]
 		s.tails.Remove(e.SessionID)
 		if !answered[loc.Stream] {
 			ack, err := WhileUnreachable(ctx, s.cfg.RequestTimeout, nil, func(ctx context.Context) (*jetstream.PubAck, error) {

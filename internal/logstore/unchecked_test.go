@@ -162,9 +162,16 @@ func inOrder(seqs []uint64) bool {
 // quorum) waits for it, and stores everything once the nodes are back,
 // rather than failing on the first unreachable answer.
 func TestPublishUncheckedWaitsForTheStream(t *testing.T) {
+	t.Run("plain", func(t *testing.T) { publishUncheckedWaits(t, false) })
+	// Sealed: the sessions' keys, made in a bucket without a quorum too,
+	// are waited for as well.
+	t.Run("sealed", func(t *testing.T) { publishUncheckedWaits(t, true) })
+}
+
+func publishUncheckedWaits(t *testing.T, seal bool) {
 	c := natstest.RunCluster(t, 3)
 	nc := natstest.Connect(t, c.Servers[0])
-	st := open(t, nc, logstore.Config{Replicas: 3, RequestTimeout: time.Second})
+	st := open(t, nc, logstore.Config{Replicas: 3, RequestTimeout: time.Second, SealBodies: seal})
 	c.WaitStreamLeader(logstore.StreamName)
 	c.WaitStreamsCurrent(logstore.StreamName)
 	for _, i := range []int{1, 2} {

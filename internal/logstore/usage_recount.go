@@ -194,6 +194,10 @@ func (s *Store) countStream(ctx context.Context, stream string, found map[string
 		}
 		t := UsageTenant(id)
 		u := found[t]
+		if Sealed(m.Header) {
+			// The body as written, as the appends counted it.
+			size -= SealOverhead
+		}
 		u.Bytes += int64(size)
 		if m.Header.Get(HeaderSeq) == "1" {
 			u.Sessions++

@@ -117,6 +117,11 @@ func (l *Log) StoredPage(_ context.Context, sessionID string, n int) ([]*logstor
 	return msgs[:min(n, len(msgs))], nil
 }
 
+// Shred removes nothing: memlog stores no sealed body
+// (logstore.Store.Shred then returns 0 too), so the job deletes the
+// messages one at a time.
+func (l *Log) Shred(context.Context, string, uint64, func() error) (int, error) { return 0, nil }
+
 // SecureDelete deletes the given messages of the session, oldest first,
 // calling onDelete after each (its error ends the deletes); a message
 // already gone counts as deleted. Their ids stay known to the stream's

@@ -468,6 +468,18 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 			rec.Sealed = true
 		}
 	}
+	if !legacy && rec.Sealed {
+		// Every event stored is in the digest (the seal): a session with
+		// sealed bodies goes at once, its key destroyed and its subject
+		// purged (its plain events one at a time first). One with an
+		// event after the digest (written around the writer) or none
+		// sealed goes a batch at a time below.
+		n, err := s.st.Shred(ctx, rec.SessionID, rec.Through, func() error { return s.step(StepDeleted) })
+		if err != nil {
+			return rev, err
+		}
+		rec.Deleted += uint64(n)
+	}
 	for {
 		page, err := s.st.StoredPage(ctx, rec.SessionID, eraseBatch)
 		if err != nil {

@@ -23,13 +23,19 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWith(t, logstore.Config{})
+}
+
+// newEnvWith is newEnv with the store's configuration.
+func newEnvWith(t *testing.T, cfg logstore.Config) *env {
+	t.Helper()
 	srv := natstest.RunServerDir(t, t.TempDir())
 	nc, err := nats.Connect(srv.ClientURL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	st, err := logstore.Open(context.Background(), nc, logstore.Config{})
+	st, err := logstore.Open(context.Background(), nc, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

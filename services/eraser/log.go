@@ -25,6 +25,9 @@ type Log interface {
 	LoadSnapshot(ctx context.Context, sessionID string) (*logstore.SnapshotBase, error)
 	StoredPage(ctx context.Context, sessionID string, n int) ([]*logstore.Msg, error)
 	SecureDelete(ctx context.Context, sessionID string, seqs []uint64, inFlight int, onDelete func() error) error
+	// Shred removes the hashed messages of a session with sealed bodies
+	// at once: its key destroyed, its subject purged (0: not done).
+	Shred(ctx context.Context, sessionID string, through uint64, onDelete func() error) (int, error)
 	CheckErasable(ctx context.Context, sessionID string) error
 	DropSessionRecords(ctx context.Context, sessionID string) error
 

@@ -42,6 +42,7 @@ const (
 	inProcess writerConn = iota // as `sessionlog up` runs it
 	overTCP                     // a writer in its own process
 	ownConn                     // over TCP, the endpoints on a second connection
+	sealed                      // in process, the store sealing bodies (docs/adr/011-sealed-bodies.md)
 )
 
 // benchAppend runs b.N appends of batch events spread over 64 sessions,
@@ -58,10 +59,11 @@ func benchAppendConn(b *testing.B, batch int, viaNATS bool, mode writerConn) {
 func benchAppendStore(b *testing.B, batch int, viaNATS bool, mode writerConn, cfg logstore.Config) {
 	srv := natstest.RunServer(b)
 	var wopts []nats.Option
-	if mode == inProcess {
+	if mode == inProcess || mode == sealed {
 		wopts = append(wopts, nats.InProcessServer(srv))
 	}
 	wnc := natstest.Connect(b, srv, wopts...)
+	cfg.SealBodies = cfg.SealBodies || mode == sealed
 	st, err := logstore.Open(context.Background(), wnc, cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -147,6 +149,10 @@ func BenchmarkAppendNATSLazy1(b *testing.B) {
 // The writer over TCP, and with the endpoints on a connection of their own.
 func BenchmarkAppendNATSTCP1(b *testing.B)     { benchAppendConn(b, 1, true, overTCP) }
 func BenchmarkAppendNATSOwnConn1(b *testing.B) { benchAppendConn(b, 1, true, ownConn) }
+
+// BenchmarkAppendDirectSealed1 is BenchmarkAppendDirect1 with sealed
+// bodies: what the seal costs an append.
+func BenchmarkAppendDirectSealed1(b *testing.B) { benchAppendConn(b, 1, false, sealed) }
 
 // BenchmarkRawPublish1 is the floor beside the writer benchmarks: the same
 // events published straight to JetStream with the per-subject check.

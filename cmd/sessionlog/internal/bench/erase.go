@@ -13,6 +13,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/gen"
+	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
@@ -26,7 +27,12 @@ type EraseConfig struct {
 	Baseline int
 	// Purge: also time a purge of the subject of a session of the first
 	// size (a candidate that leaves the bytes in the block files).
-	Purge    bool
+	Purge bool
+	// Seal: the session is written by a store that seals bodies
+	// (logstore.Config.SealBodies), so the job destroys its key and
+	// purges it (docs/adr/011-sealed-bodies.md) instead of deleting each
+	// event securely.
+	Seal     bool
 	Dir      string
 	Logger   *slog.Logger
 	Progress io.Writer
@@ -35,6 +41,7 @@ type EraseConfig struct {
 // EraseResult is one size's figures: events per second.
 type EraseResult struct {
 	Events   int
+	Sealed   bool
 	Rate     float64 // the erase job (hash, parallel secure deletes, records, audit)
 	Baseline float64 // one secure delete at a time, each after a read of the oldest
 	Elapsed  time.Duration
@@ -70,12 +77,17 @@ func RunErase(ctx context.Context, cfg EraseConfig) ([]EraseResult, error) {
 }
 
 func eraseOnce(ctx context.Context, cfg EraseConfig, n int, purge bool, say func(string, ...any)) (EraseResult, error) {
-	res := EraseResult{Events: n}
+	res := EraseResult{Events: n, Sealed: cfg.Seal}
 	e, err := startEmbedded(ctx, cfg.Dir, "sessionlog-bench-erase-", cfg.Logger)
 	if err != nil {
 		return res, err
 	}
 	defer e.close()
+	if cfg.Seal {
+		if e.st, err = logstore.Open(ctx, e.nc, logstore.Config{Logger: cfg.Logger, SealBodies: true}); err != nil {
+			return res, err
+		}
+	}
 	const id = "bench-erase"
 	say("erase %d: seeding", n)
 	if _, err := gen.Seed(ctx, e.st, id, n, schema.MaxBatchEvents); err != nil {

@@ -1,0 +1,216 @@
+package logstore_test
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+)
+
+// readIDs reads the session's events (judged: chain included) and
+// returns their event ids.
+func readIDs(t *testing.T, st *logstore.Store, id string) []string {
+	t.Helper()
+	evs, _, err := st.ReadEvents(context.Background(), id, 0)
+	if err != nil {
+		t.Fatalf("read %s: %v", id, err)
+	}
+	var ids []string
+	for _, e := range evs {
+		ids = append(ids, e.EventID)
+	}
+	return ids
+}
+
+// mixed starts a server with a store that writes plain bodies and one
+// that seals them, and writes session id's first 2 events with the plain
+// one and n more with the sealing one; it returns the sealing one's
+// append.
+func mixed(t *testing.T, id string, n int) (*nats.Conn, *logstore.Store, *logstore.Store, logstore.AppendResult) {
+	t.Helper()
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv)
+	ctx := context.Background()
+	plain := open(t, nc, logstore.Config{})
+	st := open(t, nc, logstore.Config{SealBodies: true})
+	r, err := plain.Append(ctx, logstore.AppendRequest{SessionID: id, Events: events(id, 1, 2, "p")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err = st.Append(ctx, logstore.AppendRequest{SessionID: id, ExpectedStreamSeq: r.StreamSeq, Events: events(id, 3, n, "s")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, plain, st, r
+}
+
+// A sealing store stores ciphertext with SL-Seal; every read (of this
+// store, of another with an empty key cache, of a store that does not
+// seal) gives the plain bodies, the chain whole, also when a session holds
+// plain events written before sealing.
+func TestSealedBodiesReadPlain(t *testing.T) {
+	// "mix": two plain events, then three sealed ones after them.
+	nc, plain, st, _ := mixed(t, "mix", 3)
+	ctx := context.Background()
+	// "all": sealed from its first event, one alone and a batch, then
+	// one published unchecked.
+	r, err := st.Append(ctx, logstore.AppendRequest{SessionID: "all", Events: events("all", 1, 1, "a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(ctx, logstore.AppendRequest{SessionID: "all", ExpectedStreamSeq: r.StreamSeq, Events: events("all", 2, 4, "a")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PublishUnchecked(ctx, slices.Values(events("all", 6, 1, "a"))); err != nil {
+		t.Fatal(err)
+	}
+
+	// What the stream holds.
+	js := natstest.JetStream(t, nc)
+	stream, err := js.Stream(ctx, "SESSIONS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed := 0
+	for seq := uint64(1); seq <= 11; seq++ {
+		m, err := stream.GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		isSealed := m.Header.Get(logstore.HeaderSeal) == logstore.SealVersion
+		if isSealed {
+			sealed++
+		}
+		if hasPlain := bytes.Contains(m.Data, []byte(`"eventId"`)); hasPlain == isSealed {
+			t.Errorf("stream seq %d: sealed %v, plain body %v", seq, isSealed, hasPlain)
+		}
+	}
+	if sealed != 9 {
+		t.Errorf("%d sealed messages, want 9", sealed)
+	}
+
+	want := map[string][]string{"mix": {"p-1", "p-2", "s-3", "s-4", "s-5"}, "all": {"a-1", "a-2", "a-3", "a-4", "a-5", "a-6"}}
+	fresh := open(t, nc, logstore.Config{})
+	for _, reader := range []*logstore.Store{st, plain, fresh} {
+		for id, ids := range want {
+			if got := readIDs(t, reader, id); !slices.Equal(got, ids) {
+				t.Errorf("%s reads %v, want %v", id, got, ids)
+			}
+		}
+	}
+	// A follower gets plain bodies.
+	f, err := fresh.Follow(ctx, logstore.FollowSpec{Stream: "SESSIONS"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for range 11 {
+		m, err := f.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := schema.Decode(m.Data); err != nil {
+			t.Fatalf("followed stream seq %d: %v", m.StreamSeq, err)
+		}
+	}
+	// One key a session, in one message (never replaced).
+	kv, err := js.KeyValue(ctx, logstore.KeysBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"mix", "all"} {
+		e, err := kv.Get(ctx, id)
+		if err != nil || len(e.Value()) != 32 || e.Revision() == 0 {
+			t.Fatalf("key of %s: %v", id, err)
+		}
+	}
+}
+
+// Shred removes a sealed session (its plain events by secure delete)
+// below the given seq with one purge, after destroying its key; a sealed
+// message whose key is gone reads as erased.
+func TestShred(t *testing.T) {
+	nc, _, st, r := mixed(t, "x", 8)
+	ctx := context.Background()
+	// Another session's events stay.
+	if _, err := st.Append(ctx, logstore.AppendRequest{SessionID: "y", Events: events("y", 1, 3, "y")}); err != nil {
+		t.Fatal(err)
+	}
+	// A message after the given seq: nothing done.
+	if n, err := st.Shred(ctx, "x", r.StreamSeq-1, nil); err != nil || n != 0 {
+		t.Fatalf("shred below the tail = %d, %v; want 0", n, err)
+	}
+	if c, err := st.StoredCount(ctx, "x"); err != nil || c.N != 10 {
+		t.Fatalf("count = %+v, %v", c, err)
+	}
+	n, err := st.Shred(ctx, "x", r.StreamSeq, nil)
+	if err != nil || n != 10 {
+		t.Fatalf("shred = %d, %v; want 10", n, err)
+	}
+	if c, err := st.StoredCount(ctx, "x"); err != nil || c.N != 0 {
+		t.Fatalf("count after = %+v, %v", c, err)
+	}
+	kv, err := natstest.JetStream(t, nc).KeyValue(ctx, logstore.KeysBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Get(ctx, "x"); err != jetstream.ErrKeyNotFound {
+		t.Fatalf("key of x after the shred: %v", err)
+	}
+	// Again: nothing left, no error.
+	if n, err := st.Shred(ctx, "x", r.StreamSeq, nil); err != nil || n != 0 {
+		t.Fatalf("shred again = %d, %v", n, err)
+	}
+	if got := readIDs(t, open(t, nc, logstore.Config{}), "y"); len(got) != 3 {
+		t.Fatalf("y reads %v", got)
+	}
+
+	// A sealed event whose key is gone reads as erased, from any store.
+	rz, err := st.Append(ctx, logstore.AppendRequest{SessionID: "z", Events: events("z", 1, 2, "z")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DropSessionRecords(ctx, "z"); err != nil {
+		t.Fatal(err)
+	}
+	for _, reader := range []*logstore.Store{st, open(t, nc, logstore.Config{})} {
+		if _, _, err := reader.ReadEvents(ctx, "z", 0); schema.CodeOf(err) != schema.CodeErased {
+			t.Fatalf("read of z without its key: %v, want erased", err)
+		}
+	}
+	// A shred cut after the key went (a job resumed) purges what is left.
+	if n, err := st.Shred(ctx, "z", rz.StreamSeq, nil); err != nil || n != 2 {
+		t.Fatalf("shred without the key = %d, %v; want 2", n, err)
+	}
+}
+
+// A recount of a tenant's usage counts a sealed body as the append
+// counted it: the body as written, without the seal's bytes.
+func TestRecountSealedBodies(t *testing.T) {
+	_, _, st, _ := mixed(t, "_Tacme_a", 3)
+	ctx := context.Background()
+	// The bodies as written: two plain, three sealed.
+	want := logstore.TenantUsage{Sessions: 1}
+	if _, err := st.ReadSession(ctx, "_Tacme_a", 0, func(m *logstore.Msg) error {
+		want.Bytes += int64(len(m.Data))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.AddUsage(ctx, "acme", logstore.TenantUsage{Sessions: 7, Bytes: 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.RecountUsage(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.UsageOf(ctx, "acme"); err != nil || got != want {
+		t.Fatalf("usage after a recount: %+v %v, want %+v", got, err, want)
+	}
+}
