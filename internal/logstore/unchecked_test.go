@@ -201,6 +201,16 @@ func publishUncheckedWaits(t *testing.T, seal bool) {
 	if err := <-done; err != nil {
 		t.Fatalf("PublishUnchecked while the stream had no quorum: %v", err)
 	}
+	// The read below is bounded by stalls of twice the 1 s request
+	// timeout: on a loaded machine the restarted replicas may still be
+	// catching up and the consumer silent that long (the read then fails
+	// with ErrReadStalled, which says to retry). What was stored is read
+	// once every replica is current.
+	streams := []string{logstore.StreamName}
+	if seal {
+		streams = append(streams, "KV_"+logstore.KeysBucket)
+	}
+	c.WaitStreamsCurrent(streams...)
 	for _, sid := range []string{"w1", "w2"} {
 		if _, seqs := storedMsgs(t, st, sid); len(seqs) != 20 || !inOrder(seqs) {
 			t.Errorf("%s stored seqs %v, want 1 to 20 in order", sid, seqs)
