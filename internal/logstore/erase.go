@@ -488,6 +488,13 @@ func (s *Store) Shred(ctx context.Context, sessionID string, through uint64, onD
 	if err := s.dropKey(ctx, KeysBucket, sessionID); err != nil {
 		return 0, err
 	}
+	if onDelete != nil {
+		// The key's delete is a delete too: a job cut here resumes with
+		// the key gone and the sealed bodies still stored.
+		if err := onDelete(); err != nil {
+			return 0, err
+		}
+	}
 	st, err := s.js.Stream(ctx, loc.Stream)
 	if err == nil {
 		err = st.Purge(ctx, jetstream.WithPurgeSubject(loc.Subject), jetstream.WithPurgeSequence(through+1))

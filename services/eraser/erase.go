@@ -400,6 +400,7 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 	// A record of an erase made before jobs (no phase, hashed) has the
 	// whole digest: its events are only deleted.
 	legacy := rec.Phase == "" && rec.Hashed
+	sealedBefore := rec.Sealed
 	rec.Phase = logstore.ErasePhaseDeleting
 	var fold *ownerFold
 	if !legacy {
@@ -473,7 +474,16 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 		// sealed bodies goes at once, its key destroyed and its subject
 		// purged (its plain events one at a time first). One with an
 		// event after the digest (written around the writer) or none
-		// sealed goes a batch at a time below.
+		// sealed goes a batch at a time below. The record says the seal
+		// is whole before a key can go: a job resumed after the key's
+		// delete reads no body (ownerFold and the seal's loop read them,
+		// and a sealed body whose key is gone reads as erased).
+		if !sealedBefore {
+			var err error
+			if rev, err = s.st.UpdateErasure(ctx, *rec, rev); err != nil {
+				return rev, err
+			}
+		}
 		n, err := s.st.Shred(ctx, rec.SessionID, rec.Through, func() error { return s.step(StepDeleted) })
 		if err != nil {
 			return rev, err

@@ -63,7 +63,7 @@ func TestEraseShredsSealedSession(t *testing.T) {
 	for _, c := range []struct {
 		id      string
 		deletes int64
-	}{{"s-seal", 2}, {"s-mix", 3}} {
+	}{{"s-seal", 3}, {"s-mix", 4}} {
 		deletes.Store(0)
 		if got, code := e.erase(`{"sessionId":"` + c.id + `","reason":"privacy","by":"ops"}`); code != "" {
 			t.Fatalf("erase %s: %+v %s", c.id, got, code)
@@ -71,7 +71,8 @@ func TestEraseShredsSealedSession(t *testing.T) {
 		e.waitErased(c.id)
 		e.gone(c.id)
 		e.keyGone(c.id)
-		// s-seal: the seal's; s-mix: those and its second plain event.
+		// s-seal: the seal's two and the key's; s-mix: those and its
+		// second plain event.
 		if n := deletes.Load(); n != c.deletes {
 			t.Fatalf("%d secure deletes of %s, want %d", n, c.id, c.deletes)
 		}
@@ -92,7 +93,7 @@ func TestEraseSealedInterruptedFinishesByItself(t *testing.T) {
 	for _, tc := range []struct {
 		step string
 		nth  int
-	}{{StepHashed, 1}, {StepDeleted, 1}, {StepDeleted, 2}, {StepRecords, 1}} {
+	}{{StepHashed, 1}, {StepDeleted, 1}, {StepDeleted, 2}, {StepDeleted, 3}, {StepRecords, 1}} {
 		t.Run(fmt.Sprintf("%s-%d", tc.step, tc.nth), func(t *testing.T) {
 			e := newEnvWith(t, logstore.Config{SealBodies: true})
 			r := e.start(Config{})
