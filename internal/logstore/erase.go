@@ -451,12 +451,17 @@ func (s *Store) Shred(ctx context.Context, sessionID string, through uint64, onD
 		if err != nil {
 			return 0, fmt.Errorf("logstore: shred %s: %w", sessionID, err)
 		}
+		behind := s.cfg.FaultHook != nil && s.cfg.FaultHook(FaultShredWalk) != nil
 		for _, m := range got {
 			seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 			if err != nil || m.Header.Get(jetstream.SubjectHeader) != loc.Subject || seq <= after {
 				return 0, fmt.Errorf("logstore: shred %s: a direct get answered another message", sessionID)
 			}
 			if seq > through {
+				if behind {
+					got = nil // a replica that has none past the digest
+					break
+				}
 				return 0, nil
 			}
 			after = seq
@@ -475,11 +480,17 @@ func (s *Store) Shred(ctx context.Context, sessionID string, through uint64, onD
 		return 0, nil
 	}
 	// The replica that answered applies in order: if it missed any, they
-	// are its newest. The leader says whether one follows.
+	// are its newest. The leader says whether one follows: one in the
+	// digest means the replica is behind (the job asks again later); one
+	// past it is not in the digest, and the session goes the old way, as
+	// when the walk meets one (the key stays until every message is
+	// hashed: a body whose key is gone cannot be).
 	if m, err := s.msgGetStoredRaw(ctx, loc.Stream, msgGetRequest{Seq: after + 1, NextFor: loc.Subject}); err != nil {
 		return 0, fmt.Errorf("logstore: shred %s: %w", sessionID, err)
 	} else if m != nil && m.Sequence <= through {
 		return 0, fmt.Errorf("logstore: shred %s: the replica read is behind the leader (stream seq %d); the job goes on later", sessionID, m.Sequence)
+	} else if m != nil {
+		return 0, nil
 	}
 	if err := s.SecureDelete(ctx, sessionID, plain, EraseInFlight, onDelete); err != nil {
 		return 0, err
@@ -505,6 +516,11 @@ func (s *Store) Shred(ctx context.Context, sessionID string, through uint64, onD
 	s.ForgetTail(sessionID)
 	return sealed + len(plain), nil
 }
+
+// FaultShredWalk runs on each batch of Shred's walk: a non-nil error from
+// the hook ends the walk at the batch's last message in the digest, as a
+// replica behind the leader that holds none after it answers.
+const FaultShredWalk FaultStage = "shred-walk"
 
 // msgGetStoredRaw is msgGetStored without its headers.
 func (s *Store) msgGetStoredRaw(ctx context.Context, stream string, req msgGetRequest) (*storedMsg, error) {

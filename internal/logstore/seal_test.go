@@ -3,7 +3,9 @@ package logstore_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -212,5 +214,37 @@ func TestRecountSealedBodies(t *testing.T) {
 	}
 	if got, err := st.UsageOf(ctx, "acme"); err != nil || got != want {
 		t.Fatalf("usage after a recount: %+v %v, want %+v", got, err, want)
+	}
+}
+
+// A shred whose walk a replica behind the leader answered, missing a
+// message past the digest the leader holds, does nothing: that message
+// is not in the digest, so the session goes the old way, its key kept
+// (a body whose key is gone could never be hashed, and the job would
+// stop there on every sweep).
+func TestShredBehindLeaderPastTheDigest(t *testing.T) {
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv)
+	ctx := context.Background()
+	var behind atomic.Bool
+	st := open(t, nc, logstore.Config{SealBodies: true, FaultHook: func(f logstore.FaultStage) error {
+		if f == logstore.FaultShredWalk && behind.Load() {
+			return errors.New("a replica behind the leader")
+		}
+		return nil
+	}})
+	r, err := st.Append(ctx, logstore.AppendRequest{SessionID: "w", Events: events("w", 1, 3, "w")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(ctx, logstore.AppendRequest{SessionID: "w", ExpectedStreamSeq: r.StreamSeq, Events: events("w", 4, 2, "w")}); err != nil {
+		t.Fatal(err)
+	}
+	behind.Store(true)
+	if n, err := st.Shred(ctx, "w", r.StreamSeq, nil); err != nil || n != 0 {
+		t.Fatalf("shred through stream seq %d with two events after it = %d, %v; want 0", r.StreamSeq, n, err)
+	}
+	if got := readIDs(t, open(t, nc, logstore.Config{}), "w"); len(got) != 5 {
+		t.Fatalf("w reads %v after the shred, want its 5 events", got)
 	}
 }
