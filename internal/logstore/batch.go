@@ -278,7 +278,10 @@ func (s *Store) seekSeq(ctx context.Context, loc Location, tail Tail, afterSeq u
 // a batch that reaches maxBytes.
 func (s *Store) batchGet(ctx context.Context, loc Location, after uint64, c *collector) (last uint64, complete bool) {
 	batch := c.n + c.lead
-	req := directGetRequest{Seq: after + 1, NextFor: loc.Subject, Batch: batch, NoHeaders: !c.chained}
+	// A store that seals asks for the headers too: a sealed body opens
+	// only with its SL-Seal and Nats-Msg-Id (without them it does not
+	// decode, and every batch was read again from the leader).
+	req := directGetRequest{Seq: after + 1, NextFor: loc.Subject, Batch: batch, NoHeaders: !c.chained && !s.cfg.SealBodies}
 	if c.maxBytes > 0 {
 		perEvent := len(loc.Subject) + len(loc.Subject) + batchHeaderAllowance // Nats-Msg-Id holds the session id
 		req.MaxBytes = c.maxBytes + batch*perEvent + c.lead*(c.maxBytes/c.n)
@@ -297,7 +300,15 @@ func (s *Store) batchGet(ctx context.Context, loc Location, after uint64, c *col
 		if c.chained {
 			streamSeq, _ = strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 		}
-		if !c.add(m.Data, m.Header, streamSeq) {
+		body := m.Data
+		if Sealed(m.Header) {
+			om := &Msg{StreamSeq: streamSeq, Subject: loc.Subject, Header: m.Header, Data: m.Data}
+			if s.open(ctx, om) != nil {
+				return 0, false // the leader's read says why
+			}
+			body = om.Data
+		}
+		if !c.add(body, m.Header, streamSeq) {
 			return 0, false
 		}
 		if c.full() {

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // Follow defaults.
@@ -162,7 +163,10 @@ func (f *Follower) Next(ctx context.Context) (*Msg, error) {
 
 // followed is the message jm delivered, its body opened; nil, nil for a
 // sealed message whose key is gone: its session is erased and the
-// message about to be purged, so a follower passes it as if it were.
+// message about to be purged, so a follower passes it as if it were. A
+// sealed body that does not open (code unreadable) is delivered without
+// its body, the reason in Unopened: what one message holds must not stop
+// a follower of the whole stream at it.
 func (s *Store) followed(ctx context.Context, jm jetstream.Msg) (*Msg, error) {
 	md, err := jm.Metadata()
 	if err != nil {
@@ -170,8 +174,12 @@ func (s *Store) followed(ctx context.Context, jm jetstream.Msg) (*Msg, error) {
 	}
 	m := &Msg{StreamSeq: md.Sequence.Stream, Subject: jm.Subject(), Header: jm.Headers(), Data: jm.Data(), Pending: md.NumPending, Stored: md.Timestamp}
 	if err := s.open(ctx, m); err != nil {
-		if errors.Is(err, ErrKeyGone) {
+		switch {
+		case errors.Is(err, ErrKeyGone):
 			return nil, nil
+		case schema.CodeOf(err) == schema.CodeUnreadable:
+			m.Data, m.Unopened = nil, err
+			return m, nil
 		}
 		return nil, fmt.Errorf("logstore: follow: %w", err)
 	}

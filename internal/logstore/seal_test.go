@@ -248,3 +248,26 @@ func TestShredBehindLeaderPastTheDigest(t *testing.T) {
 		t.Fatalf("w reads %v after the shred, want its 5 events", got)
 	}
 }
+
+// A batched read of a sealed session is one answer of a replica, its
+// bodies opened (Chained.Held is set only then), as a plain session's
+// is: the batch is asked with the headers a seal needs, and not read
+// again from the leader (before, every batch of a sealed session was:
+// its bodies, asked without headers, did not decode).
+func TestSealedReadBatchInOneAnswer(t *testing.T) {
+	nc := natstest.Connect(t, natstest.RunServer(t))
+	st := open(t, nc, logstore.Config{SealBodies: true})
+	const sid = "sealed-batch"
+	appendRun(t, st, sid, 20)
+	want, prevs, tail := leaderChain(t, st, sid)
+	for _, after := range []int{0, 5, 19} {
+		got, err := st.ReadChained(context.Background(), sid, tail, uint64(after), 10, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wantHeld := int64(len(want) - after + min(after, 1)); got.Held != wantHeld {
+			t.Errorf("after %d: held %d, want %d (the batch in one answer)", after, got.Held, wantHeld)
+		}
+		checkChained(t, st, sid, tail, after, 10, 0, want, prevs)
+	}
+}

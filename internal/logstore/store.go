@@ -336,6 +336,10 @@ type Msg struct {
 	Pending uint64
 	// Stored: when the stream stored it (set by a Follower).
 	Stored time.Time
+	// Unopened: a Follower's message whose sealed body does not open
+	// (code unreadable); Data is then nil. The follower goes on past it,
+	// as past a body that does not decode.
+	Unopened error
 }
 
 // msgGet asks the stream leader ($JS.API.STREAM.MSG.GET, never Direct Get,

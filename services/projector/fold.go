@@ -264,6 +264,9 @@ type msg struct {
 	header    nats.Header
 	data      []byte
 	pending   uint64
+	// unopened: a sealed body that does not open (logstore.Msg.Unopened);
+	// data is nil and the message reads as a body that does not decode.
+	unopened error
 	// What prepare reads from the above, when prepared is set: the
 	// session of the subject and the decoded body (its data is data's
 	// bytes: data is the message's own buffer, never changed). The seq
@@ -283,6 +286,9 @@ type msg struct {
 func (m *msg) prepare() {
 	m.id, m.idOK = logstore.SessionFromSubject(m.subject)
 	m.ev, m.canonical, m.decErr = schema.DecodeCanonicalViewOf(m.data, m.id)
+	if m.unopened != nil {
+		m.decErr = m.unopened
+	}
 	m.prepared = true
 }
 

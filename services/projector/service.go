@@ -593,7 +593,7 @@ func (s *Service) consume(ctx context.Context, until map[string]bound) error {
 					// messages to give.
 					hold.ctx, hold.stop = context.WithTimeout(ctx, holdChunk)
 				}
-				chunk = append(chunk, msg{stream: name, streamSeq: lm.StreamSeq, subject: lm.Subject, header: lm.Header, data: lm.Data, pending: lm.Pending})
+				chunk = append(chunk, msg{stream: name, streamSeq: lm.StreamSeq, subject: lm.Subject, header: lm.Header, data: lm.Data, pending: lm.Pending, unopened: lm.Unopened})
 				// Reading the message here overlaps it with folding in
 				// the other goroutine.
 				chunk[len(chunk)-1].prepare()
