@@ -3,6 +3,7 @@ package logstore
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -52,5 +53,28 @@ func (s *Store) provisionBucket(ctx context.Context, bucket, description string,
 	if err != nil {
 		return nil, fmt.Errorf("logstore: bucket %s: %w", bucket, err)
 	}
+	return kv, nil
+}
+
+// lazyBucket is a KV bucket a store opens on first use and keeps once
+// opened; one not there yet is looked up again on the next call.
+type lazyBucket struct {
+	mu sync.Mutex
+	kv jetstream.KeyValue
+}
+
+// open returns the bucket named name, opened by this call or an earlier
+// one; the error is jetstream's, for the caller to name.
+func (b *lazyBucket) open(ctx context.Context, js jetstream.JetStream, name string) (jetstream.KeyValue, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.kv != nil {
+		return b.kv, nil
+	}
+	kv, err := js.KeyValue(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	b.kv = kv
 	return kv, nil
 }

@@ -146,12 +146,7 @@ func (s *Store) provisionErasure(ctx context.Context) error {
 }
 
 func (s *Store) erasedKV(ctx context.Context) (jetstream.KeyValue, error) {
-	s.erasedOnce.Lock()
-	defer s.erasedOnce.Unlock()
-	if s.erased != nil {
-		return s.erased, nil
-	}
-	kv, err := s.js.KeyValue(ctx, ErasedBucket)
+	kv, err := s.erased.open(ctx, s.js, ErasedBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		// Not provisioned yet (services older than erasure): nothing was
 		// ever erased. Looked up again next time.
@@ -160,7 +155,6 @@ func (s *Store) erasedKV(ctx context.Context) (jetstream.KeyValue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("logstore: bucket %s: %w", ErasedBucket, err)
 	}
-	s.erased = kv
 	return kv, nil
 }
 
@@ -485,7 +479,7 @@ func (s *Store) Shred(ctx context.Context, sessionID string, through uint64, onD
 	// past it is not in the digest, and the session goes the old way, as
 	// when the walk meets one (the key stays until every message is
 	// hashed: a body whose key is gone cannot be).
-	if m, err := s.msgGetStoredRaw(ctx, loc.Stream, msgGetRequest{Seq: after + 1, NextFor: loc.Subject}); err != nil {
+	if m, _, err := s.msgGetStored(ctx, loc.Stream, msgGetRequest{Seq: after + 1, NextFor: loc.Subject}); err != nil {
 		return 0, fmt.Errorf("logstore: shred %s: %w", sessionID, err)
 	} else if m != nil && m.Sequence <= through {
 		return 0, fmt.Errorf("logstore: shred %s: the replica read is behind the leader (stream seq %d); the job goes on later", sessionID, m.Sequence)
@@ -521,12 +515,6 @@ func (s *Store) Shred(ctx context.Context, sessionID string, through uint64, onD
 // the hook ends the walk at the batch's last message in the digest, as a
 // replica behind the leader that holds none after it answers.
 const FaultShredWalk FaultStage = "shred-walk"
-
-// msgGetStoredRaw is msgGetStored without its headers.
-func (s *Store) msgGetStoredRaw(ctx context.Context, stream string, req msgGetRequest) (*storedMsg, error) {
-	sm, _, err := s.msgGetStored(ctx, stream, req)
-	return sm, err
-}
 
 // shredPage is how many messages one direct get of Shred's walk asks for.
 const shredPage = 1024

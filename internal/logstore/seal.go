@@ -133,16 +133,10 @@ func (s *Store) readKey(ctx context.Context, sessionID string) ([]byte, error) {
 }
 
 func (s *Store) keysKV(ctx context.Context) (jetstream.KeyValue, error) {
-	s.keysMu.Lock()
-	defer s.keysMu.Unlock()
-	if s.keysBucket != nil {
-		return s.keysBucket, nil
-	}
-	kv, err := s.js.KeyValue(ctx, KeysBucket)
+	kv, err := s.keysBucket.open(ctx, s.js, KeysBucket)
 	if err != nil {
 		return nil, fmt.Errorf("logstore: bucket %s: %w (start a service that provisions it)", KeysBucket, err)
 	}
-	s.keysBucket = kv
 	return kv, nil
 }
 

@@ -252,16 +252,10 @@ func (s *Store) SnapshotPartOf(ctx context.Context, sessionID string, p Snapshot
 }
 
 func (s *Store) snapshotKV(ctx context.Context) (jetstream.KeyValue, error) {
-	s.snapshots.mu.Lock()
-	defer s.snapshots.mu.Unlock()
-	if s.snapshots.kv != nil {
-		return s.snapshots.kv, nil
-	}
-	kv, err := s.js.KeyValue(ctx, SnapshotBucket)
+	kv, err := s.snapshots.open(ctx, s.js, SnapshotBucket)
 	if err != nil {
 		return nil, fmt.Errorf("logstore: bucket %s: %w", SnapshotBucket, err)
 	}
-	s.snapshots.kv = kv
 	return kv, nil
 }
 

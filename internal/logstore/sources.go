@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -54,12 +53,6 @@ type SourceRecord struct {
 	Revision uint64
 }
 
-// sourceIndex is SESSION_SOURCES, opened on first use.
-type sourceIndex struct {
-	mu sync.Mutex
-	kv jetstream.KeyValue
-}
-
 // provisionKV creates or updates a bucket that keeps one value per key,
 // and whose keys an erase can delete (provisionBucket).
 func (s *Store) provisionKV(ctx context.Context, bucket, description string) error {
@@ -68,16 +61,10 @@ func (s *Store) provisionKV(ctx context.Context, bucket, description string) err
 }
 
 func (s *Store) sourceKV(ctx context.Context) (jetstream.KeyValue, error) {
-	s.sources.mu.Lock()
-	defer s.sources.mu.Unlock()
-	if s.sources.kv != nil {
-		return s.sources.kv, nil
-	}
-	kv, err := s.js.KeyValue(ctx, SourceBucket)
+	kv, err := s.sources.open(ctx, s.js, SourceBucket)
 	if err != nil {
 		return nil, fmt.Errorf("logstore: bucket %s: %w", SourceBucket, err)
 	}
-	s.sources.kv = kv
 	return kv, nil
 }
 

@@ -133,22 +133,17 @@ type Store struct {
 	// replies carries the answers of one-event publishes.
 	replies *natsreq.Slots
 	// erased is SESSION_ERASED, opened on first use.
-	erasedOnce sync.Mutex
-	erased     jetstream.KeyValue
+	erased lazyBucket
 	// keys caches sessions' data keys (seal.go); keysBucket is
 	// SESSION_KEYS, opened on first use.
 	keys       *lru.Cache[string, cipher.AEAD]
-	keysMu     sync.Mutex
-	keysBucket jetstream.KeyValue
+	keysBucket lazyBucket
 	// sources is SESSION_SOURCES, opened on first use.
-	sources sourceIndex
+	sources lazyBucket
 	// snapshots is SESSION_SNAPSHOTS, opened on first use.
-	snapshots struct {
-		mu sync.Mutex
-		kv jetstream.KeyValue
-	}
+	snapshots lazyBucket
 	// usage is TENANT_USAGE, opened on first use.
-	usage usageBucket
+	usage lazyBucket
 	// committers gather each stream's appends (commit.go).
 	commitMu                   sync.Mutex
 	committers                 map[string]*committer

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -169,12 +168,6 @@ func (u TenantUsage) Add(d TenantUsage) TenantUsage {
 // of an older version, opened without provisioning).
 var ErrNoUsageBucket = errors.New("logstore: no bucket " + UsageBucket)
 
-// usageBucket is UsageBucket, opened on first use.
-type usageBucket struct {
-	mu sync.Mutex
-	kv jetstream.KeyValue
-}
-
 // usageCASRounds bounds the compare-and-set rounds of one AddUsage: each
 // lost round means another writer's update landed, so the bound is only
 // reached under a storm of them.
@@ -185,19 +178,13 @@ func (s *Store) provisionUsage(ctx context.Context) error {
 }
 
 func (s *Store) usageKV(ctx context.Context) (jetstream.KeyValue, error) {
-	s.usage.mu.Lock()
-	defer s.usage.mu.Unlock()
-	if s.usage.kv != nil {
-		return s.usage.kv, nil
-	}
-	kv, err := s.js.KeyValue(ctx, UsageBucket)
+	kv, err := s.usage.open(ctx, s.js, UsageBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, fmt.Errorf("%w: %w", ErrNoUsageBucket, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("logstore: bucket %s: %w", UsageBucket, err)
 	}
-	s.usage.kv = kv
 	return kv, nil
 }
 
