@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -428,18 +429,20 @@ func (s *Store) SecureDelete(ctx context.Context, sessionID string, seqs []uint6
 // session's data key is securely deleted (its one message overwritten in
 // the bucket's block file: what stays of the sealed bodies is ciphertext
 // whose key is gone), then the subject is purged below through+1 (one
-// request, however many messages). It returns how many messages it
-// removed; 0 when the session holds no sealed message, or one after
-// through (not in the digest yet): the caller then deletes them one at a
-// time, as before. Each step is idempotent: a job cut anywhere repeats
-// it. onDelete is as for SecureDelete.
+// request, however many messages). A user refused the purge (a NATS
+// permission the eraser has since sealing) securely deletes the sealed
+// messages one at a time instead, saying so once a store. It returns how
+// many messages it removed; 0 when the session holds no sealed message,
+// or one after through (not in the digest yet): the caller then deletes
+// them one at a time, as before. Each step is idempotent: a job cut
+// anywhere repeats it. onDelete is as for SecureDelete.
 func (s *Store) Shred(ctx context.Context, sessionID string, through uint64, onDelete func() error) (int, error) {
 	loc, err := s.Locate(sessionID)
 	if err != nil {
 		return 0, err
 	}
-	var plain []uint64
-	sealed, after := 0, uint64(0)
+	var plain, sealed []uint64
+	after := uint64(0)
 	for {
 		got, _, err := s.directBatch(ctx, loc.Stream, directGetRequest{Seq: after + 1, NextFor: loc.Subject, Batch: shredPage})
 		if err != nil {
@@ -460,7 +463,7 @@ func (s *Store) Shred(ctx context.Context, sessionID string, through uint64, onD
 			}
 			after = seq
 			if Sealed(m.Header) {
-				sealed++
+				sealed = append(sealed, seq)
 			} else {
 				plain = append(plain, seq)
 			}
@@ -470,7 +473,7 @@ func (s *Store) Shred(ctx context.Context, sessionID string, through uint64, onD
 			break
 		}
 	}
-	if sealed == 0 {
+	if len(sealed) == 0 {
 		return 0, nil
 	}
 	// The replica that answered applies in order: if it missed any, they
@@ -500,21 +503,90 @@ func (s *Store) Shred(ctx context.Context, sessionID string, through uint64, onD
 			return 0, err
 		}
 	}
-	st, err := s.js.Stream(ctx, loc.Stream)
-	if err == nil {
-		err = st.Purge(ctx, jetstream.WithPurgeSubject(loc.Subject), jetstream.WithPurgeSequence(through+1))
+	err = s.purgeSubject(ctx, loc.Stream, loc.Subject, through+1)
+	if errors.Is(err, ErrPurgeRefused) {
+		// A deployment that seals with an auth.conf older than sealing:
+		// the sealed bodies go the old way, one secure delete at a time
+		// (slow, but the job finishes). Said once a store.
+		if s.purgeRefused.CompareAndSwap(false, true) {
+			s.log.Warn("logstore: this NATS user may not purge the log's streams, so each erased session's sealed events are securely deleted one at a time instead (about a hundred a second): deploy the auth.conf of docs/adr/011-sealed-bodies.md, which lets the eraser purge $JS.API.STREAM.PURGE.<log stream>; the erase of every sealed session falls back until then", "stream", loc.Stream, "session", sessionID, "err", err)
+		} else {
+			s.log.Info("logstore: purge refused, the sealed events are securely deleted one at a time", "stream", loc.Stream, "session", sessionID)
+		}
+		err = s.SecureDelete(ctx, sessionID, sealed, EraseInFlight, onDelete)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("logstore: shred %s: purge: %w", sessionID, err)
 	}
 	s.ForgetTail(sessionID)
-	return sealed + len(plain), nil
+	return len(sealed) + len(plain), nil
 }
 
 // FaultShredWalk runs on each batch of Shred's walk: a non-nil error from
 // the hook ends the walk at the batch's last message in the digest, as a
 // replica behind the leader that holds none after it answers.
 const FaultShredWalk FaultStage = "shred-walk"
+
+// ErrPurgeRefused: the server refused this connection's user the purge of
+// a log stream (a NATS permission: deploy/nats/perms.go gives it to the
+// eraser since sealed bodies, docs/adr/011-sealed-bodies.md).
+var ErrPurgeRefused = errors.New("logstore: the NATS user may not purge the log's stream")
+
+// purgeSubject removes the subject's messages below stream seq below
+// ($JS.API.STREAM.PURGE with filter and seq): they stay in the block
+// files, not overwritten. A user refused the purge gets no answer, only
+// the server's permission violation: it is ErrPurgeRefused, known after
+// one round trip (the server sends the violation before the flush's
+// answer), not after the request's timeout.
+func (s *Store) purgeSubject(ctx context.Context, stream, subject string, below uint64) error {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	api := "$JS.API.STREAM.PURGE." + stream
+	b, _ := json.Marshal(struct {
+		Filter string `json:"filter"`
+		Seq    uint64 `json:"seq"`
+	}{subject, below})
+	sub, err := s.nc.SubscribeSync(s.nc.NewInbox())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	before := s.nc.LastError()
+	if err := s.nc.PublishRequest(api, sub.Subject, b); err != nil {
+		return err
+	}
+	if err := s.nc.FlushWithContext(ctx); err != nil {
+		return err
+	}
+	if last := s.nc.LastError(); last != before && errors.Is(last, nats.ErrPermissionViolation) &&
+		strings.Contains(last.Error(), fmt.Sprintf("Publish to %q", api)) {
+		return fmt.Errorf("%w %s: %w", ErrPurgeRefused, stream, last)
+	}
+	m, err := sub.NextMsgWithContext(ctx)
+	if err != nil {
+		return err
+	}
+	return successAnswer(m.Data, "purge")
+}
+
+// successAnswer decodes a JetStream API answer that says success: its
+// error (a *jetstream.APIError), or one when it says neither.
+func successAnswer(data []byte, what string) error {
+	var r struct {
+		Success bool                `json:"success"`
+		Error   *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return err
+	}
+	if r.Error != nil {
+		return r.Error
+	}
+	if !r.Success {
+		return fmt.Errorf("the server did not confirm the %s", what)
+	}
+	return nil
+}
 
 // shredPage is how many messages one direct get of Shred's walk asks for.
 const shredPage = 1024
@@ -537,30 +609,21 @@ func (s *Store) secureDeleteMsg(ctx context.Context, stream string, seq uint64) 
 	if err != nil {
 		return err
 	}
-	var r struct {
-		Success bool                `json:"success"`
-		Error   *jetstream.APIError `json:"error"`
-	}
-	if err := json.Unmarshal(m.Data, &r); err != nil {
-		return err
-	}
-	if r.Error != nil {
-		if r.Error.ErrorCode == errCodeSequenceNotFound {
+	err = successAnswer(m.Data, "delete")
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		if apiErr.ErrorCode == errCodeSequenceNotFound {
 			return nil // deleted already
 		}
-		if r.Error.ErrorCode == errCodeMsgDeleteFailed {
+		if apiErr.ErrorCode == errCodeMsgDeleteFailed {
 			// The store's "no message found" comes as a failed delete:
 			// gone if the leader has no message there.
 			if m, gerr := s.msgGet(ctx, stream, msgGetRequest{Seq: seq}); gerr == nil && m == nil {
 				return nil
 			}
 		}
-		return r.Error
 	}
-	if !r.Success {
-		return errors.New("the server did not confirm the delete")
-	}
-	return nil
+	return err
 }
 
 // EraseEvents deletes every stored message of the session, oldest first,

@@ -149,6 +149,8 @@ type Store struct {
 	committers                 map[string]*committer
 	groupBatches, groupAppends atomic.Uint64
 	groupRefused               atomic.Uint64
+	// purgeRefused: a Shred's purge was refused (said once a store).
+	purgeRefused atomic.Bool
 }
 
 // StreamConfig is the configuration of one session stream of the contract
