@@ -60,10 +60,16 @@ type Erasure struct {
 	Total uint64 `json:"total,omitempty"`
 	// Deleted: events deleted so far.
 	Deleted uint64 `json:"deleted,omitempty"`
-	// Through: the stream seq the digest covers up to; HashState: the
+	// Through: the stream seq the digest covers up to (each message up to
+	// it is in the digest, or counted in Unhashed); HashState: the
 	// digest's state after it (sha256, marshalled, base64).
 	Through   uint64 `json:"through,omitempty"`
 	HashState string `json:"hashState,omitempty"`
+	// Unhashed: messages past the digest the job deleted without hashing
+	// them, sealed bodies that do not open (stored around the writer with
+	// the key the erase destroyed: docs/adr/011-sealed-bodies.md). Not in
+	// Events, LastSeq or SHA256.
+	Unhashed uint64 `json:"unhashed,omitempty"`
 	// Sealed: the event that was the session's tail when the digest
 	// covered it all is deleted (with the first), so an append that
 	// expects it as the tail fails the stream's per-subject check.
@@ -122,7 +128,7 @@ const (
 // Audit is the record the audit stream keeps.
 func (e Erasure) Audit() api.AuditRecord {
 	return api.AuditRecord{SessionID: e.SessionID, LastSeq: e.LastSeq, Events: e.Events, ErasedAt: e.ErasedAt,
-		By: e.By, Reason: e.Reason, SHA256: e.SHA256, Owner: e.Owner, Grants: e.Grants}
+		By: e.By, Reason: e.Reason, SHA256: e.SHA256, Unhashed: e.Unhashed, Owner: e.Owner, Grants: e.Grants}
 }
 
 func (s *Store) provisionErasure(ctx context.Context) error {
@@ -311,7 +317,9 @@ func (s *Store) WatchErasureRecords(ctx context.Context, ready chan<- struct{}, 
 // (none once nothing is left), with one batched direct get. A replica
 // may be behind the leader: it may miss the newest (a later page or
 // the leader's check finds them) or give one the leader deleted already
-// (deleting it again is a no-op).
+// (deleting it again is a no-op). A sealed body whose key is gone, or
+// that does not open, is given without its body (Msg.Unopened): an
+// erase deletes it all the same.
 func (s *Store) StoredPage(ctx context.Context, sessionID string, n int) ([]*Msg, error) {
 	loc, err := s.Locate(sessionID)
 	if err != nil {
@@ -327,21 +335,36 @@ func (s *Store) StoredPage(ctx context.Context, sessionID string, n int) ([]*Msg
 		if err != nil || m.Header.Get(jetstream.SubjectHeader) != loc.Subject {
 			return nil, fmt.Errorf("logstore: read %s: a direct get answered another message", sessionID)
 		}
-		msgs = append(msgs, &Msg{StreamSeq: seq, Subject: loc.Subject, Header: m.Header, Data: m.Data})
-	}
-	if err := s.openAll(ctx, msgs); err != nil {
-		return nil, err
+		m := &Msg{StreamSeq: seq, Subject: loc.Subject, Header: m.Header, Data: m.Data}
+		if err := unopened(m, s.open(ctx, m)); err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, m)
 	}
 	if len(msgs) == 0 {
 		// The batch found nothing: ask the leader (a replica may not
 		// have the newest yet).
 		m, err := s.NextAfter(ctx, sessionID, 0)
-		if err != nil || m == nil {
+		if err = unopened(m, err); err != nil || m == nil {
 			return nil, err
 		}
 		msgs = append(msgs, m)
 	}
 	return msgs, nil
+}
+
+// unopened takes err, m's opening's, as StoredPage does: a sealed body
+// whose key is gone (ErrKeyGone) or that does not open (unreadable) is
+// no error, m is given without its body, the reason in Unopened (an
+// erase deletes it all the same: one in its digest needs no body, one
+// past it cannot be hashed, docs/adr/011-sealed-bodies.md). Any other
+// error is returned.
+func unopened(m *Msg, err error) error {
+	if err == nil || m == nil || !errors.Is(err, ErrKeyGone) && schema.CodeOf(err) != schema.CodeUnreadable {
+		return err
+	}
+	m.Data, m.Unopened = nil, err
+	return nil
 }
 
 // EraseInFlight is how many secure deletes an erase keeps in flight. The
@@ -434,8 +457,10 @@ func (s *Store) SecureDelete(ctx context.Context, sessionID string, seqs []uint6
 // messages one at a time instead, saying so once a store. It returns how
 // many messages it removed; 0 when the session holds no sealed message,
 // or one after through (not in the digest yet): the caller then deletes
-// them one at a time, as before. Each step is idempotent: a job cut
-// anywhere repeats it. onDelete is as for SecureDelete.
+// them one at a time, as before. A message stored past through after the
+// look at the leader stays for the caller too (StoredPage gives it
+// without its body if its key is gone). Each step is idempotent: a job
+// cut anywhere repeats it. onDelete is as for SecureDelete.
 func (s *Store) Shred(ctx context.Context, sessionID string, through uint64, onDelete func() error) (int, error) {
 	loc, err := s.Locate(sessionID)
 	if err != nil {
@@ -492,6 +517,9 @@ func (s *Store) Shred(ctx context.Context, sessionID string, through uint64, onD
 	if err := s.SecureDelete(ctx, sessionID, plain, EraseInFlight, onDelete); err != nil {
 		return 0, err
 	}
+	if s.cfg.FaultHook != nil {
+		_ = s.cfg.FaultHook(FaultShredKey)
+	}
 	s.ForgetKey(sessionID)
 	if err := s.dropKey(ctx, KeysBucket, sessionID); err != nil {
 		return 0, err
@@ -526,6 +554,12 @@ func (s *Store) Shred(ctx context.Context, sessionID string, through uint64, onD
 // the hook ends the walk at the batch's last message in the digest, as a
 // replica behind the leader that holds none after it answers.
 const FaultShredWalk FaultStage = "shred-walk"
+
+// FaultShredKey runs in Shred after its look at the leader, before the
+// key's delete (the hook's error is ignored): a test stores a message
+// around the writer there, past the digest, sealed with the key about to
+// go.
+const FaultShredKey FaultStage = "shred-key"
 
 // ErrPurgeRefused: the server refused this connection's user the purge of
 // a log stream (a NATS permission: deploy/nats/perms.go gives it to the
