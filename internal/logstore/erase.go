@@ -592,8 +592,12 @@ func (s *Store) purgeSubject(ctx context.Context, stream, subject string, below 
 	if err := s.nc.FlushWithContext(ctx); err != nil {
 		return err
 	}
-	if last := s.nc.LastError(); last != before && errors.Is(last, nats.ErrPermissionViolation) &&
-		strings.Contains(last.Error(), fmt.Sprintf("Publish to %q", api)) {
+	// A refusal is a new error value (nats.go makes one for each); the
+	// test of what it is comes first, so that the comparison with the
+	// one before is of a pointer (an error of a type that does not
+	// compare would panic there).
+	if last := s.nc.LastError(); errors.Is(last, nats.ErrPermissionViolation) &&
+		strings.Contains(last.Error(), fmt.Sprintf("Publish to %q", api)) && last != before {
 		return fmt.Errorf("%w %s: %w", ErrPurgeRefused, stream, last)
 	}
 	m, err := sub.NextMsgWithContext(ctx)
