@@ -131,9 +131,19 @@ func TestEraseSealedInterruptedFinishesByItself(t *testing.T) {
 // operator's raw publish, sealed with the key its store had cached) can
 // never be hashed: the job deletes it, its audit counts it apart
 // (unhashed: 1) beside the digest of the events it hashed, and the job
-// finishes. Before, its read answered erased (the key gone) on every run
-// of the job, which never finished.
+// finishes, also when cut right after the record that counts it (the
+// resumed job counts it once). Before, its read answered erased (the key
+// gone) on every run of the job, which never finished.
 func TestEraseSealedEventStoredAroundTheShred(t *testing.T) {
+	// cut: the job stops after its nth record write with a new digest
+	// (StepHashed: the seal's is the first, the one counting the late
+	// event the second); 0: not cut.
+	for _, cut := range []int{0, 2} {
+		t.Run(fmt.Sprintf("cut-%d", cut), func(t *testing.T) { eraseAroundTheShred(t, cut) })
+	}
+}
+
+func eraseAroundTheShred(t *testing.T, cut int) {
 	ctx := context.Background()
 	var late atomic.Pointer[func()]
 	e := newEnvWith(t, logstore.Config{SealBodies: true, FaultHook: func(f logstore.FaultStage) error {
@@ -164,7 +174,25 @@ func TestEraseSealedEventStoredAroundTheShred(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	hashed := 0
+	hook := func(step string) error {
+		if step == StepHashed {
+			if hashed++; hashed == cut {
+				return errors.New("killed")
+			}
+		}
+		return nil
+	}
+	svc.eraseStep.Store(&hook)
 	req := EraseRequest{SessionID: "s-late", Reason: "privacy", By: "ops"}
+	if cut > 0 {
+		if _, err := svc.Erase(ctx, req); err == nil || !strings.Contains(err.Error(), "killed") {
+			t.Fatalf("the cut job answered %v", err)
+		}
+		if hashed != cut {
+			t.Fatalf("the job was cut at its record write %d, want %d", hashed, cut)
+		}
+	}
 	for run := range 2 {
 		got, err := svc.Erase(ctx, req)
 		if err != nil || got.State != EraseDone {
