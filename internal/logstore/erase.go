@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,10 +60,16 @@ type Erasure struct {
 	Total uint64 `json:"total,omitempty"`
 	// Deleted: events deleted so far.
 	Deleted uint64 `json:"deleted,omitempty"`
-	// Through: the stream seq the digest covers up to; HashState: the
+	// Through: the stream seq the digest covers up to (each message up to
+	// it is in the digest, or counted in Unhashed); HashState: the
 	// digest's state after it (sha256, marshalled, base64).
 	Through   uint64 `json:"through,omitempty"`
 	HashState string `json:"hashState,omitempty"`
+	// Unhashed: messages past the digest the job deleted without hashing
+	// them, sealed bodies that do not open (stored around the writer with
+	// the key the erase destroyed: docs/adr/011-sealed-bodies.md). Not in
+	// Events, LastSeq or SHA256.
+	Unhashed uint64 `json:"unhashed,omitempty"`
 	// Sealed: the event that was the session's tail when the digest
 	// covered it all is deleted (with the first), so an append that
 	// expects it as the tail fails the stream's per-subject check.
@@ -121,7 +128,7 @@ const (
 // Audit is the record the audit stream keeps.
 func (e Erasure) Audit() api.AuditRecord {
 	return api.AuditRecord{SessionID: e.SessionID, LastSeq: e.LastSeq, Events: e.Events, ErasedAt: e.ErasedAt,
-		By: e.By, Reason: e.Reason, SHA256: e.SHA256, Owner: e.Owner, Grants: e.Grants}
+		By: e.By, Reason: e.Reason, SHA256: e.SHA256, Unhashed: e.Unhashed, Owner: e.Owner, Grants: e.Grants}
 }
 
 func (s *Store) provisionErasure(ctx context.Context) error {
@@ -310,7 +317,9 @@ func (s *Store) WatchErasureRecords(ctx context.Context, ready chan<- struct{}, 
 // (none once nothing is left), with one batched direct get. A replica
 // may be behind the leader: it may miss the newest (a later page or
 // the leader's check finds them) or give one the leader deleted already
-// (deleting it again is a no-op).
+// (deleting it again is a no-op). A sealed body whose key is gone, or
+// that does not open, is given without its body (Msg.Unopened): an
+// erase deletes it all the same.
 func (s *Store) StoredPage(ctx context.Context, sessionID string, n int) ([]*Msg, error) {
 	loc, err := s.Locate(sessionID)
 	if err != nil {
@@ -326,21 +335,36 @@ func (s *Store) StoredPage(ctx context.Context, sessionID string, n int) ([]*Msg
 		if err != nil || m.Header.Get(jetstream.SubjectHeader) != loc.Subject {
 			return nil, fmt.Errorf("logstore: read %s: a direct get answered another message", sessionID)
 		}
-		msgs = append(msgs, &Msg{StreamSeq: seq, Subject: loc.Subject, Header: m.Header, Data: m.Data})
-	}
-	if err := s.openAll(ctx, msgs); err != nil {
-		return nil, err
+		m := &Msg{StreamSeq: seq, Subject: loc.Subject, Header: m.Header, Data: m.Data}
+		if err := unopened(m, s.open(ctx, m)); err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, m)
 	}
 	if len(msgs) == 0 {
 		// The batch found nothing: ask the leader (a replica may not
 		// have the newest yet).
 		m, err := s.NextAfter(ctx, sessionID, 0)
-		if err != nil || m == nil {
+		if err = unopened(m, err); err != nil || m == nil {
 			return nil, err
 		}
 		msgs = append(msgs, m)
 	}
 	return msgs, nil
+}
+
+// unopened takes err, m's opening's, as StoredPage does: a sealed body
+// whose key is gone (ErrKeyGone) or that does not open (unreadable) is
+// no error, m is given without its body, the reason in Unopened (an
+// erase deletes it all the same: one in its digest needs no body, one
+// past it cannot be hashed, docs/adr/011-sealed-bodies.md). Any other
+// error is returned.
+func unopened(m *Msg, err error) error {
+	if err == nil || m == nil || !errors.Is(err, ErrKeyGone) && schema.CodeOf(err) != schema.CodeUnreadable {
+		return err
+	}
+	m.Data, m.Unopened = nil, err
+	return nil
 }
 
 // EraseInFlight is how many secure deletes an erase keeps in flight. The
@@ -428,18 +452,22 @@ func (s *Store) SecureDelete(ctx context.Context, sessionID string, seqs []uint6
 // session's data key is securely deleted (its one message overwritten in
 // the bucket's block file: what stays of the sealed bodies is ciphertext
 // whose key is gone), then the subject is purged below through+1 (one
-// request, however many messages). It returns how many messages it
-// removed; 0 when the session holds no sealed message, or one after
-// through (not in the digest yet): the caller then deletes them one at a
-// time, as before. Each step is idempotent: a job cut anywhere repeats
-// it. onDelete is as for SecureDelete.
+// request, however many messages). A user refused the purge (a NATS
+// permission the eraser has since sealing) securely deletes the sealed
+// messages one at a time instead, saying so once a store. It returns how
+// many messages it removed; 0 when the session holds no sealed message,
+// or one after through (not in the digest yet): the caller then deletes
+// them one at a time, as before. A message stored past through after the
+// look at the leader stays for the caller too (StoredPage gives it
+// without its body if its key is gone). Each step is idempotent: a job
+// cut anywhere repeats it. onDelete is as for SecureDelete.
 func (s *Store) Shred(ctx context.Context, sessionID string, through uint64, onDelete func() error) (int, error) {
 	loc, err := s.Locate(sessionID)
 	if err != nil {
 		return 0, err
 	}
-	var plain []uint64
-	sealed, after := 0, uint64(0)
+	var plain, sealed []uint64
+	after := uint64(0)
 	for {
 		got, _, err := s.directBatch(ctx, loc.Stream, directGetRequest{Seq: after + 1, NextFor: loc.Subject, Batch: shredPage})
 		if err != nil {
@@ -460,7 +488,7 @@ func (s *Store) Shred(ctx context.Context, sessionID string, through uint64, onD
 			}
 			after = seq
 			if Sealed(m.Header) {
-				sealed++
+				sealed = append(sealed, seq)
 			} else {
 				plain = append(plain, seq)
 			}
@@ -470,7 +498,7 @@ func (s *Store) Shred(ctx context.Context, sessionID string, through uint64, onD
 			break
 		}
 	}
-	if sealed == 0 {
+	if len(sealed) == 0 {
 		return 0, nil
 	}
 	// The replica that answered applies in order: if it missed any, they
@@ -489,6 +517,9 @@ func (s *Store) Shred(ctx context.Context, sessionID string, through uint64, onD
 	if err := s.SecureDelete(ctx, sessionID, plain, EraseInFlight, onDelete); err != nil {
 		return 0, err
 	}
+	if s.cfg.FaultHook != nil {
+		_ = s.cfg.FaultHook(FaultShredKey)
+	}
 	s.ForgetKey(sessionID)
 	if err := s.dropKey(ctx, KeysBucket, sessionID); err != nil {
 		return 0, err
@@ -500,21 +531,100 @@ func (s *Store) Shred(ctx context.Context, sessionID string, through uint64, onD
 			return 0, err
 		}
 	}
-	st, err := s.js.Stream(ctx, loc.Stream)
-	if err == nil {
-		err = st.Purge(ctx, jetstream.WithPurgeSubject(loc.Subject), jetstream.WithPurgeSequence(through+1))
+	err = s.purgeSubject(ctx, loc.Stream, loc.Subject, through+1)
+	if errors.Is(err, ErrPurgeRefused) {
+		// A deployment that seals with an auth.conf older than sealing:
+		// the sealed bodies go the old way, one secure delete at a time
+		// (slow, but the job finishes). Said once a store.
+		if s.purgeRefused.CompareAndSwap(false, true) {
+			s.log.Warn("logstore: this NATS user may not purge the log's streams, so each erased session's sealed events are securely deleted one at a time instead (about a hundred a second): deploy the auth.conf of docs/adr/011-sealed-bodies.md, which lets the eraser purge $JS.API.STREAM.PURGE.<log stream>; the erase of every sealed session falls back until then", "stream", loc.Stream, "session", sessionID, "err", err)
+		} else {
+			s.log.Info("logstore: purge refused, the sealed events are securely deleted one at a time", "stream", loc.Stream, "session", sessionID)
+		}
+		err = s.SecureDelete(ctx, sessionID, sealed, EraseInFlight, onDelete)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("logstore: shred %s: purge: %w", sessionID, err)
 	}
 	s.ForgetTail(sessionID)
-	return sealed + len(plain), nil
+	return len(sealed) + len(plain), nil
 }
 
 // FaultShredWalk runs on each batch of Shred's walk: a non-nil error from
 // the hook ends the walk at the batch's last message in the digest, as a
 // replica behind the leader that holds none after it answers.
 const FaultShredWalk FaultStage = "shred-walk"
+
+// FaultShredKey runs in Shred after its look at the leader, before the
+// key's delete (the hook's error is ignored): a test stores a message
+// around the writer there, past the digest, sealed with the key about to
+// go.
+const FaultShredKey FaultStage = "shred-key"
+
+// ErrPurgeRefused: the server refused this connection's user the purge of
+// a log stream (a NATS permission: deploy/nats/perms.go gives it to the
+// eraser since sealed bodies, docs/adr/011-sealed-bodies.md).
+var ErrPurgeRefused = errors.New("logstore: the NATS user may not purge the log's stream")
+
+// purgeSubject removes the subject's messages below stream seq below
+// ($JS.API.STREAM.PURGE with filter and seq): they stay in the block
+// files, not overwritten. A user refused the purge gets no answer, only
+// the server's permission violation: it is ErrPurgeRefused, known after
+// one round trip (the server sends the violation before the flush's
+// answer), not after the request's timeout.
+func (s *Store) purgeSubject(ctx context.Context, stream, subject string, below uint64) error {
+	ctx, cancel := s.withTimeout(ctx)
+	defer cancel()
+	api := "$JS.API.STREAM.PURGE." + stream
+	b, _ := json.Marshal(struct {
+		Filter string `json:"filter"`
+		Seq    uint64 `json:"seq"`
+	}{subject, below})
+	sub, err := s.nc.SubscribeSync(s.nc.NewInbox())
+	if err != nil {
+		return err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	before := s.nc.LastError()
+	if err := s.nc.PublishRequest(api, sub.Subject, b); err != nil {
+		return err
+	}
+	if err := s.nc.FlushWithContext(ctx); err != nil {
+		return err
+	}
+	// A refusal is a new error value (nats.go makes one for each); the
+	// test of what it is comes first, so that the comparison with the
+	// one before is of a pointer (an error of a type that does not
+	// compare would panic there).
+	if last := s.nc.LastError(); errors.Is(last, nats.ErrPermissionViolation) &&
+		strings.Contains(last.Error(), fmt.Sprintf("Publish to %q", api)) && last != before {
+		return fmt.Errorf("%w %s: %w", ErrPurgeRefused, stream, last)
+	}
+	m, err := sub.NextMsgWithContext(ctx)
+	if err != nil {
+		return err
+	}
+	return successAnswer(m.Data, "purge")
+}
+
+// successAnswer decodes a JetStream API answer that says success: its
+// error (a *jetstream.APIError), or one when it says neither.
+func successAnswer(data []byte, what string) error {
+	var r struct {
+		Success bool                `json:"success"`
+		Error   *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return err
+	}
+	if r.Error != nil {
+		return r.Error
+	}
+	if !r.Success {
+		return fmt.Errorf("the server did not confirm the %s", what)
+	}
+	return nil
+}
 
 // shredPage is how many messages one direct get of Shred's walk asks for.
 const shredPage = 1024
@@ -537,30 +647,21 @@ func (s *Store) secureDeleteMsg(ctx context.Context, stream string, seq uint64) 
 	if err != nil {
 		return err
 	}
-	var r struct {
-		Success bool                `json:"success"`
-		Error   *jetstream.APIError `json:"error"`
-	}
-	if err := json.Unmarshal(m.Data, &r); err != nil {
-		return err
-	}
-	if r.Error != nil {
-		if r.Error.ErrorCode == errCodeSequenceNotFound {
+	err = successAnswer(m.Data, "delete")
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		if apiErr.ErrorCode == errCodeSequenceNotFound {
 			return nil // deleted already
 		}
-		if r.Error.ErrorCode == errCodeMsgDeleteFailed {
+		if apiErr.ErrorCode == errCodeMsgDeleteFailed {
 			// The store's "no message found" comes as a failed delete:
 			// gone if the leader has no message there.
 			if m, gerr := s.msgGet(ctx, stream, msgGetRequest{Seq: seq}); gerr == nil && m == nil {
 				return nil
 			}
 		}
-		return r.Error
 	}
-	if !r.Success {
-		return errors.New("the server did not confirm the delete")
-	}
-	return nil
+	return err
 }
 
 // EraseEvents deletes every stored message of the session, oldest first,

@@ -149,6 +149,8 @@ type Store struct {
 	committers                 map[string]*committer
 	groupBatches, groupAppends atomic.Uint64
 	groupRefused               atomic.Uint64
+	// purgeRefused: a Shred's purge was refused (said once a store).
+	purgeRefused atomic.Bool
 }
 
 // StreamConfig is the configuration of one session stream of the contract
@@ -332,8 +334,10 @@ type Msg struct {
 	// Stored: when the stream stored it (set by a Follower).
 	Stored time.Time
 	// Unopened: a Follower's message whose sealed body does not open
-	// (code unreadable); Data is then nil. The follower goes on past it,
-	// as past a body that does not decode.
+	// (code unreadable), or one of StoredPage's that does not open or
+	// whose key is gone (ErrKeyGone); Data is then nil. The follower goes
+	// on past it, as past a body that does not decode; an erase deletes
+	// it.
 	Unopened error
 }
 

@@ -266,15 +266,19 @@ type EraseJob struct {
 // accepted (Authorize's), ids only: a token of agents sees the record by
 // them. A record written before they were kept has neither.
 type AuditRecord struct {
-	SessionID string        `json:"sessionId"`
-	LastSeq   uint64        `json:"lastSeq"`
-	Events    uint64        `json:"events"`
-	ErasedAt  string        `json:"erasedAt"`
-	By        string        `json:"by"`
-	Reason    string        `json:"reason"`
-	SHA256    string        `json:"sha256"`
-	Owner     *schema.Owner `json:"owner,omitempty"`
-	Grants    []string      `json:"grants,omitempty"`
+	SessionID string `json:"sessionId"`
+	LastSeq   uint64 `json:"lastSeq"`
+	Events    uint64 `json:"events"`
+	ErasedAt  string `json:"erasedAt"`
+	By        string `json:"by"`
+	Reason    string `json:"reason"`
+	SHA256    string `json:"sha256"`
+	// Unhashed: messages past the digest deleted without being hashed
+	// (sealed bodies whose key the erase had destroyed: DESIGN.md
+	// section 14); absent when none.
+	Unhashed uint64        `json:"unhashed,omitempty"`
+	Owner    *schema.Owner `json:"owner,omitempty"`
+	Grants   []string      `json:"grants,omitempty"`
 }
 
 // SourceKey names one agent transcript as the agent's own store keys it

@@ -376,7 +376,7 @@ func (s *Service) eraseOne(ctx context.Context, rec logstore.Erasure, rev uint64
 	if _, err := s.st.UpdateErasure(ctx, rec, rev); err != nil {
 		return err
 	}
-	s.log.Info("eraser: erased", "session", id, "events", rec.Events, "by", rec.By)
+	s.log.Info("eraser: erased", "session", id, "events", rec.Events, "unhashed", rec.Unhashed, "by", rec.By)
 	return nil
 }
 
@@ -505,9 +505,22 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 			if legacy || m.StreamSeq <= rec.Through {
 				continue
 			}
+			hashed = true
+			if m.Unopened != nil {
+				// A sealed body past the digest that does not open: stored
+				// around the writer with a key the shred destroyed after
+				// its look at the leader (or with another key). It cannot
+				// be hashed, ever: it is counted apart (the audit's
+				// unhashed) and deleted, so that the job ends.
+				rec.Unhashed++
+				rec.Through = m.StreamSeq
+				fold.unreadable(m)
+				s.log.Warn("eraser: a sealed event past the erase's digest does not open (its key is gone): deleted without being hashed, counted as unhashed in the audit",
+					"session", rec.SessionID, "stream_seq", m.StreamSeq, "err", m.Unopened)
+				continue
+			}
 			hashOne(h, rec, m)
 			fold.next(m)
-			hashed = true
 		}
 		if hashed {
 			b, _ := h.(encoding.BinaryMarshaler).MarshalBinary()

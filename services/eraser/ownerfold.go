@@ -94,3 +94,13 @@ func (f *ownerFold) next(m *logstore.Msg) {
 	f.rec.Owner, f.rec.Grants = st.Meta.Owner, slices.Clone(st.Meta.Grants)
 	*f.rec.OwnerFold = logstore.FoldedTo(f.j.Last)
 }
+
+// unreadable stops the fold at m, a message the job deletes without
+// hashing it (its sealed body does not open): nothing after it counts, as
+// after any message that is unreadable.
+func (f *ownerFold) unreadable(m *logstore.Msg) {
+	if f == nil || m.StreamSeq <= f.rec.OwnerFold.StreamSeq {
+		return
+	}
+	f.rec.OwnerFold.Stopped = true
+}

@@ -2,11 +2,14 @@ package eraser
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -120,5 +123,89 @@ func TestEraseSealedInterruptedFinishesByItself(t *testing.T) {
 				t.Fatalf("audit %+v, want sha256 %s", recs, sum)
 			}
 		})
+	}
+}
+
+// A sealed event stored around the writer past the erase's seal after the
+// shred looked at the leader and before it destroyed the key (an
+// operator's raw publish, sealed with the key its store had cached) can
+// never be hashed: the job deletes it, its audit counts it apart
+// (unhashed: 1) beside the digest of the events it hashed, and the job
+// finishes, also when cut right after the record that counts it (the
+// resumed job counts it once). Before, its read answered erased (the key
+// gone) on every run of the job, which never finished.
+func TestEraseSealedEventStoredAroundTheShred(t *testing.T) {
+	// cut: the job stops after its nth record write with a new digest
+	// (StepHashed: the seal's is the first, the one counting the late
+	// event the second); 0: not cut.
+	for _, cut := range []int{0, 2} {
+		t.Run(fmt.Sprintf("cut-%d", cut), func(t *testing.T) { eraseAroundTheShred(t, cut) })
+	}
+}
+
+func eraseAroundTheShred(t *testing.T, cut int) {
+	ctx := context.Background()
+	var late atomic.Pointer[func()]
+	e := newEnvWith(t, logstore.Config{SealBodies: true, FaultHook: func(f logstore.FaultStage) error {
+		if p := late.Load(); f == logstore.FaultShredKey && p != nil && late.CompareAndSwap(p, nil) {
+			(*p)()
+		}
+		return nil
+	}})
+	sum := e.eraseSession("s-late", strings.Repeat("L", 64), "")
+	// The operator's store read the session: its cache holds the key.
+	op, err := logstore.Open(ctx, e.nc, logstore.Config{SealBodies: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs, _, err := op.ReadEvents(ctx, "s-late", 0); err != nil || len(evs) != 8 {
+		t.Fatalf("operator's read: %d events, %v", len(evs), err)
+	}
+	publish := func() {
+		ev := schema.Envelope{SchemaVersion: schema.Version, SessionID: "s-late", Seq: 9, EventID: "s-late-raw-9",
+			Type: schema.TypeSessionClosed, Time: time.Now().UTC(), Data: json.RawMessage(`{"reason":"late"}`)}
+		if _, err := op.PublishUnchecked(ctx, slices.Values([]schema.Envelope{ev})); err != nil {
+			t.Errorf("raw publish: %v", err)
+		}
+	}
+	late.Store(&publish)
+
+	svc, err := New(Config{Store: e.store, Conn: e.nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hashed := 0
+	hook := func(step string) error {
+		if step == StepHashed {
+			if hashed++; hashed == cut {
+				return errors.New("killed")
+			}
+		}
+		return nil
+	}
+	svc.eraseStep.Store(&hook)
+	req := EraseRequest{SessionID: "s-late", Reason: "privacy", By: "ops"}
+	if cut > 0 {
+		if _, err := svc.Erase(ctx, req); err == nil || !strings.Contains(err.Error(), "killed") {
+			t.Fatalf("the cut job answered %v", err)
+		}
+		if hashed != cut {
+			t.Fatalf("the job was cut at its record write %d, want %d", hashed, cut)
+		}
+	}
+	for run := range 2 {
+		got, err := svc.Erase(ctx, req)
+		if err != nil || got.State != EraseDone {
+			t.Fatalf("run %d of the job: %+v %v", run, got, err)
+		}
+	}
+	if late.Load() != nil {
+		t.Fatal("the shred did not reach its key's delete")
+	}
+	e.gone("s-late")
+	e.keyGone("s-late")
+	recs := e.audits()
+	if len(recs) != 1 || recs[0].SHA256 != sum || recs[0].Events != 8 || recs[0].LastSeq != 8 || recs[0].Unhashed != 1 {
+		t.Fatalf("audit %+v, want 8 events hashed (sha256 %s) and 1 unhashed", recs, sum)
 	}
 }
