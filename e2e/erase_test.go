@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/api"
 )
@@ -135,6 +137,109 @@ func TestEraseLeavesNoByteOnDisk(t *testing.T) {
 	// session's key and purges its subject; the key's bytes are in no
 	// file after, and neither is the marker.
 	t.Run("sealed", func(t *testing.T) { eraseLeavesNoByte(t, true) })
+}
+
+// The KV records of an erased session (ADR 009, "KV records"): a lease
+// taken and renewed 20 times and then ended, a claim replaced and
+// dropped, a fork record revised by its heartbeats and then dropped, with
+// another session's lease and fork record written after them. The buckets keep one
+// revision a key, and the server drops each replaced revision without an
+// overwrite, so the erase's secure delete of the last revisions leaves the
+// earlier ones in the block files. Under sealing (DESIGN.md section 2)
+// every revision was ciphertext under the session's key, which the erase
+// destroyed: no holder, workspace or key is in any file of the stopped
+// server. Plain, the holders and the workspace are found there (what
+// sealing changes; it also shows that the search finds them).
+func TestEraseLeavesNoKVRecordOnDisk(t *testing.T) {
+	t.Run("sealed", func(t *testing.T) { eraseLeavesNoKVRecord(t, true) })
+	t.Run("plain", func(t *testing.T) { eraseLeavesNoKVRecord(t, false) })
+}
+
+func eraseLeavesNoKVRecord(t *testing.T, sealed bool) {
+	dir := t.TempDir()
+	srv := natstest.RunServerDir(t, dir)
+	nc := natstest.Connect(t, srv)
+	ctx := context.Background()
+	st, err := logstore.Open(ctx, nc, logstore.Config{SealBodies: sealed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, claimer, workspace := "agent-"+randomMarker(t), "agent-"+randomMarker(t), "/work/"+randomMarker(t)
+	id, child := "s-gone", "s-gone-fork"
+	t0 := time.Now()
+	// The lease: taken, renewed 20 times, ended (as the repairer ends a
+	// lapsed one), taken by another holder, whose claim replaces the
+	// first and is then dropped.
+	for i := 0; i <= 20; i++ {
+		must(t, st.RenewLease(ctx, id, holder, t0.Add(time.Duration(i)*time.Second)))
+	}
+	rec, err := st.LeaseRecord(ctx, id)
+	must(t, err)
+	must(t, st.EndLease(ctx, id, rec.Revision))
+	must(t, st.RenewLease(ctx, id, claimer, t0.Add(time.Minute)))
+	if l, _, err := st.GetLease(ctx, id); err != nil || l == nil || l.Holder != claimer {
+		t.Fatalf("lease %+v %v", l, err)
+	}
+	claim, err := st.ClaimRevision(ctx, id)
+	must(t, err)
+	must(t, st.DropClaim(ctx, id, claim))
+	// The fork record: made, revised by five heartbeats, dropped as a
+	// copy that ended drops it.
+	recs, err := st.OpenForkRecords(ctx)
+	must(t, err)
+	forkValue := func(i int) []byte {
+		b, _ := json.Marshal(map[string]any{"childId": child, "parentId": id, "workspace": workspace, "heartbeatAt": t0.Add(time.Duration(i) * time.Second)})
+		return b
+	}
+	must(t, recs.Create(ctx, child, forkValue(0)))
+	for i := 1; i <= 5; i++ {
+		r, ok, err := recs.Get(ctx, child)
+		if err != nil || !ok || !bytes.Equal(r.Value, forkValue(i-1)) {
+			t.Fatalf("fork record %q %v %v", r.Value, ok, err)
+		}
+		must(t, recs.Replace(ctx, child, forkValue(i), r.Revision))
+	}
+	must(t, recs.Drop(ctx, child))
+	// Another session's lease and fork record, after them in the
+	// buckets (a bucket whose every message is gone loses its block file).
+	must(t, st.RenewLease(ctx, "s-other", "agent-"+randomMarker(t), t0))
+	must(t, recs.Create(ctx, "s-other-fork", []byte(`{"childId":"s-other-fork","parentId":"s-other"}`)))
+	keys := [][]byte{storedKey(t, nc, id), storedKey(t, nc, child)}
+	otherKey := storedKey(t, nc, "s-other")
+	if (keys[0] != nil && keys[1] != nil && otherKey != nil) != sealed {
+		t.Fatalf("sealed %v: keys %x", sealed, keys)
+	}
+	// The erase's step for a session's records (the job's
+	// DropSessionRecords, after the shred): the last revisions and the
+	// data key, securely deleted.
+	must(t, st.DropSessionRecords(ctx, id))
+	must(t, st.DropSessionRecords(ctx, child))
+	nc.Close()
+	srv.Shutdown()
+	srv.WaitForShutdown()
+
+	erased := map[string]string{"the lease holder": holder, "the second holder": claimer, "the fork workspace": workspace}
+	for what, needle := range erased {
+		hits := filesHolding(t, dir, []byte(needle))
+		if sealed && len(hits) > 0 {
+			t.Errorf("%s is still in %v", what, hits)
+		}
+		if !sealed && len(hits) == 0 {
+			t.Errorf("plain: %s is in no file (the server now overwrites replaced revisions: ADR 009's \"KV records\" and DESIGN.md section 14 say otherwise)", what)
+		}
+	}
+	if !sealed {
+		return
+	}
+	for i, k := range keys {
+		if hits := filesHolding(t, dir, k); len(hits) > 0 {
+			t.Errorf("erased key %d is still in %v", i, hits)
+		}
+	}
+	// The search finds what stays: the other session's key.
+	if hits := filesHolding(t, dir, otherKey); len(hits) == 0 {
+		t.Errorf("the kept session's key is in no file")
+	}
 }
 
 func eraseLeavesNoByte(t *testing.T, sealed bool) {

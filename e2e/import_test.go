@@ -489,53 +489,47 @@ func TestExportImportRoundTripKeepsContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	j := func(v string) json.RawMessage { return json.RawMessage(v) }
 	reply := func(content string, calls ...client.ToolCall) []string {
 		a, err := ss.StartAttempt(ctx, "claude-x")
-		must(err)
-		must(ss.FinishAttempt(ctx, a, j(content), j(`{"input_tokens":3,"output_tokens":5}`)))
+		must(t, err)
+		must(t, ss.FinishAttempt(ctx, a, j(content), j(`{"input_tokens":3,"output_tokens":5}`)))
 		var ids []string
 		for _, c := range calls {
 			id, err := ss.RequestTool(ctx, c)
-			must(err)
-			must(ss.StartTool(ctx, id))
+			must(t, err)
+			must(t, ss.StartTool(ctx, id))
 			ids = append(ids, id)
 		}
 		return ids
 	}
 	// Turn 1: two parallel calls, one fails.
 	_, err = ss.StartTurn(ctx, nil)
-	must(err)
-	must(ss.UserMessage(ctx, j(`"list the files, ünïcödé 🚀"`)))
+	must(t, err)
+	must(t, ss.UserMessage(ctx, j(`"list the files, ünïcödé 🚀"`)))
 	calls := reply(`[{"type":"text","text":"Looking."}]`,
 		client.ToolCall{ID: "call_1", Name: "Bash", Input: j(`{"command":"ls"}`)},
 		client.ToolCall{ID: "call_2", Name: "Read", Input: j(`{"file_path":"/etc/shadow"}`)})
-	must(ss.ToolResult(ctx, calls[0], schema.ToolOK, j(`"a.go\nb.go"`)))
-	must(ss.ToolResult(ctx, calls[1], schema.ToolError, j(`[{"type":"text","text":"permission denied"}]`)))
+	must(t, ss.ToolResult(ctx, calls[0], schema.ToolOK, j(`"a.go\nb.go"`)))
+	must(t, ss.ToolResult(ctx, calls[1], schema.ToolError, j(`[{"type":"text","text":"permission denied"}]`)))
 	reply(`[{"type":"text","text":"Two files."}]`)
-	must(ss.EndTurn(ctx, schema.TurnCompleted))
+	must(t, ss.EndTurn(ctx, schema.TurnCompleted))
 	// Turn 2: interrupted.
 	_, err = ss.StartTurn(ctx, nil)
-	must(err)
-	must(ss.UserMessage(ctx, j(`"now delete them"`)))
-	must(ss.EndTurn(ctx, schema.TurnInterrupted))
+	must(t, err)
+	must(t, ss.UserMessage(ctx, j(`"now delete them"`)))
+	must(t, ss.EndTurn(ctx, schema.TurnInterrupted))
 	// A compaction, then turn 3.
 	through := ss.LastSeq()
 	_, err = ss.Append(ctx,
 		schema.Envelope{Type: schema.TypeCompactionStarted, EventID: "cs", Data: j(fmt.Sprintf(`{"compactionId":"k1","throughSeq":%d}`, through))},
 		schema.Envelope{Type: schema.TypeCompactionEnded, EventID: "ce", Data: j(fmt.Sprintf(`{"compactionId":"k1","summary":"Listed two files; deletion refused.","throughSeq":%d}`, through))})
-	must(err)
+	must(t, err)
 	_, err = ss.StartTurn(ctx, nil)
-	must(err)
-	must(ss.UserMessage(ctx, j(`"what is left?"`)))
+	must(t, err)
+	must(t, ss.UserMessage(ctx, j(`"what is left?"`)))
 	reply(`[{"type":"text","text":"a.go and b.go."}]`)
-	must(ss.EndTurn(ctx, schema.TurnCompleted))
+	must(t, ss.EndTurn(ctx, schema.TurnCompleted))
 
 	dir := t.TempDir()
 	file := filepath.Join(dir, "55555555-5555-4555-8555-555555555555.jsonl")

@@ -276,6 +276,14 @@ func userMsg(eventID, content string) map[string]any {
 }
 
 // mustAppend appends and fails the test on any error reply.
+// must stops the test at err.
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func mustAppend(t *testing.T, nc *nats.Conn, req appendReq) appendReply {
 	t.Helper()
 	r, err := request(nc, req, 10*time.Second)

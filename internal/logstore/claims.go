@@ -2,7 +2,6 @@ package logstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -41,8 +40,11 @@ func (s *Store) DropClaim(ctx context.Context, sessionID string, revision uint64
 // writer that stored a holder's events but could not take its lease owes
 // the session a claim (without one the repairer never looks at it).
 func (s *Store) EnsureClaim(ctx context.Context, sessionID, holder string, now time.Time) error {
-	c, _ := json.Marshal(Claim{Holder: holder, ClaimedAt: now.UTC()})
-	if _, err := s.claims.Create(ctx, sessionID, c); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+	c, err := s.claimValue(ctx, sessionID, holder, now)
+	if err == nil {
+		_, err = s.claims.Create(ctx, sessionID, c)
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return fmt.Errorf("logstore: claim %s: %w", sessionID, err)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionlog/sessionlog/pkg/api"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // ForkBucket holds one record per fork copy in flight (key = child id).
@@ -24,6 +25,7 @@ var ErrForkRecordExists = errors.New("logstore: fork record exists")
 // only stores them.
 type ForkRecords struct {
 	kv jetstream.KeyValue
+	s  *Store // seals and opens the values (sealValue, openValue)
 }
 
 // ForkRecord is a record's value and revision.
@@ -45,13 +47,17 @@ func (s *Store) OpenForkRecords(ctx context.Context) (*ForkRecords, error) {
 	if err != nil {
 		return nil, fmt.Errorf("logstore: bucket %s: %w", ForkBucket, err)
 	}
-	return &ForkRecords{kv: kv}, nil
+	return &ForkRecords{kv: kv, s: s}, nil
 }
 
 // Create writes the child's record if it has none; ErrForkRecordExists
 // if it has.
 func (f *ForkRecords) Create(ctx context.Context, child string, value []byte) error {
-	_, err := f.kv.Create(ctx, child, value)
+	value, err := f.s.sealValue(ctx, ForkBucket, child, value)
+	if err != nil {
+		return err
+	}
+	_, err = f.kv.Create(ctx, child, value)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return ErrForkRecordExists
 	}
@@ -67,19 +73,29 @@ func (f *ForkRecords) Get(ctx context.Context, child string) (rec ForkRecord, ok
 	if err != nil {
 		return ForkRecord{}, false, err
 	}
-	return ForkRecord{Value: e.Value(), Revision: e.Revision()}, true, nil
+	v, err := f.s.openValue(ctx, ForkBucket, child, e.Value())
+	if err != nil {
+		return ForkRecord{}, false, err
+	}
+	return ForkRecord{Value: v, Revision: e.Revision()}, true, nil
 }
 
 // Put writes the child's record, whatever it was.
 func (f *ForkRecords) Put(ctx context.Context, child string, value []byte) error {
-	_, err := f.kv.Put(ctx, child, value)
+	value, err := f.s.sealValue(ctx, ForkBucket, child, value)
+	if err == nil {
+		_, err = f.kv.Put(ctx, child, value)
+	}
 	return err
 }
 
 // Replace writes the child's record only if it is still at revision (of
 // several writers, one wins).
 func (f *ForkRecords) Replace(ctx context.Context, child string, value []byte, revision uint64) error {
-	_, err := f.kv.Update(ctx, child, value, revision)
+	value, err := f.s.sealValue(ctx, ForkBucket, child, value)
+	if err == nil {
+		_, err = f.kv.Update(ctx, child, value, revision)
+	}
 	return err
 }
 
@@ -122,10 +138,11 @@ func (f ForkInFlight) Live(now time.Time, stale time.Duration) bool {
 func (s *Store) ForksInFlight(ctx context.Context, fn func(ForkInFlight)) error {
 	prefix := "$KV." + ForkBucket + "."
 	err := s.walk(ctx, FollowSpec{Stream: "KV_" + ForkBucket, Subject: prefix + ">", PageEvents: lastPage, lastPerSubject: true}, false, func(m *Msg) error {
-		if f, ok := forkInFlight(m, prefix); ok {
+		f, ok, err := s.forkInFlight(ctx, m, prefix)
+		if ok {
 			fn(f)
 		}
-		return nil
+		return err
 	})
 	if isStreamNotFound(err) {
 		return nil
@@ -147,22 +164,34 @@ func (s *Store) ForkInFlightOf(ctx context.Context, child string) (f ForkInFligh
 	if m == nil {
 		return ForkInFlight{}, false, nil
 	}
-	f, ok = forkInFlight(m, prefix)
-	return f, ok, nil
+	return s.forkInFlight(ctx, m, prefix)
 }
 
 // forkInFlight reads a fork record's message; a delete or purge marker,
-// or a value that does not name its child and parent, is none.
-func forkInFlight(m *Msg, prefix string) (ForkInFlight, bool) {
+// or a value that does not name its child and parent, is none. So is a
+// sealed value that does not open, its key gone included (the child is
+// erased: no copy writes it any more, it reads the erasure record). A
+// key that could not be read is the error.
+func (s *Store) forkInFlight(ctx context.Context, m *Msg, prefix string) (ForkInFlight, bool, error) {
 	if op := m.Header.Get(headerKVOperation); op == "DEL" || op == "PURGE" {
-		return ForkInFlight{}, false
+		return ForkInFlight{}, false, nil
 	}
 	child, ok := strings.CutPrefix(m.Subject, prefix)
-	var f ForkInFlight
-	if !ok || json.Unmarshal(m.Data, &f) != nil || f.ParentID == "" || f.ChildID != child {
-		return ForkInFlight{}, false
+	if !ok {
+		return ForkInFlight{}, false, nil
 	}
-	return f, true
+	v, err := s.openValue(ctx, ForkBucket, child, m.Data)
+	if err != nil {
+		if errors.Is(err, ErrKeyGone) || schema.CodeOf(err) == schema.CodeUnreadable {
+			return ForkInFlight{}, false, nil
+		}
+		return ForkInFlight{}, false, fmt.Errorf("logstore: %s %s: %w", ForkBucket, child, err)
+	}
+	var f ForkInFlight
+	if json.Unmarshal(v, &f) != nil || f.ParentID == "" || f.ChildID != child {
+		return ForkInFlight{}, false, nil
+	}
+	return f, true, nil
 }
 
 // EraseForkRecord securely deletes every stored message of the child's

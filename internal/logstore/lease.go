@@ -35,11 +35,11 @@ func (s *Store) GetLease(ctx context.Context, sessionID string) (*Lease, uint64,
 	if err != nil {
 		return nil, 0, err
 	}
-	var l Lease
-	if err := json.Unmarshal(e.Value(), &l); err != nil {
-		return nil, 0, fmt.Errorf("logstore: lease %s: %w", sessionID, err)
+	l, err := s.leaseValue(ctx, sessionID, e.Value())
+	if err != nil {
+		return nil, 0, err
 	}
-	return &l, e.Revision(), nil
+	return l, e.Revision(), nil
 }
 
 // GetClaim returns the session's claim, or nil if no holder ever named it.
@@ -52,8 +52,8 @@ func (s *Store) GetClaim(ctx context.Context, sessionID string) (*Claim, error) 
 		return nil, err
 	}
 	var c Claim
-	if err := json.Unmarshal(e.Value(), &c); err != nil {
-		return nil, fmt.Errorf("logstore: claim %s: %w", sessionID, err)
+	if err := s.decodeValue(ctx, ClaimBucket, "claim", sessionID, e.Value(), &c); err != nil {
+		return nil, err
 	}
 	return &c, nil
 }
@@ -126,7 +126,8 @@ func (s *Store) TakeLease(ctx context.Context, sessionID, holder string, now tim
 	if err := s.cannotStore(); err != nil {
 		return fmt.Errorf("logstore: lease %s: %w", sessionID, err)
 	}
-	val, _ := json.Marshal(Lease{Holder: holder, RenewedAt: now.UTC()})
+	plain, _ := json.Marshal(Lease{Holder: holder, RenewedAt: now.UTC()})
+	var val []byte
 	ttl := s.cfg.LeaseTTL
 	claimed := false
 	for try := 0; try < 3; try++ {
@@ -144,13 +145,23 @@ func (s *Store) TakeLease(ctx context.Context, sessionID, holder string, now tim
 				return held
 			}
 		}
+		if val == nil {
+			// Sealed after the first read: a lease whose key an erase
+			// destroyed reads as erased there, before a new key is made.
+			if val, err = s.sealValue(ctx, LeaseBucket, sessionID, plain); err != nil {
+				return fmt.Errorf("logstore: lease %s: %w", sessionID, err)
+			}
+		}
 		if rec.Lease == nil && !claimed {
 			// Taken (not renewed): the claim first. Written after the
 			// lease, a claim that failed (an outage of its bucket) left a
 			// lease without one, and every renewal after it found a lease
 			// and wrote none: the session was never repaired.
-			c, _ := json.Marshal(Claim{Holder: holder, ClaimedAt: now.UTC()})
-			if _, err := s.claims.Put(ctx, sessionID, c); err != nil {
+			c, err := s.claimValue(ctx, sessionID, holder, now)
+			if err == nil {
+				_, err = s.claims.Put(ctx, sessionID, c)
+			}
+			if err != nil {
 				return fmt.Errorf("logstore: claim %s: %w", sessionID, err)
 			}
 			claimed = true
@@ -204,4 +215,33 @@ func (s *Store) EndLease(ctx context.Context, sessionID string, revision uint64)
 		return ErrLeaseChanged
 	}
 	return fmt.Errorf("logstore: end lease %s: %w", sessionID, err)
+}
+
+// leaseValue reads a stored lease value (opened, if sealed).
+func (s *Store) leaseValue(ctx context.Context, sessionID string, value []byte) (*Lease, error) {
+	var l Lease
+	if err := s.decodeValue(ctx, LeaseBucket, "lease", sessionID, value, &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// decodeValue decodes the JSON of bucket's key's stored value (opened,
+// if sealed) into v; what names the value in an error.
+func (s *Store) decodeValue(ctx context.Context, bucket, what, key string, value []byte, v any) error {
+	plain, err := s.openValue(ctx, bucket, key, value)
+	if err == nil {
+		err = json.Unmarshal(plain, v)
+	}
+	if err != nil {
+		return fmt.Errorf("logstore: %s %s: %w", what, key, err)
+	}
+	return nil
+}
+
+// claimValue is the claim of holder at now as the store writes it
+// (sealed, if it seals).
+func (s *Store) claimValue(ctx context.Context, sessionID, holder string, now time.Time) ([]byte, error) {
+	c, _ := json.Marshal(Claim{Holder: holder, ClaimedAt: now.UTC()})
+	return s.sealValue(ctx, ClaimBucket, sessionID, c)
 }

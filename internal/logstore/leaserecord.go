@@ -2,7 +2,6 @@ package logstore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -65,11 +64,9 @@ func (s *Store) LeaseRecord(ctx context.Context, sessionID string) (LeaseRecord,
 		rec.Expired = reason == "MaxAge"
 		return rec, nil
 	}
-	var l Lease
-	if err := json.Unmarshal(sm.Data, &l); err != nil {
-		return LeaseRecord{}, fmt.Errorf("logstore: lease %s: %w", sessionID, err)
+	if rec.Lease, err = s.leaseValue(ctx, sessionID, sm.Data); err != nil {
+		return LeaseRecord{}, err
 	}
-	rec.Lease = &l
 	if v := h.Get(headerTTL); v != "" {
 		rec.TTL = parseTTL(v)
 	}

@@ -1,6 +1,7 @@
 package logstore
 
 import (
+	"bytes"
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
@@ -165,12 +166,23 @@ func (s *Store) sealed(ctx context.Context, sessionID string, msgs []*nats.Msg) 
 
 // sealMsg is m with its body sealed by a.
 func sealMsg(a cipher.AEAD, m *nats.Msg) *nats.Msg {
-	data := make([]byte, sealNonceBytes, sealNonceBytes+len(m.Data)+a.Overhead())
-	_, _ = rand.Read(data)
 	h := make(nats.Header, len(m.Header)+1)
 	maps.Copy(h, m.Header)
 	h[HeaderSeal] = []string{SealVersion}
-	return &nats.Msg{Subject: m.Subject, Header: h, Data: a.Seal(data, data, m.Data, []byte(m.Header.Get(HeaderMsgID)))}
+	return &nats.Msg{Subject: m.Subject, Header: h, Data: sealBytes(a, "", m.Data, m.Header.Get(HeaderMsgID))}
+}
+
+// sealBytes is the seal of plain by a, bound to ad: prefix, a random
+// nonce, then AES-256-GCM's ciphertext and tag. Bodies (no prefix, the
+// message id as ad) and KV values (sealValue) are sealed here; openBody
+// opens what follows the prefix.
+func sealBytes(a cipher.AEAD, prefix string, plain []byte, ad string) []byte {
+	n := len(prefix) + sealNonceBytes
+	data := make([]byte, n, n+len(plain)+a.Overhead())
+	copy(data, prefix)
+	nonce := data[len(prefix):]
+	_, _ = rand.Read(nonce)
+	return a.Seal(data, nonce, plain, []byte(ad))
 }
 
 // open replaces a sealed m's body with the plain one. A sealed body whose
@@ -203,11 +215,12 @@ func (s *Store) open(ctx context.Context, m *Msg) error {
 	return nil
 }
 
-func openBody(a cipher.AEAD, data []byte, msgID string) ([]byte, error) {
+// openBody opens what sealBytes sealed (past its prefix) with the same ad.
+func openBody(a cipher.AEAD, data []byte, ad string) ([]byte, error) {
 	if len(data) < sealNonceBytes+a.Overhead() {
 		return nil, errors.New("too short")
 	}
-	return a.Open(nil, data[:sealNonceBytes], data[sealNonceBytes:], []byte(msgID))
+	return a.Open(nil, data[:sealNonceBytes], data[sealNonceBytes:], []byte(ad))
 }
 
 // Open opens a message read around this store's reads (its body sealed:
@@ -222,4 +235,60 @@ func (s *Store) openAll(ctx context.Context, msgs []*Msg) error {
 		}
 	}
 	return nil
+}
+
+// Sealed KV values (DESIGN.md section 2, docs/adr/011-sealed-bodies.md,
+// "KV values"). A store that seals bodies also seals the values of a
+// session's lease (SESSION_LEASES), claim (SESSION_CLAIMS) and fork record
+// (SESSION_FORKS, key = the child) with that session's key: those buckets
+// keep one revision a key, and the server drops a replaced, expired or
+// purged revision without overwriting it, so what stays of it in the block
+// files once the erase destroyed the key is ciphertext. A sealed value is
+// ValueSealPrefix, then sealBytes' nonce and ciphertext, with the key's
+// subject ($KV.<bucket>.<key>) as associated data: a value copied under
+// another key or bucket does not open. KV messages carry no header of
+// ours (the KV API writes none), so the prefix marks the seal: a plain
+// value is JSON, which never begins so. Every read in this package opens
+// the values (openValue), so callers see the plain JSON whatever wrote it.
+
+// ValueSealPrefix begins a sealed KV value.
+const ValueSealPrefix = "SL-Seal " + SealVersion + "\n"
+
+// valueAD is the associated data of bucket's key's sealed value.
+func valueAD(bucket, key string) string { return "$KV." + bucket + "." + key }
+
+// sealValue is value as this store writes it under bucket's key: sealed
+// with the key's session key (made here on the session's first write)
+// when the store seals, value itself when it does not.
+func (s *Store) sealValue(ctx context.Context, bucket, key string, value []byte) ([]byte, error) {
+	if !s.cfg.SealBodies {
+		return value, nil
+	}
+	a, err := s.sessionKey(ctx, key, true)
+	if err != nil {
+		return nil, err
+	}
+	return sealBytes(a, ValueSealPrefix, value, valueAD(bucket, key)), nil
+}
+
+// openValue is the plain value of bucket's key as stored: value itself
+// unless sealed. A sealed value whose key is gone is ErrKeyGone (the
+// session is erased); one that does not open is unreadable.
+func (s *Store) openValue(ctx context.Context, bucket, key string, value []byte) ([]byte, error) {
+	sealed, ok := bytes.CutPrefix(value, []byte(ValueSealPrefix))
+	if !ok {
+		return value, nil
+	}
+	a, err := s.sessionKey(ctx, key, false)
+	if err != nil {
+		return nil, err
+	}
+	if a == nil {
+		return nil, ErrKeyGone
+	}
+	plain, err := openBody(a, sealed, valueAD(bucket, key))
+	if err != nil {
+		return nil, schema.Errorf(schema.CodeUnreadable, "%s %s: the sealed value does not open: %v", bucket, key, err)
+	}
+	return plain, nil
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -269,5 +270,153 @@ func TestSealedReadBatchInOneAnswer(t *testing.T) {
 			t.Errorf("after %d: held %d, want %d (the batch in one answer)", after, got.Held, wantHeld)
 		}
 		checkChained(t, st, sid, tail, after, 10, 0, want, prevs)
+	}
+}
+
+// Under sealing, the values of a session's lease, claim and fork record
+// are stored sealed with its key (DESIGN.md section 2): the bucket holds
+// no holder or workspace, every read of this package gives the plain
+// value (a store that does not seal, with an empty key cache, too), a
+// value moved under another key does not open, a value whose key is gone
+// reads as erased (a fork record: as none), and plain values written
+// before sealing still read.
+func TestSealedKVValues(t *testing.T) {
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv)
+	ctx := context.Background()
+	st := open(t, nc, logstore.Config{SealBodies: true})
+	plain := open(t, nc, logstore.Config{})
+	js := natstest.JetStream(t, nc)
+	raw := func(bucket, key string) []byte {
+		t.Helper()
+		kv, err := js.KeyValue(ctx, bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := kv.Get(ctx, key)
+		if err != nil {
+			t.Fatalf("%s %s: %v", bucket, key, err)
+		}
+		return e.Value()
+	}
+	if err := st.RenewLease(ctx, "s", "holder-secret", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := st.OpenForkRecords(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork := []byte(`{"childId":"c","parentId":"s","workspace":"/ws-secret","heartbeatAt":"2026-01-02T03:04:05Z"}`)
+	if err := recs.Create(ctx, "c", fork); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range [][]byte{raw(logstore.LeaseBucket, "s"), raw(logstore.ClaimBucket, "s"), raw(logstore.ForkBucket, "c")} {
+		if !bytes.HasPrefix(v, []byte(logstore.ValueSealPrefix)) || bytes.Contains(v, []byte("secret")) {
+			t.Fatalf("stored value %q, want sealed", v)
+		}
+	}
+	for _, reader := range []*logstore.Store{st, plain} {
+		l, _, err := reader.GetLease(ctx, "s")
+		if err != nil || l == nil || l.Holder != "holder-secret" {
+			t.Fatalf("lease %+v, %v", l, err)
+		}
+		rec, err := reader.LeaseRecord(ctx, "s")
+		if err != nil || !rec.Live() || rec.Lease.Holder != "holder-secret" {
+			t.Fatalf("lease record %+v, %v", rec, err)
+		}
+		if c, err := reader.GetClaim(ctx, "s"); err != nil || c == nil || c.Holder != "holder-secret" {
+			t.Fatalf("claim %+v, %v", c, err)
+		}
+		f, ok, err := reader.ForkInFlightOf(ctx, "c")
+		if err != nil || !ok || f.ParentID != "s" {
+			t.Fatalf("fork in flight %+v %v %v", f, ok, err)
+		}
+		n := 0
+		if err := reader.ForksInFlight(ctx, func(logstore.ForkInFlight) { n++ }); err != nil || n != 1 {
+			t.Fatalf("forks in flight: %d, %v", n, err)
+		}
+		r, err := reader.OpenForkRecords(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok, err := r.Get(ctx, "c"); err != nil || !ok || !bytes.Equal(got.Value, fork) {
+			t.Fatalf("fork record %q %v %v", got.Value, ok, err)
+		}
+	}
+	// The lease's rules hold on the sealed value: another holder is
+	// refused, takeover takes it, and a renewal replaces it.
+	var held *logstore.LeaseHeldError
+	if err := st.TakeLease(ctx, "s", "holder-other", time.Now(), false); !errors.As(err, &held) || held.Holder != "holder-secret" {
+		t.Fatalf("another holder's take: %v", err)
+	}
+	if err := st.TakeLease(ctx, "s", "holder-other", time.Now(), true); err != nil {
+		t.Fatal(err)
+	}
+	if l, _, err := plain.GetLease(ctx, "s"); err != nil || l == nil || l.Holder != "holder-other" {
+		t.Fatalf("lease after takeover %+v, %v", l, err)
+	}
+
+	// Moved under another key (another session's), a value does not open.
+	if err := st.RenewLease(ctx, "t", "holder-t", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	leases, err := js.KeyValue(ctx, logstore.LeaseBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leases.Put(ctx, "t", raw(logstore.LeaseBucket, "s")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.GetLease(ctx, "t"); schema.CodeOf(err) != schema.CodeUnreadable {
+		t.Fatalf("a value moved to another key: %v, want unreadable", err)
+	}
+
+	// A plain value (written before sealing) reads as it is.
+	if err := plain.RenewLease(ctx, "p", "holder-plain", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if l, _, err := st.GetLease(ctx, "p"); err != nil || l == nil || l.Holder != "holder-plain" {
+		t.Fatalf("plain lease %+v, %v", l, err)
+	}
+
+	// The key gone (an erase destroyed it): the session reads as erased,
+	// its fork record as none.
+	keys, err := js.KeyValue(ctx, logstore.KeysBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"s", "c"} {
+		if err := keys.Purge(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		st.ForgetKey(id)
+		plain.ForgetKey(id)
+	}
+	for _, reader := range []*logstore.Store{st, plain} {
+		if _, _, err := reader.GetLease(ctx, "s"); schema.CodeOf(err) != schema.CodeErased {
+			t.Fatalf("lease without its key: %v, want erased", err)
+		}
+		if _, err := reader.LeaseRecord(ctx, "s"); schema.CodeOf(err) != schema.CodeErased {
+			t.Fatalf("lease record without its key: %v, want erased", err)
+		}
+		if err := reader.TakeLease(ctx, "s", "holder-other", time.Now(), false); schema.CodeOf(err) != schema.CodeErased {
+			t.Fatalf("take without its key: %v, want erased", err)
+		}
+		if _, err := reader.GetClaim(ctx, "s"); schema.CodeOf(err) != schema.CodeErased {
+			t.Fatalf("claim without its key: %v, want erased", err)
+		}
+		if f, ok, err := reader.ForkInFlightOf(ctx, "c"); err != nil || ok {
+			t.Fatalf("fork without its key: %+v %v %v, want none", f, ok, err)
+		}
+		if err := reader.ForksInFlight(ctx, func(f logstore.ForkInFlight) { t.Fatalf("fork without its key: %+v", f) }); err != nil {
+			t.Fatal(err)
+		}
+		r, err := reader.OpenForkRecords(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := r.Get(ctx, "c"); schema.CodeOf(err) != schema.CodeErased {
+			t.Fatalf("fork record without its key: %v, want erased", err)
+		}
 	}
 }

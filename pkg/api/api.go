@@ -114,7 +114,8 @@ type HeartbeatReply struct {
 	TTLMs     int64  `json:"ttlMs"`
 }
 
-// Lease is the value of a SESSION_LEASES entry.
+// Lease is the value of a SESSION_LEASES entry (stored sealed by a
+// deployment that seals: DESIGN.md section 2).
 type Lease struct {
 	Holder    string `json:"holder"`
 	RenewedAt string `json:"renewedAt"`

@@ -3,6 +3,7 @@ package forker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sessionlog/sessionlog/internal/gen"
@@ -813,6 +815,43 @@ func TestSweepDropsCopiesOfErasedSessions(t *testing.T) {
 		if f, ok, err := e.st.ForkInFlightOf(e.ctx, child); err != nil || ok {
 			t.Errorf("%s: record left %+v, %v", child, f, err)
 		}
+	}
+}
+
+// A sealed fork record (DESIGN.md section 2) whose child's key an erase
+// destroyed reads as erased: a sweep drops it and goes on, where it
+// failed on it at every sweep until the eraser dropped it.
+func TestSweepDropsSealedRecordWithoutKey(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.SweepEvery = time.Hour })
+	sealing, err := logstore.Open(e.ctx, e.nc, logstore.Config{SealBodies: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := sealing.OpenForkRecords(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(plan{ChildID: "gone", ParentID: "p", OpID: "op", HeartbeatAt: time.Now().Add(-time.Hour)})
+	if err := recs.Create(e.ctx, "gone", b); err != nil {
+		t.Fatal(err)
+	}
+	js := natstest.JetStream(t, e.nc)
+	keys, err := js.KeyValue(e.ctx, logstore.KeysBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := keys.Purge(e.ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.Sweep(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	forks, err := js.KeyValue(e.ctx, logstore.ForkBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := forks.Get(e.ctx, "gone"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("the record is left: %q %v", v, err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -37,6 +38,13 @@ func (s *Service) Sweep(ctx context.Context) error {
 func (s *Service) recoverOne(ctx context.Context, child string) error {
 	recs := s.bucket()
 	rec, ok, err := recs.Get(ctx, child)
+	if errors.Is(err, logstore.ErrKeyGone) || schema.CodeOf(err) == schema.CodeUnreadable {
+		// A sealed record whose key an erase destroyed (the child is
+		// erased; the eraser deletes what a copy wrote), or that does
+		// not open: no copy can go on from it.
+		s.log.Warn("dropping unreadable fork record", "child", child, "err", err)
+		return recs.Drop(ctx, child)
+	}
 	if err != nil || !ok {
 		return err
 	}

@@ -1,6 +1,7 @@
 package writer_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -128,8 +129,8 @@ func TestLeaseTakeover(t *testing.T) {
 		}
 	}
 
-	t.Run("Live", func(t *testing.T) {
-		e := newEnv(t, envOpts{})
+	live := func(t *testing.T, sealed bool) {
+		e := newEnv(t, envOpts{store: logstore.Config{SealBodies: sealed}})
 		mustOK(t, e.nc, map[string]any{"sessionId": "s1", "holder": "agent-1", "events": events(created())})
 		before := stored(t, e.st, "s1")
 
@@ -171,7 +172,14 @@ func TestLeaseTakeover(t *testing.T) {
 		if got := stored(t, e.st, "s1"); len(got) != len(before)+3 {
 			t.Fatalf("%d events stored, want %d", len(got), len(before)+3)
 		}
-	})
+		// Under sealing the bucket holds no holder (DESIGN.md section 2).
+		if v := storedValue(t, e, logstore.LeaseBucket, "s1"); bytes.HasPrefix(v, []byte(logstore.ValueSealPrefix)) != sealed || bytes.Contains(v, []byte("agent-3")) == sealed {
+			t.Fatalf("sealed %v: the stored lease is %q", sealed, v)
+		}
+	}
+	t.Run("Live", func(t *testing.T) { live(t, false) })
+	// The same rules over sealed lease values.
+	t.Run("LiveSealed", func(t *testing.T) { live(t, true) })
 
 	t.Run("Expired", func(t *testing.T) {
 		ttl := time.Second
@@ -208,7 +216,13 @@ func TestLeaseTakeover(t *testing.T) {
 // the bucket answers, though the holder sends nothing more (it may have
 // died with its work open, and only a claim lets the repairer find it).
 func TestWriterWritesOwedClaim(t *testing.T) {
-	e := newEnv(t, envOpts{store: logstore.Config{LeaseTTL: time.Second}})
+	t.Run("plain", func(t *testing.T) { writesOwedClaim(t, false) })
+	// A sealed claim (DESIGN.md section 2): written sealed, read plain.
+	t.Run("sealed", func(t *testing.T) { writesOwedClaim(t, true) })
+}
+
+func writesOwedClaim(t *testing.T, sealed bool) {
+	e := newEnv(t, envOpts{store: logstore.Config{LeaseTTL: time.Second, SealBodies: sealed}})
 	ctx := context.Background()
 	js := natstest.JetStream(t, e.nc)
 	kv, err := js.KeyValue(ctx, logstore.ClaimBucket)
@@ -237,4 +251,21 @@ func TestWriterWritesOwedClaim(t *testing.T) {
 	if err != nil || c == nil || c.Holder != "agent-1" {
 		t.Fatalf("claim %+v %v, want agent-1's", c, err)
 	}
+	if v := storedValue(t, e, logstore.ClaimBucket, "owed"); bytes.HasPrefix(v, []byte(logstore.ValueSealPrefix)) != sealed || bytes.Contains(v, []byte("agent-1")) == sealed {
+		t.Fatalf("sealed %v: the stored claim is %q", sealed, v)
+	}
+}
+
+// storedValue is the value of bucket's key as the bucket stores it.
+func storedValue(t *testing.T, e *env, bucket, key string) []byte {
+	t.Helper()
+	kv, err := natstest.JetStream(t, e.nc).KeyValue(context.Background(), bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	en, err := kv.Get(context.Background(), key)
+	if err != nil {
+		t.Fatalf("%s %s: %v", bucket, key, err)
+	}
+	return en.Value()
 }
