@@ -1,8 +1,12 @@
 package perms
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -23,7 +27,9 @@ import (
 // granted to it, and nothing of another agent's of its tenant or of
 // another tenant's, though carol of globex uses the same ids as alice of
 // acme. The list is asked as a hostile agent too: a forged
-// Nats-Request-Info header and another agent's cursor change nothing.
+// Nats-Request-Info header and another agent's cursor change nothing. A
+// session erased while the export writes it ends the export, which then
+// wrote its first lines, each whole.
 func TestAgentExportsEverySessionItMayRead(t *testing.T) {
 	confPath, env, users := tenantsDeployment(t)
 	s := startUp(t, env, "--nats-config", confPath)
@@ -206,4 +212,103 @@ func TestAgentExportsEverySessionItMayRead(t *testing.T) {
 			t.Errorf("refused exports sent %d spans", n)
 		}
 	})
+
+	t.Run("a session erased during its export ends the export", func(t *testing.T) {
+		// s-big2, the most recently active, is read first. Its lines are
+		// more than the export buffers and a pipe holds, so with stdout
+		// not read the export waits on its writes having read a part of
+		// it for the second time; the operator erases it then.
+		bigSession(t, conns["alice"], "s-big2", bigEvents, bigSize)
+		natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+			if got := list("alice", nil, 0); !slices.Contains(got, "s-big2") {
+				return fmt.Errorf("alice's list holds no s-big2: %q", got)
+			}
+			return nil
+		})
+		written, stderr, err := exportErasing(t, s, alice, opC, "_Tacme_s-big2")
+		if err == nil {
+			t.Fatalf("alice's export of s-big2, erased during it, exits 0\n%s", stderr)
+		}
+		for _, w := range []string{fmt.Sprintf("session s-big2 changed between the export's two reads of it (the first judged it whole, %d events to seq %d", bigEvents, bigEvents), "erased"} {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("alice's export does not say %q:\n%s", w, stderr)
+			}
+		}
+		// What it wrote: s-big2's first events, each line whole.
+		if !strings.HasSuffix(written, "\n") {
+			t.Fatalf("alice's export ends inside a line: %q", written[max(0, len(written)-200):])
+		}
+		lines := strings.Split(strings.TrimSuffix(written, "\n"), "\n")
+		if len(lines) == 0 || len(lines) >= bigEvents {
+			t.Fatalf("alice's export wrote %d lines of s-big2", len(lines))
+		}
+		for i, l := range lines {
+			var e struct {
+				SessionID string `json:"sessionId"`
+				Seq       int    `json:"seq"`
+			}
+			if err := json.Unmarshal([]byte(l), &e); err != nil || e.SessionID != "_Tacme_s-big2" || e.Seq != i+1 {
+				t.Fatalf("line %d of alice's export: %v %.200s", i+1, err, l)
+			}
+		}
+	})
+}
+
+// The big sessions of TestAgentExportsEverySessionItMayRead: some 4.8 MB
+// of lines, more than the export's buffer (1 MiB) and a pipe (64 KiB)
+// hold, in pages of some 60 events.
+const bigEvents, bigSize = 300, 16000
+
+// bigSession appends a session of n events, every one after the first a
+// user message of size bytes, at most 500 and some 512 KiB to an append.
+func bigSession(t *testing.T, c *client, id string, n, size int) {
+	t.Helper()
+	pad := strings.Repeat("x", size)
+	batch := make([]map[string]any, 0, max(1, min(500, 512<<10/size)))
+	for i := range n {
+		if i == 0 {
+			batch = append(batch, ev("c1", "session/created", "", "", `{"title":"big"}`))
+		} else {
+			batch = append(batch, ev(fmt.Sprintf("e%d", i), "message/user", "", "", fmt.Sprintf(`{"content":"%s"}`, pad)))
+		}
+		if len(batch) == cap(batch) || i == n-1 {
+			appendEvents(t, c, id, "", batch...)
+			batch = batch[:0]
+		}
+	}
+	c.NoViolation(t)
+}
+
+// exportErasing runs `sessionlog export` of every session as c, and has
+// the operator op erase session id once it has written its first bytes,
+// which it writes after the list: it returns what the export wrote and
+// said, and how it ended.
+func exportErasing(t *testing.T, s *stack, c, op creds, id string) (written, stderr string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, sessionlogBin(t), "export", "--nats-url", s.natsURL, "--nats-user", c.user, "--nats-password", c.password)
+	cmd.Env = environ()
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	first := make([]byte, 1)
+	if _, err := io.ReadFull(out, first); err != nil {
+		t.Fatalf("%s's export wrote nothing: %v\n%s", c.user, err, errb.String())
+	}
+	if got, err := cli(t, s, op, "erase", id, "--reason", "perms test"); err != nil || !strings.Contains(got, "erased "+id) {
+		t.Fatalf("erase %s: %v\n%s", id, err, got)
+	}
+	rest, err := io.ReadAll(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	return string(first) + string(rest), errb.String(), err
 }
