@@ -28,8 +28,9 @@ import (
 // another tenant's, though carol of globex uses the same ids as alice of
 // acme. The list is asked as a hostile agent too: a forged
 // Nats-Request-Info header and another agent's cursor change nothing. A
-// session erased while the export writes it ends the export, which then
-// wrote its first lines, each whole.
+// session erased after the export listed it is left out, said and counted;
+// one erased while the export writes it ends the export, which then wrote
+// its first lines, each whole.
 func TestAgentExportsEverySessionItMayRead(t *testing.T) {
 	confPath, env, users := tenantsDeployment(t)
 	s := startUp(t, env, "--nats-config", confPath)
@@ -213,6 +214,46 @@ func TestAgentExportsEverySessionItMayRead(t *testing.T) {
 		}
 	})
 
+	t.Run("a session erased after the list is left out", func(t *testing.T) {
+		// s-gone, then s-big, the most recently active: alice's export
+		// lists both and reads s-big first. Its lines are more than the
+		// export buffers and a pipe holds, so with stdout not read the
+		// export waits on its writes with s-gone not yet read; the
+		// operator erases s-gone then.
+		session("alice", "s-gone", `{"title":"alice's, erased"}`)
+		bigSession(t, conns["alice"], "s-big", bigEvents, bigSize)
+		listed := append(wantWire("alice"), "s-big", "s-gone")
+		sort.Strings(listed)
+		natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+			if got := list("alice", nil, 0); !slices.Equal(got, listed) {
+				return fmt.Errorf("alice's list: %q, want %q", got, listed)
+			}
+			return nil
+		})
+		written, stderr, err := exportErasing(t, s, alice, opC, "_Tacme_s-gone")
+		if err != nil {
+			t.Fatalf("alice's export with s-gone erased after the list: %v\n%s", err, stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(written), "\n")
+		bigLines := 0
+		for _, l := range lines {
+			if strings.Contains(l, "s-gone") {
+				t.Fatalf("alice's export wrote a line of s-gone: %.300s", l)
+			}
+			if strings.Contains(l, `"sessionId":"_Tacme_s-big"`) {
+				bigLines++
+			}
+		}
+		for _, w := range []string{"session s-gone not exported: erased since it was listed", "(1 sessions erased since they were listed left out)"} {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("alice's export does not say %q:\n%s", w, stderr)
+			}
+		}
+		// s-big whole, and each session she may still read.
+		if bigLines != bigEvents || len(lines) != bigEvents+4*len(want["alice"]) {
+			t.Errorf("alice's export: %d lines, %d of s-big; want %d of s-big and 4 of each of %q\n%s", len(lines), bigLines, bigEvents, want["alice"], stderr)
+		}
+	})
 	t.Run("a session erased during its export ends the export", func(t *testing.T) {
 		// s-big2, the most recently active, is read first. Its lines are
 		// more than the export buffers and a pipe holds, so with stdout

@@ -32,13 +32,16 @@ import (
 // _T<tenant>_<id>), sessions one after another, each read twice
 // (readTwice) and written as its second read reads it. A session the
 // read API answers unreadable is not written, said on stderr and named in
-// the error. Any other refusal ends the export; so does a session that changed or was erased between its two
+// the error; when listed is set (ids are what sessions.api.list gave), one
+// erased since it was listed is not written either, said on stderr and
+// counted in the summary, and is no error. Any other refusal ends the
+// export; so does a session that changed or was erased between its two
 // reads, after the lines of its second read written so far (its first
 // events as the second read gave them, each line whole), all of which end
 // up on stdout.
-func ExportRead(ctx context.Context, cl *client.Client, ids []string, stdout, stderr io.Writer) error {
+func ExportRead(ctx context.Context, cl *client.Client, ids []string, listed bool, stdout, stderr io.Writer) error {
 	w := bufio.NewWriterSize(stdout, 1<<20)
-	x := readExport{ctx: ctx, cl: cl, stderr: stderr}
+	x := readExport{ctx: ctx, cl: cl, listed: listed, stderr: stderr}
 	var events int
 	for _, id := range ids {
 		_, err := x.session(id, func(raw json.RawMessage, _ *schema.Envelope) error {
@@ -52,7 +55,7 @@ func ExportRead(ctx context.Context, cl *client.Client, ids []string, stdout, st
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "exported %d sessions, %d events\n", x.exported, events)
+	fmt.Fprintf(stderr, "exported %d sessions, %d events%s\n", x.exported, events, x.leftOut())
 	return notExported(x.skipped)
 }
 
@@ -61,8 +64,8 @@ func ExportRead(ctx context.Context, cl *client.Client, ids []string, stdout, st
 // (readTwice: the second read sends its turns as it reads), its spans
 // named by the stored events as ExportOTLP names them; the sessions left
 // out are ExportRead's.
-func ExportOTLPRead(ctx context.Context, cl *client.Client, ids []string, exp sdktrace.SpanExporter, endpoint string, stderr io.Writer) error {
-	x := readExport{ctx: ctx, cl: cl, stderr: stderr}
+func ExportOTLPRead(ctx context.Context, cl *client.Client, ids []string, listed bool, exp sdktrace.SpanExporter, endpoint string, stderr io.Writer) error {
+	x := readExport{ctx: ctx, cl: cl, listed: listed, stderr: stderr}
 	var turns, spans int
 	for _, id := range ids {
 		snd := otelexport.NewSender(ctx, exp)
@@ -79,23 +82,27 @@ func ExportOTLPRead(ctx context.Context, cl *client.Client, ids []string, exp sd
 		turns += snd.Turns
 		spans += snd.Spans
 	}
-	fmt.Fprintf(stderr, "exported %d sessions: %d turns, %d spans to %s\n", x.exported, turns, spans, endpoint)
+	fmt.Fprintf(stderr, "exported %d sessions: %d turns, %d spans to %s%s\n", x.exported, turns, spans, endpoint, x.leftOut())
 	return notExported(x.skipped)
 }
 
 // readExport is what ExportRead and ExportOTLPRead share: the sessions
 // exported, and those left out.
 type readExport struct {
-	ctx      context.Context
-	cl       *client.Client
-	stderr   io.Writer
-	skipped  []string // unreadable: named in the error
-	exported int      // the sessions read to their end
+	ctx     context.Context
+	cl      *client.Client
+	listed  bool // the ids are sessions.api.list's
+	stderr  io.Writer
+	skipped []string // unreadable: named in the error
+	// exported counts the sessions read to their end; erased those
+	// listed and erased before their read.
+	exported, erased int
 }
 
 // session gives fn the events of session id (readTwice) and says whether
-// it did. A session left out (unreadable) is said on stderr and counted,
-// and is no error; fn was then given none of it.
+// it did. A session left out (unreadable, or listed and erased since) is
+// said on stderr and counted, and is no error; fn was then given none of
+// it.
 func (x *readExport) session(id string, fn func(json.RawMessage, *schema.Envelope) error) (bool, error) {
 	err := readTwice(x.ctx, x.cl, id, fn)
 	var re *rereadError
@@ -109,8 +116,20 @@ func (x *readExport) session(id string, fn func(json.RawMessage, *schema.Envelop
 		fmt.Fprintf(x.stderr, "session %s not exported: %v\n", id, err)
 		x.skipped = append(x.skipped, id)
 		return false, nil
+	case x.listed && errors.Is(err, client.ErrErased):
+		fmt.Fprintf(x.stderr, "session %s not exported: erased since it was listed\n", id)
+		x.erased++
+		return false, nil
 	}
 	return false, err
+}
+
+// leftOut is the summary's word on the sessions erased since the list.
+func (x *readExport) leftOut() string {
+	if x.erased == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d sessions erased since they were listed left out)", x.erased)
 }
 
 // readTwice gives fn each stored event of session id, read through the
