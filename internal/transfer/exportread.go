@@ -142,9 +142,10 @@ func (x *readExport) leftOut() string {
 // bytes. The second read gives fn each event up to that seq as it reads
 // it (the events appended since are not the session the first read
 // judged). An error of the first read is the read API's; any error of the
-// second, or a second read that does not give what the first did (the
-// session erased or changed between the two), is a *rereadError, after fn
-// was given part of the session, or all of it as the second read gave it.
+// second (the session erased or changed between the two reads, the read
+// failing, fn failing), or a second read that does not give what the first
+// did, is a *rereadError, after fn was given part of the session, or all
+// of it as the second read gave it.
 func readTwice(ctx context.Context, cl *client.Client, id string, fn func(json.RawMessage, *schema.Envelope) error) error {
 	var first readDigest
 	if err := eachRead(ctx, cl, id, 0, first.add); err != nil {
@@ -156,7 +157,7 @@ func readTwice(ctx context.Context, cl *client.Client, id string, fn func(json.R
 		return fn(raw, e)
 	})
 	if err == nil && !second.same(&first) {
-		err = errors.New("it gave other events than the first")
+		err = errors.New("it gave other events than the first read: the session changed between the two")
 	}
 	if err != nil {
 		return &rereadError{id: id, first: first, given: second.n, err: err}
@@ -199,8 +200,8 @@ type rereadError struct {
 }
 
 func (e *rereadError) Error() string {
-	return fmt.Sprintf("session %s changed between the export's two reads of it (the first judged it whole, %d events to seq %d; the second gave %d of them, then): %v",
-		e.id, e.first.n, e.first.last, e.given, e.err)
+	return fmt.Sprintf("session %s: its second read, which the export writes or sends as it reads, stopped after %d of the %d events (to seq %d) its first read judged whole: %v",
+		e.id, e.given, e.first.n, e.first.last, e.err)
 }
 
 func (e *rereadError) Unwrap() error { return e.err }
