@@ -176,16 +176,7 @@ func TestAgentExportsEverySessionItMayRead(t *testing.T) {
 			if _, err := cliEnv(t, s, users[who], nil, "export", "--to", "otlp", "--endpoint", rcv.URL); err != nil {
 				t.Fatalf("%s's export --to otlp: %v", who, err)
 			}
-			var got []string
-			for _, sp := range rcv.Take() {
-				for _, a := range sp.Attributes {
-					if a.Key == "session.id" && !slices.Contains(got, a.Value.GetStringValue()) {
-						got = append(got, a.Value.GetStringValue())
-					}
-				}
-			}
-			sort.Strings(got)
-			if !slices.Equal(got, want[who]) {
+			if got := spanSessions(rcv); !slices.Equal(got, want[who]) {
 				t.Errorf("%s's export --to otlp sent spans of %q, want %q", who, got, want[who])
 			}
 		}
@@ -230,7 +221,7 @@ func TestAgentExportsEverySessionItMayRead(t *testing.T) {
 			}
 			return nil
 		})
-		written, stderr, err := exportErasing(t, s, alice, opC, "_Tacme_s-gone")
+		written, stderr, err := exportErasing(t, s, alice, opC, "_Tacme_s-gone", nil, firstByte(t), nil)
 		if err != nil {
 			t.Fatalf("alice's export with s-gone erased after the list: %v\n%s", err, stderr)
 		}
@@ -254,6 +245,36 @@ func TestAgentExportsEverySessionItMayRead(t *testing.T) {
 			t.Errorf("alice's export: %d lines, %d of s-big; want %d of s-big and 4 of each of %q\n%s", len(lines), bigLines, bigEvents, want["alice"], stderr)
 		}
 	})
+	t.Run("OTLP: a session erased after the list is left out", func(t *testing.T) {
+		// s-gone2, then s-first, the most recently active: alice's export
+		// --to otlp lists both and sends s-first's spans first, which the
+		// collector holds while the operator erases s-gone2.
+		session("alice", "s-gone2", `{"title":"alice's, erased"}`)
+		session("alice", "s-first", `{"title":"alice's, sent first"}`)
+		natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+			if got := list("alice", nil, 0); !slices.Contains(got, "s-gone2") || !slices.Contains(got, "s-first") {
+				return fmt.Errorf("alice's list: %q", got)
+			}
+			return nil
+		})
+		rcv := otlptest.NewReceiver(t)
+		held, release := rcv.Hold(t)
+		_, stderr, err := exportErasing(t, s, alice, opC, "_Tacme_s-gone2", []string{"--to", "otlp", "--endpoint", rcv.URL}, func(io.Reader) []byte {
+			<-held
+			return nil
+		}, release)
+		if err != nil {
+			t.Fatalf("alice's export --to otlp with s-gone2 erased after the list: %v\n%s", err, stderr)
+		}
+		for _, w := range []string{"session s-gone2 not exported: erased since it was listed", "(1 sessions erased since they were listed left out)"} {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("alice's export --to otlp does not say %q:\n%s", w, stderr)
+			}
+		}
+		if got := spanSessions(rcv); !slices.Contains(got, "_Tacme_s-first") || slices.Contains(got, "_Tacme_s-gone2") {
+			t.Errorf("alice's export --to otlp sent spans of %q", got)
+		}
+	})
 	t.Run("a session erased during its export ends the export", func(t *testing.T) {
 		// s-big2, the most recently active, is read first. Its lines are
 		// more than the export buffers and a pipe holds, so with stdout
@@ -266,7 +287,7 @@ func TestAgentExportsEverySessionItMayRead(t *testing.T) {
 			}
 			return nil
 		})
-		written, stderr, err := exportErasing(t, s, alice, opC, "_Tacme_s-big2")
+		written, stderr, err := exportErasing(t, s, alice, opC, "_Tacme_s-big2", nil, firstByte(t), nil)
 		if err == nil {
 			t.Fatalf("alice's export of s-big2, erased during it, exits 0\n%s", stderr)
 		}
@@ -321,15 +342,18 @@ func bigSession(t *testing.T, c *client, id string, n, size int) {
 	c.NoViolation(t)
 }
 
-// exportErasing runs `sessionlog export` of every session as c, and has
-// the operator op erase session id once it has written its first bytes,
-// which it writes after the list: it returns what the export wrote and
-// said, and how it ended.
-func exportErasing(t *testing.T, s *stack, c, op creds, id string) (written, stderr string, err error) {
+// exportErasing runs `sessionlog export` of every session as c, with
+// args, and has the operator op erase session id once listed has
+// returned, which waits (reading from the export's stdout, whose bytes it
+// returns) for a sign that the export has listed; resume, when set, is
+// called after the erase. It returns what the export wrote and said, and
+// how it ended.
+func exportErasing(t *testing.T, s *stack, c, op creds, id string, args []string, listed func(stdout io.Reader) []byte, resume func()) (written, stderr string, err error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, sessionlogBin(t), "export", "--nats-url", s.natsURL, "--nats-user", c.user, "--nats-password", c.password)
+	full := append([]string{"export", "--nats-url", s.natsURL, "--nats-user", c.user, "--nats-password", c.password}, args...)
+	cmd := exec.CommandContext(ctx, sessionlogBin(t), full...)
 	cmd.Env = environ()
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
@@ -340,12 +364,12 @@ func exportErasing(t *testing.T, s *stack, c, op creds, id string) (written, std
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	first := make([]byte, 1)
-	if _, err := io.ReadFull(out, first); err != nil {
-		t.Fatalf("%s's export wrote nothing: %v\n%s", c.user, err, errb.String())
-	}
+	first := listed(out)
 	if got, err := cli(t, s, op, "erase", id, "--reason", "perms test"); err != nil || !strings.Contains(got, "erased "+id) {
 		t.Fatalf("erase %s: %v\n%s", id, err, got)
+	}
+	if resume != nil {
+		resume()
 	}
 	rest, err := io.ReadAll(out)
 	if err != nil {
@@ -353,4 +377,31 @@ func exportErasing(t *testing.T, s *stack, c, op creds, id string) (written, std
 	}
 	err = cmd.Wait()
 	return string(first) + string(rest), errb.String(), err
+}
+
+// spanSessions is the session.id of the spans rcv received since it was
+// last asked, each once, sorted.
+func spanSessions(rcv *otlptest.Receiver) []string {
+	var got []string
+	for _, sp := range rcv.Take() {
+		for _, a := range sp.Attributes {
+			if a.Key == "session.id" && !slices.Contains(got, a.Value.GetStringValue()) {
+				got = append(got, a.Value.GetStringValue())
+			}
+		}
+	}
+	sort.Strings(got)
+	return got
+}
+
+// firstByte is exportErasing's listed of an export of JSON lines: its
+// first byte, which it writes after the list.
+func firstByte(t *testing.T) func(io.Reader) []byte {
+	return func(out io.Reader) []byte {
+		first := make([]byte, 1)
+		if _, err := io.ReadFull(out, first); err != nil {
+			t.Fatalf("the export wrote nothing: %v", err)
+		}
+		return first
+	}
 }
