@@ -345,6 +345,7 @@ type readPages struct {
 	page  []json.RawMessage // the last page read
 	at    int               // the index in page of the next event to take
 	upTo  uint64            // when set, no page asks past this seq
+	pages int               // the pages asked for
 }
 
 // notExported is the error of an export that skipped sessions.
@@ -370,6 +371,7 @@ func (p *readPages) next(after uint64) ([]json.RawMessage, bool, error) {
 		}
 		req.Limit = int(min(p.upTo-after, api.MaxReadLimit))
 	}
+	p.pages++
 	r, err := p.cl.Read(p.ctx, req)
 	if err != nil {
 		return nil, false, fmt.Errorf("read %s: %w", p.id, err)

@@ -141,21 +141,35 @@ func (x *readExport) leftOut() string {
 // keeps only their number, the last seq and a digest of their stored
 // bytes. The second read gives fn each event up to that seq as it reads
 // it (the events appended since are not the session the first read
-// judged). An error of the first read is the read API's; any error of the
+// judged); a session the first read found in one page is given from that
+// page, which is not read again. An error of the first read is the read API's; any error of the
 // second (the session erased or changed between the two reads, the read
 // failing, fn failing), or a second read that does not give what the first
 // did, is a *rereadError, after fn was given part of the session, or all
 // of it as the second read gave it.
 func readTwice(ctx context.Context, cl *client.Client, id string, fn func(json.RawMessage, *schema.Envelope) error) error {
 	var first readDigest
-	if err := eachRead(ctx, cl, id, 0, first.add); err != nil {
+	p := readPages{ctx: ctx, cl: cl, id: id}
+	if err := p.each(first.add); err != nil {
 		return err
 	}
 	var second readDigest
-	err := eachRead(ctx, cl, id, first.last, func(raw json.RawMessage, e *schema.Envelope) error {
+	give := func(raw json.RawMessage, e *schema.Envelope) error {
 		second.add(raw, e)
 		return fn(raw, e)
-	})
+	}
+	var err error
+	if p.pages == 1 {
+		// One page held the whole session: its events are given from
+		// that page, not read again.
+		p.at = 0
+		err = agentlog.EachStored(0, func(uint64) ([]json.RawMessage, bool, error) { return p.page, false, nil }, func(e schema.Envelope) error {
+			return give(p.take(), &e)
+		})
+	} else {
+		again := readPages{ctx: ctx, cl: cl, id: id, upTo: first.last}
+		err = again.each(give)
+	}
 	if err == nil && !second.same(&first) {
 		err = errors.New("it gave other events than the first read: the session changed between the two")
 	}
@@ -206,11 +220,10 @@ func (e *rereadError) Error() string {
 
 func (e *rereadError) Unwrap() error { return e.err }
 
-// eachRead calls fn with each stored event of session id, read through
-// the writer a page at a time, as stored and decoded, up to seq upTo (0:
-// to the session's end); a session without events is not found.
-func eachRead(ctx context.Context, cl *client.Client, id string, upTo uint64, fn func(json.RawMessage, *schema.Envelope) error) error {
-	p := readPages{ctx: ctx, cl: cl, id: id, upTo: upTo}
+// each calls fn with each stored event of the session, read through the
+// writer a page at a time, as stored and decoded, up to seq p.upTo (0: to
+// the session's end); a session without events is not found.
+func (p *readPages) each(fn func(json.RawMessage, *schema.Envelope) error) error {
 	err := agentlog.EachStored(0, p.next, func(e schema.Envelope) error {
 		// EachStored gives the page's events in order, each once.
 		return fn(p.take(), &e)
