@@ -125,7 +125,7 @@ func runExportRead(ctx context.Context, fs *flag.FlagSet, nf *natsFlags, id, to,
 			return err
 		}
 		defer exp.Shutdown(context.Background())
-		return transfer.ExportOTLPRead(v.ctx, v.cl, ids, exp, endpoint, stderr)
+		return transfer.ExportOTLPRead(v.ctx, v.cl, ids, id == "", exp, endpoint, stderr)
 	}
-	return transfer.ExportRead(v.ctx, v.cl, ids, stdout, stderr)
+	return transfer.ExportRead(v.ctx, v.cl, ids, id == "", stdout, stderr)
 }

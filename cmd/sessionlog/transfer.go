@@ -22,7 +22,7 @@ import (
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs, nf := sreFlags("export", stderr)
-	only := fs.String("session", "", "export only this session")
+	only := fs.String("session", "", "export only this session; without it every session. A user that may not read the log (an agent's) exports every session sessions.api.list gives it, each read twice through sessions.api.read a page at a time (the first read judges it whole, the second writes it as it reads): one erased since the list is left out and counted, one unreadable left out and named (exit 1), any other refusal ends the export; a session erased or changed between its two reads ends the export with an error naming it, stdout then holding the sessions before it whole and the lines of its own that the second read gave before it failed, each line whole")
 	to := fs.String("to", "", "write sessions in another format: an agent's own (claude-code, codex, pi) or otlp (each ended turn as an OpenTelemetry trace to --endpoint); default sessionlog JSONL on stdout")
 	endpoint := fs.String("endpoint", "", "with --to otlp: the OTLP/HTTP collector (http://host:4318)")
 	outPath := fs.String("o", "", "with --to FORMAT: write to this file instead of stdout")

@@ -1,8 +1,12 @@
 package perms
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"os/exec"
 	"slices"
 	"sort"
 	"strings"
@@ -23,7 +27,10 @@ import (
 // granted to it, and nothing of another agent's of its tenant or of
 // another tenant's, though carol of globex uses the same ids as alice of
 // acme. The list is asked as a hostile agent too: a forged
-// Nats-Request-Info header and another agent's cursor change nothing.
+// Nats-Request-Info header and another agent's cursor change nothing. A
+// session erased after the export listed it is left out, said and counted;
+// one erased while the export writes it ends the export, which then wrote
+// its first lines, each whole.
 func TestAgentExportsEverySessionItMayRead(t *testing.T) {
 	confPath, env, users := tenantsDeployment(t)
 	s := startUp(t, env, "--nats-config", confPath)
@@ -169,16 +176,7 @@ func TestAgentExportsEverySessionItMayRead(t *testing.T) {
 			if _, err := cliEnv(t, s, users[who], nil, "export", "--to", "otlp", "--endpoint", rcv.URL); err != nil {
 				t.Fatalf("%s's export --to otlp: %v", who, err)
 			}
-			var got []string
-			for _, sp := range rcv.Take() {
-				for _, a := range sp.Attributes {
-					if a.Key == "session.id" && !slices.Contains(got, a.Value.GetStringValue()) {
-						got = append(got, a.Value.GetStringValue())
-					}
-				}
-			}
-			sort.Strings(got)
-			if !slices.Equal(got, want[who]) {
+			if got := spanSessions(rcv); !slices.Equal(got, want[who]) {
 				t.Errorf("%s's export --to otlp sent spans of %q, want %q", who, got, want[who])
 			}
 		}
@@ -206,4 +204,204 @@ func TestAgentExportsEverySessionItMayRead(t *testing.T) {
 			t.Errorf("refused exports sent %d spans", n)
 		}
 	})
+
+	t.Run("a session erased after the list is left out", func(t *testing.T) {
+		// s-gone, then s-big, the most recently active: alice's export
+		// lists both and reads s-big first. Its lines are more than the
+		// export buffers and a pipe holds, so with stdout not read the
+		// export waits on its writes with s-gone not yet read; the
+		// operator erases s-gone then.
+		session("alice", "s-gone", `{"title":"alice's, erased"}`)
+		bigSession(t, conns["alice"], "s-big", bigEvents, bigSize)
+		listed := append(wantWire("alice"), "s-big", "s-gone")
+		sort.Strings(listed)
+		natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+			if got := list("alice", nil, 0); !slices.Equal(got, listed) {
+				return fmt.Errorf("alice's list: %q, want %q", got, listed)
+			}
+			return nil
+		})
+		written, stderr, err := exportErasing(t, s, alice, opC, "_Tacme_s-gone", nil, firstByte(t), nil)
+		if err != nil {
+			t.Fatalf("alice's export with s-gone erased after the list: %v\n%s", err, stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(written), "\n")
+		bigLines := 0
+		for _, l := range lines {
+			if strings.Contains(l, "s-gone") {
+				t.Fatalf("alice's export wrote a line of s-gone: %.300s", l)
+			}
+			if strings.Contains(l, `"sessionId":"_Tacme_s-big"`) {
+				bigLines++
+			}
+		}
+		for _, w := range []string{"session s-gone not exported: erased since it was listed", "(1 sessions erased since they were listed left out)"} {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("alice's export does not say %q:\n%s", w, stderr)
+			}
+		}
+		// s-big whole, and each session she may still read.
+		if bigLines != bigEvents || len(lines) != bigEvents+4*len(want["alice"]) {
+			t.Errorf("alice's export: %d lines, %d of s-big; want %d of s-big and 4 of each of %q\n%s", len(lines), bigLines, bigEvents, want["alice"], stderr)
+		}
+	})
+	t.Run("OTLP: a session erased after the list is left out", func(t *testing.T) {
+		// s-gone2, then s-first, the most recently active: alice's export
+		// --to otlp lists both and sends s-first's spans first, which the
+		// collector holds while the operator erases s-gone2.
+		session("alice", "s-gone2", `{"title":"alice's, erased"}`)
+		session("alice", "s-first", `{"title":"alice's, sent first"}`)
+		natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+			if got := list("alice", nil, 0); !slices.Contains(got, "s-gone2") || !slices.Contains(got, "s-first") {
+				return fmt.Errorf("alice's list: %q", got)
+			}
+			return nil
+		})
+		rcv := otlptest.NewReceiver(t)
+		held, release := rcv.Hold(t)
+		_, stderr, err := exportErasing(t, s, alice, opC, "_Tacme_s-gone2", []string{"--to", "otlp", "--endpoint", rcv.URL}, func(io.Reader) []byte {
+			<-held
+			return nil
+		}, release)
+		if err != nil {
+			t.Fatalf("alice's export --to otlp with s-gone2 erased after the list: %v\n%s", err, stderr)
+		}
+		for _, w := range []string{"session s-gone2 not exported: erased since it was listed", "(1 sessions erased since they were listed left out)"} {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("alice's export --to otlp does not say %q:\n%s", w, stderr)
+			}
+		}
+		if got := spanSessions(rcv); !slices.Contains(got, "_Tacme_s-first") || slices.Contains(got, "_Tacme_s-gone2") {
+			t.Errorf("alice's export --to otlp sent spans of %q", got)
+		}
+	})
+	t.Run("a session erased during its export ends the export", func(t *testing.T) {
+		// s-big2, the most recently active, is read first. Its lines are
+		// more than the export buffers and a pipe holds, so with stdout
+		// not read the export waits on its writes having read a part of
+		// it for the second time; the operator erases it then.
+		bigSession(t, conns["alice"], "s-big2", bigEvents, bigSize)
+		natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+			if got := list("alice", nil, 0); !slices.Contains(got, "s-big2") {
+				return fmt.Errorf("alice's list holds no s-big2: %q", got)
+			}
+			return nil
+		})
+		written, stderr, err := exportErasing(t, s, alice, opC, "_Tacme_s-big2", nil, firstByte(t), nil)
+		if err == nil {
+			t.Fatalf("alice's export of s-big2, erased during it, exits 0\n%s", stderr)
+		}
+		// What it wrote: s-big2's first events, each line whole, as many
+		// as the error says.
+		if !strings.HasSuffix(written, "\n") {
+			t.Fatalf("alice's export ends inside a line: %q", written[max(0, len(written)-200):])
+		}
+		lines := strings.Split(strings.TrimSuffix(written, "\n"), "\n")
+		if len(lines) == 0 || len(lines) >= bigEvents {
+			t.Fatalf("alice's export wrote %d lines of s-big2", len(lines))
+		}
+		for _, w := range []string{fmt.Sprintf("session s-big2: its second read, which the export writes or sends as it reads, stopped after %d of the %d events (to seq %d) its first read judged whole: ", len(lines), bigEvents, bigEvents), "erased"} {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("alice's export does not say %q:\n%s", w, stderr)
+			}
+		}
+		for i, l := range lines {
+			var e struct {
+				SessionID string `json:"sessionId"`
+				Seq       int    `json:"seq"`
+			}
+			if err := json.Unmarshal([]byte(l), &e); err != nil || e.SessionID != "_Tacme_s-big2" || e.Seq != i+1 {
+				t.Fatalf("line %d of alice's export: %v %.200s", i+1, err, l)
+			}
+		}
+	})
+}
+
+// The big sessions of TestAgentExportsEverySessionItMayRead: some 4.8 MB
+// of lines, more than the export's buffer (1 MiB) and a pipe (64 KiB)
+// hold, in pages of some 60 events.
+const bigEvents, bigSize = 300, 16000
+
+// bigSession appends a session of n events, every one after the first a
+// user message of size bytes, at most 500 and some 512 KiB to an append.
+func bigSession(t *testing.T, c *client, id string, n, size int) {
+	t.Helper()
+	pad := strings.Repeat("x", size)
+	batch := make([]map[string]any, 0, max(1, min(500, 512<<10/size)))
+	for i := range n {
+		if i == 0 {
+			batch = append(batch, ev("c1", "session/created", "", "", `{"title":"big"}`))
+		} else {
+			batch = append(batch, ev(fmt.Sprintf("e%d", i), "message/user", "", "", fmt.Sprintf(`{"content":"%s"}`, pad)))
+		}
+		if len(batch) == cap(batch) || i == n-1 {
+			appendEvents(t, c, id, "", batch...)
+			batch = batch[:0]
+		}
+	}
+	c.NoViolation(t)
+}
+
+// exportErasing runs `sessionlog export` of every session as c, with
+// args, and has the operator op erase session id once listed has
+// returned, which waits (reading from the export's stdout, whose bytes it
+// returns) for a sign that the export has listed; resume, when set, is
+// called after the erase. It returns what the export wrote and said, and
+// how it ended.
+func exportErasing(t *testing.T, s *stack, c, op creds, id string, args []string, listed func(stdout io.Reader) []byte, resume func()) (written, stderr string, err error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	full := append([]string{"export", "--nats-url", s.natsURL, "--nats-user", c.user, "--nats-password", c.password}, args...)
+	cmd := exec.CommandContext(ctx, sessionlogBin(t), full...)
+	cmd.Env = environ()
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	first := listed(out)
+	if got, err := cli(t, s, op, "erase", id, "--reason", "perms test"); err != nil || !strings.Contains(got, "erased "+id) {
+		t.Fatalf("erase %s: %v\n%s", id, err, got)
+	}
+	if resume != nil {
+		resume()
+	}
+	rest, err := io.ReadAll(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	return string(first) + string(rest), errb.String(), err
+}
+
+// spanSessions is the session.id of the spans rcv received since it was
+// last asked, each once, sorted.
+func spanSessions(rcv *otlptest.Receiver) []string {
+	var got []string
+	for _, sp := range rcv.Take() {
+		for _, a := range sp.Attributes {
+			if a.Key == "session.id" && !slices.Contains(got, a.Value.GetStringValue()) {
+				got = append(got, a.Value.GetStringValue())
+			}
+		}
+	}
+	sort.Strings(got)
+	return got
+}
+
+// firstByte is exportErasing's listed of an export of JSON lines: its
+// first byte, which it writes after the list.
+func firstByte(t *testing.T) func(io.Reader) []byte {
+	return func(out io.Reader) []byte {
+		first := make([]byte, 1)
+		if _, err := io.ReadFull(out, first); err != nil {
+			t.Fatalf("the export wrote nothing: %v", err)
+		}
+		return first
+	}
 }

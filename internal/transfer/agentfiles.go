@@ -2,7 +2,6 @@ package transfer
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,10 +13,7 @@ import (
 	"strings"
 	"sync"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-
 	"github.com/sessionlog/sessionlog/internal/clientlog"
-	"github.com/sessionlog/sessionlog/internal/otelexport"
 	"github.com/sessionlog/sessionlog/internal/progress"
 	"github.com/sessionlog/sessionlog/internal/sre"
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
@@ -348,96 +344,8 @@ type readPages struct {
 	found bool              // a page held an event
 	page  []json.RawMessage // the last page read
 	at    int               // the index in page of the next event to take
-}
-
-// ExportRead writes the sessions ids, read through the writer's read API
-// (sessions.api.read, which an agent may use: DESIGN.md section 12), as
-// Export writes them: JSON lines, one stored envelope per line as the
-// read API gives it (as stored: a tenant's session under
-// _T<tenant>_<id>), each session written whole or not at all. A session
-// the read API answers unreadable is skipped, said on stderr and named
-// in the error; any other refusal ends the export. The export of an
-// agent's own sessions, which may not read the log itself.
-func ExportRead(ctx context.Context, cl *client.Client, ids []string, stdout, stderr io.Writer) error {
-	w := bufio.NewWriterSize(stdout, 1<<20)
-	var buf bytes.Buffer
-	var events int
-	var skipped []string
-	for _, id := range ids {
-		buf.Reset()
-		n := 0
-		err := eachRead(ctx, cl, id, func(raw json.RawMessage, _ *schema.Envelope) error {
-			n++
-			return sre.WriteLine(&buf, raw)
-		})
-		if skip, err := skipUnreadable(id, err, stderr); skip {
-			skipped = append(skipped, id)
-			continue
-		} else if err != nil {
-			return err
-		}
-		if _, err := w.Write(buf.Bytes()); err != nil {
-			return err
-		}
-		events += n
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "exported %d sessions, %d events\n", len(ids)-len(skipped), events)
-	return notExported(skipped)
-}
-
-// ExportOTLPRead is ExportOTLP for a user that may not read the log (an
-// agent's): each session read through the writer's read API, twice (a
-// first read checks it whole, the second sends its turns as it reads),
-// its spans named by the stored events as ExportOTLP names them.
-func ExportOTLPRead(ctx context.Context, cl *client.Client, ids []string, exp sdktrace.SpanExporter, endpoint string, stderr io.Writer) error {
-	var turns, spans int
-	var skipped []string
-	for _, id := range ids {
-		err := eachRead(ctx, cl, id, func(json.RawMessage, *schema.Envelope) error { return nil })
-		if skip, err := skipUnreadable(id, err, stderr); skip {
-			skipped = append(skipped, id)
-			continue
-		} else if err != nil {
-			return err
-		}
-		snd := otelexport.NewSender(ctx, exp)
-		if err := eachRead(ctx, cl, id, func(_ json.RawMessage, e *schema.Envelope) error { return snd.Add(e) }); err != nil {
-			return fmt.Errorf("session %s: %w", id, err)
-		}
-		if err := snd.Close(); err != nil {
-			return fmt.Errorf("session %s: %w", id, err)
-		}
-		turns += snd.Turns
-		spans += snd.Spans
-	}
-	fmt.Fprintf(stderr, "exported %d sessions: %d turns, %d spans to %s\n", len(ids)-len(skipped), turns, spans, endpoint)
-	return notExported(skipped)
-}
-
-// eachRead calls fn with each stored event of session id, read through
-// the writer a page at a time, as stored and decoded; a session without
-// events is not found.
-func eachRead(ctx context.Context, cl *client.Client, id string, fn func(json.RawMessage, *schema.Envelope) error) error {
-	p := readPages{ctx: ctx, cl: cl, id: id}
-	err := agentlog.EachStored(0, p.next, func(e schema.Envelope) error {
-		// EachStored gives the page's events in order, each once.
-		return fn(p.take(), &e)
-	})
-	return p.end(err)
-}
-
-// skipUnreadable says whether the read of session id ended with the read
-// API's unreadable answer: the session is then not exported, said on
-// stderr.
-func skipUnreadable(id string, err error, stderr io.Writer) (bool, error) {
-	if !errors.Is(err, client.ErrUnreadable) {
-		return false, err
-	}
-	fmt.Fprintf(stderr, "session %s not exported: %v\n", id, err)
-	return true, nil
+	upTo  uint64            // when set, no page asks past this seq
+	pages int               // the pages asked for
 }
 
 // notExported is the error of an export that skipped sessions.
@@ -456,7 +364,15 @@ func (p *readPages) take() json.RawMessage {
 }
 
 func (p *readPages) next(after uint64) ([]json.RawMessage, bool, error) {
-	r, err := p.cl.Read(p.ctx, api.ReadRequest{SessionID: p.id, AfterSeq: after})
+	req := api.ReadRequest{SessionID: p.id, AfterSeq: after}
+	if p.upTo > 0 {
+		if after >= p.upTo {
+			return nil, false, nil
+		}
+		req.Limit = int(min(p.upTo-after, api.MaxReadLimit))
+	}
+	p.pages++
+	r, err := p.cl.Read(p.ctx, req)
 	if err != nil {
 		return nil, false, fmt.Errorf("read %s: %w", p.id, err)
 	}

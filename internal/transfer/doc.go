@@ -4,7 +4,8 @@
 // one after another in seq order, through the store; ExportOTLP sends
 // their turns as OpenTelemetry traces; ImportFrom and ExportTo read and
 // write an agent's own session files (DESIGN.md section 13) through the
-// writer, as an agent; ExportRead writes the JSON lines of one session
-// read through the writer, for a user that may not read the log. The
-// command parses the verbs' flags and calls them here.
+// writer, as an agent; ExportRead and ExportOTLPRead are Export and
+// ExportOTLP of sessions read through the writer (each twice, a page at a
+// time: readTwice), for a user that may not read the log. The command
+// parses the verbs' flags and calls them here.
 package transfer

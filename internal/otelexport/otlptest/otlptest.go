@@ -21,6 +21,8 @@ type Receiver struct {
 	mu    sync.Mutex
 	spans []*tracepb.Span
 	sizes []int // spans per request
+	// held and release, when set, hold the next request (Hold).
+	held, release chan struct{}
 }
 
 // NewReceiver starts a receiver, closed when the test ends.
@@ -31,6 +33,14 @@ func NewReceiver(t testing.TB) *Receiver {
 			t.Errorf("receiver: %s %s %s", req.Method, req.URL.Path, req.Header.Get("Content-Type"))
 			http.Error(w, "no", http.StatusNotFound)
 			return
+		}
+		r.mu.Lock()
+		held, release := r.held, r.release
+		r.held, r.release = nil, nil
+		r.mu.Unlock()
+		if held != nil {
+			close(held)
+			<-release
 		}
 		b, _ := io.ReadAll(req.Body)
 		var msg coltracepb.ExportTraceServiceRequest
@@ -64,6 +74,19 @@ func NewReceiver(t testing.TB) *Receiver {
 	}))
 	t.Cleanup(r.Close)
 	return r
+}
+
+// Hold makes the next request wait until release is called (at the
+// latest when the test ends); held is closed when that request has come.
+func (r *Receiver) Hold(t testing.TB) (held <-chan struct{}, release func()) {
+	h, rel := make(chan struct{}), make(chan struct{})
+	r.mu.Lock()
+	r.held, r.release = h, rel
+	r.mu.Unlock()
+	var once sync.Once
+	release = func() { once.Do(func() { close(rel) }) }
+	t.Cleanup(release)
+	return h, release
 }
 
 // Take returns the spans received so far and forgets them.
