@@ -2,9 +2,11 @@ package logstore
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -213,6 +215,7 @@ func (s *Store) chain(req *AppendRequest, subject, prev string) (msgs []*nats.Ms
 		return nil, "", schema.Errorf(schema.CodeBadRequest, "%d hashes for %d bodies", len(req.Hashes), len(req.Bodies))
 	}
 	msgs = make([]*nats.Msg, len(req.Events))
+	ems := make([]eventMsg, len(req.Events))
 	for i := range req.Events {
 		e := &req.Events[i]
 		var body []byte
@@ -224,29 +227,71 @@ func (s *Store) chain(req *AppendRequest, subject, prev string) (msgs []*nats.Ms
 		if len(body) > s.cfg.MaxEventBytes {
 			return nil, "", schema.Errorf(schema.CodeTooLarge, "event is %d bytes, limit %d", len(body), s.cfg.MaxEventBytes).WithIndex(i)
 		}
-		// The header's values share one array (one allocation, not one
-		// per value).
-		vals := [6]string{MsgID(req.SessionID, e.EventID), e.Type, strconv.FormatUint(e.Seq, 10), strconv.Itoa(e.SchemaVersion), "", prev}
+		em := &ems[i]
+		// The header's values share one array, and the strings this
+		// append makes (the message id, the seq, the expectation and the
+		// chain hash of body) one string: an allocation each, not one
+		// per value.
+		em.vals = [6]string{"", e.Type, "", strconv.Itoa(e.SchemaVersion), "", prev}
+		expected := i == 0 // an expectation on a later message of the same subject fails the batch (10164): only the first carries it
+		made := em.spell(req, e, body, expected)
 		h := make(nats.Header, 6)
-		h[HeaderMsgID], h[HeaderType], h[HeaderSeq], h[HeaderSchema] = vals[0:1:1], vals[1:2:2], vals[2:3:3], vals[3:4:4]
+		h[HeaderMsgID], h[HeaderType], h[HeaderSeq], h[HeaderSchema] = em.vals[0:1:1], em.vals[1:2:2], em.vals[2:3:3], em.vals[3:4:4]
 		if prev != "" {
-			h[HeaderPrev] = vals[5:6:6]
+			h[HeaderPrev] = em.vals[5:6:6]
+		}
+		if expected {
+			h[HeaderExpectedSeq] = em.vals[4:5:5]
 		}
 		// The chain: the next event is written after this body.
 		if req.Hashes != nil {
 			prev = req.Hashes[i]
 		} else {
-			prev = ChainHash(body)
+			prev = made
 		}
-		if i == 0 {
-			// An expectation on a later message of the same subject fails
-			// the batch (10164): only the first carries it.
-			vals[4] = strconv.FormatUint(req.ExpectedStreamSeq, 10)
-			h[HeaderExpectedSeq] = vals[4:5:5]
-		}
-		msgs[i] = &nats.Msg{Subject: subject, Header: h, Data: body}
+		em.m = nats.Msg{Subject: subject, Header: h, Data: body}
+		msgs[i] = &em.m
 	}
 	return msgs, prev, nil
+}
+
+// eventMsg is one event's message and the values of its header,
+// allocated together.
+type eventMsg struct {
+	m    nats.Msg
+	vals [6]string
+}
+
+// spell sets em.vals' message id (0), seq (2) and, when expected, the
+// expectation (4) as substrings of one string, which also holds body's
+// ChainHash unless req brings the hashes; it returns that hash.
+func (em *eventMsg) spell(req *AppendRequest, e *schema.Envelope, body []byte, expected bool) (hash string) {
+	var b strings.Builder
+	b.Grow(len(req.SessionID) + 1 + len(e.EventID) + 2*20 + 2*len(ChainSum{}))
+	var num [20]byte
+	b.WriteString(req.SessionID)
+	b.WriteByte(':')
+	b.WriteString(e.EventID)
+	ends := [4]int{b.Len()}
+	b.Write(strconv.AppendUint(num[:0], e.Seq, 10))
+	ends[1] = b.Len()
+	if expected {
+		b.Write(strconv.AppendUint(num[:0], req.ExpectedStreamSeq, 10))
+	}
+	ends[2] = b.Len()
+	if req.Hashes == nil {
+		sum := ChainSumOf(body)
+		var spelt [2 * len(ChainSum{})]byte
+		hex.Encode(spelt[:], sum[:])
+		b.Write(spelt[:])
+	}
+	ends[3] = b.Len()
+	all := b.String()
+	em.vals[0], em.vals[2] = all[:ends[0]], all[ends[0]:ends[1]]
+	if expected {
+		em.vals[4] = all[ends[1]:ends[2]]
+	}
+	return all[ends[2]:ends[3]]
 }
 
 // publish sends the messages once: a plain publish for one event, an

@@ -36,7 +36,19 @@ type replySlot struct {
 	ch    chan *nats.Msg
 	gen   uint64
 	timer *time.Timer
+	// fireAt is when timer fires (on the clock of since), 0 once its
+	// firing was received. The timer stays armed between requests: a
+	// request whose deadline is no earlier than fireAt leaves it as it is,
+	// and a firing before the deadline re-arms it, so most requests touch
+	// no timer at all (a Reset and a Stop each were a visible share of a
+	// one-event append).
+	fireAt time.Duration
 }
+
+// epoch is the origin of since: a monotonic clock read once per call.
+var epoch = time.Now()
+
+func since() time.Duration { return time.Since(epoch) }
 
 // DefaultMax is a bound on the inboxes of one pool that concurrent
 // callers of a process rarely reach.
@@ -115,13 +127,10 @@ func (sl *replySlot) request(ctx context.Context, nc *nats.Conn, m *nats.Msg, ti
 		return nil, err
 	}
 	var expired <-chan time.Time
+	var deadline time.Duration
 	if timeout > 0 {
-		if sl.timer == nil {
-			sl.timer = time.NewTimer(timeout)
-		} else {
-			sl.timer.Reset(timeout)
-		}
-		defer sl.timer.Stop()
+		deadline = since() + timeout
+		sl.arm(deadline)
 		expired = sl.timer.C
 	}
 	for {
@@ -135,9 +144,27 @@ func (sl *replySlot) request(ctx context.Context, nc *nats.Conn, m *nats.Msg, ti
 			}
 			return resp, nil
 		case <-expired:
-			return nil, nats.ErrTimeout
+			sl.fireAt = 0
+			if since() >= deadline {
+				return nil, nats.ErrTimeout
+			}
+			sl.arm(deadline) // armed by an earlier request
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// arm makes the slot's timer fire no later than deadline.
+func (sl *replySlot) arm(deadline time.Duration) {
+	if sl.fireAt != 0 && sl.fireAt <= deadline {
+		return
+	}
+	d := max(deadline-since(), 1)
+	if sl.timer == nil {
+		sl.timer = time.NewTimer(d)
+	} else {
+		sl.timer.Reset(d)
+	}
+	sl.fireAt = deadline
 }

@@ -16,12 +16,8 @@ import (
 // responders, a timeout, the context's end; when every slot is busy the
 // request still goes out through RequestMsg.
 func TestReplySlots(t *testing.T) {
-	srv := natstest.RunServer(t)
-	nc := natstest.Connect(t, srv)
-	svc := natstest.Connect(t, srv)
-
 	release, sentLate := make(chan struct{}), make(chan struct{})
-	sub, err := svc.Subscribe("echo", func(m *nats.Msg) {
+	p := echoSlots(t, func(m *nats.Msg) {
 		switch string(m.Data) {
 		case "never":
 			return
@@ -35,14 +31,6 @@ func TestReplySlots(t *testing.T) {
 		}
 		_ = m.Respond(append([]byte("re:"), m.Data...))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sub.Drain() }()
-	if err := svc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	p := New(nc, 1)
 	ctx := context.Background()
 	req := func(ctx context.Context, data string, timeout time.Duration) (string, error) {
 		m, err := p.Request(ctx, &nats.Msg{Subject: "echo", Data: []byte(data)}, timeout)
@@ -108,6 +96,64 @@ func TestReplySlots(t *testing.T) {
 		t.Fatalf("without a free slot, unanswered: %v, want a timeout", err)
 	}
 	p.put(sl)
+}
+
+// A slot's timer is left armed by one request for the next: a request
+// times out on its own timeout, not the later one an earlier request
+// armed, and a firing armed by an earlier request does not end a request
+// whose own timeout is still running.
+func TestReplySlotTimerKeptArmed(t *testing.T) {
+	p := echoSlots(t, func(m *nats.Msg) {
+		if string(m.Data) != "never" {
+			_ = m.Respond(m.Data)
+		}
+	})
+	ctx := context.Background()
+	req := func(ctx context.Context, data string, timeout time.Duration) error {
+		_, err := p.Request(ctx, &nats.Msg{Subject: "echo", Data: []byte(data)}, timeout)
+		return err
+	}
+
+	// Armed for an hour by the first request, the timer is brought
+	// forward: the second request's timeout ends it, long before the
+	// context's deadline would.
+	if err := req(ctx, "a", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := req(cctx, "never", 30*time.Millisecond); !errors.Is(err, nats.ErrTimeout) {
+		t.Fatalf("unanswered after a request with a longer timeout: %v, want a timeout", err)
+	}
+
+	// Armed to fire at once, as a request with a short timeout left it,
+	// the timer fires while the next request, whose timeout is an hour,
+	// waits: that request is answered.
+	for i := range 20 {
+		sl := <-p.free
+		sl.arm(since() + time.Microsecond)
+		p.put(sl)
+		if err := req(ctx, "b", time.Hour); err != nil {
+			t.Fatalf("request %d after an earlier firing: %v", i, err)
+		}
+	}
+}
+
+// echoSlots is a pool of one slot on a server whose subject echo h
+// answers (from a connection of its own).
+func echoSlots(t *testing.T, h nats.MsgHandler) *Slots {
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv)
+	svc := natstest.Connect(t, srv)
+	sub, err := svc.Subscribe("echo", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Drain() })
+	if err := svc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return New(nc, 1)
 }
 
 // BenchmarkRequest shows what the reply slots buy over the library path,

@@ -338,7 +338,10 @@ func (s *Service) dispatch(ctx context.Context, r micro.Request, h func(context.
 }
 
 // worker runs j, then the requests handed to it, until it has been idle
-// for workerIdle or the service stops.
+// for workerIdle or the service stops. Its idle timer is not reset per
+// request (a Reset was a visible share of a one-event append): it fires
+// workerIdle after it was armed, and a worker that was busy since waits
+// out the rest of its idle time.
 func (s *Service) worker(j job) {
 	defer func() {
 		<-s.sem
@@ -346,6 +349,7 @@ func (s *Service) worker(j job) {
 	}()
 	idle := time.NewTimer(workerIdle)
 	defer idle.Stop()
+	start := time.Now()
 	for {
 		s.m.inflight.Inc()
 		// No deadline here: the store bounds each JetStream call with its
@@ -354,10 +358,15 @@ func (s *Service) worker(j job) {
 		// no time to be resolved.
 		j.h(j.ctx, j.m)
 		s.m.inflight.Dec()
-		idle.Reset(workerIdle)
+		done := time.Since(start)
+	wait:
 		select {
 		case j = <-s.jobs:
 		case <-idle.C:
+			if rest := workerIdle - (time.Since(start) - done); rest > 0 {
+				idle.Reset(rest)
+				goto wait
+			}
 			return
 		case <-s.stop:
 			return
