@@ -210,6 +210,13 @@ func openBody(a cipher.AEAD, data []byte, msgID string) ([]byte, error) {
 	return a.Open(nil, data[:sealNonceBytes], data[sealNonceBytes:], []byte(msgID))
 }
 
+// openFailed reports whether err is open's answer about a sealed body (its
+// key gone, or it does not open): an answer about the stored message,
+// which reading it again does not change.
+func openFailed(err error) bool {
+	return err != nil && (errors.Is(err, ErrKeyGone) || schema.CodeOf(err) == schema.CodeUnreadable)
+}
+
 // Open opens a message read around this store's reads (its body sealed:
 // plain after). See open.
 func (s *Store) Open(ctx context.Context, m *Msg) error { return s.open(ctx, m) }
