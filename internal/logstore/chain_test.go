@@ -113,6 +113,12 @@ func testChainBreaks(t *testing.T, sealed bool) {
 			if schema.CodeOf(err) != schema.CodeUnreadable || !strings.Contains(fmt.Sprint(err), "does not open") || errors.Is(err, logstore.ErrReadStalled) {
 				t.Errorf("%s: read %v, want unreadable: the body does not open", how, err)
 			}
+			// The judge's verdict, as on a body that does not decode: at
+			// the message after seq 1.
+			var ue *logstore.UnreadableError
+			if err := st.FirstUnreadable(ctx, sid); !errors.As(err, &ue) || ue.Kind != logstore.KindUnopened || ue.AfterSeq != 1 {
+				t.Errorf("%s: the judge finds %v, want the message after seq 1 unopened", how, err)
+			}
 			continue
 		}
 		breaks := logstore.CheckChain(storedMsgs(t, st, sid))

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -175,7 +176,8 @@ func sealMsg(a cipher.AEAD, m *nats.Msg) *nats.Msg {
 
 // open replaces a sealed m's body with the plain one. A sealed body whose
 // key is gone is ErrKeyGone; one that does not open (changed in the
-// store, or another seal) is unreadable. m without a seal is left as is.
+// store, or another seal) is unreadable: an *UnreadableError, as a body
+// that does not decode is to a judge. m without a seal is left as is.
 func (s *Store) open(ctx context.Context, m *Msg) error {
 	v := m.Header.Get(HeaderSeal)
 	if v == "" || m.Header.Get(nats.MsgSize) != "" {
@@ -197,7 +199,11 @@ func (s *Store) open(ctx context.Context, m *Msg) error {
 	}
 	plain, err := openBody(a, m.Data, m.Header.Get(HeaderMsgID))
 	if err != nil {
-		return schema.Errorf(schema.CodeUnreadable, "session %s: stream seq %d: the sealed body does not open: %v", id, m.StreamSeq, err)
+		// The judge's verdict on a body that is not an event (a reader that
+		// judges says after which event: Judge.Judged, ReadJudged).
+		got, _ := strconv.ParseUint(m.Header.Get(HeaderSeq), 10, 64)
+		return &UnreadableError{SessionID: id, StreamSeq: m.StreamSeq, GotSeq: got, Kind: KindUnopened,
+			Reason: fmt.Sprintf("the sealed body does not open: %v", err)}
 	}
 	m.Data = plain
 	return nil
