@@ -244,10 +244,9 @@ func eraseLeavesNoKVRecord(t *testing.T, sealed bool) {
 
 func eraseLeavesNoByte(t *testing.T, sealed bool) {
 	dir := t.TempDir()
-	var args []string
-	if sealed {
-		args = append(args, "--seal-bodies")
-	}
+	// Said either way: the plain run is of plain bodies whatever the
+	// default (its searches of the stream's files need them plain).
+	args := []string{fmt.Sprintf("--seal-bodies=%v", sealed)}
 	p := startUp(t, dir, nil, args...)
 	nc := p.Connect(t)
 	url := []string{"--nats-url", p.NATSURL}
@@ -518,9 +517,17 @@ func TestRetentionArchivesErasesAndImportsBack(t *testing.T) {
 // the half-deleted session reads as erased (never as a shorter whole),
 // and up, restarted, finishes the erase by itself (no request): nothing
 // left, one audit record whose digest is that of the whole session.
+//
+// Plain bodies, whatever the default: the kill needs an erase that
+// deletes event after event for seconds. A sealed session's job destroys
+// its key and purges its subject in one request (its stored count goes
+// from all to none, so there is no midway to kill it at): its job cut
+// after each of its steps is services/eraser's
+// TestEraseInterruptedAtEachStepFinishesByItself/sealed.
 func TestEraseKilledMidwayFinishesByItself(t *testing.T) {
 	dir := t.TempDir()
-	p := startUp(t, dir, nil)
+	plain := "--seal-bodies=false"
+	p := startUp(t, dir, nil, plain)
 	nc := p.Connect(t)
 	marker := randomMarker(t)
 	evs := markedEvents(marker, 160) // 964 events
@@ -572,7 +579,7 @@ func TestEraseKilledMidwayFinishesByItself(t *testing.T) {
 	})
 	p.Kill()
 
-	p = startUp(t, dir, nil)
+	p = startUp(t, dir, nil, plain)
 	nc = p.Connect(t)
 	if _, code := readAll(t, nc, "big"); code != "erased" {
 		t.Fatalf("a half-erased session reads %q, want erased", code)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/natstest/tamper"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -84,17 +85,31 @@ func testVerifyDuplicateEventID(t *testing.T, l natstest.Layout) {
 
 // `sessionlog verify` finds a broken hash chain: an event deleted in the
 // middle (gap at seq 3), a body changed (seq 2 changed), two events
-// swapped (reordered); a whole session has no problem.
-func TestVerifyChain(t *testing.T) {
-	d, nc, st := layoutStore(t, natstest.Layout{Partitions: 1, Nodes: 1})
+// swapped (reordered); a whole session has no problem. Alike with sealed
+// bodies, which the tamper opens and seals again with the session's key;
+// a sealed body changed without the key is no link of the chain to judge:
+// it does not open, and verify names it unreadable where it is.
+func TestVerifyChain(t *testing.T) { natstest.ForEachSealing(t, testVerifyChain) }
+
+func testVerifyChain(t *testing.T, sealed bool) {
+	d, nc, _ := layoutStore(t, natstest.Layout{Partitions: 1, Nodes: 1})
 	ctx := context.Background()
-	want := map[string]string{
-		"whole":              "",
-		natstest.BreakDelete: "seq=3 kind=gap",
-		natstest.BreakChange: "seq=2 kind=changed",
-		natstest.BreakSwap:   "seq=3 kind=reordered",
+	st, err := logstore.Open(ctx, nc, logstore.Config{SealBodies: sealed})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, how := range append([]string{"whole"}, natstest.BreakKinds...) {
+	want := map[string]string{
+		"whole":            "",
+		tamper.BreakDelete: "seq=3 kind=gap",
+		tamper.BreakChange: "seq=2 kind=changed",
+		tamper.BreakSwap:   "seq=3 kind=reordered",
+	}
+	kinds := tamper.BreakKinds
+	if sealed {
+		kinds = append(kinds, tamper.BreakGarble)
+		want[tamper.BreakGarble] = "seq=2 kind=unreadable"
+	}
+	for _, how := range append([]string{"whole"}, kinds...) {
 		sid := "chain-" + how
 		evs := make([]schema.Envelope, 5)
 		for i := range evs {
@@ -109,7 +124,10 @@ func TestVerifyChain(t *testing.T) {
 			t.Fatal(err)
 		}
 		if how != "whole" {
-			natstest.BreakChain(t, nc, "SESSIONS", logstore.SubjectPrefix+sid, how)
+			tamper.BreakChain(t, nc, "SESSIONS", logstore.SubjectPrefix+sid, how)
+		}
+		if got := tamper.Sealed(t, nc, "SESSIONS", logstore.SubjectPrefix+sid); got != sealed {
+			t.Fatalf("%s: stored sealed %v, want %v", how, got, sealed)
 		}
 	}
 	for how, line := range want {

@@ -100,8 +100,14 @@ func checkChained(t *testing.T, st *logstore.Store, sid string, tail logstore.Ta
 // by one event of another session, on a new single node.
 func interleavedOnOneNode(t *testing.T, sid string, runs, size int) (*nats.Conn, *logstore.Store, [][]byte, logstore.Tail) {
 	t.Helper()
+	return interleavedOnOneNodeWith(t, logstore.Config{}, sid, runs, size)
+}
+
+// interleavedOnOneNodeWith is interleavedOnOneNode with a store of cfg.
+func interleavedOnOneNodeWith(t *testing.T, cfg logstore.Config, sid string, runs, size int) (*nats.Conn, *logstore.Store, [][]byte, logstore.Tail) {
+	t.Helper()
 	nc := natstest.Connect(t, natstest.RunServer(t))
-	st := open(t, nc, logstore.Config{})
+	st := open(t, nc, cfg)
 	other := samePartition(t, st, sid)
 	for i := 0; i < runs; i++ {
 		appendRun(t, st, sid, size)

@@ -2,8 +2,10 @@ package logstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/natstest/tamper"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -75,20 +78,49 @@ func TestChainPrevHeader(t *testing.T) {
 }
 
 // CheckChain names each break: an event deleted in the middle (a gap
-// at seq 3), a body changed (seq 2 changed), two swapped (reordered).
-// Events stored without SL-Prev (before the header) are accepted.
-func TestChainBreaks(t *testing.T) {
+// at seq 3), a body changed (seq 2 changed), two swapped (reordered),
+// alike for sealed bodies (the tamper opens and seals them again with the
+// session's key). A sealed body changed without the key is not a link
+// of the chain at all: it does not open, and the read answers
+// unreadable. Events stored without SL-Prev (before the header) are
+// accepted.
+func TestChainBreaks(t *testing.T) { natstest.ForEachSealing(t, testChainBreaks) }
+
+func testChainBreaks(t *testing.T, sealed bool) {
 	srv := natstest.RunServer(t)
 	nc := natstest.Connect(t, srv)
-	st := open(t, nc, logstore.Config{})
+	st := open(t, nc, logstore.Config{SealBodies: sealed})
 	ctx := context.Background()
-	want := map[string]string{natstest.BreakDelete: "gap@3", natstest.BreakChange: "changed@2", natstest.BreakSwap: "reordered@3"}
-	for _, how := range natstest.BreakKinds {
+	want := map[string]string{tamper.BreakDelete: "gap@3", tamper.BreakChange: "changed@2", tamper.BreakSwap: "reordered@3"}
+	kinds := tamper.BreakKinds
+	if sealed {
+		kinds = append(kinds, tamper.BreakGarble)
+	}
+	for _, how := range kinds {
 		sid := "b-" + how
 		if _, err := st.Append(ctx, logstore.AppendRequest{SessionID: sid, Events: events(sid, 1, 5, "e")}); err != nil {
 			t.Fatal(err)
 		}
-		natstest.BreakChain(t, nc, "SESSIONS", logstore.SubjectPrefix+sid, how)
+		tamper.BreakChain(t, nc, "SESSIONS", logstore.SubjectPrefix+sid, how)
+		if got := tamper.Sealed(t, nc, "SESSIONS", logstore.SubjectPrefix+sid); got != sealed {
+			t.Fatalf("%s: stored sealed %v, want %v", how, got, sealed)
+		}
+		if how == tamper.BreakGarble {
+			// A definite answer about the message, not a stalled read
+			// that a retry may get past (a session of 8 events or less is
+			// read by leader gets).
+			_, err := st.ReadSession(ctx, sid, 0, func(*logstore.Msg) error { return nil })
+			if schema.CodeOf(err) != schema.CodeUnreadable || !strings.Contains(fmt.Sprint(err), "does not open") || errors.Is(err, logstore.ErrReadStalled) {
+				t.Errorf("%s: read %v, want unreadable: the body does not open", how, err)
+			}
+			// The judge's verdict, as on a body that does not decode: at
+			// the message after seq 1.
+			var ue *logstore.UnreadableError
+			if err := st.FirstUnreadable(ctx, sid); !errors.As(err, &ue) || ue.Kind != logstore.KindUnopened || ue.AfterSeq != 1 {
+				t.Errorf("%s: the judge finds %v, want the message after seq 1 unopened", how, err)
+			}
+			continue
+		}
 		breaks := logstore.CheckChain(storedMsgs(t, st, sid))
 		if len(breaks) == 0 || fmt.Sprintf("%s@%d", breaks[0].Kind, breaks[0].Seq) != want[how] {
 			t.Errorf("%s: breaks %v, want first %s", how, breaks, want[how])

@@ -35,6 +35,7 @@ const (
 // Kinds of unreadable message (UnreadableError.Kind).
 const (
 	KindGarbage     = "garbage"      // the body is not an event
+	KindUnopened    = "unopened"     // a sealed body that does not open with its session's key
 	KindNewer       = "newer_schema" // an event of a newer schema version than this reader's
 	KindForeign     = "foreign"      // an event that names another session
 	KindHeaderSeq   = "header_seq"   // the SL-Seq header contradicts the body's seq
@@ -86,8 +87,15 @@ type Judge struct {
 	LastSum   ChainSum
 }
 
-// Next decodes m and judges it (Judged).
+// Next decodes m and judges it (Judged); a Follower's message whose
+// sealed body did not open (Msg.Unopened) is judged as a body that does
+// not decode, for that reason.
 func (j *Judge) Next(m *Msg) (schema.Envelope, Verdict, error) {
+	if m.Unopened != nil {
+		var ev schema.Envelope
+		v, jerr := j.Judged(m, &ev, m.Unopened)
+		return ev, v, jerr
+	}
 	ev, err := schema.Decode(m.Data)
 	v, jerr := j.Judged(m, &ev, err)
 	return ev, v, jerr
@@ -111,6 +119,9 @@ func (j *Judge) Judged(m *Msg, ev *schema.Envelope, decErr error) (Verdict, erro
 		return VerdictUnreadable, &UnreadableError{SessionID: j.SessionID, StreamSeq: m.StreamSeq, AfterSeq: j.Last.Seq, GotSeq: got, Kind: kind, Reason: reason}
 	}
 	if decErr != nil {
+		if ue, ok := unopenedVerdict(decErr); ok {
+			return VerdictUnreadable, j.after(ue)
+		}
 		if hdrErr != nil {
 			hdr = 0
 		}
@@ -215,7 +226,27 @@ func (s *Store) ReadJudged(ctx context.Context, j *Judge, fn func(m *Msg, ev *sc
 	if bad != nil && err == nil {
 		return tail, bad
 	}
+	if ue, ok := unopenedVerdict(err); ok && bad == nil {
+		// A message the read could not hand to the judge: the verdict on
+		// it follows the judge's last event.
+		return tail, j.after(ue)
+	}
 	return tail, err
+}
+
+// unopenedVerdict is err's verdict on a sealed body that does not open
+// (open), if err holds one.
+func unopenedVerdict(err error) (*UnreadableError, bool) {
+	var ue *UnreadableError
+	return ue, errors.As(err, &ue) && ue.Kind == KindUnopened
+}
+
+// after is ue, a verdict on the message stored after j's last event,
+// saying so.
+func (j *Judge) after(ue *UnreadableError) *UnreadableError {
+	u := *ue
+	u.AfterSeq = j.Last.Seq
+	return &u
 }
 
 // JudgeAfter returns a judge of the session's messages stored after
@@ -266,11 +297,13 @@ func (s *Store) ReadStored(ctx context.Context, sessionID string, fn func(*Msg) 
 }
 
 // readThrough is ReadSessionFrom that reads up to a last stored message
-// that is not an event (where Tail fails with its verdict).
+// that is not an event (where Tail fails with its verdict). A verdict
+// met after the tail was read (a sealed body that does not open) is the
+// read's answer.
 func (s *Store) readThrough(ctx context.Context, sessionID string, afterStreamSeq, afterSeq uint64, fn func(*Msg) error) (Tail, error) {
 	tail, err := s.ReadSessionFrom(ctx, sessionID, afterStreamSeq, afterSeq, fn)
 	var last *UnreadableError
-	if !errors.As(err, &last) || last.StreamSeq <= afterStreamSeq {
+	if tail.StreamSeq != 0 || !errors.As(err, &last) || last.StreamSeq <= afterStreamSeq {
 		return tail, err
 	}
 	loc, lerr := s.Locate(sessionID)

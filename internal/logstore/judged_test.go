@@ -3,14 +3,13 @@ package logstore_test
 import (
 	"context"
 	"slices"
-	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/natstest/tamper"
 )
 
 // A judge reading a session from its start notes the prefix it accepted
@@ -19,10 +18,14 @@ import (
 // message before the batch's lead is deleted, and never for a lead past
 // the prefix. A copy in the session (two messages for one seq) is noted
 // with the prefix, and counted before the events after it.
-func TestPrefixJudged(t *testing.T) {
+// Alike with sealed bodies (the copy's body sealed again with the
+// session's key, as a store that seals writes it).
+func TestPrefixJudged(t *testing.T) { natstest.ForEachSealing(t, testPrefixJudged) }
+
+func testPrefixJudged(t *testing.T, sealed bool) {
 	ctx := context.Background()
 	const sid = "judged"
-	nc, st, want, tail := interleavedOnOneNode(t, sid, 6, 5) // 30 events
+	nc, st, want, tail := interleavedOnOneNodeWith(t, logstore.Config{SealBodies: sealed}, sid, 6, 5) // 30 events
 	if _, ok := st.JudgedThrough(sid); ok {
 		t.Fatal("a prefix judged before any judge read")
 	}
@@ -105,18 +108,9 @@ func TestPrefixJudged(t *testing.T) {
 	// after it.
 	copied := "copied"
 	appendRun(t, st, copied, 3)
-	last, err := s.GetLastMsgForSubject(ctx, logstore.SubjectPrefix+copied)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := nats.Header{}
-	for k, v := range last.Header {
-		if strings.HasPrefix(k, "SL-") {
-			h[k] = v // no Nats-Msg-Id: the stream would drop it as a duplicate
-		}
-	}
-	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: logstore.SubjectPrefix + copied, Header: h, Data: last.Data}); err != nil {
-		t.Fatal(err)
+	tamper.Copy(t, nc, "SESSIONS", logstore.SubjectPrefix+copied)
+	if got := tamper.Sealed(t, nc, "SESSIONS", logstore.SubjectPrefix+copied); got != sealed {
+		t.Fatalf("the copied session stored sealed %v, want %v", got, sealed)
 	}
 	appendRun(t, st, copied, 3)
 	if err := st.FirstUnreadable(ctx, copied); err != nil {

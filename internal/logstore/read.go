@@ -107,11 +107,15 @@ func (s *Store) readUpTo(ctx context.Context, loc Location, sessionID string, af
 // readLeaderUpTo reads the session after stream seq cur up to the tail
 // with leader reads, one per event. It returns the stream seq of the last
 // event handed to fn, and done with the read's result when it ended (fn
-// stopped it or failed, the events end short of the tail); otherwise err
-// is a leader read that failed, which a retry from there may not.
+// stopped it or failed, the events end short of the tail, a sealed body
+// did not open); otherwise err is a leader read that failed, which a
+// retry from there may not.
 func (s *Store) readLeaderUpTo(ctx context.Context, sessionID string, cur uint64, tail Tail, fn func(*Msg) error) (uint64, bool, error) {
 	for cur < tail.StreamSeq {
 		m, err := s.NextAfter(ctx, sessionID, cur)
+		if openFailed(err) {
+			return cur, true, err // the message's answer, as the consumer's read gives it
+		}
 		if err != nil {
 			return cur, false, err
 		}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -187,7 +188,8 @@ func sealBytes(a cipher.AEAD, prefix string, plain []byte, ad string) []byte {
 
 // open replaces a sealed m's body with the plain one. A sealed body whose
 // key is gone is ErrKeyGone; one that does not open (changed in the
-// store, or another seal) is unreadable. m without a seal is left as is.
+// store, or another seal) is unreadable: an *UnreadableError, as a body
+// that does not decode is to a judge. m without a seal is left as is.
 func (s *Store) open(ctx context.Context, m *Msg) error {
 	v := m.Header.Get(HeaderSeal)
 	if v == "" || m.Header.Get(nats.MsgSize) != "" {
@@ -209,7 +211,11 @@ func (s *Store) open(ctx context.Context, m *Msg) error {
 	}
 	plain, err := openBody(a, m.Data, m.Header.Get(HeaderMsgID))
 	if err != nil {
-		return schema.Errorf(schema.CodeUnreadable, "session %s: stream seq %d: the sealed body does not open: %v", id, m.StreamSeq, err)
+		// The judge's verdict on a body that is not an event (a reader that
+		// judges says after which event: Judge.Judged, ReadJudged).
+		got, _ := strconv.ParseUint(m.Header.Get(HeaderSeq), 10, 64)
+		return &UnreadableError{SessionID: id, StreamSeq: m.StreamSeq, GotSeq: got, Kind: KindUnopened,
+			Reason: fmt.Sprintf("the sealed body does not open: %v", err)}
 	}
 	m.Data = plain
 	return nil
@@ -223,9 +229,38 @@ func openBody(a cipher.AEAD, data []byte, ad string) ([]byte, error) {
 	return a.Open(nil, data[:sealNonceBytes], data[sealNonceBytes:], []byte(ad))
 }
 
+// openFailed reports whether err is open's answer about a sealed body (its
+// key gone, or it does not open): an answer about the stored message,
+// which reading it again does not change.
+func openFailed(err error) bool {
+	return err != nil && (errors.Is(err, ErrKeyGone) || schema.CodeOf(err) == schema.CodeUnreadable)
+}
+
 // Open opens a message read around this store's reads (its body sealed:
 // plain after). See open.
 func (s *Store) Open(ctx context.Context, m *Msg) error { return s.open(ctx, m) }
+
+// Seal seals m's plain body with its session's key, as this store's
+// appends seal (m's header gets SL-Seal; the header's Nats-Msg-Id, or
+// none, is the seal's associated data): for a message stored again
+// around the writer, by a tool or a test that changes stored messages.
+// The session must have a key (ErrKeyGone when it has none).
+func (s *Store) Seal(ctx context.Context, m *Msg) error {
+	id, ok := SessionFromSubject(m.Subject)
+	if !ok {
+		return fmt.Errorf("logstore: seal: %s names no session", m.Subject)
+	}
+	a, err := s.sessionKey(ctx, id, false)
+	if err != nil {
+		return err
+	}
+	if a == nil {
+		return ErrKeyGone
+	}
+	sm := sealMsg(a, &nats.Msg{Subject: m.Subject, Header: m.Header, Data: m.Data})
+	m.Header, m.Data = sm.Header, sm.Data
+	return nil
+}
 
 // openAll opens each of msgs.
 func (s *Store) openAll(ctx context.Context, msgs []*Msg) error {

@@ -54,6 +54,15 @@ func ForEachLayout[T Subtests[T]](t T, f func(t T, l Layout), layouts ...Layout)
 	}
 }
 
+// ForEachSealing runs f as two subtests: "plain", whose stores write
+// bodies as they are, and "sealed", whose stores seal them
+// (logstore.Config.SealBodies, docs/adr/011-sealed-bodies.md).
+func ForEachSealing[T Subtests[T]](t T, f func(t T, sealed bool)) {
+	t.Helper()
+	t.Run("plain", func(t T) { f(t, false) })
+	t.Run("sealed", func(t T) { f(t, true) })
+}
+
 // Deployment is the running servers of a layout.
 type Deployment struct {
 	Layout

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/natstest/tamper"
 	"github.com/sessionlog/sessionlog/internal/otelexport"
 	"github.com/sessionlog/sessionlog/internal/otelexport/otlptest"
 	"github.com/sessionlog/sessionlog/internal/sessionfixture"
@@ -518,7 +519,7 @@ func TestLiveExportJudges(t *testing.T) {
 		t.Fatalf("the fixture's turns end at %v", ends)
 	}
 	end1 := ends[0]
-	natstest.BreakChainAt(t, nc, logstore.StreamName, logstore.SubjectPrefix+id, natstest.BreakChange, end1+2)
+	tamper.BreakChainAt(t, nc, logstore.StreamName, logstore.SubjectPrefix+id, tamper.BreakChange, end1+2)
 	var ue *logstore.UnreadableError
 	if err := st.FirstUnreadable(ctx, id); !errors.As(err, &ue) || ue.Kind != logstore.KindChanged {
 		t.Fatalf("the judge finds %v, want a changed event", err)

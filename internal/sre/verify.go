@@ -253,7 +253,15 @@ func verifySession(ctx context.Context, st *logstore.Store, id string, expectEve
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, logstore.ErrUnreadable) { // the last message, judged above
+	var ue *logstore.UnreadableError
+	switch {
+	case errors.As(err, &ue) && ue.Kind == logstore.KindUnopened:
+		// A sealed body that does not open: the read ends at it, which fn
+		// never saw.
+		if judge != nil {
+			add(ue.GotSeq, ue.StreamSeq, ProbUnreadable, "%v", ue)
+		}
+	case err != nil && !errors.Is(err, logstore.ErrUnreadable): // the last message, judged above
 		add(0, 0, ProbRead, "%v", err)
 		return n, prev, probs
 	}

@@ -199,17 +199,32 @@ func TestEraseCascade(t *testing.T) {
 // An erase stopped after any step (as a kill of the repairer would stop
 // it) is finished by itself: a repairer started afterwards resumes the
 // job from its record, with no request; nothing is left, and there is one
-// audit record with the digest of the whole session.
+// audit record with the digest of the whole session. Alike for a session
+// whose bodies are sealed, whose job has fewer steps: it securely deletes
+// only the seal's two events and the key (docs/adr/011-sealed-bodies.md),
+// where a plain session's deletes each of its 8 events; it is cut at each
+// of its three deletes, and its key is gone after.
 func TestEraseInterruptedAtEachStepFinishesByItself(t *testing.T) {
-	steps := []struct {
+	natstest.ForEachSealing(t, testEraseInterruptedAtEachStep)
+}
+
+func testEraseInterruptedAtEachStep(t *testing.T, sealed bool) {
+	type step struct {
 		step string
 		nth  int // stop at the nth time the step is reached
-	}{{StepMarked, 1}, {StepHashed, 1}, {StepDeleted, 1}, {StepDeleted, 5}, {StepDeleted, 8}, {StepRecords, 1}, {StepAudited, 1}}
+	}
+	steps := []step{{StepMarked, 1}, {StepHashed, 1}, {StepDeleted, 1}, {StepDeleted, 5}, {StepDeleted, 8}, {StepRecords, 1}, {StepAudited, 1}}
+	if sealed {
+		steps = []step{{StepMarked, 1}, {StepHashed, 1}, {StepDeleted, 1}, {StepDeleted, 2}, {StepDeleted, 3}, {StepRecords, 1}, {StepAudited, 1}}
+	}
 	for _, tc := range steps {
 		t.Run(fmt.Sprintf("%s-%d", tc.step, tc.nth), func(t *testing.T) {
-			e := newEnv(t)
+			e := newEnvWith(t, logstore.Config{SealBodies: sealed})
 			r := e.start(Config{})
 			sum := e.eraseSession("s-1", strings.Repeat("K", 64), "")
+			if got := e.storedSealed("s-1"); got != sealed {
+				t.Fatalf("stored sealed %v, want %v", got, sealed)
+			}
 			// No claim: a sweep listing the claims while the job deletes one
 			// waits out its fetch (5 s).
 			n := 0
@@ -240,6 +255,9 @@ func TestEraseInterruptedAtEachStepFinishesByItself(t *testing.T) {
 			e.start(Config{})
 			e.waitErased("s-1")
 			e.gone("s-1")
+			if sealed {
+				e.keyGone("s-1")
+			}
 			recs := e.audits()
 			if len(recs) != 1 || recs[0].SHA256 != sum || recs[0].Events != 8 || recs[0].LastSeq != 8 ||
 				recs[0].Owner == nil || *recs[0].Owner != (schema.Owner{Tenant: "AGENTS", Agent: "alice"}) || !slices.Equal(recs[0].Grants, []string{"bob"}) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/natstest/tamper"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/writer"
 )
@@ -46,22 +47,40 @@ func TestChainPrevWriter(t *testing.T) {
 
 // A session whose stored chain is broken (an event deleted in the middle,
 // a body changed, two swapped) is unreadable to a writer that folds it,
-// and the answer names the break.
-func TestChainBreakWriter(t *testing.T) {
-	e := newEnv(t, envOpts{})
-	want := map[string]string{natstest.BreakDelete: "gap", natstest.BreakChange: "changed", natstest.BreakSwap: "gap"}
-	for _, how := range natstest.BreakKinds {
+// and the answer names the break; alike with sealed bodies, which the
+// tamper opens and seals again with the session's key. A sealed body
+// changed without the key names no break of the chain: it does not open,
+// so the session is unreadable for that reason.
+func TestChainBreakWriter(t *testing.T) { natstest.ForEachSealing(t, testChainBreakWriter) }
+
+func testChainBreakWriter(t *testing.T, sealed bool) {
+	e := newEnv(t, envOpts{store: logstore.Config{SealBodies: sealed}})
+	want := map[string][]string{tamper.BreakDelete: {"hash chain broken", "gap"}, tamper.BreakChange: {"hash chain broken", "changed"},
+		tamper.BreakSwap: {"hash chain broken", "gap"}, tamper.BreakGarble: {"the sealed body does not open"}}
+	kinds := tamper.BreakKinds
+	if sealed {
+		kinds = append(kinds, tamper.BreakGarble)
+	}
+	for _, how := range kinds {
 		t.Run(how, func(t *testing.T) {
 			sid := "broken-" + how
 			mustOK(t, e.nc, map[string]any{"sessionId": sid, "events": events(created(), userEv("u1", "one"), userEv("u2", "two"), userEv("u3", "three"))})
-			natstest.BreakChain(t, e.nc, "SESSIONS", logstore.SubjectPrefix+sid, how)
+			tamper.BreakChain(t, e.nc, "SESSIONS", logstore.SubjectPrefix+sid, how)
+			if got := tamper.Sealed(t, e.nc, "SESSIONS", logstore.SubjectPrefix+sid); got != sealed {
+				t.Fatalf("stored sealed %v, want %v", got, sealed)
+			}
 			cold, err := writer.New(writer.Config{Store: e.st, Conn: e.nc})
 			if err != nil {
 				t.Fatal(err)
 			}
 			r := direct(t, cold)(map[string]any{"sessionId": sid, "events": events(userEv("next", "x"))})
-			if r.err == nil || r.err.Code != schema.CodeUnreadable || !strings.Contains(r.err.Message, "hash chain broken") || !strings.Contains(r.err.Message, want[how]) {
-				t.Fatalf("got %+v %+v, want unreadable naming a %s in the hash chain", r.ok, r.err, want[how])
+			if r.err == nil || r.err.Code != schema.CodeUnreadable {
+				t.Fatalf("got %+v %+v, want unreadable", r.ok, r.err)
+			}
+			for _, w := range want[how] {
+				if !strings.Contains(r.err.Message, w) {
+					t.Fatalf("unreadable %q does not say %q", r.err.Message, w)
+				}
 			}
 			t.Log(r.err.Message)
 		})

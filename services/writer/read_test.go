@@ -18,6 +18,7 @@ import (
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/natstest/tamper"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/writer"
@@ -358,12 +359,15 @@ func checkJudgedPage(t *testing.T, e *env, sid string, after uint64, limit int, 
 // and after it) and after it (which the judge never reaches: unreadable),
 // over a session broken before any page was read and over one read page
 // by page first (the reader then knows the session's events as they were
-// before the break).
-func TestReadChainBroken(t *testing.T) {
-	e := newEnv(t, envOpts{})
+// before the break). Alike with sealed bodies, which the tamper opens and
+// seals again with the session's key.
+func TestReadChainBroken(t *testing.T) { natstest.ForEachSealing(t, testReadChainBroken) }
+
+func testReadChainBroken(t *testing.T, sealed bool) {
+	e := newEnv(t, envOpts{store: logstore.Config{SealBodies: sealed}})
 	ctx := context.Background()
 	const n, k = 60, 30 // the break is at seq k (message k-1)
-	for _, how := range natstest.BreakKinds {
+	for _, how := range tamper.BreakKinds {
 		for _, readFirst := range []bool{false, true} {
 			name := how
 			if readFirst {
@@ -380,13 +384,16 @@ func TestReadChainBroken(t *testing.T) {
 						}
 					}
 				}
-				natstest.BreakChainAt(t, e.nc, "SESSIONS", logstore.SubjectPrefix+sid, how, k-1)
+				tamper.BreakChainAt(t, e.nc, "SESSIONS", logstore.SubjectPrefix+sid, how, k-1)
+				if got := tamper.Sealed(t, e.nc, "SESSIONS", logstore.SubjectPrefix+sid); got != sealed {
+					t.Fatalf("stored sealed %v, want %v", got, sealed)
+				}
 				if err := e.st.FirstUnreadable(ctx, sid); !errors.Is(err, logstore.ErrUnreadable) {
 					t.Fatalf("the judge finds %v, want the session unreadable", err)
 				}
 				asked := 0
 				for after := uint64(0); after < n; after++ {
-					if how == natstest.BreakDelete && after == k {
+					if how == tamper.BreakDelete && after == k {
 						continue // no event k to read after
 					}
 					limits := []int{1, 5, 1000}

@@ -11,7 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/sessionlog/sessionlog/internal/gen"
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/natstest/tamper"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
@@ -53,9 +58,83 @@ func TestWatchStopsAtHostileMessage(t *testing.T) {
 	}
 }
 
+// TestWatchStopsAtSealedBodyThatDoesNotOpen: under sealing, a watch that
+// meets a sealed body that does not open with its session's key (its
+// stored bytes changed) ends as at any unreadable message: the events
+// before it, then an error event of code unreadable that says the body
+// does not open, nothing of it or after it; opened before the message is
+// stored (the follow meets it live) and after.
+func TestWatchStopsAtSealedBodyThatDoesNotOpen(t *testing.T) {
+	e := projectortest.NewEnv(t)
+	ws, err := logstore.Open(e.Ctx, e.NC, logstore.Config{SealBodies: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
+	const id = "wsealed"
+	s := gen.NewSession(id, projectortest.T0)
+	publish := func(ev schema.Envelope) {
+		t.Helper()
+		if _, err := gen.Publish(e.Ctx, ws, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 4 {
+		publish(s.Next())
+	}
+	if !tamper.Sealed(t, e.NC, "SESSIONS", logstore.SubjectPrefix+id) {
+		t.Fatal("the session is not stored sealed")
+	}
+	ctx, cancel := context.WithTimeout(e.Ctx, 30*time.Second)
+	defer cancel()
+	url := r.Srv.URL + "/v1/sessions/" + id + "/watch?after=0"
+	early := watchUntilEnd(t, ctx, url)
+	// Event 5 sealed with the session's key, then a byte of it changed.
+	ev := s.Next()
+	m := &logstore.Msg{Subject: logstore.SubjectPrefix + id, Header: nats.Header{}}
+	m.Header.Set(logstore.HeaderMsgID, id+":"+ev.EventID)
+	m.Header.Set(logstore.HeaderSeq, "5")
+	if m.Data, err = schema.Encode(&ev); err != nil {
+		t.Fatal(err)
+	}
+	if err := ws.Seal(e.Ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	m.Data[len(m.Data)-1] ^= 1
+	js := natstest.JetStream(t, e.NC)
+	if _, err := js.PublishMsg(e.Ctx, &nats.Msg{Subject: m.Subject, Header: m.Header, Data: m.Data}); err != nil {
+		t.Fatal(err)
+	}
+	// Event 6 after it, stored plain around the writer (which cannot
+	// chain it after a tail that does not open).
+	ev = s.Next()
+	six := nats.NewMsg(m.Subject)
+	six.Header.Set(logstore.HeaderSeq, "6")
+	if six.Data, err = schema.Encode(&ev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.PublishMsg(e.Ctx, six); err != nil {
+		t.Fatal(err)
+	}
+	late := watchUntilEnd(t, ctx, url)
+	for name, ch := range map[string]<-chan watchResult{"opened before": early, "opened after": late} {
+		got := <-ch
+		if got.err != nil {
+			t.Fatalf("%s: %v", name, got.err)
+		}
+		if !reflect.DeepEqual(got.seqs, []uint64{1, 2, 3, 4}) || got.endCode != string(schema.CodeUnreadable) || got.resumeAfter != 4 ||
+			!strings.Contains(got.endMessage, "the sealed body does not open") {
+			t.Fatalf("%s: durable seqs %v, end %q %q resumeAfter %d", name, got.seqs, got.endCode, got.endMessage, got.resumeAfter)
+		}
+		t.Logf("%s: %s", name, got.endMessage)
+	}
+}
+
 type watchResult struct {
 	seqs        []uint64
 	endCode     string
+	endMessage  string
 	resumeAfter uint64
 	raw         string
 	err         error
@@ -84,7 +163,7 @@ func watchUntilEnd(t *testing.T, ctx context.Context, url string) <-chan watchRe
 			case "error":
 				var end httpapi.WatchEnd
 				if err := json.Unmarshal([]byte(data), &end); err == nil {
-					res.endCode, res.resumeAfter = end.Error.Code, end.ResumeAfter
+					res.endCode, res.endMessage, res.resumeAfter = end.Error.Code, end.Error.Message, end.ResumeAfter
 				}
 			}
 		})
