@@ -38,6 +38,7 @@ type scriptLog interface {
 var (
 	_ scriptLog = (*memlog.Log)(nil)
 	_ scriptLog = (*logstore.Store)(nil)
+	_ Log       = (*memlog.Log)(nil)
 )
 
 // TestScripts runs the scripts in testdata/fold on the in-memory log and
@@ -130,9 +131,9 @@ func TestScripts(t *testing.T) {
 		s := &foldScript{b: b, log: b.Log.(scriptLog), db: db, er: newErasures()}
 		s.counted.scriptLog = s.log
 		if b.Mem != nil {
-			s.cl = follows[*memlog.Follower]{b.Mem, b.Mem.Follow}
+			s.cl = followsOf(b.Mem)
 		} else {
-			s.cl = follows[*logstore.Follower]{b.Store, b.Store.Follow}
+			s.cl = followsOf(b.Store)
 		}
 		// The erasure watch of the projector, for the whole script: a
 		// restart keeps the ids it learnt (a restarted projector's watch
@@ -158,7 +159,7 @@ type foldScript struct {
 	svc *Service
 	er  *erasures
 	// cl is the log as the consume loop reads it.
-	cl consumeLog
+	cl followLog
 	// counted is the log the fold reads, counting its reads.
 	counted countedLog
 }
@@ -201,7 +202,7 @@ func (s *foldScript) start(t *testing.T, snapEach, cache int, mode StartMode) {
 		t.Fatal(err)
 	}
 	s.counted.sessions, s.counted.msgs = 0, 0
-	svc := &Service{cfg: Config{}.withDefaults(), log: slog.New(slog.DiscardHandler), cl: s.cl, db: s.db, met: met, er: s.er, cu: catchUp{target: map[string]uint64{}}}
+	svc := &Service{cfg: Config{}.withDefaults(), log: slog.New(slog.DiscardHandler), ls: s.cl, db: s.db, met: met, er: s.er, cu: catchUp{target: map[string]uint64{}}}
 	pos, err := svc.cu.from(ctx, s.log, infos, mode)
 	if err != nil {
 		t.Fatal(err)
