@@ -63,6 +63,9 @@ type Log struct {
 	// stored is closed (and made again) when messages are stored: the
 	// followers waiting for one wake (follow.go).
 	stored chan struct{}
+	// unavailable: new followers are refused as JetStream refuses them
+	// while a stream has no leader (SetUnavailable).
+	unavailable bool
 	// leases and claims: the last entry of each key, and each bucket's
 	// last revision.
 	leases     map[string]leaseEntry
