@@ -699,3 +699,24 @@ func (l *Log) Reconnects() uint64 { return 0 }
 // StreamLost is nil: a log in memory recovers no files, so no server
 // says it lost any of a stream's messages.
 func (l *Log) StreamLost(context.Context, string) (*logstore.LostData, error) { return nil, nil }
+
+// RollBack makes the stream end at stream seq last, as a node restored
+// from an older copy of its files serves it: the messages after last are
+// gone, their ids forgotten, and the next message stored takes seq
+// last+1 (the rollback a projector raises log_rolled_back for). Nothing
+// says it was lost (StreamLost).
+func (l *Log) RollBack(stream string, last uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.stream(stream)
+	if last >= uint64(len(s.msgs)) {
+		return
+	}
+	for id, seq := range s.ids {
+		if seq > last {
+			delete(s.ids, id)
+		}
+	}
+	clear(s.msgs[last:])
+	s.msgs = s.msgs[:last]
+}
