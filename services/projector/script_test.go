@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -96,6 +97,9 @@ var (
 //	                      logstore the projector's (Rebuild, its
 //	                      consumers over NATS), on memlog a fold of every
 //	                      message in one batch
+//	observed              the events the projector's observer was given
+//	                      (Config.Observer: those folded once caught up)
+//	                      since the last observed
 //	folds                 what the fold did since its start: sessions
 //	                      restored from their snapshot and the log, and
 //	                      its reads of the log (sessions read, messages
@@ -185,6 +189,35 @@ type foldScript struct {
 	cl followLog
 	// counted is the log the fold reads, counting its reads.
 	counted countedLog
+	// obs is the projector's observer (Config.Observer), for the whole
+	// script.
+	obs scriptObserver
+}
+
+// scriptObserver keeps what the projector's observer is given.
+type scriptObserver struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (o *scriptObserver) Observe(ev *schema.Envelope, streamSeq uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.seen = append(o.seen, fmt.Sprintf("stream %d %s %d %s\n", streamSeq, ev.SessionID, ev.Seq, ev.Type))
+}
+
+func (o *scriptObserver) Run(ctx context.Context) error { <-ctx.Done(); return nil }
+
+// observed is what the observer was given since the last call.
+func (o *scriptObserver) observed() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := strings.Join(o.seen, "")
+	o.seen = nil
+	if out == "" {
+		return "none\n"
+	}
+	return out
 }
 
 // erasureRecords are the erasure records as an eraser finishes one.
@@ -216,7 +249,7 @@ func (l *countedLog) MsgAt(ctx context.Context, stream string, seq uint64) (*log
 // the watch's, and the fold's reads of the log are counted. It returns
 // how the projector started.
 func (s *foldScript) start(t *testing.T, snapEach, cache int) StartMode {
-	svc, err := newService(Config{SnapshotEvery: snapEach, CacheSessions: cache}.withDefaults(), s.cl, s.db)
+	svc, err := newService(Config{SnapshotEvery: snapEach, CacheSessions: cache, Observer: &s.obs}.withDefaults(), s.cl, s.db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,6 +394,8 @@ func (s *foldScript) command(t *testing.T, td *datadriven.TestData, id string) s
 		return s.rolledBack(t)
 	case "rolled-back":
 		return s.rolledBack(t)
+	case "observed":
+		return s.obs.observed()
 	case "terms":
 		return s.view(t, func(rd reader) string { return renderTerms(t, rd, id) })
 	case "search":
