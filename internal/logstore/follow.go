@@ -109,18 +109,32 @@ func (s *Store) Follow(ctx context.Context, spec FollowSpec) (*Follower, error) 
 		return s.js.OrderedConsumer(ctx, spec.Stream, cfg)
 	}
 	var err error
-	if spec.OnUnavailable == nil {
-		f.cons, err = create(ctx)
-	} else {
-		f.cons, err = WhileUnreachable(ctx, 0, spec.OnUnavailable, create)
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, fmt.Errorf("logstore: follow %s: %w", spec.Stream, err)
+	if f.cons, err = StartFollow(ctx, "logstore", spec, create); err != nil {
+		return nil, err
 	}
 	return f, nil
+}
+
+// StartFollow makes a follower of spec with create, as Follow makes its
+// consumer: at once, or with spec.OnUnavailable while the log is
+// unavailable (WhileUnreachable). Its error is ctx's once ctx ended, else
+// create's, said as who's follow of the stream.
+func StartFollow[T any](ctx context.Context, who string, spec FollowSpec, create func(ctx context.Context) (T, error)) (T, error) {
+	var v T
+	var err error
+	if spec.OnUnavailable == nil {
+		v, err = create(ctx)
+	} else {
+		v, err = WhileUnreachable(ctx, 0, spec.OnUnavailable, create)
+	}
+	if err != nil {
+		var zero T
+		if ctx.Err() != nil {
+			return zero, ctx.Err()
+		}
+		return zero, fmt.Errorf("%s: follow %s: %w", who, spec.Stream, err)
+	}
+	return v, nil
 }
 
 // Next returns the next message, waiting for it. Pulls of a page run

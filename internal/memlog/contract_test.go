@@ -77,6 +77,8 @@ func TestContract(t *testing.T) {
 		"followed: stream 3 sessions.ev.s1 pending 2; stream 4 sessions.ev.s1 pending 1; stream 5 sessions.ev.s2 pending 0",
 		"followed s1: stream 1 pending 3; stream 2 pending 2; stream 3 pending 1; stream 4 pending 0",
 		"followed on: stream 8 sessions.ev.s2 pending 0",
+		"followed in pages: stream 3 sessions.ev.s1 pending 3; stream 4 sessions.ev.s1 pending 2; stream 5 sessions.ev.s2 pending 1; stream 8 sessions.ev.s2 pending 0",
+		"no such stream: error true, waited false",
 		"cancelled: context canceled; closed: follower closed true",
 	} {
 		if !strings.Contains(got[0], want) {
@@ -338,6 +340,18 @@ func transcript(t *testing.T, l contract, follow func(context.Context, logstore.
 	tail2, _ := l.Tail(ctx, "s2")
 	say("append s2: %s", result(l.Append(ctx, logstore.AppendRequest{SessionID: "s2", ExpectedStreamSeq: tail2.StreamSeq, Events: events("s2", 2, "b")})))
 	say("followed on: %s", read(all, 1, true))
+	// Pages of one message, and of fewer bytes than any message (raised
+	// to the largest message): the same messages, the same counts.
+	paged, err := follow(ctx, logstore.FollowSpec{Stream: loc.Stream, StartAfter: 2, PageEvents: 1, PageBytes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	say("followed in pages: %s", read(paged, 4, true))
+	paged.Close()
+	// A stream that is not there is no fault to wait out.
+	waited := false
+	_, err = follow(ctx, logstore.FollowSpec{Stream: "NOSUCH", OnUnavailable: func(error) { waited = true }})
+	say("no such stream: error %v, waited %v", err != nil, waited)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	_, cerr := all.Next(cctx)

@@ -2,10 +2,9 @@
 // the services that read and append to the log (the repairer's, the
 // forker's, the eraser's and the projector's testdata): it implements the
 // interfaces those services declare (repairer.Log, forker.Log and
-// forker.Records, eraser.Log, the projector's foldLog and catchUpLog:
-// what its fold reads of the log beside the messages its consumers
-// deliver, and what its start, catch-up and erasure watch read; its
-// consume loop's followers are Follow's) as
+// forker.Records, eraser.Log, projector.Log: what the projector's start,
+// fold, catch-up, erasure watch, rollback checks and readiness read of
+// the log; its consume loop's followers are Follow's) as
 // internal/logstore does on JetStream, by the same rules and the same
 // code where the rules are code (logstore.BuildMessages, logstore.Judge,
 // logstore.TailOf, ChainHash, CheckSnapshot); MsgAt and LastStreamSeq (or
@@ -27,9 +26,11 @@
 // but for an expectation past the tail, no stalls, no replicas); message
 // ids are remembered for ever, not for the stream's Duplicates window; a
 // lease never runs out by itself (no TTL, no expiry marker: a script ends
-// it with EndLease); WatchLeases is refused (a repairer on memlog is
-// driven by its callers, not by a lease watch); tenants have no bounds
-// (ReserveStored reserves nothing); no source index.
+// it with EndLease); no connection, no restart and no recovery of files
+// (Connected is true, Reconnects 0, StreamLost nil); WatchLeases is
+// refused (a repairer on memlog is driven by its callers, not by a lease
+// watch); tenants have no bounds (ReserveStored reserves nothing); no
+// source index.
 package memlog
 
 import (
@@ -62,6 +63,9 @@ type Log struct {
 	// stored is closed (and made again) when messages are stored: the
 	// followers waiting for one wake (follow.go).
 	stored chan struct{}
+	// unavailable: new followers are refused as JetStream refuses them
+	// while a stream has no leader (SetUnavailable).
+	unavailable bool
 	// leases and claims: the last entry of each key, and each bucket's
 	// last revision.
 	leases     map[string]leaseEntry
@@ -680,4 +684,39 @@ func (f *ForkRecords) Children(context.Context) ([]string, error) {
 	}
 	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(f.recs[a].Revision, f.recs[b].Revision) })
 	return keys, nil
+}
+
+// What the projector's rollback checks and readiness read of the log
+// (projector.Log) beside its streams: a log in memory has no connection
+// to lose, is never restarted, and recovers no files.
+
+// Connected: a log in memory is always reachable.
+func (l *Log) Connected() bool { return true }
+
+// Reconnects: a log in memory has no connection that reconnects.
+func (l *Log) Reconnects() uint64 { return 0 }
+
+// StreamLost is nil: a log in memory recovers no files, so no server
+// says it lost any of a stream's messages.
+func (l *Log) StreamLost(context.Context, string) (*logstore.LostData, error) { return nil, nil }
+
+// RollBack makes the stream end at stream seq last, as a node restored
+// from an older copy of its files serves it: the messages after last are
+// gone, their ids forgotten, and the next message stored takes seq
+// last+1 (the rollback a projector raises log_rolled_back for). Nothing
+// says it was lost (StreamLost).
+func (l *Log) RollBack(stream string, last uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.stream(stream)
+	if last >= uint64(len(s.msgs)) {
+		return
+	}
+	for id, seq := range s.ids {
+		if seq > last {
+			delete(s.ids, id)
+		}
+	}
+	clear(s.msgs[last:])
+	s.msgs = s.msgs[:last]
 }

@@ -49,7 +49,7 @@ const CodeLogRolledBack = "log_rolled_back"
 type rollbacks struct {
 	// ls and log: the log the checks read, and where they say what they
 	// found.
-	ls       *logstore.Store
+	ls       rollbackLog
 	log      *slog.Logger
 	gauge    prometheus.Gauge
 	mu       sync.Mutex
@@ -69,7 +69,7 @@ type suspect struct {
 	since time.Time
 }
 
-func newRollbacks(r prometheus.Registerer, ls *logstore.Store, log *slog.Logger) (*rollbacks, error) {
+func newRollbacks(r prometheus.Registerer, ls rollbackLog, log *slog.Logger) (*rollbacks, error) {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "sessionlog_projector_log_rolled_back",
 		Help: "1 when the log lost stored events: a stream's last sequence went below one the projector had consumed, a message it consumed is gone or another, or nats-server says it lost stored messages."})
 	if err := r.Register(g); err != nil {

@@ -9,12 +9,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/datadriven"
 	"github.com/nats-io/nats.go"
-	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
@@ -38,6 +38,7 @@ type scriptLog interface {
 var (
 	_ scriptLog = (*memlog.Log)(nil)
 	_ scriptLog = (*logstore.Store)(nil)
+	_ Log       = (*memlog.Log)(nil)
 )
 
 // TestScripts runs the scripts in testdata/fold on the in-memory log and
@@ -73,13 +74,15 @@ var (
 //	                      snapshots); skip: stream seqs not delivered
 //	                      (what a gap fill reads from the log)
 //	restart [snapshot-every=N] [cache=N]
-//	                      a new fold on the same store, resumed from its
-//	                      checkpoint as a restarted projector is (checked
-//	                      against the views), its cache empty, catching
-//	                      up to the last message each stream holds now; a
-//	                      store without a checkpoint, or whose checkpoint
-//	                      does not match its views, is wiped and folded
-//	                      from the start, as a projector's start does
+//	                      a new projector on the same store, started as
+//	                      New starts it (Service.start, without the HTTP
+//	                      side): resumed from its checkpoint (checked
+//	                      against the views and the streams), its cache
+//	                      empty, catching up to the last message each
+//	                      stream holds now; a store without a checkpoint,
+//	                      or whose checkpoint does not match its views or
+//	                      its streams, is wiped and folded from the start;
+//	                      the rollback checks of a start run
 //	erase [id=]           the session erased (its erasure record, then
 //	                      its events deleted; a record written before by
 //	                      mark-erased is updated, done); the projector's
@@ -94,6 +97,9 @@ var (
 //	                      logstore the projector's (Rebuild, its
 //	                      consumers over NATS), on memlog a fold of every
 //	                      message in one batch
+//	observed              the events the projector's observer was given
+//	                      (Config.Observer: those folded once caught up)
+//	                      since the last observed
 //	folds                 what the fold did since its start: sessions
 //	                      restored from their snapshot and the log, and
 //	                      its reads of the log (sessions read, messages
@@ -121,7 +127,29 @@ var (
 //	                      term (of ids beginning with P), and the seq of
 //	                      the first event holding the first term
 func TestScripts(t *testing.T) {
-	scripttest.Run(t, filepath.Join("testdata", "fold"), logstore.Config{}, "s", func(t *testing.T, b *scripttest.Backend) scripttest.Commands {
+	runFoldScripts(t, scripttest.Names, filepath.Join("testdata", "fold"))
+}
+
+// TestRollbackScripts runs the scripts in testdata/rollback on the
+// in-memory log alone, which can lose what it stored as a log restored
+// from an older copy does: the commands of testdata/fold, and
+//
+//	roll-back [id=] to=N  the stream of the session ends at stream seq N
+//	                      (memlog's RollBack): what it held after is gone
+//	                      and the next message stored takes seq N+1
+//	check-streams         the running projector's check of the streams
+//	                      (Service.CheckStreams), then rolled-back
+//	rolled-back           whether the projector raised log_rolled_back
+//	                      (its reason and the metric): by its start
+//	                      (restart) or its checks
+func TestRollbackScripts(t *testing.T) {
+	runFoldScripts(t, []string{"memlog"}, filepath.Join("testdata", "rollback"))
+}
+
+// runFoldScripts runs the projector's scripts in dir on the named
+// backends.
+func runFoldScripts(t *testing.T, backends []string, dir string) {
+	scripttest.RunOn(t, backends, dir, logstore.Config{}, "s", func(t *testing.T, b *scripttest.Backend) scripttest.Commands {
 		db, err := store.Open(t.TempDir(), store.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -130,9 +158,9 @@ func TestScripts(t *testing.T) {
 		s := &foldScript{b: b, log: b.Log.(scriptLog), db: db, er: newErasures()}
 		s.counted.scriptLog = s.log
 		if b.Mem != nil {
-			s.cl = follows[*memlog.Follower]{b.Mem, b.Mem.Follow}
+			s.cl = followsOf(b.Mem)
 		} else {
-			s.cl = follows[*logstore.Follower]{b.Store, b.Store.Follow}
+			s.cl = followsOf(b.Store)
 		}
 		// The erasure watch of the projector, for the whole script: a
 		// restart keeps the ids it learnt (a restarted projector's watch
@@ -144,7 +172,7 @@ func TestScripts(t *testing.T) {
 			s.er.follow(ctx, s.log, slog.New(slog.DiscardHandler))
 		}()
 		t.Cleanup(func() { cancel(); <-done })
-		s.start(t, DefaultConfig().SnapshotEvery, DefaultConfig().CacheSessions, StartMode{Rebuild: true, Reason: "empty"})
+		s.start(t, DefaultConfig().SnapshotEvery, DefaultConfig().CacheSessions)
 		return s.command
 	})
 }
@@ -158,9 +186,38 @@ type foldScript struct {
 	svc *Service
 	er  *erasures
 	// cl is the log as the consume loop reads it.
-	cl consumeLog
+	cl followLog
 	// counted is the log the fold reads, counting its reads.
 	counted countedLog
+	// obs is the projector's observer (Config.Observer), for the whole
+	// script.
+	obs scriptObserver
+}
+
+// scriptObserver keeps what the projector's observer is given.
+type scriptObserver struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (o *scriptObserver) Observe(ev *schema.Envelope, streamSeq uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.seen = append(o.seen, fmt.Sprintf("stream %d %s %d %s\n", streamSeq, ev.SessionID, ev.Seq, ev.Type))
+}
+
+func (o *scriptObserver) Run(ctx context.Context) error { <-ctx.Done(); return nil }
+
+// observed is what the observer was given since the last call.
+func (o *scriptObserver) observed() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := strings.Join(o.seen, "")
+	o.seen = nil
+	if out == "" {
+		return "none\n"
+	}
+	return out
 }
 
 // erasureRecords are the erasure records as an eraser finishes one.
@@ -185,33 +242,25 @@ func (l *countedLog) MsgAt(ctx context.Context, stream string, seq uint64) (*log
 	return l.scriptLog.MsgAt(ctx, stream, seq)
 }
 
-// start makes the script's projector as the projector's start makes it
-// (Service.start) once it has checked the store (mode): a fold on the
-// script's store from the checkpoint (from the start of each stream when
-// the views are rebuilt), catching up to the last message each stream
-// holds now, its erasures the watch's.
-func (s *foldScript) start(t *testing.T, snapEach, cache int, mode StartMode) {
-	ctx := context.Background()
-	met, err := newMetrics(prometheus.NewRegistry())
+// start makes the script's projector as New makes it, without its HTTP
+// side, on the script's log and store, and starts it (Service.start: the
+// stored checkpoint checked against the streams and the views rebuilt or
+// resumed, the rollback checks, the catch-up's target); its erasures are
+// the watch's, and the fold's reads of the log are counted. It returns
+// how the projector started.
+func (s *foldScript) start(t *testing.T, snapEach, cache int) StartMode {
+	svc, err := newService(Config{SnapshotEvery: snapEach, CacheSessions: cache, Observer: &s.obs}.withDefaults(), s.cl, s.db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	infos, err := streamInfos(ctx, s.log)
-	if err != nil {
+	svc.er = s.er
+	if err := svc.start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	s.counted.sessions, s.counted.msgs = 0, 0
-	svc := &Service{cfg: Config{}.withDefaults(), log: slog.New(slog.DiscardHandler), cl: s.cl, db: s.db, met: met, er: s.er, cu: catchUp{target: map[string]uint64{}}}
-	pos, err := svc.cu.from(ctx, s.log, infos, mode)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc.f = newFolder(s.db, &s.counted, met, cache, snapEach, pos)
-	svc.f.skip = s.er.has
-	// What of Service.landed the scripts run: the catch-up.
-	svc.f.onLanded = func(cp store.Checkpoint) { svc.cu.update(svc.f, svc.log, cp) }
-	svc.cu.update(svc.f, svc.log, svc.f.checkpoint())
+	svc.f.ls = &s.counted
 	s.svc = svc
+	return svc.mode
 }
 
 func (s *foldScript) command(t *testing.T, td *datadriven.TestData, id string) string {
@@ -328,6 +377,25 @@ func (s *foldScript) command(t *testing.T, td *datadriven.TestData, id string) s
 			out.WriteString("catching up\n")
 		}
 		return out.String()
+	case "roll-back":
+		var to uint64
+		td.ScanArgs(t, "to", &to)
+		if s.b.Mem == nil {
+			t.Fatalf("roll-back: only memlog rolls back")
+		}
+		loc, err := s.log.Locate(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.b.Mem.RollBack(loc.Stream, to)
+		return "ok\n"
+	case "check-streams":
+		s.svc.CheckStreams(ctx)
+		return s.rolledBack(t)
+	case "rolled-back":
+		return s.rolledBack(t)
+	case "observed":
+		return s.obs.observed()
 	case "terms":
 		return s.view(t, func(rd reader) string { return renderTerms(t, rd, id) })
 	case "search":
@@ -441,7 +509,7 @@ func (s *foldScript) rebuild(t *testing.T) string {
 		// at its start: those the script's knows.
 		r := &foldScript{b: s.b, log: s.log, db: db, er: s.er, cl: s.cl}
 		r.counted.scriptLog = s.log
-		r.start(t, DefaultConfig().SnapshotEvery, DefaultConfig().CacheSessions, StartMode{Rebuild: true, Reason: "empty"})
+		r.start(t, DefaultConfig().SnapshotEvery, DefaultConfig().CacheSessions)
 		if _, err := r.fold(t, func(name string, last uint64) uint64 { return min(last, cp.Stream(name).Seq) }, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -457,30 +525,32 @@ func (s *foldScript) rebuild(t *testing.T) string {
 // as a projector's start does once the checkpoint is checked against the
 // views (checkStore).
 func (s *foldScript) restart(t *testing.T, snapEach, cache int) string {
-	ctx := context.Background()
 	if err := s.svc.f.landed(); err != nil {
 		t.Fatal(err)
 	}
-	infos, err := streamInfos(ctx, s.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mode, err := checkStore(s.db, infos)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mode := s.start(t, snapEach, cache)
 	var out strings.Builder
 	if mode.Rebuild {
-		if err := s.db.Wipe(); err != nil {
-			t.Fatal(err)
-		}
 		fmt.Fprintf(&out, "rebuild: %s\n", mode.Reason)
 	}
-	s.start(t, snapEach, cache, mode)
 	for _, p := range mode.From.Streams {
 		fmt.Fprintf(&out, "resumed after stream seq %d\n", p.Seq)
 	}
 	return out.String()
+}
+
+// rolledBack says whether the projector raised log_rolled_back: its
+// reason and the metric.
+func (s *foldScript) rolledBack(t *testing.T) string {
+	var m dto.Metric
+	if err := s.svc.rb.gauge.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	r := s.svc.rb.reason()
+	if r == "" {
+		r = "not rolled back"
+	}
+	return fmt.Sprintf("%s\nsessionlog_projector_log_rolled_back %v\n", r, m.GetGauge().GetValue())
 }
 
 // view runs fn on a snapshot of the store, as the HTTP API reads it.

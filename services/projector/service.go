@@ -197,10 +197,8 @@ type StartMode struct {
 type Service struct {
 	cfg Config
 	log *slog.Logger
-	ls  *logstore.Store
-	// cl is what the consume loop reads of the log: ls, or a log in
-	// memory in the rule scripts.
-	cl   consumeLog
+	// ls is the log (Config.Store; a log in memory in the rule scripts).
+	ls   followLog
 	db   *store.DB
 	met  *metrics
 	mode StartMode
@@ -236,21 +234,15 @@ func New(cfg Config) (*Service, error) {
 	if len(cfg.TenantTokens) > 0 && cfg.HTTPToken == "" {
 		return nil, errors.New("projector: tenant tokens need an operator token (Config.HTTPToken): without one every request is the operator's")
 	}
-	met, err := newMetrics(cfg.Registerer)
-	if err != nil {
-		return nil, err
-	}
 	db, err := store.Open(cfg.DataDir, store.Options{})
 	if err != nil {
 		return nil, err
 	}
-	rb, err := newRollbacks(cfg.Registerer, cfg.Store, cfg.Logger)
+	s, err := newService(cfg, followsOf(cfg.Store), db)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	s := &Service{cfg: cfg, log: cfg.Logger, ls: cfg.Store, cl: follows[*logstore.Follower]{cfg.Store, cfg.Store.Follow}, db: db, met: met, cu: catchUp{target: map[string]uint64{}}, rb: rb, created: map[string]time.Time{}}
-	s.er = newErasures()
 	if s.http, err = newHTTP(s); err != nil {
 		db.Close()
 		return nil, err
@@ -262,6 +254,21 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// newService is the projector of cfg (its defaults filled in) on log ls
+// and store db, not started (start), without its HTTP side (New's, on
+// Config.Store).
+func newService(cfg Config, ls followLog, db *store.DB) (*Service, error) {
+	met, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	rb, err := newRollbacks(cfg.Registerer, ls, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	return &Service{cfg: cfg, log: cfg.Logger, ls: ls, db: db, met: met, cu: catchUp{target: map[string]uint64{}}, rb: rb, created: map[string]time.Time{}, er: newErasures()}, nil
 }
 
 type streamInfo struct {
@@ -398,7 +405,9 @@ func (s *Service) View(fn func(store.Snapshot) error) error { return httpViews{s
 // landed is told each batch the folder's commits landed.
 func (s *Service) landed(cp store.Checkpoint) {
 	s.rb.saw(cp)
-	s.http.Landed()
+	if s.http != nil { // nil: the rule scripts, which serve nothing
+		s.http.Landed()
+	}
 	if len(cp.Streams) > 0 {
 		s.met.position.Set(float64(cp.Streams[0].Seq))
 	}
@@ -473,36 +482,6 @@ func (s *Service) Run(ctx context.Context) error {
 	return cerr
 }
 
-// follower delivers a stream's messages in order (logstore.Follower's
-// Next).
-type follower interface {
-	Next(ctx context.Context) (*logstore.Msg, error)
-	Close()
-}
-
-// consumeLog is what the consume loop reads of the log: each stream's
-// messages in order after a position (Follow), and what its catch-up and
-// erasure watch read (catchUpLog).
-type consumeLog interface {
-	catchUpLog
-	Follow(ctx context.Context, spec logstore.FollowSpec) (follower, error)
-}
-
-// follows is a consumeLog of a log whose Follow gives a follower of its
-// own type (logstore's, internal/memlog's).
-type follows[F follower] struct {
-	catchUpLog
-	follow func(ctx context.Context, spec logstore.FollowSpec) (F, error)
-}
-
-func (l follows[F]) Follow(ctx context.Context, spec logstore.FollowSpec) (follower, error) {
-	f, err := l.follow(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
 // bound is where a rebuild to a position stops folding a stream: no
 // message past last is folded, and the stream is done once the fold is at
 // enough (last, or below it when the stream holds nothing after enough:
@@ -529,7 +508,7 @@ func (s *Service) consume(ctx context.Context, until map[string]bound) error {
 		// serve it instead of exiting. The consumer reads the whole
 		// stream; its inactive threshold is nats.go's default for ordered
 		// consumers, which the projector had before (Close deletes it).
-		fol, err := s.cl.Follow(ctx, logstore.FollowSpec{
+		fol, err := s.ls.Follow(ctx, logstore.FollowSpec{
 			Stream:            name,
 			StartAfter:        p.Seq,
 			PageEvents:        s.cfg.FetchBatch,
@@ -615,7 +594,7 @@ func (s *Service) consume(ctx context.Context, until map[string]bound) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		s.er.follow(ctx, s.cl, s.log)
+		s.er.follow(ctx, s.ls, s.log)
 	}()
 	defer wg.Wait()
 	defer cancel()
@@ -667,7 +646,7 @@ func (s *Service) consume(ctx context.Context, until map[string]bound) error {
 			case c := <-ch:
 				take(c)
 			case <-s.cu.recheck():
-				s.cu.lower(ctx, s.cl, s.f, s.log)
+				s.cu.lower(ctx, s.ls, s.f, s.log)
 				continue
 			}
 		}

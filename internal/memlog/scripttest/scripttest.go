@@ -79,8 +79,14 @@ type Commands func(t *testing.T, td *datadriven.TestData, id string) string
 //	                       (of the session unless it names another)
 //	show [id=]             the session as the log judges it (Show)
 func Run(t *testing.T, dir string, cfg logstore.Config, defaultID string, start func(t *testing.T, b *Backend) Commands) {
+	RunOn(t, Names, dir, cfg, defaultID, start)
+}
+
+// RunOn is Run on the named backends only: scripts of what one backend
+// alone can do to a log (memlog's RollBack).
+func RunOn(t *testing.T, names []string, dir string, cfg logstore.Config, defaultID string, start func(t *testing.T, b *Backend) Commands) {
 	datadriven.Walk(t, dir, func(t *testing.T, path string) {
-		for _, name := range Names {
+		for _, name := range names {
 			t.Run(name, func(t *testing.T) {
 				b := Open(t, name, cfg)
 				cmds := start(t, b)

@@ -1,0 +1,153 @@
+package archtest
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// declaredLog are the services whose root package declares what it needs
+// of the log (an interface *logstore.Store satisfies, and internal/memlog
+// too, for their rule scripts).
+var declaredLog = []string{"services/eraser", "services/forker", "services/projector", "services/repairer"}
+
+// storeHolders reads one Go file of a service's root package: what in it
+// holds or takes a *logstore.Store besides its Config's Store field (the
+// assembly hands the store over there) and an exported function's
+// parameter (the commands' entry points, as projector.Rebuild): a field of
+// another struct, or an unexported function's parameter.
+func storeHolders(fset *token.FileSet, name string, src any) ([]string, error) {
+	f, err := parser.ParseFile(fset, name, src, parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	isStore := func(e ast.Expr) bool {
+		st, ok := e.(*ast.StarExpr)
+		if !ok {
+			return false
+		}
+		sel, ok := st.X.(*ast.SelectorExpr)
+		if !ok {
+			return false
+		}
+		pkg, ok := sel.X.(*ast.Ident)
+		return ok && pkg.Name == "logstore" && sel.Sel.Name == "Store"
+	}
+	var bad []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.TypeSpec:
+			st, ok := n.Type.(*ast.StructType)
+			if !ok {
+				return true
+			}
+			for _, fld := range st.Fields.List {
+				if !isStore(fld.Type) {
+					continue
+				}
+				if n.Name.Name == "Config" && len(fld.Names) == 1 && fld.Names[0].Name == "Store" {
+					continue
+				}
+				bad = append(bad, fmt.Sprintf("%s: a field of %s", fset.Position(fld.Pos()), n.Name.Name))
+			}
+		case *ast.FuncDecl:
+			if n.Name.IsExported() && n.Recv == nil {
+				return true
+			}
+			for _, p := range n.Type.Params.List {
+				if isStore(p.Type) {
+					bad = append(bad, fmt.Sprintf("%s: a parameter of %s", fset.Position(p.Pos()), n.Name.Name))
+				}
+			}
+		case *ast.FuncLit:
+			for _, p := range n.Type.Params.List {
+				if isStore(p.Type) {
+					bad = append(bad, fmt.Sprintf("%s: a parameter of a function literal", fset.Position(p.Pos())))
+				}
+			}
+		}
+		return true
+	})
+	return bad, nil
+}
+
+// A service that declares what it needs of the log holds the log as that
+// interface: its Service, its parts and its own functions never hold a
+// *logstore.Store, so that they run on internal/memlog in the rule
+// scripts as they run on JetStream (the store is named only where the
+// assembly hands it over: Config.Store, and the exported entry points of
+// the commands).
+func TestServicesHoldTheLogTheyDeclare(t *testing.T) {
+	top := root(t)
+	fset := token.NewFileSet()
+	n := 0
+	for _, dir := range declaredLog {
+		files, err := filepath.Glob(filepath.Join(top, dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range files {
+			if strings.HasSuffix(p, "_test.go") {
+				continue
+			}
+			src, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n++
+			bad, err := storeHolders(fset, p, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, b := range bad {
+				t.Errorf("%s holds a *logstore.Store: hold the log as the interface the service declares (its Log)", b)
+			}
+		}
+	}
+	if n < 10 {
+		t.Fatalf("found only %d files in %v", n, declaredLog)
+	}
+}
+
+// The rule holds for a file that breaks it.
+func TestServicesHoldTheLogRuleCatches(t *testing.T) {
+	const src = `package x
+
+import "github.com/sessionlog/sessionlog/internal/logstore"
+
+type Config struct{ Store *logstore.Store }
+
+type Service struct {
+	ls  *logstore.Store
+	log Log
+}
+
+func New(cfg Config) {}
+
+func Rebuild(ls *logstore.Store) {}
+
+func (s *Service) Verify(ls *logstore.Store) {}
+
+func newRollbacks(ls *logstore.Store) {}
+
+var f = func(ls *logstore.Store) {}
+`
+	bad, err := storeHolders(token.NewFileSet(), "x.go", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"x.go:8:2: a field of Service",
+		"x.go:16:26: a parameter of Verify",
+		"x.go:18:19: a parameter of newRollbacks",
+		"x.go:20:14: a parameter of a function literal",
+	}
+	if got := strings.Join(bad, "\n"); got != strings.Join(want, "\n") {
+		t.Errorf("found:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+	}
+}
