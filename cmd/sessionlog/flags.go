@@ -281,15 +281,15 @@ func bytesFlag(fs *flag.FlagSet, name string, def int64, usage string) *int64 {
 	return (*int64)(&b)
 }
 
-// partitionsFlag is --partitions of up and every service command: the
-// store's partition count (DESIGN.md section 11). A process started with
-// another count than the store recorded refuses to start.
 // sealBodiesFlag is --seal-bodies (logstore.Config.SealBodies,
 // docs/adr/011-sealed-bodies.md).
 func sealBodiesFlag(fs *flag.FlagSet) *bool {
 	return fs.Bool("seal-bodies", false, "seal the bodies of the events this process writes with a key per session (SESSION_KEYS), so an erase destroys the key and purges the session at once; reads open sealed bodies either way")
 }
 
+// partitionsFlag is --partitions of up and every service command: the
+// store's partition count (DESIGN.md section 11). A process started with
+// another count than the store recorded refuses to start.
 func partitionsFlag(fs *flag.FlagSet) *int {
 	return fs.Int("partitions", 1, "session streams the store holds (recorded when first provisioned; another count than the store's refuses to start)")
 }

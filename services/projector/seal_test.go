@@ -2,14 +2,14 @@ package projector_test
 
 import (
 	"strings"
+	"testing"
 
 	"github.com/nats-io/nats.go"
-	"github.com/sessionlog/sessionlog/internal/natstest"
-	"github.com/sessionlog/sessionlog/pkg/schema"
-	"testing"
 
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector"
 	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
