@@ -65,10 +65,11 @@ type Erasure struct {
 	// digest's state after it (sha256, marshalled, base64).
 	Through   uint64 `json:"through,omitempty"`
 	HashState string `json:"hashState,omitempty"`
-	// Unhashed: messages past the digest the job deleted without hashing
-	// them, sealed bodies that do not open (stored around the writer with
-	// the key the erase destroyed: docs/adr/011-sealed-bodies.md). Not in
-	// Events, LastSeq or SHA256.
+	// Unhashed: messages the job deleted without hashing them, sealed
+	// bodies that do not open: one past the digest stored around the
+	// writer with the key the erase destroyed, or one garbled before the
+	// erase while its key was there (docs/adr/011-sealed-bodies.md). Not
+	// in Events, LastSeq or SHA256.
 	Unhashed uint64 `json:"unhashed,omitempty"`
 	// Sealed: the event that was the session's tail when the digest
 	// covered it all is deleted (with the first), so an append that

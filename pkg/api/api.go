@@ -274,8 +274,8 @@ type AuditRecord struct {
 	By        string `json:"by"`
 	Reason    string `json:"reason"`
 	SHA256    string `json:"sha256"`
-	// Unhashed: messages past the digest deleted without being hashed
-	// (sealed bodies whose key the erase had destroyed: DESIGN.md
+	// Unhashed: messages deleted without being hashed, sealed bodies that
+	// do not open (whose key the erase had destroyed, or garbled: DESIGN.md
 	// section 14); absent when none.
 	Unhashed uint64        `json:"unhashed,omitempty"`
 	Owner    *schema.Owner `json:"owner,omitempty"`

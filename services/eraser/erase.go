@@ -419,14 +419,26 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 			return rev, fmt.Errorf("digest state in the record: %w", err)
 		}
 	}
-	hashAfter := func() (logstore.Tail, error) {
-		tail, err := s.st.ReadSession(ctx, rec.SessionID, rec.Through, func(m *logstore.Msg) error {
-			hashOne(h, rec, m)
-			fold.next(m)
-			return nil
-		})
-		if err != nil {
-			return tail, err
+	hashAfter := func() (tail logstore.Tail, err error) {
+		for {
+			tail, err = s.st.ReadSession(ctx, rec.SessionID, rec.Through, func(m *logstore.Msg) error {
+				hashOne(h, rec, m)
+				fold.next(m)
+				return nil
+			})
+			var ue *logstore.UnreadableError
+			if errors.As(err, &ue) && ue.Kind == logstore.KindUnopened && ue.StreamSeq > rec.Through {
+				// A sealed body stored before the seal that does not open
+				// with its key (garbled: a corrupted block): the read
+				// fails on it every time. It is counted apart, as one past
+				// the digest, and the read goes on after it.
+				s.unhashed(rec, fold, &logstore.Msg{StreamSeq: ue.StreamSeq, Unopened: ue})
+				continue
+			}
+			if err != nil {
+				return tail, err
+			}
+			break
 		}
 		b, _ := h.(encoding.BinaryMarshaler).MarshalBinary()
 		rec.HashState = base64.StdEncoding.EncodeToString(b)
@@ -509,14 +521,8 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 			if m.Unopened != nil {
 				// A sealed body past the digest that does not open: stored
 				// around the writer with a key the shred destroyed after
-				// its look at the leader (or with another key). It cannot
-				// be hashed, ever: it is counted apart (the audit's
-				// unhashed) and deleted, so that the job ends.
-				rec.Unhashed++
-				rec.Through = m.StreamSeq
-				fold.unreadable(m)
-				s.log.Warn("eraser: a sealed event past the erase's digest does not open (its key is gone): deleted without being hashed, counted as unhashed in the audit",
-					"session", rec.SessionID, "stream_seq", m.StreamSeq, "err", m.Unopened)
+				// its look at the leader (or with another key).
+				s.unhashed(rec, fold, m)
 				continue
 			}
 			hashOne(h, rec, m)
@@ -542,6 +548,17 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 	}
 	rec.Deleted, rec.HashState, rec.Phase = rec.Events, "", logstore.ErasePhaseRecords
 	return s.st.UpdateErasure(ctx, *rec, rev)
+}
+
+// unhashed counts m, a sealed body that does not open, in the record's
+// Unhashed instead of its digest: it cannot be hashed, ever, so it is
+// counted apart (the audit's unhashed) and deleted, so that the job ends.
+func (s *Service) unhashed(rec *logstore.Erasure, fold *ownerFold, m *logstore.Msg) {
+	rec.Unhashed++
+	rec.Through = m.StreamSeq
+	fold.unreadable(m)
+	s.log.Warn("eraser: a sealed event does not open: deleted without being hashed, counted as unhashed in the audit",
+		"session", rec.SessionID, "stream_seq", m.StreamSeq, "err", m.Unopened)
 }
 
 // hashOne adds m to the digest and the record's count.

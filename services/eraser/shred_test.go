@@ -2,6 +2,8 @@ package eraser
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/natstest/tamper"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -186,5 +189,62 @@ func eraseAroundTheShred(t *testing.T, cut int) {
 	recs := e.audits()
 	if len(recs) != 1 || recs[0].SHA256 != sum || recs[0].Events != 8 || recs[0].LastSeq != 8 || recs[0].Unhashed != 1 {
 		t.Fatalf("audit %+v, want 8 events hashed (sha256 %s) and 1 unhashed", recs, sum)
+	}
+}
+
+// A sealed body stored before the erase that does not open while its key
+// exists (garbled in place: a corrupted block) is in the range the job
+// hashes first. It can never be hashed: the job deletes it, its audit
+// counts it apart (unhashed: 1) beside the digest and count of the
+// events it hashed, and the job finishes; with 8 events the seal's read
+// goes by leader reads, with 12 by a consumer. Before, the seal's read
+// failed on it on every run of the job ("the sealed body does not
+// open"), which never finished.
+func TestEraseSealedBodyThatDoesNotOpenInTheDigest(t *testing.T) {
+	for _, extra := range []int{0, 4} {
+		t.Run(fmt.Sprintf("events-%d", 8+extra), func(t *testing.T) { eraseGarbled(t, extra) })
+	}
+}
+
+func eraseGarbled(t *testing.T, extra int) {
+	ctx := context.Background()
+	e := newEnvWith(t, logstore.Config{SealBodies: true})
+	e.eraseSession("s-garbled", strings.Repeat("G", 64), "")
+	for i := range extra {
+		e.appendEvents("s-garbled", fmt.Sprintf(`{"type":"session/granted","data":{"grants":["g%d"]}}`, i))
+	}
+	var bodies [][]byte
+	if _, err := e.store.ReadSession(ctx, "s-garbled", 0, func(m *logstore.Msg) error {
+		bodies = append(bodies, m.Data)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	tamper.BreakChainAt(t, e.nc, "SESSIONS", logstore.SubjectPrefix+"s-garbled", tamper.BreakGarble, 3)
+	h := sha256.New()
+	for i, b := range bodies {
+		if i != 3 {
+			h.Write(b)
+		}
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+
+	svc, err := New(Config{Store: e.store, Conn: e.nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := EraseRequest{SessionID: "s-garbled", Reason: "privacy", By: "ops"}
+	for run := range 2 {
+		got, err := svc.Erase(ctx, req)
+		if err != nil || got.State != EraseDone {
+			t.Fatalf("run %d of the job: %+v %v", run, got, err)
+		}
+	}
+	e.gone("s-garbled")
+	e.keyGone("s-garbled")
+	n := uint64(len(bodies))
+	recs := e.audits()
+	if len(recs) != 1 || recs[0].SHA256 != sum || recs[0].Events != n-1 || recs[0].LastSeq != n || recs[0].Unhashed != 1 {
+		t.Fatalf("audit %+v, want %d events hashed (sha256 %s) and 1 unhashed", recs, n-1, sum)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/gen"
+	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
@@ -34,6 +35,8 @@ type script struct {
 	id  string
 	seq uint64
 	evs []schema.Envelope
+	// ls: the store it publishes with (nil: the env's).
+	ls *logstore.Store
 }
 
 func newScript(t *testing.T, e *projectortest.Env, id string) *script {
@@ -57,7 +60,11 @@ func (s *script) add(typ, data string, mod ...func(*schema.Envelope)) schema.Env
 
 func (s *script) publish(ev schema.Envelope) {
 	s.t.Helper()
-	if _, err := gen.Publish(s.e.Ctx, s.e.LS, ev); err != nil {
+	ls := s.ls
+	if ls == nil {
+		ls = s.e.LS
+	}
+	if _, err := gen.Publish(s.e.Ctx, ls, ev); err != nil {
 		s.t.Fatalf("publish %s %s: %v", ev.Type, ev.Data, err)
 	}
 	s.evs = append(s.evs, ev)

@@ -13,10 +13,13 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/assemble"
 	"github.com/sessionlog/sessionlog/internal/gen"
+	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/natstest/tamper"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/pkg/session"
+	"github.com/sessionlog/sessionlog/services/eraser"
 	"github.com/sessionlog/sessionlog/services/projector"
 	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
@@ -369,10 +372,33 @@ func TestDashboardErase(t *testing.T) {
 		t.Errorf("the erased session's page says %q", got)
 	}
 	b.Shot("erased-session")
+	// er-g: sealed, its second body garbled (it does not open), erased
+	// with one unhashed.
+	sealing, err := logstore.Open(e.Ctx, e.NC, logstore.Config{SealBodies: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newScript(t, e, "er-g")
+	g.ls = sealing
+	g.add(schema.TypeSessionCreated, `{"title":"g"}`)
+	for _, w := range []string{"zebra", "yak", "gnu"} {
+		g.add(schema.TypeMessageUser, `{"content":[{"type":"text","text":"feed the `+w+`"}]}`)
+	}
+	tamper.BreakChainAt(t, e.NC, "SESSIONS", logstore.SubjectPrefix+"er-g", tamper.BreakGarble, 1)
+	er, err := eraser.New(eraser.Config{Store: sealing, Conn: e.NC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := er.Erase(e.Ctx, api.EraseRequest{SessionID: "er-g", Reason: "garbled", By: "test"}); err != nil {
+		t.Fatal(err)
+	}
 	b.Do("the audit view", chromedp.Navigate(r.Srv.URL+"/?view=audit"),
-		chromedp.WaitVisible(chromedp.CSS(`#audit tr[data-audit="er-1"]`)))
-	if got := b.Text(`#audit tr[data-audit="er-1"]`); !strings.Contains(got, "privacy request") || !strings.Contains(got, "dashboard") || !strings.Contains(got, "11") {
+		chromedp.WaitVisible(chromedp.CSS(`#audit tr[data-audit="er-1"]`)), chromedp.WaitVisible(chromedp.CSS(`#audit tr[data-audit="er-g"]`)))
+	if got := b.Text(`#audit tr[data-audit="er-1"]`); !strings.Contains(got, "privacy request") || !strings.Contains(got, "dashboard") || !strings.Contains(got, "11") || strings.Contains(got, "unhashed") {
 		t.Errorf("the audit record reads %q", got)
+	}
+	if got := b.Text(`#audit tr[data-audit="er-g"]`); !strings.Contains(got, "3 + 1 unhashed") {
+		t.Errorf("the audit record of er-g reads %q, want its 3 events + 1 unhashed", got)
 	}
 	b.Shot("audit")
 	b.NoPageErrors()

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/internal/natstest/tamper"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/eraser"
@@ -178,7 +180,10 @@ func TestTenantAuditRestart(t *testing.T) {
 // the records name, and to no other agent: not to one whose name a
 // session of another tenant grants, nor to one whose name the owner of
 // another tenant has. The same after a rebuild of the store. The
-// records' digests and counts are the erased bodies'.
+// records' digests and counts are the erased bodies'; s5's bodies are
+// sealed and its second garbled (it does not open): its record's digest
+// and count are the three others', and its unhashed is 1 (absent from the
+// others).
 func TestTenantAuditOwnerFromRecord(t *testing.T) {
 	const alice, bob, carol, mallory, betaAlice = "alice-token-0123456789", "bob-token-0123456789",
 		"carol-token-0123456789", "mallory-token-0123456789", "beta-alice-token-0123456789"
@@ -188,25 +193,42 @@ func TestTenantAuditOwnerFromRecord(t *testing.T) {
 	owned := func(tenant, agent, more string) string {
 		return fmt.Sprintf(`{"title":"t","owner":{"tenant":%q,"agent":%q}%s}`, tenant, agent, more)
 	}
-	sessions := []struct{ id, created, granted string }{
-		{"_Tacme_s1", owned("acme", "alice", ""), ""},
-		{"_Tacme_s2", owned("acme", "bob", ""), `{"grants":["carol"]}`},
-		{"_Tacme_s3", owned("acme", "bob", ""), ""},
+	sessions := []struct {
+		id, created, granted string
+		garbled              bool
+	}{
+		{"_Tacme_s1", owned("acme", "alice", ""), "", false},
+		{"_Tacme_s2", owned("acme", "bob", ""), `{"grants":["carol"]}`, false},
+		{"_Tacme_s3", owned("acme", "bob", ""), "", false},
 		// An operator's session of acme owned by beta's alice: no agent's.
-		{"_Tacme_x", owned("beta", "alice", ""), ""},
-		{"_Tbeta_s4", owned("beta", "alice", `,"grants":["carol","mallory"]`), ""},
+		{"_Tacme_x", owned("beta", "alice", ""), "", false},
+		{"_Tbeta_s4", owned("beta", "alice", `,"grants":["carol","mallory"]`), "", false},
+		{"_Tacme_s5", owned("acme", "alice", ""), "", true},
+	}
+	sealing, err := logstore.Open(e.Ctx, e.NC, logstore.Config{SealBodies: true})
+	if err != nil {
+		t.Fatal(err)
 	}
 	sums := map[string]string{}
-	er, err := eraser.New(eraser.Config{Store: e.LS, Conn: e.NC})
+	er, err := eraser.New(eraser.Config{Store: sealing, Conn: e.NC})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range sessions {
 		s := newScript(t, e, c.id)
+		if c.garbled {
+			s.ls = sealing
+		}
 		s.add(schema.TypeSessionCreated, c.created)
 		s.add(schema.TypeMessageUser, `{"content":[{"type":"text","text":"feed the zebra"}]}`)
 		if c.granted != "" {
 			s.add(schema.TypeSessionGranted, c.granted)
+		}
+		if c.garbled {
+			s.add(schema.TypeMessageUser, `{"content":[{"type":"text","text":"and the yak"}]}`)
+			s.add(schema.TypeMessageUser, `{"content":[{"type":"text","text":"and the gnu"}]}`)
+			tamper.BreakChainAt(t, e.NC, "SESSIONS", logstore.SubjectPrefix+c.id, tamper.BreakGarble, 1)
+			s.evs = slices.Delete(s.evs, 1, 2)
 		}
 		h := sha256.New()
 		for _, ev := range s.evs {
@@ -222,6 +244,7 @@ func TestTenantAuditOwnerFromRecord(t *testing.T) {
 		SessionID string        `json:"sessionId"`
 		Events    uint64        `json:"events"`
 		SHA256    string        `json:"sha256"`
+		Unhashed  uint64        `json:"unhashed"`
 		Owner     *schema.Owner `json:"owner"`
 		Grants    []string      `json:"grants"`
 	}
@@ -231,9 +254,9 @@ func TestTenantAuditOwnerFromRecord(t *testing.T) {
 			name, token string
 			want        []string
 		}{
-			{"acme", acme, []string{"s1", "s2", "s3", "x"}},
+			{"acme", acme, []string{"s1", "s2", "s3", "x", "s5"}},
 			{"beta", beta, []string{"s4"}},
-			{"acme:alice", alice, []string{"s1"}},
+			{"acme:alice", alice, []string{"s1", "s5"}},
 			{"acme:bob", bob, []string{"s2", "s3"}},
 			{"acme:carol", carol, []string{"s2"}},
 			{"acme:mallory", mallory, nil},
@@ -251,8 +274,9 @@ func TestTenantAuditOwnerFromRecord(t *testing.T) {
 				if c.token == beta || c.token == betaAlice {
 					stored = "_Tbeta_" + a.SessionID
 				}
-				if a.SHA256 != sums[stored] || a.Events != uint64(2+strings.Count(stored, "s2")) {
-					t.Errorf("%s: the record of %s: %d events, sha256 %s, want %s", c.name, a.SessionID, a.Events, a.SHA256, sums[stored])
+				unhashed := uint64(strings.Count(stored, "s5"))
+				if a.SHA256 != sums[stored] || a.Events != uint64(2+strings.Count(stored, "s2"))+unhashed || a.Unhashed != unhashed {
+					t.Errorf("%s: the record of %s: %d events (%d unhashed), sha256 %s, want %s and %d unhashed", c.name, a.SessionID, a.Events, a.Unhashed, a.SHA256, sums[stored], unhashed)
 				}
 				if a.SessionID == "s2" && (a.Owner == nil || *a.Owner != (schema.Owner{Tenant: "acme", Agent: "bob"}) || !slices.Equal(a.Grants, []string{"carol"})) {
 					t.Errorf("%s: the record of s2 names %+v %v, want acme/bob and [carol]", c.name, a.Owner, a.Grants)
