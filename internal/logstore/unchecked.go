@@ -3,6 +3,7 @@ package logstore
 import (
 	"context"
 	"crypto/cipher"
+	"errors"
 	"fmt"
 	"iter"
 
@@ -23,11 +24,14 @@ const uncheckedWindow = 4000
 // chains it: its SL-Prev is ChainHash of the body stored before it in its
 // session (the one published before it in this call, or the session's
 // last stored message, read once per session and call), none for a
-// session's first message; so what it stores is judged as the writer's
-// own events are, and only the seqs it was given can break the chain
-// (calls must not publish to one session at the same time: each chains to
-// what it read and published itself). It returns the stream sequence of
-// the last event stored. The cached tails of those sessions are dropped.
+// session's first message (a stored tail whose sealed body does not open
+// fails the call with the judge's verdict on it, code unreadable, as the
+// writer answers; nothing of that session is stored); so what it stores
+// is judged as the writer's own events are, and only the seqs it was
+// given can break the chain (calls must not publish to one session at the
+// same time: each chains to what it read and published itself). It
+// returns the stream sequence of the last event stored. The cached tails
+// of those sessions are dropped.
 //
 // It never stores a session's event before one published before it.
 // nats.go sends an async publish answered "no responders" (the stream
@@ -75,6 +79,13 @@ func (s *Store) PublishUnchecked(ctx context.Context, events iter.Seq[schema.Env
 			m, err := WhileUnreachable(ctx, 0, nil, func(ctx context.Context) (*Msg, error) {
 				return s.msgGet(ctx, loc.Stream, msgGetRequest{LastFor: loc.Subject})
 			})
+			var ue *UnreadableError
+			if errors.As(err, &ue) {
+				// The tail's sealed body does not open: no SL-Prev can
+				// follow it. The judge's verdict, as the writer answers
+				// an append there; nothing of the session is stored.
+				return last, ue
+			}
 			if err != nil {
 				return last, fmt.Errorf("logstore: last message of %s: %w", e.SessionID, err)
 			}

@@ -2,14 +2,17 @@ package logstore_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/natstest/tamper"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -90,6 +93,36 @@ func TestPublishUnchecked(t *testing.T) {
 	if _, err := st.PublishUnchecked(ctx, func(yield func(schema.Envelope) bool) { yield(bad) }); schema.CodeOf(err) != schema.CodeBadRequest {
 		t.Fatalf("bad session id: %v", err)
 	}
+}
+
+// PublishUnchecked after a session's last message whose sealed body does
+// not open (its stored bytes changed) has no body to chain to: it answers
+// the judge's verdict on that message, as the writer answers an append
+// there (code unreadable, the session and stream seq named), and stores
+// nothing of the session.
+func TestPublishUncheckedAfterTailThatDoesNotOpen(t *testing.T) {
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv)
+	st := open(t, nc, logstore.Config{SealBodies: true})
+	ctx := context.Background()
+	if _, err := st.Append(ctx, logstore.AppendRequest{SessionID: "g", Events: events("g", 1, 3, "g")}); err != nil {
+		t.Fatal(err)
+	}
+	tamper.BreakChainAt(t, nc, "SESSIONS", logstore.SubjectPrefix+"g", tamper.BreakGarble, 2)
+	tail, err := st.LastStreamSeq(ctx, logstore.StreamName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = st.PublishUnchecked(ctx, slices.Values(events("g", 4, 1, "g")))
+	var ue *logstore.UnreadableError
+	if !errors.As(err, &ue) || ue.Kind != logstore.KindUnopened || schema.CodeOf(err) != schema.CodeUnreadable ||
+		!strings.HasPrefix(err.Error(), fmt.Sprintf("session g is unreadable at stream seq %d: the sealed body does not open", tail)) {
+		t.Fatalf("PublishUnchecked: %v, want unreadable at stream seq %d: the sealed body does not open", err, tail)
+	}
+	if last, err := st.LastStreamSeq(ctx, logstore.StreamName); err != nil || last != tail {
+		t.Fatalf("last stream seq %d (%v), want %d: nothing stored", last, err, tail)
+	}
+	t.Log(err)
 }
 
 // PublishUnchecked never stores a session's event before one published

@@ -47,14 +47,18 @@ func BreakChain(t natstest.TB, nc *nats.Conn, stream, subject, how string) {
 
 // BreakChainAt is BreakChain at the subject's message i (from 0) instead
 // of its second: delete removes it, change changes its body, garble its
-// sealed bytes, swap swaps it with the next. The subject holds at least
-// i+3 messages.
+// sealed bytes, swap swaps it with the next. The subject holds message i
+// (and i+1 to swap): garble or change its last message to damage a tail.
 func BreakChainAt(t natstest.TB, nc *nats.Conn, stream, subject, how string, i int) {
 	t.Helper()
 	tp := open(t, nc, stream)
 	msgs := tp.read(subject)
-	if i < 0 || len(msgs) < i+3 {
-		t.Fatalf("tamper: %s holds %d messages, BreakChain at message %d needs %d", subject, len(msgs), i, i+3)
+	need := i + 1
+	if how == BreakSwap {
+		need++
+	}
+	if i < 0 || len(msgs) < need {
+		t.Fatalf("tamper: %s holds %d messages, BreakChain %s at message %d needs %d", subject, len(msgs), how, i, need)
 	}
 	if how == BreakDelete {
 		if err := tp.s.DeleteMsg(tp.ctx, msgs[i].Sequence); err != nil {

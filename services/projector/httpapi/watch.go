@@ -730,6 +730,15 @@ type followStart struct {
 func (s *Server) startFollow(w http.ResponseWriter, r *http.Request, id string, after uint64) (followStart, bool) {
 	var fs followStart
 	tail, err := s.ls.Tail(r.Context(), id)
+	var ue *logstore.UnreadableError
+	if errors.As(err, &ue) && ue.StreamSeq > 0 {
+		// The last message is unreadable (a sealed body that does not
+		// open, a body that is not an event): the follow starts as any
+		// and ends at that message, as at an unreadable message elsewhere.
+		// Its seq is the one it claims (0: none, and after is not
+		// checked against it).
+		tail, err = logstore.Tail{Seq: ue.GotSeq, StreamSeq: ue.StreamSeq}, nil
+	}
 	if err != nil {
 		s.readFailed(w, err)
 		return fs, false
@@ -740,7 +749,7 @@ func (s *Server) startFollow(w http.ResponseWriter, r *http.Request, id string, 
 	}
 	// An after beyond the log would wait for events that may never come,
 	// and the client's position would run ahead of the log: refuse it.
-	if after > tail.Seq {
+	if after > tail.Seq && (ue == nil || ue.GotSeq > 0) {
 		apiError(w, http.StatusBadRequest, schema.CodeBadRequest, fmt.Sprintf("after %d is beyond the session's last seq %d", after, tail.Seq))
 		return fs, false
 	}

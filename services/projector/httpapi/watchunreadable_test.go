@@ -65,15 +65,10 @@ func TestWatchStopsAtHostileMessage(t *testing.T) {
 // does not open, nothing of it or after it; opened before the message is
 // stored (the follow meets it live) and after.
 func TestWatchStopsAtSealedBodyThatDoesNotOpen(t *testing.T) {
-	e := projectortest.NewEnv(t)
-	ws, err := logstore.Open(e.Ctx, e.NC, logstore.Config{SealBodies: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := e.Start(t.TempDir())
-	r.WaitReady(t)
+	e, r, ws := sealedEnv(t)
 	const id = "wsealed"
 	s := gen.NewSession(id, projectortest.T0)
+	var err error
 	publish := func(ev schema.Envelope) {
 		t.Helper()
 		if _, err := gen.Publish(e.Ctx, ws, ev); err != nil {
@@ -131,6 +126,63 @@ func TestWatchStopsAtSealedBodyThatDoesNotOpen(t *testing.T) {
 	}
 }
 
+// TestWatchStopsAtUnreadableTail: a watch of a session whose last message
+// is unreadable starts as any watch and ends at that message as at an
+// unreadable message elsewhere: the events before it, then an error event
+// of code unreadable. The message is a sealed body that does not open
+// (its stored bytes changed), or a plain body that is not an event and
+// claims no seq (an after up to the events before it is taken).
+func TestWatchStopsAtUnreadableTail(t *testing.T) {
+	e, r, ws := sealedEnv(t)
+	const sealed, garbage = "wsealedtail", "wgarbagetail"
+	s := gen.NewSession(sealed, projectortest.T0)
+	for range 4 {
+		if _, err := gen.Publish(e.Ctx, ws, s.Next()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tamper.BreakChainAt(t, e.NC, "SESSIONS", logstore.SubjectPrefix+sealed, tamper.BreakGarble, 3)
+	if !tamper.Sealed(t, e.NC, "SESSIONS", logstore.SubjectPrefix+sealed) {
+		t.Fatal("the session is not stored sealed")
+	}
+	projectortest.PublishN(t, e, gen.NewSession(garbage, projectortest.T0), 4)
+	body, seq := projectortest.Hostiles[0].Body(garbage, "")
+	projectortest.PublishHostile(t, e, garbage, body, seq)
+	ctx, cancel := context.WithTimeout(e.Ctx, 30*time.Second)
+	defer cancel()
+	for _, c := range []struct {
+		id, after, says string
+		seqs            []uint64
+	}{
+		{sealed, "0", "the sealed body does not open", []uint64{1, 2, 3}},
+		{garbage, "2", "is not an event", []uint64{3, 4}},
+	} {
+		got := <-watchUntilEnd(t, ctx, r.Srv.URL+"/v1/sessions/"+c.id+"/watch?after="+c.after)
+		if got.err != nil {
+			t.Fatalf("%s: %v", c.id, got.err)
+		}
+		if !reflect.DeepEqual(got.seqs, c.seqs) || got.endCode != string(schema.CodeUnreadable) || got.resumeAfter != c.seqs[len(c.seqs)-1] ||
+			!strings.Contains(got.endMessage, c.says) {
+			t.Fatalf("%s: durable seqs %v, end %q %q resumeAfter %d", c.id, got.seqs, got.endCode, got.endMessage, got.resumeAfter)
+		}
+		t.Logf("%s: %s", c.id, got.endMessage)
+	}
+}
+
+// sealedEnv is a projector serving the read API, ready, and a store on its
+// server that seals the bodies it writes.
+func sealedEnv(t *testing.T) (*projectortest.Env, *projectortest.Running, *logstore.Store) {
+	t.Helper()
+	e := projectortest.NewEnv(t)
+	ws, err := logstore.Open(e.Ctx, e.NC, logstore.Config{SealBodies: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := e.Start(t.TempDir())
+	r.WaitReady(t)
+	return e, r, ws
+}
+
 type watchResult struct {
 	seqs        []uint64
 	endCode     string
@@ -149,7 +201,9 @@ func watchUntilEnd(t *testing.T, ctx context.Context, url string) <-chan watchRe
 		t.Fatal(err)
 	}
 	if resp.StatusCode != 200 {
-		t.Fatalf("watch: %d", resp.StatusCode)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		t.Fatalf("watch: %d %s", resp.StatusCode, b)
 	}
 	out := make(chan watchResult, 1)
 	go func() {
