@@ -288,33 +288,57 @@ func TestAgentExportsEverySessionItMayRead(t *testing.T) {
 			return nil
 		})
 		written, stderr, err := exportErasing(t, s, alice, opC, "_Tacme_s-big2", nil, firstByte(t), nil)
-		if err == nil {
-			t.Fatalf("alice's export of s-big2, erased during it, exits 0\n%s", stderr)
-		}
-		// What it wrote: s-big2's first events, each line whole, as many
-		// as the error says.
-		if !strings.HasSuffix(written, "\n") {
-			t.Fatalf("alice's export ends inside a line: %q", written[max(0, len(written)-200):])
-		}
-		lines := strings.Split(strings.TrimSuffix(written, "\n"), "\n")
-		if len(lines) == 0 || len(lines) >= bigEvents {
-			t.Fatalf("alice's export wrote %d lines of s-big2", len(lines))
-		}
-		for _, w := range []string{fmt.Sprintf("session s-big2: its second read, which the export writes or sends as it reads, stopped after %d of the %d events (to seq %d) its first read judged whole: ", len(lines), bigEvents, bigEvents), "erased"} {
-			if !strings.Contains(stderr, w) {
-				t.Errorf("alice's export does not say %q:\n%s", w, stderr)
-			}
-		}
-		for i, l := range lines {
-			var e struct {
-				SessionID string `json:"sessionId"`
-				Seq       int    `json:"seq"`
-			}
-			if err := json.Unmarshal([]byte(l), &e); err != nil || e.SessionID != "_Tacme_s-big2" || e.Seq != i+1 {
-				t.Fatalf("line %d of alice's export: %v %.200s", i+1, err, l)
-			}
-		}
+		endedByErase(t, "alice", "s-big2", "_Tacme_s-big2", bigEvents, written, stderr, err)
 	})
+}
+
+// TestOperatorExportErasedDuringItsSecondRead erases a session while the
+// operator's export of it waits on a full stdout pipe, having read it
+// once whole and a part of it a second time: the export ends as an
+// agent's does (endedByErase).
+func TestOperatorExportErasedDuringItsSecondRead(t *testing.T) {
+	confPath, env, users := tenantsDeployment(t)
+	s := startUp(t, env, "--nats-config", confPath)
+	op := creds{"operator", deployPasswords["OPERATOR"]}
+	// Some 16 MB of lines: more than a read of the store fetches ahead
+	// (8 MiB), the export buffers (1 MiB) and a pipe holds (64 KiB).
+	const events, id = 1000, "_Tacme_s-big"
+	bigSession(t, connect(t, s.natsURL, users["alice"], nats.CustomInboxPrefix(natsauth.InboxPrefix("alice"))), "s-big", events, bigSize)
+	written, stderr, err := exportErasing(t, s, op, op, id, []string{"--session", id}, firstByte(t), nil)
+	endedByErase(t, "the operator", id, id, events, written, stderr, err)
+}
+
+// endedByErase checks how who's export of a session of events events,
+// erased during the export's second read of it, ended: with an error
+// naming the session (named, as who names it), how far its second read got
+// and that it was erased; what it wrote (written) is the session's first
+// lines, each whole, stored as stored, as many as the error says.
+func endedByErase(t *testing.T, who, named, stored string, events int, written, stderr string, err error) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("%s's export of %s, erased during it, exits 0\n%s", who, named, stderr)
+	}
+	if !strings.HasSuffix(written, "\n") {
+		t.Fatalf("%s's export ends inside a line: %q", who, written[max(0, len(written)-200):])
+	}
+	lines := strings.Split(strings.TrimSuffix(written, "\n"), "\n")
+	if len(lines) == 0 || len(lines) >= events {
+		t.Fatalf("%s's export wrote %d lines of %s", who, len(lines), named)
+	}
+	for _, w := range []string{fmt.Sprintf("session %s: its second read, which the export writes or sends as it reads, stopped after %d of the %d events (to seq %d) its first read judged whole: ", named, len(lines), events, events), "erased"} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("%s's export does not say %q:\n%s", who, w, stderr)
+		}
+	}
+	for i, l := range lines {
+		var e struct {
+			SessionID string `json:"sessionId"`
+			Seq       int    `json:"seq"`
+		}
+		if err := json.Unmarshal([]byte(l), &e); err != nil || e.SessionID != stored || e.Seq != i+1 {
+			t.Fatalf("line %d of %s's export: %v %.200s", i+1, who, err, l)
+		}
+	}
 }
 
 // The big sessions of TestAgentExportsEverySessionItMayRead: some 4.8 MB

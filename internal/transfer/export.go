@@ -2,8 +2,8 @@ package transfer
 
 import (
 	"bufio"
-	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,84 +18,112 @@ import (
 
 // Export writes the sessions ids to stdout as JSON lines, one stored
 // envelope per line exactly as stored, sessions one after another in seq
-// order. A session is written whole or not at all: one that cannot be
-// read to its end is skipped, said on stderr, and named in the error.
+// order, each read twice from the store (storeExport) and written as its
+// second read reads it, so that a session of any length is exported in
+// the memory of a few batches of it. A session whose first read cannot
+// read it to its end is not written, said on stderr and named in the
+// error. A session whose second read fails or gives other events than the
+// first (erased or changed between the two) ends the export, after the
+// lines of its second read written so far (each line whole), all of which
+// end up on stdout.
 func Export(ctx context.Context, st *logstore.Store, ids []string, stdout, stderr io.Writer) error {
 	w := bufio.NewWriterSize(stdout, 1<<20)
-	var sessions, events int
-	var skipped []string
-	var buf bytes.Buffer
+	x := storeExport{ctx: ctx, st: st, exportTally: exportTally{stderr: stderr}}
+	var events int
 	for _, id := range ids {
-		// A session is written whole or not at all: one that cannot be
-		// read to its end is skipped (an import of its valid prefix would
-		// pass for the whole session).
-		buf.Reset()
-		n := 0
-		tail, err := sre.ReadValid(ctx, st, id, func(m *logstore.Msg, _ *schema.Envelope) error {
-			n++
-			return sre.WriteLine(&buf, m.Data)
+		_, err := x.session(id, "not exported: %[2]v\n", func(raw json.RawMessage, _ *schema.Envelope) error {
+			events++
+			return sre.WriteLine(w, raw)
 		})
-		var rp *sre.ReadProblem
-		if errors.As(err, &rp) {
-			fmt.Fprintf(stderr, "not exported: %v\n", rp)
-			skipped = append(skipped, id)
-			continue
-		}
 		if err != nil {
-			return err
+			return errors.Join(err, w.Flush())
 		}
-		if !tail.Exists() {
-			return sre.Missing(ctx, st, id)
-		}
-		if _, err := w.Write(buf.Bytes()); err != nil {
-			return err
-		}
-		sessions++
-		events += n
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "exported %d sessions, %d events\n", sessions, events)
-	return notExported(skipped)
+	fmt.Fprintf(stderr, "exported %d sessions, %d events\n", x.exported, events)
+	return notExported(x.skipped)
 }
 
 // ExportOTLP sends every ended turn of the sessions ids to exp, the
 // OTLP/HTTP collector at endpoint, as an OpenTelemetry trace (DESIGN.md
 // section 15, package otelexport). Ids are derived from the events, so
-// running it again sends the same spans, with the same ids. A session
-// that cannot be read to its end sends nothing, and is named at the end.
+// running it again sends the same spans, with the same ids. Each session
+// is read twice (storeExport), the second read sending its turns as it
+// reads them (otelexport.Sender); the sessions left out, and those that
+// end the export, are Export's.
 func ExportOTLP(ctx context.Context, st *logstore.Store, ids []string, exp sdktrace.SpanExporter, endpoint string, stderr io.Writer) error {
-	var sessions, turns, spans int
-	var skipped []string
+	x := storeExport{ctx: ctx, st: st, exportTally: exportTally{stderr: stderr}}
+	var turns, spans int
 	for _, id := range ids {
-		// A first read checks the whole session, so one that cannot be
-		// read to its end sends nothing; the second sends its turns as
-		// they are read (otelexport.Sender), so neither holds the session.
-		tail, err := sre.ReadValid(ctx, st, id, func(*logstore.Msg, *schema.Envelope) error { return nil })
-		var rp *sre.ReadProblem
-		if errors.As(err, &rp) {
-			fmt.Fprintf(stderr, "session %s is %s, not exported: %v\n", id, rp.Kind, rp)
-			skipped = append(skipped, id)
-			continue
-		}
+		snd := otelexport.NewSender(ctx, exp)
+		ok, err := x.session(id, "session %[1]s is %[3]s, not exported: %[2]v\n", func(_ json.RawMessage, e *schema.Envelope) error { return snd.Add(e) })
 		if err != nil {
 			return err
 		}
-		if !tail.Exists() {
-			return sre.Missing(ctx, st, id)
-		}
-		snd := otelexport.NewSender(ctx, exp)
-		if _, err := sre.ReadValid(ctx, st, id, func(_ *logstore.Msg, e *schema.Envelope) error { return snd.Add(e) }); err != nil {
-			return fmt.Errorf("session %s: %w", id, err)
+		if !ok {
+			continue
 		}
 		if err := snd.Close(); err != nil {
 			return fmt.Errorf("session %s: %w", id, err)
 		}
-		sessions++
 		turns += snd.Turns
 		spans += snd.Spans
 	}
-	fmt.Fprintf(stderr, "exported %d sessions: %d turns, %d spans to %s\n", sessions, turns, spans, endpoint)
-	return notExported(skipped)
+	fmt.Fprintf(stderr, "exported %d sessions: %d turns, %d spans to %s\n", x.exported, turns, spans, endpoint)
+	return notExported(x.skipped)
+}
+
+// storeExport is what Export and ExportOTLP share: the sessions exported,
+// and those left out.
+type storeExport struct {
+	ctx context.Context
+	st  *logstore.Store
+	exportTally
+}
+
+// session gives fn the events of session id, read twice from the store
+// (twice, over storeRead), and says whether it did. A session whose
+// first read meets a read problem is left out, said on stderr with say
+// (its arguments: the id, the *sre.ReadProblem and its Kind) and named
+// in the error, and is no error here; fn was then given none of it.
+func (x *storeExport) session(id, say string, fn func(json.RawMessage, *schema.Envelope) error) (bool, error) {
+	return x.tally(twice(id, x.storeRead(id), fn), func(err error) bool {
+		var rp *sre.ReadProblem
+		if !errors.As(err, &rp) {
+			return false
+		}
+		fmt.Fprintf(x.stderr, say, id, rp, rp.Kind)
+		x.skipped = append(x.skipped, id)
+		return true
+	})
+}
+
+// storeRead is twice's reader of session id from the store, judged
+// (sre.ReadValid): to its end the first time, to the first read's last
+// seq the second (the events appended since are not the session the
+// first read judged). A session without events is sre.Missing's error; a
+// second read that fails or ends short of the first's last seq, of a
+// session erased since, is sre.Missing's error too (it says erased).
+func (x *storeExport) storeRead(id string) func(*readDigest, func(json.RawMessage, *schema.Envelope) error) error {
+	return func(first *readDigest, fn func(json.RawMessage, *schema.Envelope) error) error {
+		var last uint64
+		tail, err := sre.ReadValid(x.ctx, x.st, id, func(m *logstore.Msg, e *schema.Envelope) error {
+			if first != nil && e.Seq > first.last {
+				return logstore.ErrStop
+			}
+			last = e.Seq
+			return fn(m.Data, e)
+		})
+		if err == nil && !tail.Exists() {
+			return sre.Missing(x.ctx, x.st, id)
+		}
+		if first != nil && (err != nil || last < first.last) {
+			if er, _, gerr := x.st.ErasureOf(x.ctx, id); gerr == nil && er != nil {
+				return sre.Missing(x.ctx, x.st, id)
+			}
+		}
+		return err
+	}
 }

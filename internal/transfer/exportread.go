@@ -41,7 +41,7 @@ import (
 // up on stdout.
 func ExportRead(ctx context.Context, cl *client.Client, ids []string, listed bool, stdout, stderr io.Writer) error {
 	w := bufio.NewWriterSize(stdout, 1<<20)
-	x := readExport{ctx: ctx, cl: cl, listed: listed, stderr: stderr}
+	x := readExport{ctx: ctx, cl: cl, listed: listed, exportTally: exportTally{stderr: stderr}}
 	var events int
 	for _, id := range ids {
 		_, err := x.session(id, func(raw json.RawMessage, _ *schema.Envelope) error {
@@ -65,7 +65,7 @@ func ExportRead(ctx context.Context, cl *client.Client, ids []string, listed boo
 // named by the stored events as ExportOTLP names them; the sessions left
 // out are ExportRead's.
 func ExportOTLPRead(ctx context.Context, cl *client.Client, ids []string, listed bool, exp sdktrace.SpanExporter, endpoint string, stderr io.Writer) error {
-	x := readExport{ctx: ctx, cl: cl, listed: listed, stderr: stderr}
+	x := readExport{ctx: ctx, cl: cl, listed: listed, exportTally: exportTally{stderr: stderr}}
 	var turns, spans int
 	for _, id := range ids {
 		snd := otelexport.NewSender(ctx, exp)
@@ -89,14 +89,11 @@ func ExportOTLPRead(ctx context.Context, cl *client.Client, ids []string, listed
 // readExport is what ExportRead and ExportOTLPRead share: the sessions
 // exported, and those left out.
 type readExport struct {
-	ctx     context.Context
-	cl      *client.Client
-	listed  bool // the ids are sessions.api.list's
-	stderr  io.Writer
-	skipped []string // unreadable: named in the error
-	// exported counts the sessions read to their end; erased those
-	// listed and erased before their read.
-	exported, erased int
+	ctx    context.Context
+	cl     *client.Client
+	listed bool // the ids are sessions.api.list's
+	exportTally
+	erased int // listed and erased before their read
 }
 
 // session gives fn the events of session id (readTwice) and says whether
@@ -104,21 +101,42 @@ type readExport struct {
 // said on stderr and counted, and is no error; fn was then given none of
 // it.
 func (x *readExport) session(id string, fn func(json.RawMessage, *schema.Envelope) error) (bool, error) {
-	err := readTwice(x.ctx, x.cl, id, fn)
+	return x.tally(readTwice(x.ctx, x.cl, id, fn), func(err error) bool {
+		switch {
+		case errors.Is(err, client.ErrUnreadable):
+			fmt.Fprintf(x.stderr, "session %s not exported: %v\n", id, err)
+			x.skipped = append(x.skipped, id)
+		case x.listed && errors.Is(err, client.ErrErased):
+			fmt.Fprintf(x.stderr, "session %s not exported: erased since it was listed\n", id)
+			x.erased++
+		default:
+			return false
+		}
+		return true
+	})
+}
+
+// exportTally counts the sessions of an export: those exported, and
+// those left out that name themselves in its error.
+type exportTally struct {
+	stderr   io.Writer
+	skipped  []string // named in the error
+	exported int      // read to their end
+}
+
+// tally says what err, the error of the two reads (twice) of a session,
+// makes of it: nil, a session exported (true); leftOut(err), one left
+// out, no error (leftOut says it and counts it); a *rereadError or any
+// other error ends the export.
+func (t *exportTally) tally(err error, leftOut func(error) bool) (bool, error) {
 	var re *rereadError
 	switch {
 	case err == nil:
-		x.exported++
+		t.exported++
 		return true, nil
 	case errors.As(err, &re):
 		return false, err
-	case errors.Is(err, client.ErrUnreadable):
-		fmt.Fprintf(x.stderr, "session %s not exported: %v\n", id, err)
-		x.skipped = append(x.skipped, id)
-		return false, nil
-	case x.listed && errors.Is(err, client.ErrErased):
-		fmt.Fprintf(x.stderr, "session %s not exported: erased since it was listed\n", id)
-		x.erased++
+	case leftOut(err):
 		return false, nil
 	}
 	return false, err
@@ -148,28 +166,42 @@ func (x *readExport) leftOut() string {
 // did, is a *rereadError, after fn was given part of the session, or all
 // of it as the second read gave it.
 func readTwice(ctx context.Context, cl *client.Client, id string, fn func(json.RawMessage, *schema.Envelope) error) error {
-	var first readDigest
 	p := readPages{ctx: ctx, cl: cl, id: id}
-	if err := p.each(first.add); err != nil {
+	return twice(id, func(first *readDigest, fn func(json.RawMessage, *schema.Envelope) error) error {
+		switch {
+		case first == nil:
+			return p.each(fn)
+		case p.pages == 1:
+			// One page held the whole session: its events are given
+			// from that page, not read again.
+			p.at = 0
+			return agentlog.EachStored(0, func(uint64) ([]json.RawMessage, bool, error) { return p.page, false, nil }, func(e schema.Envelope) error {
+				return fn(p.take(), &e)
+			})
+		}
+		again := readPages{ctx: ctx, cl: cl, id: id, upTo: first.last}
+		return again.each(fn)
+	}, fn)
+}
+
+// twice is the mechanism of readTwice and of the operator's export
+// (storeRead), over read, a reader of session id: read(nil, fn) reads the
+// session whole, judging it, and gives fn each of its events; read(first,
+// fn) reads it again up to first.last, the seq where the first read
+// ended. The first read keeps only a readDigest; the second gives fn each
+// event as it reads it. An error of the first read is read's; any error of
+// the second, or a second read that does not give what the first did, is
+// a *rereadError.
+func twice(id string, read func(first *readDigest, fn func(json.RawMessage, *schema.Envelope) error) error, fn func(json.RawMessage, *schema.Envelope) error) error {
+	var first readDigest
+	if err := read(nil, first.add); err != nil {
 		return err
 	}
 	var second readDigest
-	give := func(raw json.RawMessage, e *schema.Envelope) error {
+	err := read(&first, func(raw json.RawMessage, e *schema.Envelope) error {
 		second.add(raw, e)
 		return fn(raw, e)
-	}
-	var err error
-	if p.pages == 1 {
-		// One page held the whole session: its events are given from
-		// that page, not read again.
-		p.at = 0
-		err = agentlog.EachStored(0, func(uint64) ([]json.RawMessage, bool, error) { return p.page, false, nil }, func(e schema.Envelope) error {
-			return give(p.take(), &e)
-		})
-	} else {
-		again := readPages{ctx: ctx, cl: cl, id: id, upTo: first.last}
-		err = again.each(give)
-	}
+	})
 	if err == nil && !second.same(&first) {
 		err = errors.New("it gave other events than the first read: the session changed between the two")
 	}
@@ -200,7 +232,7 @@ func (d *readDigest) add(raw json.RawMessage, e *schema.Envelope) error {
 
 // same says whether d read what o read.
 func (d *readDigest) same(o *readDigest) bool {
-	return d.n == o.n && d.last == o.last && d.h != nil && o.h != nil && string(d.h.Sum(nil)) == string(o.h.Sum(nil))
+	return d.n == o.n && d.last == o.last && (d.n == 0 || string(d.h.Sum(nil)) == string(o.h.Sum(nil)))
 }
 
 // rereadError is a session whose second read (readTwice) failed, or gave
