@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -21,13 +22,15 @@ import (
 // the audit's unhashed and deleted, not hashed as an event: the job
 // finishes, in the middle of the session and as its tail at acceptance.
 func TestEraseMessageThatIsNotAnEvent(t *testing.T) {
-	t.Run("middle", func(t *testing.T) { eraseJunk(t, true) })
-	t.Run("tail", func(t *testing.T) { eraseJunk(t, false) })
+	for _, sealed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("middle/sealed-%v", sealed), func(t *testing.T) { eraseJunk(t, sealed, true) })
+		t.Run(fmt.Sprintf("tail/sealed-%v", sealed), func(t *testing.T) { eraseJunk(t, sealed, false) })
+	}
 }
 
-func eraseJunk(t *testing.T, eventAfter bool) {
+func eraseJunk(t *testing.T, sealed, eventAfter bool) {
 	ctx := context.Background()
-	e := newEnv(t)
+	e := newEnvWith(t, logstore.Config{SealBodies: sealed})
 	sum := e.eraseSession("s-junk", strings.Repeat("J", 64), "")
 	js, err := jetstream.New(e.nc)
 	if err != nil {
@@ -95,6 +98,9 @@ func eraseJunk(t *testing.T, eventAfter bool) {
 		t.Fatal("no delete after the seal")
 	}
 	e.gone("s-junk")
+	if sealed {
+		e.keyGone("s-junk")
+	}
 	recs := e.audits()
 	if len(recs) != 1 || recs[0].SHA256 != sum || recs[0].Events != events || recs[0].LastSeq != lastSeq || recs[0].Unhashed != 1 {
 		t.Fatalf("audit %+v, want %d events hashed to seq %d (sha256 %s) and 1 unhashed", recs, events, lastSeq, sum)
