@@ -68,8 +68,10 @@ type Erasure struct {
 	// Unhashed: messages the job deleted without hashing them, sealed
 	// bodies that do not open: one past the digest stored around the
 	// writer with the key the erase destroyed, or one garbled before the
-	// erase while its key was there (docs/adr/011-sealed-bodies.md). Not
-	// in Events, LastSeq or SHA256.
+	// erase while its key was there (docs/adr/011-sealed-bodies.md); and
+	// plain messages on the session's subject that are not events (no
+	// SL-Seq header, a body that does not decode: an operator's raw
+	// publish). Not in Events, LastSeq or SHA256.
 	Unhashed uint64 `json:"unhashed,omitempty"`
 	// Sealed: the event that was the session's tail when the digest
 	// covered it all is deleted (with the first), so an append that

@@ -260,6 +260,23 @@ func (l *Log) ReadSession(ctx context.Context, sessionID string, afterStreamSeq 
 	if err != nil {
 		return logstore.Tail{}, err
 	}
+	return readTo(msgs, tail, fn)
+}
+
+// ReadSessionTo is ReadSession up to tail, read before.
+func (l *Log) ReadSessionTo(ctx context.Context, sessionID string, afterStreamSeq uint64, tail logstore.Tail, fn func(*logstore.Msg) error) (logstore.Tail, error) {
+	loc, err := l.Locate(sessionID)
+	if err != nil {
+		return logstore.Tail{}, err
+	}
+	l.mu.Lock()
+	msgs := l.subjectMsgs(loc, afterStreamSeq)
+	l.mu.Unlock()
+	return readTo(msgs, tail, fn)
+}
+
+// readTo calls fn with each of msgs up to tail's stream seq.
+func readTo(msgs []*logstore.Msg, tail logstore.Tail, fn func(*logstore.Msg) error) (logstore.Tail, error) {
 	for _, m := range msgs {
 		if m.StreamSeq > tail.StreamSeq {
 			break

@@ -275,7 +275,8 @@ type AuditRecord struct {
 	Reason    string `json:"reason"`
 	SHA256    string `json:"sha256"`
 	// Unhashed: messages deleted without being hashed, sealed bodies that
-	// do not open (whose key the erase had destroyed, or garbled: DESIGN.md
+	// do not open (whose key the erase had destroyed, or garbled) and
+	// messages on the session's subject that are not events (DESIGN.md
 	// section 14); absent when none.
 	Unhashed uint64        `json:"unhashed,omitempty"`
 	Owner    *schema.Owner `json:"owner,omitempty"`

@@ -98,7 +98,7 @@ func (s *Service) acceptErase(ctx context.Context, req EraseRequest) ([]string, 
 	}
 	var total uint64
 	if rec == nil {
-		t, err := s.st.Tail(ctx, req.SessionID)
+		t, err := s.storedTail(ctx, req.SessionID)
 		if err != nil && schema.CodeOf(err) != schema.CodeNotFound {
 			return nil, schema.Errorf(schema.CodeNotCommitted, "erase: %v", err)
 		}
@@ -147,7 +147,7 @@ func (s *Service) acceptErase(ctx context.Context, req EraseRequest) ([]string, 
 	// takes them from it.
 	for _, c := range children {
 		var n uint64
-		if t, err := s.st.Tail(ctx, c); err == nil {
+		if t, err := s.storedTail(ctx, c); err == nil {
 			n = t.Seq
 		}
 		if err := mark(c, n, false, nil, false); err != nil {
@@ -421,7 +421,14 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 	}
 	hashAfter := func() (tail logstore.Tail, err error) {
 		for {
-			tail, err = s.st.ReadSession(ctx, rec.SessionID, rec.Through, func(m *logstore.Msg) error {
+			if tail, err = s.storedTail(ctx, rec.SessionID); err != nil {
+				return tail, err
+			}
+			tail, err = s.st.ReadSessionTo(ctx, rec.SessionID, rec.Through, tail, func(m *logstore.Msg) error {
+				if why := notAnEvent(m); why != nil {
+					s.unhashed(rec, fold, m, why)
+					return nil
+				}
 				hashOne(h, rec, m)
 				fold.next(m)
 				return nil
@@ -432,7 +439,7 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 				// with its key (garbled: a corrupted block): the read
 				// fails on it every time. It is counted apart, as one past
 				// the digest, and the read goes on after it.
-				s.unhashed(rec, fold, &logstore.Msg{StreamSeq: ue.StreamSeq, Unopened: ue})
+				s.unhashed(rec, fold, &logstore.Msg{StreamSeq: ue.StreamSeq}, ue)
 				continue
 			}
 			if err != nil {
@@ -452,6 +459,10 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 		if err != nil {
 			return rev, err
 		}
+		// junk: the tail deleted is a message that is not an event
+		// (storedTail), so the event a cached append expects is still
+		// there: the seal goes round again to delete it.
+		junk := false
 		if !tail.Exists() || tail.StreamSeq <= rec.Through {
 			// Nothing stored after what is hashed: delete the first
 			// event, then the tail, the one a cached append expects.
@@ -470,14 +481,15 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 				return rev, err
 			}
 			rec.Deleted += uint64(len(seqs))
+			junk = tail.Exists() && tail.Seq == 0
 		}
 		// An append may have landed after the tail hashed: hash it and
 		// seal again on the new tail.
-		after, err := s.st.Tail(ctx, rec.SessionID)
+		after, err := s.storedTail(ctx, rec.SessionID)
 		if err != nil && schema.CodeOf(err) != schema.CodeNotFound {
 			return rev, err
 		}
-		if after.StreamSeq <= rec.Through {
+		if after.StreamSeq <= rec.Through && !junk {
 			rec.Sealed = true
 		}
 	}
@@ -522,7 +534,11 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 				// A sealed body past the digest that does not open: stored
 				// around the writer with a key the shred destroyed after
 				// its look at the leader (or with another key).
-				s.unhashed(rec, fold, m)
+				s.unhashed(rec, fold, m, m.Unopened)
+				continue
+			}
+			if why := notAnEvent(m); why != nil {
+				s.unhashed(rec, fold, m, why)
 				continue
 			}
 			hashOne(h, rec, m)
@@ -550,15 +566,47 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 	return s.st.UpdateErasure(ctx, *rec, rev)
 }
 
-// unhashed counts m, a sealed body that does not open, in the record's
-// Unhashed instead of its digest: it cannot be hashed, ever, so it is
-// counted apart (the audit's unhashed) and deleted, so that the job ends.
-func (s *Service) unhashed(rec *logstore.Erasure, fold *ownerFold, m *logstore.Msg) {
+// unhashed counts m in the record's Unhashed instead of its digest: a
+// sealed body that does not open, which cannot be hashed, ever, or a
+// message that is not an event (why says which), which is no event of
+// the digest's count. It is counted apart (the audit's unhashed) and
+// deleted, so that the job ends.
+func (s *Service) unhashed(rec *logstore.Erasure, fold *ownerFold, m *logstore.Msg, why error) {
 	rec.Unhashed++
 	rec.Through = m.StreamSeq
 	fold.unreadable(m)
-	s.log.Warn("eraser: a sealed event does not open: deleted without being hashed, counted as unhashed in the audit",
-		"session", rec.SessionID, "stream_seq", m.StreamSeq, "err", m.Unopened)
+	s.log.Warn("eraser: a stored message is not an event that can be hashed: deleted without being hashed, counted as unhashed in the audit",
+		"session", rec.SessionID, "stream_seq", m.StreamSeq, "err", why)
+}
+
+// notAnEvent is the reason m is not an event, as Tail judges a session's
+// last message (logstore.TailOf): it has no SL-Seq header and its body
+// does not decode, for another reason than a newer schema (an event this
+// reader cannot read is an event all the same). nil: m is an event, to
+// be hashed. m's sealed body is open (or m is a plain one).
+func notAnEvent(m *logstore.Msg) error {
+	if _, err := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64); err == nil {
+		return nil
+	}
+	if _, err := schema.Decode(m.Data); err != nil && !errors.Is(err, schema.ErrNewerSchema) {
+		return err
+	}
+	return nil
+}
+
+// storedTail is the session's tail, as Tail reads it from the stream
+// leader, except that a last message that is not an event (Tail's
+// verdict, logstore.KindGarbage) is the tail too: its stream seq, no seq
+// (the erase deletes it, counted in Unhashed). An erase must go on past
+// such a message: Tail, and every read that starts with it, fails on it
+// for ever.
+func (s *Service) storedTail(ctx context.Context, id string) (logstore.Tail, error) {
+	t, err := s.st.Tail(ctx, id)
+	var ue *logstore.UnreadableError
+	if errors.As(err, &ue) && ue.Kind == logstore.KindGarbage {
+		return logstore.Tail{StreamSeq: ue.StreamSeq}, nil
+	}
+	return t, err
 }
 
 // hashOne adds m to the digest and the record's count.

@@ -18,6 +18,7 @@ type Log interface {
 	Tail(ctx context.Context, sessionID string) (logstore.Tail, error)
 	NextAfter(ctx context.Context, sessionID string, after uint64) (*logstore.Msg, error)
 	ReadSession(ctx context.Context, sessionID string, afterStreamSeq uint64, fn func(*logstore.Msg) error) (logstore.Tail, error)
+	ReadSessionTo(ctx context.Context, sessionID string, afterStreamSeq uint64, tail logstore.Tail, fn func(*logstore.Msg) error) (logstore.Tail, error)
 	// The owner and grants an erased session's records keep are folded
 	// from its snapshot and the events after it as every reader judges
 	// them.
