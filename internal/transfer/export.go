@@ -55,21 +55,11 @@ func Export(ctx context.Context, st *logstore.Store, ids []string, stdout, stder
 // end the export, are Export's.
 func ExportOTLP(ctx context.Context, st *logstore.Store, ids []string, exp sdktrace.SpanExporter, endpoint string, stderr io.Writer) error {
 	x := storeExport{ctx: ctx, st: st, exportTally: exportTally{stderr: stderr}}
-	var turns, spans int
-	for _, id := range ids {
-		snd := otelexport.NewSender(ctx, exp)
-		ok, err := x.session(id, "session %[1]s is %[3]s, not exported: %[2]v\n", func(_ json.RawMessage, e *schema.Envelope) error { return snd.Add(e) })
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
-		if err := snd.Close(); err != nil {
-			return fmt.Errorf("session %s: %w", id, err)
-		}
-		turns += snd.Turns
-		spans += snd.Spans
+	turns, spans, err := sendOTLP(ctx, ids, exp, func(id string, fn func(json.RawMessage, *schema.Envelope) error) (bool, error) {
+		return x.session(id, "session %[1]s is %[3]s, not exported: %[2]v\n", fn)
+	})
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(stderr, "exported %d sessions: %d turns, %d spans to %s\n", x.exported, turns, spans, endpoint)
 	return notExported(x.skipped)
@@ -126,4 +116,26 @@ func (x *storeExport) storeRead(id string) func(*readDigest, func(json.RawMessag
 		}
 		return err
 	}
+}
+
+// sendOTLP sends the spans of each session to exp, its events given by
+// session (false: left out), one otelexport.Sender a session; it counts
+// the turns and spans sent. ExportOTLP and ExportOTLPRead send through it.
+func sendOTLP(ctx context.Context, ids []string, exp sdktrace.SpanExporter, session func(id string, fn func(json.RawMessage, *schema.Envelope) error) (bool, error)) (turns, spans int, err error) {
+	for _, id := range ids {
+		snd := otelexport.NewSender(ctx, exp)
+		ok, err := session(id, func(_ json.RawMessage, e *schema.Envelope) error { return snd.Add(e) })
+		if err != nil {
+			return turns, spans, err
+		}
+		if !ok {
+			continue
+		}
+		if err := snd.Close(); err != nil {
+			return turns, spans, fmt.Errorf("session %s: %w", id, err)
+		}
+		turns += snd.Turns
+		spans += snd.Spans
+	}
+	return turns, spans, nil
 }

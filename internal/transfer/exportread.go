@@ -13,7 +13,6 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/sessionlog/sessionlog/internal/otelexport"
 	"github.com/sessionlog/sessionlog/internal/sre"
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
 	"github.com/sessionlog/sessionlog/pkg/client"
@@ -66,21 +65,9 @@ func ExportRead(ctx context.Context, cl *client.Client, ids []string, listed boo
 // out are ExportRead's.
 func ExportOTLPRead(ctx context.Context, cl *client.Client, ids []string, listed bool, exp sdktrace.SpanExporter, endpoint string, stderr io.Writer) error {
 	x := readExport{ctx: ctx, cl: cl, listed: listed, exportTally: exportTally{stderr: stderr}}
-	var turns, spans int
-	for _, id := range ids {
-		snd := otelexport.NewSender(ctx, exp)
-		ok, err := x.session(id, func(_ json.RawMessage, e *schema.Envelope) error { return snd.Add(e) })
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
-		if err := snd.Close(); err != nil {
-			return fmt.Errorf("session %s: %w", id, err)
-		}
-		turns += snd.Turns
-		spans += snd.Spans
+	turns, spans, err := sendOTLP(ctx, ids, exp, x.session)
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(stderr, "exported %d sessions: %d turns, %d spans to %s%s\n", x.exported, turns, spans, endpoint, x.leftOut())
 	return notExported(x.skipped)
