@@ -444,6 +444,10 @@ func TestForkLineageAndContextInProjector(t *testing.T) {
 	}
 	var child, parent httpapi.Detail
 	natstest.CheckFor(t, 30*time.Second, 20*time.Millisecond, func() error {
+		// Each poll decodes into empty details: decoded into the last
+		// poll's, a field the answer leaves out (forking false, no open
+		// turn) would keep the value of a poll made mid-copy.
+		child, parent = httpapi.Detail{}, httpapi.Detail{}
 		if err := get("/v1/sessions/c", &child); err != nil {
 			return err
 		}
