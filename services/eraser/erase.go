@@ -98,7 +98,7 @@ func (s *Service) acceptErase(ctx context.Context, req EraseRequest) ([]string, 
 	}
 	var total uint64
 	if rec == nil {
-		t, err := s.storedTail(ctx, req.SessionID)
+		t, _, err := s.storedTail(ctx, req.SessionID)
 		if err != nil && schema.CodeOf(err) != schema.CodeNotFound {
 			return nil, schema.Errorf(schema.CodeNotCommitted, "erase: %v", err)
 		}
@@ -147,7 +147,7 @@ func (s *Service) acceptErase(ctx context.Context, req EraseRequest) ([]string, 
 	// takes them from it.
 	for _, c := range children {
 		var n uint64
-		if t, err := s.storedTail(ctx, c); err == nil {
+		if t, _, err := s.storedTail(ctx, c); err == nil {
 			n = t.Seq
 		}
 		if err := mark(c, n, false, nil, false); err != nil {
@@ -419,10 +419,12 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 			return rev, fmt.Errorf("digest state in the record: %w", err)
 		}
 	}
-	hashAfter := func() (tail logstore.Tail, err error) {
+	// hashAfter hashes what is stored up to the session's tail and
+	// returns the tail with its verdict (storedTail).
+	hashAfter := func() (tail logstore.Tail, verdict *logstore.UnreadableError, err error) {
 		for {
-			if tail, err = s.storedTail(ctx, rec.SessionID); err != nil {
-				return tail, err
+			if tail, verdict, err = s.storedTail(ctx, rec.SessionID); err != nil {
+				return tail, verdict, err
 			}
 			tail, err = s.st.ReadSessionTo(ctx, rec.SessionID, rec.Through, tail, func(m *logstore.Msg) error {
 				if why := notAnEvent(m); why != nil {
@@ -443,25 +445,26 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 				continue
 			}
 			if err != nil {
-				return tail, err
+				return tail, verdict, err
 			}
 			break
 		}
 		b, _ := h.(encoding.BinaryMarshaler).MarshalBinary()
 		rec.HashState = base64.StdEncoding.EncodeToString(b)
 		if rev, err = s.st.UpdateErasure(ctx, *rec, rev); err != nil {
-			return tail, err
+			return tail, verdict, err
 		}
-		return tail, s.step(StepHashed)
+		return tail, verdict, s.step(StepHashed)
 	}
 	for !legacy && !rec.Sealed {
-		tail, err := hashAfter()
+		tail, verdict, err := hashAfter()
 		if err != nil {
 			return rev, err
 		}
-		// junk: the tail deleted is a message that is not an event
-		// (storedTail), so the event a cached append expects is still
-		// there: the seal goes round again to delete it.
+		// junk: the tail deleted is a message Tail refuses (storedTail's
+		// verdict), which may have been stored around the writer, so the
+		// event a cached append expects may still be there: the seal goes
+		// round again to delete it.
 		junk := false
 		if !tail.Exists() || tail.StreamSeq <= rec.Through {
 			// Nothing stored after what is hashed: delete the first
@@ -481,11 +484,11 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 				return rev, err
 			}
 			rec.Deleted += uint64(len(seqs))
-			junk = tail.Exists() && tail.Seq == 0
+			junk = tail.Exists() && verdict != nil
 		}
 		// An append may have landed after the tail hashed: hash it and
 		// seal again on the new tail.
-		after, err := s.storedTail(ctx, rec.SessionID)
+		after, _, err := s.storedTail(ctx, rec.SessionID)
 		if err != nil && schema.CodeOf(err) != schema.CodeNotFound {
 			return rev, err
 		}
@@ -594,19 +597,22 @@ func notAnEvent(m *logstore.Msg) error {
 	return nil
 }
 
-// storedTail is the session's tail, as Tail reads it from the stream
-// leader, except that a last message that is not an event (Tail's
-// verdict, logstore.KindGarbage) is the tail too: its stream seq, no seq
-// (the erase deletes it, counted in Unhashed). An erase must go on past
-// such a message: Tail, and every read that starts with it, fails on it
-// for ever.
-func (s *Service) storedTail(ctx context.Context, id string) (logstore.Tail, error) {
-	t, err := s.st.Tail(ctx, id)
-	var ue *logstore.UnreadableError
-	if errors.As(err, &ue) && ue.Kind == logstore.KindGarbage {
-		return logstore.Tail{StreamSeq: ue.StreamSeq}, nil
-	}
-	return t, err
+// storedTail is where the session's last stored message is, as the
+// stream leader answers (logstore.Store.TailPosition), with Tail's
+// verdict on it when it is not the session's event (nil: it is).
+//
+// This is the eraser's acceptance of a session's tail, the one place it
+// is decided: an erase goes on past the last message whatever the
+// verdict, a body that is not an event (logstore.KindGarbage), a sealed
+// body that does not open (KindUnopened) or an event of a newer schema
+// stored without SL-Seq (KindNewer). Tail, and every read that starts
+// with it, fails on such a message for ever, so refusing it would leave
+// the session unerasable; the job deletes every message stored on the
+// subject, and counts each as its reads judge it (a message that is not
+// an event, or a sealed body that does not open, in Unhashed; one of a
+// newer schema is an event, hashed).
+func (s *Service) storedTail(ctx context.Context, id string) (logstore.Tail, *logstore.UnreadableError, error) {
+	return s.st.TailPosition(ctx, id)
 }
 
 // hashOne adds m to the digest and the record's count.
