@@ -80,6 +80,26 @@ func TestTailPosition(t *testing.T) {
 	}
 }
 
+// TestAppendAfterTailThatDoesNotOpen: Append with ExpectedStreamSeq at a
+// session's last message whose sealed body does not open, no PrevHash
+// and no cached tail, has no body to chain to: it answers the verdict on
+// that message (code unreadable, the session and stream seq named) and
+// stores nothing. Before, it stored the event without SL-Prev.
+func TestAppendAfterTailThatDoesNotOpen(t *testing.T) {
+	nc, st, tail := garbledTail(t)
+	ctx := context.Background()
+	// Another store: no cached tail.
+	other := open(t, nc, logstore.Config{SealBodies: true})
+	_, err := other.Append(ctx, logstore.AppendRequest{SessionID: "g", ExpectedStreamSeq: tail, Events: events("g", 4, 1, "g")})
+	var ue *logstore.UnreadableError
+	if !errors.As(err, &ue) || ue.Kind != logstore.KindUnopened || ue.StreamSeq != tail || schema.CodeOf(err) != schema.CodeUnreadable {
+		t.Fatalf("Append after the tail that does not open: %v, want unreadable at stream seq %d: the sealed body does not open", err, tail)
+	}
+	if last, err := st.LastStreamSeq(ctx, logstore.StreamName); err != nil || last != tail {
+		t.Fatalf("last stream seq %d (%v), want %d: nothing stored", last, err, tail)
+	}
+}
+
 // garbledTail stores session g's three events sealed on a new server and
 // changes a byte of the last one's stored body, so that it no longer
 // opens: the connection, the store and the stream seq of that tail.
