@@ -409,56 +409,14 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 			return rev, err
 		}
 	}
-	h := sha256.New()
-	if rec.HashState != "" {
-		b, err := base64.StdEncoding.DecodeString(rec.HashState)
-		if err == nil {
-			err = h.(encoding.BinaryUnmarshaler).UnmarshalBinary(b)
-		}
-		if err != nil {
-			return rev, fmt.Errorf("digest state in the record: %w", err)
-		}
-	}
-	// hashAfter hashes what is stored up to the session's tail and
-	// returns the tail with its verdict (storedTail).
-	hashAfter := func() (tail logstore.Tail, verdict *logstore.UnreadableError, err error) {
-		for {
-			if tail, verdict, err = s.storedTail(ctx, rec.SessionID); err != nil {
-				return tail, verdict, err
-			}
-			tail, err = s.st.ReadSessionTo(ctx, rec.SessionID, rec.Through, tail, func(m *logstore.Msg) error {
-				if why := notAnEvent(m); why != nil {
-					s.unhashed(rec, fold, m, why)
-					return nil
-				}
-				hashOne(h, rec, m)
-				fold.next(m)
-				return nil
-			})
-			var ue *logstore.UnreadableError
-			if errors.As(err, &ue) && ue.Kind == logstore.KindUnopened && ue.StreamSeq > rec.Through {
-				// A sealed body stored before the seal that does not open
-				// with its key (garbled: a corrupted block): the read
-				// fails on it every time. It is counted apart, as one past
-				// the digest, and the read goes on after it.
-				s.unhashed(rec, fold, &logstore.Msg{StreamSeq: ue.StreamSeq}, ue)
-				continue
-			}
-			if err != nil {
-				return tail, verdict, err
-			}
-			break
-		}
-		b, _ := h.(encoding.BinaryMarshaler).MarshalBinary()
-		rec.HashState = base64.StdEncoding.EncodeToString(b)
-		if rev, err = s.st.UpdateErasure(ctx, *rec, rev); err != nil {
-			return tail, verdict, err
-		}
-		return tail, verdict, s.step(StepHashed)
+	h, err := digestOf(rec)
+	if err != nil {
+		return rev, err
 	}
 	for !legacy && !rec.Sealed {
-		tail, verdict, err := hashAfter()
-		if err != nil {
+		var tail logstore.Tail
+		var verdict *logstore.UnreadableError
+		if tail, verdict, rev, err = s.hashToTail(ctx, rec, rev, h, fold); err != nil {
 			return rev, err
 		}
 		// junk: the tail deleted is a message Tail refuses (storedTail's
@@ -548,12 +506,7 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 			fold.next(m)
 		}
 		if hashed {
-			b, _ := h.(encoding.BinaryMarshaler).MarshalBinary()
-			rec.HashState = base64.StdEncoding.EncodeToString(b)
-			if rev, err = s.st.UpdateErasure(ctx, *rec, rev); err != nil {
-				return rev, err
-			}
-			if err := s.step(StepHashed); err != nil {
+			if rev, err = s.saveDigest(ctx, rec, rev, h); err != nil {
 				return rev, err
 			}
 		}
@@ -567,6 +520,73 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 	}
 	rec.Deleted, rec.HashState, rec.Phase = rec.Events, "", logstore.ErasePhaseRecords
 	return s.st.UpdateErasure(ctx, *rec, rev)
+}
+
+// digestOf is the job's running digest: a new one, or where the record's
+// HashState left it.
+func digestOf(rec *logstore.Erasure) (hash.Hash, error) {
+	h := sha256.New()
+	if rec.HashState != "" {
+		b, err := base64.StdEncoding.DecodeString(rec.HashState)
+		if err == nil {
+			err = h.(encoding.BinaryUnmarshaler).UnmarshalBinary(b)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("digest state in the record: %w", err)
+		}
+	}
+	return h, nil
+}
+
+// hashToTail is the seal's read: it reads the session's tail from the
+// stream leader (storedTail), adds to h what is stored after the digest
+// (rec.Through) up to it, folding each event into the record's owner
+// (fold), and writes the digest's state in the record. A message that
+// is not an event, or a sealed body that does not open, is counted in
+// Unhashed instead, and the read goes on after it. It returns the tail,
+// with its verdict, and the record's revision.
+func (s *Service) hashToTail(ctx context.Context, rec *logstore.Erasure, rev uint64, h hash.Hash, fold *ownerFold) (logstore.Tail, *logstore.UnreadableError, uint64, error) {
+	for {
+		tail, verdict, err := s.storedTail(ctx, rec.SessionID)
+		if err != nil {
+			return tail, verdict, rev, err
+		}
+		tail, err = s.st.ReadSessionTo(ctx, rec.SessionID, rec.Through, tail, func(m *logstore.Msg) error {
+			if why := notAnEvent(m); why != nil {
+				s.unhashed(rec, fold, m, why)
+				return nil
+			}
+			hashOne(h, rec, m)
+			fold.next(m)
+			return nil
+		})
+		var ue *logstore.UnreadableError
+		if errors.As(err, &ue) && ue.Kind == logstore.KindUnopened && ue.StreamSeq > rec.Through {
+			// A sealed body stored before the seal that does not open
+			// with its key (garbled: a corrupted block): the read fails
+			// on it every time. It is counted apart, as one past the
+			// digest, and the read goes on after it.
+			s.unhashed(rec, fold, &logstore.Msg{StreamSeq: ue.StreamSeq}, ue)
+			continue
+		}
+		if err != nil {
+			return tail, verdict, rev, err
+		}
+		rev, err = s.saveDigest(ctx, rec, rev, h)
+		return tail, verdict, rev, err
+	}
+}
+
+// saveDigest writes h's state in the record (StepHashed: one more batch
+// hashed) and returns the record's revision.
+func (s *Service) saveDigest(ctx context.Context, rec *logstore.Erasure, rev uint64, h hash.Hash) (uint64, error) {
+	b, _ := h.(encoding.BinaryMarshaler).MarshalBinary()
+	rec.HashState = base64.StdEncoding.EncodeToString(b)
+	rev, err := s.st.UpdateErasure(ctx, *rec, rev)
+	if err != nil {
+		return rev, err
+	}
+	return rev, s.step(StepHashed)
 }
 
 // unhashed counts m in the record's Unhashed instead of its digest: a
