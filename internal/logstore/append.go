@@ -195,7 +195,11 @@ func (s *Store) located(req *AppendRequest) (_ Location, _ []*nats.Msg, last str
 	if err != nil {
 		return Location{}, nil, "", err
 	}
-	msgs, last, err := s.chain(req, loc.Subject, s.prevHash(req, loc))
+	prev, err := s.prevHash(req, loc)
+	if err != nil {
+		return Location{}, nil, "", err
+	}
+	msgs, last, err := s.chain(req, loc.Subject, prev)
 	return loc, msgs, last, err
 }
 

@@ -186,20 +186,35 @@ func CheckChain(msgs []*Msg, seqs []uint64) []ChainBreak {
 // prevHash is the SL-Prev of req's first event: req.PrevHash, else the
 // hash this store's cached tail holds for the expected position, else the
 // stored body read there. A caller that keeps the session's state (the
-// writer) passes it and costs no read.
-func (s *Store) prevHash(req *AppendRequest, loc Location) string {
+// writer) passes it and costs no read. A body at the expected position
+// that cannot be read has no hash to chain to: the append is refused
+// (nothing stored) rather than stored without SL-Prev, with the verdict
+// when it is one on that message (a sealed body that does not open, code
+// unreadable, as PublishUnchecked answers there; its key gone, erased).
+func (s *Store) prevHash(req *AppendRequest, loc Location) (string, error) {
 	if req.PrevHash != "" || req.ExpectedStreamSeq == 0 {
-		return req.PrevHash
+		return req.PrevHash, nil
 	}
 	if t, ok := s.tails.Get(req.SessionID); ok && t.StreamSeq == req.ExpectedStreamSeq && t.Hash != "" {
-		return t.Hash
+		return t.Hash, nil
 	}
 	ctx, cancel := s.withTimeout(context.Background())
 	defer cancel()
-	m, err := s.msgGet(ctx, loc.Stream, msgGetRequest{Seq: req.ExpectedStreamSeq})
-	if err != nil || m == nil || m.Subject != loc.Subject {
-		// Not the session's event: the expectation fails the append.
-		return ""
+	sm, h, err := s.msgGetStored(ctx, loc.Stream, msgGetRequest{Seq: req.ExpectedStreamSeq})
+	if err == nil && (sm == nil || sm.Subject != loc.Subject) {
+		// Not the session's message: the expectation fails the append.
+		return "", nil
 	}
-	return ChainHash(m.Data)
+	var m *Msg
+	if err == nil {
+		m = &Msg{StreamSeq: sm.Sequence, Subject: sm.Subject, Header: h, Data: sm.Data}
+		err = s.open(ctx, m)
+	}
+	switch {
+	case openFailed(err):
+		return "", err
+	case err != nil:
+		return "", notCommitted(fmt.Errorf("reading the body at stream seq %d to chain after: %w", req.ExpectedStreamSeq, err))
+	}
+	return ChainHash(m.Data), nil
 }

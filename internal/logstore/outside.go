@@ -23,3 +23,9 @@ func BuildMessages(cfg Config, req *AppendRequest, subject, prev string) ([]*nat
 // the session has none), as Tail reads it; a message that is not an event
 // gets Judge's verdict.
 func TailOf(sessionID string, m *Msg) (Tail, error) { return tailOf(sessionID, m) }
+
+// TailPositionOf is where the last stored message m of a session is, with
+// its verdict, as TailPosition answers them.
+func TailPositionOf(sessionID string, m *Msg) (Tail, *UnreadableError, error) {
+	return tailPosition(tailOf(sessionID, m))
+}

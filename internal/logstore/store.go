@@ -422,7 +422,9 @@ func eventIDOf(msgID string) string {
 	return msgID
 }
 
-// Tail reads the session's last event from the stream leader.
+// Tail reads the session's last event from the stream leader. A last
+// message that is not the session's event fails it with its verdict (an
+// *UnreadableError); TailPosition answers where that message is.
 func (s *Store) Tail(ctx context.Context, sessionID string) (Tail, error) {
 	loc, err := s.Locate(sessionID)
 	if err != nil {
@@ -437,6 +439,29 @@ func (s *Store) Tail(ctx context.Context, sessionID string) (Tail, error) {
 		s.tails.Add(sessionID, t)
 	}
 	return t, err
+}
+
+// TailPosition reads the session's last stored message from the stream
+// leader, as Tail does, and answers where it is whatever it is, with its
+// verdict: when it is the session's event, Tail's answer and a nil
+// verdict; otherwise its position (StreamSeq, and Seq the seq it claims,
+// 0 when none: UnreadableError.GotSeq; no EventID or Hash) and Tail's
+// *UnreadableError on it (a body that is not an event, a sealed body that
+// does not open, an event of a newer schema without SL-Seq). A caller
+// that goes on past such a message (a follow that ends at it, an erase
+// that deletes it) takes the position and decides on the verdict; Tail
+// refuses it. err is any other failure, as Tail's.
+func (s *Store) TailPosition(ctx context.Context, sessionID string) (Tail, *UnreadableError, error) {
+	return tailPosition(s.Tail(ctx, sessionID))
+}
+
+// tailPosition is TailPosition's answer for Tail's.
+func tailPosition(t Tail, err error) (Tail, *UnreadableError, error) {
+	var ue *UnreadableError
+	if errors.As(err, &ue) && ue.StreamSeq > 0 {
+		return Tail{Seq: ue.GotSeq, StreamSeq: ue.StreamSeq}, ue, nil
+	}
+	return t, nil, err
 }
 
 // CachedTail returns the tail this store last saw for a session, if any.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
-	"github.com/sessionlog/sessionlog/internal/natstest/tamper"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -101,19 +100,9 @@ func TestPublishUnchecked(t *testing.T) {
 // there (code unreadable, the session and stream seq named), and stores
 // nothing of the session.
 func TestPublishUncheckedAfterTailThatDoesNotOpen(t *testing.T) {
-	srv := natstest.RunServer(t)
-	nc := natstest.Connect(t, srv)
-	st := open(t, nc, logstore.Config{SealBodies: true})
+	_, st, tail := garbledTail(t)
 	ctx := context.Background()
-	if _, err := st.Append(ctx, logstore.AppendRequest{SessionID: "g", Events: events("g", 1, 3, "g")}); err != nil {
-		t.Fatal(err)
-	}
-	tamper.BreakChainAt(t, nc, "SESSIONS", logstore.SubjectPrefix+"g", tamper.BreakGarble, 2)
-	tail, err := st.LastStreamSeq(ctx, logstore.StreamName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = st.PublishUnchecked(ctx, slices.Values(events("g", 4, 1, "g")))
+	_, err := st.PublishUnchecked(ctx, slices.Values(events("g", 4, 1, "g")))
 	var ue *logstore.UnreadableError
 	if !errors.As(err, &ue) || ue.Kind != logstore.KindUnopened || schema.CodeOf(err) != schema.CodeUnreadable ||
 		!strings.HasPrefix(err.Error(), fmt.Sprintf("session g is unreadable at stream seq %d: the sealed body does not open", tail)) {

@@ -27,6 +27,7 @@ type contract interface {
 	AppendGroup(ctx context.Context, parts []logstore.GroupPart) ([]logstore.AppendResult, error)
 	NextAfter(ctx context.Context, sessionID string, after uint64) (*logstore.Msg, error)
 	ReadSession(ctx context.Context, sessionID string, afterStreamSeq uint64, fn func(*logstore.Msg) error) (logstore.Tail, error)
+	TailPosition(ctx context.Context, sessionID string) (logstore.Tail, *logstore.UnreadableError, error)
 	ClaimEntry(ctx context.Context, sessionID string) (uint64, time.Time, error)
 	DropClaim(ctx context.Context, sessionID string, revision uint64) error
 	ClaimedSessions(ctx context.Context, fn func(sessionID string)) error
@@ -78,6 +79,7 @@ func TestContract(t *testing.T) {
 		"followed s1: stream 1 pending 3; stream 2 pending 2; stream 3 pending 1; stream 4 pending 0",
 		"followed on: stream 8 sessions.ev.s2 pending 0",
 		"followed in pages: stream 3 sessions.ev.s1 pending 3; stream 4 sessions.ev.s1 pending 2; stream 5 sessions.ev.s2 pending 1; stream 8 sessions.ev.s2 pending 0",
+		"s1 tail position: same true verdict <nil> (<nil>)",
 		"no such stream: error true, waited false",
 		"cancelled: context canceled; closed: follower closed true",
 	} {
@@ -195,6 +197,8 @@ func transcript(t *testing.T, l contract, follow func(context.Context, logstore.
 		return nil
 	})
 	say("s1 tail: seq %d stream %d id %s hash %v (%v)", tail.Seq, tail.StreamSeq, tail.EventID, tail.Hash != "", err)
+	pos, verdict, err := l.TailPosition(ctx, "s1")
+	say("s1 tail position: same %v verdict %v (%v)", pos == tail, verdict, err)
 	m, _ := l.NextAfter(ctx, "s1", 2)
 	say("s1 after stream 2: %d", m.StreamSeq)
 	m, _ = l.NextAfter(ctx, "s1", 7)

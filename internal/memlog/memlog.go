@@ -165,15 +165,26 @@ func (l *Log) last(loc logstore.Location) *logstore.Msg {
 	return nil
 }
 
-// Tail is the session's last event.
-func (l *Log) Tail(_ context.Context, sessionID string) (logstore.Tail, error) {
+// Tail is the session's last event (a last message that is not one: its
+// verdict).
+func (l *Log) Tail(ctx context.Context, sessionID string) (logstore.Tail, error) {
+	t, ue, err := l.TailPosition(ctx, sessionID)
+	if ue != nil {
+		return logstore.Tail{}, ue
+	}
+	return t, err
+}
+
+// TailPosition is where the session's last stored message is, with its
+// verdict (logstore.Store.TailPosition).
+func (l *Log) TailPosition(_ context.Context, sessionID string) (logstore.Tail, *logstore.UnreadableError, error) {
 	loc, err := l.Locate(sessionID)
 	if err != nil {
-		return logstore.Tail{}, err
+		return logstore.Tail{}, nil, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return logstore.TailOf(sessionID, l.last(loc))
+	return logstore.TailPositionOf(sessionID, l.last(loc))
 }
 
 // NextAfter is the session's first stored message after stream seq

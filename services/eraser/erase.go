@@ -98,7 +98,7 @@ func (s *Service) acceptErase(ctx context.Context, req EraseRequest) ([]string, 
 	}
 	var total uint64
 	if rec == nil {
-		t, err := s.storedTail(ctx, req.SessionID)
+		t, _, err := s.storedTail(ctx, req.SessionID)
 		if err != nil && schema.CodeOf(err) != schema.CodeNotFound {
 			return nil, schema.Errorf(schema.CodeNotCommitted, "erase: %v", err)
 		}
@@ -147,7 +147,7 @@ func (s *Service) acceptErase(ctx context.Context, req EraseRequest) ([]string, 
 	// takes them from it.
 	for _, c := range children {
 		var n uint64
-		if t, err := s.storedTail(ctx, c); err == nil {
+		if t, _, err := s.storedTail(ctx, c); err == nil {
 			n = t.Seq
 		}
 		if err := mark(c, n, false, nil, false); err != nil {
@@ -409,59 +409,20 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 			return rev, err
 		}
 	}
-	h := sha256.New()
-	if rec.HashState != "" {
-		b, err := base64.StdEncoding.DecodeString(rec.HashState)
-		if err == nil {
-			err = h.(encoding.BinaryUnmarshaler).UnmarshalBinary(b)
-		}
-		if err != nil {
-			return rev, fmt.Errorf("digest state in the record: %w", err)
-		}
-	}
-	hashAfter := func() (tail logstore.Tail, err error) {
-		for {
-			if tail, err = s.storedTail(ctx, rec.SessionID); err != nil {
-				return tail, err
-			}
-			tail, err = s.st.ReadSessionTo(ctx, rec.SessionID, rec.Through, tail, func(m *logstore.Msg) error {
-				if why := notAnEvent(m); why != nil {
-					s.unhashed(rec, fold, m, why)
-					return nil
-				}
-				hashOne(h, rec, m)
-				fold.next(m)
-				return nil
-			})
-			var ue *logstore.UnreadableError
-			if errors.As(err, &ue) && ue.Kind == logstore.KindUnopened && ue.StreamSeq > rec.Through {
-				// A sealed body stored before the seal that does not open
-				// with its key (garbled: a corrupted block): the read
-				// fails on it every time. It is counted apart, as one past
-				// the digest, and the read goes on after it.
-				s.unhashed(rec, fold, &logstore.Msg{StreamSeq: ue.StreamSeq}, ue)
-				continue
-			}
-			if err != nil {
-				return tail, err
-			}
-			break
-		}
-		b, _ := h.(encoding.BinaryMarshaler).MarshalBinary()
-		rec.HashState = base64.StdEncoding.EncodeToString(b)
-		if rev, err = s.st.UpdateErasure(ctx, *rec, rev); err != nil {
-			return tail, err
-		}
-		return tail, s.step(StepHashed)
+	h, err := digestOf(rec)
+	if err != nil {
+		return rev, err
 	}
 	for !legacy && !rec.Sealed {
-		tail, err := hashAfter()
-		if err != nil {
+		var tail logstore.Tail
+		var verdict *logstore.UnreadableError
+		if tail, verdict, rev, err = s.hashToTail(ctx, rec, rev, h, fold); err != nil {
 			return rev, err
 		}
-		// junk: the tail deleted is a message that is not an event
-		// (storedTail), so the event a cached append expects is still
-		// there: the seal goes round again to delete it.
+		// junk: the tail deleted is a message Tail refuses (storedTail's
+		// verdict), which may have been stored around the writer, so the
+		// event a cached append expects may still be there: the seal goes
+		// round again to delete it.
 		junk := false
 		if !tail.Exists() || tail.StreamSeq <= rec.Through {
 			// Nothing stored after what is hashed: delete the first
@@ -481,11 +442,11 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 				return rev, err
 			}
 			rec.Deleted += uint64(len(seqs))
-			junk = tail.Exists() && tail.Seq == 0
+			junk = tail.Exists() && verdict != nil
 		}
 		// An append may have landed after the tail hashed: hash it and
 		// seal again on the new tail.
-		after, err := s.storedTail(ctx, rec.SessionID)
+		after, _, err := s.storedTail(ctx, rec.SessionID)
 		if err != nil && schema.CodeOf(err) != schema.CodeNotFound {
 			return rev, err
 		}
@@ -545,12 +506,7 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 			fold.next(m)
 		}
 		if hashed {
-			b, _ := h.(encoding.BinaryMarshaler).MarshalBinary()
-			rec.HashState = base64.StdEncoding.EncodeToString(b)
-			if rev, err = s.st.UpdateErasure(ctx, *rec, rev); err != nil {
-				return rev, err
-			}
-			if err := s.step(StepHashed); err != nil {
+			if rev, err = s.saveDigest(ctx, rec, rev, h); err != nil {
 				return rev, err
 			}
 		}
@@ -564,6 +520,73 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 	}
 	rec.Deleted, rec.HashState, rec.Phase = rec.Events, "", logstore.ErasePhaseRecords
 	return s.st.UpdateErasure(ctx, *rec, rev)
+}
+
+// digestOf is the job's running digest: a new one, or where the record's
+// HashState left it.
+func digestOf(rec *logstore.Erasure) (hash.Hash, error) {
+	h := sha256.New()
+	if rec.HashState != "" {
+		b, err := base64.StdEncoding.DecodeString(rec.HashState)
+		if err == nil {
+			err = h.(encoding.BinaryUnmarshaler).UnmarshalBinary(b)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("digest state in the record: %w", err)
+		}
+	}
+	return h, nil
+}
+
+// hashToTail is the seal's read: it reads the session's tail from the
+// stream leader (storedTail), adds to h what is stored after the digest
+// (rec.Through) up to it, folding each event into the record's owner
+// (fold), and writes the digest's state in the record. A message that
+// is not an event, or a sealed body that does not open, is counted in
+// Unhashed instead, and the read goes on after it. It returns the tail,
+// with its verdict, and the record's revision.
+func (s *Service) hashToTail(ctx context.Context, rec *logstore.Erasure, rev uint64, h hash.Hash, fold *ownerFold) (logstore.Tail, *logstore.UnreadableError, uint64, error) {
+	for {
+		tail, verdict, err := s.storedTail(ctx, rec.SessionID)
+		if err != nil {
+			return tail, verdict, rev, err
+		}
+		tail, err = s.st.ReadSessionTo(ctx, rec.SessionID, rec.Through, tail, func(m *logstore.Msg) error {
+			if why := notAnEvent(m); why != nil {
+				s.unhashed(rec, fold, m, why)
+				return nil
+			}
+			hashOne(h, rec, m)
+			fold.next(m)
+			return nil
+		})
+		var ue *logstore.UnreadableError
+		if errors.As(err, &ue) && ue.Kind == logstore.KindUnopened && ue.StreamSeq > rec.Through {
+			// A sealed body stored before the seal that does not open
+			// with its key (garbled: a corrupted block): the read fails
+			// on it every time. It is counted apart, as one past the
+			// digest, and the read goes on after it.
+			s.unhashed(rec, fold, &logstore.Msg{StreamSeq: ue.StreamSeq}, ue)
+			continue
+		}
+		if err != nil {
+			return tail, verdict, rev, err
+		}
+		rev, err = s.saveDigest(ctx, rec, rev, h)
+		return tail, verdict, rev, err
+	}
+}
+
+// saveDigest writes h's state in the record (StepHashed: one more batch
+// hashed) and returns the record's revision.
+func (s *Service) saveDigest(ctx context.Context, rec *logstore.Erasure, rev uint64, h hash.Hash) (uint64, error) {
+	b, _ := h.(encoding.BinaryMarshaler).MarshalBinary()
+	rec.HashState = base64.StdEncoding.EncodeToString(b)
+	rev, err := s.st.UpdateErasure(ctx, *rec, rev)
+	if err != nil {
+		return rev, err
+	}
+	return rev, s.step(StepHashed)
 }
 
 // unhashed counts m in the record's Unhashed instead of its digest: a
@@ -594,19 +617,22 @@ func notAnEvent(m *logstore.Msg) error {
 	return nil
 }
 
-// storedTail is the session's tail, as Tail reads it from the stream
-// leader, except that a last message that is not an event (Tail's
-// verdict, logstore.KindGarbage) is the tail too: its stream seq, no seq
-// (the erase deletes it, counted in Unhashed). An erase must go on past
-// such a message: Tail, and every read that starts with it, fails on it
-// for ever.
-func (s *Service) storedTail(ctx context.Context, id string) (logstore.Tail, error) {
-	t, err := s.st.Tail(ctx, id)
-	var ue *logstore.UnreadableError
-	if errors.As(err, &ue) && ue.Kind == logstore.KindGarbage {
-		return logstore.Tail{StreamSeq: ue.StreamSeq}, nil
-	}
-	return t, err
+// storedTail is where the session's last stored message is, as the
+// stream leader answers (logstore.Store.TailPosition), with Tail's
+// verdict on it when it is not the session's event (nil: it is).
+//
+// This is the eraser's acceptance of a session's tail, the one place it
+// is decided: an erase goes on past the last message whatever the
+// verdict, a body that is not an event (logstore.KindGarbage), a sealed
+// body that does not open (KindUnopened) or an event of a newer schema
+// stored without SL-Seq (KindNewer). Tail, and every read that starts
+// with it, fails on such a message for ever, so refusing it would leave
+// the session unerasable; the job deletes every message stored on the
+// subject, and counts each as its reads judge it (a message that is not
+// an event, or a sealed body that does not open, in Unhashed; one of a
+// newer schema is an event, hashed).
+func (s *Service) storedTail(ctx context.Context, id string) (logstore.Tail, *logstore.UnreadableError, error) {
+	return s.st.TailPosition(ctx, id)
 }
 
 // hashOne adds m to the digest and the record's count.

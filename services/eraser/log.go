@@ -15,7 +15,7 @@ import (
 type Log interface {
 	// The session's events: read to count what is erased, deleted
 	// securely a page at a time.
-	Tail(ctx context.Context, sessionID string) (logstore.Tail, error)
+	TailPosition(ctx context.Context, sessionID string) (logstore.Tail, *logstore.UnreadableError, error)
 	NextAfter(ctx context.Context, sessionID string, after uint64) (*logstore.Msg, error)
 	ReadSession(ctx context.Context, sessionID string, afterStreamSeq uint64, fn func(*logstore.Msg) error) (logstore.Tail, error)
 	ReadSessionTo(ctx context.Context, sessionID string, afterStreamSeq uint64, tail logstore.Tail, fn func(*logstore.Msg) error) (logstore.Tail, error)

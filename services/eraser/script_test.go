@@ -39,7 +39,7 @@ var errStopped = errors.New("stopped")
 //	resume [id=]         the session's erase job run to its end, as the
 //	                     eraser that takes it on does
 //	record [id=]         the session's erasure record
-//	audit                the audit records
+//	audit                the audit records (unhashed when not 0)
 func TestScripts(t *testing.T) {
 	scripttest.Run(t, filepath.Join("testdata", "erase"), logstore.Config{}, "s", func(t *testing.T, b *scripttest.Backend) scripttest.Commands {
 		svc, err := New(Config{Store: b.Log.(Log), Conn: b.Conn})
@@ -98,7 +98,11 @@ func TestScripts(t *testing.T) {
 				}
 				var out strings.Builder
 				for _, r := range recs {
-					fmt.Fprintf(&out, "%s: %d events, last seq %d, by %s (%s), sha256 %s\n", r.SessionID, r.Events, r.LastSeq, r.By, r.Reason, short(r.SHA256))
+					fmt.Fprintf(&out, "%s: %d events, last seq %d, by %s (%s), sha256 %s", r.SessionID, r.Events, r.LastSeq, r.By, r.Reason, short(r.SHA256))
+					if r.Unhashed > 0 {
+						fmt.Fprintf(&out, ", %d unhashed", r.Unhashed)
+					}
+					out.WriteString("\n")
 				}
 				if out.Len() == 0 {
 					return "none\n"

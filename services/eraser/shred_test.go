@@ -213,13 +213,7 @@ func eraseGarbled(t *testing.T, extra int) {
 	for i := range extra {
 		e.appendEvents("s-garbled", fmt.Sprintf(`{"type":"session/granted","data":{"grants":["g%d"]}}`, i))
 	}
-	var bodies [][]byte
-	if _, err := e.store.ReadSession(ctx, "s-garbled", 0, func(m *logstore.Msg) error {
-		bodies = append(bodies, m.Data)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	bodies := e.bodies("s-garbled")
 	tamper.BreakChainAt(t, e.nc, "SESSIONS", logstore.SubjectPrefix+"s-garbled", tamper.BreakGarble, 3)
 	h := sha256.New()
 	for i, b := range bodies {

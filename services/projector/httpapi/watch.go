@@ -729,16 +729,12 @@ type followStart struct {
 // false.
 func (s *Server) startFollow(w http.ResponseWriter, r *http.Request, id string, after uint64) (followStart, bool) {
 	var fs followStart
-	tail, err := s.ls.Tail(r.Context(), id)
-	var ue *logstore.UnreadableError
-	if errors.As(err, &ue) && ue.StreamSeq > 0 {
-		// The last message is unreadable (a sealed body that does not
-		// open, a body that is not an event): the follow starts as any
-		// and ends at that message, as at an unreadable message elsewhere.
-		// Its seq is the one it claims (0: none, and after is not
-		// checked against it).
-		tail, err = logstore.Tail{Seq: ue.GotSeq, StreamSeq: ue.StreamSeq}, nil
-	}
+	// A last message that is unreadable (a sealed body that does not
+	// open, a body that is not an event; ue) is where the tail is: the
+	// follow starts as any and ends at that message, as at an unreadable
+	// message elsewhere. Its seq is the one it claims (0: none, and after
+	// is not checked against it).
+	tail, ue, err := s.ls.TailPosition(r.Context(), id)
 	if err != nil {
 		s.readFailed(w, err)
 		return fs, false
