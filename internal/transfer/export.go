@@ -247,6 +247,11 @@ func (x *storeExport) storeRead(ctx context.Context, id string) func(*readDigest
 	return func(first *readDigest, fn func(json.RawMessage, *schema.Envelope) error) error {
 		var last uint64
 		tail, err := sre.ReadValid(ctx, x.st, id, func(m *logstore.Msg, e *schema.Envelope) error {
+			if ctx.Err() != nil {
+				// The read gives what it fetched before: give fn
+				// none of it.
+				return context.Cause(ctx)
+			}
 			if first != nil && e.Seq > first.last {
 				return logstore.ErrStop
 			}

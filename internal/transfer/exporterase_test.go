@@ -130,7 +130,7 @@ func TestExportLeavesOutSessionErasedDuringIt(t *testing.T) {
 				n++
 			}
 			if n == 0 || n >= len(evs) || len(lines) != n+3 {
-				t.Fatalf("the export wrote %d lines, the first %d of %s (of its %d events); want some of its first, then the 3 of %s", len(lines), n, big, len(evs), after)
+				t.Fatalf("the export wrote %d lines, the first %d of %s (of its %d events); want some of its first, then the 3 of %s\n%s", len(lines), n, big, len(evs), after, stderr.String())
 			}
 			for _, l := range lines[n:] {
 				if !strings.Contains(l, `"sessionId":"`+after+`"`) {
