@@ -296,6 +296,33 @@ func TestAgentExportsEverySessionItMayRead(t *testing.T) {
 			t.Errorf("alice's export after s-big2: %d lines, want %d of s-big and 4 of s-first and of each of %q\n%s", len(rest), bigEvents, want["alice"], stderr)
 		}
 	})
+	t.Run("OTLP: a session erased during its export is left out", func(t *testing.T) {
+		// s-turns, the most recently active, is sent first: the
+		// collector holds its first request while the operator erases
+		// it.
+		turnsSession(t, conns["alice"], "s-turns", erasedTurns)
+		natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+			if got := list("alice", nil, 0); !slices.Contains(got, "s-turns") {
+				return fmt.Errorf("alice's list holds no s-turns: %q", got)
+			}
+			return nil
+		})
+		rcv := otlptest.NewReceiver(t)
+		held, release := rcv.Hold(t)
+		_, stderr, err := exportErasing(t, s, alice, opC, "_Tacme_s-turns", []string{"--to", "otlp", "--endpoint", rcv.URL}, func(io.Reader) []byte {
+			<-held
+			return nil
+		}, func() {
+			erasureRecorded(t, s, opC, "_Tacme_s-turns")
+			release()
+		}, nil)
+		// Then the spans of the sessions she may still read.
+		after := erasedOTLP(t, "alice", "s-turns", "_Tacme_s-turns", rcv, stderr, err)
+		slices.Sort(after)
+		if after = slices.Compact(after); !slices.Equal(after, []string{"_Tacme_s-1", "_Tacme_s-2", "_Tacme_s-first", "_Tacme_s-shared"}) {
+			t.Errorf("after s-turns, alice's export --to otlp sent spans of %q", after)
+		}
+	})
 }
 
 // TestOperatorExportErasedDuringItsSecondRead erases a session while the
@@ -326,19 +353,8 @@ func TestOperatorExportErasedDuringItsSecondRead(t *testing.T) {
 	t.Run("OTLP", func(t *testing.T) {
 		// More turns than a request of spans holds (otelexport's
 		// MaxExportSpans, 512), a span each.
-		const turns, id = 520, "_Tacme_s-turns"
-		batch := []map[string]any{ev("c1", "session/created", "", "", `{"title":"turns"}`)}
-		for i := range turns {
-			tid := fmt.Sprintf("t%d", i)
-			batch = append(batch,
-				ev("s"+tid, "turn/started", tid, "", ""),
-				ev("e"+tid, "turn/ended", tid, "", `{"reason":"completed"}`))
-			if len(batch) >= 450 || i == turns-1 {
-				appendEvents(t, alice, "s-turns", "", batch...)
-				batch = batch[:0]
-			}
-		}
-		alice.NoViolation(t)
+		const id = "_Tacme_s-turns"
+		turnsSession(t, alice, "s-turns", erasedTurns)
 		rcv := otlptest.NewReceiver(t)
 		held, release := rcv.Hold(t)
 		_, stderr, err := exportErasing(t, s, op, op, id, []string{"--session", id, "--to", "otlp", "--endpoint", rcv.URL}, func(io.Reader) []byte {
@@ -351,16 +367,8 @@ func TestOperatorExportErasedDuringItsSecondRead(t *testing.T) {
 			erasureRecorded(t, s, op, id)
 			release()
 		}, nil)
-		if err != nil {
-			t.Fatalf("the operator's export --to otlp of %s, erased during it: %v\n%s", id, err, stderr)
-		}
-		for _, w := range []string{fmt.Sprintf("session %s not exported: erased during the export (512 of its spans went out before the export learned it)", id), "exported 0 sessions: 0 turns, 0 spans", "(1 sessions erased during the export left out)"} {
-			if !strings.Contains(stderr, w) {
-				t.Errorf("the operator's export --to otlp does not say %q:\n%s", w, stderr)
-			}
-		}
-		if got := rcv.Requests(); !slices.Equal(got, []int{512}) {
-			t.Errorf("the operator's export --to otlp of %s, erased during it, sent requests of %v spans, want the one held, of 512", id, got)
+		if after := erasedOTLP(t, "the operator", id, id, rcv, stderr, err); len(after) != 0 || !strings.Contains(stderr, "exported 0 sessions: 0 turns, 0 spans") {
+			t.Errorf("the operator's export --to otlp of %s alone sent %d spans after the held request\n%s", id, len(after), stderr)
 		}
 	})
 }
@@ -409,6 +417,67 @@ func leftOutByErase(t *testing.T, who, named, stored string, events int, written
 		}
 	}
 	return rest
+}
+
+// erasedTurns is the turns of the sessions erased during an export --to
+// otlp: more than a request of spans holds (otelexport's MaxExportSpans,
+// 512), a span each.
+const erasedTurns = 520
+
+// turnsSession appends a session of n turns, each its turn/started and
+// turn/ended.
+func turnsSession(t *testing.T, c *client, id string, n int) {
+	t.Helper()
+	batch := []map[string]any{ev("c1", "session/created", "", "", `{"title":"turns"}`)}
+	for i := range n {
+		tid := fmt.Sprintf("t%d", i)
+		batch = append(batch,
+			ev("s"+tid, "turn/started", tid, "", ""),
+			ev("e"+tid, "turn/ended", tid, "", `{"reason":"completed"}`))
+		if len(batch) >= 450 || i == n-1 {
+			appendEvents(t, c, id, "", batch...)
+			batch = batch[:0]
+		}
+	}
+	c.NoViolation(t)
+}
+
+// erasedOTLP checks how who's export --to otlp, during which session
+// stored (named as who names it) was erased while the collector held the
+// export's first request, of 512 of its spans, ended: with no error,
+// saying it left the session out after those 512 spans, and with no
+// request after that one holding a span of it. It returns the session.id
+// of the spans received after the first request.
+func erasedOTLP(t *testing.T, who, named, stored string, rcv *otlptest.Receiver, stderr string, err error) []string {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s's export --to otlp of %s, erased during it: %v\n%s", who, named, err, stderr)
+	}
+	for _, w := range []string{fmt.Sprintf("session %s not exported: erased during the export (512 of its spans went out before the export learned it)", named), "(1 sessions erased during the export left out)"} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("%s's export --to otlp does not say %q:\n%s", who, w, stderr)
+		}
+	}
+	got := rcv.Take()
+	if sizes := rcv.Requests(); len(sizes) == 0 || sizes[0] != 512 {
+		t.Fatalf("%s's export --to otlp sent requests of %v spans, want the held one of 512 first", who, sizes)
+	}
+	var after []string
+	for i, sp := range got {
+		for _, a := range sp.Attributes {
+			if a.Key != "session.id" {
+				continue
+			}
+			id := a.Value.GetStringValue()
+			if i >= 512 {
+				after = append(after, id)
+			}
+			if (i < 512) != (id == stored) {
+				t.Fatalf("span %d that %s's export --to otlp sent is of %s", i, who, id)
+			}
+		}
+	}
+	return after
 }
 
 // The big sessions of TestAgentExportsEverySessionItMayRead: some 4.8 MB
