@@ -22,7 +22,7 @@ import (
 
 func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs, nf := sreFlags("export", stderr)
-	only := fs.String("session", "", "export only this session; without it every session. Each session is read twice, a batch or a page at a time (the first read judges it whole, the second writes it as it reads), never held whole: one whose first read finds it unreadable is left out and named (exit 1); one erased or changed between its two reads ends the export with an error naming it, stdout then holding the sessions before it whole and the lines of its own that the second read gave before it failed, each line whole. A user that may not read the log (an agent's) exports every session sessions.api.list gives it, each read through sessions.api.read: one erased since the list is left out and counted, any other refusal ends the export")
+	only := fs.String("session", "", "export only this session; without it every session. Each session is read twice, a batch or a page at a time (the first read judges it whole, the second writes it as it reads), never held whole: one whose first read finds it unreadable is left out and named (exit 1); one erased during its export (its erasure record written before the export read it to its end) is left out, said on stderr and counted in the summary, no error: of its lines only those written out before the export learned the erase stay on stdout, each whole (with --to otlp, no request of its spans goes after the export learned it; those sent before stay sent); one changed between its two reads ends the export with an error naming it, stdout then holding the sessions before it whole and the lines of its own that the second read gave before it failed, each line whole. A user that may not read the log (an agent's) exports every session sessions.api.list gives it, each read through sessions.api.read: one erased since the list is left out and counted, any other refusal ends the export")
 	to := fs.String("to", "", "write sessions in another format: an agent's own (claude-code, codex, pi) or otlp (each ended turn as an OpenTelemetry trace to --endpoint); default sessionlog JSONL on stdout")
 	endpoint := fs.String("endpoint", "", "with --to otlp: the OTLP/HTTP collector (http://host:4318)")
 	outPath := fs.String("o", "", "with --to FORMAT: write to this file instead of stdout")
@@ -82,9 +82,9 @@ func runExport(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 			return err
 		}
 		defer exp.Shutdown(context.Background())
-		return transfer.ExportOTLP(ctx, c.store, ids, exp, *endpoint, stderr)
+		return transfer.ExportOTLP(ctx, c.store, ids, *only == "", exp, *endpoint, stderr)
 	}
-	return transfer.Export(ctx, c.store, ids, stdout, stderr)
+	return transfer.Export(ctx, c.store, ids, *only == "", stdout, stderr)
 }
 
 // openOTLP is export --to otlp's exporter to endpoint.

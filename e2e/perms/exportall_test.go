@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	natsauth "github.com/sessionlog/sessionlog/deploy/nats"
 	"github.com/sessionlog/sessionlog/internal/natstest"
@@ -29,8 +30,9 @@ import (
 // acme. The list is asked as a hostile agent too: a forged
 // Nats-Request-Info header and another agent's cursor change nothing. A
 // session erased after the export listed it is left out, said and counted;
-// one erased while the export writes it ends the export, which then wrote
-// its first lines, each whole.
+// so is one erased while the export writes it, of which the export then
+// wrote only its first lines, each whole, those it wrote out before it
+// learned the erase.
 func TestAgentExportsEverySessionItMayRead(t *testing.T) {
 	confPath, env, users := tenantsDeployment(t)
 	s := startUp(t, env, "--nats-config", confPath)
@@ -221,7 +223,7 @@ func TestAgentExportsEverySessionItMayRead(t *testing.T) {
 			}
 			return nil
 		})
-		written, stderr, err := exportErasing(t, s, alice, opC, "_Tacme_s-gone", nil, firstByte(t), nil)
+		written, stderr, err := exportErasing(t, s, alice, opC, "_Tacme_s-gone", nil, firstByte(t), nil, nil)
 		if err != nil {
 			t.Fatalf("alice's export with s-gone erased after the list: %v\n%s", err, stderr)
 		}
@@ -262,7 +264,7 @@ func TestAgentExportsEverySessionItMayRead(t *testing.T) {
 		_, stderr, err := exportErasing(t, s, alice, opC, "_Tacme_s-gone2", []string{"--to", "otlp", "--endpoint", rcv.URL}, func(io.Reader) []byte {
 			<-held
 			return nil
-		}, release)
+		}, nil, release)
 		if err != nil {
 			t.Fatalf("alice's export --to otlp with s-gone2 erased after the list: %v\n%s", err, stderr)
 		}
@@ -275,7 +277,7 @@ func TestAgentExportsEverySessionItMayRead(t *testing.T) {
 			t.Errorf("alice's export --to otlp sent spans of %q", got)
 		}
 	})
-	t.Run("a session erased during its export ends the export", func(t *testing.T) {
+	t.Run("a session erased during its export is left out", func(t *testing.T) {
 		// s-big2, the most recently active, is read first. Its lines are
 		// more than the export buffers and a pipe holds, so with stdout
 		// not read the export waits on its writes having read a part of
@@ -287,50 +289,119 @@ func TestAgentExportsEverySessionItMayRead(t *testing.T) {
 			}
 			return nil
 		})
-		written, stderr, err := exportErasing(t, s, alice, opC, "_Tacme_s-big2", nil, firstByte(t), nil)
-		endedByErase(t, "alice", "s-big2", "_Tacme_s-big2", bigEvents, written, stderr, err)
+		written, stderr, err := exportErasing(t, s, alice, opC, "_Tacme_s-big2", nil, firstByte(t), nil, nil)
+		rest := leftOutByErase(t, "alice", "s-big2", "_Tacme_s-big2", bigEvents, written, stderr, err)
+		// Then each session she may still read, whole.
+		if len(rest) != bigEvents+4*(len(want["alice"])+1) {
+			t.Errorf("alice's export after s-big2: %d lines, want %d of s-big and 4 of s-first and of each of %q\n%s", len(rest), bigEvents, want["alice"], stderr)
+		}
+	})
+	t.Run("OTLP: a session erased during its export is left out", func(t *testing.T) {
+		// s-turns, the most recently active, is sent first: the
+		// collector holds its first request while the operator erases
+		// it.
+		turnsSession(t, conns["alice"], "s-turns", erasedTurns)
+		natstest.CheckFor(t, 30*time.Second, 100*time.Millisecond, func() error {
+			if got := list("alice", nil, 0); !slices.Contains(got, "s-turns") {
+				return fmt.Errorf("alice's list holds no s-turns: %q", got)
+			}
+			return nil
+		})
+		rcv := otlptest.NewReceiver(t)
+		held, release := rcv.Hold(t)
+		_, stderr, err := exportErasing(t, s, alice, opC, "_Tacme_s-turns", []string{"--to", "otlp", "--endpoint", rcv.URL}, func(io.Reader) []byte {
+			<-held
+			return nil
+		}, func() {
+			erasureRecorded(t, s, opC, "_Tacme_s-turns")
+			release()
+		}, nil)
+		// Then the spans of the sessions she may still read.
+		after := erasedOTLP(t, "alice", "s-turns", "_Tacme_s-turns", rcv, stderr, err)
+		slices.Sort(after)
+		if after = slices.Compact(after); !slices.Equal(after, []string{"_Tacme_s-1", "_Tacme_s-2", "_Tacme_s-first", "_Tacme_s-shared"}) {
+			t.Errorf("after s-turns, alice's export --to otlp sent spans of %q", after)
+		}
 	})
 }
 
 // TestOperatorExportErasedDuringItsSecondRead erases a session while the
-// operator's export of it waits on a full stdout pipe, having read it
-// once whole and a part of it a second time: the export ends as an
-// agent's does (endedByErase).
+// operator's export of it, as JSON lines and --to otlp, waits having read
+// it once whole and a part of it a second time (on a full stdout pipe;
+// on the collector, which holds its first request of spans): the session
+// is left out as of an agent's export (leftOutByErase), and with --to
+// otlp no span of it is sent after the spans of that first request.
 func TestOperatorExportErasedDuringItsSecondRead(t *testing.T) {
 	confPath, env, users := tenantsDeployment(t)
 	s := startUp(t, env, "--nats-config", confPath)
 	op := creds{"operator", deployPasswords["OPERATOR"]}
-	// Some 16 MB of lines: more than a read of the store fetches ahead
-	// (8 MiB), the export buffers (1 MiB) and a pipe holds (64 KiB).
-	const events, id = 1000, "_Tacme_s-big"
-	bigSession(t, connect(t, s.natsURL, users["alice"], nats.CustomInboxPrefix(natsauth.InboxPrefix("alice"))), "s-big", events, bigSize)
-	written, stderr, err := exportErasing(t, s, op, op, id, []string{"--session", id}, firstByte(t), nil)
-	endedByErase(t, "the operator", id, id, events, written, stderr, err)
+	alice := connect(t, s.natsURL, users["alice"], nats.CustomInboxPrefix(natsauth.InboxPrefix("alice")))
+	t.Run("JSON lines", func(t *testing.T) {
+		// Some 16 MB of lines: more than a read of the store fetches
+		// ahead (8 MiB: the read reaches the erase's deletions, where it
+		// would wait for the store's stall bound were it not ended when
+		// the erasure record is written), the export buffers (1 MiB) and
+		// a pipe holds (64 KiB); few events, which the erase deletes one
+		// at a time.
+		const events, id = 250, "_Tacme_s-big"
+		bigSession(t, alice, "s-big", events, 64000)
+		written, stderr, err := exportErasing(t, s, op, op, id, []string{"--session", id}, firstByte(t), nil, nil)
+		if rest := leftOutByErase(t, "the operator", id, id, events, written, stderr, err); len(rest) != 0 {
+			t.Errorf("the operator's export of %s alone wrote %d lines after it", id, len(rest))
+		}
+	})
+	t.Run("OTLP", func(t *testing.T) {
+		// More turns than a request of spans holds (otelexport's
+		// MaxExportSpans, 512), a span each.
+		const id = "_Tacme_s-turns"
+		turnsSession(t, alice, "s-turns", erasedTurns)
+		rcv := otlptest.NewReceiver(t)
+		held, release := rcv.Hold(t)
+		_, stderr, err := exportErasing(t, s, op, op, id, []string{"--session", id, "--to", "otlp", "--endpoint", rcv.URL}, func(io.Reader) []byte {
+			<-held
+			return nil
+		}, func() {
+			// Let the collector answer once the erase has begun: the
+			// export's own requests time out before an erase of some
+			// thousand events ends.
+			erasureRecorded(t, s, op, id)
+			release()
+		}, nil)
+		if after := erasedOTLP(t, "the operator", id, id, rcv, stderr, err); len(after) != 0 || !strings.Contains(stderr, "exported 0 sessions: 0 turns, 0 spans") {
+			t.Errorf("the operator's export --to otlp of %s alone sent %d spans after the held request\n%s", id, len(after), stderr)
+		}
+	})
 }
 
-// endedByErase checks how who's export of a session of events events,
-// erased during the export's second read of it, ended: with an error
-// naming the session (named, as who names it), how far its second read got
-// and that it was erased; what it wrote (written) is the session's first
-// lines, each whole, stored as stored, as many as the error says.
-func endedByErase(t *testing.T, who, named, stored string, events int, written, stderr string, err error) {
+// leftOutByErase checks how who's export of a session of events events,
+// erased during the export's second read of it, ended: with no error,
+// saying that it left the session (named, as who names it) out, erased
+// during the export, after how many of its lines went out before the
+// export learned it; what it wrote (written) is those lines first, the
+// session's first, each whole, stored as stored. It returns the lines
+// written after them, none of the session's.
+func leftOutByErase(t *testing.T, who, named, stored string, events int, written, stderr string, err error) []string {
 	t.Helper()
-	if err == nil {
-		t.Fatalf("%s's export of %s, erased during it, exits 0\n%s", who, named, stderr)
+	if err != nil {
+		t.Fatalf("%s's export of %s, erased during it: %v\n%s", who, named, err, stderr)
 	}
 	if !strings.HasSuffix(written, "\n") {
 		t.Fatalf("%s's export ends inside a line: %q", who, written[max(0, len(written)-200):])
 	}
 	lines := strings.Split(strings.TrimSuffix(written, "\n"), "\n")
-	if len(lines) == 0 || len(lines) >= events {
-		t.Fatalf("%s's export wrote %d lines of %s", who, len(lines), named)
+	n := 0
+	for n < len(lines) && strings.Contains(lines[n], `"sessionId":"`+stored+`"`) {
+		n++
 	}
-	for _, w := range []string{fmt.Sprintf("session %s: its second read, which the export writes or sends as it reads, stopped after %d of the %d events (to seq %d) its first read judged whole: ", named, len(lines), events, events), "erased"} {
+	if n == 0 || n >= events {
+		t.Fatalf("%s's export wrote %d lines of %s first", who, n, named)
+	}
+	for _, w := range []string{fmt.Sprintf("session %s not exported: erased during the export (%d of its lines went out before the export learned it)", named, n), "(1 sessions erased during the export left out)"} {
 		if !strings.Contains(stderr, w) {
 			t.Errorf("%s's export does not say %q:\n%s", who, w, stderr)
 		}
 	}
-	for i, l := range lines {
+	for i, l := range lines[:n] {
 		var e struct {
 			SessionID string `json:"sessionId"`
 			Seq       int    `json:"seq"`
@@ -339,6 +410,74 @@ func endedByErase(t *testing.T, who, named, stored string, events int, written, 
 			t.Fatalf("line %d of %s's export: %v %.200s", i+1, who, err, l)
 		}
 	}
+	rest := lines[n:]
+	for _, l := range rest {
+		if strings.Contains(l, `"sessionId":"`+stored+`"`) {
+			t.Fatalf("%s's export wrote a line of %s after its first %d: %.200s", who, named, n, l)
+		}
+	}
+	return rest
+}
+
+// erasedTurns is the turns of the sessions erased during an export --to
+// otlp: more than a request of spans holds (otelexport's MaxExportSpans,
+// 512), a span each.
+const erasedTurns = 520
+
+// turnsSession appends a session of n turns, each its turn/started and
+// turn/ended.
+func turnsSession(t *testing.T, c *client, id string, n int) {
+	t.Helper()
+	batch := []map[string]any{ev("c1", "session/created", "", "", `{"title":"turns"}`)}
+	for i := range n {
+		tid := fmt.Sprintf("t%d", i)
+		batch = append(batch,
+			ev("s"+tid, "turn/started", tid, "", ""),
+			ev("e"+tid, "turn/ended", tid, "", `{"reason":"completed"}`))
+		if len(batch) >= 450 || i == n-1 {
+			appendEvents(t, c, id, "", batch...)
+			batch = batch[:0]
+		}
+	}
+	c.NoViolation(t)
+}
+
+// erasedOTLP checks how who's export --to otlp, during which session
+// stored (named as who names it) was erased while the collector held the
+// export's first request, of 512 of its spans, ended: with no error,
+// saying it left the session out after those 512 spans, and with no
+// request after that one holding a span of it. It returns the session.id
+// of the spans received after the first request.
+func erasedOTLP(t *testing.T, who, named, stored string, rcv *otlptest.Receiver, stderr string, err error) []string {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s's export --to otlp of %s, erased during it: %v\n%s", who, named, err, stderr)
+	}
+	for _, w := range []string{fmt.Sprintf("session %s not exported: erased during the export (512 of its spans went out before the export learned it)", named), "(1 sessions erased during the export left out)"} {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("%s's export --to otlp does not say %q:\n%s", who, w, stderr)
+		}
+	}
+	got := rcv.Take()
+	if sizes := rcv.Requests(); len(sizes) == 0 || sizes[0] != 512 {
+		t.Fatalf("%s's export --to otlp sent requests of %v spans, want the held one of 512 first", who, sizes)
+	}
+	var after []string
+	for i, sp := range got {
+		for _, a := range sp.Attributes {
+			if a.Key != "session.id" {
+				continue
+			}
+			id := a.Value.GetStringValue()
+			if i >= 512 {
+				after = append(after, id)
+			}
+			if (i < 512) != (id == stored) {
+				t.Fatalf("span %d that %s's export --to otlp sent is of %s", i, who, id)
+			}
+		}
+	}
+	return after
 }
 
 // The big sessions of TestAgentExportsEverySessionItMayRead: some 4.8 MB
@@ -369,10 +508,11 @@ func bigSession(t *testing.T, c *client, id string, n, size int) {
 // exportErasing runs `sessionlog export` of every session as c, with
 // args, and has the operator op erase session id once listed has
 // returned, which waits (reading from the export's stdout, whose bytes it
-// returns) for a sign that the export has listed; resume, when set, is
-// called after the erase. It returns what the export wrote and said, and
-// how it ended.
-func exportErasing(t *testing.T, s *stack, c, op creds, id string, args []string, listed func(stdout io.Reader) []byte, resume func()) (written, stderr string, err error) {
+// returns) for a sign that the export has listed; during, when set, is
+// called while the erase runs, once it has begun, and resume, when set,
+// after the erase. It returns what the export wrote and said, and how it
+// ended.
+func exportErasing(t *testing.T, s *stack, c, op creds, id string, args []string, listed func(stdout io.Reader) []byte, during, resume func()) (written, stderr string, err error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -389,8 +529,20 @@ func exportErasing(t *testing.T, s *stack, c, op creds, id string, args []string
 		t.Fatal(err)
 	}
 	first := listed(out)
-	if got, err := cli(t, s, op, "erase", id, "--reason", "perms test"); err != nil || !strings.Contains(got, "erased "+id) {
-		t.Fatalf("erase %s: %v\n%s", id, err, got)
+	type erased struct {
+		out string
+		err error
+	}
+	done := make(chan erased, 1)
+	go func() {
+		got, err := cli(t, s, op, "erase", id, "--reason", "perms test")
+		done <- erased{got, err}
+	}()
+	if during != nil {
+		during()
+	}
+	if e := <-done; e.err != nil || !strings.Contains(e.out, "erased "+id) {
+		t.Fatalf("erase %s: %v\n%s", id, e.err, e.out)
 	}
 	if resume != nil {
 		resume()
@@ -401,6 +553,25 @@ func exportErasing(t *testing.T, s *stack, c, op creds, id string, args []string
 	}
 	err = cmd.Wait()
 	return string(first) + string(rest), errb.String(), err
+}
+
+// erasureRecorded waits for session id's erasure record, read as the
+// operator op.
+func erasureRecorded(t *testing.T, s *stack, op creds, id string) {
+	t.Helper()
+	nc := connect(t, s.natsURL, op, nats.CustomInboxPrefix(natsauth.OperatorInboxPrefix))
+	js, err := jetstream.New(nc.Conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.CheckFor(t, 30*time.Second, 50*time.Millisecond, func() error {
+		kv, err := js.KeyValue(context.Background(), "SESSION_ERASED")
+		if err != nil {
+			return err
+		}
+		_, err = kv.Get(context.Background(), id)
+		return err
+	})
 }
 
 // spanSessions is the session.id of the spans rcv received since it was

@@ -1,7 +1,6 @@
 package transfer
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -10,11 +9,12 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"strings"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/sessionlog/sessionlog/internal/sre"
 	"github.com/sessionlog/sessionlog/pkg/agentlog"
+	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/client"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
@@ -33,29 +33,15 @@ import (
 // read API answers unreadable is not written, said on stderr and named in
 // the error; when listed is set (ids are what sessions.api.list gave), one
 // erased since it was listed is not written either, said on stderr and
-// counted in the summary, and is no error. Any other refusal ends the
-// export; so does a session that changed or was erased between its two
-// reads, after the lines of its second read written so far (its first
-// events as the second read gave them, each line whole), all of which end
-// up on stdout.
+// counted in the summary, and is no error. A session erased during its
+// export is left out as Export leaves it out (exportSession), the read
+// API's erased answer saying it was erased. Any other refusal ends the
+// export; so does a session that changed between its two reads, after
+// the lines of its second read written so far (its first events as the
+// second read gave them, each line whole), all of which end up on stdout.
 func ExportRead(ctx context.Context, cl *client.Client, ids []string, listed bool, stdout, stderr io.Writer) error {
-	w := bufio.NewWriterSize(stdout, 1<<20)
-	x := readExport{ctx: ctx, cl: cl, listed: listed, exportTally: exportTally{stderr: stderr}}
-	var events int
-	for _, id := range ids {
-		_, err := x.session(id, func(raw json.RawMessage, _ *schema.Envelope) error {
-			events++
-			return sre.WriteLine(w, raw)
-		})
-		if err != nil {
-			return errors.Join(err, w.Flush())
-		}
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "exported %d sessions, %d events%s\n", x.exported, events, x.leftOut())
-	return notExported(x.skipped)
+	x := &readExport{ctx: ctx, cl: cl, listed: listed, exportTally: exportTally{stderr: stderr}}
+	return exportLines(x, &x.exportTally, ids, stdout)
 }
 
 // ExportOTLPRead is ExportOTLP for a user that may not read the log (an
@@ -64,77 +50,188 @@ func ExportRead(ctx context.Context, cl *client.Client, ids []string, listed boo
 // named by the stored events as ExportOTLP names them; the sessions left
 // out are ExportRead's.
 func ExportOTLPRead(ctx context.Context, cl *client.Client, ids []string, listed bool, exp sdktrace.SpanExporter, endpoint string, stderr io.Writer) error {
-	x := readExport{ctx: ctx, cl: cl, listed: listed, exportTally: exportTally{stderr: stderr}}
-	turns, spans, err := sendOTLP(ctx, ids, exp, x.session)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stderr, "exported %d sessions: %d turns, %d spans to %s%s\n", x.exported, turns, spans, endpoint, x.leftOut())
-	return notExported(x.skipped)
+	x := &readExport{ctx: ctx, cl: cl, listed: listed, exportTally: exportTally{stderr: stderr}}
+	return exportOTLP(ctx, x, &x.exportTally, ids, exp, endpoint)
 }
 
 // readExport is what ExportRead and ExportOTLPRead share: the sessions
-// exported, and those left out.
+// read through the read API, and those left out.
 type readExport struct {
 	ctx    context.Context
 	cl     *client.Client
 	listed bool // the ids are sessions.api.list's
 	exportTally
-	erased int // listed and erased before their read
 }
 
-// session gives fn the events of session id (readTwice) and says whether
-// it did. A session left out (unreadable, or listed and erased since) is
-// said on stderr and counted, and is no error; fn was then given none of
-// it.
-func (x *readExport) session(id string, fn func(json.RawMessage, *schema.Envelope) error) (bool, error) {
-	return x.tally(readTwice(x.ctx, x.cl, id, fn), func(err error) bool {
-		switch {
-		case errors.Is(err, client.ErrUnreadable):
-			fmt.Fprintf(x.stderr, "session %s not exported: %v\n", id, err)
-			x.skipped = append(x.skipped, id)
-		case x.listed && errors.Is(err, client.ErrErased):
-			fmt.Fprintf(x.stderr, "session %s not exported: erased since it was listed\n", id)
-			x.erased++
-		default:
-			return false
-		}
-		return true
-	})
+func (x *readExport) read(id string, fn func(json.RawMessage, *schema.Envelope) error) error {
+	return readTwice(x.ctx, x.cl, id, fn)
+}
+
+// erased says whether the read API answers session id erased: it does
+// for a session with an erasure record (the agent may not read the
+// records themselves).
+func (x *readExport) erased(id string) bool {
+	_, err := x.cl.Read(x.ctx, api.ReadRequest{SessionID: id, Limit: 1})
+	return errors.Is(err, client.ErrErased)
+}
+
+// refusals is the read API's answer for an erased session: erased since
+// the list when the ids are sessions.api.list's.
+func (x *readExport) refusals() (bool, error) { return x.listed, client.ErrErased }
+
+// unreadable says a session the read API answers unreadable.
+func (x *readExport) unreadable(id string, err error) (string, bool) {
+	if !errors.Is(err, client.ErrUnreadable) {
+		return "", false
+	}
+	return fmt.Sprintf("session %s not exported: %v\n", id, err), true
 }
 
 // exportTally counts the sessions of an export: those exported, and
-// those left out that name themselves in its error.
+// those left out.
 type exportTally struct {
-	stderr   io.Writer
-	skipped  []string // named in the error
-	exported int      // read to their end
+	stderr       io.Writer
+	skipped      []string // named in the error
+	exported     int      // read to their end
+	erasedListed int      // listed and erased before their first read
+	erasedDuring int      // erased during their export
 }
 
-// tally says what err, the error of the two reads (twice) of a session,
-// makes of it: nil, a session exported (true); leftOut(err), one left
-// out, no error (leftOut says it and counts it); a *rereadError or any
-// other error ends the export.
-func (t *exportTally) tally(err error, leftOut func(error) bool) (bool, error) {
+// leftOut is the summary's word on the sessions erased, left out and no
+// error.
+func (t *exportTally) leftOut() string {
+	var say []string
+	if t.erasedListed > 0 {
+		say = append(say, fmt.Sprintf("%d sessions erased since they were listed left out", t.erasedListed))
+	}
+	if t.erasedDuring > 0 {
+		say = append(say, fmt.Sprintf("%d sessions erased during the export left out", t.erasedDuring))
+	}
+	if len(say) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(say, "; ") + ")"
+}
+
+// sessionReader is what an export reads its sessions with: the store
+// (storeExport, the operator's) or the read API (readExport, an agent's).
+type sessionReader interface {
+	// read gives fn the events of session id (twice).
+	read(id string, fn func(json.RawMessage, *schema.Envelope) error) error
+	// erased says whether session id has an erasure record.
+	erased(id string) bool
+	// refusals says whether the ids were listed (not named), and the
+	// error of a read that found the session erased.
+	refusals() (listed bool, erased error)
+	// unreadable is what to say of a session whose first read failed
+	// with err, when err leaves it out as unreadable.
+	unreadable(id string, err error) (string, bool)
+}
+
+// verdict is what an error makes of a session's export.
+type verdict int
+
+const (
+	endsExport verdict = iota // the error ends the export
+	leftOut                   // left out, said and counted
+	leftErased                // erased during the export: left out (exportSession says it)
+)
+
+// errErased is a session's export stopped on learning that the session
+// was erased: nothing more of it is written or sent.
+var errErased = errors.New("erased during the export")
+
+// sessionOut is where an export puts a session's events: add takes each
+// event of the second read; done, when set, ends a session read whole;
+// sent is how many of its events (lines, spans) went out, in unit.
+type sessionOut struct {
+	add  func(json.RawMessage, *schema.Envelope) error
+	done func() error
+	sent func() int
+	unit string
+}
+
+// exportSession exports session id read by x to out, and says whether it
+// did. A session erased during its export is left out, said on stderr
+// (with how many of its lines or spans went out before the export learned
+// it: out asks guard before each write or send that holds any of it) and
+// counted in the summary, and is no error: it was erased when the export
+// learned so (errErased), or its second read failed or gave other events
+// than its first and it has an erasure record, or its first read failed
+// and it has one (x.firstRead: a session erased before its first read
+// read any of it is erased since the list, or an error when named). Any
+// other error of its second read (a *rereadError) ends the export; one of
+// its first is x.firstRead's.
+func exportSession(t *exportTally, x sessionReader, id string, out sessionOut) (bool, error) {
+	err := x.read(id, out.add)
+	if err == nil && out.done != nil {
+		if err = out.done(); err != nil && !errors.Is(err, errErased) {
+			return false, fmt.Errorf("session %s: %w", id, err)
+		}
+	}
 	var re *rereadError
+	v := endsExport
 	switch {
 	case err == nil:
 		t.exported++
 		return true, nil
-	case errors.As(err, &re):
+	case errors.Is(err, errErased) || errors.As(err, &re) && x.erased(id):
+		v = leftErased
+	case re != nil:
 		return false, err
-	case leftOut(err):
-		return false, nil
+	default:
+		v = firstRead(t, x, id, err)
 	}
-	return false, err
+	switch v {
+	case endsExport:
+		return false, err
+	case leftErased:
+		sent := ""
+		if n := out.sent(); n > 0 {
+			sent = fmt.Sprintf(" (%d of its %s went out before the export learned it)", n, out.unit)
+		}
+		fmt.Fprintf(t.stderr, "session %s not exported: erased during the export%s\n", id, sent)
+		t.erasedDuring++
+	}
+	return false, nil
 }
 
-// leftOut is the summary's word on the sessions erased since the list.
-func (x *readExport) leftOut() string {
-	if x.erased == 0 {
-		return ""
+// firstRead is what an error of a session's first read makes of it: one
+// that found the session erased is, when the ids were listed, a session
+// erased since the list (said, counted), else an error (a session named
+// and erased); any other failure of a session that is erased now is an
+// erase during the export; one unreadable is skipped (said, named in the
+// error); any other error ends the export.
+func firstRead(t *exportTally, x sessionReader, id string, err error) verdict {
+	listed, erased := x.refusals()
+	switch {
+	case listed && errors.Is(err, erased):
+		fmt.Fprintf(t.stderr, "session %s not exported: erased since it was listed\n", id)
+		t.erasedListed++
+	case errors.Is(err, erased):
+		return endsExport
+	case x.erased(id):
+		return leftErased
+	default:
+		say, ok := x.unreadable(id, err)
+		if !ok {
+			return endsExport
+		}
+		fmt.Fprint(t.stderr, say)
+		t.skipped = append(t.skipped, id)
 	}
-	return fmt.Sprintf(" (%d sessions erased since they were listed left out)", x.erased)
+	return leftOut
+}
+
+// guard is out's check before it writes or sends any of session id:
+// errErased once the session has an erasure record.
+func guard(x sessionReader, id string) func() error {
+	return func() error {
+		if x.erased(id) {
+			return errErased
+		}
+		return nil
+	}
 }
 
 // readTwice gives fn each stored event of session id, read through the
