@@ -18,7 +18,10 @@ import (
 // when the server rebuilds the block from its records) is counted in
 // Bytes with no sequence named. The server keeps it in memory until it
 // restarts, and only the stream's leader answers: a follower's record is
-// not read.
+// not read (nats-server v2.15.3 fills "lost" only in the detailed state
+// of STREAM.INFO, which only the leader answers; the monitoring's jsz,
+// which every replica answers, gives each stream's fast state, which has
+// no "lost"). StreamLost keeps each record it reads in LostBucket.
 type LostData struct {
 	Msgs  []uint64 `json:"msgs"`
 	Bytes uint64   `json:"bytes"`
@@ -28,8 +31,8 @@ type LostData struct {
 // names StreamLost looks up.
 const lostChecked = 1000
 
-// StreamLost reads what nats-server lost of a stream, nil when nothing. It
-// asks for the stream's info with deleted_details (the server fills
+// ServerLost reads what nats-server says now it lost of a stream, nil
+// when nothing (StreamLost keeps it past the server's restart). It asks for the stream's info with deleted_details (the server fills
 // "lost" only in its detailed state), so the answer lists the stream's
 // deleted sequences too.
 //
@@ -40,7 +43,7 @@ const lostChecked = 1000
 // named sequences the stream does not hold now (of the first
 // lostChecked), and nil when it holds them all or the record names none
 // (bytes only: nothing to look up).
-func (s *Store) StreamLost(ctx context.Context, stream string) (*LostData, error) {
+func (s *Store) ServerLost(ctx context.Context, stream string) (*LostData, error) {
 	ld, replicas, err := s.lostRecord(ctx, stream)
 	if err != nil || ld == nil || replicas <= 1 {
 		return ld, err
