@@ -37,7 +37,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) (er
 	ctx = c.ctx
 	err = sre.Verify(ctx, c.store, *only, *asJSON, *base, *token, stdout, stderr)
 	if *ackLost {
-		if aerr := sre.AckLost(ctx, c.store, stdout); aerr != nil {
+		if aerr := sre.AckLost(ctx, c.store, *asJSON, stdout); aerr != nil {
 			return aerr
 		}
 	}

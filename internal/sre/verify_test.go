@@ -89,7 +89,7 @@ func TestVerifyServerLost(t *testing.T) {
 		t.Fatalf("verify after two more restarts: %v, want ErrSilent and %q", err, want)
 	}
 	var acked bytes.Buffer
-	if err := AckLost(ctx, st, &acked); err != nil {
+	if err := AckLost(ctx, st, false, &acked); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("ack:\n%s", acked.String())
