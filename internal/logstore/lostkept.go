@@ -34,6 +34,10 @@ type LostRecord struct {
 	Stream string   `json:"stream"`
 	Msgs   []uint64 `json:"msgs,omitempty"`
 	Bytes  uint64   `json:"bytes"`
+	// Recovery is the server's recovery the record is of: the answering
+	// leader's name and when it took the stream's lead, or the name and
+	// per-start id of a server of no cluster.
+	Recovery string `json:"recovery,omitempty"`
 	// SeenAt is when a reader first saw the server's record.
 	SeenAt time.Time `json:"seenAt"`
 	// AckedAt is when an operator acknowledged it: no longer reported.
@@ -43,11 +47,15 @@ type LostRecord struct {
 	Revision uint64 `json:"-"`
 }
 
-// lostKey is the key of the server's record ld of stream: the same
-// record read again (the server keeps it until it restarts) has the same
-// key, so it is kept once.
-func lostKey(stream string, ld *LostData) string {
-	b, _ := json.Marshal(LostData{Msgs: ld.Msgs, Bytes: ld.Bytes})
+// lostKey is the key of the server's record ld of stream, of recovery
+// (lostRecord): the same record read again (the server keeps it until it
+// restarts) has the same key, so it is kept once; another recovery's
+// record naming the same sequences or bytes has another.
+func lostKey(stream, recovery string, ld *LostData) string {
+	b, _ := json.Marshal(struct {
+		LostData
+		Recovery string `json:"recovery"`
+	}{LostData{Msgs: ld.Msgs, Bytes: ld.Bytes}, recovery})
 	h := sha256.Sum256(b)
 	return stream + "." + hex.EncodeToString(h[:8])
 }
@@ -60,12 +68,12 @@ func lostKey(stream string, ld *LostData) string {
 // or read, it says so in the store's log and answers the server's record
 // alone.
 func (s *Store) StreamLost(ctx context.Context, stream string) (*LostData, error) {
-	now, err := s.ServerLost(ctx, stream)
+	now, recovery, err := s.serverLost(ctx, stream)
 	if err != nil {
 		return nil, err
 	}
 	if now != nil {
-		if err := s.keepLost(ctx, stream, now); err != nil {
+		if err := s.keepLost(ctx, stream, recovery, now); err != nil {
 			s.log.Warn("logstore: cannot keep what nats-server says it lost of a stream: it is forgotten when the server restarts", "stream", stream, "err", err)
 			return now, nil
 		}
@@ -100,16 +108,16 @@ func mergeLost(recs []LostRecord) *LostData {
 
 // keepLost writes the server's record ld of stream to LostBucket unless
 // it is there (acknowledged or not).
-func (s *Store) keepLost(ctx context.Context, stream string, ld *LostData) error {
+func (s *Store) keepLost(ctx context.Context, stream, recovery string, ld *LostData) error {
 	kv, err := s.lostKV(ctx)
 	if err != nil {
 		return err
 	}
-	b, err := json.Marshal(LostRecord{Stream: stream, Msgs: ld.Msgs, Bytes: ld.Bytes, SeenAt: time.Now().UTC()})
+	b, err := json.Marshal(LostRecord{Stream: stream, Msgs: ld.Msgs, Bytes: ld.Bytes, Recovery: recovery, SeenAt: time.Now().UTC()})
 	if err != nil {
 		return err
 	}
-	if _, err := kv.Create(ctx, lostKey(stream, ld), b); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+	if _, err := kv.Create(ctx, lostKey(stream, recovery, ld), b); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return fmt.Errorf("logstore: bucket %s: %w", LostBucket, err)
 	}
 	return nil

@@ -92,3 +92,37 @@ func TestLostAckedWhileServerKeepsIt(t *testing.T) {
 		t.Fatalf("after the ack: %s (%v), want nothing", showLost(ld), err)
 	}
 }
+
+// A later loss the server's record tells with the same bytes as one kept
+// and acknowledged (a record of the same size cut the same way, after
+// the server restarted) is another recovery's: kept and reported.
+func TestLostSameBytesAfterAck(t *testing.T) {
+	rs := newRollbackServer(t)
+	e := rs.e
+	lose := func(early, late string) *logstore.LostData {
+		t.Helper()
+		projectortest.PublishN(t, e, gen.NewSession(early, projectortest.T0), 3)
+		projectortest.PublishN(t, e, gen.NewSession(late, projectortest.T0), 3)
+		rs.stop()
+		rs.damage("cut_in_record")
+		rs.restart("a")
+		_, ld := rs.lost()
+		return ld
+	}
+	first := lose("early", "late")
+	if ld, err := e.LS.StreamLost(e.Ctx, logstore.StreamName); err != nil || ld == nil {
+		t.Fatalf("the first loss: %s (%v), want it", showLost(ld), err)
+	}
+	if acked, err := e.LS.AckLost(e.Ctx, "", time.Now()); err != nil || len(acked) != 1 {
+		t.Fatalf("ack: %+v (%v), want one record", acked, err)
+	}
+	second := lose("earlx", "latx")
+	t.Logf("the server's records: first %s, second %s", showLost(first), showLost(second))
+	if first == nil || second == nil || !slices.Equal(first.Msgs, second.Msgs) || first.Bytes != second.Bytes {
+		t.Fatalf("the two records differ: not the case tested")
+	}
+	ld, err := e.LS.StreamLost(e.Ctx, logstore.StreamName)
+	if err != nil || ld == nil || ld.Bytes != second.Bytes {
+		t.Fatalf("after the second loss: %s (%v), want %s", showLost(ld), err, showLost(second))
+	}
+}
