@@ -48,6 +48,10 @@ const (
 	// BucketUsage holds each tenant's sessions and stored bytes, kept by
 	// the writers and given back by the eraser (ADR 010).
 	BucketUsage = "TENANT_USAGE"
+	// BucketLost keeps what nats-server said it lost of a stream when it
+	// recovered its files (DESIGN.md section 2), kept by the projector and
+	// verify past the server's restart.
+	BucketLost = "SESSION_LOST"
 	// BucketKeys holds each session's data key when bodies are sealed
 	// (docs/adr/011-sealed-bodies.md): the services read and create keys,
 	// the eraser deletes them, agents never see them.
@@ -66,7 +70,7 @@ func streams() []string {
 		out = append(out, StreamSessions+"-"+strconv.Itoa(p))
 	}
 	return append(out, "KV_"+BucketLeases, "KV_"+BucketClaims, "KV_"+BucketForks, "KV_"+BucketLayout,
-		"KV_"+BucketSources, "KV_"+BucketSnapshots, "KV_"+BucketUsage, "KV_"+BucketErased, "KV_"+BucketKeys, StreamAudit)
+		"KV_"+BucketSources, "KV_"+BucketSnapshots, "KV_"+BucketUsage, "KV_"+BucketLost, "KV_"+BucketErased, "KV_"+BucketKeys, StreamAudit)
 }
 
 // jsAPI lists the JetStream API subjects the services call on one stream:
@@ -167,6 +171,7 @@ func services() *server.Permissions {
 		"$KV." + BucketSources + ".>",
 		"$KV." + BucketSnapshots + ".>",
 		"$KV." + BucketUsage + ".>",
+		"$KV." + BucketLost + ".>",
 		"$KV." + BucketKeys + ".>",
 		"$JS.API.INFO",
 		// The projector relays the dashboard's actions as requests (no

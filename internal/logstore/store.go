@@ -144,6 +144,8 @@ type Store struct {
 	snapshots lazyBucket
 	// usage is TENANT_USAGE, opened on first use.
 	usage lazyBucket
+	// lostKept is LostBucket, opened on first use (lostkept.go).
+	lostKept lazyBucket
 	// committers gather each stream's appends (commit.go).
 	commitMu                   sync.Mutex
 	committers                 map[string]*committer
@@ -264,6 +266,9 @@ func (s *Store) provision(ctx context.Context) error {
 		return err
 	}
 	if err := s.provisionKV(ctx, SnapshotBucket, "sessionlog writer: snapshots of sessions' folded state (key = session id; parts <id>.<part>.<n>)"); err != nil {
+		return err
+	}
+	if err := s.provisionKV(ctx, LostBucket, lostBucketDescription); err != nil {
 		return err
 	}
 	if err := s.provisionUsage(ctx); err != nil {

@@ -70,6 +70,35 @@ func TestVerifyServerLost(t *testing.T) {
 	if strings.Contains(out, "session=") {
 		t.Errorf("a session's problem: the chains are whole")
 	}
+
+	// The server forgets its record when it restarts; verify kept it
+	// (SESSION_LOST), and reports it after two more restarts, until
+	// --ack-lost acknowledges it.
+	for range 2 {
+		s.Shutdown()
+		s.WaitForShutdown()
+		s = runServer(t, dir)
+	}
+	st = openStore(t, s)
+	if ld, err := st.ServerLost(ctx, logstore.StreamName); err != nil || ld != nil {
+		t.Fatalf("the server's record after two restarts: %+v (%v), want it forgotten", ld, err)
+	}
+	out, err = verify(st)
+	t.Logf("verify after two more restarts:\n%s", out)
+	if !errors.Is(err, ErrSilent) || !strings.Contains(out, want) {
+		t.Fatalf("verify after two more restarts: %v, want ErrSilent and %q", err, want)
+	}
+	var acked bytes.Buffer
+	if err := AckLost(ctx, st, false, &acked); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ack:\n%s", acked.String())
+	if n := strings.Count(acked.String(), "ACKED stream="+logstore.StreamName+" "); n != 1 {
+		t.Errorf("acknowledged %d records, want 1:\n%s", n, acked.String())
+	}
+	if out, err := verify(st); err != nil {
+		t.Fatalf("verify after the ack: %v\n%s", err, out)
+	}
 }
 
 func runServer(t *testing.T, dir string) *server.Server {

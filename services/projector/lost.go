@@ -18,6 +18,9 @@ import (
 // events it had not folded yet are gone, and no later append names
 // them): the projector reads it at start and on its checks of the
 // streams when due (lostEvery), and raises log_rolled_back naming it.
+// The server forgets its record when it restarts: StreamLost keeps what
+// it reads in logstore.LostBucket and answers the losses kept there too,
+// until an operator acknowledges them (`sessionlog verify --ack-lost`).
 
 // lostEvery is how often the running projector reads what the server
 // says it lost, besides at start and at the first check after its NATS

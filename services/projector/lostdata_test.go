@@ -122,10 +122,14 @@ func TestRolledBackLostOnRecovery(t *testing.T) {
 			}
 			r2.Stop(t)
 
-			// The server forgets the loss when it restarts. A running
-			// projector is told of the next one by its first check after
-			// the server recovered (its connection reconnected).
+			// The server forgets the loss when it restarts; the projector
+			// kept it (SESSION_LOST) until an operator acknowledges it. A
+			// running projector is told of the next one by its first check
+			// after the server recovered (its connection reconnected).
 			// An event stored after the loss, for the projector to fold.
+			if acked, err := e.LS.AckLost(ctx, "", time.Now()); err != nil || len(acked) != 1 {
+				t.Fatalf("ack the loss: %+v (%v), want the one kept", acked, err)
+			}
 			rs.restart("a")
 			projectortest.PublishN(t, e, gen.NewSession("after", projectortest.T0), 1)
 			r3 := e.Start(t.TempDir())
@@ -150,7 +154,8 @@ func showLost(ld *logstore.LostData) string {
 	return fmt.Sprintf("{msgs:%v bytes:%d}", ld.Msgs, ld.Bytes)
 }
 
-// lost is the stream's status and what the server says it lost of it.
+// lost is the stream's status and what the server says now it lost of
+// it (its record, not the losses kept: ServerLost).
 func (rs *rollbackServer) lost() (logstore.StreamStatus, *logstore.LostData) {
 	rs.t.Helper()
 	e := rs.e
@@ -158,7 +163,7 @@ func (rs *rollbackServer) lost() (logstore.StreamStatus, *logstore.LostData) {
 	if err != nil {
 		rs.t.Fatal(err)
 	}
-	ld, err := e.LS.StreamLost(e.Ctx, "SESSIONS")
+	ld, err := e.LS.ServerLost(e.Ctx, "SESSIONS")
 	if err != nil {
 		rs.t.Fatal(err)
 	}
