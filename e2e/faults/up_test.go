@@ -480,7 +480,7 @@ func (r *faultUpRun) serverLost(t *testing.T) string {
 	for _, name := range r.st.Streams() {
 		var ld *logstore.LostData
 		natstest.CheckFor(t, 30*time.Second, 200*time.Millisecond, func() (err error) {
-			ld, err = r.st.StreamLost(context.Background(), name)
+			ld, err = r.st.ServerLost(context.Background(), name)
 			return err
 		})
 		if ld != nil {
