@@ -24,11 +24,15 @@ import (
 // storedSealed reports whether the session's last stored event is sealed.
 func (e *env) storedSealed(id string) bool {
 	e.t.Helper()
-	m, err := natstest.JetStream(e.t, e.nc).Stream(context.Background(), "SESSIONS")
+	loc, err := e.store.Locate(id)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	last, err := m.GetLastMsgForSubject(context.Background(), logstore.SubjectPrefix+id)
+	m, err := natstest.JetStream(e.t, e.nc).Stream(context.Background(), loc.Stream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	last, err := m.GetLastMsgForSubject(context.Background(), loc.Subject)
 	if err != nil {
 		e.t.Fatal(err)
 	}
