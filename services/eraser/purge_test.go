@@ -3,12 +3,14 @@ package eraser
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
@@ -37,30 +39,42 @@ func newNoPurgeEnv(t *testing.T, cfg logstore.Config) *env {
 	return &env{t: t, nc: nc, store: st}
 }
 
-// atShredKey is a fault hook that holds each of n shreds before its key's
-// delete until all n are there: their purges go out together.
-func atShredKey(n int) func(logstore.FaultStage) error {
-	var mu sync.Mutex
-	var all chan struct{}
-	waiting := 0
-	return func(stage logstore.FaultStage) error {
-		if stage != logstore.FaultShredKey {
-			return nil
-		}
-		mu.Lock()
-		if waiting == 0 {
-			all = make(chan struct{})
-		}
-		ch := all
-		if waiting++; waiting == n {
-			waiting = 0
-			close(ch)
-		}
-		mu.Unlock()
-		<-ch
+// shredBarrier holds each of n shreds before its key's delete until all n
+// are there (its hook, a fault hook): their purges go out together. An
+// erase that fails calls abort, which lets the others go (it never gets
+// there).
+type shredBarrier struct {
+	n       int
+	mu      sync.Mutex
+	waiting int
+	all     chan struct{}
+	aborted chan struct{}
+	once    sync.Once
+}
+
+func newShredBarrier(n int) *shredBarrier {
+	return &shredBarrier{n: n, all: make(chan struct{}), aborted: make(chan struct{})}
+}
+
+func (b *shredBarrier) hook(stage logstore.FaultStage) error {
+	if stage != logstore.FaultShredKey {
 		return nil
 	}
+	b.mu.Lock()
+	ch := b.all
+	if b.waiting++; b.waiting == b.n {
+		b.waiting, b.all = 0, make(chan struct{})
+		close(ch)
+	}
+	b.mu.Unlock()
+	select {
+	case <-ch:
+	case <-b.aborted:
+	}
+	return nil
 }
+
+func (b *shredBarrier) abort() { b.once.Do(func() { close(b.aborted) }) }
 
 // Two sealed sessions of two streams, erased at once by an eraser that may
 // not purge: both purges are refused at the same moment on the one
@@ -69,9 +83,10 @@ func atShredKey(n int) func(logstore.FaultStage) error {
 // error, which could be the other stream's refusal: that erase took it for
 // none, waited out its request's timeout and failed.
 func TestPurgesRefusedAtOnce(t *testing.T) {
-	hook := atShredKey(2)
-	e := newNoPurgeEnv(t, logstore.Config{Partitions: 2, FaultHook: hook})
-	svc, err := New(Config{Store: e.store, Conn: e.nc})
+	bar := newShredBarrier(2)
+	e := newNoPurgeEnv(t, logstore.Config{Partitions: 2, FaultHook: bar.hook})
+	reg := prometheus.NewRegistry()
+	svc, err := New(Config{Store: e.store, Conn: e.nc, Registerer: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,6 +117,9 @@ func TestPurgesRefusedAtOnce(t *testing.T) {
 		for i, id := range ids {
 			wg.Go(func() {
 				_, errs[i] = svc.Erase(context.Background(), EraseRequest{SessionID: id, Reason: "r", By: "b"})
+				if errs[i] != nil {
+					bar.abort()
+				}
 			})
 		}
 		wg.Wait()
@@ -117,4 +135,41 @@ func TestPurgesRefusedAtOnce(t *testing.T) {
 	if c.PurgesRefused != 2*rounds || c.FallBacksDone != 2*rounds || c.Purged != 0 || c.PurgeErrors != 0 {
 		t.Fatalf("shreds: %+v", c)
 	}
+	// The eraser's metrics say so: each session's sealed events went by
+	// secure delete, six of its eight (the seal deleted the first and the
+	// tail before the shred).
+	want := map[string]float64{
+		`sessionlog_eraser_purges_total{result="refused"}`:       2 * rounds,
+		`sessionlog_eraser_purges_total{result="done"}`:          0,
+		`sessionlog_eraser_purges_total{result="error"}`:         0,
+		`sessionlog_eraser_purge_fallbacks_total{result="done"}`: 2 * rounds,
+		`sessionlog_eraser_purge_fallbacks_total{result="cut"}`:  0,
+		`sessionlog_eraser_fallback_secure_deletes_total`:        2 * rounds * 6,
+	}
+	if got := counters(t, reg); !maps.Equal(got, want) {
+		t.Fatalf("metrics %v, want %v", got, want)
+	}
+}
+
+// counters gathers the eraser's counters of reg, by name{labels}.
+func counters(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if !strings.HasPrefix(mf.GetName(), "sessionlog_eraser_") {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += fmt.Sprintf("{%s=%q}", l.GetName(), l.GetValue())
+			}
+			out[name] = m.GetCounter().GetValue()
+		}
+	}
+	return out
 }
