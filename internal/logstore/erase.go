@@ -57,9 +57,11 @@ type Erasure struct {
 	// Phase is the step the job is at (ErasePhase*).
 	Phase string `json:"phase,omitempty"`
 	// Total: the session's events when the erase was accepted (for a
-	// progress bar; appends during the erase may add to it).
-	Total uint64 `json:"total,omitempty"`
-	// Deleted: events deleted so far.
+	// progress bar; appends during the erase may add to it). Deleted:
+	// messages deleted so far. Past the deletes (the eraser sets them as
+	// its job leaves phase records), Deleted is Events plus Unhashed and
+	// Total as many.
+	Total   uint64 `json:"total,omitempty"`
 	Deleted uint64 `json:"deleted,omitempty"`
 	// Through: the stream seq the digest covers up to (each message up to
 	// it is in the digest, or counted in Unhashed); HashState: the
