@@ -6,6 +6,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -172,4 +173,67 @@ func counters(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// A sealed erase refused the purge and cut during its secure deletes (the
+// eraser stopped: its context cancelled two deletes into the fall back)
+// is resumed by another eraser, which finishes it with the record and the
+// audit of an erase that was never cut: every event in the digest, every
+// message deleted, the key gone. The metrics count a fall back cut and
+// one done.
+func TestPurgeFallBackCutAndResumed(t *testing.T) {
+	e := newNoPurgeEnv(t, logstore.Config{})
+	sum := e.eraseSession("s-cut", strings.Repeat("C", 64), "")
+	cut, err := New(Config{Store: e.store, Conn: e.nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The seal deletes two, the key's delete is the third: the fall back's
+	// deletes follow.
+	var deletes atomic.Int64
+	hook := func(step string) error {
+		if step == StepDeleted && deletes.Add(1) == 5 {
+			cancel()
+		}
+		return nil
+	}
+	cut.eraseStep.Store(&hook)
+	req := EraseRequest{SessionID: "s-cut", Reason: "r", By: "b"}
+	if got, err := cut.Erase(ctx, req); err == nil {
+		t.Fatalf("the cut erase answered %+v", got)
+	}
+	rec, _, err := e.store.ErasureOf(context.Background(), "s-cut")
+	if err != nil || rec == nil || rec.Done || !rec.Sealed || rec.Phase != logstore.ErasePhaseDeleting {
+		t.Fatalf("record after the cut: %+v %v", rec, err)
+	}
+	if left, err := e.store.StoredPage(context.Background(), "s-cut", 100); err != nil || len(left) == 0 {
+		t.Fatalf("the cut left no message to delete (%v): the test cut nothing", err)
+	}
+
+	reg := prometheus.NewRegistry()
+	resumed, err := New(Config{Store: e.store, Conn: e.nc, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := resumed.Erase(context.Background(), req)
+	if err != nil || got.State != EraseDone || got.Events != 8 || got.Jobs[0].Deleted != 8 || got.Jobs[0].Total != 8 {
+		t.Fatalf("resumed: %+v %v", got, err)
+	}
+	e.gone("s-cut")
+	e.keyGone("s-cut")
+	rec, _, err = e.store.ErasureOf(context.Background(), "s-cut")
+	if err != nil || !rec.Done || rec.Events != 8 || rec.LastSeq != 8 || rec.SHA256 != sum || rec.Unhashed != 0 || rec.Deleted != 8 || rec.Total != 8 {
+		t.Fatalf("record %+v %v", rec, err)
+	}
+	recs := e.audits()
+	if len(recs) != 1 || recs[0].SHA256 != sum || recs[0].Events != 8 || recs[0].LastSeq != 8 || recs[0].Unhashed != 0 {
+		t.Fatalf("audit %+v, want 8 events, sha256 %s", recs, sum)
+	}
+	c := counters(t, reg)
+	if c[`sessionlog_eraser_purges_total{result="refused"}`] != 2 || c[`sessionlog_eraser_purge_fallbacks_total{result="cut"}`] != 1 ||
+		c[`sessionlog_eraser_purge_fallbacks_total{result="done"}`] != 1 {
+		t.Fatalf("metrics %v", c)
+	}
 }
