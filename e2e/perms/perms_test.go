@@ -81,15 +81,19 @@ type stack struct {
 	natsURL, httpURL string
 	stdout           []string // the lines up printed before it was ready
 	stderr           *syncBuf
+	dataDir          string
+	// stop stops up (SIGTERM) and waits for it; the test's end does too.
+	stop func()
 }
 
 func startUp(t *testing.T, env []string, args ...string) *stack {
 	t.Helper()
-	full := append([]string{"up", "--data-dir", t.TempDir(), "--nats-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+	dataDir := t.TempDir()
+	full := append([]string{"up", "--data-dir", dataDir, "--nats-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
 		"--lease-ttl", leaseTTL.String(), "--grace", grace.String()}, args...)
 	cmd := exec.Command(sessionlogBin(t), full...)
 	cmd.Env = environ(env...)
-	st := &stack{stderr: &syncBuf{}}
+	st := &stack{stderr: &syncBuf{}, dataDir: dataDir}
 	cmd.Stderr = st.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -101,16 +105,20 @@ func startUp(t *testing.T, env []string, args ...string) *stack {
 	done := make(chan struct{})
 	var waitErr error
 	go func() { waitErr = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			t.Errorf("up did not stop on SIGTERM")
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
+	var stopOnce sync.Once
+	st.stop = func() {
+		stopOnce.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				t.Errorf("up did not stop on SIGTERM")
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		})
+	}
+	t.Cleanup(st.stop)
 	lines := make(chan string, 64)
 	go func() {
 		sc := bufio.NewScanner(out)

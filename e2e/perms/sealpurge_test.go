@@ -1,10 +1,12 @@
 package perms
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -67,6 +69,12 @@ func TestSealedEraseWithoutPurgePermission(t *testing.T) {
 		ev("e2", "turn/started", "t1", "", ""),
 		ev("e3", "message/user", "t1", "", fmt.Sprintf(`{"content":%q}`, marker)),
 		ev("e4", "turn/ended", "t1", "", `{"reason":"completed"}`))
+	// A session stored after it, kept: the block files the erased
+	// session's messages are in stay (one whose every message is gone is
+	// removed), and the search finds its body after the erase.
+	appendEvents(t, agent, "s-kept", "h-kept",
+		ev("k1", "session/created", "", "", `{"title":"kept"}`),
+		ev("k2", "message/user", "", "", `{"content":"kept-marker-9e2a"}`))
 	// last is the session's last stored message as the leader has it (nil:
 	// none), its headers.
 	last := func(stream, subject string) (nats.Header, []byte) {
@@ -102,6 +110,58 @@ func TestSealedEraseWithoutPurgePermission(t *testing.T) {
 	if h, _ := last("SESSIONS", "sessions.ev."+id); h == nil || h.Get(logstore.HeaderSeal) != logstore.SealVersion {
 		t.Fatalf("the session's last event is not sealed: %v", h)
 	}
+	// What the erase must leave in no file: each stored body (the
+	// ciphertext) and the session's key as stored. The search finds them
+	// before the erase.
+	var stored [][]byte
+	for seq := uint64(1); ; seq++ {
+		m, err := op.Request("$JS.API.STREAM.MSG.GET.SESSIONS", []byte(fmt.Sprintf(`{"seq":%d,"next_by_subj":"sessions.ev.%s"}`, seq, id)), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r struct {
+			Message *struct {
+				Seq  uint64 `json:"seq"`
+				Data []byte `json:"data"`
+			} `json:"message"`
+		}
+		if err := json.Unmarshal(m.Data, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Message == nil {
+			break
+		}
+		stored, seq = append(stored, r.Message.Data), r.Message.Seq
+	}
+	_, key := last("KV_SESSION_KEYS", "$KV.SESSION_KEYS."+id)
+	if len(stored) != 4 || len(key) == 0 {
+		t.Fatalf("stored %d bodies, key %x", len(stored), key)
+	}
+	onDisk := func() (found []string) {
+		t.Helper()
+		err := filepath.WalkDir(s.dataDir, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for i, needle := range append(slices.Clone(stored), key) {
+				if bytes.Contains(b, needle) {
+					found = append(found, fmt.Sprintf("%d in %s", i, path))
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return found
+	}
+	if found := onDisk(); len(found) < len(stored)+1 {
+		t.Fatalf("before the erase, the search finds %v of the %d bodies and the key", found, len(stored))
+	}
 
 	out, err := cli(t, s, opC, "erase", id, "--reason", "old auth.conf")
 	if err != nil || !strings.Contains(out, "erased "+id) {
@@ -128,7 +188,9 @@ func TestSealedEraseWithoutPurgePermission(t *testing.T) {
 	}
 
 	// The eraser was refused the purge (and nothing else), and said once
-	// what to deploy.
+	// what to deploy. Then up stops: no byte of the session's bodies or
+	// of its key is left in any file (the fall back's deletes were secure
+	// deletes, the key's too).
 	natstest.CheckFor(t, 10*time.Second, 50*time.Millisecond, func() error {
 		if n := strings.Count(s.stderr.String(), "may not purge the log's streams"); n != 1 {
 			return fmt.Errorf("the eraser said %d times that it may not purge", n)
@@ -147,5 +209,15 @@ func TestSealedEraseWithoutPurgePermission(t *testing.T) {
 	}
 	if refused == 0 {
 		t.Error("no purge was refused: the deployment let the eraser purge")
+	}
+	_, keptBody := last("SESSIONS", "sessions.ev.s-kept")
+	_, keptKey := last("KV_SESSION_KEYS", "$KV.SESSION_KEYS.s-kept")
+	s.stop()
+	if found := onDisk(); len(found) > 0 {
+		t.Errorf("after the erase (0-%d: bodies, %d: the key): %v", len(stored)-1, len(stored), found)
+	}
+	stored, key = [][]byte{keptBody}, keptKey
+	if found := onDisk(); len(found) != 2 {
+		t.Errorf("the kept session's body and key are found in %v", found)
 	}
 }

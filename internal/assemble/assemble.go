@@ -163,8 +163,7 @@ func NewSource(cfg Source, st *logstore.Store, d Deps) (*source.Service, error) 
 }
 
 // Eraser is the eraser's configuration: eraser.Config. NewEraser sets its
-// Store and the fields Deps gives (Conn, Logger, Now; the eraser
-// registers no metrics).
+// Store and the fields Deps gives (Conn, Logger, Registerer, Now).
 type Eraser = eraser.Config
 
 // DefaultEraser is the eraser's configuration unless a caller changes it:
@@ -177,7 +176,7 @@ func NewEraser(cfg Eraser, st *logstore.Store, d Deps) (*eraser.Service, error) 
 	if st == nil {
 		return nil, errNoStore
 	}
-	cfg.Store, cfg.Conn, cfg.Logger, cfg.Now = st, d.Conn, d.Logger, d.Now
+	cfg.Store, cfg.Conn, cfg.Logger, cfg.Registerer, cfg.Now = st, d.Conn, d.Logger, d.Registerer, d.Now
 	return eraser.New(cfg)
 }
 

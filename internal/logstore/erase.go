@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -56,9 +57,11 @@ type Erasure struct {
 	// Phase is the step the job is at (ErasePhase*).
 	Phase string `json:"phase,omitempty"`
 	// Total: the session's events when the erase was accepted (for a
-	// progress bar; appends during the erase may add to it).
-	Total uint64 `json:"total,omitempty"`
-	// Deleted: events deleted so far.
+	// progress bar; appends during the erase may add to it). Deleted:
+	// messages deleted so far. Past the deletes (the eraser sets them as
+	// its job leaves phase records), Deleted is Events plus Unhashed and
+	// Total as many.
+	Total   uint64 `json:"total,omitempty"`
 	Deleted uint64 `json:"deleted,omitempty"`
 	// Through: the stream seq the digest covers up to (each message up to
 	// it is in the digest, or counted in Unhashed); HashState: the
@@ -535,7 +538,11 @@ func (s *Store) Shred(ctx context.Context, sessionID string, through uint64, onD
 		}
 	}
 	err = s.purgeSubject(ctx, loc.Stream, loc.Subject, through+1)
-	if errors.Is(err, ErrPurgeRefused) {
+	switch {
+	case err == nil:
+		s.shreds.purged.Add(1)
+	case errors.Is(err, ErrPurgeRefused):
+		s.shreds.refused.Add(1)
 		// A deployment that seals with an auth.conf older than sealing:
 		// the sealed bodies go the old way, one secure delete at a time
 		// (slow, but the job finishes). Said once a store.
@@ -544,7 +551,20 @@ func (s *Store) Shred(ctx context.Context, sessionID string, through uint64, onD
 		} else {
 			s.log.Info("logstore: purge refused, the sealed events are securely deleted one at a time", "stream", loc.Stream, "session", sessionID)
 		}
-		err = s.SecureDelete(ctx, sessionID, sealed, EraseInFlight, onDelete)
+		err = s.SecureDelete(ctx, sessionID, sealed, EraseInFlight, func() error {
+			s.shreds.fallBackDeletes.Add(1)
+			if onDelete != nil {
+				return onDelete()
+			}
+			return nil
+		})
+		if err != nil {
+			s.shreds.fallBacksCut.Add(1)
+		} else {
+			s.shreds.fallBacksDone.Add(1)
+		}
+	default:
+		s.shreds.purgeErrors.Add(1)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("logstore: shred %s: purge: %w", sessionID, err)
@@ -569,12 +589,45 @@ const FaultShredKey FaultStage = "shred-key"
 // eraser since sealed bodies, docs/adr/011-sealed-bodies.md).
 var ErrPurgeRefused = errors.New("logstore: the NATS user may not purge the log's stream")
 
+// ShredCounts is what the Shreds of a store did since it was opened
+// (the eraser's metrics, DESIGN.md section 14).
+type ShredCounts struct {
+	// Purges of a session's subject: done, refused (ErrPurgeRefused) and
+	// failed otherwise (the job goes on later).
+	Purged, PurgesRefused, PurgeErrors uint64
+	// Fall backs after a refused purge, the sealed events securely
+	// deleted one at a time: finished, or cut (an error or the job's
+	// end: the job resumed does it again).
+	FallBacksDone, FallBacksCut uint64
+	// FallBackDeletes: secure deletes the fall backs made (a message
+	// already gone, on a resumed job, counts too).
+	FallBackDeletes uint64
+}
+
+type shredCounters struct {
+	purged, refused, purgeErrors, fallBacksDone, fallBacksCut, fallBackDeletes atomic.Uint64
+}
+
+// ShredCounts returns what the store's Shreds did so far.
+func (s *Store) ShredCounts() ShredCounts {
+	c := &s.shreds
+	return ShredCounts{Purged: c.purged.Load(), PurgesRefused: c.refused.Load(), PurgeErrors: c.purgeErrors.Load(),
+		FallBacksDone: c.fallBacksDone.Load(), FallBacksCut: c.fallBacksCut.Load(), FallBackDeletes: c.fallBackDeletes.Load()}
+}
+
 // purgeSubject removes the subject's messages below stream seq below
 // ($JS.API.STREAM.PURGE with filter and seq): they stay in the block
 // files, not overwritten. A user refused the purge gets no answer, only
-// the server's permission violation: it is ErrPurgeRefused, known after
-// one round trip (the server sends the violation before the flush's
-// answer), not after the request's timeout.
+// the server's permission violation, on the connection (its last
+// error): it is ErrPurgeRefused, known after one round trip (the server
+// sends the violation before the flush's answer), not after the
+// request's timeout. The store's purges take turns from the publish to
+// the flush's answer, so that the last error then is this request's
+// refusal, not another's: two purges refused at once, of two streams,
+// each saw the other's (its subject not the one asked) and waited out
+// the request's timeout. A violation of another publish on the
+// connection that comes between the refusal and the flush's answer
+// still hides it (the purge then times out and the job goes on later).
 func (s *Store) purgeSubject(ctx context.Context, stream, subject string, below uint64) error {
 	ctx, cancel := s.withTimeout(ctx)
 	defer cancel()
@@ -588,12 +641,32 @@ func (s *Store) purgeSubject(ctx context.Context, stream, subject string, below 
 		return err
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	before := s.nc.LastError()
-	if err := s.nc.PublishRequest(api, sub.Subject, b); err != nil {
+	refused, err := s.publishPurge(ctx, api, sub.Subject, b)
+	if err != nil {
 		return err
 	}
-	if err := s.nc.FlushWithContext(ctx); err != nil {
+	if refused != nil {
+		return fmt.Errorf("%w %s: %w", ErrPurgeRefused, stream, refused)
+	}
+	m, err := sub.NextMsgWithContext(ctx)
+	if err != nil {
 		return err
+	}
+	return successAnswer(m.Data, "purge")
+}
+
+// publishPurge publishes the purge request and flushes, one purge of the
+// store at a time: refused is the server's violation of this publish,
+// nil if there was none.
+func (s *Store) publishPurge(ctx context.Context, api, reply string, b []byte) (refused, err error) {
+	s.purgeMu.Lock()
+	defer s.purgeMu.Unlock()
+	before := s.nc.LastError()
+	if err := s.nc.PublishRequest(api, reply, b); err != nil {
+		return nil, err
+	}
+	if err := s.nc.FlushWithContext(ctx); err != nil {
+		return nil, err
 	}
 	// A refusal is a new error value (nats.go makes one for each); the
 	// test of what it is comes first, so that the comparison with the
@@ -601,13 +674,9 @@ func (s *Store) purgeSubject(ctx context.Context, stream, subject string, below 
 	// compare would panic there).
 	if last := s.nc.LastError(); errors.Is(last, nats.ErrPermissionViolation) &&
 		strings.Contains(last.Error(), fmt.Sprintf("Publish to %q", api)) && last != before {
-		return fmt.Errorf("%w %s: %w", ErrPurgeRefused, stream, last)
+		return last, nil
 	}
-	m, err := sub.NextMsgWithContext(ctx)
-	if err != nil {
-		return err
-	}
-	return successAnswer(m.Data, "purge")
+	return nil, nil
 }
 
 // successAnswer decodes a JetStream API answer that says success: its

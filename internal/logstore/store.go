@@ -153,6 +153,10 @@ type Store struct {
 	groupRefused               atomic.Uint64
 	// purgeRefused: a Shred's purge was refused (said once a store).
 	purgeRefused atomic.Bool
+	// purgeMu: one purge at a time between its publish and the answer
+	// to its flush (purgeSubject); shreds counts what Shreds did.
+	purgeMu sync.Mutex
+	shreds  shredCounters
 }
 
 // StreamConfig is the configuration of one session stream of the contract

@@ -291,9 +291,12 @@ func (s *Service) eraseProgress(ctx context.Context, root string, ids []string) 
 		if rec == nil {
 			return out, schema.Errorf(schema.CodeNotCommitted, "erase: the record of %s is gone", id)
 		}
+		if rec.Done || rec.Phase == logstore.ErasePhaseRecords || rec.Phase == logstore.ErasePhaseAudit {
+			deletedAll(rec)
+		}
 		j := api.EraseJob{SessionID: id, Phase: rec.Phase, Total: rec.Total, Deleted: rec.Deleted, Done: rec.Done}
 		if rec.Done {
-			j.Phase, j.Deleted = logstore.ErasePhaseDone, rec.Events
+			j.Phase = logstore.ErasePhaseDone
 			out.Erased = append(out.Erased, id)
 			out.Events += rec.Events
 		} else {
@@ -305,6 +308,17 @@ func (s *Service) eraseProgress(ctx context.Context, root string, ids []string) 
 		out.Jobs = append(out.Jobs, j)
 	}
 	return out, nil
+}
+
+// deletedAll sets the counts of a job past its deletes (phase records
+// on): it deleted every message of the session, Deleted of them, the
+// events of its digest and those it counted in Unhashed, and Total is
+// that many (at acceptance it was the session's length, which counts an
+// unhashed message that has a seq, not one that is no event, nor an
+// append that landed after).
+func deletedAll(rec *logstore.Erasure) {
+	rec.Deleted = rec.Events + rec.Unhashed
+	rec.Total = rec.Deleted
 }
 
 func (s *Service) step(name string) error {
@@ -358,6 +372,7 @@ func (s *Service) eraseOne(ctx context.Context, rec logstore.Erasure, rev uint64
 		if err := s.step(StepRecords); err != nil {
 			return err
 		}
+		deletedAll(&rec)
 		rec.Phase = logstore.ErasePhaseAudit
 		if rev, err = s.st.UpdateErasure(ctx, rec, rev); err != nil {
 			return err

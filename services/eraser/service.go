@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sessionlog/sessionlog/internal/wire"
 	"github.com/sessionlog/sessionlog/pkg/api"
@@ -48,6 +49,9 @@ type Config struct {
 	// delete (deploy/nats, "eraser").
 	Conn   *nats.Conn
 	Logger *slog.Logger
+	// Registerer takes the eraser's metrics (metrics.go; default: a
+	// registry of its own).
+	Registerer prometheus.Registerer
 	// Now is the clock (default time.Now); timers always use real time.
 	Now func() time.Time
 	// SweepInterval is how often unfinished erase jobs are started again
@@ -118,10 +122,16 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Registerer == nil {
+		cfg.Registerer = prometheus.NewRegistry()
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	cfg = cfg.withDefaults()
+	if _, err := newMetrics(cfg.Registerer, cfg.Store); err != nil {
+		return nil, fmt.Errorf("eraser: metrics: %w", err)
+	}
 	return &Service{cfg: cfg, st: cfg.Store, nc: cfg.Conn, log: cfg.Logger, now: cfg.Now,
 		reqs: wire.NewRequests(cfg.MaxDemand), seed: maphash.MakeSeed()}, nil
 }

@@ -24,11 +24,15 @@ import (
 // storedSealed reports whether the session's last stored event is sealed.
 func (e *env) storedSealed(id string) bool {
 	e.t.Helper()
-	m, err := natstest.JetStream(e.t, e.nc).Stream(context.Background(), "SESSIONS")
+	loc, err := e.store.Locate(id)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	last, err := m.GetLastMsgForSubject(context.Background(), logstore.SubjectPrefix+id)
+	m, err := natstest.JetStream(e.t, e.nc).Stream(context.Background(), loc.Stream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	last, err := m.GetLastMsgForSubject(context.Background(), loc.Subject)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -228,15 +232,22 @@ func eraseGarbled(t *testing.T, extra int) {
 		t.Fatal(err)
 	}
 	req := EraseRequest{SessionID: "s-garbled", Reason: "privacy", By: "ops"}
+	n := uint64(len(bodies))
 	for run := range 2 {
 		got, err := svc.Erase(ctx, req)
 		if err != nil || got.State != EraseDone {
 			t.Fatalf("run %d of the job: %+v %v", run, got, err)
 		}
+		// Every message deleted, the unhashed one too, of as many.
+		if j := got.Jobs[0]; j.Deleted != n || j.Total != n {
+			t.Fatalf("run %d: job %+v, want %d deleted of %d", run, j, n, n)
+		}
+	}
+	if rec, _, err := e.store.ErasureOf(ctx, "s-garbled"); err != nil || rec.Deleted != n || rec.Total != n || rec.Events+rec.Unhashed != n {
+		t.Fatalf("record %+v %v, want %d deleted of %d", rec, err, n, n)
 	}
 	e.gone("s-garbled")
 	e.keyGone("s-garbled")
-	n := uint64(len(bodies))
 	recs := e.audits()
 	if len(recs) != 1 || recs[0].SHA256 != sum || recs[0].Events != n-1 || recs[0].LastSeq != n || recs[0].Unhashed != 1 {
 		t.Fatalf("audit %+v, want %d events hashed (sha256 %s) and 1 unhashed", recs, n-1, sum)
