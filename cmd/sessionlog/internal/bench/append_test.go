@@ -50,15 +50,8 @@ func TestAppendBenchPartitions(t *testing.T) {
 // without their time would make it do): the stored body is the sent one.
 func TestWriterRequestStoredAsSent(t *testing.T) {
 	ctx := context.Background()
-	tg, err := startAppendTarget(ctx, "sessionlog-bench-append-test-", false, false, logstore.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tg.close()
 	const sid = "stored-as-sent"
-	if err := tg.writerSetup(ctx, sid); err != nil {
-		t.Fatal(err)
-	}
+	tg := oneSession(t, sid)
 	body, err := writerRequestBody(sid, 2, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -88,4 +81,20 @@ func TestWriterRequestStoredAsSent(t *testing.T) {
 			t.Errorf("event %d stored on %s as\n%s\nsent as\n%s", i, m.Subject, m.Data, sent)
 		}
 	}
+}
+
+// oneSession starts an append target without group commit (the lazy
+// writer of `bench append`), closed when tb ends, with session sid created.
+func oneSession(tb testing.TB, sid string) *appendTarget {
+	tb.Helper()
+	ctx := context.Background()
+	t, err := startAppendTarget(ctx, "sessionlog-bench-append-test-", false, false, logstore.Config{NoGroupCommit: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(t.close)
+	if err := t.writerSetup(ctx, sid); err != nil {
+		tb.Fatal(err)
+	}
+	return t
 }
