@@ -65,6 +65,5 @@ func encodeAppend(r api.AppendRequest) ([]byte, error) {
 
 // appendJSON appends v as json.Marshal writes it.
 func appendJSON(b []byte, v string) ([]byte, error) {
-	enc, err := json.Marshal(v)
-	return append(b, enc...), err
+	return schema.AppendJSONString(b, v), nil
 }

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sessionlog/sessionlog/pkg/agentlog/agentlogtest"
+	"github.com/sessionlog/sessionlog/pkg/agentlog/formats"
 	"github.com/sessionlog/sessionlog/pkg/api"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
@@ -47,6 +50,66 @@ func TestEncodeAppend(t *testing.T) {
 			t.Fatalf("request %d: %v\ngot  %s\nwant %s", i, err, got, want)
 		}
 	}
+}
+
+// TestEncodeAppendRealTranscripts: the events real Claude Code, codex and
+// pi transcripts map to (pkg/agentlog/testdata/real), sent as mapped and
+// as Append fills them in, encode to json.Marshal's bytes, and most take
+// the hand-written path (their encoding is canonical).
+func TestEncodeAppendRealTranscripts(t *testing.T) {
+	events, canonical := 0, 0
+	for dir, name := range map[string]string{"cc": "claude-code", "codex": "codex", "pi": "pi"} {
+		f, ok := formats.Lookup(name)
+		if !ok {
+			t.Fatalf("format %s", name)
+		}
+		files, err := filepath.Glob(filepath.Join("..", "agentlog", "testdata", "real", dir, "*.jsonl"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("%s: %v %v", dir, files, err)
+		}
+		for _, path := range files {
+			c, _, _ := agentlogtest.Read(t, f, path)
+			for _, s := range c.Sessions {
+				expected := s.Plan.FirstSeq - 1
+				filled, _ := completeEvents(AppendRequest{SessionID: s.Plan.ID, ExpectedSeq: &expected, Events: bare(s.Events)},
+					time.Date(2026, 12, 4, 10, 0, 0, 120000000, time.UTC))
+				for _, evs := range [][]schema.Envelope{s.Events, filled} {
+					r := api.AppendRequest{SessionID: s.Plan.ID, ExpectedSeq: &expected, Events: evs}
+					want, err := json.Marshal(r)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got, err := encodeAppend(r); err != nil || !bytes.Equal(got, want) {
+						t.Fatalf("%s: %v\ngot  %s\nwant %s", path, err, got, want)
+					}
+					for i := range evs {
+						enc, err := schema.Encode(&evs[i])
+						if err != nil {
+							t.Fatal(err)
+						}
+						events++
+						if _, ok, _ := schema.DecodeCanonical(enc); ok {
+							canonical++
+						}
+					}
+				}
+			}
+		}
+	}
+	if canonical < events/2 {
+		t.Fatalf("%d of %d events canonical", canonical, events)
+	}
+	t.Logf("%d events, %d canonical", events, canonical)
+}
+
+// bare is events with what Append fills in left out.
+func bare(events []schema.Envelope) []schema.Envelope {
+	out := make([]schema.Envelope, len(events))
+	for i, e := range events {
+		e.SchemaVersion, e.SessionID, e.Seq, e.EventID, e.Time = 0, "", 0, "", time.Time{}
+		out[i] = e
+	}
+	return out
 }
 
 func FuzzEncodeAppend(f *testing.F) {
@@ -141,5 +204,23 @@ func TestCompleteEventsCanonical(t *testing.T) {
 	top := uint64(math.MaxUint64)
 	if evs, _ := completeEvents(AppendRequest{SessionID: "cc-1", ExpectedSeq: &top, Events: events}, at); evs[0].Seq != 0 {
 		t.Fatalf("seq %d after expectation %d", evs[0].Seq, top)
+	}
+}
+
+// BenchmarkPrepareOne: one small event appended with an expectation, as
+// `sessionlog bench append`'s client-1 sends it: filled in and encoded.
+func BenchmarkPrepareOne(b *testing.B) {
+	n := uint64(10)
+	events := []schema.Envelope{{Type: schema.TypeMessageUser, Data: json.RawMessage(`{"content":"benchmark message of a typical small size"}`)}}
+	at := time.Date(2026, 12, 4, 10, 0, 0, 123456789, time.UTC)
+	b.ReportAllocs()
+	for b.Loop() {
+		req := AppendRequest{SessionID: "client-1-1796000000000000000-12", ExpectedSeq: &n, Events: events}
+		evs, _ := completeEvents(req, at)
+		out := req
+		out.Events = evs
+		if _, err := encodeAppend(out); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -183,14 +183,7 @@ func (c *CanonicalBody) Rewrite(dst []byte, id Identity) ([]byte, bool) {
 
 // plainString: every byte of s is written by Encode as it is (and is not
 // the quote).
-func plainString(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c == '"' || !plainByte(c) {
-			return false
-		}
-	}
-	return true
-}
+func plainString(s string) bool { return plainSpanString(s) == len(s) }
 
 func decodeCanonical(b []byte) (e Envelope, ok bool) { return decodeCanonicalData(b, true, "") }
 
@@ -319,12 +312,9 @@ func canonString(b []byte, i int) ([]byte, int) {
 	return nil, -1
 }
 
-// plainByte: a byte Encode writes in a string as it is and that needs no
-// thought (the quote aside): printable ASCII but for the backslash and the
-// three escaped for HTML.
-func plainByte(c byte) bool { return plainBytes[c] }
-
-// plainBytes holds plainByte's answers: one lookup per byte of the
+// plainBytes: the bytes Encode writes in a string as they are and that
+// need no thought (the quote aside): printable ASCII but for the
+// backslash and the three escaped for HTML. One lookup per byte of the
 // envelope's strings, which the scan of every stored body reads.
 var plainBytes = func() (t [256]bool) {
 	for c := 0x20; c <= 0x7e; c++ {
@@ -532,7 +522,7 @@ func scanString(b []byte, i int) ([]byte, int, bool) {
 	escaped := false
 	for j := i; j < len(b); {
 		if stringBytes[b[j]] {
-			j++
+			j = plainSpan(b, j+1)
 			continue
 		}
 		c := b[j]
@@ -639,18 +629,10 @@ func appendCanonical(b []byte, e *Envelope) ([]byte, bool) {
 	b = append(b, `,"eventId":"`...)
 	b = append(b, e.EventID...)
 	b = append(b, `","time":"`...)
-	t0 := len(b)
-	b = e.Time.AppendFormat(b, time.RFC3339Nano)
-	// The times json.Marshal refuses (time.Time.MarshalJSON): a year not
-	// four digits wide, a zone hour past 23.
-	if len(b) < t0+5 || b[t0+4] != '-' {
+	if tb, ok := appendTimeUTC(b, e.Time); ok {
+		b = tb
+	} else if b, ok = appendTimeOther(b, e.Time); !ok {
 		return b, false
-	}
-	if b[len(b)-1] != 'Z' {
-		z := b[len(b)-6:]
-		if z[0] != '+' && z[0] != '-' || 10*(z[1]-'0')+(z[2]-'0') >= 24 {
-			return b, false
-		}
 	}
 	b = append(b, `","type":"`...)
 	b = append(b, e.Type...)
@@ -671,4 +653,23 @@ func appendCanonical(b []byte, e *Envelope) ([]byte, bool) {
 	b = append(b, `,"data":`...)
 	b = append(b, e.Data...)
 	return append(b, '}'), true
+}
+
+// appendTimeOther appends e.Time as json.Marshal writes it, for a time
+// appendTimeUTC does not write; not ok for the times json.Marshal refuses
+// (time.Time.MarshalJSON): a year not four digits wide, a zone hour past
+// 23.
+func appendTimeOther(b []byte, t time.Time) ([]byte, bool) {
+	t0 := len(b)
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	if len(b) < t0+5 || b[t0+4] != '-' {
+		return b, false
+	}
+	if b[len(b)-1] != 'Z' {
+		z := b[len(b)-6:]
+		if z[0] != '+' && z[0] != '-' || 10*(z[1]-'0')+(z[2]-'0') >= 24 {
+			return b, false
+		}
+	}
+	return b, true
 }

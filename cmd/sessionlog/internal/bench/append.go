@@ -501,10 +501,34 @@ func benchEvents(n int) []schema.Envelope {
 	return evs
 }
 
-// writerRequest sends what an agent in another language would: the wire
-// request with client-chosen event ids and the expected seq.
+// writerRequest sends what pkg/client sends: the wire request with the
+// expected seq and each event complete (event id, time, seq, schema
+// version, session id) as schema.Encode writes it, which the writer stores
+// as it came. Events without a time (or seq) would make the writer encode
+// every event again, a cost no pkg/client request has.
 func writerRequest(ctx context.Context, nc *nats.Conn, sid string, seq uint64, n int) error {
-	b := make([]byte, 0, 128+n*120)
+	b, err := writerRequestBody(sid, seq, n)
+	if err != nil {
+		return err
+	}
+	return sendWriterRequest(ctx, nc, b)
+}
+
+// sendWriterRequest sends an append request to the writer.
+func sendWriterRequest(ctx context.Context, nc *nats.Conn, b []byte) error {
+	m, err := nc.RequestWithContext(ctx, logstore.SubjectAppend, b)
+	if err != nil {
+		return err
+	}
+	if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
+		return fmt.Errorf("writer: %s: %s", code, m.Data)
+	}
+	return nil
+}
+
+// writerRequestBody is writerRequest's request: n events from seq.
+func writerRequestBody(sid string, seq uint64, n int) ([]byte, error) {
+	b := make([]byte, 0, 128+n*(256+len(sid)))
 	b = append(b, `{"sessionId":"`...)
 	b = append(b, sid...)
 	b = append(b, `","expectedSeq":`...)
@@ -514,23 +538,14 @@ func writerRequest(ctx context.Context, nc *nats.Conn, sid string, seq uint64, n
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"eventId":"`...)
-		b = append(b, sid...)
-		b = append(b, '-')
-		b = strconv.AppendUint(b, seq+uint64(i), 10)
-		b = append(b, `","type":"message/user","data":`...)
-		b = append(b, benchData...)
-		b = append(b, '}')
+		s := seq + uint64(i)
+		e := benchEnvelope(sid, s, sid+"-"+strconv.FormatUint(s, 10))
+		var err error
+		if b, err = schema.AppendEncode(b, &e); err != nil {
+			return nil, err
+		}
 	}
-	b = append(b, "]}"...)
-	m, err := nc.RequestWithContext(ctx, logstore.SubjectAppend, b)
-	if err != nil {
-		return err
-	}
-	if code := m.Header.Get("Nats-Service-Error-Code"); code != "" {
-		return fmt.Errorf("writer: %s: %s", code, m.Data)
-	}
-	return nil
+	return append(b, "]}"...), nil
 }
 
 // appendTarget is one embedded server of the append benchmark, with a

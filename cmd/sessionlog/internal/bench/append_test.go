@@ -3,10 +3,13 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sessionlog/sessionlog/internal/logstore"
 )
 
 // The append benchmark runs and prints one well-formed BENCH line per
@@ -40,4 +43,58 @@ func TestAppendBenchPartitions(t *testing.T) {
 	if n := strings.Count(out.String(), "BENCH "); n != 3 {
 		t.Fatalf("%d lines:\n%s", n, out.String())
 	}
+}
+
+// The writer scenarios send events as pkg/client does, and the writer
+// stores each as it came (not encoded again, which a request of events
+// without their time would make it do): the stored body is the sent one.
+func TestWriterRequestStoredAsSent(t *testing.T) {
+	ctx := context.Background()
+	const sid = "stored-as-sent"
+	tg := oneSession(t, sid)
+	body, err := writerRequestBody(sid, 2, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req struct{ Events []json.RawMessage }
+	if err := json.Unmarshal(body, &req); err != nil || len(req.Events) != 3 {
+		t.Fatalf("request %s: %v", body, err)
+	}
+	if err := sendWriterRequest(ctx, tg.nc, body); err != nil {
+		t.Fatal(err)
+	}
+	loc, err := tg.st.Locate(sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := tg.js.Stream(ctx, loc.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, sent := range req.Events {
+		// The stored events of the session are seqs 1 (its creation) to 4.
+		m, err := stream.GetMsg(ctx, uint64(i+2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Subject != loc.Subject || !bytes.Equal(m.Data, sent) {
+			t.Errorf("event %d stored on %s as\n%s\nsent as\n%s", i, m.Subject, m.Data, sent)
+		}
+	}
+}
+
+// oneSession starts an append target without group commit (the lazy
+// writer of `bench append`), closed when tb ends, with session sid created.
+func oneSession(tb testing.TB, sid string) *appendTarget {
+	tb.Helper()
+	ctx := context.Background()
+	t, err := startAppendTarget(ctx, "sessionlog-bench-append-test-", false, false, logstore.Config{NoGroupCommit: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(t.close)
+	if err := t.writerSetup(ctx, sid); err != nil {
+		tb.Fatal(err)
+	}
+	return t
 }
