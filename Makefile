@@ -60,6 +60,9 @@ fuzz:
 	$(GO) test -run=^$$ -fuzz=^FuzzDecodeLine$$ -fuzztime=$(FUZZTIME) ./pkg/agentlog/claudecode
 	$(GO) test -run=^$$ -fuzz=^FuzzFastBlocks$$ -fuzztime=$(FUZZTIME) ./pkg/agentlog/claudecode
 	$(GO) test -run=^$$ -fuzz=^FuzzAppendReply$$ -fuzztime=$(FUZZTIME) ./pkg/client
+	$(GO) test -run=^$$ -fuzz=^FuzzPlainSpan$$ -fuzztime=$(FUZZTIME) ./pkg/schema
+	$(GO) test -run=^$$ -fuzz=^FuzzAppendJSONString$$ -fuzztime=$(FUZZTIME) ./pkg/schema
+	$(GO) test -run=^$$ -fuzz=^FuzzAppendTimeUTC$$ -fuzztime=$(FUZZTIME) ./pkg/schema
 
 build:
 	$(GO) build -o bin/sessionlog ./cmd/sessionlog
