@@ -15,7 +15,7 @@ import (
 func newHTTP(s *Service) (*httpapi.Server, error) {
 	c := s.cfg
 	return httpapi.New(httpapi.Config{
-		Views: httpViews{s}, Store: c.Store, Conn: c.Conn, Operator: c.Operator,
+		Views: httpViews{s}, Log: httpapi.LogOf(c.Store), Conn: c.Conn, Operator: c.Operator,
 		Logger: c.Logger, Registerer: c.Registerer, Gatherer: c.Gatherer, Now: c.Now,
 		HTTPToken: c.HTTPToken, TenantTokens: c.TenantTokens, Heartbeat: c.Heartbeat, Watch: c.Watch,
 	})
