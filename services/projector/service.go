@@ -228,14 +228,14 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("projector: Config.Store is required")
 	}
-	return open(cfg, followsOf(cfg.Store), true)
+	return open(cfg, followsOf(cfg.Store), httpapi.LogOf(cfg.Store))
 }
 
 // open opens the store of cfg (its defaults filled in), verifies its
 // checkpoint against the streams of ls (or wipes it for a rebuild) and
-// returns a projector on ls ready to Run; serve: with its HTTP side, on
-// Config.Store (Rebuild's serves nothing).
-func open(cfg Config, ls followLog, serve bool) (*Service, error) {
+// returns a projector on ls ready to Run, with its HTTP side reading web
+// (New's: Config.Store; none when web is nil: Rebuild's serves nothing).
+func open(cfg Config, ls followLog, web httpapi.Log) (*Service, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("projector: Config.DataDir is required")
 	}
@@ -251,8 +251,8 @@ func open(cfg Config, ls followLog, serve bool) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	if serve {
-		if s.http, err = newHTTP(s); err != nil {
+	if web != nil {
+		if s.http, err = newHTTP(s, web); err != nil {
 			db.Close()
 			return nil, err
 		}
@@ -267,8 +267,7 @@ func open(cfg Config, ls followLog, serve bool) (*Service, error) {
 }
 
 // newService is the projector of cfg (its defaults filled in) on log ls
-// and store db, not started (start), without its HTTP side (open's, on
-// Config.Store).
+// and store db, not started (start), without its HTTP side (open's).
 func newService(cfg Config, ls followLog, db *store.DB) (*Service, error) {
 	met, err := newMetrics(cfg.Registerer)
 	if err != nil {

@@ -21,7 +21,7 @@ func Rebuild[F follower](ctx context.Context, ls Followed[F], dir string, to sto
 	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
 		return 0, fmt.Errorf("projector: rebuild: %s is not empty", dir)
 	}
-	s, err := open(Config{DataDir: dir, Logger: logger}.withDefaults(), followsOf(ls), false)
+	s, err := open(Config{DataDir: dir, Logger: logger}.withDefaults(), followsOf(ls), nil)
 	if err != nil {
 		return 0, err
 	}

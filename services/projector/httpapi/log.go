@@ -95,7 +95,7 @@ var _ Log = LogOf((*logstore.Store)(nil))
 
 // LogOf is l as the HTTP side reads it: a log whose Follow and Live give
 // a follower (with its pages) and a subscription of its own types, as
-// *logstore.Store's do.
+// *logstore.Store's and internal/memlog's do.
 func LogOf[F fetcher[P], P Page, L LiveSub](l interface {
 	logReads
 	Follow(ctx context.Context, spec logstore.FollowSpec) (F, error)
