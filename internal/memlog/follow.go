@@ -3,8 +3,10 @@ package memlog
 import (
 	"context"
 	"fmt"
+	"iter"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -17,8 +19,9 @@ import (
 const maxPayload = 1 << 20
 
 // Follower reads a stream in order, as logstore's Follower does with
-// Next: the messages stored after a stream seq (of one subject, if the
-// spec names one), waiting for the next one to be stored. It takes them
+// Next (or a page at a time, Fetch): the messages stored after a stream
+// seq (of one subject, if the spec names one), waiting for the next one
+// to be stored. It takes them
 // from the stream a page at a time (spec.PageEvents, spec.PageBytes), as
 // logstore's pulls them from the server: the messages of a page are
 // delivered as they were when it was taken (one deleted since included),
@@ -174,4 +177,43 @@ func (f *Follower) Close() { f.close.Do(func() { close(f.closed) }) }
 func (l *Log) wake() {
 	close(l.stored)
 	l.stored = make(chan struct{})
+}
+
+// Page is one pull of a Follower (Fetch): the messages it took, as
+// logstore's Page is one pull of its consumer.
+type Page struct{ msgs []*logstore.Msg }
+
+// Messages yields the page's messages in stream order.
+func (p *Page) Messages() iter.Seq[*logstore.Msg] { return slices.Values(p.msgs) }
+
+// Err is nil: a page in memory does not end early.
+func (p *Page) Err() error { return nil }
+
+// Fetch takes the next page (what Next would deliver next, a page's
+// worth), waiting up to wait for a message to be stored when none is
+// there: an empty page then, as logstore's Fetch gives when its wait ends
+// with no message. After Close: logstore.ErrFollowerClosed.
+func (f *Follower) Fetch(wait time.Duration) (*Page, error) {
+	select {
+	case <-f.closed:
+		return nil, logstore.ErrFollowerClosed
+	default:
+	}
+	if len(f.page) == 0 {
+		stored := f.pull()
+		if len(f.page) == 0 {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			select {
+			case <-stored:
+				f.pull()
+			case <-t.C:
+			case <-f.closed:
+				return nil, logstore.ErrFollowerClosed
+			}
+		}
+	}
+	p := &Page{msgs: f.page}
+	f.page = nil
+	return p, nil
 }

@@ -4,7 +4,9 @@
 // interfaces those services declare (repairer.Log, forker.Log and
 // forker.Records, eraser.Log, projector.Log: what the projector's start,
 // fold, catch-up, erasure watch, rollback checks and readiness read of
-// the log; its consume loop's followers are Follow's) as
+// the log; its consume loop's followers are Follow's) and httpapi.Log
+// through httpapi.LogOf (the projector's HTTP side: its follows read a
+// page at a time, Fetch, and live events, Live and PublishLive) as
 // internal/logstore does on JetStream, by the same rules and the same
 // code where the rules are code (logstore.BuildMessages, logstore.Judge,
 // logstore.TailOf, ChainHash, CheckSnapshot); MsgAt and LastStreamSeq (or
@@ -20,7 +22,8 @@
 // against the log; leases and claims with their revisions, EndLease's
 // and DropClaim's revision checks; erasure records and their revisions,
 // followed as they are written; deletes of stored messages, one audit
-// record a session; tenants' usage; the fork records.
+// record a session; tenants' usage; the fork records; transient events
+// given to the subscriptions of their session, one at a time.
 //
 // What it does not: nothing is lost or unanswered (no outcome_unknown
 // but for an expectation past the tail, no stalls, no replicas); message
@@ -30,7 +33,8 @@
 // (Connected is true, Reconnects 0, StreamLost nil); WatchLeases is
 // refused (a repairer on memlog is driven by its callers, not by a lease
 // watch); tenants have no bounds (ReserveStored reserves nothing); no
-// source index.
+// source index; no transient event is dropped (PublishLive waits for
+// each subscription).
 package memlog
 
 import (
@@ -83,6 +87,10 @@ type Log struct {
 	followers         []chan logstore.Erasure
 	forks             *ForkRecords
 	appends, refusals int
+	// live are the subscriptions to transient events (Live); liveMu
+	// guards them, and is held while PublishLive gives an event to them.
+	liveMu sync.Mutex
+	live   []*LiveSub
 }
 
 type stream struct {

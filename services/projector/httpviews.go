@@ -11,11 +11,11 @@ import (
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
-// newHTTP makes the HTTP side of s.
-func newHTTP(s *Service) (*httpapi.Server, error) {
+// newHTTP makes the HTTP side of s, reading the log through log.
+func newHTTP(s *Service, log httpapi.Log) (*httpapi.Server, error) {
 	c := s.cfg
 	return httpapi.New(httpapi.Config{
-		Views: httpViews{s}, Store: c.Store, Conn: c.Conn, Operator: c.Operator,
+		Views: httpViews{s}, Log: log, Conn: c.Conn, Operator: c.Operator,
 		Logger: c.Logger, Registerer: c.Registerer, Gatherer: c.Gatherer, Now: c.Now,
 		HTTPToken: c.HTTPToken, TenantTokens: c.TenantTokens, Heartbeat: c.Heartbeat, Watch: c.Watch,
 	})

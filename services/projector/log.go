@@ -11,8 +11,9 @@ import (
 // (followLog). *logstore.Store is the log it runs on; the rule scripts
 // (testdata/fold, testdata/rollback) run its start, consume loop, fold
 // and rollback checks on an in-memory log (internal/memlog) through it.
-// The HTTP side (package httpapi) reads the store itself (Config.Store:
-// its watches' live events, the audit records, the exports).
+// The HTTP side (package httpapi) reads the log through the interface
+// it declares (httpapi.Log, made of Config.Store): its watches' live
+// events, the audit records, the exports.
 type Log interface {
 	// What the fold reads (foldLog), and what the start, the catch-up
 	// and the erasure watch read (catchUpLog).
@@ -65,11 +66,17 @@ func (l follows[F]) Follow(ctx context.Context, spec logstore.FollowSpec) (follo
 	return f, nil
 }
 
-// followsOf is l as the consume loop reads it.
-func followsOf[F follower](l interface {
+// Followed is a Log whose streams the consume loop follows, each with a
+// follower of the log's own type F (Follow): *logstore.Store
+// (*logstore.Follower), internal/memlog's log (*memlog.Follower). Rebuild
+// and Verify fold from one.
+type Followed[F follower] interface {
 	Log
 	Follow(ctx context.Context, spec logstore.FollowSpec) (F, error)
-}) followLog {
+}
+
+// followsOf is l as the consume loop reads it.
+func followsOf[F follower](l Followed[F]) followLog {
 	return follows[F]{l, l.Follow}
 }
 

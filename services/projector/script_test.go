@@ -25,20 +25,10 @@ import (
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
-// scriptLog is what the scripts read of a log: what the fold reads
-// (foldLog), and what the projector's start, catch-up and erasure watch
-// read (catchUpLog): its streams, which the scripts read to their ends
-// and deliver to the fold in stream order as the projector's consumers
-// do, the catch-up's target, and the erased ids.
-type scriptLog interface {
-	foldLog
-	catchUpLog
-}
-
+// The scripts run the projector on either log as its Log.
 var (
-	_ scriptLog = (*memlog.Log)(nil)
-	_ scriptLog = (*logstore.Store)(nil)
-	_ Log       = (*memlog.Log)(nil)
+	_ Followed[*memlog.Follower]   = (*memlog.Log)(nil)
+	_ Followed[*logstore.Follower] = (*logstore.Store)(nil)
 )
 
 // TestScripts runs the scripts in testdata/fold on the in-memory log and
@@ -92,11 +82,10 @@ var (
 //	                      first step: its events are still stored), and
 //	                      its views removed as for erase; the fold skips
 //	                      its events from now on
-//	rebuild               the views compared with a rebuild to the same
-//	                      positions from the start of the streams: on
-//	                      logstore the projector's (Rebuild, its
-//	                      consumers over NATS), on memlog a fold of every
-//	                      message in one batch
+//	rebuild               the views compared with the projector's
+//	                      rebuild to the same positions from the start
+//	                      of the streams (Rebuild, its consumers over
+//	                      NATS or on memlog)
 //	observed              the events the projector's observer was given
 //	                      (Config.Observer: those folded once caught up)
 //	                      since the last observed
@@ -155,8 +144,8 @@ func runFoldScripts(t *testing.T, backends []string, dir string) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { db.Close() })
-		s := &foldScript{b: b, log: b.Log.(scriptLog), db: db, er: newErasures()}
-		s.counted.scriptLog = s.log
+		s := &foldScript{b: b, log: b.Log.(Log), db: db, er: newErasures()}
+		s.counted.Log = s.log
 		if b.Mem != nil {
 			s.cl = followsOf(b.Mem)
 		} else {
@@ -178,8 +167,12 @@ func runFoldScripts(t *testing.T, backends []string, dir string) {
 }
 
 type foldScript struct {
-	b   *scripttest.Backend
-	log scriptLog
+	b *scripttest.Backend
+	// log is what the scripts read of the log, as the projector reads it
+	// (Log): its streams, which the scripts read to their ends and
+	// deliver to the fold in stream order as the projector's consumers
+	// do, what the fold reads, the catch-up's target, and the erased ids.
+	log Log
 	db  *store.DB
 	// svc is the projector as far as the scripts run it: its fold, its
 	// catch-up, its erasures (er, the watch's) and their removal.
@@ -228,18 +221,18 @@ type erasureRecords interface {
 
 // countedLog counts the fold's reads of the log.
 type countedLog struct {
-	scriptLog
+	Log
 	sessions, msgs int
 }
 
 func (l *countedLog) ReadSession(ctx context.Context, sessionID string, afterStreamSeq uint64, fn func(*logstore.Msg) error) (logstore.Tail, error) {
 	l.sessions++
-	return l.scriptLog.ReadSession(ctx, sessionID, afterStreamSeq, fn)
+	return l.Log.ReadSession(ctx, sessionID, afterStreamSeq, fn)
 }
 
 func (l *countedLog) MsgAt(ctx context.Context, stream string, seq uint64) (*logstore.Msg, error) {
 	l.msgs++
-	return l.scriptLog.MsgAt(ctx, stream, seq)
+	return l.Log.MsgAt(ctx, stream, seq)
 }
 
 // start makes the script's projector as New makes it, without its HTTP
@@ -475,10 +468,9 @@ func (s *foldScript) fold(t *testing.T, upTo func(stream string, last uint64) ui
 	return out.String(), s.svc.commit()
 }
 
-// rebuild compares the views with a rebuild of them from the start of
-// the streams to the same positions: on logstore the projector's own
-// (Rebuild: its consumers over NATS), on memlog a fold of every message
-// in one batch. Their checksums (every view, none of the snapshots) must
+// rebuild compares the views with the projector's rebuild of them from
+// the start of the streams to the same positions (Rebuild: its consumers,
+// fold loop and erasure watch, over NATS or on memlog). Their checksums (every view, none of the snapshots) must
 // agree, and agree with a scan of the views.
 func (s *foldScript) rebuild(t *testing.T) string {
 	ctx := context.Background()
@@ -495,25 +487,13 @@ func (s *foldScript) rebuild(t *testing.T) string {
 	}
 	dir := t.TempDir()
 	var rebuilt uint64
-	if s.b.Store != nil {
-		if rebuilt, err = Rebuild(ctx, s.b.Store, dir, cp, slog.New(slog.DiscardHandler)); err != nil {
-			t.Fatal(err)
-		}
+	if s.b.Mem != nil {
+		rebuilt, err = Rebuild(ctx, s.b.Mem, dir, cp, slog.New(slog.DiscardHandler))
 	} else {
-		db, err := store.Open(dir, store.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer db.Close()
-		// The rebuild's projector knows the erased ids its watch delivers
-		// at its start: those the script's knows.
-		r := &foldScript{b: s.b, log: s.log, db: db, er: s.er, cl: s.cl}
-		r.counted.scriptLog = s.log
-		r.start(t, DefaultConfig().SnapshotEvery, DefaultConfig().CacheSessions)
-		if _, err := r.fold(t, func(name string, last uint64) uint64 { return min(last, cp.Stream(name).Seq) }, nil); err != nil {
-			t.Fatal(err)
-		}
-		rebuilt = db.Checksum()
+		rebuilt, err = Rebuild(ctx, s.b.Store, dir, cp, slog.New(slog.DiscardHandler))
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 	if stored := s.db.Checksum(); stored != scanned || scanned != rebuilt {
 		return fmt.Sprintf("the views differ: checksum %016x, scanned %016x, rebuilt %016x\n", stored, scanned, rebuilt)

@@ -228,6 +228,14 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("projector: Config.Store is required")
 	}
+	return open(cfg, followsOf(cfg.Store), httpapi.LogOf(cfg.Store))
+}
+
+// open opens the store of cfg (its defaults filled in), verifies its
+// checkpoint against the streams of ls (or wipes it for a rebuild) and
+// returns a projector on ls ready to Run, with its HTTP side reading web
+// (New's: Config.Store; none when web is nil: Rebuild's serves nothing).
+func open(cfg Config, ls followLog, web httpapi.Log) (*Service, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("projector: Config.DataDir is required")
 	}
@@ -238,14 +246,16 @@ func New(cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := newService(cfg, followsOf(cfg.Store), db)
+	s, err := newService(cfg, ls, db)
 	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	if s.http, err = newHTTP(s); err != nil {
-		db.Close()
-		return nil, err
+	if web != nil {
+		if s.http, err = newHTTP(s, web); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -257,8 +267,7 @@ func New(cfg Config) (*Service, error) {
 }
 
 // newService is the projector of cfg (its defaults filled in) on log ls
-// and store db, not started (start), without its HTTP side (New's, on
-// Config.Store).
+// and store db, not started (start), without its HTTP side (open's).
 func newService(cfg Config, ls followLog, db *store.DB) (*Service, error) {
 	met, err := newMetrics(cfg.Registerer)
 	if err != nil {

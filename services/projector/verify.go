@@ -7,18 +7,21 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
 
 // Rebuild folds the stream from its start into a new store in dir (which
 // must be empty or absent) up to the stream positions of to, and
-// returns the checksum of the views it built.
-func Rebuild(ctx context.Context, ls *logstore.Store, dir string, to store.Checkpoint, logger *slog.Logger) (uint64, error) {
+// returns the checksum of the views it built. It serves nothing (no HTTP
+// side).
+func Rebuild[F follower](ctx context.Context, ls Followed[F], dir string, to store.Checkpoint, logger *slog.Logger) (uint64, error) {
+	if ls == nil {
+		return 0, errors.New("projector: rebuild: no log")
+	}
 	if entries, _ := os.ReadDir(dir); len(entries) > 0 {
 		return 0, fmt.Errorf("projector: rebuild: %s is not empty", dir)
 	}
-	s, err := New(Config{Store: ls, DataDir: dir, Logger: logger})
+	s, err := open(Config{DataDir: dir, Logger: logger}.withDefaults(), followsOf(ls), nil)
 	if err != nil {
 		return 0, err
 	}
@@ -67,7 +70,7 @@ func (r VerifyResult) OK() bool { return r.Stored == r.Scanned && r.Scanned == r
 // Verify opens the store in dataDir (the projector using it must be
 // stopped: Pebble allows one process per store), rebuilds the same stream
 // prefix into tmpDir and compares the checksums.
-func Verify(ctx context.Context, ls *logstore.Store, dataDir, tmpDir string, logger *slog.Logger) (VerifyResult, error) {
+func Verify[F follower](ctx context.Context, ls Followed[F], dataDir, tmpDir string, logger *slog.Logger) (VerifyResult, error) {
 	var res VerifyResult
 	if _, err := os.Stat(dataDir); err != nil {
 		return res, fmt.Errorf("projector: verify: %w", err)

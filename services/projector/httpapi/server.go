@@ -2,8 +2,9 @@
 // events, context, search, tree, audit, overview), the watch (SSE) and
 // ACP streams, exports, the dashboard and its actions. It reads the views
 // through the small interface it declares, Views, which the projector
-// satisfies, and the log through internal/logstore; it writes nothing but
-// the audit index a tenant's request brings up to date (Views.SetInternals).
+// satisfies, and the log through the one it declares, Log (LogOf makes
+// one of the projector's *logstore.Store); it writes nothing but the
+// audit index a tenant's request brings up to date (Views.SetInternals).
 package httpapi
 
 import (
@@ -18,7 +19,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 	"github.com/sessionlog/sessionlog/services/projector/store"
 )
@@ -60,7 +60,8 @@ var defaultFleetEvery = 10 * time.Second
 // filled in (projector.DefaultConfig), gives each field its value.
 type Config struct {
 	Views Views
-	Store *logstore.Store
+	// Log is the log the projector folds (LogOf of its Config.Store).
+	Log Log
 	// Conn carries the dashboard's actions; Operator its erase.
 	Conn       *nats.Conn
 	Operator   *nats.Conn
@@ -86,7 +87,7 @@ type Config struct {
 type Server struct {
 	cfg Config
 	log *slog.Logger
-	ls  *logstore.Store
+	ls  Log
 	v   Views
 	met *metrics
 
@@ -129,8 +130,8 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 
 // New makes the HTTP side over cfg.Views, registering its metrics.
 func New(cfg Config) (*Server, error) {
-	if cfg.Views == nil || cfg.Store == nil || cfg.Logger == nil || cfg.Registerer == nil || cfg.Now == nil || cfg.Heartbeat <= 0 {
-		return nil, errors.New("httpapi: Config.Views, Store, Logger, Registerer, Now and Heartbeat are required")
+	if cfg.Views == nil || cfg.Log == nil || cfg.Logger == nil || cfg.Registerer == nil || cfg.Now == nil || cfg.Heartbeat <= 0 {
+		return nil, errors.New("httpapi: Config.Views, Log, Logger, Registerer, Now and Heartbeat are required")
 	}
 	if cfg.FleetEvery <= 0 {
 		cfg.FleetEvery = defaultFleetEvery
@@ -146,7 +147,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, ls: cfg.Store, v: cfg.Views, met: met, watch: hub,
+	s := &Server{cfg: cfg, log: cfg.Logger, ls: cfg.Log, v: cfg.Views, met: met, watch: hub,
 		agentExports: make(chan struct{}, 4), fleet: newFleetHistory(cfg.FleetEvery)}
 	s.handler = s.routes(true)
 	s.api = s.routes(false)

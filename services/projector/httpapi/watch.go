@@ -110,7 +110,7 @@ type watchHub struct {
 // all its watches share: each event is received, checked and decoded
 // once, and its bytes are shared by the queues it goes to.
 type liveSub struct {
-	sub    atomic.Pointer[logstore.LiveSub]
+	sub    atomic.Pointer[LiveSub]
 	mu     sync.Mutex
 	queues map[*watchQueue]struct{}
 	// summary reads the session's summary from the views; writers is
@@ -163,7 +163,7 @@ type liveWriters struct {
 // subscribe adds q to the session's transient events; the returned func
 // takes it off (and unsubscribes after the last watch). summary reads the
 // session's summary, for its owner and grants.
-func (h *watchHub) subscribe(st *logstore.Store, id string, q *watchQueue, summary func() (*store.Summary, error)) (func(), error) {
+func (h *watchHub) subscribe(st Log, id string, q *watchQueue, summary func() (*store.Summary, error)) (func(), error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ls := h.live[id]
@@ -175,7 +175,7 @@ func (h *watchHub) subscribe(st *logstore.Store, id string, q *watchQueue, summa
 		if err != nil {
 			return nil, err
 		}
-		ls.sub.Store(sub)
+		ls.sub.Store(&sub)
 		h.live[id] = ls
 	}
 	ls.mu.Lock()
@@ -190,7 +190,7 @@ func (h *watchHub) subscribe(st *logstore.Store, id string, q *watchQueue, summa
 		ls.mu.Unlock()
 		if empty && h.live[id] == ls {
 			delete(h.live, id)
-			_ = ls.sub.Load().Close()
+			_ = (*ls.sub.Load()).Close()
 			ls.hmu.Lock()
 			ls.closed, ls.held, ls.heldBytes = true, nil, 0
 			if ls.timer != nil {
@@ -206,7 +206,7 @@ func (h *watchHub) subscribe(st *logstore.Store, id string, q *watchQueue, summa
 // as slow: they missed events.
 func (h *watchHub) deliver(ls *liveSub, m logstore.LiveMsg) {
 	dropped := false
-	if sub := ls.sub.Load(); sub != nil && sub.Dropped() > 0 {
+	if sub := ls.sub.Load(); sub != nil && (*sub).Dropped() > 0 {
 		dropped = true
 	}
 	var ev WatchEvent
