@@ -250,9 +250,11 @@ const (
 )
 
 // EraseJob is one session's erase as its record says: Phase "deleting",
-// "records", "audit" or "done"; Deleted of Total events deleted (Total
-// was the session's length when the erase was accepted; appends during
-// the erase may add to it).
+// "records", "audit" or "done"; Deleted of Total messages deleted (Total
+// was the session's length when the erase was accepted, raised to Deleted
+// when the job passes it; from phase "records" on, Deleted counts every
+// message the job deleted, its audit's events and unhashed, and Total is
+// as many: DESIGN.md section 14).
 type EraseJob struct {
 	SessionID string `json:"sessionId"`
 	Phase     string `json:"phase"`
