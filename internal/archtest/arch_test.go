@@ -119,6 +119,41 @@ func goFiles(t *testing.T, tests bool) []goFile {
 
 func under(path, dir string) bool { return strings.HasPrefix(path, dir+"/") }
 
+// fileRule reads one Go file: the names in it that break a rule, and
+// whether it declares what its package must declare once.
+type fileRule func(fset *token.FileSet, name string, src any) (bad []string, declares bool, err error)
+
+// checkPackage runs rule over each non-test Go file of the package in dir
+// (a path on disk), giving report each name that breaks it with its
+// file: how many files it read, and whether any declares what the
+// package must declare.
+func checkPackage(t *testing.T, fset *token.FileSet, dir string, rule fileRule, report func(file, bad string)) (files int, declares bool) {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad, d, err := rule(fset, p, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files++
+		declares = declares || d
+		for _, b := range bad {
+			report(p, b)
+		}
+	}
+	return files, declares
+}
+
 func jetstreamAllowedFor(path string) bool {
 	for _, d := range jetstreamAllowed {
 		if under(path, d) {

@@ -4,7 +4,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -68,29 +67,10 @@ func TestServiceDefaultsInDefaultConfig(t *testing.T) {
 	fset := token.NewFileSet()
 	n := 0
 	for _, dir := range dirs {
-		names, err := filepath.Glob(filepath.Join(dir, "*.go"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		declares := false
-		for _, p := range names {
-			if strings.HasSuffix(p, "_test.go") {
-				continue
-			}
-			src, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			bad, d, err := serviceDefaults(fset, p, src)
-			if err != nil {
-				t.Fatal(err)
-			}
-			declares = declares || d
-			for _, name := range bad {
-				t.Errorf("services/%s/%s declares %s: state the default in the service's DefaultConfig", filepath.Base(dir), filepath.Base(p), name)
-			}
-		}
-		if len(names) > 0 {
+		files, declares := checkPackage(t, fset, dir, serviceDefaults, func(file, name string) {
+			t.Errorf("services/%s/%s declares %s: state the default in the service's DefaultConfig", filepath.Base(dir), filepath.Base(file), name)
+		})
+		if files > 0 {
 			n++
 			if !declares {
 				t.Errorf("services/%s declares no func DefaultConfig() Config", filepath.Base(dir))

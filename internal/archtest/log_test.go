@@ -5,7 +5,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -89,29 +88,10 @@ func TestServicesHoldTheLogTheyDeclare(t *testing.T) {
 	fset := token.NewFileSet()
 	n := 0
 	for _, dir := range declaredLog {
-		declared := false
-		files, err := filepath.Glob(filepath.Join(top, dir, "*.go"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range files {
-			if strings.HasSuffix(p, "_test.go") {
-				continue
-			}
-			src, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			n++
-			bad, declares, err := storeHolders(fset, p, src)
-			if err != nil {
-				t.Fatal(err)
-			}
-			declared = declared || declares
-			for _, b := range bad {
-				t.Errorf("%s holds a *logstore.Store: hold the log as the interface the service declares (its Log)", b)
-			}
-		}
+		files, declared := checkPackage(t, fset, filepath.Join(top, dir), storeHolders, func(_, b string) {
+			t.Errorf("%s holds a *logstore.Store: hold the log as the interface the service declares (its Log)", b)
+		})
+		n += files
 		if !declared {
 			t.Errorf("%s declares no interface Log: declare what it needs of the log", dir)
 		}
