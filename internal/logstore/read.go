@@ -70,10 +70,16 @@ func (s *Store) readStall() time.Duration { return 2 * s.cfg.RequestTimeout }
 // Every call it makes to the cluster is bounded (a leader read by the
 // request timeout, a consumer by readStall): a stalled call is retried
 // from the last event read, and after readAttempts stalls in a row the
-// read ends with ErrReadStalled.
+// read ends with ErrReadStalled. At the first stall of a row it asks
+// whether the session has an erasure record now (erasedUnderRead): an
+// erase under way deletes the events the read waits for, and a retry
+// would only wait for them again, so the read ends at once with code
+// erased. It asks again at the next stall of the row only if that
+// question got no answer.
 func (s *Store) readUpTo(ctx context.Context, loc Location, sessionID string, afterStreamSeq uint64, tail Tail, fn func(*Msg) error) (Tail, error) {
 	cur := afterStreamSeq
 	var last error
+	asked := false // the erasure record was asked for, with an answer, in this row of stalls
 	for stalls := 0; cur < tail.StreamSeq; {
 		if stalls == readAttempts {
 			return tail, fmt.Errorf("logstore: read %s after stream seq %d (tail at %d): %w: %w", sessionID, cur, tail.StreamSeq, ErrReadStalled, last)
@@ -96,12 +102,37 @@ func (s *Store) readUpTo(ctx context.Context, loc Location, sessionID string, af
 			return tail, ctx.Err()
 		}
 		if at > cur {
-			cur, stalls = at, 0
+			cur, stalls, asked = at, 0, false
 		}
 		stalls++
 		last = err
+		if !asked {
+			var erased error
+			if asked, erased = s.erasedUnderRead(ctx, sessionID, cur, tail); erased != nil {
+				return tail, erased
+			}
+		}
 	}
 	return tail, nil
+}
+
+// erasedUnderRead asks whether a read of the session stalled after
+// stream seq cur because the session was erased: its erasure record is
+// written before any of its events is deleted (erase.go), and read from
+// the bucket's leader (ErasureOf), so a read that waits for deleted
+// events finds it. erased is the read's end (code erased, as a sealed
+// body whose key is gone reads) when the record is there; answered is
+// false when the question got no answer (the cluster that stalled the
+// read may not answer it either).
+func (s *Store) erasedUnderRead(ctx context.Context, sessionID string, cur uint64, tail Tail) (answered bool, erased error) {
+	e, _, err := s.ErasureOf(ctx, sessionID)
+	if err != nil {
+		return false, nil
+	}
+	if e == nil {
+		return true, nil
+	}
+	return true, schema.Errorf(schema.CodeErased, "session %s was erased while it was read (erased at %s; the read had given its events up to stream seq %d, the tail at %d)", sessionID, e.ErasedAt, cur, tail.StreamSeq)
 }
 
 // readLeaderUpTo reads the session after stream seq cur up to the tail

@@ -7,10 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
 	"github.com/sessionlog/sessionlog/internal/netproxy"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // stalledLink is a store that reaches a server holding a long session
@@ -96,5 +99,85 @@ func TestReadStalledResumes(t *testing.T) {
 	resume := func() { time.AfterFunc(5*time.Second, l.proxy.Resume) }
 	if err := l.readPausing(t, "long", 3000, resume); err != nil {
 		t.Fatalf("read across a short pause: %v", err)
+	}
+}
+
+// readErasedUnder reads the long session ("long", 3000 events) with a
+// store whose stall bound is short, erasing it with erase at the read's
+// 10th event, as the eraser's fast way goes (its erasure record, then a
+// purge of its subject): the read has more than a thousand events still
+// to come when they go. It returns the read's error; t fails if the read
+// is still waiting after a few minutes.
+func readErasedUnder(t *testing.T, erase func(st *logstore.Store, purge func())) error {
+	t.Helper()
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv)
+	st := open(t, nc, logstore.Config{})
+	ctx := context.Background()
+	if _, err := gen.Seed(ctx, st, "long", 3000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	loc, err := logstore.Locate("long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	purge := func() {
+		s, err := js.Stream(ctx, loc.Stream)
+		if err == nil {
+			err = s.Purge(ctx, jetstream.WithPurgeSubject(loc.Subject))
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	reader := open(t, nc, logstore.Config{RequestTimeout: 300 * time.Millisecond})
+	done := make(chan error, 1)
+	go func() {
+		var got uint64
+		_, err := reader.ReadSession(ctx, "long", 0, func(m *logstore.Msg) error {
+			if got++; got == 10 {
+				erase(st, purge)
+			}
+			return nil
+		})
+		if err == nil {
+			err = fmt.Errorf("the read ended without error after %d of 3000 events", got)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(3 * time.Minute):
+		t.Fatal("the read of the erased session is still waiting")
+		return nil
+	}
+}
+
+// A read whose session is erased under it ends with code erased, not
+// with ErrReadStalled after three stalls: at its first stall it finds
+// the session's erasure record.
+func TestReadErasedUnderIt(t *testing.T) {
+	err := readErasedUnder(t, func(st *logstore.Store, purge func()) {
+		if _, _, err := st.MarkErased(context.Background(), logstore.Erasure{SessionID: "long", By: "test", Reason: "test"}); err != nil {
+			t.Error(err)
+		}
+		purge()
+	})
+	if schema.CodeOf(err) != schema.CodeErased || errors.Is(err, logstore.ErrReadStalled) {
+		t.Fatalf("read of a session erased under it: %v, want code erased", err)
+	}
+}
+
+// Events gone without an erasure record (a purge around the eraser) are
+// no erase: the read goes on waiting as before and ends stalled.
+func TestReadPurgedUnderItStalls(t *testing.T) {
+	err := readErasedUnder(t, func(_ *logstore.Store, purge func()) { purge() })
+	if !errors.Is(err, logstore.ErrReadStalled) || schema.CodeOf(err) == schema.CodeErased {
+		t.Fatalf("read of a session purged under it: %v, want ErrReadStalled", err)
 	}
 }
