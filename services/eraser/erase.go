@@ -204,12 +204,16 @@ func (s *Service) ownerOf(ctx context.Context, e *logstore.Erasure) error {
 	if f.Snapshot.Use == logstore.SnapshotIgnored {
 		s.log.Warn("eraser: snapshot ignored, folding the session's owner from its start", "session", e.SessionID, "err", f.Snapshot.Why)
 	}
-	if err != nil && !errors.Is(err, logstore.ErrUnreadable) && schema.CodeOf(err) != schema.CodeNotFound {
+	keyGone := errors.Is(err, logstore.ErrKeyGone)
+	if err != nil && !keyGone && !errors.Is(err, logstore.ErrUnreadable) && schema.CodeOf(err) != schema.CodeNotFound {
 		return fmt.Errorf("owner: %w", err)
 	}
 	e.Owner, e.Grants = f.State.Meta.Owner, slices.Clone(f.State.Meta.Grants)
 	fold := logstore.FoldedTo(f.Last)
-	fold.Stopped = f.Stopped
+	// A session whose key is gone folds no further than its first sealed
+	// body (no key opens it): nothing after it counts, as after any
+	// message that is unreadable.
+	fold.Stopped = f.Stopped || keyGone
 	e.OwnerFold = &fold
 	return nil
 }
@@ -443,7 +447,9 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 			// Nothing stored after what is hashed: delete the first
 			// event, then the tail, the one a cached append expects.
 			first, err := s.st.NextAfter(ctx, rec.SessionID, 0)
-			if err != nil {
+			if err != nil && (first == nil || !errors.Is(err, logstore.ErrKeyGone)) {
+				// (A sealed body whose key is gone is deleted all the
+				// same: only its position is needed.)
 				return rev, err
 			}
 			var seqs []uint64
@@ -567,14 +573,16 @@ func (s *Service) hashToTail(ctx context.Context, rec *logstore.Erasure, rev uin
 			return tail, verdict, rev, err
 		}
 		tail, err = s.st.ReadSessionTo(ctx, rec.SessionID, rec.Through, tail, func(m *logstore.Msg) error {
-			if why := notAnEvent(m); why != nil {
-				s.unhashed(rec, fold, m, why)
-				return nil
-			}
-			hashOne(h, rec, m)
-			fold.next(m)
+			s.take(h, rec, fold, m)
 			return nil
 		})
+		if errors.Is(err, logstore.ErrKeyGone) {
+			// The session's key is gone (destroyed around the eraser):
+			// its sealed bodies open for no read. The rest goes one
+			// message at a time from the leader, a sealed one counted
+			// apart, a plain one hashed.
+			err = s.takeKeyGone(ctx, rec, h, fold, tail)
+		}
 		var ue *logstore.UnreadableError
 		if errors.As(err, &ue) && ue.Kind == logstore.KindUnopened && ue.StreamSeq > rec.Through {
 			// A sealed body stored before the seal that does not open
@@ -590,6 +598,41 @@ func (s *Service) hashToTail(ctx context.Context, rec *logstore.Erasure, rev uin
 		rev, err = s.saveDigest(ctx, rec, rev, h)
 		return tail, verdict, rev, err
 	}
+}
+
+// take adds m, the next stored message after the digest, to it (h, the
+// record's count and owner fold), or counts it in Unhashed when it is not
+// an event.
+func (s *Service) take(h hash.Hash, rec *logstore.Erasure, fold *ownerFold, m *logstore.Msg) {
+	if why := notAnEvent(m); why != nil {
+		s.unhashed(rec, fold, m, why)
+		return
+	}
+	hashOne(h, rec, m)
+	fold.next(m)
+}
+
+// takeKeyGone is hashToTail's read of a session whose key is gone: each
+// message stored after the digest up to tail, read from the leader one at
+// a time, is taken (take) when it is plain, and counted in Unhashed when
+// it is a sealed body, which no key opens any more (as one that does not
+// open).
+func (s *Service) takeKeyGone(ctx context.Context, rec *logstore.Erasure, h hash.Hash, fold *ownerFold, tail logstore.Tail) error {
+	for rec.Through < tail.StreamSeq {
+		m, err := s.st.NextAfter(ctx, rec.SessionID, rec.Through)
+		if m == nil || m.StreamSeq > tail.StreamSeq {
+			return err
+		}
+		switch {
+		case errors.Is(err, logstore.ErrKeyGone):
+			s.unhashed(rec, fold, m, err)
+		case err != nil:
+			return err
+		default:
+			s.take(h, rec, fold, m)
+		}
+	}
+	return nil
 }
 
 // saveDigest writes h's state in the record (StepHashed: one more batch
@@ -646,8 +689,31 @@ func notAnEvent(m *logstore.Msg) error {
 // subject, and counts each as its reads judge it (a message that is not
 // an event, or a sealed body that does not open, in Unhashed; one of a
 // newer schema is an event, hashed).
+//
+// A sealed last message whose session key is gone (destroyed around the
+// eraser: the session has no erasure record, or the job's is before its
+// shred) reads as erased (logstore.ErrKeyGone) for every reader, and
+// TailPosition answers so; here it is a sealed body that does not open
+// (KindUnopened) at the position the stream gives its last message, so
+// that the erase of such a session is accepted and finishes, its sealed
+// bodies counted in Unhashed.
 func (s *Service) storedTail(ctx context.Context, id string) (logstore.Tail, *logstore.UnreadableError, error) {
-	return s.st.TailPosition(ctx, id)
+	t, ue, err := s.st.TailPosition(ctx, id)
+	if !errors.Is(err, logstore.ErrKeyGone) {
+		return t, ue, err
+	}
+	last, err := s.st.LastStoredOf(ctx, id)
+	switch {
+	case last == nil || err == nil:
+		// Gone meanwhile, or stored again and it opens now: Tail
+		// answers (a failure to read it too).
+		return s.st.TailPosition(ctx, id)
+	case !errors.Is(err, logstore.ErrKeyGone):
+		return logstore.Tail{}, nil, err
+	}
+	seq, _ := strconv.ParseUint(last.Header.Get(logstore.HeaderSeq), 10, 64)
+	return logstore.Tail{Seq: seq, StreamSeq: last.StreamSeq}, &logstore.UnreadableError{SessionID: id, StreamSeq: last.StreamSeq,
+		GotSeq: seq, Kind: logstore.KindUnopened, Reason: err.Error()}, nil
 }
 
 // hashOne adds m to the digest and the record's count.
