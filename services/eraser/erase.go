@@ -103,7 +103,13 @@ func (s *Service) acceptErase(ctx context.Context, req EraseRequest) ([]string, 
 			return nil, schema.Errorf(schema.CodeNotCommitted, "erase: %v", err)
 		}
 		if t.StreamSeq == 0 {
-			return nil, schema.Errorf(schema.CodeNotFound, "session %s does not exist", req.SessionID)
+			left, err := s.leftOver(ctx, req.SessionID)
+			if err != nil {
+				return nil, schema.Errorf(schema.CodeNotCommitted, "erase: %v", err)
+			}
+			if !left {
+				return nil, schema.Errorf(schema.CodeNotFound, "session %s does not exist", req.SessionID)
+			}
 		}
 		total = t.Seq
 	}
@@ -216,6 +222,44 @@ func (s *Service) ownerOf(ctx context.Context, e *logstore.Erasure) error {
 	fold.Stopped = f.Stopped || keyGone
 	e.OwnerFold = &fold
 	return nil
+}
+
+// leftOver reports whether a session of which no message is stored has
+// records an erase removes: a lease (an entry, live or not), a claim, or
+// its data key in SESSION_KEYS (a store that seals made it with the
+// session's first lease or claim). A writer that took the lease and
+// never appended leaves them; nothing else removes them, and the erase
+// of such a session runs as any (its record first, then a job that finds
+// no event and drops the records and the key).
+func (s *Service) leftOver(ctx context.Context, id string) (bool, error) {
+	l, err := s.st.LeaseRecord(ctx, id)
+	if err != nil || l.Revision != 0 {
+		return err == nil, err
+	}
+	c, err := s.st.GetClaim(ctx, id)
+	if errors.Is(err, logstore.ErrKeyGone) {
+		return true, nil // a sealed claim whose key is gone: an entry all the same
+	}
+	if err != nil || c != nil {
+		return err == nil, err
+	}
+	st, ok := s.st.(*logstore.Store)
+	if !ok {
+		return false, nil // a log of no keys bucket (internal/memlog seals nothing)
+	}
+	// The key is read as a seal reads it, from the bucket's leader,
+	// without being made: sealing an empty body answers ErrKeyGone when
+	// the session has none. Nothing is stored; the key read is not kept.
+	loc, err := st.Locate(id)
+	if err != nil {
+		return false, err
+	}
+	err = st.Seal(ctx, &logstore.Msg{Subject: loc.Subject, Header: nats.Header{}})
+	st.ForgetKey(id)
+	if errors.Is(err, logstore.ErrKeyGone) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // forksFrom lists the children of fork copies in flight from root or

@@ -122,18 +122,12 @@ func TestEraseSessionWhoseKeyIsGone(t *testing.T) {
 	ctx := context.Background()
 	e := newEnvWith(t, logstore.Config{SealBodies: true})
 	e.eraseSession("s-nokey", strings.Repeat("K", 64), "")
-	js, err := jetstream.New(e.nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := js.KeyValue(ctx, logstore.KeysBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv := e.keys()
 	if err := kv.Purge(ctx, "s-nokey"); err != nil {
 		t.Fatal(err)
 	}
 	// A store that has not cached the key, as an eraser started after.
+	var err error
 	if e.store, err = logstore.Open(ctx, e.nc, logstore.Config{SealBodies: true}); err != nil {
 		t.Fatal(err)
 	}
