@@ -103,7 +103,13 @@ func (s *Service) acceptErase(ctx context.Context, req EraseRequest) ([]string, 
 			return nil, schema.Errorf(schema.CodeNotCommitted, "erase: %v", err)
 		}
 		if t.StreamSeq == 0 {
-			return nil, schema.Errorf(schema.CodeNotFound, "session %s does not exist", req.SessionID)
+			left, err := s.leftOver(ctx, req.SessionID)
+			if err != nil {
+				return nil, schema.Errorf(schema.CodeNotCommitted, "erase: %v", err)
+			}
+			if !left {
+				return nil, schema.Errorf(schema.CodeNotFound, "session %s does not exist", req.SessionID)
+			}
 		}
 		total = t.Seq
 	}
@@ -204,14 +210,56 @@ func (s *Service) ownerOf(ctx context.Context, e *logstore.Erasure) error {
 	if f.Snapshot.Use == logstore.SnapshotIgnored {
 		s.log.Warn("eraser: snapshot ignored, folding the session's owner from its start", "session", e.SessionID, "err", f.Snapshot.Why)
 	}
-	if err != nil && !errors.Is(err, logstore.ErrUnreadable) && schema.CodeOf(err) != schema.CodeNotFound {
+	keyGone := errors.Is(err, logstore.ErrKeyGone)
+	if err != nil && !keyGone && !errors.Is(err, logstore.ErrUnreadable) && schema.CodeOf(err) != schema.CodeNotFound {
 		return fmt.Errorf("owner: %w", err)
 	}
 	e.Owner, e.Grants = f.State.Meta.Owner, slices.Clone(f.State.Meta.Grants)
 	fold := logstore.FoldedTo(f.Last)
-	fold.Stopped = f.Stopped
+	// A session whose key is gone folds no further than its first sealed
+	// body (no key opens it): nothing after it counts, as after any
+	// message that is unreadable.
+	fold.Stopped = f.Stopped || keyGone
 	e.OwnerFold = &fold
 	return nil
+}
+
+// leftOver reports whether a session of which no message is stored has
+// records an erase removes: a lease (an entry, live or not), a claim, or
+// its data key in SESSION_KEYS (a store that seals made it with the
+// session's first lease or claim). A writer that took the lease and
+// never appended leaves them; nothing else removes them, and the erase
+// of such a session runs as any (its record first, then a job that finds
+// no event and drops the records and the key).
+func (s *Service) leftOver(ctx context.Context, id string) (bool, error) {
+	l, err := s.st.LeaseRecord(ctx, id)
+	if err != nil || l.Revision != 0 {
+		return err == nil, err
+	}
+	c, err := s.st.GetClaim(ctx, id)
+	if errors.Is(err, logstore.ErrKeyGone) {
+		return true, nil // a sealed claim whose key is gone: an entry all the same
+	}
+	if err != nil || c != nil {
+		return err == nil, err
+	}
+	st, ok := s.st.(*logstore.Store)
+	if !ok {
+		return false, nil // a log of no keys bucket (internal/memlog seals nothing)
+	}
+	// The key is read as a seal reads it, from the bucket's leader,
+	// without being made: sealing an empty body answers ErrKeyGone when
+	// the session has none. Nothing is stored; the key read is not kept.
+	loc, err := st.Locate(id)
+	if err != nil {
+		return false, err
+	}
+	err = st.Seal(ctx, &logstore.Msg{Subject: loc.Subject, Header: nats.Header{}})
+	st.ForgetKey(id)
+	if errors.Is(err, logstore.ErrKeyGone) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // forksFrom lists the children of fork copies in flight from root or
@@ -443,7 +491,9 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 			// Nothing stored after what is hashed: delete the first
 			// event, then the tail, the one a cached append expects.
 			first, err := s.st.NextAfter(ctx, rec.SessionID, 0)
-			if err != nil {
+			if err != nil && (first == nil || !errors.Is(err, logstore.ErrKeyGone)) {
+				// (A sealed body whose key is gone is deleted all the
+				// same: only its position is needed.)
 				return rev, err
 			}
 			var seqs []uint64
@@ -567,14 +617,16 @@ func (s *Service) hashToTail(ctx context.Context, rec *logstore.Erasure, rev uin
 			return tail, verdict, rev, err
 		}
 		tail, err = s.st.ReadSessionTo(ctx, rec.SessionID, rec.Through, tail, func(m *logstore.Msg) error {
-			if why := notAnEvent(m); why != nil {
-				s.unhashed(rec, fold, m, why)
-				return nil
-			}
-			hashOne(h, rec, m)
-			fold.next(m)
+			s.take(h, rec, fold, m)
 			return nil
 		})
+		if errors.Is(err, logstore.ErrKeyGone) {
+			// The session's key is gone (destroyed around the eraser):
+			// its sealed bodies open for no read. The rest goes one
+			// message at a time from the leader, a sealed one counted
+			// apart, a plain one hashed.
+			err = s.takeKeyGone(ctx, rec, h, fold, tail)
+		}
 		var ue *logstore.UnreadableError
 		if errors.As(err, &ue) && ue.Kind == logstore.KindUnopened && ue.StreamSeq > rec.Through {
 			// A sealed body stored before the seal that does not open
@@ -590,6 +642,41 @@ func (s *Service) hashToTail(ctx context.Context, rec *logstore.Erasure, rev uin
 		rev, err = s.saveDigest(ctx, rec, rev, h)
 		return tail, verdict, rev, err
 	}
+}
+
+// take adds m, the next stored message after the digest, to it (h, the
+// record's count and owner fold), or counts it in Unhashed when it is not
+// an event.
+func (s *Service) take(h hash.Hash, rec *logstore.Erasure, fold *ownerFold, m *logstore.Msg) {
+	if why := notAnEvent(m); why != nil {
+		s.unhashed(rec, fold, m, why)
+		return
+	}
+	hashOne(h, rec, m)
+	fold.next(m)
+}
+
+// takeKeyGone is hashToTail's read of a session whose key is gone: each
+// message stored after the digest up to tail, read from the leader one at
+// a time, is taken (take) when it is plain, and counted in Unhashed when
+// it is a sealed body, which no key opens any more (as one that does not
+// open).
+func (s *Service) takeKeyGone(ctx context.Context, rec *logstore.Erasure, h hash.Hash, fold *ownerFold, tail logstore.Tail) error {
+	for rec.Through < tail.StreamSeq {
+		m, err := s.st.NextAfter(ctx, rec.SessionID, rec.Through)
+		if m == nil || m.StreamSeq > tail.StreamSeq {
+			return err
+		}
+		switch {
+		case errors.Is(err, logstore.ErrKeyGone):
+			s.unhashed(rec, fold, m, err)
+		case err != nil:
+			return err
+		default:
+			s.take(h, rec, fold, m)
+		}
+	}
+	return nil
 }
 
 // saveDigest writes h's state in the record (StepHashed: one more batch
@@ -646,8 +733,31 @@ func notAnEvent(m *logstore.Msg) error {
 // subject, and counts each as its reads judge it (a message that is not
 // an event, or a sealed body that does not open, in Unhashed; one of a
 // newer schema is an event, hashed).
+//
+// A sealed last message whose session key is gone (destroyed around the
+// eraser: the session has no erasure record, or the job's is before its
+// shred) reads as erased (logstore.ErrKeyGone) for every reader, and
+// TailPosition answers so; here it is a sealed body that does not open
+// (KindUnopened) at the position the stream gives its last message, so
+// that the erase of such a session is accepted and finishes, its sealed
+// bodies counted in Unhashed.
 func (s *Service) storedTail(ctx context.Context, id string) (logstore.Tail, *logstore.UnreadableError, error) {
-	return s.st.TailPosition(ctx, id)
+	t, ue, err := s.st.TailPosition(ctx, id)
+	if !errors.Is(err, logstore.ErrKeyGone) {
+		return t, ue, err
+	}
+	last, err := s.st.LastStoredOf(ctx, id)
+	switch {
+	case last == nil || err == nil:
+		// Gone meanwhile, or stored again and it opens now: Tail
+		// answers (a failure to read it too).
+		return s.st.TailPosition(ctx, id)
+	case !errors.Is(err, logstore.ErrKeyGone):
+		return logstore.Tail{}, nil, err
+	}
+	seq, _ := strconv.ParseUint(last.Header.Get(logstore.HeaderSeq), 10, 64)
+	return logstore.Tail{Seq: seq, StreamSeq: last.StreamSeq}, &logstore.UnreadableError{SessionID: id, StreamSeq: last.StreamSeq,
+		GotSeq: seq, Kind: logstore.KindUnopened, Reason: err.Error()}, nil
 }
 
 // hashOne adds m to the digest and the record's count.

@@ -30,6 +30,10 @@ type Log interface {
 	// at once: its key destroyed, its subject purged (0: not done).
 	Shred(ctx context.Context, sessionID string, through uint64, onDelete func() error) (int, error)
 	CheckErasable(ctx context.Context, sessionID string) error
+	// A session never appended to is erased when its lease or claim
+	// records are left.
+	LeaseRecord(ctx context.Context, sessionID string) (logstore.LeaseRecord, error)
+	GetClaim(ctx context.Context, sessionID string) (*logstore.Claim, error)
 	DropSessionRecords(ctx context.Context, sessionID string) error
 
 	// The erasure records (DESIGN.md section 14) and the audit trail.

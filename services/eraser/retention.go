@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
+	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
 // Retention (DESIGN.md section 14): sessions closed for longer than
@@ -59,8 +61,10 @@ func (s *Service) Retain(ctx context.Context) (int, error) {
 		if m.Header.Get(logstore.HeaderType) != "session/closed" || !m.Stored.Before(cut) {
 			return nil
 		}
+		// (A sealed body that does not open, or whose key is gone, has
+		// its headers all the same: its type and when it was stored.)
 		last, err := s.st.LastStoredOf(ctx, id)
-		if err != nil || last.Header.Get(logstore.HeaderType) != "session/closed" || !last.Stored.Before(cut) {
+		if err != nil && !bodyUnopened(err) || last == nil || last.Header.Get(logstore.HeaderType) != "session/closed" || !last.Stored.Before(cut) {
 			return nil // erased meanwhile, appended to since, or unreadable: not closed
 		}
 		if s.cfg.ArchiveDir != "" {
@@ -104,13 +108,8 @@ func (s *Service) archive(ctx context.Context, id string) (err error) {
 	if err != nil {
 		return fmt.Errorf("archive %s: %w", id, err)
 	}
-	if _, err := s.st.ReadSession(ctx, id, 0, func(m *logstore.Msg) error {
-		if _, err := zw.Write(m.Data); err != nil {
-			return err
-		}
-		_, err := zw.Write([]byte{'\n'})
-		return err
-	}); err != nil {
+	left, err := s.archiveEvents(ctx, id, zw)
+	if err != nil {
 		zw.Close()
 		return fmt.Errorf("archive %s: %w", id, err)
 	}
@@ -126,5 +125,57 @@ func (s *Service) archive(ctx context.Context, id string) (err error) {
 	if err := os.Rename(f.Name(), final); err != nil {
 		return fmt.Errorf("archive %s: %w", id, err)
 	}
+	if len(left) > 0 {
+		s.log.Warn("eraser: retention archived the session without the messages that are no event it can read (their bodies are lost; the erase counts them as unhashed)",
+			"session", id, "archive", final, "left_out", len(left), "stream_seqs", left)
+	}
 	return nil
+}
+
+// archiveEvents writes the session's stored events to w, one JSON line
+// each, in order, up to its last stored message (storedTail: whatever it
+// is), and returns the stream seqs of the messages it left out: a sealed
+// body that does not open or whose key is gone, or a message that is not
+// an event. They are no event any reader reads (the erase counts them in
+// its unhashed), and retention archives the rest and erases the session
+// rather than keep it for ever.
+func (s *Service) archiveEvents(ctx context.Context, id string, w io.Writer) ([]uint64, error) {
+	tail, _, err := s.storedTail(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var left []uint64
+	after := uint64(0)
+	for after < tail.StreamSeq {
+		_, err := s.st.ReadSessionTo(ctx, id, after, tail, func(m *logstore.Msg) error {
+			after = m.StreamSeq
+			if notAnEvent(m) != nil {
+				left = append(left, m.StreamSeq)
+				return nil
+			}
+			if _, err := w.Write(m.Data); err != nil {
+				return err
+			}
+			_, err := w.Write([]byte{'\n'})
+			return err
+		})
+		if err == nil || !bodyUnopened(err) {
+			return left, err
+		}
+		// The read stopped at the next message, whose body does not
+		// open: left out, and the read goes on after it.
+		m, nerr := s.st.NextAfter(ctx, id, after)
+		if m == nil || !bodyUnopened(nerr) {
+			return left, err
+		}
+		left = append(left, m.StreamSeq)
+		after = m.StreamSeq
+	}
+	return left, nil
+}
+
+// bodyUnopened reports whether err is a read's answer about a sealed
+// body: its key is gone, or it does not open.
+func bodyUnopened(err error) bool {
+	return errors.Is(err, logstore.ErrKeyGone) || schema.CodeOf(err) == schema.CodeUnreadable
 }

@@ -39,18 +39,20 @@ func (e *env) storedSealed(id string) bool {
 	return logstore.Sealed(last.Header)
 }
 
+// keys is the bucket of the sessions' data keys (SESSION_KEYS).
+func (e *env) keys() jetstream.KeyValue {
+	e.t.Helper()
+	kv, err := natstest.JetStream(e.t, e.nc).KeyValue(context.Background(), logstore.KeysBucket)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return kv
+}
+
 // keyGone fails the test if the session's data key is still stored.
 func (e *env) keyGone(id string) {
 	e.t.Helper()
-	js, err := jetstream.New(e.nc)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	kv, err := js.KeyValue(context.Background(), logstore.KeysBucket)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if _, err := kv.Get(context.Background(), id); !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if _, err := e.keys().Get(context.Background(), id); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		e.t.Fatalf("%s: key left (%v)", id, err)
 	}
 }

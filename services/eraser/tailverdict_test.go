@@ -111,3 +111,42 @@ func (e *env) bodies(id string) [][]byte {
 	}
 	return out
 }
+
+// TestEraseSessionWhoseKeyIsGone: a sealed session whose key is gone
+// from SESSION_KEYS (destroyed around the eraser) but which has no
+// erasure record is accepted and erased: none of its bodies opens, so
+// none is hashed, each is deleted and counted in the audit's unhashed.
+// Before, reading its tail failed with ErrKeyGone, which TailPosition did
+// not turn into a position, so the erase was refused on every request.
+func TestEraseSessionWhoseKeyIsGone(t *testing.T) {
+	ctx := context.Background()
+	e := newEnvWith(t, logstore.Config{SealBodies: true})
+	e.eraseSession("s-nokey", strings.Repeat("K", 64), "")
+	kv := e.keys()
+	if err := kv.Purge(ctx, "s-nokey"); err != nil {
+		t.Fatal(err)
+	}
+	// A store that has not cached the key, as an eraser started after.
+	var err error
+	if e.store, err = logstore.Open(ctx, e.nc, logstore.Config{SealBodies: true}); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(Config{Store: e.store, Conn: e.nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := EraseRequest{SessionID: "s-nokey", Reason: "privacy", By: "ops"}
+	for run := range 2 {
+		got, err := svc.Erase(ctx, req)
+		if err != nil || got.State != EraseDone {
+			t.Fatalf("run %d of the job: %+v %v", run, got, err)
+		}
+	}
+	e.gone("s-nokey")
+	e.keyGone("s-nokey")
+	empty := sha256.Sum256(nil)
+	recs := e.audits()
+	if len(recs) != 1 || recs[0].Events != 0 || recs[0].Unhashed != 8 || recs[0].SHA256 != hex.EncodeToString(empty[:]) {
+		t.Fatalf("audit %+v, want no event hashed and 8 unhashed", recs)
+	}
+}
