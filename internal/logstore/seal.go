@@ -142,6 +142,18 @@ func (s *Store) keysKV(ctx context.Context) (jetstream.KeyValue, error) {
 	return kv, nil
 }
 
+// HasKey says whether the session has a data key in KeysBucket, read
+// from the bucket's leader as a seal reads it; none is made, and the key
+// read is not kept in this store's memory. A store that never sealed
+// (no keys bucket) has none.
+func (s *Store) HasKey(ctx context.Context, sessionID string) (bool, error) {
+	if _, ok := s.keys.Get(sessionID); ok {
+		return true, nil
+	}
+	key, err := s.readKey(ctx, sessionID)
+	return key != nil, err
+}
+
 // ForgetKey drops the session's key from this store's memory (an erase
 // destroyed it, or is about to).
 func (s *Store) ForgetKey(sessionID string) { s.keys.Remove(sessionID) }

@@ -126,3 +126,7 @@ func (l *Log) ClaimedSessions(_ context.Context, fn func(sessionID string)) erro
 	}
 	return nil
 }
+
+// HasKey is false: a log in memory seals nothing, so no session has a
+// data key.
+func (l *Log) HasKey(context.Context, string) (bool, error) { return false, nil }

@@ -243,23 +243,7 @@ func (s *Service) leftOver(ctx context.Context, id string) (bool, error) {
 	if err != nil || c != nil {
 		return err == nil, err
 	}
-	st, ok := s.st.(*logstore.Store)
-	if !ok {
-		return false, nil // a log of no keys bucket (internal/memlog seals nothing)
-	}
-	// The key is read as a seal reads it, from the bucket's leader,
-	// without being made: sealing an empty body answers ErrKeyGone when
-	// the session has none. Nothing is stored; the key read is not kept.
-	loc, err := st.Locate(id)
-	if err != nil {
-		return false, err
-	}
-	err = st.Seal(ctx, &logstore.Msg{Subject: loc.Subject, Header: nats.Header{}})
-	st.ForgetKey(id)
-	if errors.Is(err, logstore.ErrKeyGone) {
-		return false, nil
-	}
-	return err == nil, err
+	return s.st.HasKey(ctx, id)
 }
 
 // forksFrom lists the children of fork copies in flight from root or

@@ -34,6 +34,9 @@ type Log interface {
 	// records are left.
 	LeaseRecord(ctx context.Context, sessionID string) (logstore.LeaseRecord, error)
 	GetClaim(ctx context.Context, sessionID string) (*logstore.Claim, error)
+	// HasKey: a store that seals made the session's data key with its
+	// first lease or claim.
+	HasKey(ctx context.Context, sessionID string) (bool, error)
 	DropSessionRecords(ctx context.Context, sessionID string) error
 
 	// The erasure records (DESIGN.md section 14) and the audit trail.
