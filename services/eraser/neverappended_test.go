@@ -39,7 +39,13 @@ func TestEraseSessionNeverAppendedTo(t *testing.T) {
 			t.Fatalf("%s: no key before the erase: %v", id, err)
 		}
 	}
-	svc, err := New(Config{Store: e.store, Conn: e.nc})
+	// An eraser's store that has not cached the keys (the claims were
+	// taken through e.store): the key is read from the bucket.
+	fresh, err := logstore.Open(ctx, e.nc, logstore.Config{SealBodies: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(Config{Store: fresh, Conn: e.nc})
 	if err != nil {
 		t.Fatal(err)
 	}
