@@ -9,10 +9,10 @@ E2E_PKGS = $(shell $(GO) list ./e2e/...)
 # "context deadline exceeded" on a loaded machine).
 FUZZTIME ?= 300000x
 
-.PHONY: test node-deps test-race test-e2e test-e2e-race race lint bench fuzz build
+.PHONY: test node-deps test-race test-sealed test-e2e test-e2e-race race lint bench fuzz build
 
 # `make -k test` runs every part even when one fails.
-test: node-deps test-race test-e2e test-e2e-race
+test: node-deps test-race test-sealed test-e2e test-e2e-race
 
 # The conformance tests run the protocols' own SDKs in Node (clients/*):
 # their packages installed, and built (again: a dist/ older than its
@@ -31,6 +31,13 @@ node-deps:
 test-race:
 	$(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
 
+# The packages' own tests with every store they open sealing bodies (the
+# tag sealforced: logstore.SealForced, docs/adr/011-sealed-bodies.md,
+# "Default"); a test that needs plain bodies says so (logstore's Plain).
+SEALED_PKGS = ./internal/logstore ./cmd/sessionlog
+test-sealed: node-deps
+	$(GO) test -tags sealforced -count=1 -timeout 20m $(SEALED_PKGS)
+
 # One package at a time: each starts clusters and kills processes, and the
 # fault suite's leases must not be starved by the others on 2 cores.
 test-e2e:
@@ -48,6 +55,7 @@ race:
 
 lint:
 	$(GO) vet ./...
+	$(GO) vet -tags sealforced $(SEALED_PKGS) ./internal/natstest
 	@out=$$(gofmt -l $$(git ls-files "*.go" 2>/dev/null || find . -name "*.go")); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 

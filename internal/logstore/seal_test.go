@@ -14,6 +14,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest"
+	"github.com/sessionlog/sessionlog/internal/natstest/tamper"
 	"github.com/sessionlog/sessionlog/pkg/schema"
 )
 
@@ -41,7 +42,7 @@ func mixed(t *testing.T, id string, n int) (*nats.Conn, *logstore.Store, *logsto
 	srv := natstest.RunServer(t)
 	nc := natstest.Connect(t, srv)
 	ctx := context.Background()
-	plain := open(t, nc, logstore.Config{})
+	plain := open(t, nc, logstore.Plain(logstore.Config{}))
 	st := open(t, nc, logstore.Config{SealBodies: true})
 	r, err := plain.Append(ctx, logstore.AppendRequest{SessionID: id, Events: events(id, 1, 2, "p")})
 	if err != nil {
@@ -431,6 +432,30 @@ func TestSealedKVValues(t *testing.T) {
 		}
 		if _, _, err := r.Get(ctx, "c"); schema.CodeOf(err) != schema.CodeErased {
 			t.Fatalf("fork record without its key: %v, want erased", err)
+		}
+	}
+}
+
+// A store seals what it writes when its Config says so, and every store
+// does in a build with the tag sealforced (`make test-sealed`), but one
+// that a test opens with Plain.
+func TestSealForced(t *testing.T) {
+	nc := natstest.Connect(t, natstest.RunServer(t))
+	for _, c := range []struct {
+		id   string
+		cfg  logstore.Config
+		want bool
+	}{
+		{"default", logstore.Config{}, logstore.SealForced},
+		{"sealing", logstore.Config{SealBodies: true}, true},
+		{"plain", logstore.Plain(logstore.Config{}), false},
+	} {
+		st := open(t, nc, c.cfg)
+		if _, err := st.Append(context.Background(), logstore.AppendRequest{SessionID: c.id, Events: events(c.id, 1, 1, "e")}); err != nil {
+			t.Fatal(err)
+		}
+		if got := tamper.Sealed(t, nc, "SESSIONS", logstore.SubjectPrefix+c.id); got != c.want {
+			t.Errorf("%s: stored sealed %v, want %v", c.id, got, c.want)
 		}
 	}
 }

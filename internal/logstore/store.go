@@ -80,6 +80,10 @@ type Config struct {
 	SealBodies bool
 	// KeyCacheSize: how many sessions' keys the store keeps in memory.
 	KeyCacheSize int
+	// plain keeps a store of this package's tests plain in a build with
+	// the tag sealforced (SealForced): set only by a test that needs
+	// plain bodies (export_test.go, Plain).
+	plain bool
 }
 
 func (c *Config) defaults() {
@@ -191,6 +195,9 @@ func StreamConfig(cfg Config, l Layout, stream string) jetstream.StreamConfig {
 // differ, returns a *PartitionsError having created nothing.
 func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*Store, error) {
 	cfg.defaults()
+	if SealForced && !cfg.plain {
+		cfg.SealBodies = true
+	}
 	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(cfg.RequestTimeout))
 	if err != nil {
 		return nil, fmt.Errorf("logstore: %w", err)

@@ -56,10 +56,14 @@ func ForEachLayout[T Subtests[T]](t T, f func(t T, l Layout), layouts ...Layout)
 
 // ForEachSealing runs f as two subtests: "plain", whose stores write
 // bodies as they are, and "sealed", whose stores seal them
-// (logstore.Config.SealBodies, docs/adr/011-sealed-bodies.md).
+// (logstore.Config.SealBodies, docs/adr/011-sealed-bodies.md). In a
+// build with the tag sealforced (SealForced) every store seals, so there
+// is no plain run: only "sealed" runs.
 func ForEachSealing[T Subtests[T]](t T, f func(t T, sealed bool)) {
 	t.Helper()
-	t.Run("plain", func(t T) { f(t, false) })
+	if !SealForced {
+		t.Run("plain", func(t T) { f(t, false) })
+	}
 	t.Run("sealed", func(t T) { f(t, true) })
 }
 

@@ -1,0 +1,6 @@
+//go:build sealforced
+
+package logstore
+
+// SealForced: see sealforced_off.go. This build seals in every store.
+const SealForced = true

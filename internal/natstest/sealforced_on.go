@@ -1,0 +1,6 @@
+//go:build sealforced
+
+package natstest
+
+// SealForced: see sealforced_off.go.
+const SealForced = true
