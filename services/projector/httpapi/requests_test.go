@@ -6,7 +6,7 @@ import (
 
 	"github.com/sessionlog/sessionlog/internal/gen"
 	"github.com/sessionlog/sessionlog/pkg/schema"
-	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
@@ -54,10 +54,11 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
+// TestBearerToken: with an operator's token, the probes and the
+// dashboard page are open, every other path needs the token, and only
+// in the Authorization header (the HTTP side alone: projectortest.Serve).
 func TestBearerToken(t *testing.T) {
-	e := projectortest.NewEnv(t)
-	r := e.Start(t.TempDir(), func(c *projector.Config) { c.HTTPToken = "s3cret" })
-	r.WaitReady(t)
+	r := projectortest.Serve(t, projectortest.NewMem(t), func(c *httpapi.Config) { c.HTTPToken = "s3cret" })
 	if code, _ := r.Get(t, "/healthz"); code != 200 {
 		t.Fatalf("/healthz without token: %d", code)
 	}
