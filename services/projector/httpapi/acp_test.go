@@ -193,12 +193,15 @@ func TestACPReplayFollowAndResume(t *testing.T) {
 	sameLines(t, "followed after event id, live", readLines(t, ch, len(want)), want)
 }
 
+// TestACPBadRequests: replay requests the HTTP side refuses (400) or
+// finds nothing for (404), over the views of a session of three events
+// (the HTTP side alone: projectortest.Serve).
 func TestACPBadRequests(t *testing.T) {
-	e := projectortest.NewEnv(t)
-	r := e.Start(t.TempDir())
-	r.WaitReady(t)
+	l := projectortest.NewMem(t)
 	s := gen.NewSession("acp-bad", time.Now())
-	projectortest.PublishN(t, e, s, 3)
+	first := s.Next()
+	projectortest.AppendMem(t, l, first, s.Next(), s.Next())
+	r := projectortest.Serve(t, l)
 	for _, c := range []struct {
 		path string
 		code int
@@ -211,6 +214,8 @@ func TestACPBadRequests(t *testing.T) {
 		{"/v1/sessions/acp-bad/acp?afterEventId=nope", 400},
 		{"/v1/sessions/acp-bad/acp?afterEventId=a/b", 400},
 		{"/v1/sessions/acp-bad/acp?after=1&afterEventId=x", 400},
+		// Both, the event id the session's first event's.
+		{"/v1/sessions/acp-bad/acp?after=1&afterEventId=" + first.EventID, 400},
 		{"/v1/sessions/nope/acp?afterEventId=x", 404},
 	} {
 		if code, body := r.Get(t, c.path); code != c.code {

@@ -5,16 +5,23 @@ import (
 	"testing"
 
 	"github.com/sessionlog/sessionlog/internal/gen"
-	"github.com/sessionlog/sessionlog/services/projector"
+	"github.com/sessionlog/sessionlog/pkg/schema"
+	"github.com/sessionlog/sessionlog/services/projector/httpapi"
 	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
+// TestBadRequests: requests the HTTP side refuses (400) or finds nothing
+// for (404), beside ones it answers, over the views of one session (the
+// HTTP side alone: projectortest.Serve).
 func TestBadRequests(t *testing.T) {
-	e := projectortest.NewEnv(t)
+	l := projectortest.NewMem(t)
 	fleet := gen.NewFleet("b", 1, 1, projectortest.T0)
-	fleet.Fill(e.Ctx, e.LS, 20)
-	r := e.Start(t.TempDir())
-	r.WaitReady(t)
+	var events []schema.Envelope
+	for range 20 {
+		events = append(events, fleet.Next())
+	}
+	projectortest.AppendMem(t, l, events...)
+	r := projectortest.Serve(t, l)
 	for path, want := range map[string]int{
 		"/v1/sessions/b-0":                                   200,
 		"/v1/sessions/nope":                                  404,
@@ -47,10 +54,11 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
+// TestBearerToken: with an operator's token, the probes and the
+// dashboard page are open, every other path needs the token, and only
+// in the Authorization header (the HTTP side alone: projectortest.Serve).
 func TestBearerToken(t *testing.T) {
-	e := projectortest.NewEnv(t)
-	r := e.Start(t.TempDir(), func(c *projector.Config) { c.HTTPToken = "s3cret" })
-	r.WaitReady(t)
+	r := projectortest.Serve(t, projectortest.NewMem(t), func(c *httpapi.Config) { c.HTTPToken = "s3cret" })
 	if code, _ := r.Get(t, "/healthz"); code != 200 {
 		t.Fatalf("/healthz without token: %d", code)
 	}

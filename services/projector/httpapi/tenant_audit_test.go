@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sessionlog/sessionlog/internal/logstore"
 	"github.com/sessionlog/sessionlog/internal/natstest/tamper"
@@ -32,26 +34,33 @@ import (
 // those it was never given: TestTenantAuditAgentCursors).
 func TestTenantAuditPages(t *testing.T) {
 	const alice, bob = "alice-token-0123456789", "bob-token-0123456789"
-	e, r := startTokens(t, map[string]string{acme: "acme", beta: "beta", agents: "AGENTS", alice: "acme:alice", bob: "acme:bob"})
-	owner := func(tenant, agent string) string {
-		return fmt.Sprintf(`{"title":"t","owner":{"tenant":%q,"agent":%q}}`, tenant, agent)
-	}
-	var sessions [][2]string
+	l := projectortest.NewMem(t)
+	owner := func(tenant, agent string) *schema.Owner { return &schema.Owner{Tenant: tenant, Agent: agent} }
+	// The audit records of the erasures, as the eraser writes them: each
+	// names the session's owner and grants (none: a session without an
+	// owner).
+	var records []api.AuditRecord
 	for i := range 5 {
-		sessions = append(sessions,
-			[2]string{fmt.Sprintf("_Tacme_a%d", i), owner("acme", []string{"alice", "bob"}[i%2])},
-			[2]string{fmt.Sprintf("_Tbeta_b%d", i), owner("beta", "alice")},
-			[2]string{fmt.Sprintf("plain-%d", i), `{"title":"t"}`})
+		records = append(records,
+			api.AuditRecord{SessionID: fmt.Sprintf("_Tacme_a%d", i), Owner: owner("acme", []string{"alice", "bob"}[i%2])},
+			api.AuditRecord{SessionID: fmt.Sprintf("_Tbeta_b%d", i), Owner: owner("beta", "alice")},
+			api.AuditRecord{SessionID: fmt.Sprintf("plain-%d", i)})
 	}
-	sessions = append(sessions,
-		[2]string{"_Tacme_g", `{"title":"t","owner":{"tenant":"acme","agent":"bob"},"grants":["alice"]}`},
-		[2]string{"_Tacme_n", `{"title":"t"}`})
-	createTenantSessions(t, e, r, op, sessions)
+	records = append(records,
+		api.AuditRecord{SessionID: "_Tacme_g", Owner: owner("acme", "bob"), Grants: []string{"alice"}},
+		api.AuditRecord{SessionID: "_Tacme_n"})
 	var erased []string
-	for _, s := range sessions {
-		eraseTenantSession(t, e, r, op, s[0])
-		erased = append(erased, s[0])
+	for _, a := range records {
+		a.ErasedAt, a.By, a.Reason = projectortest.T0.Format(time.RFC3339), "test", "r"
+		if err := l.WriteAudit(context.Background(), a); err != nil {
+			t.Fatal(err)
+		}
+		erased = append(erased, a.SessionID)
 	}
+	r := projectortest.Serve(t, l, func(c *httpapi.Config) {
+		c.HTTPToken = op
+		c.TenantTokens = map[string]string{acme: "acme", beta: "beta", agents: "AGENTS", alice: "acme:alice", bob: "acme:bob"}
+	})
 
 	for _, c := range []struct {
 		name, token string
@@ -98,6 +107,11 @@ func TestTenantAuditPages(t *testing.T) {
 				if n != 2 && i != len(sizes)-1 {
 					t.Errorf("page %d holds %d records (pages %v), want 2 while more follow", i, n, sizes)
 				}
+			}
+			// Every token has more than two records: a page that held
+			// them all, whatever the limit, is the last and only one.
+			if want := (len(c.want) + 1) / 2; len(sizes) != want {
+				t.Errorf("audit by pages of 2: %d pages %v, want %d", len(sizes), sizes, want)
 			}
 			// Forged cursors: nothing but the token's own records.
 			forged := []string{"18446744073709551615", "99999999999999999999", "-1", "x", ""}

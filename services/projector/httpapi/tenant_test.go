@@ -17,13 +17,15 @@ import (
 	"github.com/sessionlog/sessionlog/services/projector/internal/projectortest"
 )
 
-// tenantGet is GET path with token in the Authorization header (none:
-// ""); a watch is read up to its status and first bytes only.
-func tenantGet(t *testing.T, r *projectortest.Running, token, path string) (int, string) {
+// tenantGet is GET path of r (a whole projector, projectortest.Running,
+// or the HTTP side alone, projectortest.Served) with token in the
+// Authorization header (none: ""); a watch is read up to its status and
+// first bytes only.
+func tenantGet(t *testing.T, r interface{ URL() string }, token, path string) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.Srv.URL+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.URL()+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

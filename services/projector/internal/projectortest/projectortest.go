@@ -155,10 +155,19 @@ func (r *Running) WaitSession(t *testing.T, id string, ok func(httpapi.Detail) b
 	return d
 }
 
+// URL is the root of the projector's HTTP side.
+func (r *Running) URL() string { return r.Srv.URL }
+
 // Get is GET path of the projector's HTTP side: status and body.
 func (r *Running) Get(t *testing.T, path string) (int, []byte) {
 	t.Helper()
-	resp, err := http.Get(r.Srv.URL + path)
+	return get(t, r.Srv.URL+path)
+}
+
+// get is GET url: status and body.
+func get(t *testing.T, url string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
