@@ -290,7 +290,7 @@ func TestAgentExportsEverySessionItMayRead(t *testing.T) {
 			return nil
 		})
 		written, stderr, err := exportErasing(t, s, alice, opC, "_Tacme_s-big2", nil, firstByte(t), nil, nil)
-		rest := leftOutByErase(t, "alice", "s-big2", "_Tacme_s-big2", bigEvents, written, stderr, err)
+		rest := leftOutByErase(t, "alice", "s-big2", "_Tacme_s-big2", false, bigEvents, written, stderr, err)
 		// Then each session she may still read, whole.
 		if len(rest) != bigEvents+4*(len(want["alice"])+1) {
 			t.Errorf("alice's export after s-big2: %d lines, want %d of s-big and 4 of s-first and of each of %q\n%s", len(rest), bigEvents, want["alice"], stderr)
@@ -317,7 +317,7 @@ func TestAgentExportsEverySessionItMayRead(t *testing.T) {
 			release()
 		}, nil)
 		// Then the spans of the sessions she may still read.
-		after := erasedOTLP(t, "alice", "s-turns", "_Tacme_s-turns", rcv, stderr, err)
+		after := erasedOTLP(t, "alice", "s-turns", "_Tacme_s-turns", false, rcv, stderr, err)
 		slices.Sort(after)
 		if after = slices.Compact(after); !slices.Equal(after, []string{"_Tacme_s-1", "_Tacme_s-2", "_Tacme_s-first", "_Tacme_s-shared"}) {
 			t.Errorf("after s-turns, alice's export --to otlp sent spans of %q", after)
@@ -346,7 +346,7 @@ func TestOperatorExportErasedDuringItsSecondRead(t *testing.T) {
 		const events, id = 250, "_Tacme_s-big"
 		bigSession(t, alice, "s-big", events, 64000)
 		written, stderr, err := exportErasing(t, s, op, op, id, []string{"--session", id}, firstByte(t), nil, nil)
-		if rest := leftOutByErase(t, "the operator", id, id, events, written, stderr, err); len(rest) != 0 {
+		if rest := leftOutByErase(t, "the operator", id, id, true, events, written, stderr, err); len(rest) != 0 {
 			t.Errorf("the operator's export of %s alone wrote %d lines after it", id, len(rest))
 		}
 	})
@@ -367,24 +367,36 @@ func TestOperatorExportErasedDuringItsSecondRead(t *testing.T) {
 			erasureRecorded(t, s, op, id)
 			release()
 		}, nil)
-		if after := erasedOTLP(t, "the operator", id, id, rcv, stderr, err); len(after) != 0 || !strings.Contains(stderr, "exported 0 sessions: 0 turns, 0 spans") {
+		if after := erasedOTLP(t, "the operator", id, id, true, rcv, stderr, err); len(after) != 0 || !strings.Contains(stderr, "exported 0 sessions: 0 turns, 0 spans") {
 			t.Errorf("the operator's export --to otlp of %s alone sent %d spans after the held request\n%s", id, len(after), stderr)
 		}
 	})
 }
 
+// endedByErase checks how an export during which session named was
+// erased ended: with no error when it exported the sessions it listed,
+// and, when the session was named (byName: --session), failing with
+// the session named as not exported.
+func endedByErase(t *testing.T, export, named string, byName bool, stderr string, err error) {
+	t.Helper()
+	switch {
+	case !byName && err != nil:
+		t.Fatalf("%s of %s, erased during it: %v\n%s", export, named, err, stderr)
+	case byName && (err == nil || !strings.Contains(stderr, "sessions named not exported (erased during the export): "+named)):
+		t.Fatalf("%s of %s alone, erased during it: %v, want it to fail naming it\n%s", export, named, err, stderr)
+	}
+}
+
 // leftOutByErase checks how who's export of a session of events events,
-// erased during the export's second read of it, ended: with no error,
+// erased during the export's second read of it, ended (endedByErase),
 // saying that it left the session (named, as who names it) out, erased
 // during the export, after how many of its lines went out before the
 // export learned it; what it wrote (written) is those lines first, the
 // session's first, each whole, stored as stored. It returns the lines
 // written after them, none of the session's.
-func leftOutByErase(t *testing.T, who, named, stored string, events int, written, stderr string, err error) []string {
+func leftOutByErase(t *testing.T, who, named, stored string, byName bool, events int, written, stderr string, err error) []string {
 	t.Helper()
-	if err != nil {
-		t.Fatalf("%s's export of %s, erased during it: %v\n%s", who, named, err, stderr)
-	}
+	endedByErase(t, who+"'s export", named, byName, stderr, err)
 	if !strings.HasSuffix(written, "\n") {
 		t.Fatalf("%s's export ends inside a line: %q", who, written[max(0, len(written)-200):])
 	}
@@ -444,15 +456,13 @@ func turnsSession(t *testing.T, c *client, id string, n int) {
 
 // erasedOTLP checks how who's export --to otlp, during which session
 // stored (named as who names it) was erased while the collector held the
-// export's first request, of 512 of its spans, ended: with no error,
+// export's first request, of 512 of its spans, ended (endedByErase),
 // saying it left the session out after those 512 spans, and with no
 // request after that one holding a span of it. It returns the session.id
 // of the spans received after the first request.
-func erasedOTLP(t *testing.T, who, named, stored string, rcv *otlptest.Receiver, stderr string, err error) []string {
+func erasedOTLP(t *testing.T, who, named, stored string, byName bool, rcv *otlptest.Receiver, stderr string, err error) []string {
 	t.Helper()
-	if err != nil {
-		t.Fatalf("%s's export --to otlp of %s, erased during it: %v\n%s", who, named, err, stderr)
-	}
+	endedByErase(t, who+"'s export --to otlp", named, byName, stderr, err)
 	for _, w := range []string{fmt.Sprintf("session %s not exported: erased during the export (512 of its spans went out before the export learned it)", named), "(1 sessions erased during the export left out)"} {
 		if !strings.Contains(stderr, w) {
 			t.Errorf("%s's export --to otlp does not say %q:\n%s", who, w, stderr)

@@ -65,7 +65,7 @@ func exportLines(x sessionReader, t *exportTally, ids []string, stdout io.Writer
 		return err
 	}
 	fmt.Fprintf(t.stderr, "exported %d sessions, %d events%s\n", t.exported, events, t.leftOut())
-	return notExported(t.skipped)
+	return t.failed()
 }
 
 // lineWriter is the JSON lines export's buffer of stdout (lineBuffer
@@ -301,7 +301,7 @@ func exportOTLP(ctx context.Context, x sessionReader, t *exportTally, ids []stri
 		}
 	}
 	fmt.Fprintf(t.stderr, "exported %d sessions: %d turns, %d spans to %s%s\n", t.exported, turns, spans, endpoint, t.leftOut())
-	return notExported(t.skipped)
+	return t.failed()
 }
 
 // guardedExporter is the exporter of one session's spans: before each

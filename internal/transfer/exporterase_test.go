@@ -186,3 +186,41 @@ func otlpExporter(t *testing.T, rcv *otlptest.Receiver) sdktrace.SpanExporter {
 	t.Cleanup(func() { exp.Shutdown(context.Background()) })
 	return exp
 }
+
+// A session named (not listed: `export --session`) and erased during its
+// export is left out and said as a listed one is, and the export then
+// fails naming it: the session asked for was not exported.
+func TestExportOfNamedSessionErasedDuringItFails(t *testing.T) {
+	k := writertest.New(t, logstore.Config{})
+	ctx := context.Background()
+	pad := strings.Repeat("x", 20000)
+	for _, x := range []struct {
+		name  string
+		lines func(ids []string, stdout, stderr io.Writer) error
+	}{
+		{"operator", func(ids []string, stdout, stderr io.Writer) error {
+			return transfer.Export(ctx, k.St, ids, false, stdout, stderr)
+		}},
+		{"agent", func(ids []string, stdout, stderr io.Writer) error {
+			return transfer.ExportRead(ctx, k.Cl, ids, false, stdout, stderr)
+		}},
+	} {
+		t.Run(x.name, func(t *testing.T) {
+			id := "named-" + x.name
+			evs := []schema.Envelope{event(schema.TypeSessionCreated, "", `{}`)}
+			for range 199 {
+				evs = append(evs, event(schema.TypeMessageUser, "", `{"content":"`+pad+`"}`))
+			}
+			appendSession(t, k.Cl, id, evs)
+			var stderr bytes.Buffer
+			out := &erasingWriter{erase: func() { markErased(t, k.St, id) }}
+			err := x.lines([]string{id}, out, &stderr)
+			if err == nil || !strings.Contains(err.Error(), "1 sessions named not exported (erased during the export): "+id) {
+				t.Fatalf("export of %s named, erased during it: %v, want it to fail naming it\n%s", id, err, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), "session "+id+" not exported: erased during the export (") {
+				t.Errorf("the export does not say it left %s out:\n%s", id, stderr.String())
+			}
+		})
+	}
+}

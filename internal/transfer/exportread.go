@@ -95,6 +95,19 @@ type exportTally struct {
 	exported     int      // read to their end
 	erasedListed int      // listed and erased before their first read
 	erasedDuring int      // erased during their export
+	erasedNamed  []string // named (not listed) and erased during their export
+}
+
+// failed is the export's error once its summary is said: the sessions
+// skipped (notExported), and those named that were erased during it (a
+// session asked for by name and not exported fails the export, as one
+// erased before its first read does).
+func (t *exportTally) failed() error {
+	err := notExported(t.skipped)
+	if len(t.erasedNamed) > 0 {
+		err = errors.Join(err, fmt.Errorf("%d sessions named not exported (erased during the export): %s", len(t.erasedNamed), strings.Join(t.erasedNamed, ", ")))
+	}
+	return err
 }
 
 // leftOut is the summary's word on the sessions erased, left out and no
@@ -192,6 +205,9 @@ func exportSession(t *exportTally, x sessionReader, id string, out sessionOut) (
 		}
 		fmt.Fprintf(t.stderr, "session %s not exported: erased during the export%s\n", id, sent)
 		t.erasedDuring++
+		if listed, _ := x.refusals(); !listed {
+			t.erasedNamed = append(t.erasedNamed, id)
+		}
 	}
 	return false, nil
 }
