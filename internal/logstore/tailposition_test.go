@@ -119,3 +119,31 @@ func garbledTail(t *testing.T) (*nats.Conn, *logstore.Store, uint64) {
 	}
 	return nc, st, tail
 }
+
+// TestTailPositionKeyGone: a session whose last message is a sealed body
+// whose key is gone answers ErrKeyGone (erased, for a reader that serves
+// it) beside that message's position (its stream seq and SL-Seq), so that
+// a caller deleting it (the eraser) needs no read of its own; Tail still
+// answers ErrKeyGone alone.
+func TestTailPositionKeyGone(t *testing.T) {
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv)
+	st := open(t, nc, logstore.Config{SealBodies: true})
+	ctx := context.Background()
+	r, err := st.Append(ctx, logstore.AppendRequest{SessionID: "gone", Events: events("gone", 1, 3, "gone")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DropSessionRecords(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	for _, reader := range []*logstore.Store{st, open(t, nc, logstore.Config{})} {
+		got, ue, err := reader.TailPosition(ctx, "gone")
+		if !errors.Is(err, logstore.ErrKeyGone) || schema.CodeOf(err) != schema.CodeErased || ue != nil || got != (logstore.Tail{Seq: 3, StreamSeq: r.StreamSeq}) {
+			t.Errorf("TailPosition = %+v, %v, %v; want seq 3 at stream seq %d and ErrKeyGone", got, ue, err, r.StreamSeq)
+		}
+		if tail, err := reader.Tail(ctx, "gone"); !errors.Is(err, logstore.ErrKeyGone) || tail.Exists() {
+			t.Errorf("Tail = %+v, %v; want ErrKeyGone and no tail", tail, err)
+		}
+	}
+}

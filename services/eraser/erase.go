@@ -720,28 +720,17 @@ func notAnEvent(m *logstore.Msg) error {
 //
 // A sealed last message whose session key is gone (destroyed around the
 // eraser: the session has no erasure record, or the job's is before its
-// shred) reads as erased (logstore.ErrKeyGone) for every reader, and
-// TailPosition answers so; here it is a sealed body that does not open
-// (KindUnopened) at the position the stream gives its last message, so
-// that the erase of such a session is accepted and finishes, its sealed
-// bodies counted in Unhashed.
+// shred) reads as erased (logstore.ErrKeyGone) for every reader;
+// TailPosition answers so, with the position the stream gives that
+// message. Here it is accepted as a sealed body that does not open
+// (KindUnopened) at that position, so that the erase of such a session
+// finishes, its sealed bodies counted in Unhashed.
 func (s *Service) storedTail(ctx context.Context, id string) (logstore.Tail, *logstore.UnreadableError, error) {
 	t, ue, err := s.st.TailPosition(ctx, id)
-	if !errors.Is(err, logstore.ErrKeyGone) {
+	if !errors.Is(err, logstore.ErrKeyGone) || !t.Exists() {
 		return t, ue, err
 	}
-	last, err := s.st.LastStoredOf(ctx, id)
-	switch {
-	case last == nil || err == nil:
-		// Gone meanwhile, or stored again and it opens now: Tail
-		// answers (a failure to read it too).
-		return s.st.TailPosition(ctx, id)
-	case !errors.Is(err, logstore.ErrKeyGone):
-		return logstore.Tail{}, nil, err
-	}
-	seq, _ := strconv.ParseUint(last.Header.Get(logstore.HeaderSeq), 10, 64)
-	return logstore.Tail{Seq: seq, StreamSeq: last.StreamSeq}, &logstore.UnreadableError{SessionID: id, StreamSeq: last.StreamSeq,
-		GotSeq: seq, Kind: logstore.KindUnopened, Reason: err.Error()}, nil
+	return t, &logstore.UnreadableError{SessionID: id, StreamSeq: t.StreamSeq, GotSeq: t.Seq, Kind: logstore.KindUnopened, Reason: err.Error()}, nil
 }
 
 // hashOne adds m to the digest and the record's count.
