@@ -547,7 +547,7 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 				s.unhashed(rec, fold, m, m.Unopened)
 				continue
 			}
-			if why := notAnEvent(m); why != nil {
+			if why := logstore.NotAnEvent(m); why != nil {
 				s.unhashed(rec, fold, m, why)
 				continue
 			}
@@ -590,77 +590,36 @@ func digestOf(rec *logstore.Erasure) (hash.Hash, error) {
 // hashToTail is the seal's read: it reads the session's tail from the
 // stream leader (storedTail), adds to h what is stored after the digest
 // (rec.Through) up to it, folding each event into the record's owner
-// (fold), and writes the digest's state in the record. A message that
-// is not an event, or a sealed body that does not open, is counted in
-// Unhashed instead, and the read goes on after it. It returns the tail,
-// with its verdict, and the record's revision.
+// (fold), and writes the digest's state in the record. Each message comes
+// with the read's verdict on it (logstore's ReadVerdicts): a message that
+// is not an event, a sealed body that does not open or whose key is gone,
+// is counted in Unhashed instead, and the read goes on after it. It
+// returns the tail, with its verdict, and the record's revision.
 func (s *Service) hashToTail(ctx context.Context, rec *logstore.Erasure, rev uint64, h hash.Hash, fold *ownerFold) (logstore.Tail, *logstore.UnreadableError, uint64, error) {
-	for {
-		tail, verdict, err := s.storedTail(ctx, rec.SessionID)
-		if err != nil {
-			return tail, verdict, rev, err
-		}
-		tail, err = s.st.ReadSessionTo(ctx, rec.SessionID, rec.Through, tail, func(m *logstore.Msg) error {
-			s.take(h, rec, fold, m)
-			return nil
-		})
-		if errors.Is(err, logstore.ErrKeyGone) {
-			// The session's key is gone (destroyed around the eraser):
-			// its sealed bodies open for no read. The rest goes one
-			// message at a time from the leader, a sealed one counted
-			// apart, a plain one hashed.
-			err = s.takeKeyGone(ctx, rec, h, fold, tail)
-		}
-		var ue *logstore.UnreadableError
-		if errors.As(err, &ue) && ue.Kind == logstore.KindUnopened && ue.StreamSeq > rec.Through {
-			// A sealed body stored before the seal that does not open
-			// with its key (garbled: a corrupted block): the read fails
-			// on it every time. It is counted apart, as one past the
-			// digest, and the read goes on after it.
-			s.unhashed(rec, fold, &logstore.Msg{StreamSeq: ue.StreamSeq}, ue)
-			continue
-		}
-		if err != nil {
-			return tail, verdict, rev, err
-		}
-		rev, err = s.saveDigest(ctx, rec, rev, h)
+	tail, verdict, err := s.storedTail(ctx, rec.SessionID)
+	if err != nil {
 		return tail, verdict, rev, err
 	}
+	if err := s.st.ReadVerdicts(ctx, rec.SessionID, rec.Through, tail, func(m *logstore.Msg, why error) error {
+		s.take(h, rec, fold, m, why)
+		return nil
+	}); err != nil {
+		return tail, verdict, rev, err
+	}
+	rev, err = s.saveDigest(ctx, rec, rev, h)
+	return tail, verdict, rev, err
 }
 
 // take adds m, the next stored message after the digest, to it (h, the
-// record's count and owner fold), or counts it in Unhashed when it is not
-// an event.
-func (s *Service) take(h hash.Hash, rec *logstore.Erasure, fold *ownerFold, m *logstore.Msg) {
-	if why := notAnEvent(m); why != nil {
+// record's count and owner fold), or counts it in Unhashed when the
+// read's verdict on it (why) is that it is no event it can hash.
+func (s *Service) take(h hash.Hash, rec *logstore.Erasure, fold *ownerFold, m *logstore.Msg, why error) {
+	if why != nil {
 		s.unhashed(rec, fold, m, why)
 		return
 	}
 	hashOne(h, rec, m)
 	fold.next(m)
-}
-
-// takeKeyGone is hashToTail's read of a session whose key is gone: each
-// message stored after the digest up to tail, read from the leader one at
-// a time, is taken (take) when it is plain, and counted in Unhashed when
-// it is a sealed body, which no key opens any more (as one that does not
-// open).
-func (s *Service) takeKeyGone(ctx context.Context, rec *logstore.Erasure, h hash.Hash, fold *ownerFold, tail logstore.Tail) error {
-	for rec.Through < tail.StreamSeq {
-		m, err := s.st.NextAfter(ctx, rec.SessionID, rec.Through)
-		if m == nil || m.StreamSeq > tail.StreamSeq {
-			return err
-		}
-		switch {
-		case errors.Is(err, logstore.ErrKeyGone):
-			s.unhashed(rec, fold, m, err)
-		case err != nil:
-			return err
-		default:
-			s.take(h, rec, fold, m)
-		}
-	}
-	return nil
 }
 
 // saveDigest writes h's state in the record (StepHashed: one more batch
@@ -686,21 +645,6 @@ func (s *Service) unhashed(rec *logstore.Erasure, fold *ownerFold, m *logstore.M
 	fold.unreadable(m)
 	s.log.Warn("eraser: a stored message is not an event that can be hashed: deleted without being hashed, counted as unhashed in the audit",
 		"session", rec.SessionID, "stream_seq", m.StreamSeq, "err", why)
-}
-
-// notAnEvent is the reason m is not an event, as Tail judges a session's
-// last message (logstore.TailOf): it has no SL-Seq header and its body
-// does not decode, for another reason than a newer schema (an event this
-// reader cannot read is an event all the same). nil: m is an event, to
-// be hashed. m's sealed body is open (or m is a plain one).
-func notAnEvent(m *logstore.Msg) error {
-	if _, err := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64); err == nil {
-		return nil
-	}
-	if _, err := schema.Decode(m.Data); err != nil && !errors.Is(err, schema.ErrNewerSchema) {
-		return err
-	}
-	return nil
 }
 
 // storedTail is where the session's last stored message is, as the
