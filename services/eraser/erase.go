@@ -638,9 +638,12 @@ func (s *Service) saveDigest(ctx context.Context, rec *logstore.Erasure, rev uin
 // sealed body that does not open, which cannot be hashed, ever, or a
 // message that is not an event (why says which), which is no event of
 // the digest's count. It is counted apart (the audit's unhashed) and
-// deleted, so that the job ends.
+// deleted, so that the job ends; its stored body's size is added to
+// UnhashedBytes, for the give-back (m.Data as read: a StoredPage message
+// whose sealed body does not open comes without it and adds nothing).
 func (s *Service) unhashed(rec *logstore.Erasure, fold *ownerFold, m *logstore.Msg, why error) {
 	rec.Unhashed++
+	rec.UnhashedBytes += uint64(len(m.Data))
 	rec.Through = m.StreamSeq
 	fold.unreadable(m)
 	s.log.Warn("eraser: a stored message is not an event that can be hashed: deleted without being hashed, counted as unhashed in the audit",
@@ -769,28 +772,34 @@ func (s *Service) handleErase(ctx context.Context, m *nats.Msg) {
 	}
 }
 
-// giveBack takes the erased session and its bytes off its tenant's usage
-// (ADR 010), before the job's record leaves the phase: once, though the
+// giveBack takes the erased session and its bytes (hashed, Bytes, and
+// the stored bodies of the unhashed messages, UnhashedBytes) off its
+// tenant's usage (ADR 010), before the job's record leaves the phase: once, though the
 // two are not one write, since the give-back names the session in the
 // tenant's value and a job resumed after a cut between them finds it
 // there (logstore.GiveBackErased); forgetGiveBack drops the name once the
 // record has moved on.
 func (s *Service) giveBack(ctx context.Context, rec logstore.Erasure) error {
-	if rec.Events == 0 {
+	if !givesBack(rec) {
 		return nil
 	}
-	_, err := s.st.GiveBackErased(ctx, rec.SessionID, logstore.TenantUsage{Sessions: -1, Bytes: -int64(rec.Bytes)})
+	_, err := s.st.GiveBackErased(ctx, rec.SessionID, logstore.TenantUsage{Sessions: -1, Bytes: -int64(rec.Bytes + rec.UnhashedBytes)})
 	if errors.Is(err, logstore.ErrNoUsageBucket) {
 		return nil // no writer of this version counted anything
 	}
 	return err
 }
 
+// givesBack reports whether the job deleted messages of the session,
+// hashed or not, so that it gives the session back: one whose messages
+// were all unhashed (its key gone, say) was counted as any.
+func givesBack(rec logstore.Erasure) bool { return rec.Events > 0 || rec.Unhashed > 0 }
+
 // forgetGiveBack drops the session's name from its tenant's usage value
 // once its record is past the give-back (again on a resumed job: a
 // repeat writes nothing).
 func (s *Service) forgetGiveBack(ctx context.Context, rec logstore.Erasure) error {
-	if rec.Events == 0 {
+	if !givesBack(rec) {
 		return nil
 	}
 	err := s.st.ForgetGiveBack(ctx, rec.SessionID)
