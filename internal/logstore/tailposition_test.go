@@ -21,9 +21,7 @@ import (
 // its stream seq, the seq it claims, and the *UnreadableError, while
 // Tail still refuses it.
 func TestTailPosition(t *testing.T) {
-	srv := natstest.RunServer(t)
-	nc := natstest.Connect(t, srv)
-	st := open(t, nc, logstore.Config{SealBodies: true})
+	nc, st := sealedStore(t)
 	ctx := context.Background()
 	js := natstest.JetStream(t, nc)
 	last := func() uint64 {
@@ -105,9 +103,7 @@ func TestAppendAfterTailThatDoesNotOpen(t *testing.T) {
 // opens: the connection, the store and the stream seq of that tail.
 func garbledTail(t *testing.T) (*nats.Conn, *logstore.Store, uint64) {
 	t.Helper()
-	srv := natstest.RunServer(t)
-	nc := natstest.Connect(t, srv)
-	st := open(t, nc, logstore.Config{SealBodies: true})
+	nc, st := sealedStore(t)
 	ctx := context.Background()
 	if _, err := st.Append(ctx, logstore.AppendRequest{SessionID: "g", Events: events("g", 1, 3, "g")}); err != nil {
 		t.Fatal(err)
@@ -126,9 +122,7 @@ func garbledTail(t *testing.T) (*nats.Conn, *logstore.Store, uint64) {
 // a caller deleting it (the eraser) needs no read of its own; Tail still
 // answers ErrKeyGone alone.
 func TestTailPositionKeyGone(t *testing.T) {
-	srv := natstest.RunServer(t)
-	nc := natstest.Connect(t, srv)
-	st := open(t, nc, logstore.Config{SealBodies: true})
+	nc, st := sealedStore(t)
 	ctx := context.Background()
 	r, err := st.Append(ctx, logstore.AppendRequest{SessionID: "gone", Events: events("gone", 1, 3, "gone")})
 	if err != nil {
@@ -146,4 +140,13 @@ func TestTailPositionKeyGone(t *testing.T) {
 			t.Errorf("Tail = %+v, %v; want ErrKeyGone and no tail", tail, err)
 		}
 	}
+}
+
+// sealedStore is a store that seals bodies, on a new server, and its
+// connection.
+func sealedStore(t *testing.T) (*nats.Conn, *logstore.Store) {
+	t.Helper()
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv)
+	return nc, open(t, nc, logstore.Config{SealBodies: true})
 }

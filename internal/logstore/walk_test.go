@@ -17,9 +17,7 @@ import (
 // for a plain body that is not an event, and once the key is gone
 // ErrKeyGone for every sealed body, each with its body as stored.
 func TestReadVerdicts(t *testing.T) {
-	srv := natstest.RunServer(t)
-	nc := natstest.Connect(t, srv)
-	st := open(t, nc, logstore.Config{SealBodies: true})
+	nc, st := sealedStore(t)
 	ctx := context.Background()
 	_, err := st.Append(ctx, logstore.AppendRequest{SessionID: "v", Events: events("v", 1, 4, "v")})
 	if err != nil {
