@@ -76,6 +76,10 @@ type Erasure struct {
 	// SL-Seq header, a body that does not decode: an operator's raw
 	// publish). Not in Events, LastSeq or SHA256.
 	Unhashed uint64 `json:"unhashed,omitempty"`
+	// UnhashedBytes: the stored bodies of the Unhashed messages (a sealed
+	// body as stored, unopened), given back to the tenant's usage with
+	// Bytes, so that the give-back covers every message the job deleted.
+	UnhashedBytes uint64 `json:"unhashedBytes,omitempty"`
 	// Sealed: the event that was the session's tail when the digest
 	// covered it all is deleted (with the first), so an append that
 	// expects it as the tail fails the stream's per-subject check.

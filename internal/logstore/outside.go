@@ -25,7 +25,8 @@ func BuildMessages(cfg Config, req *AppendRequest, subject, prev string) ([]*nat
 func TailOf(sessionID string, m *Msg) (Tail, error) { return tailOf(sessionID, m) }
 
 // TailPositionOf is where the last stored message m of a session is, with
-// its verdict, as TailPosition answers them.
+// its verdict, as TailPosition answers them (m's body is open, or plain).
 func TailPositionOf(sessionID string, m *Msg) (Tail, *UnreadableError, error) {
-	return tailPosition(tailOf(sessionID, m))
+	t, err := tailOf(sessionID, m)
+	return tailPosition(t, m, err)
 }

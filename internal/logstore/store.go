@@ -442,19 +442,27 @@ func eventIDOf(msgID string) string {
 // message that is not the session's event fails it with its verdict (an
 // *UnreadableError); TailPosition answers where that message is.
 func (s *Store) Tail(ctx context.Context, sessionID string) (Tail, error) {
+	t, _, err := s.lastTail(ctx, sessionID)
+	return t, err
+}
+
+// lastTail is Tail's read, with the last stored message it read (nil
+// when there is none or the read failed; with a sealed body whose key is
+// gone, the message without its body's opening).
+func (s *Store) lastTail(ctx context.Context, sessionID string) (Tail, *Msg, error) {
 	loc, err := s.Locate(sessionID)
 	if err != nil {
-		return Tail{}, err
+		return Tail{}, nil, err
 	}
 	m, err := s.msgGet(ctx, loc.Stream, msgGetRequest{LastFor: loc.Subject})
 	if err != nil {
-		return Tail{}, fmt.Errorf("logstore: tail %s: %w", sessionID, err)
+		return Tail{}, m, fmt.Errorf("logstore: tail %s: %w", sessionID, err)
 	}
 	t, err := tailOf(sessionID, m)
 	if err == nil {
 		s.tails.Add(sessionID, t)
 	}
-	return t, err
+	return t, m, err
 }
 
 // TailPosition reads the session's last stored message from the stream
@@ -466,16 +474,29 @@ func (s *Store) Tail(ctx context.Context, sessionID string) (Tail, error) {
 // does not open, an event of a newer schema without SL-Seq). A caller
 // that goes on past such a message (a follow that ends at it, an erase
 // that deletes it) takes the position and decides on the verdict; Tail
-// refuses it. err is any other failure, as Tail's.
+// refuses it.
+//
+// A sealed last message whose session key is gone reads as erased for
+// every reader: err is then ErrKeyGone (wrapped), and the Tail beside it
+// is still the message's position (StreamSeq, and Seq the SL-Seq it is
+// stored with, 0 when none), so that a caller that deletes it needs no
+// read of its own; a caller that serves it answers erased on err. err is
+// any other failure, as Tail's, with no position.
 func (s *Store) TailPosition(ctx context.Context, sessionID string) (Tail, *UnreadableError, error) {
-	return tailPosition(s.Tail(ctx, sessionID))
+	t, m, err := s.lastTail(ctx, sessionID)
+	return tailPosition(t, m, err)
 }
 
-// tailPosition is TailPosition's answer for Tail's.
-func tailPosition(t Tail, err error) (Tail, *UnreadableError, error) {
+// tailPosition is TailPosition's answer for Tail's (t, err) on the last
+// stored message m.
+func tailPosition(t Tail, m *Msg, err error) (Tail, *UnreadableError, error) {
 	var ue *UnreadableError
 	if errors.As(err, &ue) && ue.StreamSeq > 0 {
 		return Tail{Seq: ue.GotSeq, StreamSeq: ue.StreamSeq}, ue, nil
+	}
+	if m != nil && errors.Is(err, ErrKeyGone) {
+		seq, _ := strconv.ParseUint(m.Header.Get(HeaderSeq), 10, 64)
+		return Tail{Seq: seq, StreamSeq: m.StreamSeq}, nil, err
 	}
 	return t, nil, err
 }

@@ -21,9 +21,7 @@ import (
 // its stream seq, the seq it claims, and the *UnreadableError, while
 // Tail still refuses it.
 func TestTailPosition(t *testing.T) {
-	srv := natstest.RunServer(t)
-	nc := natstest.Connect(t, srv)
-	st := open(t, nc, logstore.Config{SealBodies: true})
+	nc, st := sealedStore(t)
 	ctx := context.Background()
 	js := natstest.JetStream(t, nc)
 	last := func() uint64 {
@@ -105,9 +103,7 @@ func TestAppendAfterTailThatDoesNotOpen(t *testing.T) {
 // opens: the connection, the store and the stream seq of that tail.
 func garbledTail(t *testing.T) (*nats.Conn, *logstore.Store, uint64) {
 	t.Helper()
-	srv := natstest.RunServer(t)
-	nc := natstest.Connect(t, srv)
-	st := open(t, nc, logstore.Config{SealBodies: true})
+	nc, st := sealedStore(t)
 	ctx := context.Background()
 	if _, err := st.Append(ctx, logstore.AppendRequest{SessionID: "g", Events: events("g", 1, 3, "g")}); err != nil {
 		t.Fatal(err)
@@ -118,4 +114,39 @@ func garbledTail(t *testing.T) (*nats.Conn, *logstore.Store, uint64) {
 		t.Fatal(err)
 	}
 	return nc, st, tail
+}
+
+// TestTailPositionKeyGone: a session whose last message is a sealed body
+// whose key is gone answers ErrKeyGone (erased, for a reader that serves
+// it) beside that message's position (its stream seq and SL-Seq), so that
+// a caller deleting it (the eraser) needs no read of its own; Tail still
+// answers ErrKeyGone alone.
+func TestTailPositionKeyGone(t *testing.T) {
+	nc, st := sealedStore(t)
+	ctx := context.Background()
+	r, err := st.Append(ctx, logstore.AppendRequest{SessionID: "gone", Events: events("gone", 1, 3, "gone")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DropSessionRecords(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	for _, reader := range []*logstore.Store{st, open(t, nc, logstore.Config{})} {
+		got, ue, err := reader.TailPosition(ctx, "gone")
+		if !errors.Is(err, logstore.ErrKeyGone) || schema.CodeOf(err) != schema.CodeErased || ue != nil || got != (logstore.Tail{Seq: 3, StreamSeq: r.StreamSeq}) {
+			t.Errorf("TailPosition = %+v, %v, %v; want seq 3 at stream seq %d and ErrKeyGone", got, ue, err, r.StreamSeq)
+		}
+		if tail, err := reader.Tail(ctx, "gone"); !errors.Is(err, logstore.ErrKeyGone) || tail.Exists() {
+			t.Errorf("Tail = %+v, %v; want ErrKeyGone and no tail", tail, err)
+		}
+	}
+}
+
+// sealedStore is a store that seals bodies, on a new server, and its
+// connection.
+func sealedStore(t *testing.T) (*nats.Conn, *logstore.Store) {
+	t.Helper()
+	srv := natstest.RunServer(t)
+	nc := natstest.Connect(t, srv)
+	return nc, open(t, nc, logstore.Config{SealBodies: true})
 }

@@ -28,6 +28,7 @@ type contract interface {
 	NextAfter(ctx context.Context, sessionID string, after uint64) (*logstore.Msg, error)
 	ReadSession(ctx context.Context, sessionID string, afterStreamSeq uint64, fn func(*logstore.Msg) error) (logstore.Tail, error)
 	TailPosition(ctx context.Context, sessionID string) (logstore.Tail, *logstore.UnreadableError, error)
+	ReadVerdicts(ctx context.Context, sessionID string, afterStreamSeq uint64, tail logstore.Tail, fn func(m *logstore.Msg, verdict error) error) error
 	ClaimEntry(ctx context.Context, sessionID string) (uint64, time.Time, error)
 	DropClaim(ctx context.Context, sessionID string, revision uint64) error
 	ClaimedSessions(ctx context.Context, fn func(sessionID string)) error
@@ -199,6 +200,11 @@ func transcript(t *testing.T, l contract, follow func(context.Context, logstore.
 	say("s1 tail: seq %d stream %d id %s hash %v (%v)", tail.Seq, tail.StreamSeq, tail.EventID, tail.Hash != "", err)
 	pos, verdict, err := l.TailPosition(ctx, "s1")
 	say("s1 tail position: same %v verdict %v (%v)", pos == tail, verdict, err)
+	err = l.ReadVerdicts(ctx, "s1", 1, tail, func(m *logstore.Msg, verdict error) error {
+		say("walk s1 stream %d id %s verdict %v", m.StreamSeq, m.EventID(), verdict)
+		return nil
+	})
+	say("walk s1 (%v)", err)
 	m, _ := l.NextAfter(ctx, "s1", 2)
 	say("s1 after stream 2: %d", m.StreamSeq)
 	m, _ = l.NextAfter(ctx, "s1", 7)

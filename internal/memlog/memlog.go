@@ -294,6 +294,12 @@ func (l *Log) ReadSessionTo(ctx context.Context, sessionID string, afterStreamSe
 	return readTo(msgs, tail, fn)
 }
 
+// ReadVerdicts gives every stored message of the session after stream
+// seq afterStreamSeq up to tail with its verdict (logstore.WalkStored).
+func (l *Log) ReadVerdicts(ctx context.Context, sessionID string, afterStreamSeq uint64, tail logstore.Tail, fn func(m *logstore.Msg, verdict error) error) error {
+	return logstore.WalkStored(ctx, l, sessionID, afterStreamSeq, tail, fn)
+}
+
 // readTo calls fn with each of msgs up to tail's stream seq.
 func readTo(msgs []*logstore.Msg, tail logstore.Tail, fn func(*logstore.Msg) error) (logstore.Tail, error) {
 	for _, m := range msgs {

@@ -547,7 +547,7 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 				s.unhashed(rec, fold, m, m.Unopened)
 				continue
 			}
-			if why := notAnEvent(m); why != nil {
+			if why := logstore.NotAnEvent(m); why != nil {
 				s.unhashed(rec, fold, m, why)
 				continue
 			}
@@ -590,77 +590,36 @@ func digestOf(rec *logstore.Erasure) (hash.Hash, error) {
 // hashToTail is the seal's read: it reads the session's tail from the
 // stream leader (storedTail), adds to h what is stored after the digest
 // (rec.Through) up to it, folding each event into the record's owner
-// (fold), and writes the digest's state in the record. A message that
-// is not an event, or a sealed body that does not open, is counted in
-// Unhashed instead, and the read goes on after it. It returns the tail,
-// with its verdict, and the record's revision.
+// (fold), and writes the digest's state in the record. Each message comes
+// with the read's verdict on it (logstore's ReadVerdicts): a message that
+// is not an event, a sealed body that does not open or whose key is gone,
+// is counted in Unhashed instead, and the read goes on after it. It
+// returns the tail, with its verdict, and the record's revision.
 func (s *Service) hashToTail(ctx context.Context, rec *logstore.Erasure, rev uint64, h hash.Hash, fold *ownerFold) (logstore.Tail, *logstore.UnreadableError, uint64, error) {
-	for {
-		tail, verdict, err := s.storedTail(ctx, rec.SessionID)
-		if err != nil {
-			return tail, verdict, rev, err
-		}
-		tail, err = s.st.ReadSessionTo(ctx, rec.SessionID, rec.Through, tail, func(m *logstore.Msg) error {
-			s.take(h, rec, fold, m)
-			return nil
-		})
-		if errors.Is(err, logstore.ErrKeyGone) {
-			// The session's key is gone (destroyed around the eraser):
-			// its sealed bodies open for no read. The rest goes one
-			// message at a time from the leader, a sealed one counted
-			// apart, a plain one hashed.
-			err = s.takeKeyGone(ctx, rec, h, fold, tail)
-		}
-		var ue *logstore.UnreadableError
-		if errors.As(err, &ue) && ue.Kind == logstore.KindUnopened && ue.StreamSeq > rec.Through {
-			// A sealed body stored before the seal that does not open
-			// with its key (garbled: a corrupted block): the read fails
-			// on it every time. It is counted apart, as one past the
-			// digest, and the read goes on after it.
-			s.unhashed(rec, fold, &logstore.Msg{StreamSeq: ue.StreamSeq}, ue)
-			continue
-		}
-		if err != nil {
-			return tail, verdict, rev, err
-		}
-		rev, err = s.saveDigest(ctx, rec, rev, h)
+	tail, verdict, err := s.storedTail(ctx, rec.SessionID)
+	if err != nil {
 		return tail, verdict, rev, err
 	}
+	if err := s.st.ReadVerdicts(ctx, rec.SessionID, rec.Through, tail, func(m *logstore.Msg, why error) error {
+		s.take(h, rec, fold, m, why)
+		return nil
+	}); err != nil {
+		return tail, verdict, rev, err
+	}
+	rev, err = s.saveDigest(ctx, rec, rev, h)
+	return tail, verdict, rev, err
 }
 
 // take adds m, the next stored message after the digest, to it (h, the
-// record's count and owner fold), or counts it in Unhashed when it is not
-// an event.
-func (s *Service) take(h hash.Hash, rec *logstore.Erasure, fold *ownerFold, m *logstore.Msg) {
-	if why := notAnEvent(m); why != nil {
+// record's count and owner fold), or counts it in Unhashed when the
+// read's verdict on it (why) is that it is no event it can hash.
+func (s *Service) take(h hash.Hash, rec *logstore.Erasure, fold *ownerFold, m *logstore.Msg, why error) {
+	if why != nil {
 		s.unhashed(rec, fold, m, why)
 		return
 	}
 	hashOne(h, rec, m)
 	fold.next(m)
-}
-
-// takeKeyGone is hashToTail's read of a session whose key is gone: each
-// message stored after the digest up to tail, read from the leader one at
-// a time, is taken (take) when it is plain, and counted in Unhashed when
-// it is a sealed body, which no key opens any more (as one that does not
-// open).
-func (s *Service) takeKeyGone(ctx context.Context, rec *logstore.Erasure, h hash.Hash, fold *ownerFold, tail logstore.Tail) error {
-	for rec.Through < tail.StreamSeq {
-		m, err := s.st.NextAfter(ctx, rec.SessionID, rec.Through)
-		if m == nil || m.StreamSeq > tail.StreamSeq {
-			return err
-		}
-		switch {
-		case errors.Is(err, logstore.ErrKeyGone):
-			s.unhashed(rec, fold, m, err)
-		case err != nil:
-			return err
-		default:
-			s.take(h, rec, fold, m)
-		}
-	}
-	return nil
 }
 
 // saveDigest writes h's state in the record (StepHashed: one more batch
@@ -679,28 +638,16 @@ func (s *Service) saveDigest(ctx context.Context, rec *logstore.Erasure, rev uin
 // sealed body that does not open, which cannot be hashed, ever, or a
 // message that is not an event (why says which), which is no event of
 // the digest's count. It is counted apart (the audit's unhashed) and
-// deleted, so that the job ends.
+// deleted, so that the job ends; its stored body's size is added to
+// UnhashedBytes, for the give-back (m.Data as read: a StoredPage message
+// whose sealed body does not open comes without it and adds nothing).
 func (s *Service) unhashed(rec *logstore.Erasure, fold *ownerFold, m *logstore.Msg, why error) {
 	rec.Unhashed++
+	rec.UnhashedBytes += uint64(len(m.Data))
 	rec.Through = m.StreamSeq
 	fold.unreadable(m)
 	s.log.Warn("eraser: a stored message is not an event that can be hashed: deleted without being hashed, counted as unhashed in the audit",
 		"session", rec.SessionID, "stream_seq", m.StreamSeq, "err", why)
-}
-
-// notAnEvent is the reason m is not an event, as Tail judges a session's
-// last message (logstore.TailOf): it has no SL-Seq header and its body
-// does not decode, for another reason than a newer schema (an event this
-// reader cannot read is an event all the same). nil: m is an event, to
-// be hashed. m's sealed body is open (or m is a plain one).
-func notAnEvent(m *logstore.Msg) error {
-	if _, err := strconv.ParseUint(m.Header.Get(logstore.HeaderSeq), 10, 64); err == nil {
-		return nil
-	}
-	if _, err := schema.Decode(m.Data); err != nil && !errors.Is(err, schema.ErrNewerSchema) {
-		return err
-	}
-	return nil
 }
 
 // storedTail is where the session's last stored message is, as the
@@ -720,28 +667,17 @@ func notAnEvent(m *logstore.Msg) error {
 //
 // A sealed last message whose session key is gone (destroyed around the
 // eraser: the session has no erasure record, or the job's is before its
-// shred) reads as erased (logstore.ErrKeyGone) for every reader, and
-// TailPosition answers so; here it is a sealed body that does not open
-// (KindUnopened) at the position the stream gives its last message, so
-// that the erase of such a session is accepted and finishes, its sealed
-// bodies counted in Unhashed.
+// shred) reads as erased (logstore.ErrKeyGone) for every reader;
+// TailPosition answers so, with the position the stream gives that
+// message. Here it is accepted as a sealed body that does not open
+// (KindUnopened) at that position, so that the erase of such a session
+// finishes, its sealed bodies counted in Unhashed.
 func (s *Service) storedTail(ctx context.Context, id string) (logstore.Tail, *logstore.UnreadableError, error) {
 	t, ue, err := s.st.TailPosition(ctx, id)
-	if !errors.Is(err, logstore.ErrKeyGone) {
+	if !errors.Is(err, logstore.ErrKeyGone) || !t.Exists() {
 		return t, ue, err
 	}
-	last, err := s.st.LastStoredOf(ctx, id)
-	switch {
-	case last == nil || err == nil:
-		// Gone meanwhile, or stored again and it opens now: Tail
-		// answers (a failure to read it too).
-		return s.st.TailPosition(ctx, id)
-	case !errors.Is(err, logstore.ErrKeyGone):
-		return logstore.Tail{}, nil, err
-	}
-	seq, _ := strconv.ParseUint(last.Header.Get(logstore.HeaderSeq), 10, 64)
-	return logstore.Tail{Seq: seq, StreamSeq: last.StreamSeq}, &logstore.UnreadableError{SessionID: id, StreamSeq: last.StreamSeq,
-		GotSeq: seq, Kind: logstore.KindUnopened, Reason: err.Error()}, nil
+	return t, &logstore.UnreadableError{SessionID: id, StreamSeq: t.StreamSeq, GotSeq: t.Seq, Kind: logstore.KindUnopened, Reason: err.Error()}, nil
 }
 
 // hashOne adds m to the digest and the record's count.
@@ -836,28 +772,34 @@ func (s *Service) handleErase(ctx context.Context, m *nats.Msg) {
 	}
 }
 
-// giveBack takes the erased session and its bytes off its tenant's usage
-// (ADR 010), before the job's record leaves the phase: once, though the
+// giveBack takes the erased session and its bytes (hashed, Bytes, and
+// the stored bodies of the unhashed messages, UnhashedBytes) off its
+// tenant's usage (ADR 010), before the job's record leaves the phase: once, though the
 // two are not one write, since the give-back names the session in the
 // tenant's value and a job resumed after a cut between them finds it
 // there (logstore.GiveBackErased); forgetGiveBack drops the name once the
 // record has moved on.
 func (s *Service) giveBack(ctx context.Context, rec logstore.Erasure) error {
-	if rec.Events == 0 {
+	if !givesBack(rec) {
 		return nil
 	}
-	_, err := s.st.GiveBackErased(ctx, rec.SessionID, logstore.TenantUsage{Sessions: -1, Bytes: -int64(rec.Bytes)})
+	_, err := s.st.GiveBackErased(ctx, rec.SessionID, logstore.TenantUsage{Sessions: -1, Bytes: -int64(rec.Bytes + rec.UnhashedBytes)})
 	if errors.Is(err, logstore.ErrNoUsageBucket) {
 		return nil // no writer of this version counted anything
 	}
 	return err
 }
 
+// givesBack reports whether the job deleted messages of the session,
+// hashed or not, so that it gives the session back: one whose messages
+// were all unhashed (its key gone, say) was counted as any.
+func givesBack(rec logstore.Erasure) bool { return rec.Events > 0 || rec.Unhashed > 0 }
+
 // forgetGiveBack drops the session's name from its tenant's usage value
 // once its record is past the give-back (again on a resumed job: a
 // repeat writes nothing).
 func (s *Service) forgetGiveBack(ctx context.Context, rec logstore.Erasure) error {
-	if rec.Events == 0 {
+	if !givesBack(rec) {
 		return nil
 	}
 	err := s.st.ForgetGiveBack(ctx, rec.SessionID)

@@ -19,6 +19,10 @@ type Log interface {
 	NextAfter(ctx context.Context, sessionID string, after uint64) (*logstore.Msg, error)
 	ReadSession(ctx context.Context, sessionID string, afterStreamSeq uint64, fn func(*logstore.Msg) error) (logstore.Tail, error)
 	ReadSessionTo(ctx context.Context, sessionID string, afterStreamSeq uint64, tail logstore.Tail, fn func(*logstore.Msg) error) (logstore.Tail, error)
+	// Every stored message up to a tail with the read's verdict on it
+	// (logstore.WalkStored): the seal's read and retention's archive go
+	// on past one a read refuses.
+	ReadVerdicts(ctx context.Context, sessionID string, afterStreamSeq uint64, tail logstore.Tail, fn func(m *logstore.Msg, verdict error) error) error
 	// The owner and grants an erased session's records keep are folded
 	// from its snapshot and the events after it as every reader judges
 	// them.

@@ -145,33 +145,18 @@ func (s *Service) archiveEvents(ctx context.Context, id string, w io.Writer) ([]
 		return nil, err
 	}
 	var left []uint64
-	after := uint64(0)
-	for after < tail.StreamSeq {
-		_, err := s.st.ReadSessionTo(ctx, id, after, tail, func(m *logstore.Msg) error {
-			after = m.StreamSeq
-			if notAnEvent(m) != nil {
-				left = append(left, m.StreamSeq)
-				return nil
-			}
-			if _, err := w.Write(m.Data); err != nil {
-				return err
-			}
-			_, err := w.Write([]byte{'\n'})
+	err = s.st.ReadVerdicts(ctx, id, 0, tail, func(m *logstore.Msg, why error) error {
+		if why != nil {
+			left = append(left, m.StreamSeq)
+			return nil
+		}
+		if _, err := w.Write(m.Data); err != nil {
 			return err
-		})
-		if err == nil || !bodyUnopened(err) {
-			return left, err
 		}
-		// The read stopped at the next message, whose body does not
-		// open: left out, and the read goes on after it.
-		m, nerr := s.st.NextAfter(ctx, id, after)
-		if m == nil || !bodyUnopened(nerr) {
-			return left, err
-		}
-		left = append(left, m.StreamSeq)
-		after = m.StreamSeq
-	}
-	return left, nil
+		_, err := w.Write([]byte{'\n'})
+		return err
+	})
+	return left, err
 }
 
 // bodyUnopened reports whether err is a read's answer about a sealed

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -148,5 +149,55 @@ func TestEraseSessionWhoseKeyIsGone(t *testing.T) {
 	recs := e.audits()
 	if len(recs) != 1 || recs[0].Events != 0 || recs[0].Unhashed != 8 || recs[0].SHA256 != hex.EncodeToString(empty[:]) {
 		t.Fatalf("audit %+v, want no event hashed and 8 unhashed", recs)
+	}
+}
+
+// TestKeyGoneEraseGivesBackUsage: an erase whose messages are all
+// unhashed (a sealed session whose key is gone) gives the session and the
+// stored bytes of its messages back to its tenant's usage. Before, only
+// hashed events' bytes were given back, and an erase with no event
+// hashed gave nothing back.
+func TestKeyGoneEraseGivesBackUsage(t *testing.T) {
+	ctx := context.Background()
+	e := newEnvWith(t, logstore.Config{SealBodies: true})
+	id := "_Tacme_s-nokey"
+	e.eraseSession(id, "K", "")
+	if err := e.keys().Purge(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if e.store, err = logstore.Open(ctx, e.nc, logstore.Config{SealBodies: true}); err != nil {
+		t.Fatal(err)
+	}
+	// The bodies as stored (sealed; no key opens them now).
+	var stored int64
+	for after := uint64(0); ; {
+		m, err := e.store.NextAfter(ctx, id, after)
+		if m == nil {
+			break
+		}
+		if !errors.Is(err, logstore.ErrKeyGone) {
+			t.Fatalf("stream seq %d: %v, want its key gone", m.StreamSeq, err)
+		}
+		stored += int64(len(m.Data))
+		after = m.StreamSeq
+	}
+	if _, _, err := e.store.AddUsage(ctx, "acme", logstore.TenantUsage{Sessions: 2, Bytes: stored + 1000}, nil); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(Config{Store: e.store, Conn: e.nc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for run := range 2 {
+		got, err := svc.Erase(ctx, EraseRequest{SessionID: id, Reason: "privacy", By: "ops"})
+		if err != nil || got.State != EraseDone {
+			t.Fatalf("run %d of the job: %+v %v", run, got, err)
+		}
+	}
+	e.gone(id)
+	want := logstore.TenantUsage{Sessions: 1, Bytes: 1000}
+	if got, err := e.store.UsageOf(ctx, "acme"); err != nil || got != want {
+		t.Fatalf("acme's usage after the erase: %+v (%v), want %+v (%d stored bytes given back)", got, err, want, stored)
 	}
 }
