@@ -540,19 +540,15 @@ func (s *Service) eraseEvents(ctx context.Context, rec *logstore.Erasure, rev ui
 				continue
 			}
 			hashed = true
-			if m.Unopened != nil {
-				// A sealed body past the digest that does not open: stored
-				// around the writer with a key the shred destroyed after
-				// its look at the leader (or with another key).
-				s.unhashed(rec, fold, m, m.Unopened)
-				continue
+			// A sealed body past the digest that does not open (stored
+			// around the writer with a key the shred destroyed after its
+			// look at the leader, or with another key) comes with its
+			// reason; a plain one is judged as the seal's read judges it.
+			why := m.Unopened
+			if why == nil {
+				why = logstore.NotAnEvent(m)
 			}
-			if why := logstore.NotAnEvent(m); why != nil {
-				s.unhashed(rec, fold, m, why)
-				continue
-			}
-			hashOne(h, rec, m)
-			fold.next(m)
+			s.take(h, rec, fold, m, why)
 		}
 		if hashed {
 			if rev, err = s.saveDigest(ctx, rec, rev, h); err != nil {
